@@ -1,0 +1,134 @@
+//! Commands: everything that can change or query the state of the venue.
+//!
+//! Commands are plain `Copy` values with no heap data, so a gateway or a journal can hold them
+//! in preallocated rings. Symbols are named by [`SymbolId`] (resolve a name with
+//! [`crate::Engine::symbol_id`]); a word a gateway could not recognise (an unknown side, type,
+//! tif or stp) arrives as `None` so the engine reports `invalid_order` in its rule-given place.
+
+use crate::types::{Name, OrderId, OrderType, Side, Stp, SymbolId, Tif, UserId};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    AddSymbol(SymbolSpec),
+    AddUser {
+        user: UserId,
+    },
+    /// Deposit (amount > 0) or withdraw (amount < 0) to or from `available`.
+    AdjustBalance {
+        user: UserId,
+        currency: Name,
+        amount: i64,
+        tx: i64,
+    },
+    Place(PlaceOrder),
+    Cancel {
+        user: UserId,
+        order: OrderId,
+    },
+    Move {
+        user: UserId,
+        order: OrderId,
+        price: i64,
+    },
+    Reduce {
+        user: UserId,
+        order: OrderId,
+        qty: i64,
+    },
+    /// An L2 snapshot of one symbol, `depth` levels a side.
+    Book {
+        symbol: SymbolId,
+        depth: i64,
+    },
+    /// A user's balances and open orders.
+    UserReport {
+        user: UserId,
+    },
+    /// Venue totals per currency, fees collected included.
+    VenueReport,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SymbolSpec {
+    pub symbol: Name,
+    pub base: Name,
+    pub quote: Name,
+    /// Base minor units per lot.
+    pub base_scale: i64,
+    /// Quote minor units per tick per lot.
+    pub quote_scale: i64,
+    /// Quote minor units per lot.
+    pub maker_fee: i64,
+    /// Quote minor units per lot.
+    pub taker_fee: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlaceOrder {
+    pub user: UserId,
+    pub order: OrderId,
+    pub symbol: SymbolId,
+    pub side: Option<Side>,
+    pub order_type: Option<OrderType>,
+    pub tif: Option<Tif>,
+    pub price: Option<i64>,
+    pub qty: i64,
+    pub post_only: bool,
+    pub stp: Option<Stp>,
+}
+
+impl PlaceOrder {
+    /// A GTC limit order with the default self-trade prevention.
+    pub fn limit(
+        user: UserId,
+        order: OrderId,
+        symbol: SymbolId,
+        side: Side,
+        price: i64,
+        qty: i64,
+    ) -> Self {
+        PlaceOrder {
+            user,
+            order,
+            symbol,
+            side: Some(side),
+            order_type: Some(OrderType::Limit),
+            tif: Some(Tif::Gtc),
+            price: Some(price),
+            qty,
+            post_only: false,
+            stp: Some(Stp::CancelTaker),
+        }
+    }
+
+    /// An unpriced market IOC order with the default self-trade prevention.
+    pub fn market(user: UserId, order: OrderId, symbol: SymbolId, side: Side, qty: i64) -> Self {
+        PlaceOrder {
+            order_type: Some(OrderType::Market),
+            tif: Some(Tif::Ioc),
+            price: None,
+            ..PlaceOrder::limit(user, order, symbol, side, 0, qty)
+        }
+    }
+
+    pub fn with_tif(self, tif: Tif) -> Self {
+        PlaceOrder {
+            tif: Some(tif),
+            ..self
+        }
+    }
+
+    pub fn with_stp(self, stp: Stp) -> Self {
+        PlaceOrder {
+            stp: Some(stp),
+            ..self
+        }
+    }
+
+    pub fn with_post_only(self) -> Self {
+        PlaceOrder {
+            post_only: true,
+            ..self
+        }
+    }
+}

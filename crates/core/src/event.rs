@@ -1,0 +1,139 @@
+//! Events: what the engine reports while it applies a command. The command's result (ok or a
+//! rejection reason) is the return value of [`crate::Engine::apply`] and comes after its events.
+
+use crate::types::{CancelReason, Name, OrderId, Side, SymbolId, UserId};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Trade {
+    pub symbol: SymbolId,
+    /// The resting order's price.
+    pub price: i64,
+    pub qty: i64,
+    pub maker_user: UserId,
+    pub maker_order: OrderId,
+    pub taker_user: UserId,
+    pub taker_order: OrderId,
+    pub taker_side: Side,
+    /// Total fee charged to the maker for this fill, quote minor units.
+    pub maker_fee: i64,
+    /// Total fee charged to the taker for this fill, quote minor units.
+    pub taker_fee: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cancelled {
+    pub symbol: SymbolId,
+    pub user: UserId,
+    pub order: OrderId,
+    pub side: Side,
+    /// Quantity that left the book or was never executed.
+    pub qty: i64,
+    pub reason: CancelReason,
+}
+
+/// One aggregated price level: price and total remaining quantity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Level {
+    pub price: i64,
+    pub qty: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BookSnapshot<'a> {
+    pub symbol: SymbolId,
+    /// Best first.
+    pub bids: &'a [Level],
+    /// Best first.
+    pub asks: &'a [Level],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Balance {
+    pub available: i64,
+    pub held: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenOrder {
+    pub symbol: Name,
+    pub order: OrderId,
+    pub side: Side,
+    pub price: i64,
+    pub remaining: i64,
+}
+
+/// A user's balances (by currency name, sorted) and open orders (by symbol, then order id).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserReport {
+    pub user: UserId,
+    pub balances: Vec<(Name, Balance)>,
+    pub orders: Vec<OpenOrder>,
+}
+
+/// Venue totals for one currency. Conservation: `available + held + fees = deposits - withdrawals`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CurrencyTotals {
+    pub currency: Name,
+    pub deposits: i64,
+    pub withdrawals: i64,
+    pub available: i64,
+    pub held: i64,
+    pub fees: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    Trade(Trade),
+    Cancelled(Cancelled),
+    Book(BookSnapshot<'a>),
+    UserReport(&'a UserReport),
+    VenueReport(&'a [CurrencyTotals]),
+}
+
+/// Receives events as the engine produces them. Implementations must not assume an event
+/// outlives the call (book snapshots borrow the engine's scratch space).
+pub trait EventSink {
+    fn on_event(&mut self, event: &Event<'_>);
+}
+
+/// Discards every event.
+impl EventSink for () {
+    fn on_event(&mut self, _: &Event<'_>) {}
+}
+
+/// An owned copy of an event, for tests and tools that keep events around.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OwnedEvent {
+    Trade(Trade),
+    Cancelled(Cancelled),
+    Book {
+        symbol: SymbolId,
+        bids: Vec<Level>,
+        asks: Vec<Level>,
+    },
+    UserReport(UserReport),
+    VenueReport(Vec<CurrencyTotals>),
+}
+
+impl From<&Event<'_>> for OwnedEvent {
+    fn from(event: &Event<'_>) -> Self {
+        match *event {
+            Event::Trade(t) => OwnedEvent::Trade(t),
+            Event::Cancelled(c) => OwnedEvent::Cancelled(c),
+            Event::Book(b) => OwnedEvent::Book {
+                symbol: b.symbol,
+                bids: b.bids.to_vec(),
+                asks: b.asks.to_vec(),
+            },
+            Event::UserReport(r) => OwnedEvent::UserReport(r.clone()),
+            Event::VenueReport(t) => OwnedEvent::VenueReport(t.to_vec()),
+        }
+    }
+}
+
+/// Collects owned events.
+impl EventSink for Vec<OwnedEvent> {
+    fn on_event(&mut self, event: &Event<'_>) {
+        self.push(OwnedEvent::from(event));
+    }
+}

@@ -1,0 +1,25 @@
+//! Rialto's deterministic core: `apply(state, sequenced command) -> events`.
+//!
+//! The engine owns the venue's whole state: symbols, users and their balances, order books.
+//! It reads no clock, draws no random numbers, does no I/O and starts no threads; the sequence
+//! number and time of each command are arguments. The same commands give the same events and
+//! the same state hash on every run and every machine.
+#![forbid(unsafe_code)]
+
+pub mod command;
+pub mod event;
+pub mod types;
+
+mod engine;
+mod snapshot;
+
+pub use command::{Command, PlaceOrder, SymbolSpec};
+pub use engine::{Engine, EngineConfig, RestingOrder};
+pub use event::{
+    Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, OpenOrder,
+    OwnedEvent, Trade, UserReport,
+};
+pub use snapshot::SnapshotError;
+pub use types::{
+    CancelReason, CurrencyId, Name, OrderId, OrderType, Reason, Side, Stp, SymbolId, Tif, UserId,
+};
