@@ -1,1 +1,3 @@
 //! Benchmark workloads and harness.
+
+pub mod cli;
