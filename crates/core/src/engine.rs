@@ -1,6 +1,22 @@
-use crate::command::{Command, SymbolSpec};
-use crate::event::{Balance, CurrencyTotals, EventSink, UserReport};
-use crate::types::{Name, OrderId, Reason, Side, SymbolId, UserId};
+//! The engine: applies commands to the venue's state (docs/rules.md).
+//!
+//! Every command is validated fully before anything is mutated, so a rejection changes nothing.
+//! Balances are only ever moved between users, holds and the fee ledger; the total of each
+//! currency changes only by deposits and withdrawals, whose running total is checked to fit in
+//! an i64, so every balance fits too.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::book::{BookSide, Levels, NIL, OrderNode, Orders};
+use crate::command::{Command, PlaceOrder, SymbolSpec};
+use crate::event::{
+    Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, OpenOrder, Trade,
+    UserReport,
+};
+use crate::hasher::FastHash;
+use crate::types::{
+    CancelReason, CurrencyId, Name, OrderId, OrderType, Reason, Side, Stp, SymbolId, Tif, UserId,
+};
 
 /// Capacities and limits. Capacities are hints that are allocated at start so that steady-state
 /// trading does not allocate; limits are hard and reject with `limit_exceeded`.
@@ -35,104 +51,1188 @@ pub struct RestingOrder {
     pub remaining: i64,
 }
 
-pub struct Engine {}
+pub(crate) struct SymbolState {
+    pub spec: SymbolSpec,
+    pub base: CurrencyId,
+    pub quote: CurrencyId,
+    pub bids: BookSide,
+    pub asks: BookSide,
+}
+
+impl SymbolState {
+    fn side(&self, side: Side) -> &BookSide {
+        match side {
+            Side::Buy => &self.bids,
+            Side::Sell => &self.asks,
+        }
+    }
+
+    fn side_mut(&mut self, side: Side) -> &mut BookSide {
+        match side {
+            Side::Buy => &mut self.bids,
+            Side::Sell => &mut self.asks,
+        }
+    }
+}
+
+pub(crate) struct CurrencyState {
+    pub name: Name,
+    pub deposits: i64,
+    pub withdrawals: i64,
+    pub fees: i64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BalanceEntry {
+    pub currency: CurrencyId,
+    pub available: i64,
+    pub held: i64,
+}
+
+pub(crate) struct Account {
+    pub user: UserId,
+    /// A handful of currencies per user: a short vector scanned linearly.
+    pub balances: Vec<BalanceEntry>,
+    /// Head of the intrusive list of this account's resting orders.
+    pub orders_head: u32,
+    pub open_orders: u32,
+}
+
+impl Account {
+    fn balance(&self, currency: CurrencyId) -> BalanceEntry {
+        self.balances
+            .iter()
+            .find(|b| b.currency == currency)
+            .copied()
+            .unwrap_or(BalanceEntry {
+                currency,
+                available: 0,
+                held: 0,
+            })
+    }
+
+    fn balance_mut(&mut self, currency: CurrencyId) -> &mut BalanceEntry {
+        match self.balances.iter().position(|b| b.currency == currency) {
+            Some(i) => &mut self.balances[i],
+            None => {
+                self.balances.push(BalanceEntry {
+                    currency,
+                    available: 0,
+                    held: 0,
+                });
+                self.balances.last_mut().expect("just pushed")
+            }
+        }
+    }
+}
+
+/// What an incoming order (a new order, or a moved one) brings to the matching loop.
+struct Taker {
+    account: u32,
+    user: UserId,
+    order: OrderId,
+    side: Side,
+    /// `None` for an unpriced market order.
+    limit: Option<i64>,
+    qty: i64,
+    stp: Stp,
+    post_only: bool,
+    /// Where the unfilled rest goes: `None` rests on the book (limit gtc), else the reason for
+    /// its cancellation.
+    leftover: Option<CancelReason>,
+}
+
+/// What the matching loop did for a taker.
+#[derive(Default)]
+struct Fills {
+    filled: i64,
+    /// Buyer: quote paid, price plus fee. Seller: quote received, price minus fee.
+    quote: i64,
+    stopped_by_stp: bool,
+}
+
+pub struct Engine {
+    pub(crate) config: EngineConfig,
+    pub(crate) symbols: Vec<SymbolState>,
+    pub(crate) symbol_ids: BTreeMap<Name, SymbolId>,
+    pub(crate) currencies: Vec<CurrencyState>,
+    pub(crate) currency_ids: BTreeMap<Name, CurrencyId>,
+    pub(crate) accounts: Vec<Account>,
+    pub(crate) account_ids: HashMap<UserId, u32, FastHash>,
+    pub(crate) orders: Orders,
+    pub(crate) order_ids: HashMap<(u32, OrderId), u32, FastHash>,
+    pub(crate) levels: Levels,
+    pub(crate) txs: HashSet<i64, FastHash>,
+    pub(crate) last_seq: u64,
+    /// Reused for book snapshots so that queries do not allocate once warm.
+    scratch_bids: Vec<Level>,
+    scratch_asks: Vec<Level>,
+}
+
+/// The hold of a buy of `qty` lots at `price`: `qty * (price * quote_scale + taker_fee)`.
+fn buy_hold(qty: i64, price: i64, spec: &SymbolSpec) -> Option<i64> {
+    price
+        .checked_mul(spec.quote_scale)?
+        .checked_add(spec.taker_fee)?
+        .checked_mul(qty)
+}
+
+/// Whether a taker on `side` with `limit` trades against a level at `price`.
+#[inline]
+fn crosses(side: Side, limit: Option<i64>, price: i64) -> bool {
+    match (side, limit) {
+        (_, None) => true,
+        (Side::Buy, Some(limit)) => limit >= price,
+        (Side::Sell, Some(limit)) => limit <= price,
+    }
+}
+
+/// A sell's proceeds per lot at `price` would be negative: such a sell is refused, and an
+/// unpriced market sell stops before such a level.
+#[inline]
+fn sell_price_below_fee(price: i64, spec: &SymbolSpec) -> bool {
+    (price as i128) * (spec.quote_scale as i128) < spec.taker_fee as i128
+}
 
 impl Engine {
-    pub fn new(_config: EngineConfig) -> Engine {
-        todo!()
+    pub fn new(config: EngineConfig) -> Engine {
+        Engine {
+            config,
+            symbols: Vec::new(),
+            symbol_ids: BTreeMap::new(),
+            currencies: Vec::new(),
+            currency_ids: BTreeMap::new(),
+            accounts: Vec::with_capacity(config.expected_users),
+            account_ids: HashMap::with_capacity_and_hasher(
+                config.expected_users,
+                FastHash::default(),
+            ),
+            orders: Orders::with_capacity(config.expected_resting_orders),
+            order_ids: HashMap::with_capacity_and_hasher(
+                config.expected_resting_orders,
+                FastHash::default(),
+            ),
+            levels: Levels::with_capacity(config.expected_levels_per_side * 2),
+            txs: HashSet::with_hasher(FastHash::default()),
+            last_seq: 0,
+            scratch_bids: Vec::new(),
+            scratch_asks: Vec::new(),
+        }
     }
 
     /// Applies one command. Events go to `sink` as they happen; the return value is the
-    /// command's result. A rejected command changes nothing.
+    /// command's result. A rejected command changes nothing and reports no event.
     pub fn apply(
         &mut self,
-        _seq: u64,
+        seq: u64,
         _timestamp_ns: i64,
-        _cmd: &Command,
-        _sink: &mut impl EventSink,
+        cmd: &Command,
+        sink: &mut impl EventSink,
     ) -> Result<(), Reason> {
-        todo!()
+        self.last_seq = seq;
+        match *cmd {
+            Command::Place(ref place) => self.place(place, sink),
+            Command::Move { user, order, price } => self.move_order(user, order, price, sink),
+            Command::Cancel { user, order } => self.cancel(user, order, sink),
+            Command::Reduce { user, order, qty } => self.reduce(user, order, qty, sink),
+            Command::AddSymbol(ref spec) => self.add_symbol(spec),
+            Command::AddUser { user } => self.add_user(user),
+            Command::AdjustBalance {
+                user,
+                currency,
+                amount,
+                tx,
+            } => self.adjust_balance(user, currency, amount, tx),
+            Command::Book { symbol, depth } => self.book(symbol, depth, sink),
+            Command::UserReport { user } => {
+                let report = self.user_report(user).ok_or(Reason::UnknownUser)?;
+                sink.on_event(&Event::UserReport(&report));
+                Ok(())
+            }
+            Command::VenueReport => {
+                sink.on_event(&Event::VenueReport(&self.venue_totals()));
+                Ok(())
+            }
+        }
+    }
+
+    // ----- administration -------------------------------------------------------------------
+
+    fn add_symbol(&mut self, spec: &SymbolSpec) -> Result<(), Reason> {
+        if self.symbol_ids.contains_key(&spec.symbol) {
+            return Err(Reason::DuplicateSymbol);
+        }
+        if spec.base_scale <= 0
+            || spec.quote_scale <= 0
+            || spec.maker_fee < 0
+            || spec.taker_fee < spec.maker_fee
+            || spec.base == spec.quote
+        {
+            return Err(Reason::InvalidSymbol);
+        }
+        if self.symbols.len() >= (u32::MAX - 1) as usize {
+            return Err(Reason::LimitExceeded);
+        }
+        let base = self.currency_id_or_register(spec.base);
+        let quote = self.currency_id_or_register(spec.quote);
+        let id = SymbolId(self.symbols.len() as u32);
+        let capacity = self.config.expected_levels_per_side;
+        self.symbols.push(SymbolState {
+            spec: *spec,
+            base,
+            quote,
+            bids: BookSide::new(Side::Buy, capacity),
+            asks: BookSide::new(Side::Sell, capacity),
+        });
+        self.symbol_ids.insert(spec.symbol, id);
+        Ok(())
+    }
+
+    pub(crate) fn currency_id_or_register(&mut self, name: Name) -> CurrencyId {
+        if let Some(&id) = self.currency_ids.get(&name) {
+            return id;
+        }
+        let id = CurrencyId(self.currencies.len() as u32);
+        self.currencies.push(CurrencyState {
+            name,
+            deposits: 0,
+            withdrawals: 0,
+            fees: 0,
+        });
+        self.currency_ids.insert(name, id);
+        id
+    }
+
+    fn add_user(&mut self, user: UserId) -> Result<(), Reason> {
+        if self.account_ids.contains_key(&user) {
+            return Err(Reason::DuplicateUser);
+        }
+        if self.accounts.len() >= (u32::MAX - 1) as usize {
+            return Err(Reason::LimitExceeded);
+        }
+        self.account_ids.insert(user, self.accounts.len() as u32);
+        self.accounts.push(Account {
+            user,
+            balances: Vec::new(),
+            orders_head: NIL,
+            open_orders: 0,
+        });
+        Ok(())
+    }
+
+    fn adjust_balance(
+        &mut self,
+        user: UserId,
+        currency: Name,
+        amount: i64,
+        tx: i64,
+    ) -> Result<(), Reason> {
+        let account = *self.account_ids.get(&user).ok_or(Reason::UnknownUser)?;
+        if amount == 0 {
+            return Err(Reason::InvalidQty);
+        }
+        if self.txs.contains(&tx) {
+            return Err(Reason::DuplicateTx);
+        }
+        let known = self.currency_ids.get(&currency).copied();
+        let available = known.map_or(0, |c| self.accounts[account as usize].balance(c).available);
+        if amount < 0 {
+            // i64::MIN has no positive counterpart, and no balance can cover it anyway.
+            let withdrawal = amount.checked_neg().ok_or(Reason::InsufficientFunds)?;
+            if withdrawal > available {
+                return Err(Reason::InsufficientFunds);
+            }
+            let currency = known.expect("a positive available balance implies a known currency");
+            self.accounts[account as usize]
+                .balance_mut(currency)
+                .available -= withdrawal;
+            self.currencies[currency.0 as usize].withdrawals += withdrawal;
+        } else {
+            let deposits = known.map_or(0, |c| self.currencies[c.0 as usize].deposits);
+            if deposits.checked_add(amount).is_none() || available.checked_add(amount).is_none() {
+                return Err(Reason::Overflow);
+            }
+            let currency = self.currency_id_or_register(currency);
+            self.accounts[account as usize]
+                .balance_mut(currency)
+                .available += amount;
+            self.currencies[currency.0 as usize].deposits += amount;
+        }
+        self.txs.insert(tx);
+        Ok(())
+    }
+
+    // ----- trading --------------------------------------------------------------------------
+
+    fn place(&mut self, cmd: &PlaceOrder, sink: &mut impl EventSink) -> Result<(), Reason> {
+        let account = *self.account_ids.get(&cmd.user).ok_or(Reason::UnknownUser)?;
+        let symbol = cmd.symbol.0 as usize;
+        let sym = self.symbols.get(symbol).ok_or(Reason::UnknownSymbol)?;
+        let spec = sym.spec;
+        let (Some(side), Some(order_type), Some(tif), Some(stp)) =
+            (cmd.side, cmd.order_type, cmd.tif, cmd.stp)
+        else {
+            return Err(Reason::InvalidOrder);
+        };
+        let rests = order_type == OrderType::Limit && tif == Tif::Gtc;
+        if (order_type == OrderType::Market && tif == Tif::Gtc) || (cmd.post_only && !rests) {
+            return Err(Reason::InvalidOrder);
+        }
+        if cmd.qty <= 0 {
+            return Err(Reason::InvalidQty);
+        }
+        let limit = match (order_type, cmd.price) {
+            (OrderType::Limit, None) => return Err(Reason::InvalidPrice),
+            (_, Some(price)) if price <= 0 => return Err(Reason::InvalidPrice),
+            (_, price) => price,
+        };
+        if side == Side::Sell && limit.is_some_and(|price| sell_price_below_fee(price, &spec)) {
+            return Err(Reason::InvalidPrice);
+        }
+        if self.order_ids.contains_key(&(account, cmd.order)) {
+            return Err(Reason::DuplicateOrderId);
+        }
+        if cmd.post_only && self.crosses_best(symbol, side, limit) {
+            return Err(Reason::WouldTake);
+        }
+        let hold = match (side, limit) {
+            (Side::Buy, Some(price)) => buy_hold(cmd.qty, price, &spec).ok_or(Reason::Overflow)?,
+            (Side::Buy, None) => 0, // an unpriced market buy pays as it goes, within its funds
+            (Side::Sell, _) => cmd
+                .qty
+                .checked_mul(spec.base_scale)
+                .ok_or(Reason::Overflow)?,
+        };
+        let held_currency = if side == Side::Buy {
+            sym.quote
+        } else {
+            sym.base
+        };
+        if hold
+            > self.accounts[account as usize]
+                .balance(held_currency)
+                .available
+        {
+            return Err(Reason::InsufficientFunds);
+        }
+        if rests && !self.has_room_for_order(account) {
+            return Err(Reason::LimitExceeded);
+        }
+
+        let leftover = match (order_type, tif) {
+            (OrderType::Limit, Tif::Gtc) => None,
+            (OrderType::Limit, _) => Some(CancelReason::Ioc),
+            (OrderType::Market, _) => Some(CancelReason::Market),
+        };
+        let taker = Taker {
+            account,
+            user: cmd.user,
+            order: cmd.order,
+            side,
+            limit,
+            qty: cmd.qty,
+            stp,
+            post_only: cmd.post_only,
+            leftover,
+        };
+        if tif == Tif::Fok && !self.fok_fillable(symbol, &taker) {
+            sink.on_event(&Event::Cancelled(Cancelled {
+                symbol: cmd.symbol,
+                user: cmd.user,
+                order: cmd.order,
+                side,
+                qty: cmd.qty,
+                reason: CancelReason::Fok,
+            }));
+            return Ok(());
+        }
+        self.execute(symbol, taker, None, sink);
+        Ok(())
+    }
+
+    fn has_room_for_order(&self, account: u32) -> bool {
+        self.accounts[account as usize].open_orders < self.config.max_open_orders_per_user
+            && self.orders.live() < self.config.max_resting_orders as usize
+    }
+
+    /// Whether an order on `side` at `limit` would trade with the best opposite level now.
+    fn crosses_best(&self, symbol: usize, side: Side, limit: Option<i64>) -> bool {
+        let opposite = self.symbols[symbol].side(side.opposite());
+        opposite
+            .best()
+            .is_some_and(|level| crosses(side, limit, self.levels.get(level).price))
+    }
+
+    /// Walks the opposite side as the taker would, counting the liquidity it would really get.
+    fn fok_fillable(&self, symbol: usize, taker: &Taker) -> bool {
+        let sym = &self.symbols[symbol];
+        let spec = &sym.spec;
+        let budget = self.market_buy_budget(sym, taker);
+        let mut needed = taker.qty;
+        let mut spent: i64 = 0;
+        for level_idx in sym.side(taker.side.opposite()).levels_best_first() {
+            let level = self.levels.get(level_idx);
+            if !self.level_tradable(spec, taker, level.price) {
+                return false;
+            }
+            let mut idx = level.head;
+            while idx != NIL {
+                let maker = self.orders.get(idx);
+                idx = maker.next;
+                if maker.account == taker.account {
+                    if taker.stp == Stp::CancelMaker {
+                        continue;
+                    }
+                    return false;
+                }
+                let mut qty = needed.min(maker.remaining);
+                if let Some(budget) = budget {
+                    let Some(cost) = Self::market_buy_lot_cost(spec, level.price) else {
+                        return false;
+                    };
+                    qty = qty.min((budget - spent) / cost);
+                    if qty == 0 {
+                        return false;
+                    }
+                    spent += qty * cost;
+                }
+                needed -= qty;
+                if needed == 0 {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// For an unpriced market buy, what it may spend: its available quote balance.
+    fn market_buy_budget(&self, sym: &SymbolState, taker: &Taker) -> Option<i64> {
+        (taker.side == Side::Buy && taker.limit.is_none()).then(|| {
+            self.accounts[taker.account as usize]
+                .balance(sym.quote)
+                .available
+        })
+    }
+
+    /// Price plus taker fee of one lot; `None` when it does not fit (no one can pay it).
+    fn market_buy_lot_cost(spec: &SymbolSpec, price: i64) -> Option<i64> {
+        price
+            .checked_mul(spec.quote_scale)?
+            .checked_add(spec.taker_fee)
+    }
+
+    /// Whether the taker may trade at a level of this price (its limit, and an unpriced market
+    /// sell's refusal of negative proceeds).
+    #[inline]
+    fn level_tradable(&self, spec: &SymbolSpec, taker: &Taker, price: i64) -> bool {
+        crosses(taker.side, taker.limit, price)
+            && !(taker.side == Side::Sell
+                && taker.limit.is_none()
+                && sell_price_below_fee(price, spec))
+    }
+
+    /// Matches a taker against the book, then rests or cancels its rest and settles its balances.
+    /// `node` is the order's existing node for a move (already out of its level, hold released).
+    fn execute(
+        &mut self,
+        symbol: usize,
+        taker: Taker,
+        node: Option<u32>,
+        sink: &mut impl EventSink,
+    ) {
+        let fills = self.match_taker(symbol, &taker, sink);
+        let sym = &self.symbols[symbol];
+        let (spec, base, quote) = (sym.spec, sym.base, sym.quote);
+        let unfilled = taker.qty - fills.filled;
+        let rest_qty = if unfilled > 0 && taker.leftover.is_none() && !fills.stopped_by_stp {
+            unfilled
+        } else {
+            0
+        };
+        if unfilled > rest_qty {
+            let reason = if fills.stopped_by_stp {
+                CancelReason::Stp
+            } else {
+                taker
+                    .leftover
+                    .expect("only a non-resting order leaves an unrested part")
+            };
+            sink.on_event(&Event::Cancelled(Cancelled {
+                symbol: SymbolId(symbol as u32),
+                user: taker.user,
+                order: taker.order,
+                side: taker.side,
+                qty: unfilled - rest_qty,
+                reason,
+            }));
+        }
+
+        // Settle the taker in one step: what it paid or received, and a hold for what rests.
+        let account = &mut self.accounts[taker.account as usize];
+        match taker.side {
+            Side::Buy => {
+                let rest_hold = match taker.limit {
+                    Some(price) if rest_qty > 0 => {
+                        buy_hold(rest_qty, price, &spec).expect("checked at entry")
+                    }
+                    _ => 0,
+                };
+                let q = account.balance_mut(quote);
+                q.available -= fills.quote + rest_hold;
+                q.held += rest_hold;
+                account.balance_mut(base).available += fills.filled * spec.base_scale;
+            }
+            Side::Sell => {
+                let b = account.balance_mut(base);
+                b.available -= (fills.filled + rest_qty) * spec.base_scale;
+                b.held += rest_qty * spec.base_scale;
+                account.balance_mut(quote).available += fills.quote;
+            }
+        }
+
+        match (node, rest_qty > 0) {
+            (Some(idx), true) => {
+                let n = self.orders.get_mut(idx);
+                n.remaining = rest_qty;
+                n.price = taker.limit.expect("a resting order has a price");
+                self.symbols[symbol].side_mut(taker.side).push_back(
+                    &mut self.levels,
+                    &mut self.orders,
+                    idx,
+                );
+            }
+            (Some(idx), false) => self.forget_order(idx),
+            (None, true) => self.rest_new(symbol, &taker, rest_qty),
+            (None, false) => {}
+        }
+    }
+
+    /// The matching loop: trades while the taker crosses the best opposite level.
+    fn match_taker(&mut self, symbol: usize, taker: &Taker, sink: &mut impl EventSink) -> Fills {
+        let spec = self.symbols[symbol].spec;
+        let budget = self.market_buy_budget(&self.symbols[symbol], taker);
+        let opposite = taker.side.opposite();
+        let mut fills = Fills::default();
+        while fills.filled < taker.qty {
+            let Some(level_idx) = self.symbols[symbol].side(opposite).best() else {
+                break;
+            };
+            let level = *self.levels.get(level_idx);
+            if !self.level_tradable(&spec, taker, level.price) {
+                break;
+            }
+            let maker_idx = level.head;
+            let maker = *self.orders.get(maker_idx);
+            if maker.account == taker.account {
+                match taker.stp {
+                    Stp::CancelTaker => {
+                        fills.stopped_by_stp = true;
+                        break;
+                    }
+                    Stp::CancelMaker => {
+                        self.remove_resting(maker_idx, CancelReason::Stp, sink);
+                        continue;
+                    }
+                    Stp::CancelBoth => {
+                        self.remove_resting(maker_idx, CancelReason::Stp, sink);
+                        fills.stopped_by_stp = true;
+                        break;
+                    }
+                }
+            }
+            let mut qty = (taker.qty - fills.filled).min(maker.remaining);
+            if let Some(budget) = budget {
+                let Some(cost) = Self::market_buy_lot_cost(&spec, level.price) else {
+                    break;
+                };
+                qty = qty.min((budget - fills.quote) / cost);
+                if qty == 0 {
+                    break;
+                }
+            }
+            self.fill_maker(symbol, maker_idx, qty, taker, sink);
+            fills.filled += qty;
+            let notional = level.price * qty * spec.quote_scale;
+            match taker.side {
+                Side::Buy => fills.quote += notional + qty * spec.taker_fee,
+                Side::Sell => fills.quote += notional - qty * spec.taker_fee,
+            }
+        }
+        fills
+    }
+
+    /// Trades `qty` of resting order `maker_idx` with the taker: settles the maker, collects both
+    /// fees, reports the trade. The taker is settled by [`Self::execute`].
+    fn fill_maker(
+        &mut self,
+        symbol: usize,
+        maker_idx: u32,
+        qty: i64,
+        taker: &Taker,
+        sink: &mut impl EventSink,
+    ) {
+        let sym = &self.symbols[symbol];
+        let (spec, base, quote) = (sym.spec, sym.base, sym.quote);
+        let maker = *self.orders.get(maker_idx);
+        let price = maker.price;
+        // Every product here is bounded by a hold that was computed with checked arithmetic.
+        let notional = price * qty * spec.quote_scale;
+        let maker_fee = qty * spec.maker_fee;
+        let taker_fee = qty * spec.taker_fee;
+        let account = &mut self.accounts[maker.account as usize];
+        match maker.side {
+            Side::Buy => {
+                let q = account.balance_mut(quote);
+                q.held -= notional + taker_fee;
+                q.available += taker_fee - maker_fee;
+                account.balance_mut(base).available += qty * spec.base_scale;
+            }
+            Side::Sell => {
+                account.balance_mut(base).held -= qty * spec.base_scale;
+                account.balance_mut(quote).available += notional - maker_fee;
+            }
+        }
+        self.currencies[quote.0 as usize].fees += maker_fee + taker_fee;
+        sink.on_event(&Event::Trade(Trade {
+            symbol: SymbolId(symbol as u32),
+            price,
+            qty,
+            maker_user: account.user,
+            maker_order: maker.order,
+            taker_user: taker.user,
+            taker_order: taker.order,
+            taker_side: taker.side,
+            maker_fee,
+            taker_fee,
+        }));
+        if qty == maker.remaining {
+            self.symbols[symbol].side_mut(maker.side).unlink(
+                &mut self.levels,
+                &mut self.orders,
+                maker_idx,
+            );
+            self.forget_order(maker_idx);
+        } else {
+            self.orders.get_mut(maker_idx).remaining -= qty;
+            self.levels.get_mut(maker.level).total -= qty;
+        }
+    }
+
+    /// Puts the rest of a new order on the book, holding nothing itself (the caller has).
+    fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64) {
+        let account = &mut self.accounts[taker.account as usize];
+        let idx = self.orders.alloc(OrderNode {
+            order: taker.order,
+            price: taker.limit.expect("a resting order has a price"),
+            remaining: qty,
+            account: taker.account,
+            symbol: symbol as u32,
+            level: NIL,
+            prev: NIL,
+            next: NIL,
+            account_prev: NIL,
+            account_next: account.orders_head,
+            side: taker.side,
+            stp: taker.stp,
+            post_only: taker.post_only,
+        });
+        if account.orders_head != NIL {
+            self.orders.get_mut(account.orders_head).account_prev = idx;
+        }
+        account.orders_head = idx;
+        account.open_orders += 1;
+        self.order_ids.insert((taker.account, taker.order), idx);
+        self.symbols[symbol].side_mut(taker.side).push_back(
+            &mut self.levels,
+            &mut self.orders,
+            idx,
+        );
+    }
+
+    /// Puts an order from a snapshot on the book, at the back of its level. Holds and balances
+    /// come from the snapshot too; the decoder checks that they agree.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn restore_resting(
+        &mut self,
+        symbol: usize,
+        account: u32,
+        order: OrderId,
+        side: Side,
+        price: i64,
+        remaining: i64,
+        stp: Stp,
+        post_only: bool,
+    ) -> Result<(), &'static str> {
+        let spec = &self.symbols[symbol].spec;
+        if side == Side::Sell && sell_price_below_fee(price, spec) {
+            return Err("sell price below the taker fee");
+        }
+        if side == Side::Buy && buy_hold(remaining, price, spec).is_none() {
+            return Err("hold overflows");
+        }
+        let taker = Taker {
+            account,
+            user: self.accounts[account as usize].user,
+            order,
+            side,
+            limit: Some(price),
+            qty: remaining,
+            stp,
+            post_only,
+            leftover: None,
+        };
+        self.rest_new(symbol, &taker, remaining);
+        Ok(())
+    }
+
+    /// Frees a node that is out of its level: unlinks it from its account and the id index.
+    fn forget_order(&mut self, idx: u32) {
+        let node = *self.orders.get(idx);
+        let account = &mut self.accounts[node.account as usize];
+        if node.account_prev == NIL {
+            account.orders_head = node.account_next;
+        } else {
+            self.orders.get_mut(node.account_prev).account_next = node.account_next;
+        }
+        if node.account_next != NIL {
+            self.orders.get_mut(node.account_next).account_prev = node.account_prev;
+        }
+        account.open_orders -= 1;
+        self.order_ids.remove(&(node.account, node.order));
+        self.orders.free(idx);
+    }
+
+    /// The hold a resting order keeps for `qty` of its lots, in (currency, amount).
+    fn resting_hold(&self, node: &OrderNode, qty: i64) -> (CurrencyId, i64) {
+        let sym = &self.symbols[node.symbol as usize];
+        match node.side {
+            Side::Buy => (
+                sym.quote,
+                buy_hold(qty, node.price, &sym.spec).expect("held at entry"),
+            ),
+            Side::Sell => (sym.base, qty * sym.spec.base_scale),
+        }
+    }
+
+    fn release_hold(&mut self, node: &OrderNode, qty: i64) {
+        let (currency, amount) = self.resting_hold(node, qty);
+        let balance = self.accounts[node.account as usize].balance_mut(currency);
+        balance.held -= amount;
+        balance.available += amount;
+    }
+
+    /// Cancels the whole rest of a resting order, releasing its hold and reporting it.
+    fn remove_resting(&mut self, idx: u32, reason: CancelReason, sink: &mut impl EventSink) {
+        let node = *self.orders.get(idx);
+        self.symbols[node.symbol as usize]
+            .side_mut(node.side)
+            .unlink(&mut self.levels, &mut self.orders, idx);
+        self.release_hold(&node, node.remaining);
+        self.forget_order(idx);
+        sink.on_event(&Event::Cancelled(Cancelled {
+            symbol: SymbolId(node.symbol),
+            user: self.accounts[node.account as usize].user,
+            order: node.order,
+            side: node.side,
+            qty: node.remaining,
+            reason,
+        }));
+    }
+
+    /// The resting order `(user, order)`, if live.
+    fn find_order(&self, user: UserId, order: OrderId) -> Option<u32> {
+        let account = *self.account_ids.get(&user)?;
+        self.order_ids.get(&(account, order)).copied()
+    }
+
+    fn cancel(
+        &mut self,
+        user: UserId,
+        order: OrderId,
+        sink: &mut impl EventSink,
+    ) -> Result<(), Reason> {
+        let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
+        self.remove_resting(idx, CancelReason::User, sink);
+        Ok(())
+    }
+
+    fn reduce(
+        &mut self,
+        user: UserId,
+        order: OrderId,
+        qty: i64,
+        sink: &mut impl EventSink,
+    ) -> Result<(), Reason> {
+        let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
+        if qty <= 0 {
+            return Err(Reason::InvalidQty);
+        }
+        let node = *self.orders.get(idx);
+        if qty >= node.remaining {
+            self.remove_resting(idx, CancelReason::Reduce, sink);
+            return Ok(());
+        }
+        self.release_hold(&node, qty);
+        self.orders.get_mut(idx).remaining -= qty;
+        self.levels.get_mut(node.level).total -= qty;
+        sink.on_event(&Event::Cancelled(Cancelled {
+            symbol: SymbolId(node.symbol),
+            user,
+            order,
+            side: node.side,
+            qty,
+            reason: CancelReason::Reduce,
+        }));
+        Ok(())
+    }
+
+    fn move_order(
+        &mut self,
+        user: UserId,
+        order: OrderId,
+        price: i64,
+        sink: &mut impl EventSink,
+    ) -> Result<(), Reason> {
+        let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
+        let node = *self.orders.get(idx);
+        let symbol = node.symbol as usize;
+        let sym = &self.symbols[symbol];
+        let spec = sym.spec;
+        if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &spec)) {
+            return Err(Reason::InvalidPrice);
+        }
+        if node.post_only && self.crosses_best(symbol, node.side, Some(price)) {
+            return Err(Reason::WouldTake);
+        }
+        if node.side == Side::Buy {
+            let new_hold = buy_hold(node.remaining, price, &spec).ok_or(Reason::Overflow)?;
+            let (_, old_hold) = self.resting_hold(&node, node.remaining);
+            let available = self.accounts[node.account as usize]
+                .balance(sym.quote)
+                .available;
+            // Both fit in i64 on their own; their sum might not.
+            if (new_hold as i128) > available as i128 + old_hold as i128 {
+                return Err(Reason::InsufficientFunds);
+            }
+        }
+
+        self.symbols[symbol]
+            .side_mut(node.side)
+            .unlink(&mut self.levels, &mut self.orders, idx);
+        self.release_hold(&node, node.remaining);
+        let taker = Taker {
+            account: node.account,
+            user,
+            order,
+            side: node.side,
+            limit: Some(price),
+            qty: node.remaining,
+            stp: node.stp,
+            post_only: node.post_only,
+            leftover: None,
+        };
+        self.execute(symbol, taker, Some(idx), sink);
+        Ok(())
+    }
+
+    // ----- queries --------------------------------------------------------------------------
+
+    fn book(
+        &mut self,
+        symbol: SymbolId,
+        depth: i64,
+        sink: &mut impl EventSink,
+    ) -> Result<(), Reason> {
+        let sym = self
+            .symbols
+            .get(symbol.0 as usize)
+            .ok_or(Reason::UnknownSymbol)?;
+        if depth <= 0 {
+            return Err(Reason::InvalidQty);
+        }
+        let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+        let levels = &self.levels;
+        let to_level = |idx: u32| {
+            let level = levels.get(idx);
+            Level {
+                price: level.price,
+                qty: level.total,
+            }
+        };
+        self.scratch_bids.clear();
+        self.scratch_bids
+            .extend(sym.bids.levels_best_first().take(depth).map(to_level));
+        self.scratch_asks.clear();
+        self.scratch_asks
+            .extend(sym.asks.levels_best_first().take(depth).map(to_level));
+        sink.on_event(&Event::Book(BookSnapshot {
+            symbol,
+            bids: &self.scratch_bids,
+            asks: &self.scratch_asks,
+        }));
+        Ok(())
     }
 
     /// The id of a symbol by name, or [`SymbolId::NONE`].
-    pub fn symbol_id(&self, _name: &str) -> SymbolId {
-        todo!()
+    pub fn symbol_id(&self, name: &str) -> SymbolId {
+        Name::new(name)
+            .and_then(|name| self.symbol_ids.get(&name).copied())
+            .unwrap_or(SymbolId::NONE)
     }
 
     /// The symbol's specification, if it exists.
-    pub fn symbol(&self, _id: SymbolId) -> Option<&SymbolSpec> {
-        todo!()
+    pub fn symbol(&self, id: SymbolId) -> Option<&SymbolSpec> {
+        self.symbols.get(id.0 as usize).map(|s| &s.spec)
     }
 
     /// All symbols, sorted by name.
     pub fn symbols_by_name(&self) -> Vec<(SymbolId, SymbolSpec)> {
-        todo!()
+        self.symbol_ids
+            .values()
+            .map(|&id| (id, self.symbols[id.0 as usize].spec))
+            .collect()
     }
 
     /// All user ids, ascending.
     pub fn users(&self) -> Vec<UserId> {
-        todo!()
+        let mut users: Vec<UserId> = self.accounts.iter().map(|a| a.user).collect();
+        users.sort_unstable();
+        users
     }
 
     /// A user's balance in one currency (zero when never touched); `None` for an unknown user.
-    pub fn balance(&self, _user: UserId, _currency: &str) -> Option<Balance> {
-        todo!()
+    pub fn balance(&self, user: UserId, currency: &str) -> Option<Balance> {
+        let account = &self.accounts[*self.account_ids.get(&user)? as usize];
+        let entry = Name::new(currency)
+            .and_then(|name| self.currency_ids.get(&name))
+            .map(|&c| account.balance(c));
+        Some(entry.map_or(
+            Balance {
+                available: 0,
+                held: 0,
+            },
+            |e| Balance {
+                available: e.available,
+                held: e.held,
+            },
+        ))
     }
 
-    /// A user's non-zero balances and open orders; `None` for an unknown user.
-    pub fn user_report(&self, _user: UserId) -> Option<UserReport> {
-        todo!()
+    /// A user's non-zero balances (by currency name) and open orders (by symbol name, then order
+    /// id); `None` for an unknown user.
+    pub fn user_report(&self, user: UserId) -> Option<UserReport> {
+        let account_idx = *self.account_ids.get(&user)?;
+        let account = &self.accounts[account_idx as usize];
+        let mut balances: Vec<(Name, Balance)> = account
+            .balances
+            .iter()
+            .filter(|b| b.available != 0 || b.held != 0)
+            .map(|b| {
+                (
+                    self.currencies[b.currency.0 as usize].name,
+                    Balance {
+                        available: b.available,
+                        held: b.held,
+                    },
+                )
+            })
+            .collect();
+        balances.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut orders = Vec::with_capacity(account.open_orders as usize);
+        let mut idx = account.orders_head;
+        while idx != NIL {
+            let node = self.orders.get(idx);
+            orders.push(OpenOrder {
+                symbol: self.symbols[node.symbol as usize].spec.symbol,
+                order: node.order,
+                side: node.side,
+                price: node.price,
+                remaining: node.remaining,
+            });
+            idx = node.account_next;
+        }
+        orders.sort_by(|a, b| (a.symbol, a.order).cmp(&(b.symbol, b.order)));
+        Some(UserReport {
+            user,
+            balances,
+            orders,
+        })
     }
 
     /// Totals per currency, sorted by currency name.
     pub fn venue_totals(&self) -> Vec<CurrencyTotals> {
-        todo!()
+        let mut totals: Vec<CurrencyTotals> = self
+            .currencies
+            .iter()
+            .map(|c| CurrencyTotals {
+                currency: c.name,
+                deposits: c.deposits,
+                withdrawals: c.withdrawals,
+                available: 0,
+                held: 0,
+                fees: c.fees,
+            })
+            .collect();
+        for account in &self.accounts {
+            for b in &account.balances {
+                let t = &mut totals[b.currency.0 as usize];
+                t.available += b.available;
+                t.held += b.held;
+            }
+        }
+        totals.sort_by(|a, b| a.currency.cmp(&b.currency));
+        totals
     }
 
     /// Resting orders of one symbol in priority order: (bids, asks), best price first, then
-    /// oldest first.
-    pub fn resting_orders(&self, _symbol: SymbolId) -> (Vec<RestingOrder>, Vec<RestingOrder>) {
-        todo!()
+    /// oldest first. Empty for an unknown symbol.
+    pub fn resting_orders(&self, symbol: SymbolId) -> (Vec<RestingOrder>, Vec<RestingOrder>) {
+        let Some(sym) = self.symbols.get(symbol.0 as usize) else {
+            return (Vec::new(), Vec::new());
+        };
+        (self.side_orders(&sym.bids), self.side_orders(&sym.asks))
+    }
+
+    fn side_orders(&self, side: &BookSide) -> Vec<RestingOrder> {
+        let mut out = Vec::new();
+        for level in side.levels_best_first() {
+            let mut idx = self.levels.get(level).head;
+            while idx != NIL {
+                let node = self.orders.get(idx);
+                out.push(RestingOrder {
+                    user: self.accounts[node.account as usize].user,
+                    order: node.order,
+                    side: node.side,
+                    price: node.price,
+                    remaining: node.remaining,
+                });
+                idx = node.next;
+            }
+        }
+        out
     }
 
     /// The remaining quantity of a live order, if it is live.
-    pub fn order_remaining(&self, _user: UserId, _order: OrderId) -> Option<i64> {
-        todo!()
+    pub fn order_remaining(&self, user: UserId, order: OrderId) -> Option<i64> {
+        self.find_order(user, order)
+            .map(|idx| self.orders.get(idx).remaining)
     }
 
     /// Number of resting orders on the whole venue.
     pub fn resting_order_count(&self) -> usize {
-        todo!()
+        self.orders.live()
     }
 
-    /// The sequence number of the last command applied (0 before any).
+    /// The sequence number of the last command applied (0 before any). Carried in snapshots
+    /// but not part of the state hash.
     pub fn last_seq(&self) -> u64 {
-        todo!()
-    }
-
-    /// SHA-256 of the canonical snapshot encoding: equal states share it.
-    pub fn state_hash(&self) -> [u8; 32] {
-        todo!()
-    }
-
-    /// [`Self::state_hash`] as 64 lowercase hex digits.
-    pub fn state_hash_hex(&self) -> String {
-        todo!()
-    }
-
-    /// Canonical binary encoding of the whole state (docs/snapshot-format.md).
-    pub fn encode_snapshot(&self) -> Vec<u8> {
-        todo!()
-    }
-
-    /// Rebuilds an engine from [`Self::encode_snapshot`] output, validating everything.
-    pub fn decode_snapshot(
-        _bytes: &[u8],
-        _config: EngineConfig,
-    ) -> Result<Engine, crate::SnapshotError> {
-        todo!()
+        self.last_seq
     }
 }
 
-#[allow(dead_code)]
-fn _unused(_: Name) {}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::OwnedEvent;
+
+    fn name(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    /// The contract's own example: a cross with fees, and the balances it leaves.
+    #[test]
+    fn a_cross_settles_both_sides_and_collects_fees() {
+        let mut e = Engine::new(EngineConfig::default());
+        let mut events: Vec<OwnedEvent> = Vec::new();
+        let cmds = [
+            Command::AddSymbol(SymbolSpec {
+                symbol: name("BTC-USD"),
+                base: name("BTC"),
+                quote: name("USD"),
+                base_scale: 1_000_000,
+                quote_scale: 10_000,
+                maker_fee: 700,
+                taker_fee: 1900,
+            }),
+            Command::AddUser { user: 301 },
+            Command::AddUser { user: 302 },
+            Command::AdjustBalance {
+                user: 301,
+                currency: name("USD"),
+                amount: 2_000_000_000,
+                tx: 1,
+            },
+            Command::AdjustBalance {
+                user: 302,
+                currency: name("BTC"),
+                amount: 12_000_000,
+                tx: 2,
+            },
+        ];
+        for (i, c) in cmds.iter().enumerate() {
+            assert_eq!(e.apply(i as u64 + 1, 0, c, &mut events), Ok(()));
+        }
+        let sym = e.symbol_id("BTC-USD");
+        let buy = PlaceOrder::limit(301, 5001, sym, Side::Buy, 15400, 12);
+        assert_eq!(e.apply(6, 0, &Command::Place(buy), &mut events), Ok(()));
+        let sell = PlaceOrder::limit(302, 5002, sym, Side::Sell, 15000, 10).with_tif(Tif::Ioc);
+        assert_eq!(e.apply(7, 0, &Command::Place(sell), &mut events), Ok(()));
+        assert_eq!(
+            events,
+            vec![OwnedEvent::Trade(Trade {
+                symbol: sym,
+                price: 15400,
+                qty: 10,
+                maker_user: 301,
+                maker_order: 5001,
+                taker_user: 302,
+                taker_order: 5002,
+                taker_side: Side::Sell,
+                maker_fee: 7000,
+                taker_fee: 19000,
+            })]
+        );
+        let bal = |u, c| e.balance(u, c).unwrap();
+        assert_eq!(
+            bal(301, "USD"),
+            Balance {
+                available: 151_989_200,
+                held: 308_003_800
+            }
+        );
+        assert_eq!(
+            bal(301, "BTC"),
+            Balance {
+                available: 10_000_000,
+                held: 0
+            }
+        );
+        assert_eq!(
+            bal(302, "USD"),
+            Balance {
+                available: 1_539_981_000,
+                held: 0
+            }
+        );
+        assert_eq!(
+            bal(302, "BTC"),
+            Balance {
+                available: 2_000_000,
+                held: 0
+            }
+        );
+        assert_eq!(
+            e.venue_totals()
+                .iter()
+                .find(|t| t.currency == name("USD"))
+                .unwrap()
+                .fees,
+            26_000
+        );
+
+        let restored =
+            Engine::decode_snapshot(&e.encode_snapshot(), EngineConfig::default()).unwrap();
+        assert_eq!(restored.state_hash(), e.state_hash());
+        assert_eq!(restored.resting_orders(sym), e.resting_orders(sym));
+    }
+}

@@ -10,7 +10,9 @@ pub mod command;
 pub mod event;
 pub mod types;
 
+mod book;
 mod engine;
+mod hasher;
 mod snapshot;
 
 pub use command::{Command, PlaceOrder, SymbolSpec};
