@@ -203,17 +203,11 @@ impl Engine {
             currencies: Vec::new(),
             currency_ids: BTreeMap::new(),
             accounts: Vec::with_capacity(config.expected_users),
-            account_ids: HashMap::with_capacity_and_hasher(
-                config.expected_users,
-                FastHash::default(),
-            ),
+            account_ids: HashMap::with_capacity_and_hasher(config.expected_users, FastHash),
             orders: Orders::with_capacity(config.expected_resting_orders),
-            order_ids: HashMap::with_capacity_and_hasher(
-                config.expected_resting_orders,
-                FastHash::default(),
-            ),
+            order_ids: HashMap::with_capacity_and_hasher(config.expected_resting_orders, FastHash),
             levels: Levels::with_capacity(config.expected_levels_per_side * 2),
-            txs: HashSet::with_hasher(FastHash::default()),
+            txs: HashSet::with_hasher(FastHash),
             last_seq: 0,
             scratch_bids: Vec::new(),
             scratch_asks: Vec::new(),
@@ -1037,7 +1031,7 @@ impl Engine {
                 )
             })
             .collect();
-        balances.sort_by(|a, b| a.0.cmp(&b.0));
+        balances.sort_by_key(|b| b.0);
         let mut orders = Vec::with_capacity(account.open_orders as usize);
         let mut idx = account.orders_head;
         while idx != NIL {
@@ -1051,7 +1045,7 @@ impl Engine {
             });
             idx = node.account_next;
         }
-        orders.sort_by(|a, b| (a.symbol, a.order).cmp(&(b.symbol, b.order)));
+        orders.sort_by_key(|o| (o.symbol, o.order));
         Some(UserReport {
             user,
             balances,
@@ -1080,7 +1074,7 @@ impl Engine {
                 t.held += b.held;
             }
         }
-        totals.sort_by(|a, b| a.currency.cmp(&b.currency));
+        totals.sort_by_key(|t| t.currency);
         totals
     }
 
