@@ -1,1 +1,95 @@
-fn main() {}
+//! `rialto`: replay scenario files through the engine, run benchmarks.
+
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use rialto_bench::cli::BenchCommand;
+use rialto_cli::replay::{self, ReplayError, ReplayOptions};
+
+/// Rialto: a deterministic exchange core (order books, accounts, matching).
+#[derive(Parser, Debug)]
+#[command(
+    name = "rialto",
+    version,
+    after_help = "Examples:\n  rialto replay examples/basic_cross.jsonl --final-state\n  \
+cat day.jsonl | rialto replay - --strict\n  rialto bench --help"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Apply a scenario (JSON Lines commands) to a fresh engine and write its events as JSON Lines
+    #[command(
+        after_help = "The format is described in docs/scenario-format.md. A malformed line is \
+reported on stderr as `line N: <what>` and skipped, leaving the state unchanged; the exit status \
+is 0 unless --strict stopped the replay or the input could not be read."
+    )]
+    Replay(ReplayArgs),
+    /// Run benchmarks
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Args, Debug)]
+struct ReplayArgs {
+    /// Scenario file to read, or `-` for stdin
+    file: PathBuf,
+    /// End the output with a `final` line: balances, fees, resting orders, state hash
+    #[arg(long)]
+    final_state: bool,
+    /// Stop at the first malformed line and exit with status 1
+    #[arg(long)]
+    strict: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Cmd::Replay(args) => run_replay(&args),
+        Cmd::Bench(cmd) => rialto_bench::cli::run(cmd).map(|()| ExitCode::SUCCESS),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rialto: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
+    let options = ReplayOptions {
+        final_state: args.final_state,
+        strict: args.strict,
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let mut diag = io::stderr().lock();
+    let result = if args.file.as_os_str() == "-" {
+        replay::replay(&mut io::stdin().lock(), &mut out, &mut diag, options)
+    } else {
+        let file = File::open(&args.file)
+            .with_context(|| format!("cannot open {}", args.file.display()))?;
+        replay::replay(&mut BufReader::new(file), &mut out, &mut diag, options)
+    };
+    match result {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        // The line itself is already reported on stderr.
+        Err(ReplayError::Stopped(_)) => {
+            eprintln!("rialto: --strict: stopped at the first malformed line");
+            Ok(ExitCode::FAILURE)
+        }
+        // A reader that closed the pipe (`rialto replay f | head`) is not an error.
+        Err(ReplayError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(ReplayError::Io(e)) => {
+            Err(e).with_context(|| format!("replaying {}", args.file.display()))
+        }
+    }
+}

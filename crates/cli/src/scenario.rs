@@ -1,0 +1,786 @@
+//! Scenario lines: parsing one JSON command into a [`Command`], and writing events, results and
+//! the final state as compact JSON with a fixed field order (docs/scenario-format.md).
+//!
+//! Parsing is strict about kinds (an integer must be a JSON integer that fits in i64, a word
+//! must be a string, a flag a bool) because a line that silently means something else is worse
+//! than a line reported as malformed. Words that are strings but not known (`"side":"up"`) are
+//! not malformed: they reach the engine as `None`, which rejects them with `invalid_order` in
+//! its rule-given place.
+
+use std::fmt;
+
+use rialto_core::{
+    Balance, BookSnapshot, Cancelled, Command, CurrencyTotals, Engine, Event, Level, Name,
+    OrderType, PlaceOrder, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif, Trade,
+    UserReport,
+};
+use serde_json::{Map, Value};
+
+/// Depth of a `book` query whose line has no `depth` (Rialto's choice, docs/rules.md).
+pub const DEFAULT_BOOK_DEPTH: i64 = 10;
+
+/// What is wrong with a malformed scenario line. A malformed line is never applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LineProblem {
+    /// Longer than the replay's line limit; the rest of the line was skipped unread.
+    TooLong {
+        max_bytes: usize,
+    },
+    /// Not valid JSON (serde_json's message, which includes the column).
+    NotJson(String),
+    /// Valid JSON, but not an object.
+    NotObject,
+    MissingField(&'static str),
+    WrongKind {
+        field: &'static str,
+        expected: &'static str,
+        found: &'static str,
+    },
+    /// A symbol or currency name that is empty or longer than [`Name::MAX_LEN`] bytes.
+    BadName {
+        field: &'static str,
+        len: usize,
+    },
+    UnknownCommand(String),
+}
+
+impl fmt::Display for LineProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LineProblem::TooLong { max_bytes } => {
+                write!(f, "line longer than {max_bytes} bytes")
+            }
+            LineProblem::NotJson(msg) => write!(f, "not valid JSON: {msg}"),
+            LineProblem::NotObject => f.write_str("expected a JSON object"),
+            LineProblem::MissingField(field) => write!(f, "missing field {field:?}"),
+            LineProblem::WrongKind {
+                field,
+                expected,
+                found,
+            } => write!(f, "field {field:?}: expected {expected}, found {found}"),
+            LineProblem::BadName { field, len } => write!(
+                f,
+                "field {field:?}: a name must be 1 to {} bytes, found {len}",
+                Name::MAX_LEN
+            ),
+            LineProblem::UnknownCommand(cmd) => write!(f, "unknown cmd {cmd:?}"),
+        }
+    }
+}
+
+/// A malformed line and its 1-based line number. Displays as `line N: <what is wrong>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineError {
+    pub line: u64,
+    pub problem: LineProblem,
+}
+
+impl fmt::Display for LineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.problem)
+    }
+}
+
+impl std::error::Error for LineError {}
+
+/// True for a line that holds only whitespace: skipped, but still counted.
+pub fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
+}
+
+/// Parses one scenario line (without its line terminator) into a command. `Ok(None)` for a
+/// blank line. Symbol names of `place` and `book` are resolved with `engine`; an unknown one
+/// becomes [`SymbolId::NONE`] so that the engine rejects it with `unknown_symbol`.
+pub fn parse_line(engine: &Engine, line: &[u8]) -> Result<Option<Command>, LineProblem> {
+    if is_blank(line) {
+        return Ok(None);
+    }
+    let value: Value =
+        serde_json::from_slice(line).map_err(|e| LineProblem::NotJson(e.to_string()))?;
+    let Value::Object(map) = value else {
+        return Err(LineProblem::NotObject);
+    };
+    parse_command(engine, &map).map(Some)
+}
+
+/// Parses a command object (see [`parse_line`]). Unknown extra fields are ignored.
+pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Command, LineProblem> {
+    let f = Fields(map);
+    let cmd = f.str("cmd")?;
+    Ok(match cmd {
+        "add_symbol" => Command::AddSymbol(SymbolSpec {
+            symbol: f.name("symbol")?,
+            base: f.name("base")?,
+            quote: f.name("quote")?,
+            base_scale: f.int("base_scale")?,
+            quote_scale: f.int("quote_scale")?,
+            maker_fee: f.int("maker_fee")?,
+            taker_fee: f.int("taker_fee")?,
+        }),
+        "add_user" => Command::AddUser {
+            user: f.int("user")?,
+        },
+        "adjust_balance" => Command::AdjustBalance {
+            user: f.int("user")?,
+            currency: f.name("currency")?,
+            amount: f.int("amount")?,
+            tx: f.int("tx")?,
+        },
+        "place" => Command::Place(parse_place(engine, &f)?),
+        "cancel" => Command::Cancel {
+            user: f.int("user")?,
+            order: f.int("order")?,
+        },
+        "move" => Command::Move {
+            user: f.int("user")?,
+            order: f.int("order")?,
+            price: f.int("price")?,
+        },
+        "reduce" => Command::Reduce {
+            user: f.int("user")?,
+            order: f.int("order")?,
+            qty: f.int("qty")?,
+        },
+        "book" => Command::Book {
+            symbol: f.symbol(engine)?,
+            depth: f.opt_int("depth")?.unwrap_or(DEFAULT_BOOK_DEPTH),
+        },
+        "user_report" => Command::UserReport {
+            user: f.int("user")?,
+        },
+        "venue_report" => Command::VenueReport,
+        other => return Err(LineProblem::UnknownCommand(other.to_owned())),
+    })
+}
+
+fn parse_place(engine: &Engine, f: &Fields<'_>) -> Result<PlaceOrder, LineProblem> {
+    let user = f.int("user")?;
+    let order = f.int("order")?;
+    let symbol = f.symbol(engine)?;
+    let side = Side::parse(f.str("side")?);
+    let order_type = match f.opt_str("type")? {
+        Some(word) => OrderType::parse(word),
+        None => Some(OrderType::Limit),
+    };
+    let tif = match f.opt_str("tif")? {
+        Some(word) => Tif::parse(word),
+        None if order_type == Some(OrderType::Market) => Some(Tif::Ioc),
+        // A limit order, or an unknown type word (which the engine rejects anyway).
+        None => Some(Tif::Gtc),
+    };
+    let price = f.opt_int("price")?;
+    let qty = f.int("qty")?;
+    let post_only = f.opt_bool("post_only")?.unwrap_or(false);
+    let stp = match f.opt_str("stp")? {
+        Some(word) => Stp::parse(word),
+        None => Some(Stp::CancelTaker),
+    };
+    Ok(PlaceOrder {
+        user,
+        order,
+        symbol,
+        side,
+        order_type,
+        tif,
+        price,
+        qty,
+        post_only,
+        stp,
+    })
+}
+
+/// Typed, strict access to the fields of one command object. An explicit `null` is a value of
+/// the wrong kind, not an absent field.
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl<'a> Fields<'a> {
+    fn get(&self, field: &'static str) -> Result<&'a Value, LineProblem> {
+        self.0.get(field).ok_or(LineProblem::MissingField(field))
+    }
+
+    fn int(&self, field: &'static str) -> Result<i64, LineProblem> {
+        as_int(field, self.get(field)?)
+    }
+
+    fn opt_int(&self, field: &'static str) -> Result<Option<i64>, LineProblem> {
+        self.0.get(field).map(|v| as_int(field, v)).transpose()
+    }
+
+    fn str(&self, field: &'static str) -> Result<&'a str, LineProblem> {
+        as_str(field, self.get(field)?)
+    }
+
+    fn opt_str(&self, field: &'static str) -> Result<Option<&'a str>, LineProblem> {
+        self.0.get(field).map(|v| as_str(field, v)).transpose()
+    }
+
+    fn opt_bool(&self, field: &'static str) -> Result<Option<bool>, LineProblem> {
+        match self.0.get(field) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(wrong_kind(field, "a boolean", other)),
+        }
+    }
+
+    /// A symbol or currency name that is being defined or moved: it must be a valid name.
+    fn name(&self, field: &'static str) -> Result<Name, LineProblem> {
+        let s = self.str(field)?;
+        Name::new(s).ok_or(LineProblem::BadName {
+            field,
+            len: s.len(),
+        })
+    }
+
+    /// The `symbol` to trade on or query: a name no symbol can have is simply unknown.
+    fn symbol(&self, engine: &Engine) -> Result<SymbolId, LineProblem> {
+        let s = self.str("symbol")?;
+        Ok(match Name::new(s) {
+            Some(_) => engine.symbol_id(s),
+            None => SymbolId::NONE,
+        })
+    }
+}
+
+fn as_int(field: &'static str, value: &Value) -> Result<i64, LineProblem> {
+    match value {
+        Value::Number(n) => n.as_i64().ok_or_else(|| {
+            let found = match n.as_f64() {
+                Some(x) if n.is_u64() || x.abs() >= 9.2e18 => "a number outside the i64 range",
+                Some(x) if x.fract() == 0.0 => "a number with a fraction or exponent",
+                _ => "a fractional number",
+            };
+            LineProblem::WrongKind {
+                field,
+                expected: "an integer",
+                found,
+            }
+        }),
+        other => Err(wrong_kind(field, "an integer", other)),
+    }
+}
+
+fn as_str<'a>(field: &'static str, value: &'a Value) -> Result<&'a str, LineProblem> {
+    match value {
+        Value::String(s) => Ok(s),
+        other => Err(wrong_kind(field, "a string", other)),
+    }
+}
+
+fn wrong_kind(field: &'static str, expected: &'static str, found: &Value) -> LineProblem {
+    let found = match found {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    LineProblem::WrongKind {
+        field,
+        expected,
+        found,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output. Each writer appends one line, newline included, to a byte buffer; the field order is
+// the one docs/scenario-format.md shows, and the JSON is compact.
+
+/// Symbol names by [`SymbolId`], for writing events while the engine is busy applying a
+/// command (the sink cannot borrow it then). Ids are dense: the engine assigns 0, 1, 2, ...
+#[derive(Clone, Debug, Default)]
+pub struct SymbolNames(Vec<Option<Name>>);
+
+impl SymbolNames {
+    pub fn insert(&mut self, id: SymbolId, name: Name) {
+        if id == SymbolId::NONE {
+            return;
+        }
+        let index = id.0 as usize;
+        if self.0.len() <= index {
+            self.0.resize(index + 1, None);
+        }
+        self.0[index] = Some(name);
+    }
+
+    pub fn get(&self, id: SymbolId) -> Option<&Name> {
+        self.0.get(id.0 as usize).and_then(Option::as_ref)
+    }
+}
+
+/// Appends `s` as a JSON string literal, escaped.
+pub fn write_json_str(buf: &mut Vec<u8>, s: &str) {
+    buf.push(b'"');
+    for c in s.chars() {
+        match c {
+            '"' => buf.extend_from_slice(b"\\\""),
+            '\\' => buf.extend_from_slice(b"\\\\"),
+            '\n' => buf.extend_from_slice(b"\\n"),
+            '\r' => buf.extend_from_slice(b"\\r"),
+            '\t' => buf.extend_from_slice(b"\\t"),
+            '\u{08}' => buf.extend_from_slice(b"\\b"),
+            '\u{0c}' => buf.extend_from_slice(b"\\f"),
+            c if (c as u32) < 0x20 => {
+                buf.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
+            }
+            c => {
+                let mut utf8 = [0u8; 4];
+                buf.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+            }
+        }
+    }
+    buf.push(b'"');
+}
+
+fn write_int(buf: &mut Vec<u8>, n: i64) {
+    buf.extend_from_slice(n.to_string().as_bytes());
+}
+
+fn write_symbol(buf: &mut Vec<u8>, names: &SymbolNames, id: SymbolId) {
+    match names.get(id) {
+        Some(name) => write_json_str(buf, name.as_str()),
+        // The engine only reports symbols it has; keep the line valid JSON regardless.
+        None => buf.extend_from_slice(b"null"),
+    }
+}
+
+/// `"key":` (the key is a fixed, plain word).
+fn key(buf: &mut Vec<u8>, k: &str) {
+    buf.push(b'"');
+    buf.extend_from_slice(k.as_bytes());
+    buf.extend_from_slice(b"\":");
+}
+
+/// `,"key":int`
+fn int_field(buf: &mut Vec<u8>, k: &str, n: i64) {
+    buf.push(b',');
+    key(buf, k);
+    write_int(buf, n);
+}
+
+fn head(buf: &mut Vec<u8>, ev: &str, seq: u64) {
+    buf.extend_from_slice(b"{\"ev\":\"");
+    buf.extend_from_slice(ev.as_bytes());
+    buf.extend_from_slice(b"\",\"seq\":");
+    buf.extend_from_slice(seq.to_string().as_bytes());
+}
+
+/// Appends one event line.
+pub fn write_event(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, event: &Event<'_>) {
+    match event {
+        Event::Trade(t) => write_trade(buf, seq, names, t),
+        Event::Cancelled(c) => write_cancelled(buf, seq, c),
+        Event::Book(b) => write_book(buf, seq, names, b),
+        Event::UserReport(r) => write_user_report(buf, seq, r),
+        Event::VenueReport(totals) => write_venue_report(buf, seq, totals),
+    }
+}
+
+fn write_trade(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, t: &Trade) {
+    head(buf, "trade", seq);
+    buf.push(b',');
+    key(buf, "symbol");
+    write_symbol(buf, names, t.symbol);
+    int_field(buf, "price", t.price);
+    int_field(buf, "qty", t.qty);
+    int_field(buf, "maker_user", t.maker_user);
+    int_field(buf, "maker_order", t.maker_order);
+    int_field(buf, "taker_user", t.taker_user);
+    int_field(buf, "taker_order", t.taker_order);
+    int_field(buf, "maker_fee", t.maker_fee);
+    int_field(buf, "taker_fee", t.taker_fee);
+    buf.extend_from_slice(b"}\n");
+}
+
+fn write_cancelled(buf: &mut Vec<u8>, seq: u64, c: &Cancelled) {
+    head(buf, "cancelled", seq);
+    int_field(buf, "user", c.user);
+    int_field(buf, "order", c.order);
+    int_field(buf, "qty", c.qty);
+    buf.push(b',');
+    key(buf, "reason");
+    write_json_str(buf, c.reason.as_str());
+    buf.extend_from_slice(b"}\n");
+}
+
+fn write_levels(buf: &mut Vec<u8>, levels: &[Level]) {
+    buf.push(b'[');
+    for (i, level) in levels.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        buf.push(b'[');
+        write_int(buf, level.price);
+        buf.push(b',');
+        write_int(buf, level.qty);
+        buf.push(b']');
+    }
+    buf.push(b']');
+}
+
+fn write_book(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, b: &BookSnapshot<'_>) {
+    head(buf, "book", seq);
+    buf.push(b',');
+    key(buf, "symbol");
+    write_symbol(buf, names, b.symbol);
+    buf.push(b',');
+    key(buf, "bids");
+    write_levels(buf, b.bids);
+    buf.push(b',');
+    key(buf, "asks");
+    write_levels(buf, b.asks);
+    buf.extend_from_slice(b"}\n");
+}
+
+/// `{"CUR":{"available":a,"held":h},...}` in the given order.
+fn write_balances<'b>(buf: &mut Vec<u8>, balances: impl Iterator<Item = (&'b Name, &'b Balance)>) {
+    buf.push(b'{');
+    for (i, (currency, balance)) in balances.enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, currency.as_str());
+        buf.extend_from_slice(b":{");
+        key(buf, "available");
+        write_int(buf, balance.available);
+        int_field(buf, "held", balance.held);
+        buf.push(b'}');
+    }
+    buf.push(b'}');
+}
+
+fn write_user_report(buf: &mut Vec<u8>, seq: u64, r: &UserReport) {
+    head(buf, "user_report", seq);
+    int_field(buf, "user", r.user);
+    buf.push(b',');
+    key(buf, "balances");
+    write_balances(buf, r.balances.iter().map(|(n, b)| (n, b)));
+    buf.push(b',');
+    key(buf, "orders");
+    buf.push(b'[');
+    for (i, o) in r.orders.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        buf.push(b'[');
+        write_json_str(buf, o.symbol.as_str());
+        buf.push(b',');
+        write_int(buf, o.order);
+        buf.push(b',');
+        write_json_str(buf, o.side.as_str());
+        buf.push(b',');
+        write_int(buf, o.price);
+        buf.push(b',');
+        write_int(buf, o.remaining);
+        buf.push(b']');
+    }
+    buf.extend_from_slice(b"]}\n");
+}
+
+fn write_venue_report(buf: &mut Vec<u8>, seq: u64, totals: &[CurrencyTotals]) {
+    head(buf, "venue_report", seq);
+    buf.push(b',');
+    key(buf, "currencies");
+    buf.push(b'{');
+    for (i, t) in totals.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, t.currency.as_str());
+        buf.extend_from_slice(b":{");
+        key(buf, "deposits");
+        write_int(buf, t.deposits);
+        int_field(buf, "withdrawals", t.withdrawals);
+        int_field(buf, "available", t.available);
+        int_field(buf, "held", t.held);
+        int_field(buf, "fees", t.fees);
+        buf.push(b'}');
+    }
+    buf.extend_from_slice(b"}}\n");
+}
+
+/// Appends a command's result line.
+pub fn write_result(buf: &mut Vec<u8>, seq: u64, result: Result<(), Reason>) {
+    head(buf, "result", seq);
+    match result {
+        Ok(()) => buf.extend_from_slice(b",\"status\":\"ok\"}\n"),
+        Err(reason) => {
+            buf.extend_from_slice(b",\"status\":\"rejected\",\"reason\":");
+            write_json_str(buf, reason.as_str());
+            buf.extend_from_slice(b"}\n");
+        }
+    }
+}
+
+fn write_resting(buf: &mut Vec<u8>, orders: &[RestingOrder]) {
+    buf.push(b'[');
+    for (i, o) in orders.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        buf.push(b'[');
+        write_int(buf, o.user);
+        buf.push(b',');
+        write_int(buf, o.order);
+        buf.push(b',');
+        write_int(buf, o.price);
+        buf.push(b',');
+        write_int(buf, o.remaining);
+        buf.push(b']');
+    }
+    buf.push(b']');
+}
+
+/// Appends the final-state line: every user (ascending) with its non-zero balances, the fees of
+/// every currency, every symbol's resting orders in priority order, and the state hash. Names
+/// are sorted by their text here, whatever order the engine lists them in.
+pub fn write_final(buf: &mut Vec<u8>, engine: &Engine) {
+    buf.extend_from_slice(b"{\"ev\":\"final\",\"balances\":{");
+    let mut users = engine.users();
+    users.sort_unstable();
+    for (i, user) in users.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, &user.to_string());
+        buf.push(b':');
+        let mut balances: Vec<(Name, Balance)> = engine
+            .user_report(*user)
+            .map(|r| r.balances)
+            .unwrap_or_default();
+        balances.retain(|(_, b)| b.available != 0 || b.held != 0);
+        balances.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        write_balances(buf, balances.iter().map(|(n, b)| (n, b)));
+    }
+    buf.extend_from_slice(b"},\"fees\":{");
+    let mut totals = engine.venue_totals();
+    totals.sort_by(|a, b| a.currency.as_str().cmp(b.currency.as_str()));
+    for (i, t) in totals.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, t.currency.as_str());
+        buf.push(b':');
+        write_int(buf, t.fees);
+    }
+    buf.extend_from_slice(b"},\"books\":{");
+    let mut symbols = engine.symbols_by_name();
+    symbols.sort_by(|a, b| a.1.symbol.as_str().cmp(b.1.symbol.as_str()));
+    for (i, (id, spec)) in symbols.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, spec.symbol.as_str());
+        let (bids, asks) = engine.resting_orders(*id);
+        buf.extend_from_slice(b":{\"bids\":");
+        write_resting(buf, &bids);
+        buf.extend_from_slice(b",\"asks\":");
+        write_resting(buf, &asks);
+        buf.push(b'}');
+    }
+    buf.extend_from_slice(b"},\"state_hash\":");
+    write_json_str(buf, &engine.state_hash_hex());
+    buf.extend_from_slice(b"}\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rialto_core::{CancelReason, OpenOrder};
+
+    fn name(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    fn line(f: impl FnOnce(&mut Vec<u8>)) -> String {
+        let mut buf = Vec::new();
+        f(&mut buf);
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let s = line(|b| write_json_str(b, "a\"b\\c\nd\u{1}é"));
+        assert_eq!(s, r#""a\"b\\c\nd\u0001é""#);
+        let back: String = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, "a\"b\\c\nd\u{1}é");
+    }
+
+    #[test]
+    fn events_match_the_shared_format() {
+        let mut names = SymbolNames::default();
+        names.insert(SymbolId(0), name("BTC-USD"));
+        let trade = Trade {
+            symbol: SymbolId(0),
+            price: 15400,
+            qty: 10,
+            maker_user: 301,
+            maker_order: 5001,
+            taker_user: 302,
+            taker_order: 5002,
+            taker_side: Side::Sell,
+            maker_fee: 7000,
+            taker_fee: 19000,
+        };
+        assert_eq!(
+            line(|b| write_event(b, 5, &names, &Event::Trade(trade))),
+            "{\"ev\":\"trade\",\"seq\":5,\"symbol\":\"BTC-USD\",\"price\":15400,\"qty\":10,\"maker_user\":301,\"maker_order\":5001,\"taker_user\":302,\"taker_order\":5002,\"maker_fee\":7000,\"taker_fee\":19000}\n"
+        );
+        let cancelled = Cancelled {
+            symbol: SymbolId(0),
+            user: 302,
+            order: 5002,
+            side: Side::Sell,
+            qty: 2,
+            reason: CancelReason::Ioc,
+        };
+        assert_eq!(
+            line(|b| write_event(b, 5, &names, &Event::Cancelled(cancelled))),
+            "{\"ev\":\"cancelled\",\"seq\":5,\"user\":302,\"order\":5002,\"qty\":2,\"reason\":\"ioc\"}\n"
+        );
+        assert_eq!(
+            line(|b| write_result(b, 5, Ok(()))),
+            "{\"ev\":\"result\",\"seq\":5,\"status\":\"ok\"}\n"
+        );
+        assert_eq!(
+            line(|b| write_result(b, 6, Err(Reason::InsufficientFunds))),
+            "{\"ev\":\"result\",\"seq\":6,\"status\":\"rejected\",\"reason\":\"insufficient_funds\"}\n"
+        );
+        let bids = [Level {
+            price: 15300,
+            qty: 10,
+        }];
+        let book = BookSnapshot {
+            symbol: SymbolId(0),
+            bids: &bids,
+            asks: &[],
+        };
+        assert_eq!(
+            line(|b| write_event(b, 9, &names, &Event::Book(book))),
+            "{\"ev\":\"book\",\"seq\":9,\"symbol\":\"BTC-USD\",\"bids\":[[15300,10]],\"asks\":[]}\n"
+        );
+    }
+
+    #[test]
+    fn reports_have_a_fixed_shape() {
+        let report = UserReport {
+            user: 301,
+            balances: vec![(
+                name("USD"),
+                Balance {
+                    available: 1,
+                    held: 2,
+                },
+            )],
+            orders: vec![OpenOrder {
+                symbol: name("BTC-USD"),
+                order: 5001,
+                side: Side::Buy,
+                price: 15300,
+                remaining: 10,
+            }],
+        };
+        let names = SymbolNames::default();
+        assert_eq!(
+            line(|b| write_event(b, 3, &names, &Event::UserReport(&report))),
+            "{\"ev\":\"user_report\",\"seq\":3,\"user\":301,\"balances\":{\"USD\":{\"available\":1,\"held\":2}},\"orders\":[[\"BTC-USD\",5001,\"buy\",15300,10]]}\n"
+        );
+        let totals = [CurrencyTotals {
+            currency: name("USD"),
+            deposits: 10,
+            withdrawals: 1,
+            available: 5,
+            held: 3,
+            fees: 1,
+        }];
+        assert_eq!(
+            line(|b| write_event(b, 4, &names, &Event::VenueReport(&totals))),
+            "{\"ev\":\"venue_report\",\"seq\":4,\"currencies\":{\"USD\":{\"deposits\":10,\"withdrawals\":1,\"available\":5,\"held\":3,\"fees\":1}}}\n"
+        );
+    }
+
+    fn problem(map: &str) -> LineProblem {
+        // Commands that need no symbol lookup can be checked without an engine.
+        let value: Value = serde_json::from_str(map).unwrap();
+        let Value::Object(map) = value else { panic!() };
+        let f = Fields(&map);
+        f.int("user")
+            .and_then(|_| f.name("currency"))
+            .and_then(|_| f.int("amount"))
+            .err()
+            .unwrap()
+    }
+
+    #[test]
+    fn kinds_are_strict() {
+        let wrong = |found| LineProblem::WrongKind {
+            field: "amount",
+            expected: "an integer",
+            found,
+        };
+        let base = r#"{"user":1,"currency":"USD","amount":"#;
+        assert_eq!(
+            problem(&format!("{base}1.5}}")),
+            wrong("a fractional number")
+        );
+        assert_eq!(
+            problem(&format!("{base}1.0}}")),
+            wrong("a number with a fraction or exponent")
+        );
+        assert_eq!(
+            problem(&format!("{base}9223372036854775808}}")),
+            wrong("a number outside the i64 range")
+        );
+        assert_eq!(
+            problem(&format!("{base}100000000000000000000000}}")),
+            wrong("a number outside the i64 range")
+        );
+        assert_eq!(problem(&format!("{base}\"5\"}}")), wrong("a string"));
+        assert_eq!(problem(&format!("{base}null}}")), wrong("null"));
+        assert_eq!(
+            problem(r#"{"user":1,"currency":"USD"}"#),
+            LineProblem::MissingField("amount")
+        );
+        assert_eq!(
+            problem(r#"{"user":1,"currency":"ABCDEFGHIJKLMNOPQRSTUVWX","amount":1}"#),
+            LineProblem::BadName {
+                field: "currency",
+                len: 24
+            }
+        );
+        assert_eq!(
+            problem(r#"{"user":1,"currency":"","amount":1}"#),
+            LineProblem::BadName {
+                field: "currency",
+                len: 0
+            }
+        );
+        let err = LineError {
+            line: 7,
+            problem: LineProblem::WrongKind {
+                field: "qty",
+                expected: "an integer",
+                found: "a string",
+            },
+        };
+        assert_eq!(
+            err.to_string(),
+            "line 7: field \"qty\": expected an integer, found a string"
+        );
+    }
+
+    #[test]
+    fn i64_extremes_are_integers() {
+        let v: Value = serde_json::from_str("-9223372036854775808").unwrap();
+        assert_eq!(as_int("x", &v), Ok(i64::MIN));
+        let v: Value = serde_json::from_str("9223372036854775807").unwrap();
+        assert_eq!(as_int("x", &v), Ok(i64::MAX));
+    }
+
+    #[test]
+    fn blank_lines() {
+        assert!(is_blank(b""));
+        assert!(is_blank(b" \t\r"));
+        assert!(!is_blank(b" {}"));
+    }
+}
