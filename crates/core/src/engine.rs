@@ -160,7 +160,8 @@ pub struct Engine {
     pub(crate) accounts: Vec<Account>,
     pub(crate) account_ids: HashMap<UserId, u32, FastHash>,
     pub(crate) orders: Orders,
-    pub(crate) order_ids: HashMap<(u32, OrderId), u32, FastHash>,
+    /// `(user, order)` of every resting order to its node.
+    pub(crate) order_ids: HashMap<(UserId, OrderId), u32, FastHash>,
     pub(crate) levels: Levels,
     pub(crate) txs: HashSet<i64, FastHash>,
     pub(crate) last_seq: u64,
@@ -383,7 +384,7 @@ impl Engine {
         if side == Side::Sell && limit.is_some_and(|price| sell_price_below_fee(price, &spec)) {
             return Err(Reason::InvalidPrice);
         }
-        if self.order_ids.contains_key(&(account, cmd.order)) {
+        if self.order_ids.contains_key(&(cmd.user, cmd.order)) {
             return Err(Reason::DuplicateOrderId);
         }
         if cmd.post_only && self.crosses_best(symbol, side, limit) {
@@ -735,7 +736,7 @@ impl Engine {
         }
         account.orders_head = idx;
         account.open_orders += 1;
-        self.order_ids.insert((taker.account, taker.order), idx);
+        self.order_ids.insert((taker.user, taker.order), idx);
         self.symbols[symbol].side_mut(taker.side).push_back(
             &mut self.levels,
             &mut self.orders,
@@ -792,7 +793,7 @@ impl Engine {
             self.orders.get_mut(node.account_next).account_prev = node.account_prev;
         }
         account.open_orders -= 1;
-        self.order_ids.remove(&(node.account, node.order));
+        self.order_ids.remove(&(account.user, node.order));
         self.orders.free(idx);
     }
 
@@ -835,8 +836,7 @@ impl Engine {
 
     /// The resting order `(user, order)`, if live.
     fn find_order(&self, user: UserId, order: OrderId) -> Option<u32> {
-        let account = *self.account_ids.get(&user)?;
-        self.order_ids.get(&(account, order)).copied()
+        self.order_ids.get(&(user, order)).copied()
     }
 
     fn cancel(

@@ -187,7 +187,7 @@ impl Engine {
             for side in [bids, asks] {
                 w.u64(side.len() as u64);
                 for o in side {
-                    let idx = self.order_ids[&(self.account_ids[&o.user], o.order)];
+                    let idx = self.order_ids[&(o.user, o.order)];
                     let node = self.orders.get(idx);
                     w.i64(o.user);
                     w.i64(o.order);
@@ -349,7 +349,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                     return err(format!("{what}: out of priority order"));
                 }
                 previous_price = Some(price);
-                if engine.order_ids.contains_key(&(account, order)) {
+                if engine.order_ids.contains_key(&(user, order)) {
                     return err(format!("{what}: listed twice"));
                 }
                 engine
