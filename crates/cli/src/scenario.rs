@@ -95,12 +95,22 @@ pub fn parse_line(engine: &Engine, line: &[u8]) -> Result<Option<Command>, LineP
     if is_blank(line) {
         return Ok(None);
     }
-    let value: Value =
-        serde_json::from_slice(line).map_err(|e| LineProblem::NotJson(e.to_string()))?;
+    let value: Value = serde_json::from_slice(line).map_err(json_problem)?;
     let Value::Object(map) = value else {
         return Err(LineProblem::NotObject);
     };
     parse_command(engine, &map).map(Some)
+}
+
+/// serde_json's message says "at line 1 column N"; within one scenario line only the column
+/// means anything.
+fn json_problem(e: serde_json::Error) -> LineProblem {
+    let msg = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    LineProblem::NotJson(match msg.strip_suffix(&suffix) {
+        Some(what) => format!("{what} (column {})", e.column()),
+        None => msg,
+    })
 }
 
 /// Parses a command object (see [`parse_line`]). Unknown extra fields are ignored.

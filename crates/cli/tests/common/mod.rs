@@ -1,0 +1,66 @@
+//! Running the built `rialto` binary. Each test file uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `rialto` with `args`, feeding `stdin` to it.
+pub fn rialto(args: &[&str], stdin: &str) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start rialto");
+    let mut input = child.stdin.take().expect("stdin");
+    let stdin = stdin.to_owned();
+    // Write from another thread: a large scenario would otherwise fill both pipes and deadlock.
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(stdin.as_bytes());
+    });
+    let output = child.wait_with_output().expect("run rialto");
+    writer.join().expect("stdin writer");
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+    }
+}
+
+/// Replays `scenario` from stdin with `--final-state` (and any `extra` flags).
+pub fn replay(scenario: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["replay", "-", "--final-state"];
+    args.extend_from_slice(extra);
+    rialto(&args, scenario)
+}
+
+/// Splits the final line's `"state_hash":"<hex>"}` off, checking the hash's shape. Returns the
+/// line with the hash replaced by `*`, and the hash.
+pub fn split_hash(final_line: &str) -> (String, String) {
+    let marker = "\"state_hash\":\"";
+    let at = final_line
+        .rfind(marker)
+        .unwrap_or_else(|| panic!("no state_hash in {final_line}"));
+    let rest = &final_line[at + marker.len()..];
+    let hash = rest
+        .strip_suffix("\"}")
+        .unwrap_or_else(|| panic!("state_hash is not the last field: {final_line}"));
+    assert!(
+        hash.len() == 64
+            && hash
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+        "state_hash is not 64 lowercase hex digits: {hash:?}"
+    );
+    (
+        format!("{}{marker}*\"}}", &final_line[..at]),
+        hash.to_owned(),
+    )
+}
