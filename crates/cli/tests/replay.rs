@@ -365,3 +365,15 @@ fn help_names_the_commands() {
     assert!(run.stdout.contains("replay"), "{}", run.stdout);
     assert!(run.stdout.contains("bench"), "{}", run.stdout);
 }
+
+#[test]
+fn an_overlong_line_is_malformed_and_skipped() {
+    let long = format!(
+        r#"{{"cmd":"add_user","user":3,"pad":"{}"}}"#,
+        "x".repeat(70_000)
+    );
+    let run = replay(&scenario(&long), &[]);
+    assert_eq!(run.code, Some(0));
+    assert_eq!(run.stderr, "line 5: line longer than 65536 bytes\n");
+    assert_eq!(run.stdout, replay(&scenario(""), &[]).stdout);
+}
