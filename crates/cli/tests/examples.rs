@@ -23,9 +23,8 @@ fn scenarios() -> Vec<PathBuf> {
     paths
 }
 
-/// What is wrong with one example's output, or `None`. Lines of the event kinds in `skip` are
-/// left out of the comparison (on both sides).
-fn check(scenario: &Path, skip: &[&str]) -> Option<String> {
+/// What is wrong with one example's output, or `None`.
+fn check(scenario: &Path) -> Option<String> {
     let expected_path = scenario.with_extension("expected.jsonl");
     let expected = match fs::read_to_string(&expected_path) {
         Ok(text) => text,
@@ -46,12 +45,7 @@ fn check(scenario: &Path, skip: &[&str]) -> Option<String> {
     };
     let (final_line, _hash) = common::split_hash(&last);
     actual.push(final_line);
-    let skipped = |line: &str| {
-        skip.iter()
-            .any(|ev| line.starts_with(&format!("{{\"ev\":\"{ev}\"")))
-    };
-    actual.retain(|line| !skipped(line));
-    let expected: Vec<&str> = expected.lines().filter(|line| !skipped(line)).collect();
+    let expected: Vec<&str> = expected.lines().collect();
     for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
         if a != e {
             return Some(format!(
@@ -74,56 +68,13 @@ fn check(scenario: &Path, skip: &[&str]) -> Option<String> {
     None
 }
 
-/// Examples whose expected output the engine does not produce yet, and the kinds of event it
-/// gets wrong. The main test compares everything else; the ignored test compares them fully
-/// (`cargo test -p rialto-cli --test examples -- --ignored`). Remove an entry when the engine is
-/// fixed.
-const KNOWN_ENGINE_BUGS: &[(&str, &[&str])] = &[("reports", &["user_report", "venue_report"])];
-
-fn stem(path: &Path) -> &str {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(".jsonl"))
-        .unwrap_or("")
-}
-
-fn known_bug(path: &Path) -> Option<&'static [&'static str]> {
-    KNOWN_ENGINE_BUGS
-        .iter()
-        .find(|(name, _)| *name == stem(path))
-        .map(|(_, kinds)| *kinds)
-}
-
-fn check_all(scenarios: &[(PathBuf, &[&str])]) {
-    let failures: Vec<String> = scenarios
-        .iter()
-        .filter_map(|(s, skip)| check(s, skip).map(|why| format!("{}: {why}", s.display())))
-        .collect();
-    assert!(failures.is_empty(), "\n{}", failures.join("\n\n"));
-}
-
 #[test]
 fn examples_replay_to_their_expected_output() {
     let scenarios = scenarios();
     assert!(scenarios.len() >= 6, "examples/ has too few scenarios");
-    let runs: Vec<(PathBuf, &[&str])> = scenarios
-        .into_iter()
-        .map(|s| {
-            let skip = known_bug(&s).unwrap_or(&[]);
-            (s, skip)
-        })
+    let failures: Vec<String> = scenarios
+        .iter()
+        .filter_map(|s| check(s).map(|why| format!("{}: {why}", s.display())))
         .collect();
-    check_all(&runs);
-}
-
-#[test]
-#[ignore = "engine bug: user_report and venue_report list names by length first (Name's derived Ord), not as text"]
-fn examples_with_known_engine_bugs() {
-    let known: Vec<(PathBuf, &[&str])> = scenarios()
-        .into_iter()
-        .filter(|s| known_bug(s).is_some())
-        .map(|s| (s, &[][..]))
-        .collect();
-    assert_eq!(known.len(), KNOWN_ENGINE_BUGS.len(), "missing example");
-    check_all(&known);
+    assert!(failures.is_empty(), "\n{}", failures.join("\n\n"));
 }

@@ -129,8 +129,8 @@ word_enum!(
 );
 
 /// A short name (symbol or currency), stored inline so that commands stay `Copy` and allocation
-/// free. At most [`Name::MAX_LEN`] bytes of UTF-8, not empty.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// free. At most [`Name::MAX_LEN`] bytes of UTF-8, not empty. Ordered as text.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Name {
     len: u8,
     bytes: [u8; Name::MAX_LEN],
@@ -156,6 +156,18 @@ impl Name {
     pub fn as_str(&self) -> &str {
         // Only ever built from a &str, cut at its own length: always valid UTF-8.
         std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
+    }
+}
+
+impl Ord for Name {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for Name {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -190,5 +202,11 @@ mod tests {
         assert!(Name::new("").is_none());
         assert!(Name::new(&"X".repeat(24)).is_none());
         assert_eq!(Name::new("BTC-USD").unwrap().as_str(), "BTC-USD");
+    }
+
+    #[test]
+    fn names_sort_as_text_not_by_length() {
+        assert!(Name::new("AAPL").unwrap() < Name::new("USD").unwrap());
+        assert!(Name::new("AAPL-USD").unwrap() < Name::new("BTC-USD").unwrap());
     }
 }
