@@ -1,12 +1,138 @@
 //! The `rialto bench ...` subcommands.
 
-/// Benchmarks (placeholder until the harness lands).
+use crate::harness::{self, EngineBench, WorkloadSpec};
+use crate::workload::{Mix, MultiParams, SingleParams, Size};
+
+/// Benchmarks.
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
-    /// The engine benchmark.
-    Engine,
+    /// The engine benchmark: exchange-core's `single` and `multi` workloads (see
+    /// shared/bench/WORKLOADS.md), generated before timing and applied on one thread. Prints
+    /// throughput, per-command latency percentiles and peak resident memory.
+    Engine(EngineArgs),
 }
 
-pub fn run(_cmd: BenchCommand) -> anyhow::Result<()> {
-    anyhow::bail!("not built yet")
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadArg {
+    Single,
+    Multi,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SizeArg {
+    Medium,
+    Large,
+    Huge,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MixArg {
+    /// exchange-core's generator as printed: GTC 12.6%, IOC 1.8%, FOK 0.06%, cancel 7.2%, move
+    /// 71.1%, reduce 7.2%.
+    Generator,
+    /// exchange-core's published mix: 9% GTC, 3% IOC, 6% cancel, 82% move.
+    Published,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct EngineArgs {
+    #[arg(long, value_enum, default_value = "single")]
+    pub workload: WorkloadArg,
+    /// Size of `multi` (WORKLOADS.md).
+    #[arg(long, value_enum, default_value = "medium")]
+    pub size: SizeArg,
+    /// Benchmark commands (default: 3,000,000; multi huge 10,000,000).
+    #[arg(long)]
+    pub commands: Option<u64>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "generator")]
+    pub mix: MixArg,
+    /// Override the number of symbols (multi).
+    #[arg(long)]
+    pub symbols: Option<u32>,
+    /// Override the number of user-currency accounts (multi).
+    #[arg(long)]
+    pub accounts: Option<u64>,
+    /// Override the number of users (single).
+    #[arg(long)]
+    pub users: Option<u32>,
+    /// Override the number of resting orders after prefill.
+    #[arg(long)]
+    pub orders: Option<u64>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl EngineArgs {
+    pub fn spec(&self) -> anyhow::Result<WorkloadSpec> {
+        let mix = match self.mix {
+            MixArg::Generator => Mix::Generator,
+            MixArg::Published => Mix::Published,
+        };
+        Ok(match self.workload {
+            WorkloadArg::Single => {
+                if self.symbols.is_some() || self.accounts.is_some() {
+                    anyhow::bail!(
+                        "--symbols and --accounts are for --workload multi (single has --users)"
+                    );
+                }
+                let d = SingleParams::default();
+                WorkloadSpec::Single(SingleParams {
+                    users: self.users.unwrap_or(d.users),
+                    resting_orders: match self.orders {
+                        Some(n) => u32::try_from(n)?,
+                        None => d.resting_orders,
+                    },
+                    commands: self.commands.unwrap_or(d.commands),
+                    mix,
+                })
+            }
+            WorkloadArg::Multi => {
+                if self.users.is_some() {
+                    anyhow::bail!("--users is for --workload single (multi has --accounts)");
+                }
+                let size = match self.size {
+                    SizeArg::Medium => Size::Medium,
+                    SizeArg::Large => Size::Large,
+                    SizeArg::Huge => Size::Huge,
+                };
+                let d = MultiParams::size(size);
+                let params = MultiParams {
+                    symbols: self.symbols.unwrap_or(d.symbols),
+                    accounts: self.accounts.unwrap_or(d.accounts),
+                    resting_orders: self.orders.unwrap_or(d.resting_orders),
+                    commands: self.commands.unwrap_or(d.commands),
+                    mix,
+                };
+                if params.symbols == 0 || params.accounts < 6 {
+                    anyhow::bail!("multi needs at least 1 symbol and 6 accounts");
+                }
+                WorkloadSpec::Multi { size, params }
+            }
+        })
+    }
+}
+
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Engine(args) => {
+            let opts = EngineBench {
+                workload: args.spec()?,
+                seed: args.seed,
+                progress: !args.quiet,
+            };
+            let report = harness::run(&opts)?;
+            if args.json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.to_table());
+            }
+            Ok(())
+        }
+    }
 }

@@ -1,3 +1,7 @@
-//! Benchmark workloads and harness.
+//! Benchmark workloads and harness: `rialto bench engine` (see docs/benchmarks.md).
 
 pub mod cli;
+pub mod harness;
+pub mod mem;
+pub mod rng;
+pub mod workload;

@@ -1,0 +1,496 @@
+//! The engine benchmark: generate a workload, then apply it to fresh engines on this thread,
+//! once for throughput (no per-command timing) and once for per-command latency.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use hdrhistogram::Histogram;
+use rialto_core::{Command, Engine, Event, EventSink};
+
+use crate::mem;
+use crate::workload::{self, MultiParams, SingleParams, Size, Workload};
+
+/// Which workload to run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum WorkloadSpec {
+    Single(SingleParams),
+    /// `size` is what the parameters started from (overrides may have changed them).
+    Multi {
+        size: Size,
+        params: MultiParams,
+    },
+}
+
+impl WorkloadSpec {
+    pub fn generate(&self, seed: u64) -> Workload {
+        match self {
+            WorkloadSpec::Single(p) => workload::single(p, seed),
+            WorkloadSpec::Multi { params, .. } => workload::multi(params, seed),
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            WorkloadSpec::Single(_) => "single".to_string(),
+            WorkloadSpec::Multi { size, params } => {
+                let standard = MultiParams {
+                    mix: params.mix,
+                    ..MultiParams::size(*size)
+                };
+                if *params == standard {
+                    format!("multi {}", size.as_str())
+                } else {
+                    "multi custom".to_string()
+                }
+            }
+        }
+    }
+}
+
+/// Per-command latency percentiles, nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub p9999: u64,
+    pub max: u64,
+}
+
+impl Percentiles {
+    fn of(h: &Histogram<u64>) -> Percentiles {
+        Percentiles {
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            p9999: h.value_at_quantile(0.9999),
+            max: h.max(),
+        }
+    }
+
+    pub fn is_ordered(&self) -> bool {
+        self.p50 <= self.p90
+            && self.p90 <= self.p99
+            && self.p99 <= self.p999
+            && self.p999 <= self.p9999
+            && self.p9999 <= self.max
+    }
+}
+
+/// Everything one run measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub workload: String,
+    pub mix: String,
+    pub mix_realised: String,
+    pub seed: u64,
+    pub symbols: u64,
+    pub users: u64,
+    pub accounts: u64,
+    /// Benchmark commands applied in each pass.
+    pub commands: u64,
+    /// Throughput pass: seconds to apply `commands` (no per-command timing).
+    pub seconds: f64,
+    pub throughput_per_s: f64,
+    /// Latency pass: service time of each command, clock cost included.
+    pub latency_ns: Percentiles,
+    pub latency_mean_ns: f64,
+    /// Median of an empty timed region (two back-to-back clock reads).
+    pub clock_overhead_ns: u64,
+    /// Peak RSS after generation (the peak is reset once the generation engine is dropped when
+    /// the kernel allows it; see `peak_rss_reset`).
+    pub peak_rss_bytes: u64,
+    pub peak_rss_reset: bool,
+    /// RSS growth while the engine took the setup (symbols, users, deposits).
+    pub setup_rss_bytes: u64,
+    /// RSS growth while the engine took the prefill orders.
+    pub prefill_rss_bytes: u64,
+    /// RSS growth over the whole throughput pass' engine (setup, prefill and the commands).
+    pub engine_rss_bytes: u64,
+    /// Heap held by the generated commands, alive during both passes.
+    pub workload_bytes: u64,
+    pub generate_seconds: f64,
+    pub setup_seconds: f64,
+    pub setup_commands: u64,
+    pub prefill_seconds: f64,
+    pub prefill_orders: u64,
+    pub resting_after_prefill: u64,
+    pub resting_end: u64,
+    pub levels_after_prefill: u64,
+    /// Events of the benchmark commands (identical in both passes).
+    pub events: u64,
+    pub trades: u64,
+    pub trading_fraction: f64,
+    /// Rejected benchmark commands (a sound workload has none).
+    pub rejected: u64,
+}
+
+impl Report {
+    pub fn to_json(&self) -> serde_json::Value {
+        let p = &self.latency_ns;
+        serde_json::json!({
+            "commands": self.commands,
+            "seconds": self.seconds,
+            "throughput_per_s": self.throughput_per_s,
+            "latency_ns": {
+                "p50": p.p50, "p90": p.p90, "p99": p.p99,
+                "p999": p.p999, "p9999": p.p9999, "max": p.max,
+            },
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "workload": self.workload,
+            "mix": self.mix,
+            "mix_realised": self.mix_realised,
+            "seed": self.seed,
+            "symbols": self.symbols,
+            "users": self.users,
+            "accounts": self.accounts,
+            "latency_mean_ns": self.latency_mean_ns,
+            "clock": "std::time::Instant (clock_gettime), one read before and after each command",
+            "clock_overhead_ns": self.clock_overhead_ns,
+            "peak_rss_reset_after_generation": self.peak_rss_reset,
+            "setup_rss_bytes": self.setup_rss_bytes,
+            "prefill_rss_bytes": self.prefill_rss_bytes,
+            "engine_rss_bytes": self.engine_rss_bytes,
+            "workload_bytes": self.workload_bytes,
+            "generate_seconds": self.generate_seconds,
+            "setup_seconds": self.setup_seconds,
+            "setup_commands": self.setup_commands,
+            "prefill_seconds": self.prefill_seconds,
+            "prefill_orders": self.prefill_orders,
+            "resting_after_prefill": self.resting_after_prefill,
+            "resting_end": self.resting_end,
+            "levels_after_prefill": self.levels_after_prefill,
+            "events": self.events,
+            "trades": self.trades,
+            "trading_fraction": self.trading_fraction,
+            "rejected": self.rejected,
+        })
+    }
+
+    pub fn to_table(&self) -> String {
+        let p = &self.latency_ns;
+        let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let mut s = String::new();
+        s += &format!(
+            "rialto bench engine: {} ({} symbols, {} users, {} accounts), seed {}\n",
+            self.workload, self.symbols, self.users, self.accounts, self.seed
+        );
+        s += &format!("mix:        {}\n", self.mix);
+        s += &format!("realised:   {}\n", self.mix_realised);
+        s += &format!(
+            "generated:  {} commands in {:.2} s (not measured); {:.2}% trade, {} trades, {} events, {} rejected\n",
+            self.commands,
+            self.generate_seconds,
+            self.trading_fraction * 100.0,
+            self.trades,
+            self.events,
+            self.rejected
+        );
+        s += &format!(
+            "setup:      {} commands in {:.3} s\n",
+            self.setup_commands, self.setup_seconds
+        );
+        s += &format!(
+            "prefill:    {} orders in {:.3} s ({} resting, {} levels in the busiest book)\n",
+            self.prefill_orders,
+            self.prefill_seconds,
+            self.resting_after_prefill,
+            self.levels_after_prefill
+        );
+        s += &format!(
+            "throughput: {} commands in {:.3} s = {:.2} M commands/s (one thread, no per-command timing)\n",
+            self.commands,
+            self.seconds,
+            self.throughput_per_s / 1e6
+        );
+        s += &format!(
+            "latency:    per command, ns (Instant before and after each; an empty timed region costs {} ns, included)\n",
+            self.clock_overhead_ns
+        );
+        s += "            p50     p90     p99   p99.9  p99.99        max    mean\n";
+        s += &format!(
+            "        {:>7} {:>7} {:>7} {:>7} {:>7} {:>10} {:>7.1}\n",
+            p.p50, p.p90, p.p99, p.p999, p.p9999, p.max, self.latency_mean_ns
+        );
+        s += &format!(
+            "memory:     peak RSS {:.1} MiB{}; engine {:.1} MiB (setup {:.1}, prefill {:.1}); commands held {:.1} MiB\n",
+            mb(self.peak_rss_bytes),
+            if self.peak_rss_reset {
+                " (after generation)"
+            } else {
+                " (including generation)"
+            },
+            mb(self.engine_rss_bytes),
+            mb(self.setup_rss_bytes),
+            mb(self.prefill_rss_bytes),
+            mb(self.workload_bytes)
+        );
+        s += &format!("resting:    {} at the end\n", self.resting_end);
+        s
+    }
+}
+
+/// Counts events; allocation free.
+#[derive(Default)]
+pub struct CountingSink {
+    pub events: u64,
+    pub trades: u64,
+}
+
+impl EventSink for CountingSink {
+    fn on_event(&mut self, event: &Event<'_>) {
+        self.events += 1;
+        if let Event::Trade(_) = event {
+            self.trades += 1;
+        }
+    }
+}
+
+/// A fresh engine that has taken the workload's setup and prefill.
+pub struct Prepared {
+    pub engine: Engine,
+    /// The sequence number of the last command applied.
+    pub seq: u64,
+    pub setup_seconds: f64,
+    pub prefill_seconds: f64,
+    pub setup_rss_bytes: u64,
+    pub prefill_rss_bytes: u64,
+}
+
+/// Builds a fresh engine and applies setup and prefill; any rejection is an error (the
+/// workload does not fit the engine).
+pub fn prepare(w: &Workload) -> anyhow::Result<Prepared> {
+    let rss0 = mem::rss_bytes().unwrap_or(0);
+    let mut engine = Engine::new(w.config);
+    let mut seq = 0u64;
+    let start = Instant::now();
+    for cmd in w.setup_commands() {
+        seq += 1;
+        engine
+            .apply(seq, seq as i64, &cmd, &mut ())
+            .map_err(|r| anyhow::anyhow!("setup command {seq} rejected ({r}): {cmd:?}"))?;
+    }
+    let setup_seconds = start.elapsed().as_secs_f64();
+    let rss1 = mem::rss_bytes().unwrap_or(0);
+    let start = Instant::now();
+    for cmd in &w.prefill {
+        seq += 1;
+        engine
+            .apply(seq, seq as i64, cmd, &mut ())
+            .map_err(|r| anyhow::anyhow!("prefill command {seq} rejected ({r}): {cmd:?}"))?;
+    }
+    let prefill_seconds = start.elapsed().as_secs_f64();
+    let rss2 = mem::rss_bytes().unwrap_or(0);
+    Ok(Prepared {
+        engine,
+        seq,
+        setup_seconds,
+        prefill_seconds,
+        setup_rss_bytes: rss1.saturating_sub(rss0),
+        prefill_rss_bytes: rss2.saturating_sub(rss1),
+    })
+}
+
+/// What a pass over the benchmark commands saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassCounts {
+    pub events: u64,
+    pub trades: u64,
+    pub rejected: u64,
+}
+
+/// Applies `commands` without per-command timing; returns the elapsed time and counts. Never
+/// inlined, so that profilers can single it out (`valgrind --toggle-collect='*throughput_pass*'`).
+#[inline(never)]
+pub fn throughput_pass(
+    engine: &mut Engine,
+    mut seq: u64,
+    commands: &[Command],
+) -> (Duration, PassCounts) {
+    let mut sink = CountingSink::default();
+    let mut rejected = 0u64;
+    let start = Instant::now();
+    for cmd in commands {
+        seq += 1;
+        rejected += engine.apply(seq, seq as i64, cmd, &mut sink).is_err() as u64;
+    }
+    let elapsed = start.elapsed();
+    (
+        elapsed,
+        PassCounts {
+            events: sink.events,
+            trades: sink.trades,
+            rejected,
+        },
+    )
+}
+
+fn latency_histogram() -> Histogram<u64> {
+    // 1 ns to 100 s at 3 significant digits.
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Applies `commands` timing each one with two `Instant` reads.
+pub fn latency_pass(
+    engine: &mut Engine,
+    mut seq: u64,
+    commands: &[Command],
+) -> (Histogram<u64>, PassCounts) {
+    let mut hist = latency_histogram();
+    let mut sink = CountingSink::default();
+    let mut rejected = 0u64;
+    for cmd in commands {
+        seq += 1;
+        let t0 = Instant::now();
+        let result = engine.apply(seq, seq as i64, cmd, &mut sink);
+        let t1 = Instant::now();
+        rejected += result.is_err() as u64;
+        hist.saturating_record((t1 - t0).as_nanos() as u64);
+    }
+    (
+        hist,
+        PassCounts {
+            events: sink.events,
+            trades: sink.trades,
+            rejected,
+        },
+    )
+}
+
+/// Median cost of an empty timed region: what the clock adds to each latency sample.
+pub fn clock_overhead_ns(samples: u32) -> u64 {
+    let mut hist = latency_histogram();
+    for _ in 0..samples {
+        let t0 = Instant::now();
+        let t1 = Instant::now();
+        hist.saturating_record((t1 - t0).as_nanos() as u64);
+    }
+    hist.value_at_quantile(0.5)
+}
+
+/// Options of one run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineBench {
+    pub workload: WorkloadSpec,
+    pub seed: u64,
+    /// Progress lines on stderr.
+    pub progress: bool,
+}
+
+/// Generates the workload and measures it.
+pub fn run(opts: &EngineBench) -> anyhow::Result<Report> {
+    let say = |msg: &str| {
+        if opts.progress {
+            eprintln!("[bench] {msg}");
+        }
+    };
+    say("generating the workload (not measured)...");
+    let start = Instant::now();
+    let w = opts.workload.generate(opts.seed);
+    let generate_seconds = start.elapsed().as_secs_f64();
+    say(&format!(
+        "generated in {generate_seconds:.1} s: {} setup, {} prefill, {} commands",
+        w.setup_len(),
+        w.prefill.len(),
+        w.commands.len()
+    ));
+    measure(
+        &w,
+        opts.workload.label(),
+        opts.seed,
+        generate_seconds,
+        opts.progress,
+    )
+}
+
+/// Measures a generated workload: throughput pass, then latency pass, each on a fresh engine.
+pub fn measure(
+    w: &Workload,
+    label: String,
+    seed: u64,
+    generate_seconds: f64,
+    progress: bool,
+) -> anyhow::Result<Report> {
+    let say = |msg: &str| {
+        if progress {
+            eprintln!("[bench] {msg}");
+        }
+    };
+    if w.stats.rejected > 0 {
+        say(&format!(
+            "warning: the generator saw {} rejected commands (they are measured as they are)",
+            w.stats.rejected
+        ));
+    }
+    let peak_rss_reset = mem::reset_peak_rss();
+    let rss_before = mem::rss_bytes().unwrap_or(0);
+
+    say("throughput pass: setup and prefill...");
+    let mut p = prepare(w).context("throughput pass")?;
+    say(&format!(
+        "setup {:.2} s, prefill {:.2} s; applying {} commands...",
+        p.setup_seconds,
+        p.prefill_seconds,
+        w.commands.len()
+    ));
+    let (elapsed, counts) = throughput_pass(&mut p.engine, p.seq, &w.commands);
+    let engine_rss_bytes = mem::rss_bytes().unwrap_or(0).saturating_sub(rss_before);
+    let resting_end = p.engine.resting_order_count() as u64;
+    let first = (
+        p.setup_seconds,
+        p.prefill_seconds,
+        p.setup_rss_bytes,
+        p.prefill_rss_bytes,
+    );
+    drop(p);
+
+    say("latency pass: setup and prefill on a fresh engine...");
+    let mut p = prepare(w).context("latency pass")?;
+    let (hist, latency_counts) = latency_pass(&mut p.engine, p.seq, &w.commands);
+    drop(p);
+    if latency_counts != counts {
+        bail!(
+            "the two passes disagree: {counts:?} vs {latency_counts:?} (engine not deterministic?)"
+        );
+    }
+    let clock_overhead_ns = clock_overhead_ns(1_000_000);
+    let peak_rss_bytes = mem::peak_rss_bytes().unwrap_or(0);
+
+    let commands = w.commands.len() as u64;
+    let seconds = elapsed.as_secs_f64();
+    Ok(Report {
+        workload: label,
+        mix: w.mix.describe().to_string(),
+        mix_realised: w.stats.realised_mix(),
+        seed,
+        symbols: w.symbols as u64,
+        users: w.accounts.users() as u64,
+        accounts: w.accounts.accounts(),
+        commands,
+        seconds,
+        throughput_per_s: commands as f64 / seconds.max(1e-9),
+        latency_ns: Percentiles::of(&hist),
+        latency_mean_ns: hist.mean(),
+        clock_overhead_ns,
+        peak_rss_bytes,
+        peak_rss_reset,
+        setup_rss_bytes: first.2,
+        prefill_rss_bytes: first.3,
+        engine_rss_bytes,
+        workload_bytes: w.heap_bytes(),
+        generate_seconds,
+        setup_seconds: first.0,
+        setup_commands: w.setup_len(),
+        prefill_seconds: first.1,
+        prefill_orders: w.prefill.len() as u64,
+        resting_after_prefill: w.stats.resting_after_prefill,
+        resting_end,
+        levels_after_prefill: w.stats.levels_after_prefill,
+        events: counts.events,
+        trades: counts.trades,
+        trading_fraction: w.stats.trading_fraction(),
+        rejected: counts.rejected,
+    })
+}
