@@ -1,0 +1,167 @@
+//! `rialto bench engine` end to end at tiny sizes, through the library the CLI calls.
+
+use clap::Parser;
+use rialto_bench::cli::{self, BenchCommand};
+use rialto_bench::harness::{self, EngineBench, Report, WorkloadSpec};
+use rialto_bench::workload::{self, Mix, MultiParams, SingleParams, Size};
+
+fn check(report: &Report, commands: u64) {
+    assert_eq!(report.commands, commands);
+    assert!(report.seconds > 0.0, "{report:?}");
+    assert!(report.throughput_per_s > 0.0);
+    let p = report.latency_ns;
+    assert!(p.p50 > 0 && p.is_ordered(), "{p:?}");
+    assert!(report.peak_rss_bytes > 0);
+    assert_eq!(report.rejected, 0, "a sound workload has no rejection");
+    assert!(report.trades > 0 && report.events >= report.trades);
+    assert!(report.resting_after_prefill > 0 && report.resting_end > 0);
+
+    let json = report.to_json();
+    for field in [
+        "commands",
+        "seconds",
+        "throughput_per_s",
+        "latency_ns",
+        "peak_rss_bytes",
+    ] {
+        assert!(json.get(field).is_some(), "JSON has {field}: {json}");
+    }
+    assert_eq!(json["commands"], commands);
+    for q in ["p50", "p90", "p99", "p999", "p9999", "max"] {
+        assert!(json["latency_ns"][q].is_u64(), "latency_ns.{q}: {json}");
+    }
+    // One line, parseable back.
+    let text = json.to_string();
+    assert!(!text.contains('\n'));
+    let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, json);
+}
+
+#[test]
+fn single_at_a_tiny_size() {
+    let opts = EngineBench {
+        workload: WorkloadSpec::Single(SingleParams {
+            users: 100,
+            resting_orders: 200,
+            commands: 20_000,
+            mix: Mix::Generator,
+        }),
+        seed: 3,
+        progress: false,
+    };
+    let report = harness::run(&opts).unwrap();
+    check(&report, 20_000);
+    assert_eq!(report.workload, "single");
+    assert_eq!(report.symbols, 1);
+    assert_eq!(report.users, 100);
+    assert!(report.to_table().contains("p99.99"));
+}
+
+#[test]
+fn multi_at_a_tiny_size() {
+    let params = MultiParams {
+        symbols: 40,
+        accounts: 3_000,
+        resting_orders: 2_000,
+        commands: 20_000,
+        mix: Mix::Published,
+    };
+    let opts = EngineBench {
+        workload: WorkloadSpec::Multi {
+            size: Size::Medium,
+            params,
+        },
+        seed: 5,
+        progress: false,
+    };
+    let report = harness::run(&opts).unwrap();
+    check(&report, 20_000);
+    assert_eq!(report.workload, "multi custom");
+    assert_eq!(report.symbols, 40);
+    assert_eq!(report.accounts, 3_000);
+}
+
+#[test]
+fn generation_is_deterministic() {
+    let params = SingleParams {
+        users: 50,
+        resting_orders: 100,
+        commands: 5_000,
+        mix: Mix::Generator,
+    };
+    let a = workload::single(&params, 9);
+    let b = workload::single(&params, 9);
+    let c = workload::single(&params, 10);
+    assert_eq!(a.prefill, b.prefill);
+    assert_eq!(a.commands, b.commands);
+    assert_eq!(a.stats, b.stats);
+    assert_ne!(a.commands, c.commands);
+}
+
+#[test]
+fn the_mix_is_the_stated_one() {
+    let w = workload::single(
+        &SingleParams {
+            commands: 100_000,
+            ..SingleParams::default()
+        },
+        1,
+    );
+    let total: u64 = w.stats.kinds.iter().sum();
+    assert_eq!(total, 100_000);
+    for (n, weight) in w.stats.kinds.iter().zip(Mix::Generator.weights()) {
+        let expected = weight as f64 / 10_000.0;
+        let seen = *n as f64 / total as f64;
+        assert!((seen - expected).abs() < 0.005, "{:?}", w.stats.kinds);
+    }
+    // The book stays near its prefill size.
+    assert!(
+        w.stats.resting_min > 800 && w.stats.resting_max < 1_200,
+        "{:?}",
+        w.stats
+    );
+}
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    bench: BenchCommand,
+}
+
+#[test]
+fn the_command_line_parses_and_runs() {
+    let cli = Cli::try_parse_from([
+        "bench",
+        "engine",
+        "--workload",
+        "multi",
+        "--size",
+        "large",
+        "--symbols",
+        "10",
+        "--accounts",
+        "600",
+        "--orders",
+        "300",
+        "--commands",
+        "2000",
+        "--seed",
+        "7",
+        "--json",
+        "--quiet",
+    ])
+    .unwrap();
+    let BenchCommand::Engine(args) = &cli.bench;
+    let WorkloadSpec::Multi { size, params } = args.spec().unwrap() else {
+        panic!("multi");
+    };
+    assert_eq!(size, Size::Large);
+    assert_eq!((params.symbols, params.accounts), (10, 600));
+    assert_eq!((params.resting_orders, params.commands), (300, 2_000));
+    cli::run(cli.bench).unwrap();
+
+    assert!(Cli::try_parse_from(["bench", "engine", "--workload", "sideways"]).is_err());
+    let bad = Cli::try_parse_from(["bench", "engine", "--users", "5", "--workload", "multi"]);
+    let BenchCommand::Engine(args) = bad.unwrap().bench;
+    assert!(args.spec().is_err());
+}
