@@ -96,6 +96,12 @@ impl Book {
     fn best_price(&self, side: Side) -> Option<i64> {
         self.side(side).first().map(|o| o.price)
     }
+
+    /// Would a `side` order at `price` cross the best opposite order (whoever owns it)?
+    fn would_take(&self, side: Side, price: i64) -> bool {
+        self.best_price(side.opposite())
+            .is_some_and(|best| crosses(side, price, best))
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -382,12 +388,10 @@ impl Model {
             return Err(Reason::DuplicateOrderId);
         }
         let book = &self.books[p.symbol.0 as usize];
-        if let (true, Some(price)) = (p.post_only, p.price) {
-            if let Some(best) = book.best_price(side.opposite()) {
-                if crosses(side, price, best) {
-                    return Err(Reason::WouldTake);
-                }
-            }
+        if let (true, Some(price)) = (p.post_only, p.price)
+            && book.would_take(side, price)
+        {
+            return Err(Reason::WouldTake);
         }
         let hold = hold_of(&spec, side, p.price, p.qty).ok_or(Reason::Overflow)?;
         let hold_currency = match side {
@@ -460,6 +464,12 @@ impl Model {
             if got >= wanted || !Self::taker_crosses(spec, taker, maker.price) {
                 break;
             }
+            if maker.user == taker.user {
+                match taker.stp {
+                    Stp::CancelMaker => continue,
+                    Stp::CancelTaker | Stp::CancelBoth => break,
+                }
+            }
             let mut lots = (wanted - got).min(maker.remaining as i128);
             if unpriced_buy {
                 let afford = Self::affordable(spec, available, maker.price);
@@ -467,14 +477,6 @@ impl Model {
                     break;
                 }
                 lots = lots.min(afford);
-            }
-            if maker.user == taker.user {
-                match taker.stp {
-                    Stp::CancelMaker => continue,
-                    Stp::CancelTaker | Stp::CancelBoth => break,
-                }
-            }
-            if unpriced_buy {
                 available -= lots * buy_hold_per_lot(spec, maker.price);
             }
             got += lots;
@@ -494,15 +496,9 @@ impl Model {
             if !Self::taker_crosses(&spec, &taker, maker.price) {
                 break;
             }
-            let mut lots = taker.remaining.min(maker.remaining);
-            if unpriced_buy {
-                let available = self.bal(taker.user, spec.quote.as_str()).available;
-                let afford = Self::affordable(&spec, available, maker.price);
-                if afford == 0 {
-                    break;
-                }
-                lots = lots.min(i64_of(afford));
-            }
+            // Self-trade prevention is decided when the order meets its match, before the funds
+            // bound of an unpriced market buy limits how much it trades there (the rules leave
+            // this order open; this is the engine's reading: "crosses every level").
             if maker.user == taker.user {
                 if matches!(taker.stp, Stp::CancelMaker | Stp::CancelBoth) {
                     self.books[s].side_mut(opposite).remove(0);
@@ -514,6 +510,15 @@ impl Model {
                     return;
                 }
                 continue;
+            }
+            let mut lots = taker.remaining.min(maker.remaining);
+            if unpriced_buy {
+                let available = self.bal(taker.user, spec.quote.as_str()).available;
+                let afford = Self::affordable(&spec, available, maker.price);
+                if afford == 0 {
+                    break;
+                }
+                lots = lots.min(i64_of(afford));
             }
             self.fill(&spec, &mut taker, maker, lots, events);
         }
@@ -706,12 +711,8 @@ impl Model {
         if price <= 0 || (side == Side::Sell && below_fee_floor(&spec, price)) {
             return Err(Reason::InvalidPrice);
         }
-        if o.post_only {
-            if let Some(best) = book.best_price(side.opposite()) {
-                if crosses(side, price, best) {
-                    return Err(Reason::WouldTake);
-                }
-            }
+        if o.post_only && book.would_take(side, price) {
+            return Err(Reason::WouldTake);
         }
         let mut rehold = None;
         if side == Side::Buy {

@@ -1,0 +1,292 @@
+//! The engine against the model (tests/model): random command streams go to both, and after
+//! every command the events, the result and the whole visible state must be the same.
+
+mod model;
+mod streams;
+
+use std::collections::BTreeMap;
+
+use model::Model;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{TestCaseError, TestRunner};
+use rialto_core::{
+    CancelReason, Command, Engine, EngineConfig, OrderId, OrderType, OwnedEvent, Reason, Side,
+    SymbolId, SymbolSpec, Tif, UserId,
+};
+use streams::{Op, View};
+
+impl View for Model {
+    fn spec(&self, symbol: SymbolId) -> Option<SymbolSpec> {
+        self.symbol(symbol)
+    }
+
+    fn symbol_count(&self) -> u32 {
+        Model::symbol_count(self)
+    }
+
+    fn user_ids(&self) -> Vec<UserId> {
+        self.users()
+    }
+
+    fn live(&self) -> Vec<(UserId, OrderId, SymbolId)> {
+        self.live_orders()
+    }
+
+    fn available(&self, user: UserId, currency: &str) -> i64 {
+        self.balance(user, currency).map_or(0, |b| b.available)
+    }
+}
+
+/// Everything a user or an operator can see, engine against model.
+fn compare_state(engine: &Engine, model: &Model) -> Result<(), String> {
+    fn same<T: PartialEq + std::fmt::Debug>(what: &str, e: T, m: T) -> Result<(), String> {
+        if e == m {
+            Ok(())
+        } else {
+            Err(format!("{what}: engine {e:?}\n  model {m:?}"))
+        }
+    }
+    for s in 0..=model.symbol_count() {
+        let id = SymbolId(s);
+        same("symbol", engine.symbol(id).copied(), model.symbol(id))?;
+        same(
+            "resting orders",
+            engine.resting_orders(id),
+            model.resting_orders(id),
+        )?;
+    }
+    same("users", engine.users(), model.users())?;
+    for user in model.users() {
+        same(
+            "user report",
+            engine.user_report(user),
+            model.user_report(user),
+        )?;
+        for currency in model.currencies() {
+            same(
+                "balance",
+                engine.balance(user, &currency),
+                model.balance(user, &currency),
+            )?;
+        }
+    }
+    same("venue totals", engine.venue_totals(), model.venue_totals())?;
+    same(
+        "resting order count",
+        engine.resting_order_count(),
+        model.resting_order_count(),
+    )?;
+    for (user, order, _) in model.live_orders() {
+        same(
+            "order remaining",
+            engine.order_remaining(user, order),
+            model.order_remaining(user, order),
+        )?;
+    }
+    Ok(())
+}
+
+fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut model = Model::new();
+    let mut history: Vec<Command> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let cmd = streams::command(op, &model);
+        history.push(cmd);
+        let seq = i as u64 + 1;
+        let mut engine_events: Vec<OwnedEvent> = Vec::new();
+        let engine_result = engine.apply(seq, 0, &cmd, &mut engine_events);
+        let mut model_events: Vec<OwnedEvent> = Vec::new();
+        let model_result = model.apply(&cmd, &mut model_events);
+        let mismatch = if (engine_result, &engine_events) != (model_result, &model_events) {
+            Some(format!(
+                "result/events: engine {engine_result:?} {engine_events:#?}\n  model {model_result:?} {model_events:#?}"
+            ))
+        } else {
+            compare_state(&engine, &model).err()
+        };
+        if let Some(why) = mismatch {
+            let commands: Vec<String> = history.iter().map(|c| format!("  {c:?}")).collect();
+            return Err(TestCaseError::fail(format!(
+                "after command #{seq}: {why}\ncommands:\n{}",
+                commands.join("\n")
+            )));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn engine_matches_model(ops in streams::stream(200..=400)) {
+        run(&ops)?;
+    }
+}
+
+/// Counts what the streams reach, per kind of command: results, trades and cancellations.
+fn coverage(streams_count: usize) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::<String, usize>::new();
+    let mut runner = TestRunner::deterministic();
+    let strategy = streams::stream(200..=400);
+    for _ in 0..streams_count {
+        let ops = strategy.new_tree(&mut runner).unwrap().current();
+        let mut engine = Engine::new(EngineConfig::default());
+        for (i, op) in ops.iter().enumerate() {
+            let cmd = streams::command(op, &engine);
+            let mut events = Vec::new();
+            let result = engine.apply(i as u64 + 1, 0, &cmd, &mut events);
+            for key in outcomes(&engine, &cmd, result, &events) {
+                *seen.entry(key).or_default() += 1;
+            }
+        }
+    }
+    seen
+}
+
+/// Names for what one command did, e.g. "place: insufficient_funds", "move: trade".
+fn outcomes(
+    engine: &Engine,
+    cmd: &Command,
+    result: Result<(), Reason>,
+    events: &[OwnedEvent],
+) -> Vec<String> {
+    let kind = match *cmd {
+        Command::AddSymbol(_) => "add_symbol",
+        Command::AddUser { .. } => "add_user",
+        Command::AdjustBalance { .. } => "adjust_balance",
+        Command::Place(p) if p.order_type == Some(OrderType::Market) && p.price.is_none() => {
+            "unpriced market"
+        }
+        Command::Place(_) => "place",
+        Command::Cancel { .. } => "cancel",
+        Command::Move { .. } => "move",
+        Command::Reduce { .. } => "reduce",
+        Command::Book { .. } => "book",
+        Command::UserReport { .. } => "user_report",
+        Command::VenueReport => "venue_report",
+    };
+    let mut out = vec![match result {
+        Ok(()) => format!("{kind}: ok"),
+        Err(reason) => format!("{kind}: {reason}"),
+    }];
+    let mut reasons = Vec::new();
+    for e in events {
+        match e {
+            OwnedEvent::Trade(_) => out.push(format!("{kind}: trade")),
+            OwnedEvent::Cancelled(c) => {
+                out.push(format!("{kind}: cancelled {}", c.reason));
+                reasons.push(c.reason);
+            }
+            _ => {}
+        }
+    }
+    if let Command::Place(p) = cmd {
+        let stp = p.stp.map_or("none", |s| s.as_str());
+        if reasons.contains(&CancelReason::Stp) {
+            out.push(format!("stp {stp}"));
+        }
+        if stp == "cancel_both" && reasons.ends_with(&[CancelReason::Stp, CancelReason::Stp]) {
+            out.push("stp cancel_both: maker then taker".into());
+        }
+        let traded = events.iter().any(|e| matches!(e, OwnedEvent::Trade(_)));
+        if p.tif == Some(Tif::Fok) && traded {
+            out.push(format!("{kind}: fok filled"));
+        }
+        // An unpriced market order that stopped with liquidity left on the other side: the funds
+        // bound of a buy, the proceeds bound of a sell.
+        if kind == "unpriced market" && reasons.last() == Some(&CancelReason::Market) {
+            let (bids, asks) = engine.resting_orders(p.symbol);
+            let other = if p.side == Some(Side::Buy) {
+                asks
+            } else {
+                bids
+            };
+            if other.iter().any(|o| o.user != p.user) {
+                out.push(format!("{kind}: stopped by its bound, traded {traded}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn streams_reach_every_rule() {
+    let seen = coverage(64);
+    let mut expected: Vec<String> = [
+        "place: unknown_user",
+        "place: unknown_symbol",
+        "place: invalid_order",
+        "place: invalid_qty",
+        "place: invalid_price",
+        "place: duplicate_order_id",
+        "place: would_take",
+        "place: overflow",
+        "place: insufficient_funds",
+        "place: trade",
+        "place: fok filled",
+        "place: cancelled ioc",
+        "place: cancelled fok",
+        "place: cancelled stp",
+        "place: cancelled market",
+        "unpriced market: trade",
+        "unpriced market: fok filled",
+        "unpriced market: cancelled fok",
+        "unpriced market: cancelled stp",
+        "unpriced market: stopped by its bound, traded true",
+        "unpriced market: stopped by its bound, traded false",
+        "stp cancel_taker",
+        "stp cancel_maker",
+        "stp cancel_both",
+        "stp cancel_both: maker then taker",
+        "move: ok",
+        "move: trade",
+        "move: cancelled stp",
+        "move: unknown_order",
+        "move: invalid_price",
+        "move: would_take",
+        "move: overflow",
+        "move: insufficient_funds",
+        "reduce: cancelled reduce",
+        "reduce: unknown_order",
+        "reduce: invalid_qty",
+        "cancel: cancelled user",
+        "cancel: unknown_order",
+        "adjust_balance: ok",
+        "adjust_balance: unknown_user",
+        "adjust_balance: invalid_qty",
+        "adjust_balance: duplicate_tx",
+        "adjust_balance: insufficient_funds",
+        "adjust_balance: overflow",
+        "add_symbol: ok",
+        "add_symbol: duplicate_symbol",
+        "add_symbol: invalid_symbol",
+        "add_user: ok",
+        "add_user: duplicate_user",
+        "book: ok",
+        "book: unknown_symbol",
+        "book: invalid_qty",
+        "user_report: ok",
+        "user_report: unknown_user",
+        "venue_report: ok",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    expected.retain(|key| seen.get(key).copied().unwrap_or(0) < 5);
+    assert!(
+        expected.is_empty(),
+        "64 streams reach these fewer than 5 times: {expected:?}\nall: {seen:#?}"
+    );
+    let trades: usize = seen
+        .iter()
+        .filter(|(k, _)| k.ends_with(": trade"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(trades >= 64 * 15, "only {trades} trades in 64 streams");
+}

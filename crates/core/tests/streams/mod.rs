@@ -1,0 +1,545 @@
+//! Random command streams for the differential and property tests.
+//!
+//! A stream is a list of abstract [`Op`]s that proptest generates and shrinks; each op becomes a
+//! concrete [`Command`] only when it is applied, against a [`View`] of the venue at that moment.
+//! That is how "cancel a live order" or "withdraw everything" stays meaningful while shrinking
+//! removes ops around it. Ranges are small on purpose: 2-3 symbols, 3-6 users, prices a few
+//! ticks around the taker-fee floor and ids from a short list, so that orders cross, collide and
+//! meet their own users' orders all the time.
+#![allow(dead_code)]
+
+use proptest::prelude::*;
+use rialto_core::{
+    Command, Engine, Name, OrderId, OrderType, PlaceOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
+    UserId,
+};
+
+/// Currency and symbol names all have the same length: the engine sorts names by length first
+/// (see `rules.rs`, `reports_sort_names_as_text_not_by_length`), and the streams should find
+/// other differences than that one.
+pub const CURRENCIES: [&str; 6] = ["USD", "BTC", "ETH", "EUR", "XAU", "JPY"];
+pub const SYMBOLS: [&str; 5] = ["SYM0", "SYM1", "SYM2", "SYM3", "SYM4"];
+/// Users are added from the front of this list; the rest are unknown until an `AddUser` op.
+pub const USERS: [UserId; 8] = [1, 2, 3, -7, i64::MAX, i64::MIN, 42, 0];
+pub const ORDER_IDS: [OrderId; 16] = [
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
+    9,
+    10,
+    11,
+    -1,
+    -2,
+    i64::MAX,
+    i64::MIN,
+];
+
+/// `(base_scale, quote_scale, maker_fee, taker_fee)`; the first five are valid.
+pub const PROFILES: [(i64, i64, i64, i64); 9] = [
+    (1, 1, 0, 0),
+    (100, 10, 2, 25),
+    (1_000_000, 1_000, 500, 1_000),
+    (
+        1_000_000_000,
+        1_000_000_000_000,
+        10_000_000_000,
+        5_000_000_000_000,
+    ),
+    (1, 1, 3, 7),
+    (0, 1, 0, 0),
+    (1, 1, 5, 4),
+    (1, -1, 0, 0),
+    (1, 1, -1, 0),
+];
+const VALID_PROFILES: u8 = 5;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Px {
+    /// A few ticks around the symbol's taker-fee floor.
+    Near(u8),
+    /// Near the 64-bit limit, to reach overflow.
+    Huge(u8),
+    /// Zero or negative.
+    Bad(u8),
+    Missing,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Qty {
+    Small(u8),
+    Huge(u8),
+    Bad(u8),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Amount {
+    /// `(1 + m % 9) * 10^(e % 18)`.
+    Deposit(u8, u8),
+    Max(u8),
+    Zero,
+    WithdrawAll,
+    WithdrawMore,
+    WithdrawHalf,
+    WithdrawMin,
+}
+
+/// An order to touch: most of the time a live one (`pick` among them), else any pair.
+#[derive(Clone, Copy, Debug)]
+pub struct Target {
+    pub live: bool,
+    pub pick: u16,
+    pub user: u8,
+    pub order: u8,
+}
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    AddSymbol {
+        name: u8,
+        base: u8,
+        quote: u8,
+        profile: u8,
+    },
+    AddUser {
+        user: u8,
+    },
+    Adjust {
+        user: u8,
+        currency: u8,
+        amount: Amount,
+        tx: u16,
+    },
+    Place {
+        user: u8,
+        order: u8,
+        symbol: u8,
+        side: bool,
+        kind: u8,
+        price: Px,
+        market_priced: bool,
+        qty: Qty,
+        /// Post-only one time in five on a limit GTC, rarely on anything else.
+        post_only: u8,
+        stp: u8,
+        /// One time in a hundred each: no side, type, tif or stp word.
+        garble: u8,
+    },
+    Cancel {
+        target: Target,
+    },
+    Move {
+        target: Target,
+        price: Px,
+    },
+    Reduce {
+        target: Target,
+        qty: Qty,
+    },
+    Book {
+        symbol: u8,
+        depth: u8,
+    },
+    UserReport {
+        user: u8,
+    },
+    VenueReport,
+}
+
+/// What an op needs to know about the venue to become a command.
+pub trait View {
+    fn spec(&self, symbol: SymbolId) -> Option<SymbolSpec>;
+    fn symbol_count(&self) -> u32;
+    fn user_ids(&self) -> Vec<UserId>;
+    /// Live orders `(user, order, symbol)`, sorted by user then order.
+    fn live(&self) -> Vec<(UserId, OrderId, SymbolId)>;
+    fn available(&self, user: UserId, currency: &str) -> i64;
+}
+
+impl View for Engine {
+    fn spec(&self, symbol: SymbolId) -> Option<SymbolSpec> {
+        self.symbol(symbol).copied()
+    }
+
+    fn symbol_count(&self) -> u32 {
+        (0..)
+            .take_while(|&i| self.symbol(SymbolId(i)).is_some())
+            .count() as u32
+    }
+
+    fn user_ids(&self) -> Vec<UserId> {
+        self.users()
+    }
+
+    fn live(&self) -> Vec<(UserId, OrderId, SymbolId)> {
+        let mut live = Vec::new();
+        for s in 0..View::symbol_count(self) {
+            let (bids, asks) = self.resting_orders(SymbolId(s));
+            live.extend(
+                bids.iter()
+                    .chain(&asks)
+                    .map(|o| (o.user, o.order, SymbolId(s))),
+            );
+        }
+        live.sort();
+        live
+    }
+
+    fn available(&self, user: UserId, currency: &str) -> i64 {
+        self.balance(user, currency).map_or(0, |b| b.available)
+    }
+}
+
+// ----- strategies -----------------------------------------------------------------------------
+
+fn px() -> impl Strategy<Value = Px> {
+    prop_oneof![
+        20 => any::<u8>().prop_map(Px::Near),
+        1 => any::<u8>().prop_map(Px::Huge),
+        1 => any::<u8>().prop_map(Px::Bad),
+        1 => Just(Px::Missing),
+    ]
+}
+
+fn qty() -> impl Strategy<Value = Qty> {
+    prop_oneof![
+        30 => any::<u8>().prop_map(Qty::Small),
+        1 => any::<u8>().prop_map(Qty::Huge),
+        1 => any::<u8>().prop_map(Qty::Bad),
+    ]
+}
+
+fn amount() -> impl Strategy<Value = Amount> {
+    prop_oneof![
+        12 => (any::<u8>(), any::<u8>()).prop_map(|(e, m)| Amount::Deposit(e, m)),
+        1 => any::<u8>().prop_map(Amount::Max),
+        1 => Just(Amount::Zero),
+        1 => Just(Amount::WithdrawAll),
+        2 => Just(Amount::WithdrawMore),
+        2 => Just(Amount::WithdrawHalf),
+        1 => Just(Amount::WithdrawMin),
+    ]
+}
+
+fn target() -> impl Strategy<Value = Target> {
+    (0u8..5, any::<u16>(), any::<u8>(), any::<u8>()).prop_map(|(live, pick, user, order)| Target {
+        live: live != 0,
+        pick,
+        user,
+        order,
+    })
+}
+
+fn place() -> impl Strategy<Value = Op> {
+    (
+        (any::<u8>(), any::<u8>(), any::<u8>(), any::<bool>()),
+        (any::<u8>(), px(), 0u8..10, qty()),
+        (any::<u8>(), any::<u8>(), any::<u8>()),
+    )
+        .prop_map(
+            |(
+                (user, order, symbol, side),
+                (kind, price, market_priced, qty),
+                (post_only, stp, garble),
+            )| Op::Place {
+                user,
+                order,
+                symbol,
+                side,
+                kind,
+                price,
+                market_priced: market_priced < 3,
+                qty,
+                post_only,
+                stp,
+                garble,
+            },
+        )
+}
+
+/// Any op, in proportions that keep the book busy.
+pub fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        60 => place(),
+        3 => target().prop_map(|target| Op::Cancel { target }),
+        8 => (target(), px()).prop_map(|(target, price)| Op::Move { target, price }),
+        3 => (target(), qty()).prop_map(|(target, qty)| Op::Reduce { target, qty }),
+        10 => (any::<u8>(), any::<u8>(), amount(), 0u16..40).prop_map(
+            |(user, currency, amount, tx)| Op::Adjust { user, currency, amount, tx }
+        ),
+        4 => (any::<u8>(), any::<u8>()).prop_map(|(symbol, depth)| Op::Book { symbol, depth }),
+        3 => any::<u8>().prop_map(|user| Op::UserReport { user }),
+        2 => Just(Op::VenueReport),
+        2 => (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()).prop_map(
+            |(name, base, quote, profile)| Op::AddSymbol { name, base, quote, profile }
+        ),
+        1 => any::<u8>().prop_map(|user| Op::AddUser { user }),
+    ]
+}
+
+/// A setup deposit's power of ten: mostly enough to trade a few lots on every symbol, sometimes
+/// so little that funds run out (and bound unpriced market buys).
+fn exponent() -> impl Strategy<Value = u8> {
+    prop_oneof![4 => 14u8..=17, 1 => 0u8..=13]
+}
+
+/// The opening of every stream: 2-3 valid symbols, 3-6 users, and a deposit for every user in
+/// every currency the symbols can use.
+pub fn setup() -> impl Strategy<Value = Vec<Op>> {
+    (
+        prop::collection::vec((any::<u8>(), any::<u8>(), 0..VALID_PROFILES), 2..=3),
+        3usize..=6,
+        prop::collection::vec((exponent(), any::<u8>()), 30),
+    )
+        .prop_map(|(symbols, users, deposits)| {
+            let mut ops = Vec::new();
+            for (i, (base, quote, profile)) in symbols.into_iter().enumerate() {
+                let base = base % 5;
+                let quote = (base + 1 + quote % 4) % 5;
+                ops.push(Op::AddSymbol {
+                    name: i as u8,
+                    base,
+                    quote,
+                    profile,
+                });
+            }
+            for user in 0..users {
+                ops.push(Op::AddUser { user: user as u8 });
+            }
+            for (i, (e, m)) in deposits.into_iter().enumerate().take(users * 5) {
+                ops.push(Op::Adjust {
+                    // `Adjust` picks known users by index
+                    user: (i / 5) as u8,
+                    currency: (i % 5) as u8,
+                    amount: Amount::Deposit(e, m),
+                    tx: 1_000 + i as u16,
+                });
+            }
+            ops
+        })
+}
+
+/// A whole stream: the setup, then `len` random ops.
+pub fn stream(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<Op>> {
+    (setup(), prop::collection::vec(op(), len)).prop_map(|(mut ops, more)| {
+        ops.extend(more);
+        ops
+    })
+}
+
+// ----- ops to commands ------------------------------------------------------------------------
+
+fn name(s: &str) -> Name {
+    Name::new(s).expect("stream names are valid")
+}
+
+fn user_of(view: &impl View, choice: u8) -> UserId {
+    let users = view.user_ids();
+    // mostly a known user; one time in sixteen any id of the list, known or not
+    if choice % 16 == 15 || users.is_empty() {
+        USERS[(choice / 16) as usize % USERS.len()]
+    } else {
+        users[choice as usize % users.len()]
+    }
+}
+
+fn symbol_of(view: &impl View, choice: u8) -> SymbolId {
+    let count = view.symbol_count();
+    match choice % 32 {
+        31 => SymbolId::NONE,
+        30 => SymbolId(count),
+        _ if count == 0 => SymbolId(0),
+        c => SymbolId(c as u32 % count),
+    }
+}
+
+/// The spec used to pick prices: the symbol's, or a plain one for an unknown symbol.
+fn spec_or_plain(view: &impl View, symbol: SymbolId) -> SymbolSpec {
+    view.spec(symbol).unwrap_or(SymbolSpec {
+        symbol: name("NONE"),
+        base: name("USD"),
+        quote: name("BTC"),
+        base_scale: 1,
+        quote_scale: 1,
+        maker_fee: 0,
+        taker_fee: 0,
+    })
+}
+
+fn price_of(spec: &SymbolSpec, px: Px) -> Option<i64> {
+    let qs = spec.quote_scale.max(1);
+    let floor = ((spec.taker_fee + qs - 1) / qs).max(1);
+    Some(match px {
+        Px::Near(k) => (floor - 2 + (k % 10) as i64).max(1),
+        Px::Huge(k) => [
+            i64::MAX,
+            i64::MAX / qs,
+            (i64::MAX / qs).saturating_add(1),
+            (i64::MAX - spec.taker_fee) / qs,
+            i64::MAX / 2,
+            1 << 40,
+        ][k as usize % 6],
+        Px::Bad(k) => [0, -1, i64::MIN][k as usize % 3],
+        Px::Missing => return None,
+    })
+}
+
+fn qty_of(spec: &SymbolSpec, qty: Qty) -> i64 {
+    let bs = spec.base_scale.max(1);
+    match qty {
+        Qty::Small(k) => 1 + (k % 6) as i64,
+        Qty::Huge(k) => [
+            i64::MAX,
+            i64::MAX / 2,
+            1 << 40,
+            i64::MAX / bs,
+            (i64::MAX / bs).saturating_add(1),
+        ][k as usize % 5],
+        Qty::Bad(k) => [0, -1, i64::MIN][k as usize % 3],
+    }
+}
+
+/// The `(user, order, symbol)` an op targets.
+fn target_of(view: &impl View, t: Target) -> (UserId, OrderId, SymbolId) {
+    let live = view.live();
+    if t.live && !live.is_empty() {
+        live[t.pick as usize % live.len()]
+    } else {
+        (
+            user_of(view, t.user),
+            ORDER_IDS[t.order as usize % ORDER_IDS.len()],
+            SymbolId(0),
+        )
+    }
+}
+
+/// Turns an op into the command it means for the venue as `view` shows it now.
+pub fn command(op: &Op, view: &impl View) -> Command {
+    match *op {
+        Op::AddSymbol {
+            name: n,
+            base,
+            quote,
+            profile,
+        } => {
+            let (base_scale, quote_scale, maker_fee, taker_fee) =
+                PROFILES[profile as usize % PROFILES.len()];
+            // names from the first three only: at most three symbols, mostly duplicates
+            Command::AddSymbol(SymbolSpec {
+                symbol: name(SYMBOLS[n as usize % 3]),
+                base: name(CURRENCIES[base as usize % CURRENCIES.len()]),
+                quote: name(CURRENCIES[quote as usize % CURRENCIES.len()]),
+                base_scale,
+                quote_scale,
+                maker_fee,
+                taker_fee,
+            })
+        }
+        Op::AddUser { user } => Command::AddUser {
+            user: USERS[user as usize % USERS.len()],
+        },
+        Op::Adjust {
+            user,
+            currency,
+            amount,
+            tx,
+        } => {
+            let user = user_of(view, user);
+            let currency = CURRENCIES[currency as usize % CURRENCIES.len()];
+            let available = view.available(user, currency);
+            let amount = match amount {
+                Amount::Deposit(e, m) => (1 + (m % 9) as i64) * 10i64.pow((e % 18) as u32),
+                Amount::Max(k) => [i64::MAX, i64::MAX - 1, i64::MAX / 2][k as usize % 3],
+                Amount::Zero => 0,
+                Amount::WithdrawAll => -available,
+                Amount::WithdrawMore => available.checked_add(1).map_or(i64::MIN, |a| -a),
+                Amount::WithdrawHalf => -(available / 2).max(1),
+                Amount::WithdrawMin => i64::MIN,
+            };
+            Command::AdjustBalance {
+                user,
+                currency: name(currency),
+                amount,
+                tx: tx as i64,
+            }
+        }
+        Op::Place {
+            user,
+            order,
+            symbol,
+            side,
+            kind,
+            price,
+            market_priced,
+            qty,
+            post_only,
+            stp,
+            garble,
+        } => {
+            let symbol = symbol_of(view, symbol);
+            let spec = spec_or_plain(view, symbol);
+            let (order_type, tif) = match kind % 40 {
+                0..=23 => (OrderType::Limit, Tif::Gtc),
+                24..=28 => (OrderType::Limit, Tif::Ioc),
+                29..=32 => (OrderType::Limit, Tif::Fok),
+                33..=36 => (OrderType::Market, Tif::Ioc),
+                37..=38 => (OrderType::Market, Tif::Fok),
+                _ => (OrderType::Market, Tif::Gtc),
+            };
+            let limit_gtc = (order_type, tif) == (OrderType::Limit, Tif::Gtc);
+            let post_only = post_only % 40 == 0 || (limit_gtc && post_only % 5 == 1);
+            let price = match order_type {
+                OrderType::Market if !market_priced => None,
+                _ => price_of(&spec, price),
+            };
+            let garble = garble % 100;
+            Command::Place(PlaceOrder {
+                user: user_of(view, user),
+                order: ORDER_IDS[order as usize % ORDER_IDS.len()],
+                symbol,
+                side: (garble != 0).then_some(if side { Side::Buy } else { Side::Sell }),
+                order_type: (garble != 1).then_some(order_type),
+                tif: (garble != 2).then_some(tif),
+                price,
+                qty: qty_of(&spec, qty),
+                post_only,
+                stp: (garble != 3).then_some(Stp::ALL[stp as usize % 3]),
+            })
+        }
+        Op::Cancel { target } => {
+            let (user, order, _) = target_of(view, target);
+            Command::Cancel { user, order }
+        }
+        Op::Move { target, price } => {
+            let (user, order, symbol) = target_of(view, target);
+            let spec = spec_or_plain(view, symbol);
+            Command::Move {
+                user,
+                order,
+                price: price_of(&spec, price).unwrap_or(0),
+            }
+        }
+        Op::Reduce { target, qty } => {
+            let (user, order, symbol) = target_of(view, target);
+            let spec = spec_or_plain(view, symbol);
+            Command::Reduce {
+                user,
+                order,
+                qty: qty_of(&spec, qty),
+            }
+        }
+        Op::Book { symbol, depth } => Command::Book {
+            symbol: symbol_of(view, symbol),
+            depth: [1, 2, 3, 10, 0, -1][depth as usize % 6],
+        },
+        Op::UserReport { user } => Command::UserReport {
+            user: user_of(view, user),
+        },
+        Op::VenueReport => Command::VenueReport,
+    }
+}
