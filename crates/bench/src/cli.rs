@@ -1,6 +1,6 @@
 //! The `rialto bench ...` subcommands.
 
-use crate::harness::{self, EngineBench, WorkloadSpec};
+use crate::harness::{self, ClockChoice, EngineBench, WorkloadSpec};
 use crate::workload::{Mix, MultiParams, SingleParams, Size};
 
 /// Benchmarks.
@@ -34,6 +34,14 @@ pub enum MixArg {
     Published,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockArg {
+    /// The invariant TSC (fenced rdtsc/rdtscp), falling back to `instant` where there is none.
+    Tsc,
+    /// `std::time::Instant`.
+    Instant,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct EngineArgs {
     #[arg(long, value_enum, default_value = "single")]
@@ -60,6 +68,9 @@ pub struct EngineArgs {
     /// Override the number of resting orders after prefill.
     #[arg(long)]
     pub orders: Option<u64>,
+    /// Clock of the latency pass.
+    #[arg(long, value_enum, default_value = "tsc")]
+    pub clock: ClockArg,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -124,6 +135,10 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             let opts = EngineBench {
                 workload: args.spec()?,
                 seed: args.seed,
+                clock: match args.clock {
+                    ClockArg::Tsc => ClockChoice::Tsc,
+                    ClockArg::Instant => ClockChoice::Instant,
+                },
                 progress: !args.quiet,
             };
             let report = harness::run(&opts)?;

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
 use rialto_core::{Command, Engine, Event, EventSink};
 
+use crate::clock::{Clock, InstantClock, TscClock};
 use crate::mem;
 use crate::workload::{self, MultiParams, SingleParams, Size, Workload};
 
@@ -97,7 +98,9 @@ pub struct Report {
     /// Latency pass: service time of each command, clock cost included.
     pub latency_ns: Percentiles,
     pub latency_mean_ns: f64,
-    /// Median of an empty timed region (two back-to-back clock reads).
+    /// The clock of the latency pass: "tsc" or "instant".
+    pub clock: String,
+    /// Median of an empty timed region (a start and a stop read of the same clock).
     pub clock_overhead_ns: u64,
     /// Peak RSS after generation (the peak is reset once the generation engine is dropped when
     /// the kernel allows it; see `peak_rss_reset`).
@@ -147,7 +150,7 @@ impl Report {
             "users": self.users,
             "accounts": self.accounts,
             "latency_mean_ns": self.latency_mean_ns,
-            "clock": "std::time::Instant (clock_gettime), one read before and after each command",
+            "clock": self.clock,
             "clock_overhead_ns": self.clock_overhead_ns,
             "peak_rss_reset_after_generation": self.peak_rss_reset,
             "setup_rss_bytes": self.setup_rss_bytes,
@@ -206,8 +209,8 @@ impl Report {
             self.throughput_per_s / 1e6
         );
         s += &format!(
-            "latency:    per command, ns (Instant before and after each; an empty timed region costs {} ns, included)\n",
-            self.clock_overhead_ns
+            "latency:    per command, ns (clock: {}; an empty timed region costs {} ns, included)\n",
+            self.clock, self.clock_overhead_ns
         );
         s += "            p50     p90     p99   p99.9  p99.99        max    mean\n";
         s += &format!(
@@ -332,8 +335,10 @@ fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
 }
 
-/// Applies `commands` timing each one with two `Instant` reads.
-pub fn latency_pass(
+/// Applies `commands` timing each one between a start and a stop read of `clock`.
+#[inline(never)]
+pub fn latency_pass<C: Clock>(
+    clock: &C,
     engine: &mut Engine,
     mut seq: u64,
     commands: &[Command],
@@ -343,11 +348,11 @@ pub fn latency_pass(
     let mut rejected = 0u64;
     for cmd in commands {
         seq += 1;
-        let t0 = Instant::now();
+        let t0 = clock.start();
         let result = engine.apply(seq, seq as i64, cmd, &mut sink);
-        let t1 = Instant::now();
+        let t1 = clock.stop();
         rejected += result.is_err() as u64;
-        hist.saturating_record((t1 - t0).as_nanos() as u64);
+        hist.saturating_record(clock.elapsed_ns(t0, t1));
     }
     (
         hist,
@@ -360,14 +365,23 @@ pub fn latency_pass(
 }
 
 /// Median cost of an empty timed region: what the clock adds to each latency sample.
-pub fn clock_overhead_ns(samples: u32) -> u64 {
+pub fn clock_overhead_ns<C: Clock>(clock: &C, samples: u32) -> u64 {
     let mut hist = latency_histogram();
     for _ in 0..samples {
-        let t0 = Instant::now();
-        let t1 = Instant::now();
-        hist.saturating_record((t1 - t0).as_nanos() as u64);
+        let t0 = clock.start();
+        let t1 = clock.stop();
+        hist.saturating_record(clock.elapsed_ns(t0, t1));
     }
     hist.value_at_quantile(0.5)
+}
+
+/// The clock of the latency pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ClockChoice {
+    /// The invariant TSC where there is one, else `Instant`.
+    #[default]
+    Tsc,
+    Instant,
 }
 
 /// Options of one run.
@@ -375,6 +389,7 @@ pub fn clock_overhead_ns(samples: u32) -> u64 {
 pub struct EngineBench {
     pub workload: WorkloadSpec,
     pub seed: u64,
+    pub clock: ClockChoice,
     /// Progress lines on stderr.
     pub progress: bool,
 }
@@ -401,6 +416,7 @@ pub fn run(opts: &EngineBench) -> anyhow::Result<Report> {
         opts.workload.label(),
         opts.seed,
         generate_seconds,
+        opts.clock,
         opts.progress,
     )
 }
@@ -411,6 +427,7 @@ pub fn measure(
     label: String,
     seed: u64,
     generate_seconds: f64,
+    clock: ClockChoice,
     progress: bool,
 ) -> anyhow::Result<Report> {
     let say = |msg: &str| {
@@ -448,14 +465,30 @@ pub fn measure(
 
     say("latency pass: setup and prefill on a fresh engine...");
     let mut p = prepare(w).context("latency pass")?;
-    let (hist, latency_counts) = latency_pass(&mut p.engine, p.seq, &w.commands);
+    let tsc = match clock {
+        ClockChoice::Tsc => TscClock::calibrated(),
+        ClockChoice::Instant => None,
+    };
+    if clock == ClockChoice::Tsc && tsc.is_none() {
+        say("no invariant TSC here: timing with Instant");
+    }
+    let (hist, latency_counts, clock_name, clock_overhead_ns) = match &tsc {
+        Some(c) => {
+            let (h, n) = latency_pass(c, &mut p.engine, p.seq, &w.commands);
+            (h, n, c.name(), clock_overhead_ns(c, 1_000_000))
+        }
+        None => {
+            let c = &InstantClock;
+            let (h, n) = latency_pass(c, &mut p.engine, p.seq, &w.commands);
+            (h, n, c.name(), clock_overhead_ns(c, 1_000_000))
+        }
+    };
     drop(p);
     if latency_counts != counts {
         bail!(
             "the two passes disagree: {counts:?} vs {latency_counts:?} (engine not deterministic?)"
         );
     }
-    let clock_overhead_ns = clock_overhead_ns(1_000_000);
     let peak_rss_bytes = mem::peak_rss_bytes().unwrap_or(0);
 
     let commands = w.commands.len() as u64;
@@ -473,6 +506,7 @@ pub fn measure(
         throughput_per_s: commands as f64 / seconds.max(1e-9),
         latency_ns: Percentiles::of(&hist),
         latency_mean_ns: hist.mean(),
+        clock: clock_name.to_string(),
         clock_overhead_ns,
         peak_rss_bytes,
         peak_rss_reset,

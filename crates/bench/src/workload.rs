@@ -459,13 +459,8 @@ pub fn multi(params: &MultiParams, seed: u64) -> Workload {
             taker_fee: TAKER_FEE,
         }));
         let price = 1_000 + rng.below(199_000) as i64;
-        books.push(Book::new(
-            SymbolId(s),
-            price,
-            (price / 40).max(10),
-            0,
-            pair as u16,
-        ));
+        // The same relative deviation as the single book: a tenth of the start price.
+        books.push(Book::new(SymbolId(s), price, price / 10, 0, pair as u16));
         weights.push(rng.pareto_1_5());
     }
     let weight_sum: f64 = weights.iter().sum();

@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use rialto_bench::cli::{self, BenchCommand};
-use rialto_bench::harness::{self, EngineBench, Report, WorkloadSpec};
+use rialto_bench::harness::{self, ClockChoice, EngineBench, Report, WorkloadSpec};
 use rialto_bench::workload::{self, Mix, MultiParams, SingleParams, Size};
 
 fn check(report: &Report, commands: u64) {
@@ -47,6 +47,7 @@ fn single_at_a_tiny_size() {
             mix: Mix::Generator,
         }),
         seed: 3,
+        clock: ClockChoice::Instant,
         progress: false,
     };
     let report = harness::run(&opts).unwrap();
@@ -72,6 +73,7 @@ fn multi_at_a_tiny_size() {
             params,
         },
         seed: 5,
+        clock: ClockChoice::Tsc,
         progress: false,
     };
     let report = harness::run(&opts).unwrap();
