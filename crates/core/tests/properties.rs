@@ -78,10 +78,10 @@ fn check_state(engine: &Engine) -> Result<(), String> {
                     .or_default() += per_lot * o.remaining as i128;
             }
         }
-        if let (Some(bid), Some(ask)) = (bids.first(), asks.first()) {
-            if bid.price >= ask.price {
-                return Err(format!("{symbol:?} is crossed: {bid:?} / {ask:?}"));
-            }
+        if let (Some(bid), Some(ask)) = (bids.first(), asks.first())
+            && bid.price >= ask.price
+        {
+            return Err(format!("{symbol:?} is crossed: {bid:?} / {ask:?}"));
         }
     }
     if engine.resting_order_count() != resting {
@@ -146,10 +146,10 @@ struct QtyLedger {
 impl QtyLedger {
     fn record(&mut self, engine: &Engine, cmd: &Command, outcome: &Outcome) -> Result<(), String> {
         let (result, events) = outcome;
-        if let (Ok(()), Command::Place(p)) = (result, cmd) {
-            if self.open.insert((p.user, p.order), (p.qty, 0, 0)).is_some() {
-                return Err(format!("placed {p:?} over a live order"));
-            }
+        if let (Ok(()), Command::Place(p)) = (result, cmd)
+            && self.open.insert((p.user, p.order), (p.qty, 0, 0)).is_some()
+        {
+            return Err(format!("placed {p:?} over a live order"));
         }
         for event in events {
             let mut add = |key: (UserId, OrderId), traded: i64, cancelled: i64| {
