@@ -88,8 +88,15 @@ fn compare_state(engine: &Engine, model: &Model) -> Result<(), String> {
 }
 
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
-    let mut engine = Engine::new(EngineConfig::default());
-    let mut model = Model::new();
+    run_with(ops, EngineConfig::default())
+}
+
+fn run_with(ops: &[Op], config: EngineConfig) -> Result<(), TestCaseError> {
+    let mut engine = Engine::new(config);
+    let mut model = Model::with_limits(model::Limits {
+        max_open_orders_per_user: config.max_open_orders_per_user as usize,
+        max_resting_orders: config.max_resting_orders as usize,
+    });
     let mut history: Vec<Command> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let cmd = streams::command(op, &model);
@@ -126,6 +133,27 @@ proptest! {
     #[test]
     fn engine_matches_model(ops in streams::stream(200..=400)) {
         run(&ops)?;
+    }
+
+    /// One or two users: self-trade prevention at every turn, FOK walks that meet own orders.
+    #[test]
+    fn engine_matches_model_with_few_users(ops in streams::stream_of(1..=2, 200..=300)) {
+        run(&ops)?;
+    }
+
+    /// Limits small enough that `limit_exceeded` meets matching, moves, IOC and FOK orders.
+    #[test]
+    fn engine_matches_model_with_tight_limits(
+        ops in streams::stream(200..=300),
+        per_user in 1u32..=4,
+        venue in 2u32..=8,
+    ) {
+        let config = EngineConfig {
+            max_open_orders_per_user: per_user,
+            max_resting_orders: venue,
+            ..EngineConfig::default()
+        };
+        run_with(&ops, config)?;
     }
 }
 

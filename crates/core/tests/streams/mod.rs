@@ -288,12 +288,12 @@ fn exponent() -> impl Strategy<Value = u8> {
     prop_oneof![4 => 14u8..=17, 1 => 0u8..=13]
 }
 
-/// The opening of every stream: 2-3 valid symbols, 3-6 users, and a deposit for every user in
-/// every currency the symbols can use.
-pub fn setup() -> impl Strategy<Value = Vec<Op>> {
+/// The opening of every stream: 2-3 valid symbols, `users` users, and a deposit for every user
+/// in every currency the symbols can use.
+pub fn setup(users: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<Op>> {
     (
         prop::collection::vec((any::<u8>(), any::<u8>(), 0..VALID_PROFILES), 2..=3),
-        3usize..=6,
+        users,
         prop::collection::vec((exponent(), any::<u8>()), 30),
     )
         .prop_map(|(symbols, users, deposits)| {
@@ -324,9 +324,17 @@ pub fn setup() -> impl Strategy<Value = Vec<Op>> {
         })
 }
 
-/// A whole stream: the setup, then `len` random ops.
+/// A whole stream: the setup with 3-6 users, then `len` random ops.
 pub fn stream(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<Op>> {
-    (setup(), prop::collection::vec(op(), len)).prop_map(|(mut ops, more)| {
+    stream_of(3..=6, len)
+}
+
+/// A stream with a chosen number of users; with 1 or 2, orders meet their own all the time.
+pub fn stream_of(
+    users: std::ops::RangeInclusive<usize>,
+    len: std::ops::RangeInclusive<usize>,
+) -> impl Strategy<Value = Vec<Op>> {
+    (setup(users), prop::collection::vec(op(), len)).prop_map(|(mut ops, more)| {
         ops.extend(more);
         ops
     })
