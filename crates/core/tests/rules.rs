@@ -1306,6 +1306,75 @@ fn an_order_that_does_not_reach_its_own_resting_order_is_not_affected() {
     );
 }
 
+/// docs/rules.md does not say whether an unpriced market buy's funds bound or self-trade
+/// prevention comes first when the next resting order is the buyer's own. Rialto's engine (and
+/// the model) decide STP first: an unpriced market order "crosses every level", so the own order
+/// is its next match; the funds bound then limits how much it trades. (Reported for rules.md.)
+#[test]
+fn an_unpriced_market_buy_meets_its_own_order_before_its_funds_bound() {
+    let mut v = stp_venue();
+    // user 3 has no USD at all
+    v.fund(3, 1_000, 0);
+    v.expect(place(sell(3, 1, 49, 1)), vec![]);
+    v.expect(
+        place(market(3, 2, Side::Buy, 1)),
+        vec![cancelled((3, 2), Side::Buy, 1, CancelReason::Stp)],
+    );
+    v.expect(
+        place(market(3, 2, Side::Buy, 1).with_stp(Stp::CancelMaker)),
+        vec![
+            cancelled((3, 1), Side::Sell, 1, CancelReason::Stp),
+            cancelled((3, 2), Side::Buy, 1, CancelReason::Market),
+        ],
+    );
+}
+
+#[test]
+fn an_unpriced_market_sell_stops_at_the_fee_floor_before_meeting_its_own_order() {
+    let mut v = Venue::standard();
+    v.fund(1, 1_000, 10_000);
+    v.fund(2, 0, 10_000);
+    v.expect(place(buy(2, 1, 3, 1)), vec![]);
+    // user 1's own bid at 2: 2 * 10 < 25, the sell never reaches it
+    v.expect(place(buy(1, 1, 2, 1)), vec![]);
+    v.expect(
+        place(market(1, 2, Side::Sell, 2).with_stp(Stp::CancelBoth)),
+        vec![
+            trade((2, 1), (1, 2), Side::Sell, 3, 1),
+            cancelled((1, 2), Side::Sell, 1, CancelReason::Market),
+        ],
+    );
+    v.assert_book(S, vec![resting(1, 1, Side::Buy, 2, 1)], vec![]);
+}
+
+#[test]
+fn a_market_fok_with_a_protection_price_counts_only_levels_within_it() {
+    let mut v = Venue::standard();
+    v.fund(1, 1_000, 0);
+    v.fund(2, 0, 10_000);
+    v.expect(place(sell(1, 1, 50, 1)), vec![]);
+    v.expect(place(sell(1, 2, 52, 1)), vec![]);
+    let protected = |order, price| {
+        place(PlaceOrder {
+            price: Some(price),
+            ..market(2, order, Side::Buy, 2).with_tif(Tif::Fok)
+        })
+    };
+    v.expect(
+        protected(1, 51),
+        vec![cancelled((2, 1), Side::Buy, 2, CancelReason::Fok)],
+    );
+    v.assert_balance(2, "USD", bal(10_000, 0));
+    v.expect(
+        protected(1, 52),
+        vec![
+            trade((1, 1), (2, 1), Side::Buy, 50, 1),
+            trade((1, 2), (2, 1), Side::Buy, 52, 1),
+        ],
+    );
+    v.assert_balance(2, "USD", bal(10_000 - 525 - 545, 0));
+}
+
 // ----- move -----------------------------------------------------------------------------------
 
 fn mv(user: UserId, order: OrderId, price: i64) -> Command {
