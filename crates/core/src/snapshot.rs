@@ -220,8 +220,9 @@ impl Engine {
             ));
         }
         let mut engine = Engine::new(config);
-        engine.last_seq = last_seq;
         decode_body(&mut r, &mut engine)?;
+        // After the body: rebuilding symbols and users goes through `apply`, which moves it.
+        engine.last_seq = last_seq;
         if r.pos != bytes.len() {
             return err(format!("{} trailing bytes", bytes.len() - r.pos));
         }

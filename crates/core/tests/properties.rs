@@ -404,7 +404,6 @@ proptest! {
 }
 
 #[test]
-#[ignore = "engine bug: decode_snapshot drops the header's last_seq (restored engine reports 0)"]
 fn a_restored_engine_continues_from_the_snapshots_sequence_number() {
     let mut engine = Engine::new(EngineConfig::default());
     assert_eq!(

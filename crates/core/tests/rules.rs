@@ -1765,7 +1765,6 @@ fn venue_report_totals_every_known_currency_with_fees() {
 }
 
 #[test]
-#[ignore = "engine bug: names are sorted by length first (Name's derived Ord), not as text"]
 fn reports_sort_names_as_text_not_by_length() {
     let mut v = Venue::empty();
     v.setup(vec![
