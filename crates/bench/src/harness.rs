@@ -441,6 +441,7 @@ pub fn measure(
             w.stats.rejected
         ));
     }
+    mem::trim_heap();
     let peak_rss_reset = mem::reset_peak_rss();
     let rss_before = mem::rss_bytes().unwrap_or(0);
 
@@ -463,6 +464,7 @@ pub fn measure(
     );
     drop(p);
 
+    mem::trim_heap();
     say("latency pass: setup and prefill on a fresh engine...");
     let mut p = prepare(w).context("latency pass")?;
     let tsc = match clock {
