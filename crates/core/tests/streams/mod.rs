@@ -14,11 +14,9 @@ use rialto_core::{
     UserId,
 };
 
-/// Currency and symbol names all have the same length: the engine sorts names by length first
-/// (see `rules.rs`, `reports_sort_names_as_text_not_by_length`), and the streams should find
-/// other differences than that one.
-pub const CURRENCIES: [&str; 6] = ["USD", "BTC", "ETH", "EUR", "XAU", "JPY"];
-pub const SYMBOLS: [&str; 5] = ["SYM0", "SYM1", "SYM2", "SYM3", "SYM4"];
+/// Names of different lengths, so that "sorted by name" is not the same as "sorted by length".
+pub const CURRENCIES: [&str; 6] = ["USD", "BTC", "EURO", "X", "ETH", "JPY"];
+pub const SYMBOLS: [&str; 3] = ["SYM0", "S1", "A-LONGER-NAME"];
 /// Users are added from the front of this list; the rest are unknown until an `AddUser` op.
 pub const USERS: [UserId; 8] = [1, 2, 3, -7, i64::MAX, i64::MIN, 42, 0];
 pub const ORDER_IDS: [OrderId; 16] = [
@@ -439,7 +437,7 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 PROFILES[profile as usize % PROFILES.len()];
             // names from the first three only: at most three symbols, mostly duplicates
             Command::AddSymbol(SymbolSpec {
-                symbol: name(SYMBOLS[n as usize % 3]),
+                symbol: name(SYMBOLS[n as usize % SYMBOLS.len()]),
                 base: name(CURRENCIES[base as usize % CURRENCIES.len()]),
                 quote: name(CURRENCIES[quote as usize % CURRENCIES.len()]),
                 base_scale,
