@@ -313,8 +313,8 @@ impl fmt::Debug for Workload {
 /// Start price of the single book, in ticks.
 pub const SINGLE_START_PRICE: i64 = 100_000;
 /// The bell's widest deviation in the single book, in ticks: with it the 1,000 prefill orders
-/// land on about 750 price levels.
-pub const SINGLE_PRICE_DEVIATION: i64 = 10000;
+/// land on 769 price levels (seed 1).
+pub const SINGLE_PRICE_DEVIATION: i64 = 10_000;
 const MAKER_FEE: i64 = 1;
 const TAKER_FEE: i64 = 2;
 const SINGLE_DEPOSIT: i64 = 1_000_000_000_000;
