@@ -760,9 +760,9 @@ impl Generator {
         cmd
     }
 
-    /// A passive GTC on `side`: bids at or below the last trade price, asks at or above. With
+    /// A passive order on `side`: bids at or below the last trade price, asks at or above. With
     /// `strict`, never at it (prefill: nothing may trade).
-    fn place_passive(&mut self, b: usize, side: Side, strict: bool) -> Command {
+    fn place_passive(&mut self, b: usize, side: Side, tif: Tif, strict: bool) -> Command {
         let mut offset = self.bell_offset(self.books[b].deviation);
         if strict {
             offset = offset.max(1);
@@ -772,7 +772,7 @@ impl Generator {
             Side::Buy => last - offset,
             Side::Sell => last + offset,
         };
-        self.place(b, side, price, Tif::Gtc)
+        self.place(b, side, price, tif)
     }
 
     /// An order on `side` priced into the other side of the last trade price, so that it
@@ -812,7 +812,7 @@ impl Generator {
                 let side = self.random_side();
                 if self.books[b].live_per_side[side_index(side)] < self.books[b].target_half as u64
                 {
-                    self.place_passive(b, side, false)
+                    self.place_passive(b, side, Tif::Gtc, false)
                 } else {
                     let deviation = self.books[b].deviation;
                     self.place_aggressive(b, side.opposite(), Tif::Gtc, deviation)
@@ -820,13 +820,24 @@ impl Generator {
             }
             Kind::Ioc => {
                 let side = self.random_side();
-                let reach = self.books[b].deviation * 2;
-                let last = self.books[b].last_price;
-                let price = match side {
-                    Side::Buy => last + reach,
-                    Side::Sell => last - reach,
-                };
-                self.place(b, side, price, Tif::Ioc)
+                let book = &self.books[b];
+                let hit_short =
+                    book.live_per_side[side_index(side.opposite())] < book.target_half as u64;
+                if self.mix == Mix::Published && hit_short {
+                    // The published mix adds no more orders (9% GTC) than its cancels and IOCs
+                    // take (6% + 3%): an IOC against a side short of its target is priced
+                    // behind the last trade, so that it mostly expires unfilled and the book
+                    // can hold its size.
+                    self.place_passive(b, side, Tif::Ioc, false)
+                } else {
+                    let reach = book.deviation * 2;
+                    let last = book.last_price;
+                    let price = match side {
+                        Side::Buy => last + reach,
+                        Side::Sell => last - reach,
+                    };
+                    self.place(b, side, price, Tif::Ioc)
+                }
             }
             Kind::Fok => {
                 let side = self.random_side();
@@ -942,7 +953,7 @@ impl Generator {
         for (b, &target) in prefill_target.iter().enumerate() {
             for i in 0..target {
                 let side = if i % 2 == 0 { Side::Buy } else { Side::Sell };
-                let cmd = self.place_passive(b, side, true);
+                let cmd = self.place_passive(b, side, Tif::Gtc, true);
                 self.prefill.push(cmd);
             }
         }

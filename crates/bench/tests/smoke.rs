@@ -138,6 +138,33 @@ fn the_mix_is_the_stated_one() {
     );
 }
 
+#[test]
+fn the_published_mix_holds_the_book_too() {
+    let w = workload::single(
+        &SingleParams {
+            commands: 200_000,
+            mix: Mix::Published,
+            ..SingleParams::default()
+        },
+        1,
+    );
+    let total: u64 = w.stats.kinds.iter().sum();
+    for (n, weight) in w.stats.kinds.iter().zip(Mix::Published.weights()) {
+        let seen = *n as f64 / total as f64;
+        assert!(
+            (seen - weight as f64 / 10_000.0).abs() < 0.005,
+            "{:?}",
+            w.stats.kinds
+        );
+    }
+    assert!(
+        w.stats.resting_min > 800 && w.stats.resting_max < 1_200,
+        "{:?}",
+        w.stats
+    );
+    assert!(w.stats.trading_commands > 0 && w.stats.rejected == 0);
+}
+
 #[derive(Parser)]
 struct Cli {
     #[command(subcommand)]
