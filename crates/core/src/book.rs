@@ -146,16 +146,30 @@ struct LevelSlot {
 }
 
 /// One side of one book: its levels sorted best-last.
+///
+/// A level that empties is not taken out of the array at once (that would shift every better
+/// level, and a deep book is mostly shifting): it stays in place, empty, to be reused if an order
+/// comes to its price again. The best level is always non-empty, so the best price stays O(1):
+/// when the best empties it is popped with any empty levels behind it. When empty levels
+/// outnumber live ones, one pass compacts the array (amortised O(1) per removal).
 pub(crate) struct BookSide {
     side: Side,
     slots: Vec<LevelSlot>,
+    /// Slots whose level has no orders.
+    empty_slots: usize,
 }
+
+/// Empty levels tolerated before a compaction is considered.
+const EMPTY_SLOTS_SLACK: usize = 64;
+/// How far from its place a new level looks for an empty slot to reuse.
+const HOLE_SEARCH: usize = 8;
 
 impl BookSide {
     pub fn new(side: Side, capacity: usize) -> BookSide {
         BookSide {
             side,
             slots: Vec::with_capacity(capacity),
+            empty_slots: 0,
         }
     }
 
@@ -168,20 +182,25 @@ impl BookSide {
         }
     }
 
-    /// The best level, if any.
+    /// The best level, if any; never an empty one.
     #[inline]
     pub fn best(&self) -> Option<u32> {
         self.slots.last().map(|s| s.level)
     }
 
-    /// Levels from best to worst.
-    pub fn levels_best_first(&self) -> impl Iterator<Item = u32> + '_ {
-        self.slots.iter().rev().map(|s| s.level)
+    /// Non-empty levels from best to worst.
+    pub fn levels_best_first<'a>(&'a self, levels: &'a Levels) -> impl Iterator<Item = u32> + 'a {
+        self.slots
+            .iter()
+            .rev()
+            .map(|s| s.level)
+            .filter(|&level| levels.get(level).head != NIL)
     }
 
+    /// Where `price` is (`Ok`) or would go (`Err`) in the array.
     fn position(&self, price: i64) -> Result<usize, usize> {
         let key = self.key(price);
-        // Most activity is near the touch, at the end of the array: look there first.
+        // The touch (the end of the array) is where most activity is: settle it first.
         match self.slots.last() {
             Some(last) if last.key == key => return Ok(self.slots.len() - 1),
             Some(last) if last.key < key => return Err(self.slots.len()),
@@ -195,13 +214,14 @@ impl BookSide {
     pub fn push_back(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
         let price = orders.get(idx).price;
         let level_idx = match self.position(price) {
-            Ok(pos) => self.slots[pos].level,
-            Err(pos) => {
-                let level = levels.alloc(price);
-                let key = self.key(price);
-                self.slots.insert(pos, LevelSlot { key, level });
+            Ok(pos) => {
+                let level = self.slots[pos].level;
+                if levels.get(level).head == NIL {
+                    self.empty_slots -= 1;
+                }
                 level
             }
+            Err(pos) => self.insert_level(levels, pos, price),
         };
         let level = levels.get_mut(level_idx);
         let tail = level.tail;
@@ -219,8 +239,45 @@ impl BookSide {
         node.next = NIL;
     }
 
-    /// Takes order `idx` out of its level, removing the level when it empties. The node itself
-    /// stays allocated.
+    /// Adds an empty level at `price`, which sorts at `pos`. An empty slot close by is reused, so
+    /// that only the slots between it and `pos` shift: a move usually empties its old level right
+    /// next to where it lands.
+    fn insert_level(&mut self, levels: &mut Levels, pos: usize, price: i64) -> u32 {
+        let key = self.key(price);
+        let is_empty = |slot: &LevelSlot| levels.get(slot.level).head == NIL;
+        let worse_hole = self.slots[pos.saturating_sub(HOLE_SEARCH)..pos]
+            .iter()
+            .rposition(is_empty)
+            .map(|i| pos.saturating_sub(HOLE_SEARCH) + i);
+        let better_hole = || {
+            let end = (pos + HOLE_SEARCH).min(self.slots.len());
+            self.slots[pos..end]
+                .iter()
+                .position(is_empty)
+                .map(|i| pos + i)
+        };
+        let Some(hole) = worse_hole.or_else(better_hole) else {
+            let level = levels.alloc(price);
+            self.slots.insert(pos, LevelSlot { key, level });
+            return level;
+        };
+        let level = self.slots[hole].level;
+        let at = if hole < pos {
+            // The hole is worse than the new price: the slots after it move down by one.
+            self.slots.copy_within(hole + 1..pos, hole);
+            pos - 1
+        } else {
+            // The hole is better: the slots before it move up by one.
+            self.slots.copy_within(pos..hole, pos + 1);
+            pos
+        };
+        self.empty_slots -= 1;
+        levels.get_mut(level).price = price;
+        self.slots[at] = LevelSlot { key, level };
+        level
+    }
+
+    /// Takes order `idx` out of its level. The node itself stays allocated.
     pub fn unlink(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
         let node = *orders.get(idx);
         if node.prev != NIL {
@@ -237,15 +294,177 @@ impl BookSide {
             level.tail = node.prev;
         }
         level.total -= node.remaining;
-        if level.head == NIL {
-            let price = level.price;
-            match self.position(price) {
-                Ok(pos) => {
-                    self.slots.remove(pos);
-                }
-                Err(_) => unreachable!("an order's level is always indexed"),
-            }
-            levels.free(node.level);
+        if level.head != NIL {
+            return;
         }
+        if self.best() == Some(node.level) {
+            self.slots.pop();
+            levels.free(node.level);
+            while let Some(last) = self.slots.last()
+                && levels.get(last.level).head == NIL
+            {
+                levels.free(last.level);
+                self.slots.pop();
+                self.empty_slots -= 1;
+            }
+        } else {
+            self.empty_slots += 1;
+            if self.empty_slots > EMPTY_SLOTS_SLACK && self.empty_slots * 2 > self.slots.len() {
+                self.compact(levels);
+            }
+        }
+    }
+
+    /// Drops every empty level from the array.
+    fn compact(&mut self, levels: &mut Levels) {
+        self.slots.retain(|slot| {
+            let empty = levels.get(slot.level).head == NIL;
+            if empty {
+                levels.free(slot.level);
+            }
+            !empty
+        });
+        self.empty_slots = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::command::{Command, PlaceOrder, SymbolSpec};
+    use crate::engine::{Engine, EngineConfig};
+    use crate::event::OwnedEvent;
+    use crate::types::{Name, Side, SymbolId};
+
+    /// A model of one side's book: (price, order) in priority order.
+    fn expected_bids(live: &[(i64, i64)]) -> Vec<(i64, i64)> {
+        let mut v = live.to_vec();
+        // Best (highest) price first; within a price, older (placed earlier) first. Orders are
+        // placed with increasing ids, so id order is time order here.
+        v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        v
+    }
+
+    fn engine_bids(e: &Engine, sym: SymbolId) -> Vec<(i64, i64)> {
+        e.resting_orders(sym)
+            .0
+            .iter()
+            .map(|o| (o.price, o.order))
+            .collect()
+    }
+
+    /// Deep books empty and refill levels far from the touch: empty levels are left in place,
+    /// reused by later orders (directly or as holes next to a new price), popped when they reach
+    /// the touch and compacted away when they pile up. Priority must hold through all of it.
+    #[test]
+    fn deep_books_keep_priority_through_lazy_level_removal() {
+        let mut e = Engine::new(EngineConfig::default());
+        let name = |s| Name::new(s).unwrap();
+        let setup = [
+            Command::AddSymbol(SymbolSpec {
+                symbol: name("X-Y"),
+                base: name("X"),
+                quote: name("Y"),
+                base_scale: 1,
+                quote_scale: 1,
+                maker_fee: 0,
+                taker_fee: 0,
+            }),
+            Command::AddUser { user: 1 },
+            Command::AdjustBalance {
+                user: 1,
+                currency: name("Y"),
+                amount: 1 << 40,
+                tx: 1,
+            },
+        ];
+        for c in &setup {
+            e.apply(0, 0, c, &mut ()).unwrap();
+        }
+        let sym = e.symbol_id("X-Y");
+        let mut live: Vec<(i64, i64)> = Vec::new();
+        let mut next_id = 0;
+        let mut place = |e: &mut Engine, live: &mut Vec<(i64, i64)>, price: i64| {
+            next_id += 1;
+            let cmd = Command::Place(PlaceOrder::limit(1, next_id, sym, Side::Buy, price, 1));
+            e.apply(0, 0, &cmd, &mut ()).unwrap();
+            live.push((price, next_id));
+        };
+        // 400 levels, two orders on every fourth.
+        for price in 1..=400 {
+            place(&mut e, &mut live, price * 10);
+            if price % 4 == 0 {
+                place(&mut e, &mut live, price * 10);
+            }
+        }
+        assert_eq!(engine_bids(&e, sym), expected_bids(&live));
+        // Empty most deep levels (enough to force compactions), keeping the best ones.
+        let mut round = 0;
+        while live.len() > 120 {
+            round += 1;
+            let victim = live
+                .iter()
+                .position(|&(p, id)| p < 3000 && (id + round) % 3 != 0);
+            let Some(i) = victim else { break };
+            let (_, id) = live.remove(i);
+            e.apply(0, 0, &Command::Cancel { user: 1, order: id }, &mut ())
+                .unwrap();
+        }
+        assert_eq!(engine_bids(&e, sym), expected_bids(&live));
+        // New orders at emptied prices, between old ones, and moves one tick up (next to the hole
+        // they leave behind).
+        for price in (5..3000).step_by(37) {
+            place(&mut e, &mut live, price);
+        }
+        let movers: Vec<i64> = live
+            .iter()
+            .filter(|(p, _)| p % 7 == 0)
+            .map(|&(_, id)| id)
+            .collect();
+        for id in movers {
+            let i = live.iter().position(|&(_, o)| o == id).unwrap();
+            let price = live[i].0 + 1;
+            let cmd = Command::Move {
+                user: 1,
+                order: id,
+                price,
+            };
+            e.apply(0, 0, &cmd, &mut ()).unwrap();
+            // A move loses priority: it joins its new level as the newest order.
+            live.remove(i);
+            live.push((price, id));
+        }
+        let mut got = engine_bids(&e, sym);
+        // Moved orders are newer than their ids say: compare as sets per price, then check that
+        // the book is sorted best-first.
+        let mut want = expected_bids(&live);
+        assert!(
+            got.windows(2).all(|w| w[0].0 >= w[1].0),
+            "bids out of price order"
+        );
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        // The best price is right after every change, down to an empty book.
+        while let Some(&(price, _)) = expected_bids(&live).first() {
+            let mut events: Vec<OwnedEvent> = Vec::new();
+            e.apply(
+                0,
+                0,
+                &Command::Book {
+                    symbol: sym,
+                    depth: 1,
+                },
+                &mut events,
+            )
+            .unwrap();
+            let OwnedEvent::Book { bids, .. } = &events[0] else {
+                panic!("a book event")
+            };
+            assert_eq!(bids[0].price, price);
+            let (_, id) = live.remove(live.iter().position(|&(p, _)| p == price).unwrap());
+            e.apply(0, 0, &Command::Cancel { user: 1, order: id }, &mut ())
+                .unwrap();
+        }
+        assert_eq!(engine_bids(&e, sym), vec![]);
     }
 }

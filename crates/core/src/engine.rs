@@ -465,7 +465,10 @@ impl Engine {
         let budget = self.market_buy_budget(sym, taker);
         let mut needed = taker.qty;
         let mut spent: i64 = 0;
-        for level_idx in sym.side(taker.side.opposite()).levels_best_first() {
+        for level_idx in sym
+            .side(taker.side.opposite())
+            .levels_best_first(&self.levels)
+        {
             let level = self.levels.get(level_idx);
             if !self.level_tradable(spec, taker, level.price) {
                 return false;
@@ -895,24 +898,47 @@ impl Engine {
         if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &spec)) {
             return Err(Reason::InvalidPrice);
         }
-        if node.post_only && self.crosses_best(symbol, node.side, Some(price)) {
+        let crosses = self.crosses_best(symbol, node.side, Some(price));
+        if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
-        if node.side == Side::Buy {
-            let new_hold = buy_hold(node.remaining, price, &spec).ok_or(Reason::Overflow)?;
-            let (_, old_hold) = self.resting_hold(&node, node.remaining);
-            let available = self.accounts[node.account as usize]
-                .balance(sym.quote)
-                .available;
-            // Both fit in i64 on their own; their sum might not.
-            if (new_hold as i128) > available as i128 + old_hold as i128 {
-                return Err(Reason::InsufficientFunds);
+        // What a buy must add to its hold (negative when it frees some); both holds fit in i64
+        // and are >= 0, so the difference fits too.
+        let added_hold = match node.side {
+            Side::Buy => {
+                let new_hold = buy_hold(node.remaining, price, &spec).ok_or(Reason::Overflow)?;
+                let (_, old_hold) = self.resting_hold(&node, node.remaining);
+                let available = self.accounts[node.account as usize]
+                    .balance(sym.quote)
+                    .available;
+                if new_hold - old_hold > available {
+                    return Err(Reason::InsufficientFunds);
+                }
+                new_hold - old_hold
             }
-        }
+            Side::Sell => 0,
+        };
+        let quote = sym.quote;
 
         self.symbols[symbol]
             .side_mut(node.side)
             .unlink(&mut self.levels, &mut self.orders, idx);
+        if !crosses {
+            // Nothing can trade (the common case): re-price, adjust the hold, join the back of
+            // the new level.
+            if added_hold != 0 {
+                let balance = self.accounts[node.account as usize].balance_mut(quote);
+                balance.available -= added_hold;
+                balance.held += added_hold;
+            }
+            self.orders.get_mut(idx).price = price;
+            self.symbols[symbol].side_mut(node.side).push_back(
+                &mut self.levels,
+                &mut self.orders,
+                idx,
+            );
+            return Ok(());
+        }
         self.release_hold(&node, node.remaining);
         let taker = Taker {
             account: node.account,
@@ -954,11 +980,19 @@ impl Engine {
             }
         };
         self.scratch_bids.clear();
-        self.scratch_bids
-            .extend(sym.bids.levels_best_first().take(depth).map(to_level));
+        self.scratch_bids.extend(
+            sym.bids
+                .levels_best_first(&self.levels)
+                .take(depth)
+                .map(to_level),
+        );
         self.scratch_asks.clear();
-        self.scratch_asks
-            .extend(sym.asks.levels_best_first().take(depth).map(to_level));
+        self.scratch_asks.extend(
+            sym.asks
+                .levels_best_first(&self.levels)
+                .take(depth)
+                .map(to_level),
+        );
         sink.on_event(&Event::Book(BookSnapshot {
             symbol,
             bids: &self.scratch_bids,
@@ -1089,7 +1123,7 @@ impl Engine {
 
     fn side_orders(&self, side: &BookSide) -> Vec<RestingOrder> {
         let mut out = Vec::new();
-        for level in side.levels_best_first() {
+        for level in side.levels_best_first(&self.levels) {
             let mut idx = self.levels.get(level).head;
             while idx != NIL {
                 let node = self.orders.get(idx);
