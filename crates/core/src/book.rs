@@ -188,6 +188,15 @@ impl BookSide {
         self.slots.last().map(|s| s.level)
     }
 
+    /// The best price, if any (read from the sorted array, without touching the level).
+    #[inline]
+    pub fn best_price(&self) -> Option<i64> {
+        self.slots.last().map(|s| match self.side {
+            Side::Buy => s.key,
+            Side::Sell => -s.key,
+        })
+    }
+
     /// Non-empty levels from best to worst.
     pub fn levels_best_first<'a>(&'a self, levels: &'a Levels) -> impl Iterator<Item = u32> + 'a {
         self.slots

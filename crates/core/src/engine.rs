@@ -7,6 +7,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use smallvec::SmallVec;
+
 use crate::book::{BookSide, Levels, NIL, OrderNode, Orders};
 use crate::command::{Command, PlaceOrder, SymbolSpec};
 use crate::event::{
@@ -89,10 +91,14 @@ pub(crate) struct BalanceEntry {
     pub held: i64,
 }
 
+/// Balances held inline per account; spot users typically hold a few currencies.
+const INLINE_BALANCES: usize = 3;
+
 pub(crate) struct Account {
     pub user: UserId,
-    /// A handful of currencies per user: a short vector scanned linearly.
-    pub balances: Vec<BalanceEntry>,
+    /// A handful of currencies per user, kept inline (no pointer to chase) and scanned
+    /// linearly; a user of many currencies spills to the heap.
+    pub balances: SmallVec<[BalanceEntry; INLINE_BALANCES]>,
     /// Head of the intrusive list of this account's resting orders.
     pub orders_head: u32,
     pub open_orders: u32,
@@ -308,7 +314,7 @@ impl Engine {
         self.account_ids.insert(user, self.accounts.len() as u32);
         self.accounts.push(Account {
             user,
-            balances: Vec::new(),
+            balances: SmallVec::new(),
             orders_head: NIL,
             open_orders: 0,
         });
@@ -454,8 +460,8 @@ impl Engine {
     fn crosses_best(&self, symbol: usize, side: Side, limit: Option<i64>) -> bool {
         let opposite = self.symbols[symbol].side(side.opposite());
         opposite
-            .best()
-            .is_some_and(|level| crosses(side, limit, self.levels.get(level).price))
+            .best_price()
+            .is_some_and(|best| crosses(side, limit, best))
     }
 
     /// Walks the opposite side as the taker would, counting the liquidity it would really get.

@@ -161,7 +161,8 @@ impl Name {
 
 impl Ord for Name {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.as_str().cmp(other.as_str())
+        // UTF-8 byte order is text order.
+        self.bytes[..self.len as usize].cmp(&other.bytes[..other.len as usize])
     }
 }
 
