@@ -753,6 +753,23 @@ impl Engine {
         );
     }
 
+    /// What a resting order of these terms holds, as (currency, amount), or `None` when that
+    /// does not fit in an i64 or the price is not allowed for its side. Used to check snapshots.
+    pub(crate) fn resting_order_hold(
+        &self,
+        symbol: usize,
+        side: Side,
+        price: i64,
+        remaining: i64,
+    ) -> Option<(CurrencyId, i64)> {
+        let sym = &self.symbols[symbol];
+        match side {
+            Side::Buy => Some((sym.quote, buy_hold(remaining, price, &sym.spec)?)),
+            Side::Sell if sell_price_below_fee(price, &sym.spec) => None,
+            Side::Sell => Some((sym.base, remaining.checked_mul(sym.spec.base_scale)?)),
+        }
+    }
+
     /// Puts an order from a snapshot on the book, at the back of its level. Holds and balances
     /// come from the snapshot too; the decoder checks that they agree.
     #[allow(clippy::too_many_arguments)]
@@ -766,14 +783,7 @@ impl Engine {
         remaining: i64,
         stp: Stp,
         post_only: bool,
-    ) -> Result<(), &'static str> {
-        let spec = &self.symbols[symbol].spec;
-        if side == Side::Sell && sell_price_below_fee(price, spec) {
-            return Err("sell price below the taker fee");
-        }
-        if side == Side::Buy && buy_hold(remaining, price, spec).is_none() {
-            return Err("hold overflows");
-        }
+    ) {
         let taker = Taker {
             account,
             user: self.accounts[account as usize].user,
@@ -786,7 +796,6 @@ impl Engine {
             leftover: None,
         };
         self.rest_new(symbol, &taker, remaining);
-        Ok(())
     }
 
     /// Frees a node that is out of its level: unlinks it from its account and the id index.
