@@ -29,6 +29,10 @@ pub struct EngineConfig {
     pub expected_resting_orders: usize,
     pub expected_users: usize,
     pub expected_levels_per_side: usize,
+    /// Seeds the hash of the engine's id maps. Nothing the engine reports depends on it; a venue
+    /// draws it at random and keeps it secret so that users cannot choose order ids that
+    /// collide (docs/rules.md).
+    pub hash_seed: u64,
 }
 
 impl Default for EngineConfig {
@@ -39,6 +43,7 @@ impl Default for EngineConfig {
             expected_resting_orders: 1024,
             expected_users: 1024,
             expected_levels_per_side: 16,
+            hash_seed: 0x243f_6a88_85a3_08d3,
         }
     }
 }
@@ -203,6 +208,9 @@ fn sell_price_below_fee(price: i64, spec: &SymbolSpec) -> bool {
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
+        let hash = FastHash {
+            seed: config.hash_seed,
+        };
         Engine {
             config,
             symbols: Vec::new(),
@@ -210,11 +218,11 @@ impl Engine {
             currencies: Vec::new(),
             currency_ids: BTreeMap::new(),
             accounts: Vec::with_capacity(config.expected_users),
-            account_ids: HashMap::with_capacity_and_hasher(config.expected_users, FastHash),
+            account_ids: HashMap::with_capacity_and_hasher(config.expected_users, hash),
             orders: Orders::with_capacity(config.expected_resting_orders),
-            order_ids: HashMap::with_capacity_and_hasher(config.expected_resting_orders, FastHash),
+            order_ids: HashMap::with_capacity_and_hasher(config.expected_resting_orders, hash),
             levels: Levels::with_capacity(config.expected_levels_per_side * 2),
-            txs: HashSet::with_hasher(FastHash),
+            txs: HashSet::with_hasher(hash),
             last_seq: 0,
             scratch_bids: Vec::new(),
             scratch_asks: Vec::new(),

@@ -1,19 +1,26 @@
-//! A fixed, fast hasher for the engine's integer-keyed maps (the Fx multiply-rotate scheme).
-//! Fixed rather than random-seeded so that behaviour never depends on a seed; the engine never
-//! iterates a hash map into its output, so the hash order cannot leak.
+//! A fast hasher for the engine's integer-keyed maps.
+//!
+//! Users choose the keys of the order-id map, so the hash must not let them pile their orders
+//! into one bucket: each word is folded in with a multiply, and `finish` runs a full avalanche
+//! (the splitmix64 finaliser), so every input bit reaches every bucket bit; the start value is
+//! a seed from [`crate::EngineConfig`], which a venue keeps secret so that colliding ids cannot
+//! be computed offline. The engine never iterates a hash map into its output, so neither the
+//! seed nor the hash order can change what it reports.
 
 use std::hash::{BuildHasher, Hasher};
 
 const K: u64 = 0xf135_7aea_2e62_a9c5;
 
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct FastHash;
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FastHash {
+    pub seed: u64,
+}
 
 impl BuildHasher for FastHash {
     type Hasher = FastHasher;
 
     fn build_hasher(&self) -> FastHasher {
-        FastHasher { hash: 0 }
+        FastHasher { hash: self.seed }
     }
 }
 
@@ -24,7 +31,7 @@ pub(crate) struct FastHasher {
 impl FastHasher {
     #[inline]
     fn add(&mut self, word: u64) {
-        self.hash = (self.hash ^ word).wrapping_mul(K);
+        self.hash = (self.hash ^ word).wrapping_mul(K).rotate_left(29);
     }
 }
 
@@ -59,7 +66,29 @@ impl Hasher for FastHasher {
 
     #[inline]
     fn finish(&self) -> u64 {
-        // The multiply mixes well into the high bits; the table indexes by the low bits.
-        self.hash.rotate_left(26)
+        let mut h = self.hash;
+        h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        h ^ (h >> 31)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids that differ only in their high bits (which a multiply alone never carries down to
+    /// the bucket bits) spread over the buckets.
+    #[test]
+    fn ids_differing_in_high_bits_spread_over_buckets() {
+        let build = FastHash { seed: 12345 };
+        let buckets: std::collections::BTreeSet<u64> = (0..1024i64)
+            .map(|i| build.hash_one((7i64, i << 50)) & 4095)
+            .collect();
+        assert!(
+            buckets.len() > 700,
+            "only {} distinct buckets of 1024 keys",
+            buckets.len()
+        );
     }
 }

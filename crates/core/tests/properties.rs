@@ -347,18 +347,21 @@ proptest! {
         check_twin(&ops, None, EngineConfig::default())?;
     }
 
-    /// Capacities are allocation hints: tiny ones must not change a single event or hash.
+    /// Capacities are allocation hints and the hash seed only places keys in buckets: tiny
+    /// capacities and any seed must not change a single event or hash.
     #[test]
-    fn capacity_hints_change_nothing(
+    fn capacity_hints_and_hash_seed_change_nothing(
         ops in streams::stream(200..=300),
         orders in 0usize..=2,
         users in 0usize..=2,
         levels in 0usize..=2,
+        hash_seed in any::<u64>(),
     ) {
         let config = EngineConfig {
             expected_resting_orders: orders,
             expected_users: users,
             expected_levels_per_side: levels,
+            hash_seed,
             ..EngineConfig::default()
         };
         check_twin(&ops, None, config)?;
