@@ -145,14 +145,52 @@ struct LevelSlot {
     level: u32,
 }
 
-/// One side of one book: its levels sorted best-last.
+/// Appends order `idx` to the back of level `level_idx`'s FIFO.
+fn append_to_level(levels: &mut Levels, orders: &mut Orders, level_idx: u32, idx: u32) {
+    let level = levels.get_mut(level_idx);
+    let tail = level.tail;
+    level.total += orders.get(idx).remaining;
+    level.tail = idx;
+    if tail == NIL {
+        level.head = idx;
+    } else {
+        orders.get_mut(tail).next = idx;
+    }
+    let node = orders.get_mut(idx);
+    node.level = level_idx;
+    node.prev = tail;
+    node.next = NIL;
+}
+
+/// Takes order `idx` out of its level's FIFO; true when that emptied the level.
+fn unlink_from_level(levels: &mut Levels, orders: &mut Orders, idx: u32) -> bool {
+    let node = *orders.get(idx);
+    if node.prev != NIL {
+        orders.get_mut(node.prev).next = node.next;
+    }
+    if node.next != NIL {
+        orders.get_mut(node.next).prev = node.prev;
+    }
+    let level = levels.get_mut(node.level);
+    if level.head == idx {
+        level.head = node.next;
+    }
+    if level.tail == idx {
+        level.tail = node.prev;
+    }
+    level.total -= node.remaining;
+    level.head == NIL
+}
+
+/// Levels sorted best-last in an array: the whole index of a small book side, and the index of
+/// the prices worse than the ladder's window on a busy one.
 ///
 /// A level that empties is not taken out of the array at once (that would shift every better
 /// level, and a deep book is mostly shifting): it stays in place, empty, to be reused if an order
 /// comes to its price again. The best level is always non-empty, so the best price stays O(1):
 /// when the best empties it is popped with any empty levels behind it. When empty levels
 /// outnumber live ones, one pass compacts the array (amortised O(1) per removal).
-pub(crate) struct BookSide {
+struct SortedLevels {
     side: Side,
     slots: Vec<LevelSlot>,
     /// Slots whose level has no orders.
@@ -164,9 +202,9 @@ const EMPTY_SLOTS_SLACK: usize = 64;
 /// How far from its place a new level looks for an empty slot to reuse.
 const HOLE_SEARCH: usize = 8;
 
-impl BookSide {
-    pub fn new(side: Side, capacity: usize) -> BookSide {
-        BookSide {
+impl SortedLevels {
+    fn new(side: Side, capacity: usize) -> SortedLevels {
+        SortedLevels {
             side,
             slots: Vec::with_capacity(capacity),
             empty_slots: 0,
@@ -184,13 +222,13 @@ impl BookSide {
 
     /// The best level, if any; never an empty one.
     #[inline]
-    pub fn best(&self) -> Option<u32> {
+    fn best(&self) -> Option<u32> {
         self.slots.last().map(|s| s.level)
     }
 
     /// The best price, if any (read from the sorted array, without touching the level).
     #[inline]
-    pub fn best_price(&self) -> Option<i64> {
+    fn best_price(&self) -> Option<i64> {
         self.slots.last().map(|s| match self.side {
             Side::Buy => s.key,
             Side::Sell => -s.key,
@@ -198,7 +236,7 @@ impl BookSide {
     }
 
     /// Non-empty levels from best to worst.
-    pub fn levels_best_first<'a>(&'a self, levels: &'a Levels) -> impl Iterator<Item = u32> + 'a {
+    fn levels_best_first<'a>(&'a self, levels: &'a Levels) -> impl Iterator<Item = u32> + 'a {
         self.slots
             .iter()
             .rev()
@@ -220,7 +258,7 @@ impl BookSide {
 
     /// Appends order `idx` (whose price is set) to the back of its price level, creating the level
     /// if needed.
-    pub fn push_back(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+    fn push_back(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
         let price = orders.get(idx).price;
         let level_idx = match self.position(price) {
             Ok(pos) => {
@@ -232,20 +270,7 @@ impl BookSide {
             }
             Err(pos) => self.insert_level(levels, pos, price),
         };
-        let level = levels.get_mut(level_idx);
-        let tail = level.tail;
-        let remaining = orders.get(idx).remaining;
-        level.total += remaining;
-        level.tail = idx;
-        if tail == NIL {
-            level.head = idx;
-        } else {
-            orders.get_mut(tail).next = idx;
-        }
-        let node = orders.get_mut(idx);
-        node.level = level_idx;
-        node.prev = tail;
-        node.next = NIL;
+        append_to_level(levels, orders, level_idx, idx);
     }
 
     /// Adds an empty level at `price`, which sorts at `pos`. An empty slot close by is reused, so
@@ -287,35 +312,14 @@ impl BookSide {
     }
 
     /// Takes order `idx` out of its level. The node itself stays allocated.
-    pub fn unlink(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
-        let node = *orders.get(idx);
-        if node.prev != NIL {
-            orders.get_mut(node.prev).next = node.next;
-        }
-        if node.next != NIL {
-            orders.get_mut(node.next).prev = node.prev;
-        }
-        let level = levels.get_mut(node.level);
-        if level.head == idx {
-            level.head = node.next;
-        }
-        if level.tail == idx {
-            level.tail = node.prev;
-        }
-        level.total -= node.remaining;
-        if level.head != NIL {
+    fn unlink(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+        let level = orders.get(idx).level;
+        if !unlink_from_level(levels, orders, idx) {
             return;
         }
-        if self.best() == Some(node.level) {
-            self.slots.pop();
-            levels.free(node.level);
-            while let Some(last) = self.slots.last()
-                && levels.get(last.level).head == NIL
-            {
-                levels.free(last.level);
-                self.slots.pop();
-                self.empty_slots -= 1;
-            }
+        if self.best() == Some(level) {
+            self.pop_best(levels);
+            levels.free(level);
         } else {
             self.empty_slots += 1;
             if self.empty_slots > EMPTY_SLOTS_SLACK && self.empty_slots * 2 > self.slots.len() {
@@ -324,6 +328,31 @@ impl BookSide {
         }
     }
 
+    /// Removes the best slot (its level stays allocated) and frees any empty levels that
+    /// surface behind it, keeping the last slot non-empty.
+    fn pop_best(&mut self, levels: &mut Levels) -> Option<u32> {
+        let best = self.slots.pop()?.level;
+        while let Some(last) = self.slots.last()
+            && levels.get(last.level).head == NIL
+        {
+            levels.free(last.level);
+            self.slots.pop();
+            self.empty_slots -= 1;
+        }
+        Some(best)
+    }
+
+    /// Appends a non-empty level that is better than every level here.
+    fn push_best(&mut self, levels: &Levels, level: u32) {
+        let key = self.key(levels.get(level).price);
+        debug_assert!(self.slots.last().is_none_or(|last| last.key < key));
+        self.slots.push(LevelSlot { key, level });
+    }
+
+    /// Levels with orders.
+    fn level_count(&self) -> usize {
+        self.slots.len() - self.empty_slots
+    }
     /// Drops every empty level from the array.
     fn compact(&mut self, levels: &mut Levels) {
         self.slots.retain(|slot| {
@@ -334,6 +363,269 @@ impl BookSide {
             !empty
         });
         self.empty_slots = 0;
+    }
+}
+
+/// One side of one book.
+///
+/// A small side is a [`SortedLevels`] array. A busy one (`ladder_min_levels` levels or more)
+/// also keeps a [`Ladder`]: a window of prices around the touch where each price maps straight
+/// to its level, so that finding, adding and removing a level near the touch costs one memory
+/// access instead of a binary search whose every step waits on memory. Every price in the
+/// window lives in the ladder, every other one in the array, and the window is kept where the
+/// best price is: the array only ever holds prices worse than the whole window.
+pub(crate) struct BookSide {
+    side: Side,
+    sorted: SortedLevels,
+    ladder: Ladder,
+    ladder_min_levels: usize,
+    ladder_cells: usize,
+    /// Levels in transit while the window moves; kept to avoid allocating each time.
+    scratch: Vec<u32>,
+}
+
+/// A window of `cells.len()` consecutive prices starting at `base`.
+struct Ladder {
+    base: i64,
+    /// The level at each price, or NIL. Empty when the ladder is not in use.
+    cells: Vec<u32>,
+    /// One bit per cell: set when it holds a level.
+    occupied: Vec<u64>,
+    /// Cell of the best level; meaningful when `count > 0`.
+    best: usize,
+    count: usize,
+}
+
+impl Ladder {
+    fn active(&self) -> bool {
+        !self.cells.is_empty()
+    }
+
+    /// The price's offset from the window's start (it may lie outside the window).
+    fn offset(&self, price: i64) -> i128 {
+        price as i128 - self.base as i128
+    }
+
+    fn cell(&self, price: i64) -> Option<usize> {
+        let offset = self.offset(price);
+        (0 <= offset && offset < self.cells.len() as i128).then_some(offset as usize)
+    }
+
+    fn is_better(side: Side, a: usize, b: usize) -> bool {
+        match side {
+            Side::Buy => a > b,
+            Side::Sell => a < b,
+        }
+    }
+
+    fn set(&mut self, side: Side, cell: usize, level: u32) {
+        self.cells[cell] = level;
+        self.occupied[cell / 64] |= 1 << (cell % 64);
+        if self.count == 0 || Self::is_better(side, cell, self.best) {
+            self.best = cell;
+        }
+        self.count += 1;
+    }
+
+    fn clear(&mut self, side: Side, cell: usize) {
+        self.cells[cell] = NIL;
+        self.occupied[cell / 64] &= !(1 << (cell % 64));
+        self.count -= 1;
+        if self.count > 0 && cell == self.best {
+            self.best = self
+                .next_worse(side, cell)
+                .expect("count > 0 leaves an occupied cell");
+        }
+    }
+
+    /// The nearest occupied cell worse than `cell` (lower for bids, higher for asks).
+    fn next_worse(&self, side: Side, cell: usize) -> Option<usize> {
+        let (word, bit) = (cell / 64, cell % 64);
+        match side {
+            Side::Buy => {
+                let below = self.occupied[word] & ((1u64 << bit) - 1);
+                if below != 0 {
+                    return Some(word * 64 + 63 - below.leading_zeros() as usize);
+                }
+                (0..word)
+                    .rev()
+                    .find(|&w| self.occupied[w] != 0)
+                    .map(|w| w * 64 + 63 - self.occupied[w].leading_zeros() as usize)
+            }
+            Side::Sell => {
+                let above = self.occupied[word] & (!1u64).checked_shl(bit as u32).unwrap_or(0);
+                if above != 0 {
+                    return Some(word * 64 + above.trailing_zeros() as usize);
+                }
+                (word + 1..self.occupied.len())
+                    .find(|&w| self.occupied[w] != 0)
+                    .map(|w| w * 64 + self.occupied[w].trailing_zeros() as usize)
+            }
+        }
+    }
+
+    /// Occupied cells' levels, best first.
+    fn levels_best_first(&self, side: Side) -> impl Iterator<Item = u32> + '_ {
+        let first = (self.count > 0).then_some(self.best);
+        std::iter::successors(first, move |&cell| self.next_worse(side, cell))
+            .map(|cell| self.cells[cell])
+    }
+}
+
+impl BookSide {
+    pub fn new(
+        side: Side,
+        capacity: usize,
+        ladder_min_levels: usize,
+        ladder_cells: usize,
+    ) -> BookSide {
+        BookSide {
+            side,
+            sorted: SortedLevels::new(side, capacity),
+            ladder: Ladder {
+                base: 0,
+                cells: Vec::new(),
+                occupied: Vec::new(),
+                best: 0,
+                count: 0,
+            },
+            ladder_min_levels: ladder_min_levels.max(1),
+            ladder_cells: ladder_cells.max(2),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The best level, if any; never an empty one.
+    #[inline]
+    pub fn best(&self) -> Option<u32> {
+        if self.ladder.count > 0 {
+            Some(self.ladder.cells[self.ladder.best])
+        } else {
+            self.sorted.best()
+        }
+    }
+
+    /// The best price, if any.
+    #[inline]
+    pub fn best_price(&self) -> Option<i64> {
+        if self.ladder.count > 0 {
+            Some(self.ladder.base + self.ladder.best as i64)
+        } else {
+            self.sorted.best_price()
+        }
+    }
+
+    /// Non-empty levels from best to worst.
+    pub fn levels_best_first<'a>(&'a self, levels: &'a Levels) -> impl Iterator<Item = u32> + 'a {
+        self.ladder
+            .levels_best_first(self.side)
+            .chain(self.sorted.levels_best_first(levels))
+    }
+
+    /// Whether `price` is better than every price of the ladder's window.
+    fn better_than_window(&self, price: i64) -> bool {
+        let offset = self.ladder.offset(price);
+        match self.side {
+            Side::Buy => offset >= self.ladder.cells.len() as i128,
+            Side::Sell => offset < 0,
+        }
+    }
+
+    /// Appends order `idx` (whose price is set) to the back of its price level, creating the level
+    /// if needed.
+    pub fn push_back(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+        if !self.ladder.active() {
+            self.sorted.push_back(levels, orders, idx);
+            if self.sorted.level_count() >= self.ladder_min_levels {
+                self.start_ladder(levels);
+            }
+            return;
+        }
+        let price = orders.get(idx).price;
+        if self.better_than_window(price) {
+            self.centre_window(levels, price);
+        }
+        match self.ladder.cell(price) {
+            Some(cell) => {
+                let mut level = self.ladder.cells[cell];
+                if level == NIL {
+                    level = levels.alloc(price);
+                    self.ladder.set(self.side, cell, level);
+                }
+                append_to_level(levels, orders, level, idx);
+            }
+            None => self.sorted.push_back(levels, orders, idx),
+        }
+    }
+
+    /// Takes order `idx` out of its level. The node itself stays allocated.
+    pub fn unlink(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+        let (price, level) = (orders.get(idx).price, orders.get(idx).level);
+        let Some(cell) = self.ladder.cell(price) else {
+            self.sorted.unlink(levels, orders, idx);
+            return;
+        };
+        if unlink_from_level(levels, orders, idx) {
+            self.ladder.clear(self.side, cell);
+            levels.free(level);
+            if self.ladder.count == 0
+                && let Some(best) = self.sorted.best_price()
+            {
+                // The touch has moved below the window: bring the window to it.
+                self.centre_window(levels, best);
+            }
+        }
+    }
+
+    fn start_ladder(&mut self, levels: &mut Levels) {
+        let cells = self.ladder_cells;
+        self.ladder.cells.resize(cells, NIL);
+        self.ladder.occupied.resize(cells.div_ceil(64), 0);
+        let best = self
+            .sorted
+            .best_price()
+            .expect("a side with levels has a best");
+        self.centre_window(levels, best);
+    }
+
+    /// Moves the window so that `price` sits in its middle. Levels that leave the window are all
+    /// worse than it (it moves towards better prices, or the ladder is empty) and better than the
+    /// array's, so they go to the array's best end; the array's best levels that fall inside the
+    /// new window move into the ladder. Costs O(window / 64 + levels moved).
+    fn centre_window(&mut self, levels: &mut Levels, price: i64) {
+        // Every level in the ladder, worst first.
+        self.scratch.clear();
+        let mut cell = self.ladder.best;
+        if self.ladder.count > 0 {
+            loop {
+                self.scratch.push(self.ladder.cells[cell]);
+                match self.ladder.next_worse(self.side, cell) {
+                    Some(next) => cell = next,
+                    None => break,
+                }
+            }
+        }
+        self.scratch.reverse();
+        self.ladder.cells.fill(NIL);
+        self.ladder.occupied.fill(0);
+        self.ladder.count = 0;
+        self.ladder.base = price.saturating_sub((self.ladder.cells.len() / 2) as i64);
+        for i in 0..self.scratch.len() {
+            let level = self.scratch[i];
+            match self.ladder.cell(levels.get(level).price) {
+                Some(cell) => self.ladder.set(self.side, cell, level),
+                None => self.sorted.push_best(levels, level),
+            }
+        }
+        while let Some(best) = self.sorted.best_price()
+            && let Some(cell) = self.ladder.cell(best)
+        {
+            let level = self
+                .sorted
+                .pop_best(levels)
+                .expect("a best price has a level");
+            self.ladder.set(self.side, cell, level);
+        }
     }
 }
 

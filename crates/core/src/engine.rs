@@ -29,6 +29,11 @@ pub struct EngineConfig {
     pub expected_resting_orders: usize,
     pub expected_users: usize,
     pub expected_levels_per_side: usize,
+    /// A book side with this many price levels gets a ladder: a direct price index over a
+    /// window of `ladder_cells` prices around the touch (crates/core/src/book.rs). Tuning only: nothing
+    /// the engine reports depends on either.
+    pub ladder_min_levels: usize,
+    pub ladder_cells: usize,
     /// Seeds the hash of the engine's id maps. Nothing the engine reports depends on it; a venue
     /// draws it at random and keeps it secret so that users cannot choose order ids that
     /// collide (docs/rules.md).
@@ -43,6 +48,8 @@ impl Default for EngineConfig {
             expected_resting_orders: 1024,
             expected_users: 1024,
             expected_levels_per_side: 16,
+            ladder_min_levels: 128,
+            ladder_cells: 4096,
             hash_seed: 0x243f_6a88_85a3_08d3,
         }
     }
@@ -285,13 +292,21 @@ impl Engine {
         let base = self.currency_id_or_register(spec.base);
         let quote = self.currency_id_or_register(spec.quote);
         let id = SymbolId(self.symbols.len() as u32);
-        let capacity = self.config.expected_levels_per_side;
+        let c = &self.config;
+        let side = |side| {
+            BookSide::new(
+                side,
+                c.expected_levels_per_side,
+                c.ladder_min_levels,
+                c.ladder_cells,
+            )
+        };
         self.symbols.push(SymbolState {
             spec: *spec,
             base,
             quote,
-            bids: BookSide::new(Side::Buy, capacity),
-            asks: BookSide::new(Side::Sell, capacity),
+            bids: side(Side::Buy),
+            asks: side(Side::Sell),
         });
         self.symbol_ids.insert(spec.symbol, id);
         Ok(())

@@ -155,6 +155,22 @@ proptest! {
         };
         run_with(&ops, config)?;
     }
+
+    /// Ladders on every side from the first level, with windows of a few prices: the window
+    /// moves, fills from and spills into the sorted array all the time (crates/core/src/book.rs).
+    #[test]
+    fn engine_matches_model_with_tiny_ladders(
+        ops in streams::stream(200..=400),
+        ladder_min_levels in 1usize..=3,
+        ladder_cells in 2usize..=12,
+    ) {
+        let config = EngineConfig {
+            ladder_min_levels,
+            ladder_cells,
+            ..EngineConfig::default()
+        };
+        run_with(&ops, config)?;
+    }
 }
 
 /// Counts what the streams reach, per kind of command: results, trades and cancellations.

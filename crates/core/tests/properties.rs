@@ -347,21 +347,25 @@ proptest! {
         check_twin(&ops, None, EngineConfig::default())?;
     }
 
-    /// Capacities are allocation hints and the hash seed only places keys in buckets: tiny
-    /// capacities and any seed must not change a single event or hash.
+    /// Capacities are allocation hints, the hash seed only places keys in buckets and the ladder
+    /// only indexes levels: none of them may change a single event or hash.
     #[test]
-    fn capacity_hints_and_hash_seed_change_nothing(
+    fn tuning_changes_nothing(
         ops in streams::stream(200..=300),
         orders in 0usize..=2,
         users in 0usize..=2,
         levels in 0usize..=2,
         hash_seed in any::<u64>(),
+        ladder_min_levels in 1usize..=200,
+        ladder_cells in 2usize..=100,
     ) {
         let config = EngineConfig {
             expected_resting_orders: orders,
             expected_users: users,
             expected_levels_per_side: levels,
             hash_seed,
+            ladder_min_levels,
+            ladder_cells,
             ..EngineConfig::default()
         };
         check_twin(&ops, None, config)?;
