@@ -1,8 +1,9 @@
 //! Order book storage: an arena of fixed order nodes addressed by u32, price levels as intrusive
-//! FIFO lists in a second arena, and per book side a sorted array of levels with the best price
-//! at the end (so the best is O(1) and the busy part of the array, near the touch, is cheap to
-//! insert into). Nothing here allocates once the arenas and arrays have reached their working
-//! size.
+//! FIFO lists in a second arena, and per book side an index of its levels by price: a sorted
+//! array with the best price at the end for a small side, plus, for a busy side, a ladder (one
+//! cell per price over a window around the touch, with an occupancy bitmap) so that the levels
+//! where most activity is are found, added and removed in O(1). Nothing here allocates once the
+//! arenas, arrays and ladders have reached their working size.
 
 use crate::types::{OrderId, Side, Stp};
 
@@ -522,6 +523,14 @@ impl BookSide {
             .chain(self.sorted.levels_best_first(levels))
     }
 
+    /// Whether price `a` is better than price `b` on this side.
+    fn better_than(&self, a: i64, b: i64) -> bool {
+        match self.side {
+            Side::Buy => a > b,
+            Side::Sell => a < b,
+        }
+    }
+
     /// Whether `price` is better than every price of the ladder's window.
     fn better_than_window(&self, price: i64) -> bool {
         let offset = self.ladder.offset(price);
@@ -543,7 +552,16 @@ impl BookSide {
         }
         let price = orders.get(idx).price;
         if self.better_than_window(price) {
+            // The new best: the window follows the touch.
             self.centre_window(levels, price);
+        } else if self.ladder.count == 0 && self.ladder.cell(price).is_none() {
+            // The touch left an emptied window behind: bring the window to the side's best after
+            // this order (the array's best may be better than this price), so it is used again.
+            let best = match self.sorted.best_price() {
+                Some(best) if !self.better_than(price, best) => best,
+                _ => price,
+            };
+            self.centre_window(levels, best);
         }
         match self.ladder.cell(price) {
             Some(cell) => {
