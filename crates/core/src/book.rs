@@ -523,14 +523,6 @@ impl BookSide {
             .chain(self.sorted.levels_best_first(levels))
     }
 
-    /// Whether price `a` is better than price `b` on this side.
-    fn better_than(&self, a: i64, b: i64) -> bool {
-        match self.side {
-            Side::Buy => a > b,
-            Side::Sell => a < b,
-        }
-    }
-
     /// Whether `price` is better than every price of the ladder's window.
     fn better_than_window(&self, price: i64) -> bool {
         let offset = self.ladder.offset(price);
@@ -555,13 +547,10 @@ impl BookSide {
             // The new best: the window follows the touch.
             self.centre_window(levels, price);
         } else if self.ladder.count == 0 && self.ladder.cell(price).is_none() {
-            // The touch left an emptied window behind: bring the window to the side's best after
-            // this order (the array's best may be better than this price), so it is used again.
-            let best = match self.sorted.best_price() {
-                Some(best) if !self.better_than(price, best) => best,
-                _ => price,
-            };
-            self.centre_window(levels, best);
+            // The side is empty (an emptied ladder pulls in the array's best at once, so an empty
+            // ladder means an empty array): the window moves to where trading resumes.
+            debug_assert!(self.sorted.best().is_none());
+            self.centre_window(levels, price);
         }
         match self.ladder.cell(price) {
             Some(cell) => {
