@@ -413,19 +413,27 @@ fn write_cancelled(buf: &mut Vec<u8>, seq: u64, c: &Cancelled) {
     buf.extend_from_slice(b"}\n");
 }
 
-fn write_levels(buf: &mut Vec<u8>, levels: &[Level]) {
+/// Writes rows of integers as a JSON array of arrays: `[[a,b],[c,d]]`.
+fn write_int_rows<const N: usize>(buf: &mut Vec<u8>, rows: impl Iterator<Item = [i64; N]>) {
     buf.push(b'[');
-    for (i, level) in levels.iter().enumerate() {
+    for (i, row) in rows.enumerate() {
         if i > 0 {
             buf.push(b',');
         }
         buf.push(b'[');
-        write_int(buf, level.price);
-        buf.push(b',');
-        write_int(buf, level.qty);
+        for (j, value) in row.into_iter().enumerate() {
+            if j > 0 {
+                buf.push(b',');
+            }
+            write_int(buf, value);
+        }
         buf.push(b']');
     }
     buf.push(b']');
+}
+
+fn write_levels(buf: &mut Vec<u8>, levels: &[Level]) {
+    write_int_rows(buf, levels.iter().map(|l| [l.price, l.qty]));
 }
 
 fn write_book(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, b: &BookSnapshot<'_>) {
@@ -523,22 +531,12 @@ pub fn write_result(buf: &mut Vec<u8>, seq: u64, result: Result<(), Reason>) {
 }
 
 fn write_resting(buf: &mut Vec<u8>, orders: &[RestingOrder]) {
-    buf.push(b'[');
-    for (i, o) in orders.iter().enumerate() {
-        if i > 0 {
-            buf.push(b',');
-        }
-        buf.push(b'[');
-        write_int(buf, o.user);
-        buf.push(b',');
-        write_int(buf, o.order);
-        buf.push(b',');
-        write_int(buf, o.price);
-        buf.push(b',');
-        write_int(buf, o.remaining);
-        buf.push(b']');
-    }
-    buf.push(b']');
+    write_int_rows(
+        buf,
+        orders
+            .iter()
+            .map(|o| [o.user, o.order, o.price, o.remaining]),
+    );
 }
 
 /// Appends the final-state line: every user (ascending) with its non-zero balances, the fees of
