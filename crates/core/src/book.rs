@@ -31,53 +31,74 @@ pub(crate) struct OrderNode {
     pub post_only: bool,
 }
 
-/// The arena of resting orders.
-pub(crate) struct Orders {
-    nodes: Vec<OrderNode>,
+/// Fixed items addressed by u32 in one `Vec`. A freed slot is reused by the next allocation,
+/// through a free list threaded through the freed items themselves, so that once the arena has
+/// reached its working size nothing allocates.
+pub(crate) struct Arena<T: Slot> {
+    items: Vec<T>,
     free_head: u32,
     live: usize,
 }
 
-impl Orders {
-    pub fn with_capacity(capacity: usize) -> Orders {
-        Orders {
-            nodes: Vec::with_capacity(capacity),
+/// An item that can hold the free list's link while it is free.
+pub(crate) trait Slot: Copy {
+    fn set_free_link(&mut self, next: u32);
+    fn free_link(&self) -> u32;
+}
+
+impl<T: Slot> Arena<T> {
+    pub fn with_capacity(capacity: usize) -> Arena<T> {
+        Arena {
+            items: Vec::with_capacity(capacity),
             free_head: NIL,
             live: 0,
         }
     }
 
+    /// Items allocated and not freed.
     pub fn live(&self) -> usize {
         self.live
     }
 
-    pub fn alloc(&mut self, node: OrderNode) -> u32 {
+    pub fn alloc(&mut self, item: T) -> u32 {
         self.live += 1;
         if self.free_head != NIL {
             let idx = self.free_head;
-            self.free_head = self.nodes[idx as usize].next;
-            self.nodes[idx as usize] = node;
+            self.free_head = self.items[idx as usize].free_link();
+            self.items[idx as usize] = item;
             idx
         } else {
-            self.nodes.push(node);
-            (self.nodes.len() - 1) as u32
+            self.items.push(item);
+            (self.items.len() - 1) as u32
         }
     }
 
     pub fn free(&mut self, idx: u32) {
         self.live -= 1;
-        self.nodes[idx as usize].next = self.free_head;
+        self.items[idx as usize].set_free_link(self.free_head);
         self.free_head = idx;
     }
 
     #[inline]
-    pub fn get(&self, idx: u32) -> &OrderNode {
-        &self.nodes[idx as usize]
+    pub fn get(&self, idx: u32) -> &T {
+        &self.items[idx as usize]
     }
 
     #[inline]
-    pub fn get_mut(&mut self, idx: u32) -> &mut OrderNode {
-        &mut self.nodes[idx as usize]
+    pub fn get_mut(&mut self, idx: u32) -> &mut T {
+        &mut self.items[idx as usize]
+    }
+}
+
+/// The arena of resting orders (of all books).
+pub(crate) type Orders = Arena<OrderNode>;
+
+impl Slot for OrderNode {
+    fn set_free_link(&mut self, next: u32) {
+        self.next = next;
+    }
+    fn free_link(&self) -> u32 {
+        self.next
     }
 }
 
@@ -91,51 +112,26 @@ pub(crate) struct Level {
     pub tail: u32,
 }
 
-/// The arena of price levels (of all books).
-pub(crate) struct Levels {
-    levels: Vec<Level>,
-    free_head: u32,
-}
-
-impl Levels {
-    pub fn with_capacity(capacity: usize) -> Levels {
-        Levels {
-            levels: Vec::with_capacity(capacity),
-            free_head: NIL,
-        }
-    }
-
-    fn alloc(&mut self, price: i64) -> u32 {
-        let level = Level {
+impl Level {
+    fn empty(price: i64) -> Level {
+        Level {
             price,
             total: 0,
             head: NIL,
             tail: NIL,
-        };
-        if self.free_head != NIL {
-            let idx = self.free_head;
-            self.free_head = self.levels[idx as usize].head;
-            self.levels[idx as usize] = level;
-            idx
-        } else {
-            self.levels.push(level);
-            (self.levels.len() - 1) as u32
         }
     }
+}
 
-    fn free(&mut self, idx: u32) {
-        self.levels[idx as usize].head = self.free_head;
-        self.free_head = idx;
+/// The arena of price levels (of all books).
+pub(crate) type Levels = Arena<Level>;
+
+impl Slot for Level {
+    fn set_free_link(&mut self, next: u32) {
+        self.head = next;
     }
-
-    #[inline]
-    pub fn get(&self, idx: u32) -> &Level {
-        &self.levels[idx as usize]
-    }
-
-    #[inline]
-    pub fn get_mut(&mut self, idx: u32) -> &mut Level {
-        &mut self.levels[idx as usize]
+    fn free_link(&self) -> u32 {
+        self.head
     }
 }
 
@@ -292,7 +288,7 @@ impl SortedLevels {
                 .map(|i| pos + i)
         };
         let Some(hole) = worse_hole.or_else(better_hole) else {
-            let level = levels.alloc(price);
+            let level = levels.alloc(Level::empty(price));
             self.slots.insert(pos, LevelSlot { key, level });
             return level;
         };
@@ -556,7 +552,7 @@ impl BookSide {
             Some(cell) => {
                 let mut level = self.ladder.cells[cell];
                 if level == NIL {
-                    level = levels.alloc(price);
+                    level = levels.alloc(Level::empty(price));
                     self.ladder.set(self.side, cell, level);
                 }
                 append_to_level(levels, orders, level, idx);
