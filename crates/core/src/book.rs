@@ -198,6 +198,8 @@ struct SortedLevels {
 const EMPTY_SLOTS_SLACK: usize = 64;
 /// How far from its place a new level looks for an empty slot to reuse.
 const HOLE_SEARCH: usize = 8;
+/// Levels better than a ladder's window tolerated before the window moves to them.
+const AHEAD_MAX_LEVELS: usize = 32;
 
 impl SortedLevels {
     fn new(side: Side, capacity: usize) -> SortedLevels {
@@ -369,12 +371,17 @@ impl SortedLevels {
 /// also keeps a [`Ladder`]: a window of prices around the touch where each price maps straight
 /// to its level, so that finding, adding and removing a level near the touch costs one memory
 /// access instead of a binary search whose every step waits on memory. Every price in the
-/// window lives in the ladder, every other one in the array, and the window is kept where the
-/// best price is: the array only ever holds prices worse than the whole window.
+/// window lives in the ladder. Prices worse than the window live in the array; the few better
+/// ones (an order far through the spread) in a second, short array, until there are more than
+/// [`AHEAD_MAX_LEVELS`] of them and the window moves to the touch: a lone far order and its
+/// cancel never move the window and every level in it.
 pub(crate) struct BookSide {
     side: Side,
-    sorted: SortedLevels,
+    /// Levels better than the window (a few at most).
+    ahead: SortedLevels,
     ladder: Ladder,
+    /// Levels worse than the window (all of them while the ladder is not in use).
+    sorted: SortedLevels,
     ladder_min_levels: usize,
     ladder_cells: usize,
     /// Levels in transit while the window moves; kept to avoid allocating each time.
@@ -478,6 +485,7 @@ impl BookSide {
     ) -> BookSide {
         BookSide {
             side,
+            ahead: SortedLevels::new(side, AHEAD_MAX_LEVELS + 1),
             sorted: SortedLevels::new(side, capacity),
             ladder: Ladder {
                 base: 0,
@@ -495,7 +503,9 @@ impl BookSide {
     /// The best level, if any; never an empty one.
     #[inline]
     pub fn best(&self) -> Option<u32> {
-        if self.ladder.count > 0 {
+        if let Some(best) = self.ahead.best() {
+            Some(best)
+        } else if self.ladder.count > 0 {
             Some(self.ladder.cells[self.ladder.best])
         } else {
             self.sorted.best()
@@ -505,7 +515,9 @@ impl BookSide {
     /// The best price, if any.
     #[inline]
     pub fn best_price(&self) -> Option<i64> {
-        if self.ladder.count > 0 {
+        if let Some(best) = self.ahead.best_price() {
+            Some(best)
+        } else if self.ladder.count > 0 {
             Some(self.ladder.base + self.ladder.best as i64)
         } else {
             self.sorted.best_price()
@@ -514,13 +526,17 @@ impl BookSide {
 
     /// Non-empty levels from best to worst.
     pub fn levels_best_first<'a>(&'a self, levels: &'a Levels) -> impl Iterator<Item = u32> + 'a {
-        self.ladder
-            .levels_best_first(self.side)
+        self.ahead
+            .levels_best_first(levels)
+            .chain(self.ladder.levels_best_first(self.side))
             .chain(self.sorted.levels_best_first(levels))
     }
 
-    /// Whether `price` is better than every price of the ladder's window.
+    /// Whether `price` is better than every price of the ladder's window (false without one).
     fn better_than_window(&self, price: i64) -> bool {
+        if !self.ladder.active() {
+            return false;
+        }
         let offset = self.ladder.offset(price);
         match self.side {
             Side::Buy => offset >= self.ladder.cells.len() as i128,
@@ -539,14 +555,20 @@ impl BookSide {
             return;
         }
         let price = orders.get(idx).price;
+        if self.ladder.count == 0 && self.ladder.cell(price).is_none() {
+            // The side is empty (an emptied window moves to the touch at once, taking in the
+            // best level of the arrays): the window moves to where trading resumes.
+            debug_assert!(self.sorted.best().is_none() && self.ahead.best().is_none());
+            self.centre_window(levels, price);
+        }
         if self.better_than_window(price) {
-            // The new best: the window follows the touch.
-            self.centre_window(levels, price);
-        } else if self.ladder.count == 0 && self.ladder.cell(price).is_none() {
-            // The side is empty (an emptied ladder pulls in the array's best at once, so an empty
-            // ladder means an empty array): the window moves to where trading resumes.
-            debug_assert!(self.sorted.best().is_none());
-            self.centre_window(levels, price);
+            self.ahead.push_back(levels, orders, idx);
+            if self.ahead.level_count() > AHEAD_MAX_LEVELS {
+                // The touch has moved beyond the window for good: the window follows it.
+                let best = self.ahead.best_price().expect("levels ahead");
+                self.centre_window(levels, best);
+            }
+            return;
         }
         match self.ladder.cell(price) {
             Some(cell) => {
@@ -564,6 +586,10 @@ impl BookSide {
     /// Takes order `idx` out of its level. The node itself stays allocated.
     pub fn unlink(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
         let (price, level) = (orders.get(idx).price, orders.get(idx).level);
+        if self.better_than_window(price) {
+            self.ahead.unlink(levels, orders, idx);
+            return;
+        }
         let Some(cell) = self.ladder.cell(price) else {
             self.sorted.unlink(levels, orders, idx);
             return;
@@ -572,9 +598,9 @@ impl BookSide {
             self.ladder.clear(self.side, cell);
             levels.free(level);
             if self.ladder.count == 0
-                && let Some(best) = self.sorted.best_price()
+                && let Some(best) = self.ahead.best_price().or(self.sorted.best_price())
             {
-                // The touch has moved below the window: bring the window to it.
+                // The window has emptied: bring it to the touch.
                 self.centre_window(levels, best);
             }
         }
@@ -591,13 +617,17 @@ impl BookSide {
         self.centre_window(levels, best);
     }
 
-    /// Moves the window so that `price` sits in its middle. Levels that leave the window are all
-    /// worse than it (it moves towards better prices, or the ladder is empty) and better than the
-    /// array's, so they go to the array's best end; the array's best levels that fall inside the
-    /// new window move into the ladder. Costs O(window / 64 + levels moved).
+    /// Moves the window so that `price`, the side's best, sits in its middle. The levels ahead
+    /// and in the old window are placed again by price: into the new window, or (being worse than
+    /// it and better than everything in the array) onto the array's best end; the array's best
+    /// levels that fall inside the new window move into the ladder. Costs O(window / 64 + levels
+    /// moved).
     fn centre_window(&mut self, levels: &mut Levels, price: i64) {
-        // Every level in the ladder, worst first.
+        // Every level ahead and in the ladder, best first (then reversed: worst first).
         self.scratch.clear();
+        while let Some(level) = self.ahead.pop_best(levels) {
+            self.scratch.push(level);
+        }
         let mut cell = self.ladder.best;
         if self.ladder.count > 0 {
             loop {
@@ -615,8 +645,10 @@ impl BookSide {
         self.ladder.base = price.saturating_sub((self.ladder.cells.len() / 2) as i64);
         for i in 0..self.scratch.len() {
             let level = self.scratch[i];
-            match self.ladder.cell(levels.get(level).price) {
+            let price = levels.get(level).price;
+            match self.ladder.cell(price) {
                 Some(cell) => self.ladder.set(self.side, cell, level),
+                None if self.better_than_window(price) => self.ahead.push_best(levels, level),
                 None => self.sorted.push_best(levels, level),
             }
         }
