@@ -1,7 +1,7 @@
 //! Criterion microbenchmarks of single engine operations on a book shaped like the `single`
 //! workload's (1,000 resting orders on about 770 levels around 100,000 ticks, 2,000 users).
 //!
-//! Each benchmark times only the operation named; whatever keeps the book steady (cancelling
+//! Each benchmark times only the operation named (`far_order_and_cancel`: the pair); whatever keeps the book steady (cancelling
 //! the placed orders, placing the orders to cancel, refilling the swept levels) runs between
 //! timed batches of up to [`BATCH`] operations and is not timed.
 //!
@@ -279,11 +279,85 @@ fn market_sweep(c: &mut Criterion) {
     );
 }
 
+/// An order far through a wide spread, then its cancel: the pair a user can send to make a
+/// price-indexed book move its index around (crates/core/src/book.rs keeps such lone far levels
+/// out of the ladder's window). Both commands are timed, as a pair.
+fn far_order_and_cancel(c: &mut Criterion) {
+    let mut f = Fixture::new();
+    // A book with a spread of 100,000 ticks: 500 bid levels below 100,000, 500 ask levels from
+    // 200,000; the bids put in the middle of the spread are far better than every other bid.
+    let spec = SymbolSpec {
+        symbol: Name::new("WIDE").unwrap(),
+        base: Name::new("XBT").unwrap(),
+        quote: Name::new("USD").unwrap(),
+        base_scale: 1,
+        quote_scale: 1,
+        maker_fee: 1,
+        taker_fee: 2,
+    };
+    f.apply(&Command::AddSymbol(spec));
+    let symbol = f.engine.symbol_id("WIDE");
+    for i in 0..500u64 {
+        let (u, o) = (user(i), f.order_id());
+        f.apply(&Command::Place(PlaceOrder::limit(
+            u,
+            o,
+            symbol,
+            Side::Buy,
+            99_999 - i as i64,
+            4,
+        )));
+        let (u, o) = (user(i + 1), f.order_id());
+        f.apply(&Command::Place(PlaceOrder::limit(
+            u,
+            o,
+            symbol,
+            Side::Sell,
+            200_000 + i as i64,
+            4,
+        )));
+    }
+    let mut k = 0u64;
+    c.bench_function("far_order_and_cancel", |b| {
+        b.iter_custom(|iters| {
+            batched(
+                &mut f,
+                iters,
+                |_, _| Vec::new(),
+                |f, n, _| {
+                    for _ in 0..n {
+                        k += 1;
+                        let (u, o) = (user(k), f.order_id());
+                        let price = 150_000 + (k % 1_000) as i64;
+                        f.apply(&Command::Place(PlaceOrder::limit(
+                            u,
+                            o,
+                            symbol,
+                            Side::Buy,
+                            price,
+                            1,
+                        )));
+                        f.apply(&Command::Cancel { user: u, order: o });
+                    }
+                    Vec::new()
+                },
+                |_, _| {},
+            )
+        })
+    });
+    assert_eq!(
+        f.engine.resting_orders(symbol).0.len(),
+        500,
+        "every far bid was cancelled"
+    );
+}
+
 criterion_group!(
     benches,
     place_without_match,
     cancel,
     move_order,
-    market_sweep
+    market_sweep,
+    far_order_and_cancel
 );
 criterion_main!(benches);
