@@ -485,7 +485,8 @@ impl BookSide {
     ) -> BookSide {
         BookSide {
             side,
-            ahead: SortedLevels::new(side, AHEAD_MAX_LEVELS + 1),
+            // Reserved when the ladder starts: most sides never have one.
+            ahead: SortedLevels::new(side, 0),
             sorted: SortedLevels::new(side, capacity),
             ladder: Ladder {
                 base: 0,
@@ -607,6 +608,7 @@ impl BookSide {
     }
 
     fn start_ladder(&mut self, levels: &mut Levels) {
+        self.ahead.slots.reserve(AHEAD_MAX_LEVELS + 1);
         let cells = self.ladder_cells;
         self.ladder.cells.resize(cells, NIL);
         self.ladder.occupied.resize(cells.div_ceil(64), 0);
