@@ -207,12 +207,11 @@ fn move_order(c: &mut Criterion) {
 const SWEEP_LEVELS: i64 = 10;
 const SWEEP_LEVEL_QTY: i64 = 5;
 
-fn market_sweep(c: &mut Criterion) {
-    let mut f = Fixture::new();
-    // A second book: 500 bids below 100,000 and deep asks from 200,000 as background; the
-    // sweeps eat asks refilled between batches at 100,000 and up (one order of 5 lots a level).
+/// Adds a second book with a spread of 100,000 ticks: 500 bid levels below 100,000 and 500 ask
+/// levels from 200,000, 4 lots each.
+fn add_wide_book(f: &mut Fixture, name: &str) -> SymbolId {
     let spec = SymbolSpec {
-        symbol: Name::new("SWEEP").unwrap(),
+        symbol: Name::new(name).unwrap(),
         base: Name::new("XBT").unwrap(),
         quote: Name::new("USD").unwrap(),
         base_scale: 1,
@@ -221,7 +220,7 @@ fn market_sweep(c: &mut Criterion) {
         taker_fee: 2,
     };
     f.apply(&Command::AddSymbol(spec));
-    let symbol = f.engine.symbol_id("SWEEP");
+    let symbol = f.engine.symbol_id(name);
     for i in 0..500u64 {
         let (u, o) = (user(i), f.order_id());
         let bid = PlaceOrder::limit(u, o, symbol, Side::Buy, 99_999 - i as i64, 4);
@@ -230,6 +229,14 @@ fn market_sweep(c: &mut Criterion) {
         let ask = PlaceOrder::limit(u, o, symbol, Side::Sell, 200_000 + i as i64, 4);
         f.apply(&Command::Place(ask));
     }
+    symbol
+}
+
+fn market_sweep(c: &mut Criterion) {
+    let mut f = Fixture::new();
+    // Deep asks from 200,000 as background; the sweeps eat asks refilled between batches at
+    // 100,000 and up (one order of 5 lots a level).
+    let symbol = add_wide_book(&mut f, "SWEEP");
     let k = std::cell::Cell::new(0u64);
     c.bench_function("market_buy_sweeping_10_levels", |b| {
         b.iter_custom(|iters| {
@@ -284,39 +291,8 @@ fn market_sweep(c: &mut Criterion) {
 /// out of the ladder's window). Both commands are timed, as a pair.
 fn far_order_and_cancel(c: &mut Criterion) {
     let mut f = Fixture::new();
-    // A book with a spread of 100,000 ticks: 500 bid levels below 100,000, 500 ask levels from
-    // 200,000; the bids put in the middle of the spread are far better than every other bid.
-    let spec = SymbolSpec {
-        symbol: Name::new("WIDE").unwrap(),
-        base: Name::new("XBT").unwrap(),
-        quote: Name::new("USD").unwrap(),
-        base_scale: 1,
-        quote_scale: 1,
-        maker_fee: 1,
-        taker_fee: 2,
-    };
-    f.apply(&Command::AddSymbol(spec));
-    let symbol = f.engine.symbol_id("WIDE");
-    for i in 0..500u64 {
-        let (u, o) = (user(i), f.order_id());
-        f.apply(&Command::Place(PlaceOrder::limit(
-            u,
-            o,
-            symbol,
-            Side::Buy,
-            99_999 - i as i64,
-            4,
-        )));
-        let (u, o) = (user(i + 1), f.order_id());
-        f.apply(&Command::Place(PlaceOrder::limit(
-            u,
-            o,
-            symbol,
-            Side::Sell,
-            200_000 + i as i64,
-            4,
-        )));
-    }
+    // The bids put in the middle of the spread are far better than every other bid.
+    let symbol = add_wide_book(&mut f, "WIDE");
     let mut k = 0u64;
     c.bench_function("far_order_and_cancel", |b| {
         b.iter_custom(|iters| {
