@@ -137,6 +137,17 @@ impl Engine {
             .collect()
     }
 
+    /// The state hash of an encoded snapshot, computed from its bytes without decoding it (for
+    /// a thread that writes snapshots beside the engine). `None` if the header is malformed.
+    pub fn snapshot_state_hash(snapshot: &[u8]) -> Option<[u8; 32]> {
+        let body_len = u64::from_le_bytes(snapshot.get(20..28)?.try_into().ok()?);
+        let body = snapshot.get(HEADER_LEN..)?;
+        if snapshot.get(..8)? != MAGIC || body.len() as u64 != body_len {
+            return None;
+        }
+        Some(Sha256::digest(body).into())
+    }
+
     fn encode_body(&self) -> Vec<u8> {
         let mut w = Writer(Vec::with_capacity(
             64 + self.orders.live() * 34 + self.accounts.len() * 40,
