@@ -1,0 +1,873 @@
+//! Encoding and decoding of frames. Layouts: `docs/protocol.md`.
+
+use rialto_core::{
+    Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderType, Reason, Side, Stp,
+    SymbolId, SymbolSpec, Tif, UserReport,
+};
+
+use crate::error::WireError;
+use crate::msg::{ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg};
+use crate::{MAX_CLIENT_FRAME, MAX_SERVER_FRAME, PROTOCOL_VERSION};
+
+/// Frame type codes. Client → server below 0x80, server → client from 0x80.
+mod ty {
+    pub const LOGIN: u8 = 0x01;
+    pub const ADMIN_LOGIN: u8 = 0x02;
+    pub const HEARTBEAT: u8 = 0x03;
+    pub const NEW_ORDER: u8 = 0x10;
+    pub const CANCEL: u8 = 0x11;
+    pub const MOVE: u8 = 0x12;
+    pub const REDUCE: u8 = 0x13;
+    pub const MASS_CANCEL: u8 = 0x14;
+    pub const LIST_SYMBOLS: u8 = 0x20;
+    pub const MY_REPORT: u8 = 0x21;
+    pub const BOOK: u8 = 0x22;
+    pub const ADD_SYMBOL: u8 = 0x40;
+    pub const ADD_USER: u8 = 0x41;
+    pub const ADJUST_BALANCE: u8 = 0x42;
+    pub const TAKE_SNAPSHOT: u8 = 0x43;
+    pub const USER_REPORT: u8 = 0x44;
+    pub const VENUE_REPORT: u8 = 0x45;
+
+    pub const S_LOGIN_ACCEPTED: u8 = 0x81;
+    pub const S_ERROR: u8 = 0x82;
+    pub const S_HEARTBEAT: u8 = 0x83;
+    pub const S_ACCEPTED: u8 = 0x84;
+    pub const S_REJECTED: u8 = 0x85;
+    pub const S_TRADE: u8 = 0x86;
+    pub const S_CANCELLED: u8 = 0x87;
+    pub const S_SYMBOL_LIST: u8 = 0x90;
+    pub const S_REPORT: u8 = 0x91;
+    pub const S_VENUE_REPORT: u8 = 0x92;
+    pub const S_BOOK: u8 = 0x93;
+    pub const S_ADMIN_RESULT: u8 = 0x94;
+    pub const S_USER_ADDED: u8 = 0x95;
+    pub const S_SNAPSHOT_TAKEN: u8 = 0x96;
+}
+
+/// Code written for an enum field of a new order that is `None`.
+const NO_CODE: u8 = 255;
+/// `MassCancel` symbol meaning every symbol.
+const ALL_SYMBOLS: u32 = u32::MAX;
+/// `AdminResult` result byte meaning success; otherwise a `Reason` code.
+const RESULT_OK: u8 = 255;
+const FLAG_POST_ONLY: u8 = 0x01;
+const FLAG_HAS_PRICE: u8 = 0x02;
+
+// Largest encoded sizes of the variable parts, for the list limits below.
+const NAME_MAX: usize = 1 + Name::MAX_LEN;
+const SPEC_MAX: usize = 3 * NAME_MAX + 4 * 8;
+/// Version and type: the part of the length value before the body.
+const VT: usize = 2;
+
+/// Longest `ServerMsg::Error` message, in bytes.
+pub const MAX_ERROR_MESSAGE: usize = 255;
+/// Most symbols in one `SymbolList`.
+pub const MAX_SYMBOL_LIST_ITEMS: usize = (MAX_SERVER_FRAME - VT - 8 - 4) / (4 + SPEC_MAX);
+/// Most balances in one `Report`.
+pub const MAX_REPORT_BALANCES: usize = 1024;
+/// Most open orders in one `Report` (with [`MAX_REPORT_BALANCES`] balances beside them).
+pub const MAX_REPORT_ORDERS: usize =
+    (MAX_SERVER_FRAME - VT - (8 + 8 + 4 + 4) - MAX_REPORT_BALANCES * (NAME_MAX + 16))
+        / (NAME_MAX + 8 + 1 + 8 + 8);
+/// Most currencies in one `VenueReport`.
+pub const MAX_VENUE_CURRENCIES: usize = (MAX_SERVER_FRAME - VT - 8 - 4) / (NAME_MAX + 5 * 8);
+/// Most levels a side in one `Book`.
+pub const MAX_BOOK_LEVELS: usize = (MAX_SERVER_FRAME - VT - (8 + 8 + 4 + 4 + 4)) / (2 * 16);
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+/// Appends one whole frame carrying `msg` to `out`.
+pub fn encode_client(msg: &ClientMsg, out: &mut Vec<u8>) {
+    let start = begin(out, client_type(msg));
+    match msg {
+        ClientMsg::Login { user, secret } => {
+            put_i64(out, *user);
+            put_secret(out, secret);
+        }
+        ClientMsg::AdminLogin { secret } => put_secret(out, secret),
+        ClientMsg::Heartbeat { nonce } => put_u64(out, *nonce),
+        ClientMsg::NewOrder(o) => put_new_order(out, o),
+        ClientMsg::Cancel { order } => put_i64(out, *order),
+        ClientMsg::Move { order, price } => {
+            put_i64(out, *order);
+            put_i64(out, *price);
+        }
+        ClientMsg::Reduce { order, qty } => {
+            put_i64(out, *order);
+            put_i64(out, *qty);
+        }
+        ClientMsg::MassCancel { symbol } => put_u32(out, symbol.map_or(ALL_SYMBOLS, |s| s.0)),
+        ClientMsg::ListSymbols { request }
+        | ClientMsg::MyReport { request }
+        | ClientMsg::TakeSnapshot { request }
+        | ClientMsg::VenueReport { request } => put_u64(out, *request),
+        ClientMsg::Book {
+            request,
+            symbol,
+            depth,
+        } => {
+            put_u64(out, *request);
+            put_u32(out, symbol.0);
+            put_u32(out, *depth);
+        }
+        ClientMsg::AddSymbol { request, spec } => {
+            put_u64(out, *request);
+            put_spec(out, spec);
+        }
+        ClientMsg::AddUser { request, user } | ClientMsg::UserReport { request, user } => {
+            put_u64(out, *request);
+            put_i64(out, *user);
+        }
+        ClientMsg::AdjustBalance {
+            request,
+            user,
+            currency,
+            amount,
+            tx,
+        } => {
+            put_u64(out, *request);
+            put_i64(out, *user);
+            put_name(out, currency);
+            put_i64(out, *amount);
+            put_i64(out, *tx);
+        }
+    }
+    let len = finish(out, start);
+    // The largest client body (AddSymbol, three full names) is far below the limit.
+    debug_assert!(len <= MAX_CLIENT_FRAME, "client frame of {len} bytes");
+}
+
+/// Appends one whole frame carrying `msg` to `out`.
+///
+/// # Panics
+/// When a list is longer than its `MAX_*` constant: the server must cap lists (reports,
+/// books, symbol lists) before encoding them, so that no frame exceeds [`MAX_SERVER_FRAME`].
+/// An `Error` message longer than [`MAX_ERROR_MESSAGE`] bytes is cut, not a panic.
+pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
+    let start = begin(out, server_type(msg));
+    match msg {
+        ServerMsg::LoginAccepted { user, last_seq } => {
+            put_i64(out, *user);
+            put_u64(out, *last_seq);
+        }
+        ServerMsg::Error { code, message } => {
+            let mut end = message.len().min(MAX_ERROR_MESSAGE);
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            put_u16(out, code.code());
+            put_u8(out, end as u8);
+            out.extend_from_slice(&message.as_bytes()[..end]);
+        }
+        ServerMsg::Heartbeat { nonce } => put_u64(out, *nonce),
+        ServerMsg::Accepted {
+            seq,
+            ts_ns,
+            order,
+            kind,
+        } => {
+            put_u64(out, *seq);
+            put_i64(out, *ts_ns);
+            put_i64(out, *order);
+            put_u8(out, kind.code());
+        }
+        ServerMsg::Rejected {
+            seq,
+            ts_ns,
+            order,
+            kind,
+            reason,
+        } => {
+            put_u64(out, *seq);
+            put_i64(out, *ts_ns);
+            put_i64(out, *order);
+            put_u8(out, kind.code());
+            put_u8(out, reason.code());
+        }
+        ServerMsg::Trade {
+            seq,
+            ts_ns,
+            order,
+            symbol,
+            side,
+            price,
+            qty,
+            fee,
+            liquidity,
+        } => {
+            put_u64(out, *seq);
+            put_i64(out, *ts_ns);
+            put_i64(out, *order);
+            put_u32(out, symbol.0);
+            put_u8(out, side.code());
+            put_i64(out, *price);
+            put_i64(out, *qty);
+            put_i64(out, *fee);
+            put_u8(out, liquidity.code());
+        }
+        ServerMsg::Cancelled {
+            seq,
+            ts_ns,
+            order,
+            symbol,
+            side,
+            qty,
+            reason,
+        } => {
+            put_u64(out, *seq);
+            put_i64(out, *ts_ns);
+            put_i64(out, *order);
+            put_u32(out, symbol.0);
+            put_u8(out, side.code());
+            put_i64(out, *qty);
+            put_u8(out, reason.code());
+        }
+        ServerMsg::SymbolList { request, symbols } => {
+            put_u64(out, *request);
+            put_count(out, symbols.len(), MAX_SYMBOL_LIST_ITEMS, "symbol list");
+            for (id, spec) in symbols {
+                put_u32(out, id.0);
+                put_spec(out, spec);
+            }
+        }
+        ServerMsg::Report { request, report } => {
+            put_u64(out, *request);
+            put_report(out, report);
+        }
+        ServerMsg::VenueReport { request, totals } => {
+            put_u64(out, *request);
+            put_count(out, totals.len(), MAX_VENUE_CURRENCIES, "venue report");
+            for t in totals {
+                put_name(out, &t.currency);
+                put_i64(out, t.deposits);
+                put_i64(out, t.withdrawals);
+                put_i64(out, t.available);
+                put_i64(out, t.held);
+                put_i64(out, t.fees);
+            }
+        }
+        ServerMsg::Book {
+            request,
+            seq,
+            symbol,
+            bids,
+            asks,
+        } => {
+            put_u64(out, *request);
+            put_u64(out, *seq);
+            put_u32(out, symbol.0);
+            for levels in [bids, asks] {
+                put_count(out, levels.len(), MAX_BOOK_LEVELS, "book side");
+                for level in levels {
+                    put_i64(out, level.price);
+                    put_i64(out, level.qty);
+                }
+            }
+        }
+        ServerMsg::AdminResult {
+            request,
+            seq,
+            result,
+        } => {
+            put_u64(out, *request);
+            put_u64(out, *seq);
+            put_u8(out, result.map_or_else(|r| r.code(), |()| RESULT_OK));
+        }
+        ServerMsg::UserAdded {
+            request,
+            seq,
+            user,
+            secret,
+        } => {
+            put_u64(out, *request);
+            put_u64(out, *seq);
+            put_i64(out, *user);
+            put_secret(out, secret);
+        }
+        ServerMsg::SnapshotTaken {
+            request,
+            seq,
+            state_hash,
+        } => {
+            put_u64(out, *request);
+            put_u64(out, *seq);
+            out.extend_from_slice(state_hash);
+        }
+    }
+    let len = finish(out, start);
+    debug_assert!(len <= MAX_SERVER_FRAME, "server frame of {len} bytes");
+}
+
+fn client_type(msg: &ClientMsg) -> u8 {
+    match msg {
+        ClientMsg::Login { .. } => ty::LOGIN,
+        ClientMsg::AdminLogin { .. } => ty::ADMIN_LOGIN,
+        ClientMsg::Heartbeat { .. } => ty::HEARTBEAT,
+        ClientMsg::NewOrder(_) => ty::NEW_ORDER,
+        ClientMsg::Cancel { .. } => ty::CANCEL,
+        ClientMsg::Move { .. } => ty::MOVE,
+        ClientMsg::Reduce { .. } => ty::REDUCE,
+        ClientMsg::MassCancel { .. } => ty::MASS_CANCEL,
+        ClientMsg::ListSymbols { .. } => ty::LIST_SYMBOLS,
+        ClientMsg::MyReport { .. } => ty::MY_REPORT,
+        ClientMsg::Book { .. } => ty::BOOK,
+        ClientMsg::AddSymbol { .. } => ty::ADD_SYMBOL,
+        ClientMsg::AddUser { .. } => ty::ADD_USER,
+        ClientMsg::AdjustBalance { .. } => ty::ADJUST_BALANCE,
+        ClientMsg::TakeSnapshot { .. } => ty::TAKE_SNAPSHOT,
+        ClientMsg::UserReport { .. } => ty::USER_REPORT,
+        ClientMsg::VenueReport { .. } => ty::VENUE_REPORT,
+    }
+}
+
+fn server_type(msg: &ServerMsg) -> u8 {
+    match msg {
+        ServerMsg::LoginAccepted { .. } => ty::S_LOGIN_ACCEPTED,
+        ServerMsg::Error { .. } => ty::S_ERROR,
+        ServerMsg::Heartbeat { .. } => ty::S_HEARTBEAT,
+        ServerMsg::Accepted { .. } => ty::S_ACCEPTED,
+        ServerMsg::Rejected { .. } => ty::S_REJECTED,
+        ServerMsg::Trade { .. } => ty::S_TRADE,
+        ServerMsg::Cancelled { .. } => ty::S_CANCELLED,
+        ServerMsg::SymbolList { .. } => ty::S_SYMBOL_LIST,
+        ServerMsg::Report { .. } => ty::S_REPORT,
+        ServerMsg::VenueReport { .. } => ty::S_VENUE_REPORT,
+        ServerMsg::Book { .. } => ty::S_BOOK,
+        ServerMsg::AdminResult { .. } => ty::S_ADMIN_RESULT,
+        ServerMsg::UserAdded { .. } => ty::S_USER_ADDED,
+        ServerMsg::SnapshotTaken { .. } => ty::S_SNAPSHOT_TAKEN,
+    }
+}
+
+/// Writes the header with a placeholder length; returns where the frame starts.
+fn begin(out: &mut Vec<u8>, frame_type: u8) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0, 0, 0, 0, PROTOCOL_VERSION, frame_type]);
+    start
+}
+
+/// Patches the length field of the frame at `start`; returns the length value.
+fn finish(out: &mut [u8], start: usize) -> usize {
+    let len = out.len() - start - 4;
+    out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
+    len
+}
+
+fn put_u8(out: &mut Vec<u8>, v: u8) {
+    out.push(v);
+}
+
+fn put_u16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_i64(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_count(out: &mut Vec<u8>, count: usize, max: usize, what: &str) {
+    assert!(
+        count <= max,
+        "{what} of {count} items exceeds the wire limit of {max}: the server must cap it"
+    );
+    put_u32(out, count as u32);
+}
+
+fn put_name(out: &mut Vec<u8>, name: &Name) {
+    let bytes = name.as_str().as_bytes();
+    put_u8(out, bytes.len() as u8);
+    out.extend_from_slice(bytes);
+}
+
+fn put_secret(out: &mut Vec<u8>, secret: &Secret) {
+    let bytes = secret.as_bytes();
+    put_u8(out, bytes.len() as u8);
+    out.extend_from_slice(bytes);
+}
+
+fn put_spec(out: &mut Vec<u8>, spec: &SymbolSpec) {
+    put_name(out, &spec.symbol);
+    put_name(out, &spec.base);
+    put_name(out, &spec.quote);
+    put_i64(out, spec.base_scale);
+    put_i64(out, spec.quote_scale);
+    put_i64(out, spec.maker_fee);
+    put_i64(out, spec.taker_fee);
+}
+
+fn put_new_order(out: &mut Vec<u8>, o: &NewOrder) {
+    put_i64(out, o.order);
+    put_u32(out, o.symbol.0);
+    put_u8(out, o.side.map_or(NO_CODE, Side::code));
+    put_u8(out, o.order_type.map_or(NO_CODE, OrderType::code));
+    put_u8(out, o.tif.map_or(NO_CODE, Tif::code));
+    put_u8(out, o.stp.map_or(NO_CODE, Stp::code));
+    let mut flags = 0;
+    if o.post_only {
+        flags |= FLAG_POST_ONLY;
+    }
+    if o.price.is_some() {
+        flags |= FLAG_HAS_PRICE;
+    }
+    put_u8(out, flags);
+    put_i64(out, o.price.unwrap_or(0));
+    put_i64(out, o.qty);
+}
+
+fn put_report(out: &mut Vec<u8>, report: &UserReport) {
+    put_i64(out, report.user);
+    put_count(
+        out,
+        report.balances.len(),
+        MAX_REPORT_BALANCES,
+        "report balances",
+    );
+    for (currency, balance) in &report.balances {
+        put_name(out, currency);
+        put_i64(out, balance.available);
+        put_i64(out, balance.held);
+    }
+    put_count(out, report.orders.len(), MAX_REPORT_ORDERS, "report orders");
+    for o in &report.orders {
+        put_name(out, &o.symbol);
+        put_i64(out, o.order);
+        put_u8(out, o.side.code());
+        put_i64(out, o.price);
+        put_i64(out, o.remaining);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+/// Decodes one client → server frame from the start of `buf`.
+///
+/// `Ok(None)`: `buf` holds no whole frame yet. `Ok(Some((msg, n)))`: the frame was the first
+/// `n` bytes. An oversized or undersized length is refused as soon as the length field is in.
+pub fn decode_client(buf: &[u8]) -> Result<Option<(ClientMsg, usize)>, WireError> {
+    decode(buf, MAX_CLIENT_FRAME, client_body)
+}
+
+/// Decodes one server → client frame from the start of `buf`. Same contract as
+/// [`decode_client`]; enum codes unknown to this version are errors here, since a server only
+/// sends codes it knows.
+pub fn decode_server(buf: &[u8]) -> Result<Option<(ServerMsg, usize)>, WireError> {
+    decode(buf, MAX_SERVER_FRAME, server_body)
+}
+
+/// What a body decoder found wrong.
+enum BodyError {
+    UnknownType,
+    Malformed(&'static str),
+}
+
+impl From<&'static str> for BodyError {
+    fn from(field: &'static str) -> Self {
+        BodyError::Malformed(field)
+    }
+}
+
+fn decode<M>(
+    buf: &[u8],
+    max: usize,
+    body: fn(u8, &mut Reader<'_>) -> Result<M, BodyError>,
+) -> Result<Option<(M, usize)>, WireError> {
+    let Some(len_bytes) = buf.first_chunk::<4>() else {
+        return Ok(None);
+    };
+    let len = u32::from_le_bytes(*len_bytes) as usize;
+    if len > max {
+        return Err(WireError::TooLarge { len, max });
+    }
+    if len < 2 {
+        return Err(WireError::TooShort);
+    }
+    let frame_len = 4 + len;
+    let Some(frame) = buf.get(..frame_len) else {
+        return Ok(None);
+    };
+    let (version, frame_type) = (frame[4], frame[5]);
+    if version != PROTOCOL_VERSION {
+        return Err(WireError::UnsupportedVersion { version, frame_len });
+    }
+    let mut reader = Reader {
+        buf: &frame[6..],
+        pos: 0,
+    };
+    let result = body(frame_type, &mut reader).and_then(|msg| {
+        reader.finish()?;
+        Ok(msg)
+    });
+    match result {
+        Ok(msg) => Ok(Some((msg, frame_len))),
+        Err(BodyError::UnknownType) => Err(WireError::UnknownType {
+            ty: frame_type,
+            frame_len,
+        }),
+        Err(BodyError::Malformed(field)) => Err(WireError::Malformed { field, frame_len }),
+    }
+}
+
+fn client_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ClientMsg, BodyError> {
+    let msg = match frame_type {
+        ty::LOGIN => ClientMsg::Login {
+            user: r.i64("user")?,
+            secret: r.secret("secret")?,
+        },
+        ty::ADMIN_LOGIN => ClientMsg::AdminLogin {
+            secret: r.secret("secret")?,
+        },
+        ty::HEARTBEAT => ClientMsg::Heartbeat {
+            nonce: r.u64("nonce")?,
+        },
+        ty::NEW_ORDER => ClientMsg::NewOrder(new_order(r)?),
+        ty::CANCEL => ClientMsg::Cancel {
+            order: r.i64("order")?,
+        },
+        ty::MOVE => ClientMsg::Move {
+            order: r.i64("order")?,
+            price: r.i64("price")?,
+        },
+        ty::REDUCE => ClientMsg::Reduce {
+            order: r.i64("order")?,
+            qty: r.i64("qty")?,
+        },
+        ty::MASS_CANCEL => ClientMsg::MassCancel {
+            symbol: match r.u32("symbol")? {
+                ALL_SYMBOLS => None,
+                id => Some(SymbolId(id)),
+            },
+        },
+        ty::LIST_SYMBOLS => ClientMsg::ListSymbols {
+            request: r.u64("request")?,
+        },
+        ty::MY_REPORT => ClientMsg::MyReport {
+            request: r.u64("request")?,
+        },
+        ty::BOOK => ClientMsg::Book {
+            request: r.u64("request")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            depth: r.u32("depth")?,
+        },
+        ty::ADD_SYMBOL => ClientMsg::AddSymbol {
+            request: r.u64("request")?,
+            spec: r.spec()?,
+        },
+        ty::ADD_USER => ClientMsg::AddUser {
+            request: r.u64("request")?,
+            user: r.i64("user")?,
+        },
+        ty::ADJUST_BALANCE => ClientMsg::AdjustBalance {
+            request: r.u64("request")?,
+            user: r.i64("user")?,
+            currency: r.name("currency")?,
+            amount: r.i64("amount")?,
+            tx: r.i64("tx")?,
+        },
+        ty::TAKE_SNAPSHOT => ClientMsg::TakeSnapshot {
+            request: r.u64("request")?,
+        },
+        ty::USER_REPORT => ClientMsg::UserReport {
+            request: r.u64("request")?,
+            user: r.i64("user")?,
+        },
+        ty::VENUE_REPORT => ClientMsg::VenueReport {
+            request: r.u64("request")?,
+        },
+        _ => return Err(BodyError::UnknownType),
+    };
+    Ok(msg)
+}
+
+fn new_order(r: &mut Reader<'_>) -> Result<NewOrder, &'static str> {
+    let order = r.i64("order")?;
+    let symbol = SymbolId(r.u32("symbol")?);
+    // Unknown codes are not a decoding matter: the engine rejects them as invalid_order.
+    let side = Side::from_code(r.u8("side")?);
+    let order_type = OrderType::from_code(r.u8("order_type")?);
+    let tif = Tif::from_code(r.u8("tif")?);
+    let stp = Stp::from_code(r.u8("stp")?);
+    let flags = r.u8("flags")?;
+    if flags & !(FLAG_POST_ONLY | FLAG_HAS_PRICE) != 0 {
+        return Err("flags");
+    }
+    let price = r.i64("price")?;
+    let price = if flags & FLAG_HAS_PRICE != 0 {
+        Some(price)
+    } else if price == 0 {
+        None
+    } else {
+        // One encoding per order: an absent price is written as 0.
+        return Err("price");
+    };
+    Ok(NewOrder {
+        order,
+        symbol,
+        side,
+        order_type,
+        tif,
+        stp,
+        post_only: flags & FLAG_POST_ONLY != 0,
+        price,
+        qty: r.i64("qty")?,
+    })
+}
+
+fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyError> {
+    let msg = match frame_type {
+        ty::S_LOGIN_ACCEPTED => ServerMsg::LoginAccepted {
+            user: r.i64("user")?,
+            last_seq: r.u64("last_seq")?,
+        },
+        ty::S_ERROR => {
+            let code = ErrorCode::from_code(r.u16("code")?).ok_or("code")?;
+            let len = r.u8("message")? as usize;
+            let text = std::str::from_utf8(r.take(len, "message")?).map_err(|_| "message")?;
+            ServerMsg::Error {
+                code,
+                message: text.to_owned(),
+            }
+        }
+        ty::S_HEARTBEAT => ServerMsg::Heartbeat {
+            nonce: r.u64("nonce")?,
+        },
+        ty::S_ACCEPTED => ServerMsg::Accepted {
+            seq: r.u64("seq")?,
+            ts_ns: r.i64("ts_ns")?,
+            order: r.i64("order")?,
+            kind: r.kind()?,
+        },
+        ty::S_REJECTED => ServerMsg::Rejected {
+            seq: r.u64("seq")?,
+            ts_ns: r.i64("ts_ns")?,
+            order: r.i64("order")?,
+            kind: r.kind()?,
+            reason: Reason::from_code(r.u8("reason")?).ok_or("reason")?,
+        },
+        ty::S_TRADE => ServerMsg::Trade {
+            seq: r.u64("seq")?,
+            ts_ns: r.i64("ts_ns")?,
+            order: r.i64("order")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            side: r.side()?,
+            price: r.i64("price")?,
+            qty: r.i64("qty")?,
+            fee: r.i64("fee")?,
+            liquidity: Liquidity::from_code(r.u8("liquidity")?).ok_or("liquidity")?,
+        },
+        ty::S_CANCELLED => ServerMsg::Cancelled {
+            seq: r.u64("seq")?,
+            ts_ns: r.i64("ts_ns")?,
+            order: r.i64("order")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            side: r.side()?,
+            qty: r.i64("qty")?,
+            reason: CancelReason::from_code(r.u8("reason")?).ok_or("reason")?,
+        },
+        ty::S_SYMBOL_LIST => {
+            let request = r.u64("request")?;
+            let count = r.count("symbol count", 4 + 3 * 2 + 4 * 8)?;
+            let mut symbols = Vec::with_capacity(count);
+            for _ in 0..count {
+                symbols.push((SymbolId(r.u32("symbol")?), r.spec()?));
+            }
+            ServerMsg::SymbolList { request, symbols }
+        }
+        ty::S_REPORT => ServerMsg::Report {
+            request: r.u64("request")?,
+            report: r.report()?,
+        },
+        ty::S_VENUE_REPORT => {
+            let request = r.u64("request")?;
+            let count = r.count("currency count", 2 + 5 * 8)?;
+            let mut totals = Vec::with_capacity(count);
+            for _ in 0..count {
+                totals.push(CurrencyTotals {
+                    currency: r.name("currency")?,
+                    deposits: r.i64("deposits")?,
+                    withdrawals: r.i64("withdrawals")?,
+                    available: r.i64("available")?,
+                    held: r.i64("held")?,
+                    fees: r.i64("fees")?,
+                });
+            }
+            ServerMsg::VenueReport { request, totals }
+        }
+        ty::S_BOOK => ServerMsg::Book {
+            request: r.u64("request")?,
+            seq: r.u64("seq")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            bids: r.levels("bid count")?,
+            asks: r.levels("ask count")?,
+        },
+        ty::S_ADMIN_RESULT => ServerMsg::AdminResult {
+            request: r.u64("request")?,
+            seq: r.u64("seq")?,
+            result: match r.u8("result")? {
+                RESULT_OK => Ok(()),
+                code => Err(Reason::from_code(code).ok_or("result")?),
+            },
+        },
+        ty::S_USER_ADDED => ServerMsg::UserAdded {
+            request: r.u64("request")?,
+            seq: r.u64("seq")?,
+            user: r.i64("user")?,
+            secret: r.secret("secret")?,
+        },
+        ty::S_SNAPSHOT_TAKEN => ServerMsg::SnapshotTaken {
+            request: r.u64("request")?,
+            seq: r.u64("seq")?,
+            state_hash: *r
+                .take(32, "state_hash")?
+                .first_chunk()
+                .ok_or("state_hash")?,
+        },
+        _ => return Err(BodyError::UnknownType),
+    };
+    Ok(msg)
+}
+
+/// Reads a body field by field; each read names its field for the error.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], &'static str> {
+        let bytes = self
+            .buf
+            .get(self.pos..self.pos.saturating_add(n))
+            .ok_or(field)?;
+        self.pos += n;
+        Ok(bytes)
+    }
+
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], &'static str> {
+        let bytes = self.take(N, field)?;
+        bytes.first_chunk::<N>().copied().ok_or(field)
+    }
+
+    fn u8(&mut self, field: &'static str) -> Result<u8, &'static str> {
+        Ok(self.array::<1>(field)?[0])
+    }
+
+    fn u16(&mut self, field: &'static str) -> Result<u16, &'static str> {
+        Ok(u16::from_le_bytes(self.array(field)?))
+    }
+
+    fn u32(&mut self, field: &'static str) -> Result<u32, &'static str> {
+        Ok(u32::from_le_bytes(self.array(field)?))
+    }
+
+    fn u64(&mut self, field: &'static str) -> Result<u64, &'static str> {
+        Ok(u64::from_le_bytes(self.array(field)?))
+    }
+
+    fn i64(&mut self, field: &'static str) -> Result<i64, &'static str> {
+        Ok(i64::from_le_bytes(self.array(field)?))
+    }
+
+    /// A list count, refused when the rest of the body cannot hold that many items of at
+    /// least `min_item` bytes, so a lying count never reserves memory.
+    fn count(&mut self, field: &'static str, min_item: usize) -> Result<usize, &'static str> {
+        let count = self.u32(field)? as usize;
+        let left = self.buf.len() - self.pos;
+        if count > left / min_item {
+            return Err(field);
+        }
+        Ok(count)
+    }
+
+    fn name(&mut self, field: &'static str) -> Result<Name, &'static str> {
+        let len = self.u8(field)? as usize;
+        let bytes = self.take(len, field)?;
+        let text = std::str::from_utf8(bytes).map_err(|_| field)?;
+        Name::new(text).ok_or(field)
+    }
+
+    fn secret(&mut self, field: &'static str) -> Result<Secret, &'static str> {
+        let len = self.u8(field)? as usize;
+        Secret::new(self.take(len, field)?).ok_or(field)
+    }
+
+    fn side(&mut self) -> Result<Side, &'static str> {
+        Side::from_code(self.u8("side")?).ok_or("side")
+    }
+
+    fn kind(&mut self) -> Result<RequestKind, &'static str> {
+        RequestKind::from_code(self.u8("kind")?).ok_or("kind")
+    }
+
+    fn spec(&mut self) -> Result<SymbolSpec, &'static str> {
+        Ok(SymbolSpec {
+            symbol: self.name("symbol")?,
+            base: self.name("base")?,
+            quote: self.name("quote")?,
+            base_scale: self.i64("base_scale")?,
+            quote_scale: self.i64("quote_scale")?,
+            maker_fee: self.i64("maker_fee")?,
+            taker_fee: self.i64("taker_fee")?,
+        })
+    }
+
+    fn levels(&mut self, field: &'static str) -> Result<Vec<Level>, &'static str> {
+        let count = self.count(field, 16)?;
+        let mut levels = Vec::with_capacity(count);
+        for _ in 0..count {
+            levels.push(Level {
+                price: self.i64("price")?,
+                qty: self.i64("qty")?,
+            });
+        }
+        Ok(levels)
+    }
+
+    fn report(&mut self) -> Result<UserReport, &'static str> {
+        let user = self.i64("user")?;
+        let count = self.count("balance count", 2 + 16)?;
+        let mut balances = Vec::with_capacity(count);
+        for _ in 0..count {
+            let currency = self.name("currency")?;
+            let balance = Balance {
+                available: self.i64("available")?,
+                held: self.i64("held")?,
+            };
+            balances.push((currency, balance));
+        }
+        let count = self.count("order count", 2 + 8 + 1 + 16)?;
+        let mut orders = Vec::with_capacity(count);
+        for _ in 0..count {
+            orders.push(OpenOrder {
+                symbol: self.name("symbol")?,
+                order: self.i64("order")?,
+                side: self.side()?,
+                price: self.i64("price")?,
+                remaining: self.i64("remaining")?,
+            });
+        }
+        Ok(UserReport {
+            user,
+            balances,
+            orders,
+        })
+    }
+
+    fn finish(&self) -> Result<(), &'static str> {
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err("trailing bytes")
+        }
+    }
+}

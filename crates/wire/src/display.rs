@@ -1,0 +1,180 @@
+//! A readable one-line form of server messages (lists continue on indented lines), for tools
+//! and logs: `trade seq=9 ts_ns=.. order=7 symbol=0 side=buy price=100 qty=5 fee=10 liquidity=taker`.
+
+use std::fmt;
+
+use crate::msg::ServerMsg;
+
+impl fmt::Display for ServerMsg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerMsg::LoginAccepted { user, last_seq } => {
+                write!(f, "login_accepted user={user} last_seq={last_seq}")
+            }
+            ServerMsg::Error { code, message } => {
+                write!(f, "error code={code} message={message:?}")
+            }
+            ServerMsg::Heartbeat { nonce } => write!(f, "heartbeat nonce={nonce}"),
+            ServerMsg::Accepted {
+                seq,
+                ts_ns,
+                order,
+                kind,
+            } => write!(
+                f,
+                "accepted seq={seq} ts_ns={ts_ns} order={order} kind={kind}"
+            ),
+            ServerMsg::Rejected {
+                seq,
+                ts_ns,
+                order,
+                kind,
+                reason,
+            } => write!(
+                f,
+                "rejected seq={seq} ts_ns={ts_ns} order={order} kind={kind} reason={reason}"
+            ),
+            ServerMsg::Trade {
+                seq,
+                ts_ns,
+                order,
+                symbol,
+                side,
+                price,
+                qty,
+                fee,
+                liquidity,
+            } => write!(
+                f,
+                "trade seq={seq} ts_ns={ts_ns} order={order} symbol={} side={side} price={price} \
+                 qty={qty} fee={fee} liquidity={liquidity}",
+                symbol.0
+            ),
+            ServerMsg::Cancelled {
+                seq,
+                ts_ns,
+                order,
+                symbol,
+                side,
+                qty,
+                reason,
+            } => write!(
+                f,
+                "cancelled seq={seq} ts_ns={ts_ns} order={order} symbol={} side={side} qty={qty} \
+                 reason={reason}",
+                symbol.0
+            ),
+            ServerMsg::SymbolList { request, symbols } => {
+                write!(f, "symbol_list request={request} count={}", symbols.len())?;
+                for (id, s) in symbols {
+                    write!(
+                        f,
+                        "\n  symbol_id={} symbol={} base={} quote={} base_scale={} \
+                         quote_scale={} maker_fee={} taker_fee={}",
+                        id.0,
+                        s.symbol,
+                        s.base,
+                        s.quote,
+                        s.base_scale,
+                        s.quote_scale,
+                        s.maker_fee,
+                        s.taker_fee
+                    )?;
+                }
+                Ok(())
+            }
+            ServerMsg::Report { request, report } => {
+                write!(
+                    f,
+                    "report request={request} user={} balances={} orders={}",
+                    report.user,
+                    report.balances.len(),
+                    report.orders.len()
+                )?;
+                for (currency, b) in &report.balances {
+                    write!(
+                        f,
+                        "\n  balance currency={currency} available={} held={}",
+                        b.available, b.held
+                    )?;
+                }
+                for o in &report.orders {
+                    write!(
+                        f,
+                        "\n  order symbol={} order={} side={} price={} remaining={}",
+                        o.symbol, o.order, o.side, o.price, o.remaining
+                    )?;
+                }
+                Ok(())
+            }
+            ServerMsg::VenueReport { request, totals } => {
+                write!(
+                    f,
+                    "venue_report request={request} currencies={}",
+                    totals.len()
+                )?;
+                for t in totals {
+                    write!(
+                        f,
+                        "\n  currency={} deposits={} withdrawals={} available={} held={} fees={}",
+                        t.currency, t.deposits, t.withdrawals, t.available, t.held, t.fees
+                    )?;
+                }
+                Ok(())
+            }
+            ServerMsg::Book {
+                request,
+                seq,
+                symbol,
+                bids,
+                asks,
+            } => {
+                write!(
+                    f,
+                    "book request={request} seq={seq} symbol={} bids={} asks={}",
+                    symbol.0,
+                    bids.len(),
+                    asks.len()
+                )?;
+                for (side, levels) in [("bid", bids), ("ask", asks)] {
+                    for l in levels {
+                        write!(f, "\n  {side} price={} qty={}", l.price, l.qty)?;
+                    }
+                }
+                Ok(())
+            }
+            ServerMsg::AdminResult {
+                request,
+                seq,
+                result,
+            } => match result {
+                Ok(()) => write!(f, "admin_result request={request} seq={seq} result=ok"),
+                Err(reason) => write!(
+                    f,
+                    "admin_result request={request} seq={seq} result=rejected reason={reason}"
+                ),
+            },
+            ServerMsg::UserAdded {
+                request,
+                seq,
+                user,
+                secret,
+            } => write!(
+                f,
+                "user_added request={request} seq={seq} user={user} secret=<{} bytes>",
+                secret.as_bytes().len()
+            ),
+            ServerMsg::SnapshotTaken {
+                request,
+                seq,
+                state_hash,
+            } => {
+                write!(f, "snapshot_taken request={request} seq={seq} state_hash=")?;
+                for b in state_hash {
+                    write!(f, "{b:02x}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}

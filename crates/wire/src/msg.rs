@@ -1,0 +1,378 @@
+//! The messages of the protocol, as values. Their byte layouts are in `codec.rs` and
+//! `docs/protocol.md`.
+
+use std::fmt;
+
+use rialto_core::{
+    CancelReason, CurrencyTotals, Level, Name, OrderId, OrderType, Reason, Side, Stp, SymbolId,
+    SymbolSpec, Tif, UserId, UserReport,
+};
+
+/// Client → server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientMsg {
+    /// Trader login on the order gateway.
+    Login {
+        user: UserId,
+        secret: Secret,
+    },
+    /// Only meaningful on the admin listener.
+    AdminLogin {
+        secret: Secret,
+    },
+    /// The server answers with a Heartbeat carrying the same nonce.
+    Heartbeat {
+        nonce: u64,
+    },
+    NewOrder(NewOrder),
+    Cancel {
+        order: OrderId,
+    },
+    Move {
+        order: OrderId,
+        price: i64,
+    },
+    Reduce {
+        order: OrderId,
+        qty: i64,
+    },
+    /// `None` cancels on every symbol (`u32::MAX` on the wire, so `Some(SymbolId::NONE)` is
+    /// read back as `None`).
+    MassCancel {
+        symbol: Option<SymbolId>,
+    },
+    ListSymbols {
+        request: u64,
+    },
+    /// The sender's own balances and open orders.
+    MyReport {
+        request: u64,
+    },
+    Book {
+        request: u64,
+        symbol: SymbolId,
+        depth: u32,
+    },
+    // Admin only.
+    AddSymbol {
+        request: u64,
+        spec: SymbolSpec,
+    },
+    AddUser {
+        request: u64,
+        user: UserId,
+    },
+    AdjustBalance {
+        request: u64,
+        user: UserId,
+        currency: Name,
+        amount: i64,
+        tx: i64,
+    },
+    TakeSnapshot {
+        request: u64,
+    },
+    UserReport {
+        request: u64,
+        user: UserId,
+    },
+    VenueReport {
+        request: u64,
+    },
+}
+
+impl ClientMsg {
+    /// The request id of a query or admin command, which its reply carries back.
+    pub fn request_id(&self) -> Option<u64> {
+        match *self {
+            ClientMsg::ListSymbols { request }
+            | ClientMsg::MyReport { request }
+            | ClientMsg::Book { request, .. }
+            | ClientMsg::AddSymbol { request, .. }
+            | ClientMsg::AddUser { request, .. }
+            | ClientMsg::AdjustBalance { request, .. }
+            | ClientMsg::TakeSnapshot { request }
+            | ClientMsg::UserReport { request, .. }
+            | ClientMsg::VenueReport { request } => Some(request),
+            ClientMsg::Login { .. }
+            | ClientMsg::AdminLogin { .. }
+            | ClientMsg::Heartbeat { .. }
+            | ClientMsg::NewOrder(_)
+            | ClientMsg::Cancel { .. }
+            | ClientMsg::Move { .. }
+            | ClientMsg::Reduce { .. }
+            | ClientMsg::MassCancel { .. } => None,
+        }
+    }
+}
+
+/// A new order as a client sends it. An enum field the client sent with a code this version
+/// does not know is `None`; the engine rejects the order with `invalid_order` in its place in
+/// the rejection order (docs/rules.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewOrder {
+    pub order: OrderId,
+    pub symbol: SymbolId,
+    pub side: Option<Side>,
+    pub order_type: Option<OrderType>,
+    pub tif: Option<Tif>,
+    pub stp: Option<Stp>,
+    pub post_only: bool,
+    pub price: Option<i64>,
+    pub qty: i64,
+}
+
+impl NewOrder {
+    /// A GTC limit order, cancel_taker self-trade prevention, not post-only.
+    pub fn limit(order: OrderId, symbol: SymbolId, side: Side, price: i64, qty: i64) -> Self {
+        NewOrder {
+            order,
+            symbol,
+            side: Some(side),
+            order_type: Some(OrderType::Limit),
+            tif: Some(Tif::Gtc),
+            stp: Some(Stp::CancelTaker),
+            post_only: false,
+            price: Some(price),
+            qty,
+        }
+    }
+
+    /// An unpriced market IOC order, cancel_taker self-trade prevention.
+    pub fn market(order: OrderId, symbol: SymbolId, side: Side, qty: i64) -> Self {
+        NewOrder {
+            order_type: Some(OrderType::Market),
+            tif: Some(Tif::Ioc),
+            price: None,
+            ..NewOrder::limit(order, symbol, side, 0, qty)
+        }
+    }
+}
+
+/// A login secret: 1 to [`Secret::MAX_LEN`] bytes, held inline. Its `Debug` shows only the
+/// length, so a secret never reaches a log by accident.
+#[derive(Clone)]
+pub struct Secret {
+    len: u8,
+    bytes: [u8; Secret::MAX_LEN],
+}
+
+impl Secret {
+    pub const MAX_LEN: usize = 64;
+
+    /// `None` when `bytes` is empty or longer than [`Secret::MAX_LEN`].
+    pub fn new(bytes: &[u8]) -> Option<Secret> {
+        if bytes.is_empty() || bytes.len() > Self::MAX_LEN {
+            return None;
+        }
+        let mut inline = [0u8; Self::MAX_LEN];
+        inline[..bytes.len()].copy_from_slice(bytes);
+        Some(Secret {
+            len: bytes.len() as u8,
+            bytes: inline,
+        })
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+impl PartialEq for Secret {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Secret {}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret(<{} bytes>)", self.len)
+    }
+}
+
+/// Server → client. `seq` is the venue's sequence number of the command, `ts_ns` its sequencer
+/// time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerMsg {
+    /// `user` is 0 for an admin login.
+    LoginAccepted {
+        user: UserId,
+        last_seq: u64,
+    },
+    /// A protocol-level problem. `message` is at most [`crate::MAX_ERROR_MESSAGE`] bytes of
+    /// UTF-8; the encoder cuts a longer one at a character boundary.
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+    Heartbeat {
+        nonce: u64,
+    },
+    Accepted {
+        seq: u64,
+        ts_ns: i64,
+        order: OrderId,
+        kind: RequestKind,
+    },
+    Rejected {
+        seq: u64,
+        ts_ns: i64,
+        order: OrderId,
+        kind: RequestKind,
+        reason: Reason,
+    },
+    Trade {
+        seq: u64,
+        ts_ns: i64,
+        order: OrderId,
+        symbol: SymbolId,
+        side: Side,
+        price: i64,
+        qty: i64,
+        fee: i64,
+        liquidity: Liquidity,
+    },
+    Cancelled {
+        seq: u64,
+        ts_ns: i64,
+        order: OrderId,
+        symbol: SymbolId,
+        side: Side,
+        qty: i64,
+        reason: CancelReason,
+    },
+    /// At most [`crate::MAX_SYMBOL_LIST_ITEMS`] symbols.
+    SymbolList {
+        request: u64,
+        symbols: Vec<(SymbolId, SymbolSpec)>,
+    },
+    /// At most [`crate::MAX_REPORT_BALANCES`] balances and [`crate::MAX_REPORT_ORDERS`] orders.
+    Report {
+        request: u64,
+        report: UserReport,
+    },
+    /// At most [`crate::MAX_VENUE_CURRENCIES`] currencies.
+    VenueReport {
+        request: u64,
+        totals: Vec<CurrencyTotals>,
+    },
+    /// At most [`crate::MAX_BOOK_LEVELS`] levels a side.
+    Book {
+        request: u64,
+        seq: u64,
+        symbol: SymbolId,
+        bids: Vec<Level>,
+        asks: Vec<Level>,
+    },
+    AdminResult {
+        request: u64,
+        seq: u64,
+        result: Result<(), Reason>,
+    },
+    UserAdded {
+        request: u64,
+        seq: u64,
+        user: UserId,
+        secret: Secret,
+    },
+    SnapshotTaken {
+        request: u64,
+        seq: u64,
+        state_hash: [u8; 32],
+    },
+}
+
+impl ServerMsg {
+    /// The request id this message answers, for replies to queries and admin commands.
+    pub fn request_id(&self) -> Option<u64> {
+        match *self {
+            ServerMsg::SymbolList { request, .. }
+            | ServerMsg::Report { request, .. }
+            | ServerMsg::VenueReport { request, .. }
+            | ServerMsg::Book { request, .. }
+            | ServerMsg::AdminResult { request, .. }
+            | ServerMsg::UserAdded { request, .. }
+            | ServerMsg::SnapshotTaken { request, .. } => Some(request),
+            ServerMsg::LoginAccepted { .. }
+            | ServerMsg::Error { .. }
+            | ServerMsg::Heartbeat { .. }
+            | ServerMsg::Accepted { .. }
+            | ServerMsg::Rejected { .. }
+            | ServerMsg::Trade { .. }
+            | ServerMsg::Cancelled { .. } => None,
+        }
+    }
+}
+
+macro_rules! code_enum {
+    ($(#[$meta:meta])* $name:ident : $repr:ty { $($variant:ident = $code:literal => $word:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr($repr)]
+        pub enum $name { $($variant = $code),+ }
+
+        impl $name {
+            /// Every value, in code order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The snake_case name.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $word),+ }
+            }
+
+            /// The code on the wire.
+            pub fn code(self) -> $repr {
+                self as $repr
+            }
+
+            /// The inverse of [`Self::code`]; `None` for a code no value has.
+            pub fn from_code(code: $repr) -> Option<$name> {
+                match code { $($code => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+code_enum!(
+    /// Which kind of order command an Accepted or Rejected answers.
+    RequestKind: u8 {
+        Place = 0 => "place",
+        Cancel = 1 => "cancel",
+        Move = 2 => "move",
+        Reduce = 3 => "reduce",
+        MassCancel = 4 => "mass_cancel",
+    }
+);
+
+code_enum!(
+    /// Whether a fill's order was resting (maker) or incoming (taker).
+    Liquidity: u8 {
+        Maker = 0 => "maker",
+        Taker = 1 => "taker",
+    }
+);
+
+code_enum!(
+    /// What a protocol-level [`ServerMsg::Error`] is about.
+    ErrorCode: u16 {
+        Malformed = 1 => "malformed",
+        UnknownType = 2 => "unknown_type",
+        UnsupportedVersion = 3 => "unsupported_version",
+        TooLarge = 4 => "too_large",
+        NotLoggedIn = 5 => "not_logged_in",
+        AuthFailed = 6 => "auth_failed",
+        NotAdmin = 7 => "not_admin",
+        Throttled = 8 => "throttled",
+        AlreadyLoggedIn = 9 => "already_logged_in",
+        Busy = 10 => "busy",
+        ShuttingDown = 11 => "shutting_down",
+    }
+);

@@ -1,0 +1,350 @@
+//! Properties of the codec over generated messages and bytes: decoding never panics, every
+//! message round-trips, a partial frame asks for more bytes, frames in a row decode in order.
+
+use proptest::prelude::*;
+use rialto_core::{
+    Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderType, Reason, Side, Stp,
+    SymbolId, SymbolSpec, Tif, UserReport,
+};
+use rialto_wire::{
+    ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg, decode_client,
+    decode_server, encode_client, encode_server,
+};
+
+fn name() -> impl Strategy<Value = Name> {
+    // Up to 11 characters of at most 2 bytes: always within 23 bytes, sometimes multi-byte.
+    "[A-Za-z0-9é/-]{1,11}".prop_map(|s| Name::new(&s).unwrap())
+}
+
+fn secret() -> impl Strategy<Value = Secret> {
+    prop::collection::vec(any::<u8>(), 1..=64).prop_map(|b| Secret::new(&b).unwrap())
+}
+
+fn symbol() -> impl Strategy<Value = SymbolId> {
+    any::<u32>().prop_map(SymbolId)
+}
+
+fn spec() -> impl Strategy<Value = SymbolSpec> {
+    (name(), name(), name(), any::<[i64; 4]>()).prop_map(|(symbol, base, quote, n)| SymbolSpec {
+        symbol,
+        base,
+        quote,
+        base_scale: n[0],
+        quote_scale: n[1],
+        maker_fee: n[2],
+        taker_fee: n[3],
+    })
+}
+
+/// A code that is sometimes known, sometimes not: unknown codes decode to `None`.
+fn code_of<T: Copy + std::fmt::Debug + 'static>(
+    from_code: fn(u8) -> Option<T>,
+) -> impl Strategy<Value = Option<T>> {
+    prop_oneof![0u8..4, any::<u8>()].prop_map(from_code)
+}
+
+fn new_order() -> impl Strategy<Value = NewOrder> {
+    (
+        any::<i64>(),
+        symbol(),
+        code_of(Side::from_code),
+        code_of(OrderType::from_code),
+        code_of(Tif::from_code),
+        code_of(Stp::from_code),
+        any::<bool>(),
+        any::<Option<i64>>(),
+        any::<i64>(),
+    )
+        .prop_map(
+            |(order, symbol, side, order_type, tif, stp, post_only, price, qty)| NewOrder {
+                order,
+                symbol,
+                side,
+                order_type,
+                tif,
+                stp,
+                post_only,
+                price,
+                qty,
+            },
+        )
+}
+
+fn client_msg() -> BoxedStrategy<ClientMsg> {
+    let sessions = prop_oneof![
+        (any::<i64>(), secret()).prop_map(|(user, secret)| ClientMsg::Login { user, secret }),
+        secret().prop_map(|secret| ClientMsg::AdminLogin { secret }),
+        any::<u64>().prop_map(|nonce| ClientMsg::Heartbeat { nonce }),
+        new_order().prop_map(ClientMsg::NewOrder),
+        any::<i64>().prop_map(|order| ClientMsg::Cancel { order }),
+        any::<(i64, i64)>().prop_map(|(order, price)| ClientMsg::Move { order, price }),
+        any::<(i64, i64)>().prop_map(|(order, qty)| ClientMsg::Reduce { order, qty }),
+        // u32::MAX is the wire's "every symbol", so Some(SymbolId(u32::MAX)) reads back as None.
+        prop::option::of((0..u32::MAX).prop_map(SymbolId))
+            .prop_map(|symbol| ClientMsg::MassCancel { symbol }),
+    ];
+    let queries = prop_oneof![
+        any::<u64>().prop_map(|request| ClientMsg::ListSymbols { request }),
+        any::<u64>().prop_map(|request| ClientMsg::MyReport { request }),
+        (any::<u64>(), symbol(), any::<u32>()).prop_map(|(request, symbol, depth)| {
+            ClientMsg::Book {
+                request,
+                symbol,
+                depth,
+            }
+        }),
+        (any::<u64>(), spec()).prop_map(|(request, spec)| ClientMsg::AddSymbol { request, spec }),
+        any::<(u64, i64)>().prop_map(|(request, user)| ClientMsg::AddUser { request, user }),
+        (any::<(u64, i64)>(), name(), any::<(i64, i64)>()).prop_map(
+            |((request, user), currency, (amount, tx))| ClientMsg::AdjustBalance {
+                request,
+                user,
+                currency,
+                amount,
+                tx,
+            }
+        ),
+        any::<u64>().prop_map(|request| ClientMsg::TakeSnapshot { request }),
+        any::<(u64, i64)>().prop_map(|(request, user)| ClientMsg::UserReport { request, user }),
+        any::<u64>().prop_map(|request| ClientMsg::VenueReport { request }),
+    ];
+    prop_oneof![sessions, queries].boxed()
+}
+
+fn pick<T: Copy + std::fmt::Debug + 'static>(all: &'static [T]) -> impl Strategy<Value = T> {
+    prop::sample::select(all)
+}
+
+fn report() -> impl Strategy<Value = UserReport> {
+    let balance = (name(), any::<(i64, i64)>())
+        .prop_map(|(c, (available, held))| (c, Balance { available, held }));
+    let order = (name(), any::<i64>(), pick(Side::ALL), any::<(i64, i64)>()).prop_map(
+        |(symbol, order, side, (price, remaining))| OpenOrder {
+            symbol,
+            order,
+            side,
+            price,
+            remaining,
+        },
+    );
+    (
+        any::<i64>(),
+        prop::collection::vec(balance, 0..5),
+        prop::collection::vec(order, 0..5),
+    )
+        .prop_map(|(user, balances, orders)| UserReport {
+            user,
+            balances,
+            orders,
+        })
+}
+
+fn levels() -> impl Strategy<Value = Vec<Level>> {
+    prop::collection::vec(
+        any::<(i64, i64)>().prop_map(|(price, qty)| Level { price, qty }),
+        0..6,
+    )
+}
+
+fn server_msg() -> BoxedStrategy<ServerMsg> {
+    let head = (any::<u64>(), any::<i64>(), any::<i64>());
+    let stream = prop_oneof![
+        any::<(i64, u64)>()
+            .prop_map(|(user, last_seq)| ServerMsg::LoginAccepted { user, last_seq }),
+        (pick(ErrorCode::ALL), "\\PC{0,40}")
+            .prop_map(|(code, message)| ServerMsg::Error { code, message }),
+        any::<u64>().prop_map(|nonce| ServerMsg::Heartbeat { nonce }),
+        (head.clone(), pick(RequestKind::ALL)).prop_map(|((seq, ts_ns, order), kind)| {
+            ServerMsg::Accepted {
+                seq,
+                ts_ns,
+                order,
+                kind,
+            }
+        }),
+        (head.clone(), pick(RequestKind::ALL), pick(Reason::ALL)).prop_map(
+            |((seq, ts_ns, order), kind, reason)| ServerMsg::Rejected {
+                seq,
+                ts_ns,
+                order,
+                kind,
+                reason,
+            }
+        ),
+        (
+            head.clone(),
+            symbol(),
+            pick(Side::ALL),
+            any::<[i64; 3]>(),
+            pick(Liquidity::ALL)
+        )
+            .prop_map(|((seq, ts_ns, order), symbol, side, n, liquidity)| {
+                ServerMsg::Trade {
+                    seq,
+                    ts_ns,
+                    order,
+                    symbol,
+                    side,
+                    price: n[0],
+                    qty: n[1],
+                    fee: n[2],
+                    liquidity,
+                }
+            }),
+        (
+            head,
+            symbol(),
+            pick(Side::ALL),
+            any::<i64>(),
+            pick(CancelReason::ALL)
+        )
+            .prop_map(|((seq, ts_ns, order), symbol, side, qty, reason)| {
+                ServerMsg::Cancelled {
+                    seq,
+                    ts_ns,
+                    order,
+                    symbol,
+                    side,
+                    qty,
+                    reason,
+                }
+            }),
+    ];
+    let totals = (name(), any::<[i64; 5]>()).prop_map(|(currency, n)| CurrencyTotals {
+        currency,
+        deposits: n[0],
+        withdrawals: n[1],
+        available: n[2],
+        held: n[3],
+        fees: n[4],
+    });
+    let replies = prop_oneof![
+        (
+            any::<u64>(),
+            prop::collection::vec((symbol(), spec()), 0..4)
+        )
+            .prop_map(|(request, symbols)| ServerMsg::SymbolList { request, symbols }),
+        (any::<u64>(), report())
+            .prop_map(|(request, report)| ServerMsg::Report { request, report }),
+        (any::<u64>(), prop::collection::vec(totals, 0..4))
+            .prop_map(|(request, totals)| ServerMsg::VenueReport { request, totals }),
+        (any::<(u64, u64)>(), symbol(), levels(), levels()).prop_map(
+            |((request, seq), symbol, bids, asks)| ServerMsg::Book {
+                request,
+                seq,
+                symbol,
+                bids,
+                asks,
+            }
+        ),
+        (any::<(u64, u64)>(), prop::option::of(pick(Reason::ALL))).prop_map(
+            |((request, seq), reason)| ServerMsg::AdminResult {
+                request,
+                seq,
+                result: reason.map_or(Ok(()), Err),
+            }
+        ),
+        (any::<(u64, u64, i64)>(), secret()).prop_map(|((request, seq, user), secret)| {
+            ServerMsg::UserAdded {
+                request,
+                seq,
+                user,
+                secret,
+            }
+        }),
+        (any::<(u64, u64)>(), any::<[u8; 32]>()).prop_map(|((request, seq), state_hash)| {
+            ServerMsg::SnapshotTaken {
+                request,
+                seq,
+                state_hash,
+            }
+        }),
+    ];
+    prop_oneof![stream, replies].boxed()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
+        let _ = decode_client(&bytes);
+        let _ = decode_server(&bytes);
+    }
+
+    /// Arbitrary bodies behind a plausible header reach the body decoders, which random bytes
+    /// alone rarely do.
+    #[test]
+    fn arbitrary_bodies_never_panic(
+        frame_type in any::<u8>(),
+        body in prop::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let mut frame = ((body.len() + 2) as u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(&[1, frame_type]);
+        frame.extend_from_slice(&body);
+        for result in [decode_client(&frame).map(|m| m.map(|(_, n)| n)),
+                       decode_server(&frame).map(|m| m.map(|(_, n)| n))] {
+            match result {
+                Ok(Some(n)) => prop_assert_eq!(n, frame.len()),
+                Ok(None) => prop_assert!(false, "a whole frame asked for more bytes"),
+                Err(e) => prop_assert_eq!(e.frame_len(), Some(frame.len())),
+            }
+        }
+    }
+
+    #[test]
+    fn client_messages_round_trip(msg in client_msg()) {
+        let mut out = vec![0xAA; 3]; // encoding appends
+        encode_client(&msg, &mut out);
+        let frame = &out[3..];
+        let (decoded, n) = decode_client(frame).unwrap().unwrap();
+        prop_assert_eq!(decoded, msg);
+        prop_assert_eq!(n, frame.len());
+        prop_assert!(n - 4 <= rialto_wire::MAX_CLIENT_FRAME);
+        for cut in 0..frame.len() {
+            prop_assert_eq!(decode_client(&frame[..cut]).unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn server_messages_round_trip(msg in server_msg()) {
+        let mut out = Vec::new();
+        encode_server(&msg, &mut out);
+        let (decoded, n) = decode_server(&out).unwrap().unwrap();
+        prop_assert_eq!(decoded, msg);
+        prop_assert_eq!(n, out.len());
+        for cut in 0..out.len() {
+            prop_assert_eq!(decode_server(&out[..cut]).unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn frames_in_a_row_decode_in_order(
+        clients in prop::collection::vec(client_msg(), 0..8),
+        servers in prop::collection::vec(server_msg(), 0..8),
+    ) {
+        let mut out = Vec::new();
+        for m in &clients {
+            encode_client(m, &mut out);
+        }
+        let mut at = 0;
+        for m in &clients {
+            let (decoded, n) = decode_client(&out[at..]).unwrap().unwrap();
+            prop_assert_eq!(&decoded, m);
+            at += n;
+        }
+        prop_assert_eq!(at, out.len());
+
+        out.clear();
+        for m in &servers {
+            encode_server(m, &mut out);
+        }
+        let mut at = 0;
+        for m in &servers {
+            let (decoded, n) = decode_server(&out[at..]).unwrap().unwrap();
+            prop_assert_eq!(&decoded, m);
+            at += n;
+        }
+        prop_assert_eq!(at, out.len());
+    }
+}
