@@ -35,6 +35,11 @@ pub enum Command {
         order: OrderId,
         qty: i64,
     },
+    /// Cancels every resting order of `user`: in one symbol, or in all of them when `None`.
+    MassCancel {
+        user: UserId,
+        symbol: Option<SymbolId>,
+    },
     /// An L2 snapshot of one symbol, `depth` levels a side.
     Book {
         symbol: SymbolId,

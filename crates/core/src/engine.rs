@@ -186,6 +186,9 @@ pub struct Engine {
     /// Reused for book snapshots so that queries do not allocate once warm.
     scratch_bids: Vec<Level>,
     scratch_asks: Vec<Level>,
+    /// Reused by mass cancel to put a user's orders in canonical order: (symbol name, order id,
+    /// node).
+    scratch_mass_cancel: Vec<(Name, OrderId, u32)>,
 }
 
 /// The hold of a buy of `qty` lots at `price`: `qty * (price * quote_scale + taker_fee)`.
@@ -233,6 +236,7 @@ impl Engine {
             last_seq: 0,
             scratch_bids: Vec::new(),
             scratch_asks: Vec::new(),
+            scratch_mass_cancel: Vec::new(),
         }
     }
 
@@ -251,6 +255,7 @@ impl Engine {
             Command::Move { user, order, price } => self.move_order(user, order, price, sink),
             Command::Cancel { user, order } => self.cancel(user, order, sink),
             Command::Reduce { user, order, qty } => self.reduce(user, order, qty, sink),
+            Command::MassCancel { user, symbol } => self.mass_cancel(user, symbol, sink),
             Command::AddSymbol(ref spec) => self.add_symbol(spec),
             Command::AddUser { user } => self.add_user(user),
             Command::AdjustBalance {
@@ -918,6 +923,44 @@ impl Engine {
             qty,
             reason: CancelReason::Reduce,
         }));
+        Ok(())
+    }
+
+    /// Cancels every resting order of `user` (in `symbol` only, when given) as single cancels
+    /// would, one after the other in canonical order: by symbol name, then order id. The account's
+    /// list is in memory order (newest first, node reuse), which must never reach the output.
+    fn mass_cancel(
+        &mut self,
+        user: UserId,
+        symbol: Option<SymbolId>,
+        sink: &mut impl EventSink,
+    ) -> Result<(), Reason> {
+        let account = *self.account_ids.get(&user).ok_or(Reason::UnknownUser)?;
+        if symbol.is_some_and(|s| self.symbols.get(s.0 as usize).is_none()) {
+            return Err(Reason::UnknownSymbol);
+        }
+        let mut victims = std::mem::take(&mut self.scratch_mass_cancel);
+        victims.clear();
+        let mut idx = self.accounts[account as usize].orders_head;
+        while idx != NIL {
+            let node = self.orders.get(idx);
+            if symbol.is_none_or(|s| s.0 == node.symbol) {
+                let name = self.symbols[node.symbol as usize].spec.symbol;
+                victims.push((name, node.order, idx));
+            }
+            idx = node.account_next;
+        }
+        // Keys are unique: symbol names are, and so are a user's live order ids.
+        victims.sort_unstable_by_key(|&(name, order, _)| (name, order));
+        // Nodes are only freed here, never reused or moved, so the collected indices stay valid.
+        for &(_, _, idx) in &victims {
+            self.remove_resting(idx, CancelReason::User, sink);
+        }
+        assert!(
+            symbol.is_some() || self.accounts[account as usize].orders_head == NIL,
+            "mass cancel left an order of user {user} live"
+        );
+        self.scratch_mass_cancel = victims;
         Ok(())
     }
 

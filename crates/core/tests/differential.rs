@@ -211,6 +211,7 @@ fn outcomes(
         Command::Cancel { .. } => "cancel",
         Command::Move { .. } => "move",
         Command::Reduce { .. } => "reduce",
+        Command::MassCancel { .. } => "mass_cancel",
         Command::Book { .. } => "book",
         Command::UserReport { .. } => "user_report",
         Command::VenueReport => "venue_report",
@@ -228,6 +229,13 @@ fn outcomes(
                 reasons.push(c.reason);
             }
             _ => {}
+        }
+    }
+    if let (Command::MassCancel { .. }, Ok(())) = (cmd, result) {
+        match events.len() {
+            0 => out.push(format!("{kind}: nothing to cancel")),
+            1 => {}
+            _ => out.push(format!("{kind}: several orders")),
         }
     }
     if let Command::Place(p) = cmd {
@@ -301,6 +309,12 @@ fn streams_reach_every_rule() {
         "reduce: invalid_qty",
         "cancel: cancelled user",
         "cancel: unknown_order",
+        "mass_cancel: ok",
+        "mass_cancel: cancelled user",
+        "mass_cancel: nothing to cancel",
+        "mass_cancel: several orders",
+        "mass_cancel: unknown_user",
+        "mass_cancel: unknown_symbol",
         "adjust_balance: ok",
         "adjust_balance: unknown_user",
         "adjust_balance: invalid_qty",

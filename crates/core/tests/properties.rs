@@ -201,6 +201,47 @@ impl QtyLedger {
     }
 }
 
+/// After an accepted mass cancel: none of the user's orders is left where it cancelled, each
+/// event is a `user` cancellation of one of them, in canonical order (symbol name, then order
+/// id), and nothing to cancel means nothing changed.
+fn check_mass_cancel(
+    engine: &Engine,
+    user: UserId,
+    symbol: Option<SymbolId>,
+    events: &[OwnedEvent],
+    hash_before: [u8; 32],
+) -> Result<(), String> {
+    let name_of = |id: SymbolId| engine.symbol(id).map(|s| s.symbol);
+    let wanted = symbol.map(name_of);
+    let report = engine.user_report(user).ok_or("mass cancel of an unknown user")?;
+    if let Some(o) = report
+        .orders
+        .iter()
+        .find(|o| wanted.is_none_or(|w| w == Some(o.symbol)))
+    {
+        return Err(format!("mass cancel left {o:?}"));
+    }
+    let mut keys = Vec::new();
+    for event in events {
+        let OwnedEvent::Cancelled(c) = event else {
+            return Err(format!("mass cancel emitted {event:?}"));
+        };
+        if c.user != user || c.reason != CancelReason::User || symbol.is_some_and(|s| s != c.symbol)
+        {
+            return Err(format!("mass cancel emitted {c:?}"));
+        }
+        let name = name_of(c.symbol).ok_or("a cancellation on an unknown symbol")?;
+        keys.push((name.as_str().to_string(), c.order));
+    }
+    if !keys.is_sorted() {
+        return Err(format!("mass cancel out of canonical order: {keys:?}"));
+    }
+    if events.is_empty() && engine.state_hash() != hash_before {
+        return Err("a mass cancel with nothing to cancel changed the state".into());
+    }
+    Ok(())
+}
+
 fn is_query(cmd: &Command) -> bool {
     matches!(
         cmd,
@@ -236,6 +277,9 @@ fn check_stream(ops: &[Op]) -> Result<(), TestCaseError> {
                 return Err(format!("last_seq {} after seq {seq}", engine.last_seq()));
             }
             check_state(&engine)?;
+            if let (Ok(()), Command::MassCancel { user, symbol }) = (result, cmd) {
+                check_mass_cancel(&engine, user, symbol, events, hash_before)?;
+            }
             ledger.record(&engine, &cmd, &outcome)
         })();
         if let Err(why) = checked {

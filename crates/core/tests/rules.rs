@@ -1613,6 +1613,230 @@ fn a_user_cannot_touch_another_users_order() {
     v.assert_book(S, vec![], vec![resting(1, 1, Side::Sell, 50, 3)]);
 }
 
+// ----- mass cancel ----------------------------------------------------------------------------
+
+fn mass_cancel(user: UserId, symbol: Option<SymbolId>) -> Command {
+    Command::MassCancel { user, symbol }
+}
+
+/// `p` on another symbol than S.
+fn on(symbol: SymbolId, p: PlaceOrder) -> Command {
+    place(PlaceOrder { symbol, ..p })
+}
+
+/// A `user` cancellation of the whole rest of an order on `symbol`.
+fn user_cancelled(
+    symbol: SymbolId,
+    (user, order): (UserId, OrderId),
+    side: Side,
+    qty: i64,
+) -> OwnedEvent {
+    OwnedEvent::Cancelled(Cancelled {
+        symbol,
+        user,
+        order,
+        side,
+        qty,
+        reason: CancelReason::User,
+    })
+}
+
+/// The standard venue plus ZZ (id 1) on the same currencies and scales as BTC-USD.
+fn mass_cancel_venue() -> Venue {
+    let mut v = Venue::standard();
+    v.setup(vec![Command::AddSymbol(spec("ZZ", "BTC", "USD"))]);
+    v.fund(1, 1_000, 10_000);
+    v.fund(2, 1_000, 10_000);
+    v
+}
+
+const ZZ: SymbolId = SymbolId(1);
+
+#[test]
+fn mass_cancel_cancels_every_order_of_the_user_with_its_remaining_qty_and_returns_the_holds() {
+    let mut v = mass_cancel_venue();
+    v.expect(place(buy(1, 1, 50, 2)), vec![]); // holds 2 * (500 + 25) = 1_050 USD
+    v.expect(place(sell(1, 2, 60, 3)), vec![]); // holds 300 BTC
+    v.expect(on(ZZ, buy(1, 3, 40, 1)), vec![]); // holds 425 USD
+    v.expect(
+        place(sell(2, 1, 50, 1)),
+        vec![trade((1, 1), (2, 1), Side::Sell, 50, 1)],
+    );
+    // the fill paid 500 + 5 out of a 525 hold: 20 back, 525 still held for the last lot
+    v.assert_balance(1, "USD", bal(10_000 - 1_050 - 425 + 20, 525 + 425));
+    v.assert_balance(1, "BTC", bal(1_000 + 100 - 300, 300));
+    v.expect(
+        mass_cancel(1, None),
+        vec![
+            user_cancelled(S, (1, 1), Side::Buy, 1),
+            user_cancelled(S, (1, 2), Side::Sell, 3),
+            user_cancelled(ZZ, (1, 3), Side::Buy, 1),
+        ],
+    );
+    v.assert_balance(1, "USD", bal(10_000 - 505, 0));
+    v.assert_balance(1, "BTC", bal(1_000 + 100, 0));
+    v.assert_book(S, vec![], vec![]);
+    v.assert_book(ZZ, vec![], vec![]);
+    assert_eq!(v.engine.resting_order_count(), 0);
+    assert_eq!(v.engine.user_report(1).map(|r| r.orders), Some(vec![]));
+    // the ids are free again
+    v.expect(place(buy(1, 1, 50, 1)), vec![]);
+    v.rejects(Command::Cancel { user: 1, order: 2 }, Reason::UnknownOrder);
+}
+
+#[test]
+fn mass_cancel_of_one_symbol_leaves_the_users_other_symbols_alone() {
+    let mut v = mass_cancel_venue();
+    v.expect(place(buy(1, 1, 50, 2)), vec![]);
+    v.expect(on(ZZ, buy(1, 2, 40, 1)), vec![]);
+    v.expect(on(ZZ, sell(1, 3, 45, 2)), vec![]);
+    v.expect(
+        mass_cancel(1, Some(ZZ)),
+        vec![
+            user_cancelled(ZZ, (1, 2), Side::Buy, 1),
+            user_cancelled(ZZ, (1, 3), Side::Sell, 2),
+        ],
+    );
+    v.assert_book(ZZ, vec![], vec![]);
+    v.assert_book(S, vec![resting(1, 1, Side::Buy, 50, 2)], vec![]);
+    v.assert_balance(1, "USD", bal(10_000 - 1_050, 1_050));
+    v.assert_balance(1, "BTC", bal(1_000, 0));
+    v.expect(
+        mass_cancel(1, Some(S)),
+        vec![user_cancelled(S, (1, 1), Side::Buy, 2)],
+    );
+    v.assert_balance(1, "USD", bal(10_000, 0));
+}
+
+#[test]
+fn mass_cancel_rejects_unknown_user_before_unknown_symbol() {
+    let mut v = mass_cancel_venue();
+    v.expect(place(buy(1, 1, 50, 2)), vec![]);
+    v.rejects(mass_cancel(9, None), Reason::UnknownUser);
+    v.rejects(mass_cancel(9, Some(SymbolId::NONE)), Reason::UnknownUser);
+    v.rejects(mass_cancel(9, Some(S)), Reason::UnknownUser);
+    v.rejects(mass_cancel(1, Some(SymbolId::NONE)), Reason::UnknownSymbol);
+    v.rejects(mass_cancel(1, Some(SymbolId(2))), Reason::UnknownSymbol);
+    v.assert_book(S, vec![resting(1, 1, Side::Buy, 50, 2)], vec![]);
+}
+
+#[test]
+fn mass_cancel_with_nothing_to_cancel_is_ok_with_no_event_and_changes_nothing() {
+    let mut v = mass_cancel_venue();
+    v.expect(place(buy(2, 1, 50, 2)), vec![]);
+    let hash = v.engine.state_hash();
+    v.expect(mass_cancel(1, None), vec![]);
+    v.expect(mass_cancel(3, Some(ZZ)), vec![]);
+    assert_eq!(v.engine.state_hash(), hash, "engine: nothing to cancel");
+    // idempotent: the second of two identical mass cancels finds nothing
+    v.expect(
+        mass_cancel(2, None),
+        vec![user_cancelled(S, (2, 1), Side::Buy, 2)],
+    );
+    let hash = v.engine.state_hash();
+    v.expect(mass_cancel(2, None), vec![]);
+    assert_eq!(v.engine.state_hash(), hash, "engine: repeated mass cancel");
+}
+
+/// Determinism: the account's list of orders is newest first and reuses freed nodes, the
+/// symbols' ids follow the order they were added; none of it may show in the events.
+#[test]
+fn mass_cancel_reports_by_symbol_name_then_order_id() {
+    let mut v = Venue::standard();
+    // ids 0, 1, 2 against names BTC-USD, ZZ, AA-USD: id order is not name order
+    v.setup(vec![
+        Command::AddSymbol(spec("ZZ", "BTC", "USD")),
+        Command::AddSymbol(spec("AA-USD", "BTC", "USD")),
+    ]);
+    let aa = SymbolId(2);
+    v.fund(1, 10_000, 100_000);
+    v.expect(place(buy(1, 7, 40, 1)), vec![]);
+    v.expect(on(ZZ, sell(1, 1, 60, 1)), vec![]);
+    v.expect(on(aa, buy(1, 5, 41, 1)), vec![]);
+    v.expect(place(buy(1, 100, 40, 1)), vec![]);
+    v.expect(place(sell(1, -2, 61, 2)), vec![]);
+    // frees a node in the middle of the account's list, which the next order takes
+    v.expect(
+        Command::Cancel {
+            user: 1,
+            order: 100,
+        },
+        vec![cancelled((1, 100), Side::Buy, 1, CancelReason::User)],
+    );
+    v.expect(place(buy(1, 3, 39, 1)), vec![]);
+    v.expect(on(aa, sell(1, 2, 70, 3)), vec![]);
+    v.expect(on(ZZ, buy(1, i64::MIN, 30, 1)), vec![]);
+    v.expect(
+        mass_cancel(1, None),
+        vec![
+            user_cancelled(aa, (1, 2), Side::Sell, 3),
+            user_cancelled(aa, (1, 5), Side::Buy, 1),
+            user_cancelled(S, (1, -2), Side::Sell, 2),
+            user_cancelled(S, (1, 3), Side::Buy, 1),
+            user_cancelled(S, (1, 7), Side::Buy, 1),
+            user_cancelled(ZZ, (1, i64::MIN), Side::Buy, 1),
+            user_cancelled(ZZ, (1, 1), Side::Sell, 1),
+        ],
+    );
+    v.assert_balance(1, "USD", bal(100_000, 0));
+    v.assert_balance(1, "BTC", bal(10_000, 0));
+}
+
+#[test]
+fn mass_cancel_leaves_other_users_orders_and_their_priority_and_updates_the_levels() {
+    let mut v = mass_cancel_venue();
+    v.fund(3, 1_000, 0);
+    v.expect(place(buy(1, 1, 50, 2)), vec![]);
+    v.expect(place(buy(2, 1, 50, 3)), vec![]);
+    v.expect(place(buy(1, 2, 50, 4)), vec![]);
+    v.expect(place(buy(1, 3, 48, 1)), vec![]);
+    v.expect(place(sell(2, 2, 60, 1)), vec![]);
+    v.expect(place(sell(1, 4, 60, 4)), vec![]);
+    v.expect(place(sell(1, 5, 62, 1)), vec![]);
+    v.expect(on(ZZ, buy(2, 3, 50, 1)), vec![]);
+    let book = |bids: Vec<Level>, asks: Vec<Level>| OwnedEvent::Book {
+        symbol: S,
+        bids,
+        asks,
+    };
+    let level = |price, qty| Level { price, qty };
+    let depth = Command::Book {
+        symbol: S,
+        depth: 10,
+    };
+    v.expect(
+        depth,
+        vec![book(
+            vec![level(50, 9), level(48, 1)],
+            vec![level(60, 5), level(62, 1)],
+        )],
+    );
+    v.expect(
+        mass_cancel(1, None),
+        vec![
+            user_cancelled(S, (1, 1), Side::Buy, 2),
+            user_cancelled(S, (1, 2), Side::Buy, 4),
+            user_cancelled(S, (1, 3), Side::Buy, 1),
+            user_cancelled(S, (1, 4), Side::Sell, 4),
+            user_cancelled(S, (1, 5), Side::Sell, 1),
+        ],
+    );
+    v.expect(depth, vec![book(vec![level(50, 3)], vec![level(60, 1)])]);
+    v.assert_book(
+        S,
+        vec![resting(2, 1, Side::Buy, 50, 3)],
+        vec![resting(2, 2, Side::Sell, 60, 1)],
+    );
+    v.assert_book(ZZ, vec![resting(2, 3, Side::Buy, 50, 1)], vec![]);
+    v.assert_balance(2, "USD", bal(10_000 - 1_575 - 525, 1_575 + 525));
+    v.assert_balance(2, "BTC", bal(1_000 - 100, 100));
+    // user 2's orders still trade where they rest
+    v.expect(
+        place(sell(3, 1, 50, 1)),
+        vec![trade((2, 1), (3, 1), Side::Sell, 50, 1)],
+    );
+}
+
 // ----- queries --------------------------------------------------------------------------------
 
 #[test]

@@ -217,6 +217,7 @@ impl Model {
             Command::Cancel { user, order } => self.cancel(user, order, events),
             Command::Move { user, order, price } => self.move_order(user, order, price, events),
             Command::Reduce { user, order, qty } => self.reduce(user, order, qty, events),
+            Command::MassCancel { user, symbol } => self.mass_cancel(user, symbol, events),
             Command::Book { symbol, depth } => self.book(symbol, depth, events),
             Command::UserReport { user } => match self.user_report(user) {
                 Some(report) => {
@@ -694,6 +695,36 @@ impl Model {
             qty: removed,
             ..cancelled_of(symbol, &o, CancelReason::Reduce)
         }));
+        Ok(())
+    }
+
+    /// Every live order of the user (on `symbol` when given), by symbol name then order id, each
+    /// cancelled as `cancel` would.
+    fn mass_cancel(
+        &mut self,
+        user: UserId,
+        symbol: Option<SymbolId>,
+        events: &mut Vec<OwnedEvent>,
+    ) -> Result<(), Reason> {
+        if !self.users.contains_key(&user) {
+            return Err(Reason::UnknownUser);
+        }
+        if let Some(symbol) = symbol
+            && self.spec(symbol).is_none()
+        {
+            return Err(Reason::UnknownSymbol);
+        }
+        let mut targets: Vec<(String, OrderId)> = self
+            .live
+            .iter()
+            .filter(|&(&(u, _), &s)| u == user && symbol.is_none_or(|want| want == s))
+            .map(|(&(_, order), &s)| (self.symbols[s.0 as usize].symbol.as_str().to_string(), order))
+            .collect();
+        targets.sort();
+        for (_, order) in targets {
+            self.cancel(user, order, events)
+                .expect("model: a live order can be cancelled");
+        }
         Ok(())
     }
 

@@ -139,6 +139,12 @@ pub enum Op {
         target: Target,
         qty: Qty,
     },
+    /// Rare, as on a real venue; its user and symbol are unknown more often than elsewhere so
+    /// that its rejections show up too.
+    MassCancel {
+        user: u8,
+        symbol: u8,
+    },
     Book {
         symbol: u8,
         depth: u8,
@@ -267,6 +273,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         3 => target().prop_map(|target| Op::Cancel { target }),
         8 => (target(), px()).prop_map(|(target, price)| Op::Move { target, price }),
         3 => (target(), qty()).prop_map(|(target, qty)| Op::Reduce { target, qty }),
+        1 => (any::<u8>(), any::<u8>()).prop_map(|(user, symbol)| Op::MassCancel { user, symbol }),
         10 => (any::<u8>(), any::<u8>(), amount(), 0u16..40).prop_map(
             |(user, currency, amount, tx)| Op::Adjust { user, currency, amount, tx }
         ),
@@ -539,6 +546,19 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 qty: qty_of(&spec, qty),
             }
         }
+        Op::MassCancel { user, symbol } => Command::MassCancel {
+            user: if user % 8 == 7 {
+                USERS[(user / 8) as usize % USERS.len()]
+            } else {
+                user_of(view, user)
+            },
+            symbol: match symbol % 8 {
+                0..=2 => None,
+                3 => Some(SymbolId::NONE),
+                4 => Some(SymbolId(view.symbol_count())),
+                _ => Some(symbol_of(view, symbol / 8)),
+            },
+        },
         Op::Book { symbol, depth } => Command::Book {
             symbol: symbol_of(view, symbol),
             depth: [1, 2, 3, 10, 0, -1][depth as usize % 6],
