@@ -1,0 +1,267 @@
+//! Byte layouts of segment headers and records, file names, and the record scanner shared by
+//! the reader and the writer (docs/journal-format.md).
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use rialto_core::Command;
+
+use crate::codec::{MAX_COMMAND_BYTES, decode_command};
+
+/// `<data>/journal`
+pub const JOURNAL_DIR: &str = "journal";
+/// `<data>/journal/archive`
+pub const ARCHIVE_DIR: &str = "archive";
+/// `<data>/snapshots`
+pub const SNAPSHOT_DIR: &str = "snapshots";
+
+pub const SEGMENT_MAGIC: &[u8; 8] = b"RIALTOJL";
+pub const SEGMENT_VERSION: u32 = 1;
+/// magic 8 | version u32 | header_len u32 | first_seq u64 | reserved u32 (0) | crc32c u32
+pub const SEGMENT_HEADER_LEN: usize = 32;
+
+/// `len u32 | crc32c u32`, then the `len` bytes the CRC covers.
+pub const RECORD_PREFIX_LEN: usize = 8;
+/// `seq u64 | ts_ns i64`, the start of what the CRC covers.
+pub const RECORD_FIXED_LEN: usize = 16;
+pub const RECORD_LEN_MIN: u32 = (RECORD_FIXED_LEN + 1) as u32;
+pub const RECORD_LEN_MAX: u32 = (RECORD_FIXED_LEN + MAX_COMMAND_BYTES) as u32;
+/// The largest record on disk, prefix included.
+pub const RECORD_MAX_BYTES: usize = RECORD_PREFIX_LEN + RECORD_LEN_MAX as usize;
+
+pub fn journal_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join(JOURNAL_DIR)
+}
+
+pub fn archive_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join(JOURNAL_DIR).join(ARCHIVE_DIR)
+}
+
+pub fn snapshot_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join(SNAPSHOT_DIR)
+}
+
+pub fn segment_name(first_seq: u64) -> String {
+    format!("segment-{first_seq:020}.log")
+}
+
+/// The first seq a segment file name claims, or `None` for any other file.
+pub fn parse_segment_name(name: &str) -> Option<u64> {
+    parse_numbered(name, "segment-", ".log")
+}
+
+pub(crate) fn parse_numbered(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Segment files of `dir` as `(first_seq, path)`, ascending. A missing directory has none.
+pub fn list_segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    list_numbered(dir, parse_segment_name)
+}
+
+pub(crate) fn list_numbered(
+    dir: &Path,
+    parse: fn(&str) -> Option<u64>,
+) -> io::Result<Vec<(u64, PathBuf)>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        if let Some(seq) = entry.file_name().to_str().and_then(parse) {
+            found.push((seq, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+pub fn encode_segment_header(first_seq: u64) -> [u8; SEGMENT_HEADER_LEN] {
+    let mut h = [0u8; SEGMENT_HEADER_LEN];
+    h[0..8].copy_from_slice(SEGMENT_MAGIC);
+    h[8..12].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&(SEGMENT_HEADER_LEN as u32).to_le_bytes());
+    h[16..24].copy_from_slice(&first_seq.to_le_bytes());
+    // 24..28 reserved, zero.
+    let crc = crc32c::crc32c(&h[..28]);
+    h[28..32].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// The first seq a segment header records, or what is wrong with it.
+pub fn parse_segment_header(bytes: &[u8]) -> Result<u64, String> {
+    let Some(h) = bytes.get(..SEGMENT_HEADER_LEN) else {
+        return Err(format!(
+            "file is {} bytes, shorter than the {SEGMENT_HEADER_LEN}-byte header",
+            bytes.len()
+        ));
+    };
+    if &h[0..8] != SEGMENT_MAGIC {
+        return Err("bad magic (not a Rialto journal segment)".into());
+    }
+    let crc = u32_at(h, 28);
+    if crc32c::crc32c(&h[..28]) != crc {
+        return Err("header CRC mismatch".into());
+    }
+    let version = u32_at(h, 8);
+    if version != SEGMENT_VERSION {
+        return Err(format!("unsupported version {version}"));
+    }
+    let header_len = u32_at(h, 12);
+    if header_len as usize != SEGMENT_HEADER_LEN {
+        return Err(format!(
+            "header length {header_len}, expected {SEGMENT_HEADER_LEN}"
+        ));
+    }
+    let first_seq = u64_at(h, 16);
+    if first_seq == 0 {
+        return Err("first seq 0 (seqs start at 1)".into());
+    }
+    Ok(first_seq)
+}
+
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(x)
+}
+
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+/// Appends one record (`len | crc | seq | ts_ns | command`) to `out`.
+pub fn encode_record(out: &mut Vec<u8>, seq: u64, ts_ns: i64, cmd: &Command) {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; RECORD_PREFIX_LEN]);
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&ts_ns.to_le_bytes());
+    crate::codec::encode_command(cmd, out);
+    let body = &out[start + RECORD_PREFIX_LEN..];
+    let len = body.len() as u32;
+    let crc = crc32c::crc32c(body);
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// One record read from a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawRecord {
+    pub seq: u64,
+    pub ts_ns: i64,
+    pub command: Command,
+    /// Bytes the record takes on disk, prefix included.
+    pub size: usize,
+}
+
+/// Parses the record at `buf[pos..]`: length in range, complete, CRC right, command valid.
+/// Does not judge the seq.
+pub fn parse_record(buf: &[u8], pos: usize) -> Result<RawRecord, String> {
+    let left = buf.len().saturating_sub(pos);
+    if left < RECORD_PREFIX_LEN {
+        return Err(format!(
+            "incomplete record prefix ({left} of {RECORD_PREFIX_LEN} bytes)"
+        ));
+    }
+    let len = u32_at(buf, pos);
+    if !(RECORD_LEN_MIN..=RECORD_LEN_MAX).contains(&len) {
+        return Err(format!(
+            "record length {len} outside {RECORD_LEN_MIN}..={RECORD_LEN_MAX}"
+        ));
+    }
+    let size = RECORD_PREFIX_LEN + len as usize;
+    if left < size {
+        return Err(format!("incomplete record ({left} of {size} bytes)"));
+    }
+    let crc = u32_at(buf, pos + 4);
+    let body = &buf[pos + RECORD_PREFIX_LEN..pos + size];
+    let actual = crc32c::crc32c(body);
+    if actual != crc {
+        return Err(format!(
+            "CRC mismatch (stored {crc:#010x}, computed {actual:#010x})"
+        ));
+    }
+    let seq = u64_at(body, 0);
+    let ts_ns = u64_at(body, 8) as i64;
+    let command = decode_command(&body[RECORD_FIXED_LEN..]).map_err(|e| e.to_string())?;
+    Ok(RawRecord {
+        seq,
+        ts_ns,
+        command,
+        size,
+    })
+}
+
+/// How a segment's bytes end after its last good record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SegmentEnd {
+    /// Every byte belongs to a good record.
+    Clean,
+    /// A bad record at `offset` with nothing valid after it (or only zeros): a torn write.
+    Torn { offset: u64, problem: String },
+    /// A bad record at `offset` with a valid record after it.
+    Corrupt { offset: u64, problem: String },
+}
+
+/// Judges the bytes from a bad record at `bad_at` to the end of the buffer. Torn when they are
+/// all zero, or when no offset after `bad_at` starts a record whose length, CRC and command are
+/// valid and whose seq is at least `expected_seq` (the seq the bad record should have had).
+/// Otherwise something valid follows the damage: corruption, not a torn write.
+pub fn judge_bad_record(
+    buf: &[u8],
+    bad_at: usize,
+    expected_seq: u64,
+    problem: String,
+) -> SegmentEnd {
+    let tail = &buf[bad_at..];
+    if tail.iter().all(|&b| b == 0) {
+        return SegmentEnd::Torn {
+            offset: bad_at as u64,
+            problem: format!("{problem}; the rest is {} zero bytes", tail.len()),
+        };
+    }
+    for p in bad_at + 1..buf.len() {
+        if let Ok(r) = parse_record(buf, p)
+            && r.seq >= expected_seq
+        {
+            return SegmentEnd::Corrupt {
+                offset: bad_at as u64,
+                problem: format!(
+                    "{problem}; a valid record (seq {}) follows at byte {p}",
+                    r.seq
+                ),
+            };
+        }
+    }
+    SegmentEnd::Torn {
+        offset: bad_at as u64,
+        problem,
+    }
+}
+
+/// Flushes a directory's entries (a created, renamed or removed file) to disk.
+pub fn fsync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Creates `dir` (and its parents) and makes the new entry durable in the parent.
+pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir)?;
+    if let Some(parent) = dir.parent() {
+        fsync_dir(parent)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,459 @@
+//! The journal writer: `append` encodes into a batch buffer, `commit` writes the batch with one
+//! `write` and makes it as durable as the [`Durability`] mode says (group commit).
+//!
+//! The writer belongs to one thread (the journal agent). After a failed write or sync it is
+//! poisoned: every later call fails, because after a failed fsync the kernel may have dropped
+//! the dirty pages and a retry could report success for data that is gone.
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use rialto_core::Command;
+
+use crate::error::{JournalError, Result};
+use crate::format::{
+    RECORD_MAX_BYTES, SEGMENT_HEADER_LEN, SegmentEnd, create_dir_durable, encode_record,
+    encode_segment_header, fsync_dir, journal_dir, judge_bad_record, list_segments, parse_record,
+    parse_segment_header, segment_name,
+};
+
+/// How durable a committed batch is before `commit` returns (docs/journal-format.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// `fdatasync` at every commit: a committed batch survives a process crash and a power loss.
+    Fsync,
+    /// Written to the OS at every commit (survives a process crash); `fdatasync` at the first
+    /// commit or [`JournalWriter::sync_if_due`] at least `interval_us` after the last one, so a
+    /// power loss loses at most about that much acknowledged work.
+    Batch { interval_us: u64 },
+    /// Kept in the writer's buffer until it holds [`JournalConfig::buffer_bytes`], then written;
+    /// synced only by [`JournalWriter::sync`] and at segment roll. UNSAFE: a process crash
+    /// loses acknowledged commands. For tests and benchmarks.
+    None,
+}
+
+impl Durability {
+    pub const DEFAULT_BATCH_INTERVAL_US: u64 = 1000;
+}
+
+impl Default for Durability {
+    fn default() -> Self {
+        Durability::Fsync
+    }
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Durability::Fsync => f.write_str("fsync"),
+            Durability::Batch { interval_us } => write!(f, "batch:{interval_us}"),
+            Durability::None => f.write_str("none"),
+        }
+    }
+}
+
+impl FromStr for Durability {
+    type Err = String;
+
+    /// `fsync`, `batch` (interval 1000 µs), `batch:<interval_us>`, or `none`.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "fsync" => Ok(Durability::Fsync),
+            "batch" => Ok(Durability::Batch {
+                interval_us: Self::DEFAULT_BATCH_INTERVAL_US,
+            }),
+            "none" => Ok(Durability::None),
+            _ => match s.strip_prefix("batch:").map(str::parse::<u64>) {
+                Some(Ok(interval_us)) => Ok(Durability::Batch { interval_us }),
+                _ => Err(format!(
+                    "unknown durability {s:?} (expected fsync, batch, batch:<interval_us> or none)"
+                )),
+            },
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JournalConfig {
+    /// A segment is closed and a new one started before a record would take it past this size
+    /// (a segment always holds at least one record).
+    pub segment_bytes: u64,
+    pub durability: Durability,
+    /// Capacity of the batch buffer, allocated at open. `append` grows it if a batch is larger
+    /// (an allocation, not an error); in `none` mode a commit writes once it holds this much.
+    pub buffer_bytes: usize,
+}
+
+impl JournalConfig {
+    pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
+    pub const DEFAULT_BUFFER_BYTES: usize = 1 << 20;
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig {
+            segment_bytes: Self::DEFAULT_SEGMENT_BYTES,
+            durability: Durability::default(),
+            buffer_bytes: Self::DEFAULT_BUFFER_BYTES,
+        }
+    }
+}
+
+/// What a commit (or sync) made safe. Every seq up to `ack_through` may be acknowledged under
+/// the writer's durability mode; the other two say what that rests on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Durable {
+    /// Highest seq the caller may acknowledge as the mode promises (0: none yet).
+    pub ack_through: u64,
+    /// Highest seq handed to the OS: survives a crash of this process.
+    pub written_through: u64,
+    /// Highest seq `fdatasync`ed: survives a power loss.
+    pub synced_through: u64,
+}
+
+pub struct JournalWriter {
+    dir: PathBuf,
+    config: JournalConfig,
+    file: File,
+    path: PathBuf,
+    /// Bytes in the current segment file.
+    file_len: u64,
+    /// Records in the current segment file.
+    file_records: u64,
+    /// Encoded records not yet written.
+    buf: Vec<u8>,
+    /// Offsets in `buf` where a new segment starts, with that segment's first seq.
+    rolls: Vec<(usize, u64)>,
+    /// Segment size and record count as they will be once `buf` is written.
+    projected_len: u64,
+    projected_records: u64,
+    next_seq: u64,
+    written_through: u64,
+    synced_through: u64,
+    last_sync: Instant,
+    poisoned: bool,
+}
+
+impl JournalWriter {
+    /// Opens `<data>/journal` to append from `next_seq`: continues the last segment if there is
+    /// one (truncating a torn tail, refusing corruption or a seq that does not follow), or
+    /// starts `segment-<next_seq>.log`. Normally called after [`crate::recover`], with
+    /// `next_seq = recovered.last_seq + 1`.
+    pub fn open(data_dir: &Path, config: JournalConfig, next_seq: u64) -> Result<JournalWriter> {
+        assert!(next_seq >= 1, "seqs start at 1");
+        assert!(config.segment_bytes > 0 && config.buffer_bytes > 0);
+        let dir = journal_dir(data_dir);
+        create_dir_durable(&dir).map_err(|e| JournalError::io(&dir, e))?;
+        remove_temp_files(&dir)?;
+        let segments = list_segments(&dir).map_err(|e| JournalError::io(&dir, e))?;
+        let (path, file_len, file_records) = match segments.last() {
+            Some((_, path)) => {
+                let (len, last_seq, records) = check_last_segment(path)?;
+                if last_seq + 1 != next_seq {
+                    return Err(JournalError::SeqMismatch {
+                        path: path.clone(),
+                        last: last_seq,
+                        next: next_seq,
+                    });
+                }
+                (path.clone(), len, records)
+            }
+            None => {
+                let path = create_segment(&dir, next_seq).map_err(|e| JournalError::io(&dir, e))?;
+                (path, SEGMENT_HEADER_LEN as u64, 0)
+            }
+        };
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| JournalError::io(&path, e))?;
+        Ok(JournalWriter {
+            dir,
+            config,
+            file,
+            path,
+            file_len,
+            file_records,
+            buf: Vec::with_capacity(config.buffer_bytes.max(RECORD_MAX_BYTES)),
+            rolls: Vec::with_capacity(4),
+            projected_len: file_len,
+            projected_records: file_records,
+            next_seq,
+            written_through: next_seq - 1,
+            synced_through: next_seq - 1,
+            last_sync: Instant::now(),
+            poisoned: false,
+        })
+    }
+
+    pub fn config(&self) -> &JournalConfig {
+        &self.config
+    }
+
+    /// The seq the next `append` must carry.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The segment being written.
+    pub fn current_segment(&self) -> &Path {
+        &self.path
+    }
+
+    /// Encodes one record into the batch buffer. No syscall.
+    ///
+    /// # Panics
+    /// If `seq` is not the next seq: the sequencer assigns them, a gap is a bug upstream.
+    pub fn append(&mut self, seq: u64, ts_ns: i64, cmd: &Command) {
+        assert_eq!(seq, self.next_seq, "journal append out of sequence");
+        let start = self.buf.len();
+        encode_record(&mut self.buf, seq, ts_ns, cmd);
+        let size = (self.buf.len() - start) as u64;
+        if self.projected_records > 0 && self.projected_len + size > self.config.segment_bytes {
+            self.rolls.push((start, seq));
+            self.projected_len = SEGMENT_HEADER_LEN as u64;
+            self.projected_records = 0;
+        }
+        self.projected_len += size;
+        self.projected_records += 1;
+        self.next_seq += 1;
+    }
+
+    /// Writes the batch (one `write`, or one per segment it spans) and syncs as the mode says.
+    /// Returns what may now be acknowledged. An `Err` poisons the writer.
+    pub fn commit(&mut self) -> io::Result<Durable> {
+        self.check_poisoned()?;
+        match self.config.durability {
+            Durability::Fsync => {
+                self.write_buffered()?;
+                if self.synced_through < self.written_through {
+                    self.sync_file(Instant::now())?;
+                }
+            }
+            Durability::Batch { interval_us } => {
+                self.write_buffered()?;
+                let now = Instant::now();
+                if self.synced_through < self.written_through
+                    && now.duration_since(self.last_sync) >= Duration::from_micros(interval_us)
+                {
+                    self.sync_file(now)?;
+                }
+            }
+            Durability::None => {
+                if self.buf.len() >= self.config.buffer_bytes {
+                    self.write_buffered()?;
+                }
+            }
+        }
+        Ok(self.durable())
+    }
+
+    /// Batch mode: syncs if something written is unsynced and the interval has passed since the
+    /// last sync. For an idle journal thread, so that a quiet period does not leave
+    /// acknowledged commands unsynced. Other modes: nothing to do.
+    pub fn sync_if_due(&mut self, now: Instant) -> io::Result<Durable> {
+        self.check_poisoned()?;
+        if let Durability::Batch { interval_us } = self.config.durability
+            && self.synced_through < self.written_through
+            && now.saturating_duration_since(self.last_sync) >= Duration::from_micros(interval_us)
+        {
+            self.sync_file(now)?;
+        }
+        Ok(self.durable())
+    }
+
+    /// When `sync_if_due` will next have work (batch mode with unsynced data), else `None`.
+    pub fn sync_due_at(&self) -> Option<Instant> {
+        match self.config.durability {
+            Durability::Batch { interval_us } if self.synced_through < self.written_through => {
+                Some(self.last_sync + Duration::from_micros(interval_us))
+            }
+            _ => None,
+        }
+    }
+
+    /// Writes everything appended and `fdatasync`s it, in every mode. For clean shutdown.
+    pub fn sync(&mut self) -> io::Result<Durable> {
+        self.check_poisoned()?;
+        self.write_buffered()?;
+        if self.synced_through < self.written_through {
+            self.sync_file(Instant::now())?;
+        }
+        Ok(self.durable())
+    }
+
+    fn durable(&self) -> Durable {
+        let ack_through = match self.config.durability {
+            Durability::Fsync => self.synced_through,
+            Durability::Batch { .. } => self.written_through,
+            // Documented as unsafe: acknowledged before it is even written.
+            Durability::None => self.next_seq - 1,
+        };
+        Durable {
+            ack_through,
+            written_through: self.written_through,
+            synced_through: self.synced_through,
+        }
+    }
+
+    fn check_poisoned(&self) -> io::Result<()> {
+        if self.poisoned {
+            return Err(io::Error::other(
+                "journal writer failed earlier; reopen it after recovery",
+            ));
+        }
+        Ok(())
+    }
+
+    fn write_buffered(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let result = self.write_buffered_inner();
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    fn write_buffered_inner(&mut self) -> io::Result<()> {
+        let mut from = 0;
+        let mut roll_index = 0;
+        while roll_index < self.rolls.len() {
+            let (at, first_seq) = self.rolls[roll_index];
+            self.write_part(from, at)?;
+            self.roll(first_seq)?;
+            from = at;
+            roll_index += 1;
+        }
+        self.write_part(from, self.buf.len())?;
+        self.buf.clear();
+        self.rolls.clear();
+        self.written_through = self.next_seq - 1;
+        Ok(())
+    }
+
+    fn write_part(&mut self, from: usize, to: usize) -> io::Result<()> {
+        if from == to {
+            return Ok(());
+        }
+        self.file.write_all(&self.buf[from..to])?;
+        self.file_len += (to - from) as u64;
+        Ok(())
+    }
+
+    /// Closes the current segment durably (all modes: a later sync only covers the new file)
+    /// and starts the next one.
+    fn roll(&mut self, first_seq: u64) -> io::Result<()> {
+        self.file.sync_data()?;
+        let path = create_segment(&self.dir, first_seq)?;
+        self.file = OpenOptions::new().append(true).open(&path)?;
+        self.path = path;
+        self.file_len = SEGMENT_HEADER_LEN as u64;
+        self.file_records = 0;
+        self.synced_through = first_seq - 1;
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    fn sync_file(&mut self, now: Instant) -> io::Result<()> {
+        if let Err(e) = self.file.sync_data() {
+            self.poisoned = true;
+            return Err(e);
+        }
+        self.synced_through = self.written_through;
+        self.last_sync = now;
+        Ok(())
+    }
+}
+
+/// Creates `segment-<first_seq>.log` holding only its header, durably: written to a temp name,
+/// synced, renamed, directory synced. A segment file therefore always has a whole header.
+fn create_segment(dir: &Path, first_seq: u64) -> io::Result<PathBuf> {
+    let name = segment_name(first_seq);
+    let path = dir.join(&name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut file = File::create(&tmp)?;
+    file.write_all(&encode_segment_header(first_seq))?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&tmp, &path)?;
+    fsync_dir(dir)?;
+    Ok(path)
+}
+
+/// Leftovers of a crash during `create_segment`: never holding records, always safe to remove.
+fn remove_temp_files(dir: &Path) -> Result<()> {
+    let entries = fs::read_dir(dir).map_err(|e| JournalError::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| JournalError::io(dir, e))?;
+        let name = entry.file_name();
+        if name
+            .to_str()
+            .is_some_and(|n| n.starts_with("segment-") && n.ends_with(".tmp"))
+        {
+            fs::remove_file(entry.path()).map_err(|e| JournalError::io(entry.path(), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks the last segment before appending to it: its header, every record, seq continuity.
+/// A torn tail is truncated (with a warning); corruption is refused. Returns the file's good
+/// length, its last seq (first seq - 1 when empty) and its record count.
+fn check_last_segment(path: &Path) -> Result<(u64, u64, u64)> {
+    let bytes = fs::read(path).map_err(|e| JournalError::io(path, e))?;
+    let first_seq =
+        parse_segment_header(&bytes).map_err(|problem| JournalError::BadSegmentHeader {
+            path: path.to_owned(),
+            problem,
+        })?;
+    let mut pos = SEGMENT_HEADER_LEN;
+    let mut expected = first_seq;
+    while pos < bytes.len() {
+        match parse_record(&bytes, pos) {
+            Ok(r) if r.seq == expected => {
+                pos += r.size;
+                expected += 1;
+            }
+            Ok(r) => {
+                return Err(JournalError::SeqGap {
+                    path: path.to_owned(),
+                    offset: pos as u64,
+                    expected,
+                    found: r.seq,
+                });
+            }
+            Err(problem) => match judge_bad_record(&bytes, pos, expected, problem) {
+                SegmentEnd::Torn { offset, problem } => {
+                    tracing::warn!(path = %path.display(), offset, "truncating a torn write: {problem}");
+                    truncate_durable(path, offset)?;
+                    break;
+                }
+                SegmentEnd::Corrupt { offset, problem } => {
+                    return Err(JournalError::Corrupt {
+                        path: path.to_owned(),
+                        offset,
+                        problem,
+                    });
+                }
+                SegmentEnd::Clean => break,
+            },
+        }
+    }
+    Ok((pos as u64, expected - 1, expected - first_seq))
+}
+
+/// Cuts `path` to `len` bytes and syncs it.
+pub(crate) fn truncate_durable(path: &Path, len: u64) -> Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| JournalError::io(path, e))?;
+    file.set_len(len).map_err(|e| JournalError::io(path, e))?;
+    file.sync_all().map_err(|e| JournalError::io(path, e))
+}
