@@ -1,5 +1,9 @@
 //! The `rialto` command's library: scenario files (JSON Lines commands in, JSON Lines events
-//! out, docs/scenario-format.md) and the replay loop that drives the engine with them.
+//! out, docs/scenario-format.md), the replay loop that drives the engine with them, and the
+//! front ends of `serve` and `loadgen`.
 
+pub mod loadgen;
+pub mod pipeline_bench;
 pub mod replay;
 pub mod scenario;
+pub mod serve;

@@ -1,4 +1,4 @@
-//! `rialto`: replay scenario files through the engine, run benchmarks.
+//! `rialto`: serve a venue, replay scenario files through the engine, run benchmarks.
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter};
@@ -8,14 +8,16 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use rialto_bench::cli::BenchCommand;
+use rialto_cli::loadgen::LoadgenArgs;
 use rialto_cli::replay::{self, ReplayError, ReplayOptions};
+use rialto_cli::serve::ServeArgs;
 
 /// Rialto: a deterministic exchange core (order books, accounts, matching).
 #[derive(Parser, Debug)]
 #[command(
     name = "rialto",
     version,
-    after_help = "Examples:\n  rialto replay examples/basic_cross.jsonl --final-state\n  \
+    after_help = "Examples:\n  rialto serve --demo\n  rialto replay examples/basic_cross.jsonl --final-state\n  \
 cat day.jsonl | rialto replay - --strict\n  rialto bench --help"
 )]
 struct Cli {
@@ -25,6 +27,23 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Run the venue: recover from the data directory, then serve the binary gateway
+    #[command(
+        after_help = "Every setting has a default, so no file is needed. Settings come from \
+the defaults, then --config, then --set, then the named flags. docs/operations.md describes them \
+all. SIGINT or SIGTERM stops the server cleanly: the batch in flight is finished, the journal \
+synced and the sessions closed."
+    )]
+    Serve(ServeArgs),
+    /// Offer orders to a running server at fixed rates; print latency percentiles per rate
+    #[command(
+        after_help = "Latency is measured from each command's scheduled send time to its \
+acknowledgement, so a stall is charged to every command behind it (no coordinated omission). \
+The first row is the floor: a bare 64-byte ping-pong over loopback in the same socket mode."
+    )]
+    Loadgen(LoadgenArgs),
+    /// Print a user's login secret, or the admin secret, derived from the venue key
+    Secret(SecretArgs),
     /// Apply a scenario (JSON Lines commands) to a fresh engine and write its events as JSON Lines
     #[command(
         after_help = "The format is described in docs/scenario-format.md. A malformed line is \
@@ -34,7 +53,16 @@ is 0 unless --strict stopped the replay or the input could not be read."
     Replay(ReplayArgs),
     /// Run benchmarks
     #[command(subcommand)]
-    Bench(BenchCommand),
+    Bench(BenchCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    #[command(flatten)]
+    Core(BenchCommand),
+    /// The `single` workload through the in-process pipeline (journal on disk, engine thread,
+    /// replies), without sockets: throughput and latency per durability mode
+    Pipeline(rialto_cli::pipeline_bench::PipelineBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -49,11 +77,56 @@ struct ReplayArgs {
     strict: bool,
 }
 
+#[derive(Args, Debug)]
+struct SecretArgs {
+    /// Data directory holding venue.key
+    #[arg(long, default_value = "data")]
+    data: PathBuf,
+    /// The user whose secret to print
+    #[arg(long, conflicts_with = "admin", required_unless_present = "admin")]
+    user: Option<i64>,
+    /// Print the admin secret (unless the config sets its own)
+    #[arg(long)]
+    admin: bool,
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RIALTO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
+        .init();
+}
+
+fn run_secret(args: &SecretArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        args.data.join("venue.key").exists(),
+        "{} has no venue.key: start `rialto serve --data {}` once first",
+        args.data.display(),
+        args.data.display()
+    );
+    let credentials = rialto_server::auth::Credentials::load_or_create(&args.data)?;
+    match args.user {
+        Some(user) => println!("{}", credentials.user_secret(user)),
+        None => println!("{}", credentials.admin_secret()),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let outcome = match cli.command {
+        Cmd::Serve(args) => rialto_cli::serve::run(&args).map(|()| ExitCode::SUCCESS),
+        Cmd::Secret(args) => run_secret(&args),
+        Cmd::Loadgen(args) => rialto_cli::loadgen::run(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Replay(args) => run_replay(&args),
-        Cmd::Bench(cmd) => rialto_bench::cli::run(cmd).map(|()| ExitCode::SUCCESS),
+        Cmd::Bench(BenchCmd::Core(cmd)) => rialto_bench::cli::run(cmd).map(|()| ExitCode::SUCCESS),
+        Cmd::Bench(BenchCmd::Pipeline(args)) => {
+            rialto_cli::pipeline_bench::run(&args).map(|()| ExitCode::SUCCESS)
+        }
     };
     match outcome {
         Ok(code) => code,

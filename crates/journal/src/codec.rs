@@ -24,6 +24,7 @@ const TAG_REDUCE: u8 = 7;
 const TAG_BOOK: u8 = 8;
 const TAG_USER_REPORT: u8 = 9;
 const TAG_VENUE_REPORT: u8 = 10;
+const TAG_MASS_CANCEL: u8 = 11;
 
 /// The code of an absent (`None`) enum.
 const NONE_CODE: u8 = 255;
@@ -101,6 +102,14 @@ pub fn encode_command(cmd: &Command, out: &mut Vec<u8>) {
             put_i64(out, user);
         }
         Command::VenueReport => out.push(TAG_VENUE_REPORT),
+        Command::MassCancel { user, symbol } => {
+            // A flag, not a reserved id: `Some(SymbolId::NONE)` (an unknown name) must stay
+            // distinct from `None` (every symbol).
+            out.push(TAG_MASS_CANCEL);
+            put_i64(out, user);
+            out.push(u8::from(symbol.is_some()));
+            out.extend_from_slice(&symbol.map_or(0, |s| s.0).to_le_bytes());
+        }
     }
 }
 
@@ -149,6 +158,16 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
             user: r.i64("user")?,
         },
         TAG_VENUE_REPORT => Command::VenueReport,
+        TAG_MASS_CANCEL => {
+            let user = r.i64("user")?;
+            let flag_at = r.pos;
+            let symbol = match (r.u8("symbol flag")?, r.u32("symbol")?) {
+                (0, 0) => None,
+                (1, id) => Some(SymbolId(id)),
+                (f, _) => return Err(r.bad(flag_at, format!("symbol flag {f} with that id"))),
+            };
+            Command::MassCancel { user, symbol }
+        }
         tag => return Err(r.bad(0, format!("unknown command tag {tag}"))),
     };
     if r.pos != bytes.len() {

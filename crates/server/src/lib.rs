@@ -1,1 +1,162 @@
-//! placeholder
+//! Rialto's runtime: recovery, the pipeline threads, the binary gateway, configuration.
+//!
+//! [`start`] recovers the venue from its data directory and starts serving; the returned
+//! [`RunningServer`] stops cleanly on request (SIGINT/SIGTERM in `rialto serve`).
+
+pub mod auth;
+pub mod config;
+pub mod demo;
+pub mod gateway;
+pub mod idle;
+pub mod pipeline;
+pub mod ring;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use rialto_journal::{Durability, JournalConfig, JournalWriter};
+
+use crate::auth::Credentials;
+use crate::config::{DurabilityMode, ServerConfig};
+use crate::gateway::{Gateway, GatewayConfig};
+use crate::pipeline::{Pipeline, PipelineConfig};
+
+/// A server that is accepting connections.
+pub struct RunningServer {
+    pub order_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub credentials: Arc<Credentials>,
+    pub admin_secret: String,
+    stop: Arc<AtomicBool>,
+    gateway: JoinHandle<Result<(), String>>,
+}
+
+impl RunningServer {
+    /// The flag that stops the server (a signal handler sets it).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Asks for a clean shutdown and waits for it.
+    pub fn shutdown(self) -> anyhow::Result<()> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wait()
+    }
+
+    /// Waits until the server stops (after the stop flag is set, or a fatal error).
+    pub fn wait(self) -> anyhow::Result<()> {
+        match self.gateway.join() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(anyhow::anyhow!(e)),
+            Err(_) => Err(anyhow::anyhow!("the gateway thread panicked")),
+        }
+    }
+}
+
+fn journal_config(config: &ServerConfig) -> JournalConfig {
+    let j = &config.journal;
+    JournalConfig {
+        segment_bytes: j.segment_bytes,
+        durability: match j.durability {
+            DurabilityMode::Fsync => Durability::Fsync,
+            DurabilityMode::Batch => Durability::Batch {
+                interval_us: j.batch_interval_us,
+            },
+            DurabilityMode::None => Durability::None,
+        },
+        ..JournalConfig::default()
+    }
+}
+
+/// Recovers the venue from `config.data_dir`, starts the pipeline and the gateway, and
+/// returns once both listeners accept connections.
+pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
+    config.validate()?;
+    let data_dir = &config.data_dir;
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+    let credentials = Arc::new(Credentials::load_or_create(data_dir)?);
+    let admin_secret = config
+        .admin_secret
+        .clone()
+        .unwrap_or_else(|| credentials.admin_secret());
+
+    let started = Instant::now();
+    let recovered = rialto_journal::recover(data_dir, config.engine_config())
+        .with_context(|| format!("cannot recover the venue from {}", data_dir.display()))?;
+    tracing::info!(
+        snapshot_seq = ?recovered.snapshot_seq,
+        replayed = recovered.replayed,
+        last_seq = recovered.last_seq,
+        state_hash = %hex(&recovered.state_hash),
+        ms = started.elapsed().as_millis() as u64,
+        "recovered"
+    );
+    let engine = recovered.engine;
+    let fresh = engine.last_seq() == 0;
+    let journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
+        .with_context(|| format!("cannot open the journal in {}", data_dir.display()))?;
+
+    let pipeline = Pipeline::start(
+        PipelineConfig {
+            ring_capacity: config.pipeline.ring_capacity,
+            batch_max: config.pipeline.batch_max,
+            wait: config.pipeline.wait,
+            snapshot_every: config.journal.snapshot_every,
+            data_dir: data_dir.clone(),
+            archive: config.journal.archive,
+        },
+        engine,
+        journal,
+        credentials.clone(),
+    )?;
+    if config.demo && fresh {
+        demo::set_up(&pipeline, Duration::from_secs(30))?;
+        tracing::info!("demo venue created: {}", demo::describe(&credentials));
+    }
+
+    let gateway = Gateway::bind(
+        config.listen,
+        config.admin_listen,
+        GatewayConfig {
+            io: config.gateway.io,
+            max_sessions: config.gateway.max_sessions,
+            max_msgs_per_sec: config.gateway.max_msgs_per_sec,
+            burst: config.gateway.burst,
+            max_output_bytes: config.gateway.max_output_bytes,
+            admin_secret: admin_secret.clone(),
+        },
+        credentials.clone(),
+        pipeline,
+    )
+    .with_context(|| {
+        format!(
+            "cannot listen on {} and {}",
+            config.listen, config.admin_listen
+        )
+    })?;
+    let order_addr = gateway.order_addr()?;
+    let admin_addr = gateway.admin_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let gateway_stop = stop.clone();
+    let gateway = std::thread::Builder::new()
+        .name("rialto-gateway".into())
+        .spawn(move || gateway.run(gateway_stop))?;
+    tracing::info!(%order_addr, %admin_addr, durability = ?config.journal.durability, "serving");
+    Ok(RunningServer {
+        order_addr,
+        admin_addr,
+        credentials,
+        admin_secret,
+        stop,
+        gateway,
+    })
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

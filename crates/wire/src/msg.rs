@@ -374,5 +374,6 @@ code_enum!(
         AlreadyLoggedIn = 9 => "already_logged_in",
         Busy = 10 => "busy",
         ShuttingDown = 11 => "shutting_down",
+        Internal = 12 => "internal",
     }
 );

@@ -1,0 +1,181 @@
+//! `rialto serve`: configuration from embedded defaults, a TOML file and flags; logging;
+//! signals; then the server runs until SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use rialto_server::config::{DurabilityMode, ServerConfig};
+use rialto_server::idle::WaitStrategy;
+
+#[derive(Args, Debug, Default)]
+pub struct ServeArgs {
+    /// TOML configuration file; anything it leaves out keeps its default
+    /// (docs/operations.md lists every setting)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory: journal, snapshots, venue key [default: ./data]
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Binary order gateway address [default: 127.0.0.1:9100]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Admin listener address [default: 127.0.0.1:9101]
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
+    /// On an empty data directory, create demo symbols and funded demo users
+    #[arg(long)]
+    pub demo: bool,
+    /// fsync: acknowledge after fsync (default); batch: after write, fsync every
+    /// --batch-interval-us; none: unsafe, may lose acknowledged commands on a crash
+    #[arg(long, value_name = "MODE")]
+    pub durability: Option<DurabilityMode>,
+    /// Longest time between fsyncs in batch mode [default: 1000]
+    #[arg(long, value_name = "MICROS")]
+    pub batch_interval_us: Option<u64>,
+    /// Snapshot after this many journaled commands; 0 = only on the admin command
+    /// [default: 1000000]
+    #[arg(long, value_name = "N")]
+    pub snapshot_every: Option<u64>,
+    /// How pipeline threads wait: spin, spin-yield, park or backoff [default: backoff]
+    #[arg(long, value_name = "STRATEGY")]
+    pub wait: Option<WaitStrategy>,
+    /// How the gateway waits for sockets: spin (busy-poll), spin-yield, park or backoff
+    /// [default: backoff]
+    #[arg(long, value_name = "STRATEGY")]
+    pub io: Option<WaitStrategy>,
+    /// Frames per second a session may send before it is disconnected; 0 = no limit
+    /// [default: 200000]
+    #[arg(long, value_name = "N")]
+    pub max_msgs_per_sec: Option<u64>,
+    /// Any other setting, as in the TOML file: `--set gateway.burst=5000` (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+/// Builds the configuration: defaults, then the file, then `--set`, then the named flags.
+pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
+    let mut table = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config {}", path.display()))?;
+            text.parse::<toml::Table>()
+                .with_context(|| format!("config {}", path.display()))?
+        }
+        None => toml::Table::new(),
+    };
+    for item in &args.overrides {
+        apply_override(&mut table, item).with_context(|| format!("--set {item}"))?;
+    }
+    let mut config: ServerConfig = toml::Value::Table(table)
+        .try_into()
+        .context("invalid configuration")?;
+    if let Some(dir) = &args.data {
+        config.data_dir = dir.clone();
+    }
+    if let Some(addr) = args.listen {
+        config.listen = addr;
+    }
+    if let Some(addr) = args.admin_listen {
+        config.admin_listen = addr;
+    }
+    config.demo |= args.demo;
+    if let Some(mode) = args.durability {
+        config.journal.durability = mode;
+    }
+    if let Some(us) = args.batch_interval_us {
+        config.journal.batch_interval_us = us;
+    }
+    if let Some(n) = args.snapshot_every {
+        config.journal.snapshot_every = n;
+    }
+    if let Some(wait) = args.wait {
+        config.pipeline.wait = wait;
+    }
+    if let Some(io) = args.io {
+        config.gateway.io = io;
+    }
+    if let Some(n) = args.max_msgs_per_sec {
+        config.gateway.max_msgs_per_sec = n;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// `a.b.c=value`: value is read as TOML (a number, bool, quoted string...), or as a bare
+/// string when it is not valid TOML.
+fn apply_override(table: &mut toml::Table, item: &str) -> anyhow::Result<()> {
+    let (key, value) = item
+        .split_once('=')
+        .context("expected KEY=VALUE, e.g. gateway.burst=5000")?;
+    let value: toml::Value = match format!("v = {value}").parse::<toml::Table>() {
+        Ok(mut t) => t.remove("v").context("a value")?,
+        Err(_) => toml::Value::String(value.to_string()),
+    };
+    let mut parts: Vec<&str> = key.trim().split('.').collect();
+    let last = parts
+        .pop()
+        .filter(|k| !k.is_empty())
+        .context("an empty key")?;
+    let mut at = table;
+    for part in parts {
+        at = at
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .with_context(|| format!("`{part}` is not a section"))?;
+    }
+    at.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// Runs until SIGINT or SIGTERM, then shuts down cleanly.
+pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let config = config_from(args)?;
+    let server = rialto_server::start(config)?;
+    let stop = server.stop_flag();
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())
+            .context("cannot install a signal handler")?;
+    }
+    println!(
+        "rialto serving: orders on {}, admin on {} (stop with Ctrl-C)",
+        server.order_addr, server.admin_addr
+    );
+    server.wait()?;
+    tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_and_set_overrides_anything() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rialto.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:7000\"\n[journal]\ndurability = \"none\"\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(file),
+            durability: Some(DurabilityMode::Batch),
+            overrides: vec!["gateway.burst=77".into(), "data_dir=/tmp/x".into()],
+            ..ServeArgs::default()
+        };
+        let config = config_from(&args).unwrap();
+        assert_eq!(config.listen.port(), 7000);
+        assert_eq!(config.journal.durability, DurabilityMode::Batch);
+        assert_eq!(config.gateway.burst, 77);
+        assert_eq!(config.data_dir, PathBuf::from("/tmp/x"));
+        let bad = ServeArgs {
+            overrides: vec!["gateway.nonsense=1".into()],
+            ..ServeArgs::default()
+        };
+        assert!(config_from(&bad).is_err());
+    }
+}

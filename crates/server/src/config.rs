@@ -1,0 +1,249 @@
+//! Server configuration: embedded defaults, overridden by a TOML file and then by flags.
+//!
+//! Every field has a default, so `rialto serve` needs no file. Every queue, buffer and rate has
+//! a limit here (STYLE.md: "put a limit on everything").
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::idle::WaitStrategy;
+
+/// How durable a command is before its sender is acknowledged (docs/journal-format.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilityMode {
+    /// Acknowledged only after the journal is fsynced (group commit).
+    Fsync,
+    /// Written to the OS before the acknowledgement, fsynced every `batch_interval_us`.
+    Batch,
+    /// Unsafe: buffered in the process; a crash can lose acknowledged commands.
+    None,
+}
+
+impl std::str::FromStr for DurabilityMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fsync" => Ok(DurabilityMode::Fsync),
+            "batch" => Ok(DurabilityMode::Batch),
+            "none" => Ok(DurabilityMode::None),
+            _ => Err(format!(
+                "unknown durability `{s}` (expected fsync, batch or none)"
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Journal, snapshots and the venue's secret key live here.
+    pub data_dir: PathBuf,
+    /// The binary order gateway.
+    pub listen: SocketAddr,
+    /// The admin listener (admin frames, admin secret).
+    pub admin_listen: SocketAddr,
+    /// Create the demo symbols and funded demo users on an empty venue.
+    pub demo: bool,
+    /// The admin listener's secret; derived from the venue key when not set
+    /// (`rialto secret --admin` prints it).
+    pub admin_secret: Option<String>,
+    pub journal: JournalSettings,
+    pub pipeline: PipelineSettings,
+    pub gateway: GatewaySettings,
+    pub engine: EngineSettings,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JournalSettings {
+    pub durability: DurabilityMode,
+    /// In `batch` mode, the longest time between two fsyncs.
+    pub batch_interval_us: u64,
+    pub segment_bytes: u64,
+    /// Take a snapshot after this many journaled commands (0: only on the admin command).
+    pub snapshot_every: u64,
+    /// Move journal segments that the newest snapshot covers into journal/archive.
+    pub archive: bool,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineSettings {
+    /// Slots in each ring between the threads (gateway → journal → engine → gateway).
+    pub ring_capacity: usize,
+    /// Most commands taken from a ring at once (the journal's group-commit batch).
+    pub batch_max: usize,
+    /// How the pipeline threads wait for work.
+    pub wait: WaitStrategy,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewaySettings {
+    /// How the gateway thread waits for socket events: `park` blocks in epoll, `spin` busy-polls
+    /// (lowest latency; takes a core), `backoff` spins briefly then blocks.
+    pub io: WaitStrategy,
+    pub max_sessions: usize,
+    /// Frames a session may send per second before it is disconnected (0: no limit).
+    pub max_msgs_per_sec: u64,
+    /// Burst allowance above the rate.
+    pub burst: u64,
+    /// A session whose unsent output exceeds this many bytes is too slow and is disconnected.
+    pub max_output_bytes: usize,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineSettings {
+    pub max_open_orders_per_user: u32,
+    pub max_resting_orders: u32,
+    pub expected_resting_orders: usize,
+    pub expected_users: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            data_dir: PathBuf::from("data"),
+            listen: "127.0.0.1:9100".parse().expect("valid address"),
+            admin_listen: "127.0.0.1:9101".parse().expect("valid address"),
+            demo: false,
+            admin_secret: None,
+            journal: JournalSettings::default(),
+            pipeline: PipelineSettings::default(),
+            gateway: GatewaySettings::default(),
+            engine: EngineSettings::default(),
+        }
+    }
+}
+
+impl Default for JournalSettings {
+    fn default() -> Self {
+        JournalSettings {
+            durability: DurabilityMode::Fsync,
+            batch_interval_us: 1_000,
+            segment_bytes: 64 << 20,
+            snapshot_every: 1_000_000,
+            archive: true,
+        }
+    }
+}
+
+impl Default for PipelineSettings {
+    fn default() -> Self {
+        PipelineSettings {
+            ring_capacity: 16_384,
+            batch_max: 1_024,
+            wait: WaitStrategy::Backoff,
+        }
+    }
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        GatewaySettings {
+            io: WaitStrategy::Backoff,
+            max_sessions: 1_024,
+            max_msgs_per_sec: 200_000,
+            burst: 20_000,
+            max_output_bytes: 16 << 20,
+        }
+    }
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        let core = rialto_core::EngineConfig::default();
+        EngineSettings {
+            max_open_orders_per_user: core.max_open_orders_per_user,
+            max_resting_orders: core.max_resting_orders,
+            expected_resting_orders: 1 << 16,
+            expected_users: 1 << 12,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Reads a TOML file; fields it leaves out keep their defaults.
+    pub fn from_toml_file(path: &Path) -> anyhow::Result<ServerConfig> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
+        Self::from_toml_str(&text).map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))
+    }
+
+    pub fn from_toml_str(text: &str) -> anyhow::Result<ServerConfig> {
+        let config: ServerConfig = toml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Refuses settings that cannot work, with a message naming the setting.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let p = &self.pipeline;
+        anyhow::ensure!(
+            p.ring_capacity >= 2 && p.ring_capacity <= 1 << 24,
+            "pipeline.ring_capacity must be 2..=16777216"
+        );
+        anyhow::ensure!(
+            p.batch_max >= 1 && p.batch_max <= p.ring_capacity,
+            "pipeline.batch_max must be 1..=ring_capacity"
+        );
+        anyhow::ensure!(
+            self.gateway.max_sessions >= 1,
+            "gateway.max_sessions must be at least 1"
+        );
+        anyhow::ensure!(
+            self.gateway.max_output_bytes >= 1 << 16,
+            "gateway.max_output_bytes must be at least 65536"
+        );
+        anyhow::ensure!(
+            self.journal.segment_bytes >= 4096,
+            "journal.segment_bytes must be at least 4096"
+        );
+        Ok(())
+    }
+
+    /// The engine's configuration; the hash seed is drawn at random on every start (nothing
+    /// the engine reports depends on it, and users must not be able to guess it).
+    pub fn engine_config(&self) -> rialto_core::EngineConfig {
+        let mut seed = [0u8; 8];
+        // A failed draw leaves the default seed: still correct, only less collision-proof.
+        let _ = getrandom::getrandom(&mut seed);
+        let e = &self.engine;
+        rialto_core::EngineConfig {
+            max_open_orders_per_user: e.max_open_orders_per_user,
+            max_resting_orders: e.max_resting_orders,
+            expected_resting_orders: e.expected_resting_orders,
+            expected_users: e.expected_users,
+            hash_seed: u64::from_le_bytes(seed) | 1,
+            ..rialto_core::EngineConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_overrides_only_what_it_names() {
+        let config = ServerConfig::from_toml_str(
+            "listen = \"127.0.0.1:7000\"\n[journal]\ndurability = \"batch\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.listen.port(), 7000);
+        assert_eq!(config.admin_listen.port(), 9101);
+        assert_eq!(config.journal.durability, DurabilityMode::Batch);
+        assert_eq!(config.journal.batch_interval_us, 1_000);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        assert!(ServerConfig::from_toml_str("lisen = \"x\"").is_err());
+        assert!(ServerConfig::from_toml_str("[journal]\ndurability = \"maybe\"").is_err());
+        assert!(ServerConfig::from_toml_str("[pipeline]\nring_capacity = 1").is_err());
+    }
+}

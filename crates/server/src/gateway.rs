@@ -1,0 +1,769 @@
+//! The binary gateway: one thread that owns every socket (mio), decodes and authenticates
+//! frames, pushes requests into the pipeline, and writes the pipeline's replies back.
+//!
+//! Back-pressure: when the inbound ring is full the session stops being read (its frames wait
+//! in its buffer and the kernel's), so nothing is dropped and a flood slows only its sender.
+//! A session whose unsent output grows past the limit is too slow to keep and is closed.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use rialto_core::{Command, PlaceOrder, SymbolId, UserId};
+use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
+
+use crate::auth::{Credentials, constant_time_eq};
+use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
+use crate::pipeline::{Op, Outbound, Pipeline, Reply, Request, SessionId, Target};
+
+const ORDER_LISTENER: Token = Token(0);
+const ADMIN_LISTENER: Token = Token(1);
+const WAKER: Token = Token(2);
+const FIRST_SESSION: SessionId = 16;
+const READ_BUFFER: usize = 64 * 1024;
+/// How long a clean shutdown waits for slow sessions to take their last replies.
+const SHUTDOWN_FLUSH: Duration = Duration::from_secs(2);
+
+pub struct GatewayConfig {
+    pub io: WaitStrategy,
+    pub max_sessions: usize,
+    pub max_msgs_per_sec: u64,
+    pub burst: u64,
+    pub max_output_bytes: usize,
+    pub admin_secret: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    AwaitingLogin,
+    Trader(UserId),
+    Admin,
+}
+
+/// Allows `rate` frames a second with bursts of `burst`.
+struct TokenBucket {
+    tokens: f64,
+    last: Instant,
+}
+
+struct Session {
+    stream: TcpStream,
+    admin_port: bool,
+    role: Role,
+    /// Received bytes not yet decoded are `input[input_start..input_end]`.
+    input: Box<[u8]>,
+    input_start: usize,
+    input_end: usize,
+    output: Vec<u8>,
+    output_pos: usize,
+    /// The socket may hold unread bytes (edge-triggered readiness).
+    readable: bool,
+    /// A request is waiting for room in the inbound ring.
+    paused: bool,
+    /// Close once the output is flushed; read nothing more.
+    closing: bool,
+    bucket: TokenBucket,
+}
+
+pub struct Gateway {
+    poll: Poll,
+    order_listener: TcpListener,
+    admin_listener: TcpListener,
+    bell: Arc<Bell>,
+    sessions: HashMap<SessionId, Session>,
+    by_user: HashMap<UserId, Vec<SessionId>>,
+    next_session: SessionId,
+    config: GatewayConfig,
+    credentials: Arc<Credentials>,
+    pipeline: Pipeline,
+    /// Sessions with unsent output.
+    dirty: Vec<SessionId>,
+    scratch: Vec<SessionId>,
+}
+
+impl Gateway {
+    /// Binds both listeners (so that a caller learns a port conflict before anything runs).
+    pub fn bind(
+        order_addr: SocketAddr,
+        admin_addr: SocketAddr,
+        config: GatewayConfig,
+        credentials: Arc<Credentials>,
+        pipeline: Pipeline,
+    ) -> io::Result<Gateway> {
+        let poll = Poll::new()?;
+        let mut order_listener = TcpListener::bind(order_addr)?;
+        let mut admin_listener = TcpListener::bind(admin_addr)?;
+        poll.registry()
+            .register(&mut order_listener, ORDER_LISTENER, Interest::READABLE)?;
+        poll.registry()
+            .register(&mut admin_listener, ADMIN_LISTENER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let bell = Bell::for_poll(waker);
+        pipeline.outbound.set_bell(bell.clone());
+        Ok(Gateway {
+            poll,
+            order_listener,
+            admin_listener,
+            bell,
+            sessions: HashMap::new(),
+            by_user: HashMap::new(),
+            next_session: FIRST_SESSION,
+            config,
+            credentials,
+            pipeline,
+            dirty: Vec::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    pub fn order_addr(&self) -> io::Result<SocketAddr> {
+        self.order_listener.local_addr()
+    }
+
+    pub fn admin_addr(&self) -> io::Result<SocketAddr> {
+        self.admin_listener.local_addr()
+    }
+
+    /// Serves until `stop` turns true, then shuts down in order: stop reading, let the
+    /// pipeline drain and sync, deliver the last replies, close. Returns the pipeline's
+    /// failure, if any.
+    pub fn run(mut self, stop: Arc<AtomicBool>) -> Result<(), String> {
+        let mut events = Events::with_capacity(1024);
+        let mut idler = Idler::new(self.config.io);
+        let mut work = 1;
+        let mut stopping_since: Option<Instant> = None;
+        loop {
+            if stopping_since.is_none()
+                && (stop.load(Ordering::SeqCst) || self.pipeline.shared.has_failed())
+            {
+                stopping_since = Some(Instant::now());
+                self.begin_shutdown();
+            }
+            let timeout = match idler.next(work) {
+                None | Some(Wait::Spin) => Some(Duration::ZERO),
+                Some(Wait::Yield) => {
+                    std::thread::yield_now();
+                    Some(Duration::ZERO)
+                }
+                Some(Wait::Sleep) => {
+                    self.bell.set_sleeping(true);
+                    if self.pipeline.outbound.is_empty() {
+                        Some(MAX_SLEEP)
+                    } else {
+                        Some(Duration::ZERO)
+                    }
+                }
+            };
+            let polled = self.poll.poll(&mut events, timeout);
+            self.bell.set_sleeping(false);
+            if let Err(e) = polled {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    self.pipeline
+                        .shared
+                        .fail(format!("gateway poll failed: {e}"));
+                }
+            }
+            work = events.iter().count();
+            for event in events.iter() {
+                match event.token() {
+                    ORDER_LISTENER => self.accept(false),
+                    ADMIN_LISTENER => self.accept(true),
+                    WAKER => {}
+                    Token(t) => {
+                        if let Some(s) = self.sessions.get_mut(&(t as SessionId)) {
+                            if event.is_readable() || event.is_read_closed() {
+                                s.readable = true;
+                            }
+                            if event.is_writable() && s.output_pos < s.output.len() {
+                                self.dirty.push(t as SessionId);
+                            }
+                        }
+                    }
+                }
+            }
+            work += self.route_outbound();
+            if stopping_since.is_none() {
+                work += self.read_sessions();
+            }
+            self.flush_dirty();
+            if let Some(since) = stopping_since {
+                let drained = self.pipeline.drained() && self.pipeline.outbound.is_empty();
+                let flushed = self
+                    .sessions
+                    .values()
+                    .all(|s| s.output_pos == s.output.len());
+                if drained && (flushed || since.elapsed() > SHUTDOWN_FLUSH) {
+                    break;
+                }
+            }
+        }
+        // Every reply is out: say goodbye (best effort) and close.
+        let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
+        for &id in &ids {
+            let message = "the server is shutting down".to_string();
+            self.queue(
+                id,
+                &ServerMsg::Error {
+                    code: ErrorCode::ShuttingDown,
+                    message,
+                },
+            );
+        }
+        self.flush_dirty();
+        for id in ids {
+            self.close(id);
+        }
+        self.pipeline.join()
+    }
+
+    fn begin_shutdown(&mut self) {
+        tracing::info!("shutting down: no new connections or commands");
+        let _ = self.poll.registry().deregister(&mut self.order_listener);
+        let _ = self.poll.registry().deregister(&mut self.admin_listener);
+        let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
+        for id in ids {
+            if let Some(s) = self.sessions.get_mut(&id) {
+                s.closing = true;
+            }
+        }
+        self.pipeline.close_intake();
+    }
+
+    fn accept(&mut self, admin_port: bool) {
+        loop {
+            let listener = if admin_port {
+                &self.admin_listener
+            } else {
+                &self.order_listener
+            };
+            let (mut stream, peer) = match listener.accept() {
+                Ok(conn) => conn,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            if self.sessions.len() >= self.config.max_sessions {
+                let mut frame = Vec::new();
+                encode_server(
+                    &ServerMsg::Error {
+                        code: ErrorCode::Busy,
+                        message: "too many sessions".into(),
+                    },
+                    &mut frame,
+                );
+                let _ = stream.write(&frame);
+                continue;
+            }
+            let id = self.next_session;
+            self.next_session += 1;
+            let interest = Interest::READABLE | Interest::WRITABLE;
+            if let Err(e) = self
+                .poll
+                .registry()
+                .register(&mut stream, Token(id as usize), interest)
+            {
+                tracing::warn!("cannot register a session: {e}");
+                continue;
+            }
+            tracing::debug!(session = id, %peer, admin_port, "session opened");
+            self.sessions.insert(
+                id,
+                Session {
+                    stream,
+                    admin_port,
+                    role: Role::AwaitingLogin,
+                    input: vec![0; READ_BUFFER].into_boxed_slice(),
+                    input_start: 0,
+                    input_end: 0,
+                    output: Vec::with_capacity(4096),
+                    output_pos: 0,
+                    readable: true,
+                    paused: false,
+                    closing: false,
+                    bucket: TokenBucket {
+                        tokens: self.config.burst as f64,
+                        last: Instant::now(),
+                    },
+                },
+            );
+        }
+    }
+}
+
+/// What became of one decoded frame.
+enum Handled {
+    Done,
+    /// The inbound ring is full: keep the frame and try again later.
+    Blocked,
+    /// Stop reading this session; it closes once its output is flushed.
+    Close,
+}
+
+impl Gateway {
+    /// Moves the pipeline's replies into the sessions' output buffers.
+    fn route_outbound(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(Outbound { target, msg }) = self.pipeline.outbound.pop() {
+            n += 1;
+            match target {
+                Target::Session(id) => self.queue(id, &msg),
+                Target::User(user) => {
+                    let Some(ids) = self.by_user.get(&user) else {
+                        continue;
+                    };
+                    self.scratch.clear();
+                    self.scratch.extend_from_slice(ids);
+                    for i in 0..self.scratch.len() {
+                        self.queue(self.scratch[i], &msg);
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// Appends one frame to a session's output; a session too slow to keep up is closed.
+    fn queue(&mut self, id: SessionId, msg: &ServerMsg) {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return; // gone: its replies are dropped
+        };
+        if s.output_pos == s.output.len() {
+            s.output.clear();
+            s.output_pos = 0;
+            self.dirty.push(id);
+        }
+        encode_server(msg, &mut s.output);
+        if s.output.len() - s.output_pos > self.config.max_output_bytes {
+            tracing::warn!(
+                session = id,
+                "closing a session that does not read its replies"
+            );
+            s.output.clear();
+            s.output_pos = 0;
+            s.closing = true;
+            self.dirty.push(id);
+        }
+    }
+
+    fn read_sessions(&mut self) -> usize {
+        let mut work = 0;
+        self.scratch.clear();
+        self.scratch.extend(
+            self.sessions
+                .iter()
+                .filter(|(_, s)| (s.readable || s.paused) && !s.closing)
+                .map(|(id, _)| *id),
+        );
+        let ids = std::mem::take(&mut self.scratch);
+        for &id in &ids {
+            work += self.read_session(id);
+            if self.pipeline.inbound.is_full() {
+                break; // the others wait their turn; nothing is lost
+            }
+        }
+        self.scratch = ids;
+        if work > 0 {
+            self.pipeline.inbound.ring();
+        }
+        work
+    }
+
+    /// Decodes what is buffered, then reads more while there is room and no back-pressure.
+    fn read_session(&mut self, id: SessionId) -> usize {
+        let mut frames = 0;
+        loop {
+            // Decode every whole frame already received.
+            loop {
+                let Some(s) = self.sessions.get_mut(&id) else {
+                    return frames;
+                };
+                if s.closing {
+                    return frames;
+                }
+                let buffered = &s.input[s.input_start..s.input_end];
+                match decode_client(buffered) {
+                    Ok(None) => break,
+                    Ok(Some((msg, len))) => {
+                        if !self.allow_frame(id) {
+                            self.reject(id, ErrorCode::Throttled, "message rate limit exceeded");
+                            self.close_after_flush(id);
+                            return frames;
+                        }
+                        match self.handle(id, msg) {
+                            Handled::Blocked => {
+                                if let Some(s) = self.sessions.get_mut(&id) {
+                                    s.paused = true;
+                                }
+                                return frames;
+                            }
+                            Handled::Done => {}
+                            Handled::Close => {
+                                self.close_after_flush(id);
+                                return frames;
+                            }
+                        }
+                        frames += 1;
+                        if let Some(s) = self.sessions.get_mut(&id) {
+                            s.paused = false;
+                            s.input_start += len;
+                        }
+                    }
+                    Err(e) => {
+                        let message = e.to_string();
+                        match e.frame_len() {
+                            Some(len) => {
+                                // The frame's bounds are known: refuse it and carry on.
+                                self.reject(id, e.code(), &message);
+                                if let Some(s) = self.sessions.get_mut(&id) {
+                                    s.input_start += len;
+                                }
+                            }
+                            None => {
+                                self.reject(id, e.code(), &message);
+                                self.close_after_flush(id);
+                                return frames;
+                            }
+                        }
+                    }
+                }
+            }
+            let Some(s) = self.sessions.get_mut(&id) else {
+                return frames;
+            };
+            if !s.readable {
+                return frames;
+            }
+            // Make room: keep the partial frame at the start of the buffer.
+            if s.input_start > 0 {
+                s.input.copy_within(s.input_start..s.input_end, 0);
+                s.input_end -= s.input_start;
+                s.input_start = 0;
+            }
+            if s.input_end == s.input.len() {
+                return frames; // a full buffer of whole frames is decoded above first
+            }
+            match s.stream.read(&mut s.input[s.input_end..]) {
+                Ok(0) => {
+                    self.close(id);
+                    return frames;
+                }
+                Ok(n) => s.input_end += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    s.readable = false;
+                    return frames;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.close(id);
+                    return frames;
+                }
+            }
+        }
+    }
+
+    fn allow_frame(&mut self, id: SessionId) -> bool {
+        let rate = self.config.max_msgs_per_sec;
+        if rate == 0 {
+            return true;
+        }
+        let burst = self.config.burst.max(1) as f64;
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return false;
+        };
+        let now = Instant::now();
+        let refill = now.duration_since(s.bucket.last).as_secs_f64() * rate as f64;
+        s.bucket.tokens = (s.bucket.tokens + refill).min(burst);
+        s.bucket.last = now;
+        if s.bucket.tokens >= 1.0 {
+            s.bucket.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn reject(&mut self, id: SessionId, code: ErrorCode, message: &str) {
+        let message = message.chars().take(200).collect();
+        self.queue(id, &ServerMsg::Error { code, message });
+    }
+
+    fn push(&mut self, id: SessionId, reply: Reply, op: Op) -> Handled {
+        let request = Request {
+            session: id,
+            reply,
+            op,
+        };
+        match self.pipeline.inbound.try_push(request) {
+            Ok(()) => Handled::Done,
+            Err(_) => Handled::Blocked,
+        }
+    }
+
+    /// Acts on one frame according to who the session is.
+    fn handle(&mut self, id: SessionId, msg: ClientMsg) -> Handled {
+        let Some(s) = self.sessions.get(&id) else {
+            return Handled::Close;
+        };
+        let (role, admin_port) = (s.role, s.admin_port);
+        if let ClientMsg::Heartbeat { nonce } = msg {
+            self.queue(id, &ServerMsg::Heartbeat { nonce });
+            return Handled::Done;
+        }
+        match role {
+            Role::AwaitingLogin => self.login(id, admin_port, msg),
+            Role::Trader(user) => self.trader_frame(id, user, msg),
+            Role::Admin => self.admin_frame(id, msg),
+        }
+    }
+
+    fn login(&mut self, id: SessionId, admin_port: bool, msg: ClientMsg) -> Handled {
+        let last_seq = self
+            .pipeline
+            .shared
+            .applied_seq
+            .load(std::sync::atomic::Ordering::Acquire);
+        match msg {
+            ClientMsg::Login { user, secret } if !admin_port => {
+                if !self.credentials.check_user(user, secret.as_bytes()) {
+                    self.reject(id, ErrorCode::AuthFailed, "wrong user id or secret");
+                    return Handled::Close;
+                }
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.role = Role::Trader(user);
+                }
+                self.by_user.entry(user).or_default().push(id);
+                tracing::debug!(session = id, user, "trader logged in");
+                self.queue(id, &ServerMsg::LoginAccepted { user, last_seq });
+                Handled::Done
+            }
+            ClientMsg::AdminLogin { secret } if admin_port => {
+                let expected = self.config.admin_secret.as_bytes();
+                if !constant_time_eq(expected, secret.as_bytes()) {
+                    self.reject(id, ErrorCode::AuthFailed, "wrong admin secret");
+                    return Handled::Close;
+                }
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.role = Role::Admin;
+                }
+                tracing::info!(session = id, "admin logged in");
+                self.queue(id, &ServerMsg::LoginAccepted { user: 0, last_seq });
+                Handled::Done
+            }
+            ClientMsg::Login { .. } | ClientMsg::AdminLogin { .. } => {
+                let what = if admin_port {
+                    "this is the admin port: log in with AdminLogin"
+                } else {
+                    "admin logins are accepted only on the admin port"
+                };
+                self.reject(id, ErrorCode::AuthFailed, what);
+                Handled::Close
+            }
+            _ => {
+                self.reject(
+                    id,
+                    ErrorCode::NotLoggedIn,
+                    "the first frame must be a login",
+                );
+                Handled::Close
+            }
+        }
+    }
+
+    fn trader_frame(&mut self, id: SessionId, user: UserId, msg: ClientMsg) -> Handled {
+        let order_reply = |order, kind| Reply::Order { order, kind };
+        match msg {
+            ClientMsg::NewOrder(o) => {
+                let place = PlaceOrder {
+                    user,
+                    order: o.order,
+                    symbol: o.symbol,
+                    side: o.side,
+                    order_type: o.order_type,
+                    tif: o.tif,
+                    price: o.price,
+                    qty: o.qty,
+                    post_only: o.post_only,
+                    stp: o.stp,
+                };
+                let reply = order_reply(o.order, RequestKind::Place);
+                self.push(id, reply, Op::Command(Command::Place(place)))
+            }
+            ClientMsg::Cancel { order } => {
+                let reply = order_reply(order, RequestKind::Cancel);
+                self.push(id, reply, Op::Command(Command::Cancel { user, order }))
+            }
+            ClientMsg::Move { order, price } => {
+                let reply = order_reply(order, RequestKind::Move);
+                let cmd = Command::Move { user, order, price };
+                self.push(id, reply, Op::Command(cmd))
+            }
+            ClientMsg::Reduce { order, qty } => {
+                let reply = order_reply(order, RequestKind::Reduce);
+                let cmd = Command::Reduce { user, order, qty };
+                self.push(id, reply, Op::Command(cmd))
+            }
+            ClientMsg::MassCancel { symbol } => {
+                let reply = order_reply(0, RequestKind::MassCancel);
+                let cmd = Command::MassCancel { user, symbol };
+                self.push(id, reply, Op::Command(cmd))
+            }
+            ClientMsg::MyReport { request } => {
+                let cmd = Command::UserReport { user };
+                self.push(id, Reply::Report { request }, Op::Command(cmd))
+            }
+            ClientMsg::ListSymbols { request } => {
+                self.push(id, Reply::Symbols { request }, Op::ListSymbols)
+            }
+            ClientMsg::Book {
+                request,
+                symbol,
+                depth,
+            } => self.book(id, request, symbol, depth),
+            ClientMsg::Login { .. } | ClientMsg::AdminLogin { .. } => {
+                self.reject(id, ErrorCode::AlreadyLoggedIn, "already logged in");
+                Handled::Done
+            }
+            _ => {
+                self.reject(id, ErrorCode::NotAdmin, "admin frames go to the admin port");
+                Handled::Done
+            }
+        }
+    }
+
+    fn book(&mut self, id: SessionId, request: u64, symbol: SymbolId, depth: u32) -> Handled {
+        let depth = i64::from(depth.min(rialto_wire::MAX_BOOK_LEVELS as u32));
+        let cmd = Command::Book { symbol, depth };
+        self.push(id, Reply::Book { request }, Op::Command(cmd))
+    }
+
+    fn admin_frame(&mut self, id: SessionId, msg: ClientMsg) -> Handled {
+        match msg {
+            ClientMsg::AddSymbol { request, spec } => self.push(
+                id,
+                Reply::Admin { request },
+                Op::Command(Command::AddSymbol(spec)),
+            ),
+            ClientMsg::AddUser { request, user } => {
+                let cmd = Command::AddUser { user };
+                self.push(id, Reply::AddUser { request }, Op::Command(cmd))
+            }
+            ClientMsg::AdjustBalance {
+                request,
+                user,
+                currency,
+                amount,
+                tx,
+            } => {
+                let cmd = Command::AdjustBalance {
+                    user,
+                    currency,
+                    amount,
+                    tx,
+                };
+                self.push(id, Reply::Admin { request }, Op::Command(cmd))
+            }
+            ClientMsg::TakeSnapshot { request } => {
+                self.push(id, Reply::Snapshot { request }, Op::TakeSnapshot)
+            }
+            ClientMsg::UserReport { request, user } => {
+                let cmd = Command::UserReport { user };
+                self.push(id, Reply::Report { request }, Op::Command(cmd))
+            }
+            ClientMsg::VenueReport { request } => self.push(
+                id,
+                Reply::VenueReport { request },
+                Op::Command(Command::VenueReport),
+            ),
+            ClientMsg::ListSymbols { request } => {
+                self.push(id, Reply::Symbols { request }, Op::ListSymbols)
+            }
+            ClientMsg::Book {
+                request,
+                symbol,
+                depth,
+            } => self.book(id, request, symbol, depth),
+            ClientMsg::Login { .. } | ClientMsg::AdminLogin { .. } => {
+                self.reject(id, ErrorCode::AlreadyLoggedIn, "already logged in");
+                Handled::Done
+            }
+            _ => {
+                self.reject(id, ErrorCode::NotLoggedIn, "an admin session cannot trade");
+                Handled::Done
+            }
+        }
+    }
+
+    /// Writes pending output of the sessions that have some.
+    fn flush_dirty(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        for &id in &dirty {
+            let Some(s) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            let mut failed = false;
+            while s.output_pos < s.output.len() {
+                match s.stream.write(&s.output[s.output_pos..]) {
+                    Ok(0) => {
+                        failed = true;
+                        break;
+                    }
+                    Ok(n) => s.output_pos += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            let flushed = s.output_pos == s.output.len();
+            if flushed {
+                s.output.clear();
+                s.output_pos = 0;
+            }
+            if failed
+                || (flushed
+                    && s.closing
+                    && !self.pipeline.shared.intake_closed.load(Ordering::Relaxed))
+            {
+                self.close(id);
+            }
+        }
+        // Sessions that could not take everything come back with their next writable event.
+        dirty.clear();
+        self.dirty = dirty;
+    }
+
+    fn close_after_flush(&mut self, id: SessionId) {
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.closing = true;
+        }
+        self.dirty.push(id);
+    }
+
+    fn close(&mut self, id: SessionId) {
+        let Some(mut s) = self.sessions.remove(&id) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut s.stream);
+        if let Role::Trader(user) = s.role {
+            if let Some(ids) = self.by_user.get_mut(&user) {
+                ids.retain(|&x| x != id);
+                if ids.is_empty() {
+                    self.by_user.remove(&user);
+                }
+            }
+        }
+        tracing::debug!(session = id, "session closed");
+    }
+}

@@ -1,0 +1,710 @@
+//! The pipeline behind the gateways: journal thread (sequencer + write-ahead journal), engine
+//! thread, snapshot writer.
+//!
+//! ```text
+//! gateway ──Request──> [inbound ring] ──> journal thread: stamp seq + time, append, commit
+//!                                          │ (a batch moves on only once durable per the mode)
+//!                                          v
+//!                               [engine ring] ──> engine thread: apply, build replies
+//!                                                   │              └─> snapshot writer thread
+//!                                                   v
+//! gateway <──Outbound── [outbound ring] <───────────┘
+//! ```
+//! Each ring has one producer in steady state (the snapshot writer also pushes its rare
+//! replies), each piece of state one writer. Queries (book, reports, symbol list) travel the
+//! same path so that they see every command before them, but are not journaled and take no
+//! sequence number of their own.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rialto_core::{Command, Engine, OrderId, OwnedEvent, Reason, UserId};
+use rialto_journal::JournalWriter;
+use rialto_wire::{ErrorCode, Liquidity, RequestKind, Secret, ServerMsg};
+
+use crate::auth::Credentials;
+use crate::idle::{Bell, Idler, MAX_SLEEP, WaitStrategy};
+use crate::ring::Ring;
+
+/// Identifies a gateway session; never reused while the server runs.
+pub type SessionId = u64;
+/// Commands the server issues itself (the demo set-up): their replies are dropped.
+pub const SYSTEM_SESSION: SessionId = 0;
+
+/// How the engine thread answers a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// An order command: Accepted or Rejected, carrying the client's order id.
+    Order {
+        order: OrderId,
+        kind: RequestKind,
+    },
+    /// AdminResult (add symbol, adjust balance).
+    Admin {
+        request: u64,
+    },
+    /// UserAdded with the new user's secret, or AdminResult on rejection.
+    AddUser {
+        request: u64,
+    },
+    /// Report (a user's balances and open orders).
+    Report {
+        request: u64,
+    },
+    VenueReport {
+        request: u64,
+    },
+    Book {
+        request: u64,
+    },
+    Symbols {
+        request: u64,
+    },
+    Snapshot {
+        request: u64,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Command(Command),
+    ListSymbols,
+    TakeSnapshot,
+}
+
+/// A decoded, authenticated request on its way to the journal thread.
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
+    pub session: SessionId,
+    pub reply: Reply,
+    pub op: Op,
+}
+
+/// A request with its place in the venue's history.
+#[derive(Clone, Copy, Debug)]
+pub struct Sequenced {
+    pub request: Request,
+    /// The command's sequence number; for a query, that of the last command before it.
+    pub seq: u64,
+    pub ts_ns: i64,
+}
+
+/// Who an outbound message is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Session(SessionId),
+    /// Every session logged in as this user (fills and cancels of its orders).
+    User(UserId),
+}
+
+#[derive(Clone, Debug)]
+pub struct Outbound {
+    pub target: Target,
+    pub msg: ServerMsg,
+}
+
+/// Commands that change state are journaled; queries are not.
+pub fn is_journaled(op: &Op) -> bool {
+    match op {
+        Op::Command(cmd) => !matches!(
+            cmd,
+            Command::Book { .. } | Command::UserReport { .. } | Command::VenueReport
+        ),
+        Op::ListSymbols | Op::TakeSnapshot => false,
+    }
+}
+
+/// Flags the threads use to stop in order: intake closes, the journal drains and syncs, the
+/// engine drains, the gateway flushes its sessions.
+#[derive(Default)]
+pub struct Shared {
+    pub intake_closed: AtomicBool,
+    pub journal_done: AtomicBool,
+    pub engine_done: AtomicBool,
+    /// Set with a message when a thread hit an error it cannot continue after.
+    pub failure: Mutex<Option<String>>,
+    pub failed: AtomicBool,
+    /// The engine's last applied sequence number.
+    pub applied_seq: AtomicU64,
+}
+
+impl Shared {
+    pub fn fail(&self, message: String) {
+        tracing::error!("{message}");
+        let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        failure.get_or_insert(message);
+        self.failed.store(true, Ordering::SeqCst);
+    }
+
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+}
+
+pub struct PipelineConfig {
+    pub ring_capacity: usize,
+    pub batch_max: usize,
+    pub wait: WaitStrategy,
+    /// Take a snapshot after this many journaled commands (0: never on its own).
+    pub snapshot_every: u64,
+    /// Where snapshots go, and whether covered journal segments are archived.
+    pub data_dir: std::path::PathBuf,
+    pub archive: bool,
+}
+
+/// The running pipeline: the gateway pushes into `inbound` and drains `outbound`.
+pub struct Pipeline {
+    pub inbound: Arc<Ring<Request>>,
+    pub outbound: Arc<Ring<Outbound>>,
+    pub shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Pipeline {
+    /// Starts the threads on a recovered engine and an open journal positioned after the
+    /// engine's last command.
+    pub fn start(
+        config: PipelineConfig,
+        engine: Engine,
+        journal: JournalWriter,
+        credentials: Arc<Credentials>,
+    ) -> std::io::Result<Pipeline> {
+        let inbound = Ring::new(config.ring_capacity);
+        let to_engine = Ring::new(config.ring_capacity);
+        let outbound = Ring::new(config.ring_capacity);
+        let shared = Arc::new(Shared::default());
+        shared
+            .applied_seq
+            .store(engine.last_seq(), Ordering::SeqCst);
+        let (snapshot_tx, snapshot_rx) = sync_channel::<SnapshotJob>(1);
+
+        let journal_stage = JournalStage {
+            inbound: inbound.clone(),
+            to_engine: to_engine.clone(),
+            shared: shared.clone(),
+            journal,
+            seq: engine.last_seq(),
+            last_ts_ns: 0,
+            batch: Vec::with_capacity(config.batch_max),
+            batch_max: config.batch_max,
+            wait: config.wait,
+        };
+        let engine_stage = EngineStage {
+            from_journal: to_engine,
+            outbound: outbound.clone(),
+            shared: shared.clone(),
+            engine,
+            credentials,
+            events: Vec::with_capacity(64),
+            snapshots: snapshot_tx,
+            snapshot_every: config.snapshot_every,
+            journaled_since_snapshot: 0,
+            wait: config.wait,
+        };
+        let writer = SnapshotWriter {
+            jobs: snapshot_rx,
+            outbound: outbound.clone(),
+            shared: shared.clone(),
+            data_dir: config.data_dir.clone(),
+            archive: config.archive,
+        };
+        let threads = vec![
+            std::thread::Builder::new()
+                .name("rialto-journal".into())
+                .spawn(move || journal_stage.run())?,
+            std::thread::Builder::new()
+                .name("rialto-engine".into())
+                .spawn(move || engine_stage.run())?,
+            std::thread::Builder::new()
+                .name("rialto-snapshot".into())
+                .spawn(move || writer.run())?,
+        ];
+        Ok(Pipeline {
+            inbound,
+            outbound,
+            shared,
+            threads,
+        })
+    }
+
+    /// The gateway will push nothing more: the journal drains, syncs and stops, then the
+    /// engine drains and stops.
+    pub fn close_intake(&self) {
+        self.shared.intake_closed.store(true, Ordering::SeqCst);
+        self.inbound.ring_always();
+    }
+
+    /// Whether everything pushed so far has been applied and its replies queued.
+    pub fn drained(&self) -> bool {
+        self.shared.engine_done.load(Ordering::SeqCst)
+    }
+
+    /// Waits for the threads (after [`Self::close_intake`]); the error of the first failure.
+    pub fn join(self) -> Result<(), String> {
+        for t in self.threads {
+            if t.join().is_err() {
+                self.shared
+                    .fail("a pipeline thread panicked (see the log above)".into());
+            }
+        }
+        match self.shared.failure.lock() {
+            Ok(f) => f.clone().map_or(Ok(()), Err),
+            Err(_) => Err("a pipeline thread panicked".into()),
+        }
+    }
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+// ----- journal thread ------------------------------------------------------------------------
+
+struct JournalStage {
+    inbound: Arc<Ring<Request>>,
+    to_engine: Arc<Ring<Sequenced>>,
+    shared: Arc<Shared>,
+    journal: JournalWriter,
+    seq: u64,
+    last_ts_ns: i64,
+    batch: Vec<Sequenced>,
+    batch_max: usize,
+    wait: WaitStrategy,
+}
+
+impl JournalStage {
+    fn run(mut self) {
+        let bell = Bell::for_thread(std::thread::current());
+        self.inbound.set_bell(bell.clone());
+        let mut idler = Idler::new(self.wait);
+        loop {
+            // Read the flag before draining: intake closed and then found empty means done.
+            let closing = self.shared.intake_closed.load(Ordering::SeqCst);
+            let work = match self.do_work() {
+                Ok(n) => n,
+                Err(e) => {
+                    self.shared.fail(format!("journal write failed: {e}"));
+                    break;
+                }
+            };
+            if self.shared.has_failed() || (closing && work == 0 && self.inbound.is_empty()) {
+                break;
+            }
+            let inbound = &self.inbound;
+            idler.idle_thread(work, &bell, MAX_SLEEP, || !inbound.is_empty());
+        }
+        if let Err(e) = self.journal.sync() {
+            self.shared
+                .fail(format!("journal sync at shutdown failed: {e}"));
+        }
+        self.shared.journal_done.store(true, Ordering::SeqCst);
+        self.to_engine.ring_always();
+    }
+
+    /// One duty cycle: take a batch, stamp it, make it durable, pass it on.
+    fn do_work(&mut self) -> std::io::Result<usize> {
+        let mut journaled = 0;
+        while self.batch.len() < self.batch_max {
+            let Some(request) = self.inbound.pop() else {
+                break;
+            };
+            // Time never runs backwards in the log, whatever the wall clock does.
+            let ts_ns = now_ns().max(self.last_ts_ns);
+            self.last_ts_ns = ts_ns;
+            if is_journaled(&request.op) {
+                let Op::Command(cmd) = &request.op else {
+                    unreachable!("only commands are journaled")
+                };
+                self.seq += 1;
+                self.journal.append(self.seq, ts_ns, cmd);
+                journaled += 1;
+            }
+            self.batch.push(Sequenced {
+                request,
+                seq: self.seq,
+                ts_ns,
+            });
+        }
+        if journaled > 0 {
+            // Group commit: one write (and in fsync mode one fsync) for the whole batch.
+            self.journal.commit()?;
+        }
+        self.journal.sync_if_due(std::time::Instant::now())?;
+        let n = self.batch.len();
+        let shared = &self.shared;
+        for item in self.batch.drain(..) {
+            if self
+                .to_engine
+                .push_waiting(item, || shared.has_failed())
+                .is_err()
+            {
+                break;
+            }
+        }
+        if n > 0 {
+            self.to_engine.ring();
+        }
+        Ok(n)
+    }
+}
+
+// ----- engine thread -------------------------------------------------------------------------
+
+struct EngineStage {
+    from_journal: Arc<Ring<Sequenced>>,
+    outbound: Arc<Ring<Outbound>>,
+    shared: Arc<Shared>,
+    engine: Engine,
+    credentials: Arc<Credentials>,
+    /// Reused for every command's events.
+    events: Vec<OwnedEvent>,
+    snapshots: SyncSender<SnapshotJob>,
+    snapshot_every: u64,
+    journaled_since_snapshot: u64,
+    wait: WaitStrategy,
+}
+
+impl EngineStage {
+    fn run(mut self) {
+        let bell = Bell::for_thread(std::thread::current());
+        self.from_journal.set_bell(bell.clone());
+        let mut idler = Idler::new(self.wait);
+        loop {
+            let closing = self.shared.journal_done.load(Ordering::SeqCst);
+            let mut work = 0;
+            while let Some(item) = self.from_journal.pop() {
+                self.handle(item);
+                work += 1;
+                if work == 1024 {
+                    break;
+                }
+            }
+            if work > 0 {
+                self.shared
+                    .applied_seq
+                    .store(self.engine.last_seq(), Ordering::Release);
+                self.outbound.ring();
+            }
+            if self.shared.has_failed() || (closing && work == 0 && self.from_journal.is_empty()) {
+                break;
+            }
+            let ring = &self.from_journal;
+            idler.idle_thread(work, &bell, MAX_SLEEP, || !ring.is_empty());
+        }
+        self.shared.engine_done.store(true, Ordering::SeqCst);
+        self.outbound.ring_always();
+    }
+
+    fn send(&self, target: Target, msg: ServerMsg) {
+        if target == Target::Session(SYSTEM_SESSION) {
+            return;
+        }
+        let shared = &self.shared;
+        // The gateway always drains the outbound ring, so this waits only briefly.
+        let _ = self
+            .outbound
+            .push_waiting(Outbound { target, msg }, || shared.has_failed());
+    }
+
+    fn handle(&mut self, item: Sequenced) {
+        let Sequenced {
+            request,
+            seq,
+            ts_ns,
+        } = item;
+        let session = Target::Session(request.session);
+        let cmd = match request.op {
+            Op::Command(cmd) => cmd,
+            Op::ListSymbols => {
+                let Reply::Symbols { request } = request.reply else {
+                    return;
+                };
+                let mut symbols = self.engine.symbols_by_name();
+                symbols.truncate(rialto_wire::MAX_SYMBOL_LIST_ITEMS);
+                self.send(session, ServerMsg::SymbolList { request, symbols });
+                return;
+            }
+            Op::TakeSnapshot => {
+                let asked_by = match request.reply {
+                    Reply::Snapshot { request: id } => Some((request.session, id)),
+                    _ => None,
+                };
+                self.take_snapshot(asked_by);
+                return;
+            }
+        };
+        self.events.clear();
+        let result = self.engine.apply(seq, ts_ns, &cmd, &mut self.events);
+        if is_journaled(&request.op) {
+            self.journaled_since_snapshot += 1;
+        }
+        self.reply(session, request.reply, seq, ts_ns, &cmd, result);
+        if self.snapshot_every > 0 && self.journaled_since_snapshot >= self.snapshot_every {
+            self.take_snapshot(None);
+        }
+    }
+}
+
+impl EngineStage {
+    /// Answers one applied command: the sender's reply first, then the events, so a trader
+    /// sees Accepted before the fills it caused.
+    fn reply(
+        &mut self,
+        session: Target,
+        reply: Reply,
+        seq: u64,
+        ts_ns: i64,
+        cmd: &Command,
+        result: Result<(), Reason>,
+    ) {
+        match reply {
+            Reply::Order { order, kind } => {
+                let msg = match result {
+                    Ok(()) => ServerMsg::Accepted {
+                        seq,
+                        ts_ns,
+                        order,
+                        kind,
+                    },
+                    Err(reason) => ServerMsg::Rejected {
+                        seq,
+                        ts_ns,
+                        order,
+                        kind,
+                        reason,
+                    },
+                };
+                self.send(session, msg);
+            }
+            Reply::Admin { request } => {
+                self.send(
+                    session,
+                    ServerMsg::AdminResult {
+                        request,
+                        seq,
+                        result,
+                    },
+                );
+            }
+            Reply::AddUser { request } => {
+                let msg = match (result, cmd) {
+                    (Ok(()), Command::AddUser { user }) => ServerMsg::UserAdded {
+                        request,
+                        seq,
+                        user: *user,
+                        secret: Secret::new(self.credentials.user_secret(*user).as_bytes())
+                            .expect("a derived secret is 32 bytes"),
+                    },
+                    _ => ServerMsg::AdminResult {
+                        request,
+                        seq,
+                        result,
+                    },
+                };
+                self.send(session, msg);
+            }
+            Reply::Report { request }
+            | Reply::VenueReport { request }
+            | Reply::Book { request } => {
+                let msg = match self.events.pop() {
+                    Some(OwnedEvent::UserReport(mut report)) => {
+                        // Lists are capped to fit one frame (docs/protocol.md).
+                        report.orders.truncate(rialto_wire::MAX_REPORT_ORDERS);
+                        report.balances.truncate(rialto_wire::MAX_REPORT_BALANCES);
+                        ServerMsg::Report { request, report }
+                    }
+                    Some(OwnedEvent::VenueReport(mut totals)) => {
+                        totals.truncate(rialto_wire::MAX_VENUE_CURRENCIES);
+                        ServerMsg::VenueReport { request, totals }
+                    }
+                    Some(OwnedEvent::Book { symbol, bids, asks }) => ServerMsg::Book {
+                        request,
+                        seq,
+                        symbol,
+                        bids,
+                        asks,
+                    },
+                    _ => ServerMsg::AdminResult {
+                        request,
+                        seq,
+                        result,
+                    },
+                };
+                self.send(session, msg);
+                return;
+            }
+            Reply::Symbols { request } | Reply::Snapshot { request } => {
+                self.send(
+                    session,
+                    ServerMsg::AdminResult {
+                        request,
+                        seq,
+                        result,
+                    },
+                );
+            }
+        }
+        for i in 0..self.events.len() {
+            match self.events[i] {
+                OwnedEvent::Trade(t) => {
+                    let common = |order, side, fee, liquidity| ServerMsg::Trade {
+                        seq,
+                        ts_ns,
+                        order,
+                        symbol: t.symbol,
+                        side,
+                        price: t.price,
+                        qty: t.qty,
+                        fee,
+                        liquidity,
+                    };
+                    let maker = common(
+                        t.maker_order,
+                        t.taker_side.opposite(),
+                        t.maker_fee,
+                        Liquidity::Maker,
+                    );
+                    let taker = common(t.taker_order, t.taker_side, t.taker_fee, Liquidity::Taker);
+                    self.send(Target::User(t.maker_user), maker);
+                    self.send(Target::User(t.taker_user), taker);
+                }
+                OwnedEvent::Cancelled(c) => {
+                    let msg = ServerMsg::Cancelled {
+                        seq,
+                        ts_ns,
+                        order: c.order,
+                        symbol: c.symbol,
+                        side: c.side,
+                        qty: c.qty,
+                        reason: c.reason,
+                    };
+                    self.send(Target::User(c.user), msg);
+                }
+                // Queries are answered above; no other command reports these.
+                OwnedEvent::Book { .. }
+                | OwnedEvent::UserReport(_)
+                | OwnedEvent::VenueReport(_) => {}
+            }
+        }
+    }
+
+    /// Encodes the state here (the only pause matching sees) and leaves compression and disk
+    /// to the snapshot writer. One snapshot at a time: a request while one is being written is
+    /// refused with `limit_exceeded`.
+    fn take_snapshot(&mut self, asked_by: Option<(SessionId, u64)>) {
+        self.journaled_since_snapshot = 0;
+        let seq = self.engine.last_seq();
+        let job = SnapshotJob {
+            seq,
+            bytes: self.engine.encode_snapshot(),
+            asked_by,
+        };
+        match self.snapshots.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(job)) => {
+                tracing::warn!(
+                    seq,
+                    "snapshot skipped: the previous one is still being written"
+                );
+                if let Some((session, request)) = job.asked_by {
+                    let result = Err(Reason::LimitExceeded);
+                    self.send(
+                        Target::Session(session),
+                        ServerMsg::AdminResult {
+                            request,
+                            seq,
+                            result,
+                        },
+                    );
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.shared.fail("the snapshot writer stopped".into());
+            }
+        }
+    }
+}
+
+// ----- snapshot writer -----------------------------------------------------------------------
+
+struct SnapshotJob {
+    seq: u64,
+    bytes: Vec<u8>,
+    asked_by: Option<(SessionId, u64)>,
+}
+
+struct SnapshotWriter {
+    jobs: Receiver<SnapshotJob>,
+    outbound: Arc<Ring<Outbound>>,
+    shared: Arc<Shared>,
+    data_dir: std::path::PathBuf,
+    archive: bool,
+}
+
+impl SnapshotWriter {
+    fn run(self) {
+        // Ends when the engine thread drops its sender.
+        while let Ok(job) = self.jobs.recv() {
+            let Some(state_hash) = Engine::snapshot_state_hash(&job.bytes) else {
+                self.shared
+                    .fail("the engine produced a malformed snapshot".into());
+                return;
+            };
+            let started = std::time::Instant::now();
+            let written =
+                rialto_journal::write_snapshot(&self.data_dir, job.seq, state_hash, &job.bytes);
+            let msg = match written {
+                Ok(path) => {
+                    let ms = started.elapsed().as_millis() as u64;
+                    tracing::info!(seq = job.seq, path = %path.display(), ms, "snapshot written");
+                    self.tidy();
+                    ServerMsg::SnapshotTaken {
+                        request: job.asked_by.map_or(0, |(_, r)| r),
+                        seq: job.seq,
+                        state_hash,
+                    }
+                }
+                Err(e) => {
+                    // The journal still holds everything: a failed snapshot loses nothing.
+                    tracing::error!(seq = job.seq, "snapshot failed: {e}");
+                    ServerMsg::Error {
+                        code: ErrorCode::Internal,
+                        message: format!("snapshot at seq {} failed: {e}", job.seq),
+                    }
+                }
+            };
+            if let Some((session, _)) = job.asked_by {
+                let shared = &self.shared;
+                let out = Outbound {
+                    target: Target::Session(session),
+                    msg,
+                };
+                if self
+                    .outbound
+                    .push_waiting(out, || shared.has_failed())
+                    .is_ok()
+                {
+                    self.outbound.ring();
+                }
+            }
+        }
+    }
+
+    /// Keeps the newest snapshots and, if configured, archives the journal they cover.
+    fn tidy(&self) {
+        let kept = rialto_journal::DEFAULT_SNAPSHOTS_KEPT;
+        let result = if self.archive {
+            rialto_journal::retain(&self.data_dir, kept).map(|_| ())
+        } else {
+            rialto_journal::prune_snapshots(&self.data_dir, kept).map(|_| ())
+        };
+        if let Err(e) = result {
+            tracing::warn!("tidying snapshots and journal segments failed: {e}");
+        }
+    }
+}
