@@ -1,0 +1,503 @@
+//! The binary gateway end to end over real sockets: trading, isolation between users, login
+//! rules, bad frames, throttling, back-pressure, admin commands.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{admin, start, trader};
+use rialto_client::{Client, ClientError};
+use rialto_core::{CancelReason, Name, Reason, Side, SymbolId, SymbolSpec};
+use rialto_wire::{
+    ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg, decode_server,
+    encode_client,
+};
+
+const BTC: SymbolId = SymbolId(0);
+
+fn report(c: &mut Client) -> rialto_core::UserReport {
+    match c.request(&ClientMsg::MyReport { request: 5 }).unwrap() {
+        ServerMsg::Report { report, .. } => report,
+        other => panic!("report: {other}"),
+    }
+}
+
+#[test]
+fn two_traders_trade_and_each_sees_its_own_fill() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut seller = trader(&server, 1);
+    let mut buyer = trader(&server, 2);
+
+    seller
+        .place(NewOrder::limit(11, BTC, Side::Sell, 5_000, 3))
+        .unwrap();
+    let accepted = seller.recv().unwrap();
+    assert!(
+        matches!(
+            accepted,
+            ServerMsg::Accepted {
+                order: 11,
+                kind: RequestKind::Place,
+                ..
+            }
+        ),
+        "{accepted}"
+    );
+    buyer
+        .place(NewOrder::limit(7, BTC, Side::Buy, 5_100, 2))
+        .unwrap();
+    let ServerMsg::Accepted { seq, order: 7, .. } = buyer.recv().unwrap() else {
+        panic!("the buy is accepted first");
+    };
+    // The taker's fill: at the resting price, with the taker fee (1 per lot in the demo).
+    match buyer.recv().unwrap() {
+        ServerMsg::Trade {
+            seq: s,
+            order,
+            side,
+            price,
+            qty,
+            fee,
+            liquidity,
+            ..
+        } => {
+            assert_eq!(
+                (s, order, side, price, qty, fee),
+                (seq, 7, Side::Buy, 5_000, 2, 2)
+            );
+            assert_eq!(liquidity, Liquidity::Taker);
+        }
+        other => panic!("taker fill: {other}"),
+    }
+    match seller.recv().unwrap() {
+        ServerMsg::Trade {
+            order,
+            side,
+            price,
+            qty,
+            fee,
+            liquidity,
+            ..
+        } => {
+            assert_eq!(
+                (order, side, price, qty, fee),
+                (11, Side::Sell, 5_000, 2, 0)
+            );
+            assert_eq!(liquidity, Liquidity::Maker);
+        }
+        other => panic!("maker fill: {other}"),
+    }
+    // Balances moved: 2 lots of 1,000 base units each, 2 * 5,000 quote plus the fee.
+    let funds = rialto_server::demo::DEMO_FUNDS;
+    let buyer_report = report(&mut buyer);
+    let usd = buyer_report
+        .balances
+        .iter()
+        .find(|(c, _)| c.as_str() == "USD")
+        .unwrap()
+        .1;
+    assert_eq!(usd.available, funds - 10_002);
+    let seller_report = report(&mut seller);
+    assert_eq!(seller_report.orders.len(), 1);
+    assert_eq!(seller_report.orders[0].remaining, 1);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_user_cannot_cancel_or_see_another_users_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut owner = trader(&server, 1);
+    let mut other = trader(&server, 2);
+    owner
+        .place(NewOrder::limit(42, BTC, Side::Buy, 4_000, 5))
+        .unwrap();
+    assert!(matches!(owner.recv().unwrap(), ServerMsg::Accepted { .. }));
+
+    other.cancel(42).unwrap();
+    match other.recv().unwrap() {
+        ServerMsg::Rejected {
+            order: 42,
+            kind: RequestKind::Cancel,
+            reason,
+            ..
+        } => {
+            assert_eq!(reason, Reason::UnknownOrder)
+        }
+        m => panic!("{m}"),
+    }
+    other.send(&ClientMsg::MassCancel { symbol: None }).unwrap();
+    assert!(matches!(
+        other.recv().unwrap(),
+        ServerMsg::Accepted {
+            kind: RequestKind::MassCancel,
+            ..
+        }
+    ));
+    assert!(report(&mut other).orders.is_empty());
+    assert_eq!(
+        report(&mut owner).orders.len(),
+        1,
+        "the owner's order is untouched"
+    );
+
+    // The owner's own mass cancel reports the cancel.
+    owner
+        .send(&ClientMsg::MassCancel { symbol: Some(BTC) })
+        .unwrap();
+    assert!(matches!(owner.recv().unwrap(), ServerMsg::Accepted { .. }));
+    match owner.recv().unwrap() {
+        ServerMsg::Cancelled {
+            order: 42,
+            qty: 5,
+            reason: CancelReason::User,
+            ..
+        } => {}
+        m => panic!("{m}"),
+    }
+    server.shutdown().unwrap();
+}
+
+fn expect_error_then_close(c: &mut Client, code: ErrorCode) {
+    match c.recv() {
+        Ok(ServerMsg::Error { code: got, .. }) => assert_eq!(got, code),
+        Err(ClientError::Server { code: got, .. }) => assert_eq!(got, code),
+        other => panic!("expected error {code}: {other:?}"),
+    }
+    assert!(matches!(
+        c.recv(),
+        Err(ClientError::Closed) | Err(ClientError::Io(_))
+    ));
+}
+
+#[test]
+fn logins_are_checked_and_roles_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+
+    let mut c = Client::connect(server.order_addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let err = c.login(1, b"not the secret").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ClientError::Server {
+                code: ErrorCode::AuthFailed,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(matches!(
+        c.recv(),
+        Err(ClientError::Closed) | Err(ClientError::Io(_))
+    ));
+
+    // Another user's secret does not open this user.
+    let mut c = Client::connect(server.order_addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let secret2 = server.credentials.user_secret(2);
+    assert!(c.login(1, secret2.as_bytes()).is_err());
+
+    // The first frame must be a login.
+    let mut c = Client::connect(server.order_addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.cancel(1).unwrap();
+    expect_error_then_close(&mut c, ErrorCode::NotLoggedIn);
+
+    // Admin logins only on the admin port, trader logins only on the order port.
+    let mut c = Client::connect(server.order_addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert!(c.admin_login(server.admin_secret.as_bytes()).is_err());
+    let mut c = Client::connect(server.admin_addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let secret1 = server.credentials.user_secret(1);
+    assert!(c.login(1, secret1.as_bytes()).is_err());
+
+    // A trader sending an admin frame is refused and stays connected.
+    let mut t = trader(&server, 1);
+    t.send(&ClientMsg::AddUser {
+        request: 1,
+        user: 77,
+    })
+    .unwrap();
+    match t.recv() {
+        Ok(ServerMsg::Error { code, .. }) | Err(ClientError::Server { code, .. }) => {
+            assert_eq!(code, ErrorCode::NotAdmin)
+        }
+        other => panic!("{other:?}"),
+    }
+    t.send(&ClientMsg::Heartbeat { nonce: 9 }).unwrap();
+    assert_eq!(t.recv().unwrap(), ServerMsg::Heartbeat { nonce: 9 });
+    server.shutdown().unwrap();
+}
+
+/// A raw connection logged in as user 1, for sending bytes no client would.
+fn raw_trader(server: &rialto_server::RunningServer) -> TcpStream {
+    let mut s = TcpStream::connect(server.order_addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let secret = Secret::new(server.credentials.user_secret(1).as_bytes()).unwrap();
+    let mut frame = Vec::new();
+    encode_client(&ClientMsg::Login { user: 1, secret }, &mut frame);
+    s.write_all(&frame).unwrap();
+    assert!(matches!(
+        read_frame(&mut s),
+        Some(ServerMsg::LoginAccepted { .. })
+    ));
+    s
+}
+
+/// One whole frame, or None at end of stream.
+fn read_frame(s: &mut TcpStream) -> Option<ServerMsg> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1];
+    loop {
+        if let Some((msg, _)) = decode_server(&buf).unwrap() {
+            return Some(msg);
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => buf.push(chunk[0]),
+        }
+    }
+}
+
+fn heartbeat_frame(nonce: u64) -> Vec<u8> {
+    let mut frame = Vec::new();
+    encode_client(&ClientMsg::Heartbeat { nonce }, &mut frame);
+    frame
+}
+
+#[test]
+fn bad_frames_get_an_error_and_a_broken_stream_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+
+    // An unknown type with a sound length: refused, and the session carries on.
+    let mut s = raw_trader(&server);
+    s.write_all(&[2, 0, 0, 0, 1, 0x7f]).unwrap();
+    assert!(matches!(
+        read_frame(&mut s),
+        Some(ServerMsg::Error {
+            code: ErrorCode::UnknownType,
+            ..
+        })
+    ));
+    // A body too short for its type, and an unsupported version: same.
+    let mut short = heartbeat_frame(1);
+    short[0] -= 1;
+    short.pop();
+    s.write_all(&short).unwrap();
+    assert!(matches!(
+        read_frame(&mut s),
+        Some(ServerMsg::Error {
+            code: ErrorCode::Malformed,
+            ..
+        })
+    ));
+    let mut v9 = heartbeat_frame(2);
+    v9[4] = 9;
+    s.write_all(&v9).unwrap();
+    assert!(matches!(
+        read_frame(&mut s),
+        Some(ServerMsg::Error {
+            code: ErrorCode::UnsupportedVersion,
+            ..
+        })
+    ));
+    s.write_all(&heartbeat_frame(3)).unwrap();
+    assert_eq!(read_frame(&mut s), Some(ServerMsg::Heartbeat { nonce: 3 }));
+
+    // An absurd length cannot be skipped: an error, then the connection closes.
+    s.write_all(&u32::MAX.to_le_bytes()).unwrap();
+    assert!(matches!(
+        read_frame(&mut s),
+        Some(ServerMsg::Error {
+            code: ErrorCode::TooLarge,
+            ..
+        })
+    ));
+    assert_eq!(read_frame(&mut s), None);
+
+    // Garbage before any login, and a client that leaves in the middle of a frame.
+    let mut g = TcpStream::connect(server.order_addr).unwrap();
+    g.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    g.write_all(&[1, 0, 0, 0, 0xff]).unwrap();
+    assert!(matches!(read_frame(&mut g), Some(ServerMsg::Error { .. })));
+    let mut half = raw_trader(&server);
+    half.write_all(&heartbeat_frame(4)[..7]).unwrap();
+    drop(half);
+
+    // The venue still serves everyone else.
+    let mut t = trader(&server, 2);
+    t.place(NewOrder::limit(1, BTC, Side::Buy, 100, 1)).unwrap();
+    assert!(matches!(t.recv().unwrap(), ServerMsg::Accepted { .. }));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_session_over_its_message_rate_is_disconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| {
+        c.gateway.max_msgs_per_sec = 100;
+        c.gateway.burst = 20;
+    });
+    let mut s = raw_trader(&server);
+    let flood: Vec<u8> = (0..200).flat_map(heartbeat_frame).collect();
+    s.write_all(&flood).unwrap();
+    let mut heartbeats = 0;
+    loop {
+        match read_frame(&mut s) {
+            Some(ServerMsg::Heartbeat { .. }) => heartbeats += 1,
+            Some(ServerMsg::Error { code, .. }) => {
+                assert_eq!(code, ErrorCode::Throttled);
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        (19..=25).contains(&heartbeats),
+        "{heartbeats} frames before the limit"
+    );
+    assert_eq!(read_frame(&mut s), None, "then the session is closed");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_full_pipeline_slows_the_sender_and_drops_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| {
+        c.pipeline.ring_capacity = 4;
+        c.pipeline.batch_max = 2;
+    });
+    let mut t = trader(&server, 3);
+    let orders: Vec<ClientMsg> = (1..=3_000)
+        .map(|i| ClientMsg::NewOrder(NewOrder::limit(i, BTC, Side::Buy, 10 + i % 50, 1)))
+        .collect();
+    for chunk in orders.chunks(500) {
+        t.send_batch(chunk).unwrap();
+    }
+    let mut accepted = Vec::new();
+    while accepted.len() < 3_000 {
+        match t.recv().unwrap() {
+            ServerMsg::Accepted { order, .. } => accepted.push(order),
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(
+        accepted,
+        (1..=3_000).collect::<Vec<_>>(),
+        "every order, in order"
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn admin_adds_a_symbol_and_a_user_who_can_then_trade() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| c.demo = false);
+    let mut a = admin(&server);
+    let name = |s: &str| Name::new(s).unwrap();
+    let spec = SymbolSpec {
+        symbol: name("SOL-EUR"),
+        base: name("SOL"),
+        quote: name("EUR"),
+        base_scale: 10,
+        quote_scale: 1,
+        maker_fee: 0,
+        taker_fee: 0,
+    };
+    let ok = |m: ServerMsg| {
+        assert!(
+            matches!(m, ServerMsg::AdminResult { result: Ok(()), .. }),
+            "{m}"
+        )
+    };
+    ok(a.request(&ClientMsg::AddSymbol { request: 1, spec })
+        .unwrap());
+    match a
+        .request(&ClientMsg::AddSymbol { request: 2, spec })
+        .unwrap()
+    {
+        ServerMsg::AdminResult {
+            request: 2, result, ..
+        } => assert_eq!(result, Err(Reason::DuplicateSymbol)),
+        m => panic!("{m}"),
+    }
+    let secret = match a
+        .request(&ClientMsg::AddUser {
+            request: 3,
+            user: 500,
+        })
+        .unwrap()
+    {
+        ServerMsg::UserAdded {
+            user: 500, secret, ..
+        } => secret,
+        m => panic!("{m}"),
+    };
+    let deposit = ClientMsg::AdjustBalance {
+        request: 4,
+        user: 500,
+        currency: name("EUR"),
+        amount: 1_000,
+        tx: 1,
+    };
+    ok(a.request(&deposit).unwrap());
+    match a.request(&deposit).unwrap() {
+        ServerMsg::AdminResult { result, .. } => assert_eq!(result, Err(Reason::DuplicateTx)),
+        m => panic!("{m}"),
+    }
+    match a.request(&ClientMsg::ListSymbols { request: 5 }).unwrap() {
+        ServerMsg::SymbolList { symbols, .. } => assert_eq!(symbols, vec![(SymbolId(0), spec)]),
+        m => panic!("{m}"),
+    }
+
+    let mut t = Client::connect(server.order_addr).unwrap();
+    t.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    t.login(500, secret.as_bytes()).unwrap();
+    t.place(NewOrder::limit(1, SymbolId(0), Side::Buy, 100, 10))
+        .unwrap();
+    assert!(matches!(t.recv().unwrap(), ServerMsg::Accepted { .. }));
+    t.place(NewOrder::limit(2, SymbolId(0), Side::Buy, 1, 1))
+        .unwrap();
+    match t.recv().unwrap() {
+        ServerMsg::Rejected { reason, .. } => assert_eq!(reason, Reason::InsufficientFunds),
+        m => panic!("{m}"),
+    }
+    match a
+        .request(&ClientMsg::Book {
+            request: 6,
+            symbol: SymbolId(0),
+            depth: 5,
+        })
+        .unwrap()
+    {
+        ServerMsg::Book { bids, asks, .. } => {
+            assert_eq!(
+                bids,
+                vec![rialto_core::Level {
+                    price: 100,
+                    qty: 10
+                }]
+            );
+            assert!(asks.is_empty());
+        }
+        m => panic!("{m}"),
+    }
+    match a.request(&ClientMsg::VenueReport { request: 7 }).unwrap() {
+        ServerMsg::VenueReport { totals, .. } => {
+            let eur = totals
+                .iter()
+                .find(|t| t.currency.as_str() == "EUR")
+                .unwrap();
+            assert_eq!((eur.deposits, eur.held, eur.available), (1_000, 1_000, 0));
+        }
+        m => panic!("{m}"),
+    }
+    server.shutdown().unwrap();
+}
