@@ -17,17 +17,19 @@ fn opt<T: Copy + std::fmt::Debug + 'static>(all: &'static [T]) -> impl Strategy<
 fn command() -> impl Strategy<Value = Command> {
     let i = any::<i64>;
     prop_oneof![
-        (name(), name(), name(), i(), i(), i(), i()).prop_map(|(symbol, base, quote, a, b, c, d)| {
-            Command::AddSymbol(SymbolSpec {
-                symbol,
-                base,
-                quote,
-                base_scale: a,
-                quote_scale: b,
-                maker_fee: c,
-                taker_fee: d,
-            })
-        }),
+        (name(), name(), name(), i(), i(), i(), i()).prop_map(
+            |(symbol, base, quote, a, b, c, d)| {
+                Command::AddSymbol(SymbolSpec {
+                    symbol,
+                    base,
+                    quote,
+                    base_scale: a,
+                    quote_scale: b,
+                    maker_fee: c,
+                    taker_fee: d,
+                })
+            }
+        ),
         i().prop_map(|user| Command::AddUser { user }),
         (i(), name(), i(), i()).prop_map(|(user, currency, amount, tx)| Command::AdjustBalance {
             user,
@@ -37,7 +39,13 @@ fn command() -> impl Strategy<Value = Command> {
         }),
         (
             (i(), i(), any::<u32>(), opt(Side::ALL), opt(OrderType::ALL)),
-            (opt(Tif::ALL), any::<Option<i64>>(), i(), any::<bool>(), opt(Stp::ALL))
+            (
+                opt(Tif::ALL),
+                any::<Option<i64>>(),
+                i(),
+                any::<bool>(),
+                opt(Stp::ALL)
+            )
         )
             .prop_map(
                 |((user, order, symbol, side, order_type), (tif, price, qty, post_only, stp))| {
@@ -134,6 +142,9 @@ fn bad_bytes_say_where_and_what() {
     );
     buf[21] = 7; // the side
     let err = decode_command(&buf).unwrap_err().to_string();
-    assert!(err.contains("byte 21") && err.contains("side: unknown code 7"), "{err}");
+    assert!(
+        err.contains("byte 21") && err.contains("side: unknown code 7"),
+        "{err}"
+    );
     assert!(decode_command(&[]).is_err());
 }

@@ -65,7 +65,11 @@ pub fn workload(n: usize) -> Vec<Command> {
             },
             _ => {
                 order += 1;
-                let side = if r >> 16 & 1 == 0 { Side::Buy } else { Side::Sell };
+                let side = if r >> 16 & 1 == 0 {
+                    Side::Buy
+                } else {
+                    Side::Sell
+                };
                 let price = 95 + (r >> 20) % 11;
                 let qty = 1 + (r >> 28) % 10;
                 Command::Place(PlaceOrder::limit(
