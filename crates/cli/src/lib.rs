@@ -2,6 +2,8 @@
 //! out, docs/scenario-format.md), the replay loop that drives the engine with them, and the
 //! front ends of `serve` and `loadgen`.
 
+pub mod bench_recovery;
+pub mod journal;
 pub mod loadgen;
 pub mod pipeline_bench;
 pub mod replay;

@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use rialto_bench::cli::BenchCommand;
+use rialto_cli::bench_recovery::{self, RecoveryArgs};
+use rialto_cli::journal;
 use rialto_cli::loadgen::LoadgenArgs;
 use rialto_cli::replay::{self, ReplayError, ReplayOptions};
 use rialto_cli::serve::ServeArgs;
@@ -54,6 +56,9 @@ is 0 unless --strict stopped the replay or the input could not be read."
     /// Run benchmarks
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Inspect the journal and snapshots of a data directory (docs/journal-format.md)
+    #[command(subcommand)]
+    Journal(JournalCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -63,6 +68,34 @@ enum BenchCmd {
     /// The `single` workload through the in-process pipeline (journal on disk, engine thread,
     /// replies), without sockets: throughput and latency per durability mode
     Pipeline(rialto_cli::pipeline_bench::PipelineBenchArgs),
+    /// Time recovery: a snapshot with --orders resting orders plus --commands journaled ones
+    Recovery(RecoveryArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum JournalCmd {
+    /// Write the journal as scenario JSON Lines (docs/scenario-format.md), one command a line
+    /// from seq 1, ready for `rialto replay`
+    #[command(
+        after_help = "Fails if the journal does not start at seq 1, e.g. when its first segments \
+were archived after a snapshot and --include-archive was not given. A torn tail is left out and \
+reported on stderr."
+    )]
+    Dump {
+        /// Data directory (holds journal/ and snapshots/)
+        #[arg(long, default_value = "data")]
+        data: PathBuf,
+        /// Read journal/archive/ first, for the full history
+        #[arg(long)]
+        include_archive: bool,
+    },
+    /// Check every segment and snapshot, recover without changing anything, print a summary;
+    /// exit status 1 on corruption
+    Verify {
+        /// Data directory (holds journal/ and snapshots/)
+        #[arg(long, default_value = "data")]
+        data: PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -127,6 +160,10 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Pipeline(args)) => {
             rialto_cli::pipeline_bench::run(&args).map(|()| ExitCode::SUCCESS)
         }
+        Cmd::Bench(BenchCmd::Recovery(args)) => {
+            bench_recovery::run(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Journal(cmd) => run_journal(cmd),
     };
     match outcome {
         Ok(code) => code,
@@ -135,6 +172,42 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn run_journal(cmd: JournalCmd) -> anyhow::Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_writer(io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    match cmd {
+        JournalCmd::Dump {
+            data,
+            include_archive,
+        } => {
+            let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+            match journal::dump(&data, include_archive, &mut out, &mut io::stderr()) {
+                Ok(_) => Ok(ExitCode::SUCCESS),
+                Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
+                Err(e) => Err(e.context(format!("dumping the journal of {}", data.display()))),
+            }
+        }
+        JournalCmd::Verify { data } => {
+            let ok = journal::verify(&data, &mut io::stdout().lock())?;
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<io::Error>()
+        .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
 }
 
 fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {

@@ -517,6 +517,109 @@ fn write_venue_report(buf: &mut Vec<u8>, seq: u64, totals: &[CurrencyTotals]) {
     buf.extend_from_slice(b"}}\n");
 }
 
+/// Appends `cmd` as one scenario line (the inverse of [`parse_line`]): every field written
+/// explicitly, `place` and `book` symbols by the name `engine` knows for the id. A word the
+/// gateway could not recognise (`None`) is written as `"?"`, which parses back to `None`; a
+/// symbol id the engine does not know is written as `""`, which parses to [`SymbolId::NONE`]
+/// and is rejected with `unknown_symbol` exactly as the id was.
+pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command) {
+    let cmd_head = |buf: &mut Vec<u8>, name: &str| {
+        buf.extend_from_slice(b"{\"cmd\":\"");
+        buf.extend_from_slice(name.as_bytes());
+        buf.push(b'"');
+    };
+    let str_field = |buf: &mut Vec<u8>, k: &str, v: &str| {
+        buf.push(b',');
+        key(buf, k);
+        write_json_str(buf, v);
+    };
+    let symbol_name = |id: SymbolId| engine.symbol(id).map(|s| s.symbol);
+    match *cmd {
+        Command::AddSymbol(ref s) => {
+            cmd_head(buf, "add_symbol");
+            str_field(buf, "symbol", s.symbol.as_str());
+            str_field(buf, "base", s.base.as_str());
+            str_field(buf, "quote", s.quote.as_str());
+            int_field(buf, "base_scale", s.base_scale);
+            int_field(buf, "quote_scale", s.quote_scale);
+            int_field(buf, "maker_fee", s.maker_fee);
+            int_field(buf, "taker_fee", s.taker_fee);
+        }
+        Command::AddUser { user } => {
+            cmd_head(buf, "add_user");
+            int_field(buf, "user", user);
+        }
+        Command::AdjustBalance {
+            user,
+            currency,
+            amount,
+            tx,
+        } => {
+            cmd_head(buf, "adjust_balance");
+            int_field(buf, "user", user);
+            str_field(buf, "currency", currency.as_str());
+            int_field(buf, "amount", amount);
+            int_field(buf, "tx", tx);
+        }
+        Command::Place(ref p) => {
+            cmd_head(buf, "place");
+            int_field(buf, "user", p.user);
+            int_field(buf, "order", p.order);
+            let symbol = symbol_name(p.symbol);
+            str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            str_field(buf, "side", p.side.map_or(UNKNOWN_WORD, Side::as_str));
+            str_field(
+                buf,
+                "type",
+                p.order_type.map_or(UNKNOWN_WORD, OrderType::as_str),
+            );
+            str_field(buf, "tif", p.tif.map_or(UNKNOWN_WORD, Tif::as_str));
+            if let Some(price) = p.price {
+                int_field(buf, "price", price);
+            }
+            int_field(buf, "qty", p.qty);
+            buf.extend_from_slice(if p.post_only {
+                b",\"post_only\":true"
+            } else {
+                b",\"post_only\":false"
+            });
+            str_field(buf, "stp", p.stp.map_or(UNKNOWN_WORD, Stp::as_str));
+        }
+        Command::Cancel { user, order } => {
+            cmd_head(buf, "cancel");
+            int_field(buf, "user", user);
+            int_field(buf, "order", order);
+        }
+        Command::Move { user, order, price } => {
+            cmd_head(buf, "move");
+            int_field(buf, "user", user);
+            int_field(buf, "order", order);
+            int_field(buf, "price", price);
+        }
+        Command::Reduce { user, order, qty } => {
+            cmd_head(buf, "reduce");
+            int_field(buf, "user", user);
+            int_field(buf, "order", order);
+            int_field(buf, "qty", qty);
+        }
+        Command::Book { symbol, depth } => {
+            cmd_head(buf, "book");
+            let symbol = symbol_name(symbol);
+            str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            int_field(buf, "depth", depth);
+        }
+        Command::UserReport { user } => {
+            cmd_head(buf, "user_report");
+            int_field(buf, "user", user);
+        }
+        Command::VenueReport => cmd_head(buf, "venue_report"),
+    }
+    buf.extend_from_slice(b"}\n");
+}
+
+/// What [`write_command`] writes for a word that was not recognised: no known word is `?`.
+const UNKNOWN_WORD: &str = "?";
+
 /// Appends a command's result line.
 pub fn write_result(buf: &mut Vec<u8>, seq: u64, result: Result<(), Reason>) {
     head(buf, "result", seq);
@@ -790,5 +893,106 @@ mod tests {
         assert!(is_blank(b""));
         assert!(is_blank(b" \t\r"));
         assert!(!is_blank(b" {}"));
+    }
+
+    fn parse_back(engine: &Engine, cmd: &Command) -> Command {
+        let mut buf = Vec::new();
+        write_command(&mut buf, engine, cmd);
+        assert_eq!(buf.last(), Some(&b'\n'));
+        parse_line(engine, &buf[..buf.len() - 1]).unwrap().unwrap()
+    }
+
+    #[test]
+    fn written_commands_parse_back_to_themselves() {
+        let mut engine = Engine::new(rialto_core::EngineConfig::default());
+        let spec = SymbolSpec {
+            symbol: name("BTC-\"USD\"é"),
+            base: name("BTC"),
+            quote: name("USD"),
+            base_scale: 100,
+            quote_scale: 10,
+            maker_fee: -2,
+            taker_fee: 5,
+        };
+        assert_eq!(
+            parse_back(&engine, &Command::AddSymbol(spec)),
+            Command::AddSymbol(spec)
+        );
+        engine
+            .apply(1, 0, &Command::AddSymbol(spec), &mut ())
+            .unwrap();
+        let id = SymbolId(0);
+        let limit = PlaceOrder::limit(i64::MIN, i64::MAX, id, Side::Sell, 100, 5);
+        let mut cmds = vec![
+            Command::AddUser { user: 7 },
+            Command::AdjustBalance {
+                user: 7,
+                currency: name("USD"),
+                amount: -5,
+                tx: 9,
+            },
+            Command::Place(limit),
+            Command::Place(
+                limit
+                    .with_post_only()
+                    .with_tif(Tif::Fok)
+                    .with_stp(Stp::CancelBoth),
+            ),
+            Command::Place(PlaceOrder::market(1, 2, id, Side::Buy, 3)),
+            Command::Place(PlaceOrder {
+                side: None,
+                order_type: None,
+                tif: None,
+                stp: None,
+                price: Some(-1),
+                ..limit
+            }),
+            Command::Place(PlaceOrder {
+                order_type: None,
+                price: None,
+                ..limit
+            }),
+            Command::Place(PlaceOrder {
+                symbol: SymbolId::NONE,
+                ..limit
+            }),
+            Command::Cancel { user: 1, order: 2 },
+            Command::Move {
+                user: 1,
+                order: 2,
+                price: 3,
+            },
+            Command::Reduce {
+                user: 1,
+                order: 2,
+                qty: 3,
+            },
+            Command::Book {
+                symbol: id,
+                depth: 0,
+            },
+            Command::Book {
+                symbol: SymbolId::NONE,
+                depth: 10,
+            },
+            Command::UserReport { user: -1 },
+            Command::VenueReport,
+        ];
+        for tif in Tif::ALL {
+            cmds.push(Command::Place(limit.with_tif(*tif)));
+        }
+        for cmd in &cmds {
+            assert_eq!(parse_back(&engine, cmd), *cmd);
+        }
+        // An id the engine does not know names no symbol, like SymbolId::NONE.
+        let unknown = Command::Place(PlaceOrder {
+            symbol: SymbolId(5),
+            ..limit
+        });
+        let none = Command::Place(PlaceOrder {
+            symbol: SymbolId::NONE,
+            ..limit
+        });
+        assert_eq!(parse_back(&engine, &unknown), none);
     }
 }

@@ -22,9 +22,10 @@ use crate::format::{
 };
 
 /// How durable a committed batch is before `commit` returns (docs/journal-format.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
     /// `fdatasync` at every commit: a committed batch survives a process crash and a power loss.
+    #[default]
     Fsync,
     /// Written to the OS at every commit (survives a process crash); `fdatasync` at the first
     /// commit or [`JournalWriter::sync_if_due`] at least `interval_us` after the last one, so a
@@ -38,12 +39,6 @@ pub enum Durability {
 
 impl Durability {
     pub const DEFAULT_BATCH_INTERVAL_US: u64 = 1000;
-}
-
-impl Default for Durability {
-    fn default() -> Self {
-        Durability::Fsync
-    }
 }
 
 impl fmt::Display for Durability {

@@ -1,0 +1,143 @@
+//! `rialto journal dump` and `rialto journal verify`.
+
+use std::io::Write;
+use std::path::Path;
+
+use rialto_core::{Engine, EngineConfig};
+use rialto_journal::{
+    JournalError, JournalReader, RecoverOptions, list_snapshots, load_snapshot, recover_with,
+};
+
+use crate::scenario::write_command;
+
+/// Writes the journal as scenario lines, one command a line from seq 1, so that
+/// `rialto replay` (which numbers lines from 1) applies each with its journaled seq. Symbol ids
+/// are written as the names an engine applying the same commands alongside knows them by, so
+/// they resolve exactly as they did live. Fails if the journal does not start at seq 1 (its
+/// first segments archived without `include_archive`, or deleted). A torn tail is left out
+/// (and reported on `diag`): recovery would truncate it. Returns the commands written.
+pub fn dump(
+    data_dir: &Path,
+    include_archive: bool,
+    out: &mut impl Write,
+    diag: &mut impl Write,
+) -> anyhow::Result<u64> {
+    let mut reader = JournalReader::open(data_dir, include_archive)?;
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let mut written = 0u64;
+    for record in reader.by_ref() {
+        let record = record?;
+        if written == 0 && record.seq != 1 {
+            anyhow::bail!(
+                "the journal starts at seq {}, not 1: {}",
+                record.seq,
+                if include_archive {
+                    "its first segments are missing from journal/archive"
+                } else {
+                    "its first segments were archived (add --include-archive)"
+                }
+            );
+        }
+        write_command(&mut buf, &engine, &record.command);
+        let _ = engine.apply(record.seq, record.ts_ns, &record.command, &mut ());
+        written += 1;
+        if buf.len() >= 60 * 1024 {
+            out.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    out.write_all(&buf)?;
+    out.flush()?;
+    if let Some(tail) = reader.torn_tail() {
+        writeln!(
+            diag,
+            "warning: {}: torn tail at byte {} ({} bytes left out): {}",
+            tail.path.display(),
+            tail.offset,
+            tail.discarded_bytes,
+            tail.problem
+        )?;
+    }
+    Ok(written)
+}
+
+/// Checks every segment (archived ones included) and every snapshot, then recovers without
+/// changing anything. Writes a summary to `out`; returns false if anything is corrupt.
+pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
+    let mut ok = true;
+    let mut reader = JournalReader::open(data_dir, true)?;
+    let segments = reader.segments().count();
+    let mut first = None;
+    let mut last = None;
+    let mut journal_error: Option<JournalError> = None;
+    for record in reader.by_ref() {
+        match record {
+            Ok(r) => {
+                first.get_or_insert(r.seq);
+                last = Some(r.seq);
+            }
+            Err(e) => journal_error = Some(e),
+        }
+    }
+    writeln!(out, "segments: {segments} (archived ones included)")?;
+    writeln!(out, "records: {}", reader.records_read())?;
+    match (first, last) {
+        (Some(f), Some(l)) => writeln!(out, "seq: {f}..={l}")?,
+        _ => writeln!(out, "seq: none")?,
+    }
+    match reader.torn_tail() {
+        Some(t) => writeln!(
+            out,
+            "torn tail: {} at byte {} ({} bytes): {} (recovery truncates it)",
+            t.path.display(),
+            t.offset,
+            t.discarded_bytes,
+            t.problem
+        )?,
+        None => writeln!(out, "torn tail: none")?,
+    }
+    if let Some(e) = journal_error {
+        ok = false;
+        writeln!(out, "CORRUPT journal: {e}")?;
+    }
+    let snapshots = list_snapshots(data_dir)?;
+    writeln!(out, "snapshots: {}", snapshots.len())?;
+    for (seq, path) in &snapshots {
+        match load_snapshot(path, EngineConfig::default()) {
+            Ok((_, info)) => writeln!(
+                out,
+                "  seq {seq}: valid ({} bytes, {} compressed)",
+                info.uncompressed_len, info.compressed_len
+            )?,
+            Err(e) => {
+                ok = false;
+                writeln!(out, "  seq {seq}: CORRUPT: {e}")?;
+            }
+        }
+    }
+    match recover_with(
+        data_dir,
+        EngineConfig::default(),
+        RecoverOptions { repair: false },
+    ) {
+        Ok(r) => {
+            let from = match r.snapshot_seq {
+                Some(s) => format!("snapshot at seq {s}"),
+                None => "no snapshot".to_owned(),
+            };
+            writeln!(
+                out,
+                "recovery: {from} + {} journal records -> seq {}",
+                r.replayed, r.last_seq
+            )?;
+            writeln!(out, "state_hash: {}", r.engine.state_hash_hex())?;
+        }
+        Err(e) => {
+            ok = false;
+            writeln!(out, "recovery: FAILS: {e}")?;
+        }
+    }
+    writeln!(out, "result: {}", if ok { "ok" } else { "CORRUPT" })?;
+    Ok(ok)
+}
