@@ -89,8 +89,8 @@ pub fn is_blank(line: &[u8]) -> bool {
 }
 
 /// Parses one scenario line (without its line terminator) into a command. `Ok(None)` for a
-/// blank line. Symbol names of `place` and `book` are resolved with `engine`; an unknown one
-/// becomes [`SymbolId::NONE`] so that the engine rejects it with `unknown_symbol`.
+/// blank line. Symbol names of `place`, `book` and `mass_cancel` are resolved with `engine`; an
+/// unknown one becomes [`SymbolId::NONE`] so that the engine rejects it with `unknown_symbol`.
 pub fn parse_line(engine: &Engine, line: &[u8]) -> Result<Option<Command>, LineProblem> {
     if is_blank(line) {
         return Ok(None);
@@ -150,6 +150,10 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
             user: f.int("user")?,
             order: f.int("order")?,
             qty: f.int("qty")?,
+        },
+        "mass_cancel" => Command::MassCancel {
+            user: f.int("user")?,
+            symbol: f.opt_symbol(engine)?,
         },
         "book" => Command::Book {
             symbol: f.symbol(engine)?,
@@ -243,11 +247,19 @@ impl<'a> Fields<'a> {
 
     /// The `symbol` to trade on or query: a name no symbol can have is simply unknown.
     fn symbol(&self, engine: &Engine) -> Result<SymbolId, LineProblem> {
-        let s = self.str("symbol")?;
-        Ok(match Name::new(s) {
-            Some(_) => engine.symbol_id(s),
-            None => SymbolId::NONE,
-        })
+        Ok(resolve_symbol(engine, self.str("symbol")?))
+    }
+
+    /// An optional `symbol` to act on: absent means every symbol.
+    fn opt_symbol(&self, engine: &Engine) -> Result<Option<SymbolId>, LineProblem> {
+        Ok(self.opt_str("symbol")?.map(|s| resolve_symbol(engine, s)))
+    }
+}
+
+fn resolve_symbol(engine: &Engine, s: &str) -> SymbolId {
+    match Name::new(s) {
+        Some(_) => engine.symbol_id(s),
+        None => SymbolId::NONE,
     }
 }
 
@@ -886,6 +898,50 @@ mod tests {
         assert_eq!(as_int("x", &v), Ok(i64::MIN));
         let v: Value = serde_json::from_str("9223372036854775807").unwrap();
         assert_eq!(as_int("x", &v), Ok(i64::MAX));
+    }
+
+    #[test]
+    fn mass_cancel_takes_an_optional_symbol() {
+        let mut engine = Engine::new(Default::default());
+        let spec = SymbolSpec {
+            symbol: name("BTC-USD"),
+            base: name("BTC"),
+            quote: name("USD"),
+            base_scale: 1,
+            quote_scale: 1,
+            maker_fee: 0,
+            taker_fee: 0,
+        };
+        let add = Command::AddSymbol(spec);
+        assert_eq!(engine.apply(1, 0, &add, &mut ()), Ok(()));
+        let parse = |l: &str| parse_line(&engine, l.as_bytes());
+        let mass = |user, symbol| Ok(Some(Command::MassCancel { user, symbol }));
+        assert_eq!(parse(r#"{"cmd":"mass_cancel","user":-4}"#), mass(-4, None));
+        assert_eq!(
+            parse(r#"{"cmd":"mass_cancel","user":1,"symbol":"BTC-USD"}"#),
+            mass(1, Some(SymbolId(0)))
+        );
+        // a symbol that is not there, or could not be, is the engine's unknown_symbol
+        assert_eq!(
+            parse(r#"{"cmd":"mass_cancel","user":1,"symbol":"ETH-USD"}"#),
+            mass(1, Some(SymbolId::NONE))
+        );
+        assert_eq!(
+            parse(r#"{"cmd":"mass_cancel","user":1,"symbol":""}"#),
+            mass(1, Some(SymbolId::NONE))
+        );
+        assert_eq!(
+            parse(r#"{"cmd":"mass_cancel","user":1,"symbol":null}"#),
+            Err(LineProblem::WrongKind {
+                field: "symbol",
+                expected: "a string",
+                found: "null"
+            })
+        );
+        assert_eq!(
+            parse(r#"{"cmd":"mass_cancel","symbol":"BTC-USD"}"#),
+            Err(LineProblem::MissingField("user"))
+        );
     }
 
     #[test]

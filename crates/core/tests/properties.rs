@@ -213,7 +213,9 @@ fn check_mass_cancel(
 ) -> Result<(), String> {
     let name_of = |id: SymbolId| engine.symbol(id).map(|s| s.symbol);
     let wanted = symbol.map(name_of);
-    let report = engine.user_report(user).ok_or("mass cancel of an unknown user")?;
+    let report = engine
+        .user_report(user)
+        .ok_or("mass cancel of an unknown user")?;
     if let Some(o) = report
         .orders
         .iter()

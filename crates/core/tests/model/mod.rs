@@ -718,7 +718,12 @@ impl Model {
             .live
             .iter()
             .filter(|&(&(u, _), &s)| u == user && symbol.is_none_or(|want| want == s))
-            .map(|(&(_, order), &s)| (self.symbols[s.0 as usize].symbol.as_str().to_string(), order))
+            .map(|(&(_, order), &s)| {
+                (
+                    self.symbols[s.0 as usize].symbol.as_str().to_string(),
+                    order,
+                )
+            })
             .collect();
         targets.sort();
         for (_, order) in targets {
