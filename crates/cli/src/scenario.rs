@@ -625,6 +625,14 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command) {
             int_field(buf, "user", user);
         }
         Command::VenueReport => cmd_head(buf, "venue_report"),
+        Command::MassCancel { user, symbol } => {
+            cmd_head(buf, "mass_cancel");
+            int_field(buf, "user", user);
+            if let Some(symbol) = symbol {
+                let symbol = symbol_name(symbol);
+                str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            }
+        }
     }
     buf.extend_from_slice(b"}\n");
 }
@@ -1033,6 +1041,18 @@ mod tests {
             },
             Command::UserReport { user: -1 },
             Command::VenueReport,
+            Command::MassCancel {
+                user: 3,
+                symbol: None,
+            },
+            Command::MassCancel {
+                user: 3,
+                symbol: Some(id),
+            },
+            Command::MassCancel {
+                user: 3,
+                symbol: Some(SymbolId::NONE),
+            },
         ];
         for tif in Tif::ALL {
             cmds.push(Command::Place(limit.with_tif(*tif)));

@@ -72,6 +72,10 @@ fn command() -> impl Strategy<Value = Command> {
         }),
         i().prop_map(|user| Command::UserReport { user }),
         Just(Command::VenueReport),
+        (i(), any::<Option<u32>>()).prop_map(|(user, s)| Command::MassCancel {
+            user,
+            symbol: s.map(SymbolId),
+        }),
     ]
 }
 
