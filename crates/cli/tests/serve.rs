@@ -1,0 +1,123 @@
+//! The README's run command, `rialto serve --demo`, as a user runs it: a client trades on it,
+//! SIGTERM stops it cleanly, and a restart recovers what was acknowledged.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rialto_client::Client;
+use rialto_core::{Side, SymbolId};
+use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
+
+/// Kills the server if a test fails before stopping it.
+struct Server {
+    child: Child,
+    orders: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(data: &Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
+        .args([
+            "serve",
+            "--demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data")
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // "rialto serving: orders on ADDR, admin on ADDR (stop with Ctrl-C)"
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let orders = line
+        .split_whitespace()
+        .nth(4)
+        .and_then(|a| a.trim_end_matches(',').parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
+    Server { child, orders }
+}
+
+fn login(server: &Server, data: &Path, user: i64) -> Client {
+    let credentials = rialto_server::auth::Credentials::load_or_create(data).unwrap();
+    let mut c = Client::connect(server.orders).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.login(user, credentials.user_secret(user).as_bytes())
+        .unwrap();
+    c
+}
+
+fn stop(mut server: Server) -> String {
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = server.child.wait().unwrap();
+    let mut log = String::new();
+    std::io::Read::read_to_string(server.child.stderr.as_mut().unwrap(), &mut log).unwrap();
+    assert!(status.success(), "exit {status}: {log}");
+    log
+}
+
+#[test]
+fn a_client_trades_on_the_readme_server_which_stops_cleanly_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = serve(&data);
+    let mut seller = login(&server, &data, 1);
+    let mut buyer = login(&server, &data, 2);
+    seller
+        .place(NewOrder::limit(1, SymbolId(0), Side::Sell, 5_000, 3))
+        .unwrap();
+    assert!(matches!(seller.recv().unwrap(), ServerMsg::Accepted { .. }));
+    buyer
+        .place(NewOrder::limit(1, SymbolId(0), Side::Buy, 5_100, 2))
+        .unwrap();
+    assert!(matches!(buyer.recv().unwrap(), ServerMsg::Accepted { .. }));
+    match buyer.recv().unwrap() {
+        ServerMsg::Trade { price, qty, .. } => assert_eq!((price, qty), (5_000, 2)),
+        other => panic!("{other}"),
+    }
+    assert!(matches!(
+        seller.recv().unwrap(),
+        ServerMsg::Trade { qty: 2, .. }
+    ));
+    let log = stop(server);
+    assert!(log.contains("stopped cleanly"), "{log}");
+    // Sessions are told before they are closed.
+    match seller.recv() {
+        Ok(ServerMsg::Error { code, .. }) => assert_eq!(code, rialto_wire::ErrorCode::ShuttingDown),
+        other => panic!("{other:?}"),
+    }
+
+    // The resting remainder of the sell is still there after a restart.
+    let server = serve(&data);
+    let mut seller = login(&server, &data, 1);
+    match seller.request(&ClientMsg::MyReport { request: 1 }).unwrap() {
+        ServerMsg::Report { report, .. } => {
+            assert_eq!(report.orders.len(), 1);
+            assert_eq!(report.orders[0].remaining, 1);
+        }
+        other => panic!("{other}"),
+    }
+    stop(server);
+}
