@@ -10,6 +10,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rialto_core::Command;
@@ -27,9 +30,10 @@ pub enum Durability {
     /// `fdatasync` at every commit: a committed batch survives a process crash and a power loss.
     #[default]
     Fsync,
-    /// Written to the OS at every commit (survives a process crash); `fdatasync` at the first
-    /// commit or [`JournalWriter::sync_if_due`] at least `interval_us` after the last one, so a
-    /// power loss loses at most about that much acknowledged work.
+    /// Written to the OS at every commit (survives a process crash); a background thread
+    /// `fdatasync`s every `interval_us` (and [`JournalWriter::sync_if_due`] can force it when
+    /// due), so a power loss loses at most about that much acknowledged work, and the writing
+    /// thread never waits for the disk.
     Batch { interval_us: u64 },
     /// Kept in the writer's buffer until it holds [`JournalConfig::buffer_bytes`], then written;
     /// synced only by [`JournalWriter::sync`] and at segment roll. UNSAFE: a process crash
@@ -131,6 +135,79 @@ pub struct JournalWriter {
     synced_through: u64,
     last_sync: Instant,
     poisoned: bool,
+    /// Batch mode's periodic fsyncs, off the journal thread.
+    background: Option<BackgroundSync>,
+}
+
+/// In batch mode a thread of its own fsyncs the journal every interval, so that the thread
+/// that writes (and acknowledges) never waits for the disk. It syncs a clone of the current
+/// segment's handle, swapped at each roll (the old segment is synced by the roll itself).
+struct BackgroundSync {
+    shared: Arc<SyncShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct SyncShared {
+    file: Mutex<File>,
+    /// Highest seq written to `file` or an earlier segment; published after each write.
+    written_through: AtomicU64,
+    synced_through: AtomicU64,
+    stop: AtomicBool,
+    error: Mutex<Option<String>>,
+}
+
+impl BackgroundSync {
+    fn start(file: &File, interval_us: u64, synced_through: u64) -> io::Result<BackgroundSync> {
+        let shared = Arc::new(SyncShared {
+            file: Mutex::new(file.try_clone()?),
+            written_through: AtomicU64::new(synced_through),
+            synced_through: AtomicU64::new(synced_through),
+            stop: AtomicBool::new(false),
+            error: Mutex::new(None),
+        });
+        let worker = shared.clone();
+        let interval = Duration::from_micros(interval_us.max(1));
+        let thread = std::thread::Builder::new()
+            .name("rialto-journal-sync".into())
+            .spawn(move || {
+                while !worker.stop.load(Ordering::Acquire) {
+                    std::thread::park_timeout(interval);
+                    // Read the written mark under the lock: a roll swaps the file under it, so
+                    // the mark never covers records in a file other than the one synced.
+                    let file = worker.file.lock().unwrap_or_else(|e| e.into_inner());
+                    let written = worker.written_through.load(Ordering::Acquire);
+                    if written > worker.synced_through.load(Ordering::Acquire) {
+                        if let Err(e) = file.sync_data() {
+                            *worker.error.lock().unwrap_or_else(|e| e.into_inner()) =
+                                Some(e.to_string());
+                            return;
+                        }
+                        worker.synced_through.fetch_max(written, Ordering::AcqRel);
+                    }
+                }
+            })?;
+        Ok(BackgroundSync {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn failure(&self) -> Option<io::Error> {
+        let error = self.shared.error.lock().unwrap_or_else(|e| e.into_inner());
+        error
+            .as_ref()
+            .map(|e| io::Error::other(format!("background journal fsync failed: {e}")))
+    }
+}
+
+impl Drop for BackgroundSync {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
 }
 
 impl JournalWriter {
@@ -166,6 +243,13 @@ impl JournalWriter {
             .append(true)
             .open(&path)
             .map_err(|e| JournalError::io(&path, e))?;
+        let background = match config.durability {
+            Durability::Batch { interval_us } => Some(
+                BackgroundSync::start(&file, interval_us, next_seq - 1)
+                    .map_err(|e| JournalError::io(&path, e))?,
+            ),
+            _ => None,
+        };
         Ok(JournalWriter {
             dir,
             config,
@@ -182,6 +266,7 @@ impl JournalWriter {
             synced_through: next_seq - 1,
             last_sync: Instant::now(),
             poisoned: false,
+            background,
         })
     }
 
@@ -229,14 +314,9 @@ impl JournalWriter {
                     self.sync_file(Instant::now())?;
                 }
             }
-            Durability::Batch { interval_us } => {
+            Durability::Batch { .. } => {
+                // The background thread fsyncs; this thread only writes.
                 self.write_buffered()?;
-                let now = Instant::now();
-                if self.synced_through < self.written_through
-                    && now.duration_since(self.last_sync) >= Duration::from_micros(interval_us)
-                {
-                    self.sync_file(now)?;
-                }
             }
             Durability::None => {
                 if self.buf.len() >= self.config.buffer_bytes {
@@ -281,7 +361,11 @@ impl JournalWriter {
         Ok(self.durable())
     }
 
-    fn durable(&self) -> Durable {
+    fn durable(&mut self) -> Durable {
+        if let Some(bg) = &self.background {
+            let synced = bg.shared.synced_through.load(Ordering::Acquire);
+            self.synced_through = self.synced_through.max(synced);
+        }
         let ack_through = match self.config.durability {
             Durability::Fsync => self.synced_through,
             Durability::Batch { .. } => self.written_through,
@@ -295,7 +379,11 @@ impl JournalWriter {
         }
     }
 
-    fn check_poisoned(&self) -> io::Result<()> {
+    fn check_poisoned(&mut self) -> io::Result<()> {
+        if let Some(e) = self.background.as_ref().and_then(BackgroundSync::failure) {
+            self.poisoned = true;
+            return Err(e);
+        }
         if self.poisoned {
             return Err(io::Error::other(
                 "journal writer failed earlier; reopen it after recovery",
@@ -329,6 +417,11 @@ impl JournalWriter {
         self.buf.clear();
         self.rolls.clear();
         self.written_through = self.next_seq - 1;
+        if let Some(bg) = &self.background {
+            bg.shared
+                .written_through
+                .store(self.written_through, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -347,6 +440,13 @@ impl JournalWriter {
         self.file.sync_data()?;
         let path = create_segment(&self.dir, first_seq)?;
         self.file = OpenOptions::new().append(true).open(&path)?;
+        if let Some(bg) = &self.background {
+            let mut synced_file = bg.shared.file.lock().unwrap_or_else(|e| e.into_inner());
+            *synced_file = self.file.try_clone()?;
+            bg.shared
+                .synced_through
+                .fetch_max(first_seq - 1, Ordering::AcqRel);
+        }
         self.path = path;
         self.file_len = SEGMENT_HEADER_LEN as u64;
         self.file_records = 0;

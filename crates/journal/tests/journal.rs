@@ -457,11 +457,12 @@ fn batch_mode_syncs_when_due() {
     assert_eq!(d.ack_through, 2);
     if d.synced_through < 2 {
         let due = w.sync_due_at().expect("a sync is due later");
-        assert_eq!(
+        // The background thread may have synced meanwhile; never less than before.
+        assert!(
             w.sync_if_due(due - std::time::Duration::from_millis(1))
                 .unwrap()
-                .synced_through,
-            d.synced_through
+                .synced_through
+                >= d.synced_through
         );
         assert_eq!(w.sync_if_due(due).unwrap().synced_through, 2);
     }

@@ -334,7 +334,6 @@ impl JournalStage {
             // Group commit: one write (and in fsync mode one fsync) for the whole batch.
             self.journal.commit()?;
         }
-        self.journal.sync_if_due(std::time::Instant::now())?;
         let n = self.batch.len();
         let shared = &self.shared;
         for item in self.batch.drain(..) {
