@@ -152,7 +152,10 @@ impl Gateway {
                 }
                 Some(Wait::Sleep) => {
                     self.bell.set_sleeping(true);
-                    if self.pipeline.outbound.is_empty() {
+                    // A paused session waits for room in the inbound ring, which nobody
+                    // announces: look again soon rather than sleep.
+                    let paused = self.sessions.values().any(|s| s.paused);
+                    if self.pipeline.outbound.is_empty() && !paused {
                         Some(MAX_SLEEP)
                     } else {
                         Some(Duration::ZERO)
