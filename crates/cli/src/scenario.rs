@@ -982,8 +982,12 @@ mod tests {
             parse_back(&engine, &Command::AddSymbol(spec)),
             Command::AddSymbol(spec)
         );
+        let valid = SymbolSpec {
+            maker_fee: 2,
+            ..spec
+        };
         engine
-            .apply(1, 0, &Command::AddSymbol(spec), &mut ())
+            .apply(1, 0, &Command::AddSymbol(valid), &mut ())
             .unwrap();
         let id = SymbolId(0);
         let limit = PlaceOrder::limit(i64::MIN, i64::MAX, id, Side::Sell, 100, 5);

@@ -164,9 +164,23 @@ pub struct RawRecord {
     pub size: usize,
 }
 
+/// Why a record could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordProblem {
+    /// Incomplete, a length out of range, or a CRC mismatch: what a torn write leaves.
+    Damaged(String),
+    /// The CRC is right but the bytes are not a command this build knows: written by a newer
+    /// build or a bug, never by a torn write, so never truncated.
+    BadCommand(String),
+}
+
 /// Parses the record at `buf[pos..]`: length in range, complete, CRC right, command valid.
 /// Does not judge the seq.
-pub fn parse_record(buf: &[u8], pos: usize) -> Result<RawRecord, String> {
+pub fn parse_record(buf: &[u8], pos: usize) -> Result<RawRecord, RecordProblem> {
+    parse_record_inner(buf, pos).map_err(RecordProblem::Damaged)?
+}
+
+fn parse_record_inner(buf: &[u8], pos: usize) -> Result<Result<RawRecord, RecordProblem>, String> {
     let left = buf.len().saturating_sub(pos);
     if left < RECORD_PREFIX_LEN {
         return Err(format!(
@@ -193,12 +207,16 @@ pub fn parse_record(buf: &[u8], pos: usize) -> Result<RawRecord, String> {
     }
     let seq = u64_at(body, 0);
     let ts_ns = u64_at(body, 8) as i64;
-    let command = decode_command(&body[RECORD_FIXED_LEN..]).map_err(|e| e.to_string())?;
-    Ok(RawRecord {
-        seq,
-        ts_ns,
-        command,
-        size,
+    Ok(match decode_command(&body[RECORD_FIXED_LEN..]) {
+        Ok(command) => Ok(RawRecord {
+            seq,
+            ts_ns,
+            command,
+            size,
+        }),
+        Err(e) => Err(RecordProblem::BadCommand(format!(
+            "record of seq {seq} has a valid CRC but {e}"
+        ))),
     })
 }
 

@@ -8,8 +8,8 @@ use rialto_core::Command;
 
 use crate::error::{JournalError, Result};
 use crate::format::{
-    SEGMENT_HEADER_LEN, SegmentEnd, archive_dir, journal_dir, judge_bad_record, list_segments,
-    parse_record, parse_segment_header,
+    RecordProblem, SEGMENT_HEADER_LEN, SegmentEnd, archive_dir, journal_dir, judge_bad_record,
+    list_segments, parse_record, parse_segment_header,
 };
 
 /// One journaled command.
@@ -165,7 +165,14 @@ impl JournalReader {
                         found: r.seq,
                     });
                 }
-                Err(problem) => return self.bad_record(expected, problem),
+                Err(RecordProblem::BadCommand(problem)) => {
+                    return Err(JournalError::Corrupt {
+                        path: seg.path.clone(),
+                        offset: seg.pos as u64,
+                        problem,
+                    });
+                }
+                Err(RecordProblem::Damaged(problem)) => return self.bad_record(expected, problem),
             }
         }
     }

@@ -19,9 +19,9 @@ use rialto_core::Command;
 
 use crate::error::{JournalError, Result};
 use crate::format::{
-    RECORD_MAX_BYTES, SEGMENT_HEADER_LEN, SegmentEnd, create_dir_durable, encode_record,
-    encode_segment_header, fsync_dir, journal_dir, judge_bad_record, list_segments, parse_record,
-    parse_segment_header, segment_name,
+    RECORD_MAX_BYTES, RecordProblem, SEGMENT_HEADER_LEN, SegmentEnd, create_dir_durable,
+    encode_record, encode_segment_header, fsync_dir, journal_dir, judge_bad_record, list_segments,
+    parse_record, parse_segment_header, segment_name,
 };
 
 /// How durable a committed batch is before `commit` returns (docs/journal-format.md).
@@ -121,8 +121,6 @@ pub struct JournalWriter {
     path: PathBuf,
     /// Bytes in the current segment file.
     file_len: u64,
-    /// Records in the current segment file.
-    file_records: u64,
     /// Encoded records not yet written.
     buf: Vec<u8>,
     /// Offsets in `buf` where a new segment starts, with that segment's first seq.
@@ -256,7 +254,6 @@ impl JournalWriter {
             file,
             path,
             file_len,
-            file_records,
             buf: Vec::with_capacity(config.buffer_bytes.max(RECORD_MAX_BYTES)),
             rolls: Vec::with_capacity(4),
             projected_len: file_len,
@@ -449,7 +446,6 @@ impl JournalWriter {
         }
         self.path = path;
         self.file_len = SEGMENT_HEADER_LEN as u64;
-        self.file_records = 0;
         self.synced_through = first_seq - 1;
         self.last_sync = Instant::now();
         Ok(())
@@ -523,21 +519,30 @@ fn check_last_segment(path: &Path) -> Result<(u64, u64, u64)> {
                     found: r.seq,
                 });
             }
-            Err(problem) => match judge_bad_record(&bytes, pos, expected, problem) {
-                SegmentEnd::Torn { offset, problem } => {
-                    tracing::warn!(path = %path.display(), offset, "truncating a torn write: {problem}");
-                    truncate_durable(path, offset)?;
-                    break;
+            Err(RecordProblem::BadCommand(problem)) => {
+                return Err(JournalError::Corrupt {
+                    path: path.to_owned(),
+                    offset: pos as u64,
+                    problem,
+                });
+            }
+            Err(RecordProblem::Damaged(problem)) => {
+                match judge_bad_record(&bytes, pos, expected, problem) {
+                    SegmentEnd::Torn { offset, problem } => {
+                        tracing::warn!(path = %path.display(), offset, "truncating a torn write: {problem}");
+                        truncate_durable(path, offset)?;
+                        break;
+                    }
+                    SegmentEnd::Corrupt { offset, problem } => {
+                        return Err(JournalError::Corrupt {
+                            path: path.to_owned(),
+                            offset,
+                            problem,
+                        });
+                    }
+                    SegmentEnd::Clean => break,
                 }
-                SegmentEnd::Corrupt { offset, problem } => {
-                    return Err(JournalError::Corrupt {
-                        path: path.to_owned(),
-                        offset,
-                        problem,
-                    });
-                }
-                SegmentEnd::Clean => break,
-            },
+            }
         }
     }
     Ok((pos as u64, expected - 1, expected - first_seq))

@@ -491,3 +491,21 @@ fn durability_parses_and_displays() {
         assert_eq!(Durability::from_str(&d.to_string()), Ok(d));
     }
 }
+
+#[test]
+fn a_last_record_with_a_valid_crc_but_an_unknown_command_is_never_truncated() {
+    let dir = TempDir::new().unwrap();
+    let cmds = workload(50);
+    journal(dir.path(), config(1 << 20), &cmds, 0, 10);
+    let seg = segments(dir.path()).pop().unwrap();
+    let (start, size, _) = *records(&seg).last().unwrap();
+    let mut bytes = fs::read(&seg).unwrap();
+    bytes[start + 24] = 200; // the command tag, as a newer build might write it
+    let crc = crc32c::crc32c(&bytes[start + 8..start + size]);
+    bytes[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    fs::write(&seg, &bytes).unwrap();
+    let err = recover(dir.path(), engine_config()).err().unwrap();
+    assert!(err.to_string().contains("valid CRC but"), "{err}");
+    assert!(err.to_string().contains("unknown command tag 200"), "{err}");
+    assert_eq!(fs::metadata(&seg).unwrap().len(), bytes.len() as u64);
+}
