@@ -175,13 +175,6 @@ fn main() -> ExitCode {
 }
 
 fn run_journal(cmd: JournalCmd) -> anyhow::Result<ExitCode> {
-    tracing_subscriber::fmt()
-        .with_writer(io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
     match cmd {
         JournalCmd::Dump {
             data,
