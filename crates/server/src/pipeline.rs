@@ -309,13 +309,17 @@ impl JournalStage {
     /// One duty cycle: take a batch, stamp it, make it durable, pass it on.
     fn do_work(&mut self) -> std::io::Result<usize> {
         let mut journaled = 0;
+        if self.inbound.is_empty() {
+            return Ok(0);
+        }
+        // One time for the whole batch: the moment the sequencer took it. Time never runs
+        // backwards in the log, whatever the wall clock does.
+        let ts_ns = now_ns().max(self.last_ts_ns);
+        self.last_ts_ns = ts_ns;
         while self.batch.len() < self.batch_max {
             let Some(request) = self.inbound.pop() else {
                 break;
             };
-            // Time never runs backwards in the log, whatever the wall clock does.
-            let ts_ns = now_ns().max(self.last_ts_ns);
-            self.last_ts_ns = ts_ns;
             if is_journaled(&request.op) {
                 let Op::Command(cmd) = &request.op else {
                     unreachable!("only commands are journaled")
