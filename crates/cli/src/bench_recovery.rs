@@ -122,6 +122,8 @@ pub fn run(args: &RecoveryArgs) -> anyhow::Result<()> {
         "journal replay: {replay_s:.3} s ({:.2} M commands/s; read, CRC, decode, apply)",
         recovered.replayed as f64 / replay_s / 1e6
     );
+    let hash_s = total.as_secs_f64() - replay_s - recovered.snapshot_load.as_secs_f64();
+    println!("final state hash: {hash_s:.3} s");
     println!(
         "total: {:.3} s (state hash checked: {})",
         total.as_secs_f64(),
