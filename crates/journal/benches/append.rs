@@ -1,6 +1,8 @@
-//! Append + commit of batches of 64 `place` commands in `batch` durability mode (fdatasync at
-//! most every 1000 µs), as the journal thread does it. Criterion reports the time per batch and
-//! the throughput in commands; per command = per batch / 64.
+//! Append + commit of batches of `place` commands, as the journal thread does it: in `batch`
+//! durability mode (one write per commit, fdatasync every 1000 µs on a background thread) with
+//! batches of 64 and 1,024 (the journal thread commits whatever the inbound ring holds, up to
+//! `pipeline.batch_max` = 1,024), and in `none` mode. Criterion reports the time per batch and
+//! the throughput in commands; per command = per batch / batch size.
 //!
 //! Run: `cargo bench -p rialto-journal --bench append`.
 
@@ -12,13 +14,12 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rialto_core::{Command, PlaceOrder, Side, SymbolId};
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
 
-const BATCH: usize = 64;
 /// Start over in a fresh directory once this much is written, so that a long run does not
 /// fill the disk (the restart is not timed).
 const MAX_BYTES_PER_DIR: u64 = 256 << 20;
 
-fn commands() -> Vec<Command> {
-    (0..BATCH as i64)
+fn commands(batch: usize) -> Vec<Command> {
+    (0..batch as i64)
         .map(|i| {
             let side = if i % 2 == 0 { Side::Buy } else { Side::Sell };
             Command::Place(PlaceOrder::limit(
@@ -41,10 +42,10 @@ fn open(dir: &Path, durability: Durability, next_seq: u64) -> JournalWriter {
     JournalWriter::open(dir, cfg, next_seq).expect("open journal")
 }
 
-fn bench_mode(c: &mut Criterion, label: &str, durability: Durability) {
-    let cmds = commands();
+fn bench_mode(c: &mut Criterion, label: &str, durability: Durability, batch: usize) {
+    let cmds = commands(batch);
     let mut group = c.benchmark_group("journal_append");
-    group.throughput(Throughput::Elements(BATCH as u64));
+    group.throughput(Throughput::Elements(batch as u64));
     group.bench_function(label, |b| {
         b.iter_custom(|iters| {
             let mut dir = tempfile::TempDir::new().expect("temp dir");
@@ -66,7 +67,7 @@ fn bench_mode(c: &mut Criterion, label: &str, durability: Durability) {
                 }
                 black_box(writer.commit().expect("commit"));
                 elapsed += start.elapsed();
-                written += 67 * BATCH as u64; // a place record is 67 bytes
+                written += 67 * batch as u64; // a place record is 67 bytes
             }
             writer.sync().expect("sync");
             elapsed
@@ -76,14 +77,12 @@ fn bench_mode(c: &mut Criterion, label: &str, durability: Durability) {
 }
 
 fn append(c: &mut Criterion) {
-    bench_mode(
-        c,
-        "batch_of_64_places_batch_mode",
-        Durability::Batch {
-            interval_us: Durability::DEFAULT_BATCH_INTERVAL_US,
-        },
-    );
-    bench_mode(c, "batch_of_64_places_none_mode", Durability::None);
+    let batch_mode = Durability::Batch {
+        interval_us: Durability::DEFAULT_BATCH_INTERVAL_US,
+    };
+    bench_mode(c, "batch_of_64_places_batch_mode", batch_mode, 64);
+    bench_mode(c, "batch_of_1024_places_batch_mode", batch_mode, 1024);
+    bench_mode(c, "batch_of_64_places_none_mode", Durability::None, 64);
 }
 
 criterion_group! {
