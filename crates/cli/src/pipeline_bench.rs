@@ -97,6 +97,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
             snapshot_every: 0,
             data_dir: data_dir.clone(),
             archive: false,
+            dedicated_threads: true,
         },
         Engine::new(w.config),
         journal,

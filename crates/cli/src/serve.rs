@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use rialto_server::config::{DurabilityMode, ServerConfig};
+use rialto_server::config::{DurabilityMode, ServerConfig, ThreadLayout};
 use rialto_server::idle::WaitStrategy;
 
 #[derive(Args, Debug, Default)]
@@ -41,6 +41,10 @@ pub struct ServeArgs {
     /// How pipeline threads wait: spin, spin-yield, park or backoff [default: backoff]
     #[arg(long, value_name = "STRATEGY")]
     pub wait: Option<WaitStrategy>,
+    /// Whether the journal and engine stages get their own threads: auto (dedicated with 4+
+    /// cores), dedicated or shared (they run on the gateway's thread) [default: auto]
+    #[arg(long, value_name = "LAYOUT")]
+    pub threads: Option<ThreadLayout>,
     /// How the gateway waits for sockets: spin (busy-poll), spin-yield, park or backoff
     /// [default: backoff]
     #[arg(long, value_name = "STRATEGY")]
@@ -92,6 +96,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(wait) = args.wait {
         config.pipeline.wait = wait;
+    }
+    if let Some(threads) = args.threads {
+        config.pipeline.threads = threads;
     }
     if let Some(io) = args.io {
         config.gateway.io = io;

@@ -78,6 +78,46 @@ pub struct PipelineSettings {
     pub batch_max: usize,
     /// How the pipeline threads wait for work.
     pub wait: WaitStrategy,
+    /// Whether the journal and engine stages get threads of their own.
+    pub threads: ThreadLayout,
+}
+
+/// Where the journal and engine stages run. They are the same agents either way, connected by
+/// the same rings; only who drives them differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadLayout {
+    /// `dedicated` with 4 or more cores, else `shared`.
+    Auto,
+    /// One thread per stage: the most throughput when there are cores to spare.
+    Dedicated,
+    /// Both stages run on the gateway's thread, in turn: no hand-off between threads, which
+    /// is what a 2-core machine can afford (docs/operations.md).
+    Shared,
+}
+
+impl ThreadLayout {
+    pub fn dedicated(self) -> bool {
+        match self {
+            ThreadLayout::Dedicated => true,
+            ThreadLayout::Shared => false,
+            ThreadLayout::Auto => std::thread::available_parallelism().map_or(1, |n| n.get()) >= 4,
+        }
+    }
+}
+
+impl std::str::FromStr for ThreadLayout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(ThreadLayout::Auto),
+            "dedicated" => Ok(ThreadLayout::Dedicated),
+            "shared" => Ok(ThreadLayout::Shared),
+            _ => Err(format!(
+                "unknown thread layout `{s}` (expected auto, dedicated or shared)"
+            )),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -138,6 +178,7 @@ impl Default for PipelineSettings {
             ring_capacity: 16_384,
             batch_max: 1_024,
             wait: WaitStrategy::Backoff,
+            threads: ThreadLayout::Auto,
         }
     }
 }

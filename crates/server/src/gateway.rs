@@ -189,10 +189,12 @@ impl Gateway {
                     }
                 }
             }
-            work += self.route_outbound();
             if stopping_since.is_none() {
                 work += self.read_sessions();
             }
+            // Journal and engine, when they share this thread (a no-op otherwise).
+            work += self.pipeline.do_inline_work();
+            work += self.route_outbound();
             self.flush_dirty();
             if let Some(since) = stopping_since {
                 let drained = self.pipeline.drained() && self.pipeline.outbound.is_empty();
@@ -402,8 +404,10 @@ impl Gateway {
                         }
                         match self.handle(id, msg) {
                             Handled::Blocked => {
+                                // The frame stays for a retry, which must not be charged again.
                                 if let Some(s) = self.sessions.get_mut(&id) {
                                     s.paused = true;
+                                    s.bucket.tokens += 1.0;
                                 }
                                 return frames;
                             }

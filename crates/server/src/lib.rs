@@ -101,7 +101,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
         .with_context(|| format!("cannot open the journal in {}", data_dir.display()))?;
 
-    let pipeline = Pipeline::start(
+    let mut pipeline = Pipeline::start(
         PipelineConfig {
             ring_capacity: config.pipeline.ring_capacity,
             batch_max: config.pipeline.batch_max,
@@ -109,13 +109,14 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             snapshot_every: config.journal.snapshot_every,
             data_dir: data_dir.clone(),
             archive: config.journal.archive,
+            dedicated_threads: config.pipeline.threads.dedicated(),
         },
         engine,
         journal,
         credentials.clone(),
     )?;
     if config.demo && fresh {
-        demo::set_up(&pipeline, Duration::from_secs(30))?;
+        demo::set_up(&mut pipeline, Duration::from_secs(30))?;
         tracing::info!("demo venue created: {}", demo::describe(&credentials));
     }
 
@@ -146,7 +147,13 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let gateway = std::thread::Builder::new()
         .name("rialto-gateway".into())
         .spawn(move || gateway.run(gateway_stop))?;
-    tracing::info!(%order_addr, %admin_addr, durability = ?config.journal.durability, "serving");
+    tracing::info!(
+        %order_addr,
+        %admin_addr,
+        durability = ?config.journal.durability,
+        dedicated_threads = config.pipeline.threads.dedicated(),
+        "serving"
+    );
     Ok(RunningServer {
         order_addr,
         admin_addr,

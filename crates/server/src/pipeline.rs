@@ -15,6 +15,7 @@
 //! same path so that they see every command before them, but are not journaled and take no
 //! sequence number of their own.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -153,6 +154,9 @@ pub struct PipelineConfig {
     /// Where snapshots go, and whether covered journal segments are archived.
     pub data_dir: std::path::PathBuf,
     pub archive: bool,
+    /// Whether the journal and engine stages get threads of their own, or run on the
+    /// gateway's thread through [`Pipeline::do_inline_work`] (better when cores are few).
+    pub dedicated_threads: bool,
 }
 
 /// The running pipeline: the gateway pushes into `inbound` and drains `outbound`.
@@ -161,6 +165,8 @@ pub struct Pipeline {
     pub outbound: Arc<Ring<Outbound>>,
     pub shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    /// The stages, when they run on the caller's thread.
+    inline: Option<(JournalStage, EngineStage)>,
 }
 
 impl Pipeline {
@@ -203,6 +209,7 @@ impl Pipeline {
             snapshot_every: config.snapshot_every,
             journaled_since_snapshot: 0,
             wait: config.wait,
+            spill: VecDeque::with_capacity(1024),
         };
         let writer = SnapshotWriter {
             jobs: snapshot_rx,
@@ -211,23 +218,49 @@ impl Pipeline {
             data_dir: config.data_dir.clone(),
             archive: config.archive,
         };
-        let threads = vec![
-            std::thread::Builder::new()
-                .name("rialto-journal".into())
-                .spawn(move || journal_stage.run())?,
-            std::thread::Builder::new()
-                .name("rialto-engine".into())
-                .spawn(move || engine_stage.run())?,
+        let mut threads = vec![
             std::thread::Builder::new()
                 .name("rialto-snapshot".into())
                 .spawn(move || writer.run())?,
         ];
+        let inline = if config.dedicated_threads {
+            threads.push(
+                std::thread::Builder::new()
+                    .name("rialto-journal".into())
+                    .spawn(move || journal_stage.run())?,
+            );
+            threads.push(
+                std::thread::Builder::new()
+                    .name("rialto-engine".into())
+                    .spawn(move || engine_stage.run())?,
+            );
+            None
+        } else {
+            Some((journal_stage, engine_stage))
+        };
         Ok(Pipeline {
             inbound,
             outbound,
             shared,
             threads,
+            inline,
         })
+    }
+
+    /// Runs one duty cycle of the journal and engine stages on this thread, when they have no
+    /// threads of their own (otherwise does nothing). Returns the work done.
+    pub fn do_inline_work(&mut self) -> usize {
+        let Some((journal, engine)) = &mut self.inline else {
+            return 0;
+        };
+        let mut work = 0;
+        if !self.shared.journal_done.load(Ordering::Relaxed) {
+            work += journal.step().0;
+        }
+        if !self.shared.engine_done.load(Ordering::Relaxed) {
+            work += engine.step().0;
+        }
+        work
     }
 
     /// The gateway will push nothing more: the journal drains, syncs and stops, then the
@@ -243,7 +276,16 @@ impl Pipeline {
     }
 
     /// Waits for the threads (after [`Self::close_intake`]); the error of the first failure.
-    pub fn join(self) -> Result<(), String> {
+    pub fn join(mut self) -> Result<(), String> {
+        // Inline stages finish on this thread: drain them (the gateway has stopped pushing).
+        while self.inline.is_some() && !self.shared.engine_done.load(Ordering::SeqCst) {
+            if self.do_inline_work() == 0 {
+                std::thread::yield_now();
+            }
+            while self.outbound.pop().is_some() {}
+        }
+        // Dropping the engine stage closes the snapshot writer's channel.
+        self.inline = None;
         for t in self.threads {
             if t.join().is_err() {
                 self.shared
@@ -283,40 +325,54 @@ impl JournalStage {
         self.inbound.set_bell(bell.clone());
         let mut idler = Idler::new(self.wait);
         loop {
-            // Read the flag before draining: intake closed and then found empty means done.
-            let closing = self.shared.intake_closed.load(Ordering::SeqCst);
-            let work = match self.do_work() {
-                Ok(n) => n,
-                Err(e) => {
-                    self.shared.fail(format!("journal write failed: {e}"));
-                    break;
-                }
-            };
-            if self.shared.has_failed() || (closing && work == 0 && self.inbound.is_empty()) {
+            let (work, done) = self.step();
+            if done {
                 break;
             }
             let inbound = &self.inbound;
             idler.idle_thread(work, &bell, MAX_SLEEP, || !inbound.is_empty());
         }
-        if let Err(e) = self.journal.sync() {
-            self.shared
-                .fail(format!("journal sync at shutdown failed: {e}"));
-        }
-        self.shared.journal_done.store(true, Ordering::SeqCst);
-        self.to_engine.ring_always();
     }
 
-    /// One duty cycle: take a batch, stamp it, make it durable, pass it on.
+    /// One duty cycle, then whether this stage has finished (drained after intake closed, or
+    /// failed). Finishing syncs the journal and tells the engine stage.
+    fn step(&mut self) -> (usize, bool) {
+        // Read the flag before draining: intake closed and then found empty means done.
+        let closing = self.shared.intake_closed.load(Ordering::SeqCst);
+        let work = match self.do_work() {
+            Ok(n) => n,
+            Err(e) => {
+                self.shared.fail(format!("journal write failed: {e}"));
+                0
+            }
+        };
+        let done = self.shared.has_failed() || (closing && work == 0 && self.inbound.is_empty());
+        if done {
+            if let Err(e) = self.journal.sync() {
+                self.shared
+                    .fail(format!("journal sync at shutdown failed: {e}"));
+            }
+            self.shared.journal_done.store(true, Ordering::SeqCst);
+            self.to_engine.ring_always();
+        }
+        (work, done)
+    }
+
+    /// Take a batch, stamp it, make it durable, pass it on.
     fn do_work(&mut self) -> std::io::Result<usize> {
-        let mut journaled = 0;
-        if self.inbound.is_empty() {
+        // This stage is the engine ring's only producer: take no more than fits, so that
+        // passing the batch on never waits (the engine may run on this very thread).
+        let room = self.to_engine.capacity() - self.to_engine.len();
+        let take = self.batch_max.min(room);
+        if take == 0 || self.inbound.is_empty() {
             return Ok(0);
         }
         // One time for the whole batch: the moment the sequencer took it. Time never runs
         // backwards in the log, whatever the wall clock does.
         let ts_ns = now_ns().max(self.last_ts_ns);
         self.last_ts_ns = ts_ns;
-        while self.batch.len() < self.batch_max {
+        let mut journaled = 0;
+        while self.batch.len() < take {
             let Some(request) = self.inbound.pop() else {
                 break;
             };
@@ -339,14 +395,9 @@ impl JournalStage {
             self.journal.commit()?;
         }
         let n = self.batch.len();
-        let shared = &self.shared;
         for item in self.batch.drain(..) {
-            if self
-                .to_engine
-                .push_waiting(item, || shared.has_failed())
-                .is_err()
-            {
-                break;
+            if self.to_engine.try_push(item).is_err() {
+                unreachable!("the engine ring had room for the batch");
             }
         }
         if n > 0 {
@@ -370,6 +421,8 @@ struct EngineStage {
     snapshot_every: u64,
     journaled_since_snapshot: u64,
     wait: WaitStrategy,
+    /// Replies that found the outbound ring full, in order.
+    spill: VecDeque<Outbound>,
 }
 
 impl EngineStage {
@@ -378,40 +431,73 @@ impl EngineStage {
         self.from_journal.set_bell(bell.clone());
         let mut idler = Idler::new(self.wait);
         loop {
-            let closing = self.shared.journal_done.load(Ordering::SeqCst);
-            let mut work = 0;
-            while let Some(item) = self.from_journal.pop() {
-                self.handle(item);
-                work += 1;
-                if work == 1024 {
-                    break;
-                }
-            }
-            if work > 0 {
-                self.shared
-                    .applied_seq
-                    .store(self.engine.last_seq(), Ordering::Release);
-                self.outbound.ring();
-            }
-            if self.shared.has_failed() || (closing && work == 0 && self.from_journal.is_empty()) {
+            let (work, done) = self.step();
+            if done {
                 break;
             }
             let ring = &self.from_journal;
-            idler.idle_thread(work, &bell, MAX_SLEEP, || !ring.is_empty());
+            let spilled = !self.spill.is_empty();
+            // With replies spilled, look again soon: the gateway drains without ringing.
+            idler.idle_thread(work, &bell, MAX_SLEEP, || spilled || !ring.is_empty());
         }
-        self.shared.engine_done.store(true, Ordering::SeqCst);
-        self.outbound.ring_always();
     }
 
-    fn send(&self, target: Target, msg: ServerMsg) {
+    /// One duty cycle, then whether this stage has finished (drained after the journal
+    /// stage finished, or failed).
+    fn step(&mut self) -> (usize, bool) {
+        let closing = self.shared.journal_done.load(Ordering::SeqCst);
+        let work = self.do_work();
+        let drained = work == 0 && self.from_journal.is_empty() && self.spill.is_empty();
+        let done = self.shared.has_failed() || (closing && drained);
+        if done {
+            self.shared.engine_done.store(true, Ordering::SeqCst);
+            self.outbound.ring_always();
+        }
+        (work, done)
+    }
+
+    /// Moves spilled replies out, then applies commands while the replies keep flowing.
+    fn do_work(&mut self) -> usize {
+        let mut work = 0;
+        while let Some(out) = self.spill.pop_front() {
+            if let Err(out) = self.outbound.try_push(out) {
+                self.spill.push_front(out);
+                break;
+            }
+            work += 1;
+        }
+        let mut applied = 0;
+        while self.spill.is_empty() && applied < 1024 {
+            let Some(item) = self.from_journal.pop() else {
+                break;
+            };
+            self.handle(item);
+            applied += 1;
+        }
+        if applied > 0 {
+            self.shared
+                .applied_seq
+                .store(self.engine.last_seq(), Ordering::Release);
+        }
+        if work + applied > 0 {
+            self.outbound.ring();
+        }
+        work + applied
+    }
+
+    /// Queues a reply. It never waits for the gateway (which may be this very thread): a reply
+    /// that finds the ring full waits in the spill queue, and no further command is applied
+    /// until the spill is out. One command's replies bound the spill.
+    fn send(&mut self, target: Target, msg: ServerMsg) {
         if target == Target::Session(SYSTEM_SESSION) {
             return;
         }
-        let shared = &self.shared;
-        // The gateway always drains the outbound ring, so this waits only briefly.
-        let _ = self
-            .outbound
-            .push_waiting(Outbound { target, msg }, || shared.has_failed());
+        let out = Outbound { target, msg };
+        if !self.spill.is_empty() {
+            self.spill.push_back(out);
+        } else if let Err(out) = self.outbound.try_push(out) {
+            self.spill.push_back(out);
+        }
     }
 
     fn handle(&mut self, item: Sequenced) {

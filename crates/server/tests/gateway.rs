@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::{admin, start, trader};
 use rialto_client::{Client, ClientError};
 use rialto_core::{CancelReason, Name, Reason, Side, SymbolId, SymbolSpec};
+use rialto_server::config::ThreadLayout;
 use rialto_wire::{
     ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg, decode_server,
     encode_client,
@@ -369,31 +370,45 @@ fn a_session_over_its_message_rate_is_disconnected() {
 
 #[test]
 fn a_full_pipeline_slows_the_sender_and_drops_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), |c| {
-        c.pipeline.ring_capacity = 4;
-        c.pipeline.batch_max = 2;
-    });
-    let mut t = trader(&server, 3);
-    let orders: Vec<ClientMsg> = (1..=3_000)
-        .map(|i| ClientMsg::NewOrder(NewOrder::limit(i, BTC, Side::Buy, 10 + i % 50, 1)))
-        .collect();
-    for chunk in orders.chunks(500) {
-        t.send_batch(chunk).unwrap();
-    }
-    let mut accepted = Vec::new();
-    while accepted.len() < 3_000 {
-        match t.recv().unwrap() {
-            ServerMsg::Accepted { order, .. } => accepted.push(order),
-            other => panic!("{other}"),
+    // Both ways of running the stages: their own threads, or the gateway's.
+    for layout in [ThreadLayout::Dedicated, ThreadLayout::Shared] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = start(dir.path(), |c| {
+            c.pipeline.ring_capacity = 4;
+            c.pipeline.batch_max = 2;
+            c.pipeline.threads = layout;
+        });
+        let mut t = trader(&server, 3);
+        let orders: Vec<ClientMsg> = (1..=3_000)
+            .map(|i| ClientMsg::NewOrder(NewOrder::limit(i, BTC, Side::Buy, 10 + i % 50, 1)))
+            .collect();
+        for chunk in orders.chunks(500) {
+            t.send_batch(chunk).unwrap();
         }
+        let mut accepted = Vec::new();
+        while accepted.len() < 3_000 {
+            match t.recv().unwrap() {
+                ServerMsg::Accepted { order, .. } => accepted.push(order),
+                other => panic!("{other}"),
+            }
+        }
+        assert_eq!(
+            accepted,
+            (1..=3_000).collect::<Vec<_>>(),
+            "every order, in order"
+        );
+        // One sell sweeps all 3,000: 6,000 fills, far more than the rings hold.
+        let mut s = trader(&server, 4);
+        s.place(NewOrder::market(1, BTC, Side::Sell, 3_000))
+            .unwrap();
+        let mut filled = 0;
+        while filled < 3_000 {
+            if let ServerMsg::Trade { qty, .. } = t.recv().unwrap() {
+                filled += qty;
+            }
+        }
+        server.shutdown().unwrap();
     }
-    assert_eq!(
-        accepted,
-        (1..=3_000).collect::<Vec<_>>(),
-        "every order, in order"
-    );
-    server.shutdown().unwrap();
 }
 
 #[test]
