@@ -312,7 +312,10 @@ fn check_twin(
             second = Engine::decode_snapshot(&bytes, config)
                 .map_err(|e| fail(format!("own snapshot refused after #{i}: {e:?}")))?;
             prop_assert_eq!(second.state_hash(), first.state_hash());
-            prop_assert_eq!(Engine::snapshot_state_hash(&bytes), Some(first.state_hash()));
+            prop_assert_eq!(
+                Engine::snapshot_state_hash(&bytes),
+                Some(first.state_hash())
+            );
             prop_assert_eq!(second.last_seq(), first.last_seq());
             prop_assert!(second.encode_snapshot() == bytes, "re-encoding differs");
         }
