@@ -123,9 +123,10 @@ struct SecretArgs {
     admin: bool,
 }
 
-fn init_logging() {
+/// Logs to stderr, filtered by RIALTO_LOG, else at `default_level`.
+fn init_logging(default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RIALTO_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
@@ -150,7 +151,11 @@ fn run_secret(args: &SecretArgs) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    // The journal tools print their findings; only warnings belong beside them.
+    init_logging(match cli.command {
+        Cmd::Journal(_) => "warn",
+        _ => "info",
+    });
     let outcome = match cli.command {
         Cmd::Serve(args) => rialto_cli::serve::run(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Secret(args) => run_secret(&args),

@@ -147,13 +147,13 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
         pipeline.inbound.ring();
         let mut got = 0;
         while let Some(out) = pipeline.outbound.pop() {
-            if let Target::Session(s) = out.target {
-                if s >= FIRST_BENCH_SESSION {
-                    let k = (s - FIRST_BENCH_SESSION) as usize;
-                    h.record(sent_at[k].elapsed().as_nanos().max(1) as u64).ok();
-                    answered += 1;
-                    got += 1;
-                }
+            if let Target::Session(s) = out.target
+                && s >= FIRST_BENCH_SESSION
+            {
+                let k = (s - FIRST_BENCH_SESSION) as usize;
+                h.record(sent_at[k].elapsed().as_nanos().max(1) as u64).ok();
+                answered += 1;
+                got += 1;
             }
         }
         if got == 0 {

@@ -164,12 +164,12 @@ impl Gateway {
             };
             let polled = self.poll.poll(&mut events, timeout);
             self.bell.set_sleeping(false);
-            if let Err(e) = polled {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    self.pipeline
-                        .shared
-                        .fail(format!("gateway poll failed: {e}"));
-                }
+            if let Err(e) = polled
+                && e.kind() != io::ErrorKind::Interrupted
+            {
+                self.pipeline
+                    .shared
+                    .fail(format!("gateway poll failed: {e}"));
             }
             work = events.iter().count();
             for event in events.iter() {
@@ -763,12 +763,12 @@ impl Gateway {
             return;
         };
         let _ = self.poll.registry().deregister(&mut s.stream);
-        if let Role::Trader(user) = s.role {
-            if let Some(ids) = self.by_user.get_mut(&user) {
-                ids.retain(|&x| x != id);
-                if ids.is_empty() {
-                    self.by_user.remove(&user);
-                }
+        if let Role::Trader(user) = s.role
+            && let Some(ids) = self.by_user.get_mut(&user)
+        {
+            ids.retain(|&x| x != id);
+            if ids.is_empty() {
+                self.by_user.remove(&user);
             }
         }
         tracing::debug!(session = id, "session closed");
