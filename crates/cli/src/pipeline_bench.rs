@@ -17,7 +17,7 @@ use rialto_bench::workload::{self, SingleParams};
 use rialto_core::{Command, Engine};
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
 use rialto_server::auth::Credentials;
-use rialto_server::config::DurabilityMode;
+use rialto_server::config::{DurabilityMode, ThreadLayout};
 use rialto_server::idle::WaitStrategy;
 use rialto_server::pipeline::{
     Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, Target,
@@ -40,6 +40,10 @@ pub struct PipelineBenchArgs {
     /// How the pipeline threads wait
     #[arg(long, default_value = "backoff")]
     pub wait: WaitStrategy,
+    /// dedicated: the journal and engine stages on threads of their own; shared: on the
+    /// driving thread, as `rialto serve` runs them on the gateway's thread on small machines
+    #[arg(long, default_value = "auto")]
+    pub threads: ThreadLayout,
     /// Where to journal [default: a fresh directory under the current one, removed after]
     #[arg(long)]
     pub data: Option<PathBuf>,
@@ -89,7 +93,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
         },
         1,
     )?;
-    let pipeline = Pipeline::start(
+    let mut pipeline = Pipeline::start(
         PipelineConfig {
             ring_capacity: args.window.max(1024).next_power_of_two(),
             batch_max: 1024,
@@ -97,7 +101,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
             snapshot_every: 0,
             data_dir: data_dir.clone(),
             archive: false,
-            dedicated_threads: true,
+            dedicated_threads: args.threads.dedicated(),
         },
         Engine::new(w.config),
         journal,
@@ -111,7 +115,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
         .collect();
     let mut setup_n = 0u64;
     for cmd in setup {
-        push(&pipeline, SYSTEM_SESSION, cmd)?;
+        push(&mut pipeline, SYSTEM_SESSION, cmd)?;
         setup_n += 1;
     }
     while pipeline.shared.applied_seq.load(Ordering::Acquire) < setup_n {
@@ -119,7 +123,10 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
             !pipeline.shared.has_failed(),
             "the pipeline failed during set-up"
         );
-        std::thread::sleep(Duration::from_millis(1));
+        if pipeline.do_inline_work() == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        while pipeline.outbound.pop().is_some() {}
     }
 
     let n = w.commands.len();
@@ -145,6 +152,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
             sent_at.push(Instant::now());
         }
         pipeline.inbound.ring();
+        pipeline.do_inline_work();
         let mut got = 0;
         while let Some(out) = pipeline.outbound.pop() {
             if let Target::Session(s) = out.target
@@ -178,7 +186,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
         println!(
             "{}",
             serde_json::json!({
-                "bench": "pipeline", "workload": "single", "durability": format!("{:?}", args.durability).to_lowercase(),
+                "bench": "pipeline", "workload": "single", "dedicated_threads": args.threads.dedicated(), "durability": format!("{:?}", args.durability).to_lowercase(),
                 "commands": n, "window": args.window, "seconds": elapsed.as_secs_f64(),
                 "commands_per_sec": per_sec.round(), "journal_bytes": journal_bytes,
                 "p50_ns": q(0.5), "p90_ns": q(0.9), "p99_ns": q(0.99), "p99_9_ns": q(0.999),
@@ -187,8 +195,13 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
         );
     } else {
         println!(
-            "pipeline, single workload, durability {:?}, window {}: {} commands in {:.3} s = {:.2} M commands/s; journal {:.1} MiB",
+            "pipeline, single workload, durability {:?}, {} threads, window {}: {} commands in {:.3} s = {:.2} M commands/s; journal {:.1} MiB",
             args.durability,
+            if args.threads.dedicated() {
+                "dedicated"
+            } else {
+                "shared"
+            },
             args.window,
             n,
             elapsed.as_secs_f64(),
@@ -208,7 +221,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn push(pipeline: &Pipeline, session: u64, cmd: Command) -> anyhow::Result<()> {
+fn push(pipeline: &mut Pipeline, session: u64, cmd: Command) -> anyhow::Result<()> {
     let mut request = Request {
         session,
         reply: Reply::Admin { request: 0 },
@@ -218,7 +231,10 @@ fn push(pipeline: &Pipeline, session: u64, cmd: Command) -> anyhow::Result<()> {
         anyhow::ensure!(!pipeline.shared.has_failed(), "the pipeline failed");
         request = back;
         pipeline.inbound.ring();
-        std::thread::yield_now();
+        if pipeline.do_inline_work() == 0 {
+            std::thread::yield_now();
+        }
+        while pipeline.outbound.pop().is_some() {}
     }
     Ok(())
 }
