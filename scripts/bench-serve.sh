@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# End-to-end latency of `rialto serve` under `rialto loadgen`, as recorded in docs/benchmarks.md.
+# Starts a fresh server (release build) on spare loopback ports with the given durability and
+# any extra serve flags, offers the `single` mix at each rate (scheduled sends, latency to the
+# acknowledgement, no coordinated omission), prints loadgen's table (the first row is the bare
+# 64-byte ping-pong floor in the same socket mode), and stops the server.
+#
+#   scripts/bench-serve.sh batch                       # rates 10k,50k,100k,200k
+#   scripts/bench-serve.sh fsync "10000,50000,100000"
+#   scripts/bench-serve.sh batch "100000" --io spin     # extra flags go to `rialto serve`
+set -euo pipefail
+
+durability="${1:-batch}"
+rates="${2:-10000,50000,100000,200000}"
+shift $(( $# >= 2 ? 2 : $# ))
+cd "$(dirname "$0")/.."
+cargo build --release -q -p rialto-cli
+bin=target/release/rialto
+data="$(mktemp -d)"
+trap 'kill "$server" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$data"' EXIT
+
+"$bin" serve --data "$data" --listen 127.0.0.1:19300 --admin-listen 127.0.0.1:19301 \
+  --durability "$durability" "$@" >/dev/null 2>"$data.log" &
+server=$!
+for _ in $(seq 100); do
+  [ -f "$data/venue.key" ] && (exec 3<>/dev/tcp/127.0.0.1/19300) 2>/dev/null && break
+  sleep 0.1
+done
+echo "rialto serve --durability $durability $*; $(nproc) cores; $(date -u +%FT%TZ)"
+"$bin" loadgen --addr 127.0.0.1:19300 --admin-addr 127.0.0.1:19301 --data "$data" \
+  --rates "$rates" --seconds 5 --warmup-seconds 1 --floor-round-trips 50000 2>/dev/null
