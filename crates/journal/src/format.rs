@@ -149,7 +149,7 @@ pub fn encode_record(out: &mut Vec<u8>, seq: u64, ts_ns: i64, cmd: &Command) {
     crate::codec::encode_command(cmd, out);
     let body = &out[start + RECORD_PREFIX_LEN..];
     let len = body.len() as u32;
-    let crc = crc32c::crc32c(body);
+    let crc = crate::crc::record_crc(body);
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
@@ -199,7 +199,7 @@ fn parse_record_inner(buf: &[u8], pos: usize) -> Result<Result<RawRecord, Record
     }
     let crc = u32_at(buf, pos + 4);
     let body = &buf[pos + RECORD_PREFIX_LEN..pos + size];
-    let actual = crc32c::crc32c(body);
+    let actual = crate::crc::record_crc(body);
     if actual != crc {
         return Err(format!(
             "CRC mismatch (stored {crc:#010x}, computed {actual:#010x})"

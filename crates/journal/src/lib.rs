@@ -10,6 +10,7 @@
 //! ```
 
 pub mod codec;
+mod crc;
 mod error;
 pub mod format;
 pub mod reader;
