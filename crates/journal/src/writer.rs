@@ -135,6 +135,23 @@ pub struct JournalWriter {
     poisoned: bool,
     /// Batch mode's periodic fsyncs, off the journal thread.
     background: Option<BackgroundSync>,
+    /// Batch mode sizes the current segment file to the full segment at once and writes
+    /// records in place, so a commit never grows the file: growing it dirties the inode, which
+    /// waits for the journal commit that the background fsync starts. The zeros past the last
+    /// record are cut off at roll and on drop, and read as a torn tail after a crash.
+    preallocated: bool,
+}
+
+/// Opens a segment to append to: at its end, or (preallocated) at any offset.
+fn open_segment(path: &Path, preallocated: bool, len: u64) -> io::Result<File> {
+    if !preallocated {
+        return OpenOptions::new().append(true).open(path);
+    }
+    let file = OpenOptions::new().write(true).open(path)?;
+    if file.metadata()?.len() < len {
+        file.set_len(len)?;
+    }
+    Ok(file)
 }
 
 /// In batch mode a thread of its own fsyncs the journal every interval, so that the thread
@@ -237,10 +254,10 @@ impl JournalWriter {
                 (path, SEGMENT_HEADER_LEN as u64, 0)
             }
         };
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| JournalError::io(&path, e))?;
+        let preallocated = matches!(config.durability, Durability::Batch { .. });
+        let full = config.segment_bytes + RECORD_MAX_BYTES as u64;
+        let file =
+            open_segment(&path, preallocated, full).map_err(|e| JournalError::io(&path, e))?;
         let background = match config.durability {
             Durability::Batch { interval_us } => Some(
                 BackgroundSync::start(&file, interval_us, next_seq - 1)
@@ -264,6 +281,7 @@ impl JournalWriter {
             last_sync: Instant::now(),
             poisoned: false,
             background,
+            preallocated,
         })
     }
 
@@ -426,7 +444,15 @@ impl JournalWriter {
         if from == to {
             return Ok(());
         }
-        self.file.write_all(&self.buf[from..to])?;
+        if self.preallocated {
+            std::os::unix::fs::FileExt::write_all_at(
+                &self.file,
+                &self.buf[from..to],
+                self.file_len,
+            )?;
+        } else {
+            self.file.write_all(&self.buf[from..to])?;
+        }
         self.file_len += (to - from) as u64;
         Ok(())
     }
@@ -434,9 +460,14 @@ impl JournalWriter {
     /// Closes the current segment durably (all modes: a later sync only covers the new file)
     /// and starts the next one.
     fn roll(&mut self, first_seq: u64) -> io::Result<()> {
+        if self.preallocated {
+            // A closed segment ends with its last record.
+            self.file.set_len(self.file_len)?;
+        }
         self.file.sync_data()?;
         let path = create_segment(&self.dir, first_seq)?;
-        self.file = OpenOptions::new().append(true).open(&path)?;
+        let full = self.config.segment_bytes + RECORD_MAX_BYTES as u64;
+        self.file = open_segment(&path, self.preallocated, full)?;
         if let Some(bg) = &self.background {
             let mut synced_file = bg.shared.file.lock().unwrap_or_else(|e| e.into_inner());
             *synced_file = self.file.try_clone()?;
@@ -459,6 +490,15 @@ impl JournalWriter {
         self.synced_through = self.written_through;
         self.last_sync = now;
         Ok(())
+    }
+}
+
+impl Drop for JournalWriter {
+    fn drop(&mut self) {
+        if self.preallocated && !self.poisoned {
+            // Best effort: zeros left behind read as a torn tail, which recovery cuts off.
+            let _ = self.file.set_len(self.file_len);
+        }
     }
 }
 

@@ -509,3 +509,59 @@ fn a_last_record_with_a_valid_crc_but_an_unknown_command_is_never_truncated() {
     assert!(err.to_string().contains("unknown command tag 200"), "{err}");
     assert_eq!(fs::metadata(&seg).unwrap().len(), bytes.len() as u64);
 }
+
+#[test]
+fn batch_mode_segments_are_preallocated_and_end_clean_when_closed() {
+    let cmds = workload(300);
+    let cfg = JournalConfig {
+        durability: Durability::Batch { interval_us: 1_000 },
+        segment_bytes: 8 << 10,
+        ..JournalConfig::default()
+    };
+
+    // A writer that is never dropped, as after SIGKILL: what it committed is in the page
+    // cache, followed by the preallocated zeros, which recovery cuts off.
+    let dir = TempDir::new().unwrap();
+    let mut w = JournalWriter::open(dir.path(), cfg, 1).unwrap();
+    for (i, cmd) in cmds.iter().enumerate() {
+        w.append(i as u64 + 1, 0, cmd);
+        if i % 7 == 0 {
+            w.commit().unwrap();
+        }
+    }
+    w.commit().unwrap();
+    let last = w.current_segment().to_path_buf();
+    assert!(
+        fs::metadata(&last).unwrap().len() >= 8 << 10,
+        "preallocated"
+    );
+    std::mem::forget(w);
+    let rec = recover(dir.path(), engine_config()).unwrap();
+    assert_eq!(rec.last_seq, 300);
+    assert!(rec.truncated_tail.unwrap().problem.contains("zero bytes"));
+    assert_eq!(rec.state_hash, fresh(&cmds).state_hash());
+    // The writer carries on after the recovered end.
+    let mut w = JournalWriter::open(dir.path(), cfg, 301).unwrap();
+    w.append(301, 0, &cmds[0]);
+    w.commit().unwrap();
+    drop(w);
+    assert_eq!(recover(dir.path(), engine_config()).unwrap().last_seq, 301);
+
+    // Closed cleanly, every segment ends with its last record.
+    let dir = TempDir::new().unwrap();
+    let mut w = JournalWriter::open(dir.path(), cfg, 1).unwrap();
+    for (i, cmd) in cmds.iter().enumerate() {
+        w.append(i as u64 + 1, 0, cmd);
+        w.commit().unwrap();
+    }
+    drop(w);
+    let segs = segments(dir.path());
+    assert!(segs.len() > 2, "rolled over");
+    for seg in &segs {
+        let (start, size, _) = *records(seg).last().unwrap();
+        assert_eq!(fs::metadata(seg).unwrap().len(), (start + size) as u64);
+    }
+    let rec = recover(dir.path(), engine_config()).unwrap();
+    assert!(rec.truncated_tail.is_none());
+    assert_eq!(rec.state_hash, fresh(&cmds).state_hash());
+}
