@@ -135,9 +135,10 @@ pub struct JournalWriter {
     poisoned: bool,
     /// Batch mode's periodic fsyncs, off the journal thread.
     background: Option<BackgroundSync>,
-    /// Batch mode sizes the current segment file to the full segment at once and writes
-    /// records in place, so a commit never grows the file: growing it dirties the inode, which
-    /// waits for the journal commit that the background fsync starts. The zeros past the last
+    /// In `fsync` and `batch` mode the current segment file is sized to the full segment at
+    /// once and records are written in place, so a commit never grows the file: growing it
+    /// dirties the inode, which waits for the filesystem's journal commit that an fsync
+    /// starts (measured: docs/benchmarks.md), and makes every fdatasync commit metadata too. The zeros past the last
     /// record are cut off at roll and on drop, and read as a torn tail after a crash.
     preallocated: bool,
 }
@@ -254,7 +255,10 @@ impl JournalWriter {
                 (path, SEGMENT_HEADER_LEN as u64, 0)
             }
         };
-        let preallocated = matches!(config.durability, Durability::Batch { .. });
+        let preallocated = matches!(
+            config.durability,
+            Durability::Batch { .. } | Durability::Fsync
+        );
         let full = config.segment_bytes + RECORD_MAX_BYTES as u64;
         let file =
             open_segment(&path, preallocated, full).map_err(|e| JournalError::io(&path, e))?;

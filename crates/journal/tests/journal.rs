@@ -511,7 +511,7 @@ fn a_last_record_with_a_valid_crc_but_an_unknown_command_is_never_truncated() {
 }
 
 #[test]
-fn batch_mode_segments_are_preallocated_and_end_clean_when_closed() {
+fn segments_are_preallocated_and_end_clean_when_closed() {
     let cmds = workload(300);
     let cfg = JournalConfig {
         durability: Durability::Batch { interval_us: 1_000 },
