@@ -436,9 +436,9 @@ impl Conn {
             }
             _ => {
                 let i = self.rng.below(self.live.len() as u64) as usize;
-                let live = &mut self.live[i];
+                let live = &self.live[i];
                 if live.remaining > 1 {
-                    live.remaining -= 1;
+                    // `remaining` drops when the engine reports the reduce (Cancelled).
                     ClientMsg::Reduce {
                         order: live.order,
                         qty: 1,

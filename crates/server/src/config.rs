@@ -237,12 +237,29 @@ impl ServerConfig {
             "gateway.max_sessions must be at least 1"
         );
         anyhow::ensure!(
-            self.gateway.max_output_bytes >= 1 << 16,
-            "gateway.max_output_bytes must be at least 65536"
+            self.gateway.max_output_bytes >= 2 * rialto_wire::MAX_SERVER_FRAME,
+            "gateway.max_output_bytes must be at least {} (two of the largest replies)",
+            2 * rialto_wire::MAX_SERVER_FRAME
         );
         anyhow::ensure!(
-            self.journal.segment_bytes >= 4096,
-            "journal.segment_bytes must be at least 4096"
+            self.gateway.burst >= 1,
+            "gateway.burst must be at least 1 (a session's first frame is its login)"
+        );
+        anyhow::ensure!(
+            (4096..=1 << 40).contains(&self.journal.segment_bytes),
+            "journal.segment_bytes must be 4096..=1099511627776"
+        );
+        if let Some(secret) = &self.admin_secret {
+            anyhow::ensure!(
+                (1..=rialto_wire::Secret::MAX_LEN).contains(&secret.len()),
+                "admin_secret must be 1..={} bytes",
+                rialto_wire::Secret::MAX_LEN
+            );
+        }
+        let e = &self.engine;
+        anyhow::ensure!(
+            e.expected_resting_orders <= 1 << 28 && e.expected_users <= 1 << 28,
+            "engine.expected_resting_orders and engine.expected_users must be at most 268435456"
         );
         Ok(())
     }

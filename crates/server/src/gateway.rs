@@ -28,6 +28,11 @@ const FIRST_SESSION: SessionId = 16;
 const READ_BUFFER: usize = 64 * 1024;
 /// How long a clean shutdown waits for slow sessions to take their last replies.
 const SHUTDOWN_FLUSH: Duration = Duration::from_secs(2);
+/// How long a closing session waits for the replies to commands it already sent.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// How long a closed session's unread input is drained (so the close is a FIN, not a reset
+/// that would destroy replies still on their way).
+const DRAIN_WAIT: Duration = Duration::from_millis(500);
 
 pub struct GatewayConfig {
     pub io: WaitStrategy,
@@ -65,8 +70,14 @@ struct Session {
     readable: bool,
     /// A request is waiting for room in the inbound ring.
     paused: bool,
-    /// Close once the output is flushed; read nothing more.
+    /// Close once the replies in flight are out; read nothing more.
     closing: bool,
+    /// When `closing` was set: the wait for replies in flight is bounded.
+    closing_since: Option<Instant>,
+    /// Requests pushed into the pipeline whose reply has not come back yet.
+    in_flight: u32,
+    /// Set once our side is shut down: input is read and dropped until EOF or the deadline.
+    draining_since: Option<Instant>,
     bucket: TokenBucket,
 }
 
@@ -83,6 +94,8 @@ pub struct Gateway {
     pipeline: Pipeline,
     /// Sessions with unsent output.
     dirty: Vec<SessionId>,
+    /// Sessions on their way out (waiting for replies, or draining input).
+    closing: Vec<SessionId>,
     scratch: Vec<SessionId>,
 }
 
@@ -117,6 +130,7 @@ impl Gateway {
             credentials,
             pipeline,
             dirty: Vec::new(),
+            closing: Vec::new(),
             scratch: Vec::new(),
         })
     }
@@ -152,13 +166,15 @@ impl Gateway {
                 }
                 Some(Wait::Sleep) => {
                     self.bell.set_sleeping(true);
-                    // A paused session waits for room in the inbound ring, which nobody
-                    // announces: look again soon rather than sleep.
+                    // A paused session waits for room in the inbound ring, and a closing one
+                    // for its deadline, which nobody announces: look again soon.
                     let paused = self.sessions.values().any(|s| s.paused);
-                    if self.pipeline.outbound.is_empty() && !paused {
-                        Some(MAX_SLEEP)
-                    } else {
+                    if !self.pipeline.outbound.is_empty() {
                         Some(Duration::ZERO)
+                    } else if paused || !self.closing.is_empty() {
+                        Some(Duration::from_micros(100))
+                    } else {
+                        Some(MAX_SLEEP)
                     }
                 }
             };
@@ -196,6 +212,7 @@ impl Gateway {
             work += self.pipeline.do_inline_work();
             work += self.route_outbound();
             self.flush_dirty();
+            self.sweep_closing();
             if let Some(since) = stopping_since {
                 let drained = self.pipeline.drained() && self.pipeline.outbound.is_empty();
                 let flushed = self
@@ -220,6 +237,16 @@ impl Gateway {
             );
         }
         self.flush_dirty();
+        for id in ids {
+            self.shut_down_write(id);
+        }
+        // Let the clients read to the end and close their side (bounded by DRAIN_WAIT).
+        let until = Instant::now() + DRAIN_WAIT + Duration::from_millis(50);
+        while !self.sessions.is_empty() && Instant::now() < until {
+            let _ = self.poll.poll(&mut events, Some(Duration::from_millis(5)));
+            self.sweep_closing();
+        }
+        let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
         for id in ids {
             self.close(id);
         }
@@ -293,6 +320,9 @@ impl Gateway {
                     readable: true,
                     paused: false,
                     closing: false,
+                    closing_since: None,
+                    in_flight: 0,
+                    draining_since: None,
                     bucket: TokenBucket {
                         tokens: self.config.burst as f64,
                         last: Instant::now(),
@@ -319,7 +349,15 @@ impl Gateway {
         while let Some(Outbound { target, msg }) = self.pipeline.outbound.pop() {
             n += 1;
             match target {
-                Target::Session(id) => self.queue(id, &msg),
+                Target::Session(id) => {
+                    if let Some(s) = self.sessions.get_mut(&id) {
+                        s.in_flight = s.in_flight.saturating_sub(1);
+                        if s.closing {
+                            self.dirty.push(id); // may be ready to close now
+                        }
+                    }
+                    self.queue(id, &msg)
+                }
                 Target::User(user) => {
                     let Some(ids) = self.by_user.get(&user) else {
                         continue;
@@ -354,6 +392,8 @@ impl Gateway {
             s.output.clear();
             s.output_pos = 0;
             s.closing = true;
+            s.closing_since.get_or_insert_with(Instant::now);
+            s.in_flight = 0; // nothing more is sent to it
             self.dirty.push(id);
         }
     }
@@ -425,15 +465,23 @@ impl Gateway {
                     }
                     Err(e) => {
                         let message = e.to_string();
+                        let logged_in = self
+                            .sessions
+                            .get(&id)
+                            .is_some_and(|s| s.role != Role::AwaitingLogin);
+                        // Refused frames count against the rate like any other.
+                        let allowed = self.allow_frame(id);
                         match e.frame_len() {
-                            Some(len) => {
+                            Some(len) if logged_in && allowed => {
                                 // The frame's bounds are known: refuse it and carry on.
                                 self.reject(id, e.code(), &message);
                                 if let Some(s) = self.sessions.get_mut(&id) {
                                     s.input_start += len;
                                 }
                             }
-                            None => {
+                            // A broken stream, a session that has not logged in, or one over
+                            // its rate: refuse and close.
+                            _ => {
                                 self.reject(id, e.code(), &message);
                                 self.close_after_flush(id);
                                 return frames;
@@ -459,7 +507,9 @@ impl Gateway {
             }
             match s.stream.read(&mut s.input[s.input_end..]) {
                 Ok(0) => {
-                    self.close(id);
+                    // The client is done sending; it still gets the replies to what it sent.
+                    s.readable = false;
+                    self.close_after_flush(id);
                     return frames;
                 }
                 Ok(n) => s.input_end += n,
@@ -509,7 +559,12 @@ impl Gateway {
             op,
         };
         match self.pipeline.inbound.try_push(request) {
-            Ok(()) => Handled::Done,
+            Ok(()) => {
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.in_flight += 1;
+                }
+                Handled::Done
+            }
             Err(_) => Handled::Blocked,
         }
     }
@@ -520,8 +575,8 @@ impl Gateway {
             return Handled::Close;
         };
         let (role, admin_port) = (s.role, s.admin_port);
-        if let ClientMsg::Heartbeat { nonce } = msg {
-            self.queue(id, &ServerMsg::Heartbeat { nonce });
+        if let (ClientMsg::Heartbeat { nonce }, Role::Trader(_) | Role::Admin) = (&msg, role) {
+            self.queue(id, &ServerMsg::Heartbeat { nonce: *nonce });
             return Handled::Done;
         }
         match role {
@@ -738,12 +793,16 @@ impl Gateway {
                 s.output.clear();
                 s.output_pos = 0;
             }
-            if failed
-                || (flushed
-                    && s.closing
-                    && !self.pipeline.shared.intake_closed.load(Ordering::Relaxed))
-            {
+            let replies_due =
+                s.in_flight > 0 && s.closing_since.is_some_and(|t| t.elapsed() < CLOSE_WAIT);
+            if failed {
                 self.close(id);
+            } else if flushed
+                && s.closing
+                && !replies_due
+                && !self.pipeline.shared.intake_closed.load(Ordering::Relaxed)
+            {
+                self.shut_down_write(id);
             }
         }
         // Sessions that could not take everything come back with their next writable event.
@@ -754,8 +813,77 @@ impl Gateway {
     fn close_after_flush(&mut self, id: SessionId) {
         if let Some(s) = self.sessions.get_mut(&id) {
             s.closing = true;
+            s.closing_since.get_or_insert_with(Instant::now);
         }
         self.dirty.push(id);
+        if !self.closing.contains(&id) {
+            self.closing.push(id);
+        }
+    }
+
+    /// Everything is sent: send our FIN, then drop what the client still sends until it
+    /// closes too (or the deadline), so that the kernel never answers with a reset that would
+    /// destroy replies the client has not read yet.
+    fn shut_down_write(&mut self, id: SessionId) {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        let _ = s.stream.shutdown(std::net::Shutdown::Write);
+        s.draining_since.get_or_insert_with(Instant::now);
+        if !self.closing.contains(&id) {
+            self.closing.push(id);
+        }
+        self.drain(id);
+    }
+
+    /// Reads and drops input of a session whose write side is shut; closes it at EOF, on an
+    /// error, or at the deadline.
+    fn drain(&mut self, id: SessionId) {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        let Some(since) = s.draining_since else {
+            return;
+        };
+        let mut scratch = [0u8; 4096];
+        loop {
+            match s.stream.read(&mut scratch) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if since.elapsed() < DRAIN_WAIT {
+                        return; // more may come: the next readable event or sweep
+                    }
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        self.close(id);
+    }
+
+    /// Moves closing sessions along: those whose replies are all out (or overdue) get their
+    /// output flushed and their write side shut; those shut drain their input.
+    fn sweep_closing(&mut self) {
+        if self.closing.is_empty() {
+            return;
+        }
+        let ids = std::mem::take(&mut self.closing);
+        for &id in &ids {
+            let Some(s) = self.sessions.get(&id) else {
+                continue;
+            };
+            if s.draining_since.is_some() {
+                self.drain(id);
+            } else if s.in_flight == 0 || s.closing_since.is_some_and(|t| t.elapsed() >= CLOSE_WAIT)
+            {
+                self.dirty.push(id);
+            }
+            if self.sessions.contains_key(&id) && !self.closing.contains(&id) {
+                self.closing.push(id);
+            }
+        }
     }
 
     fn close(&mut self, id: SessionId) {

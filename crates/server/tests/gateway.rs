@@ -516,3 +516,105 @@ fn admin_adds_a_symbol_and_a_user_who_can_then_trade() {
     }
     server.shutdown().unwrap();
 }
+
+#[test]
+fn a_client_that_half_closes_still_gets_every_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut s = TcpStream::connect(server.order_addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let secret = Secret::new(server.credentials.user_secret(1).as_bytes()).unwrap();
+    let mut bytes = Vec::new();
+    encode_client(&ClientMsg::Login { user: 1, secret }, &mut bytes);
+    for i in 1..=20 {
+        encode_client(
+            &ClientMsg::NewOrder(NewOrder::limit(i, BTC, Side::Buy, 100, 1)),
+            &mut bytes,
+        );
+    }
+    s.write_all(&bytes).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(matches!(
+        read_frame(&mut s),
+        Some(ServerMsg::LoginAccepted { .. })
+    ));
+    for i in 1..=20 {
+        match read_frame(&mut s) {
+            Some(ServerMsg::Accepted { order, .. }) => assert_eq!(order, i),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(read_frame(&mut s), None, "then the server closes too");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn nothing_but_a_login_is_served_before_login() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut s = TcpStream::connect(server.order_addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&heartbeat_frame(1)).unwrap();
+    assert!(matches!(
+        read_frame(&mut s),
+        Some(ServerMsg::Error {
+            code: ErrorCode::NotLoggedIn,
+            ..
+        })
+    ));
+    assert_eq!(read_frame(&mut s), None);
+    // An unknown frame type before login closes the session too.
+    let mut s = TcpStream::connect(server.order_addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&[2, 0, 0, 0, 1, 0x7f]).unwrap();
+    assert!(matches!(
+        read_frame(&mut s),
+        Some(ServerMsg::Error {
+            code: ErrorCode::UnknownType,
+            ..
+        })
+    ));
+    assert_eq!(read_frame(&mut s), None);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_clean_stop_delivers_every_reply_even_to_a_client_still_sending() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = trader(&server, 5);
+    let orders: Vec<ClientMsg> = (1..=5_000)
+        .map(|i| ClientMsg::NewOrder(NewOrder::limit(i, BTC, Side::Buy, 10 + i % 50, 1)))
+        .collect();
+    c.send_batch(&orders).unwrap();
+    let stopper = std::thread::spawn(move || server.shutdown());
+    // Keep talking while the server stops: unread input must not turn the close into a reset.
+    for nonce in 0..100 {
+        if c.send(&ClientMsg::Heartbeat { nonce }).is_err() {
+            break;
+        }
+    }
+    let mut accepted = 0u64;
+    let mut told = false;
+    loop {
+        match c.recv() {
+            Ok(ServerMsg::Accepted { .. }) => accepted += 1,
+            Ok(ServerMsg::Error { code, .. }) | Err(ClientError::Server { code, .. }) => {
+                assert_eq!(code, ErrorCode::ShuttingDown);
+                told = true;
+            }
+            Ok(_) => {}
+            Err(ClientError::Closed) => break,
+            Err(e) => panic!("after {accepted} acks: {e}"),
+        }
+    }
+    stopper.join().unwrap().unwrap();
+    assert!(told, "sessions hear `shutting_down` before the close");
+    // Orders the gateway had not read when the stop began were never applied; every one that
+    // was applied (is in the journal) was acknowledged.
+    let recovered =
+        rialto_journal::recover(dir.path(), rialto_core::EngineConfig::default()).unwrap();
+    let demo = rialto_server::demo::demo_commands().len() as u64;
+    assert_eq!(accepted, recovered.last_seq - demo);
+    assert!(accepted > 0);
+}
