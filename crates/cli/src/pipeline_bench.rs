@@ -101,6 +101,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
             snapshot_every: 0,
             data_dir: data_dir.clone(),
             archive: false,
+            last_ts_ns: 0,
             dedicated_threads: args.threads.dedicated(),
         },
         Engine::new(w.config),

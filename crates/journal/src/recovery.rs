@@ -34,6 +34,9 @@ pub struct Recovered {
     /// A torn write found at the end of the journal (truncated when repairing).
     pub truncated_tail: Option<TailTruncation>,
     pub state_hash: [u8; 32],
+    /// The latest sequencer time in the journal (0 if it is empty): the sequencer continues
+    /// from it, so that time never runs backwards in the log across a restart.
+    pub last_ts_ns: i64,
     /// Time to read, check and decode the snapshot.
     pub snapshot_load: Duration,
     /// Time to read, check and apply the journal records (not the final state hash).
@@ -68,9 +71,11 @@ pub fn recover_with(
     let base = snapshot_seq.unwrap_or(0);
     let mut last_seq = base;
     let mut replayed = 0u64;
+    let mut last_ts_ns = 0i64;
     let mut reader = JournalReader::open(data_dir, false)?;
     for record in reader.by_ref() {
         let record = record?;
+        last_ts_ns = last_ts_ns.max(record.ts_ns);
         if record.seq <= base {
             continue;
         }
@@ -129,6 +134,7 @@ pub fn recover_with(
         replayed,
         truncated_tail,
         state_hash,
+        last_ts_ns,
         snapshot_load,
         replay,
     })

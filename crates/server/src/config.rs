@@ -127,6 +127,10 @@ pub struct GatewaySettings {
     /// (lowest latency; takes a core), `backoff` spins briefly then blocks.
     pub io: WaitStrategy,
     pub max_sessions: usize,
+    /// Sessions on the admin listener, counted apart from the order port's.
+    pub max_admin_sessions: usize,
+    /// A connection that has not logged in after this long is closed.
+    pub login_timeout_ms: u64,
     /// Frames a session may send per second before it is disconnected (0: no limit).
     pub max_msgs_per_sec: u64,
     /// Burst allowance above the rate.
@@ -188,6 +192,8 @@ impl Default for GatewaySettings {
         GatewaySettings {
             io: WaitStrategy::Backoff,
             max_sessions: 1_024,
+            max_admin_sessions: 16,
+            login_timeout_ms: 10_000,
             max_msgs_per_sec: 200_000,
             burst: 20_000,
             max_output_bytes: 16 << 20,
@@ -233,8 +239,12 @@ impl ServerConfig {
             "pipeline.batch_max must be 1..=ring_capacity"
         );
         anyhow::ensure!(
-            self.gateway.max_sessions >= 1,
-            "gateway.max_sessions must be at least 1"
+            self.gateway.max_sessions >= 1 && self.gateway.max_admin_sessions >= 1,
+            "gateway.max_sessions and gateway.max_admin_sessions must be at least 1"
+        );
+        anyhow::ensure!(
+            self.gateway.login_timeout_ms >= 1,
+            "gateway.login_timeout_ms must be at least 1"
         );
         anyhow::ensure!(
             self.gateway.max_output_bytes >= 2 * rialto_wire::MAX_SERVER_FRAME,

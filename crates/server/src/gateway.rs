@@ -33,10 +33,17 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// How long a closed session's unread input is drained (so the close is a FIN, not a reset
 /// that would destroy replies still on their way).
 const DRAIN_WAIT: Duration = Duration::from_millis(500);
+/// How often slow-moving limits (the login deadline) are checked.
+const HOUSEKEEPING: Duration = Duration::from_millis(100);
 
 pub struct GatewayConfig {
     pub io: WaitStrategy,
+    /// Sessions on the order port.
     pub max_sessions: usize,
+    /// Sessions on the admin port, counted apart so that traders cannot lock operators out.
+    pub max_admin_sessions: usize,
+    /// A session that has not logged in this long after connecting is closed.
+    pub login_timeout: Duration,
     pub max_msgs_per_sec: u64,
     pub burst: u64,
     pub max_output_bytes: usize,
@@ -79,6 +86,7 @@ struct Session {
     /// Set once our side is shut down: input is read and dropped until EOF or the deadline.
     draining_since: Option<Instant>,
     bucket: TokenBucket,
+    opened_at: Instant,
 }
 
 pub struct Gateway {
@@ -151,6 +159,7 @@ impl Gateway {
         let mut idler = Idler::new(self.config.io);
         let mut work = 1;
         let mut stopping_since: Option<Instant> = None;
+        let mut last_housekeeping = Instant::now();
         loop {
             if stopping_since.is_none()
                 && (stop.load(Ordering::SeqCst) || self.pipeline.shared.has_failed())
@@ -213,6 +222,10 @@ impl Gateway {
             work += self.route_outbound();
             self.flush_dirty();
             self.sweep_closing();
+            if last_housekeeping.elapsed() >= HOUSEKEEPING {
+                last_housekeeping = Instant::now();
+                self.close_silent_sessions();
+            }
             if let Some(since) = stopping_since {
                 let drained = self.pipeline.drained() && self.pipeline.outbound.is_empty();
                 let flushed = self
@@ -282,7 +295,17 @@ impl Gateway {
                 }
             };
             let _ = stream.set_nodelay(true);
-            if self.sessions.len() >= self.config.max_sessions {
+            let on_this_port = self
+                .sessions
+                .values()
+                .filter(|s| s.admin_port == admin_port && !s.closing)
+                .count();
+            let limit = if admin_port {
+                self.config.max_admin_sessions
+            } else {
+                self.config.max_sessions
+            };
+            if on_this_port >= limit {
                 let mut frame = Vec::new();
                 encode_server(
                     &ServerMsg::Error {
@@ -327,6 +350,7 @@ impl Gateway {
                         tokens: self.config.burst as f64,
                         last: Instant::now(),
                     },
+                    opened_at: Instant::now(),
                 },
             );
         }
@@ -861,6 +885,23 @@ impl Gateway {
             }
         }
         self.close(id);
+    }
+
+    /// Closes sessions that connected but did not log in within the deadline.
+    fn close_silent_sessions(&mut self) {
+        let deadline = self.config.login_timeout;
+        let silent: Vec<SessionId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                s.role == Role::AwaitingLogin && !s.closing && s.opened_at.elapsed() >= deadline
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in silent {
+            self.reject(id, ErrorCode::NotLoggedIn, "no login in time");
+            self.close_after_flush(id);
+        }
     }
 
     /// Moves closing sessions along: those whose replies are all out (or overdue) get their

@@ -96,6 +96,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         ms = started.elapsed().as_millis() as u64,
         "recovered"
     );
+    let last_ts_ns = recovered.last_ts_ns;
     let engine = recovered.engine;
     let fresh = engine.last_seq() == 0;
     let journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
@@ -109,6 +110,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             snapshot_every: config.journal.snapshot_every,
             data_dir: data_dir.clone(),
             archive: config.journal.archive,
+            last_ts_ns,
             dedicated_threads: config.pipeline.threads.dedicated(),
         },
         engine,
@@ -126,6 +128,8 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         GatewayConfig {
             io: config.gateway.io,
             max_sessions: config.gateway.max_sessions,
+            max_admin_sessions: config.gateway.max_admin_sessions,
+            login_timeout: Duration::from_millis(config.gateway.login_timeout_ms),
             max_msgs_per_sec: config.gateway.max_msgs_per_sec,
             burst: config.gateway.burst,
             max_output_bytes: config.gateway.max_output_bytes,

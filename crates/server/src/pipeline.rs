@@ -154,6 +154,8 @@ pub struct PipelineConfig {
     /// Where snapshots go, and whether covered journal segments are archived.
     pub data_dir: std::path::PathBuf,
     pub archive: bool,
+    /// The latest time already in the journal: sequencer times never go below it.
+    pub last_ts_ns: i64,
     /// Whether the journal and engine stages get threads of their own, or run on the
     /// gateway's thread through [`Pipeline::do_inline_work`] (better when cores are few).
     pub dedicated_threads: bool,
@@ -193,7 +195,7 @@ impl Pipeline {
             shared: shared.clone(),
             journal,
             seq: engine.last_seq(),
-            last_ts_ns: 0,
+            last_ts_ns: config.last_ts_ns,
             batch: Vec::with_capacity(config.batch_max),
             batch_max: config.batch_max,
             wait: config.wait,

@@ -618,3 +618,56 @@ fn a_clean_stop_delivers_every_reply_even_to_a_client_still_sending() {
     assert_eq!(accepted, recovered.last_seq - demo);
     assert!(accepted > 0);
 }
+
+#[test]
+fn silent_connections_time_out_and_traders_cannot_use_up_the_admin_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| {
+        c.gateway.login_timeout_ms = 200;
+        c.gateway.max_sessions = 2;
+        c.gateway.max_admin_sessions = 1;
+    });
+    let mut silent = TcpStream::connect(server.order_addr).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    assert!(matches!(
+        read_frame(&mut silent),
+        Some(ServerMsg::Error {
+            code: ErrorCode::NotLoggedIn,
+            ..
+        })
+    ));
+    assert_eq!(read_frame(&mut silent), None);
+    assert!(started.elapsed() >= Duration::from_millis(200));
+
+    // The order port full does not stop an operator; a second operator is turned away.
+    let _t1 = trader(&server, 1);
+    let _t2 = trader(&server, 2);
+    let mut third = TcpStream::connect(server.order_addr).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert!(matches!(
+        read_frame(&mut third),
+        Some(ServerMsg::Error {
+            code: ErrorCode::Busy,
+            ..
+        })
+    ));
+    let _a = admin(&server);
+    let mut second_admin = TcpStream::connect(server.admin_addr).unwrap();
+    second_admin
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert!(matches!(
+        read_frame(&mut second_admin),
+        Some(ServerMsg::Error {
+            code: ErrorCode::Busy,
+            ..
+        })
+    ));
+    drop((_t1, _t2, _a));
+    server.shutdown().unwrap();
+}
