@@ -154,7 +154,7 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
         (pick(ErrorCode::ALL), "\\PC{0,40}")
             .prop_map(|(code, message)| ServerMsg::Error { code, message }),
         any::<u64>().prop_map(|nonce| ServerMsg::Heartbeat { nonce }),
-        (head.clone(), pick(RequestKind::ALL)).prop_map(|((seq, ts_ns, order), kind)| {
+        (head, pick(RequestKind::ALL)).prop_map(|((seq, ts_ns, order), kind)| {
             ServerMsg::Accepted {
                 seq,
                 ts_ns,
@@ -162,7 +162,7 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
                 kind,
             }
         }),
-        (head.clone(), pick(RequestKind::ALL), pick(Reason::ALL)).prop_map(
+        (head, pick(RequestKind::ALL), pick(Reason::ALL)).prop_map(
             |((seq, ts_ns, order), kind, reason)| ServerMsg::Rejected {
                 seq,
                 ts_ns,
@@ -172,7 +172,7 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
             }
         ),
         (
-            head.clone(),
+            head,
             symbol(),
             pick(Side::ALL),
             any::<[i64; 3]>(),
