@@ -459,3 +459,18 @@ fn display_is_readable() {
     };
     assert!(!added.to_string().contains("hunter2"));
 }
+
+/// docs/protocol.md lists these values; change both together.
+#[test]
+fn list_limits_are_as_documented() {
+    assert_eq!(
+        (
+            MAX_SYMBOL_LIST_ITEMS,
+            MAX_REPORT_BALANCES,
+            MAX_REPORT_ORDERS,
+            MAX_VENUE_CURRENCIES,
+            MAX_BOOK_LEVELS,
+        ),
+        (9_708, 1_024, 20_563, 16_383, 32_767)
+    );
+}
