@@ -7,7 +7,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -19,9 +18,7 @@ use rialto_journal::{Durability, JournalConfig, JournalWriter};
 use rialto_server::auth::Credentials;
 use rialto_server::config::{DurabilityMode, ThreadLayout};
 use rialto_server::idle::WaitStrategy;
-use rialto_server::pipeline::{
-    Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, Target,
-};
+use rialto_server::pipeline::{Op, Pipeline, PipelineConfig, Reply, Request, Target};
 use rialto_wire::RequestKind;
 
 #[derive(Args, Debug)]
@@ -114,21 +111,9 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
         .setup_commands()
         .chain(w.prefill.iter().copied())
         .collect();
-    let mut setup_n = 0u64;
-    for cmd in setup {
-        push(&mut pipeline, SYSTEM_SESSION, cmd)?;
-        setup_n += 1;
-    }
-    while pipeline.shared.applied_seq.load(Ordering::Acquire) < setup_n {
-        anyhow::ensure!(
-            !pipeline.shared.has_failed(),
-            "the pipeline failed during set-up"
-        );
-        if pipeline.do_inline_work() == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        while pipeline.outbound.pop().is_some() {}
-    }
+    pipeline
+        .apply_system_commands(setup, Duration::from_secs(600))
+        .map_err(|e| anyhow::anyhow!("set-up: {e}"))?;
 
     let n = w.commands.len();
     let mut sent_at: Vec<Instant> = Vec::with_capacity(n);
@@ -218,24 +203,6 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
             q(0.9999),
             h.max()
         );
-    }
-    Ok(())
-}
-
-fn push(pipeline: &mut Pipeline, session: u64, cmd: Command) -> anyhow::Result<()> {
-    let mut request = Request {
-        session,
-        reply: Reply::Admin { request: 0 },
-        op: Op::Command(cmd),
-    };
-    while let Err(back) = pipeline.inbound.try_push(request) {
-        anyhow::ensure!(!pipeline.shared.has_failed(), "the pipeline failed");
-        request = back;
-        pipeline.inbound.ring();
-        if pipeline.do_inline_work() == 0 {
-            std::thread::yield_now();
-        }
-        while pipeline.outbound.pop().is_some() {}
     }
     Ok(())
 }

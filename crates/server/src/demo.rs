@@ -1,13 +1,12 @@
 //! The demo venue that `rialto serve --demo` creates on an empty data directory: two symbols
 //! and a few funded users, journaled like any admin command (docs/operations.md).
 
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rialto_core::{Command, Name, SymbolSpec};
 
 use crate::auth::Credentials;
-use crate::pipeline::{Op, Pipeline, Reply, Request, SYSTEM_SESSION};
+use crate::pipeline::Pipeline;
 
 /// Demo users are 1..=DEMO_USERS.
 pub const DEMO_USERS: i64 = 8;
@@ -53,36 +52,9 @@ pub fn demo_commands() -> Vec<Command> {
 
 /// Sends the demo commands through the pipeline and waits until they are applied.
 pub fn set_up(pipeline: &mut Pipeline, timeout: Duration) -> anyhow::Result<()> {
-    let commands = demo_commands();
-    let target = pipeline.shared.applied_seq.load(Ordering::SeqCst) + commands.len() as u64;
-    for cmd in commands {
-        let mut request = Request {
-            session: SYSTEM_SESSION,
-            reply: Reply::Admin { request: 0 },
-            op: Op::Command(cmd),
-        };
-        while let Err(back) = pipeline.inbound.try_push(request) {
-            request = back;
-            pipeline.inbound.ring_always();
-            if pipeline.do_inline_work() == 0 {
-                std::thread::yield_now();
-            }
-        }
-    }
-    pipeline.inbound.ring_always();
-    let started = Instant::now();
-    while pipeline.shared.applied_seq.load(Ordering::SeqCst) < target {
-        anyhow::ensure!(
-            !pipeline.shared.has_failed(),
-            "the pipeline failed during the demo set-up"
-        );
-        anyhow::ensure!(started.elapsed() < timeout, "the demo set-up timed out");
-        // Stages that share the caller's thread run here; replies to the system are dropped.
-        if pipeline.do_inline_work() == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    Ok(())
+    pipeline
+        .apply_system_commands(demo_commands(), timeout)
+        .map_err(|e| anyhow::anyhow!("demo set-up: {e}"))
 }
 
 /// A line for the log: the demo users and their secrets.

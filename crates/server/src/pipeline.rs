@@ -265,6 +265,54 @@ impl Pipeline {
         work
     }
 
+    /// Applies commands the server issues itself (the demo venue, a benchmark's set-up): each
+    /// is journaled like any other and its reply dropped. Waits for room in the inbound ring
+    /// and then until all are applied, running the stages on this thread when they share it.
+    pub fn apply_system_commands(
+        &mut self,
+        commands: impl IntoIterator<Item = Command>,
+        timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        let started = std::time::Instant::now();
+        let mut target = self.shared.applied_seq.load(Ordering::SeqCst);
+        for cmd in commands {
+            let mut request = Request {
+                session: SYSTEM_SESSION,
+                reply: Reply::Admin { request: 0 },
+                op: Op::Command(cmd),
+            };
+            while let Err(back) = self.inbound.try_push(request) {
+                request = back;
+                self.wait_a_moment(started, timeout)?;
+            }
+            target += 1;
+        }
+        self.inbound.ring_always();
+        while self.shared.applied_seq.load(Ordering::SeqCst) < target {
+            self.wait_a_moment(started, timeout)?;
+        }
+        Ok(())
+    }
+
+    /// One pause of [`Self::apply_system_commands`]: run the inline stages or yield.
+    fn wait_a_moment(
+        &mut self,
+        started: std::time::Instant,
+        timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        if self.shared.has_failed() {
+            return Err("the pipeline failed".into());
+        }
+        if started.elapsed() >= timeout {
+            return Err(format!("system commands not applied within {timeout:?}"));
+        }
+        self.inbound.ring_always();
+        if self.do_inline_work() == 0 {
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+
     /// The gateway will push nothing more: the journal drains, syncs and stops, then the
     /// engine drains and stops.
     pub fn close_intake(&self) {
