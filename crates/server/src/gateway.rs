@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
-use rialto_core::{Command, PlaceOrder, SymbolId, UserId};
+use rialto_core::{Command, PlaceOrder, UserId};
 use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
 
 use crate::auth::{Credentials, constant_time_eq};
@@ -599,9 +599,31 @@ impl Gateway {
             return Handled::Close;
         };
         let (role, admin_port) = (s.role, s.admin_port);
-        if let (ClientMsg::Heartbeat { nonce }, Role::Trader(_) | Role::Admin) = (&msg, role) {
-            self.queue(id, &ServerMsg::Heartbeat { nonce: *nonce });
-            return Handled::Done;
+        if role != Role::AwaitingLogin {
+            // Frames that mean the same to traders and operators.
+            match msg {
+                ClientMsg::Heartbeat { nonce } => {
+                    self.queue(id, &ServerMsg::Heartbeat { nonce });
+                    return Handled::Done;
+                }
+                ClientMsg::ListSymbols { request } => {
+                    return self.push(id, Reply::Symbols { request }, Op::ListSymbols);
+                }
+                ClientMsg::Book {
+                    request,
+                    symbol,
+                    depth,
+                } => {
+                    let depth = i64::from(depth.min(rialto_wire::MAX_BOOK_LEVELS as u32));
+                    let cmd = Command::Book { symbol, depth };
+                    return self.push(id, Reply::Book { request }, Op::Command(cmd));
+                }
+                ClientMsg::Login { .. } | ClientMsg::AdminLogin { .. } => {
+                    self.reject(id, ErrorCode::AlreadyLoggedIn, "already logged in");
+                    return Handled::Done;
+                }
+                _ => {}
+            }
         }
         match role {
             Role::AwaitingLogin => self.login(id, admin_port, msg),
@@ -705,29 +727,11 @@ impl Gateway {
                 let cmd = Command::UserReport { user };
                 self.push(id, Reply::Report { request }, Op::Command(cmd))
             }
-            ClientMsg::ListSymbols { request } => {
-                self.push(id, Reply::Symbols { request }, Op::ListSymbols)
-            }
-            ClientMsg::Book {
-                request,
-                symbol,
-                depth,
-            } => self.book(id, request, symbol, depth),
-            ClientMsg::Login { .. } | ClientMsg::AdminLogin { .. } => {
-                self.reject(id, ErrorCode::AlreadyLoggedIn, "already logged in");
-                Handled::Done
-            }
             _ => {
                 self.reject(id, ErrorCode::NotAdmin, "admin frames go to the admin port");
                 Handled::Done
             }
         }
-    }
-
-    fn book(&mut self, id: SessionId, request: u64, symbol: SymbolId, depth: u32) -> Handled {
-        let depth = i64::from(depth.min(rialto_wire::MAX_BOOK_LEVELS as u32));
-        let cmd = Command::Book { symbol, depth };
-        self.push(id, Reply::Book { request }, Op::Command(cmd))
     }
 
     fn admin_frame(&mut self, id: SessionId, msg: ClientMsg) -> Handled {
@@ -768,18 +772,6 @@ impl Gateway {
                 Reply::VenueReport { request },
                 Op::Command(Command::VenueReport),
             ),
-            ClientMsg::ListSymbols { request } => {
-                self.push(id, Reply::Symbols { request }, Op::ListSymbols)
-            }
-            ClientMsg::Book {
-                request,
-                symbol,
-                depth,
-            } => self.book(id, request, symbol, depth),
-            ClientMsg::Login { .. } | ClientMsg::AdminLogin { .. } => {
-                self.reject(id, ErrorCode::AlreadyLoggedIn, "already logged in");
-                Handled::Done
-            }
             _ => {
                 self.reject(id, ErrorCode::NotLoggedIn, "an admin session cannot trade");
                 Handled::Done
