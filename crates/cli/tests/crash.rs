@@ -765,7 +765,7 @@ fn check_snapshot(server: &Server, secret: &str, recovered: &Recovered, context:
         }) => {
             assert_eq!(seq, recovered.last_seq, "{context}: snapshot seq");
             assert_eq!(
-                rialto_server::hex(&state_hash),
+                rialto_server::auth::hex(&state_hash),
                 recovered.state_hash,
                 "{context}: the snapshot's state hash is not the recovered one"
             );

@@ -4,7 +4,7 @@
 //! a limit here (STYLE.md: "put a limit on everything").
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -214,13 +214,7 @@ impl Default for EngineSettings {
 }
 
 impl ServerConfig {
-    /// Reads a TOML file; fields it leaves out keep their defaults.
-    pub fn from_toml_file(path: &Path) -> anyhow::Result<ServerConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
-        Self::from_toml_str(&text).map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))
-    }
-
+    /// Parses a TOML configuration; fields it leaves out keep their defaults.
     pub fn from_toml_str(text: &str) -> anyhow::Result<ServerConfig> {
         let config: ServerConfig = toml::from_str(text)?;
         config.validate()?;

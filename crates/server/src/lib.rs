@@ -92,7 +92,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         snapshot_seq = ?recovered.snapshot_seq,
         replayed = recovered.replayed,
         last_seq = recovered.last_seq,
-        state_hash = %hex(&recovered.state_hash),
+        state_hash = %auth::hex(&recovered.state_hash),
         ms = started.elapsed().as_millis() as u64,
         "recovered"
     );
@@ -166,8 +166,4 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         stop,
         gateway,
     })
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
