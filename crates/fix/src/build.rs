@@ -1,0 +1,195 @@
+//! Writing FIX messages straight into a send buffer.
+//!
+//! ```
+//! use rialto_fix::{MessageWriter, tags};
+//! let mut out = Vec::new();
+//! let mut w = MessageWriter::begin(&mut out, b"FIX.4.4", b"0");
+//! w.str(tags::SENDER_COMP_ID, b"RIALTO");
+//! w.uint(tags::MSG_SEQ_NUM, 7);
+//! w.finish();
+//! assert!(out.starts_with(b"8=FIX.4.4\x019=20\x0135=0\x01"));
+//! ```
+
+use crate::decimal::Decimal;
+use crate::parse::checksum;
+use crate::{SOH, time};
+
+/// Room left for the BodyLength digits; the body moves left if fewer are needed.
+const LENGTH_DIGITS: usize = 7;
+
+/// Appends one message to a buffer. Fields go in the order they are written; [`finish`]
+/// fills in BodyLength and appends the CheckSum.
+///
+/// [`finish`]: MessageWriter::finish
+pub struct MessageWriter<'b> {
+    buf: &'b mut Vec<u8>,
+    start: usize,
+    length_at: usize,
+}
+
+impl<'b> MessageWriter<'b> {
+    /// Starts a message at the end of `buf`: BeginString, BodyLength (filled in later), MsgType.
+    pub fn begin(buf: &'b mut Vec<u8>, begin_string: &[u8], msg_type: &[u8]) -> Self {
+        let start = buf.len();
+        buf.extend_from_slice(b"8=");
+        buf.extend_from_slice(begin_string);
+        buf.extend_from_slice(b"\x019=");
+        let length_at = buf.len();
+        buf.extend_from_slice(&[b'0'; LENGTH_DIGITS]);
+        buf.extend_from_slice(b"\x0135=");
+        buf.extend_from_slice(msg_type);
+        buf.push(SOH);
+        MessageWriter {
+            buf,
+            start,
+            length_at,
+        }
+    }
+
+    fn tag(&mut self, tag: u32) {
+        push_uint(self.buf, u64::from(tag));
+        self.buf.push(b'=');
+    }
+
+    pub fn str(&mut self, tag: u32, value: &[u8]) -> &mut Self {
+        self.tag(tag);
+        self.buf.extend_from_slice(value);
+        self.buf.push(SOH);
+        self
+    }
+
+    pub fn char(&mut self, tag: u32, value: u8) -> &mut Self {
+        self.tag(tag);
+        self.buf.push(value);
+        self.buf.push(SOH);
+        self
+    }
+
+    pub fn uint(&mut self, tag: u32, value: u64) -> &mut Self {
+        self.tag(tag);
+        push_uint(self.buf, value);
+        self.buf.push(SOH);
+        self
+    }
+
+    pub fn int(&mut self, tag: u32, value: i64) -> &mut Self {
+        self.tag(tag);
+        if value < 0 {
+            self.buf.push(b'-');
+        }
+        push_uint(self.buf, value.unsigned_abs());
+        self.buf.push(SOH);
+        self
+    }
+
+    pub fn bool(&mut self, tag: u32, value: bool) -> &mut Self {
+        self.char(tag, if value { b'Y' } else { b'N' })
+    }
+
+    pub fn decimal(&mut self, tag: u32, value: Decimal) -> &mut Self {
+        self.tag(tag);
+        value.write(self.buf);
+        self.buf.push(SOH);
+        self
+    }
+
+    /// A UTCTimestamp with milliseconds (what every FIX version accepts).
+    pub fn timestamp(&mut self, tag: u32, unix_ns: i64) -> &mut Self {
+        self.tag(tag);
+        time::write_utc_timestamp(self.buf, unix_ns);
+        self.buf.push(SOH);
+        self
+    }
+
+    /// Copies already-encoded `tag=value<SOH>` fields (a stored body on resend).
+    pub fn raw(&mut self, fields: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(fields);
+        self
+    }
+
+    /// Fills in BodyLength, appends the CheckSum, and returns the message's length.
+    pub fn finish(self) -> usize {
+        let body_start = self.length_at + LENGTH_DIGITS + 1;
+        let body_len = self.buf.len() - body_start;
+        let mut digits = [0u8; 20];
+        let n = format_uint(&mut digits, body_len as u64);
+        assert!(n <= LENGTH_DIGITS, "a FIX message over 9,999,999 bytes");
+        // Move the body left over the unused digit slots, then write the digits.
+        let shift = LENGTH_DIGITS - n;
+        if shift > 0 {
+            self.buf
+                .copy_within(self.length_at + LENGTH_DIGITS.., self.length_at + n);
+            self.buf.truncate(self.buf.len() - shift);
+        }
+        self.buf[self.length_at..self.length_at + n].copy_from_slice(&digits[..n]);
+        let sum = checksum(&self.buf[self.start..]);
+        self.buf.extend_from_slice(b"10=");
+        self.buf.extend_from_slice(&[
+            b'0' + sum / 100,
+            b'0' + sum / 10 % 10,
+            b'0' + sum % 10,
+            SOH,
+        ]);
+        self.buf.len() - self.start
+    }
+}
+
+/// Writes `n` in decimal into the front of `out`; returns the digit count.
+pub(crate) fn format_uint(out: &mut [u8; 20], mut n: u64) -> usize {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let len = tmp.len() - i;
+    out[..len].copy_from_slice(&tmp[i..]);
+    len
+}
+
+pub(crate) fn push_uint(buf: &mut Vec<u8>, n: u64) {
+    let mut digits = [0u8; 20];
+    let len = format_uint(&mut digits, n);
+    buf.extend_from_slice(&digits[..len]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::next_frame;
+    use crate::tags;
+
+    #[test]
+    fn what_is_written_parses_back() {
+        let mut out = b"leftover".to_vec();
+        let mut w = MessageWriter::begin(&mut out, b"FIX.4.4", b"8");
+        w.str(tags::SENDER_COMP_ID, b"RIALTO")
+            .uint(tags::MSG_SEQ_NUM, 12)
+            .int(tags::PRICE, -5)
+            .decimal(tags::CUM_QTY, Decimal::new(1234, 3))
+            .timestamp(tags::SENDING_TIME, 1_795_000_000_123_000_000)
+            .bool(tags::POSS_DUP_FLAG, true);
+        let len = w.finish();
+        assert_eq!(len, out.len() - 8);
+        let (frame, n) = next_frame(&out[8..], 4096).unwrap().unwrap();
+        assert_eq!(n, len);
+        assert_eq!(frame.msg_type, b"8");
+        assert_eq!(frame.get(tags::PRICE), Some(&b"-5"[..]));
+        assert_eq!(frame.get(tags::CUM_QTY), Some(&b"1.234"[..]));
+        assert_eq!(frame.get(tags::POSS_DUP_FLAG), Some(&b"Y"[..]));
+    }
+
+    #[test]
+    fn long_bodies_keep_their_length_right() {
+        let mut out = Vec::new();
+        let mut w = MessageWriter::begin(&mut out, b"FIXT.1.1", b"B");
+        w.str(tags::TEXT, &vec![b'x'; 100_000]);
+        w.finish();
+        let (frame, _) = next_frame(&out, 1 << 20).unwrap().unwrap();
+        assert_eq!(frame.get(tags::TEXT).unwrap().len(), 100_000);
+    }
+}
