@@ -6,6 +6,7 @@
 //! - [`decimal`] and [`time`] convert FIX prices, quantities and timestamps exactly.
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod build;
 pub mod decimal;
 pub mod parse;

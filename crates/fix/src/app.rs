@@ -1,0 +1,659 @@
+//! Application messages Rialto reads and writes, decoded in one pass over a [`Frame`]'s fields
+//! and encoded straight into a [`MessageWriter`].
+//!
+//! Decoders check what the venue needs to act (required fields present, numbers well formed);
+//! the data dictionary ([`crate::dict`]) checks the rest of the standard before them.
+
+use crate::decimal::Decimal;
+use crate::parse::{Field, FieldError, Frame, parse_int};
+use crate::{MessageWriter, Version, tags};
+
+/// Why an application message cannot be acted on: a session Reject with this
+/// SessionRejectReason and tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Invalid {
+    pub reason: u32,
+    pub ref_tag: u32,
+    pub text: &'static str,
+}
+
+/// SessionRejectReason values (tag 373).
+pub mod reject_reason {
+    pub const INVALID_TAG_NUMBER: u32 = 0;
+    pub const REQUIRED_TAG_MISSING: u32 = 1;
+    pub const TAG_NOT_DEFINED_FOR_MESSAGE: u32 = 2;
+    pub const TAG_WITHOUT_VALUE: u32 = 4;
+    pub const VALUE_OUT_OF_RANGE: u32 = 5;
+    pub const INCORRECT_DATA_FORMAT: u32 = 6;
+    pub const COMP_ID_PROBLEM: u32 = 9;
+    pub const SENDING_TIME_ACCURACY: u32 = 10;
+    pub const INVALID_MSG_TYPE: u32 = 11;
+    pub const TAG_APPEARS_MORE_THAN_ONCE: u32 = 13;
+    pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
+}
+
+use reject_reason::*;
+
+const fn missing(tag: u32, text: &'static str) -> Invalid {
+    Invalid {
+        reason: REQUIRED_TAG_MISSING,
+        ref_tag: tag,
+        text,
+    }
+}
+
+const fn bad_format(tag: u32, text: &'static str) -> Invalid {
+    Invalid {
+        reason: INCORRECT_DATA_FORMAT,
+        ref_tag: tag,
+        text,
+    }
+}
+
+fn field_error(e: FieldError) -> Invalid {
+    match e {
+        FieldError::InvalidTag => Invalid {
+            reason: INVALID_TAG_NUMBER,
+            ref_tag: 0,
+            text: "invalid tag number",
+        },
+        FieldError::NoValue(tag) => Invalid {
+            reason: TAG_WITHOUT_VALUE,
+            ref_tag: tag,
+            text: "tag specified without a value",
+        },
+    }
+}
+
+fn one_char(field: Field<'_>) -> Result<u8, Invalid> {
+    match field.value {
+        [c] => Ok(*c),
+        _ => Err(bad_format(field.tag, "expected a single character")),
+    }
+}
+
+fn decimal(field: Field<'_>) -> Result<Decimal, Invalid> {
+    Decimal::parse(field.value).map_err(|_| bad_format(field.tag, "expected a decimal number"))
+}
+
+fn int(field: Field<'_>) -> Result<i64, Invalid> {
+    parse_int(field.value).ok_or(bad_format(field.tag, "expected an integer"))
+}
+
+/// NewOrderSingle (D).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewOrderSingle<'a> {
+    pub cl_ord_id: &'a [u8],
+    pub symbol: &'a [u8],
+    pub side: u8,
+    pub ord_type: u8,
+    pub price: Option<Decimal>,
+    pub order_qty: Decimal,
+    /// Absent means Day (FIX's default).
+    pub time_in_force: Option<u8>,
+    pub exec_inst: Option<&'a [u8]>,
+    pub account: Option<&'a [u8]>,
+}
+
+impl<'a> NewOrderSingle<'a> {
+    pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
+        let (mut cl_ord_id, mut symbol, mut side, mut ord_type) = (None, None, None, None);
+        let (mut price, mut order_qty, mut time_in_force) = (None, None, None);
+        let (mut exec_inst, mut account) = (None, None);
+        for field in frame.fields() {
+            let field = field.map_err(field_error)?;
+            match field.tag {
+                tags::CL_ORD_ID => cl_ord_id = Some(field.value),
+                tags::SYMBOL => symbol = Some(field.value),
+                tags::SIDE => side = Some(one_char(field)?),
+                tags::ORD_TYPE => ord_type = Some(one_char(field)?),
+                tags::PRICE => price = Some(decimal(field)?),
+                tags::ORDER_QTY => order_qty = Some(decimal(field)?),
+                tags::TIME_IN_FORCE => time_in_force = Some(one_char(field)?),
+                tags::EXEC_INST => exec_inst = Some(field.value),
+                tags::ACCOUNT => account = Some(field.value),
+                _ => {}
+            }
+        }
+        Ok(NewOrderSingle {
+            cl_ord_id: cl_ord_id.ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?,
+            symbol: symbol.ok_or(missing(tags::SYMBOL, "Symbol is required"))?,
+            side: side.ok_or(missing(tags::SIDE, "Side is required"))?,
+            ord_type: ord_type.ok_or(missing(tags::ORD_TYPE, "OrdType is required"))?,
+            price,
+            order_qty: order_qty.ok_or(missing(tags::ORDER_QTY, "OrderQty is required"))?,
+            time_in_force,
+            exec_inst,
+            account,
+        })
+    }
+
+    /// ExecInst 6 (participate, do not initiate) asks for a post-only order.
+    pub fn post_only(&self) -> bool {
+        self.exec_inst
+            .is_some_and(|v| v.split(|&b| b == b' ').any(|word| word == b"6"))
+    }
+}
+
+/// OrderCancelRequest (F).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderCancelRequest<'a> {
+    pub cl_ord_id: &'a [u8],
+    pub orig_cl_ord_id: &'a [u8],
+    pub order_id: Option<&'a [u8]>,
+    pub symbol: Option<&'a [u8]>,
+    pub side: Option<u8>,
+}
+
+impl<'a> OrderCancelRequest<'a> {
+    pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
+        let (mut cl_ord_id, mut orig, mut order_id, mut symbol, mut side) =
+            (None, None, None, None, None);
+        for field in frame.fields() {
+            let field = field.map_err(field_error)?;
+            match field.tag {
+                tags::CL_ORD_ID => cl_ord_id = Some(field.value),
+                tags::ORIG_CL_ORD_ID => orig = Some(field.value),
+                tags::ORDER_ID => order_id = Some(field.value),
+                tags::SYMBOL => symbol = Some(field.value),
+                tags::SIDE => side = Some(one_char(field)?),
+                _ => {}
+            }
+        }
+        Ok(OrderCancelRequest {
+            cl_ord_id: cl_ord_id.ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?,
+            orig_cl_ord_id: orig.ok_or(missing(tags::ORIG_CL_ORD_ID, "OrigClOrdID is required"))?,
+            order_id,
+            symbol,
+            side,
+        })
+    }
+}
+
+/// OrderCancelReplaceRequest (G).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderCancelReplaceRequest<'a> {
+    pub cl_ord_id: &'a [u8],
+    pub orig_cl_ord_id: &'a [u8],
+    pub order_id: Option<&'a [u8]>,
+    pub symbol: Option<&'a [u8]>,
+    pub side: Option<u8>,
+    pub ord_type: Option<u8>,
+    pub price: Option<Decimal>,
+    pub order_qty: Option<Decimal>,
+    pub time_in_force: Option<u8>,
+}
+
+impl<'a> OrderCancelReplaceRequest<'a> {
+    pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
+        let mut m = OrderCancelReplaceRequest {
+            cl_ord_id: b"",
+            orig_cl_ord_id: b"",
+            order_id: None,
+            symbol: None,
+            side: None,
+            ord_type: None,
+            price: None,
+            order_qty: None,
+            time_in_force: None,
+        };
+        let (mut cl_ord_id, mut orig) = (None, None);
+        for field in frame.fields() {
+            let field = field.map_err(field_error)?;
+            match field.tag {
+                tags::CL_ORD_ID => cl_ord_id = Some(field.value),
+                tags::ORIG_CL_ORD_ID => orig = Some(field.value),
+                tags::ORDER_ID => m.order_id = Some(field.value),
+                tags::SYMBOL => m.symbol = Some(field.value),
+                tags::SIDE => m.side = Some(one_char(field)?),
+                tags::ORD_TYPE => m.ord_type = Some(one_char(field)?),
+                tags::PRICE => m.price = Some(decimal(field)?),
+                tags::ORDER_QTY => m.order_qty = Some(decimal(field)?),
+                tags::TIME_IN_FORCE => m.time_in_force = Some(one_char(field)?),
+                _ => {}
+            }
+        }
+        m.cl_ord_id = cl_ord_id.ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?;
+        m.orig_cl_ord_id =
+            orig.ok_or(missing(tags::ORIG_CL_ORD_ID, "OrigClOrdID is required"))?;
+        Ok(m)
+    }
+}
+
+/// OrderStatusRequest (H).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderStatusRequest<'a> {
+    pub cl_ord_id: &'a [u8],
+    pub order_id: Option<&'a [u8]>,
+}
+
+impl<'a> OrderStatusRequest<'a> {
+    pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
+        let (mut cl_ord_id, mut order_id) = (None, None);
+        for field in frame.fields() {
+            let field = field.map_err(field_error)?;
+            match field.tag {
+                tags::CL_ORD_ID => cl_ord_id = Some(field.value),
+                tags::ORDER_ID => order_id = Some(field.value),
+                _ => {}
+            }
+        }
+        Ok(OrderStatusRequest {
+            cl_ord_id: cl_ord_id.ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?,
+            order_id,
+        })
+    }
+}
+
+/// OrderMassCancelRequest (q).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderMassCancelRequest<'a> {
+    pub cl_ord_id: &'a [u8],
+    /// 1: the orders in one security (`symbol`); 7: all orders.
+    pub request_type: u8,
+    pub symbol: Option<&'a [u8]>,
+}
+
+impl<'a> OrderMassCancelRequest<'a> {
+    pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
+        let (mut cl_ord_id, mut request_type, mut symbol) = (None, None, None);
+        for field in frame.fields() {
+            let field = field.map_err(field_error)?;
+            match field.tag {
+                tags::CL_ORD_ID => cl_ord_id = Some(field.value),
+                tags::MASS_CANCEL_REQUEST_TYPE => request_type = Some(one_char(field)?),
+                tags::SYMBOL => symbol = Some(field.value),
+                _ => {}
+            }
+        }
+        Ok(OrderMassCancelRequest {
+            cl_ord_id: cl_ord_id.ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?,
+            request_type: request_type.ok_or(missing(
+                tags::MASS_CANCEL_REQUEST_TYPE,
+                "MassCancelRequestType is required",
+            ))?,
+            symbol,
+        })
+    }
+}
+
+/// The most symbols one MarketDataRequest may name.
+pub const MAX_MD_SYMBOLS: usize = 16;
+
+/// MarketDataRequest (V).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MarketDataRequest<'a> {
+    pub md_req_id: &'a [u8],
+    /// 0: snapshot; 1: snapshot and updates; 2: unsubscribe.
+    pub subscription_request_type: u8,
+    /// 0: full book; N: the best N levels.
+    pub market_depth: i64,
+    pub bids_and_offers: bool,
+    pub trades: bool,
+    pub symbols: [&'a [u8]; MAX_MD_SYMBOLS],
+    pub symbol_count: usize,
+}
+
+impl<'a> MarketDataRequest<'a> {
+    pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
+        let mut m = MarketDataRequest {
+            md_req_id: b"",
+            subscription_request_type: 0,
+            market_depth: 0,
+            bids_and_offers: false,
+            trades: false,
+            symbols: [b""; MAX_MD_SYMBOLS],
+            symbol_count: 0,
+        };
+        let (mut req_id, mut sub_type, mut depth) = (None, None, None);
+        let (mut entry_types_declared, mut entry_types_seen) = (None, 0i64);
+        let mut symbols_declared = None;
+        for field in frame.fields() {
+            let field = field.map_err(field_error)?;
+            match field.tag {
+                tags::MD_REQ_ID => req_id = Some(field.value),
+                tags::SUBSCRIPTION_REQUEST_TYPE => sub_type = Some(one_char(field)?),
+                tags::MARKET_DEPTH => depth = Some(int(field)?),
+                tags::NO_MD_ENTRY_TYPES => entry_types_declared = Some(int(field)?),
+                tags::MD_ENTRY_TYPE => {
+                    entry_types_seen += 1;
+                    match one_char(field)? {
+                        b'0' | b'1' => m.bids_and_offers = true,
+                        b'2' => m.trades = true,
+                        _ => {
+                            return Err(Invalid {
+                                reason: VALUE_OUT_OF_RANGE,
+                                ref_tag: tags::MD_ENTRY_TYPE,
+                                text: "only bids (0), offers (1) and trades (2) are published",
+                            });
+                        }
+                    }
+                }
+                tags::NO_RELATED_SYM => symbols_declared = Some(int(field)?),
+                tags::SYMBOL => {
+                    if m.symbol_count == MAX_MD_SYMBOLS {
+                        return Err(Invalid {
+                            reason: VALUE_OUT_OF_RANGE,
+                            ref_tag: tags::NO_RELATED_SYM,
+                            text: "too many symbols in one request",
+                        });
+                    }
+                    m.symbols[m.symbol_count] = field.value;
+                    m.symbol_count += 1;
+                }
+                _ => {}
+            }
+        }
+        m.md_req_id = req_id.ok_or(missing(tags::MD_REQ_ID, "MDReqID is required"))?;
+        m.subscription_request_type = sub_type.ok_or(missing(
+            tags::SUBSCRIPTION_REQUEST_TYPE,
+            "SubscriptionRequestType is required",
+        ))?;
+        m.market_depth = depth.unwrap_or(0);
+        let group_count = |tag| Invalid {
+            reason: INCORRECT_NUM_IN_GROUP,
+            ref_tag: tag,
+            text: "the group count does not match its entries",
+        };
+        if m.subscription_request_type != b'2' {
+            if entry_types_declared.is_none() {
+                return Err(missing(tags::NO_MD_ENTRY_TYPES, "NoMDEntryTypes is required"));
+            }
+            if symbols_declared.is_none() {
+                return Err(missing(tags::NO_RELATED_SYM, "NoRelatedSym is required"));
+            }
+        }
+        if entry_types_declared.is_some_and(|n| n != entry_types_seen) {
+            return Err(group_count(tags::NO_MD_ENTRY_TYPES));
+        }
+        if symbols_declared.is_some_and(|n| n != m.symbol_count as i64) {
+            return Err(group_count(tags::NO_RELATED_SYM));
+        }
+        Ok(m)
+    }
+
+    pub fn symbols(&self) -> &[&'a [u8]] {
+        &self.symbols[..self.symbol_count]
+    }
+}
+
+/// SecurityListRequest (x).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SecurityListRequest<'a> {
+    pub security_req_id: &'a [u8],
+    pub request_type: u8,
+    pub symbol: Option<&'a [u8]>,
+}
+
+impl<'a> SecurityListRequest<'a> {
+    pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
+        let (mut req_id, mut request_type, mut symbol) = (None, None, None);
+        for field in frame.fields() {
+            let field = field.map_err(field_error)?;
+            match field.tag {
+                tags::SECURITY_REQ_ID => req_id = Some(field.value),
+                tags::SECURITY_LIST_REQUEST_TYPE => request_type = Some(one_char(field)?),
+                tags::SYMBOL => symbol = Some(field.value),
+                _ => {}
+            }
+        }
+        Ok(SecurityListRequest {
+            security_req_id: req_id
+                .ok_or(missing(tags::SECURITY_REQ_ID, "SecurityReqID is required"))?,
+            request_type: request_type.ok_or(missing(
+                tags::SECURITY_LIST_REQUEST_TYPE,
+                "SecurityListRequestType is required",
+            ))?,
+            symbol,
+        })
+    }
+}
+
+/// ExecType (150) values Rialto sends.
+pub mod exec_type {
+    pub const NEW: u8 = b'0';
+    pub const CANCELED: u8 = b'4';
+    pub const REPLACED: u8 = b'5';
+    pub const REJECTED: u8 = b'8';
+    /// FIX 4.4 and later; FIX 4.2 reports fills as 1 (partial fill) or 2 (fill).
+    pub const TRADE: u8 = b'F';
+    pub const ORDER_STATUS: u8 = b'I';
+}
+
+/// OrdStatus (39) values.
+pub mod ord_status {
+    pub const NEW: u8 = b'0';
+    pub const PARTIALLY_FILLED: u8 = b'1';
+    pub const FILLED: u8 = b'2';
+    pub const CANCELED: u8 = b'4';
+    pub const REJECTED: u8 = b'8';
+}
+
+/// An ExecutionReport (8), written field by field into the message.
+#[derive(Clone, Copy, Debug)]
+pub struct ExecutionReport<'a> {
+    /// The venue's order id; "NONE" style text is allowed for rejections.
+    pub order_id: &'a [u8],
+    pub exec_id: &'a [u8],
+    pub cl_ord_id: &'a [u8],
+    pub orig_cl_ord_id: Option<&'a [u8]>,
+    pub exec_type: u8,
+    pub ord_status: u8,
+    pub symbol: &'a [u8],
+    pub side: u8,
+    pub ord_type: Option<u8>,
+    pub time_in_force: Option<u8>,
+    pub price: Option<Decimal>,
+    pub order_qty: Option<Decimal>,
+    /// The fill, for ExecType Trade.
+    pub last: Option<(Decimal, Decimal)>,
+    pub leaves_qty: Decimal,
+    pub cum_qty: Decimal,
+    pub avg_px: Decimal,
+    pub ord_rej_reason: Option<u32>,
+    pub transact_time_ns: i64,
+    pub text: Option<&'a [u8]>,
+}
+
+impl ExecutionReport<'_> {
+    pub fn write(&self, version: Version, w: &mut MessageWriter<'_>) {
+        w.str(tags::ORDER_ID, self.order_id);
+        w.str(tags::EXEC_ID, self.exec_id);
+        if version == Version::Fix42 {
+            w.char(tags::EXEC_TRANS_TYPE, b'0');
+        }
+        w.str(tags::CL_ORD_ID, self.cl_ord_id);
+        if let Some(orig) = self.orig_cl_ord_id {
+            w.str(tags::ORIG_CL_ORD_ID, orig);
+        }
+        let exec_type = match (version, self.exec_type) {
+            // FIX 4.2 has no Trade exec type: a fill's type is its order status.
+            (Version::Fix42, exec_type::TRADE) => self.ord_status,
+            (Version::Fix42, exec_type::ORDER_STATUS) => self.ord_status,
+            (_, t) => t,
+        };
+        w.char(tags::EXEC_TYPE, exec_type);
+        w.char(tags::ORD_STATUS, self.ord_status);
+        if let Some(reason) = self.ord_rej_reason {
+            w.uint(tags::ORD_REJ_REASON, u64::from(reason));
+        }
+        w.str(tags::SYMBOL, self.symbol);
+        w.char(tags::SIDE, self.side);
+        if let Some(t) = self.ord_type {
+            w.char(tags::ORD_TYPE, t);
+        }
+        if let Some(p) = self.price {
+            w.decimal(tags::PRICE, p);
+        }
+        if let Some(q) = self.order_qty {
+            w.decimal(tags::ORDER_QTY, q);
+        }
+        if let Some(t) = self.time_in_force {
+            w.char(tags::TIME_IN_FORCE, t);
+        }
+        if let Some((px, qty)) = self.last {
+            w.decimal(tags::LAST_PX, px);
+            w.decimal(tags::LAST_QTY, qty);
+        }
+        w.decimal(tags::LEAVES_QTY, self.leaves_qty);
+        w.decimal(tags::CUM_QTY, self.cum_qty);
+        w.decimal(tags::AVG_PX, self.avg_px);
+        w.timestamp(tags::TRANSACT_TIME, self.transact_time_ns);
+        if let Some(text) = self.text {
+            w.str(tags::TEXT, text);
+        }
+    }
+}
+
+/// CxlRejReason (102) values.
+pub mod cxl_rej_reason {
+    pub const TOO_LATE_TO_CANCEL: u32 = 0;
+    pub const UNKNOWN_ORDER: u32 = 1;
+    pub const BROKER_OPTION: u32 = 2;
+    pub const DUPLICATE_CL_ORD_ID: u32 = 6;
+    pub const OTHER: u32 = 99;
+}
+
+/// OrderCancelReject (9).
+#[derive(Clone, Copy, Debug)]
+pub struct OrderCancelReject<'a> {
+    pub order_id: &'a [u8],
+    pub cl_ord_id: &'a [u8],
+    pub orig_cl_ord_id: &'a [u8],
+    pub ord_status: u8,
+    /// 1: a cancel request; 2: a cancel/replace request.
+    pub response_to: u8,
+    pub reason: u32,
+    pub text: &'a [u8],
+}
+
+impl OrderCancelReject<'_> {
+    pub fn write(&self, w: &mut MessageWriter<'_>) {
+        w.str(tags::ORDER_ID, self.order_id)
+            .str(tags::CL_ORD_ID, self.cl_ord_id)
+            .str(tags::ORIG_CL_ORD_ID, self.orig_cl_ord_id)
+            .char(tags::ORD_STATUS, self.ord_status)
+            .uint(tags::CXL_REJ_REASON, u64::from(self.reason))
+            .char(tags::CXL_REJ_RESPONSE_TO, self.response_to)
+            .str(tags::TEXT, self.text);
+    }
+}
+
+/// BusinessRejectReason (380) values.
+pub mod business_reject_reason {
+    pub const OTHER: u32 = 0;
+    pub const UNKNOWN_ID: u32 = 1;
+    pub const UNKNOWN_SECURITY: u32 = 2;
+    pub const UNSUPPORTED_MESSAGE_TYPE: u32 = 3;
+    pub const APPLICATION_NOT_AVAILABLE: u32 = 4;
+    pub const CONDITIONALLY_REQUIRED_FIELD_MISSING: u32 = 5;
+}
+
+/// Writes a BusinessMessageReject (j) body.
+pub fn write_business_reject(
+    w: &mut MessageWriter<'_>,
+    ref_seq_num: u64,
+    ref_msg_type: &[u8],
+    reason: u32,
+    text: &[u8],
+) {
+    w.uint(tags::REF_SEQ_NUM, ref_seq_num)
+        .str(tags::REF_MSG_TYPE, ref_msg_type)
+        .uint(tags::BUSINESS_REJECT_REASON, u64::from(reason))
+        .str(tags::TEXT, text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::next_frame;
+
+    fn frame_bytes(msg_type: &[u8], body: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = MessageWriter::begin(&mut out, b"FIX.4.4", msg_type);
+        w.raw(body.replace('|', "\u{1}").as_bytes());
+        w.finish();
+        out
+    }
+
+    #[test]
+    fn a_new_order_single_decodes() {
+        let bytes = frame_bytes(
+            b"D",
+            "34=2|49=TRADER1|56=RIALTO|52=20261122-10:00:00.000|11=A1|55=BTC-USD|54=1|\
+             60=20261122-10:00:00.000|38=0.005|40=2|44=100.25|59=1|18=6|",
+        );
+        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+        let nos = NewOrderSingle::decode(&frame).unwrap();
+        assert_eq!(nos.cl_ord_id, b"A1");
+        assert_eq!(nos.symbol, b"BTC-USD");
+        assert_eq!(nos.side, b'1');
+        assert_eq!(nos.price, Some(Decimal::new(10025, 2)));
+        assert_eq!(nos.order_qty, Decimal::new(5, 3));
+        assert!(nos.post_only());
+    }
+
+    #[test]
+    fn missing_and_malformed_fields_are_named() {
+        let bytes = frame_bytes(b"D", "34=2|11=A1|54=1|38=1|40=2|");
+        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+        let err = NewOrderSingle::decode(&frame).unwrap_err();
+        assert_eq!((err.reason, err.ref_tag), (REQUIRED_TAG_MISSING, tags::SYMBOL));
+
+        let bytes = frame_bytes(b"D", "34=2|11=A1|55=X|54=1|38=1x|40=2|");
+        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+        let err = NewOrderSingle::decode(&frame).unwrap_err();
+        assert_eq!((err.reason, err.ref_tag), (INCORRECT_DATA_FORMAT, tags::ORDER_QTY));
+    }
+
+    #[test]
+    fn market_data_request_groups_are_counted() {
+        let ok = "262=R1|263=1|264=5|267=2|269=0|269=1|146=2|55=BTC-USD|55=ETH-USD|";
+        let bytes = frame_bytes(b"V", ok);
+        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+        let m = MarketDataRequest::decode(&frame).unwrap();
+        assert_eq!(m.symbols(), &[&b"BTC-USD"[..], &b"ETH-USD"[..]]);
+        assert!(m.bids_and_offers && !m.trades);
+
+        let bad = "262=R1|263=1|264=5|267=3|269=0|269=1|146=1|55=BTC-USD|";
+        let bytes = frame_bytes(b"V", bad);
+        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+        let err = MarketDataRequest::decode(&frame).unwrap_err();
+        assert_eq!(err.reason, INCORRECT_NUM_IN_GROUP);
+    }
+
+    #[test]
+    fn an_execution_report_is_written_per_version() {
+        let er = ExecutionReport {
+            order_id: b"42",
+            exec_id: b"7.1",
+            cl_ord_id: b"A1",
+            orig_cl_ord_id: None,
+            exec_type: exec_type::TRADE,
+            ord_status: ord_status::PARTIALLY_FILLED,
+            symbol: b"BTC-USD",
+            side: b'1',
+            ord_type: Some(b'2'),
+            time_in_force: None,
+            price: Some(Decimal::new(10000, 2)),
+            order_qty: Some(Decimal::new(10, 3)),
+            last: Some((Decimal::new(10000, 2), Decimal::new(4, 3))),
+            leaves_qty: Decimal::new(6, 3),
+            cum_qty: Decimal::new(4, 3),
+            avg_px: Decimal::new(10000, 2),
+            ord_rej_reason: None,
+            transact_time_ns: 0,
+            text: None,
+        };
+        for (version, exec_type) in [(Version::Fix44, &b"F"[..]), (Version::Fix42, &b"1"[..])] {
+            let mut out = Vec::new();
+            let mut w = MessageWriter::begin(&mut out, version.begin_string(), b"8");
+            er.write(version, &mut w);
+            w.finish();
+            let (frame, _) = next_frame(&out, 4096).unwrap().unwrap();
+            assert_eq!(frame.get(tags::EXEC_TYPE), Some(exec_type));
+            assert_eq!(frame.get(tags::LEAVES_QTY), Some(&b"0.006"[..]));
+            assert_eq!(frame.get(tags::EXEC_TRANS_TYPE).is_some(), version == Version::Fix42);
+        }
+    }
+}
