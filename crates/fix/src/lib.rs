@@ -10,6 +10,7 @@ pub mod app;
 pub mod build;
 pub mod decimal;
 pub mod parse;
+pub mod samples;
 pub mod tags;
 pub mod time;
 

@@ -3,6 +3,7 @@
 //! Every field has a default, so `rialto serve` needs no file. Every queue, buffer and rate has
 //! a limit here (STYLE.md: "put a limit on everything").
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -54,6 +55,10 @@ pub struct ServerConfig {
     pub pipeline: PipelineSettings,
     pub gateway: GatewaySettings,
     pub engine: EngineSettings,
+    pub fix: FixSettings,
+    /// How FIX (and later REST) writes prices and quantities of each symbol as decimals. A
+    /// symbol not listed here uses 1 and 1: prices in ticks, quantities in lots.
+    pub instruments: BTreeMap<String, InstrumentSettings>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -148,6 +153,87 @@ pub struct EngineSettings {
     pub expected_users: usize,
 }
 
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FixSettings {
+    pub enabled: bool,
+    /// The FIX acceptor (FIX 4.2, 4.4 and FIXT.1.1 with 5.0SP2 on one port).
+    pub listen: SocketAddr,
+    /// Our CompID: the TargetCompID that initiators send.
+    pub comp_id: String,
+    /// Which SenderCompIDs may log on, and as which user.
+    pub sessions: Vec<FixSessionSettings>,
+    /// Cancel a session's live orders when it disconnects (sessions may override it).
+    pub cancel_on_disconnect: bool,
+    pub max_connections: usize,
+    /// The largest FIX message accepted, in bytes.
+    pub max_message_bytes: usize,
+    /// SendingTime may differ from our clock by this much before a message is refused.
+    pub max_clock_skew_ms: u64,
+    /// Messages a connection may send per second before it is logged out (0: no limit).
+    pub max_msgs_per_sec: u64,
+    pub burst: u64,
+    /// Keep every message in and out in the per-session message log (`rialto fix log`).
+    pub message_log: bool,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixSessionSettings {
+    /// The initiator's SenderCompID.
+    pub comp_id: String,
+    pub user: i64,
+    #[serde(default)]
+    pub cancel_on_disconnect: Option<bool>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstrumentSettings {
+    /// The price of one tick, as a decimal ("0.01").
+    pub price_tick: String,
+    /// The quantity of one lot, as a decimal ("0.001").
+    pub qty_lot: String,
+}
+
+impl Default for FixSettings {
+    fn default() -> Self {
+        FixSettings {
+            enabled: true,
+            listen: "127.0.0.1:9878".parse().expect("valid address"),
+            comp_id: "RIALTO".into(),
+            // The demo users: TRADER1 logs on as user 1, and so on.
+            sessions: (1..=crate::demo::DEMO_USERS)
+                .map(|user| FixSessionSettings {
+                    comp_id: format!("TRADER{user}"),
+                    user,
+                    cancel_on_disconnect: None,
+                })
+                .collect(),
+            cancel_on_disconnect: false,
+            max_connections: 256,
+            max_message_bytes: 64 << 10,
+            max_clock_skew_ms: 120_000,
+            max_msgs_per_sec: 200_000,
+            burst: 20_000,
+            message_log: true,
+        }
+    }
+}
+
+fn demo_instruments() -> BTreeMap<String, InstrumentSettings> {
+    crate::demo::demo_symbols()
+        .iter()
+        .map(|spec| {
+            let settings = InstrumentSettings {
+                price_tick: "0.01".into(),
+                qty_lot: "0.001".into(),
+            };
+            (spec.symbol.as_str().to_string(), settings)
+        })
+        .collect()
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -160,6 +246,8 @@ impl Default for ServerConfig {
             pipeline: PipelineSettings::default(),
             gateway: GatewaySettings::default(),
             engine: EngineSettings::default(),
+            fix: FixSettings::default(),
+            instruments: demo_instruments(),
         }
     }
 }
@@ -260,11 +348,43 @@ impl ServerConfig {
                 rialto_wire::Secret::MAX_LEN
             );
         }
+        self.validate_fix()?;
         let e = &self.engine;
         anyhow::ensure!(
             e.expected_resting_orders <= 1 << 28 && e.expected_users <= 1 << 28,
             "engine.expected_resting_orders and engine.expected_users must be at most 268435456"
         );
+        Ok(())
+    }
+
+    fn validate_fix(&self) -> anyhow::Result<()> {
+        let f = &self.fix;
+        let comp_id_ok = |id: &str| {
+            !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_graphic() && b != b'=')
+        };
+        anyhow::ensure!(comp_id_ok(&f.comp_id), "fix.comp_id must be 1..=64 printable characters");
+        let mut seen = std::collections::HashSet::new();
+        for s in &f.sessions {
+            anyhow::ensure!(
+                comp_id_ok(&s.comp_id),
+                "fix.sessions: comp_id `{}` must be 1..=64 printable characters",
+                s.comp_id
+            );
+            anyhow::ensure!(seen.insert(&s.comp_id), "fix.sessions: `{}` is listed twice", s.comp_id);
+            anyhow::ensure!(s.user > 0, "fix.sessions: `{}` needs a user id above 0", s.comp_id);
+        }
+        anyhow::ensure!(f.max_connections >= 1, "fix.max_connections must be at least 1");
+        anyhow::ensure!(
+            (1024..=16 << 20).contains(&f.max_message_bytes),
+            "fix.max_message_bytes must be 1024..=16777216"
+        );
+        anyhow::ensure!(f.burst >= 1, "fix.burst must be at least 1");
+        for (symbol, i) in &self.instruments {
+            for (what, text) in [("price_tick", &i.price_tick), ("qty_lot", &i.qty_lot)] {
+                let ok = rialto_fix::Decimal::parse(text.as_bytes()).is_ok_and(|d| d.mantissa > 0);
+                anyhow::ensure!(ok, "instruments.{symbol}.{what} must be a positive decimal, not `{text}`");
+            }
+        }
         Ok(())
     }
 

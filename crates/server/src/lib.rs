@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod config;
 pub mod demo;
+pub mod fix;
 pub mod gateway;
 pub mod idle;
 pub mod pipeline;

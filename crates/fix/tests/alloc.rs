@@ -1,0 +1,50 @@
+//! Parsing a NewOrderSingle and writing an ExecutionReport allocate nothing (into a buffer
+//! that already has room): counted with a global allocator.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rialto_fix::app::NewOrderSingle;
+use rialto_fix::samples;
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwards the caller's layout to the system allocator unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `alloc` above with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn parse_and_generate_allocate_nothing() {
+    let report = samples::fill_report();
+    let mut out = Vec::with_capacity(4096);
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let mut qty_total = 0i64;
+    for seq in 0..100_000u64 {
+        let (frame, len) = rialto_fix::next_frame(samples::NEW_ORDER_SINGLE, 4096)
+            .unwrap()
+            .unwrap();
+        assert_eq!(len, 214);
+        let nos = NewOrderSingle::decode(&frame).unwrap();
+        qty_total += nos.order_qty.mantissa;
+        out.clear();
+        samples::write_execution_report(&mut out, &report, seq, 1_795_322_669_123_000_000);
+    }
+    let after = ALLOCATIONS.load(Ordering::Relaxed);
+    assert_eq!(qty_total, 5 * 100_000);
+    assert!(rialto_fix::next_frame(&out, 4096).unwrap().is_some());
+    assert_eq!(after - before, 0, "allocations while parsing and generating");
+}

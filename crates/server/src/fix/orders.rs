@@ -1,0 +1,1081 @@
+//! The order desk of one FIX session: turns FIX order messages into engine commands, and the
+//! engine's replies and events into the ExecutionReports FIX expects (CumQty, LeavesQty, AvgPx,
+//! OrdStatus), keyed by ClOrdID.
+//!
+//! Rules (docs/fix.md):
+//! - A ClOrdID is unique among the session's live orders and those with a request in flight.
+//! - OrderID (37) is the venue's id for the order and survives replaces.
+//! - Replace: a new price alone is a `move` (time priority lost); a lower quantity alone is a
+//!   `reduce` (priority kept); anything else (a higher quantity, or price and quantity
+//!   together) is a cancel followed, once the cancel is done, by a new order for the rest.
+
+use std::collections::{HashMap, VecDeque};
+
+use rialto_core::{
+    CancelReason, Command, OrderId, OrderType, PlaceOrder, Reason, Side, Stp, SymbolId, Tif,
+    UserId,
+};
+use rialto_fix::Decimal;
+use rialto_fix::app::{self, NewOrderSingle, OrderCancelReplaceRequest, OrderCancelRequest};
+use rialto_wire::RequestKind;
+
+use super::instruments::{Instrument, Instruments};
+
+/// ClOrdIDs longer than this are refused (kept inline: no allocation per order).
+pub const MAX_CL_ORD_ID: usize = 64;
+
+/// A ClOrdID (or other short client text) held inline.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClOrdId {
+    len: u8,
+    bytes: [u8; MAX_CL_ORD_ID],
+}
+
+impl ClOrdId {
+    pub fn new(text: &[u8]) -> Option<ClOrdId> {
+        if text.is_empty() || text.len() > MAX_CL_ORD_ID {
+            return None;
+        }
+        let mut bytes = [0; MAX_CL_ORD_ID];
+        bytes[..text.len()].copy_from_slice(text);
+        Some(ClOrdId {
+            len: text.len() as u8,
+            bytes,
+        })
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+impl std::fmt::Debug for ClOrdId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+/// One order of this session, as FIX reports it.
+#[derive(Clone, Debug)]
+pub struct FixOrder {
+    /// OrderID (37).
+    pub order_id: u64,
+    /// The engine's id of the order's current incarnation (a cancel-and-new replace makes a
+    /// new one).
+    pub engine_id: OrderId,
+    pub cl_ord_id: ClOrdId,
+    pub symbol: SymbolId,
+    pub side: Side,
+    pub ord_type: u8,
+    pub time_in_force: Option<u8>,
+    pub price_ticks: Option<i64>,
+    /// OrderQty: the total, fills included.
+    pub order_qty_lots: i64,
+    pub cum_lots: i64,
+    /// Sum of price × qty over the fills, for AvgPx.
+    pub notional: i128,
+    pub leaves_lots: i64,
+    pub status: u8,
+    /// ExecutionReport New went out (at the engine's accept, or before the first fill).
+    pub acknowledged: bool,
+}
+
+impl FixOrder {
+    fn is_done(&self) -> bool {
+        self.leaves_lots == 0 && self.acknowledged
+    }
+
+    fn status_after_fill(&self) -> u8 {
+        if self.leaves_lots == 0 {
+            app::ord_status::FILLED
+        } else if self.cum_lots > 0 {
+            app::ord_status::PARTIALLY_FILLED
+        } else {
+            app::ord_status::NEW
+        }
+    }
+}
+
+/// A request sent to the engine and not answered yet, in sending order.
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    New,
+    Cancel {
+        cl_ord_id: ClOrdId,
+    },
+    /// A move or reduce: the replace is done when the engine accepts it.
+    Replace {
+        cl_ord_id: ClOrdId,
+        price_ticks: Option<i64>,
+        order_qty_lots: i64,
+    },
+    /// The cancel half of a cancel-and-new replace.
+    ReplaceCancel {
+        cl_ord_id: ClOrdId,
+        price_ticks: Option<i64>,
+        order_qty_lots: i64,
+    },
+    /// The new half: `engine_id` is the new incarnation.
+    ReplaceNew {
+        cl_ord_id: ClOrdId,
+        orig: ClOrdId,
+    },
+    MassCancel {
+        cl_ord_id: ClOrdId,
+        request_type: u8,
+    },
+}
+
+/// What the desk asks its session to send.
+#[derive(Clone, Debug)]
+pub enum Report {
+    Execution(Execution),
+    CancelReject {
+        order_id: Option<u64>,
+        cl_ord_id: ClOrdId,
+        orig_cl_ord_id: ClOrdId,
+        ord_status: u8,
+        response_to: u8,
+        reason: u32,
+        text: &'static str,
+    },
+    MassCancel {
+        cl_ord_id: ClOrdId,
+        request_type: u8,
+        accepted: bool,
+        text: &'static str,
+    },
+}
+
+/// One ExecutionReport: the order's state after the event, and the event.
+#[derive(Clone, Debug)]
+pub struct Execution {
+    pub order: FixOrder,
+    pub exec_type: u8,
+    /// The ClOrdID this report answers (a replace's or cancel's new one), and the one it
+    /// replaced.
+    pub cl_ord_id: ClOrdId,
+    pub orig_cl_ord_id: Option<ClOrdId>,
+    /// Ticks and lots of a fill.
+    pub last: Option<(i64, i64)>,
+    pub ord_rej_reason: Option<u32>,
+    pub text: Option<&'static str>,
+    /// The Symbol as the client sent it, when it names no listed symbol.
+    pub raw_symbol: Option<ClOrdId>,
+    /// The engine sequence number behind the report (0 for a gateway-side rejection).
+    pub seq: u64,
+    pub ts_ns: i64,
+}
+
+/// A command for the engine with the reply the desk expects.
+#[derive(Clone, Copy, Debug)]
+pub struct ToEngine {
+    pub order: OrderId,
+    pub kind: RequestKind,
+    pub command: Command,
+}
+
+/// The order desk of one FIX session.
+pub struct OrderDesk {
+    user: UserId,
+    orders: HashMap<u64, FixOrder>,
+    /// Engine order id → OrderID.
+    by_engine_id: HashMap<OrderId, u64>,
+    /// Live ClOrdIDs (the current one of each live order, and those in flight) → OrderID.
+    by_cl_ord_id: HashMap<ClOrdId, u64>,
+    pending: HashMap<OrderId, VecDeque<Pending>>,
+    /// Mass cancels in flight (their replies carry no order id).
+    pending_mass: VecDeque<Pending>,
+    next_order_id: u64,
+}
+
+/// FIX OrderRejReason values used here.
+mod ord_rej {
+    pub const UNKNOWN_SYMBOL: u32 = 1;
+    pub const ORDER_EXCEEDS_LIMIT: u32 = 3;
+    pub const UNKNOWN_ORDER: u32 = 5;
+    pub const DUPLICATE_ORDER: u32 = 6;
+    pub const UNSUPPORTED_ORDER_CHARACTERISTIC: u32 = 11;
+    pub const INCORRECT_QUANTITY: u32 = 13;
+    pub const OTHER: u32 = 99;
+}
+
+fn reason_text(reason: Reason) -> &'static str {
+    reason.as_str()
+}
+
+fn ord_rej_reason(reason: Reason) -> u32 {
+    match reason {
+        Reason::UnknownSymbol => ord_rej::UNKNOWN_SYMBOL,
+        Reason::InsufficientFunds | Reason::LimitExceeded => ord_rej::ORDER_EXCEEDS_LIMIT,
+        Reason::UnknownOrder => ord_rej::UNKNOWN_ORDER,
+        Reason::DuplicateOrderId => ord_rej::DUPLICATE_ORDER,
+        Reason::InvalidQty => ord_rej::INCORRECT_QUANTITY,
+        _ => ord_rej::OTHER,
+    }
+}
+
+impl OrderDesk {
+    /// `first_order_id` is where OrderIDs (and the engine ids of this desk's orders) start.
+    pub fn new(user: UserId, first_order_id: u64) -> OrderDesk {
+        OrderDesk {
+            user,
+            orders: HashMap::new(),
+            by_engine_id: HashMap::new(),
+            by_cl_ord_id: HashMap::new(),
+            pending: HashMap::new(),
+            pending_mass: VecDeque::new(),
+            next_order_id: first_order_id,
+        }
+    }
+
+    pub fn user(&self) -> UserId {
+        self.user
+    }
+
+    pub fn live_orders(&self) -> impl Iterator<Item = &FixOrder> {
+        self.orders.values()
+    }
+
+    pub fn order_by_cl_ord_id(&self, cl_ord_id: &[u8]) -> Option<&FixOrder> {
+        let key = ClOrdId::new(cl_ord_id)?;
+        self.orders.get(self.by_cl_ord_id.get(&key)?)
+    }
+
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_order_id;
+        self.next_order_id += 1;
+        id
+    }
+
+    fn reject_new(
+        &self,
+        cl_ord_id: ClOrdId,
+        symbol: SymbolId,
+        side: Side,
+        qty_lots: i64,
+        reason: u32,
+        text: &'static str,
+        ts_ns: i64,
+    ) -> Report {
+        Report::Execution(Execution {
+            order: FixOrder {
+                order_id: 0,
+                engine_id: 0,
+                cl_ord_id,
+                symbol,
+                side,
+                ord_type: b'2',
+                time_in_force: None,
+                price_ticks: None,
+                order_qty_lots: qty_lots,
+                cum_lots: 0,
+                notional: 0,
+                leaves_lots: 0,
+                status: app::ord_status::REJECTED,
+                acknowledged: true,
+            },
+            exec_type: app::exec_type::REJECTED,
+            cl_ord_id,
+            orig_cl_ord_id: None,
+            last: None,
+            ord_rej_reason: Some(reason),
+            text: Some(text),
+            raw_symbol: None,
+            seq: 0,
+            ts_ns,
+        })
+    }
+
+    /// A NewOrderSingle: a command for the engine, or a rejection to send at once.
+    pub fn new_order(
+        &mut self,
+        msg: &NewOrderSingle<'_>,
+        instruments: &Instruments,
+        ts_ns: i64,
+    ) -> Result<ToEngine, Report> {
+        let Some(cl_ord_id) = ClOrdId::new(msg.cl_ord_id) else {
+            return Err(self.reject_new(
+                ClOrdId::new(b"?").expect("short"),
+                SymbolId::NONE,
+                Side::Buy,
+                0,
+                ord_rej::OTHER,
+                "ClOrdID longer than 64 characters",
+                ts_ns,
+            ));
+        };
+        let side = match msg.side {
+            b'1' => Side::Buy,
+            b'2' => Side::Sell,
+            _ => Side::Buy,
+        };
+        let reject = |reason, text| Err((reason, text));
+        let checked: Result<(&Instrument, i64, Option<i64>, OrderType, Tif), (u32, &str)> = (|| {
+            let Some(instrument) = instruments.by_name(msg.symbol) else {
+                return reject(ord_rej::UNKNOWN_SYMBOL, "unknown symbol");
+            };
+            if !matches!(msg.side, b'1' | b'2') {
+                return reject(
+                    ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
+                    "only Side 1 (buy) and 2 (sell) are supported",
+                );
+            }
+            let order_type = match msg.ord_type {
+                b'1' => OrderType::Market,
+                b'2' => OrderType::Limit,
+                _ => {
+                    return reject(
+                        ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
+                        "only OrdType 1 (market) and 2 (limit) are supported",
+                    );
+                }
+            };
+            let tif = match (msg.time_in_force, order_type) {
+                // The venue trades around the clock: Day orders live until cancelled.
+                (None | Some(b'0') | Some(b'1'), OrderType::Limit) => Tif::Gtc,
+                (None | Some(b'0') | Some(b'3'), OrderType::Market) => Tif::Ioc,
+                (Some(b'3'), _) => Tif::Ioc,
+                (Some(b'4'), _) => Tif::Fok,
+                _ => {
+                    return reject(
+                        ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
+                        "TimeInForce must be 0 (day), 1 (GTC), 3 (IOC) or 4 (FOK)",
+                    );
+                }
+            };
+            let qty = match instrument.lots(msg.order_qty) {
+                Ok(q) if q > 0 => q,
+                Ok(_) => return reject(ord_rej::INCORRECT_QUANTITY, "OrderQty must be positive"),
+                Err(_) => {
+                    return reject(
+                        ord_rej::INCORRECT_QUANTITY,
+                        "OrderQty is not a whole number of lots",
+                    );
+                }
+            };
+            let price = match (order_type, msg.price) {
+                (OrderType::Limit, None) => return reject(ord_rej::OTHER, "a limit order needs a Price"),
+                (_, Some(p)) => match instrument.ticks(p) {
+                    Ok(t) => Some(t),
+                    Err(_) => return reject(ord_rej::OTHER, "Price is not on the tick grid"),
+                },
+                (OrderType::Market, None) => None,
+            };
+            Ok((instrument, qty, price, order_type, tif))
+        })();
+        let (instrument, qty, price, order_type, tif) = match checked {
+            Ok(v) => v,
+            Err((reason, text)) => {
+                let symbol = instruments.by_name(msg.symbol).map_or(SymbolId::NONE, |i| i.id);
+                let mut report = self.reject_new(cl_ord_id, symbol, side, 0, reason, text, ts_ns);
+                if let Report::Execution(exec) = &mut report {
+                    exec.raw_symbol = ClOrdId::new(msg.symbol);
+                }
+                return Err(report);
+            }
+        };
+        if self.by_cl_ord_id.contains_key(&cl_ord_id) {
+            return Err(self.reject_new(
+                cl_ord_id,
+                instrument.id,
+                side,
+                qty,
+                ord_rej::DUPLICATE_ORDER,
+                "duplicate ClOrdID: a live order has it",
+                ts_ns,
+            ));
+        }
+        let order_id = self.take_id();
+        let engine_id = order_id as OrderId;
+        let place = PlaceOrder {
+            user: self.user,
+            order: engine_id,
+            symbol: instrument.id,
+            side: Some(side),
+            order_type: Some(order_type),
+            tif: Some(tif),
+            price,
+            qty,
+            post_only: msg.post_only(),
+            stp: Some(Stp::CancelTaker),
+        };
+        self.orders.insert(
+            order_id,
+            FixOrder {
+                order_id,
+                engine_id,
+                cl_ord_id,
+                symbol: instrument.id,
+                side,
+                ord_type: msg.ord_type,
+                time_in_force: msg.time_in_force,
+                price_ticks: price,
+                order_qty_lots: qty,
+                cum_lots: 0,
+                notional: 0,
+                leaves_lots: qty,
+                status: app::ord_status::NEW,
+                acknowledged: false,
+            },
+        );
+        self.by_engine_id.insert(engine_id, order_id);
+        self.by_cl_ord_id.insert(cl_ord_id, order_id);
+        self.pending.entry(engine_id).or_default().push_back(Pending::New);
+        Ok(ToEngine {
+            order: engine_id,
+            kind: RequestKind::Place,
+            command: Command::Place(place),
+        })
+    }
+
+    fn cancel_reject(
+        &self,
+        order: Option<&FixOrder>,
+        cl_ord_id: &[u8],
+        orig: &[u8],
+        response_to: u8,
+        reason: u32,
+        text: &'static str,
+    ) -> Report {
+        let short = |t: &[u8]| ClOrdId::new(t).unwrap_or(ClOrdId::new(b"?").expect("short"));
+        Report::CancelReject {
+            order_id: order.map(|o| o.order_id),
+            cl_ord_id: short(cl_ord_id),
+            orig_cl_ord_id: short(orig),
+            ord_status: order.map_or(app::ord_status::REJECTED, |o| o.status),
+            response_to,
+            reason,
+            text,
+        }
+    }
+
+    /// Finds the live order an OrigClOrdID names, and checks the new ClOrdID.
+    fn amend_target(
+        &self,
+        cl_ord_id: &[u8],
+        orig: &[u8],
+        response_to: u8,
+    ) -> Result<(u64, ClOrdId), Report> {
+        let Some(order_id) = ClOrdId::new(orig).and_then(|k| self.by_cl_ord_id.get(&k)) else {
+            return Err(self.cancel_reject(
+                None,
+                cl_ord_id,
+                orig,
+                response_to,
+                app::cxl_rej_reason::UNKNOWN_ORDER,
+                "unknown order: no live order has this OrigClOrdID",
+            ));
+        };
+        let order = &self.orders[order_id];
+        let Some(new_id) = ClOrdId::new(cl_ord_id) else {
+            return Err(self.cancel_reject(
+                Some(order),
+                cl_ord_id,
+                orig,
+                response_to,
+                app::cxl_rej_reason::OTHER,
+                "ClOrdID longer than 64 characters",
+            ));
+        };
+        if self.by_cl_ord_id.contains_key(&new_id) {
+            return Err(self.cancel_reject(
+                Some(order),
+                cl_ord_id,
+                orig,
+                response_to,
+                app::cxl_rej_reason::DUPLICATE_CL_ORD_ID,
+                "duplicate ClOrdID: a live order has it",
+            ));
+        }
+        Ok((*order_id, new_id))
+    }
+
+    pub fn cancel(&mut self, msg: &OrderCancelRequest<'_>) -> Result<ToEngine, Report> {
+        let (order_id, cl_ord_id) = self.amend_target(msg.cl_ord_id, msg.orig_cl_ord_id, b'1')?;
+        let engine_id = self.orders[&order_id].engine_id;
+        self.by_cl_ord_id.insert(cl_ord_id, order_id);
+        self.pending
+            .entry(engine_id)
+            .or_default()
+            .push_back(Pending::Cancel { cl_ord_id });
+        Ok(ToEngine {
+            order: engine_id,
+            kind: RequestKind::Cancel,
+            command: Command::Cancel {
+                user: self.user,
+                order: engine_id,
+            },
+        })
+    }
+
+    pub fn replace(
+        &mut self,
+        msg: &OrderCancelReplaceRequest<'_>,
+        instruments: &Instruments,
+    ) -> Result<ToEngine, Report> {
+        let (order_id, cl_ord_id) = self.amend_target(msg.cl_ord_id, msg.orig_cl_ord_id, b'2')?;
+        let order = &self.orders[&order_id];
+        let reject = |reason, text| {
+            Err(self.cancel_reject(
+                Some(order),
+                msg.cl_ord_id,
+                msg.orig_cl_ord_id,
+                b'2',
+                reason,
+                text,
+            ))
+        };
+        let Some(instrument) = instruments.by_id(order.symbol) else {
+            return reject(app::cxl_rej_reason::OTHER, "the symbol is no longer listed");
+        };
+        if msg.side.is_some_and(|s| s != side_char(order.side)) {
+            return reject(app::cxl_rej_reason::BROKER_OPTION, "Side cannot change");
+        }
+        let price_ticks = match msg.price {
+            None => order.price_ticks,
+            Some(p) => match instrument.ticks(p) {
+                Ok(t) => Some(t),
+                Err(_) => {
+                    return reject(app::cxl_rej_reason::OTHER, "Price is not on the tick grid");
+                }
+            },
+        };
+        let order_qty_lots = match msg.order_qty {
+            None => order.order_qty_lots,
+            Some(q) => match instrument.lots(q) {
+                Ok(l) if l > 0 => l,
+                _ => return reject(app::cxl_rej_reason::OTHER, "OrderQty is not a positive number of lots"),
+            },
+        };
+        let price_changed = price_ticks != order.price_ticks;
+        let qty_change = order_qty_lots - order.order_qty_lots;
+        let engine_id = order.engine_id;
+        let (pending, kind, command) = if qty_change == 0 && price_changed {
+            let Some(price) = price_ticks else {
+                return reject(app::cxl_rej_reason::OTHER, "a market order has no price to change");
+            };
+            let command = Command::Move {
+                user: self.user,
+                order: engine_id,
+                price,
+            };
+            let pending = Pending::Replace {
+                cl_ord_id,
+                price_ticks,
+                order_qty_lots,
+            };
+            (pending, RequestKind::Move, command)
+        } else if qty_change < 0 && !price_changed {
+            let command = Command::Reduce {
+                user: self.user,
+                order: engine_id,
+                qty: -qty_change,
+            };
+            let pending = Pending::Replace {
+                cl_ord_id,
+                price_ticks,
+                order_qty_lots,
+            };
+            (pending, RequestKind::Reduce, command)
+        } else if qty_change == 0 {
+            // Nothing changes: still a replace (the ClOrdID moves on); a reduce by zero is not
+            // allowed, so a move to the same price does it.
+            let Some(price) = price_ticks else {
+                return reject(app::cxl_rej_reason::OTHER, "nothing to change");
+            };
+            let command = Command::Move {
+                user: self.user,
+                order: engine_id,
+                price,
+            };
+            let pending = Pending::Replace {
+                cl_ord_id,
+                price_ticks,
+                order_qty_lots,
+            };
+            (pending, RequestKind::Move, command)
+        } else {
+            if order_qty_lots <= order.cum_lots {
+                return reject(
+                    app::cxl_rej_reason::OTHER,
+                    "the new OrderQty is not above what already filled",
+                );
+            }
+            let pending = Pending::ReplaceCancel {
+                cl_ord_id,
+                price_ticks,
+                order_qty_lots,
+            };
+            let command = Command::Cancel {
+                user: self.user,
+                order: engine_id,
+            };
+            (pending, RequestKind::Cancel, command)
+        };
+        self.by_cl_ord_id.insert(cl_ord_id, order_id);
+        self.pending.entry(engine_id).or_default().push_back(pending);
+        Ok(ToEngine {
+            order: engine_id,
+            kind,
+            command,
+        })
+    }
+
+    pub fn mass_cancel(
+        &mut self,
+        msg: &app::OrderMassCancelRequest<'_>,
+        instruments: &Instruments,
+    ) -> Result<ToEngine, Report> {
+        let cl_ord_id = ClOrdId::new(msg.cl_ord_id).unwrap_or(ClOrdId::new(b"?").expect("short"));
+        let refuse = |text| Report::MassCancel {
+            cl_ord_id,
+            request_type: msg.request_type,
+            accepted: false,
+            text,
+        };
+        let symbol = match (msg.request_type, msg.symbol) {
+            (b'7', _) => None,
+            (b'1', Some(name)) => match instruments.by_name(name) {
+                Some(i) => Some(i.id),
+                None => return Err(refuse("unknown symbol")),
+            },
+            (b'1', None) => return Err(refuse("MassCancelRequestType 1 needs a Symbol")),
+            _ => return Err(refuse("MassCancelRequestType must be 1 (security) or 7 (all)")),
+        };
+        self.pending_mass.push_back(Pending::MassCancel {
+            cl_ord_id,
+            request_type: msg.request_type,
+        });
+        Ok(ToEngine {
+            order: 0,
+            kind: RequestKind::MassCancel,
+            command: Command::MassCancel {
+                user: self.user,
+                symbol,
+            },
+        })
+    }
+
+    /// Cancels of every live order (cancel on disconnect).
+    pub fn cancel_all(&mut self) -> Vec<ToEngine> {
+        let mut out: Vec<ToEngine> = self
+            .orders
+            .values()
+            .filter(|o| o.leaves_lots > 0)
+            .map(|o| ToEngine {
+                order: o.engine_id,
+                kind: RequestKind::Cancel,
+                command: Command::Cancel {
+                    user: self.user,
+                    order: o.engine_id,
+                },
+            })
+            .collect();
+        out.sort_by_key(|t| t.order);
+        for t in &out {
+            let cl_ord_id = self.orders[&self.by_engine_id[&t.order]].cl_ord_id;
+            self.pending
+                .entry(t.order)
+                .or_default()
+                .push_back(Pending::Cancel { cl_ord_id });
+        }
+        out
+    }
+
+    fn execution(&self, order: &FixOrder, exec_type: u8, seq: u64, ts_ns: i64) -> Execution {
+        Execution {
+            order: order.clone(),
+            exec_type,
+            cl_ord_id: order.cl_ord_id,
+            orig_cl_ord_id: None,
+            last: None,
+            ord_rej_reason: None,
+            text: None,
+            raw_symbol: None,
+            seq,
+            ts_ns,
+        }
+    }
+
+    /// Forgets an order that is done (filled, cancelled or rejected).
+    fn retire(&mut self, order_id: u64) {
+        if let Some(order) = self.orders.get(&order_id) {
+            let engine_id = order.engine_id;
+            if self.pending.get(&engine_id).is_some_and(|p| !p.is_empty()) {
+                return; // a request is still in flight: keep it for its answer
+            }
+            self.pending.remove(&engine_id);
+            self.by_engine_id.remove(&engine_id);
+            let order_id_copy = order_id;
+            self.by_cl_ord_id.retain(|_, id| *id != order_id_copy);
+            self.orders.remove(&order_id);
+        }
+    }
+
+    /// The engine accepted or rejected one of this desk's requests. Returns what to send, and
+    /// possibly a follow-up command (the new half of a cancel-and-new replace).
+    pub fn on_reply(
+        &mut self,
+        engine_id: OrderId,
+        kind: RequestKind,
+        result: Result<(), Reason>,
+        seq: u64,
+        ts_ns: i64,
+        reports: &mut Vec<Report>,
+    ) -> Option<ToEngine> {
+        if kind == RequestKind::MassCancel {
+            if let Some(Pending::MassCancel {
+                cl_ord_id,
+                request_type,
+            }) = self.pending_mass.pop_front()
+            {
+                reports.push(Report::MassCancel {
+                    cl_ord_id,
+                    request_type,
+                    accepted: result.is_ok(),
+                    text: result.err().map_or("", reason_text),
+                });
+            }
+            return None;
+        }
+        let pending = self.pending.get_mut(&engine_id)?.pop_front()?;
+        let order_id = *self.by_engine_id.get(&engine_id)?;
+        let mut follow_up = None;
+        match (pending, result) {
+            (Pending::New, Ok(())) => {
+                let order = self.orders.get_mut(&order_id)?;
+                if !order.acknowledged {
+                    order.acknowledged = true;
+                    let order = order.clone();
+                    reports.push(Report::Execution(self.execution(
+                        &order,
+                        app::exec_type::NEW,
+                        seq,
+                        ts_ns,
+                    )));
+                }
+            }
+            (Pending::New, Err(reason)) => {
+                let order = self.orders.get_mut(&order_id)?;
+                order.status = app::ord_status::REJECTED;
+                order.leaves_lots = 0;
+                order.acknowledged = true;
+                let mut exec = self.execution(&self.orders[&order_id], app::exec_type::REJECTED, seq, ts_ns);
+                exec.ord_rej_reason = Some(ord_rej_reason(reason));
+                exec.text = Some(reason_text(reason));
+                reports.push(Report::Execution(exec));
+            }
+            (Pending::Cancel { .. }, Ok(())) => {
+                // The Cancelled event that follows reports it.
+                self.pending.get_mut(&engine_id)?.push_front(pending);
+            }
+            (
+                Pending::Cancel { cl_ord_id } | Pending::ReplaceCancel { cl_ord_id, .. },
+                Err(reason),
+            ) => {
+                let response_to = if matches!(pending, Pending::Cancel { .. }) { b'1' } else { b'2' };
+                self.by_cl_ord_id.remove(&cl_ord_id);
+                let order = &self.orders[&order_id];
+                let text = reason_text(reason);
+                reports.push(Report::CancelReject {
+                    order_id: Some(order.order_id),
+                    cl_ord_id,
+                    orig_cl_ord_id: order.cl_ord_id,
+                    ord_status: order.status,
+                    response_to,
+                    reason: if reason == Reason::UnknownOrder {
+                        app::cxl_rej_reason::TOO_LATE_TO_CANCEL
+                    } else {
+                        app::cxl_rej_reason::OTHER
+                    },
+                    text,
+                });
+            }
+            (
+                Pending::Replace {
+                    cl_ord_id,
+                    price_ticks,
+                    order_qty_lots,
+                },
+                Ok(()),
+            ) => {
+                let order = self.orders.get_mut(&order_id)?;
+                let orig = order.cl_ord_id;
+                self.by_cl_ord_id.remove(&orig);
+                order.cl_ord_id = cl_ord_id;
+                order.price_ticks = price_ticks;
+                let removed = order.order_qty_lots - order_qty_lots;
+                order.order_qty_lots = order_qty_lots;
+                order.leaves_lots = (order.leaves_lots - removed).max(0);
+                order.status = order.status_after_fill();
+                if order.leaves_lots == 0 && order.cum_lots == 0 {
+                    order.status = app::ord_status::CANCELED;
+                }
+                let order = order.clone();
+                let mut exec = self.execution(&order, app::exec_type::REPLACED, seq, ts_ns);
+                exec.orig_cl_ord_id = Some(orig);
+                reports.push(Report::Execution(exec));
+                if order.leaves_lots == 0 {
+                    self.retire(order_id);
+                }
+            }
+            (Pending::Replace { cl_ord_id, .. }, Err(reason)) => {
+                self.by_cl_ord_id.remove(&cl_ord_id);
+                let order = &self.orders[&order_id];
+                reports.push(Report::CancelReject {
+                    order_id: Some(order.order_id),
+                    cl_ord_id,
+                    orig_cl_ord_id: order.cl_ord_id,
+                    ord_status: order.status,
+                    response_to: b'2',
+                    reason: if reason == Reason::UnknownOrder {
+                        app::cxl_rej_reason::TOO_LATE_TO_CANCEL
+                    } else {
+                        app::cxl_rej_reason::OTHER
+                    },
+                    text: reason_text(reason),
+                });
+            }
+            (Pending::ReplaceCancel { .. }, Ok(())) => {
+                // The Cancelled event that follows carries on with the new half.
+                self.pending.get_mut(&engine_id)?.push_front(pending);
+            }
+            (Pending::ReplaceNew { cl_ord_id, orig }, result) => {
+                let order = self.orders.get_mut(&order_id)?;
+                let mut exec;
+                match result {
+                    Ok(()) => {
+                        self.by_cl_ord_id.remove(&orig);
+                        order.cl_ord_id = cl_ord_id;
+                        order.status = order.status_after_fill();
+                        let order = order.clone();
+                        exec = self.execution(&order, app::exec_type::REPLACED, seq, ts_ns);
+                    }
+                    Err(reason) => {
+                        // The old order is gone and the new one was refused: the order ends.
+                        order.leaves_lots = 0;
+                        order.status = app::ord_status::CANCELED;
+                        order.cl_ord_id = cl_ord_id;
+                        let order = order.clone();
+                        exec = self.execution(&order, app::exec_type::CANCELED, seq, ts_ns);
+                        exec.text = Some(match reason {
+                            Reason::InsufficientFunds => {
+                                "replaced order refused (insufficient_funds): the order is cancelled"
+                            }
+                            _ => "replaced order refused by the engine: the order is cancelled",
+                        });
+                    }
+                }
+                exec.orig_cl_ord_id = Some(orig);
+                let done = exec.order.leaves_lots == 0;
+                reports.push(Report::Execution(exec));
+                if done {
+                    self.retire(order_id);
+                }
+            }
+            (Pending::MassCancel { .. }, _) => {}
+        }
+        let _ = &mut follow_up;
+        follow_up
+    }
+
+    /// A fill of one of this desk's orders (other orders of the user are not ours).
+    pub fn on_trade(
+        &mut self,
+        engine_id: OrderId,
+        price_ticks: i64,
+        qty_lots: i64,
+        seq: u64,
+        ts_ns: i64,
+        reports: &mut Vec<Report>,
+    ) {
+        let Some(&order_id) = self.by_engine_id.get(&engine_id) else {
+            return;
+        };
+        let Some(order) = self.orders.get_mut(&order_id) else {
+            return;
+        };
+        if !order.acknowledged {
+            // Filled on arrival before the accept came back: New goes first.
+            order.acknowledged = true;
+            let order = order.clone();
+            reports.push(Report::Execution(self.execution(&order, app::exec_type::NEW, seq, ts_ns)));
+        }
+        let order = self.orders.get_mut(&order_id).expect("present");
+        order.cum_lots += qty_lots;
+        order.leaves_lots -= qty_lots;
+        order.notional += i128::from(price_ticks) * i128::from(qty_lots);
+        order.status = order.status_after_fill();
+        let order = order.clone();
+        let mut exec = self.execution(&order, app::exec_type::TRADE, seq, ts_ns);
+        exec.last = Some((price_ticks, qty_lots));
+        reports.push(Report::Execution(exec));
+        if order.is_done() {
+            self.retire(order_id);
+        }
+    }
+
+    /// Quantity left the book (or never entered it). Returns the new half of a
+    /// cancel-and-new replace when this was its cancel.
+    pub fn on_cancelled(
+        &mut self,
+        engine_id: OrderId,
+        qty_lots: i64,
+        reason: CancelReason,
+        seq: u64,
+        ts_ns: i64,
+        reports: &mut Vec<Report>,
+    ) -> Option<ToEngine> {
+        let order_id = *self.by_engine_id.get(&engine_id)?;
+        if reason == CancelReason::Reduce {
+            return None; // reported as the Replaced of the reduce
+        }
+        let queue = self.pending.entry(engine_id).or_default();
+        let pending = match queue.front() {
+            Some(p @ (Pending::Cancel { .. } | Pending::ReplaceCancel { .. }))
+                if reason == CancelReason::User =>
+            {
+                let p = *p;
+                queue.pop_front();
+                Some(p)
+            }
+            _ => None,
+        };
+        let order = self.orders.get_mut(&order_id)?;
+        if !order.acknowledged {
+            order.acknowledged = true;
+            let order = order.clone();
+            reports.push(Report::Execution(self.execution(&order, app::exec_type::NEW, seq, ts_ns)));
+        }
+        let order = self.orders.get_mut(&order_id)?;
+        order.leaves_lots = (order.leaves_lots - qty_lots).max(0);
+        if let Some(Pending::ReplaceCancel {
+            cl_ord_id,
+            price_ticks,
+            order_qty_lots,
+        }) = pending
+        {
+            // The new half: the rest of the new quantity at the new price, as a new order.
+            let new_engine_id = self.next_order_id as OrderId;
+            self.next_order_id += 1;
+            let orig = order.cl_ord_id;
+            let remaining = order_qty_lots - order.cum_lots;
+            order.engine_id = new_engine_id;
+            order.price_ticks = price_ticks;
+            order.order_qty_lots = order_qty_lots;
+            order.leaves_lots = remaining;
+            let place = PlaceOrder {
+                user: self.user,
+                order: new_engine_id,
+                symbol: order.symbol,
+                side: Some(order.side),
+                order_type: Some(if order.ord_type == b'1' {
+                    OrderType::Market
+                } else {
+                    OrderType::Limit
+                }),
+                tif: Some(match order.time_in_force {
+                    Some(b'3') => Tif::Ioc,
+                    Some(b'4') => Tif::Fok,
+                    _ => Tif::Gtc,
+                }),
+                price: price_ticks,
+                qty: remaining,
+                post_only: false,
+                stp: Some(Stp::CancelTaker),
+            };
+            self.by_engine_id.remove(&engine_id);
+            self.pending.remove(&engine_id);
+            self.by_engine_id.insert(new_engine_id, order_id);
+            self.pending
+                .entry(new_engine_id)
+                .or_default()
+                .push_back(Pending::ReplaceNew { cl_ord_id, orig });
+            return Some(ToEngine {
+                order: new_engine_id,
+                kind: RequestKind::Place,
+                command: Command::Place(place),
+            });
+        }
+        order.status = if order.leaves_lots == 0 {
+            app::ord_status::CANCELED
+        } else {
+            order.status
+        };
+        let order = order.clone();
+        let mut exec = self.execution(&order, app::exec_type::CANCELED, seq, ts_ns);
+        if let Some(Pending::Cancel { cl_ord_id }) = pending {
+            self.by_cl_ord_id.remove(&cl_ord_id);
+            exec.orig_cl_ord_id = Some(order.cl_ord_id);
+            exec.cl_ord_id = cl_ord_id;
+        }
+        exec.text = match reason {
+            CancelReason::User => None,
+            other => Some(other.as_str()),
+        };
+        reports.push(Report::Execution(exec));
+        if order.leaves_lots == 0 {
+            self.retire(order_id);
+        }
+        None
+    }
+}
+
+pub fn side_char(side: Side) -> u8 {
+    match side {
+        Side::Buy => b'1',
+        Side::Sell => b'2',
+    }
+}
+
+/// The figures of an execution in FIX units.
+pub struct Figures {
+    pub price: Option<Decimal>,
+    pub order_qty: Decimal,
+    pub leaves_qty: Decimal,
+    pub cum_qty: Decimal,
+    pub avg_px: Decimal,
+    pub last: Option<(Decimal, Decimal)>,
+}
+
+impl Execution {
+    pub fn figures(&self, instrument: &Instrument) -> Figures {
+        let o = &self.order;
+        let qty = |lots| instrument.qty(lots);
+        let avg_px = if o.cum_lots == 0 {
+            Decimal::new(0, instrument.price_tick.scale)
+        } else {
+            // AvgPx = notional / cum in ticks, then in price units: (n/c) × tick.
+            let tick = instrument.price_tick;
+            let scale = tick.scale.saturating_add(4).min(12);
+            let total = o.notional * i128::from(tick.mantissa);
+            let avg = Decimal::ratio(total, i128::from(o.cum_lots), scale);
+            // `avg` is in units of 10^-tick.scale at `scale` digits: fix the exponent.
+            Decimal::new(avg.mantissa, scale + tick.scale).normalized()
+        };
+        Figures {
+            price: o.price_ticks.map(|t| instrument.price(t)),
+            order_qty: qty(o.order_qty_lots),
+            leaves_qty: qty(o.leaves_lots),
+            cum_qty: qty(o.cum_lots),
+            avg_px,
+            last: self.last.map(|(p, q)| (instrument.price(p), qty(q))),
+        }
+    }
+}
+
+trait Normalized {
+    fn normalized(self) -> Self;
+}
+
+impl Normalized for Decimal {
+    /// Drops trailing zeros after the point.
+    fn normalized(mut self) -> Decimal {
+        while self.scale > 0 && self.mantissa % 10 == 0 {
+            self.mantissa /= 10;
+            self.scale -= 1;
+        }
+        self
+    }
+}
