@@ -265,12 +265,12 @@ mod tests {
             fresh: true,
             rpt_seq: 0,
         };
-        md.subscribe(7, sub);
+        md.subscribe(SymbolId(7), sub);
         let mut asked = Vec::new();
         md.books_to_ask(&mut asked);
-        assert_eq!(asked, vec![7]);
+        assert_eq!(asked, vec![SymbolId(7)]);
         let mut out = Vec::new();
-        md.on_book(7, &[lv(100, 5), lv(99, 1)], &[lv(101, 2)], &mut out);
+        md.on_book(SymbolId(7), &[lv(100, 5), lv(99, 1)], &[lv(101, 2)], &mut out);
         let Publish::Snapshot { bids, asks, .. } = &out[0] else {
             panic!("a snapshot first")
         };
@@ -280,7 +280,7 @@ mod tests {
         md.books_to_ask(&mut asked);
         let new_bids = [lv(100, 3), lv(98, 4)];
         let new_asks = [lv(101, 2), lv(102, 9)];
-        md.on_book(7, &new_bids, &new_asks, &mut out);
+        md.on_book(SymbolId(7), &new_bids, &new_asks, &mut out);
         let Publish::Incremental { entries, .. } = &out[0] else {
             panic!("then differences")
         };
