@@ -14,8 +14,10 @@ use crate::decimal::Decimal;
 use crate::parse::checksum;
 use crate::{SOH, time};
 
-/// Room left for the BodyLength digits; the body moves left if fewer are needed.
-const LENGTH_DIGITS: usize = 7;
+/// Room left for the BodyLength digits: three fit most messages; a longer body moves right.
+const LENGTH_DIGITS: usize = 3;
+/// What a message needs at most in one go before `finish` (avoids growing field by field).
+const TYPICAL_MESSAGE: usize = 512;
 
 /// Appends one message to a buffer. Fields go in the order they are written; [`finish`]
 /// fills in BodyLength and appends the CheckSum.
@@ -31,6 +33,7 @@ impl<'b> MessageWriter<'b> {
     /// Starts a message at the end of `buf`: BeginString, BodyLength (filled in later), MsgType.
     pub fn begin(buf: &'b mut Vec<u8>, begin_string: &[u8], msg_type: &[u8]) -> Self {
         let start = buf.len();
+        buf.reserve(TYPICAL_MESSAGE);
         buf.extend_from_slice(b"8=");
         buf.extend_from_slice(begin_string);
         buf.extend_from_slice(b"\x019=");
@@ -46,14 +49,32 @@ impl<'b> MessageWriter<'b> {
         }
     }
 
+    /// Fixed-size copies compile to plain stores; most tags have 2 to 4 digits.
+    #[inline]
     fn tag(&mut self, tag: u32) {
-        push_uint(self.buf, u64::from(tag));
-        self.buf.push(b'=');
+        let d = |n: u32| b'0' + (n % 10) as u8;
+        match tag {
+            0..=9 => self.buf.extend_from_slice(&[d(tag), b'=']),
+            10..=99 => self.buf.extend_from_slice(&[d(tag / 10), d(tag), b'=']),
+            100..=999 => self.buf.extend_from_slice(&[d(tag / 100), d(tag / 10), d(tag), b'=']),
+            1000..=9999 => self.buf.extend_from_slice(&[
+                d(tag / 1000),
+                d(tag / 100),
+                d(tag / 10),
+                d(tag),
+                b'=',
+            ]),
+            _ => {
+                push_uint(self.buf, u64::from(tag));
+                self.buf.push(b'=');
+            }
+        }
     }
 
+    #[inline]
     pub fn str(&mut self, tag: u32, value: &[u8]) -> &mut Self {
         self.tag(tag);
-        self.buf.extend_from_slice(value);
+        push_short(self.buf, value);
         self.buf.push(SOH);
         self
     }
@@ -113,13 +134,19 @@ impl<'b> MessageWriter<'b> {
         let body_len = self.buf.len() - body_start;
         let mut digits = [0u8; 20];
         let n = format_uint(&mut digits, body_len as u64);
-        assert!(n <= LENGTH_DIGITS, "a FIX message over 9,999,999 bytes");
-        // Move the body left over the unused digit slots, then write the digits.
-        let shift = LENGTH_DIGITS - n;
-        if shift > 0 {
+        if n < LENGTH_DIGITS {
+            // Move the body left over the unused digit slots.
+            let shift = LENGTH_DIGITS - n;
             self.buf
                 .copy_within(self.length_at + LENGTH_DIGITS.., self.length_at + n);
             self.buf.truncate(self.buf.len() - shift);
+        } else if n > LENGTH_DIGITS {
+            // A long body: make room for the extra digits.
+            let grow = n - LENGTH_DIGITS;
+            let old_len = self.buf.len();
+            self.buf.resize(old_len + grow, 0);
+            self.buf
+                .copy_within(self.length_at + LENGTH_DIGITS..old_len, self.length_at + n);
         }
         self.buf[self.length_at..self.length_at + n].copy_from_slice(&digits[..n]);
         let sum = checksum(&self.buf[self.start..]);
@@ -154,7 +181,20 @@ pub(crate) fn format_uint(out: &mut [u8; 20], mut n: u64) -> usize {
 pub(crate) fn push_uint(buf: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; 20];
     let len = format_uint(&mut digits, n);
-    buf.extend_from_slice(&digits[..len]);
+    push_short(buf, &digits[..len]);
+}
+
+/// Appends a short slice byte by byte: cheaper than a call to memcpy for a few bytes, which
+/// is what most field values are.
+#[inline]
+pub(crate) fn push_short(buf: &mut Vec<u8>, bytes: &[u8]) {
+    if bytes.len() <= 16 {
+        for &b in bytes {
+            buf.push(b);
+        }
+    } else {
+        buf.extend_from_slice(bytes);
+    }
 }
 
 #[cfg(test)]

@@ -2,18 +2,25 @@
 //! that already has room): counted with a global allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 use rialto_fix::app::NewOrderSingle;
 use rialto_fix::samples;
 
 struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    // Per thread: the test harness's own threads allocate while the test runs.
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
         // SAFETY: forwards the caller's layout to the system allocator unchanged.
         unsafe { System.alloc(layout) }
     }
@@ -31,7 +38,7 @@ static GLOBAL: Counting = Counting;
 fn parse_and_generate_allocate_nothing() {
     let report = samples::fill_report();
     let mut out = Vec::with_capacity(4096);
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = allocations();
     let mut qty_total = 0i64;
     for seq in 0..100_000u64 {
         let (frame, len) = rialto_fix::next_frame(samples::NEW_ORDER_SINGLE, 4096)
@@ -43,7 +50,7 @@ fn parse_and_generate_allocate_nothing() {
         out.clear();
         samples::write_execution_report(&mut out, &report, seq, 1_795_322_669_123_000_000);
     }
-    let after = ALLOCATIONS.load(Ordering::Relaxed);
+    let after = allocations();
     assert_eq!(qty_total, 5 * 100_000);
     assert!(rialto_fix::next_frame(&out, 4096).unwrap().is_some());
     assert_eq!(after - before, 0, "allocations while parsing and generating");
