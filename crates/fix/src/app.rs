@@ -225,22 +225,28 @@ impl<'a> OrderCancelReplaceRequest<'a> {
 pub struct OrderStatusRequest<'a> {
     pub cl_ord_id: &'a [u8],
     pub order_id: Option<&'a [u8]>,
+    pub symbol: Option<&'a [u8]>,
+    pub side: Option<u8>,
 }
 
 impl<'a> OrderStatusRequest<'a> {
     pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
-        let (mut cl_ord_id, mut order_id) = (None, None);
+        let (mut cl_ord_id, mut order_id, mut symbol, mut side) = (None, None, None, None);
         for field in frame.fields() {
             let field = field.map_err(field_error)?;
             match field.tag {
                 tags::CL_ORD_ID => cl_ord_id = Some(field.value),
                 tags::ORDER_ID => order_id = Some(field.value),
+                tags::SYMBOL => symbol = Some(field.value),
+                tags::SIDE => side = Some(one_char(field)?),
                 _ => {}
             }
         }
         Ok(OrderStatusRequest {
             cl_ord_id: cl_ord_id.ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?,
             order_id,
+            symbol,
+            side,
         })
     }
 }

@@ -24,8 +24,11 @@ pub struct Subscription {
     pub slot: SlotId,
     pub md_req_id: String,
     pub depth: usize,
+    /// Bids and offers (in the snapshot, and in updates when `updates`).
     pub book: bool,
     pub trades: bool,
+    /// Snapshot and updates (SubscriptionRequestType 1), or the snapshot alone (0).
+    pub updates: bool,
     /// Waiting for its snapshot.
     pub fresh: bool,
     /// The RptSeq of the last entry sent.
@@ -116,7 +119,7 @@ impl MarketData {
     /// Symbols whose book should be asked for now; marks them asked.
     pub fn books_to_ask(&mut self, out: &mut Vec<SymbolId>) {
         for (&symbol, feed) in self.feeds.iter_mut() {
-            let wants_book = feed.subscriptions.iter().any(|s| s.book || s.fresh);
+            let wants_book = feed.subscriptions.iter().any(|s| (s.book && s.updates) || s.fresh);
             if feed.dirty && !feed.asked && wants_book {
                 feed.dirty = false;
                 feed.asked = true;
@@ -131,10 +134,7 @@ impl MarketData {
             return;
         };
         feed.dirty = true;
-        if !feed.subscriptions.iter().any(|s| s.trades && !s.fresh) {
-            return;
-        }
-        for s in feed.subscriptions.iter_mut().filter(|s| s.trades && !s.fresh) {
+        for s in feed.subscriptions.iter_mut().filter(|s| s.trades && s.updates && !s.fresh) {
             s.rpt_seq += 1;
             let entry = Entry {
                 action: b'0',
@@ -161,7 +161,7 @@ impl MarketData {
         feed.asked = false;
         if feed.known {
             let mut diffs: HashMap<usize, Vec<Entry>> = HashMap::new();
-            for s in feed.subscriptions.iter().filter(|s| s.book && !s.fresh) {
+            for s in feed.subscriptions.iter().filter(|s| s.book && s.updates && !s.fresh) {
                 if diffs.contains_key(&s.depth) {
                     continue;
                 }
@@ -170,7 +170,7 @@ impl MarketData {
                 diff_side(b'1', top(&feed.asks, s.depth), top(asks, s.depth), &mut entries);
                 diffs.insert(s.depth, entries);
             }
-            for s in feed.subscriptions.iter_mut().filter(|s| s.book && !s.fresh) {
+            for s in feed.subscriptions.iter_mut().filter(|s| s.book && s.updates && !s.fresh) {
                 let Some(entries) = diffs.get(&s.depth).filter(|e| !e.is_empty()) else {
                     continue;
                 };
@@ -194,17 +194,18 @@ impl MarketData {
         feed.known = true;
         for s in feed.subscriptions.iter_mut().filter(|s| s.fresh) {
             s.fresh = false;
+            let levels = |side| if s.book { top(side, s.depth).to_vec() } else { Vec::new() };
             out.push(Publish::Snapshot {
                 slot: s.slot,
                 md_req_id: s.md_req_id.clone(),
                 symbol,
-                bids: top(bids, s.depth).to_vec(),
-                asks: top(asks, s.depth).to_vec(),
+                bids: levels(bids),
+                asks: levels(asks),
                 rpt_seq: s.rpt_seq,
             });
         }
         // Snapshot-only requests (SubscriptionRequestType 0) end with their snapshot.
-        feed.subscriptions.retain(|s| s.book || s.trades);
+        feed.subscriptions.retain(|s| s.updates);
     }
 }
 
@@ -262,6 +263,7 @@ mod tests {
             depth: 0,
             book: true,
             trades: true,
+            updates: true,
             fresh: true,
             rpt_seq: 0,
         };

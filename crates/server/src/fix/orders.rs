@@ -189,6 +189,10 @@ pub struct OrderDesk {
     next_order_id: u64,
 }
 
+/// SecondaryOrderID (198): the engine's id of the order's current incarnation, so that a
+/// restart can find it again after a cancel-and-new replace.
+pub const SECONDARY_ORDER_ID: u32 = 198;
+
 /// FIX OrderRejReason values used here.
 mod ord_rej {
     pub const UNKNOWN_SYMBOL: u32 = 1;
@@ -723,7 +727,7 @@ impl OrderDesk {
         seq: u64,
         ts_ns: i64,
         reports: &mut Vec<Report>,
-    ) -> Option<ToEngine> {
+    ) {
         if kind == RequestKind::MassCancel {
             if let Some(Pending::MassCancel {
                 cl_ord_id,
@@ -737,14 +741,19 @@ impl OrderDesk {
                     text: result.err().map_or("", reason_text),
                 });
             }
-            return None;
+            return;
         }
-        let pending = self.pending.get_mut(&engine_id)?.pop_front()?;
-        let order_id = *self.by_engine_id.get(&engine_id)?;
-        let mut follow_up = None;
+        let Some(pending) = self.pending.get_mut(&engine_id).and_then(|p| p.pop_front()) else {
+            return;
+        };
+        let Some(&order_id) = self.by_engine_id.get(&engine_id) else {
+            return;
+        };
+        let Some(order) = self.orders.get_mut(&order_id) else {
+            return;
+        };
         match (pending, result) {
             (Pending::New, Ok(())) => {
-                let order = self.orders.get_mut(&order_id)?;
                 if !order.acknowledged {
                     order.acknowledged = true;
                     let order = order.clone();
@@ -757,26 +766,27 @@ impl OrderDesk {
                 }
             }
             (Pending::New, Err(reason)) => {
-                let order = self.orders.get_mut(&order_id)?;
                 order.status = app::ord_status::REJECTED;
                 order.leaves_lots = 0;
                 order.acknowledged = true;
-                let mut exec = self.execution(&self.orders[&order_id], app::exec_type::REJECTED, seq, ts_ns);
+                let order = order.clone();
+                let mut exec = self.execution(&order, app::exec_type::REJECTED, seq, ts_ns);
                 exec.ord_rej_reason = Some(ord_rej_reason(reason));
                 exec.text = Some(reason_text(reason));
                 reports.push(Report::Execution(exec));
+                self.retire(order_id);
             }
-            (Pending::Cancel { .. }, Ok(())) => {
-                // The Cancelled event that follows reports it.
-                self.pending.get_mut(&engine_id)?.push_front(pending);
+            (Pending::Cancel { .. } | Pending::ReplaceCancel { .. }, Ok(())) => {
+                // The Cancelled event that follows reports it (and carries a replace on).
+                self.pending.entry(engine_id).or_default().push_front(pending);
             }
             (
                 Pending::Cancel { cl_ord_id } | Pending::ReplaceCancel { cl_ord_id, .. },
                 Err(reason),
             ) => {
                 let response_to = if matches!(pending, Pending::Cancel { .. }) { b'1' } else { b'2' };
+                let order = order.clone();
                 self.by_cl_ord_id.remove(&cl_ord_id);
-                let order = &self.orders[&order_id];
                 let text = reason_text(reason);
                 reports.push(Report::CancelReject {
                     order_id: Some(order.order_id),
@@ -800,7 +810,6 @@ impl OrderDesk {
                 },
                 Ok(()),
             ) => {
-                let order = self.orders.get_mut(&order_id)?;
                 let orig = order.cl_ord_id;
                 self.by_cl_ord_id.remove(&orig);
                 order.cl_ord_id = cl_ord_id;
@@ -821,8 +830,8 @@ impl OrderDesk {
                 }
             }
             (Pending::Replace { cl_ord_id, .. }, Err(reason)) => {
+                let order = order.clone();
                 self.by_cl_ord_id.remove(&cl_ord_id);
-                let order = &self.orders[&order_id];
                 reports.push(Report::CancelReject {
                     order_id: Some(order.order_id),
                     cl_ord_id,
@@ -837,12 +846,7 @@ impl OrderDesk {
                     text: reason_text(reason),
                 });
             }
-            (Pending::ReplaceCancel { .. }, Ok(())) => {
-                // The Cancelled event that follows carries on with the new half.
-                self.pending.get_mut(&engine_id)?.push_front(pending);
-            }
             (Pending::ReplaceNew { cl_ord_id, orig }, result) => {
-                let order = self.orders.get_mut(&order_id)?;
                 let mut exec;
                 match result {
                     Ok(()) => {
@@ -876,8 +880,101 @@ impl OrderDesk {
             }
             (Pending::MassCancel { .. }, _) => {}
         }
-        let _ = &mut follow_up;
-        follow_up
+        if self.orders.get(&order_id).is_some_and(FixOrder::is_done) {
+            self.retire(order_id);
+        }
+    }
+
+    /// OrderStatusRequest: the order's state as an ExecutionReport (ExecType I), or a
+    /// rejected one naming the ClOrdID when no live order has it.
+    pub fn status(&self, cl_ord_id: &[u8], symbol: Option<&[u8]>, side: Option<u8>, ts_ns: i64) -> Report {
+        if let Some(order) = self.order_by_cl_ord_id(cl_ord_id) {
+            return Report::Execution(self.execution(order, app::exec_type::ORDER_STATUS, 0, ts_ns));
+        }
+        let side = if side == Some(b'2') { Side::Sell } else { Side::Buy };
+        let unknown = ClOrdId::new(cl_ord_id).unwrap_or(ClOrdId::new(b"?").expect("short"));
+        let mut report = self.reject_new(unknown, SymbolId::NONE, side, 0, ord_rej::UNKNOWN_ORDER, "unknown order", ts_ns);
+        if let Report::Execution(exec) = &mut report {
+            exec.exec_type = app::exec_type::ORDER_STATUS;
+            exec.raw_symbol = symbol.and_then(ClOrdId::new);
+        }
+        report
+    }
+
+    /// Rebuilds the desk from one ExecutionReport it sent before a restart (read back from
+    /// the session's message store, oldest first).
+    pub fn restore(&mut self, frame: &rialto_fix::Frame<'_>, instruments: &Instruments) {
+        use rialto_fix::parse::parse_uint;
+        use rialto_fix::tags;
+        let (mut order_id, mut engine_id, mut cl_ord_id, mut status, mut exec_type) = (None, None, None, None, None);
+        let (mut symbol, mut side, mut ord_type, mut tif) = (None, None, None, None);
+        let (mut price, mut order_qty, mut leaves, mut cum, mut last_px, mut last_qty) = (None, None, None, None, None, None);
+        for field in frame.fields().filter_map(Result::ok) {
+            let v = field.value;
+            let dec = || Decimal::parse(v).ok();
+            match field.tag {
+                tags::ORDER_ID => order_id = parse_uint(v),
+                SECONDARY_ORDER_ID => engine_id = parse_uint(v),
+                tags::CL_ORD_ID => cl_ord_id = ClOrdId::new(v),
+                tags::ORD_STATUS => status = v.first().copied(),
+                tags::EXEC_TYPE => exec_type = v.first().copied(),
+                tags::SYMBOL => symbol = instruments.by_name(v).copied(),
+                tags::SIDE => side = v.first().copied(),
+                tags::ORD_TYPE => ord_type = v.first().copied(),
+                tags::TIME_IN_FORCE => tif = v.first().copied(),
+                tags::PRICE => price = dec(),
+                tags::ORDER_QTY => order_qty = dec(),
+                tags::LEAVES_QTY => leaves = dec(),
+                tags::CUM_QTY => cum = dec(),
+                tags::LAST_PX => last_px = dec(),
+                tags::LAST_QTY => last_qty = dec(),
+                _ => {}
+            }
+        }
+        let (Some(order_id), Some(cl_ord_id), Some(status), Some(instrument)) = (order_id, cl_ord_id, status, symbol) else {
+            return;
+        };
+        let engine_id = engine_id.unwrap_or(order_id);
+        self.next_order_id = self.next_order_id.max(order_id + 1).max(engine_id + 1);
+        let lots = |d: Option<Decimal>| d.and_then(|d| instrument.lots(d).ok());
+        let ticks = |d: Option<Decimal>| d.and_then(|d| instrument.ticks(d).ok());
+        let terminal = matches!(status, b'2' | b'3' | b'4' | b'8' | b'C');
+        if terminal || lots(leaves) == Some(0) {
+            if let Some(old) = self.orders.remove(&order_id) {
+                self.by_engine_id.remove(&old.engine_id);
+                self.by_cl_ord_id.retain(|_, id| *id != order_id);
+            }
+            return;
+        }
+        if let Some(old) = self.orders.get(&order_id) {
+            self.by_engine_id.remove(&old.engine_id);
+            self.by_cl_ord_id.retain(|_, id| *id != order_id);
+        }
+        let notional = self.orders.get(&order_id).map_or(0, |o| o.notional);
+        let is_fill = matches!(exec_type, Some(b'F' | b'1' | b'2'));
+        let fill = match (is_fill, ticks(last_px), lots(last_qty)) {
+            (true, Some(p), Some(q)) => i128::from(p) * i128::from(q),
+            _ => 0,
+        };
+        let order = FixOrder {
+            order_id,
+            engine_id: engine_id as OrderId,
+            cl_ord_id,
+            symbol: instrument.id,
+            side: if side == Some(b'2') { Side::Sell } else { Side::Buy },
+            ord_type: ord_type.unwrap_or(b'2'),
+            time_in_force: tif,
+            price_ticks: ticks(price),
+            order_qty_lots: lots(order_qty).unwrap_or(0),
+            cum_lots: lots(cum).unwrap_or(0),
+            notional: notional + fill,
+            leaves_lots: lots(leaves).unwrap_or(0),
+            status,
+            acknowledged: true,
+        };
+        self.by_engine_id.insert(order.engine_id, order_id);
+        self.by_cl_ord_id.insert(cl_ord_id, order_id);
+        self.orders.insert(order_id, order);
     }
 
     /// A fill of one of this desk's orders (other orders of the user are not ours).
