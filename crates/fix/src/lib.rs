@@ -9,6 +9,7 @@
 pub mod build;
 pub mod decimal;
 pub mod parse;
+pub mod session;
 pub mod tags;
 pub mod time;
 
