@@ -855,6 +855,12 @@ fn t12_our_logout_waits_for_theirs() {
     let mut h = Harness::logged_on();
     h.s.logout("bye", h.now, &mut h.out).unwrap();
     h.take();
+    // Session-level answers still go out while we wait.
+    h.feed(&h.msg("1", 2, &[(tags::TEST_REQ_ID, "t")]));
+    h.feed(&h.msg("1", 3, &[]));
+    let out = h.take();
+    assert_eq!(types(&out), ["0", "3"]);
+    assert_eq!(out[1].num(tags::REF_TAG_ID), 112);
     h.now += 10 * SEC;
     assert_eq!(h.timer(), Outcome::Disconnect);
     assert!(h.out.is_empty());

@@ -554,7 +554,7 @@ impl<S: MessageStore> Session<S> {
         body: impl FnOnce(&mut MessageWriter<'_>),
         out: &mut Vec<u8>,
     ) -> Result<u64, SessionError> {
-        let seq = self.send_stored(msg_type, now_ns, body, out)?;
+        let seq = self.send_stored(msg_type, now_ns, body, out, false)?;
         self.flush()?;
         Ok(seq)
     }
@@ -1247,19 +1247,26 @@ impl<S: MessageStore> Session<S> {
                 }
             },
             out,
+            true,
         )
     }
 
-    /// A message kept for resends: written to `out` when logged on, only stored otherwise.
+    /// A message kept for resends: written to `out` when logged on (or, for session-level
+    /// ones, while our Logout waits for its answer), only stored otherwise.
     fn send_stored(
         &mut self,
         msg_type: &[u8],
         now_ns: i64,
         body: impl FnOnce(&mut MessageWriter<'_>),
         out: &mut Vec<u8>,
+        session_level: bool,
     ) -> Result<u64, SessionError> {
         let seq = self.store.next_sender_seq();
-        let logged_on = self.state == State::LoggedOn;
+        let logged_on = match self.state {
+            State::LoggedOn => true,
+            State::LogoutSent { .. } => session_level,
+            _ => false,
+        };
         let mut scratch = std::mem::take(&mut self.scratch);
         let buf = if logged_on { &mut *out } else { &mut scratch };
         if !logged_on {
