@@ -24,44 +24,44 @@
 //! reason 3, an unknown security, ...). The session itself delivers every MsgType that is not a
 //! session-level one (0 1 2 3 4 5 A), so that choice stays with the application.
 //!
-//! # What the session checks, in order (FIX session test cases in brackets)
+//! # What the session checks, in order (the FIX session test cases in parentheses)
 //!
 //! Before a Logon is accepted, anything but a Logon closes the connection without a reply
-//! [1B.d]. For every message: a BeginString other than the configured one → Logout and
-//! disconnect [2h]; a missing or invalid MsgSeqNum → Logout "MsgSeqNum (34) missing or invalid"
+//! (case 1B.d). For every message: a BeginString other than the configured one → Logout and
+//! disconnect (case 2h); a missing or invalid MsgSeqNum → Logout "MsgSeqNum (34) missing or invalid"
 //! and disconnect. Then:
 //!
-//! - Logon [1B]: CompIDs, SendingTime, HeartBtInt (present, 0..=max), EncryptMethod (0 or
+//! - Logon (case 1B): CompIDs, SendingTime, HeartBtInt (present, 0..=max), EncryptMethod (0 or
 //!   absent), DefaultApplVerID (FIXT.1.1 only: required, must be 9 = FIX 5.0 SP2), no malformed
 //!   field, the `auth` callback, then the sequence number: too low without ResetSeqNumFlag →
-//!   Logout "MsgSeqNum too low, expecting X but received Y" [1B.e]. Any failure: Logout with a
+//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 1B.e). Any failure: Logout with a
 //!   Text and disconnect (no Reject before logon). Accepted: we reply Logon (98=0, the same 108,
 //!   141=Y when asked to reset, 1137=9 for FIXT); if its MsgSeqNum was too high, a
-//!   ResendRequest follows [1B.b]. ResetSeqNumFlag=Y resets both directions to 1 first, also
+//!   ResendRequest follows (case 1B.b). ResetSeqNumFlag=Y resets both directions to 1 first, also
 //!   during a session. A Logon without it while logged on → Logout and disconnect.
 //! - Other messages: SendingTime missing or more than `max_clock_skew_ns` from `now` → Reject
-//!   (reason 10, ref tag 52) and Logout, disconnect [2k] (an unparseable SendingTime: reason 6);
-//!   SenderCompID/TargetCompID wrong → Reject (reason 9) and Logout, disconnect [2i].
+//!   (reason 10, ref tag 52) and Logout, disconnect (case 2k) (an unparseable SendingTime: reason 6);
+//!   SenderCompID/TargetCompID wrong → Reject (reason 9) and Logout, disconnect (case 2i).
 //! - Sequence: too high → ResendRequest(expected, 0), once while a resend is pending; the
-//!   message is dropped and comes back with the resend [2b]. Too low without PossDupFlag=Y →
-//!   Logout "MsgSeqNum too low, expecting X but received Y", disconnect [2c]; with it → ignored
-//!   [2e]. PossDupFlag=Y (except on SequenceReset) needs OrigSendingTime: missing → Reject
-//!   (reason 1, ref tag 122) [2g]; later than SendingTime → Reject (reason 10) and Logout,
-//!   disconnect [2f].
+//!   message is dropped and comes back with the resend (case 2b). Too low without PossDupFlag=Y →
+//!   Logout "MsgSeqNum too low, expecting X but received Y", disconnect (case 2c); with it → ignored
+//!   (case 2e). PossDupFlag=Y (except on SequenceReset) needs OrigSendingTime: missing → Reject
+//!   (reason 1, ref tag 122) (case 2g); later than SendingTime → Reject (reason 10) and Logout,
+//!   disconnect (case 2f).
 //! - In sequence, a malformed field is rejected and the number consumed: invalid tag (reason 0),
-//!   tag without a value (4), a header tag twice (13), PossDupFlag not Y/N (6) [14].
-//! - Heartbeat [5], Reject [7]: consumed. TestRequest: Heartbeat with its TestReqID [4b].
-//!   ResendRequest [8]: served (also when its own number is too high, before asking for ours:
-//!   [20]). SequenceReset-GapFill [10]: the sequence checks apply, NewSeqNo becomes the next
+//!   tag without a value (4), a header tag twice (13), PossDupFlag not Y/N (6) (case 14).
+//! - Heartbeat (case 5), Reject (case 7): consumed. TestRequest: Heartbeat with its TestReqID (case 4b).
+//!   ResendRequest (case 8): served (also when its own number is too high, before asking for ours,
+//!   case 20). SequenceReset-GapFill (case 10): the sequence checks apply, NewSeqNo becomes the next
 //!   expected, NewSeqNo not above MsgSeqNum → Reject (reason 5, ref tag 36). SequenceReset-Reset
-//!   [11]: MsgSeqNum ignored; NewSeqNo below the expected number → Reject (reason 5, ref tag 36).
-//!   Logout [13]: answered with a Logout (unless it answers ours), then disconnect.
-//! - Garbled input [2d, 2j, 2n, 3] is ignored: [`Session::on_garbled`] only counts and logs it.
+//!   (case 11): MsgSeqNum ignored; NewSeqNo below the expected number → Reject (reason 5, ref tag 36).
+//!   Logout (case 13): answered with a Logout (unless it answers ours), then disconnect.
+//! - Garbled input (case 2d, 2j, 2n, 3) is ignored: [`Session::on_garbled`] only counts and logs it.
 //!
 //! Errors after logon disconnect right after the Logout instead of waiting for the
 //! counterparty's Logout: the caller writes `out` before closing, so it is still delivered.
 //!
-//! # Resends [8]
+//! # Resends (case 8)
 //! Application messages and Rejects are stored when sent ([`MessageStore`]) and resent with
 //! PossDupFlag=Y, OrigSendingTime = the original SendingTime, a new SendingTime and the same
 //! MsgSeqNum. Everything else (the other session-level messages) is not stored and its
@@ -69,7 +69,17 @@
 //! in one. EndSeqNo 0, or anything at or beyond our last number (999999), means "to the end".
 //!
 //! Application messages sent while not logged on are stored and not written; the
-//! counterparty sees the gap at the next Logon and a ResendRequest brings them [15, 16].
+//! counterparty sees the gap at the next Logon and a ResendRequest brings them (case 15, 16).
+//!
+//! # Not done here
+//! - Messages beyond a gap are dropped, not queued: the resend brings them again.
+//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17), third-party routing
+//!   (OnBehalfOf/DeliverTo, case 18), session schedules (start/end times, daily reset).
+//! - PossResend (97) duplicates (case 19) are for the application (by ClOrdID): the session
+//!   delivers them like any in-sequence message.
+//! - Data fields with an embedded SOH (RawData 96 and the like) in the header scan.
+//! - A ResendRequest is answered in full into `out` in one call, however long the range.
+//! - A store or log write failure is returned as [`SessionError`]; the caller closes.
 
 pub mod log;
 pub mod store;
@@ -750,7 +760,7 @@ impl<S: MessageStore> Session<S> {
         let expected = self.store.next_target_seq();
         if seq > expected {
             if msg_type == b"2" {
-                // [20] Serve their ResendRequest before asking for ours.
+                // Case 20: serve their ResendRequest before asking for ours.
                 if let Ok((begin, end)) = resend_range(frame) {
                     self.resend(begin, end, now_ns, out)?;
                 }
