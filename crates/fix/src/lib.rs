@@ -11,6 +11,7 @@ pub mod build;
 pub mod decimal;
 pub mod parse;
 pub mod samples;
+pub mod session;
 pub mod tags;
 pub mod time;
 

@@ -1,0 +1,1347 @@
+//! The FIX session layer for an acceptor, as a pure state machine: bytes and time in, bytes and
+//! an [`Outcome`] out. No sockets, no clock reads, no threads.
+//!
+//! # How a server drives a [`Session`]
+//!
+//! ```text
+//! accept()                  -> session.on_connect(now)
+//! bytes arrive              -> loop over next_frame(buf, max):
+//!                                Ok(Some((frame, n)))  -> session.on_message(&frame, now, &mut auth, &mut out)
+//!                                Err(garbled)          -> session.on_garbled(&buf[..garbled.skip], now)
+//! every ~100 ms (or at session.next_deadline_ns())     -> session.on_timer(now, &mut out)
+//! the application answers   -> session.send_app(b"8", now, |w| { ... }, &mut out)
+//! after every call          -> write `out` to the socket, then act on the Outcome
+//!                              (Outcome::Disconnect: write `out`, then close)
+//! connection closed         -> session.on_disconnect(now)
+//! shutdown                  -> session.logout("shutting down", now, &mut out), then keep reading
+//!                              until Outcome::Disconnect (their Logout, or the timeout)
+//! ```
+//!
+//! [`Outcome::Deliver`] hands an in-sequence application message to the caller; its MsgSeqNum
+//! is already consumed. The caller validates it (data dictionary) and may answer with
+//! [`Session::reject`] (session Reject 35=3: an invalid tag, a missing field, an unknown MsgType
+//! with reason 11) or [`Session::business_reject`] (35=j: a valid but unsupported MsgType with
+//! reason 3, an unknown security, ...). The session itself delivers every MsgType that is not a
+//! session-level one (0 1 2 3 4 5 A), so that choice stays with the application.
+//!
+//! # What the session checks, in order (the FIX session test cases in parentheses)
+//!
+//! Before a Logon is accepted, anything but a Logon closes the connection without a reply
+//! (case 1B.d). For every message: a BeginString other than the configured one → Logout and
+//! disconnect (case 2h); a missing or invalid MsgSeqNum → Logout "MsgSeqNum (34) missing or invalid"
+//! and disconnect. Then:
+//!
+//! - Logon (case 1B): CompIDs, SendingTime, HeartBtInt (present, 0..=max), EncryptMethod (0 or
+//!   absent), DefaultApplVerID (FIXT.1.1 only: required, must be 9 = FIX 5.0 SP2), no malformed
+//!   field, the `auth` callback, then the sequence number: too low without ResetSeqNumFlag →
+//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 1B.e). Any failure: Logout with a
+//!   Text and disconnect (no Reject before logon). Accepted: we reply Logon (98=0, the same 108,
+//!   141=Y when asked to reset, 1137=9 for FIXT); if its MsgSeqNum was too high, a
+//!   ResendRequest follows (case 1B.b). ResetSeqNumFlag=Y resets both directions to 1 first, also
+//!   during a session. A Logon without it while logged on → Logout and disconnect.
+//! - Other messages: SendingTime missing or more than `max_clock_skew_ns` from `now` → Reject
+//!   (reason 10, ref tag 52) and Logout, disconnect (case 2k) (an unparseable SendingTime: reason 6);
+//!   SenderCompID/TargetCompID wrong → Reject (reason 9) and Logout, disconnect (case 2i).
+//! - Sequence: too high → ResendRequest(expected, 0), once while a resend is pending; the
+//!   message is dropped and comes back with the resend (case 2b). Too low without PossDupFlag=Y →
+//!   Logout "MsgSeqNum too low, expecting X but received Y", disconnect (case 2c); with it → ignored
+//!   (case 2e). PossDupFlag=Y (except on SequenceReset) needs OrigSendingTime: missing → Reject
+//!   (reason 1, ref tag 122) (case 2g); later than SendingTime → Reject (reason 10) and Logout,
+//!   disconnect (case 2f).
+//! - In sequence, a malformed field is rejected and the number consumed: invalid tag (reason 0),
+//!   tag without a value (4), a header tag twice (13), PossDupFlag not Y/N (6) (case 14).
+//! - Heartbeat (case 5), Reject (case 7): consumed. TestRequest: Heartbeat with its TestReqID (case 4b).
+//!   ResendRequest (case 8): served (also when its own number is too high, before asking for ours,
+//!   case 20). SequenceReset-GapFill (case 10): the sequence checks apply, NewSeqNo becomes the next
+//!   expected, NewSeqNo not above MsgSeqNum → Reject (reason 5, ref tag 36). SequenceReset-Reset
+//!   (case 11): MsgSeqNum ignored; NewSeqNo below the expected number → Reject (reason 5, ref tag 36).
+//!   Logout (case 13): answered with a Logout (unless it answers ours), then disconnect.
+//! - Garbled input (case 2d, 2j, 2n, 3) is ignored: [`Session::on_garbled`] only counts and logs it.
+//!
+//! Errors after logon disconnect right after the Logout instead of waiting for the
+//! counterparty's Logout: the caller writes `out` before closing, so it is still delivered.
+//!
+//! # Resends (case 8)
+//! Application messages and Rejects are stored when sent ([`MessageStore`]) and resent with
+//! PossDupFlag=Y, OrigSendingTime = the original SendingTime, a new SendingTime and the same
+//! MsgSeqNum. Everything else (the other session-level messages) is not stored and its
+//! numbers are covered by SequenceReset-GapFill (123=Y, 36=NewSeqNo, 43=Y), consecutive ones
+//! in one. EndSeqNo 0, or anything at or beyond our last number (999999), means "to the end".
+//!
+//! Application messages sent while not logged on are stored and not written; the
+//! counterparty sees the gap at the next Logon and a ResendRequest brings them (case 15, 16).
+//!
+//! # Not done here
+//! - Messages beyond a gap are dropped, not queued: the resend brings them again.
+//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17), third-party routing
+//!   (OnBehalfOf/DeliverTo, case 18), session schedules (start/end times, daily reset).
+//! - PossResend (97) duplicates (case 19) are for the application (by ClOrdID): the session
+//!   delivers them like any in-sequence message.
+//! - Data fields with an embedded SOH (RawData 96 and the like) in the header scan.
+//! - A ResendRequest is answered in full into `out` in one call, however long the range.
+//! - A store or log write failure is returned as [`SessionError`]; the caller closes.
+
+pub mod log;
+pub mod store;
+
+use std::io;
+
+pub use log::{Direction, LogFilter, LogRecord, MessageLog};
+pub use store::{FileStore, MemoryStore, MessageStore};
+
+use crate::parse::{Fields, parse_uint};
+use crate::{Frame, MessageWriter, SOH, Version, tags, time};
+
+/// SessionRejectReason (373) values.
+pub mod reject_reason {
+    pub const INVALID_TAG_NUMBER: u32 = 0;
+    pub const REQUIRED_TAG_MISSING: u32 = 1;
+    pub const TAG_NOT_DEFINED_FOR_MSG_TYPE: u32 = 2;
+    pub const UNDEFINED_TAG: u32 = 3;
+    pub const TAG_WITHOUT_VALUE: u32 = 4;
+    pub const VALUE_INCORRECT: u32 = 5;
+    pub const INCORRECT_DATA_FORMAT: u32 = 6;
+    pub const COMP_ID_PROBLEM: u32 = 9;
+    pub const SENDING_TIME_ACCURACY: u32 = 10;
+    pub const INVALID_MSG_TYPE: u32 = 11;
+    pub const TAG_APPEARS_MORE_THAN_ONCE: u32 = 13;
+    pub const TAG_OUT_OF_ORDER: u32 = 14;
+    pub const REPEATING_GROUP_FIELDS_OUT_OF_ORDER: u32 = 15;
+    pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
+    pub const OTHER: u32 = 99;
+}
+
+/// BusinessRejectReason (380) values.
+pub mod business_reject_reason {
+    pub const OTHER: u32 = 0;
+    pub const UNKNOWN_ID: u32 = 1;
+    pub const UNKNOWN_SECURITY: u32 = 2;
+    pub const UNSUPPORTED_MESSAGE_TYPE: u32 = 3;
+    pub const APPLICATION_NOT_AVAILABLE: u32 = 4;
+    pub const CONDITIONALLY_REQUIRED_FIELD_MISSING: u32 = 5;
+    pub const NOT_AUTHORIZED: u32 = 6;
+}
+
+/// The one DefaultApplVerID (1137) accepted on a FIXT.1.1 Logon: FIX 5.0 SP2.
+pub const APPL_VER_ID_FIX50SP2: &[u8] = b"9";
+
+/// How one session behaves. [`SessionConfig::new`] fills in the defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// The BeginString expected and sent. FIX 5.0 SP2 is `Version::Fixt11`.
+    pub version: Version,
+    /// Our CompID: the SenderCompID we send, the TargetCompID we expect (e.g. "RIALTO").
+    pub our_comp_id: String,
+    /// Their CompID: the SenderCompID we expect, the TargetCompID we send (e.g. "TRADER1").
+    pub their_comp_id: String,
+    /// The largest difference allowed between a message's SendingTime and `now` (default 120 s).
+    pub max_clock_skew_ns: i64,
+    /// Both sequence numbers go back to 1 on every disconnect (a test acceptor; default off).
+    pub reset_on_disconnect: bool,
+    /// How long a connection may stay without a Logon before it is closed (default 10 s).
+    pub logon_timeout_ns: i64,
+    /// How long we wait for the reply to our Logout before closing (default 10 s).
+    pub logout_timeout_ns: i64,
+    /// The largest HeartBtInt (108) a Logon may ask for, in seconds (default 3600). 0 means no
+    /// heartbeats and is accepted.
+    pub max_heart_bt_int_s: u32,
+}
+
+impl SessionConfig {
+    pub fn new(version: Version, our_comp_id: &str, their_comp_id: &str) -> SessionConfig {
+        SessionConfig {
+            version,
+            our_comp_id: our_comp_id.to_string(),
+            their_comp_id: their_comp_id.to_string(),
+            max_clock_skew_ns: 120_000_000_000,
+            reset_on_disconnect: false,
+            logon_timeout_ns: 10_000_000_000,
+            logout_timeout_ns: 10_000_000_000,
+            max_heart_bt_int_s: 3600,
+        }
+    }
+
+    /// A name for the session's files: `<BeginString>-<our CompID>-<their CompID>`, e.g.
+    /// `FIX.4.4-RIALTO-TRADER1`.
+    pub fn session_name(&self) -> String {
+        format!(
+            "{}-{}-{}",
+            self.version.name(),
+            self.our_comp_id,
+            self.their_comp_id
+        )
+    }
+}
+
+/// What the caller does after a call (always after writing `out` to the socket).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing more.
+    Handled,
+    /// A Logon was accepted just now: the session is logged on.
+    LoggedOn,
+    /// An in-sequence application message (any MsgType that is not session-level): the caller
+    /// handles the frame. Its MsgSeqNum is consumed already.
+    Deliver,
+    /// Close the connection (after writing `out`), then call [`Session::on_disconnect`].
+    /// [`Session::disconnect_reason`] says why.
+    Disconnect,
+}
+
+/// The fields of a Logon that the `auth` callback sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Logon<'a> {
+    pub sender_comp_id: &'a [u8],
+    pub target_comp_id: &'a [u8],
+    pub username: Option<&'a [u8]>,
+    pub password: Option<&'a [u8]>,
+    /// Seconds; 0 means no heartbeats.
+    pub heart_bt_int: u32,
+    pub reset_seq_num: bool,
+    pub default_appl_ver_id: Option<&'a [u8]>,
+}
+
+/// A store or log write failed. The caller should close the connection: what was sent can no
+/// longer be resent.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("message store: {0}")]
+    Store(#[source] io::Error),
+    #[error("message log: {0}")]
+    Log(#[source] io::Error),
+}
+
+/// A session Reject (35=3) to send, as [`Session::reject`] takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reject<'a> {
+    /// RefSeqNum (45): the MsgSeqNum of the rejected message.
+    pub ref_seq_num: u64,
+    /// RefTagID (371).
+    pub ref_tag: Option<u32>,
+    /// RefMsgType (372).
+    pub ref_msg_type: Option<&'a [u8]>,
+    /// SessionRejectReason (373), see [`reject_reason`].
+    pub reason: u32,
+    /// Text (58), left out when empty.
+    pub text: &'a str,
+}
+
+/// A BusinessMessageReject (35=j) to send, as [`Session::business_reject`] takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusinessReject<'a> {
+    /// RefSeqNum (45).
+    pub ref_seq_num: u64,
+    /// RefMsgType (372).
+    pub ref_msg_type: &'a [u8],
+    /// BusinessRejectRefID (379): the rejected message's business ID (e.g. its ClOrdID).
+    pub ref_id: Option<&'a [u8]>,
+    /// BusinessRejectReason (380), see [`business_reject_reason`].
+    pub reason: u32,
+    /// Text (58), left out when empty.
+    pub text: &'a str,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Disconnected,
+    AwaitingLogon { since_ns: i64 },
+    LoggedOn,
+    LogoutSent { at_ns: i64 },
+}
+
+/// One FIX session (one counterparty), acceptor side. See the [module docs](self).
+pub struct Session<S: MessageStore> {
+    config: SessionConfig,
+    store: S,
+    log: Option<MessageLog>,
+    state: State,
+    heart_bt_int_ns: i64,
+    last_sent_ns: i64,
+    last_received_ns: i64,
+    /// When our TestRequest went out, while it is unanswered.
+    test_request_sent_ns: Option<i64>,
+    test_requests_sent: u64,
+    /// While a ResendRequest of ours is pending: the highest MsgSeqNum seen beyond the gap.
+    resend_until: Option<u64>,
+    garbled_count: u64,
+    disconnect_reason: Option<String>,
+    /// A reused buffer (stored messages on resend, messages built while not logged on).
+    scratch: Vec<u8>,
+    /// A store failure while writing an admin message, reported at the end of the call.
+    store_error: Option<io::Error>,
+}
+
+/// Header fields the session reads, and the first problem with the message's fields.
+struct Header<'a> {
+    seq: Option<u64>,
+    sender: Option<&'a [u8]>,
+    target: Option<&'a [u8]>,
+    sending_time: Option<&'a [u8]>,
+    poss_dup: bool,
+    orig_sending_time: Option<&'a [u8]>,
+    /// (SessionRejectReason, RefTagID) of the first malformed field.
+    problem: Option<(u32, Option<u32>)>,
+}
+
+/// Header tags that may appear once only.
+const HEADER_TAGS: [u32; 11] = [
+    tags::BEGIN_STRING,
+    tags::BODY_LENGTH,
+    tags::MSG_TYPE,
+    tags::MSG_SEQ_NUM,
+    tags::SENDER_COMP_ID,
+    tags::TARGET_COMP_ID,
+    tags::SENDING_TIME,
+    tags::POSS_DUP_FLAG,
+    tags::POSS_RESEND,
+    tags::ORIG_SENDING_TIME,
+    tags::CHECK_SUM,
+];
+
+/// Reads the header fields in one pass over `tag=value<SOH>` chunks. Unlike [`Fields`], it
+/// goes on after a malformed chunk, so that a bad field does not hide MsgSeqNum.
+fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
+    let mut h = Header {
+        seq: None,
+        sender: None,
+        target: None,
+        sending_time: None,
+        poss_dup: false,
+        orig_sending_time: None,
+        problem: None,
+    };
+    let mut seen = [false; HEADER_TAGS.len()];
+    let mut seq_seen = false;
+    for chunk in frame.body_after_msg_type().split(|&b| b == SOH) {
+        if chunk.is_empty() {
+            continue; // the split after the last SOH
+        }
+        let Some(eq) = chunk.iter().position(|&b| b == b'=') else {
+            h.problem
+                .get_or_insert((reject_reason::INVALID_TAG_NUMBER, None));
+            continue;
+        };
+        let tag = match parse_uint(&chunk[..eq]) {
+            Some(t) if (1..=999_999_999).contains(&t) && chunk[0] != b'0' => t as u32,
+            _ => {
+                h.problem
+                    .get_or_insert((reject_reason::INVALID_TAG_NUMBER, None));
+                continue;
+            }
+        };
+        let value = &chunk[eq + 1..];
+        if value.is_empty() {
+            h.problem
+                .get_or_insert((reject_reason::TAG_WITHOUT_VALUE, Some(tag)));
+            if tag == tags::MSG_SEQ_NUM {
+                seq_seen = true;
+            }
+            continue;
+        }
+        if let Some(i) = HEADER_TAGS.iter().position(|&t| t == tag) {
+            if seen[i] {
+                h.problem
+                    .get_or_insert((reject_reason::TAG_APPEARS_MORE_THAN_ONCE, Some(tag)));
+                continue;
+            }
+            seen[i] = true;
+        }
+        match tag {
+            tags::MSG_SEQ_NUM if !seq_seen => {
+                seq_seen = true;
+                h.seq = parse_uint(value).filter(|&n| n > 0);
+            }
+            tags::SENDER_COMP_ID => h.sender = Some(value),
+            tags::TARGET_COMP_ID => h.target = Some(value),
+            tags::SENDING_TIME => h.sending_time = Some(value),
+            tags::ORIG_SENDING_TIME => h.orig_sending_time = Some(value),
+            tags::POSS_DUP_FLAG => match value {
+                b"Y" => h.poss_dup = true,
+                b"N" => {}
+                _ => {
+                    h.problem.get_or_insert((
+                        reject_reason::INCORRECT_DATA_FORMAT,
+                        Some(tags::POSS_DUP_FLAG),
+                    ));
+                }
+            },
+            _ => {}
+        }
+    }
+    h
+}
+
+/// Session-level message types that are never stored and are gap-filled on resend.
+fn is_gap_filled_type(msg_type: &[u8]) -> bool {
+    matches!(msg_type, b"0" | b"1" | b"2" | b"4" | b"5" | b"A")
+}
+
+/// A required field of a session message: its value, or the Reject reason and tag.
+fn required<'a>(frame: &Frame<'a>, tag: u32) -> Result<&'a [u8], (u32, u32)> {
+    frame
+        .get(tag)
+        .ok_or((reject_reason::REQUIRED_TAG_MISSING, tag))
+}
+
+fn required_uint(frame: &Frame<'_>, tag: u32) -> Result<u64, (u32, u32)> {
+    parse_uint(required(frame, tag)?).ok_or((reject_reason::INCORRECT_DATA_FORMAT, tag))
+}
+
+impl<S: MessageStore> Session<S> {
+    /// A session in the disconnected state; the sequence numbers are the store's.
+    pub fn new(config: SessionConfig, store: S) -> Session<S> {
+        Session {
+            config,
+            store,
+            log: None,
+            state: State::Disconnected,
+            heart_bt_int_ns: 0,
+            last_sent_ns: 0,
+            last_received_ns: 0,
+            test_request_sent_ns: None,
+            test_requests_sent: 0,
+            resend_until: None,
+            garbled_count: 0,
+            disconnect_reason: None,
+            scratch: Vec::new(),
+            store_error: None,
+        }
+    }
+
+    /// Logs every message in and out to `log` from now on.
+    pub fn with_log(mut self, log: MessageLog) -> Session<S> {
+        self.log = Some(log);
+        self
+    }
+
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Logged on (and not logging out): application messages go out at once.
+    pub fn is_logged_on(&self) -> bool {
+        self.state == State::LoggedOn
+    }
+
+    /// Connected (awaiting Logon, logged on, or logging out).
+    pub fn is_connected(&self) -> bool {
+        self.state != State::Disconnected
+    }
+
+    /// The MsgSeqNum our next message will carry.
+    pub fn next_sender_seq(&self) -> u64 {
+        self.store.next_sender_seq()
+    }
+
+    /// The MsgSeqNum expected from the counterparty next.
+    pub fn next_target_seq(&self) -> u64 {
+        self.store.next_target_seq()
+    }
+
+    /// The HeartBtInt agreed at Logon, in seconds (0 before Logon or when none).
+    pub fn heart_bt_int_s(&self) -> u32 {
+        (self.heart_bt_int_ns / 1_000_000_000) as u32
+    }
+
+    /// Whether a ResendRequest of ours is waiting for its messages.
+    pub fn resend_pending(&self) -> bool {
+        self.resend_until.is_some()
+    }
+
+    /// How many garbled chunks were reported through [`Session::on_garbled`].
+    pub fn garbled_count(&self) -> u64 {
+        self.garbled_count
+    }
+
+    /// Why the session last asked to disconnect.
+    pub fn disconnect_reason(&self) -> Option<&str> {
+        self.disconnect_reason.as_deref()
+    }
+
+    /// A connection was accepted: a Logon is expected within `logon_timeout_ns`.
+    pub fn on_connect(&mut self, now_ns: i64) {
+        self.state = State::AwaitingLogon { since_ns: now_ns };
+        self.last_received_ns = now_ns;
+        self.last_sent_ns = now_ns;
+        self.test_request_sent_ns = None;
+        self.resend_until = None;
+        self.disconnect_reason = None;
+    }
+
+    /// The connection is gone (whoever closed it). With `reset_on_disconnect`, both sequence
+    /// numbers go back to 1 and the stored messages are dropped.
+    pub fn on_disconnect(&mut self, _now_ns: i64) -> Result<(), SessionError> {
+        self.state = State::Disconnected;
+        self.heart_bt_int_ns = 0;
+        self.test_request_sent_ns = None;
+        self.resend_until = None;
+        if self.config.reset_on_disconnect {
+            self.store.reset().map_err(SessionError::Store)?;
+        }
+        self.flush()
+    }
+
+    /// Garbled input (`next_frame` returned `Err`): ignored as FIX says (no Reject, no sequence
+    /// number consumed); counted and logged as [`Direction::InGarbled`].
+    pub fn on_garbled(&mut self, bytes: &[u8], now_ns: i64) -> Result<(), SessionError> {
+        self.garbled_count += 1;
+        if let Some(log) = &mut self.log {
+            log.append(Direction::InGarbled, now_ns, bytes);
+        }
+        self.flush()
+    }
+
+    /// One whole message from the counterparty. Messages for the counterparty are appended to
+    /// `out`. `auth` is called for a Logon that passed the session checks; an `Err(text)`
+    /// refuses it with a Logout carrying `text`.
+    pub fn on_message(
+        &mut self,
+        frame: &Frame<'_>,
+        now_ns: i64,
+        auth: &mut dyn FnMut(&Logon<'_>) -> Result<(), String>,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, SessionError> {
+        if let Some(log) = &mut self.log {
+            log.append(Direction::In, now_ns, frame.bytes);
+        }
+        let outcome = self.handle(frame, now_ns, auth, out);
+        let flushed = self.flush();
+        let outcome = outcome?;
+        flushed?;
+        Ok(outcome)
+    }
+
+    /// Heartbeats, TestRequests and timeouts; call it every 100 ms or so, or at
+    /// [`Session::next_deadline_ns`].
+    pub fn on_timer(&mut self, now_ns: i64, out: &mut Vec<u8>) -> Result<Outcome, SessionError> {
+        let outcome = self.timer(now_ns, out);
+        let flushed = self.flush();
+        let outcome = outcome?;
+        flushed?;
+        Ok(outcome)
+    }
+
+    /// The earliest time at which [`Session::on_timer`] has something to do, if any.
+    pub fn next_deadline_ns(&self) -> Option<i64> {
+        match self.state {
+            State::Disconnected => None,
+            State::AwaitingLogon { since_ns } => {
+                Some(since_ns.saturating_add(self.config.logon_timeout_ns))
+            }
+            State::LogoutSent { at_ns } => {
+                Some(at_ns.saturating_add(self.config.logout_timeout_ns))
+            }
+            State::LoggedOn if self.heart_bt_int_ns == 0 => None,
+            State::LoggedOn => {
+                let heartbeat = self.last_sent_ns.saturating_add(self.heart_bt_int_ns);
+                let quiet = match self.test_request_sent_ns {
+                    Some(sent) => sent.saturating_add(self.silence_limit_ns()),
+                    None => self
+                        .last_received_ns
+                        .saturating_add(self.silence_limit_ns()),
+                };
+                Some(heartbeat.min(quiet))
+            }
+        }
+    }
+
+    /// Sends an application message: assigns the MsgSeqNum, writes the standard header (8, 9,
+    /// 35, 49, 56, 34, 52), lets `body` write the rest, and stores the message for resends.
+    /// It is appended to `out` only when logged on; otherwise it is only stored, and the
+    /// counterparty gets it by ResendRequest after its next Logon. Returns the MsgSeqNum.
+    pub fn send_app(
+        &mut self,
+        msg_type: &[u8],
+        now_ns: i64,
+        body: impl FnOnce(&mut MessageWriter<'_>),
+        out: &mut Vec<u8>,
+    ) -> Result<u64, SessionError> {
+        let seq = self.send_stored(msg_type, now_ns, body, out, false)?;
+        self.flush()?;
+        Ok(seq)
+    }
+
+    /// Sends a session Reject (35=3) for an in-sequence message (stored and resent like an
+    /// application message). For the application layer's validation; the session uses it too.
+    pub fn reject(
+        &mut self,
+        reject: &Reject<'_>,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<u64, SessionError> {
+        let seq = self.write_reject(reject, now_ns, out)?;
+        self.flush()?;
+        Ok(seq)
+    }
+
+    /// Sends a BusinessMessageReject (35=j).
+    pub fn business_reject(
+        &mut self,
+        reject: &BusinessReject<'_>,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<u64, SessionError> {
+        self.send_app(
+            b"j",
+            now_ns,
+            |w| {
+                w.uint(tags::REF_SEQ_NUM, reject.ref_seq_num);
+                w.str(tags::REF_MSG_TYPE, reject.ref_msg_type);
+                if let Some(id) = reject.ref_id {
+                    w.str(tags::BUSINESS_REJECT_REF_ID, id);
+                }
+                w.uint(tags::BUSINESS_REJECT_REASON, u64::from(reject.reason));
+                if !reject.text.is_empty() {
+                    w.str(tags::TEXT, reject.text.as_bytes());
+                }
+            },
+            out,
+        )
+    }
+
+    /// Starts a logout of our own (shutdown): sends Logout and waits for the counterparty's
+    /// (then [`Outcome::Disconnect`] from `on_message`) or for `logout_timeout_ns` (then from
+    /// `on_timer`). Not logged on: nothing is sent and the answer is `Disconnect`.
+    pub fn logout(
+        &mut self,
+        text: &str,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, SessionError> {
+        if self.state != State::LoggedOn {
+            if self.state != State::Disconnected {
+                self.state = State::Disconnected;
+                self.disconnect_reason = Some(format!("logout before logon: {text}"));
+            }
+            return Ok(Outcome::Disconnect);
+        }
+        self.write_logout(text, now_ns, out);
+        self.state = State::LogoutSent { at_ns: now_ns };
+        self.flush()?;
+        Ok(Outcome::Handled)
+    }
+
+    fn flush(&mut self) -> Result<(), SessionError> {
+        if let Some(e) = self.store_error.take() {
+            return Err(SessionError::Store(e));
+        }
+        self.store.flush().map_err(SessionError::Store)?;
+        if let Some(log) = &mut self.log {
+            log.flush().map_err(SessionError::Log)?;
+        }
+        Ok(())
+    }
+
+    fn silence_limit_ns(&self) -> i64 {
+        self.heart_bt_int_ns + self.heart_bt_int_ns / 5
+    }
+
+    fn timer(&mut self, now_ns: i64, out: &mut Vec<u8>) -> Result<Outcome, SessionError> {
+        match self.state {
+            State::Disconnected => Ok(Outcome::Handled),
+            State::AwaitingLogon { since_ns } => {
+                if now_ns - since_ns >= self.config.logon_timeout_ns {
+                    return Ok(self.disconnect("no Logon within the logon timeout"));
+                }
+                Ok(Outcome::Handled)
+            }
+            State::LogoutSent { at_ns } => {
+                if now_ns - at_ns >= self.config.logout_timeout_ns {
+                    return Ok(self.disconnect("no reply to our Logout within the logout timeout"));
+                }
+                Ok(Outcome::Handled)
+            }
+            State::LoggedOn if self.heart_bt_int_ns == 0 => Ok(Outcome::Handled),
+            State::LoggedOn => {
+                let limit = self.silence_limit_ns();
+                match self.test_request_sent_ns {
+                    Some(sent) if now_ns - sent >= limit => {
+                        return Ok(self.disconnect("TestRequest unanswered"));
+                    }
+                    None if now_ns - self.last_received_ns >= limit => {
+                        self.test_requests_sent += 1;
+                        let id = format!("TEST{}", self.test_requests_sent);
+                        self.write_admin(b"1", now_ns, out, |w| {
+                            w.str(tags::TEST_REQ_ID, id.as_bytes());
+                        });
+                        self.test_request_sent_ns = Some(now_ns);
+                    }
+                    _ => {}
+                }
+                if now_ns - self.last_sent_ns >= self.heart_bt_int_ns {
+                    self.write_admin(b"0", now_ns, out, |_| {});
+                }
+                Ok(Outcome::Handled)
+            }
+        }
+    }
+
+    fn disconnect(&mut self, reason: &str) -> Outcome {
+        self.state = State::Disconnected;
+        self.disconnect_reason = Some(reason.to_string());
+        Outcome::Disconnect
+    }
+
+    /// Logout with `text`, then close.
+    fn logout_and_disconnect(&mut self, text: &str, now_ns: i64, out: &mut Vec<u8>) -> Outcome {
+        self.write_logout(text, now_ns, out);
+        self.disconnect(text)
+    }
+
+    fn handle(
+        &mut self,
+        frame: &Frame<'_>,
+        now_ns: i64,
+        auth: &mut dyn FnMut(&Logon<'_>) -> Result<(), String>,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, SessionError> {
+        match self.state {
+            State::Disconnected => return Ok(Outcome::Disconnect),
+            State::AwaitingLogon { .. } if frame.msg_type != b"A" => {
+                return Ok(self.disconnect("the first message was not a Logon"));
+            }
+            _ => {}
+        }
+        self.last_received_ns = now_ns;
+        self.test_request_sent_ns = None;
+        if frame.begin_string != self.config.version.begin_string() {
+            let text = format!(
+                "Incorrect BeginString: expected {}",
+                self.config.version.name()
+            );
+            return Ok(self.logout_and_disconnect(&text, now_ns, out));
+        }
+        let h = scan_header(frame);
+        let Some(seq) = h.seq else {
+            return Ok(self.logout_and_disconnect(
+                "MsgSeqNum (34) missing or invalid",
+                now_ns,
+                out,
+            ));
+        };
+        if frame.msg_type == b"A" {
+            return self.on_logon(frame, &h, seq, now_ns, auth, out);
+        }
+        let msg_type = frame.msg_type;
+        let reject = |reason, tag: Option<u32>, text: &'static str| Reject {
+            ref_seq_num: seq,
+            ref_tag: tag,
+            ref_msg_type: Some(msg_type),
+            reason,
+            text,
+        };
+        if let Err((reason, text)) = self.check_sending_time(&h, now_ns) {
+            self.write_reject(&reject(reason, Some(tags::SENDING_TIME), text), now_ns, out)?;
+            return Ok(self.logout_and_disconnect(text, now_ns, out));
+        }
+        if let Err(tag) = self.check_comp_ids(&h) {
+            let text = "CompID problem";
+            self.write_reject(
+                &reject(reject_reason::COMP_ID_PROBLEM, Some(tag), text),
+                now_ns,
+                out,
+            )?;
+            return Ok(self.logout_and_disconnect(text, now_ns, out));
+        }
+        let gap_fill = frame.get(tags::GAP_FILL_FLAG) == Some(b"Y");
+        match msg_type {
+            b"4" if !gap_fill => return self.on_sequence_reset(frame, seq, false, now_ns, out),
+            b"5" => return self.on_logout(seq, now_ns, out),
+            _ => {}
+        }
+        let expected = self.store.next_target_seq();
+        if seq > expected {
+            if msg_type == b"2" {
+                // Case 20: serve their ResendRequest before asking for ours.
+                if let Ok((begin, end)) = resend_range(frame) {
+                    self.resend(begin, end, now_ns, out)?;
+                }
+            }
+            self.request_resend(seq, now_ns, out);
+            return Ok(Outcome::Handled);
+        }
+        if seq < expected {
+            if !h.poss_dup {
+                let text = format!("MsgSeqNum too low, expecting {expected} but received {seq}");
+                return Ok(self.logout_and_disconnect(&text, now_ns, out));
+            }
+            if msg_type != b"4" {
+                match self.check_poss_dup(&h) {
+                    Ok(()) => {}
+                    Err(PossDupProblem::Missing) => {
+                        let r = reject(
+                            reject_reason::REQUIRED_TAG_MISSING,
+                            Some(tags::ORIG_SENDING_TIME),
+                            "OrigSendingTime (122) required with PossDupFlag=Y",
+                        );
+                        self.write_reject(&r, now_ns, out)?;
+                    }
+                    Err(PossDupProblem::Format) => {
+                        let r = reject(
+                            reject_reason::INCORRECT_DATA_FORMAT,
+                            Some(tags::ORIG_SENDING_TIME),
+                            "OrigSendingTime (122) is not a UTCTimestamp",
+                        );
+                        self.write_reject(&r, now_ns, out)?;
+                    }
+                    Err(PossDupProblem::Later) => {
+                        let text = "OrigSendingTime (122) later than SendingTime (52)";
+                        let r = reject(
+                            reject_reason::SENDING_TIME_ACCURACY,
+                            Some(tags::ORIG_SENDING_TIME),
+                            text,
+                        );
+                        self.write_reject(&r, now_ns, out)?;
+                        return Ok(self.logout_and_disconnect(text, now_ns, out));
+                    }
+                }
+            }
+            return Ok(Outcome::Handled);
+        }
+        // In sequence.
+        if h.poss_dup && msg_type != b"4" {
+            let problem = match self.check_poss_dup(&h) {
+                Ok(()) => None,
+                Err(PossDupProblem::Missing) => Some(reject(
+                    reject_reason::REQUIRED_TAG_MISSING,
+                    Some(tags::ORIG_SENDING_TIME),
+                    "OrigSendingTime (122) required with PossDupFlag=Y",
+                )),
+                Err(PossDupProblem::Format) => Some(reject(
+                    reject_reason::INCORRECT_DATA_FORMAT,
+                    Some(tags::ORIG_SENDING_TIME),
+                    "OrigSendingTime (122) is not a UTCTimestamp",
+                )),
+                Err(PossDupProblem::Later) => {
+                    let text = "OrigSendingTime (122) later than SendingTime (52)";
+                    let r = reject(
+                        reject_reason::SENDING_TIME_ACCURACY,
+                        Some(tags::ORIG_SENDING_TIME),
+                        text,
+                    );
+                    self.write_reject(&r, now_ns, out)?;
+                    self.advance_target(seq + 1)?;
+                    return Ok(self.logout_and_disconnect(text, now_ns, out));
+                }
+            };
+            if let Some(r) = problem {
+                self.write_reject(&r, now_ns, out)?;
+                self.advance_target(seq + 1)?;
+                return Ok(Outcome::Handled);
+            }
+        }
+        if let Some((reason, tag)) = h.problem {
+            let r = reject(reason, tag, "malformed field");
+            self.write_reject(&r, now_ns, out)?;
+            self.advance_target(seq + 1)?;
+            return Ok(Outcome::Handled);
+        }
+        self.dispatch(frame, seq, now_ns, out)
+    }
+
+    /// An in-sequence message with a good header.
+    fn dispatch(
+        &mut self,
+        frame: &Frame<'_>,
+        seq: u64,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, SessionError> {
+        let msg_type = frame.msg_type;
+        let field_reject = |(reason, tag): (u32, u32), text: &'static str| Reject {
+            ref_seq_num: seq,
+            ref_tag: Some(tag),
+            ref_msg_type: Some(msg_type),
+            reason,
+            text,
+        };
+        match msg_type {
+            b"0" | b"3" => {}
+            b"1" => match required(frame, tags::TEST_REQ_ID) {
+                Ok(id) => self.write_admin(b"0", now_ns, out, |w| {
+                    w.str(tags::TEST_REQ_ID, id);
+                }),
+                Err(e) => {
+                    self.write_reject(&field_reject(e, "TestReqID (112) required"), now_ns, out)?;
+                }
+            },
+            b"2" => match resend_range(frame) {
+                Ok((begin, end)) => self.resend(begin, end, now_ns, out)?,
+                Err(e) => {
+                    self.write_reject(&field_reject(e, "bad ResendRequest range"), now_ns, out)?;
+                }
+            },
+            b"4" => return self.on_sequence_reset(frame, seq, true, now_ns, out),
+            _ => {
+                self.advance_target(seq + 1)?;
+                return Ok(Outcome::Deliver);
+            }
+        }
+        self.advance_target(seq + 1)?;
+        Ok(Outcome::Handled)
+    }
+
+    fn on_logon(
+        &mut self,
+        frame: &Frame<'_>,
+        h: &Header<'_>,
+        seq: u64,
+        now_ns: i64,
+        auth: &mut dyn FnMut(&Logon<'_>) -> Result<(), String>,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, SessionError> {
+        let reset = frame.get(tags::RESET_SEQ_NUM_FLAG) == Some(b"Y");
+        let refuse = |text: String| Err::<Logon<'_>, String>(text);
+        let checked = (|| {
+            if matches!(self.state, State::LoggedOn | State::LogoutSent { .. }) && !reset {
+                return refuse("Logon received while logged on".into());
+            }
+            if self.check_comp_ids(h).is_err() {
+                return refuse("CompID problem".into());
+            }
+            if let Err((_, text)) = self.check_sending_time(h, now_ns) {
+                return refuse(text.into());
+            }
+            let heart_bt_int = match frame.get(tags::HEART_BT_INT).and_then(parse_uint) {
+                Some(n) if n <= u64::from(self.config.max_heart_bt_int_s) => n as u32,
+                Some(_) => {
+                    return refuse(format!(
+                        "HeartBtInt (108) above the maximum of {} s",
+                        self.config.max_heart_bt_int_s
+                    ));
+                }
+                None => return refuse("HeartBtInt (108) missing or invalid".into()),
+            };
+            if let Some(method) = frame.get(tags::ENCRYPT_METHOD)
+                && method != b"0"
+            {
+                return refuse("EncryptMethod (98) not supported: only 0 (none)".into());
+            }
+            let default_appl_ver_id = frame.get(tags::DEFAULT_APPL_VER_ID);
+            if self.config.version == Version::Fixt11 {
+                match default_appl_ver_id {
+                    Some(APPL_VER_ID_FIX50SP2) => {}
+                    Some(_) => {
+                        return refuse(
+                            "DefaultApplVerID (1137) not supported: only 9 (FIX 5.0 SP2)".into(),
+                        );
+                    }
+                    None => return refuse("DefaultApplVerID (1137) required".into()),
+                }
+            }
+            if let Some((reason, tag)) = h.problem {
+                return refuse(match tag {
+                    Some(tag) => format!("Invalid Logon: reason {reason} on tag {tag}"),
+                    None => format!("Invalid Logon: reason {reason}"),
+                });
+            }
+            Ok(Logon {
+                sender_comp_id: h.sender.unwrap_or_default(),
+                target_comp_id: h.target.unwrap_or_default(),
+                username: frame.get(tags::USERNAME),
+                password: frame.get(tags::PASSWORD),
+                heart_bt_int,
+                reset_seq_num: reset,
+                default_appl_ver_id,
+            })
+        })();
+        let logon = match checked.and_then(|logon| auth(&logon).map(|()| logon)) {
+            Ok(logon) => logon,
+            Err(text) => return Ok(self.logout_and_disconnect(&text, now_ns, out)),
+        };
+        if reset {
+            self.store.reset().map_err(SessionError::Store)?;
+            self.resend_until = None;
+        }
+        let expected = self.store.next_target_seq();
+        if seq < expected {
+            let text = format!("MsgSeqNum too low, expecting {expected} but received {seq}");
+            return Ok(self.logout_and_disconnect(&text, now_ns, out));
+        }
+        self.state = State::LoggedOn;
+        self.heart_bt_int_ns = i64::from(logon.heart_bt_int) * 1_000_000_000;
+        let fixt = self.config.version == Version::Fixt11;
+        self.write_admin(b"A", now_ns, out, |w| {
+            w.uint(tags::ENCRYPT_METHOD, 0);
+            w.uint(tags::HEART_BT_INT, u64::from(logon.heart_bt_int));
+            if reset {
+                w.bool(tags::RESET_SEQ_NUM_FLAG, true);
+            }
+            if fixt {
+                w.str(tags::DEFAULT_APPL_VER_ID, APPL_VER_ID_FIX50SP2);
+            }
+        });
+        if seq == expected {
+            self.advance_target(seq + 1)?;
+        } else {
+            self.request_resend(seq, now_ns, out);
+        }
+        Ok(Outcome::LoggedOn)
+    }
+
+    fn on_logout(
+        &mut self,
+        seq: u64,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, SessionError> {
+        if seq == self.store.next_target_seq() {
+            self.advance_target(seq + 1)?;
+        }
+        if let State::LogoutSent { .. } = self.state {
+            return Ok(self.disconnect("Logout confirmed"));
+        }
+        self.write_logout("", now_ns, out);
+        Ok(self.disconnect("the counterparty logged out"))
+    }
+
+    /// SequenceReset; `gap_fill` ones arrive here in sequence, Reset ones whatever their number.
+    fn on_sequence_reset(
+        &mut self,
+        frame: &Frame<'_>,
+        seq: u64,
+        gap_fill: bool,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, SessionError> {
+        let expected = self.store.next_target_seq();
+        let mut r = Reject {
+            ref_seq_num: seq,
+            ref_tag: Some(tags::NEW_SEQ_NO),
+            ref_msg_type: Some(b"4"),
+            reason: reject_reason::VALUE_INCORRECT,
+            text: "",
+        };
+        let new_seq = match required_uint(frame, tags::NEW_SEQ_NO) {
+            Ok(n) => n,
+            Err((reason, _)) => {
+                r.reason = reason;
+                r.text = "NewSeqNo (36) missing or invalid";
+                self.write_reject(&r, now_ns, out)?;
+                if seq == expected {
+                    self.advance_target(seq + 1)?;
+                }
+                return Ok(Outcome::Handled);
+            }
+        };
+        if gap_fill {
+            if new_seq <= seq {
+                r.text = "NewSeqNo (36) must be above MsgSeqNum in a GapFill";
+                self.write_reject(&r, now_ns, out)?;
+                self.advance_target(seq + 1)?;
+            } else {
+                self.advance_target(new_seq)?;
+            }
+        } else if new_seq < expected {
+            r.text = "NewSeqNo (36) below the next expected MsgSeqNum";
+            self.write_reject(&r, now_ns, out)?;
+        } else {
+            self.advance_target(new_seq)?;
+        }
+        Ok(Outcome::Handled)
+    }
+
+    fn check_sending_time(&self, h: &Header<'_>, now_ns: i64) -> Result<(), (u32, &'static str)> {
+        let Some(text) = h.sending_time else {
+            return Err((
+                reject_reason::SENDING_TIME_ACCURACY,
+                "SendingTime (52) missing",
+            ));
+        };
+        let Some(sent) = time::parse_utc_timestamp(text) else {
+            return Err((
+                reject_reason::INCORRECT_DATA_FORMAT,
+                "SendingTime (52) is not a UTCTimestamp",
+            ));
+        };
+        if (sent - now_ns).abs() > self.config.max_clock_skew_ns {
+            return Err((
+                reject_reason::SENDING_TIME_ACCURACY,
+                "SendingTime accuracy problem",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The tag that is wrong, if one is.
+    fn check_comp_ids(&self, h: &Header<'_>) -> Result<(), u32> {
+        if h.sender != Some(self.config.their_comp_id.as_bytes()) {
+            return Err(tags::SENDER_COMP_ID);
+        }
+        if h.target != Some(self.config.our_comp_id.as_bytes()) {
+            return Err(tags::TARGET_COMP_ID);
+        }
+        Ok(())
+    }
+
+    fn check_poss_dup(&self, h: &Header<'_>) -> Result<(), PossDupProblem> {
+        let orig = h.orig_sending_time.ok_or(PossDupProblem::Missing)?;
+        let orig = time::parse_utc_timestamp(orig).ok_or(PossDupProblem::Format)?;
+        // SendingTime was checked before.
+        let sent = h
+            .sending_time
+            .and_then(time::parse_utc_timestamp)
+            .unwrap_or(i64::MAX);
+        if orig > sent {
+            return Err(PossDupProblem::Later);
+        }
+        Ok(())
+    }
+
+    fn advance_target(&mut self, next: u64) -> Result<(), SessionError> {
+        self.store
+            .set_next_target_seq(next)
+            .map_err(SessionError::Store)?;
+        if self.resend_until.is_some_and(|until| next > until) {
+            self.resend_until = None;
+        }
+        Ok(())
+    }
+
+    /// A message numbered `seq` came beyond the expected one: ask for the gap, once.
+    fn request_resend(&mut self, seq: u64, now_ns: i64, out: &mut Vec<u8>) {
+        if let Some(until) = &mut self.resend_until {
+            *until = (*until).max(seq);
+            return;
+        }
+        self.resend_until = Some(seq);
+        let begin = self.store.next_target_seq();
+        self.write_admin(b"2", now_ns, out, |w| {
+            w.uint(tags::BEGIN_SEQ_NO, begin);
+            w.uint(tags::END_SEQ_NO, 0);
+        });
+    }
+
+    /// Answers a ResendRequest for `begin..=end` (0: to the end).
+    fn resend(
+        &mut self,
+        begin: u64,
+        end: u64,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SessionError> {
+        let last = self.store.next_sender_seq() - 1;
+        let end = if end == 0 || end > last { last } else { end };
+        let mut gap_from = begin;
+        let mut cursor = begin;
+        let mut stored = std::mem::take(&mut self.scratch);
+        let result = (|| {
+            while cursor <= end {
+                let Some((seq, _time)) = self
+                    .store
+                    .read_next(cursor, end, &mut stored)
+                    .map_err(SessionError::Store)?
+                else {
+                    break;
+                };
+                cursor = seq + 1;
+                let Ok(Some((original, _))) = crate::parse::next_frame(&stored, usize::MAX) else {
+                    continue; // unreadable: gap-filled
+                };
+                if is_gap_filled_type(original.msg_type) {
+                    continue;
+                }
+                if gap_from < seq {
+                    self.write_gap_fill(gap_from, seq, now_ns, out);
+                }
+                self.write_resent(&original, seq, now_ns, out);
+                gap_from = seq + 1;
+            }
+            if gap_from <= end {
+                self.write_gap_fill(gap_from, end + 1, now_ns, out);
+            }
+            Ok(())
+        })();
+        self.scratch = stored;
+        result
+    }
+
+    fn write_gap_fill(&mut self, seq: u64, new_seq: u64, now_ns: i64, out: &mut Vec<u8>) {
+        let start = out.len();
+        let mut w = MessageWriter::begin(out, self.config.version.begin_string(), b"4");
+        w.str(tags::SENDER_COMP_ID, self.config.our_comp_id.as_bytes())
+            .str(tags::TARGET_COMP_ID, self.config.their_comp_id.as_bytes())
+            .uint(tags::MSG_SEQ_NUM, seq)
+            .bool(tags::POSS_DUP_FLAG, true)
+            .timestamp(tags::SENDING_TIME, now_ns)
+            .timestamp(tags::ORIG_SENDING_TIME, now_ns)
+            .bool(tags::GAP_FILL_FLAG, true)
+            .uint(tags::NEW_SEQ_NO, new_seq);
+        w.finish();
+        self.sent(start, now_ns, out);
+    }
+
+    fn write_resent(&mut self, original: &Frame<'_>, seq: u64, now_ns: i64, out: &mut Vec<u8>) {
+        let start = out.len();
+        let mut w =
+            MessageWriter::begin(out, self.config.version.begin_string(), original.msg_type);
+        w.str(tags::SENDER_COMP_ID, self.config.our_comp_id.as_bytes())
+            .str(tags::TARGET_COMP_ID, self.config.their_comp_id.as_bytes())
+            .uint(tags::MSG_SEQ_NUM, seq)
+            .bool(tags::POSS_DUP_FLAG, true)
+            .timestamp(tags::SENDING_TIME, now_ns);
+        if let Some(orig) = original.get(tags::SENDING_TIME) {
+            w.str(tags::ORIG_SENDING_TIME, orig);
+        }
+        for field in Fields::over(original.body_after_msg_type()).map_while(Result::ok) {
+            match field.tag {
+                tags::SENDER_COMP_ID
+                | tags::TARGET_COMP_ID
+                | tags::MSG_SEQ_NUM
+                | tags::SENDING_TIME
+                | tags::POSS_DUP_FLAG
+                | tags::ORIG_SENDING_TIME => {}
+                tag => {
+                    w.str(tag, field.value);
+                }
+            }
+        }
+        w.finish();
+        self.sent(start, now_ns, out);
+    }
+
+    /// A session-level message (not stored) with the next MsgSeqNum.
+    fn write_admin(
+        &mut self,
+        msg_type: &[u8],
+        now_ns: i64,
+        out: &mut Vec<u8>,
+        body: impl FnOnce(&mut MessageWriter<'_>),
+    ) {
+        let seq = self.store.next_sender_seq();
+        let start = out.len();
+        let mut w = self.header(out, msg_type, seq, now_ns);
+        body(&mut w);
+        w.finish();
+        self.bump_sender(seq);
+        self.sent(start, now_ns, out);
+    }
+
+    fn write_logout(&mut self, text: &str, now_ns: i64, out: &mut Vec<u8>) {
+        self.write_admin(b"5", now_ns, out, |w| {
+            if !text.is_empty() {
+                w.str(tags::TEXT, text.as_bytes());
+            }
+        });
+    }
+
+    fn write_reject(
+        &mut self,
+        r: &Reject<'_>,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<u64, SessionError> {
+        self.send_stored(
+            b"3",
+            now_ns,
+            |w| {
+                w.uint(tags::REF_SEQ_NUM, r.ref_seq_num);
+                if let Some(tag) = r.ref_tag {
+                    w.uint(tags::REF_TAG_ID, u64::from(tag));
+                }
+                if let Some(t) = r.ref_msg_type {
+                    w.str(tags::REF_MSG_TYPE, t);
+                }
+                // SessionRejectReason exists from FIX 4.2 on: all our versions.
+                w.uint(tags::SESSION_REJECT_REASON, u64::from(r.reason));
+                if !r.text.is_empty() {
+                    w.str(tags::TEXT, r.text.as_bytes());
+                }
+            },
+            out,
+            true,
+        )
+    }
+
+    /// A message kept for resends: written to `out` when logged on (or, for session-level
+    /// ones, while our Logout waits for its answer), only stored otherwise.
+    fn send_stored(
+        &mut self,
+        msg_type: &[u8],
+        now_ns: i64,
+        body: impl FnOnce(&mut MessageWriter<'_>),
+        out: &mut Vec<u8>,
+        session_level: bool,
+    ) -> Result<u64, SessionError> {
+        let seq = self.store.next_sender_seq();
+        let logged_on = match self.state {
+            State::LoggedOn => true,
+            State::LogoutSent { .. } => session_level,
+            _ => false,
+        };
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let buf = if logged_on { &mut *out } else { &mut scratch };
+        if !logged_on {
+            buf.clear();
+        }
+        let start = buf.len();
+        let mut w = self.header(buf, msg_type, seq, now_ns);
+        body(&mut w);
+        w.finish();
+        let stored = self.store.store(seq, now_ns, &buf[start..]);
+        self.scratch = scratch;
+        stored.map_err(SessionError::Store)?;
+        self.bump_sender(seq);
+        if logged_on {
+            self.sent(start, now_ns, out);
+        }
+        Ok(seq)
+    }
+
+    fn header<'b>(
+        &self,
+        buf: &'b mut Vec<u8>,
+        msg_type: &[u8],
+        seq: u64,
+        now_ns: i64,
+    ) -> MessageWriter<'b> {
+        let mut w = MessageWriter::begin(buf, self.config.version.begin_string(), msg_type);
+        w.str(tags::SENDER_COMP_ID, self.config.our_comp_id.as_bytes())
+            .str(tags::TARGET_COMP_ID, self.config.their_comp_id.as_bytes())
+            .uint(tags::MSG_SEQ_NUM, seq)
+            .timestamp(tags::SENDING_TIME, now_ns);
+        w
+    }
+
+    fn bump_sender(&mut self, seq: u64) {
+        // Reported by the flush that ends every call.
+        if let Err(e) = self.store.set_next_sender_seq(seq + 1) {
+            self.store_error.get_or_insert(e);
+        }
+    }
+
+    /// Bookkeeping for a message just written at `out[start..]`.
+    fn sent(&mut self, start: usize, now_ns: i64, out: &[u8]) {
+        self.last_sent_ns = now_ns;
+        if let Some(log) = &mut self.log {
+            log.append(Direction::Out, now_ns, &out[start..]);
+        }
+    }
+}
+
+enum PossDupProblem {
+    Missing,
+    Format,
+    Later,
+}
+
+/// BeginSeqNo and EndSeqNo of a ResendRequest, or the Reject reason and tag.
+fn resend_range(frame: &Frame<'_>) -> Result<(u64, u64), (u32, u32)> {
+    let begin = required_uint(frame, tags::BEGIN_SEQ_NO)?;
+    let end = required_uint(frame, tags::END_SEQ_NO)?;
+    if begin == 0 {
+        return Err((reject_reason::VALUE_INCORRECT, tags::BEGIN_SEQ_NO));
+    }
+    if end != 0 && end < begin {
+        return Err((reject_reason::VALUE_INCORRECT, tags::END_SEQ_NO));
+    }
+    Ok((begin, end))
+}
