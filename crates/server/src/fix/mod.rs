@@ -20,14 +20,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
-use rialto_core::{CancelReason, Command, Reason, SymbolId, UserId};
+use rialto_core::{Command, SymbolId, UserId};
 use rialto_fix::app::{self, ExecutionReport};
 use rialto_fix::session::{
     BusinessReject, FileStore, Logon, MessageLog, MessageStore, Outcome, Reject, Session,
     SessionConfig, business_reject_reason,
 };
 use rialto_fix::{Decimal, Frame, MessageWriter, Version, next_frame, tags};
-use rialto_wire::{Liquidity, RequestKind, ServerMsg};
+use rialto_wire::{Liquidity, ServerMsg};
 
 use crate::auth::Credentials;
 use crate::pipeline::{Op, Pipeline, Reply, Request, SessionId};
@@ -87,8 +87,10 @@ struct Slot {
 
 struct Conn {
     stream: TcpStream,
+    /// Received bytes not yet handled are `input[input_start..input_end]`.
     input: Vec<u8>,
     input_start: usize,
+    input_end: usize,
     output: Vec<u8>,
     output_pos: usize,
     slot: Option<usize>,
@@ -225,8 +227,9 @@ impl FixGateway {
                 id,
                 Conn {
                     stream,
-                    input: vec![0; 8192],
+                    input: vec![0; self.core.config.max_message_bytes + 16 * 1024],
                     input_start: 0,
+                    input_end: 0,
                     output: Vec::with_capacity(4096),
                     output_pos: 0,
                     slot: None,
@@ -238,10 +241,6 @@ impl FixGateway {
                     tokens_at: Instant::now(),
                 },
             );
-            // `input` holds `input_start..input_end`; the vector's length is the end.
-            if let Some(c) = self.conns.get_mut(&id) {
-                c.input.clear();
-            }
         }
     }
 
@@ -285,14 +284,16 @@ impl FixGateway {
         let mut handled = 0;
         let max = self.core.config.max_message_bytes;
         loop {
-            // Handle every whole message already here.
+            // Handle every whole message already here. The input leaves the connection
+            // meanwhile: a frame borrows it while the handlers write to the connection.
+            let input = std::mem::take(&mut conn.input);
             while !conn.closing {
                 if room(pipeline) < RING_ROOM || !self.core.deferred.is_empty() {
                     conn.paused = true;
-                    return handled;
+                    break;
                 }
                 conn.paused = false;
-                let buffered = &conn.input[conn.input_start..];
+                let buffered = &input[conn.input_start..conn.input_end];
                 match next_frame(buffered, max) {
                     Ok(None) => break,
                     Ok(Some((frame, len))) => {
@@ -310,7 +311,7 @@ impl FixGateway {
                         let skip = garbled.skip.min(buffered.len()).max(1);
                         tracing::debug!(conn = id, reason = garbled.reason, "garbled FIX input");
                         if let Some(slot) = conn.slot {
-                            let chunk = &conn.input[conn.input_start..conn.input_start + skip];
+                            let chunk = &input[conn.input_start..conn.input_start + skip];
                             if let Err(e) = self.core.slots[slot].session.on_garbled(chunk, now) {
                                 tracing::error!("FIX store: {e}");
                                 conn.closing = true;
@@ -322,39 +323,36 @@ impl FixGateway {
                     }
                 }
             }
+            conn.input = input;
             if conn.output_pos < conn.output.len() && !self.dirty.contains(&id) {
                 self.dirty.push(id);
             }
-            if conn.closing || !conn.readable {
+            if conn.closing || conn.paused || !conn.readable {
                 return handled;
             }
             // Compact, then read more.
             if conn.input_start > 0 {
-                conn.input.drain(..conn.input_start);
+                conn.input.copy_within(conn.input_start..conn.input_end, 0);
+                conn.input_end -= conn.input_start;
                 conn.input_start = 0;
             }
-            let len = conn.input.len();
-            if len >= max + 64 {
-                conn.closing = true; // a message longer than the limit that next_frame kept
+            if conn.input_end == conn.input.len() {
+                conn.closing = true; // a message longer than the buffer: not one we take
                 return handled;
             }
-            conn.input.resize(len + 16 * 1024, 0);
-            match conn.stream.read(&mut conn.input[len..]) {
+            match conn.stream.read(&mut conn.input[conn.input_end..]) {
                 Ok(0) => {
-                    conn.input.truncate(len);
                     conn.closing = true;
                     conn.readable = false;
                     return handled;
                 }
-                Ok(n) => conn.input.truncate(len + n),
+                Ok(n) => conn.input_end += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    conn.input.truncate(len);
                     conn.readable = false;
                     return handled;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => conn.input.truncate(len),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
-                    conn.input.truncate(len);
                     conn.closing = true;
                     return handled;
                 }
