@@ -151,8 +151,12 @@ impl<'b> MessageWriter<'b> {
         self.buf[self.length_at..self.length_at + n].copy_from_slice(&digits[..n]);
         let sum = checksum(&self.buf[self.start..]);
         self.buf.extend_from_slice(b"10=");
-        self.buf
-            .extend_from_slice(&[b'0' + sum / 100, b'0' + sum / 10 % 10, b'0' + sum % 10, SOH]);
+        self.buf.extend_from_slice(&[
+            b'0' + sum / 100,
+            b'0' + sum / 10 % 10,
+            b'0' + sum % 10,
+            SOH,
+        ]);
         self.buf.len() - self.start
     }
 }

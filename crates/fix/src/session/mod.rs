@@ -557,6 +557,8 @@ impl<S: MessageStore> Session<S> {
     /// 35, 49, 56, 34, 52), lets `body` write the rest, and stores the message for resends.
     /// It is appended to `out` only when logged on; otherwise it is only stored, and the
     /// counterparty gets it by ResendRequest after its next Logon. Returns the MsgSeqNum.
+    /// `msg_type` must be an application type (a session-level one would be gap-filled on
+    /// resend).
     pub fn send_app(
         &mut self,
         msg_type: &[u8],
@@ -641,20 +643,21 @@ impl<S: MessageStore> Session<S> {
     }
 
     fn silence_limit_ns(&self) -> i64 {
-        self.heart_bt_int_ns + self.heart_bt_int_ns / 5
+        self.heart_bt_int_ns
+            .saturating_add(self.heart_bt_int_ns / 5)
     }
 
     fn timer(&mut self, now_ns: i64, out: &mut Vec<u8>) -> Result<Outcome, SessionError> {
         match self.state {
             State::Disconnected => Ok(Outcome::Handled),
             State::AwaitingLogon { since_ns } => {
-                if now_ns - since_ns >= self.config.logon_timeout_ns {
+                if now_ns.saturating_sub(since_ns) >= self.config.logon_timeout_ns {
                     return Ok(self.disconnect("no Logon within the logon timeout"));
                 }
                 Ok(Outcome::Handled)
             }
             State::LogoutSent { at_ns } => {
-                if now_ns - at_ns >= self.config.logout_timeout_ns {
+                if now_ns.saturating_sub(at_ns) >= self.config.logout_timeout_ns {
                     return Ok(self.disconnect("no reply to our Logout within the logout timeout"));
                 }
                 Ok(Outcome::Handled)
@@ -663,10 +666,10 @@ impl<S: MessageStore> Session<S> {
             State::LoggedOn => {
                 let limit = self.silence_limit_ns();
                 match self.test_request_sent_ns {
-                    Some(sent) if now_ns - sent >= limit => {
+                    Some(sent) if now_ns.saturating_sub(sent) >= limit => {
                         return Ok(self.disconnect("TestRequest unanswered"));
                     }
-                    None if now_ns - self.last_received_ns >= limit => {
+                    None if now_ns.saturating_sub(self.last_received_ns) >= limit => {
                         self.test_requests_sent += 1;
                         let id = format!("TEST{}", self.test_requests_sent);
                         self.write_admin(b"1", now_ns, out, |w| {
@@ -676,7 +679,7 @@ impl<S: MessageStore> Session<S> {
                     }
                     _ => {}
                 }
-                if now_ns - self.last_sent_ns >= self.heart_bt_int_ns {
+                if now_ns.saturating_sub(self.last_sent_ns) >= self.heart_bt_int_ns {
                     self.write_admin(b"0", now_ns, out, |_| {});
                 }
                 Ok(Outcome::Handled)
@@ -967,7 +970,7 @@ impl<S: MessageStore> Session<S> {
             return Ok(self.logout_and_disconnect(&text, now_ns, out));
         }
         self.state = State::LoggedOn;
-        self.heart_bt_int_ns = i64::from(logon.heart_bt_int) * 1_000_000_000;
+        self.heart_bt_int_ns = i64::from(logon.heart_bt_int).saturating_mul(1_000_000_000);
         let fixt = self.config.version == Version::Fixt11;
         self.write_admin(b"A", now_ns, out, |w| {
             w.uint(tags::ENCRYPT_METHOD, 0);
@@ -1062,7 +1065,7 @@ impl<S: MessageStore> Session<S> {
                 "SendingTime (52) is not a UTCTimestamp",
             ));
         };
-        if (sent - now_ns).abs() > self.config.max_clock_skew_ns {
+        if sent.abs_diff(now_ns) > self.config.max_clock_skew_ns.unsigned_abs() {
             return Err((
                 reject_reason::SENDING_TIME_ACCURACY,
                 "SendingTime accuracy problem",
@@ -1128,7 +1131,7 @@ impl<S: MessageStore> Session<S> {
         now_ns: i64,
         out: &mut Vec<u8>,
     ) -> Result<(), SessionError> {
-        let last = self.store.next_sender_seq() - 1;
+        let last = self.store.next_sender_seq().saturating_sub(1);
         let end = if end == 0 || end > last { last } else { end };
         let mut gap_from = begin;
         let mut cursor = begin;
