@@ -24,6 +24,9 @@ pub struct ServeArgs {
     /// Admin listener address [default: 127.0.0.1:9101]
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
+    /// FIX acceptor address [default: 127.0.0.1:9878] (`--set fix.enabled=false` turns it off)
+    #[arg(long, value_name = "ADDR")]
+    pub fix_listen: Option<SocketAddr>,
     /// On an empty data directory, create demo symbols and funded demo users
     #[arg(long)]
     pub demo: bool,
@@ -83,6 +86,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(addr) = args.admin_listen {
         config.admin_listen = addr;
+    }
+    if let Some(addr) = args.fix_listen {
+        config.fix.listen = addr;
     }
     config.demo |= args.demo;
     if let Some(mode) = args.durability {
@@ -146,8 +152,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         signal_hook::flag::register(signal, stop.clone())
             .context("cannot install a signal handler")?;
     }
+    let fix = match server.fix_addr {
+        Some(addr) => format!(", FIX on {addr}"),
+        None => String::new(),
+    };
     println!(
-        "rialto serving: orders on {}, admin on {} (stop with Ctrl-C)",
+        "rialto serving: orders on {}, admin on {}{fix} (stop with Ctrl-C)",
         server.order_addr, server.admin_addr
     );
     server.wait()?;

@@ -33,6 +33,8 @@ fn serve(data: &Path) -> Server {
             "127.0.0.1:0",
             "--admin-listen",
             "127.0.0.1:0",
+            "--fix-listen",
+            "127.0.0.1:0",
         ])
         .arg("--data")
         .arg(data)

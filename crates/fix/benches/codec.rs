@@ -22,7 +22,12 @@ fn encode(c: &mut Criterion) {
     c.bench_function("encode_execution_report", |b| {
         b.iter(|| {
             out.clear();
-            samples::write_execution_report(&mut out, black_box(&report), 1234, 1_795_322_669_123_000_000);
+            samples::write_execution_report(
+                &mut out,
+                black_box(&report),
+                1234,
+                1_795_322_669_123_000_000,
+            );
             black_box(&out);
         })
     });

@@ -214,8 +214,7 @@ impl<'a> OrderCancelReplaceRequest<'a> {
             }
         }
         m.cl_ord_id = cl_ord_id.ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?;
-        m.orig_cl_ord_id =
-            orig.ok_or(missing(tags::ORIG_CL_ORD_ID, "OrigClOrdID is required"))?;
+        m.orig_cl_ord_id = orig.ok_or(missing(tags::ORIG_CL_ORD_ID, "OrigClOrdID is required"))?;
         Ok(m)
     }
 }
@@ -363,7 +362,10 @@ impl<'a> MarketDataRequest<'a> {
         };
         if m.subscription_request_type != b'2' {
             if entry_types_declared.is_none() {
-                return Err(missing(tags::NO_MD_ENTRY_TYPES, "NoMDEntryTypes is required"));
+                return Err(missing(
+                    tags::NO_MD_ENTRY_TYPES,
+                    "NoMDEntryTypes is required",
+                ));
             }
             if symbols_declared.is_none() {
                 return Err(missing(tags::NO_RELATED_SYM, "NoRelatedSym is required"));
@@ -604,12 +606,18 @@ mod tests {
         let bytes = frame_bytes(b"D", "34=2|11=A1|54=1|38=1|40=2|");
         let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
         let err = NewOrderSingle::decode(&frame).unwrap_err();
-        assert_eq!((err.reason, err.ref_tag), (REQUIRED_TAG_MISSING, tags::SYMBOL));
+        assert_eq!(
+            (err.reason, err.ref_tag),
+            (REQUIRED_TAG_MISSING, tags::SYMBOL)
+        );
 
         let bytes = frame_bytes(b"D", "34=2|11=A1|55=X|54=1|38=1x|40=2|");
         let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
         let err = NewOrderSingle::decode(&frame).unwrap_err();
-        assert_eq!((err.reason, err.ref_tag), (INCORRECT_DATA_FORMAT, tags::ORDER_QTY));
+        assert_eq!(
+            (err.reason, err.ref_tag),
+            (INCORRECT_DATA_FORMAT, tags::ORDER_QTY)
+        );
     }
 
     #[test]
@@ -659,7 +667,10 @@ mod tests {
             let (frame, _) = next_frame(&out, 4096).unwrap().unwrap();
             assert_eq!(frame.get(tags::EXEC_TYPE), Some(exec_type));
             assert_eq!(frame.get(tags::LEAVES_QTY), Some(&b"0.006"[..]));
-            assert_eq!(frame.get(tags::EXEC_TRANS_TYPE).is_some(), version == Version::Fix42);
+            assert_eq!(
+                frame.get(tags::EXEC_TRANS_TYPE).is_some(),
+                version == Version::Fix42
+            );
         }
     }
 }

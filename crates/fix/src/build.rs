@@ -56,7 +56,9 @@ impl<'b> MessageWriter<'b> {
         match tag {
             0..=9 => self.buf.extend_from_slice(&[d(tag), b'=']),
             10..=99 => self.buf.extend_from_slice(&[d(tag / 10), d(tag), b'=']),
-            100..=999 => self.buf.extend_from_slice(&[d(tag / 100), d(tag / 10), d(tag), b'=']),
+            100..=999 => self
+                .buf
+                .extend_from_slice(&[d(tag / 100), d(tag / 10), d(tag), b'=']),
             1000..=9999 => self.buf.extend_from_slice(&[
                 d(tag / 1000),
                 d(tag / 100),
@@ -151,12 +153,8 @@ impl<'b> MessageWriter<'b> {
         self.buf[self.length_at..self.length_at + n].copy_from_slice(&digits[..n]);
         let sum = checksum(&self.buf[self.start..]);
         self.buf.extend_from_slice(b"10=");
-        self.buf.extend_from_slice(&[
-            b'0' + sum / 100,
-            b'0' + sum / 10 % 10,
-            b'0' + sum % 10,
-            SOH,
-        ]);
+        self.buf
+            .extend_from_slice(&[b'0' + sum / 100, b'0' + sum / 10 % 10, b'0' + sum % 10, SOH]);
         self.buf.len() - self.start
     }
 }

@@ -169,13 +169,24 @@ mod tests {
 
     #[test]
     fn parse_and_write_round_trip() {
-        for s in ["0", "1", "-1", "100.25", "0.001", "-0.50", "123456789.123456789"] {
+        for s in [
+            "0",
+            "1",
+            "-1",
+            "100.25",
+            "0.001",
+            "-0.50",
+            "123456789.123456789",
+        ] {
             assert_eq!(d(s).to_string(), s);
         }
         for bad in ["", "-", ".", "1.2.3", "1e5", "+1", "abc", "1,5"] {
             assert!(Decimal::parse(bad.as_bytes()).is_err(), "{bad}");
         }
-        assert_eq!(Decimal::parse(b"99999999999999999999"), Err(DecimalError::Overflow));
+        assert_eq!(
+            Decimal::parse(b"99999999999999999999"),
+            Err(DecimalError::Overflow)
+        );
     }
 
     #[test]
@@ -191,7 +202,10 @@ mod tests {
             d("999999999999999999").to_units(d("0.000000001")),
             Err(DecimalError::Overflow)
         );
-        assert_eq!(Decimal::from_units(10025, d("0.01")).unwrap().to_string(), "100.25");
+        assert_eq!(
+            Decimal::from_units(10025, d("0.01")).unwrap().to_string(),
+            "100.25"
+        );
     }
 
     #[test]

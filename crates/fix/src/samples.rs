@@ -5,7 +5,8 @@ use crate::app::{ExecutionReport, exec_type, ord_status};
 use crate::{Decimal, MessageWriter, Version, tags};
 
 /// A FIX 4.4 NewOrderSingle of 214 bytes ('|' stands for SOH in the docs).
-pub const NEW_ORDER_SINGLE: &[u8] = b"8=FIX.4.4\x019=191\x0135=D\x0134=1234\x0149=TRADER1\x0156=RIALTO\x01\
+pub const NEW_ORDER_SINGLE: &[u8] =
+    b"8=FIX.4.4\x019=191\x0135=D\x0134=1234\x0149=TRADER1\x0156=RIALTO\x01\
 52=20261122-10:00:00.000\x0111=ORD-20261122-TRADER1-000000001234\x011=ACCT-000000000001\x01\
 21=1\x0155=BTC-USD\x0154=1\x0160=20261122-10:00:00.000\x0138=0.005\x0140=2\x0144=100.25\x01\
 59=1\x0110=053\x01";
@@ -37,7 +38,12 @@ pub fn fill_report() -> ExecutionReport<'static> {
 
 /// Writes a whole ExecutionReport with its standard header into `out` (what the session layer
 /// does for every report).
-pub fn write_execution_report(out: &mut Vec<u8>, report: &ExecutionReport<'_>, seq: u64, now_ns: i64) {
+pub fn write_execution_report(
+    out: &mut Vec<u8>,
+    report: &ExecutionReport<'_>,
+    seq: u64,
+    now_ns: i64,
+) {
     let mut w = MessageWriter::begin(out, Version::Fix44.begin_string(), b"8");
     w.str(tags::SENDER_COMP_ID, b"RIALTO")
         .str(tags::TARGET_COMP_ID, b"TRADER1")

@@ -103,7 +103,10 @@ mod tests {
         let ns = 1_795_322_669_123_000_000;
         assert_eq!(text(ns), "20261122-04:44:29.123");
         assert_eq!(parse_utc_timestamp(b"20261122-04:44:29.123"), Some(ns));
-        assert_eq!(parse_utc_timestamp(b"20261122-04:44:29"), Some(ns - 123_000_000));
+        assert_eq!(
+            parse_utc_timestamp(b"20261122-04:44:29"),
+            Some(ns - 123_000_000)
+        );
         assert_eq!(
             parse_utc_timestamp(b"20261122-04:44:29.123456789"),
             Some(ns + 456_789)

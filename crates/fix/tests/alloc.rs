@@ -53,5 +53,9 @@ fn parse_and_generate_allocate_nothing() {
     let after = allocations();
     assert_eq!(qty_total, 5 * 100_000);
     assert!(rialto_fix::next_frame(&out, 4096).unwrap().is_some());
-    assert_eq!(after - before, 0, "allocations while parsing and generating");
+    assert_eq!(
+        after - before,
+        0,
+        "allocations while parsing and generating"
+    );
 }

@@ -360,9 +360,14 @@ impl ServerConfig {
     fn validate_fix(&self) -> anyhow::Result<()> {
         let f = &self.fix;
         let comp_id_ok = |id: &str| {
-            !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_graphic() && b != b'=')
+            !id.is_empty()
+                && id.len() <= 64
+                && id.bytes().all(|b| b.is_ascii_graphic() && b != b'=')
         };
-        anyhow::ensure!(comp_id_ok(&f.comp_id), "fix.comp_id must be 1..=64 printable characters");
+        anyhow::ensure!(
+            comp_id_ok(&f.comp_id),
+            "fix.comp_id must be 1..=64 printable characters"
+        );
         let mut seen = std::collections::HashSet::new();
         for s in &f.sessions {
             anyhow::ensure!(
@@ -370,10 +375,21 @@ impl ServerConfig {
                 "fix.sessions: comp_id `{}` must be 1..=64 printable characters",
                 s.comp_id
             );
-            anyhow::ensure!(seen.insert(&s.comp_id), "fix.sessions: `{}` is listed twice", s.comp_id);
-            anyhow::ensure!(s.user > 0, "fix.sessions: `{}` needs a user id above 0", s.comp_id);
+            anyhow::ensure!(
+                seen.insert(&s.comp_id),
+                "fix.sessions: `{}` is listed twice",
+                s.comp_id
+            );
+            anyhow::ensure!(
+                s.user > 0,
+                "fix.sessions: `{}` needs a user id above 0",
+                s.comp_id
+            );
         }
-        anyhow::ensure!(f.max_connections >= 1, "fix.max_connections must be at least 1");
+        anyhow::ensure!(
+            f.max_connections >= 1,
+            "fix.max_connections must be at least 1"
+        );
         anyhow::ensure!(
             (1024..=16 << 20).contains(&f.max_message_bytes),
             "fix.max_message_bytes must be 1024..=16777216"
@@ -382,7 +398,10 @@ impl ServerConfig {
         for (symbol, i) in &self.instruments {
             for (what, text) in [("price_tick", &i.price_tick), ("qty_lot", &i.qty_lot)] {
                 let ok = rialto_fix::Decimal::parse(text.as_bytes()).is_ok_and(|d| d.mantissa > 0);
-                anyhow::ensure!(ok, "instruments.{symbol}.{what} must be a positive decimal, not `{text}`");
+                anyhow::ensure!(
+                    ok,
+                    "instruments.{symbol}.{what} must be a positive decimal, not `{text}`"
+                );
             }
         }
         Ok(())

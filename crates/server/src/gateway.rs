@@ -18,12 +18,14 @@ use rialto_core::{Command, PlaceOrder, UserId};
 use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
 
 use crate::auth::{Credentials, constant_time_eq};
+use crate::fix::{FIX_SERVICE_SESSION, FixGateway};
 use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
 use crate::pipeline::{Op, Outbound, Pipeline, Reply, Request, SessionId, Target};
 
 const ORDER_LISTENER: Token = Token(0);
 const ADMIN_LISTENER: Token = Token(1);
 const WAKER: Token = Token(2);
+const FIX_LISTENER: Token = Token(3);
 const FIRST_SESSION: SessionId = 16;
 const READ_BUFFER: usize = 64 * 1024;
 /// How long a clean shutdown waits for slow sessions to take their last replies.
@@ -100,6 +102,8 @@ pub struct Gateway {
     config: GatewayConfig,
     credentials: Arc<Credentials>,
     pipeline: Pipeline,
+    /// The FIX gateway, on this thread and this event loop.
+    fix: Option<FixGateway>,
     /// Sessions with unsent output.
     dirty: Vec<SessionId>,
     /// Sessions on their way out (waiting for replies, or draining input).
@@ -115,8 +119,12 @@ impl Gateway {
         config: GatewayConfig,
         credentials: Arc<Credentials>,
         pipeline: Pipeline,
+        mut fix: Option<FixGateway>,
     ) -> io::Result<Gateway> {
         let poll = Poll::new()?;
+        if let Some(fix) = &mut fix {
+            fix.register(poll.registry(), FIX_LISTENER)?;
+        }
         let mut order_listener = TcpListener::bind(order_addr)?;
         let mut admin_listener = TcpListener::bind(admin_addr)?;
         poll.registry()
@@ -137,6 +145,7 @@ impl Gateway {
             config,
             credentials,
             pipeline,
+            fix,
             dirty: Vec::new(),
             closing: Vec::new(),
             scratch: Vec::new(),
@@ -149,6 +158,10 @@ impl Gateway {
 
     pub fn admin_addr(&self) -> io::Result<SocketAddr> {
         self.admin_listener.local_addr()
+    }
+
+    pub fn fix_addr(&self) -> Option<io::Result<SocketAddr>> {
+        self.fix.as_ref().map(FixGateway::local_addr)
     }
 
     /// Serves until `stop` turns true, then shuts down in order: stop reading, let the
@@ -177,7 +190,8 @@ impl Gateway {
                     self.bell.set_sleeping(true);
                     // A paused session waits for room in the inbound ring, and a closing one
                     // for its deadline, which nobody announces: look again soon.
-                    let paused = self.sessions.values().any(|s| s.paused);
+                    let paused = self.sessions.values().any(|s| s.paused)
+                        || self.fix.as_ref().is_some_and(FixGateway::is_waiting);
                     if !self.pipeline.outbound.is_empty() {
                         Some(Duration::ZERO)
                     } else if paused || !self.closing.is_empty() {
@@ -201,25 +215,40 @@ impl Gateway {
                 match event.token() {
                     ORDER_LISTENER => self.accept(false),
                     ADMIN_LISTENER => self.accept(true),
+                    FIX_LISTENER => {
+                        if let Some(fix) = &mut self.fix {
+                            fix.accept(self.poll.registry(), &mut self.next_session);
+                        }
+                    }
                     WAKER => {}
                     Token(t) => {
+                        let readable = event.is_readable() || event.is_read_closed();
                         if let Some(s) = self.sessions.get_mut(&(t as SessionId)) {
-                            if event.is_readable() || event.is_read_closed() {
+                            if readable {
                                 s.readable = true;
                             }
                             if event.is_writable() && s.output_pos < s.output.len() {
                                 self.dirty.push(t as SessionId);
                             }
+                        } else if let Some(fix) = &mut self.fix {
+                            fix.on_event(t as SessionId, readable, event.is_writable());
                         }
                     }
                 }
             }
             if stopping_since.is_none() {
                 work += self.read_sessions();
+                if let Some(fix) = &mut self.fix {
+                    work += fix.read(&mut self.pipeline, self.poll.registry());
+                }
             }
             // Journal and engine, when they share this thread (a no-op otherwise).
             work += self.pipeline.do_inline_work();
             work += self.route_outbound();
+            if let Some(fix) = &mut self.fix {
+                work += fix.tick(&mut self.pipeline, self.poll.registry());
+                fix.flush(self.poll.registry());
+            }
             self.flush_dirty();
             self.sweep_closing();
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
@@ -231,7 +260,11 @@ impl Gateway {
                 let flushed = self
                     .sessions
                     .values()
-                    .all(|s| s.output_pos == s.output.len());
+                    .all(|s| s.output_pos == s.output.len())
+                    && !self
+                        .fix
+                        .as_ref()
+                        .is_some_and(FixGateway::has_pending_output);
                 if drained && (flushed || since.elapsed() > SHUTDOWN_FLUSH) {
                     break;
                 }
@@ -250,6 +283,10 @@ impl Gateway {
             );
         }
         self.flush_dirty();
+        if let Some(fix) = &mut self.fix {
+            fix.flush(self.poll.registry());
+            fix.close_all(self.poll.registry());
+        }
         for id in ids {
             self.shut_down_write(id);
         }
@@ -270,6 +307,9 @@ impl Gateway {
         tracing::info!("shutting down: no new connections or commands");
         let _ = self.poll.registry().deregister(&mut self.order_listener);
         let _ = self.poll.registry().deregister(&mut self.admin_listener);
+        if let Some(fix) = &mut self.fix {
+            fix.begin_shutdown(self.poll.registry());
+        }
         let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
         for id in ids {
             if let Some(s) = self.sessions.get_mut(&id) {
@@ -372,6 +412,17 @@ impl Gateway {
         let mut n = 0;
         while let Some(Outbound { target, msg }) = self.pipeline.outbound.pop() {
             n += 1;
+            if let Some(fix) = &mut self.fix {
+                fix.observe(&msg);
+                match target {
+                    Target::Session(id) if id >= FIX_SERVICE_SESSION => {
+                        fix.on_reply(id, &msg, &mut self.pipeline);
+                        continue;
+                    }
+                    Target::User(user) => fix.on_user_message(user, &msg, &mut self.pipeline),
+                    Target::Session(_) => {}
+                }
+            }
             match target {
                 Target::Session(id) => {
                     if let Some(s) = self.sessions.get_mut(&id) {

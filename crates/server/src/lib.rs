@@ -30,6 +30,8 @@ use crate::pipeline::{Pipeline, PipelineConfig};
 pub struct RunningServer {
     pub order_addr: SocketAddr,
     pub admin_addr: SocketAddr,
+    /// The FIX acceptor, when enabled.
+    pub fix_addr: Option<SocketAddr>,
     pub credentials: Arc<Credentials>,
     pub admin_secret: String,
     stop: Arc<AtomicBool>,
@@ -100,6 +102,8 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let last_ts_ns = recovered.last_ts_ns;
     let engine = recovered.engine;
     let fresh = engine.last_seq() == 0;
+    let mut instruments = fix::instruments::Instruments::new(&config.instruments);
+    instruments.refresh(&engine.symbols_by_name());
     let journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
         .with_context(|| format!("cannot open the journal in {}", data_dir.display()))?;
 
@@ -123,6 +127,39 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         tracing::info!("demo venue created: {}", demo::describe(&credentials));
     }
 
+    let fix = if config.fix.enabled {
+        let f = &config.fix;
+        let sessions = f
+            .sessions
+            .iter()
+            .enumerate()
+            .map(|(number, s)| {
+                let binding = fix::SessionBinding {
+                    user: s.user,
+                    cancel_on_disconnect: s.cancel_on_disconnect.unwrap_or(f.cancel_on_disconnect),
+                    number: number as u64,
+                };
+                (s.comp_id.clone(), binding)
+            })
+            .collect();
+        let fix_config = fix::FixConfig {
+            listen: f.listen,
+            comp_id: f.comp_id.clone(),
+            sessions,
+            max_connections: f.max_connections,
+            max_message_bytes: f.max_message_bytes,
+            max_clock_skew_ns: (f.max_clock_skew_ms as i64).saturating_mul(1_000_000),
+            max_msgs_per_sec: f.max_msgs_per_sec,
+            burst: f.burst,
+            message_log: f.message_log,
+            data_dir: data_dir.clone(),
+        };
+        let gateway = fix::FixGateway::bind(fix_config, credentials.clone(), instruments)
+            .with_context(|| format!("cannot listen for FIX on {}", f.listen))?;
+        Some(gateway)
+    } else {
+        None
+    };
     let gateway = Gateway::bind(
         config.listen,
         config.admin_listen,
@@ -138,6 +175,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         },
         credentials.clone(),
         pipeline,
+        fix,
     )
     .with_context(|| {
         format!(
@@ -147,6 +185,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     })?;
     let order_addr = gateway.order_addr()?;
     let admin_addr = gateway.admin_addr()?;
+    let fix_addr = gateway.fix_addr().transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
     let gateway_stop = stop.clone();
     let gateway = std::thread::Builder::new()
@@ -155,6 +194,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     tracing::info!(
         %order_addr,
         %admin_addr,
+        fix_addr = ?fix_addr,
         durability = ?config.journal.durability,
         dedicated_threads = config.pipeline.threads.dedicated(),
         "serving"
@@ -162,6 +202,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     Ok(RunningServer {
         order_addr,
         admin_addr,
+        fix_addr,
         credentials,
         admin_secret,
         stop,

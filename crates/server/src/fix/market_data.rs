@@ -105,7 +105,8 @@ impl MarketData {
                 !hit
             });
         }
-        self.feeds.retain(|_, f| !f.subscriptions.is_empty() || f.asked);
+        self.feeds
+            .retain(|_, f| !f.subscriptions.is_empty() || f.asked);
         found
     }
 
@@ -119,7 +120,10 @@ impl MarketData {
     /// Symbols whose book should be asked for now; marks them asked.
     pub fn books_to_ask(&mut self, out: &mut Vec<SymbolId>) {
         for (&symbol, feed) in self.feeds.iter_mut() {
-            let wants_book = feed.subscriptions.iter().any(|s| (s.book && s.updates) || s.fresh);
+            let wants_book = feed
+                .subscriptions
+                .iter()
+                .any(|s| (s.book && s.updates) || s.fresh);
             if feed.dirty && !feed.asked && wants_book {
                 feed.dirty = false;
                 feed.asked = true;
@@ -129,12 +133,22 @@ impl MarketData {
     }
 
     /// A public trade: published at once to the symbol's trade subscribers.
-    pub fn on_trade(&mut self, symbol: SymbolId, price_ticks: i64, qty_lots: i64, out: &mut Vec<Publish>) {
+    pub fn on_trade(
+        &mut self,
+        symbol: SymbolId,
+        price_ticks: i64,
+        qty_lots: i64,
+        out: &mut Vec<Publish>,
+    ) {
         let Some(feed) = self.feeds.get_mut(&symbol) else {
             return;
         };
         feed.dirty = true;
-        for s in feed.subscriptions.iter_mut().filter(|s| s.trades && s.updates && !s.fresh) {
+        for s in feed
+            .subscriptions
+            .iter_mut()
+            .filter(|s| s.trades && s.updates && !s.fresh)
+        {
             s.rpt_seq += 1;
             let entry = Entry {
                 action: b'0',
@@ -154,23 +168,47 @@ impl MarketData {
 
     /// A book snapshot came back from the engine: publish the difference to the subscribers
     /// that have their snapshot, and snapshots to the new ones.
-    pub fn on_book(&mut self, symbol: SymbolId, bids: &[Level], asks: &[Level], out: &mut Vec<Publish>) {
+    pub fn on_book(
+        &mut self,
+        symbol: SymbolId,
+        bids: &[Level],
+        asks: &[Level],
+        out: &mut Vec<Publish>,
+    ) {
         let Some(feed) = self.feeds.get_mut(&symbol) else {
             return;
         };
         feed.asked = false;
         if feed.known {
             let mut diffs: HashMap<usize, Vec<Entry>> = HashMap::new();
-            for s in feed.subscriptions.iter().filter(|s| s.book && s.updates && !s.fresh) {
+            for s in feed
+                .subscriptions
+                .iter()
+                .filter(|s| s.book && s.updates && !s.fresh)
+            {
                 if diffs.contains_key(&s.depth) {
                     continue;
                 }
                 let mut entries = Vec::new();
-                diff_side(b'0', top(&feed.bids, s.depth), top(bids, s.depth), &mut entries);
-                diff_side(b'1', top(&feed.asks, s.depth), top(asks, s.depth), &mut entries);
+                diff_side(
+                    b'0',
+                    top(&feed.bids, s.depth),
+                    top(bids, s.depth),
+                    &mut entries,
+                );
+                diff_side(
+                    b'1',
+                    top(&feed.asks, s.depth),
+                    top(asks, s.depth),
+                    &mut entries,
+                );
                 diffs.insert(s.depth, entries);
             }
-            for s in feed.subscriptions.iter_mut().filter(|s| s.book && s.updates && !s.fresh) {
+            for s in feed
+                .subscriptions
+                .iter_mut()
+                .filter(|s| s.book && s.updates && !s.fresh)
+            {
                 let Some(entries) = diffs.get(&s.depth).filter(|e| !e.is_empty()) else {
                     continue;
                 };
@@ -194,7 +232,13 @@ impl MarketData {
         feed.known = true;
         for s in feed.subscriptions.iter_mut().filter(|s| s.fresh) {
             s.fresh = false;
-            let levels = |side| if s.book { top(side, s.depth).to_vec() } else { Vec::new() };
+            let levels = |side| {
+                if s.book {
+                    top(side, s.depth).to_vec()
+                } else {
+                    Vec::new()
+                }
+            };
             out.push(Publish::Snapshot {
                 slot: s.slot,
                 md_req_id: s.md_req_id.clone(),
@@ -210,7 +254,11 @@ impl MarketData {
 }
 
 fn top(levels: &[Level], depth: usize) -> &[Level] {
-    let depth = if depth == 0 { MAX_DEPTH } else { depth.min(MAX_DEPTH) };
+    let depth = if depth == 0 {
+        MAX_DEPTH
+    } else {
+        depth.min(MAX_DEPTH)
+    };
     &levels[..levels.len().min(depth)]
 }
 
@@ -272,7 +320,12 @@ mod tests {
         md.books_to_ask(&mut asked);
         assert_eq!(asked, vec![SymbolId(7)]);
         let mut out = Vec::new();
-        md.on_book(SymbolId(7), &[lv(100, 5), lv(99, 1)], &[lv(101, 2)], &mut out);
+        md.on_book(
+            SymbolId(7),
+            &[lv(100, 5), lv(99, 1)],
+            &[lv(101, 2)],
+            &mut out,
+        );
         let Publish::Snapshot { bids, asks, .. } = &out[0] else {
             panic!("a snapshot first")
         };

@@ -182,9 +182,14 @@ impl FixGateway {
             },
             dirty: Vec::new(),
             offline: Vec::new(),
-            last_book_poll: Instant::now(),
+            // The first tick asks for the symbol list at once.
+            last_book_poll: Instant::now()
+                .checked_sub(BOOK_POLL)
+                .unwrap_or_else(Instant::now),
             last_timer: Instant::now(),
-            symbols_stale: false,
+            // Symbols added since the engine was recovered (the demo set-up) come with the
+            // first refresh.
+            symbols_stale: true,
         })
     }
 
@@ -417,9 +422,14 @@ impl FixGateway {
                 kind,
                 reason,
             } => {
-                self.core.slots[slot]
-                    .desk
-                    .on_reply(order, kind, Err(reason), seq, ts_ns, &mut reports);
+                self.core.slots[slot].desk.on_reply(
+                    order,
+                    kind,
+                    Err(reason),
+                    seq,
+                    ts_ns,
+                    &mut reports,
+                );
             }
             ServerMsg::SymbolList { ref symbols, .. } => {
                 self.core.instruments.refresh(symbols);
@@ -599,6 +609,11 @@ impl FixGateway {
         self.close_finished(registry);
     }
 
+    /// Something waits for room in the inbound ring: look again soon.
+    pub fn is_waiting(&self) -> bool {
+        !self.core.deferred.is_empty() || self.conns.values().any(|c| c.paused)
+    }
+
     pub fn has_pending_output(&self) -> bool {
         self.conns.values().any(|c| c.output_pos < c.output.len())
     }
@@ -648,9 +663,8 @@ impl FixGateway {
     fn publish(&mut self, publishes: &mut Vec<Publish>) {
         for p in publishes.drain(..) {
             let (slot, symbol) = match &p {
-                Publish::Snapshot { slot, symbol, .. } | Publish::Incremental { slot, symbol, .. } => {
-                    (*slot, *symbol)
-                }
+                Publish::Snapshot { slot, symbol, .. }
+                | Publish::Incremental { slot, symbol, .. } => (*slot, *symbol),
             };
             let Some(instrument) = self.core.instruments.by_id(symbol).copied() else {
                 continue;
@@ -778,7 +792,10 @@ fn allow(conn: &mut Conn, config: &FixConfig) -> bool {
 impl Core {
     fn logout(&mut self, conn: &mut Conn, text: &str) {
         match conn.slot {
-            Some(slot) => match self.slots[slot].session.logout(text, now_ns(), &mut conn.output) {
+            Some(slot) => match self.slots[slot]
+                .session
+                .logout(text, now_ns(), &mut conn.output)
+            {
                 Ok(Outcome::Disconnect) | Err(_) => conn.closing = true,
                 Ok(_) => {}
             },
@@ -885,28 +902,26 @@ impl Core {
                 request_type,
                 accepted,
                 text,
-            } => {
-                self.slots[slot].session.send_app(
-                    b"r",
-                    now,
-                    |w| {
-                        w.str(tags::CL_ORD_ID, cl_ord_id.as_bytes());
-                        w.str(tags::ORDER_ID, b"NONE");
-                        w.char(tags::MASS_CANCEL_REQUEST_TYPE, *request_type);
-                        w.char(
-                            tags::MASS_CANCEL_RESPONSE,
-                            if *accepted { *request_type } else { b'0' },
-                        );
-                        if !accepted {
-                            w.uint(tags::MASS_CANCEL_REJECT_REASON, 99);
-                        }
-                        if !text.is_empty() {
-                            w.str(tags::TEXT, text.as_bytes());
-                        }
-                    },
-                    out,
-                )
-            }
+            } => self.slots[slot].session.send_app(
+                b"r",
+                now,
+                |w| {
+                    w.str(tags::CL_ORD_ID, cl_ord_id.as_bytes());
+                    w.str(tags::ORDER_ID, b"NONE");
+                    w.char(tags::MASS_CANCEL_REQUEST_TYPE, *request_type);
+                    w.char(
+                        tags::MASS_CANCEL_RESPONSE,
+                        if *accepted { *request_type } else { b'0' },
+                    );
+                    if !accepted {
+                        w.uint(tags::MASS_CANCEL_REJECT_REASON, 99);
+                    }
+                    if !text.is_empty() {
+                        w.str(tags::TEXT, text.as_bytes());
+                    }
+                },
+                out,
+            ),
         };
         if let Err(e) = result {
             tracing::error!(session = %self.slots[slot].name, "FIX store: {e}");
@@ -981,13 +996,22 @@ impl Core {
     }
 
     /// One whole message from a connection.
-    fn on_frame(&mut self, id: SessionId, conn: &mut Conn, frame: &Frame<'_>, pipeline: &mut Pipeline) {
+    fn on_frame(
+        &mut self,
+        id: SessionId,
+        conn: &mut Conn,
+        frame: &Frame<'_>,
+        pipeline: &mut Pipeline,
+    ) {
         let slot = match conn.slot {
             Some(slot) => slot,
             None => match self.attach(id, conn, frame) {
                 Some(slot) => slot,
                 None => {
-                    tracing::warn!(conn = id, "FIX connection for no configured session: closed");
+                    tracing::warn!(
+                        conn = id,
+                        "FIX connection for no configured session: closed"
+                    );
                     conn.closing = true;
                     return;
                 }
@@ -1010,7 +1034,9 @@ impl Core {
             }
             Ok(())
         };
-        let outcome = s.session.on_message(frame, now, &mut auth, &mut conn.output);
+        let outcome = s
+            .session
+            .on_message(frame, now, &mut auth, &mut conn.output);
         match outcome {
             Ok(Outcome::Handled) => {}
             Ok(Outcome::LoggedOn) => {
@@ -1062,36 +1088,50 @@ impl Core {
                     .desk
                     .new_order(&m, &self.instruments, now)
                     .map(Some),
-                Err(invalid) => return reject(&mut self.slots[slot].session, &mut conn.output, invalid),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
             },
             b"F" => match app::OrderCancelRequest::decode(frame) {
                 Ok(m) => self.slots[slot].desk.cancel(&m).map(Some),
-                Err(invalid) => return reject(&mut self.slots[slot].session, &mut conn.output, invalid),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
             },
             b"G" => match app::OrderCancelReplaceRequest::decode(frame) {
                 Ok(m) => self.slots[slot]
                     .desk
                     .replace(&m, &self.instruments)
                     .map(Some),
-                Err(invalid) => return reject(&mut self.slots[slot].session, &mut conn.output, invalid),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
             },
             b"q" => match app::OrderMassCancelRequest::decode(frame) {
                 Ok(m) => self.slots[slot]
                     .desk
                     .mass_cancel(&m, &self.instruments)
                     .map(Some),
-                Err(invalid) => return reject(&mut self.slots[slot].session, &mut conn.output, invalid),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
             },
             b"H" => match app::OrderStatusRequest::decode(frame) {
-                Ok(m) => Err(self.slots[slot].desk.status(m.cl_ord_id, m.symbol, m.side, now)),
-                Err(invalid) => return reject(&mut self.slots[slot].session, &mut conn.output, invalid),
+                Ok(m) => Err(self.slots[slot]
+                    .desk
+                    .status(m.cl_ord_id, m.symbol, m.side, now)),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
             },
             b"V" => match app::MarketDataRequest::decode(frame) {
                 Ok(m) => {
                     self.market_data_request(slot, conn, &m, now);
                     Ok(None)
                 }
-                Err(invalid) => return reject(&mut self.slots[slot].session, &mut conn.output, invalid),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
             },
             b"x" if self.slots[slot].version != Version::Fix42 => {
                 match app::SecurityListRequest::decode(frame) {
@@ -1119,7 +1159,10 @@ impl Core {
                     reason: business_reject_reason::UNSUPPORTED_MESSAGE_TYPE,
                     text: "unsupported message type",
                 };
-                if let Err(e) = self.slots[slot].session.business_reject(&r, now, &mut conn.output) {
+                if let Err(e) = self.slots[slot]
+                    .session
+                    .business_reject(&r, now, &mut conn.output)
+                {
                     tracing::error!("FIX store: {e}");
                 }
                 Ok(None)
@@ -1164,7 +1207,12 @@ impl Core {
         let session = &mut self.slots[slot].session;
         if !matches!(m.subscription_request_type, b'0' | b'1') {
             // MDReqRejReason 4: unsupported SubscriptionRequestType.
-            return refuse(session, &mut conn.output, b'4', "SubscriptionRequestType must be 0, 1 or 2");
+            return refuse(
+                session,
+                &mut conn.output,
+                b'4',
+                "SubscriptionRequestType must be 0, 1 or 2",
+            );
         }
         let mut symbols: Vec<SymbolId> = Vec::new();
         for name in m.symbols() {

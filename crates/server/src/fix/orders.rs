@@ -12,8 +12,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use rialto_core::{
-    CancelReason, Command, OrderId, OrderType, PlaceOrder, Reason, Side, Stp, SymbolId, Tif,
-    UserId,
+    CancelReason, Command, OrderId, OrderType, PlaceOrder, Reason, Side, Stp, SymbolId, Tif, UserId,
 };
 use rialto_fix::Decimal;
 use rialto_fix::app::{self, NewOrderSingle, OrderCancelReplaceRequest, OrderCancelRequest};
@@ -315,63 +314,70 @@ impl OrderDesk {
             _ => Side::Buy,
         };
         let reject = |reason, text| Err((reason, text));
-        let checked: Result<(&Instrument, i64, Option<i64>, OrderType, Tif), (u32, &str)> = (|| {
-            let Some(instrument) = instruments.by_name(msg.symbol) else {
-                return reject(ord_rej::UNKNOWN_SYMBOL, "unknown symbol");
-            };
-            if !matches!(msg.side, b'1' | b'2') {
-                return reject(
-                    ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
-                    "only Side 1 (buy) and 2 (sell) are supported",
-                );
-            }
-            let order_type = match msg.ord_type {
-                b'1' => OrderType::Market,
-                b'2' => OrderType::Limit,
-                _ => {
+        let checked: Result<(&Instrument, i64, Option<i64>, OrderType, Tif), (u32, &str)> =
+            (|| {
+                let Some(instrument) = instruments.by_name(msg.symbol) else {
+                    return reject(ord_rej::UNKNOWN_SYMBOL, "unknown symbol");
+                };
+                if !matches!(msg.side, b'1' | b'2') {
                     return reject(
                         ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
-                        "only OrdType 1 (market) and 2 (limit) are supported",
+                        "only Side 1 (buy) and 2 (sell) are supported",
                     );
                 }
-            };
-            let tif = match (msg.time_in_force, order_type) {
-                // The venue trades around the clock: Day orders live until cancelled.
-                (None | Some(b'0') | Some(b'1'), OrderType::Limit) => Tif::Gtc,
-                (None | Some(b'0') | Some(b'3'), OrderType::Market) => Tif::Ioc,
-                (Some(b'3'), _) => Tif::Ioc,
-                (Some(b'4'), _) => Tif::Fok,
-                _ => {
-                    return reject(
-                        ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
-                        "TimeInForce must be 0 (day), 1 (GTC), 3 (IOC) or 4 (FOK)",
-                    );
-                }
-            };
-            let qty = match instrument.lots(msg.order_qty) {
-                Ok(q) if q > 0 => q,
-                Ok(_) => return reject(ord_rej::INCORRECT_QUANTITY, "OrderQty must be positive"),
-                Err(_) => {
-                    return reject(
-                        ord_rej::INCORRECT_QUANTITY,
-                        "OrderQty is not a whole number of lots",
-                    );
-                }
-            };
-            let price = match (order_type, msg.price) {
-                (OrderType::Limit, None) => return reject(ord_rej::OTHER, "a limit order needs a Price"),
-                (_, Some(p)) => match instrument.ticks(p) {
-                    Ok(t) => Some(t),
-                    Err(_) => return reject(ord_rej::OTHER, "Price is not on the tick grid"),
-                },
-                (OrderType::Market, None) => None,
-            };
-            Ok((instrument, qty, price, order_type, tif))
-        })();
+                let order_type = match msg.ord_type {
+                    b'1' => OrderType::Market,
+                    b'2' => OrderType::Limit,
+                    _ => {
+                        return reject(
+                            ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
+                            "only OrdType 1 (market) and 2 (limit) are supported",
+                        );
+                    }
+                };
+                let tif = match (msg.time_in_force, order_type) {
+                    // The venue trades around the clock: Day orders live until cancelled.
+                    (None | Some(b'0') | Some(b'1'), OrderType::Limit) => Tif::Gtc,
+                    (None | Some(b'0') | Some(b'3'), OrderType::Market) => Tif::Ioc,
+                    (Some(b'3'), _) => Tif::Ioc,
+                    (Some(b'4'), _) => Tif::Fok,
+                    _ => {
+                        return reject(
+                            ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
+                            "TimeInForce must be 0 (day), 1 (GTC), 3 (IOC) or 4 (FOK)",
+                        );
+                    }
+                };
+                let qty = match instrument.lots(msg.order_qty) {
+                    Ok(q) if q > 0 => q,
+                    Ok(_) => {
+                        return reject(ord_rej::INCORRECT_QUANTITY, "OrderQty must be positive");
+                    }
+                    Err(_) => {
+                        return reject(
+                            ord_rej::INCORRECT_QUANTITY,
+                            "OrderQty is not a whole number of lots",
+                        );
+                    }
+                };
+                let price = match (order_type, msg.price) {
+                    (OrderType::Limit, None) => {
+                        return reject(ord_rej::OTHER, "a limit order needs a Price");
+                    }
+                    (_, Some(p)) => match instrument.ticks(p) {
+                        Ok(t) => Some(t),
+                        Err(_) => return reject(ord_rej::OTHER, "Price is not on the tick grid"),
+                    },
+                    (OrderType::Market, None) => None,
+                };
+                Ok((instrument, qty, price, order_type, tif))
+            })();
         let (instrument, qty, price, order_type, tif) = match checked {
             Ok(v) => v,
             Err((reason, text)) => {
-                let symbol = instruments.by_name(msg.symbol).map_or(SymbolId::NONE, |i| i.id);
+                let symbol = instruments
+                    .by_name(msg.symbol)
+                    .map_or(SymbolId::NONE, |i| i.id);
                 let mut report = self.reject_new(cl_ord_id, symbol, side, 0, reason, text, ts_ns);
                 if let Report::Execution(exec) = &mut report {
                     exec.raw_symbol = ClOrdId::new(msg.symbol);
@@ -425,7 +431,10 @@ impl OrderDesk {
         );
         self.by_engine_id.insert(engine_id, order_id);
         self.by_cl_ord_id.insert(cl_ord_id, order_id);
-        self.pending.entry(engine_id).or_default().push_back(Pending::New);
+        self.pending
+            .entry(engine_id)
+            .or_default()
+            .push_back(Pending::New);
         Ok(ToEngine {
             order: engine_id,
             kind: RequestKind::Place,
@@ -549,7 +558,12 @@ impl OrderDesk {
             None => order.order_qty_lots,
             Some(q) => match instrument.lots(q) {
                 Ok(l) if l > 0 => l,
-                _ => return reject(app::cxl_rej_reason::OTHER, "OrderQty is not a positive number of lots"),
+                _ => {
+                    return reject(
+                        app::cxl_rej_reason::OTHER,
+                        "OrderQty is not a positive number of lots",
+                    );
+                }
             },
         };
         let price_changed = price_ticks != order.price_ticks;
@@ -557,7 +571,10 @@ impl OrderDesk {
         let engine_id = order.engine_id;
         let (pending, kind, command) = if qty_change == 0 && price_changed {
             let Some(price) = price_ticks else {
-                return reject(app::cxl_rej_reason::OTHER, "a market order has no price to change");
+                return reject(
+                    app::cxl_rej_reason::OTHER,
+                    "a market order has no price to change",
+                );
             };
             let command = Command::Move {
                 user: self.user,
@@ -618,7 +635,10 @@ impl OrderDesk {
             (pending, RequestKind::Cancel, command)
         };
         self.by_cl_ord_id.insert(cl_ord_id, order_id);
-        self.pending.entry(engine_id).or_default().push_back(pending);
+        self.pending
+            .entry(engine_id)
+            .or_default()
+            .push_back(pending);
         Ok(ToEngine {
             order: engine_id,
             kind,
@@ -645,7 +665,11 @@ impl OrderDesk {
                 None => return Err(refuse("unknown symbol")),
             },
             (b'1', None) => return Err(refuse("MassCancelRequestType 1 needs a Symbol")),
-            _ => return Err(refuse("MassCancelRequestType must be 1 (security) or 7 (all)")),
+            _ => {
+                return Err(refuse(
+                    "MassCancelRequestType must be 1 (security) or 7 (all)",
+                ));
+            }
         };
         self.pending_mass.push_back(Pending::MassCancel {
             cl_ord_id,
@@ -778,13 +802,20 @@ impl OrderDesk {
             }
             (Pending::Cancel { .. } | Pending::ReplaceCancel { .. }, Ok(())) => {
                 // The Cancelled event that follows reports it (and carries a replace on).
-                self.pending.entry(engine_id).or_default().push_front(pending);
+                self.pending
+                    .entry(engine_id)
+                    .or_default()
+                    .push_front(pending);
             }
             (
                 Pending::Cancel { cl_ord_id } | Pending::ReplaceCancel { cl_ord_id, .. },
                 Err(reason),
             ) => {
-                let response_to = if matches!(pending, Pending::Cancel { .. }) { b'1' } else { b'2' };
+                let response_to = if matches!(pending, Pending::Cancel { .. }) {
+                    b'1'
+                } else {
+                    b'2'
+                };
                 let order = order.clone();
                 self.by_cl_ord_id.remove(&cl_ord_id);
                 let text = reason_text(reason);
@@ -887,13 +918,36 @@ impl OrderDesk {
 
     /// OrderStatusRequest: the order's state as an ExecutionReport (ExecType I), or a
     /// rejected one naming the ClOrdID when no live order has it.
-    pub fn status(&self, cl_ord_id: &[u8], symbol: Option<&[u8]>, side: Option<u8>, ts_ns: i64) -> Report {
+    pub fn status(
+        &self,
+        cl_ord_id: &[u8],
+        symbol: Option<&[u8]>,
+        side: Option<u8>,
+        ts_ns: i64,
+    ) -> Report {
         if let Some(order) = self.order_by_cl_ord_id(cl_ord_id) {
-            return Report::Execution(self.execution(order, app::exec_type::ORDER_STATUS, 0, ts_ns));
+            return Report::Execution(self.execution(
+                order,
+                app::exec_type::ORDER_STATUS,
+                0,
+                ts_ns,
+            ));
         }
-        let side = if side == Some(b'2') { Side::Sell } else { Side::Buy };
+        let side = if side == Some(b'2') {
+            Side::Sell
+        } else {
+            Side::Buy
+        };
         let unknown = ClOrdId::new(cl_ord_id).unwrap_or(ClOrdId::new(b"?").expect("short"));
-        let mut report = self.reject_new(unknown, SymbolId::NONE, side, 0, ord_rej::UNKNOWN_ORDER, "unknown order", ts_ns);
+        let mut report = self.reject_new(
+            unknown,
+            SymbolId::NONE,
+            side,
+            0,
+            ord_rej::UNKNOWN_ORDER,
+            "unknown order",
+            ts_ns,
+        );
         if let Report::Execution(exec) = &mut report {
             exec.exec_type = app::exec_type::ORDER_STATUS;
             exec.raw_symbol = symbol.and_then(ClOrdId::new);
@@ -906,9 +960,11 @@ impl OrderDesk {
     pub fn restore(&mut self, frame: &rialto_fix::Frame<'_>, instruments: &Instruments) {
         use rialto_fix::parse::parse_uint;
         use rialto_fix::tags;
-        let (mut order_id, mut engine_id, mut cl_ord_id, mut status, mut exec_type) = (None, None, None, None, None);
+        let (mut order_id, mut engine_id, mut cl_ord_id, mut status, mut exec_type) =
+            (None, None, None, None, None);
         let (mut symbol, mut side, mut ord_type, mut tif) = (None, None, None, None);
-        let (mut price, mut order_qty, mut leaves, mut cum, mut last_px, mut last_qty) = (None, None, None, None, None, None);
+        let (mut price, mut order_qty, mut leaves, mut cum, mut last_px, mut last_qty) =
+            (None, None, None, None, None, None);
         for field in frame.fields().filter_map(Result::ok) {
             let v = field.value;
             let dec = || Decimal::parse(v).ok();
@@ -931,7 +987,9 @@ impl OrderDesk {
                 _ => {}
             }
         }
-        let (Some(order_id), Some(cl_ord_id), Some(status), Some(instrument)) = (order_id, cl_ord_id, status, symbol) else {
+        let (Some(order_id), Some(cl_ord_id), Some(status), Some(instrument)) =
+            (order_id, cl_ord_id, status, symbol)
+        else {
             return;
         };
         let engine_id = engine_id.unwrap_or(order_id);
@@ -961,7 +1019,11 @@ impl OrderDesk {
             engine_id: engine_id as OrderId,
             cl_ord_id,
             symbol: instrument.id,
-            side: if side == Some(b'2') { Side::Sell } else { Side::Buy },
+            side: if side == Some(b'2') {
+                Side::Sell
+            } else {
+                Side::Buy
+            },
             ord_type: ord_type.unwrap_or(b'2'),
             time_in_force: tif,
             price_ticks: ticks(price),
@@ -997,7 +1059,12 @@ impl OrderDesk {
             // Filled on arrival before the accept came back: New goes first.
             order.acknowledged = true;
             let order = order.clone();
-            reports.push(Report::Execution(self.execution(&order, app::exec_type::NEW, seq, ts_ns)));
+            reports.push(Report::Execution(self.execution(
+                &order,
+                app::exec_type::NEW,
+                seq,
+                ts_ns,
+            )));
         }
         let order = self.orders.get_mut(&order_id).expect("present");
         order.cum_lots += qty_lots;
@@ -1043,7 +1110,12 @@ impl OrderDesk {
         if !order.acknowledged {
             order.acknowledged = true;
             let order = order.clone();
-            reports.push(Report::Execution(self.execution(&order, app::exec_type::NEW, seq, ts_ns)));
+            reports.push(Report::Execution(self.execution(
+                &order,
+                app::exec_type::NEW,
+                seq,
+                ts_ns,
+            )));
         }
         let order = self.orders.get_mut(&order_id)?;
         order.leaves_lots = (order.leaves_lots - qty_lots).max(0);

@@ -19,6 +19,7 @@ pub fn start(data_dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> RunningS
         ..ServerConfig::default()
     };
     config.journal.durability = DurabilityMode::Batch;
+    config.fix.listen = "127.0.0.1:0".parse().unwrap();
     tweak(&mut config);
     rialto_server::start(config).expect("server starts")
 }

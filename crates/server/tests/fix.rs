@@ -1,0 +1,454 @@
+//! The FIX gateway over real sockets: logon rules, orders that trade between two sessions,
+//! replace and cancel, rejects, market data, the symbol list, and a restart that keeps
+//! sequence numbers and live orders.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rialto_fix::{MessageWriter, next_frame, tags};
+use rialto_server::RunningServer;
+
+/// A minimal FIX initiator for tests: builds messages field by field, reads whole messages.
+struct FixClient {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    seq: u64,
+    comp_id: String,
+    begin: &'static str,
+}
+
+/// A received message: its type and fields in order.
+#[derive(Debug, Clone)]
+struct Msg {
+    msg_type: String,
+    fields: Vec<(u32, String)>,
+}
+
+impl Msg {
+    fn get(&self, tag: u32) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(t, _)| *t == tag)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn req(&self, tag: u32) -> &str {
+        self.get(tag)
+            .unwrap_or_else(|| panic!("tag {tag} missing in {self:?}"))
+    }
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+impl FixClient {
+    fn connect(addr: SocketAddr, comp_id: &str, begin: &'static str) -> FixClient {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_nodelay(true).unwrap();
+        FixClient {
+            stream,
+            buf: Vec::new(),
+            seq: 1,
+            comp_id: comp_id.into(),
+            begin,
+        }
+    }
+
+    fn send(&mut self, msg_type: &str, fields: &[(u32, &str)]) {
+        let mut out = Vec::new();
+        let mut w = MessageWriter::begin(&mut out, self.begin.as_bytes(), msg_type.as_bytes());
+        w.str(tags::SENDER_COMP_ID, self.comp_id.as_bytes())
+            .str(tags::TARGET_COMP_ID, b"RIALTO")
+            .uint(tags::MSG_SEQ_NUM, self.seq)
+            .timestamp(tags::SENDING_TIME, now_ns());
+        for (tag, value) in fields {
+            w.str(*tag, value.as_bytes());
+        }
+        w.finish();
+        self.seq += 1;
+        self.stream.write_all(&out).unwrap();
+    }
+
+    /// The next message, or None at EOF or after `timeout`.
+    fn recv_within(&mut self, timeout: Duration) -> Option<Msg> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some((frame, len))) = next_frame(&self.buf, 1 << 20) {
+                let msg = Msg {
+                    msg_type: String::from_utf8_lossy(frame.msg_type).into_owned(),
+                    fields: frame
+                        .fields()
+                        .map(|f| {
+                            let f = f.unwrap();
+                            (f.tag, String::from_utf8_lossy(f.value).into_owned())
+                        })
+                        .collect(),
+                };
+                self.buf.drain(..len);
+                return Some(msg);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// The next message that is not a Heartbeat.
+    fn recv(&mut self) -> Msg {
+        loop {
+            let msg = self
+                .recv_within(Duration::from_secs(10))
+                .expect("a message within 10 s");
+            if msg.msg_type != "0" {
+                return msg;
+            }
+        }
+    }
+
+    fn expect(&mut self, msg_type: &str) -> Msg {
+        let msg = self.recv();
+        assert_eq!(msg.msg_type, msg_type, "expected {msg_type}, got {msg:?}");
+        msg
+    }
+
+    fn logon(&mut self, server: &RunningServer, user: i64) -> Msg {
+        let secret = server.credentials.user_secret(user);
+        let user_text = user.to_string();
+        let mut fields = vec![
+            (tags::ENCRYPT_METHOD, "0"),
+            (tags::HEART_BT_INT, "30"),
+            (tags::USERNAME, user_text.as_str()),
+            (tags::PASSWORD, secret.as_str()),
+        ];
+        if self.begin == "FIXT.1.1" {
+            fields.push((tags::DEFAULT_APPL_VER_ID, "9"));
+        }
+        self.send("A", &fields);
+        self.expect("A")
+    }
+
+    fn new_order(&mut self, cl_ord_id: &str, side: &str, qty: &str, price: &str) {
+        let now = {
+            let mut b = Vec::new();
+            rialto_fix::time::write_utc_timestamp(&mut b, now_ns());
+            String::from_utf8(b).unwrap()
+        };
+        self.send(
+            "D",
+            &[
+                (tags::CL_ORD_ID, cl_ord_id),
+                (tags::HANDL_INST, "1"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, side),
+                (tags::TRANSACT_TIME, &now),
+                (tags::ORDER_QTY, qty),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, price),
+                (tags::TIME_IN_FORCE, "1"),
+            ],
+        );
+    }
+}
+
+fn start(data: &std::path::Path) -> RunningServer {
+    common::start(data, |_| {})
+}
+
+fn fix_addr(server: &RunningServer) -> SocketAddr {
+    server.fix_addr.expect("FIX is on by default")
+}
+
+#[test]
+fn two_sessions_trade_amend_and_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut buyer = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    let mut seller = FixClient::connect(fix_addr(&server), "TRADER2", "FIXT.1.1");
+    let logon = buyer.logon(&server, 1);
+    assert_eq!(logon.req(tags::HEART_BT_INT), "30");
+    seller.logon(&server, 2);
+
+    buyer.new_order("B1", "1", "0.010", "100.00");
+    let new = buyer.expect("8");
+    assert_eq!(new.req(tags::EXEC_TYPE), "0", "{new:?}");
+    assert_eq!(new.req(tags::ORD_STATUS), "0");
+    assert_eq!(new.req(tags::CL_ORD_ID), "B1");
+    assert_eq!(new.req(tags::LEAVES_QTY), "0.010");
+    assert_eq!(new.req(tags::CUM_QTY), "0.000");
+    let order_id = new.req(tags::ORDER_ID).to_string();
+
+    seller.new_order("S1", "2", "0.004", "100.00");
+    let s_new = seller.expect("8");
+    assert_eq!(s_new.req(tags::EXEC_TYPE), "0");
+    let s_fill = seller.expect("8");
+    assert_eq!(s_fill.req(tags::EXEC_TYPE), "F");
+    assert_eq!(s_fill.req(tags::ORD_STATUS), "2");
+    assert_eq!(s_fill.req(tags::LAST_PX), "100.00");
+    assert_eq!(s_fill.req(tags::LAST_QTY), "0.004");
+    assert_eq!(s_fill.req(tags::AVG_PX), "100");
+    assert_eq!(s_fill.req(tags::LEAVES_QTY), "0.000");
+
+    let b_fill = buyer.expect("8");
+    assert_eq!(b_fill.req(tags::EXEC_TYPE), "F");
+    assert_eq!(b_fill.req(tags::ORD_STATUS), "1");
+    assert_eq!(b_fill.req(tags::ORDER_ID), order_id);
+    assert_eq!(b_fill.req(tags::CUM_QTY), "0.004");
+    assert_eq!(b_fill.req(tags::LEAVES_QTY), "0.006");
+
+    // Price only: a move.
+    buyer.send(
+        "G",
+        &[
+            (tags::ORIG_CL_ORD_ID, "B1"),
+            (tags::CL_ORD_ID, "B2"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "1"),
+            (tags::ORDER_QTY, "0.010"),
+            (tags::ORD_TYPE, "2"),
+            (tags::PRICE, "99.50"),
+        ],
+    );
+    let replaced = buyer.expect("8");
+    assert_eq!(replaced.req(tags::EXEC_TYPE), "5");
+    assert_eq!(replaced.req(tags::ORIG_CL_ORD_ID), "B1");
+    assert_eq!(replaced.req(tags::CL_ORD_ID), "B2");
+    assert_eq!(replaced.req(tags::PRICE), "99.50");
+    assert_eq!(replaced.req(tags::ORD_STATUS), "1");
+    assert_eq!(replaced.req(tags::ORDER_ID), order_id);
+
+    // Quantity up: cancel and new, same OrderID.
+    buyer.send(
+        "G",
+        &[
+            (tags::ORIG_CL_ORD_ID, "B2"),
+            (tags::CL_ORD_ID, "B3"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "1"),
+            (tags::ORDER_QTY, "0.020"),
+            (tags::ORD_TYPE, "2"),
+            (tags::PRICE, "99.50"),
+        ],
+    );
+    let replaced = buyer.expect("8");
+    assert_eq!(replaced.req(tags::EXEC_TYPE), "5", "{replaced:?}");
+    assert_eq!(replaced.req(tags::LEAVES_QTY), "0.016");
+    assert_eq!(replaced.req(tags::CUM_QTY), "0.004");
+    assert_eq!(replaced.req(tags::ORDER_ID), order_id);
+
+    // Unknown order: OrderCancelReject.
+    buyer.send(
+        "F",
+        &[
+            (tags::ORIG_CL_ORD_ID, "nope"),
+            (tags::CL_ORD_ID, "C0"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "1"),
+        ],
+    );
+    let reject = buyer.expect("9");
+    assert_eq!(reject.req(tags::CXL_REJ_REASON), "1");
+
+    buyer.send(
+        "F",
+        &[
+            (tags::ORIG_CL_ORD_ID, "B3"),
+            (tags::CL_ORD_ID, "C1"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "1"),
+        ],
+    );
+    let cancelled = buyer.expect("8");
+    assert_eq!(cancelled.req(tags::EXEC_TYPE), "4");
+    assert_eq!(cancelled.req(tags::ORD_STATUS), "4");
+    assert_eq!(cancelled.req(tags::CL_ORD_ID), "C1");
+    assert_eq!(cancelled.req(tags::ORIG_CL_ORD_ID), "B3");
+    assert_eq!(cancelled.req(tags::LEAVES_QTY), "0.000");
+    assert_eq!(cancelled.req(tags::CUM_QTY), "0.004");
+
+    // Off the tick grid, and a duplicate live ClOrdID.
+    buyer.new_order("B9", "1", "0.001", "100.005");
+    let off = buyer.expect("8");
+    assert_eq!(off.req(tags::EXEC_TYPE), "8");
+    assert_eq!(off.req(tags::ORD_STATUS), "8");
+    buyer.new_order("B10", "1", "0.001", "90");
+    buyer.expect("8");
+    buyer.new_order("B10", "1", "0.001", "90");
+    let dup = buyer.expect("8");
+    assert_eq!(dup.req(tags::EXEC_TYPE), "8");
+    assert_eq!(dup.req(tags::ORD_REJ_REASON), "6");
+
+    // An application message the venue does not take.
+    buyer.send("AE", &[(571, "T1")]);
+    let business = buyer.expect("j");
+    assert_eq!(business.req(tags::BUSINESS_REJECT_REASON), "3");
+
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn logon_needs_the_users_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    client.send(
+        "A",
+        &[
+            (tags::ENCRYPT_METHOD, "0"),
+            (tags::HEART_BT_INT, "30"),
+            (tags::USERNAME, "1"),
+            (tags::PASSWORD, "wrong"),
+        ],
+    );
+    let logout = client.expect("5");
+    assert!(logout.req(tags::TEXT).contains("Password"), "{logout:?}");
+    assert!(client.recv_within(Duration::from_secs(5)).is_none());
+
+    // An unknown CompID gets no session at all.
+    let mut stranger = FixClient::connect(fix_addr(&server), "NOBODY", "FIX.4.4");
+    stranger.send(
+        "A",
+        &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")],
+    );
+    assert!(stranger.recv_within(Duration::from_secs(5)).is_none());
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn market_data_snapshot_then_increments_and_the_symbol_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut watcher = FixClient::connect(fix_addr(&server), "TRADER3", "FIX.4.4");
+    watcher.logon(&server, 3);
+    watcher.send(
+        "x",
+        &[
+            (tags::SECURITY_REQ_ID, "L1"),
+            (tags::SECURITY_LIST_REQUEST_TYPE, "4"),
+        ],
+    );
+    let list = watcher.expect("y");
+    let symbols: Vec<&str> = list
+        .fields
+        .iter()
+        .filter(|(t, _)| *t == tags::SYMBOL)
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(symbols, vec!["BTC-USD", "ETH-USD"]);
+
+    let mut trader = FixClient::connect(fix_addr(&server), "TRADER4", "FIX.4.4");
+    trader.logon(&server, 4);
+    trader.new_order("T1", "1", "0.005", "101.00");
+    trader.expect("8");
+
+    watcher.send(
+        "V",
+        &[
+            (tags::MD_REQ_ID, "M1"),
+            (tags::SUBSCRIPTION_REQUEST_TYPE, "1"),
+            (tags::MARKET_DEPTH, "0"),
+            (tags::NO_MD_ENTRY_TYPES, "3"),
+            (tags::MD_ENTRY_TYPE, "0"),
+            (tags::MD_ENTRY_TYPE, "1"),
+            (tags::MD_ENTRY_TYPE, "2"),
+            (tags::NO_RELATED_SYM, "1"),
+            (tags::SYMBOL, "BTC-USD"),
+        ],
+    );
+    let snapshot = watcher.expect("W");
+    assert_eq!(snapshot.req(tags::NO_MD_ENTRIES), "1");
+    assert_eq!(snapshot.req(tags::MD_ENTRY_PX), "101.00");
+    assert_eq!(snapshot.req(tags::MD_ENTRY_SIZE), "0.005");
+
+    // A sell (by another user: no self-trade) that trades 0.002: a trade entry and a
+    // changed bid.
+    let mut seller = FixClient::connect(fix_addr(&server), "TRADER6", "FIX.4.4");
+    seller.logon(&server, 6);
+    seller.new_order("T2", "2", "0.002", "101.00");
+    let mut saw_trade = false;
+    let mut bid_size = None;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (!saw_trade || bid_size.is_none()) && Instant::now() < deadline {
+        let x = watcher.expect("X");
+        let mut entry_type = "";
+        for (tag, value) in &x.fields {
+            match *tag {
+                tags::MD_ENTRY_TYPE => entry_type = value,
+                tags::MD_ENTRY_SIZE if entry_type == "2" => {
+                    assert_eq!(value, "0.002");
+                    saw_trade = true;
+                }
+                tags::MD_ENTRY_SIZE if entry_type == "0" => bid_size = Some(value.clone()),
+                _ => {}
+            }
+        }
+    }
+    assert!(saw_trade);
+    assert_eq!(bid_size.as_deref(), Some("0.003"));
+
+    // Unknown symbols are refused.
+    watcher.send(
+        "V",
+        &[
+            (tags::MD_REQ_ID, "M2"),
+            (tags::SUBSCRIPTION_REQUEST_TYPE, "1"),
+            (tags::MARKET_DEPTH, "0"),
+            (tags::NO_MD_ENTRY_TYPES, "1"),
+            (tags::MD_ENTRY_TYPE, "2"),
+            (tags::NO_RELATED_SYM, "1"),
+            (tags::SYMBOL, "DOGE-USD"),
+        ],
+    );
+    let refused = watcher.expect("Y");
+    assert_eq!(refused.req(tags::MD_REQ_REJ_REASON), "0");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_restart_keeps_sequence_numbers_and_live_orders() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER5", "FIX.4.4");
+    client.logon(&server, 5);
+    client.new_order("R1", "1", "0.003", "95.00");
+    let new = client.expect("8");
+    let order_id = new.req(tags::ORDER_ID).to_string();
+    client.send("5", &[]);
+    client.expect("5");
+    let next_in = client.seq;
+    server.shutdown().unwrap();
+
+    let server = start(dir.path());
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER5", "FIX.4.4");
+    client.seq = next_in;
+    let logon = client.logon(&server, 5);
+    // Our Logon, ER New and Logout came before: the venue's numbers go on from there.
+    assert_eq!(logon.req(tags::MSG_SEQ_NUM), "4");
+    client.send(
+        "F",
+        &[
+            (tags::ORIG_CL_ORD_ID, "R1"),
+            (tags::CL_ORD_ID, "R2"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "1"),
+        ],
+    );
+    let cancelled = client.expect("8");
+    assert_eq!(cancelled.req(tags::EXEC_TYPE), "4");
+    assert_eq!(cancelled.req(tags::ORDER_ID), order_id);
+    server.shutdown().unwrap();
+}
