@@ -59,6 +59,15 @@ is 0 unless --strict stopped the replay or the input could not be read."
     /// Inspect the journal and snapshots of a data directory (docs/journal-format.md)
     #[command(subcommand)]
     Journal(JournalCmd),
+    /// FIX tools: a load generator (docs/fix.md)
+    #[command(subcommand)]
+    Fix(FixCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum FixCmd {
+    /// NewOrderSingle -> ExecutionReport(New) round trips over N FIX sessions at fixed rates
+    Loadgen(rialto_cli::fix_loadgen::FixLoadgenArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -169,6 +178,9 @@ fn main() -> ExitCode {
             bench_recovery::run(&args).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Journal(cmd) => run_journal(cmd),
+        Cmd::Fix(FixCmd::Loadgen(args)) => {
+            rialto_cli::fix_loadgen::run(&args).map(|()| ExitCode::SUCCESS)
+        }
     };
     match outcome {
         Ok(code) => code,
