@@ -89,6 +89,7 @@ pub fn validate(version: Version, frame: &Frame<'_>) -> Result<(), Violation> {
     };
     let mut walk = Walk {
         session,
+        app,
         body_dict,
         bytes: frame.body_after_msg_type(),
         pos: 0,
@@ -126,6 +127,8 @@ impl Seen {
 
 struct Walk<'a> {
     session: &'static Dictionary,
+    app: &'static Dictionary,
+    /// The one of the two that defines the message.
     body_dict: &'static Dictionary,
     /// The fields after MsgType, up to the CheckSum.
     bytes: &'a [u8],
@@ -194,7 +197,7 @@ impl<'a> Walk<'a> {
     /// A body field that is not in the message: fine if user-defined, or if the message type
     /// is out of scope (then only the tag number is checked).
     fn stray(&mut self, out_of_scope: bool, field: Field<'a>) -> Result<(), Violation> {
-        let defined = self.session.defines_tag(field.tag) || self.body_dict.defines_tag(field.tag);
+        let defined = self.session.defines_tag(field.tag) || self.app.defines_tag(field.tag);
         if !defined {
             if field.tag >= USER_DEFINED_TAG_MIN {
                 return Ok(());
