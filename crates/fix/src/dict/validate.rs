@@ -473,7 +473,9 @@ pub(crate) fn well_formed(kind: Kind, v: &[u8]) -> bool {
         Kind::Char => v.len() == 1,
         Kind::Boolean => v == b"Y" || v == b"N",
         Kind::MultipleCharValue => v.split(|&b| b == b' ').all(|t| t.len() <= 1),
-        Kind::UtcTimestamp => crate::time::parse_utc_timestamp(v).is_some(),
+        // The syntax of `time::parse_utc_timestamp`, without its 2262 limit (years to 9999 are
+        // valid FIX; "99991231-23:59:59" is a common "never").
+        Kind::UtcTimestamp => v.len() > 9 && v[8] == b'-' && is_date(&v[..8]) && is_time(&v[9..]),
         Kind::UtcDateOnly | Kind::LocalMktDate => v.len() == 8 && is_date(v),
         Kind::UtcTimeOnly => is_time(v),
         Kind::MonthYear => is_month_year(v),
@@ -597,6 +599,11 @@ mod tests {
         assert!(well_formed(Kind::Char, b"1"));
         assert!(!well_formed(Kind::Char, b"12"));
         assert!(!well_formed(Kind::Boolean, b"y"));
+        assert!(well_formed(Kind::UtcTimestamp, b"20261122-10:00:00.123456"));
+        assert!(well_formed(Kind::UtcTimestamp, b"99991231-23:59:59"));
+        assert!(!well_formed(Kind::UtcTimestamp, b"20261122-10:00:00.12"));
+        assert!(!well_formed(Kind::UtcTimestamp, b"20261122 10:00:00"));
+        assert!(!well_formed(Kind::UtcTimestamp, b"20261122-25:00:00"));
         assert!(well_formed(Kind::UtcDateOnly, b"20261122"));
         assert!(!well_formed(Kind::UtcDateOnly, b"20261322"));
         assert!(well_formed(Kind::UtcTimeOnly, b"23:59:60.123"));
