@@ -530,7 +530,7 @@ fn is_time(v: &[u8]) -> bool {
     if v.len() < 8 || !is_hh_mm(&v[..5]) || v[5] != b':' {
         return false;
     }
-    if !number(&v[6..8]).is_some_and(|s| s <= 60) {
+    if number(&v[6..8]).is_none_or(|s| s > 60) {
         return false;
     }
     match v.len() {
