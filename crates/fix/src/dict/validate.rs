@@ -334,14 +334,8 @@ impl<'a> Walk<'a> {
                 }
                 return Ok(());
             }
-            Kind::Length if def.pair != 0 => {
-                let Some(len) = parse_uint(field.value) else {
-                    return bad_format("incorrect data format for value");
-                };
-                self.declared_data = Some((def.pair, usize::try_from(len).unwrap_or(usize::MAX)));
-            }
-            // FIX 4.2 types its length fields as INT.
-            Kind::Int if def.pair != 0 => {
+            // A length field announcing a data field (FIX 4.2 types these as INT).
+            Kind::Length | Kind::Int if def.pair != 0 => {
                 let Some(len) = parse_uint(field.value) else {
                     return bad_format("incorrect data format for value");
                 };
