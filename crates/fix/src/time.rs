@@ -49,7 +49,8 @@ pub fn write_utc_timestamp(buf: &mut Vec<u8>, unix_ns: i64) {
     buf.extend_from_slice(&out);
 }
 
-/// Parses a UTCTimestamp with 0, 3, 6 or 9 fraction digits. `None` if malformed.
+/// Parses a UTCTimestamp with 0, 3, 6 or 9 fraction digits. `None` if malformed or after
+/// 2262-04-11 (the end of `i64` nanoseconds).
 pub fn parse_utc_timestamp(text: &[u8]) -> Option<i64> {
     if text.len() < 17 || text[8] != b'-' || text[11] != b':' || text[14] != b':' {
         return None;
@@ -83,7 +84,8 @@ pub fn parse_utc_timestamp(text: &[u8]) -> Option<i64> {
     };
     let days = days_from_civil(year, month as u32, day as u32);
     let secs = days * 86_400 + hour * 3600 + minute * 60 + second;
-    Some(secs * 1_000_000_000 + fraction_ns)
+    // Beyond 2262-04-11 the nanoseconds do not fit in an i64.
+    secs.checked_mul(1_000_000_000)?.checked_add(fraction_ns)
 }
 
 #[cfg(test)]
@@ -124,6 +126,9 @@ mod tests {
             "20261122-04:44:29.12",
             "20261122-04:44:29.1234",
             "2026112a-04:44:29",
+            // Well formed, but past the end of i64 nanoseconds.
+            "99991231-23:59:59",
+            "22620411-23:47:17",
         ] {
             assert_eq!(parse_utc_timestamp(bad.as_bytes()), None, "{bad}");
         }
