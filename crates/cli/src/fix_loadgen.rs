@@ -140,7 +140,10 @@ fn logon(addr: SocketAddr, n: usize, password: &str) -> anyhow::Result<FixConn> 
             bail!("{} was not logged on: {text}", c.comp_id);
         }
         let mut chunk = [0u8; 4096];
-        let got = c.stream.read(&mut chunk).context("waiting for the Logon reply")?;
+        let got = c
+            .stream
+            .read(&mut chunk)
+            .context("waiting for the Logon reply")?;
         if got == 0 {
             bail!("{}: the acceptor closed the connection at logon", c.comp_id);
         }
@@ -155,7 +158,12 @@ fn histogram() -> Histogram<u64> {
 }
 
 /// Offers `rate` orders a second, round robin over the sessions.
-fn run_rate(conns: &mut [FixConn], rate: u64, args: &FixLoadgenArgs, first: u64) -> anyhow::Result<Row> {
+fn run_rate(
+    conns: &mut [FixConn],
+    rate: u64,
+    args: &FixLoadgenArgs,
+    first: u64,
+) -> anyhow::Result<Row> {
     let interval_ns = 1e9 / rate as f64;
     let warmup = (args.warmup_seconds * rate as f64) as u64;
     let total = warmup + (args.seconds * rate as f64) as u64;
@@ -290,7 +298,13 @@ pub fn run(args: &FixLoadgenArgs) -> anyhow::Result<()> {
         let row = run_rate(&mut conns, rate, args, first)?;
         first += 1 << 40;
         if !args.json {
-            eprintln!("{}", table(std::slice::from_ref(&row)).lines().nth(1).unwrap_or(""));
+            eprintln!(
+                "{}",
+                table(std::slice::from_ref(&row))
+                    .lines()
+                    .nth(1)
+                    .unwrap_or("")
+            );
         }
         rows.push(row);
     }

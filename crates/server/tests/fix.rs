@@ -143,11 +143,7 @@ impl FixClient {
     }
 
     fn new_order(&mut self, cl_ord_id: &str, side: &str, qty: &str, price: &str) {
-        let now = {
-            let mut b = Vec::new();
-            rialto_fix::time::write_utc_timestamp(&mut b, now_ns());
-            String::from_utf8(b).unwrap()
-        };
+        let now = transact_time();
         self.send(
             "D",
             &[
@@ -163,6 +159,12 @@ impl FixClient {
             ],
         );
     }
+}
+
+fn transact_time() -> String {
+    let mut b = Vec::new();
+    rialto_fix::time::write_utc_timestamp(&mut b, now_ns());
+    String::from_utf8(b).unwrap()
 }
 
 fn start(data: &std::path::Path) -> RunningServer {
@@ -221,6 +223,7 @@ fn two_sessions_trade_amend_and_cancel() {
             (tags::ORDER_QTY, "0.010"),
             (tags::ORD_TYPE, "2"),
             (tags::PRICE, "99.50"),
+            (tags::TRANSACT_TIME, &transact_time()),
         ],
     );
     let replaced = buyer.expect("8");
@@ -242,6 +245,7 @@ fn two_sessions_trade_amend_and_cancel() {
             (tags::ORDER_QTY, "0.020"),
             (tags::ORD_TYPE, "2"),
             (tags::PRICE, "99.50"),
+            (tags::TRANSACT_TIME, &transact_time()),
         ],
     );
     let replaced = buyer.expect("8");
@@ -258,6 +262,7 @@ fn two_sessions_trade_amend_and_cancel() {
             (tags::CL_ORD_ID, "C0"),
             (tags::SYMBOL, "BTC-USD"),
             (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &transact_time()),
         ],
     );
     let reject = buyer.expect("9");
@@ -270,6 +275,7 @@ fn two_sessions_trade_amend_and_cancel() {
             (tags::CL_ORD_ID, "C1"),
             (tags::SYMBOL, "BTC-USD"),
             (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &transact_time()),
         ],
     );
     let cancelled = buyer.expect("8");
@@ -445,6 +451,7 @@ fn a_restart_keeps_sequence_numbers_and_live_orders() {
             (tags::CL_ORD_ID, "R2"),
             (tags::SYMBOL, "BTC-USD"),
             (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &transact_time()),
         ],
     );
     let cancelled = client.expect("8");

@@ -1082,6 +1082,15 @@ impl Core {
                 tracing::error!("FIX store: {e}");
             }
         };
+        let version = self.slots[slot].version;
+        if let Err(v) = rialto_fix::dict::validate(version, frame) {
+            let invalid = app::Invalid {
+                reason: v.reason,
+                ref_tag: v.ref_tag.unwrap_or(0),
+                text: v.text,
+            };
+            return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+        }
         let result: Result<Option<ToEngine>, Report> = match frame.msg_type {
             b"D" => match app::NewOrderSingle::decode(frame) {
                 Ok(m) => self.slots[slot]
