@@ -1,5 +1,7 @@
 package rialto.interop;
 
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.time.LocalDateTime;
 import java.util.Arrays;
 import java.util.Set;
@@ -89,35 +91,45 @@ public final class CodecBench {
         checkParse(dictionary);
         String sample = encodeExecutionReport(1);
 
-        double[] parse = measure(warmupRounds, rounds, iterations, n -> parseRound(dictionary, n));
-        double[] encode = measure(warmupRounds, rounds, iterations, CodecBench::encodeRound);
+        Result parse = measure(warmupRounds, rounds, iterations, n -> parseRound(dictionary, n));
+        Result encode = measure(warmupRounds, rounds, iterations, CodecBench::encodeRound);
 
         System.out.printf("quickfixj parse_new_order_single median_ns=%.1f bytes=%d%n",
-                median(parse), NEW_ORDER_SINGLE.length());
+                median(parse.wall), NEW_ORDER_SINGLE.length());
         System.out.printf("quickfixj encode_execution_report median_ns=%.1f bytes=%d%n",
-                median(encode), sample.length());
-        System.err.printf("(%d rounds x %d ops after %d warm-up rounds; parse ns/op min %.1f max"
-                + " %.1f; encode ns/op min %.1f max %.1f; JVM %s)%n", rounds, iterations,
-                warmupRounds, min(parse), max(parse), min(encode), max(encode),
-                System.getProperty("java.vm.version"));
+                median(encode.wall), sample.length());
+        System.err.printf("(%d rounds x %d ops after %d warm-up rounds, JVM %s)%n", rounds,
+                iterations, warmupRounds, System.getProperty("java.vm.version"));
+        for (String name : new String[] {"parse", "encode"}) {
+            Result r = name.equals("parse") ? parse : encode;
+            System.err.printf("(%s wall ns/op min %.1f max %.1f; thread CPU ns/op median %.1f)%n",
+                    name, min(r.wall), max(r.wall), median(r.cpu));
+        }
     }
 
     private interface Round {
         long run(int iterations) throws Exception;
     }
 
-    private static double[] measure(int warmupRounds, int rounds, int iterations, Round round)
+    /** Per round: wall-clock ns/op, and the thread's CPU ns/op (this VM's cores are shared). */
+    private record Result(double[] wall, double[] cpu) {}
+
+    private static Result measure(int warmupRounds, int rounds, int iterations, Round round)
             throws Exception {
+        ThreadMXBean threads = ManagementFactory.getThreadMXBean();
         for (int i = 0; i < warmupRounds; i++) {
             sink += round.run(iterations);
         }
-        double[] nsPerOp = new double[rounds];
+        double[] wall = new double[rounds];
+        double[] cpu = new double[rounds];
         for (int i = 0; i < rounds; i++) {
+            long cpuStart = threads.getCurrentThreadCpuTime();
             long start = System.nanoTime();
             sink += round.run(iterations);
-            nsPerOp[i] = (System.nanoTime() - start) / (double) iterations;
+            wall[i] = (System.nanoTime() - start) / (double) iterations;
+            cpu[i] = (threads.getCurrentThreadCpuTime() - cpuStart) / (double) iterations;
         }
-        return nsPerOp;
+        return new Result(wall, cpu);
     }
 
     private static NewOrderSingle parse(DataDictionary dictionary) throws Exception {

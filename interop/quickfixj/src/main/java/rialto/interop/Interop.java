@@ -50,14 +50,16 @@ public final class Interop {
             "usage: java -cp 'target/classes:target/dependency/*' rialto.interop.Interop",
             "         --port P --begin FIX.4.4|FIXT.1.1 --secret1 HEX --secret2 HEX",
             "         (--store DIR | --memory-store) [--timeout SECONDS] [--step-timeout-ms MS]",
-            "         [--steps 1,2,...]",
+            "         [--steps 1,2,...] [--allow-udf]",
             "  --store DIR        QuickFIX/J file store (use a fresh directory per acceptor run:",
             "                     sequence numbers carry over from what is in it)",
             "  --memory-store     keep the sessions' messages in memory instead",
             "  --timeout          overall limit, default 60 s (exit 2 when passed)",
             "  --step-timeout-ms  how long to wait for each expected message, default 5000",
             "  --steps            run only these of steps 1..10 (logon and logout always run);",
-            "                     each of 2..5 needs the one before it");
+            "                     each of 2..5 needs the one before it",
+            "  --allow-udf        accept user-defined tags (5000+) the dictionary does not know;",
+            "                     every standard check stays on");
 
     static final int EXIT_PASS = 0;
     static final int EXIT_FAIL = 1;
@@ -73,6 +75,7 @@ public final class Interop {
     private final int port;
     private final String storeDir;
     private final long stepTimeoutMs;
+    private final boolean allowUserDefinedFields;
     private final Set<Integer> steps = new TreeSet<>();
     /** ClOrdIDs are prefixed with this, so reruns against the same acceptor do not collide. */
     private final String runId = Long.toString(System.currentTimeMillis(), 36);
@@ -154,6 +157,7 @@ public final class Interop {
         }
         storeDir = args.get("--store", null);
         stepTimeoutMs = args.integer("--step-timeout-ms", 5000, USAGE);
+        allowUserDefinedFields = args.flag("--allow-udf");
         for (String n : args.get("--steps", "1,2,3,4,5,6,7,8,9,10").split(",")) {
             try {
                 steps.add(Integer.parseInt(n.trim()));
@@ -174,7 +178,7 @@ public final class Interop {
         Args args = Args.parse(argv,
                 Set.of("--port", "--begin", "--secret1", "--secret2", "--store", "--timeout",
                         "--step-timeout-ms", "--steps"),
-                Set.of("--memory-store"), USAGE);
+                Set.of("--memory-store", "--allow-udf"), USAGE);
         int timeoutSeconds = args.integer("--timeout", 60, USAGE);
         Interop test = new Interop(args);
         test.startWatchdog(timeoutSeconds);
@@ -278,7 +282,7 @@ public final class Interop {
         s.setString("ValidateIncomingMessage", "Y");
         s.setString("ValidateFieldsOutOfOrder", "Y");
         s.setString("ValidateFieldsHaveValues", "Y");
-        s.setString("ValidateUserDefinedFields", "Y");
+        s.setString("ValidateUserDefinedFields", allowUserDefinedFields ? "N" : "Y");
         s.setString("AllowUnknownMsgFields", "N");
         s.setString("RejectInvalidMessage", "Y");
         s.setString("RequiresOrigSendingTime", "Y");
