@@ -863,7 +863,7 @@ impl Core {
                 let session = &mut self.slots[slot].session;
                 let seq = session.next_sender_seq();
                 let mut exec_id = [0u8; 48];
-                let exec_id = write_exec_id(&mut exec_id, exec.seq, seq);
+                let exec_id = write_exec_id(&mut exec_id, exec.seq, slot, seq);
                 let mut order_id = [0u8; 24];
                 let order_id = write_order_id(&mut order_id, exec.order.order_id);
                 session.send_app(
@@ -1250,12 +1250,13 @@ impl Core {
     }
 }
 
-/// ExecID: the engine sequence number behind the report and the report's own MsgSeqNum
-/// (unique within the session; the sequence number alone repeats across a command's fills).
-fn write_exec_id(buf: &mut [u8; 48], engine_seq: u64, msg_seq: u64) -> &[u8] {
+/// ExecID, unique across the venue: the engine sequence number behind the report, the
+/// session's slot, and the report's own MsgSeqNum (a command's fills share its sequence number,
+/// and MsgSeqNums repeat across sessions).
+fn write_exec_id(buf: &mut [u8; 48], engine_seq: u64, slot: usize, msg_seq: u64) -> &[u8] {
     use std::io::Write as _;
     let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{engine_seq}-{msg_seq}");
+    let _ = write!(cursor, "{engine_seq}-{slot}-{msg_seq}");
     let len = cursor.position() as usize;
     &buf[..len]
 }
@@ -1299,8 +1300,8 @@ fn write_execution(
         side: side_char(o.side),
         ord_type: Some(o.ord_type),
         time_in_force: o.time_in_force,
-        price: figures.as_ref().and_then(|f| f.price),
-        order_qty: figures.as_ref().map(|f| f.order_qty),
+        price: exec.raw_price.or(figures.as_ref().and_then(|f| f.price)),
+        order_qty: exec.raw_qty.or(figures.as_ref().map(|f| f.order_qty)),
         last: figures.as_ref().and_then(|f| f.last),
         leaves_qty: figures.as_ref().map_or(zero, |f| f.leaves_qty),
         cum_qty: figures.as_ref().map_or(zero, |f| f.cum_qty),
