@@ -79,6 +79,9 @@ enum BenchCmd {
     Pipeline(rialto_cli::pipeline_bench::PipelineBenchArgs),
     /// Time recovery: a snapshot with --orders resting orders plus --commands journaled ones
     Recovery(RecoveryArgs),
+    /// The FIX codec: parse the 214-byte NewOrderSingle, write an ExecutionReport (median
+    /// ns per operation, the format of QuickFIX/J's CodecBench in interop/quickfixj)
+    Fix(rialto_cli::fix_bench::FixBenchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -176,6 +179,9 @@ fn main() -> ExitCode {
         }
         Cmd::Bench(BenchCmd::Recovery(args)) => {
             bench_recovery::run(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Bench(BenchCmd::Fix(args)) => {
+            rialto_cli::fix_bench::run(&args).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Journal(cmd) => run_journal(cmd),
         Cmd::Fix(FixCmd::Loadgen(args)) => {
