@@ -1297,7 +1297,7 @@ fn write_execution(
         exec_type: exec.exec_type,
         ord_status: o.status,
         symbol,
-        side: side_char(o.side),
+        side: exec.raw_side.unwrap_or(side_char(o.side)),
         ord_type: Some(o.ord_type),
         time_in_force: o.time_in_force,
         price: exec.raw_price.or(figures.as_ref().and_then(|f| f.price)),

@@ -165,6 +165,7 @@ pub struct Execution {
     /// figures may not convert).
     pub raw_qty: Option<Decimal>,
     pub raw_price: Option<Decimal>,
+    pub raw_side: Option<u8>,
     /// The engine sequence number behind the report (0 for a gateway-side rejection).
     pub seq: u64,
     pub ts_ns: i64,
@@ -291,6 +292,7 @@ impl OrderDesk {
             raw_symbol: None,
             raw_qty: None,
             raw_price: None,
+            raw_side: None,
             seq: 0,
             ts_ns,
         })
@@ -384,6 +386,7 @@ impl OrderDesk {
                 exec.raw_symbol = ClOrdId::new(msg.symbol);
                 exec.raw_qty = Some(msg.order_qty);
                 exec.raw_price = msg.price;
+                exec.raw_side = Some(msg.side);
             }
             report
         };
@@ -735,6 +738,7 @@ impl OrderDesk {
             raw_symbol: None,
             raw_qty: None,
             raw_price: None,
+            raw_side: None,
             seq,
             ts_ns,
         }
