@@ -1266,3 +1266,248 @@ impl Normalized for Decimal {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::InstrumentSettings;
+    use rialto_core::{Name, SymbolSpec};
+    use rialto_fix::{MessageWriter, next_frame, tags};
+
+    fn instruments() -> Instruments {
+        let mut settings = std::collections::BTreeMap::new();
+        settings.insert(
+            "BTC-USD".to_string(),
+            InstrumentSettings {
+                price_tick: "0.01".into(),
+                qty_lot: "0.001".into(),
+            },
+        );
+        let mut instruments = Instruments::new(&settings);
+        let name = |t| Name::new(t).unwrap();
+        let spec = SymbolSpec {
+            symbol: name("BTC-USD"),
+            base: name("BTC"),
+            quote: name("USD"),
+            base_scale: 1000,
+            quote_scale: 1,
+            maker_fee: 0,
+            taker_fee: 0,
+        };
+        instruments.refresh(&[(SymbolId(0), spec)]);
+        instruments
+    }
+
+    /// A message of `msg_type` with `fields`, framed, for the decoders.
+    fn message(msg_type: &str, fields: &[(u32, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = MessageWriter::begin(&mut out, b"FIX.4.4", msg_type.as_bytes());
+        for (tag, value) in fields {
+            w.str(*tag, value.as_bytes());
+        }
+        w.finish();
+        out
+    }
+
+    fn place(desk: &mut OrderDesk, id: &str, side: &str, qty: &str, price: &str) -> ToEngine {
+        let bytes = message(
+            "D",
+            &[
+                (tags::CL_ORD_ID, id),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, side),
+                (tags::ORDER_QTY, qty),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, price),
+            ],
+        );
+        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+        let nos = NewOrderSingle::decode(&frame).unwrap();
+        desk.new_order(&nos, &instruments(), 0).unwrap()
+    }
+
+    fn replace(
+        desk: &mut OrderDesk,
+        orig: &str,
+        id: &str,
+        qty: &str,
+        price: &str,
+    ) -> Result<ToEngine, Report> {
+        let bytes = message(
+            "G",
+            &[
+                (tags::ORIG_CL_ORD_ID, orig),
+                (tags::CL_ORD_ID, id),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::ORDER_QTY, qty),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, price),
+            ],
+        );
+        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+        let m = OrderCancelReplaceRequest::decode(&frame).unwrap();
+        desk.replace(&m, &instruments())
+    }
+
+    fn executions(reports: &[Report]) -> Vec<&Execution> {
+        reports
+            .iter()
+            .filter_map(|r| match r {
+                Report::Execution(e) => Some(e),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fills_add_up_to_cum_leaves_and_an_exact_average() {
+        let mut desk = OrderDesk::new(1, 1 << 40);
+        let t = place(&mut desk, "A", "1", "0.010", "100.00");
+        assert_eq!(t.kind, RequestKind::Place);
+        let mut reports = Vec::new();
+        // Filled before the accept came back: New goes first.
+        desk.on_trade(t.order, 10_000, 3, 7, 0, &mut reports);
+        desk.on_reply(t.order, RequestKind::Place, Ok(()), 7, 0, &mut reports);
+        desk.on_trade(t.order, 9_999, 7, 8, 0, &mut reports);
+        let e = executions(&reports);
+        assert_eq!(e.len(), 3, "{reports:?}");
+        assert_eq!(e[0].exec_type, app::exec_type::NEW);
+        assert_eq!(e[1].exec_type, app::exec_type::TRADE);
+        assert_eq!((e[1].order.cum_lots, e[1].order.leaves_lots), (3, 7));
+        assert_eq!(e[1].order.status, app::ord_status::PARTIALLY_FILLED);
+        assert_eq!(e[2].order.status, app::ord_status::FILLED);
+        let figures = e[2].figures(instruments().by_id(SymbolId(0)).unwrap());
+        // (100.00 × 3 + 99.99 × 7) / 10 = 99.993
+        assert_eq!(figures.avg_px.to_string(), "99.993");
+        assert_eq!(figures.cum_qty.to_string(), "0.010");
+        // Done: the ClOrdID may be used again.
+        assert!(desk.order_by_cl_ord_id(b"A").is_none());
+        place(&mut desk, "A", "1", "0.001", "1");
+    }
+
+    #[test]
+    fn replaces_map_onto_move_reduce_and_cancel_then_new() {
+        let mut desk = OrderDesk::new(1, 1 << 40);
+        let t = place(&mut desk, "A", "1", "0.010", "100.00");
+        let mut reports = Vec::new();
+        desk.on_reply(t.order, RequestKind::Place, Ok(()), 1, 0, &mut reports);
+
+        let m = replace(&mut desk, "A", "B", "0.010", "99.00").unwrap();
+        assert!(matches!(m.command, Command::Move { price: 9_900, .. }));
+        desk.on_reply(m.order, m.kind, Ok(()), 2, 0, &mut reports);
+
+        let r = replace(&mut desk, "B", "C", "0.006", "99.00").unwrap();
+        assert!(matches!(r.command, Command::Reduce { qty: 4, .. }));
+        desk.on_reply(r.order, r.kind, Ok(()), 3, 0, &mut reports);
+        assert!(
+            desk.on_cancelled(r.order, 4, CancelReason::Reduce, 3, 0, &mut reports)
+                .is_none()
+        );
+
+        // More quantity: cancel first, the new order only once the cancel is done.
+        let c = replace(&mut desk, "C", "D", "0.020", "98.00").unwrap();
+        assert!(matches!(c.command, Command::Cancel { .. }));
+        desk.on_reply(c.order, c.kind, Ok(()), 4, 0, &mut reports);
+        let new = desk
+            .on_cancelled(c.order, 6, CancelReason::User, 4, 0, &mut reports)
+            .expect("the new half");
+        let Command::Place(p) = new.command else {
+            panic!("a place")
+        };
+        assert_eq!((p.qty, p.price), (20, Some(9_800)));
+        assert_ne!(new.order, t.order);
+        desk.on_reply(new.order, new.kind, Ok(()), 5, 0, &mut reports);
+
+        let e = executions(&reports);
+        let replaced: Vec<_> = e
+            .iter()
+            .filter(|x| x.exec_type == app::exec_type::REPLACED)
+            .collect();
+        assert_eq!(replaced.len(), 3, "{reports:?}");
+        assert_eq!(replaced[1].order.leaves_lots, 6);
+        assert_eq!(replaced[2].cl_ord_id.as_bytes(), b"D");
+        assert_eq!(replaced[2].orig_cl_ord_id.unwrap().as_bytes(), b"C");
+        // The OrderID never changed.
+        assert!(e.iter().all(|x| x.order.order_id == 1 << 40));
+        // Old ClOrdIDs are free again; the live one is D.
+        assert!(desk.order_by_cl_ord_id(b"A").is_none());
+        assert_eq!(desk.order_by_cl_ord_id(b"D").unwrap().leaves_lots, 20);
+    }
+
+    #[test]
+    fn a_refused_new_half_ends_the_order_and_rejects_are_answered() {
+        let mut desk = OrderDesk::new(1, 1 << 40);
+        let t = place(&mut desk, "A", "1", "0.010", "100.00");
+        let mut reports = Vec::new();
+        desk.on_reply(t.order, RequestKind::Place, Ok(()), 1, 0, &mut reports);
+        let c = replace(&mut desk, "A", "B", "0.020", "100.00").unwrap();
+        desk.on_reply(c.order, c.kind, Ok(()), 2, 0, &mut reports);
+        let new = desk
+            .on_cancelled(c.order, 10, CancelReason::User, 2, 0, &mut reports)
+            .unwrap();
+        reports.clear();
+        desk.on_reply(
+            new.order,
+            new.kind,
+            Err(Reason::InsufficientFunds),
+            3,
+            0,
+            &mut reports,
+        );
+        let e = executions(&reports);
+        assert_eq!(e[0].exec_type, app::exec_type::CANCELED);
+        assert!(e[0].text.unwrap().contains("insufficient_funds"));
+        assert!(desk.live_orders().next().is_none());
+
+        // Unknown orders and duplicate ClOrdIDs.
+        assert!(matches!(
+            replace(&mut desk, "nope", "X", "0.001", "1"),
+            Err(Report::CancelReject { reason: 1, .. })
+        ));
+        let t = place(&mut desk, "L", "2", "0.001", "1");
+        desk.on_reply(t.order, t.kind, Ok(()), 4, 0, &mut reports);
+        let bytes = message(
+            "D",
+            &[
+                (tags::CL_ORD_ID, "L"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "2"),
+                (tags::ORDER_QTY, "0.001"),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, "1"),
+            ],
+        );
+        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+        let nos = NewOrderSingle::decode(&frame).unwrap();
+        let Err(Report::Execution(dup)) = desk.new_order(&nos, &instruments(), 0) else {
+            panic!("a duplicate is refused")
+        };
+        assert_eq!(dup.ord_rej_reason, Some(ord_rej::DUPLICATE_ORDER));
+    }
+
+    #[test]
+    fn off_grid_prices_and_quantities_are_refused_not_rounded() {
+        let mut desk = OrderDesk::new(1, 1 << 40);
+        for (qty, price) in [("0.0005", "1"), ("0.001", "100.005"), ("0", "1")] {
+            let bytes = message(
+                "D",
+                &[
+                    (tags::CL_ORD_ID, "A"),
+                    (tags::SYMBOL, "BTC-USD"),
+                    (tags::SIDE, "1"),
+                    (tags::ORDER_QTY, qty),
+                    (tags::ORD_TYPE, "2"),
+                    (tags::PRICE, price),
+                ],
+            );
+            let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+            let nos = NewOrderSingle::decode(&frame).unwrap();
+            let Err(Report::Execution(e)) = desk.new_order(&nos, &instruments(), 0) else {
+                panic!("{qty} @ {price} must be refused")
+            };
+            assert_eq!(e.exec_type, app::exec_type::REJECTED);
+            assert_eq!(e.raw_qty.unwrap().to_string(), qty);
+        }
+    }
+}
