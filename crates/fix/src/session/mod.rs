@@ -145,6 +145,10 @@ pub struct SessionConfig {
     /// The largest HeartBtInt (108) a Logon may ask for, in seconds (default 3600). 0 means no
     /// heartbeats and is accepted.
     pub max_heart_bt_int_s: u32,
+    /// Leave store and log writes buffered until [`Session::flush_stores`] (a server that
+    /// handles many messages per turn of its loop writes them once, before its sockets).
+    /// Off by default: every call ends with them handed to the OS.
+    pub defer_flush: bool,
 }
 
 impl SessionConfig {
@@ -158,6 +162,7 @@ impl SessionConfig {
             logon_timeout_ns: 10_000_000_000,
             logout_timeout_ns: 10_000_000_000,
             max_heart_bt_int_s: 3600,
+            defer_flush: false,
         }
     }
 
@@ -631,7 +636,26 @@ impl<S: MessageStore> Session<S> {
         Ok(Outcome::Handled)
     }
 
+    /// Hands buffered store and log writes to the OS. With `defer_flush`, call it before
+    /// writing the output of earlier calls to the socket.
+    pub fn flush_stores(&mut self) -> Result<(), SessionError> {
+        if let Some(e) = self.store_error.take() {
+            return Err(SessionError::Store(e));
+        }
+        self.store.flush().map_err(SessionError::Store)?;
+        if let Some(log) = &mut self.log {
+            log.flush().map_err(SessionError::Log)?;
+        }
+        Ok(())
+    }
+
     fn flush(&mut self) -> Result<(), SessionError> {
+        if self.config.defer_flush {
+            return match self.store_error.take() {
+                Some(e) => Err(SessionError::Store(e)),
+                None => Ok(()),
+            };
+        }
         if let Some(e) = self.store_error.take() {
             return Err(SessionError::Store(e));
         }

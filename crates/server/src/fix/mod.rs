@@ -570,8 +570,19 @@ impl FixGateway {
         work
     }
 
-    /// Writes pending output.
+    /// Writes pending output, after the session stores: nothing reaches a client before it
+    /// is in the store it may be resent from.
     pub fn flush(&mut self, registry: &Registry) {
+        for slot in &mut self.core.slots {
+            if let Err(e) = slot.session.flush_stores() {
+                tracing::error!(session = %slot.name, "FIX store: {e}");
+                if let Some(c) = slot.conn.and_then(|id| self.conns.get_mut(&id)) {
+                    // What is buffered cannot be resent: close instead of sending it.
+                    c.output.truncate(c.output_pos);
+                    c.closing = true;
+                }
+            }
+        }
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         dirty.dedup();
@@ -638,6 +649,11 @@ impl FixGateway {
             c.output_pos = c.output.len();
         }
         self.close_finished(registry);
+        for slot in &mut self.core.slots {
+            if let Err(e) = slot.session.flush_stores() {
+                tracing::error!(session = %slot.name, "FIX store: {e}");
+            }
+        }
     }
 
     fn close_finished(&mut self, registry: &Registry) {
@@ -965,6 +981,8 @@ impl Core {
     ) -> io::Result<usize> {
         let mut config = SessionConfig::new(version, &self.config.comp_id, sender);
         config.max_clock_skew_ns = self.config.max_clock_skew_ns;
+        // Written once per turn of the loop, before the sockets (FixGateway::flush).
+        config.defer_flush = true;
         let name = config.session_name();
         let dir = self.config.data_dir.join("fix");
         let store = FileStore::open(&dir, &name)?;
