@@ -3,6 +3,7 @@
 //! front ends of `serve` and `loadgen`.
 
 pub mod bench_recovery;
+pub mod fix;
 pub mod journal;
 pub mod loadgen;
 pub mod pipeline_bench;

@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use rialto_bench::cli::BenchCommand;
 use rialto_cli::bench_recovery::{self, RecoveryArgs};
+use rialto_cli::fix::FixCmd;
 use rialto_cli::journal;
 use rialto_cli::loadgen::LoadgenArgs;
 use rialto_cli::replay::{self, ReplayError, ReplayOptions};
@@ -59,6 +60,9 @@ is 0 unless --strict stopped the replay or the input could not be read."
     /// Inspect the journal and snapshots of a data directory (docs/journal-format.md)
     #[command(subcommand)]
     Journal(JournalCmd),
+    /// FIX tools: a session test acceptor, the message log of a session
+    #[command(subcommand)]
+    Fix(FixCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -153,7 +157,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The journal tools print their findings; only warnings belong beside them.
     init_logging(match cli.command {
-        Cmd::Journal(_) => "warn",
+        Cmd::Journal(_) | Cmd::Fix(FixCmd::Log(_)) => "warn",
         _ => "info",
     });
     let outcome = match cli.command {
@@ -169,6 +173,7 @@ fn main() -> ExitCode {
             bench_recovery::run(&args).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Journal(cmd) => run_journal(cmd),
+        Cmd::Fix(cmd) => rialto_cli::fix::run(&cmd).map(|()| ExitCode::SUCCESS),
     };
     match outcome {
         Ok(code) => code,
