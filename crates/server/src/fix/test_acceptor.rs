@@ -348,7 +348,10 @@ impl Connection {
         let mut at = 0;
         let mut next = Next::Continue;
         while next == Next::Continue && at < input.len() {
-            match next_frame(&input[at..], MAX_INPUT_BYTES) {
+            // No length limit here: a message longer than the input buffer never completes,
+            // the buffer fills and the connection is closed (rather than resynchronising
+            // into the middle of it).
+            match next_frame(&input[at..], usize::MAX) {
                 Ok(None) => break,
                 Ok(Some((frame, len))) => {
                     next = self.on_frame(&frame);
