@@ -316,7 +316,10 @@ fn sequence_numbers_and_seen_ids_start_over_with_each_connection() {
     let logon = c.logon();
     assert_eq!(logon.req(tags::MSG_SEQ_NUM), "1", "{logon:?}");
     // The ClOrdID of the last connection is forgotten: a PossResend of it is new here.
-    c.send("D", &[&[(tags::POSS_RESEND, "Y")][..], &order("R1")].concat());
+    c.send(
+        "D",
+        &[&[(tags::POSS_RESEND, "Y")][..], &order("R1")].concat(),
+    );
     let echo = c.recv();
     assert_eq!(echo.msg_type, "D");
     assert_eq!(echo.req(tags::MSG_SEQ_NUM), "2");
@@ -345,7 +348,10 @@ fn a_second_connection_for_a_session_in_use_is_closed() {
     first.logon();
 
     let mut second = FixClient::connect(acceptor.addr, "FIX.4.4");
-    second.send("A", &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")]);
+    second.send(
+        "A",
+        &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")],
+    );
     assert!(second.closed_within(Duration::from_secs(5)));
 
     // Other versions are other sessions; the first connection is untouched.
@@ -362,22 +368,28 @@ fn bad_input_closes_the_connection_and_the_acceptor_keeps_serving() {
     // Not FIX.
     let mut c = TcpStream::connect(acceptor.addr).unwrap();
     c.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-    assert!(FixClient {
-        stream: c,
-        buf: Vec::new(),
-        seq: 1,
-        begin: "FIX.4.4"
-    }
-    .closed_within(Duration::from_secs(5)));
+    assert!(
+        FixClient {
+            stream: c,
+            buf: Vec::new(),
+            seq: 1,
+            begin: "FIX.4.4"
+        }
+        .closed_within(Duration::from_secs(5))
+    );
 
     // An unknown BeginString.
     let mut c = FixClient::connect(acceptor.addr, "FIX.4.1");
-    c.send("A", &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")]);
+    c.send(
+        "A",
+        &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")],
+    );
     assert!(c.closed_within(Duration::from_secs(5)));
 
     // Half a message, then gone: the session is free again at once.
     let mut c = TcpStream::connect(acceptor.addr).unwrap();
-    c.write_all(b"8=FIX.4.4\x019=70\x0135=A\x0134=1\x0149=TW").unwrap();
+    c.write_all(b"8=FIX.4.4\x019=70\x0135=A\x0134=1\x0149=TW")
+        .unwrap();
     drop(c);
 
     // A logged-on client that sends a message bigger than the input limit, in pieces.
@@ -443,7 +455,10 @@ fn the_command_prints_its_address_and_stops_on_sigterm() {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "still running 10 s after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "still running 10 s after SIGTERM"
+        );
         thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status}");
