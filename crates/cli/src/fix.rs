@@ -1,4 +1,5 @@
-//! `rialto fix`: the FIX session test acceptor and the message log query.
+//! `rialto fix`: the FIX session test acceptor, the message log query, and the group's
+//! subcommands (the load generator lives in [`crate::fix_loadgen`]).
 
 use std::io::{self, BufWriter, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -32,6 +33,8 @@ named <BeginString>-<our CompID>-<their CompID>, e.g. FIX.4.4-RIALTO-TRADER1. Ea
 {\"time_ns\":..,\"direction\":..,\"message\":..} instead."
     )]
     Log(LogArgs),
+    /// NewOrderSingle -> ExecutionReport(New) round trips over N FIX sessions at fixed rates
+    Loadgen(crate::fix_loadgen::FixLoadgenArgs),
 }
 
 #[derive(Args, Debug)]
@@ -69,6 +72,7 @@ pub struct LogArgs {
 pub fn run(cmd: &FixCmd) -> anyhow::Result<()> {
     match cmd {
         FixCmd::TestAcceptor(args) => run_test_acceptor(args),
+        FixCmd::Loadgen(args) => crate::fix_loadgen::run(args),
         FixCmd::Log(args) => {
             let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
             match print_log(args, &mut out).and_then(|_| Ok(out.flush()?)) {

@@ -4,6 +4,8 @@
 
 pub mod bench_recovery;
 pub mod fix;
+pub mod fix_bench;
+pub mod fix_loadgen;
 pub mod journal;
 pub mod loadgen;
 pub mod pipeline_bench;

@@ -86,7 +86,7 @@ pub struct Row {
 }
 
 impl Row {
-    fn from_histogram(label: String, offered: u64, achieved: f64, h: &Histogram<u64>) -> Row {
+    pub fn from_histogram(label: String, offered: u64, achieved: f64, h: &Histogram<u64>) -> Row {
         Row {
             label,
             offered_per_sec: offered,
@@ -103,7 +103,7 @@ impl Row {
         }
     }
 
-    fn json(&self) -> serde_json::Value {
+    pub fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "label": self.label, "offered_per_sec": self.offered_per_sec,
             "achieved_per_sec": self.achieved_per_sec.round(), "count": self.count,

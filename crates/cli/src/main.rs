@@ -60,7 +60,8 @@ is 0 unless --strict stopped the replay or the input could not be read."
     /// Inspect the journal and snapshots of a data directory (docs/journal-format.md)
     #[command(subcommand)]
     Journal(JournalCmd),
-    /// FIX tools: a session test acceptor, the message log of a session
+    /// FIX tools: a session test acceptor, a session's message log, a load generator
+    /// (docs/fix.md)
     #[command(subcommand)]
     Fix(FixCmd),
 }
@@ -74,6 +75,9 @@ enum BenchCmd {
     Pipeline(rialto_cli::pipeline_bench::PipelineBenchArgs),
     /// Time recovery: a snapshot with --orders resting orders plus --commands journaled ones
     Recovery(RecoveryArgs),
+    /// The FIX codec: parse the 214-byte NewOrderSingle, write an ExecutionReport (median
+    /// ns per operation, the format of QuickFIX/J's CodecBench in interop/quickfixj)
+    Fix(rialto_cli::fix_bench::FixBenchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -171,6 +175,9 @@ fn main() -> ExitCode {
         }
         Cmd::Bench(BenchCmd::Recovery(args)) => {
             bench_recovery::run(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Bench(BenchCmd::Fix(args)) => {
+            rialto_cli::fix_bench::run(&args).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Journal(cmd) => run_journal(cmd),
         Cmd::Fix(cmd) => rialto_cli::fix::run(&cmd).map(|()| ExitCode::SUCCESS),

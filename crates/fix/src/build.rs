@@ -159,34 +159,61 @@ impl<'b> MessageWriter<'b> {
     }
 }
 
-/// Writes `n` in decimal into the front of `out`; returns the digit count.
-pub(crate) fn format_uint(out: &mut [u8; 20], mut n: u64) -> usize {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+/// "00" to "99": two digits per division.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// How many decimal digits `n` has.
+#[inline]
+pub(crate) fn digit_count(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// Writes the digits of `n` so that the last one lands at `out[end - 1]`.
+#[inline(always)]
+pub(crate) fn put_digits_ending(out: &mut [u8], mut end: usize, mut n: u64) {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        end -= 2;
+        out[end] = PAIRS[pair];
+        out[end + 1] = PAIRS[pair + 1];
     }
-    let len = tmp.len() - i;
-    out[..len].copy_from_slice(&tmp[i..]);
+    if n >= 10 {
+        let pair = n as usize * 2;
+        out[end - 2] = PAIRS[pair];
+        out[end - 1] = PAIRS[pair + 1];
+    } else {
+        out[end - 1] = b'0' + n as u8;
+    }
+}
+
+/// Writes `n` in decimal into the front of `out`; returns the digit count.
+pub(crate) fn format_uint(out: &mut [u8; 20], n: u64) -> usize {
+    let len = digit_count(n);
+    put_digits_ending(out, len, n);
     len
 }
 
+/// Appends `n` in decimal: the digits go into a fixed-size block that is appended whole (plain
+/// stores, no call to memcpy) and then cut to length.
+#[inline]
 pub(crate) fn push_uint(buf: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; 20];
     let len = format_uint(&mut digits, n);
-    push_short(buf, &digits[..len]);
+    let keep = buf.len() + len;
+    buf.extend_from_slice(&digits);
+    buf.truncate(keep);
 }
 
-/// Appends a short slice byte by byte: cheaper than a call to memcpy for a few bytes, which
-/// is what most field values are.
+/// Appends a short slice byte by byte: cheaper than a call to memcpy for a few bytes (side,
+/// type, status); longer values are copied.
 #[inline]
 pub(crate) fn push_short(buf: &mut Vec<u8>, bytes: &[u8]) {
-    if bytes.len() <= 16 {
+    if bytes.len() <= 4 {
         for &b in bytes {
             buf.push(b);
         }

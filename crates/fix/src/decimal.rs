@@ -3,7 +3,17 @@
 //! A value is `mantissa × 10^-scale`. Conversions never round: a price that is not a whole
 //! number of ticks is an error, as is anything that does not fit in an `i64`.
 
-use crate::build::push_uint;
+use crate::build::{digit_count, put_digits_ending};
+
+const POW10: [u64; 19] = {
+    let mut p = [1u64; 19];
+    let mut i = 1;
+    while i < 19 {
+        p[i] = p[i - 1] * 10;
+        i += 1;
+    }
+    p
+};
 
 /// The most digits after the point that Rialto accepts.
 pub const MAX_SCALE: u8 = 18;
@@ -97,25 +107,33 @@ impl Decimal {
 
     /// Writes the value with exactly `scale` digits after the point.
     pub fn write(self, buf: &mut Vec<u8>) {
-        if self.mantissa < 0 {
-            buf.push(b'-');
-        }
+        // Into a fixed block pre-filled with '0' (the fraction's leading zeros), appended whole
+        // and cut to length: plain stores, no call to memcpy for a few bytes.
+        let mut text = [b'0'; 32];
         let magnitude = self.mantissa.unsigned_abs();
-        if self.scale == 0 {
-            push_uint(buf, magnitude);
-            return;
+        let scale = usize::from(self.scale.min(MAX_SCALE));
+        let mut len = 0;
+        if self.mantissa < 0 {
+            text[0] = b'-';
+            len = 1;
         }
-        let divisor = 10u64.pow(u32::from(self.scale));
-        push_uint(buf, magnitude / divisor);
-        buf.push(b'.');
-        let fraction = magnitude % divisor;
-        let mut digits = [b'0'; 20];
-        let mut f = fraction;
-        for i in (0..self.scale as usize).rev() {
-            digits[i] = b'0' + (f % 10) as u8;
-            f /= 10;
+        if scale == 0 {
+            len += digit_count(magnitude);
+            put_digits_ending(&mut text, len, magnitude);
+        } else {
+            let divisor = POW10[scale];
+            let (whole, fraction) = (magnitude / divisor, magnitude % divisor);
+            len += digit_count(whole);
+            put_digits_ending(&mut text, len, whole);
+            text[len] = b'.';
+            len += 1 + scale;
+            if fraction > 0 {
+                put_digits_ending(&mut text, len, fraction);
+            }
         }
-        buf.extend_from_slice(&digits[..self.scale as usize]);
+        let keep = buf.len() + len;
+        buf.extend_from_slice(&text);
+        buf.truncate(keep);
     }
 
     /// A weighted average `total / qty`, rounded half away from zero to `scale` digits (AvgPx

@@ -4,11 +4,14 @@
 //!   verified) and walks their fields where they lie: no allocation, no map.
 //! - [`build`] writes a message straight into a send buffer, BodyLength and CheckSum included.
 //! - [`decimal`] and [`time`] convert FIX prices, quantities and timestamps exactly.
+//! - [`dict`] holds the FIX 4.2, 4.4 and 5.0SP2/FIXT 1.1 data dictionaries and validates
+//!   messages against them.
 #![forbid(unsafe_code)]
 
 pub mod app;
 pub mod build;
 pub mod decimal;
+pub mod dict;
 pub mod parse;
 pub mod samples;
 pub mod session;

@@ -250,48 +250,114 @@ pub struct Fields<'a> {
     pos: usize,
 }
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// Eight bytes from `at` as one word, when there are eight.
+#[inline]
+fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let chunk = bytes.get(at..at + 8)?;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(chunk);
+    Some(u64::from_le_bytes(word))
+}
+
+/// The high bit of every byte of `word` that equals `byte` (exact: no carries between bytes).
+#[inline]
+fn bytes_equal(word: u64, byte: u8) -> u64 {
+    let x = word ^ (ONES * u64::from(byte));
+    !(((x & !HIGH_BITS) + !HIGH_BITS) | x) & HIGH_BITS
+}
+
+/// The first SOH at or after `from`, eight bytes at a time: a value usually ends within the
+/// first word, so the loop's exit is one well-predicted branch instead of a byte loop's.
+#[inline]
+fn next_soh(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(word) = word_at(bytes, at) {
+        let hits = bytes_equal(word, SOH);
+        if hits != 0 {
+            return Some(at + (hits.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    bytes
+        .get(at..)?
+        .iter()
+        .position(|&b| b == SOH)
+        .map(|p| at + p)
+}
+
+/// The tag at `at` and where its value starts, for tags of 1 to 7 digits read as one word.
+#[inline]
+fn short_tag(bytes: &[u8], at: usize) -> Option<(u32, usize)> {
+    let word = word_at(bytes, at)?;
+    let equals = bytes_equal(word, b'=');
+    let digits = (equals.trailing_zeros() / 8) as usize; // 8 when there is no '='
+    if digits == 0 || digits > 7 {
+        return None;
+    }
+    let mut tag = 0u32;
+    for k in 0..digits {
+        let digit = ((word >> (8 * k)) as u8).wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        tag = tag * 10 + u32::from(digit);
+    }
+    Some((tag, at + digits + 1))
+}
+
 impl<'a> Fields<'a> {
     /// Walks the fields of any `tag=value<SOH>` run (a stored message body, for example).
     pub fn over(bytes: &'a [u8]) -> Fields<'a> {
         Fields { bytes, pos: 0 }
+    }
+
+    /// The slow path: a tag near the end of the bytes, a long one, or a malformed one.
+    fn long_tag(&self) -> Option<(u32, usize)> {
+        let bytes = self.bytes;
+        let mut tag: u32 = 0;
+        let mut i = self.pos;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            if i - self.pos >= 9 {
+                return None;
+            }
+            tag = tag * 10 + u32::from(bytes[i] - b'0');
+            i += 1;
+        }
+        if i == self.pos || i >= bytes.len() || bytes[i] != b'=' {
+            return None;
+        }
+        Some((tag, i + 1))
     }
 }
 
 impl<'a> Iterator for Fields<'a> {
     type Item = Result<Field<'a>, FieldError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let bytes = self.bytes;
         if self.pos >= bytes.len() {
             return None;
         }
-        let mut tag: u32 = 0;
-        let mut i = self.pos;
-        let tag_start = i;
-        while i < bytes.len() && bytes[i].is_ascii_digit() {
-            if i - tag_start >= 9 {
-                self.pos = bytes.len();
-                return Some(Err(FieldError::InvalidTag));
-            }
-            tag = tag * 10 + u32::from(bytes[i] - b'0');
-            i += 1;
-        }
-        if i == tag_start || i >= bytes.len() || bytes[i] != b'=' || tag == 0 {
+        let tag = short_tag(bytes, self.pos).or_else(|| self.long_tag());
+        let Some((tag, value_start)) = tag.filter(|&(tag, _)| tag != 0) else {
             self.pos = bytes.len();
             return Some(Err(FieldError::InvalidTag));
-        }
-        let value_start = i + 1;
-        let Some(len) = bytes[value_start..].iter().position(|&b| b == SOH) else {
+        };
+        let Some(end) = next_soh(bytes, value_start) else {
             self.pos = bytes.len();
             return Some(Err(FieldError::NoValue(tag)));
         };
-        self.pos = value_start + len + 1;
-        if len == 0 {
+        self.pos = end + 1;
+        if end == value_start {
             return Some(Err(FieldError::NoValue(tag)));
         }
         Some(Ok(Field {
             tag,
-            value: &bytes[value_start..value_start + len],
+            value: &bytes[value_start..end],
         }))
     }
 }
@@ -377,6 +443,28 @@ mod tests {
         assert_eq!(f.next(), None);
         let mut f = Fields::over(b"58=\x01");
         assert_eq!(f.next(), Some(Err(FieldError::NoValue(58))));
+    }
+
+    #[test]
+    fn word_helpers_find_exact_bytes() {
+        for value in 0..=255u8 {
+            let mut bytes = [value; 8];
+            bytes[5] = SOH;
+            let word = u64::from_le_bytes(bytes);
+            let hits = bytes_equal(word, SOH);
+            let expected = if value == SOH { 0xFF } else { 1 << 5 };
+            let got: u8 = (0..8)
+                .map(|k| (((hits >> (8 * k + 7)) & 1) as u8) << k)
+                .sum();
+            assert_eq!(got, expected, "byte {value}");
+        }
+        assert_eq!(next_soh(b"abcdefghijklmnop\x01", 3), Some(16));
+        assert_eq!(next_soh(b"ab\x01", 0), Some(2));
+        assert_eq!(next_soh(b"abcdefghijkl", 0), None);
+        assert_eq!(short_tag(b"35=D\x01xxxx", 0), Some((35, 3)));
+        assert_eq!(short_tag(b"1234567=x\x01", 0), Some((1_234_567, 8)));
+        assert_eq!(short_tag(b"12345678=x\x01", 0), None);
+        assert_eq!(short_tag(b"3a=D\x01xxxx", 0), None);
     }
 
     #[test]

@@ -4,19 +4,19 @@
 use crate::app::{ExecutionReport, exec_type, ord_status};
 use crate::{Decimal, MessageWriter, Version, tags};
 
-/// A FIX 4.4 NewOrderSingle of 214 bytes ('|' stands for SOH in the docs).
-pub const NEW_ORDER_SINGLE: &[u8] =
-    b"8=FIX.4.4\x019=191\x0135=D\x0134=1234\x0149=TRADER1\x0156=RIALTO\x01\
-52=20261122-10:00:00.000\x0111=ORD-20261122-TRADER1-000000001234\x011=ACCT-000000000001\x01\
-21=1\x0155=BTC-USD\x0154=1\x0160=20261122-10:00:00.000\x0138=0.005\x0140=2\x0144=100.25\x01\
-59=1\x0110=053\x01";
+/// A FIX 4.4 NewOrderSingle of 214 bytes, the same bytes as QuickFIX/J's baseline in
+/// interop/quickfixj (`CodecBench`), so the two are timed on one message.
+pub const NEW_ORDER_SINGLE: &[u8] = b"8=FIX.4.4\x019=191\x0135=D\x0134=1234567\x0149=TRADER1\x01\
+52=20261121-10:00:00.123456\x0156=RIALTO\x011=TRADER1-ACCOUNT\x01\
+11=CL-20261121-000000001\x0121=1\x0118=6\x0138=0.005\x0140=2\x0144=100.25\x01\
+54=1\x0155=BTC-USD\x0159=1\x0160=20261121-10:00:00.123456\x0110=144\x01";
 
 /// A partial fill, as the gateway reports one.
 pub fn fill_report() -> ExecutionReport<'static> {
     ExecutionReport {
         order_id: b"281474976710657",
         exec_id: b"1234567.89",
-        cl_ord_id: b"ORD-20261122-TRADER1-000000001234",
+        cl_ord_id: b"CL-20261121-000000001",
         orig_cl_ord_id: None,
         exec_type: exec_type::TRADE,
         ord_status: ord_status::PARTIALLY_FILLED,

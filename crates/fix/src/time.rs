@@ -30,6 +30,28 @@ pub fn write_utc_timestamp(buf: &mut Vec<u8>, unix_ns: i64) {
     let ns = unix_ns.max(0);
     let secs = ns / 1_000_000_000;
     let millis = (ns % 1_000_000_000) / 1_000_000;
+    // The date and time of day change once a second: messages in between reuse them.
+    let mut out = LAST_SECOND.with(|last| {
+        let (second, text) = last.get();
+        if second == secs {
+            return text;
+        }
+        let text = format_second(secs);
+        last.set((secs, text));
+        text
+    });
+    out[18] = b'0' + (millis / 100) as u8;
+    out[19] = b'0' + (millis / 10 % 10) as u8;
+    out[20] = b'0' + (millis % 10) as u8;
+    buf.extend_from_slice(&out);
+}
+
+thread_local! {
+    /// The last second formatted on this thread, and its text.
+    static LAST_SECOND: std::cell::Cell<(i64, [u8; 21])> = const { std::cell::Cell::new((-1, [0; 21])) };
+}
+
+fn format_second(secs: i64) -> [u8; 21] {
     let (year, month, day) = civil_from_days(secs / 86_400);
     let sod = secs % 86_400;
     let mut out = *b"00000000-00:00:00.000";
@@ -45,11 +67,11 @@ pub fn write_utc_timestamp(buf: &mut Vec<u8>, unix_ns: i64) {
     put(9, 2, sod / 3600);
     put(12, 2, sod / 60 % 60);
     put(15, 2, sod % 60);
-    put(18, 3, millis);
-    buf.extend_from_slice(&out);
+    out
 }
 
-/// Parses a UTCTimestamp with 0, 3, 6 or 9 fraction digits. `None` if malformed.
+/// Parses a UTCTimestamp with 0, 3, 6 or 9 fraction digits. `None` if malformed or after
+/// 2262-04-11 (the end of `i64` nanoseconds).
 pub fn parse_utc_timestamp(text: &[u8]) -> Option<i64> {
     if text.len() < 17 || text[8] != b'-' || text[11] != b':' || text[14] != b':' {
         return None;
@@ -83,7 +105,8 @@ pub fn parse_utc_timestamp(text: &[u8]) -> Option<i64> {
     };
     let days = days_from_civil(year, month as u32, day as u32);
     let secs = days * 86_400 + hour * 3600 + minute * 60 + second;
-    Some(secs * 1_000_000_000 + fraction_ns)
+    // Beyond 2262-04-11 the nanoseconds do not fit in an i64.
+    secs.checked_mul(1_000_000_000)?.checked_add(fraction_ns)
 }
 
 #[cfg(test)]
@@ -124,6 +147,9 @@ mod tests {
             "20261122-04:44:29.12",
             "20261122-04:44:29.1234",
             "2026112a-04:44:29",
+            // Well formed, but past the end of i64 nanoseconds.
+            "99991231-23:59:59",
+            "22620411-23:47:17",
         ] {
             assert_eq!(parse_utc_timestamp(bad.as_bytes()), None, "{bad}");
         }

@@ -124,6 +124,13 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     )?;
     if config.demo && fresh {
         demo::set_up(&mut pipeline, Duration::from_secs(30))?;
+        // A fresh engine numbers symbols in the order they are added.
+        let demo_symbols: Vec<_> = demo::demo_symbols()
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| (rialto_core::SymbolId(i as u32), spec))
+            .collect();
+        instruments.refresh(&demo_symbols);
         tracing::info!("demo venue created: {}", demo::describe(&credentials));
     }
 

@@ -143,11 +143,7 @@ impl FixClient {
     }
 
     fn new_order(&mut self, cl_ord_id: &str, side: &str, qty: &str, price: &str) {
-        let now = {
-            let mut b = Vec::new();
-            rialto_fix::time::write_utc_timestamp(&mut b, now_ns());
-            String::from_utf8(b).unwrap()
-        };
+        let now = transact_time();
         self.send(
             "D",
             &[
@@ -163,6 +159,12 @@ impl FixClient {
             ],
         );
     }
+}
+
+fn transact_time() -> String {
+    let mut b = Vec::new();
+    rialto_fix::time::write_utc_timestamp(&mut b, now_ns());
+    String::from_utf8(b).unwrap()
 }
 
 fn start(data: &std::path::Path) -> RunningServer {
@@ -221,6 +223,7 @@ fn two_sessions_trade_amend_and_cancel() {
             (tags::ORDER_QTY, "0.010"),
             (tags::ORD_TYPE, "2"),
             (tags::PRICE, "99.50"),
+            (tags::TRANSACT_TIME, &transact_time()),
         ],
     );
     let replaced = buyer.expect("8");
@@ -242,6 +245,7 @@ fn two_sessions_trade_amend_and_cancel() {
             (tags::ORDER_QTY, "0.020"),
             (tags::ORD_TYPE, "2"),
             (tags::PRICE, "99.50"),
+            (tags::TRANSACT_TIME, &transact_time()),
         ],
     );
     let replaced = buyer.expect("8");
@@ -258,6 +262,7 @@ fn two_sessions_trade_amend_and_cancel() {
             (tags::CL_ORD_ID, "C0"),
             (tags::SYMBOL, "BTC-USD"),
             (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &transact_time()),
         ],
     );
     let reject = buyer.expect("9");
@@ -270,6 +275,7 @@ fn two_sessions_trade_amend_and_cancel() {
             (tags::CL_ORD_ID, "C1"),
             (tags::SYMBOL, "BTC-USD"),
             (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &transact_time()),
         ],
     );
     let cancelled = buyer.expect("8");
@@ -426,6 +432,7 @@ fn a_restart_keeps_sequence_numbers_and_live_orders() {
     client.logon(&server, 5);
     client.new_order("R1", "1", "0.003", "95.00");
     let new = client.expect("8");
+    assert_eq!(new.req(tags::EXEC_TYPE), "0", "{new:?}");
     let order_id = new.req(tags::ORDER_ID).to_string();
     client.send("5", &[]);
     client.expect("5");
@@ -445,10 +452,98 @@ fn a_restart_keeps_sequence_numbers_and_live_orders() {
             (tags::CL_ORD_ID, "R2"),
             (tags::SYMBOL, "BTC-USD"),
             (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &transact_time()),
         ],
     );
     let cancelled = client.expect("8");
     assert_eq!(cancelled.req(tags::EXEC_TYPE), "4");
     assert_eq!(cancelled.req(tags::ORDER_ID), order_id);
+    server.shutdown().unwrap();
+}
+
+/// The user's open orders, seen through the binary gateway.
+fn open_orders(server: &RunningServer, user: i64) -> usize {
+    let mut client = common::trader(server, user);
+    match client
+        .request(&rialto_wire::ClientMsg::MyReport { request: 1 })
+        .unwrap()
+    {
+        rialto_wire::ServerMsg::Report { report, .. } => report.orders.len(),
+        other => panic!("expected a report, got {other:?}"),
+    }
+}
+
+#[test]
+fn cancel_on_disconnect_cancels_the_sessions_orders() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |config| {
+        for s in &mut config.fix.sessions {
+            s.cancel_on_disconnect = Some(s.comp_id == "TRADER7");
+        }
+    });
+    // TRADER7 cancels on disconnect; TRADER8 keeps its orders.
+    for (comp_id, user) in [("TRADER7", 7), ("TRADER8", 8)] {
+        let mut client = FixClient::connect(fix_addr(&server), comp_id, "FIX.4.4");
+        client.logon(&server, user);
+        client.new_order("K1", "1", "0.001", "50.00");
+        client.new_order("K2", "1", "0.001", "51.00");
+        client.expect("8");
+        client.expect("8");
+        assert_eq!(open_orders(&server, user), 2);
+        drop(client); // the connection drops without a Logout
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while open_orders(&server, 7) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(open_orders(&server, 7), 0);
+    assert_eq!(open_orders(&server, 8), 2);
+
+    // The cancels were reported to the session: they come with the resend after its Logon.
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER7", "FIX.4.4");
+    client.seq = 5; // Logon, two orders, then the connection dropped
+    client.logon(&server, 7);
+    let resend = client.expect("2");
+    assert_eq!(resend.req(tags::BEGIN_SEQ_NO), "4");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn malformed_application_messages_get_session_rejects() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    client.logon(&server, 1);
+    // No Side.
+    client.send(
+        "D",
+        &[
+            (tags::CL_ORD_ID, "M1"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::TRANSACT_TIME, &transact_time()),
+            (tags::ORDER_QTY, "0.001"),
+            (tags::ORD_TYPE, "2"),
+            (tags::PRICE, "10"),
+        ],
+    );
+    let reject = client.expect("3");
+    assert_eq!(reject.req(tags::SESSION_REJECT_REASON), "1");
+    assert_eq!(reject.req(tags::REF_TAG_ID), "54");
+    // A value outside the enumeration.
+    client.new_order("M2", "Z", "0.001", "10");
+    let reject = client.expect("3");
+    assert_eq!(reject.req(tags::SESSION_REJECT_REASON), "5");
+    // A quantity that is not a number.
+    client.new_order("M3", "1", "0.0x1", "10");
+    let reject = client.expect("3");
+    assert_eq!(reject.req(tags::SESSION_REJECT_REASON), "6");
+    // A side FIX defines but the venue does not trade: a rejected order, echoing it.
+    client.new_order("M5", "5", "0.001", "10");
+    let rejected = client.expect("8");
+    assert_eq!(rejected.req(tags::EXEC_TYPE), "8");
+    assert_eq!(rejected.req(tags::SIDE), "5");
+    // The session goes on: a good order is taken.
+    client.new_order("M4", "1", "0.001", "10");
+    assert_eq!(client.expect("8").req(tags::EXEC_TYPE), "0");
     server.shutdown().unwrap();
 }

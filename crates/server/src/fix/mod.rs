@@ -864,7 +864,7 @@ impl Core {
                 let session = &mut self.slots[slot].session;
                 let seq = session.next_sender_seq();
                 let mut exec_id = [0u8; 48];
-                let exec_id = write_exec_id(&mut exec_id, exec.seq, seq);
+                let exec_id = write_exec_id(&mut exec_id, exec.seq, slot, seq);
                 let mut order_id = [0u8; 24];
                 let order_id = write_order_id(&mut order_id, exec.order.order_id);
                 session.send_app(
@@ -1083,6 +1083,15 @@ impl Core {
                 tracing::error!("FIX store: {e}");
             }
         };
+        let version = self.slots[slot].version;
+        if let Err(v) = rialto_fix::dict::validate(version, frame) {
+            let invalid = app::Invalid {
+                reason: v.reason,
+                ref_tag: v.ref_tag.unwrap_or(0),
+                text: v.text,
+            };
+            return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+        }
         let result: Result<Option<ToEngine>, Report> = match frame.msg_type {
             b"D" => match app::NewOrderSingle::decode(frame) {
                 Ok(m) => self.slots[slot]
@@ -1242,12 +1251,13 @@ impl Core {
     }
 }
 
-/// ExecID: the engine sequence number behind the report and the report's own MsgSeqNum
-/// (unique within the session; the sequence number alone repeats across a command's fills).
-fn write_exec_id(buf: &mut [u8; 48], engine_seq: u64, msg_seq: u64) -> &[u8] {
+/// ExecID, unique across the venue: the engine sequence number behind the report, the
+/// session's slot, and the report's own MsgSeqNum (a command's fills share its sequence number,
+/// and MsgSeqNums repeat across sessions).
+fn write_exec_id(buf: &mut [u8; 48], engine_seq: u64, slot: usize, msg_seq: u64) -> &[u8] {
     use std::io::Write as _;
     let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{engine_seq}-{msg_seq}");
+    let _ = write!(cursor, "{engine_seq}-{slot}-{msg_seq}");
     let len = cursor.position() as usize;
     &buf[..len]
 }
@@ -1288,11 +1298,11 @@ fn write_execution(
         exec_type: exec.exec_type,
         ord_status: o.status,
         symbol,
-        side: side_char(o.side),
+        side: exec.raw_side.unwrap_or(side_char(o.side)),
         ord_type: Some(o.ord_type),
         time_in_force: o.time_in_force,
-        price: figures.as_ref().and_then(|f| f.price),
-        order_qty: figures.as_ref().map(|f| f.order_qty),
+        price: exec.raw_price.or(figures.as_ref().and_then(|f| f.price)),
+        order_qty: exec.raw_qty.or(figures.as_ref().map(|f| f.order_qty)),
         last: figures.as_ref().and_then(|f| f.last),
         leaves_qty: figures.as_ref().map_or(zero, |f| f.leaves_qty),
         cum_qty: figures.as_ref().map_or(zero, |f| f.cum_qty),

@@ -161,6 +161,11 @@ pub struct Execution {
     pub text: Option<&'static str>,
     /// The Symbol as the client sent it, when it names no listed symbol.
     pub raw_symbol: Option<ClOrdId>,
+    /// OrderQty and Price as the client sent them (echoed on a rejected new order, whose
+    /// figures may not convert).
+    pub raw_qty: Option<Decimal>,
+    pub raw_price: Option<Decimal>,
+    pub raw_side: Option<u8>,
     /// The engine sequence number behind the report (0 for a gateway-side rejection).
     pub seq: u64,
     pub ts_ns: i64,
@@ -285,6 +290,9 @@ impl OrderDesk {
             ord_rej_reason: Some(reason),
             text: Some(text),
             raw_symbol: None,
+            raw_qty: None,
+            raw_price: None,
+            raw_side: None,
             seq: 0,
             ts_ns,
         })
@@ -372,21 +380,28 @@ impl OrderDesk {
                 };
                 Ok((instrument, qty, price, order_type, tif))
             })();
+        // A rejected order echoes what the client sent.
+        let echo = |mut report: Report| {
+            if let Report::Execution(exec) = &mut report {
+                exec.raw_symbol = ClOrdId::new(msg.symbol);
+                exec.raw_qty = Some(msg.order_qty);
+                exec.raw_price = msg.price;
+                exec.raw_side = Some(msg.side);
+            }
+            report
+        };
         let (instrument, qty, price, order_type, tif) = match checked {
             Ok(v) => v,
             Err((reason, text)) => {
                 let symbol = instruments
                     .by_name(msg.symbol)
                     .map_or(SymbolId::NONE, |i| i.id);
-                let mut report = self.reject_new(cl_ord_id, symbol, side, 0, reason, text, ts_ns);
-                if let Report::Execution(exec) = &mut report {
-                    exec.raw_symbol = ClOrdId::new(msg.symbol);
-                }
-                return Err(report);
+                let report = self.reject_new(cl_ord_id, symbol, side, 0, reason, text, ts_ns);
+                return Err(echo(report));
             }
         };
         if self.by_cl_ord_id.contains_key(&cl_ord_id) {
-            return Err(self.reject_new(
+            return Err(echo(self.reject_new(
                 cl_ord_id,
                 instrument.id,
                 side,
@@ -394,7 +409,7 @@ impl OrderDesk {
                 ord_rej::DUPLICATE_ORDER,
                 "duplicate ClOrdID: a live order has it",
                 ts_ns,
-            ));
+            )));
         }
         let order_id = self.take_id();
         let engine_id = order_id as OrderId;
@@ -721,6 +736,9 @@ impl OrderDesk {
             ord_rej_reason: None,
             text: None,
             raw_symbol: None,
+            raw_qty: None,
+            raw_price: None,
+            raw_side: None,
             seq,
             ts_ns,
         }
