@@ -16,7 +16,8 @@ use rialto_server::fix::test_acceptor::TestAcceptor;
 #[derive(Subcommand, Debug)]
 pub enum FixCmd {
     /// Run a FIX session test acceptor for the QuickFIX / QuickFIX/J session acceptance
-    /// scripts: CompID ISLD, counterparty TW, FIX.4.2, FIX.4.4 and FIXT.1.1 on one port
+    /// scripts: CompID ISLD, counterparty TW (or TW42, TW44, TW50SP2), FIX.4.2, FIX.4.4 and
+    /// FIXT.1.1 on one port
     #[command(
         after_help = "Sequence numbers go back to 1 on every disconnect and nothing is kept on \
 disk. The test application echoes NewOrderSingle (D) and SecurityDefinition (d), ignores a \

@@ -87,10 +87,21 @@ struct FixClient {
     buf: Vec<u8>,
     seq: u64,
     begin: &'static str,
+    sender: &'static str,
+    target: &'static str,
 }
 
 impl FixClient {
     fn connect(addr: SocketAddr, begin: &'static str) -> FixClient {
+        FixClient::connect_as(addr, begin, "TW", "ISLD")
+    }
+
+    fn connect_as(
+        addr: SocketAddr,
+        begin: &'static str,
+        sender: &'static str,
+        target: &'static str,
+    ) -> FixClient {
         let stream = TcpStream::connect(addr).unwrap();
         stream.set_nodelay(true).unwrap();
         FixClient {
@@ -98,6 +109,8 @@ impl FixClient {
             buf: Vec::new(),
             seq: 1,
             begin,
+            sender,
+            target,
         }
     }
 
@@ -105,8 +118,8 @@ impl FixClient {
     fn send(&mut self, msg_type: &str, fields: &[(u32, &str)]) -> u64 {
         let mut out = Vec::new();
         let mut w = MessageWriter::begin(&mut out, self.begin.as_bytes(), msg_type.as_bytes());
-        w.str(tags::SENDER_COMP_ID, b"TW")
-            .str(tags::TARGET_COMP_ID, b"ISLD")
+        w.str(tags::SENDER_COMP_ID, self.sender.as_bytes())
+            .str(tags::TARGET_COMP_ID, self.target.as_bytes())
             .uint(tags::MSG_SEQ_NUM, self.seq)
             .timestamp(tags::SENDING_TIME, now_ns());
         for (tag, value) in fields {
@@ -341,6 +354,44 @@ fn a_test_request_is_answered_with_its_id() {
     assert_eq!(hb.req(tags::TEST_REQ_ID), "ping-7");
 }
 
+/// QuickFIX's current scripts name the counterparty per version; a first message for no
+/// session gets no reply, only the close (cases 1c and 1d).
+#[test]
+fn sessions_are_chosen_by_begin_string_and_comp_ids() {
+    let acceptor = Acceptor::start();
+    for (begin, their) in [
+        ("FIX.4.2", "TW42"),
+        ("FIX.4.4", "TW44"),
+        ("FIXT.1.1", "TW50SP2"),
+    ] {
+        let mut c = FixClient::connect_as(acceptor.addr, begin, their, "ISLD");
+        let logon = c.logon();
+        assert_eq!(logon.req(tags::TARGET_COMP_ID), their);
+        c.send("D", &order("P1"));
+        let echo = c.recv();
+        assert_eq!(echo.req(tags::TARGET_COMP_ID), their);
+        assert_eq!(echo.req(tags::CL_ORD_ID), "P1");
+        // TW on the same version is another session, usable at the same time.
+        let mut tw = FixClient::connect(acceptor.addr, begin);
+        assert_eq!(tw.logon().req(tags::TARGET_COMP_ID), "TW");
+    }
+    for (begin, sender, target) in [
+        ("FIX.4.4", "WT", "ISLD"),
+        ("FIX.4.4", "TW", "DLSI"),
+        ("FIX.4.4", "TW42", "ISLD"),
+    ] {
+        let mut c = FixClient::connect_as(acceptor.addr, begin, sender, target);
+        c.send(
+            "A",
+            &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")],
+        );
+        assert!(
+            c.recv_within(Duration::from_secs(5)).is_none(),
+            "{sender}->{target}: no reply expected"
+        );
+    }
+}
+
 #[test]
 fn a_second_connection_for_a_session_in_use_is_closed() {
     let acceptor = Acceptor::start();
@@ -366,17 +417,9 @@ fn bad_input_closes_the_connection_and_the_acceptor_keeps_serving() {
     let acceptor = Acceptor::start();
 
     // Not FIX.
-    let mut c = TcpStream::connect(acceptor.addr).unwrap();
-    c.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-    assert!(
-        FixClient {
-            stream: c,
-            buf: Vec::new(),
-            seq: 1,
-            begin: "FIX.4.4"
-        }
-        .closed_within(Duration::from_secs(5))
-    );
+    let mut c = FixClient::connect(acceptor.addr, "FIX.4.4");
+    c.stream.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    assert!(c.closed_within(Duration::from_secs(5)));
 
     // An unknown BeginString.
     let mut c = FixClient::connect(acceptor.addr, "FIX.4.1");

@@ -3,8 +3,11 @@
 //! application (QuickFIX's `ATApplication`).
 //!
 //! - We are `ISLD`, the counterparty is `TW`. FIX.4.2, FIX.4.4 and FIXT.1.1 (DefaultApplVerID
-//!   9) share one port: the first message's BeginString picks the session. There is one
-//!   session per version; a second connection for a version in use is closed.
+//!   9) share one port: the first message's BeginString and CompIDs pick the session, and a
+//!   first message that names no session is answered by closing the connection (cases 1c, 1d).
+//!   The current QuickFIX scripts name the counterparty per version instead (`TW42`, `TW44`,
+//!   `TW50SP2`): those are sessions too. A second connection for a session in use is closed
+//!   (case 1b).
 //! - No credentials. Sequence numbers go back to 1 on every disconnect, messages are kept in
 //!   memory only (for resends within a connection).
 //! - NewOrderSingle (D) and SecurityDefinition (d) are echoed: the same fields in the same
@@ -34,10 +37,18 @@ use rialto_fix::{Frame, Version, next_frame, tags};
 
 /// Our CompID: the SenderCompID we send.
 pub const OUR_COMP_ID: &str = "ISLD";
-/// The counterparty's CompID.
+/// The counterparty's CompID (QuickFIX/J's scripts and QuickFIX's older ones).
 pub const THEIR_COMP_ID: &str = "TW";
-/// The versions served, one session each.
-pub const VERSIONS: [Version; 3] = [Version::Fix42, Version::Fix44, Version::Fixt11];
+/// The sessions served: a version and the counterparty's CompID. QuickFIX's current scripts
+/// use a CompID per version.
+pub const SESSIONS: [(Version, &str); 6] = [
+    (Version::Fix42, THEIR_COMP_ID),
+    (Version::Fix44, THEIR_COMP_ID),
+    (Version::Fixt11, THEIR_COMP_ID),
+    (Version::Fix42, "TW42"),
+    (Version::Fix44, "TW44"),
+    (Version::Fixt11, "TW50SP2"),
+];
 /// The most unprocessed input a connection may hold (and the longest message taken).
 pub const MAX_INPUT_BYTES: usize = 1 << 20;
 /// Connections open at once; more are closed as they arrive.
@@ -70,9 +81,9 @@ pub fn validate_app(version: Version, frame: &Frame<'_>) -> Result<(), app::Inva
     Ok(())
 }
 
-/// The session configuration for one version.
-pub fn session_config(version: Version) -> SessionConfig {
-    let mut config = SessionConfig::new(version, OUR_COMP_ID, THEIR_COMP_ID);
+/// The configuration of one session.
+pub fn session_config(version: Version, their_comp_id: &str) -> SessionConfig {
+    let mut config = SessionConfig::new(version, OUR_COMP_ID, their_comp_id);
     config.reset_on_disconnect = true;
     config
 }
@@ -85,7 +96,7 @@ pub struct TestAcceptor {
 
 /// What the connection threads share: the sessions, each taken by the connection using it.
 struct Shared {
-    slots: [Mutex<Option<Slot>>; VERSIONS.len()],
+    slots: [Mutex<Option<Slot>>; SESSIONS.len()],
     connections: AtomicUsize,
 }
 
@@ -99,16 +110,16 @@ impl TestAcceptor {
     pub fn bind(addr: SocketAddr) -> io::Result<TestAcceptor> {
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
-        let slot = |version| {
+        let slot = |(version, their_comp_id)| {
             Mutex::new(Some(Slot {
-                session: Session::new(session_config(version), MemoryStore::new()),
+                session: Session::new(session_config(version, their_comp_id), MemoryStore::new()),
                 app: EchoApp::default(),
             }))
         };
         Ok(TestAcceptor {
             listener,
             shared: Arc::new(Shared {
-                slots: VERSIONS.map(slot),
+                slots: SESSIONS.map(slot),
                 connections: AtomicUsize::new(0),
             }),
         })
@@ -192,8 +203,7 @@ struct Attached {
 }
 
 impl Attached {
-    fn take(shared: &Arc<Shared>, version: Version) -> Option<Attached> {
-        let index = VERSIONS.iter().position(|&v| v == version)?;
+    fn take(shared: &Arc<Shared>, index: usize) -> Option<Attached> {
         let slot = lock(&shared.slots[index]).take()?;
         Some(Attached {
             shared: shared.clone(),
@@ -384,18 +394,18 @@ impl Connection {
 
     fn on_frame(&mut self, frame: &Frame<'_>) -> Next {
         if self.attached.is_none() {
-            let Some(version) = Version::from_begin_string(frame.begin_string) else {
+            let Some(index) = session_index(frame) else {
                 tracing::info!(
                     peer = %self.peer,
-                    begin_string = %String::from_utf8_lossy(frame.begin_string),
-                    "test acceptor: unknown BeginString, closed"
+                    message = %frame.display(),
+                    "test acceptor: no such session, closed"
                 );
                 return Next::Close;
             };
-            let Some(mut attached) = self.take_session(version) else {
+            let Some(mut attached) = self.take_session(index) else {
                 tracing::info!(
                     peer = %self.peer,
-                    version = version.name(),
+                    session = %session_config(SESSIONS[index].0, SESSIONS[index].1).session_name(),
                     "test acceptor: session in use, closed"
                 );
                 return Next::Close;
@@ -428,12 +438,12 @@ impl Connection {
         }
     }
 
-    /// The version's session, waiting a little if it is in use: the connection using it may
-    /// be closing (a client that reconnects right after closing must not be refused).
-    fn take_session(&self, version: Version) -> Option<Attached> {
+    /// The session, waiting a little if it is in use: the connection using it may be
+    /// closing (a client that reconnects right after closing must not be refused).
+    fn take_session(&self, index: usize) -> Option<Attached> {
         let deadline = Instant::now() + SESSION_WAIT;
         loop {
-            if let Some(attached) = Attached::take(&self.shared, version) {
+            if let Some(attached) = Attached::take(&self.shared, index) {
                 return Some(attached);
             }
             if Instant::now() >= deadline {
@@ -467,6 +477,20 @@ impl Connection {
             Err(e) => store_failed(e),
         }
     }
+}
+
+/// The session a connection's first message is for: its BeginString, and its CompIDs as the
+/// counterparty's and ours. No match: the connection is closed without a reply, as QuickFIX
+/// does for a session it does not know.
+fn session_index(frame: &Frame<'_>) -> Option<usize> {
+    let version = Version::from_begin_string(frame.begin_string)?;
+    let sender = frame.get(tags::SENDER_COMP_ID)?;
+    if frame.get(tags::TARGET_COMP_ID)? != OUR_COMP_ID.as_bytes() {
+        return None;
+    }
+    SESSIONS
+        .iter()
+        .position(|&(v, their)| v == version && sender == their.as_bytes())
 }
 
 fn store_failed(e: SessionError) -> Next {
