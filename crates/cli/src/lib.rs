@@ -3,6 +3,7 @@
 //! front ends of `serve` and `loadgen`.
 
 pub mod bench_recovery;
+pub mod fix;
 pub mod fix_bench;
 pub mod fix_loadgen;
 pub mod journal;

@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use rialto_bench::cli::BenchCommand;
 use rialto_cli::bench_recovery::{self, RecoveryArgs};
+use rialto_cli::fix::FixCmd;
 use rialto_cli::journal;
 use rialto_cli::loadgen::LoadgenArgs;
 use rialto_cli::replay::{self, ReplayError, ReplayOptions};
@@ -59,15 +60,10 @@ is 0 unless --strict stopped the replay or the input could not be read."
     /// Inspect the journal and snapshots of a data directory (docs/journal-format.md)
     #[command(subcommand)]
     Journal(JournalCmd),
-    /// FIX tools: a load generator (docs/fix.md)
+    /// FIX tools: a session test acceptor, a session's message log, a load generator
+    /// (docs/fix.md)
     #[command(subcommand)]
     Fix(FixCmd),
-}
-
-#[derive(Subcommand, Debug)]
-enum FixCmd {
-    /// NewOrderSingle -> ExecutionReport(New) round trips over N FIX sessions at fixed rates
-    Loadgen(rialto_cli::fix_loadgen::FixLoadgenArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -165,7 +161,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The journal tools print their findings; only warnings belong beside them.
     init_logging(match cli.command {
-        Cmd::Journal(_) => "warn",
+        Cmd::Journal(_) | Cmd::Fix(FixCmd::Log(_)) => "warn",
         _ => "info",
     });
     let outcome = match cli.command {
@@ -184,9 +180,7 @@ fn main() -> ExitCode {
             rialto_cli::fix_bench::run(&args).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Journal(cmd) => run_journal(cmd),
-        Cmd::Fix(FixCmd::Loadgen(args)) => {
-            rialto_cli::fix_loadgen::run(&args).map(|()| ExitCode::SUCCESS)
-        }
+        Cmd::Fix(cmd) => rialto_cli::fix::run(&cmd).map(|()| ExitCode::SUCCESS),
     };
     match outcome {
         Ok(code) => code,

@@ -10,6 +10,7 @@
 pub mod instruments;
 pub mod market_data;
 pub mod orders;
+pub mod test_acceptor;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
