@@ -343,7 +343,7 @@ mod tests {
         assert_eq!(seqs, (1..=entries.len() as u64).collect::<Vec<_>>());
         apply(&mut bids, entries, b'0');
         apply(&mut asks, entries, b'1');
-        bids.sort_by(|a, b| b.price.cmp(&a.price));
+        bids.sort_by_key(|l| std::cmp::Reverse(l.price));
         asks.sort_by_key(|l| l.price);
         assert_eq!(bids, new_bids);
         assert_eq!(asks, new_asks);

@@ -9,6 +9,10 @@
 //!   `reduce` (priority kept); anything else (a higher quantity, or price and quantity
 //!   together) is a cancel followed, once the cancel is done, by a new order for the rest.
 
+// Reports are built and consumed in place, one at a time; boxing them to please these lints
+// would allocate for every report.
+#![allow(clippy::large_enum_variant, clippy::result_large_err)]
+
 use std::collections::{HashMap, VecDeque};
 
 use rialto_core::{
@@ -179,6 +183,9 @@ pub struct ToEngine {
     pub command: Command,
 }
 
+/// A new order's checked terms (instrument, lots, ticks, type, time in force), or why not.
+type Checked<'i> = Result<(&'i Instrument, i64, Option<i64>, OrderType, Tif), (u32, &'static str)>;
+
 /// The order desk of one FIX session.
 pub struct OrderDesk {
     user: UserId,
@@ -262,8 +269,7 @@ impl OrderDesk {
         symbol: SymbolId,
         side: Side,
         qty_lots: i64,
-        reason: u32,
-        text: &'static str,
+        (reason, text): (u32, &'static str),
         ts_ns: i64,
     ) -> Report {
         Report::Execution(Execution {
@@ -311,8 +317,7 @@ impl OrderDesk {
                 SymbolId::NONE,
                 Side::Buy,
                 0,
-                ord_rej::OTHER,
-                "ClOrdID longer than 64 characters",
+                (ord_rej::OTHER, "ClOrdID longer than 64 characters"),
                 ts_ns,
             ));
         };
@@ -322,7 +327,7 @@ impl OrderDesk {
             _ => Side::Buy,
         };
         let reject = |reason, text| Err((reason, text));
-        let checked: Result<(&Instrument, i64, Option<i64>, OrderType, Tif), (u32, &str)> =
+        let checked: Checked<'_> =
             (|| {
                 let Some(instrument) = instruments.by_name(msg.symbol) else {
                     return reject(ord_rej::UNKNOWN_SYMBOL, "unknown symbol");
@@ -396,7 +401,7 @@ impl OrderDesk {
                 let symbol = instruments
                     .by_name(msg.symbol)
                     .map_or(SymbolId::NONE, |i| i.id);
-                let report = self.reject_new(cl_ord_id, symbol, side, 0, reason, text, ts_ns);
+                let report = self.reject_new(cl_ord_id, symbol, side, 0, (reason, text), ts_ns);
                 return Err(echo(report));
             }
         };
@@ -406,8 +411,7 @@ impl OrderDesk {
                 instrument.id,
                 side,
                 qty,
-                ord_rej::DUPLICATE_ORDER,
-                "duplicate ClOrdID: a live order has it",
+                (ord_rej::DUPLICATE_ORDER, "duplicate ClOrdID: a live order has it"),
                 ts_ns,
             )));
         }
@@ -962,8 +966,7 @@ impl OrderDesk {
             SymbolId::NONE,
             side,
             0,
-            ord_rej::UNKNOWN_ORDER,
-            "unknown order",
+            (ord_rej::UNKNOWN_ORDER, "unknown order"),
             ts_ns,
         );
         if let Report::Execution(exec) = &mut report {
