@@ -327,64 +327,63 @@ impl OrderDesk {
             _ => Side::Buy,
         };
         let reject = |reason, text| Err((reason, text));
-        let checked: Checked<'_> =
-            (|| {
-                let Some(instrument) = instruments.by_name(msg.symbol) else {
-                    return reject(ord_rej::UNKNOWN_SYMBOL, "unknown symbol");
-                };
-                if !matches!(msg.side, b'1' | b'2') {
+        let checked: Checked<'_> = (|| {
+            let Some(instrument) = instruments.by_name(msg.symbol) else {
+                return reject(ord_rej::UNKNOWN_SYMBOL, "unknown symbol");
+            };
+            if !matches!(msg.side, b'1' | b'2') {
+                return reject(
+                    ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
+                    "only Side 1 (buy) and 2 (sell) are supported",
+                );
+            }
+            let order_type = match msg.ord_type {
+                b'1' => OrderType::Market,
+                b'2' => OrderType::Limit,
+                _ => {
                     return reject(
                         ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
-                        "only Side 1 (buy) and 2 (sell) are supported",
+                        "only OrdType 1 (market) and 2 (limit) are supported",
                     );
                 }
-                let order_type = match msg.ord_type {
-                    b'1' => OrderType::Market,
-                    b'2' => OrderType::Limit,
-                    _ => {
-                        return reject(
-                            ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
-                            "only OrdType 1 (market) and 2 (limit) are supported",
-                        );
-                    }
-                };
-                let tif = match (msg.time_in_force, order_type) {
-                    // The venue trades around the clock: Day orders live until cancelled.
-                    (None | Some(b'0') | Some(b'1'), OrderType::Limit) => Tif::Gtc,
-                    (None | Some(b'0') | Some(b'3'), OrderType::Market) => Tif::Ioc,
-                    (Some(b'3'), _) => Tif::Ioc,
-                    (Some(b'4'), _) => Tif::Fok,
-                    _ => {
-                        return reject(
-                            ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
-                            "TimeInForce must be 0 (day), 1 (GTC), 3 (IOC) or 4 (FOK)",
-                        );
-                    }
-                };
-                let qty = match instrument.lots(msg.order_qty) {
-                    Ok(q) if q > 0 => q,
-                    Ok(_) => {
-                        return reject(ord_rej::INCORRECT_QUANTITY, "OrderQty must be positive");
-                    }
-                    Err(_) => {
-                        return reject(
-                            ord_rej::INCORRECT_QUANTITY,
-                            "OrderQty is not a whole number of lots",
-                        );
-                    }
-                };
-                let price = match (order_type, msg.price) {
-                    (OrderType::Limit, None) => {
-                        return reject(ord_rej::OTHER, "a limit order needs a Price");
-                    }
-                    (_, Some(p)) => match instrument.ticks(p) {
-                        Ok(t) => Some(t),
-                        Err(_) => return reject(ord_rej::OTHER, "Price is not on the tick grid"),
-                    },
-                    (OrderType::Market, None) => None,
-                };
-                Ok((instrument, qty, price, order_type, tif))
-            })();
+            };
+            let tif = match (msg.time_in_force, order_type) {
+                // The venue trades around the clock: Day orders live until cancelled.
+                (None | Some(b'0') | Some(b'1'), OrderType::Limit) => Tif::Gtc,
+                (None | Some(b'0') | Some(b'3'), OrderType::Market) => Tif::Ioc,
+                (Some(b'3'), _) => Tif::Ioc,
+                (Some(b'4'), _) => Tif::Fok,
+                _ => {
+                    return reject(
+                        ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
+                        "TimeInForce must be 0 (day), 1 (GTC), 3 (IOC) or 4 (FOK)",
+                    );
+                }
+            };
+            let qty = match instrument.lots(msg.order_qty) {
+                Ok(q) if q > 0 => q,
+                Ok(_) => {
+                    return reject(ord_rej::INCORRECT_QUANTITY, "OrderQty must be positive");
+                }
+                Err(_) => {
+                    return reject(
+                        ord_rej::INCORRECT_QUANTITY,
+                        "OrderQty is not a whole number of lots",
+                    );
+                }
+            };
+            let price = match (order_type, msg.price) {
+                (OrderType::Limit, None) => {
+                    return reject(ord_rej::OTHER, "a limit order needs a Price");
+                }
+                (_, Some(p)) => match instrument.ticks(p) {
+                    Ok(t) => Some(t),
+                    Err(_) => return reject(ord_rej::OTHER, "Price is not on the tick grid"),
+                },
+                (OrderType::Market, None) => None,
+            };
+            Ok((instrument, qty, price, order_type, tif))
+        })();
         // A rejected order echoes what the client sent.
         let echo = |mut report: Report| {
             if let Report::Execution(exec) = &mut report {
@@ -411,7 +410,10 @@ impl OrderDesk {
                 instrument.id,
                 side,
                 qty,
-                (ord_rej::DUPLICATE_ORDER, "duplicate ClOrdID: a live order has it"),
+                (
+                    ord_rej::DUPLICATE_ORDER,
+                    "duplicate ClOrdID: a live order has it",
+                ),
                 ts_ns,
             )));
         }
