@@ -283,12 +283,17 @@ fn the_test_application_answers_as_the_scripts_expect_in_every_version() {
         c.send("D", &order("A1"));
         assert_eq!(c.recv().req(tags::CL_ORD_ID), "A1");
 
-        // SecurityDefinition: echoed.
-        let definition = [
+        // SecurityDefinition: echoed (with the fields each version requires; FIX 4.2 also
+        // wants TotalNumSecurities).
+        let mut definition = vec![
             (tags::SECURITY_REQ_ID, "R1"),
+            (322, "D1"),
             (tags::SECURITY_RESPONSE_TYPE, "1"),
-            (tags::SYMBOL, "MSFT"),
         ];
+        if begin == "FIX.4.2" {
+            definition.push((tags::TOT_NO_RELATED_SYM, "1"));
+        }
+        definition.push((tags::SYMBOL, "MSFT"));
         c.send("d", &definition);
         let echo = c.recv();
         assert_eq!(echo.msg_type, "d", "{begin}: {echo:?}");
@@ -301,6 +306,19 @@ fn the_test_application_answers_as_the_scripts_expect_in_every_version() {
         assert_eq!(reject.req(tags::REF_SEQ_NUM), seq.to_string());
         assert_eq!(reject.req(tags::REF_MSG_TYPE), "E");
         assert_eq!(reject.req(tags::BUSINESS_REJECT_REASON), "3");
+
+        // A value outside its enumeration (Side 0): session Reject, reason 5, by the dictionary.
+        let mut bad_side = order("B1");
+        for field in bad_side.iter_mut() {
+            if field.0 == tags::SIDE {
+                field.1 = "0";
+            }
+        }
+        let seq = c.send("D", &bad_side);
+        let reject = c.recv();
+        assert_eq!(reject.msg_type, "3", "{begin}: {reject:?}");
+        assert_eq!(reject.req(tags::REF_SEQ_NUM), seq.to_string());
+        assert_eq!(reject.req(tags::SESSION_REJECT_REASON), "5");
 
         // A NewOrderSingle without ClOrdID: session Reject, required tag missing.
         let seq = c.send("D", &order("X")[1..]);
