@@ -125,6 +125,8 @@ pub struct FixGateway {
     conns: HashMap<SessionId, Conn>,
     core: Core,
     dirty: Vec<SessionId>,
+    /// Reused for the connections to read.
+    scratch: Vec<SessionId>,
     /// Output of a slot with no connection (its messages are stored, not written).
     offline: Vec<u8>,
     last_book_poll: Instant,
@@ -182,6 +184,7 @@ impl FixGateway {
                 shutting_down: false,
             },
             dirty: Vec::new(),
+            scratch: Vec::new(),
             offline: Vec::new(),
             // The first tick asks for the symbol list at once.
             last_book_poll: Instant::now()
@@ -267,18 +270,21 @@ impl FixGateway {
         if !self.core.deferred.is_empty() {
             return work;
         }
-        let ids: Vec<SessionId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| (c.readable || c.paused) && !c.closing)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
+        let mut ids = std::mem::take(&mut self.scratch);
+        ids.clear();
+        ids.extend(
+            self.conns
+                .iter()
+                .filter(|(_, c)| (c.readable || c.paused) && !c.closing)
+                .map(|(id, _)| *id),
+        );
+        for &id in &ids {
             work += self.read_conn(id, pipeline);
             if room(pipeline) < RING_ROOM {
                 break;
             }
         }
+        self.scratch = ids;
         self.close_finished(registry);
         work
     }
@@ -1037,7 +1043,7 @@ impl Core {
             },
         };
         let now = now_ns();
-        let credentials = self.credentials.clone();
+        let credentials = &self.credentials;
         let s = &mut self.slots[slot];
         let user = s.user;
         let mut auth = |logon: &Logon<'_>| -> Result<(), String> {
