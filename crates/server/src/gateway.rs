@@ -416,7 +416,7 @@ impl Gateway {
                 fix.observe(&msg);
                 match target {
                     Target::Session(id) if id >= FIX_SERVICE_SESSION => {
-                        fix.on_reply(id, &msg, &mut self.pipeline);
+                        fix.on_reply(id, &msg);
                         continue;
                     }
                     Target::User(user) => fix.on_user_message(user, &msg, &mut self.pipeline),

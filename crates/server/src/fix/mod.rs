@@ -388,7 +388,7 @@ impl FixGateway {
     }
 
     /// A reply for a FIX session or for the gateway's own queries.
-    pub fn on_reply(&mut self, id: SessionId, msg: &ServerMsg, pipeline: &mut Pipeline) {
+    pub fn on_reply(&mut self, id: SessionId, msg: &ServerMsg) {
         if id == FIX_SERVICE_SESSION {
             match msg {
                 ServerMsg::Book {
@@ -448,7 +448,6 @@ impl FixGateway {
         }
         self.send_reports(slot, &mut reports);
         self.core.reports = reports;
-        let _ = pipeline;
     }
 
     /// A message for a user's sessions (fills and cancels), and every fill for market data.
