@@ -1,0 +1,567 @@
+//! What the FIX gateway does with a connection's messages once the session layer has let them
+//! through: logon checks, slots, application messages into engine commands, and the reports,
+//! market data and symbol lists written back.
+
+use super::*;
+
+impl Core {
+    pub(super) fn logout(&mut self, conn: &mut Conn, text: &str) {
+        match conn.slot {
+            Some(slot) => match self.slots[slot]
+                .session
+                .logout(text, now_ns(), &mut conn.output)
+            {
+                Ok(Outcome::Disconnect) | Err(_) => conn.closing = true,
+                Ok(_) => {}
+            },
+            None => conn.closing = true,
+        }
+    }
+
+    /// The connection of a slot is gone.
+    pub(super) fn detach(&mut self, slot: usize) {
+        let now = now_ns();
+        let s = &mut self.slots[slot];
+        s.conn = None;
+        if let Err(e) = s.session.on_disconnect(now) {
+            tracing::error!(session = %s.name, "FIX store: {e}");
+        }
+        self.market_data.unsubscribe(slot, None);
+        if self.slots[slot].cancel_on_disconnect && !self.shutting_down {
+            let cancels = self.slots[slot].desk.cancel_all();
+            tracing::info!(
+                session = %self.slots[slot].name,
+                orders = cancels.len(),
+                "cancel on disconnect"
+            );
+            for c in cancels {
+                let request = self.request(slot, c);
+                self.deferred.push_back(request);
+            }
+        }
+    }
+
+    pub(super) fn request(&self, slot: usize, t: ToEngine) -> Request {
+        Request {
+            session: FIX_SESSION_BASE + slot as SessionId,
+            reply: Reply::Order {
+                order: t.order,
+                kind: t.kind,
+            },
+            op: Op::Command(t.command),
+        }
+    }
+
+    pub(super) fn push(&mut self, slot: usize, t: ToEngine, pipeline: &mut Pipeline) {
+        let request = self.request(slot, t);
+        self.push_request(request, pipeline);
+    }
+
+    pub(super) fn push_request(&mut self, request: Request, pipeline: &mut Pipeline) {
+        if !self.deferred.is_empty() {
+            self.deferred.push_back(request);
+            return;
+        }
+        match pipeline.inbound.try_push(request) {
+            Ok(()) => pipeline.inbound.ring(),
+            Err(request) => self.deferred.push_back(request),
+        }
+    }
+
+    /// Writes one report through the slot's session into `out`.
+    pub(super) fn send_report(&mut self, slot: usize, report: &Report, out: &mut Vec<u8>) {
+        let version = self.slots[slot].version;
+        let now = now_ns();
+        let result = match report {
+            Report::Execution(exec) => {
+                let instrument = self.instruments.by_id(exec.order.symbol).copied();
+                let session = &mut self.slots[slot].session;
+                let seq = session.next_sender_seq();
+                let mut exec_id = [0u8; 48];
+                let exec_id = write_exec_id(&mut exec_id, exec.seq, slot, seq);
+                let mut order_id = [0u8; 24];
+                let order_id = write_order_id(&mut order_id, exec.order.order_id);
+                session.send_app(
+                    b"8",
+                    now,
+                    |w| write_execution(w, version, exec, instrument.as_ref(), exec_id, order_id),
+                    out,
+                )
+            }
+            Report::CancelReject {
+                order_id,
+                cl_ord_id,
+                orig_cl_ord_id,
+                ord_status,
+                response_to,
+                reason,
+                text,
+            } => {
+                let mut id_buf = [0u8; 24];
+                let order_id = write_order_id(&mut id_buf, order_id.unwrap_or(0));
+                let reject = app::OrderCancelReject {
+                    order_id,
+                    cl_ord_id: cl_ord_id.as_bytes(),
+                    orig_cl_ord_id: orig_cl_ord_id.as_bytes(),
+                    ord_status: *ord_status,
+                    response_to: *response_to,
+                    reason: *reason,
+                    text: text.as_bytes(),
+                };
+                self.slots[slot]
+                    .session
+                    .send_app(b"9", now, |w| reject.write(w), out)
+            }
+            Report::MassCancel {
+                cl_ord_id,
+                request_type,
+                accepted,
+                text,
+            } => self.slots[slot].session.send_app(
+                b"r",
+                now,
+                |w| {
+                    w.str(tags::CL_ORD_ID, cl_ord_id.as_bytes());
+                    w.str(tags::ORDER_ID, b"NONE");
+                    w.char(tags::MASS_CANCEL_REQUEST_TYPE, *request_type);
+                    w.char(
+                        tags::MASS_CANCEL_RESPONSE,
+                        if *accepted { *request_type } else { b'0' },
+                    );
+                    if !accepted {
+                        w.uint(tags::MASS_CANCEL_REJECT_REASON, 99);
+                    }
+                    if !text.is_empty() {
+                        w.str(tags::TEXT, text.as_bytes());
+                    }
+                },
+                out,
+            ),
+        };
+        if let Err(e) = result {
+            tracing::error!(session = %self.slots[slot].name, "FIX store: {e}");
+        }
+    }
+
+    /// Finds (or creates) the slot a connection's first message names.
+    pub(super) fn attach(
+        &mut self,
+        id: SessionId,
+        conn: &mut Conn,
+        frame: &Frame<'_>,
+    ) -> Option<usize> {
+        let version = Version::from_begin_string(frame.begin_string)?;
+        let sender = std::str::from_utf8(frame.get(tags::SENDER_COMP_ID)?).ok()?;
+        let binding = *self.config.sessions.get(sender)?;
+        let key = (sender.to_string(), version);
+        let slot = match self.slot_index.get(&key) {
+            Some(&slot) => slot,
+            None => {
+                let slot = self.open_slot(sender, version, binding).ok()?;
+                self.slot_index.insert(key, slot);
+                slot
+            }
+        };
+        if let Some(other) = self.slots[slot].conn {
+            tracing::warn!(
+                session = %self.slots[slot].name,
+                conn = id,
+                other,
+                "refused a second connection for a logged-on FIX session"
+            );
+            return None;
+        }
+        self.slots[slot].conn = Some(id);
+        self.slots[slot].session.on_connect(now_ns());
+        conn.slot = Some(slot);
+        Some(slot)
+    }
+
+    pub(super) fn open_slot(
+        &mut self,
+        sender: &str,
+        version: Version,
+        binding: SessionBinding,
+    ) -> io::Result<usize> {
+        let mut config = SessionConfig::new(version, &self.config.comp_id, sender);
+        config.max_clock_skew_ns = self.config.max_clock_skew_ns;
+        // Written once per turn of the loop, before the sockets (FixGateway::flush).
+        config.defer_flush = true;
+        let name = config.session_name();
+        let dir = self.config.data_dir.join("fix");
+        let store = FileStore::open(&dir, &name)?;
+        let mut session = Session::new(config, store);
+        if self.config.message_log {
+            session = session.with_log(MessageLog::open(&dir, &name)?);
+        }
+        let version_number = match version {
+            Version::Fix42 => 0,
+            Version::Fix44 => 1,
+            Version::Fixt11 => 2,
+        };
+        let first_id = (binding.number * 3 + version_number + 1) << ORDER_ID_SPACE_BITS;
+        let mut desk = OrderDesk::new(binding.user, first_id);
+        restore_desk(&mut desk, session.store_mut(), &self.instruments);
+        let slot = self.slots.len();
+        tracing::info!(session = %name, user = binding.user, live_orders = desk.live_orders().count(), "FIX session opened");
+        self.slots.push(Slot {
+            name,
+            version,
+            user: binding.user,
+            cancel_on_disconnect: binding.cancel_on_disconnect,
+            session,
+            desk,
+            conn: None,
+            security_lists: VecDeque::new(),
+        });
+        Ok(slot)
+    }
+
+    /// One whole message from a connection.
+    pub(super) fn on_frame(
+        &mut self,
+        id: SessionId,
+        conn: &mut Conn,
+        frame: &Frame<'_>,
+        pipeline: &mut Pipeline,
+    ) {
+        let slot = match conn.slot {
+            Some(slot) => slot,
+            None => match self.attach(id, conn, frame) {
+                Some(slot) => slot,
+                None => {
+                    tracing::warn!(
+                        conn = id,
+                        "FIX connection for no configured session: closed"
+                    );
+                    conn.closing = true;
+                    return;
+                }
+            },
+        };
+        let now = now_ns();
+        let credentials = &self.credentials;
+        let s = &mut self.slots[slot];
+        let user = s.user;
+        let mut auth = |logon: &Logon<'_>| -> Result<(), String> {
+            let Some(username) = logon.username else {
+                return Err("Username (553) is required: the venue user id".into());
+            };
+            if username != user.to_string().as_bytes() {
+                return Err("this session belongs to another user".into());
+            }
+            let password = logon.password.unwrap_or(b"");
+            if !credentials.check_user(user, password) {
+                return Err("wrong Password (554)".into());
+            }
+            Ok(())
+        };
+        let outcome = s
+            .session
+            .on_message(frame, now, &mut auth, &mut conn.output);
+        match outcome {
+            Ok(Outcome::Handled) => {}
+            Ok(Outcome::LoggedOn) => {
+                tracing::info!(session = %s.name, conn = id, "FIX logon");
+            }
+            Ok(Outcome::Deliver) => self.on_application(slot, conn, frame, pipeline, now),
+            Ok(Outcome::Disconnect) => {
+                tracing::info!(
+                    session = %s.name,
+                    reason = s.session.disconnect_reason().unwrap_or(""),
+                    "FIX session disconnects"
+                );
+                conn.closing = true;
+            }
+            Err(e) => {
+                tracing::error!(session = %s.name, "FIX store: {e}");
+                conn.closing = true;
+            }
+        }
+    }
+
+    pub(super) fn on_application(
+        &mut self,
+        slot: usize,
+        conn: &mut Conn,
+        frame: &Frame<'_>,
+        pipeline: &mut Pipeline,
+        now: i64,
+    ) {
+        let ref_seq = frame
+            .get(tags::MSG_SEQ_NUM)
+            .and_then(rialto_fix::parse::parse_uint)
+            .unwrap_or(0);
+        let reject = |s: &mut Session<FileStore>, out: &mut Vec<u8>, invalid: app::Invalid| {
+            let r = Reject {
+                ref_seq_num: ref_seq,
+                ref_tag: (invalid.ref_tag != 0).then_some(invalid.ref_tag),
+                ref_msg_type: Some(frame.msg_type),
+                reason: invalid.reason,
+                text: invalid.text,
+            };
+            if let Err(e) = s.reject(&r, now, out) {
+                tracing::error!("FIX store: {e}");
+            }
+        };
+        let version = self.slots[slot].version;
+        if let Err(v) = rialto_fix::dict::validate(version, frame) {
+            let invalid = app::Invalid {
+                reason: v.reason,
+                ref_tag: v.ref_tag.unwrap_or(0),
+                text: v.text,
+            };
+            return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+        }
+        let result: Result<Option<ToEngine>, Report> = match frame.msg_type {
+            b"D" => match app::NewOrderSingle::decode(frame) {
+                Ok(m) => self.slots[slot]
+                    .desk
+                    .new_order(&m, &self.instruments, now)
+                    .map(Some),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
+            },
+            b"F" => match app::OrderCancelRequest::decode(frame) {
+                Ok(m) => self.slots[slot].desk.cancel(&m).map(Some),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
+            },
+            b"G" => match app::OrderCancelReplaceRequest::decode(frame) {
+                Ok(m) => self.slots[slot]
+                    .desk
+                    .replace(&m, &self.instruments)
+                    .map(Some),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
+            },
+            b"q" => match app::OrderMassCancelRequest::decode(frame) {
+                Ok(m) => self.slots[slot]
+                    .desk
+                    .mass_cancel(&m, &self.instruments)
+                    .map(Some),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
+            },
+            b"H" => match app::OrderStatusRequest::decode(frame) {
+                Ok(m) => Err(self.slots[slot]
+                    .desk
+                    .status(m.cl_ord_id, m.symbol, m.side, now)),
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
+            },
+            b"V" => match app::MarketDataRequest::decode(frame) {
+                Ok(m) => {
+                    self.market_data_request(slot, conn, &m, now);
+                    Ok(None)
+                }
+                Err(invalid) => {
+                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                }
+            },
+            b"x" if self.slots[slot].version != Version::Fix42 => {
+                match app::SecurityListRequest::decode(frame) {
+                    Ok(m) => {
+                        let req_id = String::from_utf8_lossy(m.security_req_id).into_owned();
+                        self.slots[slot].security_lists.push_back(req_id);
+                        let request = Request {
+                            session: FIX_SESSION_BASE + slot as SessionId,
+                            reply: Reply::Symbols { request: 0 },
+                            op: Op::ListSymbols,
+                        };
+                        self.push_request(request, pipeline);
+                        Ok(None)
+                    }
+                    Err(invalid) => {
+                        return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+                    }
+                }
+            }
+            other => {
+                let r = BusinessReject {
+                    ref_seq_num: ref_seq,
+                    ref_msg_type: other,
+                    ref_id: None,
+                    reason: business_reject_reason::UNSUPPORTED_MESSAGE_TYPE,
+                    text: "unsupported message type",
+                };
+                if let Err(e) = self.slots[slot]
+                    .session
+                    .business_reject(&r, now, &mut conn.output)
+                {
+                    tracing::error!("FIX store: {e}");
+                }
+                Ok(None)
+            }
+        };
+        match result {
+            Ok(Some(t)) => self.push(slot, t, pipeline),
+            Ok(None) => {}
+            Err(report) => self.send_report(slot, &report, &mut conn.output),
+        }
+    }
+}
+
+impl Core {
+    pub(super) fn market_data_request(
+        &mut self,
+        slot: usize,
+        conn: &mut Conn,
+        m: &app::MarketDataRequest<'_>,
+        now: i64,
+    ) {
+        let md_req_id = String::from_utf8_lossy(m.md_req_id).into_owned();
+        if m.subscription_request_type == b'2' {
+            self.market_data.unsubscribe(slot, Some(&md_req_id));
+            return;
+        }
+        let refuse = |s: &mut Session<FileStore>, out: &mut Vec<u8>, reason: u8, text: &str| {
+            let sent = s.send_app(
+                b"Y",
+                now,
+                |w| {
+                    w.str(tags::MD_REQ_ID, md_req_id.as_bytes());
+                    w.char(tags::MD_REQ_REJ_REASON, reason);
+                    w.str(tags::TEXT, text.as_bytes());
+                },
+                out,
+            );
+            if let Err(e) = sent {
+                tracing::error!("FIX store: {e}");
+            }
+        };
+        let session = &mut self.slots[slot].session;
+        if !matches!(m.subscription_request_type, b'0' | b'1') {
+            // MDReqRejReason 4: unsupported SubscriptionRequestType.
+            return refuse(
+                session,
+                &mut conn.output,
+                b'4',
+                "SubscriptionRequestType must be 0, 1 or 2",
+            );
+        }
+        let mut symbols: Vec<SymbolId> = Vec::new();
+        for name in m.symbols() {
+            match self.instruments.by_name(name) {
+                Some(i) => symbols.push(i.id),
+                // MDReqRejReason 0: unknown symbol.
+                None => return refuse(session, &mut conn.output, b'0', "unknown symbol"),
+            }
+        }
+        let depth = usize::try_from(m.market_depth).unwrap_or(0);
+        for symbol in symbols {
+            self.market_data.subscribe(
+                symbol,
+                Subscription {
+                    slot,
+                    md_req_id: md_req_id.clone(),
+                    depth,
+                    book: m.bids_and_offers,
+                    trades: m.trades,
+                    updates: m.subscription_request_type == b'1',
+                    fresh: true,
+                    rpt_seq: 0,
+                },
+            );
+        }
+    }
+}
+
+/// ExecID, unique across the venue: the engine sequence number behind the report, the
+/// session's slot, and the report's own MsgSeqNum (a command's fills share its sequence number,
+/// and MsgSeqNums repeat across sessions).
+pub(super) fn write_exec_id(
+    buf: &mut [u8; 48],
+    engine_seq: u64,
+    slot: usize,
+    msg_seq: u64,
+) -> &[u8] {
+    use std::io::Write as _;
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{engine_seq}-{slot}-{msg_seq}");
+    let len = cursor.position() as usize;
+    &buf[..len]
+}
+
+/// OrderID as text; "NONE" for an order the venue never took.
+pub(super) fn write_order_id(buf: &mut [u8; 24], order_id: u64) -> &[u8] {
+    if order_id == 0 {
+        return b"NONE";
+    }
+    use std::io::Write as _;
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{order_id}");
+    let len = cursor.position() as usize;
+    &buf[..len]
+}
+
+pub(super) fn write_execution(
+    w: &mut MessageWriter<'_>,
+    version: Version,
+    exec: &Execution,
+    instrument: Option<&Instrument>,
+    exec_id: &[u8],
+    order_id: &[u8],
+) {
+    let o = &exec.order;
+    let zero = Decimal::new(0, 0);
+    let figures = instrument.map(|i| exec.figures(i));
+    let symbol: &[u8] = match (&exec.raw_symbol, instrument) {
+        (Some(raw), _) => raw.as_bytes(),
+        (None, Some(i)) => i.name().as_bytes(),
+        (None, None) => b"?",
+    };
+    let report = ExecutionReport {
+        order_id,
+        exec_id,
+        cl_ord_id: exec.cl_ord_id.as_bytes(),
+        orig_cl_ord_id: exec.orig_cl_ord_id.as_ref().map(ClOrdId::as_bytes),
+        exec_type: exec.exec_type,
+        ord_status: o.status,
+        symbol,
+        side: exec.raw_side.unwrap_or(side_char(o.side)),
+        ord_type: Some(o.ord_type),
+        time_in_force: o.time_in_force,
+        price: exec.raw_price.or(figures.as_ref().and_then(|f| f.price)),
+        order_qty: exec.raw_qty.or(figures.as_ref().map(|f| f.order_qty)),
+        last: figures.as_ref().and_then(|f| f.last),
+        leaves_qty: figures.as_ref().map_or(zero, |f| f.leaves_qty),
+        cum_qty: figures.as_ref().map_or(zero, |f| f.cum_qty),
+        avg_px: figures.as_ref().map_or(zero, |f| f.avg_px),
+        ord_rej_reason: exec.ord_rej_reason,
+        transact_time_ns: exec.ts_ns,
+        text: exec.text.map(str::as_bytes),
+    };
+    report.write(version, w);
+    if o.engine_id != 0 {
+        w.uint(orders::SECONDARY_ORDER_ID, o.engine_id as u64);
+    }
+}
+
+/// Rebuilds a desk from the ExecutionReports in a session's store (after a restart).
+pub(super) fn restore_desk(desk: &mut OrderDesk, store: &mut FileStore, instruments: &Instruments) {
+    let mut buf = Vec::new();
+    let mut from = 1;
+    loop {
+        match store.read_next(from, u64::MAX, &mut buf) {
+            Ok(Some((seq, _))) => {
+                from = seq + 1;
+                if let Ok(Some((frame, _))) = next_frame(&buf, buf.len() + 1)
+                    && frame.msg_type == b"8"
+                {
+                    desk.restore(&frame, instruments);
+                }
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!("FIX store: cannot read back the orders: {e}");
+                return;
+            }
+        }
+    }
+}
