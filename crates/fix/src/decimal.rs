@@ -121,8 +121,7 @@ impl Decimal {
             len += digit_count(magnitude);
             put_digits_ending(&mut text, len, magnitude);
         } else {
-            let divisor = POW10[scale];
-            let (whole, fraction) = (magnitude / divisor, magnitude % divisor);
+            let (whole, fraction) = split(magnitude, scale);
             len += digit_count(whole);
             put_digits_ending(&mut text, len, whole);
             text[len] = b'.';
@@ -151,6 +150,28 @@ impl Decimal {
             q
         };
         Decimal::new(q.clamp(i64::MIN as i128, i64::MAX as i128) as i64, scale)
+    }
+}
+
+/// `(magnitude / 10^scale, magnitude % 10^scale)`. The usual scales divide by constants,
+/// which compile to multiplications instead of a slow division.
+#[inline]
+fn split(magnitude: u64, scale: usize) -> (u64, u64) {
+    macro_rules! by {
+        ($d:expr) => {
+            (magnitude / $d, magnitude % $d)
+        };
+    }
+    match scale {
+        1 => by!(10),
+        2 => by!(100),
+        3 => by!(1_000),
+        4 => by!(10_000),
+        5 => by!(100_000),
+        6 => by!(1_000_000),
+        7 => by!(10_000_000),
+        8 => by!(100_000_000),
+        _ => by!(POW10[scale]),
     }
 }
 
