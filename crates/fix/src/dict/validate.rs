@@ -20,7 +20,7 @@ use crate::SOH;
 use crate::Version;
 use crate::parse::{Field, Frame, parse_int, parse_uint};
 
-use super::{Dictionary, Entry, Group, Kind, Message, Section, dictionaries};
+use super::{Dictionary, Entry, Group, Kind, MAX_SECTION, Message, Section, dictionaries};
 
 /// SessionRejectReason (373) values.
 pub mod reason {
@@ -52,6 +52,7 @@ pub struct Violation {
     pub text: &'static str,
 }
 
+#[cold]
 fn violation(reason: u32, ref_tag: Option<u32>, text: &'static str) -> Violation {
     Violation {
         reason,
@@ -99,13 +100,14 @@ pub fn validate(version: Version, frame: &Frame<'_>) -> Result<(), Violation> {
     walk.message(message)
 }
 
-/// Which entries of a section have been seen. Sections have at most 512 entries (the
-/// generator checks); a position beyond that is never marked, so it cannot panic.
-struct Seen([u64; 8]);
+/// Which entries of a section have been seen, by position. Sections have at most
+/// [`MAX_SECTION`] entries (checked when the tables are built); a position beyond that is never
+/// marked, so it cannot panic.
+struct Seen([u64; MAX_SECTION / 64]);
 
 impl Seen {
     fn new() -> Seen {
-        Seen([0; 8])
+        Seen([0; MAX_SECTION / 64])
     }
 
     fn set(&mut self, i: usize) {
@@ -350,16 +352,15 @@ impl<'a> Walk<'a> {
         if def.values.is_empty() {
             return Ok(());
         }
-        let allowed = |v: &[u8]| def.values.binary_search(&v).is_ok();
         let ok = match def.kind {
             Kind::MultipleValueString | Kind::MultipleStringValue | Kind::MultipleCharValue => {
                 field
                     .value
                     .split(|&b| b == b' ')
                     .filter(|t| !t.is_empty())
-                    .all(allowed)
+                    .all(|t| def.allows(t))
             }
-            _ => allowed(field.value),
+            _ => def.allows(field.value),
         };
         if ok {
             Ok(())
@@ -441,16 +442,14 @@ fn wrong_count(count_tag: u32) -> Violation {
 }
 
 fn required(section: &Section, seen: &Seen) -> Result<(), Violation> {
-    for (i, entry) in section.entries.iter().enumerate() {
-        if entry.required && !seen.has(i) {
-            return Err(violation(
-                reason::REQUIRED_TAG_MISSING,
-                Some(entry.tag),
-                "required tag missing",
-            ));
-        }
+    match section.first_missing(&seen.0) {
+        Some(entry) => Err(violation(
+            reason::REQUIRED_TAG_MISSING,
+            Some(entry.tag),
+            "required tag missing",
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Whether a value has the syntax of its FIX type.
