@@ -576,25 +576,44 @@ fn number(v: &[u8]) -> Option<u32> {
 
 /// YYYYMMDD.
 fn is_date(v: &[u8]) -> bool {
-    v.len() == 8
-        && number(&v[..4]).is_some()
-        && number(&v[4..6]).is_some_and(|m| (1..=12).contains(&m))
-        && number(&v[6..8]).is_some_and(|d| (1..=31).contains(&d))
+    let Ok(&date) = <&[u8; 8]>::try_from(v) else {
+        return false;
+    };
+    // All eight bytes in 0x30..=0x39: each high nibble is 3 before and after adding 6 (a carry
+    // out of a byte only comes from one that fails by itself).
+    const HIGH_NIBBLES: u64 = u64::from_ne_bytes([0xF0; 8]);
+    let x = u64::from_le_bytes(date);
+    let nibbles =
+        (x & HIGH_NIBBLES) | ((x.wrapping_add(u64::from_ne_bytes([6; 8])) & HIGH_NIBBLES) >> 4);
+    if nibbles != u64::from_ne_bytes([0x33; 8]) {
+        return false;
+    }
+    let two = |i: usize| u32::from(date[i] - b'0') * 10 + u32::from(date[i + 1] - b'0');
+    (1..=12).contains(&two(4)) && (1..=31).contains(&two(6))
+}
+
+/// Two ASCII digits as a number.
+fn two_digits(tens: u8, ones: u8) -> Option<u32> {
+    let (tens, ones) = (tens.wrapping_sub(b'0'), ones.wrapping_sub(b'0'));
+    (tens <= 9 && ones <= 9).then(|| u32::from(tens) * 10 + u32::from(ones))
 }
 
 /// HH:MM:SS with 0, 3, 6 or 9 fraction digits.
 fn is_time(v: &[u8]) -> bool {
-    if v.len() < 8 || !is_hh_mm(&v[..5]) || v[5] != b':' {
+    let &[h0, h1, b':', m0, m1, b':', s0, s1, ref fraction @ ..] = v else {
         return false;
-    }
-    if number(&v[6..8]).is_none_or(|s| s > 60) {
-        return false;
-    }
-    match v.len() {
-        8 => true,
-        12 | 15 | 18 => v[8] == b'.' && v[9..].iter().all(u8::is_ascii_digit),
-        _ => false,
-    }
+    };
+    let in_range = |tens, ones, max| two_digits(tens, ones).is_some_and(|n| n <= max);
+    in_range(h0, h1, 23)
+        && in_range(m0, m1, 59)
+        && in_range(s0, s1, 60)
+        && match fraction {
+            [] => true,
+            [b'.', digits @ ..] => {
+                matches!(digits.len(), 3 | 6 | 9) && digits.iter().all(u8::is_ascii_digit)
+            }
+            _ => false,
+        }
 }
 
 fn is_hh_mm(v: &[u8]) -> bool {
