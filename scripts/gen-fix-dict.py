@@ -21,6 +21,7 @@ Python 3 standard library only.
 
 import hashlib
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -64,6 +65,9 @@ KINDS = {
 
 # The bitsets the validator keeps on the stack cover this many entries per section.
 MAX_SECTION = 512
+
+# Fibonacci hashing (2^32 / golden ratio), as `TAG_HASH` in crates/fix/src/dict/mod.rs.
+TAG_HASH = 0x9E3779B9
 
 
 def sha256(path):
@@ -163,11 +167,28 @@ def emit_entries(entries, indent):
     return wrap(parts, indent)
 
 
+def tag_index(entries):
+    """An open-addressing hash table of a section's entries by tag, as `Section::position`
+    probes it: 2^k slots (at least twice the entries, so probes stay short and a miss always
+    meets an empty slot), slot `(tag * TAG_HASH mod 2^32) >> (32 - k)`, then the next ones;
+    each slot holds 1 + the entry's position, 0 when empty."""
+    k = max(1, (2 * len(entries) - 1).bit_length())
+    slots = [0] * (1 << k)
+    for pos, (tag, _, _) in enumerate(entries):
+        if tag >= 1 << 32:
+            raise SystemExit(f"tag {tag} does not fit in 32 bits")
+        at = ((tag * TAG_HASH) & 0xFFFFFFFF) >> (32 - k)
+        while slots[at] != 0:
+            at = (at + 1) & ((1 << k) - 1)
+        slots[at] = pos + 1
+    return slots
+
+
 def emit_section(entries, indent):
-    order = sorted(range(len(entries)), key=lambda i: entries[i][0])
     pad = " " * indent
-    return (f"Section {{\n{pad}    entries: &[{emit_entries(entries, indent + 8)}],\n"
-            f"{pad}    by_tag: &[{wrap([str(i) for i in order], indent + 8)}],\n{pad}}}")
+    index = [str(i) for i in tag_index(entries)]
+    return (f"section(\n{pad}    &[{emit_entries(entries, indent + 8)}],\n"
+            f"{pad}    &[{wrap(index, indent + 8)}],\n{pad})")
 
 
 def wrap(parts, indent):
@@ -247,40 +268,47 @@ def generate(d, out_path, name, begin_string, msg_types, header_doc, sources):
     for path, digest in sources:
         w(f"//! - `{os.path.basename(path)}` {digest}\n")
     w("//!\n//! Regenerate with `python3 scripts/gen-fix-dict.py DIR` (see the script's header).\n\n")
-    w("use super::{Dictionary, Group, Kind as K, Message, Section};\n")
+    w("use super::{Dictionary, FieldDef, Group, Kind as K, Message};\n")
     w("@CONSTRUCTORS@\n\n")
-    w(f"pub static DICT: Dictionary = Dictionary {{\n")
-    w(f"    name: \"{name}\",\n")
-    w(f"    begin_string: {rust_bytes(begin_string)},\n")
-    w(f"    header: {emit_section(header, 4)},\n")
-    w(f"    trailer: {emit_section(trailer, 4)},\n")
-    w("    messages: &[\n")
+    max_tag = max(used, default=0)
+    w("const MESSAGES: &[Message] = &[\n")
     for mt, mname, admin, body in messages:
-        w(f"        Message {{\n            msg_type: {rust_bytes(mt)},\n")
-        w(f"            name: \"{mname}\",\n            admin: {str(admin).lower()},\n")
-        w(f"            body: {emit_section(body, 12)},\n        }},\n")
-    w("    ],\n    groups: &[\n")
-    for i, (count_tag, delim, members) in enumerate(d.groups):
-        gname = d.fields[count_tag][1]
-        w(f"        // {i}: {gname}\n")
-        w(f"        Group {{\n            count_tag: {count_tag},\n            delimiter: {delim},\n")
-        w(f"            members: {emit_section(members, 12)},\n        }},\n")
-    w("    ],\n    fields: &[\n")
+        w(f"    Message {{\n        msg_type: {rust_bytes(mt)},\n")
+        w(f"        name: \"{mname}\",\n        admin: {str(admin).lower()},\n")
+        w(f"        body: {emit_section(body, 8)},\n    }},\n")
+    w("];\n\n")
+    w("const FIELDS: &[FieldDef] = &[\n")
     for tag in sorted(used):
         _, fname, ftype, values = d.fields[tag]
         kind = KINDS.get(ftype)
         if kind is None:
             raise SystemExit(f"{name}: unknown type {ftype} of {fname}")
         vals = sorted(set(values), key=lambda v: v.encode())
-        vtext = wrap([rust_bytes(v) for v in vals], 12) if vals else ""
-        w(f"        fd({tag}, \"{fname}\", K::{kind}, {pair_of(tag)}, &[{vtext}]),\n")
-    w("    ],\n")
+        vtext = wrap([rust_bytes(v) for v in vals], 8) if vals else ""
+        w(f"    fd({tag}, \"{fname}\", K::{kind}, {pair_of(tag)}, &[{vtext}]),\n")
+    w("];\n\n")
+    w(f"pub static DICT: Dictionary = Dictionary {{\n")
+    w(f"    name: \"{name}\",\n")
+    w(f"    begin_string: {rust_bytes(begin_string)},\n")
+    w(f"    header: {emit_section(header, 4)},\n")
+    w(f"    trailer: {emit_section(trailer, 4)},\n")
+    w("    messages: MESSAGES,\n")
+    w("    message_index: &message_index(MESSAGES),\n")
+    w("    groups: &[\n")
+    for i, (count_tag, delim, members) in enumerate(d.groups):
+        gname = d.fields[count_tag][1]
+        w(f"        // {i}: {gname}\n")
+        w(f"        Group {{\n            count_tag: {count_tag},\n            delimiter: {delim},\n")
+        w(f"            members: {emit_section(members, 12)},\n        }},\n")
+    w("    ],\n    fields: FIELDS,\n")
+    w(f"    field_index: &field_index::<{max_tag + 1}>(FIELDS),\n")
     w(f"    all_tags: &[{wrap([f'({a}, {b})' for a, b in ranges(sorted(d.fields))], 8)}],\n")
     all_types = sorted(d.messages, key=lambda t: t.encode())
     w(f"    msg_types: &[{wrap([rust_bytes(t) for t in all_types], 8)}],\n")
     w("};\n")
     text = "".join(out)
-    used_fns = [c for c in ["fd", "o", "og", "r", "rg"] if f" {c}(" in text or f"[{c}(" in text]
+    used_fns = [c for c in ["fd", "field_index", "message_index", "o", "og", "r", "rg", "section"]
+                if re.search(rf"[ \[&]{c}[(:]", text)]
     text = text.replace("@CONSTRUCTORS@", f"use super::{{{', '.join(used_fns)}}};")
     with open(out_path, "w") as f:
         f.write(text)

@@ -1,11 +1,12 @@
-//! Parsing a NewOrderSingle and writing an ExecutionReport allocate nothing (into a buffer
-//! that already has room): counted with a global allocator.
+//! Parsing a NewOrderSingle, validating it against the data dictionary and writing an
+//! ExecutionReport allocate nothing (into a buffer that already has room): counted with a
+//! global allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use rialto_fix::app::NewOrderSingle;
-use rialto_fix::samples;
+use rialto_fix::{Version, dict, samples};
 
 struct Counting;
 
@@ -45,6 +46,7 @@ fn parse_and_generate_allocate_nothing() {
             .unwrap()
             .unwrap();
         assert_eq!(len, 214);
+        assert_eq!(dict::validate(Version::Fix44, &frame), Ok(()));
         let nos = NewOrderSingle::decode(&frame).unwrap();
         qty_total += nos.order_qty.mantissa;
         out.clear();
@@ -56,6 +58,6 @@ fn parse_and_generate_allocate_nothing() {
     assert_eq!(
         after - before,
         0,
-        "allocations while parsing and generating"
+        "allocations while parsing, validating and generating"
     );
 }

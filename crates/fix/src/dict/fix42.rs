@@ -7,444 +7,811 @@
 //!
 //! Regenerate with `python3 scripts/gen-fix-dict.py DIR` (see the script's header).
 
-use super::{Dictionary, Group, Kind as K, Message, Section};
-use super::{fd, o, og, r, rg};
+use super::{Dictionary, FieldDef, Group, Kind as K, Message};
+use super::{fd, field_index, message_index, o, og, r, rg, section};
+
+const MESSAGES: &[Message] = &[
+    Message {
+        msg_type: b"0",
+        name: "Heartbeat",
+        admin: true,
+        body: section(
+            &[
+                o(112),
+            ],
+            &[
+                1, 0,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"1",
+        name: "TestRequest",
+        admin: true,
+        body: section(
+            &[
+                r(112),
+            ],
+            &[
+                1, 0,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"2",
+        name: "ResendRequest",
+        admin: true,
+        body: section(
+            &[
+                r(7), r(16),
+            ],
+            &[
+                0, 1, 0, 2,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"3",
+        name: "Reject",
+        admin: true,
+        body: section(
+            &[
+                r(45), o(371), o(372), o(373), o(58), o(354), o(355),
+            ],
+            &[
+                0, 0, 0, 0, 2, 0, 7, 0, 4, 0, 0, 0, 1, 5, 3, 6,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"4",
+        name: "SequenceReset",
+        admin: true,
+        body: section(
+            &[
+                o(123), r(36),
+            ],
+            &[
+                1, 2, 0, 0,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"5",
+        name: "Logout",
+        admin: true,
+        body: section(
+            &[
+                o(58), o(354), o(355),
+            ],
+            &[
+                0, 0, 0, 3, 0, 0, 1, 2,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"8",
+        name: "ExecutionReport",
+        admin: false,
+        body: section(
+            &[
+                r(37), o(198), o(11), o(41), o(109), o(76), og(382, 3), o(66), r(17), r(20), o(19),
+                r(150), r(39), o(103), o(378), o(1), o(63), o(64), r(55), o(65), o(48), o(22),
+                o(167), o(200), o(205), o(201), o(202), o(206), o(231), o(223), o(207), o(106),
+                o(348), o(349), o(107), o(350), o(351), r(54), o(38), o(152), o(40), o(44), o(99),
+                o(211), o(388), o(389), o(15), o(376), o(377), o(59), o(168), o(432), o(126), o(18),
+                o(47), o(32), o(31), o(194), o(195), o(30), o(336), o(29), r(151), r(14), r(6),
+                o(424), o(425), o(426), o(427), o(75), o(60), o(113), o(12), o(13), o(381), o(119),
+                o(120), o(155), o(156), o(21), o(110), o(111), o(77), o(210), o(58), o(354), o(355),
+                o(193), o(192), o(439), o(440), o(442),
+            ],
+            &[
+                0, 0, 0, 0, 0, 0, 0, 0, 74, 0, 0, 66, 55, 0, 0, 0, 0, 0, 0, 33, 0, 71, 7, 0, 0, 0,
+                13, 0, 0, 0, 0, 54, 0, 35, 0, 0, 0, 0, 0, 0, 57, 0, 77, 92, 20, 0, 0, 43, 0, 42, 0,
+                0, 0, 0, 23, 0, 0, 26, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 47, 0, 88, 68, 0, 0, 0, 0,
+                0, 0, 36, 28, 90, 63, 0, 0, 0, 4, 0, 0, 0, 70, 0, 10, 5, 2, 38, 0, 48, 0, 0, 0, 0,
+                87, 44, 0, 79, 46, 73, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 50, 0, 75, 0, 0, 0, 39, 0, 0,
+                0, 0, 9, 32, 0, 59, 0, 0, 0, 0, 0, 60, 76, 0, 18, 0, 0, 0, 0, 0, 0, 0, 0, 83, 0, 22,
+                0, 82, 24, 0, 15, 16, 0, 0, 0, 0, 0, 0, 0, 0, 64, 14, 61, 21, 67, 89, 0, 0, 0, 0,
+                34, 25, 0, 12, 65, 0, 0, 41, 0, 0, 0, 0, 0, 11, 0, 0, 0, 0, 0, 29, 0, 56, 0, 86, 84,
+                8, 78, 3, 45, 0, 0, 0, 0, 30, 0, 51, 0, 72, 27, 85, 0, 0, 0, 0, 0, 1, 53, 0, 0, 0,
+                0, 0, 0, 58, 69, 0, 0, 0, 0, 62, 0, 31, 17, 37, 40, 91, 0, 0, 0, 0, 0, 6, 0, 80, 81,
+                0, 19, 52, 49,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"9",
+        name: "OrderCancelReject",
+        admin: false,
+        body: section(
+            &[
+                r(37), o(198), r(11), r(41), r(39), o(109), o(76), o(66), o(1), o(60), r(434),
+                o(102), o(58), o(354), o(355),
+            ],
+            &[
+                0, 12, 10, 5, 0, 0, 0, 11, 0, 0, 4, 2, 6, 15, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 3, 8,
+                1, 13, 14, 0, 7,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"A",
+        name: "Logon",
+        admin: true,
+        body: section(
+            &[
+                r(98), r(108), o(95), o(96), o(141), o(383), og(384, 0),
+            ],
+            &[
+                0, 0, 5, 0, 0, 4, 7, 0, 0, 1, 0, 2, 3, 6, 0, 0,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"D",
+        name: "NewOrderSingle",
+        admin: false,
+        body: section(
+            &[
+                r(11), o(109), o(76), o(1), og(78, 1), o(63), o(64), r(21), o(18), o(110), o(111),
+                o(100), og(386, 2), o(81), r(55), o(65), o(48), o(22), o(167), o(200), o(205),
+                o(201), o(202), o(206), o(231), o(223), o(207), o(106), o(348), o(349), o(107),
+                o(350), o(351), o(140), r(54), o(114), r(60), o(38), o(152), r(40), o(44), o(99),
+                o(15), o(376), o(377), o(23), o(117), o(59), o(168), o(432), o(126), o(427), o(12),
+                o(13), o(47), o(121), o(120), o(58), o(354), o(355), o(193), o(192), o(77), o(203),
+                o(204), o(210), o(211), o(388), o(389), o(439), o(440),
+            ],
+            &[
+                0, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 55, 0, 0, 14, 0, 0, 0, 29, 65, 37, 0, 0, 0, 0,
+                0, 0, 0, 0, 0, 9, 0, 31, 0, 0, 0, 0, 0, 0, 0, 0, 57, 0, 16, 0, 0, 42, 0, 41, 0, 0,
+                5, 0, 19, 46, 0, 22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 43, 0, 61, 0, 0, 0, 0, 0, 0,
+                0, 32, 24, 47, 70, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 35, 0, 44, 0, 0, 0, 0, 60,
+                67, 0, 0, 53, 69, 0, 0, 0, 0, 0, 0, 0, 0, 36, 64, 48, 0, 0, 0, 0, 0, 38, 0, 0, 0, 0,
+                0, 28, 0, 0, 0, 34, 0, 0, 0, 0, 0, 0, 7, 0, 13, 0, 0, 0, 0, 0, 0, 63, 0, 18, 0, 11,
+                20, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 62, 17, 0, 0, 0, 0, 0, 0, 30, 21, 0, 0,
+                0, 0, 0, 40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 56, 59, 66, 0, 1, 12, 68,
+                0, 0, 0, 26, 0, 49, 0, 0, 23, 58, 0, 0, 0, 0, 0, 0, 51, 0, 0, 0, 0, 0, 0, 52, 0, 0,
+                0, 0, 0, 0, 0, 27, 6, 33, 39, 71, 0, 0, 0, 0, 0, 3, 0, 8, 10, 0, 15, 50, 45,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"F",
+        name: "OrderCancelRequest",
+        admin: false,
+        body: section(
+            &[
+                r(41), o(37), r(11), o(66), o(1), o(109), o(76), r(55), o(65), o(48), o(22), o(167),
+                o(200), o(205), o(201), o(202), o(206), o(231), o(223), o(207), o(106), o(348),
+                o(349), o(107), o(350), o(351), r(54), r(60), o(38), o(152), o(376), o(377), o(58),
+                o(354), o(355),
+            ],
+            &[
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 22, 28, 0, 0, 0, 0, 0, 24, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0,
+                12, 15, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25, 17, 0, 0, 1, 0, 0, 6, 27, 31, 0, 0, 35, 0,
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 29, 0, 0, 21, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11, 13, 0, 5,
+                0, 0, 0, 0, 0, 10, 0, 0, 23, 14, 0, 0, 0, 0, 0, 0, 0, 0, 18, 0, 34, 4, 3, 0, 0, 19,
+                0, 16, 33, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 20, 26, 30, 0, 0, 7, 0, 8, 32,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"G",
+        name: "OrderCancelReplaceRequest",
+        admin: false,
+        body: section(
+            &[
+                o(37), o(109), o(76), r(41), r(11), o(66), o(1), og(78, 1), o(63), o(64), r(21),
+                o(18), o(110), o(111), o(100), og(386, 2), r(55), o(65), o(48), o(22), o(167),
+                o(200), o(205), o(201), o(202), o(206), o(231), o(223), o(207), o(106), o(348),
+                o(349), o(107), o(350), o(351), r(54), r(60), o(38), o(152), r(40), o(44), o(99),
+                o(211), o(388), o(389), o(376), o(377), o(15), o(59), o(168), o(432), o(126),
+                o(427), o(12), o(13), o(47), o(121), o(120), o(58), o(354), o(355), o(193), o(192),
+                o(77), o(203), o(204), o(210), o(114), o(439), o(440),
+            ],
+            &[
+                0, 0, 0, 0, 0, 0, 0, 0, 55, 0, 0, 0, 56, 0, 0, 0, 0, 0, 0, 31, 66, 37, 0, 0, 0, 0,
+                0, 0, 0, 0, 0, 12, 0, 33, 0, 0, 0, 0, 0, 0, 0, 0, 58, 0, 18, 0, 0, 42, 0, 41, 0, 0,
+                8, 0, 21, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 48, 0, 62, 0, 0, 0, 0, 0, 0, 0,
+                34, 26, 69, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 2, 0, 36, 0, 46, 0, 0, 0, 0, 61, 43, 0,
+                0, 45, 54, 0, 0, 0, 0, 0, 0, 0, 0, 68, 65, 49, 0, 0, 0, 0, 0, 38, 0, 0, 0, 0, 0, 30,
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 16, 0, 0, 0, 0, 0, 0, 64, 0, 20, 0, 14, 22, 0,
+                0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 63, 19, 0, 0, 0, 0, 0, 0, 32, 23, 0, 0, 0, 0, 0,
+                40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 0, 0, 0, 57, 60, 6, 67, 5, 15, 44, 0, 0, 0,
+                28, 0, 50, 0, 0, 25, 59, 0, 0, 0, 0, 0, 1, 52, 0, 0, 0, 0, 0, 0, 53, 0, 0, 0, 0, 0,
+                0, 0, 29, 9, 35, 39, 70, 0, 0, 0, 0, 0, 3, 0, 11, 13, 0, 17, 51, 47,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"H",
+        name: "OrderStatusRequest",
+        admin: false,
+        body: section(
+            &[
+                o(37), r(11), o(109), o(1), o(76), r(55), o(65), o(48), o(22), o(167), o(200),
+                o(205), o(201), o(202), o(206), o(231), o(223), o(207), o(106), o(348), o(349),
+                o(107), o(350), o(351), r(54),
+            ],
+            &[
+                0, 0, 0, 0, 20, 0, 0, 0, 22, 0, 0, 7, 0, 10, 13, 0, 0, 0, 0, 23, 15, 0, 0, 3, 25, 0,
+                0, 0, 0, 0, 0, 0, 19, 0, 0, 0, 0, 0, 9, 4, 11, 0, 8, 0, 12, 21, 0, 0, 0, 16, 0, 2,
+                17, 14, 0, 1, 0, 0, 0, 18, 24, 0, 5, 6,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"V",
+        name: "MarketDataRequest",
+        admin: false,
+        body: section(
+            &[
+                r(262), r(263), r(264), o(265), o(266), rg(267, 4), rg(146, 5),
+            ],
+            &[
+                6, 0, 3, 7, 0, 0, 5, 0, 2, 0, 0, 0, 4, 0, 1, 0,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"W",
+        name: "MarketDataSnapshotFullRefresh",
+        admin: false,
+        body: section(
+            &[
+                o(262), r(55), o(65), o(48), o(22), o(167), o(200), o(205), o(201), o(202), o(206),
+                o(231), o(223), o(207), o(106), o(348), o(349), o(107), o(350), o(351), o(291),
+                o(292), o(387), rg(268, 6),
+            ],
+            &[
+                0, 0, 0, 0, 16, 0, 0, 0, 18, 0, 0, 3, 23, 6, 9, 0, 0, 0, 0, 19, 11, 0, 0, 0, 0, 0,
+                0, 0, 0, 22, 0, 0, 15, 0, 0, 0, 0, 0, 5, 7, 24, 0, 4, 0, 8, 17, 0, 0, 0, 12, 0, 0,
+                13, 10, 21, 0, 0, 0, 0, 1, 14, 20, 0, 2,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"X",
+        name: "MarketDataIncrementalRefresh",
+        admin: false,
+        body: section(
+            &[
+                o(262), rg(268, 7),
+            ],
+            &[
+                0, 0, 2, 1,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"Y",
+        name: "MarketDataRequestReject",
+        admin: false,
+        body: section(
+            &[
+                r(262), o(281), o(58), o(354), o(355),
+            ],
+            &[
+                0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 2, 0, 4, 3, 1, 0,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"c",
+        name: "SecurityDefinitionRequest",
+        admin: false,
+        body: section(
+            &[
+                r(320), r(321), o(55), o(65), o(48), o(22), o(167), o(200), o(205), o(201), o(202),
+                o(206), o(231), o(223), o(207), o(106), o(348), o(349), o(107), o(350), o(351),
+                o(15), o(58), o(354), o(355), o(336), og(146, 8),
+            ],
+            &[
+                0, 0, 0, 0, 17, 0, 0, 0, 19, 0, 0, 4, 0, 7, 10, 27, 0, 22, 0, 20, 12, 0, 0, 0, 2,
+                25, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 6, 8, 0, 0, 5, 26, 9, 18, 0, 0, 0, 1, 13,
+                24, 14, 11, 23, 0, 0, 0, 0, 15, 21, 0, 0, 3,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"d",
+        name: "SecurityDefinition",
+        admin: false,
+        body: section(
+            &[
+                r(320), r(322), o(323), r(393), o(55), o(65), o(48), o(22), o(167), o(200), o(205),
+                o(201), o(202), o(206), o(231), o(223), o(207), o(106), o(348), o(349), o(107),
+                o(350), o(351), o(15), o(336), o(58), o(354), o(355), og(146, 8),
+            ],
+            &[
+                2, 0, 0, 0, 19, 0, 0, 0, 21, 0, 0, 6, 0, 9, 12, 29, 0, 24, 0, 22, 14, 0, 0, 0, 0,
+                28, 0, 0, 0, 0, 0, 0, 18, 0, 0, 0, 0, 0, 8, 3, 10, 0, 7, 25, 11, 20, 0, 0, 0, 1, 15,
+                27, 16, 13, 26, 0, 4, 0, 0, 17, 23, 0, 0, 5,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"j",
+        name: "BusinessMessageReject",
+        admin: false,
+        body: section(
+            &[
+                o(45), r(372), o(379), r(380), o(58), o(354), o(355),
+            ],
+            &[
+                6, 0, 0, 3, 0, 0, 7, 0, 0, 0, 0, 0, 1, 4, 2, 5,
+            ],
+        ),
+    },
+];
+
+const FIELDS: &[FieldDef] = &[
+    fd(1, "Account", K::String, 0, &[]),
+    fd(6, "AvgPx", K::Price, 0, &[]),
+    fd(7, "BeginSeqNo", K::Int, 0, &[]),
+    fd(8, "BeginString", K::String, 0, &[]),
+    fd(9, "BodyLength", K::Int, 0, &[]),
+    fd(10, "CheckSum", K::String, 0, &[]),
+    fd(11, "ClOrdID", K::String, 0, &[]),
+    fd(12, "Commission", K::Amt, 0, &[]),
+    fd(13, "CommType", K::Char, 0, &[
+        b"1", b"2", b"3",
+    ]),
+    fd(14, "CumQty", K::Qty, 0, &[]),
+    fd(15, "Currency", K::Currency, 0, &[]),
+    fd(16, "EndSeqNo", K::Int, 0, &[]),
+    fd(17, "ExecID", K::String, 0, &[]),
+    fd(18, "ExecInst", K::MultipleValueString, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"B", b"C", b"D", b"E",
+        b"F", b"G", b"I", b"L", b"M", b"N", b"O", b"P", b"R", b"S", b"T", b"U", b"V", b"W",
+    ]),
+    fd(19, "ExecRefID", K::String, 0, &[]),
+    fd(20, "ExecTransType", K::Char, 0, &[
+        b"0", b"1", b"2", b"3",
+    ]),
+    fd(21, "HandlInst", K::Char, 0, &[
+        b"1", b"2", b"3",
+    ]),
+    fd(22, "IDSource", K::String, 0, &[
+        b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
+    ]),
+    fd(23, "IOIID", K::String, 0, &[]),
+    fd(29, "LastCapacity", K::Char, 0, &[
+        b"1", b"2", b"3", b"4",
+    ]),
+    fd(30, "LastMkt", K::Exchange, 0, &[]),
+    fd(31, "LastPx", K::Price, 0, &[]),
+    fd(32, "LastShares", K::Qty, 0, &[]),
+    fd(34, "MsgSeqNum", K::Int, 0, &[]),
+    fd(35, "MsgType", K::String, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"B", b"C", b"D", b"E",
+        b"F", b"G", b"H", b"J", b"K", b"L", b"M", b"N", b"P", b"Q", b"R", b"S", b"T", b"V", b"W",
+        b"X", b"Y", b"Z", b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h", b"i", b"j", b"k", b"l",
+        b"m",
+    ]),
+    fd(36, "NewSeqNo", K::Int, 0, &[]),
+    fd(37, "OrderID", K::String, 0, &[]),
+    fd(38, "OrderQty", K::Qty, 0, &[]),
+    fd(39, "OrdStatus", K::Char, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"B", b"C", b"D", b"E",
+    ]),
+    fd(40, "OrdType", K::Char, 0, &[
+        b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"B", b"C", b"D", b"E", b"F",
+        b"G", b"H", b"I", b"P",
+    ]),
+    fd(41, "OrigClOrdID", K::String, 0, &[]),
+    fd(43, "PossDupFlag", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(44, "Price", K::Price, 0, &[]),
+    fd(45, "RefSeqNum", K::Int, 0, &[]),
+    fd(47, "Rule80A", K::Char, 0, &[
+        b"A", b"B", b"C", b"D", b"E", b"F", b"H", b"I", b"J", b"K", b"L", b"M", b"N", b"O", b"P",
+        b"R", b"S", b"T", b"U", b"W", b"X", b"Y", b"Z",
+    ]),
+    fd(48, "SecurityID", K::String, 0, &[]),
+    fd(49, "SenderCompID", K::String, 0, &[]),
+    fd(50, "SenderSubID", K::String, 0, &[]),
+    fd(52, "SendingTime", K::UtcTimestamp, 0, &[]),
+    fd(54, "Side", K::Char, 0, &[
+        b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
+    ]),
+    fd(55, "Symbol", K::String, 0, &[]),
+    fd(56, "TargetCompID", K::String, 0, &[]),
+    fd(57, "TargetSubID", K::String, 0, &[]),
+    fd(58, "Text", K::String, 0, &[]),
+    fd(59, "TimeInForce", K::Char, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6",
+    ]),
+    fd(60, "TransactTime", K::UtcTimestamp, 0, &[]),
+    fd(63, "SettlmntTyp", K::Char, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
+    ]),
+    fd(64, "FutSettDate", K::LocalMktDate, 0, &[]),
+    fd(65, "SymbolSfx", K::String, 0, &[]),
+    fd(66, "ListID", K::String, 0, &[]),
+    fd(75, "TradeDate", K::LocalMktDate, 0, &[]),
+    fd(76, "ExecBroker", K::String, 0, &[]),
+    fd(77, "OpenClose", K::Char, 0, &[
+        b"C", b"O",
+    ]),
+    fd(78, "NoAllocs", K::Int, 0, &[]),
+    fd(79, "AllocAccount", K::String, 0, &[]),
+    fd(80, "AllocShares", K::Qty, 0, &[]),
+    fd(81, "ProcessCode", K::Char, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6",
+    ]),
+    fd(89, "Signature", K::Data, 93, &[]),
+    fd(90, "SecureDataLen", K::Int, 91, &[]),
+    fd(91, "SecureData", K::Data, 90, &[]),
+    fd(93, "SignatureLength", K::Int, 89, &[]),
+    fd(95, "RawDataLength", K::Int, 96, &[]),
+    fd(96, "RawData", K::Data, 95, &[]),
+    fd(97, "PossResend", K::Boolean, 0, &[]),
+    fd(98, "EncryptMethod", K::Int, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6",
+    ]),
+    fd(99, "StopPx", K::Price, 0, &[]),
+    fd(100, "ExDestination", K::Exchange, 0, &[]),
+    fd(102, "CxlRejReason", K::Int, 0, &[
+        b"0", b"1", b"2", b"3",
+    ]),
+    fd(103, "OrdRejReason", K::Int, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8",
+    ]),
+    fd(106, "Issuer", K::String, 0, &[]),
+    fd(107, "SecurityDesc", K::String, 0, &[]),
+    fd(108, "HeartBtInt", K::Int, 0, &[]),
+    fd(109, "ClientID", K::String, 0, &[]),
+    fd(110, "MinQty", K::Qty, 0, &[]),
+    fd(111, "MaxFloor", K::Qty, 0, &[]),
+    fd(112, "TestReqID", K::String, 0, &[]),
+    fd(113, "ReportToExch", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(114, "LocateReqd", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(115, "OnBehalfOfCompID", K::String, 0, &[]),
+    fd(116, "OnBehalfOfSubID", K::String, 0, &[]),
+    fd(117, "QuoteID", K::String, 0, &[]),
+    fd(119, "SettlCurrAmt", K::Amt, 0, &[]),
+    fd(120, "SettlCurrency", K::Currency, 0, &[]),
+    fd(121, "ForexReq", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(122, "OrigSendingTime", K::UtcTimestamp, 0, &[]),
+    fd(123, "GapFillFlag", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(126, "ExpireTime", K::UtcTimestamp, 0, &[]),
+    fd(128, "DeliverToCompID", K::String, 0, &[]),
+    fd(129, "DeliverToSubID", K::String, 0, &[]),
+    fd(140, "PrevClosePx", K::Price, 0, &[]),
+    fd(141, "ResetSeqNumFlag", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(142, "SenderLocationID", K::String, 0, &[]),
+    fd(143, "TargetLocationID", K::String, 0, &[]),
+    fd(144, "OnBehalfOfLocationID", K::String, 0, &[]),
+    fd(145, "DeliverToLocationID", K::String, 0, &[]),
+    fd(146, "NoRelatedSym", K::Int, 0, &[]),
+    fd(150, "ExecType", K::Char, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"B", b"C", b"D", b"E",
+    ]),
+    fd(151, "LeavesQty", K::Qty, 0, &[]),
+    fd(152, "CashOrderQty", K::Qty, 0, &[]),
+    fd(155, "SettlCurrFxRate", K::Float, 0, &[]),
+    fd(156, "SettlCurrFxRateCalc", K::Char, 0, &[
+        b"D", b"M",
+    ]),
+    fd(167, "SecurityType", K::String, 0, &[
+        b"BA", b"CB", b"CD", b"CMO", b"CORP", b"CP", b"CPP", b"CS", b"FHA", b"FHL", b"FN", b"FOR",
+        b"FUT", b"GN", b"GOVT", b"MF", b"MIO", b"MPO", b"MPP", b"MPT", b"MUNI", b"NONE", b"OPT",
+        b"PS", b"RP", b"RVRP", b"SL", b"TD", b"USTB", b"WAR", b"ZOO",
+    ]),
+    fd(168, "EffectiveTime", K::UtcTimestamp, 0, &[]),
+    fd(192, "OrderQty2", K::Qty, 0, &[]),
+    fd(193, "FutSettDate2", K::LocalMktDate, 0, &[]),
+    fd(194, "LastSpotRate", K::Price, 0, &[]),
+    fd(195, "LastForwardPoints", K::PriceOffset, 0, &[]),
+    fd(198, "SecondaryOrderID", K::String, 0, &[]),
+    fd(200, "MaturityMonthYear", K::MonthYear, 0, &[]),
+    fd(201, "PutOrCall", K::Int, 0, &[
+        b"0", b"1",
+    ]),
+    fd(202, "StrikePrice", K::Price, 0, &[]),
+    fd(203, "CoveredOrUncovered", K::Int, 0, &[
+        b"0", b"1",
+    ]),
+    fd(204, "CustomerOrFirm", K::Int, 0, &[
+        b"0", b"1",
+    ]),
+    fd(205, "MaturityDay", K::DayOfMonth, 0, &[]),
+    fd(206, "OptAttribute", K::Char, 0, &[]),
+    fd(207, "SecurityExchange", K::Exchange, 0, &[]),
+    fd(210, "MaxShow", K::Qty, 0, &[]),
+    fd(211, "PegDifference", K::PriceOffset, 0, &[]),
+    fd(212, "XmlDataLen", K::Int, 213, &[]),
+    fd(213, "XmlData", K::Data, 212, &[]),
+    fd(223, "CouponRate", K::Float, 0, &[]),
+    fd(231, "ContractMultiplier", K::Float, 0, &[]),
+    fd(262, "MDReqID", K::String, 0, &[]),
+    fd(263, "SubscriptionRequestType", K::Char, 0, &[
+        b"0", b"1", b"2",
+    ]),
+    fd(264, "MarketDepth", K::Int, 0, &[]),
+    fd(265, "MDUpdateType", K::Int, 0, &[
+        b"0", b"1",
+    ]),
+    fd(266, "AggregatedBook", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(267, "NoMDEntryTypes", K::Int, 0, &[]),
+    fd(268, "NoMDEntries", K::Int, 0, &[]),
+    fd(269, "MDEntryType", K::Char, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
+    ]),
+    fd(270, "MDEntryPx", K::Price, 0, &[]),
+    fd(271, "MDEntrySize", K::Qty, 0, &[]),
+    fd(272, "MDEntryDate", K::UtcDateOnly, 0, &[]),
+    fd(273, "MDEntryTime", K::UtcTimeOnly, 0, &[]),
+    fd(274, "TickDirection", K::Char, 0, &[
+        b"0", b"1", b"2", b"3",
+    ]),
+    fd(275, "MDMkt", K::Exchange, 0, &[]),
+    fd(276, "QuoteCondition", K::MultipleValueString, 0, &[
+        b"A", b"B", b"C", b"D", b"E", b"F", b"G", b"H", b"I",
+    ]),
+    fd(277, "TradeCondition", K::MultipleValueString, 0, &[
+        b"A", b"B", b"C", b"D", b"E", b"F", b"G", b"H", b"I", b"J", b"K", b"L", b"M", b"N",
+    ]),
+    fd(278, "MDEntryID", K::String, 0, &[]),
+    fd(279, "MDUpdateAction", K::Char, 0, &[
+        b"0", b"1", b"2",
+    ]),
+    fd(280, "MDEntryRefID", K::String, 0, &[]),
+    fd(281, "MDReqRejReason", K::Char, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8",
+    ]),
+    fd(282, "MDEntryOriginator", K::String, 0, &[]),
+    fd(283, "LocationID", K::String, 0, &[]),
+    fd(284, "DeskID", K::String, 0, &[]),
+    fd(285, "DeleteReason", K::Char, 0, &[
+        b"0", b"1",
+    ]),
+    fd(286, "OpenCloseSettleFlag", K::Char, 0, &[
+        b"0", b"1", b"2",
+    ]),
+    fd(287, "SellerDays", K::Int, 0, &[]),
+    fd(288, "MDEntryBuyer", K::String, 0, &[]),
+    fd(289, "MDEntrySeller", K::String, 0, &[]),
+    fd(290, "MDEntryPositionNo", K::Int, 0, &[]),
+    fd(291, "FinancialStatus", K::Char, 0, &[
+        b"1",
+    ]),
+    fd(292, "CorporateAction", K::Char, 0, &[
+        b"A", b"B", b"C", b"D", b"E",
+    ]),
+    fd(299, "QuoteEntryID", K::String, 0, &[]),
+    fd(305, "UnderlyingIDSource", K::String, 0, &[]),
+    fd(306, "UnderlyingIssuer", K::String, 0, &[]),
+    fd(307, "UnderlyingSecurityDesc", K::String, 0, &[]),
+    fd(308, "UnderlyingSecurityExchange", K::Exchange, 0, &[]),
+    fd(309, "UnderlyingSecurityID", K::String, 0, &[]),
+    fd(310, "UnderlyingSecurityType", K::String, 0, &[]),
+    fd(311, "UnderlyingSymbol", K::String, 0, &[]),
+    fd(312, "UnderlyingSymbolSfx", K::String, 0, &[]),
+    fd(313, "UnderlyingMaturityMonthYear", K::MonthYear, 0, &[]),
+    fd(314, "UnderlyingMaturityDay", K::DayOfMonth, 0, &[]),
+    fd(315, "UnderlyingPutOrCall", K::Int, 0, &[]),
+    fd(316, "UnderlyingStrikePrice", K::Price, 0, &[]),
+    fd(317, "UnderlyingOptAttribute", K::Char, 0, &[]),
+    fd(318, "UnderlyingCurrency", K::Currency, 0, &[]),
+    fd(319, "RatioQty", K::Qty, 0, &[]),
+    fd(320, "SecurityReqID", K::String, 0, &[]),
+    fd(321, "SecurityRequestType", K::Int, 0, &[
+        b"0", b"1", b"2", b"3",
+    ]),
+    fd(322, "SecurityResponseID", K::String, 0, &[]),
+    fd(323, "SecurityResponseType", K::Int, 0, &[
+        b"1", b"2", b"3", b"4", b"5", b"6",
+    ]),
+    fd(336, "TradingSessionID", K::String, 0, &[]),
+    fd(337, "ContraTrader", K::String, 0, &[]),
+    fd(346, "NumberOfOrders", K::Int, 0, &[]),
+    fd(347, "MessageEncoding", K::String, 0, &[]),
+    fd(348, "EncodedIssuerLen", K::Int, 349, &[]),
+    fd(349, "EncodedIssuer", K::Data, 348, &[]),
+    fd(350, "EncodedSecurityDescLen", K::Int, 351, &[]),
+    fd(351, "EncodedSecurityDesc", K::Data, 350, &[]),
+    fd(354, "EncodedTextLen", K::Int, 355, &[]),
+    fd(355, "EncodedText", K::Data, 354, &[]),
+    fd(362, "EncodedUnderlyingIssuerLen", K::Int, 363, &[]),
+    fd(363, "EncodedUnderlyingIssuer", K::Data, 362, &[]),
+    fd(364, "EncodedUnderlyingSecurityDescLen", K::Int, 365, &[]),
+    fd(365, "EncodedUnderlyingSecurityDesc", K::Data, 364, &[]),
+    fd(369, "LastMsgSeqNumProcessed", K::Int, 0, &[]),
+    fd(370, "OnBehalfOfSendingTime", K::UtcTimestamp, 0, &[]),
+    fd(371, "RefTagID", K::Int, 0, &[]),
+    fd(372, "RefMsgType", K::String, 0, &[]),
+    fd(373, "SessionRejectReason", K::Int, 0, &[
+        b"0", b"1", b"10", b"11", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
+    ]),
+    fd(375, "ContraBroker", K::String, 0, &[]),
+    fd(376, "ComplianceID", K::String, 0, &[]),
+    fd(377, "SolicitedFlag", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(378, "ExecRestatementReason", K::Int, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5",
+    ]),
+    fd(379, "BusinessRejectRefID", K::String, 0, &[]),
+    fd(380, "BusinessRejectReason", K::Int, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5",
+    ]),
+    fd(381, "GrossTradeAmt", K::Amt, 0, &[]),
+    fd(382, "NoContraBrokers", K::Int, 0, &[]),
+    fd(383, "MaxMessageSize", K::Int, 0, &[]),
+    fd(384, "NoMsgTypes", K::Int, 0, &[]),
+    fd(385, "MsgDirection", K::Char, 0, &[
+        b"R", b"S",
+    ]),
+    fd(386, "NoTradingSessions", K::Int, 0, &[]),
+    fd(387, "TotalVolumeTraded", K::Qty, 0, &[]),
+    fd(388, "DiscretionInst", K::Char, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5",
+    ]),
+    fd(389, "DiscretionOffset", K::PriceOffset, 0, &[]),
+    fd(393, "TotalNumSecurities", K::Int, 0, &[]),
+    fd(424, "DayOrderQty", K::Qty, 0, &[]),
+    fd(425, "DayCumQty", K::Qty, 0, &[]),
+    fd(426, "DayAvgPx", K::Price, 0, &[]),
+    fd(427, "GTBookingInst", K::Int, 0, &[
+        b"0", b"1", b"2",
+    ]),
+    fd(432, "ExpireDate", K::LocalMktDate, 0, &[]),
+    fd(434, "CxlRejResponseTo", K::Char, 0, &[]),
+    fd(435, "UnderlyingCouponRate", K::Float, 0, &[]),
+    fd(436, "UnderlyingContractMultiplier", K::Float, 0, &[]),
+    fd(437, "ContraTradeQty", K::Qty, 0, &[]),
+    fd(438, "ContraTradeTime", K::UtcTimestamp, 0, &[]),
+    fd(439, "ClearingFirm", K::String, 0, &[]),
+    fd(440, "ClearingAccount", K::String, 0, &[]),
+    fd(442, "MultiLegReportingType", K::Char, 0, &[]),
+];
 
 pub static DICT: Dictionary = Dictionary {
     name: "FIX.4.2",
     begin_string: b"FIX.4.2",
-    header: Section {
-        entries: &[
+    header: section(
+        &[
             r(8), r(9), r(35), r(49), r(56), o(115), o(128), o(90), o(91), r(34), o(50), o(142),
             o(57), o(143), o(116), o(144), o(129), o(145), o(43), o(97), r(52), o(122), o(212),
             o(213), o(347), o(369), o(370),
         ],
-        by_tag: &[
-            0, 1, 9, 2, 18, 3, 10, 20, 4, 12, 7, 8, 19, 5, 14, 21, 6, 16, 11, 13, 15, 17, 22, 23,
-            24, 25, 26,
+        &[
+            10, 23, 0, 26, 6, 0, 7, 0, 21, 0, 0, 0, 0, 0, 13, 9, 0, 0, 4, 0, 0, 0, 0, 0, 14, 22, 0,
+            0, 0, 25, 0, 0, 0, 0, 0, 2, 19, 0, 0, 5, 3, 8, 18, 24, 15, 27, 17, 0, 12, 0, 0, 0, 0, 0,
+            0, 0, 0, 11, 0, 0, 1, 20, 0, 16,
         ],
-    },
-    trailer: Section {
-        entries: &[
+    ),
+    trailer: section(
+        &[
             o(93), o(89), r(10),
         ],
-        by_tag: &[
-            2, 1, 0,
+        &[
+            2, 3, 0, 1, 0, 0, 0, 0,
         ],
-    },
-    messages: &[
-        Message {
-            msg_type: b"0",
-            name: "Heartbeat",
-            admin: true,
-            body: Section {
-                entries: &[
-                    o(112),
-                ],
-                by_tag: &[
-                    0,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"1",
-            name: "TestRequest",
-            admin: true,
-            body: Section {
-                entries: &[
-                    r(112),
-                ],
-                by_tag: &[
-                    0,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"2",
-            name: "ResendRequest",
-            admin: true,
-            body: Section {
-                entries: &[
-                    r(7), r(16),
-                ],
-                by_tag: &[
-                    0, 1,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"3",
-            name: "Reject",
-            admin: true,
-            body: Section {
-                entries: &[
-                    r(45), o(371), o(372), o(373), o(58), o(354), o(355),
-                ],
-                by_tag: &[
-                    0, 4, 5, 6, 1, 2, 3,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"4",
-            name: "SequenceReset",
-            admin: true,
-            body: Section {
-                entries: &[
-                    o(123), r(36),
-                ],
-                by_tag: &[
-                    1, 0,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"5",
-            name: "Logout",
-            admin: true,
-            body: Section {
-                entries: &[
-                    o(58), o(354), o(355),
-                ],
-                by_tag: &[
-                    0, 1, 2,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"8",
-            name: "ExecutionReport",
-            admin: false,
-            body: Section {
-                entries: &[
-                    r(37), o(198), o(11), o(41), o(109), o(76), og(382, 3), o(66), r(17), r(20),
-                    o(19), r(150), r(39), o(103), o(378), o(1), o(63), o(64), r(55), o(65), o(48),
-                    o(22), o(167), o(200), o(205), o(201), o(202), o(206), o(231), o(223), o(207),
-                    o(106), o(348), o(349), o(107), o(350), o(351), r(54), o(38), o(152), o(40),
-                    o(44), o(99), o(211), o(388), o(389), o(15), o(376), o(377), o(59), o(168),
-                    o(432), o(126), o(18), o(47), o(32), o(31), o(194), o(195), o(30), o(336),
-                    o(29), r(151), r(14), r(6), o(424), o(425), o(426), o(427), o(75), o(60),
-                    o(113), o(12), o(13), o(381), o(119), o(120), o(155), o(156), o(21), o(110),
-                    o(111), o(77), o(210), o(58), o(354), o(355), o(193), o(192), o(439), o(440),
-                    o(442),
-                ],
-                by_tag: &[
-                    15, 64, 2, 72, 73, 63, 46, 8, 53, 10, 9, 79, 21, 61, 59, 56, 55, 0, 38, 12, 40,
-                    3, 41, 54, 20, 37, 18, 84, 49, 70, 16, 17, 19, 7, 69, 5, 82, 42, 13, 31, 34, 4,
-                    80, 81, 71, 75, 76, 52, 11, 62, 39, 77, 78, 22, 50, 88, 87, 57, 58, 1, 23, 25,
-                    26, 24, 27, 30, 83, 43, 29, 28, 60, 32, 33, 35, 36, 85, 86, 47, 48, 14, 74, 6,
-                    44, 45, 65, 66, 67, 68, 51, 89, 90, 91,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"9",
-            name: "OrderCancelReject",
-            admin: false,
-            body: Section {
-                entries: &[
-                    r(37), o(198), r(11), r(41), r(39), o(109), o(76), o(66), o(1), o(60), r(434),
-                    o(102), o(58), o(354), o(355),
-                ],
-                by_tag: &[
-                    8, 2, 0, 4, 3, 12, 9, 7, 6, 11, 5, 1, 13, 14, 10,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"A",
-            name: "Logon",
-            admin: true,
-            body: Section {
-                entries: &[
-                    r(98), r(108), o(95), o(96), o(141), o(383), og(384, 0),
-                ],
-                by_tag: &[
-                    2, 3, 0, 1, 4, 5, 6,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"D",
-            name: "NewOrderSingle",
-            admin: false,
-            body: Section {
-                entries: &[
-                    r(11), o(109), o(76), o(1), og(78, 1), o(63), o(64), r(21), o(18), o(110),
-                    o(111), o(100), og(386, 2), o(81), r(55), o(65), o(48), o(22), o(167), o(200),
-                    o(205), o(201), o(202), o(206), o(231), o(223), o(207), o(106), o(348), o(349),
-                    o(107), o(350), o(351), o(140), r(54), o(114), r(60), o(38), o(152), r(40),
-                    o(44), o(99), o(15), o(376), o(377), o(23), o(117), o(59), o(168), o(432),
-                    o(126), o(427), o(12), o(13), o(47), o(121), o(120), o(58), o(354), o(355),
-                    o(193), o(192), o(77), o(203), o(204), o(210), o(211), o(388), o(389), o(439),
-                    o(440),
-                ],
-                by_tag: &[
-                    3, 0, 52, 53, 42, 8, 7, 17, 45, 37, 39, 40, 54, 16, 34, 14, 57, 47, 36, 5, 6,
-                    15, 2, 62, 4, 13, 41, 11, 27, 30, 1, 9, 10, 35, 46, 56, 55, 50, 33, 38, 18, 48,
-                    61, 60, 19, 21, 22, 63, 64, 20, 23, 26, 65, 66, 25, 24, 28, 29, 31, 32, 58, 59,
-                    43, 44, 12, 67, 68, 51, 49, 69, 70,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"F",
-            name: "OrderCancelRequest",
-            admin: false,
-            body: Section {
-                entries: &[
-                    r(41), o(37), r(11), o(66), o(1), o(109), o(76), r(55), o(65), o(48), o(22),
-                    o(167), o(200), o(205), o(201), o(202), o(206), o(231), o(223), o(207), o(106),
-                    o(348), o(349), o(107), o(350), o(351), r(54), r(60), o(38), o(152), o(376),
-                    o(377), o(58), o(354), o(355),
-                ],
-                by_tag: &[
-                    4, 2, 10, 1, 28, 0, 9, 26, 7, 32, 27, 8, 3, 6, 20, 23, 5, 29, 11, 12, 14, 15,
-                    13, 16, 19, 18, 17, 21, 22, 24, 25, 33, 34, 30, 31,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"G",
-            name: "OrderCancelReplaceRequest",
-            admin: false,
-            body: Section {
-                entries: &[
-                    o(37), o(109), o(76), r(41), r(11), o(66), o(1), og(78, 1), o(63), o(64), r(21),
-                    o(18), o(110), o(111), o(100), og(386, 2), r(55), o(65), o(48), o(22), o(167),
-                    o(200), o(205), o(201), o(202), o(206), o(231), o(223), o(207), o(106), o(348),
-                    o(349), o(107), o(350), o(351), r(54), r(60), o(38), o(152), r(40), o(44),
-                    o(99), o(211), o(388), o(389), o(376), o(377), o(15), o(59), o(168), o(432),
-                    o(126), o(427), o(12), o(13), o(47), o(121), o(120), o(58), o(354), o(355),
-                    o(193), o(192), o(77), o(203), o(204), o(210), o(114), o(439), o(440),
-                ],
-                by_tag: &[
-                    6, 4, 53, 54, 47, 11, 10, 19, 0, 37, 39, 3, 40, 55, 18, 35, 16, 58, 48, 36, 8,
-                    9, 17, 5, 2, 63, 7, 41, 14, 29, 32, 1, 12, 13, 67, 57, 56, 51, 38, 20, 49, 62,
-                    61, 21, 23, 24, 64, 65, 22, 25, 28, 66, 42, 27, 26, 30, 31, 33, 34, 59, 60, 45,
-                    46, 15, 43, 44, 52, 50, 68, 69,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"H",
-            name: "OrderStatusRequest",
-            admin: false,
-            body: Section {
-                entries: &[
-                    o(37), r(11), o(109), o(1), o(76), r(55), o(65), o(48), o(22), o(167), o(200),
-                    o(205), o(201), o(202), o(206), o(231), o(223), o(207), o(106), o(348), o(349),
-                    o(107), o(350), o(351), r(54),
-                ],
-                by_tag: &[
-                    3, 1, 8, 0, 7, 24, 5, 6, 4, 18, 21, 2, 9, 10, 12, 13, 11, 14, 17, 16, 15, 19,
-                    20, 22, 23,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"V",
-            name: "MarketDataRequest",
-            admin: false,
-            body: Section {
-                entries: &[
-                    r(262), r(263), r(264), o(265), o(266), rg(267, 4), rg(146, 5),
-                ],
-                by_tag: &[
-                    6, 0, 1, 2, 3, 4, 5,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"W",
-            name: "MarketDataSnapshotFullRefresh",
-            admin: false,
-            body: Section {
-                entries: &[
-                    o(262), r(55), o(65), o(48), o(22), o(167), o(200), o(205), o(201), o(202),
-                    o(206), o(231), o(223), o(207), o(106), o(348), o(349), o(107), o(350), o(351),
-                    o(291), o(292), o(387), rg(268, 6),
-                ],
-                by_tag: &[
-                    4, 3, 1, 2, 14, 17, 5, 6, 8, 9, 7, 10, 13, 12, 11, 0, 23, 20, 21, 15, 16, 18,
-                    19, 22,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"X",
-            name: "MarketDataIncrementalRefresh",
-            admin: false,
-            body: Section {
-                entries: &[
-                    o(262), rg(268, 7),
-                ],
-                by_tag: &[
-                    0, 1,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"Y",
-            name: "MarketDataRequestReject",
-            admin: false,
-            body: Section {
-                entries: &[
-                    r(262), o(281), o(58), o(354), o(355),
-                ],
-                by_tag: &[
-                    2, 0, 1, 3, 4,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"c",
-            name: "SecurityDefinitionRequest",
-            admin: false,
-            body: Section {
-                entries: &[
-                    r(320), r(321), o(55), o(65), o(48), o(22), o(167), o(200), o(205), o(201),
-                    o(202), o(206), o(231), o(223), o(207), o(106), o(348), o(349), o(107), o(350),
-                    o(351), o(15), o(58), o(354), o(355), o(336), og(146, 8),
-                ],
-                by_tag: &[
-                    21, 5, 4, 2, 22, 3, 15, 18, 26, 6, 7, 9, 10, 8, 11, 14, 13, 12, 0, 1, 25, 16,
-                    17, 19, 20, 23, 24,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"d",
-            name: "SecurityDefinition",
-            admin: false,
-            body: Section {
-                entries: &[
-                    r(320), r(322), o(323), r(393), o(55), o(65), o(48), o(22), o(167), o(200),
-                    o(205), o(201), o(202), o(206), o(231), o(223), o(207), o(106), o(348), o(349),
-                    o(107), o(350), o(351), o(15), o(336), o(58), o(354), o(355), og(146, 8),
-                ],
-                by_tag: &[
-                    23, 7, 6, 4, 25, 5, 17, 20, 28, 8, 9, 11, 12, 10, 13, 16, 15, 14, 0, 1, 2, 24,
-                    18, 19, 21, 22, 26, 27, 3,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"j",
-            name: "BusinessMessageReject",
-            admin: false,
-            body: Section {
-                entries: &[
-                    o(45), r(372), o(379), r(380), o(58), o(354), o(355),
-                ],
-                by_tag: &[
-                    0, 4, 5, 6, 1, 2, 3,
-                ],
-            },
-        },
-    ],
+    ),
+    messages: MESSAGES,
+    message_index: &message_index(MESSAGES),
     groups: &[
         // 0: NoMsgTypes
         Group {
             count_tag: 384,
             delimiter: 372,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     o(372), o(385),
                 ],
-                by_tag: &[
-                    0, 1,
+                &[
+                    2, 0, 0, 1,
                 ],
-            },
+            ),
         },
         // 1: NoAllocs
         Group {
             count_tag: 78,
             delimiter: 79,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     o(79), o(80),
                 ],
-                by_tag: &[
-                    0, 1,
+                &[
+                    0, 2, 0, 1,
                 ],
-            },
+            ),
         },
         // 2: NoTradingSessions
         Group {
             count_tag: 386,
             delimiter: 336,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     o(336),
                 ],
-                by_tag: &[
-                    0,
+                &[
+                    0, 1,
                 ],
-            },
+            ),
         },
         // 3: NoContraBrokers
         Group {
             count_tag: 382,
             delimiter: 375,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     o(375), o(337), o(437), o(438),
                 ],
-                by_tag: &[
-                    1, 0, 2, 3,
+                &[
+                    3, 0, 2, 0, 0, 4, 1, 0,
                 ],
-            },
+            ),
         },
         // 4: NoMDEntryTypes
         Group {
             count_tag: 267,
             delimiter: 269,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     r(269),
                 ],
-                by_tag: &[
-                    0,
+                &[
+                    1, 0,
                 ],
-            },
+            ),
         },
         // 5: NoRelatedSym
         Group {
             count_tag: 146,
             delimiter: 55,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     r(55), o(65), o(48), o(22), o(167), o(200), o(205), o(201), o(202), o(206),
                     o(231), o(223), o(207), o(106), o(348), o(349), o(107), o(350), o(351), o(336),
                 ],
-                by_tag: &[
-                    3, 2, 0, 1, 13, 16, 4, 5, 7, 8, 6, 9, 12, 11, 10, 19, 14, 15, 17, 18,
+                &[
+                    0, 0, 0, 0, 15, 0, 0, 0, 17, 0, 0, 2, 0, 5, 8, 0, 0, 0, 0, 18, 10, 0, 0, 0, 0,
+                    0, 0, 0, 0, 0, 0, 0, 14, 0, 0, 0, 0, 0, 4, 6, 0, 0, 3, 20, 7, 16, 0, 0, 0, 11,
+                    0, 0, 12, 9, 0, 0, 0, 0, 0, 13, 19, 0, 0, 1,
                 ],
-            },
+            ),
         },
         // 6: NoMDEntries
         Group {
             count_tag: 268,
             delimiter: 269,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     r(269), r(270), o(15), o(271), o(272), o(273), o(274), o(275), o(336), o(276),
                     o(277), o(282), o(283), o(284), o(286), o(59), o(432), o(126), o(110), o(18),
                     o(287), o(37), o(299), o(288), o(289), o(346), o(290), o(58), o(354), o(355),
                 ],
-                by_tag: &[
-                    2, 19, 21, 27, 15, 18, 17, 0, 1, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 20, 23,
-                    24, 26, 22, 8, 25, 28, 29, 16,
+                &[
+                    24, 0, 0, 0, 0, 0, 5, 20, 0, 0, 0, 0, 11, 0, 27, 0, 1, 3, 12, 0, 0, 7, 0, 0, 21,
+                    30, 0, 0, 0, 16, 0, 4, 0, 14, 0, 0, 10, 0, 0, 25, 0, 0, 9, 0, 0, 0, 6, 0, 15, 0,
+                    23, 29, 0, 26, 28, 2, 18, 13, 22, 0, 0, 8, 19, 17,
                 ],
-            },
+            ),
         },
         // 7: NoMDEntries
         Group {
             count_tag: 268,
             delimiter: 279,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     r(279), o(285), o(269), o(278), o(280), o(55), o(65), o(48), o(22), o(167),
                     o(200), o(205), o(201), o(202), o(206), o(231), o(223), o(207), o(106), o(348),
                     o(349), o(107), o(350), o(351), o(291), o(292), o(270), o(15), o(271), o(272),
@@ -452,367 +819,36 @@ pub static DICT: Dictionary = Dictionary {
                     o(59), o(432), o(126), o(110), o(18), o(287), o(37), o(299), o(288), o(289),
                     o(346), o(290), o(387), o(58), o(354), o(355),
                 ],
-                by_tag: &[
-                    27, 44, 8, 46, 7, 5, 53, 40, 6, 18, 21, 43, 42, 9, 10, 12, 13, 11, 14, 17, 16,
-                    15, 2, 26, 28, 29, 30, 31, 32, 34, 35, 3, 0, 4, 36, 37, 38, 1, 39, 45, 48, 49,
-                    51, 24, 25, 47, 33, 50, 19, 20, 22, 23, 54, 55, 52, 41,
+                &[
+                    49, 0, 0, 0, 0, 0, 5, 0, 0, 20, 0, 0, 0, 30, 0, 45, 22, 2, 0, 0, 0, 0, 7, 53, 0,
+                    36, 0, 10, 13, 52, 0, 0, 3, 0, 28, 0, 37, 0, 0, 23, 15, 0, 0, 32, 0, 0, 0, 0,
+                    46, 0, 0, 56, 0, 0, 0, 1, 0, 0, 0, 26, 41, 0, 29, 0, 0, 19, 39, 0, 0, 0, 0, 0,
+                    0, 35, 0, 0, 9, 11, 50, 0, 0, 0, 0, 0, 34, 8, 0, 0, 21, 12, 0, 0, 31, 0, 0, 0,
+                    40, 0, 16, 0, 55, 48, 0, 0, 4, 17, 0, 14, 25, 51, 54, 27, 43, 47, 0, 38, 0, 0,
+                    0, 18, 24, 0, 33, 0, 0, 44, 6, 42,
                 ],
-            },
+            ),
         },
         // 8: NoRelatedSym
         Group {
             count_tag: 146,
             delimiter: 311,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     o(311), o(312), o(309), o(305), o(310), o(313), o(314), o(315), o(316), o(317),
                     o(436), o(435), o(308), o(306), o(362), o(363), o(307), o(364), o(365), o(319),
                     o(54), o(318),
                 ],
-                by_tag: &[
-                    20, 3, 13, 16, 12, 2, 4, 0, 1, 5, 6, 7, 8, 9, 21, 19, 14, 15, 17, 18, 11, 10,
+                &[
+                    0, 0, 0, 0, 7, 0, 0, 14, 0, 20, 0, 0, 0, 1, 0, 0, 0, 0, 0, 9, 0, 0, 13, 16, 21,
+                    0, 0, 0, 6, 11, 0, 0, 4, 0, 22, 0, 0, 5, 19, 0, 0, 0, 0, 8, 0, 0, 15, 17, 0, 0,
+                    0, 0, 2, 0, 12, 0, 0, 0, 10, 0, 0, 18, 3, 0,
                 ],
-            },
+            ),
         },
     ],
-    fields: &[
-        fd(1, "Account", K::String, 0, &[]),
-        fd(6, "AvgPx", K::Price, 0, &[]),
-        fd(7, "BeginSeqNo", K::Int, 0, &[]),
-        fd(8, "BeginString", K::String, 0, &[]),
-        fd(9, "BodyLength", K::Int, 0, &[]),
-        fd(10, "CheckSum", K::String, 0, &[]),
-        fd(11, "ClOrdID", K::String, 0, &[]),
-        fd(12, "Commission", K::Amt, 0, &[]),
-        fd(13, "CommType", K::Char, 0, &[
-            b"1", b"2", b"3",
-        ]),
-        fd(14, "CumQty", K::Qty, 0, &[]),
-        fd(15, "Currency", K::Currency, 0, &[]),
-        fd(16, "EndSeqNo", K::Int, 0, &[]),
-        fd(17, "ExecID", K::String, 0, &[]),
-        fd(18, "ExecInst", K::MultipleValueString, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"B", b"C", b"D",
-            b"E", b"F", b"G", b"I", b"L", b"M", b"N", b"O", b"P", b"R", b"S", b"T", b"U", b"V",
-            b"W",
-        ]),
-        fd(19, "ExecRefID", K::String, 0, &[]),
-        fd(20, "ExecTransType", K::Char, 0, &[
-            b"0", b"1", b"2", b"3",
-        ]),
-        fd(21, "HandlInst", K::Char, 0, &[
-            b"1", b"2", b"3",
-        ]),
-        fd(22, "IDSource", K::String, 0, &[
-            b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
-        ]),
-        fd(23, "IOIID", K::String, 0, &[]),
-        fd(29, "LastCapacity", K::Char, 0, &[
-            b"1", b"2", b"3", b"4",
-        ]),
-        fd(30, "LastMkt", K::Exchange, 0, &[]),
-        fd(31, "LastPx", K::Price, 0, &[]),
-        fd(32, "LastShares", K::Qty, 0, &[]),
-        fd(34, "MsgSeqNum", K::Int, 0, &[]),
-        fd(35, "MsgType", K::String, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"B", b"C", b"D",
-            b"E", b"F", b"G", b"H", b"J", b"K", b"L", b"M", b"N", b"P", b"Q", b"R", b"S", b"T",
-            b"V", b"W", b"X", b"Y", b"Z", b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h", b"i",
-            b"j", b"k", b"l", b"m",
-        ]),
-        fd(36, "NewSeqNo", K::Int, 0, &[]),
-        fd(37, "OrderID", K::String, 0, &[]),
-        fd(38, "OrderQty", K::Qty, 0, &[]),
-        fd(39, "OrdStatus", K::Char, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"B", b"C", b"D",
-            b"E",
-        ]),
-        fd(40, "OrdType", K::Char, 0, &[
-            b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"B", b"C", b"D", b"E",
-            b"F", b"G", b"H", b"I", b"P",
-        ]),
-        fd(41, "OrigClOrdID", K::String, 0, &[]),
-        fd(43, "PossDupFlag", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(44, "Price", K::Price, 0, &[]),
-        fd(45, "RefSeqNum", K::Int, 0, &[]),
-        fd(47, "Rule80A", K::Char, 0, &[
-            b"A", b"B", b"C", b"D", b"E", b"F", b"H", b"I", b"J", b"K", b"L", b"M", b"N", b"O",
-            b"P", b"R", b"S", b"T", b"U", b"W", b"X", b"Y", b"Z",
-        ]),
-        fd(48, "SecurityID", K::String, 0, &[]),
-        fd(49, "SenderCompID", K::String, 0, &[]),
-        fd(50, "SenderSubID", K::String, 0, &[]),
-        fd(52, "SendingTime", K::UtcTimestamp, 0, &[]),
-        fd(54, "Side", K::Char, 0, &[
-            b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
-        ]),
-        fd(55, "Symbol", K::String, 0, &[]),
-        fd(56, "TargetCompID", K::String, 0, &[]),
-        fd(57, "TargetSubID", K::String, 0, &[]),
-        fd(58, "Text", K::String, 0, &[]),
-        fd(59, "TimeInForce", K::Char, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6",
-        ]),
-        fd(60, "TransactTime", K::UtcTimestamp, 0, &[]),
-        fd(63, "SettlmntTyp", K::Char, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
-        ]),
-        fd(64, "FutSettDate", K::LocalMktDate, 0, &[]),
-        fd(65, "SymbolSfx", K::String, 0, &[]),
-        fd(66, "ListID", K::String, 0, &[]),
-        fd(75, "TradeDate", K::LocalMktDate, 0, &[]),
-        fd(76, "ExecBroker", K::String, 0, &[]),
-        fd(77, "OpenClose", K::Char, 0, &[
-            b"C", b"O",
-        ]),
-        fd(78, "NoAllocs", K::Int, 0, &[]),
-        fd(79, "AllocAccount", K::String, 0, &[]),
-        fd(80, "AllocShares", K::Qty, 0, &[]),
-        fd(81, "ProcessCode", K::Char, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6",
-        ]),
-        fd(89, "Signature", K::Data, 93, &[]),
-        fd(90, "SecureDataLen", K::Int, 91, &[]),
-        fd(91, "SecureData", K::Data, 90, &[]),
-        fd(93, "SignatureLength", K::Int, 89, &[]),
-        fd(95, "RawDataLength", K::Int, 96, &[]),
-        fd(96, "RawData", K::Data, 95, &[]),
-        fd(97, "PossResend", K::Boolean, 0, &[]),
-        fd(98, "EncryptMethod", K::Int, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6",
-        ]),
-        fd(99, "StopPx", K::Price, 0, &[]),
-        fd(100, "ExDestination", K::Exchange, 0, &[]),
-        fd(102, "CxlRejReason", K::Int, 0, &[
-            b"0", b"1", b"2", b"3",
-        ]),
-        fd(103, "OrdRejReason", K::Int, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8",
-        ]),
-        fd(106, "Issuer", K::String, 0, &[]),
-        fd(107, "SecurityDesc", K::String, 0, &[]),
-        fd(108, "HeartBtInt", K::Int, 0, &[]),
-        fd(109, "ClientID", K::String, 0, &[]),
-        fd(110, "MinQty", K::Qty, 0, &[]),
-        fd(111, "MaxFloor", K::Qty, 0, &[]),
-        fd(112, "TestReqID", K::String, 0, &[]),
-        fd(113, "ReportToExch", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(114, "LocateReqd", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(115, "OnBehalfOfCompID", K::String, 0, &[]),
-        fd(116, "OnBehalfOfSubID", K::String, 0, &[]),
-        fd(117, "QuoteID", K::String, 0, &[]),
-        fd(119, "SettlCurrAmt", K::Amt, 0, &[]),
-        fd(120, "SettlCurrency", K::Currency, 0, &[]),
-        fd(121, "ForexReq", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(122, "OrigSendingTime", K::UtcTimestamp, 0, &[]),
-        fd(123, "GapFillFlag", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(126, "ExpireTime", K::UtcTimestamp, 0, &[]),
-        fd(128, "DeliverToCompID", K::String, 0, &[]),
-        fd(129, "DeliverToSubID", K::String, 0, &[]),
-        fd(140, "PrevClosePx", K::Price, 0, &[]),
-        fd(141, "ResetSeqNumFlag", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(142, "SenderLocationID", K::String, 0, &[]),
-        fd(143, "TargetLocationID", K::String, 0, &[]),
-        fd(144, "OnBehalfOfLocationID", K::String, 0, &[]),
-        fd(145, "DeliverToLocationID", K::String, 0, &[]),
-        fd(146, "NoRelatedSym", K::Int, 0, &[]),
-        fd(150, "ExecType", K::Char, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"B", b"C", b"D",
-            b"E",
-        ]),
-        fd(151, "LeavesQty", K::Qty, 0, &[]),
-        fd(152, "CashOrderQty", K::Qty, 0, &[]),
-        fd(155, "SettlCurrFxRate", K::Float, 0, &[]),
-        fd(156, "SettlCurrFxRateCalc", K::Char, 0, &[
-            b"D", b"M",
-        ]),
-        fd(167, "SecurityType", K::String, 0, &[
-            b"BA", b"CB", b"CD", b"CMO", b"CORP", b"CP", b"CPP", b"CS", b"FHA", b"FHL", b"FN",
-            b"FOR", b"FUT", b"GN", b"GOVT", b"MF", b"MIO", b"MPO", b"MPP", b"MPT", b"MUNI", b"NONE",
-            b"OPT", b"PS", b"RP", b"RVRP", b"SL", b"TD", b"USTB", b"WAR", b"ZOO",
-        ]),
-        fd(168, "EffectiveTime", K::UtcTimestamp, 0, &[]),
-        fd(192, "OrderQty2", K::Qty, 0, &[]),
-        fd(193, "FutSettDate2", K::LocalMktDate, 0, &[]),
-        fd(194, "LastSpotRate", K::Price, 0, &[]),
-        fd(195, "LastForwardPoints", K::PriceOffset, 0, &[]),
-        fd(198, "SecondaryOrderID", K::String, 0, &[]),
-        fd(200, "MaturityMonthYear", K::MonthYear, 0, &[]),
-        fd(201, "PutOrCall", K::Int, 0, &[
-            b"0", b"1",
-        ]),
-        fd(202, "StrikePrice", K::Price, 0, &[]),
-        fd(203, "CoveredOrUncovered", K::Int, 0, &[
-            b"0", b"1",
-        ]),
-        fd(204, "CustomerOrFirm", K::Int, 0, &[
-            b"0", b"1",
-        ]),
-        fd(205, "MaturityDay", K::DayOfMonth, 0, &[]),
-        fd(206, "OptAttribute", K::Char, 0, &[]),
-        fd(207, "SecurityExchange", K::Exchange, 0, &[]),
-        fd(210, "MaxShow", K::Qty, 0, &[]),
-        fd(211, "PegDifference", K::PriceOffset, 0, &[]),
-        fd(212, "XmlDataLen", K::Int, 213, &[]),
-        fd(213, "XmlData", K::Data, 212, &[]),
-        fd(223, "CouponRate", K::Float, 0, &[]),
-        fd(231, "ContractMultiplier", K::Float, 0, &[]),
-        fd(262, "MDReqID", K::String, 0, &[]),
-        fd(263, "SubscriptionRequestType", K::Char, 0, &[
-            b"0", b"1", b"2",
-        ]),
-        fd(264, "MarketDepth", K::Int, 0, &[]),
-        fd(265, "MDUpdateType", K::Int, 0, &[
-            b"0", b"1",
-        ]),
-        fd(266, "AggregatedBook", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(267, "NoMDEntryTypes", K::Int, 0, &[]),
-        fd(268, "NoMDEntries", K::Int, 0, &[]),
-        fd(269, "MDEntryType", K::Char, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
-        ]),
-        fd(270, "MDEntryPx", K::Price, 0, &[]),
-        fd(271, "MDEntrySize", K::Qty, 0, &[]),
-        fd(272, "MDEntryDate", K::UtcDateOnly, 0, &[]),
-        fd(273, "MDEntryTime", K::UtcTimeOnly, 0, &[]),
-        fd(274, "TickDirection", K::Char, 0, &[
-            b"0", b"1", b"2", b"3",
-        ]),
-        fd(275, "MDMkt", K::Exchange, 0, &[]),
-        fd(276, "QuoteCondition", K::MultipleValueString, 0, &[
-            b"A", b"B", b"C", b"D", b"E", b"F", b"G", b"H", b"I",
-        ]),
-        fd(277, "TradeCondition", K::MultipleValueString, 0, &[
-            b"A", b"B", b"C", b"D", b"E", b"F", b"G", b"H", b"I", b"J", b"K", b"L", b"M", b"N",
-        ]),
-        fd(278, "MDEntryID", K::String, 0, &[]),
-        fd(279, "MDUpdateAction", K::Char, 0, &[
-            b"0", b"1", b"2",
-        ]),
-        fd(280, "MDEntryRefID", K::String, 0, &[]),
-        fd(281, "MDReqRejReason", K::Char, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8",
-        ]),
-        fd(282, "MDEntryOriginator", K::String, 0, &[]),
-        fd(283, "LocationID", K::String, 0, &[]),
-        fd(284, "DeskID", K::String, 0, &[]),
-        fd(285, "DeleteReason", K::Char, 0, &[
-            b"0", b"1",
-        ]),
-        fd(286, "OpenCloseSettleFlag", K::Char, 0, &[
-            b"0", b"1", b"2",
-        ]),
-        fd(287, "SellerDays", K::Int, 0, &[]),
-        fd(288, "MDEntryBuyer", K::String, 0, &[]),
-        fd(289, "MDEntrySeller", K::String, 0, &[]),
-        fd(290, "MDEntryPositionNo", K::Int, 0, &[]),
-        fd(291, "FinancialStatus", K::Char, 0, &[
-            b"1",
-        ]),
-        fd(292, "CorporateAction", K::Char, 0, &[
-            b"A", b"B", b"C", b"D", b"E",
-        ]),
-        fd(299, "QuoteEntryID", K::String, 0, &[]),
-        fd(305, "UnderlyingIDSource", K::String, 0, &[]),
-        fd(306, "UnderlyingIssuer", K::String, 0, &[]),
-        fd(307, "UnderlyingSecurityDesc", K::String, 0, &[]),
-        fd(308, "UnderlyingSecurityExchange", K::Exchange, 0, &[]),
-        fd(309, "UnderlyingSecurityID", K::String, 0, &[]),
-        fd(310, "UnderlyingSecurityType", K::String, 0, &[]),
-        fd(311, "UnderlyingSymbol", K::String, 0, &[]),
-        fd(312, "UnderlyingSymbolSfx", K::String, 0, &[]),
-        fd(313, "UnderlyingMaturityMonthYear", K::MonthYear, 0, &[]),
-        fd(314, "UnderlyingMaturityDay", K::DayOfMonth, 0, &[]),
-        fd(315, "UnderlyingPutOrCall", K::Int, 0, &[]),
-        fd(316, "UnderlyingStrikePrice", K::Price, 0, &[]),
-        fd(317, "UnderlyingOptAttribute", K::Char, 0, &[]),
-        fd(318, "UnderlyingCurrency", K::Currency, 0, &[]),
-        fd(319, "RatioQty", K::Qty, 0, &[]),
-        fd(320, "SecurityReqID", K::String, 0, &[]),
-        fd(321, "SecurityRequestType", K::Int, 0, &[
-            b"0", b"1", b"2", b"3",
-        ]),
-        fd(322, "SecurityResponseID", K::String, 0, &[]),
-        fd(323, "SecurityResponseType", K::Int, 0, &[
-            b"1", b"2", b"3", b"4", b"5", b"6",
-        ]),
-        fd(336, "TradingSessionID", K::String, 0, &[]),
-        fd(337, "ContraTrader", K::String, 0, &[]),
-        fd(346, "NumberOfOrders", K::Int, 0, &[]),
-        fd(347, "MessageEncoding", K::String, 0, &[]),
-        fd(348, "EncodedIssuerLen", K::Int, 349, &[]),
-        fd(349, "EncodedIssuer", K::Data, 348, &[]),
-        fd(350, "EncodedSecurityDescLen", K::Int, 351, &[]),
-        fd(351, "EncodedSecurityDesc", K::Data, 350, &[]),
-        fd(354, "EncodedTextLen", K::Int, 355, &[]),
-        fd(355, "EncodedText", K::Data, 354, &[]),
-        fd(362, "EncodedUnderlyingIssuerLen", K::Int, 363, &[]),
-        fd(363, "EncodedUnderlyingIssuer", K::Data, 362, &[]),
-        fd(364, "EncodedUnderlyingSecurityDescLen", K::Int, 365, &[]),
-        fd(365, "EncodedUnderlyingSecurityDesc", K::Data, 364, &[]),
-        fd(369, "LastMsgSeqNumProcessed", K::Int, 0, &[]),
-        fd(370, "OnBehalfOfSendingTime", K::UtcTimestamp, 0, &[]),
-        fd(371, "RefTagID", K::Int, 0, &[]),
-        fd(372, "RefMsgType", K::String, 0, &[]),
-        fd(373, "SessionRejectReason", K::Int, 0, &[
-            b"0", b"1", b"10", b"11", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
-        ]),
-        fd(375, "ContraBroker", K::String, 0, &[]),
-        fd(376, "ComplianceID", K::String, 0, &[]),
-        fd(377, "SolicitedFlag", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(378, "ExecRestatementReason", K::Int, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5",
-        ]),
-        fd(379, "BusinessRejectRefID", K::String, 0, &[]),
-        fd(380, "BusinessRejectReason", K::Int, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5",
-        ]),
-        fd(381, "GrossTradeAmt", K::Amt, 0, &[]),
-        fd(382, "NoContraBrokers", K::Int, 0, &[]),
-        fd(383, "MaxMessageSize", K::Int, 0, &[]),
-        fd(384, "NoMsgTypes", K::Int, 0, &[]),
-        fd(385, "MsgDirection", K::Char, 0, &[
-            b"R", b"S",
-        ]),
-        fd(386, "NoTradingSessions", K::Int, 0, &[]),
-        fd(387, "TotalVolumeTraded", K::Qty, 0, &[]),
-        fd(388, "DiscretionInst", K::Char, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5",
-        ]),
-        fd(389, "DiscretionOffset", K::PriceOffset, 0, &[]),
-        fd(393, "TotalNumSecurities", K::Int, 0, &[]),
-        fd(424, "DayOrderQty", K::Qty, 0, &[]),
-        fd(425, "DayCumQty", K::Qty, 0, &[]),
-        fd(426, "DayAvgPx", K::Price, 0, &[]),
-        fd(427, "GTBookingInst", K::Int, 0, &[
-            b"0", b"1", b"2",
-        ]),
-        fd(432, "ExpireDate", K::LocalMktDate, 0, &[]),
-        fd(434, "CxlRejResponseTo", K::Char, 0, &[]),
-        fd(435, "UnderlyingCouponRate", K::Float, 0, &[]),
-        fd(436, "UnderlyingContractMultiplier", K::Float, 0, &[]),
-        fd(437, "ContraTradeQty", K::Qty, 0, &[]),
-        fd(438, "ContraTradeTime", K::UtcTimestamp, 0, &[]),
-        fd(439, "ClearingFirm", K::String, 0, &[]),
-        fd(440, "ClearingAccount", K::String, 0, &[]),
-        fd(442, "MultiLegReportingType", K::Char, 0, &[]),
-    ],
+    fields: FIELDS,
+    field_index: &field_index::<443>(FIELDS),
     all_tags: &[
         (1, 50), (52, 100), (102, 124), (126, 219), (223, 223), (231, 231), (262, 446),
     ],

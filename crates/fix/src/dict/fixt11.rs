@@ -7,262 +7,271 @@
 //!
 //! Regenerate with `python3 scripts/gen-fix-dict.py DIR` (see the script's header).
 
-use super::{Dictionary, Group, Kind as K, Message, Section};
-use super::{fd, o, og, r};
+use super::{Dictionary, FieldDef, Group, Kind as K, Message};
+use super::{fd, field_index, message_index, o, og, r, section};
+
+const MESSAGES: &[Message] = &[
+    Message {
+        msg_type: b"0",
+        name: "Heartbeat",
+        admin: true,
+        body: section(
+            &[
+                o(112),
+            ],
+            &[
+                1, 0,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"1",
+        name: "TestRequest",
+        admin: true,
+        body: section(
+            &[
+                r(112),
+            ],
+            &[
+                1, 0,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"2",
+        name: "ResendRequest",
+        admin: true,
+        body: section(
+            &[
+                r(7), r(16),
+            ],
+            &[
+                0, 1, 0, 2,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"3",
+        name: "Reject",
+        admin: true,
+        body: section(
+            &[
+                r(45), o(371), o(372), o(1130), o(1406), o(1131), o(373), o(58), o(354), o(355),
+            ],
+            &[
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 4, 10, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 1, 9, 8,
+                0, 3, 5, 6,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"4",
+        name: "SequenceReset",
+        admin: true,
+        body: section(
+            &[
+                o(123), r(36),
+            ],
+            &[
+                1, 2, 0, 0,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"5",
+        name: "Logout",
+        admin: true,
+        body: section(
+            &[
+                o(1409), o(58), o(354), o(355),
+            ],
+            &[
+                3, 0, 0, 4, 0, 0, 1, 2,
+            ],
+        ),
+    },
+    Message {
+        msg_type: b"A",
+        name: "Logon",
+        admin: true,
+        body: section(
+            &[
+                r(98), r(108), o(95), o(96), o(141), o(789), o(383), og(384, 1), o(464), o(553),
+                o(554), o(925), o(1400), o(1401), o(1402), o(1403), o(1404), o(1409), r(1137),
+                o(1407), o(1408), o(58), o(354), o(355),
+            ],
+            &[
+                0, 0, 0, 0, 0, 0, 16, 0, 0, 5, 0, 0, 21, 0, 0, 13, 0, 0, 0, 0, 8, 4, 0, 0, 0, 11,
+                24, 0, 0, 0, 15, 0, 0, 0, 0, 0, 1, 20, 0, 0, 6, 0, 0, 12, 0, 3, 7, 2, 17, 9, 10, 18,
+                19, 23, 22, 14, 0, 0, 0, 0, 0, 0, 0, 0,
+            ],
+        ),
+    },
+];
+
+const FIELDS: &[FieldDef] = &[
+    fd(7, "BeginSeqNo", K::SeqNum, 0, &[]),
+    fd(8, "BeginString", K::String, 0, &[]),
+    fd(9, "BodyLength", K::Length, 0, &[]),
+    fd(10, "CheckSum", K::String, 0, &[]),
+    fd(16, "EndSeqNo", K::SeqNum, 0, &[]),
+    fd(34, "MsgSeqNum", K::SeqNum, 0, &[]),
+    fd(35, "MsgType", K::String, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"AA", b"AB", b"AC",
+        b"AD", b"AE", b"AF", b"AG", b"AH", b"AI", b"AJ", b"AK", b"AL", b"AM", b"AN", b"AO", b"AP",
+        b"AQ", b"AR", b"AS", b"AT", b"AU", b"AV", b"AW", b"AX", b"AY", b"AZ", b"B", b"BA", b"BB",
+        b"BC", b"BD", b"BE", b"BF", b"BG", b"BH", b"BI", b"BJ", b"BK", b"BL", b"BM", b"BN", b"BO",
+        b"BP", b"BQ", b"BR", b"BS", b"BT", b"BU", b"BV", b"BW", b"BX", b"BY", b"BZ", b"C", b"CA",
+        b"CB", b"CC", b"CD", b"CE", b"D", b"E", b"F", b"G", b"H", b"J", b"K", b"L", b"M", b"N",
+        b"P", b"Q", b"R", b"S", b"T", b"V", b"W", b"X", b"Y", b"Z", b"a", b"b", b"c", b"d", b"e",
+        b"f", b"g", b"h", b"i", b"j", b"k", b"l", b"m", b"n", b"o", b"p", b"q", b"r", b"s", b"t",
+        b"u", b"v", b"w", b"x", b"y", b"z",
+    ]),
+    fd(36, "NewSeqNo", K::SeqNum, 0, &[]),
+    fd(43, "PossDupFlag", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(45, "RefSeqNum", K::SeqNum, 0, &[]),
+    fd(49, "SenderCompID", K::String, 0, &[]),
+    fd(50, "SenderSubID", K::String, 0, &[]),
+    fd(52, "SendingTime", K::UtcTimestamp, 0, &[]),
+    fd(56, "TargetCompID", K::String, 0, &[]),
+    fd(57, "TargetSubID", K::String, 0, &[]),
+    fd(58, "Text", K::String, 0, &[]),
+    fd(89, "Signature", K::Data, 93, &[]),
+    fd(90, "SecureDataLen", K::Length, 91, &[]),
+    fd(91, "SecureData", K::Data, 90, &[]),
+    fd(93, "SignatureLength", K::Length, 89, &[]),
+    fd(95, "RawDataLength", K::Length, 96, &[]),
+    fd(96, "RawData", K::Data, 95, &[]),
+    fd(97, "PossResend", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(98, "EncryptMethod", K::Int, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6",
+    ]),
+    fd(108, "HeartBtInt", K::Int, 0, &[]),
+    fd(112, "TestReqID", K::String, 0, &[]),
+    fd(115, "OnBehalfOfCompID", K::String, 0, &[]),
+    fd(116, "OnBehalfOfSubID", K::String, 0, &[]),
+    fd(122, "OrigSendingTime", K::UtcTimestamp, 0, &[]),
+    fd(123, "GapFillFlag", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(128, "DeliverToCompID", K::String, 0, &[]),
+    fd(129, "DeliverToSubID", K::String, 0, &[]),
+    fd(141, "ResetSeqNumFlag", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(142, "SenderLocationID", K::String, 0, &[]),
+    fd(143, "TargetLocationID", K::String, 0, &[]),
+    fd(144, "OnBehalfOfLocationID", K::String, 0, &[]),
+    fd(145, "DeliverToLocationID", K::String, 0, &[]),
+    fd(212, "XmlDataLen", K::Length, 213, &[]),
+    fd(213, "XmlData", K::Data, 212, &[]),
+    fd(347, "MessageEncoding", K::String, 0, &[]),
+    fd(354, "EncodedTextLen", K::Length, 355, &[]),
+    fd(355, "EncodedText", K::Data, 354, &[]),
+    fd(369, "LastMsgSeqNumProcessed", K::SeqNum, 0, &[]),
+    fd(371, "RefTagID", K::Int, 0, &[]),
+    fd(372, "RefMsgType", K::String, 0, &[]),
+    fd(373, "SessionRejectReason", K::Int, 0, &[
+        b"0", b"1", b"10", b"11", b"12", b"13", b"14", b"15", b"16", b"17", b"18", b"2", b"3", b"4",
+        b"5", b"6", b"7", b"8", b"9", b"99",
+    ]),
+    fd(383, "MaxMessageSize", K::Length, 0, &[]),
+    fd(384, "NoMsgTypes", K::NumInGroup, 0, &[]),
+    fd(385, "MsgDirection", K::Char, 0, &[
+        b"R", b"S",
+    ]),
+    fd(464, "TestMessageIndicator", K::Boolean, 0, &[
+        b"N", b"Y",
+    ]),
+    fd(553, "Username", K::String, 0, &[]),
+    fd(554, "Password", K::String, 0, &[]),
+    fd(627, "NoHops", K::NumInGroup, 0, &[]),
+    fd(628, "HopCompID", K::String, 0, &[]),
+    fd(629, "HopSendingTime", K::UtcTimestamp, 0, &[]),
+    fd(630, "HopRefID", K::SeqNum, 0, &[]),
+    fd(789, "NextExpectedMsgSeqNum", K::SeqNum, 0, &[]),
+    fd(925, "NewPassword", K::String, 0, &[]),
+    fd(1128, "ApplVerID", K::String, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
+    ]),
+    fd(1129, "CstmApplVerID", K::String, 0, &[]),
+    fd(1130, "RefApplVerID", K::String, 0, &[]),
+    fd(1131, "RefCstmApplVerID", K::String, 0, &[]),
+    fd(1137, "DefaultApplVerID", K::String, 0, &[]),
+    fd(1156, "ApplExtID", K::Int, 0, &[]),
+    fd(1400, "EncryptedPasswordMethod", K::Int, 0, &[]),
+    fd(1401, "EncryptedPasswordLen", K::Length, 1402, &[]),
+    fd(1402, "EncryptedPassword", K::Data, 1401, &[]),
+    fd(1403, "EncryptedNewPasswordLen", K::Length, 1404, &[]),
+    fd(1404, "EncryptedNewPassword", K::Data, 1403, &[]),
+    fd(1406, "RefApplExtID", K::Int, 0, &[]),
+    fd(1407, "DefaultApplExtID", K::Int, 0, &[]),
+    fd(1408, "DefaultCstmApplVerID", K::String, 0, &[]),
+    fd(1409, "SessionStatus", K::Int, 0, &[
+        b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8",
+    ]),
+    fd(1410, "DefaultVerIndicator", K::Boolean, 0, &[]),
+];
 
 pub static DICT: Dictionary = Dictionary {
     name: "FIXT.1.1",
     begin_string: b"FIXT.1.1",
-    header: Section {
-        entries: &[
+    header: section(
+        &[
             r(8), r(9), r(35), o(1128), o(1156), o(1129), r(49), r(56), o(115), o(128), o(90),
             o(91), r(34), o(50), o(142), o(57), o(143), o(116), o(144), o(129), o(145), o(43),
             o(97), r(52), o(122), o(212), o(213), o(347), o(369), og(627, 0),
         ],
-        by_tag: &[
-            0, 1, 12, 2, 21, 6, 13, 23, 7, 15, 10, 11, 22, 8, 17, 24, 9, 19, 14, 16, 18, 20, 25, 26,
-            27, 28, 29, 3, 5, 4,
+        &[
+            13, 26, 0, 29, 9, 0, 10, 0, 24, 4, 0, 0, 0, 0, 16, 12, 0, 0, 7, 0, 0, 0, 0, 0, 17, 25,
+            0, 0, 5, 28, 0, 0, 30, 0, 0, 2, 22, 0, 0, 8, 3, 11, 21, 27, 18, 0, 20, 0, 6, 15, 0, 0,
+            0, 0, 0, 0, 0, 14, 0, 0, 1, 23, 0, 19,
         ],
-    },
-    trailer: Section {
-        entries: &[
+    ),
+    trailer: section(
+        &[
             o(93), o(89), r(10),
         ],
-        by_tag: &[
-            2, 1, 0,
+        &[
+            2, 3, 0, 1, 0, 0, 0, 0,
         ],
-    },
-    messages: &[
-        Message {
-            msg_type: b"0",
-            name: "Heartbeat",
-            admin: true,
-            body: Section {
-                entries: &[
-                    o(112),
-                ],
-                by_tag: &[
-                    0,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"1",
-            name: "TestRequest",
-            admin: true,
-            body: Section {
-                entries: &[
-                    r(112),
-                ],
-                by_tag: &[
-                    0,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"2",
-            name: "ResendRequest",
-            admin: true,
-            body: Section {
-                entries: &[
-                    r(7), r(16),
-                ],
-                by_tag: &[
-                    0, 1,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"3",
-            name: "Reject",
-            admin: true,
-            body: Section {
-                entries: &[
-                    r(45), o(371), o(372), o(1130), o(1406), o(1131), o(373), o(58), o(354), o(355),
-                ],
-                by_tag: &[
-                    0, 7, 8, 9, 1, 2, 6, 3, 5, 4,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"4",
-            name: "SequenceReset",
-            admin: true,
-            body: Section {
-                entries: &[
-                    o(123), r(36),
-                ],
-                by_tag: &[
-                    1, 0,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"5",
-            name: "Logout",
-            admin: true,
-            body: Section {
-                entries: &[
-                    o(1409), o(58), o(354), o(355),
-                ],
-                by_tag: &[
-                    1, 2, 3, 0,
-                ],
-            },
-        },
-        Message {
-            msg_type: b"A",
-            name: "Logon",
-            admin: true,
-            body: Section {
-                entries: &[
-                    r(98), r(108), o(95), o(96), o(141), o(789), o(383), og(384, 1), o(464), o(553),
-                    o(554), o(925), o(1400), o(1401), o(1402), o(1403), o(1404), o(1409), r(1137),
-                    o(1407), o(1408), o(58), o(354), o(355),
-                ],
-                by_tag: &[
-                    21, 2, 3, 0, 1, 4, 22, 23, 6, 7, 8, 9, 10, 5, 11, 18, 12, 13, 14, 15, 16, 19,
-                    20, 17,
-                ],
-            },
-        },
-    ],
+    ),
+    messages: MESSAGES,
+    message_index: &message_index(MESSAGES),
     groups: &[
         // 0: NoHops
         Group {
             count_tag: 627,
             delimiter: 628,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     o(628), o(629), o(630),
                 ],
-                by_tag: &[
-                    0, 1, 2,
+                &[
+                    0, 1, 3, 0, 0, 2, 0, 0,
                 ],
-            },
+            ),
         },
         // 1: NoMsgTypes
         Group {
             count_tag: 384,
             delimiter: 372,
-            members: Section {
-                entries: &[
+            members: section(
+                &[
                     o(372), o(385), o(1130), o(1406), o(1131), o(1410),
                 ],
-                by_tag: &[
-                    0, 1, 2, 4, 3, 5,
+                &[
+                    4, 5, 0, 0, 0, 0, 3, 6, 0, 0, 0, 0, 0, 0, 1, 2,
                 ],
-            },
+            ),
         },
     ],
-    fields: &[
-        fd(7, "BeginSeqNo", K::SeqNum, 0, &[]),
-        fd(8, "BeginString", K::String, 0, &[]),
-        fd(9, "BodyLength", K::Length, 0, &[]),
-        fd(10, "CheckSum", K::String, 0, &[]),
-        fd(16, "EndSeqNo", K::SeqNum, 0, &[]),
-        fd(34, "MsgSeqNum", K::SeqNum, 0, &[]),
-        fd(35, "MsgType", K::String, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"A", b"AA", b"AB", b"AC",
-            b"AD", b"AE", b"AF", b"AG", b"AH", b"AI", b"AJ", b"AK", b"AL", b"AM", b"AN", b"AO",
-            b"AP", b"AQ", b"AR", b"AS", b"AT", b"AU", b"AV", b"AW", b"AX", b"AY", b"AZ", b"B",
-            b"BA", b"BB", b"BC", b"BD", b"BE", b"BF", b"BG", b"BH", b"BI", b"BJ", b"BK", b"BL",
-            b"BM", b"BN", b"BO", b"BP", b"BQ", b"BR", b"BS", b"BT", b"BU", b"BV", b"BW", b"BX",
-            b"BY", b"BZ", b"C", b"CA", b"CB", b"CC", b"CD", b"CE", b"D", b"E", b"F", b"G", b"H",
-            b"J", b"K", b"L", b"M", b"N", b"P", b"Q", b"R", b"S", b"T", b"V", b"W", b"X", b"Y",
-            b"Z", b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h", b"i", b"j", b"k", b"l", b"m",
-            b"n", b"o", b"p", b"q", b"r", b"s", b"t", b"u", b"v", b"w", b"x", b"y", b"z",
-        ]),
-        fd(36, "NewSeqNo", K::SeqNum, 0, &[]),
-        fd(43, "PossDupFlag", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(45, "RefSeqNum", K::SeqNum, 0, &[]),
-        fd(49, "SenderCompID", K::String, 0, &[]),
-        fd(50, "SenderSubID", K::String, 0, &[]),
-        fd(52, "SendingTime", K::UtcTimestamp, 0, &[]),
-        fd(56, "TargetCompID", K::String, 0, &[]),
-        fd(57, "TargetSubID", K::String, 0, &[]),
-        fd(58, "Text", K::String, 0, &[]),
-        fd(89, "Signature", K::Data, 93, &[]),
-        fd(90, "SecureDataLen", K::Length, 91, &[]),
-        fd(91, "SecureData", K::Data, 90, &[]),
-        fd(93, "SignatureLength", K::Length, 89, &[]),
-        fd(95, "RawDataLength", K::Length, 96, &[]),
-        fd(96, "RawData", K::Data, 95, &[]),
-        fd(97, "PossResend", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(98, "EncryptMethod", K::Int, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6",
-        ]),
-        fd(108, "HeartBtInt", K::Int, 0, &[]),
-        fd(112, "TestReqID", K::String, 0, &[]),
-        fd(115, "OnBehalfOfCompID", K::String, 0, &[]),
-        fd(116, "OnBehalfOfSubID", K::String, 0, &[]),
-        fd(122, "OrigSendingTime", K::UtcTimestamp, 0, &[]),
-        fd(123, "GapFillFlag", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(128, "DeliverToCompID", K::String, 0, &[]),
-        fd(129, "DeliverToSubID", K::String, 0, &[]),
-        fd(141, "ResetSeqNumFlag", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(142, "SenderLocationID", K::String, 0, &[]),
-        fd(143, "TargetLocationID", K::String, 0, &[]),
-        fd(144, "OnBehalfOfLocationID", K::String, 0, &[]),
-        fd(145, "DeliverToLocationID", K::String, 0, &[]),
-        fd(212, "XmlDataLen", K::Length, 213, &[]),
-        fd(213, "XmlData", K::Data, 212, &[]),
-        fd(347, "MessageEncoding", K::String, 0, &[]),
-        fd(354, "EncodedTextLen", K::Length, 355, &[]),
-        fd(355, "EncodedText", K::Data, 354, &[]),
-        fd(369, "LastMsgSeqNumProcessed", K::SeqNum, 0, &[]),
-        fd(371, "RefTagID", K::Int, 0, &[]),
-        fd(372, "RefMsgType", K::String, 0, &[]),
-        fd(373, "SessionRejectReason", K::Int, 0, &[
-            b"0", b"1", b"10", b"11", b"12", b"13", b"14", b"15", b"16", b"17", b"18", b"2", b"3",
-            b"4", b"5", b"6", b"7", b"8", b"9", b"99",
-        ]),
-        fd(383, "MaxMessageSize", K::Length, 0, &[]),
-        fd(384, "NoMsgTypes", K::NumInGroup, 0, &[]),
-        fd(385, "MsgDirection", K::Char, 0, &[
-            b"R", b"S",
-        ]),
-        fd(464, "TestMessageIndicator", K::Boolean, 0, &[
-            b"N", b"Y",
-        ]),
-        fd(553, "Username", K::String, 0, &[]),
-        fd(554, "Password", K::String, 0, &[]),
-        fd(627, "NoHops", K::NumInGroup, 0, &[]),
-        fd(628, "HopCompID", K::String, 0, &[]),
-        fd(629, "HopSendingTime", K::UtcTimestamp, 0, &[]),
-        fd(630, "HopRefID", K::SeqNum, 0, &[]),
-        fd(789, "NextExpectedMsgSeqNum", K::SeqNum, 0, &[]),
-        fd(925, "NewPassword", K::String, 0, &[]),
-        fd(1128, "ApplVerID", K::String, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
-        ]),
-        fd(1129, "CstmApplVerID", K::String, 0, &[]),
-        fd(1130, "RefApplVerID", K::String, 0, &[]),
-        fd(1131, "RefCstmApplVerID", K::String, 0, &[]),
-        fd(1137, "DefaultApplVerID", K::String, 0, &[]),
-        fd(1156, "ApplExtID", K::Int, 0, &[]),
-        fd(1400, "EncryptedPasswordMethod", K::Int, 0, &[]),
-        fd(1401, "EncryptedPasswordLen", K::Length, 1402, &[]),
-        fd(1402, "EncryptedPassword", K::Data, 1401, &[]),
-        fd(1403, "EncryptedNewPasswordLen", K::Length, 1404, &[]),
-        fd(1404, "EncryptedNewPassword", K::Data, 1403, &[]),
-        fd(1406, "RefApplExtID", K::Int, 0, &[]),
-        fd(1407, "DefaultApplExtID", K::Int, 0, &[]),
-        fd(1408, "DefaultCstmApplVerID", K::String, 0, &[]),
-        fd(1409, "SessionStatus", K::Int, 0, &[
-            b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8",
-        ]),
-        fd(1410, "DefaultVerIndicator", K::Boolean, 0, &[]),
-    ],
+    fields: FIELDS,
+    field_index: &field_index::<1411>(FIELDS),
     all_tags: &[
         (7, 10), (16, 16), (34, 36), (43, 43), (45, 45), (49, 50), (52, 52), (56, 58), (89, 91),
         (93, 93), (95, 98), (108, 108), (112, 112), (115, 116), (122, 123), (128, 129), (141, 145),

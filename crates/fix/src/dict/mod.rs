@@ -14,7 +14,11 @@
 //! every message type a version defines is known, so an undefined MsgType can be told from one
 //! that is defined but outside Rialto's scope (see [`msg_type_status`]).
 //!
-//! Everything is a static slice searched by binary search: validation allocates nothing.
+//! Everything is static and built at compile time, so validation allocates nothing, and the
+//! lookups on its path are O(1): a field's definition by a dense table indexed by tag, a
+//! section's entry by a small open-addressing hash table (generated), a one-byte MsgType by a
+//! table indexed by the byte, and a one-character enum by a 128-bit mask of its values. The
+//! tables are checked when they are built: a bad one fails the build, not a message.
 
 #[rustfmt::skip]
 mod fix42;
@@ -85,6 +89,9 @@ pub struct FieldDef {
     pub pair: u32,
     /// The allowed values, sorted; empty if any value of the type is allowed.
     pub values: &'static [&'static [u8]],
+    /// When every allowed value is one ASCII character, bit `c` is set for each value `c`;
+    /// otherwise 0. Most FIX enums are one character: membership is then one bit test.
+    char_values: u128,
 }
 
 /// A field or group in a header, trailer, message body or group entry.
@@ -96,13 +103,26 @@ pub struct Entry {
     pub group: Option<u16>,
 }
 
-/// An ordered run of entries, with an index sorted by tag.
+/// The multiplier of the sections' tag hash (Fibonacci hashing: 2^32 over the golden ratio),
+/// the same as `TAG_HASH` in scripts/gen-fix-dict.py.
+const TAG_HASH: u32 = 0x9E37_79B9;
+
+/// Sections have at most this many entries (the generator checks, and [`section`] asserts):
+/// the validator's bitsets of seen entries cover them.
+pub const MAX_SECTION: usize = 512;
+
+/// An ordered run of entries, with an index by tag.
 #[derive(Debug)]
 pub struct Section {
     /// In dictionary order (the order a repeating group's members must follow).
     pub entries: &'static [Entry],
-    /// Indexes into `entries`, sorted by tag.
-    pub by_tag: &'static [u16],
+    /// Open addressing by tag: `2^k` slots holding 1 + a position in `entries` (0 when empty),
+    /// probed from slot `tag * TAG_HASH >> shift` onwards. At most half full.
+    index: &'static [u16],
+    /// `32 - k`.
+    shift: u32,
+    /// Bit `i` (of word `i / 64`) is set when `entries[i]` is required.
+    required: [u64; MAX_SECTION / 64],
 }
 
 #[derive(Debug)]
@@ -132,9 +152,13 @@ pub struct Dictionary {
     pub trailer: Section,
     /// The messages in scope, sorted by MsgType.
     pub messages: &'static [Message],
+    /// For a one-byte ASCII MsgType `c`, 1 + the index of its message, or 0.
+    message_index: &'static [u8; 128],
     pub groups: &'static [Group],
     /// The fields the messages, header and trailer use, sorted by tag.
     pub fields: &'static [FieldDef],
+    /// For each tag up to the highest in `fields`, 1 + the index of its field, or 0.
+    field_index: &'static [u16],
     /// Every tag the version defines, as sorted inclusive ranges.
     pub all_tags: &'static [(u32, u32)],
     /// Every MsgType the version defines (in scope or not), sorted.
@@ -143,24 +167,47 @@ pub struct Dictionary {
 
 impl Section {
     /// The position in `entries` of the entry with this tag.
+    #[inline]
     pub fn position(&self, tag: u32) -> Option<usize> {
-        let entries = self.entries;
-        let key = |&i: &u16| entries.get(usize::from(i)).map_or(u32::MAX, |e| e.tag);
-        self.by_tag
-            .binary_search_by_key(&tag, key)
-            .ok()
-            .map(|at| usize::from(self.by_tag[at]))
+        let mask = self.index.len() - 1;
+        let mut slot = (tag.wrapping_mul(TAG_HASH) >> self.shift) as usize;
+        // Ends: `section` made sure that at least half of the slots are empty.
+        loop {
+            let at = usize::from(*self.index.get(slot & mask)?);
+            let i = at.checked_sub(1)?;
+            if self.entries.get(i).is_some_and(|e| e.tag == tag) {
+                return Some(i);
+            }
+            slot += 1;
+        }
     }
 
     pub fn entry(&self, tag: u32) -> Option<&'static Entry> {
         self.position(tag).and_then(|i| self.entries.get(i))
     }
+
+    /// The first required entry (in dictionary order) whose bit is not set in `seen`.
+    pub(crate) fn first_missing(&self, seen: &[u64; MAX_SECTION / 64]) -> Option<&'static Entry> {
+        let words = self.entries.len().div_ceil(64);
+        for (w, (req, seen)) in self.required.iter().zip(seen).take(words).enumerate() {
+            let missing = req & !seen;
+            if missing != 0 {
+                return self.entries.get(w * 64 + missing.trailing_zeros() as usize);
+            }
+        }
+        None
+    }
 }
 
 impl Dictionary {
     /// The message of this type, if it is in scope.
+    #[inline]
     pub fn message(&self, msg_type: &[u8]) -> Option<&'static Message> {
         let messages = self.messages;
+        if let [c] = *msg_type {
+            let at = *self.message_index.get(usize::from(c))?;
+            return messages.get(usize::from(at).checked_sub(1)?);
+        }
         messages
             .binary_search_by(|m| m.msg_type.cmp(msg_type))
             .ok()
@@ -168,12 +215,10 @@ impl Dictionary {
     }
 
     /// The definition of a field used in scope.
+    #[inline]
     pub fn field(&self, tag: u32) -> Option<&'static FieldDef> {
-        let fields = self.fields;
-        fields
-            .binary_search_by_key(&tag, |f| f.tag)
-            .ok()
-            .map(|i| &fields[i])
+        let at = *self.field_index.get(usize::try_from(tag).ok()?)?;
+        self.fields.get(usize::from(at).checked_sub(1)?)
     }
 
     /// Whether the version defines this tag at all.
@@ -246,7 +291,22 @@ pub fn field(version: Version, tag: u32) -> Option<&'static FieldDef> {
     session.field(tag).or_else(|| app.field(tag))
 }
 
-// Compact constructors for the generated tables.
+impl FieldDef {
+    /// Whether `value` is one of the allowed values (true when any value is allowed).
+    #[inline]
+    pub fn allows(&self, value: &[u8]) -> bool {
+        if self.char_values != 0 {
+            return match *value {
+                [c] => c < 128 && self.char_values & (1 << c) != 0,
+                _ => false,
+            };
+        }
+        self.values.is_empty() || self.values.binary_search(&value).is_ok()
+    }
+}
+
+// Compact constructors for the generated tables; they run at compile time and check what the
+// lookups rely on, so a table that breaks a rule fails the build.
 const fn o(tag: u32) -> Entry {
     Entry {
         tag,
@@ -286,11 +346,88 @@ const fn fd(
     pair: u32,
     values: &'static [&'static [u8]],
 ) -> FieldDef {
+    let mut char_values: u128 = 0;
+    let mut i = 0;
+    while i < values.len() {
+        match values[i] {
+            [c] if *c < 128 => char_values |= 1 << *c,
+            _ => {
+                char_values = 0;
+                break;
+            }
+        }
+        i += 1;
+    }
     FieldDef {
         tag,
         name,
         kind,
         pair,
         values,
+        char_values,
     }
+}
+
+/// A section from its entries and the generator's hash index of them (see `tag_index` in
+/// scripts/gen-fix-dict.py), checked: every entry is found where the probe looks, and the
+/// index is at most half full (so a miss ends at an empty slot soon).
+const fn section(entries: &'static [Entry], index: &'static [u16]) -> Section {
+    assert!(entries.len() <= MAX_SECTION);
+    assert!(index.len().is_power_of_two() && index.len() >= 2);
+    assert!(index.len() >= 2 * entries.len());
+    let shift = 32 - index.len().trailing_zeros();
+    let mask = index.len() - 1;
+    let mut required = [0u64; MAX_SECTION / 64];
+    let mut i = 0;
+    while i < entries.len() {
+        if entries[i].required {
+            required[i / 64] |= 1 << (i % 64);
+        }
+        let mut slot = (entries[i].tag.wrapping_mul(TAG_HASH) >> shift) as usize;
+        loop {
+            let at = index[slot & mask] as usize;
+            assert!(at != 0, "an entry is missing from its section's index");
+            if entries[at - 1].tag == entries[i].tag {
+                assert!(at - 1 == i, "a tag appears twice in a section");
+                break;
+            }
+            slot += 1;
+        }
+        i += 1;
+    }
+    Section {
+        entries,
+        index,
+        shift,
+        required,
+    }
+}
+
+/// The dense tag -> field table of a dictionary; `N` is 1 + the highest tag of `fields`,
+/// which must be sorted by tag.
+const fn field_index<const N: usize>(fields: &[FieldDef]) -> [u16; N] {
+    let mut index = [0u16; N];
+    let mut i = 0;
+    while i < fields.len() {
+        assert!(i == 0 || fields[i - 1].tag < fields[i].tag);
+        assert!(i < u16::MAX as usize);
+        index[fields[i].tag as usize] = i as u16 + 1;
+        i += 1;
+    }
+    assert!(fields.is_empty() || fields[fields.len() - 1].tag as usize == N - 1);
+    index
+}
+
+/// The one-byte MsgType -> message table of a dictionary.
+const fn message_index(messages: &[Message]) -> [u8; 128] {
+    let mut index = [0u8; 128];
+    let mut i = 0;
+    while i < messages.len() {
+        assert!(i < u8::MAX as usize);
+        if let [c] = messages[i].msg_type {
+            index[*c as usize] = i as u8 + 1;
+        }
+        i += 1;
+    }
+    index
 }

@@ -20,7 +20,7 @@ use crate::SOH;
 use crate::Version;
 use crate::parse::{Field, Frame, parse_int, parse_uint};
 
-use super::{Dictionary, Entry, Group, Kind, Message, Section, dictionaries};
+use super::{Dictionary, Entry, Group, Kind, MAX_SECTION, Message, Section, dictionaries};
 
 /// SessionRejectReason (373) values.
 pub mod reason {
@@ -52,6 +52,7 @@ pub struct Violation {
     pub text: &'static str,
 }
 
+#[cold]
 fn violation(reason: u32, ref_tag: Option<u32>, text: &'static str) -> Violation {
     Violation {
         reason,
@@ -93,27 +94,120 @@ pub fn validate(version: Version, frame: &Frame<'_>) -> Result<(), Violation> {
         body_dict,
         bytes: frame.body_after_msg_type(),
         pos: 0,
-        pending: None,
+        field: END,
         declared_data: None,
     };
-    walk.message(message)
+    walk.message(message).map_err(Fault::violation)
 }
 
-/// Which entries of a section have been seen. Sections have at most 512 entries (the
-/// generator checks); a position beyond that is never marked, so it cannot panic.
-struct Seen([u64; 8]);
+/// The problems the walk can find, each with its SessionRejectReason and text.
+#[derive(Clone, Copy, Debug)]
+enum Problem {
+    InvalidTag,
+    UndefinedTag,
+    NotForMsgType,
+    NoValue,
+    OutOfRange,
+    BadFormat,
+    BadDataLength,
+    Repeated,
+    RepeatedHeader,
+    HeaderAfterBody,
+    AfterTrailer,
+    GroupOrder,
+    GroupStart,
+    WrongCount,
+    Missing,
+}
+
+/// A problem and the tag at fault (0 for none: tag 0 is never a field's). Eight bytes, so that
+/// the walk's results travel in registers; it becomes a [`Violation`] once, at the end.
+#[derive(Clone, Copy, Debug)]
+struct Fault {
+    problem: Problem,
+    tag: u32,
+}
+
+impl Fault {
+    #[cold]
+    fn violation(self) -> Violation {
+        let (reason, text) = match self.problem {
+            Problem::InvalidTag => (reason::INVALID_TAG_NUMBER, "invalid tag number"),
+            Problem::UndefinedTag => (
+                reason::INVALID_TAG_NUMBER,
+                "tag not defined in this FIX version",
+            ),
+            Problem::NotForMsgType => (
+                reason::TAG_NOT_DEFINED_FOR_MSG_TYPE,
+                "tag not defined for this message type",
+            ),
+            Problem::NoValue => (reason::TAG_WITHOUT_VALUE, "tag specified without a value"),
+            Problem::OutOfRange => (
+                reason::VALUE_OUT_OF_RANGE,
+                "value is incorrect (out of range) for this tag",
+            ),
+            Problem::BadFormat => (
+                reason::INCORRECT_DATA_FORMAT,
+                "incorrect data format for value",
+            ),
+            Problem::BadDataLength => (
+                reason::INCORRECT_DATA_FORMAT,
+                "data field does not follow its length field, or has another length",
+            ),
+            Problem::Repeated => (
+                reason::TAG_APPEARS_MORE_THAN_ONCE,
+                "tag appears more than once",
+            ),
+            Problem::RepeatedHeader => (
+                reason::TAG_APPEARS_MORE_THAN_ONCE,
+                "header tag appears more than once",
+            ),
+            Problem::HeaderAfterBody => (reason::TAG_OUT_OF_ORDER, "header field after the body"),
+            Problem::AfterTrailer => (reason::TAG_OUT_OF_ORDER, "field after the trailer"),
+            Problem::GroupOrder => (
+                reason::GROUP_FIELDS_OUT_OF_ORDER,
+                "repeating group member out of order",
+            ),
+            Problem::GroupStart => (
+                reason::GROUP_FIELDS_OUT_OF_ORDER,
+                "repeating group entry does not start with its delimiter",
+            ),
+            Problem::WrongCount => (
+                reason::INCORRECT_NUM_IN_GROUP,
+                "incorrect NumInGroup count for repeating group",
+            ),
+            Problem::Missing => (reason::REQUIRED_TAG_MISSING, "required tag missing"),
+        };
+        violation(reason, (self.tag != 0).then_some(self.tag), text)
+    }
+}
+
+/// `Err` of a problem with a tag, kept off the hot path.
+#[cold]
+#[inline(never)]
+fn fault<T>(problem: Problem, tag: u32) -> Result<T, Fault> {
+    Err(Fault { problem, tag })
+}
+
+/// Which entries of a section have been seen, by position. Sections have at most
+/// [`MAX_SECTION`] entries (checked when the tables are built); a position beyond that is never
+/// marked, so it cannot panic.
+struct Seen([u64; MAX_SECTION / 64]);
 
 impl Seen {
+    #[inline]
     fn new() -> Seen {
-        Seen([0; 8])
+        Seen([0; MAX_SECTION / 64])
     }
 
+    #[inline]
     fn set(&mut self, i: usize) {
         if let Some(word) = self.0.get_mut(i / 64) {
             *word |= 1 << (i % 64);
         }
     }
 
+    #[inline]
     fn has(&self, i: usize) -> bool {
         self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
@@ -125,6 +219,13 @@ impl Seen {
     }
 }
 
+/// What [`Walk::advance`] leaves as the current field when the fields run out (tag 0 is
+/// never a field's: `advance` rejects it).
+const END: Field<'static> = Field { tag: 0, value: &[] };
+
+/// One pass over the fields. The current field is always one read ahead: a section stops at
+/// the first field that does not belong to it and leaves it current for the section around
+/// it, so nothing is read twice.
 struct Walk<'a> {
     session: &'static Dictionary,
     app: &'static Dictionary,
@@ -132,20 +233,22 @@ struct Walk<'a> {
     body_dict: &'static Dictionary,
     /// The fields after MsgType, up to the CheckSum.
     bytes: &'a [u8],
+    /// Where the field after the current one starts.
     pos: usize,
-    /// A field read but handed back by an inner section to the one around it.
-    pending: Option<Field<'a>>,
+    /// The current field, or [`END`].
+    field: Field<'a>,
     /// The data field and its length announced by the last length field.
     declared_data: Option<(u32, usize)>,
 }
 
 impl<'a> Walk<'a> {
-    fn message(&mut self, message: Option<&'static Message>) -> Result<(), Violation> {
+    fn message(&mut self, message: Option<&'static Message>) -> Result<(), Fault> {
         let session = self.session;
         let mut header_seen = Seen::new();
         for tag in [8, 9, 35] {
             header_seen.set_tag(&session.header, tag);
         }
+        self.advance()?;
         self.section(session, &session.header, &mut header_seen, None)?;
 
         let mut body_seen = Seen::new();
@@ -153,38 +256,27 @@ impl<'a> Walk<'a> {
             if let Some(m) = message {
                 self.section(self.body_dict, &m.body, &mut body_seen, None)?;
             }
-            let Some(field) = self.next()? else { break };
-            if session.trailer.position(field.tag).is_some() {
-                self.pending = Some(field);
+            let tag = self.field.tag;
+            if tag == END.tag || session.trailer.position(tag).is_some() {
                 break;
             }
-            if let Some(i) = session.header.position(field.tag) {
-                return Err(if header_seen.has(i) {
-                    violation(
-                        reason::TAG_APPEARS_MORE_THAN_ONCE,
-                        Some(field.tag),
-                        "header tag appears more than once",
-                    )
+            if let Some(i) = session.header.position(tag) {
+                let problem = if header_seen.has(i) {
+                    Problem::RepeatedHeader
                 } else {
-                    violation(
-                        reason::TAG_OUT_OF_ORDER,
-                        Some(field.tag),
-                        "header field after the body",
-                    )
-                });
+                    Problem::HeaderAfterBody
+                };
+                return fault(problem, tag);
             }
-            self.stray(message.is_none(), field)?;
+            self.stray(message.is_none())?;
+            self.advance()?;
         }
 
         let mut trailer_seen = Seen::new();
         trailer_seen.set_tag(&session.trailer, crate::tags::CHECK_SUM);
         self.section(session, &session.trailer, &mut trailer_seen, None)?;
-        if let Some(field) = self.next()? {
-            return Err(violation(
-                reason::TAG_OUT_OF_ORDER,
-                Some(field.tag),
-                "field after the trailer",
-            ));
+        if self.field.tag != END.tag {
+            return fault(Problem::AfterTrailer, self.field.tag);
         }
 
         required(&session.header, &header_seen)?;
@@ -194,263 +286,234 @@ impl<'a> Walk<'a> {
         required(&session.trailer, &trailer_seen)
     }
 
-    /// A body field that is not in the message: fine if user-defined, or if the message type
-    /// is out of scope (then only the tag number is checked).
-    fn stray(&mut self, out_of_scope: bool, field: Field<'a>) -> Result<(), Violation> {
-        let defined = self.session.defines_tag(field.tag) || self.app.defines_tag(field.tag);
+    /// The current field, in the body but not in the message: fine if user-defined, or if
+    /// the message type is out of scope (then only the tag number is checked).
+    #[cold]
+    fn stray(&mut self, out_of_scope: bool) -> Result<(), Fault> {
+        let tag = self.field.tag;
+        let defined = self.session.defines_tag(tag) || self.app.defines_tag(tag);
         if !defined {
-            if field.tag >= USER_DEFINED_TAG_MIN {
+            if tag >= USER_DEFINED_TAG_MIN {
                 return Ok(());
             }
-            return Err(violation(
-                reason::INVALID_TAG_NUMBER,
-                Some(field.tag),
-                "tag not defined in this FIX version",
-            ));
+            return fault(Problem::UndefinedTag, tag);
         }
         if out_of_scope {
             // Length fields still announce their data, so SOH inside data is read right.
-            return self.value(self.body_dict, field);
+            return self.value(self.body_dict);
         }
-        Err(violation(
-            reason::TAG_NOT_DEFINED_FOR_MSG_TYPE,
-            Some(field.tag),
-            "tag not defined for this message type",
-        ))
+        fault(Problem::NotForMsgType, tag)
     }
 
-    /// Reads the fields of one section (header, body, trailer or one group entry) until one
-    /// that does not belong, which is left in `pending`. In a group entry (`group` is set)
-    /// members must keep the dictionary order, and the delimiter ends the entry.
+    /// Reads the fields of one section (header, body, trailer or one group entry) from the
+    /// current one on, and stops at the first that does not belong ([`END`] if none is left).
+    /// In a group entry (`group` is set) members must keep the dictionary order, and the
+    /// delimiter ends the entry.
     fn section(
         &mut self,
         dict: &'static Dictionary,
         section: &Section,
         seen: &mut Seen,
         group: Option<&Group>,
-    ) -> Result<(), Violation> {
+    ) -> Result<(), Fault> {
         let mut last: Option<usize> = group.map(|_| 0);
-        while let Some(field) = self.next()? {
-            let Some(i) = section.position(field.tag) else {
-                self.pending = Some(field);
+        let delimiter = group.map_or(END.tag, |g| g.delimiter);
+        loop {
+            let tag = self.field.tag;
+            if tag == END.tag {
+                return Ok(());
+            }
+            let Some(i) = section.position(tag) else {
                 return Ok(());
             };
             if let Some(last_i) = last {
-                if field.tag == group.map_or(0, |g| g.delimiter) {
-                    self.pending = Some(field);
+                if tag == delimiter {
                     return Ok(());
                 }
                 if i <= last_i {
-                    return Err(violation(
-                        reason::GROUP_FIELDS_OUT_OF_ORDER,
-                        Some(field.tag),
-                        "repeating group member out of order",
-                    ));
+                    return fault(Problem::GroupOrder, tag);
                 }
                 last = Some(i);
             } else if seen.has(i) {
-                return Err(violation(
-                    reason::TAG_APPEARS_MORE_THAN_ONCE,
-                    Some(field.tag),
-                    "tag appears more than once",
-                ));
+                return fault(Problem::Repeated, tag);
             }
             seen.set(i);
-            self.value(dict, field)?;
-            if let Some(&Entry { group: Some(g), .. }) = section.entries.get(i) {
-                self.group(dict, g, field)?;
+            self.value(dict)?;
+            match section.entries.get(i) {
+                Some(&Entry { group: Some(g), .. }) => self.group(dict, g)?,
+                _ => self.advance()?,
             }
         }
-        Ok(())
     }
 
-    /// Reads the entries of a repeating group whose NumInGroup field was just read.
-    fn group(
-        &mut self,
-        dict: &'static Dictionary,
-        index: u16,
-        count: Field<'a>,
-    ) -> Result<(), Violation> {
+    /// Reads the entries of a repeating group whose NumInGroup field is current, and stops
+    /// at the field after them.
+    fn group(&mut self, dict: &'static Dictionary, index: u16) -> Result<(), Fault> {
         let Some(group) = dict.group(index) else {
-            return Ok(());
+            return self.advance();
         };
         // The value was format-checked as NumInGroup already.
-        let declared = parse_uint(count.value).unwrap_or(0);
+        let declared = parse_uint(self.field.value).unwrap_or(0);
         let mut entries: u64 = 0;
-        while let Some(field) = self.next()? {
-            if field.tag == group.delimiter {
+        self.advance()?;
+        loop {
+            let tag = self.field.tag;
+            if tag == END.tag {
+                break;
+            }
+            if tag == group.delimiter {
                 entries += 1;
                 if entries > declared {
-                    return Err(wrong_count(group.count_tag));
+                    return fault(Problem::WrongCount, group.count_tag);
                 }
                 let mut seen = Seen::new();
                 // The delimiter is always the first member.
                 seen.set(0);
-                self.value(dict, field)?;
-                if let Some(&Entry { group: Some(g), .. }) = group.members.entries.first() {
-                    self.group(dict, g, field)?;
+                self.value(dict)?;
+                match group.members.entries.first() {
+                    Some(&Entry { group: Some(g), .. }) => self.group(dict, g)?,
+                    _ => self.advance()?,
                 }
                 self.section(dict, &group.members, &mut seen, Some(group))?;
                 required(&group.members, &seen)?;
-            } else if entries == 0 && group.members.position(field.tag).is_some() {
-                return Err(violation(
-                    reason::GROUP_FIELDS_OUT_OF_ORDER,
-                    Some(field.tag),
-                    "repeating group entry does not start with its delimiter",
-                ));
+            } else if entries == 0 && group.members.position(tag).is_some() {
+                return fault(Problem::GroupStart, tag);
             } else {
-                self.pending = Some(field);
                 break;
             }
         }
         if entries != declared {
-            return Err(wrong_count(group.count_tag));
+            return fault(Problem::WrongCount, group.count_tag);
         }
         Ok(())
     }
 
-    /// Checks one value against its field's type and allowed values.
-    fn value(&mut self, dict: &'static Dictionary, field: Field<'a>) -> Result<(), Violation> {
+    /// Checks the current field's value against its type and allowed values.
+    #[inline(always)]
+    fn value(&mut self, dict: &'static Dictionary) -> Result<(), Fault> {
         let announced = self.declared_data.take();
-        let Some(def) = dict
-            .field(field.tag)
-            .or_else(|| self.session.field(field.tag))
-        else {
+        let Field { tag, value } = self.field;
+        let Some(def) = dict.field(tag).or_else(|| self.session.field(tag)) else {
             return Ok(());
         };
-        let bad_format = |text| {
-            Err(violation(
-                reason::INCORRECT_DATA_FORMAT,
-                Some(field.tag),
-                text,
-            ))
-        };
-        match def.kind {
+        let formed = match def.kind {
+            Kind::String
+            | Kind::MultipleValueString
+            | Kind::MultipleStringValue
+            | Kind::Currency
+            | Kind::Exchange
+            | Kind::Country
+            | Kind::Language => true,
+            Kind::Char => value.len() == 1,
             Kind::Data | Kind::XmlData => {
-                if announced != Some((field.tag, field.value.len())) {
-                    return bad_format(
-                        "data field does not follow its length field, or has another length",
-                    );
+                if announced != Some((tag, value.len())) {
+                    return fault(Problem::BadDataLength, tag);
                 }
                 return Ok(());
             }
             // A length field announcing a data field (FIX 4.2 types these as INT).
-            Kind::Length | Kind::Int if def.pair != 0 => {
-                let Some(len) = parse_uint(field.value) else {
-                    return bad_format("incorrect data format for value");
-                };
-                self.declared_data = Some((def.pair, usize::try_from(len).unwrap_or(usize::MAX)));
-            }
-            kind => {
-                if !well_formed(kind, field.value) {
-                    return bad_format("incorrect data format for value");
+            Kind::Length | Kind::Int if def.pair != 0 => match parse_uint(value) {
+                Some(len) => {
+                    let len = usize::try_from(len).unwrap_or(usize::MAX);
+                    self.declared_data = Some((def.pair, len));
+                    true
                 }
-            }
+                None => false,
+            },
+            kind => well_formed(kind, value),
+        };
+        if !formed {
+            return fault(Problem::BadFormat, tag);
         }
-        if def.values.is_empty() {
-            return Ok(());
-        }
-        let allowed = |v: &[u8]| def.values.binary_search(&v).is_ok();
-        let ok = match def.kind {
+        let allowed = match def.kind {
+            _ if def.values.is_empty() => true,
             Kind::MultipleValueString | Kind::MultipleStringValue | Kind::MultipleCharValue => {
-                field
-                    .value
+                value
                     .split(|&b| b == b' ')
                     .filter(|t| !t.is_empty())
-                    .all(allowed)
+                    .all(|t| def.allows(t))
             }
-            _ => allowed(field.value),
+            _ => def.allows(value),
         };
-        if ok {
+        if allowed {
             Ok(())
         } else {
-            Err(violation(
-                reason::VALUE_OUT_OF_RANGE,
-                Some(field.tag),
-                "value is incorrect (out of range) for this tag",
-            ))
+            fault(Problem::OutOfRange, tag)
         }
     }
 
-    /// The next field, the pending one first. A data field announced by the length field just
-    /// before it is read by that length, so it may contain SOH.
-    fn next(&mut self) -> Result<Option<Field<'a>>, Violation> {
-        if let Some(field) = self.pending.take() {
-            return Ok(Some(field));
-        }
-        let bytes = self.bytes;
-        if self.pos >= bytes.len() {
-            return Ok(None);
-        }
-        let invalid_tag = violation(reason::INVALID_TAG_NUMBER, None, "invalid tag number");
+    /// Reads the next field into `field` ([`END`] when there is none). A data field
+    /// announced by the length field just before it is read by that length, so it may
+    /// contain SOH.
+    #[inline(always)]
+    fn advance(&mut self) -> Result<(), Fault> {
+        let from = self.pos;
+        let Some(rest) = self.bytes.get(from..).filter(|r| !r.is_empty()) else {
+            self.field = END;
+            return Ok(());
+        };
         let mut tag: u32 = 0;
-        let mut i = self.pos;
-        while i < bytes.len() && bytes[i].is_ascii_digit() {
+        let mut digits = 0;
+        while let Some(digit) = rest
+            .get(digits)
+            .map(|b| b.wrapping_sub(b'0'))
+            .filter(|&d| d <= 9)
+        {
             // Nine digits at most, as in `parse::Fields`.
-            if i - self.pos >= 9 {
-                return Err(invalid_tag);
+            if digits >= 9 {
+                return fault(Problem::InvalidTag, 0);
             }
-            tag = tag * 10 + u32::from(bytes[i] - b'0');
-            i += 1;
+            tag = tag * 10 + u32::from(digit);
+            digits += 1;
         }
-        if i == self.pos || i >= bytes.len() || bytes[i] != b'=' || tag == 0 {
-            return Err(invalid_tag);
+        if digits == 0 || rest.get(digits) != Some(&b'=') || tag == 0 {
+            return fault(Problem::InvalidTag, 0);
         }
-        let start = i + 1;
-        let end = match self.declared_data {
-            Some((data_tag, len))
-                if data_tag == tag
-                    && start
-                        .checked_add(len)
-                        .is_some_and(|e| bytes.get(e) == Some(&SOH)) =>
-            {
-                start + len
-            }
-            _ => match bytes[start..].iter().position(|&b| b == SOH) {
-                Some(len) => start + len,
-                None => {
-                    return Err(violation(
-                        reason::TAG_WITHOUT_VALUE,
-                        Some(tag),
-                        "tag specified without a value",
-                    ));
-                }
+        let rest = rest.get(digits + 1..).unwrap_or_default();
+        let len = match self.declared_data {
+            Some((data_tag, len)) if data_tag == tag && rest.get(len) == Some(&SOH) => len,
+            _ => match find_soh(rest) {
+                Some(len) => len,
+                None => return fault(Problem::NoValue, tag),
             },
         };
-        self.pos = end + 1;
-        if end == start {
-            return Err(violation(
-                reason::TAG_WITHOUT_VALUE,
-                Some(tag),
-                "tag specified without a value",
-            ));
+        if len == 0 {
+            return fault(Problem::NoValue, tag);
         }
-        Ok(Some(Field {
-            tag,
-            value: &bytes[start..end],
-        }))
+        let Some(value) = rest.get(..len) else {
+            return fault(Problem::NoValue, tag);
+        };
+        self.pos = from + digits + 1 + len + 1;
+        self.field = Field { tag, value };
+        Ok(())
     }
 }
 
-fn wrong_count(count_tag: u32) -> Violation {
-    violation(
-        reason::INCORRECT_NUM_IN_GROUP,
-        Some(count_tag),
-        "incorrect NumInGroup count for repeating group",
-    )
+/// The index of the first SOH in `bytes`, eight bytes at a time.
+#[inline(always)]
+fn find_soh(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let mut rest = bytes;
+    while let Some((chunk, after)) = rest.split_first_chunk::<8>() {
+        // Bytes equal to SOH become zero; the lowest zero byte sets its high bit exactly
+        // (borrows only disturb the bytes above it), and the first in memory is the lowest.
+        let x = u64::from_le_bytes(*chunk) ^ (ONES * u64::from(SOH));
+        let zeros = x.wrapping_sub(ONES) & !x & HIGHS;
+        if zeros != 0 {
+            return Some(bytes.len() - rest.len() + (zeros.trailing_zeros() / 8) as usize);
+        }
+        rest = after;
+    }
+    let tail = rest.iter().position(|&b| b == SOH)?;
+    Some(bytes.len() - rest.len() + tail)
 }
 
-fn required(section: &Section, seen: &Seen) -> Result<(), Violation> {
-    for (i, entry) in section.entries.iter().enumerate() {
-        if entry.required && !seen.has(i) {
-            return Err(violation(
-                reason::REQUIRED_TAG_MISSING,
-                Some(entry.tag),
-                "required tag missing",
-            ));
-        }
+fn required(section: &Section, seen: &Seen) -> Result<(), Fault> {
+    match section.first_missing(&seen.0) {
+        Some(entry) => fault(Problem::Missing, entry.tag),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Whether a value has the syntax of its FIX type.
@@ -513,25 +576,44 @@ fn number(v: &[u8]) -> Option<u32> {
 
 /// YYYYMMDD.
 fn is_date(v: &[u8]) -> bool {
-    v.len() == 8
-        && number(&v[..4]).is_some()
-        && number(&v[4..6]).is_some_and(|m| (1..=12).contains(&m))
-        && number(&v[6..8]).is_some_and(|d| (1..=31).contains(&d))
+    let Ok(&date) = <&[u8; 8]>::try_from(v) else {
+        return false;
+    };
+    // All eight bytes in 0x30..=0x39: each high nibble is 3 before and after adding 6 (a carry
+    // out of a byte only comes from one that fails by itself).
+    const HIGH_NIBBLES: u64 = u64::from_ne_bytes([0xF0; 8]);
+    let x = u64::from_le_bytes(date);
+    let nibbles =
+        (x & HIGH_NIBBLES) | ((x.wrapping_add(u64::from_ne_bytes([6; 8])) & HIGH_NIBBLES) >> 4);
+    if nibbles != u64::from_ne_bytes([0x33; 8]) {
+        return false;
+    }
+    let two = |i: usize| u32::from(date[i] - b'0') * 10 + u32::from(date[i + 1] - b'0');
+    (1..=12).contains(&two(4)) && (1..=31).contains(&two(6))
+}
+
+/// Two ASCII digits as a number.
+fn two_digits(tens: u8, ones: u8) -> Option<u32> {
+    let (tens, ones) = (tens.wrapping_sub(b'0'), ones.wrapping_sub(b'0'));
+    (tens <= 9 && ones <= 9).then(|| u32::from(tens) * 10 + u32::from(ones))
 }
 
 /// HH:MM:SS with 0, 3, 6 or 9 fraction digits.
 fn is_time(v: &[u8]) -> bool {
-    if v.len() < 8 || !is_hh_mm(&v[..5]) || v[5] != b':' {
+    let &[h0, h1, b':', m0, m1, b':', s0, s1, ref fraction @ ..] = v else {
         return false;
-    }
-    if number(&v[6..8]).is_none_or(|s| s > 60) {
-        return false;
-    }
-    match v.len() {
-        8 => true,
-        12 | 15 | 18 => v[8] == b'.' && v[9..].iter().all(u8::is_ascii_digit),
-        _ => false,
-    }
+    };
+    let in_range = |tens, ones, max| two_digits(tens, ones).is_some_and(|n| n <= max);
+    in_range(h0, h1, 23)
+        && in_range(m0, m1, 59)
+        && in_range(s0, s1, 60)
+        && match fraction {
+            [] => true,
+            [b'.', digits @ ..] => {
+                matches!(digits.len(), 3 | 6 | 9) && digits.iter().all(u8::is_ascii_digit)
+            }
+            _ => false,
+        }
 }
 
 fn is_hh_mm(v: &[u8]) -> bool {
