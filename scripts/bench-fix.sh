@@ -9,6 +9,7 @@
 #   scripts/bench-fix.sh                       # 10,000 orders/s, 5 sessions, batch durability
 #   scripts/bench-fix.sh 20000 fsync           # another rate and durability
 #   scripts/bench-fix.sh 10000 batch --io spin # extra flags go to `rialto serve`
+#   QFJ_ARGS=--memory-store scripts/bench-fix.sh 2000   # the QuickFIX/J acceptor's flags
 set -euo pipefail
 
 rate="${1:-10000}"
@@ -41,8 +42,11 @@ wait_port 19878
   --warmup-seconds 2 --data "$data" --label "rialto $durability"
 kill "${pids[0]}"
 
+# The QuickFIX/J acceptor keeps its messages in a FileStore unless QFJ_ARGS says otherwise.
+qfj_args=(--store "$store")
+if [ -n "${QFJ_ARGS:-}" ]; then read -ra qfj_args <<< "$QFJ_ARGS"; fi
 (cd interop/quickfixj && exec java -cp 'target/classes:target/dependency/*' \
-  rialto.interop.BaselineAcceptor --port 19879 --store "$store" >/dev/null 2>&1) &
+  rialto.interop.BaselineAcceptor --port 19879 "${qfj_args[@]}" >/dev/null 2>&1) &
 pids+=($!)
 wait_port 19879
 "$bin" fix loadgen --addr 127.0.0.1:19879 --sessions 5 --rates "$rate" --seconds 5 \
