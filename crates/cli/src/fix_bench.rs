@@ -70,10 +70,23 @@ pub fn run(args: &FixBenchArgs) -> anyhow::Result<()> {
         );
         black_box(&out);
     });
-    println!("rialto parse_new_order_single median_ns={parse:.0}");
-    println!("rialto parse_validate_new_order_single median_ns={parse_validate:.0}");
-    println!("rialto encode_execution_report median_ns={encode:.0}");
-    println!(
+    // Written, not printed: a closed pipe (`| head`) ends the output instead of panicking.
+    use std::io::Write as _;
+    let mut out_text = std::io::stdout().lock();
+    let _ = writeln!(
+        out_text,
+        "rialto parse_new_order_single median_ns={parse:.0}"
+    );
+    let _ = writeln!(
+        out_text,
+        "rialto parse_validate_new_order_single median_ns={parse_validate:.0}"
+    );
+    let _ = writeln!(
+        out_text,
+        "rialto encode_execution_report median_ns={encode:.0}"
+    );
+    let _ = writeln!(
+        out_text,
         "message bytes: new order single {}, execution report {}",
         samples::NEW_ORDER_SINGLE.len(),
         out.len()
