@@ -491,7 +491,10 @@ impl OrderDesk {
         orig: &[u8],
         response_to: u8,
     ) -> Result<(u64, ClOrdId), Report> {
-        let Some(order_id) = ClOrdId::new(orig).and_then(|k| self.by_cl_ord_id.get(&k)) else {
+        let found = ClOrdId::new(orig)
+            .and_then(|k| self.by_cl_ord_id.get(&k))
+            .and_then(|id| self.orders.get(id).map(|order| (id, order)));
+        let Some((order_id, order)) = found else {
             return Err(self.cancel_reject(
                 None,
                 cl_ord_id,
@@ -501,7 +504,6 @@ impl OrderDesk {
                 "unknown order: no live order has this OrigClOrdID",
             ));
         };
-        let order = &self.orders[order_id];
         let Some(new_id) = ClOrdId::new(cl_ord_id) else {
             return Err(self.cancel_reject(
                 Some(order),
@@ -723,11 +725,16 @@ impl OrderDesk {
             .collect();
         out.sort_by_key(|t| t.order);
         for t in &out {
-            let cl_ord_id = self.orders[&self.by_engine_id[&t.order]].cl_ord_id;
-            self.pending
-                .entry(t.order)
-                .or_default()
-                .push_back(Pending::Cancel { cl_ord_id });
+            let order = self
+                .by_engine_id
+                .get(&t.order)
+                .and_then(|id| self.orders.get(id));
+            if let Some(cl_ord_id) = order.map(|o| o.cl_ord_id) {
+                self.pending
+                    .entry(t.order)
+                    .or_default()
+                    .push_back(Pending::Cancel { cl_ord_id });
+            }
         }
         out
     }
