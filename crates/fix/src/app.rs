@@ -17,20 +17,8 @@ pub struct Invalid {
     pub text: &'static str,
 }
 
-/// SessionRejectReason values (tag 373).
-pub mod reject_reason {
-    pub const INVALID_TAG_NUMBER: u32 = 0;
-    pub const REQUIRED_TAG_MISSING: u32 = 1;
-    pub const TAG_NOT_DEFINED_FOR_MESSAGE: u32 = 2;
-    pub const TAG_WITHOUT_VALUE: u32 = 4;
-    pub const VALUE_OUT_OF_RANGE: u32 = 5;
-    pub const INCORRECT_DATA_FORMAT: u32 = 6;
-    pub const COMP_ID_PROBLEM: u32 = 9;
-    pub const SENDING_TIME_ACCURACY: u32 = 10;
-    pub const INVALID_MSG_TYPE: u32 = 11;
-    pub const TAG_APPEARS_MORE_THAN_ONCE: u32 = 13;
-    pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
-}
+/// SessionRejectReason (373) values, as the session layer defines them.
+pub use crate::session::reject_reason;
 
 use reject_reason::*;
 
@@ -327,7 +315,7 @@ impl<'a> MarketDataRequest<'a> {
                         b'2' => m.trades = true,
                         _ => {
                             return Err(Invalid {
-                                reason: VALUE_OUT_OF_RANGE,
+                                reason: VALUE_INCORRECT,
                                 ref_tag: tags::MD_ENTRY_TYPE,
                                 text: "only bids (0), offers (1) and trades (2) are published",
                             });
@@ -338,7 +326,7 @@ impl<'a> MarketDataRequest<'a> {
                 tags::SYMBOL => {
                     if m.symbol_count == MAX_MD_SYMBOLS {
                         return Err(Invalid {
-                            reason: VALUE_OUT_OF_RANGE,
+                            reason: VALUE_INCORRECT,
                             ref_tag: tags::NO_RELATED_SYM,
                             text: "too many symbols in one request",
                         });
@@ -547,29 +535,8 @@ impl OrderCancelReject<'_> {
     }
 }
 
-/// BusinessRejectReason (380) values.
-pub mod business_reject_reason {
-    pub const OTHER: u32 = 0;
-    pub const UNKNOWN_ID: u32 = 1;
-    pub const UNKNOWN_SECURITY: u32 = 2;
-    pub const UNSUPPORTED_MESSAGE_TYPE: u32 = 3;
-    pub const APPLICATION_NOT_AVAILABLE: u32 = 4;
-    pub const CONDITIONALLY_REQUIRED_FIELD_MISSING: u32 = 5;
-}
-
-/// Writes a BusinessMessageReject (j) body.
-pub fn write_business_reject(
-    w: &mut MessageWriter<'_>,
-    ref_seq_num: u64,
-    ref_msg_type: &[u8],
-    reason: u32,
-    text: &[u8],
-) {
-    w.uint(tags::REF_SEQ_NUM, ref_seq_num)
-        .str(tags::REF_MSG_TYPE, ref_msg_type)
-        .uint(tags::BUSINESS_REJECT_REASON, u64::from(reason))
-        .str(tags::TEXT, text);
-}
+/// BusinessRejectReason (380) values, as the session layer defines them.
+pub use crate::session::business_reject_reason;
 
 #[cfg(test)]
 mod tests {
