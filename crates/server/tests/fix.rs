@@ -499,12 +499,19 @@ fn cancel_on_disconnect_cancels_the_sessions_orders() {
     assert_eq!(open_orders(&server, 7), 0);
     assert_eq!(open_orders(&server, 8), 2);
 
-    // The cancels were reported to the session: they come with the resend after its Logon.
+    // The cancels were reported to the offline session: its Logon reply is numbered after
+    // them (Logon 1, two News 2-3, two Canceleds 4-5), and a resend brings them.
     let mut client = FixClient::connect(fix_addr(&server), "TRADER7", "FIX.4.4");
-    client.seq = 5; // Logon, two orders, then the connection dropped
-    client.logon(&server, 7);
-    let resend = client.expect("2");
-    assert_eq!(resend.req(tags::BEGIN_SEQ_NO), "4");
+    client.seq = 4; // Logon, two orders
+    let logon = client.logon(&server, 7);
+    assert_eq!(logon.req(tags::MSG_SEQ_NUM), "6");
+    client.send("2", &[(tags::BEGIN_SEQ_NO, "4"), (tags::END_SEQ_NO, "0")]);
+    for _ in 0..2 {
+        let cancelled = client.expect("8");
+        assert_eq!(cancelled.req(tags::EXEC_TYPE), "4");
+        assert_eq!(cancelled.req(tags::POSS_DUP_FLAG), "Y");
+        assert_eq!(cancelled.req(tags::LEAVES_QTY), "0.000");
+    }
     server.shutdown().unwrap();
 }
 
