@@ -6,6 +6,8 @@
 //! - [`decimal`] and [`time`] convert FIX prices, quantities and timestamps exactly.
 //! - [`dict`] holds the FIX 4.2, 4.4 and 5.0SP2/FIXT 1.1 data dictionaries and validates
 //!   messages against them.
+//! - [`app`] decodes the application messages the venue acts on and writes its reports.
+//! - [`session`] is the session layer: a pure state machine, its message store and log.
 #![forbid(unsafe_code)]
 
 pub mod app;
