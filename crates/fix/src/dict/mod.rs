@@ -107,7 +107,7 @@ pub struct Entry {
 /// the same as `TAG_HASH` in scripts/gen-fix-dict.py.
 const TAG_HASH: u32 = 0x9E37_79B9;
 
-/// Sections have at most this many entries (the generator checks, and [`section`] asserts):
+/// Sections have at most this many entries (the generator checks, and `section` asserts):
 /// the validator's bitsets of seen entries cover them.
 pub const MAX_SECTION: usize = 512;
 
