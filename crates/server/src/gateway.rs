@@ -21,6 +21,7 @@ use crate::auth::{Credentials, constant_time_eq};
 use crate::fix::{FIX_SERVICE_SESSION, FixGateway};
 use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
 use crate::pipeline::{Op, Outbound, Pipeline, Reply, Request, SessionId, Target};
+use crate::sockets::{Filled, TokenBucket, fill, write_pending};
 
 const ORDER_LISTENER: Token = Token(0);
 const ADMIN_LISTENER: Token = Token(1);
@@ -57,12 +58,6 @@ enum Role {
     AwaitingLogin,
     Trader(UserId),
     Admin,
-}
-
-/// Allows `rate` frames a second with bursts of `burst`.
-struct TokenBucket {
-    tokens: f64,
-    last: Instant,
 }
 
 struct Session {
@@ -386,10 +381,7 @@ impl Gateway {
                     closing_since: None,
                     in_flight: 0,
                     draining_since: None,
-                    bucket: TokenBucket {
-                        tokens: self.config.burst as f64,
-                        last: Instant::now(),
-                    },
+                    bucket: TokenBucket::new(self.config.burst),
                     opened_at: Instant::now(),
                 },
             );
@@ -522,7 +514,7 @@ impl Gateway {
                                 // The frame stays for a retry, which must not be charged again.
                                 if let Some(s) = self.sessions.get_mut(&id) {
                                     s.paused = true;
-                                    s.bucket.tokens += 1.0;
+                                    s.bucket.give_back();
                                 }
                                 return frames;
                             }
@@ -571,29 +563,27 @@ impl Gateway {
             if !s.readable {
                 return frames;
             }
-            // Make room: keep the partial frame at the start of the buffer.
-            if s.input_start > 0 {
-                s.input.copy_within(s.input_start..s.input_end, 0);
-                s.input_end -= s.input_start;
-                s.input_start = 0;
-            }
-            if s.input_end == s.input.len() {
-                return frames; // a full buffer of whole frames is decoded above first
-            }
-            match s.stream.read(&mut s.input[s.input_end..]) {
-                Ok(0) => {
+            // Make room (the partial frame moves to the start of the buffer), then read.
+            match fill(
+                &mut s.stream,
+                &mut s.input,
+                &mut s.input_start,
+                &mut s.input_end,
+            ) {
+                Filled::Bytes => {}
+                // A full buffer of whole frames is decoded above first.
+                Filled::Full => return frames,
+                Filled::Eof => {
                     // The client is done sending; it still gets the replies to what it sent.
                     s.readable = false;
                     self.close_after_flush(id);
                     return frames;
                 }
-                Ok(n) => s.input_end += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                Filled::WouldBlock => {
                     s.readable = false;
                     return frames;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
+                Filled::Failed => {
                     self.close(id);
                     return frames;
                 }
@@ -602,24 +592,13 @@ impl Gateway {
     }
 
     fn allow_frame(&mut self, id: SessionId) -> bool {
-        let rate = self.config.max_msgs_per_sec;
+        let (rate, burst) = (self.config.max_msgs_per_sec, self.config.burst);
         if rate == 0 {
             return true;
         }
-        let burst = self.config.burst.max(1) as f64;
-        let Some(s) = self.sessions.get_mut(&id) else {
-            return false;
-        };
-        let now = Instant::now();
-        let refill = now.duration_since(s.bucket.last).as_secs_f64() * rate as f64;
-        s.bucket.tokens = (s.bucket.tokens + refill).min(burst);
-        s.bucket.last = now;
-        if s.bucket.tokens >= 1.0 {
-            s.bucket.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        self.sessions
+            .get_mut(&id)
+            .is_some_and(|s| s.bucket.take(rate, burst))
     }
 
     fn reject(&mut self, id: SessionId, code: ErrorCode, message: &str) {
@@ -839,22 +818,7 @@ impl Gateway {
             let Some(s) = self.sessions.get_mut(&id) else {
                 continue;
             };
-            let mut failed = false;
-            while s.output_pos < s.output.len() {
-                match s.stream.write(&s.output[s.output_pos..]) {
-                    Ok(0) => {
-                        failed = true;
-                        break;
-                    }
-                    Ok(n) => s.output_pos += n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => {
-                        failed = true;
-                        break;
-                    }
-                }
-            }
+            let failed = !write_pending(&mut s.stream, &s.output, &mut s.output_pos);
             let flushed = s.output_pos == s.output.len();
             if flushed {
                 s.output.clear();

@@ -11,6 +11,7 @@ pub mod gateway;
 pub mod idle;
 pub mod pipeline;
 pub mod ring;
+pub mod sockets;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

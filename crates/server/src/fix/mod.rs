@@ -14,7 +14,7 @@ pub mod orders;
 pub mod test_acceptor;
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,6 +33,7 @@ use rialto_wire::{Liquidity, ServerMsg};
 
 use crate::auth::Credentials;
 use crate::pipeline::{Op, Pipeline, Reply, Request, SessionId};
+use crate::sockets::{Filled, TokenBucket, fill, write_pending};
 use instruments::{Instrument, Instruments};
 use market_data::{MarketData, Publish, Subscription};
 use orders::{ClOrdId, Execution, OrderDesk, Report, ToEngine, side_char};
@@ -102,8 +103,8 @@ struct Conn {
     /// Close once the output is written.
     closing: bool,
     opened: Instant,
-    tokens: f64,
-    tokens_at: Instant,
+    /// The connection's message rate.
+    bucket: TokenBucket,
 }
 
 /// The state every connection handler needs besides its connection.
@@ -247,8 +248,7 @@ impl FixGateway {
                     paused: false,
                     closing: false,
                     opened: Instant::now(),
-                    tokens: self.core.config.burst as f64,
-                    tokens_at: Instant::now(),
+                    bucket: TokenBucket::new(self.core.config.burst),
                 },
             );
         }
@@ -310,7 +310,8 @@ impl FixGateway {
                 match next_frame(buffered, max) {
                     Ok(None) => break,
                     Ok(Some((frame, len))) => {
-                        if !allow(conn, &self.core.config) {
+                        let config = &self.core.config;
+                        if !conn.bucket.take(config.max_msgs_per_sec, config.burst) {
                             tracing::warn!(conn = id, "FIX connection over its message rate");
                             self.core.logout(conn, "message rate limit exceeded");
                             break;
@@ -344,28 +345,25 @@ impl FixGateway {
                 return handled;
             }
             // Compact, then read more.
-            if conn.input_start > 0 {
-                conn.input.copy_within(conn.input_start..conn.input_end, 0);
-                conn.input_end -= conn.input_start;
-                conn.input_start = 0;
-            }
-            if conn.input_end == conn.input.len() {
-                conn.closing = true; // a message longer than the buffer: not one we take
-                return handled;
-            }
-            match conn.stream.read(&mut conn.input[conn.input_end..]) {
-                Ok(0) => {
+            let input = &mut conn.input;
+            match fill(
+                &mut conn.stream,
+                input,
+                &mut conn.input_start,
+                &mut conn.input_end,
+            ) {
+                Filled::Bytes => {}
+                Filled::WouldBlock => {
+                    conn.readable = false;
+                    return handled;
+                }
+                Filled::Eof => {
                     conn.closing = true;
                     conn.readable = false;
                     return handled;
                 }
-                Ok(n) => conn.input_end += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    conn.readable = false;
-                    return handled;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
+                // A message longer than the buffer: not one we take.
+                Filled::Full | Filled::Failed => {
                     conn.closing = true;
                     return handled;
                 }
@@ -597,20 +595,9 @@ impl FixGateway {
             let Some(c) = self.conns.get_mut(&id) else {
                 continue;
             };
-            while c.output_pos < c.output.len() {
-                match c.stream.write(&c.output[c.output_pos..]) {
-                    Ok(0) => {
-                        c.closing = true;
-                        c.output_pos = c.output.len();
-                    }
-                    Ok(n) => c.output_pos += n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => {
-                        c.closing = true;
-                        c.output_pos = c.output.len();
-                    }
-                }
+            if !write_pending(&mut c.stream, &c.output, &mut c.output_pos) {
+                c.closing = true;
+                c.output_pos = c.output.len();
             }
             if c.output_pos == c.output.len() {
                 c.output.clear();
@@ -793,21 +780,4 @@ const RPT_SEQ: u32 = 83;
 
 fn room(pipeline: &Pipeline) -> usize {
     pipeline.inbound.capacity() - pipeline.inbound.len()
-}
-
-/// The connection's message rate (a token bucket).
-fn allow(conn: &mut Conn, config: &FixConfig) -> bool {
-    if config.max_msgs_per_sec == 0 {
-        return true;
-    }
-    let now = Instant::now();
-    let refill = now.duration_since(conn.tokens_at).as_secs_f64() * config.max_msgs_per_sec as f64;
-    conn.tokens = (conn.tokens + refill).min(config.burst as f64);
-    conn.tokens_at = now;
-    if conn.tokens >= 1.0 {
-        conn.tokens -= 1.0;
-        true
-    } else {
-        false
-    }
 }
