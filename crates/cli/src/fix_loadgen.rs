@@ -13,10 +13,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use hdrhistogram::Histogram;
 use rialto_fix::{MessageWriter, next_frame, tags};
 
-use crate::loadgen::{IoMode, Row, measure_floor, table};
+use crate::loadgen::{IoMode, Row, histogram, measure_floor, table, table_line};
 
 #[derive(Args, Debug)]
 pub struct FixLoadgenArgs {
@@ -151,10 +150,6 @@ fn logon(addr: SocketAddr, n: usize, password: &str) -> anyhow::Result<FixConn> 
     }
     c.stream.set_nonblocking(true)?;
     Ok(c)
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
 }
 
 /// Offers `rate` orders a second, round robin over the sessions.
@@ -298,13 +293,7 @@ pub fn run(args: &FixLoadgenArgs) -> anyhow::Result<()> {
         let row = run_rate(&mut conns, rate, args, first)?;
         first += 1 << 40;
         if !args.json {
-            eprintln!(
-                "{}",
-                table(std::slice::from_ref(&row))
-                    .lines()
-                    .nth(1)
-                    .unwrap_or("")
-            );
+            eprintln!("{}", table_line(&row));
         }
         rows.push(row);
     }

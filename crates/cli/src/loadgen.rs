@@ -122,6 +122,15 @@ fn micros(ns: u64) -> String {
     }
 }
 
+/// One row of the table without its header, printed as each rate finishes.
+pub fn table_line(row: &Row) -> String {
+    table(std::slice::from_ref(row))
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .to_string()
+}
+
 pub fn table(rows: &[Row]) -> String {
     let mut out = format!(
         "{:<14} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
@@ -145,7 +154,8 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
-fn histogram() -> Histogram<u64> {
+/// The latency histogram both load generators record into: 1 ns to 60 s, 3 significant digits.
+pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
 }
 
@@ -614,13 +624,7 @@ pub fn run(args: &LoadgenArgs) -> anyhow::Result<()> {
     for &rate in &args.rates {
         let row = run_rate(&mut conns, symbol, rate, args)?;
         if !args.json {
-            eprintln!(
-                "{}",
-                table(std::slice::from_ref(&row))
-                    .lines()
-                    .nth(1)
-                    .unwrap_or("")
-            );
+            eprintln!("{}", table_line(&row));
         }
         rows.push(row);
     }
