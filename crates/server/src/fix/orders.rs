@@ -592,39 +592,15 @@ impl OrderDesk {
         let price_changed = price_ticks != order.price_ticks;
         let qty_change = order_qty_lots - order.order_qty_lots;
         let engine_id = order.engine_id;
-        let (pending, kind, command) = if qty_change == 0 && price_changed {
-            let Some(price) = price_ticks else {
-                return reject(
-                    app::cxl_rej_reason::OTHER,
-                    "a market order has no price to change",
-                );
-            };
-            let command = Command::Move {
-                user: self.user,
-                order: engine_id,
-                price,
-            };
-            let pending = Pending::Replace {
-                cl_ord_id,
-                price_ticks,
-                order_qty_lots,
-            };
-            (pending, RequestKind::Move, command)
-        } else if qty_change < 0 && !price_changed {
-            let command = Command::Reduce {
-                user: self.user,
-                order: engine_id,
-                qty: -qty_change,
-            };
-            let pending = Pending::Replace {
-                cl_ord_id,
-                price_ticks,
-                order_qty_lots,
-            };
-            (pending, RequestKind::Reduce, command)
-        } else if qty_change == 0 {
-            // Nothing changes: still a replace (the ClOrdID moves on); a reduce by zero is not
-            // allowed, so a move to the same price does it.
+        let replace = Pending::Replace {
+            cl_ord_id,
+            price_ticks,
+            order_qty_lots,
+        };
+        let (pending, kind, command) = if qty_change == 0 {
+            // A new price, or nothing new at all (the ClOrdID still moves on): a move, to the
+            // same price in the second case, since a reduce by zero is not allowed. A price
+            // can only be missing when it was missing before (a market order): nothing to move.
             let Some(price) = price_ticks else {
                 return reject(app::cxl_rej_reason::OTHER, "nothing to change");
             };
@@ -633,12 +609,14 @@ impl OrderDesk {
                 order: engine_id,
                 price,
             };
-            let pending = Pending::Replace {
-                cl_ord_id,
-                price_ticks,
-                order_qty_lots,
+            (replace, RequestKind::Move, command)
+        } else if qty_change < 0 && !price_changed {
+            let command = Command::Reduce {
+                user: self.user,
+                order: engine_id,
+                qty: -qty_change,
             };
-            (pending, RequestKind::Move, command)
+            (replace, RequestKind::Reduce, command)
         } else {
             if order_qty_lots <= order.cum_lots {
                 return reject(
