@@ -816,8 +816,11 @@ impl OrderDesk {
                     .or_default()
                     .push_front(pending);
             }
+            // A refused cancel or amend (of any kind): the order stays as it was.
             (
-                Pending::Cancel { cl_ord_id } | Pending::ReplaceCancel { cl_ord_id, .. },
+                Pending::Cancel { cl_ord_id }
+                | Pending::ReplaceCancel { cl_ord_id, .. }
+                | Pending::Replace { cl_ord_id, .. },
                 Err(reason),
             ) => {
                 let response_to = if matches!(pending, Pending::Cancel { .. }) {
@@ -868,23 +871,6 @@ impl OrderDesk {
                 if order.leaves_lots == 0 {
                     self.retire(order_id);
                 }
-            }
-            (Pending::Replace { cl_ord_id, .. }, Err(reason)) => {
-                let order = order.clone();
-                self.by_cl_ord_id.remove(&cl_ord_id);
-                reports.push(Report::CancelReject {
-                    order_id: Some(order.order_id),
-                    cl_ord_id,
-                    orig_cl_ord_id: order.cl_ord_id,
-                    ord_status: order.status,
-                    response_to: b'2',
-                    reason: if reason == Reason::UnknownOrder {
-                        app::cxl_rej_reason::TOO_LATE_TO_CANCEL
-                    } else {
-                        app::cxl_rej_reason::OTHER
-                    },
-                    text: reason_text(reason),
-                });
             }
             (Pending::ReplaceNew { cl_ord_id, orig }, result) => {
                 let mut exec;
