@@ -280,6 +280,8 @@ impl Core {
         }
     }
 
+    // Reports stay unboxed here as in the order desk (orders.rs says why).
+    #[allow(clippy::result_large_err)]
     pub(super) fn on_application(
         &mut self,
         slot: usize,
@@ -313,74 +315,43 @@ impl Core {
             };
             return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
         }
-        let result: Result<Option<ToEngine>, Report> = match frame.msg_type {
-            b"D" => match app::NewOrderSingle::decode(frame) {
-                Ok(m) => self.slots[slot]
-                    .desk
-                    .new_order(&m, &self.instruments, now)
-                    .map(Some),
-                Err(invalid) => {
-                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
-                }
-            },
-            b"F" => match app::OrderCancelRequest::decode(frame) {
-                Ok(m) => self.slots[slot].desk.cancel(&m).map(Some),
-                Err(invalid) => {
-                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
-                }
-            },
-            b"G" => match app::OrderCancelReplaceRequest::decode(frame) {
-                Ok(m) => self.slots[slot]
-                    .desk
-                    .replace(&m, &self.instruments)
-                    .map(Some),
-                Err(invalid) => {
-                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
-                }
-            },
-            b"q" => match app::OrderMassCancelRequest::decode(frame) {
-                Ok(m) => self.slots[slot]
-                    .desk
-                    .mass_cancel(&m, &self.instruments)
-                    .map(Some),
-                Err(invalid) => {
-                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
-                }
-            },
-            b"H" => match app::OrderStatusRequest::decode(frame) {
-                Ok(m) => Err(self.slots[slot]
-                    .desk
-                    .status(m.cl_ord_id, m.symbol, m.side, now)),
-                Err(invalid) => {
-                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
-                }
-            },
-            b"V" => match app::MarketDataRequest::decode(frame) {
-                Ok(m) => {
-                    self.market_data_request(slot, conn, &m, now);
-                    Ok(None)
-                }
-                Err(invalid) => {
-                    return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
-                }
-            },
+        // Each message either fails to decode (a session Reject), or gives a command for the
+        // engine, a report to send at once, or nothing more to do here.
+        let decided: Result<Result<Option<ToEngine>, Report>, app::Invalid> = match frame.msg_type {
+            b"D" => app::NewOrderSingle::decode(frame).map(|m| {
+                let desk = &mut self.slots[slot].desk;
+                desk.new_order(&m, &self.instruments, now).map(Some)
+            }),
+            b"F" => app::OrderCancelRequest::decode(frame)
+                .map(|m| self.slots[slot].desk.cancel(&m).map(Some)),
+            b"G" => app::OrderCancelReplaceRequest::decode(frame).map(|m| {
+                let desk = &mut self.slots[slot].desk;
+                desk.replace(&m, &self.instruments).map(Some)
+            }),
+            b"q" => app::OrderMassCancelRequest::decode(frame).map(|m| {
+                let desk = &mut self.slots[slot].desk;
+                desk.mass_cancel(&m, &self.instruments).map(Some)
+            }),
+            b"H" => app::OrderStatusRequest::decode(frame).map(|m| {
+                let desk = &self.slots[slot].desk;
+                Err(desk.status(m.cl_ord_id, m.symbol, m.side, now))
+            }),
+            b"V" => app::MarketDataRequest::decode(frame).map(|m| {
+                self.market_data_request(slot, conn, &m, now);
+                Ok(None)
+            }),
             b"x" if self.slots[slot].version != Version::Fix42 => {
-                match app::SecurityListRequest::decode(frame) {
-                    Ok(m) => {
-                        let req_id = String::from_utf8_lossy(m.security_req_id).into_owned();
-                        self.slots[slot].security_lists.push_back(req_id);
-                        let request = Request {
-                            session: FIX_SESSION_BASE + slot as SessionId,
-                            reply: Reply::Symbols { request: 0 },
-                            op: Op::ListSymbols,
-                        };
-                        self.push_request(request, pipeline);
-                        Ok(None)
-                    }
-                    Err(invalid) => {
-                        return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
-                    }
-                }
+                app::SecurityListRequest::decode(frame).map(|m| {
+                    let req_id = String::from_utf8_lossy(m.security_req_id).into_owned();
+                    self.slots[slot].security_lists.push_back(req_id);
+                    let request = Request {
+                        session: FIX_SESSION_BASE + slot as SessionId,
+                        reply: Reply::Symbols { request: 0 },
+                        op: Op::ListSymbols,
+                    };
+                    self.push_request(request, pipeline);
+                    Ok(None)
+                })
             }
             other => {
                 let r = BusinessReject {
@@ -396,7 +367,13 @@ impl Core {
                 {
                     tracing::error!("FIX store: {e}");
                 }
-                Ok(None)
+                Ok(Ok(None))
+            }
+        };
+        let result = match decided {
+            Ok(result) => result,
+            Err(invalid) => {
+                return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
             }
         };
         match result {
