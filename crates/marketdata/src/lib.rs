@@ -1,0 +1,21 @@
+//! Market data: what the venue publishes about its books, derived from the engine's applied
+//! commands and their events, never from a second look at the engine.
+//!
+//! - [`Feed`] (server side) turns each applied command into [`Update`]s: L3 order events with
+//!   a per-symbol sequence, L2 level totals with their own per-symbol sequence, best bid/offer,
+//!   trades with consecutive ids, and 1-minute candles.
+//! - [`L3Book`], [`L2Mirror`] and [`L3Mirror`] (client side) rebuild a book from a snapshot
+//!   plus the updates after its sequence number, and report a gap instead of guessing.
+#![forbid(unsafe_code)]
+
+pub mod book;
+pub mod candles;
+pub mod feed;
+pub mod mirror;
+pub mod update;
+
+pub use book::{BookError, L3Book};
+pub use candles::{Candle, Candles};
+pub use feed::{Feed, SymbolInfo};
+pub use mirror::{L2Mirror, L3Mirror, MirrorError};
+pub use update::{L2Snapshot, L3Order, L3Snapshot, Update};
