@@ -100,6 +100,8 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
             archive: false,
             last_ts_ns: 0,
             dedicated_threads: args.threads.dedicated(),
+            market_data: None,
+            metrics: Default::default(),
         },
         Engine::new(w.config),
         journal,

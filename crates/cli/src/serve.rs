@@ -27,6 +27,10 @@ pub struct ServeArgs {
     /// FIX acceptor address [default: 127.0.0.1:9878] (`--set fix.enabled=false` turns it off)
     #[arg(long, value_name = "ADDR")]
     pub fix_listen: Option<SocketAddr>,
+    /// HTTP address: REST, WebSocket, web console, /metrics [default: 127.0.0.1:8080]
+    /// (`--set web.enabled=false` turns it off)
+    #[arg(long, value_name = "ADDR")]
+    pub web_listen: Option<SocketAddr>,
     /// On an empty data directory, create demo symbols and funded demo users
     #[arg(long)]
     pub demo: bool,
@@ -89,6 +93,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(addr) = args.fix_listen {
         config.fix.listen = addr;
+    }
+    if let Some(addr) = args.web_listen {
+        config.web.listen = addr;
     }
     config.demo |= args.demo;
     if let Some(mode) = args.durability {
@@ -156,8 +163,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         Some(addr) => format!(", FIX on {addr}"),
         None => String::new(),
     };
+    let web = match server.web_addr {
+        Some(addr) => format!(", web on http://{addr}/"),
+        None => String::new(),
+    };
     println!(
-        "rialto serving: orders on {}, admin on {}{fix} (stop with Ctrl-C)",
+        "rialto serving: orders on {}, admin on {}{fix}{web} (stop with Ctrl-C)",
         server.order_addr, server.admin_addr
     );
     server.wait()?;

@@ -154,7 +154,7 @@ impl Server {
                 .arg(data)
                 .args(["--listen", &order_addr.to_string()])
                 .args(["--admin-listen", &admin_addr.to_string()])
-                .args(["--fix-listen", "127.0.0.1:0"])
+                .args(["--fix-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
                 .args(["--durability", options.durability])
                 .args(["--snapshot-every", &options.snapshot_every.to_string()])
                 .args([

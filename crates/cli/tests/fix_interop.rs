@@ -35,7 +35,7 @@ fn serve(data: &Path) -> (Server, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
         .args(["serve", "--demo", "--durability", "batch"])
         .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-        .args(["--fix-listen", "127.0.0.1:0"])
+        .args(["--fix-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
         .arg("--data")
         .arg(data)
         .stdout(Stdio::piped())

@@ -35,6 +35,8 @@ fn serve(data: &Path) -> Server {
             "127.0.0.1:0",
             "--fix-listen",
             "127.0.0.1:0",
+            "--web-listen",
+            "127.0.0.1:0",
         ])
         .arg("--data")
         .arg(data)

@@ -170,6 +170,11 @@ impl Feed {
         &self.out
     }
 
+    /// Takes the updates produced so far.
+    pub fn take_updates(&mut self) -> Vec<Update> {
+        std::mem::take(&mut self.out)
+    }
+
     pub fn clear_updates(&mut self) {
         self.out.clear();
     }

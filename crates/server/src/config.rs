@@ -56,7 +56,9 @@ pub struct ServerConfig {
     pub gateway: GatewaySettings,
     pub engine: EngineSettings,
     pub fix: FixSettings,
-    /// How FIX (and later REST) writes prices and quantities of each symbol as decimals. A
+    pub web: WebSettings,
+    pub market_data: MarketDataSettings,
+    /// How FIX, REST and the console write prices and quantities of each symbol as decimals. A
     /// symbol not listed here uses 1 and 1: prices in ticks, quantities in lots.
     pub instruments: BTreeMap<String, InstrumentSettings>,
 }
@@ -177,6 +179,51 @@ pub struct FixSettings {
     pub message_log: bool,
 }
 
+/// HTTP: the REST API, the WebSocket API, /metrics and the web console (docs/api.md).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebSettings {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    /// Requests a key (or, for public calls, a client address) may make per second (0: no
+    /// limit).
+    pub max_requests_per_sec: u64,
+    pub burst: u64,
+    /// Stream messages waiting to be written to one WebSocket before it is cut off as a
+    /// slow consumer.
+    pub max_ws_queue: usize,
+    pub max_ws_connections: usize,
+}
+
+/// The market data feed (docs/market-data.md).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MarketDataSettings {
+    /// Slots in the ring between the engine and the market data thread.
+    pub ring_capacity: usize,
+}
+
+impl Default for MarketDataSettings {
+    fn default() -> Self {
+        MarketDataSettings {
+            ring_capacity: 65_536,
+        }
+    }
+}
+
+impl Default for WebSettings {
+    fn default() -> Self {
+        WebSettings {
+            enabled: true,
+            listen: "127.0.0.1:8080".parse().expect("valid address"),
+            max_requests_per_sec: 1_000,
+            burst: 1_000,
+            max_ws_queue: 4_096,
+            max_ws_connections: 4_096,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FixSessionSettings {
@@ -247,6 +294,8 @@ impl Default for ServerConfig {
             gateway: GatewaySettings::default(),
             engine: EngineSettings::default(),
             fix: FixSettings::default(),
+            web: WebSettings::default(),
+            market_data: MarketDataSettings::default(),
             instruments: demo_instruments(),
         }
     }
@@ -323,6 +372,19 @@ impl ServerConfig {
         anyhow::ensure!(
             self.gateway.max_sessions >= 1 && self.gateway.max_admin_sessions >= 1,
             "gateway.max_sessions and gateway.max_admin_sessions must be at least 1"
+        );
+        let w = &self.web;
+        anyhow::ensure!(
+            w.max_ws_queue >= 1 && w.max_ws_connections >= 1,
+            "web.max_ws_queue and web.max_ws_connections must be at least 1"
+        );
+        anyhow::ensure!(
+            (2..=1 << 24).contains(&self.market_data.ring_capacity),
+            "market_data.ring_capacity must be 2..=16777216"
+        );
+        anyhow::ensure!(
+            w.max_requests_per_sec == 0 || w.burst >= 1,
+            "web.burst must be at least 1 when web.max_requests_per_sec limits"
         );
         anyhow::ensure!(
             self.gateway.login_timeout_ms >= 1,

@@ -20,8 +20,10 @@ use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, e
 use crate::auth::{Credentials, constant_time_eq};
 use crate::fix::{FIX_SERVICE_SESSION, FixGateway};
 use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
+use crate::metrics::{Metrics, SAMPLE_EVERY};
 use crate::pipeline::{Op, Outbound, Pipeline, Reply, Request, SessionId, Target};
 use crate::sockets::{Filled, TokenBucket, fill, write_pending};
+use crate::web::bridge::{WebBridge, is_web_session};
 
 const ORDER_LISTENER: Token = Token(0);
 const ADMIN_LISTENER: Token = Token(1);
@@ -99,6 +101,12 @@ pub struct Gateway {
     pipeline: Pipeline,
     /// The FIX gateway, on this thread and this event loop.
     fix: Option<FixGateway>,
+    /// The web side's way in, and its request that found the pipeline full.
+    web: Option<Arc<WebBridge>>,
+    web_waiting: Option<Request>,
+    metrics: Arc<Metrics>,
+    /// Replies routed, for sampling round trips.
+    replies: u64,
     /// Sessions with unsent output.
     dirty: Vec<SessionId>,
     /// Sessions on their way out (waiting for replies, or draining input).
@@ -115,6 +123,8 @@ impl Gateway {
         credentials: Arc<Credentials>,
         pipeline: Pipeline,
         mut fix: Option<FixGateway>,
+        web: Option<Arc<WebBridge>>,
+        metrics: Arc<Metrics>,
     ) -> io::Result<Gateway> {
         let poll = Poll::new()?;
         if let Some(fix) = &mut fix {
@@ -129,6 +139,9 @@ impl Gateway {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let bell = Bell::for_poll(waker);
         pipeline.outbound.set_bell(bell.clone());
+        if let Some(web) = &web {
+            web.set_gateway_bell(bell.clone());
+        }
         Ok(Gateway {
             poll,
             order_listener,
@@ -141,6 +154,10 @@ impl Gateway {
             credentials,
             pipeline,
             fix,
+            web,
+            web_waiting: None,
+            metrics,
+            replies: 0,
             dirty: Vec::new(),
             closing: Vec::new(),
             scratch: Vec::new(),
@@ -186,7 +203,9 @@ impl Gateway {
                     // A paused session waits for room in the inbound ring, and a closing one
                     // for its deadline, which nobody announces: look again soon.
                     let paused = self.sessions.values().any(|s| s.paused)
-                        || self.fix.as_ref().is_some_and(FixGateway::is_waiting);
+                        || self.fix.as_ref().is_some_and(FixGateway::is_waiting)
+                        || self.web_waiting.is_some()
+                        || self.web.as_ref().is_some_and(|w| w.has_requests());
                     if !self.pipeline.outbound.is_empty() {
                         Some(Duration::ZERO)
                     } else if paused || !self.closing.is_empty() {
@@ -236,6 +255,7 @@ impl Gateway {
                 if let Some(fix) = &mut self.fix {
                     work += fix.read(&mut self.pipeline, self.poll.registry());
                 }
+                work += self.take_web_requests();
             }
             // Journal and engine, when they share this thread (a no-op otherwise).
             work += self.pipeline.do_inline_work();
@@ -295,7 +315,29 @@ impl Gateway {
         for id in ids {
             self.close(id);
         }
+        if let Some(web) = &self.web {
+            web.close();
+        }
         self.pipeline.join()
+    }
+
+    /// Moves the web side's requests into the pipeline while it has room.
+    fn take_web_requests(&mut self) -> usize {
+        let Some(web) = &self.web else {
+            return 0;
+        };
+        let mut n = 0;
+        while let Some(request) = self.web_waiting.take().or_else(|| web.pop_request()) {
+            if let Err(request) = self.pipeline.inbound.try_push(request) {
+                self.web_waiting = Some(request);
+                break;
+            }
+            n += 1;
+        }
+        if n > 0 {
+            self.pipeline.inbound.ring();
+        }
+        n
     }
 
     fn begin_shutdown(&mut self) {
@@ -404,6 +446,13 @@ impl Gateway {
         let mut n = 0;
         while let Some(Outbound { target, msg }) = self.pipeline.outbound.pop() {
             n += 1;
+            if let ServerMsg::Accepted { ts_ns, .. } | ServerMsg::Rejected { ts_ns, .. } = msg {
+                self.replies += 1;
+                if self.replies % SAMPLE_EVERY == 0 {
+                    let ns = crate::pipeline::now_ns().saturating_sub(ts_ns);
+                    self.metrics.roundtrip_latency.record(ns.max(0) as u64);
+                }
+            }
             if let Some(fix) = &mut self.fix {
                 fix.observe(&msg);
                 match target {
@@ -412,6 +461,16 @@ impl Gateway {
                         continue;
                     }
                     Target::User(user) => fix.on_user_message(user, &msg, &mut self.pipeline),
+                    Target::Session(_) => {}
+                }
+            }
+            if let Some(web) = &self.web {
+                match target {
+                    Target::Session(id) if is_web_session(id) => {
+                        web.deliver_reply(id, msg);
+                        continue;
+                    }
+                    Target::User(user) => web.deliver_user_message(user, &msg),
                     Target::Session(_) => {}
                 }
             }

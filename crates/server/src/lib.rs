@@ -6,12 +6,15 @@
 pub mod auth;
 pub mod config;
 pub mod demo;
+pub mod feed;
 pub mod fix;
 pub mod gateway;
 pub mod idle;
+pub mod metrics;
 pub mod pipeline;
 pub mod ring;
 pub mod sockets;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,10 +36,15 @@ pub struct RunningServer {
     pub admin_addr: SocketAddr,
     /// The FIX acceptor, when enabled.
     pub fix_addr: Option<SocketAddr>,
+    /// The HTTP server (REST, WebSocket, console, metrics), when enabled.
+    pub web_addr: Option<SocketAddr>,
+    pub market_data: Arc<feed::MarketData>,
     pub credentials: Arc<Credentials>,
     pub admin_secret: String,
     stop: Arc<AtomicBool>,
     gateway: JoinHandle<Result<(), String>>,
+    web: Option<web::WebServer>,
+    md_thread: JoinHandle<()>,
 }
 
 impl RunningServer {
@@ -53,7 +61,14 @@ impl RunningServer {
 
     /// Waits until the server stops (after the stop flag is set, or a fatal error).
     pub fn wait(self) -> anyhow::Result<()> {
-        match self.gateway.join() {
+        let gateway = self.gateway.join();
+        // However the gateway ended, the rest stops with it.
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(web) = self.web {
+            web.join();
+        }
+        let _ = self.md_thread.join();
+        match gateway {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(anyhow::anyhow!(e)),
             Err(_) => Err(anyhow::anyhow!("the gateway thread panicked")),
@@ -89,6 +104,13 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .clone()
         .unwrap_or_else(|| credentials.admin_secret());
 
+    let web_listener = match config.web.enabled {
+        true => Some(
+            web::bind(config.web.listen)
+                .with_context(|| format!("cannot listen for HTTP on {}", config.web.listen))?,
+        ),
+        false => None,
+    };
     let started = Instant::now();
     let recovered = rialto_journal::recover(data_dir, config.engine_config())
         .with_context(|| format!("cannot recover the venue from {}", data_dir.display()))?;
@@ -105,6 +127,9 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let fresh = engine.last_seq() == 0;
     let mut instruments = fix::instruments::Instruments::new(&config.instruments);
     instruments.refresh(&engine.symbols_by_name());
+    let market_data = feed::MarketData::new(rialto_marketdata::Feed::from_engine(&engine));
+    let md_ring = ring::Ring::new(config.market_data.ring_capacity);
+    let metrics = Arc::new(metrics::Metrics::default());
     let journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
         .with_context(|| format!("cannot open the journal in {}", data_dir.display()))?;
 
@@ -118,11 +143,21 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             archive: config.journal.archive,
             last_ts_ns,
             dedicated_threads: config.pipeline.threads.dedicated(),
+            market_data: Some(md_ring.clone()),
+            metrics: metrics.clone(),
         },
         engine,
         journal,
         credentials.clone(),
     )?;
+    let md_thread = market_data.spawn(md_ring.clone(), pipeline.shared.clone())?;
+    for (name, ring) in [
+        ("inbound", pipeline.inbound.len_probe()),
+        ("outbound", pipeline.outbound.len_probe()),
+        ("market_data", md_ring.len_probe()),
+    ] {
+        metrics.add_gauge("rialto_ring_occupancy", &format!("ring=\"{name}\""), ring);
+    }
     if config.demo && fresh {
         demo::set_up(&mut pipeline, Duration::from_secs(30))?;
         // A fresh engine numbers symbols in the order they are added.
@@ -168,6 +203,8 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     } else {
         None
     };
+    let (bridge, user_messages) = web::bridge::WebBridge::new();
+    let web_bridge = config.web.enabled.then(|| bridge.clone());
     let gateway = Gateway::bind(
         config.listen,
         config.admin_listen,
@@ -184,6 +221,8 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         credentials.clone(),
         pipeline,
         fix,
+        web_bridge,
+        metrics.clone(),
     )
     .with_context(|| {
         format!(
@@ -196,6 +235,22 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let fix_addr = gateway.fix_addr().transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
     let gateway_stop = stop.clone();
+    let web = if let Some(listener) = web_listener {
+        let parts = web::WebParts {
+            settings: config.web.clone(),
+            instruments: config.instruments.clone(),
+            credentials: credentials.clone(),
+            admin_secret: admin_secret.clone(),
+            bridge,
+            user_messages,
+            md: market_data.clone(),
+            metrics: metrics.clone(),
+        };
+        Some(web::start(parts, listener, stop.clone())?)
+    } else {
+        None
+    };
+    let web_addr = web.as_ref().map(|w| w.addr);
     let gateway = std::thread::Builder::new()
         .name("rialto-gateway".into())
         .spawn(move || gateway.run(gateway_stop))?;
@@ -203,6 +258,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         %order_addr,
         %admin_addr,
         fix_addr = ?fix_addr,
+        web_addr = ?web_addr,
         durability = ?config.journal.durability,
         dedicated_threads = config.pipeline.threads.dedicated(),
         "serving"
@@ -211,9 +267,13 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         order_addr,
         admin_addr,
         fix_addr,
+        web_addr,
+        market_data,
         credentials,
         admin_secret,
         stop,
         gateway,
+        web,
+        md_thread,
     })
 }

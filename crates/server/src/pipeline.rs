@@ -8,7 +8,10 @@
 //!                               [engine ring] ──> engine thread: apply, build replies
 //!                                                   │              └─> snapshot writer thread
 //!                                                   v
-//! gateway <──Outbound── [outbound ring] <───────────┘
+//! gateway <──Outbound── [outbound ring] <───────────┤
+//!                                                   v
+//!                  market data thread <──MdInput── [market data ring] (accepted commands
+//!                                                   and their trades and cancellations)
 //! ```
 //! Each ring has one producer in steady state (the snapshot writer also pushes its rare
 //! replies), each piece of state one writer. Queries (book, reports, symbol list) travel the
@@ -22,12 +25,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rialto_core::{Command, Engine, OrderId, OwnedEvent, Reason, UserId};
+use rialto_core::{Cancelled, Command, Engine, OrderId, OwnedEvent, Reason, Trade, UserId};
 use rialto_journal::JournalWriter;
 use rialto_wire::{ErrorCode, Liquidity, RequestKind, Secret, ServerMsg};
 
 use crate::auth::Credentials;
 use crate::idle::{Bell, Idler, MAX_SLEEP, WaitStrategy};
+use crate::metrics::{Metrics, SAMPLE_EVERY};
 use crate::ring::Ring;
 
 /// Identifies a gateway session; never reused while the server runs.
@@ -107,6 +111,28 @@ pub struct Outbound {
     pub msg: ServerMsg,
 }
 
+/// What the engine thread tells the market data thread: an accepted command's trades and
+/// cancellations, then the command itself, which completes it.
+#[derive(Clone, Copy, Debug)]
+pub enum MdInput {
+    Trade(Trade),
+    Cancelled(Cancelled),
+    Applied { ts_ns: i64, cmd: Command },
+}
+
+/// Whether an accepted command changes what the market data feed publishes.
+fn moves_market_data(cmd: &Command) -> bool {
+    matches!(
+        cmd,
+        Command::AddSymbol(_)
+            | Command::Place(_)
+            | Command::Cancel { .. }
+            | Command::Move { .. }
+            | Command::Reduce { .. }
+            | Command::MassCancel { .. }
+    )
+}
+
 /// Commands that change state are journaled; queries are not.
 pub fn is_journaled(op: &Op) -> bool {
     match op {
@@ -159,6 +185,9 @@ pub struct PipelineConfig {
     /// Whether the journal and engine stages get threads of their own, or run on the
     /// gateway's thread through [`Pipeline::do_inline_work`] (better when cores are few).
     pub dedicated_threads: bool,
+    /// Where the engine sends what market data needs, when a feed runs.
+    pub market_data: Option<Arc<Ring<MdInput>>>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// The running pipeline: the gateway pushes into `inbound` and drains `outbound`.
@@ -199,8 +228,11 @@ impl Pipeline {
             batch: Vec::with_capacity(config.batch_max),
             batch_max: config.batch_max,
             wait: config.wait,
+            metrics: config.metrics.clone(),
         };
         let engine_stage = EngineStage {
+            metrics: config.metrics.clone(),
+            applied: 0,
             from_journal: to_engine,
             outbound: outbound.clone(),
             shared: shared.clone(),
@@ -212,6 +244,10 @@ impl Pipeline {
             journaled_since_snapshot: 0,
             wait: config.wait,
             spill: VecDeque::with_capacity(1024),
+            market_data: config.market_data.map(|ring| MarketDataTap {
+                ring,
+                spill: VecDeque::new(),
+            }),
         };
         let writer = SnapshotWriter {
             jobs: snapshot_rx,
@@ -349,7 +385,7 @@ impl Pipeline {
     }
 }
 
-fn now_ns() -> i64 {
+pub fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64)
@@ -367,6 +403,7 @@ struct JournalStage {
     batch: Vec<Sequenced>,
     batch_max: usize,
     wait: WaitStrategy,
+    metrics: Arc<Metrics>,
 }
 
 impl JournalStage {
@@ -442,7 +479,11 @@ impl JournalStage {
         }
         if journaled > 0 {
             // Group commit: one write (and in fsync mode one fsync) for the whole batch.
+            let started = std::time::Instant::now();
             self.journal.commit()?;
+            self.metrics
+                .journal_commit
+                .record(started.elapsed().as_nanos() as u64);
         }
         let n = self.batch.len();
         for item in self.batch.drain(..) {
@@ -460,6 +501,9 @@ impl JournalStage {
 // ----- engine thread -------------------------------------------------------------------------
 
 struct EngineStage {
+    metrics: Arc<Metrics>,
+    /// Commands applied, for sampling latencies.
+    applied: u64,
     from_journal: Arc<Ring<Sequenced>>,
     outbound: Arc<Ring<Outbound>>,
     shared: Arc<Shared>,
@@ -473,6 +517,49 @@ struct EngineStage {
     wait: WaitStrategy,
     /// Replies that found the outbound ring full, in order.
     spill: VecDeque<Outbound>,
+    market_data: Option<MarketDataTap>,
+}
+
+/// The engine's side of the market data ring. Market data never holds the engine back: what
+/// finds the ring full waits in an unbounded spill queue, in order, so nothing is skipped.
+struct MarketDataTap {
+    ring: Arc<Ring<MdInput>>,
+    spill: VecDeque<MdInput>,
+}
+
+impl MarketDataTap {
+    fn send(&mut self, input: MdInput) {
+        if !self.spill.is_empty() {
+            self.spill.push_back(input);
+        } else if let Err(input) = self.ring.try_push(input) {
+            self.spill.push_back(input);
+        }
+    }
+
+    /// Moves spilled inputs into the ring while it has room; returns how many moved.
+    fn unspill(&mut self) -> usize {
+        let mut moved = 0;
+        while let Some(input) = self.spill.pop_front() {
+            if let Err(input) = self.ring.try_push(input) {
+                self.spill.push_front(input);
+                break;
+            }
+            moved += 1;
+        }
+        moved
+    }
+
+    fn send_applied(&mut self, ts_ns: i64, cmd: &Command, events: &[OwnedEvent]) {
+        for event in events {
+            match *event {
+                OwnedEvent::Trade(t) => self.send(MdInput::Trade(t)),
+                OwnedEvent::Cancelled(c) => self.send(MdInput::Cancelled(c)),
+                _ => {}
+            }
+        }
+        self.send(MdInput::Applied { ts_ns, cmd: *cmd });
+        self.ring.ring();
+    }
 }
 
 impl EngineStage {
@@ -486,7 +573,11 @@ impl EngineStage {
                 break;
             }
             let ring = &self.from_journal;
-            let spilled = !self.spill.is_empty();
+            let spilled = !self.spill.is_empty()
+                || self
+                    .market_data
+                    .as_ref()
+                    .is_some_and(|tap| !tap.spill.is_empty());
             // With replies spilled, look again soon: the gateway drains without ringing.
             idler.idle_thread(work, &bell, MAX_SLEEP, || spilled || !ring.is_empty());
         }
@@ -497,7 +588,12 @@ impl EngineStage {
     fn step(&mut self) -> (usize, bool) {
         let closing = self.shared.journal_done.load(Ordering::SeqCst);
         let work = self.do_work();
-        let drained = work == 0 && self.from_journal.is_empty() && self.spill.is_empty();
+        let md_spilled = self
+            .market_data
+            .as_ref()
+            .is_some_and(|tap| !tap.spill.is_empty());
+        let drained =
+            work == 0 && self.from_journal.is_empty() && self.spill.is_empty() && !md_spilled;
         let done = self.shared.has_failed() || (closing && drained);
         if done {
             self.shared.engine_done.store(true, Ordering::SeqCst);
@@ -515,6 +611,9 @@ impl EngineStage {
                 break;
             }
             work += 1;
+        }
+        if let Some(tap) = &mut self.market_data {
+            work += tap.unspill();
         }
         let mut applied = 0;
         while self.spill.is_empty() && applied < 1024 {
@@ -578,9 +677,24 @@ impl EngineStage {
             }
         };
         self.events.clear();
-        let result = self.engine.apply(seq, ts_ns, &cmd, &mut self.events);
+        self.applied += 1;
+        let result = if self.applied % SAMPLE_EVERY == 0 {
+            let started = std::time::Instant::now();
+            let result = self.engine.apply(seq, ts_ns, &cmd, &mut self.events);
+            let ns = started.elapsed().as_nanos() as u64;
+            self.metrics.engine_latency.record(ns);
+            result
+        } else {
+            self.engine.apply(seq, ts_ns, &cmd, &mut self.events)
+        };
+        self.metrics.command(&cmd, result);
         if is_journaled(&request.op) {
             self.journaled_since_snapshot += 1;
+        }
+        if let (Some(tap), Ok(())) = (&mut self.market_data, result)
+            && moves_market_data(&cmd)
+        {
+            tap.send_applied(ts_ns, &cmd, &self.events);
         }
         self.reply(session, request.reply, seq, ts_ns, &cmd, result);
         if self.snapshot_every > 0 && self.journaled_since_snapshot >= self.snapshot_every {

@@ -51,6 +51,15 @@ impl<T> Ring<T> {
         self.queue.len()
     }
 
+    /// A gauge of the ring's length, for /metrics.
+    pub fn len_probe(self: &Arc<Self>) -> Box<dyn Fn() -> u64 + Send + Sync>
+    where
+        T: Send + 'static,
+    {
+        let ring = self.clone();
+        Box::new(move || ring.len() as u64)
+    }
+
     pub fn capacity(&self) -> usize {
         self.queue.capacity()
     }

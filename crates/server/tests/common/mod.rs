@@ -20,6 +20,7 @@ pub fn start(data_dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> RunningS
     };
     config.journal.durability = DurabilityMode::Batch;
     config.fix.listen = "127.0.0.1:0".parse().unwrap();
+    config.web.listen = "127.0.0.1:0".parse().unwrap();
     tweak(&mut config);
     rialto_server::start(config).expect("server starts")
 }

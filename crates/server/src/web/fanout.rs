@@ -1,0 +1,179 @@
+//! Turns the market data thread's batches into WebSocket stream messages: each message is
+//! encoded once per channel and shared by every subscriber of that channel.
+//!
+//! Batches that arrive together are merged (a book diff carries the final total of each level
+//! it names), so a burst of updates costs each subscriber one message per channel, not one per
+//! update.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::ws::Utf8Bytes;
+use rialto_core::{Side, SymbolId};
+use rialto_marketdata::Update;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use super::{AppState, json as j};
+use crate::feed::Batch;
+
+/// Messages a channel keeps for a subscriber that has not read them yet; one further behind
+/// is a slow consumer.
+const CHANNEL_BACKLOG: usize = 1024;
+/// The longest a stream message waits to be merged with the next updates.
+const TICK: Duration = Duration::from_millis(1);
+
+/// Channels by name (`book.BTC-USD`), created when first subscribed.
+#[derive(Default)]
+pub struct Topics {
+    senders: Mutex<HashMap<String, broadcast::Sender<Utf8Bytes>>>,
+}
+
+impl Topics {
+    pub fn subscribe(&self, channel: &str) -> broadcast::Receiver<Utf8Bytes> {
+        let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+        senders
+            .entry(channel.to_string())
+            .or_insert_with(|| broadcast::channel(CHANNEL_BACKLOG).0)
+            .subscribe()
+    }
+
+    /// Sends to a channel's subscribers; false when it has none (then nothing is encoded).
+    fn wanted(&self, channel: &str) -> Option<broadcast::Sender<Utf8Bytes>> {
+        let senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+        senders
+            .get(channel)
+            .filter(|s| s.receiver_count() > 0)
+            .cloned()
+    }
+
+    /// Subscribers of one channel.
+    pub fn subscribers(&self, channel: &str) -> usize {
+        let senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+        senders.get(channel).map_or(0, |s| s.receiver_count())
+    }
+}
+
+/// What one round of batches did to one symbol.
+#[derive(Default)]
+struct SymbolRound {
+    /// L2: first and last sequence, and the final total of each level.
+    l2_first: Option<u64>,
+    l2_last: u64,
+    levels: BTreeMap<(Side, i64), i64>,
+    l3: Vec<Value>,
+    trades: Vec<Value>,
+    bbo: Option<(u64, Option<(i64, i64)>, Option<(i64, i64)>)>,
+    candle: Option<Value>,
+}
+
+pub async fn run(state: Arc<AppState>, mut batches: broadcast::Receiver<Arc<Batch>>) {
+    let mut rounds: BTreeMap<SymbolId, SymbolRound> = BTreeMap::new();
+    loop {
+        // Wait for one batch, then take whatever else has arrived within a tick.
+        match batches.recv().await {
+            Ok(batch) => collect(&mut rounds, &batch),
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                // Subscribers will see the gap in the sequence numbers and resubscribe.
+                tracing::warn!(batches = n, "WebSocket fan-out fell behind the feed");
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+        tokio::time::sleep(TICK).await;
+        loop {
+            match batches.try_recv() {
+                Ok(batch) => collect(&mut rounds, &batch),
+                Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                    tracing::warn!(batches = n, "WebSocket fan-out fell behind the feed");
+                }
+                Err(_) => break,
+            }
+        }
+        publish(&state, &mut rounds);
+    }
+}
+
+fn collect(rounds: &mut BTreeMap<SymbolId, SymbolRound>, batch: &Batch) {
+    for u in &batch.updates {
+        let round = rounds.entry(u.symbol()).or_default();
+        match *u {
+            Update::Level {
+                seq,
+                side,
+                price,
+                qty,
+                ..
+            } => {
+                round.l2_first.get_or_insert(seq);
+                round.l2_last = seq;
+                round.levels.insert((side, price), qty);
+            }
+            Update::Bbo { seq, bid, ask, .. } => round.bbo = Some((seq, bid, ask)),
+            Update::Candle { candle, .. } => round.candle = Some(j::candle(&candle)),
+            Update::Trade { .. } => round.trades.push(j::trade(u)),
+            _ => round.l3.push(j::l3_update(u)),
+        }
+    }
+}
+
+fn send(sender: &broadcast::Sender<Utf8Bytes>, message: Value) {
+    let _ = sender.send(Utf8Bytes::from(message.to_string()));
+}
+
+fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>) {
+    let names: HashMap<SymbolId, String> = {
+        let feed = state.md.feed();
+        rounds
+            .keys()
+            .filter_map(|&id| Some((id, feed.symbol(id)?.spec.symbol.as_str().to_string())))
+            .collect()
+    };
+    for (id, round) in std::mem::take(rounds) {
+        let Some(name) = names.get(&id) else { continue };
+        let topics = &state.topics;
+        if let (Some(first), Some(tx)) = (round.l2_first, topics.wanted(&format!("book.{name}"))) {
+            let side = |want: Side| {
+                let levels: Vec<Value> = round
+                    .levels
+                    .iter()
+                    .filter(|((side, _), _)| *side == want)
+                    .map(|(&(_, price), &qty)| json!([price, qty]))
+                    .collect();
+                Value::Array(levels)
+            };
+            send(
+                &tx,
+                json!({"ch": format!("book.{name}"), "type": "diff", "first": first, "last": round.l2_last, "bids": side(Side::Buy), "asks": side(Side::Sell)}),
+            );
+        }
+        if !round.l3.is_empty()
+            && let Some(tx) = topics.wanted(&format!("orders.{name}"))
+        {
+            send(
+                &tx,
+                json!({"ch": format!("orders.{name}"), "type": "update", "updates": round.l3}),
+            );
+        }
+        if !round.trades.is_empty()
+            && let Some(tx) = topics.wanted(&format!("trades.{name}"))
+        {
+            send(
+                &tx,
+                json!({"ch": format!("trades.{name}"), "type": "trades", "trades": round.trades}),
+            );
+        }
+        if let (Some((seq, bid, ask)), Some(tx)) = (round.bbo, topics.wanted(&format!("bbo.{name}")))
+        {
+            send(&tx, j::bbo(&format!("bbo.{name}"), seq, bid, ask));
+        }
+        if let (Some(candle), Some(tx)) = (round.candle, topics.wanted(&format!("candles.{name}")))
+        {
+            send(
+                &tx,
+                json!({"ch": format!("candles.{name}"), "type": "candle", "candle": candle}),
+            );
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Each user's recent order events (REST order history) and private stream (WebSocket `user`).
+//!
+//! Fills and cancellations come from the gateway for every user, whichever gateway the order
+//! came through; acceptances and rejections are those of commands sent over REST and
+//! WebSocket. Kept in memory only: the last [`HISTORY_LEN`] per user since the server started.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::ws::Utf8Bytes;
+use rialto_core::UserId;
+use rialto_wire::ServerMsg;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use super::AppState;
+
+pub const HISTORY_LEN: usize = 1000;
+const STREAM_BACKLOG: usize = 1024;
+
+#[derive(Default)]
+pub struct Histories {
+    events: Mutex<HashMap<UserId, VecDeque<Value>>>,
+    streams: Mutex<HashMap<UserId, broadcast::Sender<Utf8Bytes>>>,
+    /// Users whose balances are being fetched for their stream.
+    refreshing: Mutex<HashSet<UserId>>,
+}
+
+impl Histories {
+    /// Records an event (an object with a `type`) and sends it to the user's stream.
+    pub fn record(&self, user: UserId, event: Value) {
+        if let Some(tx) = self.stream(user) {
+            let mut message = event.clone();
+            message["ch"] = json!("user");
+            let _ = tx.send(Utf8Bytes::from(message.to_string()));
+        }
+        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        let list = events.entry(user).or_default();
+        if list.len() == HISTORY_LEN {
+            list.pop_front();
+        }
+        list.push_back(event);
+    }
+
+    /// The last `limit` events, oldest first.
+    pub fn recent(&self, user: UserId, limit: usize) -> Vec<Value> {
+        let events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        events.get(&user).map_or_else(Vec::new, |list| {
+            let skip = list.len().saturating_sub(limit);
+            list.iter().skip(skip).cloned().collect()
+        })
+    }
+
+    pub fn subscribe(&self, user: UserId) -> broadcast::Receiver<Utf8Bytes> {
+        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams
+            .entry(user)
+            .or_insert_with(|| broadcast::channel(STREAM_BACKLOG).0)
+            .subscribe()
+    }
+
+    fn stream(&self, user: UserId) -> Option<broadcast::Sender<Utf8Bytes>> {
+        let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams
+            .get(&user)
+            .filter(|s| s.receiver_count() > 0)
+            .cloned()
+    }
+
+    pub fn send_to_stream(&self, user: UserId, message: Value) {
+        if let Some(tx) = self.stream(user) {
+            let _ = tx.send(Utf8Bytes::from(message.to_string()));
+        }
+    }
+}
+
+/// Receives fills and cancellations from the gateway, in order.
+pub async fn run(state: Arc<AppState>, mut messages: mpsc::UnboundedReceiver<(UserId, ServerMsg)>) {
+    while let Some((user, msg)) = messages.recv().await {
+        let name = |symbol| {
+            state
+                .md
+                .feed()
+                .symbol(symbol)
+                .map_or_else(|| "?".to_string(), |s| s.spec.symbol.as_str().to_string())
+        };
+        let event = match msg {
+            ServerMsg::Trade {
+                seq,
+                ts_ns,
+                order,
+                symbol,
+                side,
+                price,
+                qty,
+                fee,
+                liquidity,
+            } => json!({"type": "fill", "order": order, "symbol": name(symbol), "side": side.as_str(),
+                "price": price, "qty": qty, "fee": fee, "liquidity": liquidity.as_str(), "seq": seq, "ts_ns": ts_ns}),
+            ServerMsg::Cancelled {
+                seq,
+                ts_ns,
+                order,
+                symbol,
+                side,
+                qty,
+                reason,
+            } => json!({"type": "cancelled", "order": order, "symbol": name(symbol), "side": side.as_str(),
+                "qty": qty, "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns}),
+            _ => continue,
+        };
+        state.history.record(user, event);
+        refresh_balances(&state, user);
+    }
+}
+
+/// Sends the user's balances to their stream, if anyone listens; one fetch at a time per user.
+pub fn refresh_balances(state: &Arc<AppState>, user: UserId) {
+    if state.history.stream(user).is_none() {
+        return;
+    }
+    if !state
+        .history
+        .refreshing
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(user)
+    {
+        return;
+    }
+    let state = state.clone();
+    tokio::spawn(async move {
+        // Let a burst of fills settle into one fetch.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        state
+            .history
+            .refreshing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&user);
+        if let Ok(report) = super::orders::report(&state, user).await {
+            state.history.send_to_stream(
+                user,
+                json!({"ch": "user", "type": "balances", "balances": super::orders::balances_json(&report)}),
+            );
+        }
+    });
+}

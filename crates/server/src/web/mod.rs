@@ -1,0 +1,235 @@
+//! HTTP: the REST API, the WebSocket API, /metrics and the web console (docs/api.md).
+//!
+//! It runs on its own small tokio runtime. Commands reach the pipeline through the gateway
+//! thread ([`bridge`]); market data comes from the market data thread's batches ([`fanout`])
+//! and its feed's snapshots.
+
+pub mod assets;
+pub mod auth;
+pub mod bridge;
+mod fanout;
+mod history;
+mod json;
+mod orders;
+mod rest;
+mod ws;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rialto_core::{Reason, UserId};
+use tokio::sync::{mpsc, watch};
+
+use crate::auth::Credentials;
+use crate::config::{InstrumentSettings, WebSettings};
+use crate::feed::MarketData;
+use bridge::{CallError, WebBridge};
+
+/// The largest request body, and the largest WebSocket message, accepted.
+pub const MAX_BODY_BYTES: usize = 64 << 10;
+/// How long a call waits for the engine's answer.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An error as the API reports it: an HTTP status and a stable code (docs/api.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn rejected(reason: Reason) -> ApiError {
+        ApiError::bad_request(
+            reason.as_str(),
+            format!("the engine rejected the command: {}", reason.as_str()),
+        )
+    }
+
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn unknown_symbol(name: &str) -> ApiError {
+        ApiError::not_found(format!("no symbol named {name:?}"))
+    }
+
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({"error": {"code": self.code, "message": self.message}})
+    }
+}
+
+impl From<CallError> for ApiError {
+    fn from(e: CallError) -> ApiError {
+        match e {
+            CallError::Busy => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                "the server's intake is full: try again",
+            ),
+            CallError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the server is stopping",
+            ),
+            CallError::Timeout => ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                "no answer from the engine in time (the command may still apply)",
+            ),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
+    }
+}
+
+/// Who signed a private request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Principal {
+    User(UserId),
+    Admin,
+}
+
+/// Everything the handlers share.
+pub struct AppState {
+    pub settings: WebSettings,
+    pub bridge: Arc<WebBridge>,
+    pub md: Arc<MarketData>,
+    pub credentials: Arc<Credentials>,
+    pub admin_secret: String,
+    /// Decimal tick and lot sizes by symbol name, for display.
+    pub instruments: Mutex<BTreeMap<String, InstrumentSettings>>,
+    pub auth: auth::Guard,
+    pub history: history::Histories,
+    pub topics: fanout::Topics,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    pub shutdown: watch::Receiver<bool>,
+    /// Server-chosen order ids: clock-based so that they do not repeat across restarts.
+    next_order_id: std::sync::atomic::AtomicI64,
+}
+
+impl AppState {
+    pub fn next_order_id(&self) -> i64 {
+        self.next_order_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// What the web side needs from the rest of the server.
+pub struct WebParts {
+    pub settings: WebSettings,
+    pub instruments: BTreeMap<String, InstrumentSettings>,
+    pub credentials: Arc<Credentials>,
+    pub admin_secret: String,
+    pub bridge: Arc<WebBridge>,
+    pub user_messages: mpsc::UnboundedReceiver<(UserId, rialto_wire::ServerMsg)>,
+    pub md: Arc<MarketData>,
+    pub metrics: Arc<crate::metrics::Metrics>,
+}
+
+pub struct WebServer {
+    pub addr: SocketAddr,
+    thread: JoinHandle<()>,
+}
+
+impl WebServer {
+    /// Waits for the web thread (after the stop flag is set).
+    pub fn join(self) {
+        let _ = self.thread.join();
+    }
+}
+
+/// Binds the HTTP listener (before anything else starts, so that a port conflict stops the
+/// server early).
+pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Serves on a runtime thread of its own until `stop` turns true.
+pub fn start(
+    parts: WebParts,
+    listener: std::net::TcpListener,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<WebServer> {
+    let addr = listener.local_addr()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("rialto-web")
+        .enable_all()
+        .build()?;
+    let thread = std::thread::Builder::new()
+        .name("rialto-web-main".into())
+        .spawn(move || runtime.block_on(serve(parts, listener, stop)))?;
+    Ok(WebServer { addr, thread })
+}
+
+async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<AtomicBool>) {
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64);
+    let state = Arc::new(AppState {
+        auth: auth::Guard::new(&parts.settings),
+        settings: parts.settings,
+        bridge: parts.bridge,
+        md: parts.md.clone(),
+        credentials: parts.credentials,
+        admin_secret: parts.admin_secret,
+        instruments: Mutex::new(parts.instruments),
+        history: history::Histories::default(),
+        topics: fanout::Topics::default(),
+        metrics: parts.metrics,
+        shutdown: shutdown_rx,
+        next_order_id: std::sync::atomic::AtomicI64::new(now_us),
+    });
+    tokio::spawn(fanout::run(state.clone(), parts.md.subscribe()));
+    tokio::spawn(history::run(state.clone(), parts.user_messages));
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("web listener: {e}");
+            return;
+        }
+    };
+    let app = rest::router(state.clone());
+    let stopping = async move {
+        while !stop.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // WebSocket connections watch this and close themselves.
+        let _ = shutdown_tx.send(true);
+    };
+    let served = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stopping)
+    .await;
+    if let Err(e) = served {
+        tracing::error!("web server: {e}");
+    }
+}

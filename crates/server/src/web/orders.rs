@@ -1,0 +1,184 @@
+//! Order entry and account queries, shared by REST and WebSocket.
+
+use std::sync::Arc;
+
+use rialto_core::{
+    Command, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId, UserReport,
+};
+use rialto_wire::{RequestKind, ServerMsg};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, AppState};
+use crate::pipeline::{Op, Reply};
+
+/// A new order, in the scenario files' words (docs/api.md).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlaceBody {
+    pub symbol: String,
+    #[serde(default)]
+    pub order: Option<i64>,
+    pub side: String,
+    #[serde(default, rename = "type")]
+    pub order_type: Option<String>,
+    #[serde(default)]
+    pub tif: Option<String>,
+    #[serde(default)]
+    pub price: Option<i64>,
+    pub qty: i64,
+    #[serde(default)]
+    pub post_only: bool,
+    #[serde(default)]
+    pub stp: Option<String>,
+}
+
+pub fn symbol_id(state: &AppState, name: &str) -> SymbolId {
+    // An unknown name goes to the engine as NONE, which rejects it `unknown_symbol` in its
+    // rule-given place.
+    state.md.feed().symbol_id(name).unwrap_or(SymbolId::NONE)
+}
+
+/// The engine's words; a word it does not know becomes `None`, which it rejects
+/// `invalid_order` (as the binary gateway does).
+fn place_command(state: &AppState, user: UserId, order: i64, body: &PlaceBody) -> PlaceOrder {
+    let order_type = match body.order_type.as_deref() {
+        None => Some(OrderType::Limit),
+        Some(word) => OrderType::parse(word),
+    };
+    let tif = match body.tif.as_deref() {
+        None if order_type == Some(OrderType::Market) => Some(Tif::Ioc),
+        None => Some(Tif::Gtc),
+        Some(word) => Tif::parse(word),
+    };
+    let stp = match body.stp.as_deref() {
+        None => Some(Stp::CancelTaker),
+        Some(word) => Stp::parse(word),
+    };
+    PlaceOrder {
+        user,
+        order,
+        symbol: symbol_id(state, &body.symbol),
+        side: Side::parse(&body.side),
+        order_type,
+        tif,
+        price: body.price,
+        qty: body.qty,
+        post_only: body.post_only,
+        stp,
+    }
+}
+
+/// Sends an order command; answers what the engine did, and records it in the history.
+async fn order_call(
+    state: &Arc<AppState>,
+    user: UserId,
+    order: i64,
+    kind: RequestKind,
+    cmd: Command,
+) -> Result<Value, ApiError> {
+    let reply = Reply::Order { order, kind };
+    match state.bridge.call(reply, Op::Command(cmd)).await? {
+        ServerMsg::Accepted { seq, ts_ns, .. } => {
+            state.history.record(
+                user,
+                json!({"type": "accepted", "order": order, "kind": kind.as_str(), "seq": seq, "ts_ns": ts_ns}),
+            );
+            super::history::refresh_balances(state, user);
+            Ok(json!({"order": order, "seq": seq, "ts_ns": ts_ns, "status": "accepted"}))
+        }
+        ServerMsg::Rejected {
+            seq, ts_ns, reason, ..
+        } => {
+            state.history.record(
+                user,
+                json!({"type": "rejected", "order": order, "kind": kind.as_str(), "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns}),
+            );
+            Err(ApiError::rejected(reason))
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn unexpected(msg: &ServerMsg) -> ApiError {
+    tracing::error!(?msg, "unexpected reply to a web request");
+    ApiError::new(
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "unexpected reply from the engine",
+    )
+}
+
+pub async fn place(state: &Arc<AppState>, user: UserId, body: &PlaceBody) -> Result<Value, ApiError> {
+    let order = body.order.unwrap_or_else(|| state.next_order_id());
+    let cmd = Command::Place(place_command(state, user, order, body));
+    order_call(state, user, order, RequestKind::Place, cmd).await
+}
+
+pub async fn cancel(state: &Arc<AppState>, user: UserId, order: i64) -> Result<Value, ApiError> {
+    let cmd = Command::Cancel { user, order };
+    order_call(state, user, order, RequestKind::Cancel, cmd).await
+}
+
+pub async fn move_order(
+    state: &Arc<AppState>,
+    user: UserId,
+    order: i64,
+    price: i64,
+) -> Result<Value, ApiError> {
+    let cmd = Command::Move { user, order, price };
+    order_call(state, user, order, RequestKind::Move, cmd).await
+}
+
+pub async fn reduce(
+    state: &Arc<AppState>,
+    user: UserId,
+    order: i64,
+    qty: i64,
+) -> Result<Value, ApiError> {
+    let cmd = Command::Reduce { user, order, qty };
+    order_call(state, user, order, RequestKind::Reduce, cmd).await
+}
+
+pub async fn mass_cancel(
+    state: &Arc<AppState>,
+    user: UserId,
+    symbol: Option<&str>,
+) -> Result<Value, ApiError> {
+    let symbol = symbol.map(|name| symbol_id(state, name));
+    let cmd = Command::MassCancel { user, symbol };
+    order_call(state, user, 0, RequestKind::MassCancel, cmd).await
+}
+
+/// A user's balances and open orders.
+pub async fn report(state: &AppState, user: UserId) -> Result<UserReport, ApiError> {
+    let op = Op::Command(Command::UserReport { user });
+    match state.bridge.call(Reply::Report { request: 0 }, op).await? {
+        ServerMsg::Report { report, .. } => Ok(report),
+        ServerMsg::AdminResult {
+            result: Err(reason),
+            ..
+        } => Err(ApiError::rejected(reason)),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub fn balances_json(report: &UserReport) -> Value {
+    Value::Array(
+        report
+            .balances
+            .iter()
+            .map(|(currency, b)| json!({"currency": currency.as_str(), "available": b.available, "held": b.held}))
+            .collect(),
+    )
+}
+
+pub fn open_orders_json(report: &UserReport) -> Value {
+    Value::Array(
+        report
+            .orders
+            .iter()
+            .map(|o| json!({"symbol": o.symbol.as_str(), "order": o.order, "side": o.side.as_str(), "price": o.price, "remaining": o.remaining}))
+            .collect(),
+    )
+}

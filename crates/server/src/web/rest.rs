@@ -1,0 +1,577 @@
+//! The HTTP routes: REST (public, private, admin), /ws, /metrics, /openapi.json, the console.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, OriginalUri, Path, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::Json;
+use rialto_core::{Command, Name, SymbolSpec, UserId};
+use rialto_wire::ServerMsg;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
+use crate::config::InstrumentSettings;
+use crate::pipeline::{Op, Reply};
+
+type Shared = State<Arc<AppState>>;
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// The checked-in OpenAPI description, served as is.
+pub const OPENAPI: &str = include_str!("../../../../docs/openapi.json");
+
+pub fn router(state: Arc<AppState>) -> Router {
+    let api = Router::new()
+        .route("/time", get(time))
+        .route("/symbols", get(symbols))
+        .route("/book/{symbol}", get(book))
+        .route("/book/{symbol}/orders", get(book_orders))
+        .route("/trades/{symbol}", get(trades))
+        .route("/candles/{symbol}", get(candles))
+        .route("/orders", post(place).get(open_orders).delete(mass_cancel))
+        .route("/orders/history", get(history))
+        .route("/orders/{order}", delete(cancel))
+        .route("/orders/{order}/move", post(move_order))
+        .route("/orders/{order}/reduce", post(reduce))
+        .route("/balances", get(balances))
+        .route("/admin/deposits", post(deposit))
+        .route("/admin/withdrawals", post(withdraw))
+        .route("/admin/users", post(add_user))
+        .route("/admin/symbols", post(add_symbol))
+        .route("/admin/venue", get(venue))
+        .route("/admin/snapshot", post(snapshot))
+        .route("/admin/balances/{user}", get(user_balances))
+        .fallback(api_not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), public_rate));
+    Router::new()
+        .nest("/api/v1", api)
+        .route("/ws", get(super::ws::upgrade))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .fallback(super::assets::serve)
+        .with_state(state)
+}
+
+async fn api_not_found(uri: Uri) -> ApiError {
+    ApiError::not_found(format!("no endpoint {}", uri.path()))
+}
+
+/// Unsigned requests are limited per client address; signed ones per key (in `authorize`).
+async fn public_rate(
+    State(state): Shared,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !request.headers().contains_key("rialto-key")
+        && let Err(e) = state.auth.allow(&peer.ip().to_string())
+    {
+        return e.into_response();
+    }
+    next.run(request).await
+}
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
+}
+
+async fn metrics(State(state): Shared) -> impl IntoResponse {
+    let text = state.metrics.render();
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        text,
+    )
+}
+
+// ----- helpers ---------------------------------------------------------------------------------
+
+/// Reads a body of at most [`MAX_BODY_BYTES`].
+async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body is over {MAX_BODY_BYTES} bytes"),
+        )
+    })
+}
+
+/// Reads and checks a signed request; returns who signed it and its body.
+async fn authorize(
+    state: &AppState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Principal, Bytes), ApiError> {
+    let body = read_body(body).await?;
+    let signed = super::auth::Signed::from_headers(headers)?;
+    let target = uri.path_and_query().map_or(uri.path(), |pq| pq.as_str());
+    let who = state
+        .auth
+        .verify(state, &signed, method.as_str(), target, &body)?;
+    Ok((who, body))
+}
+
+async fn trader(
+    state: &AppState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(UserId, Bytes), ApiError> {
+    match authorize(state, method, uri, headers, body).await? {
+        (Principal::User(user), body) => Ok((user, body)),
+        (Principal::Admin, _) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the admin key does not trade: use a user's key",
+        )),
+    }
+}
+
+async fn admin(
+    state: &AppState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, ApiError> {
+    match authorize(state, method, uri, headers, body).await? {
+        (Principal::Admin, body) => Ok(body),
+        (Principal::User(_), _) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "an admin endpoint needs the admin key",
+        )),
+    }
+}
+
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request("malformed_json", format!("the body is not valid: {e}")))
+}
+
+/// A numeric query parameter, `default` when absent, at most `max`.
+fn query_number(uri: &Uri, name: &str, default: usize, max: usize) -> Result<usize, ApiError> {
+    match query_value(uri, name) {
+        None => Ok(default),
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if n >= 1 && n <= max => Ok(n),
+            _ => Err(ApiError::bad_request(
+                "bad_request",
+                format!("{name} must be a number from 1 to {max}"),
+            )),
+        },
+    }
+}
+
+fn query_value(uri: &Uri, name: &str) -> Option<String> {
+    uri.query()?.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == name).then(|| v.to_string())
+    })
+}
+
+fn path_order(text: &str) -> Result<i64, ApiError> {
+    text.parse()
+        .map_err(|_| ApiError::bad_request("bad_request", "the order id must be an i64"))
+}
+
+/// Resolves a symbol name the feed knows.
+fn known_symbol(state: &AppState, name: &str) -> Result<rialto_core::SymbolId, ApiError> {
+    state
+        .md
+        .feed()
+        .symbol_id(name)
+        .ok_or_else(|| ApiError::unknown_symbol(name))
+}
+
+// ----- public ---------------------------------------------------------------------------------
+
+async fn time() -> Json<Value> {
+    Json(json!({"ts_ns": super::auth::now_ms() as i128 * 1_000_000}))
+}
+
+async fn symbols(State(state): Shared) -> Json<Value> {
+    let instruments = state.instruments.lock().unwrap_or_else(|e| e.into_inner());
+    let feed = state.md.feed();
+    let list: Vec<Value> = feed
+        .symbols()
+        .map(|info| j::symbol(&info, instruments.get(info.spec.symbol.as_str())))
+        .collect();
+    Json(Value::Array(list))
+}
+
+async fn book(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
+    let depth = query_number(&uri, "depth", 50, 1000)?;
+    let id = known_symbol(&state, &symbol)?;
+    let snapshot = state.md.feed().l2(id, depth).expect("a known symbol");
+    Ok(Json(j::l2(&symbol, &snapshot)))
+}
+
+async fn book_orders(State(state): Shared, Path(symbol): Path<String>) -> ApiResult {
+    let id = known_symbol(&state, &symbol)?;
+    let snapshot = state.md.feed().l3(id).expect("a known symbol");
+    Ok(Json(j::l3(&symbol, &snapshot)))
+}
+
+async fn trades(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
+    let limit = query_number(&uri, "limit", 100, 1000)?;
+    let id = known_symbol(&state, &symbol)?;
+    let trades = state.md.feed().recent_trades(id, limit).expect("a known symbol");
+    Ok(Json(Value::Array(trades.iter().map(j::trade).collect())))
+}
+
+async fn candles(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
+    let limit = query_number(&uri, "limit", 60, 1440)?;
+    let id = known_symbol(&state, &symbol)?;
+    let candles = state.md.feed().candles(id, limit).expect("a known symbol");
+    Ok(Json(Value::Array(candles.iter().map(j::candle).collect())))
+}
+
+// ----- private --------------------------------------------------------------------------------
+
+async fn place(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let (user, body) = trader(&state, &method, &uri, &headers, body).await?;
+    let order: orders::PlaceBody = parse_json(&body)?;
+    Ok(Json(orders::place(&state, user, &order).await?))
+}
+
+async fn cancel(
+    State(state): Shared,
+    Path(order): Path<String>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
+    Ok(Json(orders::cancel(&state, user, path_order(&order)?).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriceBody {
+    price: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QtyBody {
+    qty: i64,
+}
+
+async fn move_order(
+    State(state): Shared,
+    Path(order): Path<String>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let (user, body) = trader(&state, &method, &uri, &headers, body).await?;
+    let order = path_order(&order)?;
+    let PriceBody { price } = parse_json(&body)?;
+    Ok(Json(orders::move_order(&state, user, order, price).await?))
+}
+
+async fn reduce(
+    State(state): Shared,
+    Path(order): Path<String>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let (user, body) = trader(&state, &method, &uri, &headers, body).await?;
+    let order = path_order(&order)?;
+    let QtyBody { qty } = parse_json(&body)?;
+    Ok(Json(orders::reduce(&state, user, order, qty).await?))
+}
+
+async fn mass_cancel(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
+    let symbol = query_value(&uri, "symbol");
+    Ok(Json(orders::mass_cancel(&state, user, symbol.as_deref()).await?))
+}
+
+async fn open_orders(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
+    let report = orders::report(&state, user).await?;
+    Ok(Json(orders::open_orders_json(&report)))
+}
+
+async fn balances(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
+    let report = orders::report(&state, user).await?;
+    Ok(Json(orders::balances_json(&report)))
+}
+
+async fn history(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
+    let limit = query_number(&uri, "limit", 100, super::history::HISTORY_LEN)?;
+    Ok(Json(Value::Array(state.history.recent(user, limit))))
+}
+
+// ----- admin ----------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Transfer {
+    user: UserId,
+    currency: String,
+    amount: i64,
+    tx: i64,
+}
+
+/// Sends an admin command; answers with its sequence number.
+async fn admin_call(state: &AppState, cmd: Command) -> ApiResult {
+    match state.bridge.call(Reply::Admin { request: 0 }, Op::Command(cmd)).await? {
+        ServerMsg::AdminResult { seq, result, .. } => match result {
+            Ok(()) => Ok(Json(json!({"seq": seq, "status": "accepted"}))),
+            Err(reason) => Err(ApiError::rejected(reason)),
+        },
+        _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected reply")),
+    }
+}
+
+fn currency(name: &str) -> Result<Name, ApiError> {
+    Name::new(name).ok_or_else(|| {
+        ApiError::bad_request("malformed_json", "a currency is 1 to 23 bytes of UTF-8")
+    })
+}
+
+async fn transfer(
+    state: &AppState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+    deposit: bool,
+) -> ApiResult {
+    let body = admin(state, method, uri, headers, body).await?;
+    let t: Transfer = parse_json(&body)?;
+    if t.amount <= 0 {
+        return Err(ApiError::rejected(rialto_core::Reason::InvalidQty));
+    }
+    let amount = if deposit { t.amount } else { -t.amount };
+    let cmd = Command::AdjustBalance {
+        user: t.user,
+        currency: currency(&t.currency)?,
+        amount,
+        tx: t.tx,
+    };
+    admin_call(state, cmd).await
+}
+
+async fn deposit(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    transfer(&state, &method, &uri, &headers, body, true).await
+}
+
+async fn withdraw(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    transfer(&state, &method, &uri, &headers, body, false).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewUser {
+    user: UserId,
+}
+
+async fn add_user(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let body = admin(&state, &method, &uri, &headers, body).await?;
+    let NewUser { user } = parse_json(&body)?;
+    let op = Op::Command(Command::AddUser { user });
+    match state.bridge.call(Reply::AddUser { request: 0 }, op).await? {
+        ServerMsg::UserAdded { seq, user, secret, .. } => Ok(Json(
+            json!({"user": user, "secret": String::from_utf8_lossy(secret.as_bytes()), "seq": seq}),
+        )),
+        ServerMsg::AdminResult {
+            result: Err(reason),
+            ..
+        } => Err(ApiError::rejected(reason)),
+        _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected reply")),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewSymbol {
+    symbol: String,
+    base: String,
+    quote: String,
+    base_scale: i64,
+    quote_scale: i64,
+    maker_fee: i64,
+    taker_fee: i64,
+    #[serde(default)]
+    price_tick: Option<String>,
+    #[serde(default)]
+    qty_lot: Option<String>,
+}
+
+async fn add_symbol(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let body = admin(&state, &method, &uri, &headers, body).await?;
+    let s: NewSymbol = parse_json(&body)?;
+    let decimal = |text: &Option<String>| -> Result<String, ApiError> {
+        let text = text.clone().unwrap_or_else(|| "1".to_string());
+        match rialto_fix::Decimal::parse(text.as_bytes()) {
+            Ok(d) if d.mantissa > 0 => Ok(text),
+            _ => Err(ApiError::bad_request(
+                "malformed_json",
+                "price_tick and qty_lot are positive decimals",
+            )),
+        }
+    };
+    let settings = InstrumentSettings {
+        price_tick: decimal(&s.price_tick)?,
+        qty_lot: decimal(&s.qty_lot)?,
+    };
+    let spec = SymbolSpec {
+        symbol: currency(&s.symbol)?,
+        base: currency(&s.base)?,
+        quote: currency(&s.quote)?,
+        base_scale: s.base_scale,
+        quote_scale: s.quote_scale,
+        maker_fee: s.maker_fee,
+        taker_fee: s.taker_fee,
+    };
+    let answer = admin_call(&state, Command::AddSymbol(spec)).await?;
+    state
+        .instruments
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(s.symbol, settings);
+    Ok(answer)
+}
+
+async fn venue(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    admin(&state, &method, &uri, &headers, body).await?;
+    let op = Op::Command(Command::VenueReport);
+    match state.bridge.call(Reply::VenueReport { request: 0 }, op).await? {
+        ServerMsg::VenueReport { totals, .. } => Ok(Json(Value::Array(
+            totals
+                .iter()
+                .map(|t| {
+                    json!({"currency": t.currency.as_str(), "deposits": t.deposits, "withdrawals": t.withdrawals,
+                        "available": t.available, "held": t.held, "fees": t.fees})
+                })
+                .collect(),
+        ))),
+        _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected reply")),
+    }
+}
+
+async fn snapshot(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    admin(&state, &method, &uri, &headers, body).await?;
+    match state
+        .bridge
+        .call(Reply::Snapshot { request: 0 }, Op::TakeSnapshot)
+        .await?
+    {
+        ServerMsg::SnapshotTaken {
+            seq, state_hash, ..
+        } => Ok(Json(
+            json!({"seq": seq, "state_hash": crate::auth::hex(&state_hash)}),
+        )),
+        ServerMsg::AdminResult {
+            result: Err(reason),
+            ..
+        } => Err(ApiError::rejected(reason)),
+        _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected reply")),
+    }
+}
+
+async fn user_balances(
+    State(state): Shared,
+    Path(user): Path<String>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    admin(&state, &method, &uri, &headers, body).await?;
+    let user: UserId = user
+        .parse()
+        .map_err(|_| ApiError::bad_request("bad_request", "the user id must be an i64"))?;
+    let report = orders::report(&state, user).await?;
+    Ok(Json(json!({
+        "user": user,
+        "balances": orders::balances_json(&report),
+        "orders": orders::open_orders_json(&report),
+    })))
+}

@@ -1,0 +1,395 @@
+//! The WebSocket API (docs/api.md): public channels, a private `user` channel after login,
+//! and order entry.
+//!
+//! Each connection has a writer task fed by a bounded queue. Stream messages go into that
+//! queue without waiting: a connection whose queue is full (or whose channel subscription
+//! fell behind) is a slow consumer, told so and closed, while everyone else carries on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use futures_util::{SinkExt, StreamExt};
+use rialto_core::UserId;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, broadcast, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
+
+/// Close code for a message over the size limit (RFC 6455 "message too big").
+const CLOSE_TOO_BIG: u16 = 1009;
+/// Close code for a slow consumer ("policy violation").
+const CLOSE_POLICY: u16 = 1008;
+
+pub async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
+    let live = state.metrics.ws_connections();
+    if live >= state.settings.max_ws_connections as u64 {
+        return ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            "too many WebSocket connections",
+        )
+        .into_response_body();
+    }
+    ws.max_message_size(MAX_BODY_BYTES)
+        .max_frame_size(MAX_BODY_BYTES)
+        .on_upgrade(move |socket| connection(state, socket))
+}
+
+impl ApiError {
+    fn into_response_body(self) -> Response {
+        axum::response::IntoResponse::into_response(self)
+    }
+}
+
+#[derive(Deserialize)]
+struct Request {
+    id: Option<Value>,
+    op: String,
+    #[serde(flatten)]
+    args: Value,
+}
+
+/// How a connection ends, as its close frame says.
+struct Ending {
+    code: u16,
+    reason: &'static str,
+    /// A last message before the close (for a slow consumer, whose queue is dropped).
+    notice: Option<Utf8Bytes>,
+}
+
+struct Connection {
+    state: Arc<AppState>,
+    out: mpsc::Sender<Utf8Bytes>,
+    /// Rung by a subscription that finds the queue full or falls behind its channel.
+    slow: Arc<Notify>,
+    subscriptions: HashMap<String, JoinHandle<()>>,
+    user: Option<UserId>,
+}
+
+async fn connection(state: Arc<AppState>, socket: WebSocket) {
+    state.metrics.ws_opened();
+    let (mut sink, mut stream) = socket.split();
+    let (out, mut queue) = mpsc::channel::<Utf8Bytes>(state.settings.max_ws_queue);
+    let (end_tx, mut end_rx) = oneshot::channel::<Ending>();
+    let mut shutdown = state.shutdown.clone();
+
+    // The writer: drains the queue in bursts, one flush per burst.
+    let writer = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                biased;
+                ending = &mut end_rx => {
+                    if let Ok(ending) = ending {
+                        if let Some(notice) = ending.notice {
+                            let _ = sink.send(Message::Text(notice)).await;
+                        } else {
+                            // A normal end: what was queued goes out first.
+                            while let Ok(message) = queue.try_recv() {
+                                let _ = sink.feed(Message::Text(message)).await;
+                            }
+                        }
+                        let _ = sink.send(close(ending.code, ending.reason)).await;
+                    }
+                    return;
+                }
+                message = queue.recv() => {
+                    let Some(message) = message else { return };
+                    if sink.feed(Message::Text(message)).await.is_err() {
+                        return;
+                    }
+                    while let Ok(message) = queue.try_recv() {
+                        if sink.feed(Message::Text(message)).await.is_err() {
+                            return;
+                        }
+                    }
+                    if sink.flush().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+
+    let slow = Arc::new(Notify::new());
+    let mut conn = Connection {
+        state: state.clone(),
+        out,
+        slow: slow.clone(),
+        subscriptions: HashMap::new(),
+        user: None,
+    };
+    let ending = loop {
+        tokio::select! {
+            frame = stream.next() => match frame {
+                Some(Ok(Message::Text(text))) => conn.on_text(&text).await,
+                Some(Ok(Message::Binary(_))) => conn.reply(None, Err(ApiError::bad_request(
+                    "malformed_json", "send requests as text frames of JSON"))),
+                Some(Ok(Message::Close(_))) | None => break Ending { code: 1000, reason: "bye", notice: None },
+                Some(Ok(_)) => {} // ping and pong are answered by the library
+                Some(Err(e)) => {
+                    // Most often a message over the size limit.
+                    tracing::debug!("WebSocket read: {e}");
+                    let error = ApiError::new(axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                        "payload_too_large", format!("a message is at most {MAX_BODY_BYTES} bytes"));
+                    break Ending { code: CLOSE_TOO_BIG, reason: "message too big",
+                        notice: Some(Utf8Bytes::from(error.body().to_string())) };
+                }
+            },
+            _ = slow.notified() => {
+                conn.state.metrics.ws_slow_consumer();
+                let notice = json!({"ch": "error", "error": {"code": "slow_consumer",
+                    "message": "this connection fell too far behind its streams and is closed"}});
+                break Ending { code: CLOSE_POLICY, reason: "slow consumer",
+                    notice: Some(Utf8Bytes::from(notice.to_string())) };
+            }
+            _ = shutdown.changed() => break Ending { code: 1001, reason: "server stopping", notice: None },
+        }
+    };
+    for (_, task) in conn.subscriptions.drain() {
+        task.abort();
+    }
+    drop(conn);
+    let _ = end_tx.send(ending);
+    let _ = writer.await;
+    state.metrics.ws_closed();
+}
+
+fn close(code: u16, reason: &'static str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: Utf8Bytes::from_static(reason),
+    }))
+}
+
+/// Copies a channel into the connection's queue until the connection goes or falls behind.
+fn forward(
+    mut rx: broadcast::Receiver<Utf8Bytes>,
+    out: mpsc::Sender<Utf8Bytes>,
+    slow: Arc<Notify>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match rx.recv().await {
+                Ok(message) => match out.try_send(message) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        slow.notify_one();
+                        return;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => return,
+                },
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    slow.notify_one();
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    })
+}
+
+fn field<'a>(args: &'a Value, name: &str) -> Option<&'a Value> {
+    args.get(name)
+}
+
+fn need_i64(args: &Value, name: &str) -> Result<i64, ApiError> {
+    field(args, name)
+        .and_then(Value::as_i64)
+        .ok_or_else(|| ApiError::bad_request("malformed_json", format!("`{name}` must be an i64")))
+}
+
+impl Connection {
+    /// Queues a message; a full queue makes this a slow consumer.
+    fn send(&self, message: Value) {
+        if self
+            .out
+            .try_send(Utf8Bytes::from(message.to_string()))
+            .is_err()
+        {
+            self.slow.notify_one();
+        }
+    }
+
+    fn reply(&self, id: Option<Value>, result: Result<Value, ApiError>) {
+        let id = id.unwrap_or(Value::Null);
+        self.send(match result {
+            Ok(result) => json!({"id": id, "result": result}),
+            Err(e) => json!({"id": id, "error": {"code": e.code, "message": e.message}}),
+        });
+    }
+
+    async fn on_text(&mut self, text: &str) {
+        let request: Request = match serde_json::from_str(text) {
+            Ok(r) => r,
+            Err(e) => {
+                return self.reply(
+                    None,
+                    Err(ApiError::bad_request("malformed_json", format!("not a request: {e}"))),
+                );
+            }
+        };
+        let id = request.id.clone();
+        let result = self.handle(&request).await;
+        self.reply(id, result);
+    }
+
+    async fn handle(&mut self, request: &Request) -> Result<Value, ApiError> {
+        let args = &request.args;
+        let state = self.state.clone();
+        match request.op.as_str() {
+            "subscribe" => {
+                let channel = field(args, "ch").and_then(Value::as_str).unwrap_or("");
+                self.subscribe(channel).await
+            }
+            "unsubscribe" => {
+                let channel = field(args, "ch").and_then(Value::as_str).unwrap_or("");
+                match self.subscriptions.remove(channel) {
+                    Some(task) => {
+                        task.abort();
+                        Ok(json!({"unsubscribed": channel}))
+                    }
+                    None => Err(ApiError::bad_request("bad_request", "not subscribed to that channel")),
+                }
+            }
+            "login" => self.login(args),
+            "place" => {
+                let user = self.trader()?;
+                let body: orders::PlaceBody = serde_json::from_value(without_meta(args))
+                    .map_err(|e| ApiError::bad_request("malformed_json", format!("not an order: {e}")))?;
+                orders::place(&state, user, &body).await
+            }
+            "cancel" => {
+                let user = self.trader()?;
+                orders::cancel(&state, user, need_i64(args, "order")?).await
+            }
+            "move" => {
+                let user = self.trader()?;
+                orders::move_order(&state, user, need_i64(args, "order")?, need_i64(args, "price")?).await
+            }
+            "reduce" => {
+                let user = self.trader()?;
+                orders::reduce(&state, user, need_i64(args, "order")?, need_i64(args, "qty")?).await
+            }
+            "mass_cancel" => {
+                let user = self.trader()?;
+                let symbol = field(args, "symbol").and_then(Value::as_str);
+                orders::mass_cancel(&state, user, symbol).await
+            }
+            other => Err(ApiError::bad_request("bad_request", format!("unknown op {other:?}"))),
+        }
+    }
+
+    fn trader(&self) -> Result<UserId, ApiError> {
+        self.user.ok_or_else(|| {
+            ApiError::new(axum::http::StatusCode::UNAUTHORIZED, "missing_credentials", "log in first")
+        })
+    }
+
+    fn login(&mut self, args: &Value) -> Result<Value, ApiError> {
+        let text = |name: &str| -> String {
+            match field(args, name) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => String::new(),
+            }
+        };
+        let (key, ts, nonce, sig) = (text("key"), text("ts"), text("nonce"), text("sig"));
+        let signed = super::auth::Signed {
+            key: &key,
+            timestamp_ms: &ts,
+            nonce: &nonce,
+            signature: &sig,
+        };
+        match self.state.auth.verify(&self.state, &signed, "WS", "/ws", b"")? {
+            Principal::User(user) => {
+                self.user = Some(user);
+                Ok(json!({"user": user}))
+            }
+            Principal::Admin => Err(ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "forbidden",
+                "the WebSocket API is for traders: log in with a user's key",
+            )),
+        }
+    }
+
+    async fn subscribe(&mut self, channel: &str) -> Result<Value, ApiError> {
+        if self.subscriptions.contains_key(channel) {
+            return Err(ApiError::bad_request("bad_request", "already subscribed"));
+        }
+        let state = self.state.clone();
+        if channel == "user" {
+            let user = self.trader()?;
+            // Subscribe first, then read: nothing falls between.
+            let rx = state.history.subscribe(user);
+            let report = orders::report(&state, user).await?;
+            self.send(json!({"ch": "user", "type": "balances", "balances": orders::balances_json(&report)}));
+            self.send(json!({"ch": "user", "type": "orders", "orders": orders::open_orders_json(&report)}));
+            self.subscriptions.insert(
+                channel.to_string(),
+                forward(rx, self.out.clone(), self.slow.clone()),
+            );
+            return Ok(json!({"subscribed": channel}));
+        }
+        let Some((kind, name)) = channel.split_once('.') else {
+            return Err(ApiError::bad_request("bad_request", format!("unknown channel {channel:?}")));
+        };
+        if !matches!(kind, "book" | "orders" | "trades" | "bbo" | "candles") {
+            return Err(ApiError::bad_request("bad_request", format!("unknown channel {channel:?}")));
+        }
+        let rx = state.topics.subscribe(channel);
+        let first = {
+            let feed = state.md.feed();
+            let id = feed.symbol_id(name).ok_or_else(|| ApiError::unknown_symbol(name))?;
+            match kind {
+                "book" => {
+                    let l2 = feed.l2(id, usize::MAX).expect("known");
+                    let mut m = j::l2(name, &l2);
+                    m["ch"] = json!(channel);
+                    m["type"] = json!("snapshot");
+                    m
+                }
+                "orders" => {
+                    let l3 = feed.l3(id).expect("known");
+                    let mut m = j::l3(name, &l3);
+                    m["ch"] = json!(channel);
+                    m["type"] = json!("snapshot");
+                    m
+                }
+                "trades" => {
+                    let trades = feed.recent_trades(id, 50).expect("known");
+                    json!({"ch": channel, "type": "snapshot", "trades": trades.iter().map(j::trade).collect::<Vec<_>>()})
+                }
+                "bbo" => {
+                    let (seq, bid, ask) = feed.bbo(id).expect("known");
+                    j::bbo(channel, seq, bid, ask)
+                }
+                _ => {
+                    let candles = feed.candles(id, 60).expect("known");
+                    json!({"ch": channel, "type": "snapshot", "candles": candles.iter().map(j::candle).collect::<Vec<_>>()})
+                }
+            }
+        };
+        self.send(first);
+        self.subscriptions.insert(
+            channel.to_string(),
+            forward(rx, self.out.clone(), self.slow.clone()),
+        );
+        Ok(json!({"subscribed": channel}))
+    }
+}
+
+/// The request's own fields without the envelope (`id`, `op`).
+fn without_meta(args: &Value) -> Value {
+    let mut args = args.clone();
+    if let Some(map) = args.as_object_mut() {
+        map.remove("id");
+        map.remove("op");
+    }
+    args
+}
