@@ -172,6 +172,12 @@ export class Account {
       case 'balances':
         this.setBalances(msg.balances);
         return;
+      case 'orders':
+        // The open orders, sent with the balances on subscribing.
+        this.orders.clear();
+        for (const o of msg.orders || []) this.orders.set(o.order, o);
+        this.markDirty('orders');
+        return;
       case 'fill': {
         this.fills.unshift(msg);
         if (this.fills.length > 200) this.fills.length = 200;
@@ -285,6 +291,12 @@ export class Account {
     button.className = `place ${side}`;
     button.textContent = `${side === 'buy' ? 'Buy' : 'Sell'} ${this.symbol() || ''}`;
     const type = $('order-type').value;
+    // A market order never rests: GTC is not a choice for it (the engine says invalid_order).
+    const gtc = $('order-tif').querySelector('option[value="gtc"]');
+    gtc.disabled = type === 'market';
+    if (type === 'market' && $('order-tif').value === 'gtc') $('order-tif').value = 'ioc';
+    if (type === 'limit' && $('order-tif').value === 'ioc' && this.lastType === 'market') $('order-tif').value = 'gtc';
+    this.lastType = type;
     $('order-price').placeholder = type === 'market' ? 'protection price (optional)' : 'limit price';
     const form = this.units(this.symbol()) ? this.readForm() : { error: '' };
     $('order-preview').textContent = form.body

@@ -3,7 +3,7 @@
 
 import { formatInt } from './decimal.js';
 import { HistogramChart, formatSeconds } from './charts.js';
-import { parseHistograms, delta, quantile } from './metrics.js';
+import { parseHistograms, parseScalars, delta, quantile } from './metrics.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -177,7 +177,9 @@ export class AdminView {
     this.status('taking a snapshot…');
     try {
       const answer = await this.api.signed('POST', '/api/v1/admin/snapshot');
-      this.status(`snapshot taken ${answer ? JSON.stringify(answer) : ''}`, 'ok');
+      const at = answer && answer.seq !== undefined ? ` at seq ${answer.seq}` : '';
+      const hash = answer && answer.state_hash ? `, state hash ${answer.state_hash}` : '';
+      this.status(`snapshot taken${at}${hash}`, 'ok');
     } catch (error) {
       this.status(`snapshot: ${describeError(error)}`, 'error');
     }
@@ -228,6 +230,7 @@ export class AdminView {
       $('histograms').textContent = `/metrics: ${describeError(error)}`;
       return;
     }
+    this.renderScalars(parseScalars(text));
     const recent = $('metrics-window').value === 'recent';
     const series = parseHistograms(text);
     const rank = (s) => {
@@ -251,6 +254,17 @@ export class AdminView {
       card.chart.update(shown);
       card.chart.render();
     }
+  }
+
+  /** The counters and gauges that are not zero. */
+  renderScalars(samples) {
+    const rows = samples
+      .filter((x) => x.value !== 0)
+      .map((x) => {
+        const labels = Object.entries(x.labels).map(([k, v]) => `${k}="${v}"`).join(',');
+        return [labels ? `${x.name}{${labels}}` : x.name, { value: x.value }];
+      });
+    $('counters').replaceChildren(table(rows, ['value'], 'metric'));
   }
 
   card(s, container) {

@@ -96,3 +96,25 @@ export function quantile(s, q) {
   }
   return lower;
 }
+
+/** Counters and gauges (every sample that is not part of a histogram): [{ name, labels, value }]. */
+export function parseScalars(text) {
+  const types = new Map();
+  const out = [];
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (!line) continue;
+    if (line.startsWith('#')) {
+      const parts = line.split(/\s+/);
+      if (parts[1] === 'TYPE') types.set(parts[2], parts[3]);
+      continue;
+    }
+    const m = SAMPLE_RE.exec(line);
+    if (!m) continue;
+    const [, name, , labelText, valueText] = m;
+    const base = name.replace(/_(bucket|sum|count)$/, '');
+    if (types.get(base) === 'histogram') continue;
+    out.push({ name, labels: parseLabels(labelText), value: parseValue(valueText) });
+  }
+  return out;
+}
