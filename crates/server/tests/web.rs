@@ -776,3 +776,31 @@ fn a_slow_consumer_is_cut_off_and_others_carry_on() {
     );
     server.shutdown().unwrap();
 }
+
+#[test]
+fn every_documented_endpoint_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let spec = http.get("/openapi.json").body;
+    for (path, methods) in spec["paths"].as_object().unwrap() {
+        let target = path
+            .replace("{symbol}", "BTC-USD")
+            .replace("{order}", "1")
+            .replace("{user}", "1");
+        for (method, operation) in methods.as_object().unwrap() {
+            let method = method.to_uppercase();
+            let answer = http.raw(&method, &target, &[], b"");
+            if operation.get("security").is_some() {
+                assert_eq!(
+                    (answer.status, error_code(&answer)),
+                    (401, "missing_credentials"),
+                    "{method} {target}"
+                );
+            } else {
+                assert_eq!(answer.status, 200, "{method} {target}: {:?}", answer.body);
+            }
+        }
+    }
+    server.shutdown().unwrap();
+}

@@ -600,3 +600,27 @@ async fn user_balances(
         "orders": orders::open_orders_json(&report),
     })))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The routes this file registers under /api/v1, read from its own source.
+    fn routed_paths() -> std::collections::BTreeSet<String> {
+        include_str!("rest.rs")
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix(".route(\"/"))
+            .filter_map(|rest| rest.split('"').next())
+            .filter(|path| !matches!(*path, "ws" | "metrics" | "openapi.json"))
+            .map(|path| format!("/api/v1/{path}"))
+            .collect()
+    }
+
+    #[test]
+    fn the_openapi_description_lists_every_route() {
+        let spec: Value = serde_json::from_str(OPENAPI).unwrap();
+        let documented: std::collections::BTreeSet<String> =
+            spec["paths"].as_object().unwrap().keys().cloned().collect();
+        assert_eq!(documented, routed_paths());
+    }
+}
