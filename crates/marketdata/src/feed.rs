@@ -25,7 +25,9 @@ pub struct SymbolInfo {
     pub spec: SymbolSpec,
 }
 
-type Bbo = (Option<(i64, i64)>, Option<(i64, i64)>);
+/// A best level: (price, qty), or none.
+pub type Quote = Option<(i64, i64)>;
+type Bbo = (Quote, Quote);
 
 struct SymbolFeed {
     spec: SymbolSpec,
@@ -122,7 +124,14 @@ impl Feed {
                 let rest = p.qty - tally.filled - tally.cancelled;
                 if let (true, Some(side), Some(price)) = (rests && rest > 0, p.side, p.price) {
                     self.next_order += 1;
-                    self.rest(p.symbol, (p.user, p.order), self.next_order, side, price, rest);
+                    self.rest(
+                        p.symbol,
+                        (p.user, p.order),
+                        self.next_order,
+                        side,
+                        price,
+                        rest,
+                    );
                 }
             }
             Command::Move { user, order, price } => {
@@ -225,9 +234,12 @@ impl Feed {
                     self.on_trade(ts_ns, t);
                 }
                 OwnedEvent::Cancelled(c) => {
-                    if !self.on_cancelled(c) && (c.user, c.order) == taker {
-                        tally.cancelled += c.qty;
-                    }
+                    let of_resting_order = self.on_cancelled(c);
+                    tally.cancelled += if !of_resting_order && (c.user, c.order) == taker {
+                        c.qty
+                    } else {
+                        0
+                    };
                 }
                 _ => {}
             }
@@ -353,7 +365,11 @@ impl Feed {
         self.touched = touched;
         for (i, sym) in self.symbols.iter_mut().enumerate() {
             if std::mem::take(&mut sym.traded) {
-                let candle = *sym.candles.recent(1).first().expect("a trade made a candle");
+                let candle = *sym
+                    .candles
+                    .recent(1)
+                    .first()
+                    .expect("a trade made a candle");
                 self.out.push(Update::Candle {
                     symbol: SymbolId(i as u32),
                     candle,
@@ -372,7 +388,9 @@ impl Feed {
     }
 
     pub fn symbol(&self, id: SymbolId) -> Option<SymbolInfo> {
-        self.symbols.get(id.0 as usize).map(|s| SymbolInfo { id, spec: s.spec })
+        self.symbols
+            .get(id.0 as usize)
+            .map(|s| SymbolInfo { id, spec: s.spec })
     }
 
     pub fn symbol_id(&self, name: &str) -> Option<SymbolId> {
@@ -393,7 +411,7 @@ impl Feed {
     }
 
     /// (L2 sequence, best bid, best ask).
-    pub fn bbo(&self, id: SymbolId) -> Option<(u64, Option<(i64, i64)>, Option<(i64, i64)>)> {
+    pub fn bbo(&self, id: SymbolId) -> Option<(u64, Quote, Quote)> {
         let s = self.symbols.get(id.0 as usize)?;
         Some((s.l2_seq, s.bbo.0, s.bbo.1))
     }

@@ -80,12 +80,28 @@ fn random_command(rng: &mut Rng, live: &[(i64, i64)], next_order: &mut i64) -> C
     match rng.below(100) {
         0..=49 => {
             *next_order += 1;
-            let side = if rng.below(2) == 0 { Side::Buy } else { Side::Sell };
-            let mut p = PlaceOrder::limit(user, *next_order, symbol, side, price, 1 + rng.below(9) as i64);
+            let side = if rng.below(2) == 0 {
+                Side::Buy
+            } else {
+                Side::Sell
+            };
+            let mut p = PlaceOrder::limit(
+                user,
+                *next_order,
+                symbol,
+                side,
+                price,
+                1 + rng.below(9) as i64,
+            );
             p = match rng.below(10) {
                 0 => p.with_tif(Tif::Ioc),
                 1 => p.with_tif(Tif::Fok),
-                2 => PlaceOrder { order_type: Some(OrderType::Market), tif: Some(Tif::Ioc), price: None, ..p },
+                2 => PlaceOrder {
+                    order_type: Some(OrderType::Market),
+                    tif: Some(Tif::Ioc),
+                    price: None,
+                    ..p
+                },
                 3 => p.with_post_only(),
                 _ => p,
             };
@@ -105,18 +121,28 @@ fn random_command(rng: &mut Rng, live: &[(i64, i64)], next_order: &mut i64) -> C
         }
         85..=97 if !live.is_empty() => {
             let (user, order) = pick(rng);
-            Command::Reduce { user, order, qty: 1 + rng.below(4) as i64 }
+            Command::Reduce {
+                user,
+                order,
+                qty: 1 + rng.below(4) as i64,
+            }
         }
-        98 => Command::MassCancel { user, symbol: Some(symbol) },
+        98 => Command::MassCancel {
+            user,
+            symbol: Some(symbol),
+        },
         _ => Command::MassCancel { user, symbol: None },
     }
 }
 
 /// The engine's book as an L3 client would see it: (price, qty) of each order in priority
 /// order, and the aggregated levels.
-fn engine_view(engine: &Engine, symbol: SymbolId) -> (Vec<(i64, i64)>, Vec<(i64, i64)>) {
+type Levels = Vec<(i64, i64)>;
+
+fn engine_view(engine: &Engine, symbol: SymbolId) -> (Levels, Levels) {
     let (bids, asks) = engine.resting_orders(symbol);
-    let orders = |v: &[rialto_core::RestingOrder]| v.iter().map(|o| (o.price, o.remaining)).collect();
+    let orders =
+        |v: &[rialto_core::RestingOrder]| v.iter().map(|o| (o.price, o.remaining)).collect();
     (orders(&bids), orders(&asks))
 }
 
@@ -201,8 +227,9 @@ fn run(seed: u64, commands: usize, gap_at: Option<usize>) {
                 }
             }
         }
-        if i % 97 == 0 || i + 1 == commands {
-            if !lost && gap_at.is_none_or(|at| i < at) {
+        let checkpoint = i % 97 == 0 || i + 1 == commands;
+        if checkpoint && !lost && gap_at.is_none_or(|at| i < at) {
+            {
                 for &s in &symbols {
                     check(&engine, s, &l2[s.0 as usize], &l3[s.0 as usize]);
                 }
@@ -222,7 +249,10 @@ fn run(seed: u64, commands: usize, gap_at: Option<usize>) {
     if gap_at.is_some() {
         assert!(gaps > 0, "the lost updates were noticed");
     }
-    assert!(trades_seen.iter().all(|&t| t > 50), "the run traded: {trades_seen:?}");
+    assert!(
+        trades_seen.iter().all(|&t| t > 50),
+        "the run traded: {trades_seen:?}"
+    );
 }
 
 #[test]

@@ -53,6 +53,8 @@ pub struct GatewayConfig {
     pub burst: u64,
     pub max_output_bytes: usize,
     pub admin_secret: String,
+    /// Where the round-trip latency samples go.
+    pub metrics: Arc<Metrics>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +126,6 @@ impl Gateway {
         pipeline: Pipeline,
         mut fix: Option<FixGateway>,
         web: Option<Arc<WebBridge>>,
-        metrics: Arc<Metrics>,
     ) -> io::Result<Gateway> {
         let poll = Poll::new()?;
         if let Some(fix) = &mut fix {
@@ -142,6 +143,7 @@ impl Gateway {
         if let Some(web) = &web {
             web.set_gateway_bell(bell.clone());
         }
+        let metrics = Arc::clone(&config.metrics);
         Ok(Gateway {
             poll,
             order_listener,
@@ -448,7 +450,7 @@ impl Gateway {
             n += 1;
             if let ServerMsg::Accepted { ts_ns, .. } | ServerMsg::Rejected { ts_ns, .. } = msg {
                 self.replies += 1;
-                if self.replies % SAMPLE_EVERY == 0 {
+                if self.replies.is_multiple_of(SAMPLE_EVERY) {
                     let ns = crate::pipeline::now_ns().saturating_sub(ts_ns);
                     self.metrics.roundtrip_latency.record(ns.max(0) as u64);
                 }

@@ -169,6 +169,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         instruments.refresh(&demo_symbols);
         tracing::info!("demo venue created: {}", demo::describe(&credentials));
     }
+    market_data.settle(&md_ring, Duration::from_secs(5));
 
     let fix = if config.fix.enabled {
         let f = &config.fix;
@@ -217,12 +218,12 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             burst: config.gateway.burst,
             max_output_bytes: config.gateway.max_output_bytes,
             admin_secret: admin_secret.clone(),
+            metrics: metrics.clone(),
         },
         credentials.clone(),
         pipeline,
         fix,
         web_bridge,
-        metrics.clone(),
     )
     .with_context(|| {
         format!(

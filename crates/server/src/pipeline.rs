@@ -678,7 +678,7 @@ impl EngineStage {
         };
         self.events.clear();
         self.applied += 1;
-        let result = if self.applied % SAMPLE_EVERY == 0 {
+        let result = if self.applied.is_multiple_of(SAMPLE_EVERY) {
             let started = std::time::Instant::now();
             let result = self.engine.apply(seq, ts_ns, &cmd, &mut self.events);
             let ns = started.elapsed().as_nanos() as u64;

@@ -60,6 +60,17 @@ impl MarketData {
         self.batches.subscribe()
     }
 
+    /// Waits until the thread has applied everything in the ring (at start-up, so that the
+    /// first readers see the recovered venue).
+    pub fn settle(&self, ring: &Ring<MdInput>, timeout: Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        while !ring.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The thread pops under the lock: once we hold it, what it popped is applied.
+        drop(self.feed());
+    }
+
     /// Runs the market data thread until the engine has finished and the ring is empty.
     pub fn spawn(
         self: &Arc<Self>,

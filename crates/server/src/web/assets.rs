@@ -34,7 +34,11 @@ pub async fn serve(uri: Uri) -> Response {
             file.contents(),
         )
             .into_response(),
-        None => super::ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no file /{path}"))
-            .into_response(),
+        None => super::ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no file /{path}"),
+        )
+        .into_response(),
     }
 }

@@ -60,7 +60,13 @@ fn unauthorized(code: &'static str, message: &str) -> ApiError {
 }
 
 /// The text a signature covers.
-pub fn signed_text(timestamp_ms: &str, nonce: &str, method: &str, target: &str, body: &[u8]) -> Vec<u8> {
+pub fn signed_text(
+    timestamp_ms: &str,
+    nonce: &str,
+    method: &str,
+    target: &str,
+    body: &[u8],
+) -> Vec<u8> {
     let mut text = Vec::with_capacity(64 + target.len() + body.len());
     for part in [timestamp_ms, nonce, method, target] {
         text.extend_from_slice(part.as_bytes());
@@ -78,7 +84,7 @@ pub fn sign(secret: &str, text: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 || !text.is_ascii() {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
         return None;
     }
     (0..text.len())
@@ -116,7 +122,9 @@ impl Guard {
             (Principal::Admin, state.admin_secret.clone())
         } else {
             match signed.key.parse::<i64>() {
-                Ok(user) if user > 0 => (Principal::User(user), state.credentials.user_secret(user)),
+                Ok(user) if user > 0 => {
+                    (Principal::User(user), state.credentials.user_secret(user))
+                }
                 _ => return Err(unauthorized("unknown_key", "the key names no user")),
             }
         };
@@ -137,7 +145,13 @@ impl Guard {
         let presented = unhex(signed.signature)
             .ok_or_else(|| unauthorized("bad_signature", "the signature is not hex"))?;
         let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
-        mac.update(&signed_text(signed.timestamp_ms, signed.nonce, method, target, body));
+        mac.update(&signed_text(
+            signed.timestamp_ms,
+            signed.nonce,
+            method,
+            target,
+            body,
+        ));
         mac.verify_slice(&presented)
             .map_err(|_| unauthorized("bad_signature", "the signature does not match"))?;
         {
@@ -186,7 +200,13 @@ mod tests {
         assert_eq!(text, b"1\n2\nPOST\n/api/v1/orders\n{}");
         let sig = sign("secret", &text);
         assert_eq!(sig.len(), 64);
-        assert_ne!(sig, sign("secret", &signed_text("1", "3", "POST", "/api/v1/orders", b"{}")));
+        assert_ne!(
+            sig,
+            sign(
+                "secret",
+                &signed_text("1", "3", "POST", "/api/v1/orders", b"{}")
+            )
+        );
         assert_eq!(unhex(&sig).unwrap().len(), 32);
         assert!(unhex("zz").is_none());
     }

@@ -95,7 +95,9 @@ impl WebBridge {
         }
     }
 
-    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, oneshot::Sender<ServerMsg>>> {
+    fn lock_pending(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<SessionId, oneshot::Sender<ServerMsg>>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 

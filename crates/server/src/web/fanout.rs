@@ -12,6 +12,7 @@ use std::time::Duration;
 use axum::extract::ws::Utf8Bytes;
 use rialto_core::{Side, SymbolId};
 use rialto_marketdata::Update;
+use rialto_marketdata::feed::Quote;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -64,7 +65,7 @@ struct SymbolRound {
     levels: BTreeMap<(Side, i64), i64>,
     l3: Vec<Value>,
     trades: Vec<Value>,
-    bbo: Option<(u64, Option<(i64, i64)>, Option<(i64, i64)>)>,
+    bbo: Option<(u64, Quote, Quote)>,
     candle: Option<Value>,
 }
 
@@ -164,7 +165,8 @@ fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>) {
                 json!({"ch": format!("trades.{name}"), "type": "trades", "trades": round.trades}),
             );
         }
-        if let (Some((seq, bid, ask)), Some(tx)) = (round.bbo, topics.wanted(&format!("bbo.{name}")))
+        if let (Some((seq, bid, ask)), Some(tx)) =
+            (round.bbo, topics.wanted(&format!("bbo.{name}")))
         {
             send(&tx, j::bbo(&format!("bbo.{name}"), seq, bid, ask));
         }

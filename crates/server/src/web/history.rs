@@ -95,8 +95,10 @@ pub async fn run(state: Arc<AppState>, mut messages: mpsc::UnboundedReceiver<(Us
                 qty,
                 fee,
                 liquidity,
-            } => json!({"type": "fill", "order": order, "symbol": name(symbol), "side": side.as_str(),
-                "price": price, "qty": qty, "fee": fee, "liquidity": liquidity.as_str(), "seq": seq, "ts_ns": ts_ns}),
+            } => {
+                json!({"type": "fill", "order": order, "symbol": name(symbol), "side": side.as_str(),
+                "price": price, "qty": qty, "fee": fee, "liquidity": liquidity.as_str(), "seq": seq, "ts_ns": ts_ns})
+            }
             ServerMsg::Cancelled {
                 seq,
                 ts_ns,
@@ -105,8 +107,10 @@ pub async fn run(state: Arc<AppState>, mut messages: mpsc::UnboundedReceiver<(Us
                 side,
                 qty,
                 reason,
-            } => json!({"type": "cancelled", "order": order, "symbol": name(symbol), "side": side.as_str(),
-                "qty": qty, "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns}),
+            } => {
+                json!({"type": "cancelled", "order": order, "symbol": name(symbol), "side": side.as_str(),
+                "qty": qty, "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns})
+            }
             _ => continue,
         };
         state.history.record(user, event);

@@ -16,7 +16,8 @@ pub fn symbol(info: &SymbolInfo, instrument: Option<&InstrumentSettings>) -> Val
         maker_fee,
         taker_fee,
     } = info.spec;
-    let (tick, lot) = instrument.map_or(("1", "1"), |i| (i.price_tick.as_str(), i.qty_lot.as_str()));
+    let (tick, lot) =
+        instrument.map_or(("1", "1"), |i| (i.price_tick.as_str(), i.qty_lot.as_str()));
     json!({
         "symbol": symbol.as_str(),
         "id": info.id.0,
@@ -41,7 +42,12 @@ pub fn l2(symbol: &str, snapshot: &L2Snapshot) -> Value {
 
 pub fn l3_orders(snapshot: &L3Snapshot) -> (Value, Value) {
     let side = |orders: &[rialto_marketdata::L3Order]| {
-        Value::Array(orders.iter().map(|o| json!([o.order, o.price, o.qty])).collect())
+        Value::Array(
+            orders
+                .iter()
+                .map(|o| json!([o.order, o.price, o.qty]))
+                .collect(),
+        )
     };
     (side(&snapshot.bids), side(&snapshot.asks))
 }
@@ -60,7 +66,9 @@ pub fn trade(update: &Update) -> Value {
             qty,
             taker_side,
             ..
-        } => json!({"trade": trade, "ts_ns": ts_ns, "price": price, "qty": qty, "taker_side": taker_side.as_str()}),
+        } => {
+            json!({"trade": trade, "ts_ns": ts_ns, "price": price, "qty": qty, "taker_side": taker_side.as_str()})
+        }
         _ => Value::Null,
     }
 }
@@ -87,8 +95,12 @@ pub fn l3_update(update: &Update) -> Value {
             price,
             qty,
             ..
-        } => json!({"seq": seq, "op": "add", "order": order, "side": side.as_str(), "price": price, "qty": qty}),
-        Update::Reduced { seq, order, qty, .. } => {
+        } => {
+            json!({"seq": seq, "op": "add", "order": order, "side": side.as_str(), "price": price, "qty": qty})
+        }
+        Update::Reduced {
+            seq, order, qty, ..
+        } => {
             json!({"seq": seq, "op": "reduce", "order": order, "qty": qty})
         }
         Update::Executed {

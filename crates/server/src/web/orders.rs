@@ -2,9 +2,7 @@
 
 use std::sync::Arc;
 
-use rialto_core::{
-    Command, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId, UserReport,
-};
+use rialto_core::{Command, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId, UserReport};
 use rialto_wire::{RequestKind, ServerMsg};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -109,7 +107,11 @@ fn unexpected(msg: &ServerMsg) -> ApiError {
     )
 }
 
-pub async fn place(state: &Arc<AppState>, user: UserId, body: &PlaceBody) -> Result<Value, ApiError> {
+pub async fn place(
+    state: &Arc<AppState>,
+    user: UserId,
+    body: &PlaceBody,
+) -> Result<Value, ApiError> {
     let order = body.order.unwrap_or_else(|| state.next_order_id());
     let cmd = Command::Place(place_command(state, user, order, body));
     order_call(state, user, order, RequestKind::Place, cmd).await

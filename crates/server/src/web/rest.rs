@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, OriginalUri, Path, Request, State};
@@ -10,7 +11,6 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use axum::Json;
 use rialto_core::{Command, Name, SymbolSpec, UserId};
 use rialto_wire::ServerMsg;
 use serde::Deserialize;
@@ -84,23 +84,22 @@ async fn openapi() -> impl IntoResponse {
 
 async fn metrics(State(state): Shared) -> impl IntoResponse {
     let text = state.metrics.render();
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        text,
-    )
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 // ----- helpers ---------------------------------------------------------------------------------
 
 /// Reads a body of at most [`MAX_BODY_BYTES`].
 async fn read_body(body: Body) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("the body is over {MAX_BODY_BYTES} bytes"),
-        )
-    })
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body is over {MAX_BODY_BYTES} bytes"),
+            )
+        })
 }
 
 /// Reads and checks a signed request; returns who signed it and its body.
@@ -226,7 +225,11 @@ async fn book_orders(State(state): Shared, Path(symbol): Path<String>) -> ApiRes
 async fn trades(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
     let limit = query_number(&uri, "limit", 100, 1000)?;
     let id = known_symbol(&state, &symbol)?;
-    let trades = state.md.feed().recent_trades(id, limit).expect("a known symbol");
+    let trades = state
+        .md
+        .feed()
+        .recent_trades(id, limit)
+        .expect("a known symbol");
     Ok(Json(Value::Array(trades.iter().map(j::trade).collect())))
 }
 
@@ -260,7 +263,9 @@ async fn cancel(
     body: Body,
 ) -> ApiResult {
     let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
-    Ok(Json(orders::cancel(&state, user, path_order(&order)?).await?))
+    Ok(Json(
+        orders::cancel(&state, user, path_order(&order)?).await?,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -312,7 +317,9 @@ async fn mass_cancel(
 ) -> ApiResult {
     let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
     let symbol = query_value(&uri, "symbol");
-    Ok(Json(orders::mass_cancel(&state, user, symbol.as_deref()).await?))
+    Ok(Json(
+        orders::mass_cancel(&state, user, symbol.as_deref()).await?,
+    ))
 }
 
 async fn open_orders(
@@ -364,12 +371,20 @@ struct Transfer {
 
 /// Sends an admin command; answers with its sequence number.
 async fn admin_call(state: &AppState, cmd: Command) -> ApiResult {
-    match state.bridge.call(Reply::Admin { request: 0 }, Op::Command(cmd)).await? {
+    match state
+        .bridge
+        .call(Reply::Admin { request: 0 }, Op::Command(cmd))
+        .await?
+    {
         ServerMsg::AdminResult { seq, result, .. } => match result {
             Ok(()) => Ok(Json(json!({"seq": seq, "status": "accepted"}))),
             Err(reason) => Err(ApiError::rejected(reason)),
         },
-        _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected reply")),
+        _ => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "unexpected reply",
+        )),
     }
 }
 
@@ -439,14 +454,20 @@ async fn add_user(
     let NewUser { user } = parse_json(&body)?;
     let op = Op::Command(Command::AddUser { user });
     match state.bridge.call(Reply::AddUser { request: 0 }, op).await? {
-        ServerMsg::UserAdded { seq, user, secret, .. } => Ok(Json(
+        ServerMsg::UserAdded {
+            seq, user, secret, ..
+        } => Ok(Json(
             json!({"user": user, "secret": String::from_utf8_lossy(secret.as_bytes()), "seq": seq}),
         )),
         ServerMsg::AdminResult {
             result: Err(reason),
             ..
         } => Err(ApiError::rejected(reason)),
-        _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected reply")),
+        _ => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "unexpected reply",
+        )),
     }
 }
 
@@ -552,7 +573,11 @@ async fn snapshot(
             result: Err(reason),
             ..
         } => Err(ApiError::rejected(reason)),
-        _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected reply")),
+        _ => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "unexpected reply",
+        )),
     }
 }
 
@@ -574,4 +599,28 @@ async fn user_balances(
         "balances": orders::balances_json(&report),
         "orders": orders::open_orders_json(&report),
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The routes this file registers under /api/v1, read from its own source.
+    fn routed_paths() -> std::collections::BTreeSet<String> {
+        include_str!("rest.rs")
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix(".route(\"/"))
+            .filter_map(|rest| rest.split('"').next())
+            .filter(|path| !matches!(*path, "ws" | "metrics" | "openapi.json"))
+            .map(|path| format!("/api/v1/{path}"))
+            .collect()
+    }
+
+    #[test]
+    fn the_openapi_description_lists_every_route() {
+        let spec: Value = serde_json::from_str(OPENAPI).unwrap();
+        let documented: std::collections::BTreeSet<String> =
+            spec["paths"].as_object().unwrap().keys().cloned().collect();
+        assert_eq!(documented, routed_paths());
+    }
 }

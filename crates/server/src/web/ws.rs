@@ -24,6 +24,12 @@ use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
 const CLOSE_TOO_BIG: u16 = 1009;
 /// Close code for a slow consumer ("policy violation").
 const CLOSE_POLICY: u16 = 1008;
+/// The library refuses (and drops the connection on) messages over this; ours is the
+/// smaller [`MAX_BODY_BYTES`], answered with an error and a proper close.
+const HARD_MESSAGE_LIMIT: usize = 1 << 20;
+/// After its close frame, how long a connection reads and discards what the client still
+/// sends: closing with unread input would reset the connection and lose the close frame.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
     let live = state.metrics.ws_connections();
@@ -35,8 +41,8 @@ pub async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -
         )
         .into_response_body();
     }
-    ws.max_message_size(MAX_BODY_BYTES)
-        .max_frame_size(MAX_BODY_BYTES)
+    ws.max_message_size(HARD_MESSAGE_LIMIT)
+        .max_frame_size(HARD_MESSAGE_LIMIT)
         .on_upgrade(move |socket| connection(state, socket))
 }
 
@@ -126,18 +132,18 @@ async fn connection(state: Arc<AppState>, socket: WebSocket) {
     let ending = loop {
         tokio::select! {
             frame = stream.next() => match frame {
+                Some(Ok(Message::Text(text))) if text.len() > MAX_BODY_BYTES => {
+                    break too_big();
+                }
                 Some(Ok(Message::Text(text))) => conn.on_text(&text).await,
+                Some(Ok(Message::Binary(b))) if b.len() > MAX_BODY_BYTES => break too_big(),
                 Some(Ok(Message::Binary(_))) => conn.reply(None, Err(ApiError::bad_request(
                     "malformed_json", "send requests as text frames of JSON"))),
                 Some(Ok(Message::Close(_))) | None => break Ending { code: 1000, reason: "bye", notice: None },
                 Some(Ok(_)) => {} // ping and pong are answered by the library
                 Some(Err(e)) => {
-                    // Most often a message over the size limit.
                     tracing::debug!("WebSocket read: {e}");
-                    let error = ApiError::new(axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                        "payload_too_large", format!("a message is at most {MAX_BODY_BYTES} bytes"));
-                    break Ending { code: CLOSE_TOO_BIG, reason: "message too big",
-                        notice: Some(Utf8Bytes::from(error.body().to_string())) };
+                    break Ending { code: 1002, reason: "protocol error", notice: None };
                 }
             },
             _ = slow.notified() => {
@@ -155,8 +161,29 @@ async fn connection(state: Arc<AppState>, socket: WebSocket) {
     }
     drop(conn);
     let _ = end_tx.send(ending);
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Some(Ok(message)) = stream.next().await {
+            if let Message::Close(_) = message {
+                break;
+            }
+        }
+    })
+    .await;
     let _ = writer.await;
     state.metrics.ws_closed();
+}
+
+fn too_big() -> Ending {
+    let error = ApiError::new(
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("a message is at most {MAX_BODY_BYTES} bytes"),
+    );
+    Ending {
+        code: CLOSE_TOO_BIG,
+        reason: "message too big",
+        notice: Some(Utf8Bytes::from(error.body().to_string())),
+    }
 }
 
 fn close(code: u16, reason: &'static str) -> Message {
@@ -229,7 +256,10 @@ impl Connection {
             Err(e) => {
                 return self.reply(
                     None,
-                    Err(ApiError::bad_request("malformed_json", format!("not a request: {e}"))),
+                    Err(ApiError::bad_request(
+                        "malformed_json",
+                        format!("not a request: {e}"),
+                    )),
                 );
             }
         };
@@ -253,14 +283,19 @@ impl Connection {
                         task.abort();
                         Ok(json!({"unsubscribed": channel}))
                     }
-                    None => Err(ApiError::bad_request("bad_request", "not subscribed to that channel")),
+                    None => Err(ApiError::bad_request(
+                        "bad_request",
+                        "not subscribed to that channel",
+                    )),
                 }
             }
             "login" => self.login(args),
             "place" => {
                 let user = self.trader()?;
-                let body: orders::PlaceBody = serde_json::from_value(without_meta(args))
-                    .map_err(|e| ApiError::bad_request("malformed_json", format!("not an order: {e}")))?;
+                let body: orders::PlaceBody =
+                    serde_json::from_value(without_meta(args)).map_err(|e| {
+                        ApiError::bad_request("malformed_json", format!("not an order: {e}"))
+                    })?;
                 orders::place(&state, user, &body).await
             }
             "cancel" => {
@@ -269,24 +304,43 @@ impl Connection {
             }
             "move" => {
                 let user = self.trader()?;
-                orders::move_order(&state, user, need_i64(args, "order")?, need_i64(args, "price")?).await
+                orders::move_order(
+                    &state,
+                    user,
+                    need_i64(args, "order")?,
+                    need_i64(args, "price")?,
+                )
+                .await
             }
             "reduce" => {
                 let user = self.trader()?;
-                orders::reduce(&state, user, need_i64(args, "order")?, need_i64(args, "qty")?).await
+                orders::reduce(
+                    &state,
+                    user,
+                    need_i64(args, "order")?,
+                    need_i64(args, "qty")?,
+                )
+                .await
             }
             "mass_cancel" => {
                 let user = self.trader()?;
                 let symbol = field(args, "symbol").and_then(Value::as_str);
                 orders::mass_cancel(&state, user, symbol).await
             }
-            other => Err(ApiError::bad_request("bad_request", format!("unknown op {other:?}"))),
+            other => Err(ApiError::bad_request(
+                "bad_request",
+                format!("unknown op {other:?}"),
+            )),
         }
     }
 
     fn trader(&self) -> Result<UserId, ApiError> {
         self.user.ok_or_else(|| {
-            ApiError::new(axum::http::StatusCode::UNAUTHORIZED, "missing_credentials", "log in first")
+            ApiError::new(
+                axum::http::StatusCode::UNAUTHORIZED,
+                "missing_credentials",
+                "log in first",
+            )
         })
     }
 
@@ -305,7 +359,11 @@ impl Connection {
             nonce: &nonce,
             signature: &sig,
         };
-        match self.state.auth.verify(&self.state, &signed, "WS", "/ws", b"")? {
+        match self
+            .state
+            .auth
+            .verify(&self.state, &signed, "WS", "/ws", b"")?
+        {
             Principal::User(user) => {
                 self.user = Some(user);
                 Ok(json!({"user": user}))
@@ -337,15 +395,23 @@ impl Connection {
             return Ok(json!({"subscribed": channel}));
         }
         let Some((kind, name)) = channel.split_once('.') else {
-            return Err(ApiError::bad_request("bad_request", format!("unknown channel {channel:?}")));
+            return Err(ApiError::bad_request(
+                "bad_request",
+                format!("unknown channel {channel:?}"),
+            ));
         };
         if !matches!(kind, "book" | "orders" | "trades" | "bbo" | "candles") {
-            return Err(ApiError::bad_request("bad_request", format!("unknown channel {channel:?}")));
+            return Err(ApiError::bad_request(
+                "bad_request",
+                format!("unknown channel {channel:?}"),
+            ));
         }
         let rx = state.topics.subscribe(channel);
         let first = {
             let feed = state.md.feed();
-            let id = feed.symbol_id(name).ok_or_else(|| ApiError::unknown_symbol(name))?;
+            let id = feed
+                .symbol_id(name)
+                .ok_or_else(|| ApiError::unknown_symbol(name))?;
             match kind {
                 "book" => {
                     let l2 = feed.l2(id, usize::MAX).expect("known");

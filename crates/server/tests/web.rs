@@ -1,0 +1,806 @@
+//! The REST and WebSocket API over real sockets (docs/api.md): trading, signatures and
+//! replays, malformed and oversized input (nothing applied), admin calls, streams, slow
+//! consumers.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rialto_server::RunningServer;
+use rialto_server::web::auth::{now_ms, sign, signed_text};
+use serde_json::{Value, json};
+
+static NONCE: AtomicU64 = AtomicU64::new(0);
+
+/// Increasing nonces for every key in this process.
+fn nonce() -> u64 {
+    NONCE.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+struct Http {
+    addr: SocketAddr,
+}
+
+struct Answer {
+    status: u16,
+    body: Value,
+}
+
+impl Http {
+    fn new(server: &RunningServer) -> Http {
+        Http {
+            addr: server.web_addr.expect("web is on by default"),
+        }
+    }
+
+    /// One request on a fresh connection; the body is parsed as JSON.
+    fn raw(&self, method: &str, target: &str, headers: &[(String, String)], body: &[u8]) -> Answer {
+        let mut s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut req = format!(
+            "{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let _ = s.write_all(body);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out).to_string();
+        let status: u16 = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no status in {text:?}"));
+        let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let payload = if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(rest)
+        } else {
+            rest.to_string()
+        };
+        let body = serde_json::from_str(&payload).unwrap_or(Value::String(payload));
+        Answer { status, body }
+    }
+
+    fn get(&self, target: &str) -> Answer {
+        self.raw("GET", target, &[], b"")
+    }
+
+    fn signed(&self, key: &str, secret: &str, method: &str, target: &str, body: &str) -> Answer {
+        let ts = now_ms().to_string();
+        let n = nonce().to_string();
+        let sig = sign(
+            secret,
+            &signed_text(&ts, &n, method, target, body.as_bytes()),
+        );
+        let headers = vec![
+            ("Rialto-Key".to_string(), key.to_string()),
+            ("Rialto-Timestamp".to_string(), ts),
+            ("Rialto-Nonce".to_string(), n),
+            ("Rialto-Signature".to_string(), sig),
+            ("Content-Type".to_string(), "application/json".to_string()),
+        ];
+        self.raw(method, target, &headers, body.as_bytes())
+    }
+}
+
+fn dechunk(mut text: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = text.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        text = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// A trader's signed calls.
+struct Trader<'a> {
+    http: &'a Http,
+    key: String,
+    secret: String,
+}
+
+impl<'a> Trader<'a> {
+    fn new(http: &'a Http, server: &RunningServer, user: i64) -> Trader<'a> {
+        Trader {
+            http,
+            key: user.to_string(),
+            secret: server.credentials.user_secret(user),
+        }
+    }
+
+    fn call(&self, method: &str, target: &str, body: Value) -> Answer {
+        let body = if body.is_null() {
+            String::new()
+        } else {
+            body.to_string()
+        };
+        self.http
+            .signed(&self.key, &self.secret, method, target, &body)
+    }
+}
+
+fn admin<'a>(http: &'a Http, server: &RunningServer) -> Trader<'a> {
+    Trader {
+        http,
+        key: "admin".into(),
+        secret: server.admin_secret.clone(),
+    }
+}
+
+fn error_code(a: &Answer) -> &str {
+    a.body["error"]["code"].as_str().unwrap_or("<none>")
+}
+
+fn balance(t: &Trader, currency: &str) -> (i64, i64) {
+    let b = t.call("GET", "/api/v1/balances", Value::Null);
+    assert_eq!(b.status, 200, "{:?}", b.body);
+    let row = b
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["currency"] == currency)
+        .cloned();
+    row.map_or((0, 0), |r| {
+        (
+            r["available"].as_i64().unwrap(),
+            r["held"].as_i64().unwrap(),
+        )
+    })
+}
+
+/// Polls until `f` holds (the feed follows the engine asynchronously).
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn book(http: &Http) -> Value {
+    http.get("/api/v1/book/BTC-USD").body
+}
+
+#[test]
+fn public_endpoints_answer_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let symbols = http.get("/api/v1/symbols");
+    assert_eq!(symbols.status, 200);
+    let names: Vec<&str> = symbols
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["symbol"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["BTC-USD", "ETH-USD"]);
+    assert_eq!(symbols.body[0]["price_tick"], "0.01");
+    assert!(http.get("/api/v1/time").body["ts_ns"].as_i64().unwrap() > 1_700_000_000_000_000_000);
+    let b = book(&http);
+    assert_eq!(
+        (b["bids"].clone(), b["asks"].clone(), b["seq"].clone()),
+        (json!([]), json!([]), json!(0))
+    );
+    let unknown = http.get("/api/v1/book/NOPE-USD");
+    assert_eq!((unknown.status, error_code(&unknown)), (404, "not_found"));
+    let bad = http.get("/api/v1/book/BTC-USD?depth=0");
+    assert_eq!((bad.status, error_code(&bad)), (400, "bad_request"));
+    let nowhere = http.get("/api/v1/nowhere");
+    assert_eq!((nowhere.status, error_code(&nowhere)), (404, "not_found"));
+    let spec = http.get("/openapi.json");
+    assert_eq!(spec.status, 200);
+    assert_eq!(spec.body["openapi"], "3.0.3");
+    let metrics = http.get("/metrics");
+    assert_eq!(metrics.status, 200);
+    let text = metrics.body.as_str().unwrap();
+    assert!(
+        text.contains("rialto_commands_total{type=\"add_user\"} 8"),
+        "{text}"
+    );
+    assert!(text.contains("rialto_ring_occupancy{ring=\"inbound\"}"));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn traders_place_trade_move_reduce_and_cancel_over_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let seller = Trader::new(&http, &server, 1);
+    let buyer = Trader::new(&http, &server, 2);
+    let (btc_before, _) = balance(&seller, "BTC");
+
+    let sell = seller.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "order": 11, "side": "sell", "price": 500_000, "qty": 5}),
+    );
+    assert_eq!(sell.status, 200, "{:?}", sell.body);
+    assert_eq!(sell.body["status"], "accepted");
+    assert_eq!(sell.body["order"], 11);
+    eventually("the ask on the book", || {
+        book(&http)["asks"] == json!([[500_000, 5]])
+    });
+    assert_eq!(balance(&seller, "BTC"), (btc_before - 5_000, 5_000));
+
+    let buy = buyer.call("POST", "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "buy", "type": "limit", "tif": "ioc", "price": 500_000, "qty": 2}));
+    assert_eq!(buy.status, 200, "{:?}", buy.body);
+    eventually("the trade", || {
+        let t = http.get("/api/v1/trades/BTC-USD").body;
+        t.as_array()
+            .is_some_and(|t| t.len() == 1 && t[0]["qty"] == 2 && t[0]["taker_side"] == "buy")
+    });
+    eventually("the rest of the ask", || {
+        book(&http)["asks"] == json!([[500_000, 3]])
+    });
+    let candles = http.get("/api/v1/candles/BTC-USD").body;
+    assert_eq!(candles[0]["volume"], 2);
+    assert_eq!(candles[0]["open"], 500_000);
+    let l3 = http.get("/api/v1/book/BTC-USD/orders").body;
+    assert_eq!(l3["asks"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        (l3["asks"][0][1].clone(), l3["asks"][0][2].clone()),
+        (json!(500_000), json!(3))
+    );
+
+    let open = seller.call("GET", "/api/v1/orders", Value::Null);
+    assert_eq!(
+        open.body,
+        json!([{"symbol": "BTC-USD", "order": 11, "side": "sell", "price": 500_000, "remaining": 3}])
+    );
+    eventually("the fill in the history", || {
+        let h = seller
+            .call("GET", "/api/v1/orders/history", Value::Null)
+            .body;
+        h.as_array().unwrap().iter().any(|e| {
+            e["type"] == "fill" && e["order"] == 11 && e["qty"] == 2 && e["liquidity"] == "maker"
+        })
+    });
+
+    let moved = seller.call("POST", "/api/v1/orders/11/move", json!({"price": 510_000}));
+    assert_eq!(moved.status, 200, "{:?}", moved.body);
+    let reduced = seller.call("POST", "/api/v1/orders/11/reduce", json!({"qty": 1}));
+    assert_eq!(reduced.status, 200);
+    eventually("moved and reduced", || {
+        book(&http)["asks"] == json!([[510_000, 2]])
+    });
+    let cancelled = seller.call("DELETE", "/api/v1/orders/11", Value::Null);
+    assert_eq!(cancelled.status, 200);
+    let again = seller.call("DELETE", "/api/v1/orders/11", Value::Null);
+    assert_eq!((again.status, error_code(&again)), (400, "unknown_order"));
+    eventually("an empty book", || book(&http)["asks"] == json!([]));
+
+    // Mass cancel, then an order the funds cannot cover.
+    for order in [20, 21] {
+        let r = seller.call("POST", "/api/v1/orders",
+            json!({"symbol": "ETH-USD", "order": order, "side": "sell", "price": 300_000, "qty": 1}));
+        assert_eq!(r.status, 200);
+    }
+    let mass = seller.call("DELETE", "/api/v1/orders?symbol=ETH-USD", Value::Null);
+    assert_eq!(mass.status, 200, "{:?}", mass.body);
+    assert_eq!(
+        seller.call("GET", "/api/v1/orders", Value::Null).body,
+        json!([])
+    );
+    let huge = buyer.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "buy", "price": 500_000, "qty": 1_000_000_000_000i64}),
+    );
+    assert_eq!(
+        (huge.status, error_code(&huge)),
+        (400, "insufficient_funds")
+    );
+    let unknown = buyer.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "DOGE-USD", "side": "buy", "price": 5, "qty": 1}),
+    );
+    assert_eq!(
+        (unknown.status, error_code(&unknown)),
+        (400, "unknown_symbol")
+    );
+    let word = buyer.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "sideways", "price": 5, "qty": 1}),
+    );
+    assert_eq!((word.status, error_code(&word)), (400, "invalid_order"));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let trader = Trader::new(&http, &server, 1);
+    let order =
+        json!({"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_000, "qty": 1})
+            .to_string();
+    let target = "/api/v1/orders";
+
+    let unsigned = http.raw("POST", target, &[], order.as_bytes());
+    assert_eq!(
+        (unsigned.status, error_code(&unsigned)),
+        (401, "missing_credentials")
+    );
+
+    let wrong = http.signed("1", "not the secret", "POST", target, &order);
+    assert_eq!((wrong.status, error_code(&wrong)), (401, "bad_signature"));
+    let other_user = http.signed("2", &trader.secret, "POST", target, &order);
+    assert_eq!(error_code(&other_user), "bad_signature");
+    let nobody = http.signed("alice", "x", "POST", target, &order);
+    assert_eq!((nobody.status, error_code(&nobody)), (401, "unknown_key"));
+
+    // A signed request replayed byte for byte.
+    let ts = now_ms().to_string();
+    let n = nonce().to_string();
+    let sig = sign(
+        &trader.secret,
+        &signed_text(&ts, &n, "POST", target, order.as_bytes()),
+    );
+    let headers = vec![
+        ("Rialto-Key".to_string(), "1".to_string()),
+        ("Rialto-Timestamp".to_string(), ts.clone()),
+        ("Rialto-Nonce".to_string(), n.clone()),
+        ("Rialto-Signature".to_string(), sig.clone()),
+    ];
+    let first = http.raw("POST", target, &headers, order.as_bytes());
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    let replay = http.raw("POST", target, &headers, order.as_bytes());
+    assert_eq!(
+        (replay.status, error_code(&replay)),
+        (401, "replayed_nonce")
+    );
+    // The same signature on a changed body does not match.
+    let tampered = order.replace("600000", "1");
+    let forged = http.raw("POST", target, &headers, tampered.as_bytes());
+    assert_eq!(error_code(&forged), "bad_signature");
+
+    let old = (now_ms() - 120_000).to_string();
+    let n = nonce().to_string();
+    let sig = sign(
+        &trader.secret,
+        &signed_text(&old, &n, "POST", target, order.as_bytes()),
+    );
+    let stale = http.raw(
+        "POST",
+        target,
+        &[
+            ("Rialto-Key".into(), "1".into()),
+            ("Rialto-Timestamp".into(), old),
+            ("Rialto-Nonce".into(), n),
+            ("Rialto-Signature".into(), sig),
+        ],
+        order.as_bytes(),
+    );
+    assert_eq!((stale.status, error_code(&stale)), (401, "stale_request"));
+
+    for body in [
+        "{",
+        "[]",
+        "{\"symbol\":\"BTC-USD\"}",
+        "{\"symbol\":1,\"side\":\"buy\",\"qty\":1}",
+        "{\"symbol\":\"BTC-USD\",\"side\":\"buy\",\"qty\":99999999999999999999999}",
+        "{\"symbol\":\"BTC-USD\",\"side\":\"buy\",\"qty\":1,\"surprise\":true}",
+    ] {
+        let a = http.signed("1", &trader.secret, "POST", target, body);
+        assert_eq!(
+            (a.status, error_code(&a)),
+            (400, "malformed_json"),
+            "{body}"
+        );
+    }
+    let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(70 << 10));
+    let too_big = http.signed("1", &trader.secret, "POST", target, &big);
+    assert_eq!(
+        (too_big.status, error_code(&too_big)),
+        (413, "payload_too_large")
+    );
+
+    let admin = admin(&http, &server);
+    let forbidden = admin.call("POST", target, serde_json::from_str(&order).unwrap());
+    assert_eq!(
+        (forbidden.status, error_code(&forbidden)),
+        (403, "forbidden")
+    );
+    let not_admin = trader.call(
+        "POST",
+        "/api/v1/admin/deposits",
+        json!({"user": 1, "currency": "USD", "amount": 5, "tx": 77}),
+    );
+    assert_eq!(
+        (not_admin.status, error_code(&not_admin)),
+        (403, "forbidden")
+    );
+
+    // Only the one good request reached the book.
+    eventually("one order", || book(&http)["asks"] == json!([[600_000, 1]]));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(book(&http)["asks"], json!([[600_000, 1]]));
+    assert_eq!(
+        trader
+            .call("GET", "/api/v1/orders", Value::Null)
+            .body
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn admins_move_money_add_users_and_symbols_and_take_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let admin = admin(&http, &server);
+    let user = admin.call("POST", "/api/v1/admin/users", json!({"user": 42}));
+    assert_eq!(user.status, 200, "{:?}", user.body);
+    assert_eq!(user.body["secret"], server.credentials.user_secret(42));
+    let dup = admin.call("POST", "/api/v1/admin/users", json!({"user": 42}));
+    assert_eq!((dup.status, error_code(&dup)), (400, "duplicate_user"));
+
+    let deposit = admin.call(
+        "POST",
+        "/api/v1/admin/deposits",
+        json!({"user": 42, "currency": "USD", "amount": 1000, "tx": 9001}),
+    );
+    assert_eq!(deposit.status, 200, "{:?}", deposit.body);
+    let replayed_tx = admin.call(
+        "POST",
+        "/api/v1/admin/deposits",
+        json!({"user": 42, "currency": "USD", "amount": 1000, "tx": 9001}),
+    );
+    assert_eq!(error_code(&replayed_tx), "duplicate_tx");
+    let withdraw = admin.call(
+        "POST",
+        "/api/v1/admin/withdrawals",
+        json!({"user": 42, "currency": "USD", "amount": 300, "tx": 9002}),
+    );
+    assert_eq!(withdraw.status, 200);
+    let overdraw = admin.call(
+        "POST",
+        "/api/v1/admin/withdrawals",
+        json!({"user": 42, "currency": "USD", "amount": 701, "tx": 9003}),
+    );
+    assert_eq!(error_code(&overdraw), "insufficient_funds");
+    let trader = Trader::new(&http, &server, 42);
+    assert_eq!(balance(&trader, "USD"), (700, 0));
+    let report = admin.call("GET", "/api/v1/admin/balances/42", Value::Null);
+    assert_eq!(report.body["balances"][0]["available"], 700);
+
+    let symbol = admin.call("POST", "/api/v1/admin/symbols", json!({"symbol": "SOL-USD", "base": "SOL", "quote": "USD",
+        "base_scale": 100, "quote_scale": 1, "maker_fee": 0, "taker_fee": 0, "price_tick": "0.001", "qty_lot": "0.01"}));
+    assert_eq!(symbol.status, 200, "{:?}", symbol.body);
+    eventually("the new symbol", || {
+        http.get("/api/v1/symbols")
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["symbol"] == "SOL-USD" && s["price_tick"] == "0.001")
+    });
+    let venue = admin.call("GET", "/api/v1/admin/venue", Value::Null);
+    let usd = venue
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["currency"] == "USD")
+        .unwrap()
+        .clone();
+    assert_eq!(usd["withdrawals"], 300);
+    let snap = admin.call("POST", "/api/v1/admin/snapshot", Value::Null);
+    assert_eq!(snap.status, 200, "{:?}", snap.body);
+    assert_eq!(snap.body["state_hash"].as_str().unwrap().len(), 64);
+    server.shutdown().unwrap();
+}
+
+// ----- WebSocket ------------------------------------------------------------------------------
+
+type Ws = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
+
+fn ws_connect(server: &RunningServer) -> Ws {
+    let url = format!("ws://{}/ws", server.web_addr.unwrap());
+    let (ws, _) = tungstenite::connect(url).unwrap();
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    }
+    ws
+}
+
+fn ws_send(ws: &mut Ws, v: Value) {
+    ws.send(tungstenite::Message::text(v.to_string())).unwrap();
+}
+
+/// Reads until a message satisfies `f`; returns it.
+fn ws_until(ws: &mut Ws, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        match ws.read() {
+            Ok(tungstenite::Message::Text(t)) => {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if std::env::var("WS_TRACE").is_ok() {
+                    eprintln!("{what}: {v}");
+                }
+                if f(&v) {
+                    return v;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => panic!("waiting for {what}: {e}"),
+        }
+    }
+}
+
+fn ws_login(ws: &mut Ws, server: &RunningServer, user: i64) {
+    let ts = now_ms().to_string();
+    let n = nonce().to_string();
+    let sig = sign(
+        &server.credentials.user_secret(user),
+        &signed_text(&ts, &n, "WS", "/ws", b""),
+    );
+    ws_send(
+        ws,
+        json!({"id": "login", "op": "login", "key": user.to_string(), "ts": ts, "nonce": n, "sig": sig}),
+    );
+    let answer = ws_until(ws, "the login answer", |v| v["id"] == "login");
+    assert_eq!(answer["result"]["user"], user, "{answer}");
+}
+
+#[test]
+fn websocket_streams_book_trades_and_private_fills_and_takes_orders() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let seller = Trader::new(&http, &server, 1);
+    seller.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 500_100, "qty": 4}),
+    );
+    eventually("the first ask", || book(&http)["asks"] != json!([]));
+
+    let mut watcher = ws_connect(&server);
+    ws_send(
+        &mut watcher,
+        json!({"id": 1, "op": "subscribe", "ch": "book.BTC-USD"}),
+    );
+    let snap = ws_until(&mut watcher, "the book snapshot", |v| {
+        v["type"] == "snapshot"
+    });
+    assert_eq!(snap["asks"], json!([[500_100, 4]]));
+    let mut seq = snap["seq"].as_u64().unwrap();
+    ws_send(
+        &mut watcher,
+        json!({"id": 2, "op": "subscribe", "ch": "trades.BTC-USD"}),
+    );
+    ws_until(&mut watcher, "subscribed", |v| v["id"] == 2);
+
+    let mut trader = ws_connect(&server);
+    ws_send(
+        &mut trader,
+        json!({"id": 7, "op": "place", "symbol": "BTC-USD", "side": "buy", "price": 500_100, "qty": 1}),
+    );
+    let refused = ws_until(&mut trader, "a refusal before login", |v| v["id"] == 7);
+    assert_eq!(refused["error"]["code"], "missing_credentials");
+    ws_login(&mut trader, &server, 2);
+    ws_send(
+        &mut trader,
+        json!({"id": "u", "op": "subscribe", "ch": "user"}),
+    );
+    let balances = ws_until(&mut trader, "balances", |v| v["type"] == "balances");
+    assert!(
+        balances["balances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["currency"] == "USD")
+    );
+    ws_send(
+        &mut trader,
+        json!({"id": 8, "op": "place", "symbol": "BTC-USD", "order": 99, "side": "buy", "price": 500_100, "qty": 1}),
+    );
+    let placed = ws_until(&mut trader, "the order's answer", |v| v["id"] == 8);
+    assert_eq!(placed["result"]["status"], "accepted", "{placed}");
+    let fill = ws_until(&mut trader, "the fill", |v| v["type"] == "fill");
+    assert_eq!(
+        (
+            fill["order"].clone(),
+            fill["qty"].clone(),
+            fill["liquidity"].clone()
+        ),
+        (json!(99), json!(1), json!("taker"))
+    );
+
+    // The watcher sees the diff that continues its snapshot, and the trade.
+    // (A diff the snapshot already covers may come first: the book rule drops it.)
+    let diff = ws_until(&mut watcher, "the diff", |v| {
+        v["type"] == "diff" && v["last"].as_u64().unwrap() > seq
+    });
+    assert!(
+        diff["first"].as_u64().unwrap() <= seq + 1 && seq < diff["last"].as_u64().unwrap(),
+        "{diff}"
+    );
+    assert_eq!(diff["asks"], json!([[500_100, 3]]));
+    seq = diff["last"].as_u64().unwrap();
+    let trades = ws_until(&mut watcher, "the trade", |v| v["type"] == "trades");
+    assert_eq!(trades["trades"][0]["qty"], 1);
+
+    // Bad input gets an error and the connection stays.
+    watcher
+        .send(tungstenite::Message::text("{not json"))
+        .unwrap();
+    let e = ws_until(&mut watcher, "an error", |v| v.get("error").is_some());
+    assert_eq!(e["error"]["code"], "malformed_json");
+    ws_send(&mut watcher, json!({"id": 3, "op": "fly"}));
+    assert_eq!(
+        ws_until(&mut watcher, "an error", |v| v["id"] == 3)["error"]["code"],
+        "bad_request"
+    );
+    ws_send(
+        &mut watcher,
+        json!({"id": 4, "op": "subscribe", "ch": "book.NOPE"}),
+    );
+    assert_eq!(
+        ws_until(&mut watcher, "an error", |v| v["id"] == 4)["error"]["code"],
+        "not_found"
+    );
+    seller.call("DELETE", "/api/v1/orders/1", Value::Null);
+    let diff = ws_until(&mut watcher, "the next diff", |v| v["type"] == "diff");
+    assert_eq!(
+        diff["first"].as_u64().unwrap(),
+        seq + 1,
+        "consecutive diffs"
+    );
+    assert_eq!(diff["asks"], json!([[500_100, 0]]));
+
+    // An oversized message closes the connection with 1009.
+    watcher
+        .send(tungstenite::Message::text("x".repeat(100 << 10)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline);
+        match watcher.read() {
+            Ok(tungstenite::Message::Close(Some(frame))) => {
+                assert_eq!(u16::from(frame.code), 1009);
+                break;
+            }
+            Ok(_) => {}
+            Err(e) => panic!("expected a close frame, got {e}"),
+        }
+    }
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_slow_consumer_is_cut_off_and_others_carry_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |c| c.web.max_ws_queue = 8);
+    let http = Http::new(&server);
+    let maker = Trader::new(&http, &server, 1);
+    // A deep book makes every snapshot large.
+    for i in 0..300 {
+        let r = maker.call("POST", "/api/v1/orders", json!({"symbol": "BTC-USD", "order": i, "side": "sell", "price": 600_000 + i, "qty": 1}));
+        assert_eq!(r.status, 200);
+    }
+    eventually("the deep book", || {
+        book(&http)["asks"].as_array().unwrap().len() == 50
+    });
+
+    let mut fast = ws_connect(&server);
+    ws_send(
+        &mut fast,
+        json!({"id": 1, "op": "subscribe", "ch": "bbo.BTC-USD"}),
+    );
+    ws_until(&mut fast, "subscribed", |v| v["id"] == 1);
+
+    // The slow one asks for snapshot after snapshot and never reads.
+    let mut slow = ws_connect(&server);
+    for i in 0..2000 {
+        let op = if i % 2 == 0 {
+            "subscribe"
+        } else {
+            "unsubscribe"
+        };
+        if slow
+            .send(tungstenite::Message::text(
+                json!({"op": op, "ch": "orders.BTC-USD"}).to_string(),
+            ))
+            .is_err()
+        {
+            break; // the server has already closed it
+        }
+    }
+    // Meanwhile the fast one keeps getting its stream.
+    maker.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "order": 1000, "side": "sell", "price": 599_999, "qty": 1}),
+    );
+    let bbo = ws_until(&mut fast, "the new best ask", |v| {
+        v["ask"] == json!([599_999, 1])
+    });
+    assert_eq!(bbo["ch"], "bbo.BTC-USD");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut told = false;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the slow consumer was not cut off"
+        );
+        match slow.read() {
+            Ok(tungstenite::Message::Text(t)) if t.contains("slow_consumer") => told = true,
+            Ok(tungstenite::Message::Close(frame)) => {
+                assert_eq!(frame.map(|f| u16::from(f.code)), Some(1008));
+                break;
+            }
+            Ok(_) => {}
+            Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(told, "the slow consumer was told why");
+    let metrics = http.get("/metrics").body;
+    assert!(
+        metrics
+            .as_str()
+            .unwrap()
+            .contains("rialto_ws_slow_consumers_total 1")
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn every_documented_endpoint_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let spec = http.get("/openapi.json").body;
+    for (path, methods) in spec["paths"].as_object().unwrap() {
+        let target = path
+            .replace("{symbol}", "BTC-USD")
+            .replace("{order}", "1")
+            .replace("{user}", "1");
+        for (method, operation) in methods.as_object().unwrap() {
+            let method = method.to_uppercase();
+            let answer = http.raw(&method, &target, &[], b"");
+            if operation.get("security").is_some() {
+                assert_eq!(
+                    (answer.status, error_code(&answer)),
+                    (401, "missing_credentials"),
+                    "{method} {target}"
+                );
+            } else {
+                assert_eq!(answer.status, 200, "{method} {target}: {:?}", answer.body);
+            }
+        }
+    }
+    server.shutdown().unwrap();
+}

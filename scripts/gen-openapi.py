@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+# Writes docs/openapi.json (the REST API description served at /openapi.json):
+#   python3 scripts/gen-openapi.py > docs/openapi.json
+# Keep it in step with crates/server/src/web/rest.rs; a unit test there compares the two.
+import json
+def ref(n): return {"$ref": f"#/components/schemas/{n}"}
+def ok(schema, desc="OK"): return {"description": desc, "content": {"application/json": {"schema": schema}}}
+err = {"description": "An error (docs/api.md, Errors)", "content": {"application/json": {"schema": ref("Error")}}}
+sym = {"name": "symbol", "in": "path", "required": True, "schema": {"type": "string"}, "example": "BTC-USD"}
+order = {"name": "order", "in": "path", "required": True, "schema": {"type": "integer", "format": "int64"}}
+def q(name, desc, mx): return {"name": name, "in": "query", "required": False, "description": desc, "schema": {"type": "integer", "minimum": 1, "maximum": mx}}
+signed = [{"RialtoKey": [], "RialtoTimestamp": [], "RialtoNonce": [], "RialtoSignature": []}]
+def op(summary, resp, params=None, body=None, private=False, tag="public"):
+    o = {"summary": summary, "tags": [tag], "responses": {"200": resp, "default": err}}
+    if params: o["parameters"] = params
+    if body: o["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    if private: o["security"] = signed
+    return o
+i64 = {"type": "integer", "format": "int64"}
+arr = lambda s: {"type": "array", "items": s}
+level = {"type": "array", "items": i64, "minItems": 2, "maxItems": 2, "description": "[price, qty]"}
+paths = {
+ "/api/v1/time": {"get": op("Server time", ok({"type": "object", "properties": {"ts_ns": i64}}))},
+ "/api/v1/symbols": {"get": op("Listed symbols with their tick and lot sizes", ok(arr(ref("Symbol"))))},
+ "/api/v1/book/{symbol}": {"get": op("L2 book: aggregated levels, best first", ok(ref("L2Book")), [sym, q("depth", "levels a side (default 50)", 1000)])},
+ "/api/v1/book/{symbol}/orders": {"get": op("L3 book: every resting order in priority order", ok(ref("L3Book")), [sym])},
+ "/api/v1/trades/{symbol}": {"get": op("Recent trades, oldest first", ok(arr(ref("Trade"))), [sym, q("limit", "default 100", 1000)])},
+ "/api/v1/candles/{symbol}": {"get": op("1-minute OHLCV candles, oldest first", ok(arr(ref("Candle"))), [sym, q("limit", "default 60", 1440)])},
+ "/api/v1/orders": {
+   "post": op("Place an order", ok(ref("OrderAck")), body=ref("NewOrder"), private=True, tag="trading"),
+   "get": op("Open orders", ok(arr(ref("OpenOrder"))), private=True, tag="trading"),
+   "delete": op("Mass cancel (one symbol, or all)", ok(ref("OrderAck")), [{"name": "symbol", "in": "query", "required": False, "schema": {"type": "string"}}], private=True, tag="trading")},
+ "/api/v1/orders/history": {"get": op("Recent order events of the key's user", ok(arr(ref("OrderEvent"))), [q("limit", "default 100", 1000)], private=True, tag="trading")},
+ "/api/v1/orders/{order}": {"delete": op("Cancel an order", ok(ref("OrderAck")), [order], private=True, tag="trading")},
+ "/api/v1/orders/{order}/move": {"post": op("Move an order to a new price (it loses priority)", ok(ref("OrderAck")), [order], {"type": "object", "required": ["price"], "properties": {"price": i64}, "additionalProperties": False}, True, "trading")},
+ "/api/v1/orders/{order}/reduce": {"post": op("Take quantity off an order (it keeps priority)", ok(ref("OrderAck")), [order], {"type": "object", "required": ["qty"], "properties": {"qty": i64}, "additionalProperties": False}, True, "trading")},
+ "/api/v1/balances": {"get": op("Balances of the key's user", ok(arr(ref("Balance"))), private=True, tag="trading")},
+ "/api/v1/admin/deposits": {"post": op("Deposit to a user", ok(ref("AdminAck")), body=ref("Transfer"), private=True, tag="admin")},
+ "/api/v1/admin/withdrawals": {"post": op("Withdraw from a user", ok(ref("AdminAck")), body=ref("Transfer"), private=True, tag="admin")},
+ "/api/v1/admin/users": {"post": op("Add a user; answers its secret", ok({"type": "object", "properties": {"user": i64, "secret": {"type": "string"}, "seq": i64}}), body={"type": "object", "required": ["user"], "properties": {"user": i64}, "additionalProperties": False}, private=True, tag="admin")},
+ "/api/v1/admin/symbols": {"post": op("List a new symbol", ok(ref("AdminAck")), body=ref("NewSymbol"), private=True, tag="admin")},
+ "/api/v1/admin/venue": {"get": op("Venue totals per currency", ok(arr(ref("CurrencyTotals"))), private=True, tag="admin")},
+ "/api/v1/admin/snapshot": {"post": op("Take a snapshot now", ok({"type": "object", "properties": {"seq": i64, "state_hash": {"type": "string"}}}), private=True, tag="admin")},
+ "/api/v1/admin/balances/{user}": {"get": op("A user's balances and open orders", ok({"type": "object", "properties": {"user": i64, "balances": arr(ref("Balance")), "orders": arr(ref("OpenOrder"))}}), [{"name": "user", "in": "path", "required": True, "schema": i64}], private=True, tag="admin")},
+}
+word = lambda *w: {"type": "string", "enum": list(w)}
+schemas = {
+ "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string", "description": "a stable code: an engine reason (unknown_symbol, insufficient_funds, ...) or one of malformed_json, bad_request, missing_credentials, unknown_key, bad_signature, stale_request, replayed_nonce, forbidden, not_found, payload_too_large, rate_limited, busy, shutting_down, timeout"}, "message": {"type": "string"}}}}},
+ "Symbol": {"type": "object", "properties": {"symbol": {"type": "string"}, "id": {"type": "integer"}, "base": {"type": "string"}, "quote": {"type": "string"}, "base_scale": i64, "quote_scale": i64, "maker_fee": i64, "taker_fee": i64, "price_tick": {"type": "string", "example": "0.01"}, "qty_lot": {"type": "string", "example": "0.001"}}},
+ "L2Book": {"type": "object", "properties": {"symbol": {"type": "string"}, "seq": i64, "bids": arr(level), "asks": arr(level)}},
+ "L3Book": {"type": "object", "properties": {"symbol": {"type": "string"}, "seq": i64, "bids": arr({"type": "array", "items": i64, "description": "[order, price, qty]"}), "asks": arr({"type": "array", "items": i64, "description": "[order, price, qty]"})}},
+ "Trade": {"type": "object", "properties": {"trade": i64, "ts_ns": i64, "price": i64, "qty": i64, "taker_side": word("buy", "sell")}},
+ "Candle": {"type": "object", "properties": {k: i64 for k in ["start_ns", "open", "high", "low", "close", "volume", "trades"]}},
+ "NewOrder": {"type": "object", "required": ["symbol", "side", "qty"], "additionalProperties": False, "properties": {"symbol": {"type": "string"}, "order": {**i64, "description": "the client's id; the server picks one when absent"}, "side": word("buy", "sell"), "type": word("limit", "market"), "tif": word("gtc", "ioc", "fok"), "price": {**i64, "description": "ticks; required for limit orders"}, "qty": {**i64, "description": "lots"}, "post_only": {"type": "boolean"}, "stp": word("cancel_taker", "cancel_maker", "cancel_both")}},
+ "OrderAck": {"type": "object", "properties": {"order": i64, "seq": i64, "ts_ns": i64, "status": word("accepted")}},
+ "OpenOrder": {"type": "object", "properties": {"symbol": {"type": "string"}, "order": i64, "side": word("buy", "sell"), "price": i64, "remaining": i64}},
+ "OrderEvent": {"type": "object", "required": ["type"], "properties": {"type": word("accepted", "rejected", "fill", "cancelled"), "order": i64, "kind": word("place", "cancel", "move", "reduce", "mass_cancel"), "reason": {"type": "string"}, "symbol": {"type": "string"}, "side": word("buy", "sell"), "price": i64, "qty": i64, "fee": i64, "liquidity": word("maker", "taker"), "seq": i64, "ts_ns": i64}},
+ "Balance": {"type": "object", "properties": {"currency": {"type": "string"}, "available": i64, "held": i64}},
+ "Transfer": {"type": "object", "required": ["user", "currency", "amount", "tx"], "additionalProperties": False, "properties": {"user": i64, "currency": {"type": "string"}, "amount": {**i64, "minimum": 1}, "tx": {**i64, "description": "unique per transfer: a repeat is refused duplicate_tx"}}},
+ "AdminAck": {"type": "object", "properties": {"seq": i64, "status": word("accepted")}},
+ "NewSymbol": {"type": "object", "required": ["symbol", "base", "quote", "base_scale", "quote_scale", "maker_fee", "taker_fee"], "additionalProperties": False, "properties": {"symbol": {"type": "string"}, "base": {"type": "string"}, "quote": {"type": "string"}, "base_scale": i64, "quote_scale": i64, "maker_fee": i64, "taker_fee": i64, "price_tick": {"type": "string"}, "qty_lot": {"type": "string"}}},
+ "CurrencyTotals": {"type": "object", "properties": {"currency": {"type": "string"}, "deposits": i64, "withdrawals": i64, "available": i64, "held": i64, "fees": i64}},
+}
+hdr = lambda n, d: {"type": "apiKey", "in": "header", "name": n, "description": d}
+spec = {
+ "openapi": "3.0.3",
+ "info": {"title": "Rialto REST API", "version": "1", "description": "Prices are integer ticks and quantities integer lots. Private calls are signed: Rialto-Signature = hex(HMAC-SHA256(secret, timestamp + \"\\n\" + nonce + \"\\n\" + METHOD + \"\\n\" + path_and_query + \"\\n\" + body)). See docs/api.md, which also describes the WebSocket API at /ws."},
+ "servers": [{"url": "http://127.0.0.1:8080"}],
+ "paths": paths,
+ "components": {"schemas": schemas, "securitySchemes": {
+   "RialtoKey": hdr("Rialto-Key", "a user id, or admin"),
+   "RialtoTimestamp": hdr("Rialto-Timestamp", "ms since the Unix epoch, within 30 s of the server"),
+   "RialtoNonce": hdr("Rialto-Nonce", "u64, greater than the key's previous nonce"),
+   "RialtoSignature": hdr("Rialto-Signature", "hex HMAC-SHA256 of the signed text")}},
+}
+print(json.dumps(spec, indent=2))
