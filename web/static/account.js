@@ -107,7 +107,7 @@ export class Account {
       await this.api.syncClock().catch(() => {});
       await this.api.setCredentials(key, secret);
       if (key === 'admin') {
-        await this.api.signed('GET', '/api/v1/admin/users');
+        await this.api.signed('GET', '/api/v1/admin/venue');
         this.mode = 'admin';
       } else {
         const balances = await this.api.signed('GET', '/api/v1/balances');

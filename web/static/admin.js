@@ -44,20 +44,32 @@ function table(rows, columns, firstHeader) {
   return t;
 }
 
+// Names that identify a row go first in a table; the server's JSON has its keys sorted.
+const KEY_COLUMNS = ['user', 'currency', 'symbol', 'order', 'side', 'price', 'available', 'remaining', 'held'];
+
+function columnsOf(objects) {
+  const keys = [...new Set(objects.flatMap((x) => Object.keys(x)))];
+  const rank = (k) => (KEY_COLUMNS.includes(k) ? KEY_COLUMNS.indexOf(k) : KEY_COLUMNS.length);
+  return keys.sort((a, b) => rank(a) - rank(b));
+}
+
 /** Renders JSON of a shape this view does not know exactly: arrays of objects become tables. */
 export function renderJson(container, data) {
   container.replaceChildren();
   container.classList.remove('dim');
-  if (Array.isArray(data) && data.every((x) => x && typeof x === 'object' && !Array.isArray(x))) {
-    const columns = [...new Set(data.flatMap((x) => Object.keys(x)))];
-    container.append(table(data.map((x, i) => [i, x]), columns));
+  if (Array.isArray(data) && data.length === 0) {
+    container.textContent = 'none';
+    container.classList.add('dim');
+  } else if (Array.isArray(data) && data.every((x) => x && typeof x === 'object' && !Array.isArray(x))) {
+    container.append(table(data.map((x, i) => [i, x]), columnsOf(data)));
   } else if (data && typeof data === 'object' && !Array.isArray(data)) {
     const values = Object.values(data);
     if (values.length && values.every((v) => v && typeof v === 'object' && !Array.isArray(v))) {
-      const columns = [...new Set(values.flatMap((v) => Object.keys(v)))];
-      container.append(table(Object.entries(data), columns, ''));
+      container.append(table(Object.entries(data), columnsOf(values), ''));
     } else {
-      for (const [key, value] of Object.entries(data)) {
+      // Plain values first (a user's id), then the nested lists.
+      const entries = Object.entries(data).sort(([, a], [, b]) => (typeof a === 'object') - (typeof b === 'object'));
+      for (const [key, value] of entries) {
         const h = document.createElement('h3');
         h.textContent = key;
         const box = document.createElement('div');
@@ -90,6 +102,11 @@ export class AdminView {
     $('deposit-form').addEventListener('submit', (e) => {
       e.preventDefault();
       this.deposit();
+    });
+    $('find-user-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      const user = Number($('find-user-id').value.trim());
+      if (Number.isSafeInteger(user)) this.loadUser(user);
     });
     $('add-user-form').addEventListener('submit', (e) => {
       e.preventDefault();
@@ -160,7 +177,7 @@ export class AdminView {
       });
       $('admin-users').replaceChildren(...buttons);
     } catch (error) {
-      $('admin-users').textContent = describeError(error);
+      $('admin-users').textContent = `GET /api/v1/admin/users: ${describeError(error)}`;
     }
   }
 

@@ -18,6 +18,8 @@ class Row {
     this.sz = el('span', 'sz');
     this.cum = el('span', 'cum');
     this.node.append(this.bar, this.mine, this.px, this.sz, this.cum);
+    this.node.dataset.price = ''; // an empty row, until it shows a level
+    this.node.dataset.qty = '';
     this.price = null;
     this.qty = null;
     this.cumQty = null;

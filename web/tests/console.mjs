@@ -97,9 +97,16 @@ function toUnits(text, unit) {
   return Number(num / den);
 }
 
+/** Integer units of `unit` -> decimal text (1000 with "0.01" -> "10.00"), exactly. */
+function fromUnits(units, unit) {
+  const [i, f = ''] = unit.split('.');
+  const text = (BigInt(units) * BigInt(i + f)).toString().padStart(f.length + 1, '0');
+  return f.length ? `${text.slice(0, -f.length)}.${text.slice(-f.length)}` : text;
+}
+
 // Signed REST from here, independently of the console's own signing code.
 let nonce = Date.now();
-async function signedRest(key, secret, method, pathAndQuery, bodyObject) {
+async function signedRest(key, secret, method, pathAndQuery, bodyObject, retry = true) {
   const body = bodyObject === undefined ? '' : JSON.stringify(bodyObject);
   const ts = Date.now();
   nonce = Math.max(nonce + 1, ts);
@@ -118,6 +125,11 @@ async function signedRest(key, secret, method, pathAndQuery, bodyObject) {
     body: body || undefined,
   });
   const text = await response.text();
+  // The browser pages sign with the same keys: a nonce of theirs may have been larger.
+  if (response.status === 401 && text.includes('replayed_nonce') && retry) {
+    nonce += 1000;
+    return signedRest(key, secret, method, pathAndQuery, bodyObject, false);
+  }
   if (!response.ok) throw new Error(`${method} ${pathAndQuery}: HTTP ${response.status} ${text}`);
   return JSON.parse(text);
 }
@@ -135,7 +147,11 @@ async function openConsole(browser, name) {
   page.setDefaultTimeout(TIMEOUT_MS);
   page.on('pageerror', (error) => pageErrors.push(`${name}: ${error.message}`));
   page.on('console', (message) => {
-    if (message.type() === 'error') pageErrors.push(`${name} console: ${message.text()}`);
+    // An HTTP error answer is logged by the browser as "Failed to load resource"; the steps
+    // check what the page made of it. Anything else logged as an error is a fault.
+    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
+      pageErrors.push(`${name} console: ${message.text()}`);
+    }
   });
   await page.goto(`${BASE}/#${SYMBOL}`);
   await page.waitForSelector('body[data-ready="true"]');
@@ -368,11 +384,18 @@ async function main() {
     });
 
     if (opts['admin-secret']) {
-      await step('admin logs in: users, symbols, a snapshot, a deposit user 1 sees, the latency histograms', async () => {
+      await step('admin logs in: users, the detail of user 1, symbols, a snapshot, a deposit user 1 sees, the latency histograms', async () => {
         const admin = await openConsole(browser, 'admin');
         await login(admin, 'admin', opts['admin-secret']);
         await admin.waitForSelector('[data-testid="admin-view"]:not([hidden])');
-        await admin.waitForFunction(() => document.querySelectorAll('[data-testid="admin-user"]').length >= 8);
+        try {
+          await admin.waitForFunction(() => document.querySelectorAll('[data-testid="admin-user"]').length >= 8);
+        } catch {
+          throw new Error(`the users list shows ${await admin.getByTestId('admin-users').innerText()}`);
+        }
+        await admin.getByTestId('find-user-id').fill('1');
+        await admin.getByTestId('find-user-button').click();
+        await admin.waitForFunction((c) => document.querySelector('[data-testid="admin-user-detail"]').innerText.includes(c), info.quote);
         const symbolsText = await admin.getByTestId('admin-symbols').textContent();
         check(symbolsText.includes(SYMBOL), `admin symbols: ${symbolsText}`);
         await admin.getByTestId('snapshot-button').click();
@@ -396,6 +419,37 @@ async function main() {
         return `histograms: ${names.join(', ')}`;
       });
     }
+
+    await step('a deeper book placed over REST shows on the ladder best first, with the spread', async () => {
+      // Asks from user 1 at 5002.00, 5003.00, 5004.00 and bids from user 2 at 4992.00, 4991.00,
+      // 4990.00, one lot more at each level further out.
+      const asks = [0, 1, 2].map((i) => [toUnits(SELL_PRICE, info.price_tick) + (2 + i) * 100, i + 1]);
+      const bids = [0, 1, 2].map((i) => [toUnits(SELL_PRICE, info.price_tick) - (8 + i) * 100, i + 1]);
+      for (const [price, qty] of asks) {
+        await signedRest('1', opts.secret1, 'POST', '/api/v1/orders', { symbol: SYMBOL, side: 'sell', type: 'limit', price, qty });
+      }
+      for (const [price, qty] of bids) {
+        await signedRest('2', opts.secret2, 'POST', '/api/v1/orders', { symbol: SYMBOL, side: 'buy', type: 'limit', price, qty });
+      }
+      const levels = (side) =>
+        page1.$$eval(`[data-testid="ladder-${side}"]`, (rows) =>
+          rows.filter((r) => r.dataset.price !== '').map((r) => [Number(r.dataset.price), Number(r.dataset.qty)]),
+        );
+      await page1.waitForFunction(() => document.querySelectorAll('[data-testid="ladder-bid"][data-price]:not([data-price=""])').length === 3 &&
+        document.querySelectorAll('[data-testid="ladder-ask"][data-price]:not([data-price=""])').length === 3);
+      // Asks are drawn worst first, down to the best next to the spread.
+      const shownAsks = (await levels('ask')).reverse();
+      const shownBids = await levels('bid');
+      check(JSON.stringify(shownAsks) === JSON.stringify(asks), `asks ${JSON.stringify(shownAsks)}, expected ${JSON.stringify(asks)}`);
+      check(JSON.stringify(shownBids) === JSON.stringify(bids), `bids ${JSON.stringify(shownBids)}, expected ${JSON.stringify(bids)}`);
+      const spread = await page1.getByTestId('spread').innerText();
+      const spreadText = `spread ${fromUnits(asks[0][0] - bids[0][0], info.price_tick)}`;
+      check(spread.includes(spreadText), `spread reads ${spread}, expected ${spreadText}`);
+      await page1.waitForFunction(() => Number(document.querySelector('[data-testid="depth"]').dataset.askLevels) === 3 &&
+        Number(document.querySelector('[data-testid="depth"]').dataset.bidLevels) === 3);
+      await page1.waitForTimeout(300); // the charts redraw at most every 250 ms
+      return spread;
+    });
 
     await step('no script errors in any page', async () => {
       check(pageErrors.length === 0, pageErrors.join('\n'));
