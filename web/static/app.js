@@ -24,7 +24,7 @@ const state = {
   lastTrade: null,
   candle: null,
 };
-const dirty = { book: false, bbo: false, header: false, charts: false };
+const dirty = { book: false, bbo: false, header: false, charts: false, held: false };
 const stats = { messages: 0, frameMs: 0, gaps: 0 };
 
 const ladder = new LadderView($('ladder'), {
@@ -73,10 +73,17 @@ function markDirty(what) {
   }
 }
 
+// The ladder and the tape are DOM: under a flood of updates they are drawn at most this often
+// (30 a second still reads as live), which leaves most frames free for everything else.
+const DOM_MIN_INTERVAL_MS = 33;
+let domDrawnAt = -Infinity;
+
 function frame() {
   frameRequested = false;
   const start = performance.now();
-  if (dirty.book) {
+  const domDue = start - domDrawnAt >= DOM_MIN_INTERVAL_MS;
+  if (domDue && (dirty.book || tape.dirty)) domDrawnAt = start;
+  if (dirty.book && domDue) {
     dirty.book = false;
     ladder.render(state.book, account.ownPrices());
     depth.update(state.book);
@@ -90,12 +97,13 @@ function frame() {
     dirty.header = false;
     renderHeader();
   }
-  tape.render();
+  if (domDue) tape.render();
   depth.render(start);
   candles.render(start);
   stats.frameMs = performance.now() - start;
-  // A chart held back by its redraw interval draws on a later frame.
-  if ((depth.dirty && depth.price) || (candles.dirty && candles.price)) markDirty('charts');
+  // Whatever was held back by its interval draws on a later frame.
+  if (dirty.book || tape.dirty) markDirty('held');
+  else if ((depth.dirty && depth.price) || (candles.dirty && candles.price)) markDirty('charts');
 }
 
 function renderBbo() {

@@ -112,7 +112,7 @@ export class LadderView {
     let text = book.synced ? 'spread —' : 'syncing…';
     if (book.synced && bid !== null && ask !== null) {
       const bps = ((ask - bid) / ((ask + bid) / 2)) * 10000;
-      text = `spread ${this.price.format(ask - bid)}  (${bps.toFixed(1)} bps)`;
+      text = `spread ${this.price.format(ask - bid)}  (${bps.toFixed(bps < 10 ? 2 : 1)} bps)`;
     }
     if (text !== this.spreadText) {
       this.spreadText = text;
