@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// (`--set web.enabled=false` turns it off)
     #[arg(long, value_name = "ADDR")]
     pub web_listen: Option<SocketAddr>,
+    /// Publish the binary market data feed over UDP multicast (groups and replay service
+    /// as in `[market_data]`, docs/market-data.md)
+    #[arg(long)]
+    pub udp_feed: bool,
     /// On an empty data directory, create demo symbols and funded demo users
     #[arg(long)]
     pub demo: bool,
@@ -97,6 +101,7 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     if let Some(addr) = args.web_listen {
         config.web.listen = addr;
     }
+    config.market_data.udp |= args.udp_feed;
     config.demo |= args.demo;
     if let Some(mode) = args.durability {
         config.journal.durability = mode;
@@ -153,6 +158,10 @@ fn apply_override(table: &mut toml::Table, item: &str) -> anyhow::Result<()> {
 /// Runs until SIGINT or SIGTERM, then shuts down cleanly.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let config = config_from(args)?;
+    let groups = (
+        config.market_data.udp_incremental,
+        config.market_data.udp_snapshot,
+    );
     let server = rialto_server::start(config)?;
     let stop = server.stop_flag();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -167,8 +176,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         Some(addr) => format!(", web on http://{addr}/"),
         None => String::new(),
     };
+    let udp = match server.replay_addr {
+        Some(replay) => format!(
+            ", market data on udp://{} and udp://{} (replay on {replay})",
+            groups.0, groups.1
+        ),
+        None => String::new(),
+    };
     println!(
-        "rialto serving: orders on {}, admin on {}{fix}{web} (stop with Ctrl-C)",
+        "rialto serving: orders on {}, admin on {}{fix}{web}{udp} (stop with Ctrl-C)",
         server.order_addr, server.admin_addr
     );
     server.wait()?;

@@ -416,6 +416,11 @@ impl Feed {
         Some((s.l2_seq, s.bbo.0, s.bbo.1))
     }
 
+    /// The id of the symbol's last trade (0 before any).
+    pub fn last_trade(&self, id: SymbolId) -> Option<u64> {
+        Some(self.symbols.get(id.0 as usize)?.last_trade)
+    }
+
     /// The last `limit` trades, oldest first.
     pub fn recent_trades(&self, id: SymbolId, limit: usize) -> Option<Vec<Update>> {
         let s = self.symbols.get(id.0 as usize)?;

@@ -6,16 +6,21 @@
 //!   trades with consecutive ids, and 1-minute candles.
 //! - [`L3Book`], [`L2Mirror`] and [`L3Mirror`] (client side) rebuild a book from a snapshot
 //!   plus the updates after its sequence number, and report a gap instead of guessing.
+//! - [`codec`] is the binary packet format of the UDP feed and its TCP replay service, and
+//!   [`receiver::Receiver`] the client that follows it through loss (docs/market-data.md).
 #![forbid(unsafe_code)]
 
 pub mod book;
 pub mod candles;
+pub mod codec;
 pub mod feed;
 pub mod mirror;
+pub mod receiver;
 pub mod update;
 
 pub use book::{BookError, L3Book};
 pub use candles::{Candle, Candles};
 pub use feed::{Feed, SymbolInfo};
 pub use mirror::{L2Mirror, L3Mirror, MirrorError};
+pub use receiver::Receiver;
 pub use update::{L2Snapshot, L3Order, L3Snapshot, Update};

@@ -4,7 +4,7 @@
 //! a limit here (STYLE.md: "put a limit on everything").
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -201,12 +201,36 @@ pub struct WebSettings {
 pub struct MarketDataSettings {
     /// Slots in the ring between the engine and the market data thread.
     pub ring_capacity: usize,
+    /// Publish the binary feed over UDP multicast, with its TCP replay service.
+    pub udp: bool,
+    /// Multicast group and port of the incremental channel.
+    pub udp_incremental: SocketAddrV4,
+    /// Multicast group and port of the snapshot channel.
+    pub udp_snapshot: SocketAddrV4,
+    /// The interface multicast leaves by (loopback keeps the feed on this host).
+    pub udp_interface: Ipv4Addr,
+    /// Multicast TTL: 0 stays on this host, 1 on the local network.
+    pub udp_ttl: u32,
+    /// How often every book goes out on the snapshot channel.
+    pub snapshot_interval_ms: u64,
+    /// The TCP replay service for missed incremental packets.
+    pub replay_listen: SocketAddr,
+    /// Incremental packets kept for replay.
+    pub replay_packets: usize,
 }
 
 impl Default for MarketDataSettings {
     fn default() -> Self {
         MarketDataSettings {
             ring_capacity: 65_536,
+            udp: false,
+            udp_incremental: "239.255.42.1:30001".parse().expect("valid address"),
+            udp_snapshot: "239.255.42.1:30002".parse().expect("valid address"),
+            udp_interface: Ipv4Addr::LOCALHOST,
+            udp_ttl: 0,
+            snapshot_interval_ms: 1_000,
+            replay_listen: "127.0.0.1:9102".parse().expect("valid address"),
+            replay_packets: 100_000,
         }
     }
 }
@@ -385,6 +409,19 @@ impl ServerConfig {
         anyhow::ensure!(
             w.max_requests_per_sec == 0 || w.burst >= 1,
             "web.burst must be at least 1 when web.max_requests_per_sec limits"
+        );
+        let md = &self.market_data;
+        anyhow::ensure!(
+            md.udp_incremental.ip().is_multicast() && md.udp_snapshot.ip().is_multicast(),
+            "market_data.udp_incremental and udp_snapshot must be multicast groups (224.0.0.0/4)"
+        );
+        anyhow::ensure!(
+            md.udp_incremental != md.udp_snapshot,
+            "market_data.udp_incremental and udp_snapshot must differ"
+        );
+        anyhow::ensure!(
+            md.snapshot_interval_ms >= 10 && md.replay_packets >= 1,
+            "market_data.snapshot_interval_ms must be at least 10 and replay_packets at least 1"
         );
         anyhow::ensure!(
             self.gateway.login_timeout_ms >= 1,

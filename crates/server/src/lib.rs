@@ -38,12 +38,15 @@ pub struct RunningServer {
     pub fix_addr: Option<SocketAddr>,
     /// The HTTP server (REST, WebSocket, console, metrics), when enabled.
     pub web_addr: Option<SocketAddr>,
+    /// The UDP feed's replay service, when the feed is on.
+    pub replay_addr: Option<SocketAddr>,
     pub market_data: Arc<feed::MarketData>,
     pub credentials: Arc<Credentials>,
     pub admin_secret: String,
     stop: Arc<AtomicBool>,
     gateway: JoinHandle<Result<(), String>>,
     web: Option<web::WebServer>,
+    udp: Option<feed::udp::UdpFeed>,
     md_thread: JoinHandle<()>,
 }
 
@@ -66,6 +69,9 @@ impl RunningServer {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(web) = self.web {
             web.join();
+        }
+        if let Some(udp) = self.udp {
+            udp.join();
         }
         let _ = self.md_thread.join();
         match gateway {
@@ -252,6 +258,19 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         None
     };
     let web_addr = web.as_ref().map(|w| w.addr);
+    let udp = if config.market_data.udp {
+        let md = &config.market_data;
+        let feed = feed::udp::start(market_data.clone(), md, stop.clone()).with_context(|| {
+            format!(
+                "cannot start the UDP feed ({} / {}, replay on {})",
+                md.udp_incremental, md.udp_snapshot, md.replay_listen
+            )
+        })?;
+        Some(feed)
+    } else {
+        None
+    };
+    let replay_addr = udp.as_ref().map(|u| u.replay_addr);
     let gateway = std::thread::Builder::new()
         .name("rialto-gateway".into())
         .spawn(move || gateway.run(gateway_stop))?;
@@ -269,12 +288,14 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         admin_addr,
         fix_addr,
         web_addr,
+        replay_addr,
         market_data,
         credentials,
         admin_secret,
         stop,
         gateway,
         web,
+        udp,
         md_thread,
     })
 }

@@ -5,6 +5,8 @@
 //! It runs beside the engine, never in its way: the engine only copies a command and its
 //! trades and cancellations into a ring (see `pipeline::MdInput`).
 
+pub mod udp;
+
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;

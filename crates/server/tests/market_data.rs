@@ -1,0 +1,249 @@
+//! The UDP multicast feed on loopback: a receiver that loses packets on purpose recovers them
+//! from the TCP replay service, a receiver that joins late starts from the snapshot channel,
+//! and both end with exactly the venue's books.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rialto_core::{Side, SymbolId};
+use rialto_marketdata::Receiver;
+use rialto_marketdata::codec::{Channel, decode_header};
+use rialto_server::RunningServer;
+use rialto_server::feed::udp::replay_request;
+use rialto_wire::{ClientMsg, NewOrder};
+use socket2::{Domain, Protocol, Socket, Type};
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn join(group: SocketAddrV4) -> UdpSocket {
+    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+    socket.set_reuse_address(true).unwrap();
+    socket
+        .bind(&SocketAddr::from((*group.ip(), group.port())).into())
+        .unwrap();
+    socket
+        .join_multicast_v4(group.ip(), &Ipv4Addr::LOCALHOST)
+        .unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    socket.into()
+}
+
+/// Reads both channels into one queue of packets, until told to stop.
+fn listen(groups: [SocketAddrV4; 2], stop: Arc<AtomicBool>) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    for group in groups {
+        let socket = join(group);
+        let tx = tx.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(n) = socket.recv(&mut buf)
+                    && tx.send(buf[..n].to_vec()).is_err()
+                {
+                    return;
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// Fetches missed incremental packets from the replay service.
+fn replay(addr: SocketAddr, first: u64, count: u64) -> Vec<Vec<u8>> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&replay_request(first, count.min(10_000) as u32))
+        .unwrap();
+    let mut bytes = Vec::new();
+    s.read_to_end(&mut bytes).unwrap();
+    let mut packets = Vec::new();
+    let mut pos = 0;
+    while pos + 2 <= bytes.len() {
+        let len = u16::from_le_bytes([bytes[pos], bytes[pos + 1]]) as usize;
+        packets.push(bytes[pos + 2..pos + 2 + len].to_vec());
+        pos += 2 + len;
+    }
+    packets
+}
+
+struct Follower {
+    receiver: Receiver,
+    packets: mpsc::Receiver<Vec<u8>>,
+    /// Drop every n-th incremental packet as it arrives (0: none).
+    drop_every: u64,
+    dropped: u64,
+    replayed: u64,
+    seen: u64,
+}
+
+impl Follower {
+    fn pump(&mut self, replay_addr: SocketAddr, for_: Duration) {
+        let until = Instant::now() + for_;
+        while Instant::now() < until {
+            let Ok(packet) = self.packets.recv_timeout(Duration::from_millis(5)) else {
+                continue;
+            };
+            let header = decode_header(&packet).unwrap();
+            if header.channel == Channel::Incremental {
+                self.seen += 1;
+                if self.drop_every > 0 && self.seen.is_multiple_of(self.drop_every) {
+                    self.dropped += 1;
+                    continue;
+                }
+            }
+            self.receiver.on_packet(&packet).unwrap();
+            while let Some((first, count)) = self.receiver.missing() {
+                let packets = replay(replay_addr, first, count);
+                if packets.is_empty() {
+                    self.receiver.give_up(first + count);
+                }
+                for p in packets {
+                    self.replayed += 1;
+                    self.receiver.on_packet(&p).unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// Whether the follower's books are exactly the venue's.
+fn matches(server: &RunningServer, receiver: &Receiver) -> bool {
+    let feed = server.market_data.feed();
+    (0..2).all(|s| {
+        let id = SymbolId(s);
+        let venue = feed.l3(id).unwrap();
+        let Some(book) = receiver.books.get(&id) else {
+            return venue.bids.is_empty() && venue.asks.is_empty();
+        };
+        let mirrored = |side| book.l3.book().orders_in_priority(side);
+        book.synced()
+            && mirrored(Side::Buy) == venue.bids
+            && mirrored(Side::Sell) == venue.asks
+            && book.l2.bids() == feed.l2(id, usize::MAX).unwrap().bids
+            && book.l2.asks() == feed.l2(id, usize::MAX).unwrap().asks
+            && book.last_trade == feed.last_trade(id).unwrap()
+    })
+}
+
+#[test]
+fn receivers_recover_from_loss_by_replay_and_from_a_late_start_by_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = Ipv4Addr::new(239, 255, 77, 7);
+    let incremental = SocketAddrV4::new(group, free_udp_port());
+    let snapshot = SocketAddrV4::new(group, free_udp_port());
+    let server = common::start(dir.path(), |c| {
+        c.market_data.udp = true;
+        c.market_data.udp_incremental = incremental;
+        c.market_data.udp_snapshot = snapshot;
+        c.market_data.replay_listen = "127.0.0.1:0".parse().unwrap();
+        c.market_data.snapshot_interval_ms = 50;
+    });
+    let replay_addr = server.replay_addr.expect("the UDP feed is on");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut lossy = Follower {
+        receiver: Receiver::new(),
+        packets: listen([incremental, snapshot], stop.clone()),
+        drop_every: 7,
+        dropped: 0,
+        replayed: 0,
+        seen: 0,
+    };
+    lossy.pump(replay_addr, Duration::from_millis(200));
+
+    // Two traders make a busy market on both symbols.
+    let mut traders = [common::trader(&server, 1), common::trader(&server, 2)];
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut late: Option<Follower> = None;
+    for round in 0..40 {
+        for trader in traders.iter_mut() {
+            let mut batch = Vec::new();
+            for k in 0..25 {
+                let order = (round * 100 + k) as i64;
+                let symbol = SymbolId((next() % 2) as u32);
+                let side = if next() % 2 == 0 {
+                    Side::Buy
+                } else {
+                    Side::Sell
+                };
+                let price = 500_000 + (next() % 40) as i64;
+                batch.push(match next() % 4 {
+                    0 if round > 0 => ClientMsg::Cancel { order: order - 100 },
+                    1 if round > 0 => ClientMsg::Move {
+                        order: order - 100,
+                        price,
+                    },
+                    _ => ClientMsg::NewOrder(NewOrder::limit(
+                        order,
+                        symbol,
+                        side,
+                        price,
+                        1 + (next() % 5) as i64,
+                    )),
+                });
+            }
+            trader.send_batch(&batch).unwrap();
+        }
+        lossy.pump(replay_addr, Duration::from_millis(10));
+        if round == 20 {
+            late = Some(Follower {
+                receiver: Receiver::new(),
+                packets: listen([incremental, snapshot], stop.clone()),
+                drop_every: 0,
+                dropped: 0,
+                replayed: 0,
+                seen: 0,
+            });
+        }
+        if let Some(late) = &mut late {
+            late.pump(replay_addr, Duration::from_millis(5));
+        }
+    }
+    let mut late = late.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        lossy.pump(replay_addr, Duration::from_millis(50));
+        late.pump(replay_addr, Duration::from_millis(50));
+        if matches(&server, &lossy.receiver) && matches(&server, &late.receiver) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the receivers did not converge: lossy applied {} (dropped {}, replayed {}), late synced {:?}",
+            lossy.receiver.packets_applied,
+            lossy.dropped,
+            lossy.replayed,
+            late.receiver
+                .books
+                .values()
+                .map(|b| b.synced())
+                .collect::<Vec<_>>()
+        );
+    }
+    assert!(lossy.dropped > 10, "packets were lost: {}", lossy.dropped);
+    assert!(lossy.replayed >= lossy.dropped, "and replayed");
+    assert_eq!(lossy.receiver.packets_given_up, 0);
+    let trades = server.market_data.feed().last_trade(SymbolId(0)).unwrap();
+    assert!(trades > 10, "the market traded: {trades}");
+    stop.store(true, Ordering::SeqCst);
+    server.shutdown().unwrap();
+}
