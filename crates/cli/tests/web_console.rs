@@ -156,7 +156,6 @@ fn the_console_trades_in_headless_chromium() {
     drop(server);
     let stdout = stdout.join().unwrap();
     let stderr = stderr.join().unwrap();
-    print!("{stdout}");
     let status = status.unwrap_or_else(|| {
         panic!("the browser test ran over {SCRIPT_DEADLINE:?}:\n{stdout}\n{stderr}")
     });
@@ -170,6 +169,7 @@ fn the_console_trades_in_headless_chromium() {
             "step {step} not reported:\n{stdout}"
         );
     }
+    print!("{stdout}");
     for shot in [&screenshot, &admin_screenshot] {
         let bytes = std::fs::read(shot)
             .unwrap_or_else(|e| panic!("no screenshot at {}: {e}", shot.display()));
