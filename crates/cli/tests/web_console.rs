@@ -1,0 +1,183 @@
+//! The web console in a real browser: `web/tests/console.mjs` drives Debian's Chromium
+//! (headless, through playwright-core) against `rialto serve --demo`: user 1 rests a sell and
+//! sees it on the ladder, user 2 crosses it from a second browser context, both tapes show the
+//! trade, balances move by exactly the fill and its fees, user 1 moves and cancels the rest, and
+//! the admin view takes a snapshot, books a deposit and draws the latency histograms. The
+//! script prints each step and exits 0 only if every step passed.
+//!
+//! Needs Node.js with npm and Chromium (`apt-get install nodejs npm chromium`; `.ci/run`
+//! installs them). It fails, rather than skips, when they are missing. The screenshots are left
+//! in the target directory (`web_console.png`, `web_console-admin.png`).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Every step the script reports when given the admin secret.
+const STEPS: usize = 17;
+/// The whole browser run, launch to screenshot; each of its waits has its own 15 s limit.
+const SCRIPT_DEADLINE: Duration = Duration::from_secs(300);
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn web_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web")
+}
+
+fn chromium() -> PathBuf {
+    std::env::var_os("CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from)
+}
+
+/// Runs `program --version`, failing the test with `hint` when it cannot.
+fn require(program: &str, hint: &str) {
+    let ok = Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "`{program}` is needed for the web console test: {hint}");
+}
+
+/// Installs playwright-core from web/package-lock.json unless it is there already.
+fn npm_ci() {
+    if web_dir()
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
+        return;
+    }
+    let status = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(web_dir())
+        .status()
+        .expect("npm is needed for the web console test (.ci/run installs it)");
+    assert!(status.success(), "npm ci failed in web/");
+}
+
+/// Starts `rialto serve --demo` on free ports; returns it and the console's URL.
+fn serve(data: &Path) -> (Server, String, JoinHandle<()>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
+        .args(["serve", "--demo", "--durability", "batch"])
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args(["--fix-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
+        .arg("--data")
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start rialto serve");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    // Keep reading, so that the server never writes into a closed pipe.
+    let drain = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+    });
+    // "rialto serving: orders on A, admin on B, FIX on C, web on http://D/ (stop with Ctrl-C)"
+    let url = line
+        .split("web on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|url| url.starts_with("http://"))
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_string();
+    (Server(child), url, drain)
+}
+
+/// Reads a child's pipe to the end on another thread.
+fn collect(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
+}
+
+#[test]
+fn the_console_trades_in_headless_chromium() {
+    require("node", "apt-get install nodejs npm (.ci/run installs it)");
+    let chromium = chromium();
+    assert!(
+        chromium.exists(),
+        "Chromium is needed for the web console test and is not at {}: apt-get install chromium \
+         (.ci/run installs it), or set CHROMIUM",
+        chromium.display()
+    );
+    npm_ci();
+
+    let data = tempfile::tempdir().unwrap();
+    let (server, url, _drain) = serve(data.path());
+    let credentials = rialto_server::auth::Credentials::load_or_create(data.path()).unwrap();
+    let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web_console.png");
+    let admin_screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web_console-admin.png");
+    for old in [&screenshot, &admin_screenshot] {
+        let _ = std::fs::remove_file(old);
+    }
+
+    let mut script = Command::new("node")
+        .arg("tests/console.mjs")
+        .args(["--url", &url])
+        .args(["--secret1", &credentials.user_secret(1)])
+        .args(["--secret2", &credentials.user_secret(2)])
+        .args(["--admin-secret", &credentials.admin_secret()])
+        .arg("--chromium")
+        .arg(&chromium)
+        .arg("--screenshot")
+        .arg(&screenshot)
+        .current_dir(web_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start node web/tests/console.mjs");
+    let stdout = collect(script.stdout.take().unwrap());
+    let stderr = collect(script.stderr.take().unwrap());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = script.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > SCRIPT_DEADLINE {
+            let _ = script.kill();
+            let _ = script.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    drop(server);
+    let stdout = stdout.join().unwrap();
+    let stderr = stderr.join().unwrap();
+    print!("{stdout}");
+    let status = status.unwrap_or_else(|| {
+        panic!("the browser test ran over {SCRIPT_DEADLINE:?}:\n{stdout}\n{stderr}")
+    });
+    assert!(
+        status.success(),
+        "the browser test failed ({status}):\n{stdout}\n{stderr}"
+    );
+    for step in 1..=STEPS {
+        assert!(
+            stdout.contains(&format!("ok step {step}:")),
+            "step {step} not reported:\n{stdout}"
+        );
+    }
+    for shot in [&screenshot, &admin_screenshot] {
+        let bytes = std::fs::read(shot)
+            .unwrap_or_else(|e| panic!("no screenshot at {}: {e}", shot.display()));
+        assert!(
+            bytes.len() > 10_000 && bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{} is not a PNG of a rendered page ({} bytes)",
+            shot.display(),
+            bytes.len()
+        );
+    }
+}

@@ -1,0 +1,488 @@
+// The logged-in side: login (the secret lives only in the signer, in memory), balances and
+// open orders (REST, then kept current from the `user` channel), order entry, move and cancel.
+
+import { formatInt } from './decimal.js';
+import { clockTime } from './tape.js';
+
+const $ = (id) => document.getElementById(id);
+
+function cell(text, className) {
+  const td = document.createElement('td');
+  if (className) td.className = className;
+  td.textContent = text;
+  return td;
+}
+
+function describeError(error) {
+  if (error && error.code) return `${error.code}: ${error.message}`;
+  return String((error && error.message) || error);
+}
+
+export class Account {
+  constructor({ api, feed, symbol, units, onOwnOrdersChanged, onAdmin }) {
+    this.api = api;
+    this.feed = feed;
+    this.symbol = symbol;
+    this.units = units;
+    this.onOwnOrdersChanged = onOwnOrdersChanged;
+    this.onAdmin = onAdmin;
+    this.mode = null; // null, 'trader' or 'admin'
+    this.balances = new Map(); // currency -> { available, held }
+    this.orders = new Map(); // order id -> { symbol, order, side, price, remaining }
+    this.orderRows = new Map(); // order id -> row elements
+    this.balanceRows = new Map();
+    this.fills = [];
+    this.events = [];
+    this.refreshing = false;
+    this.refreshAgain = false;
+    this.refreshTimer = null;
+    this.frameRequested = false;
+    this.dirty = { balances: false, orders: false, fills: false, events: false };
+    this.bind();
+  }
+
+  bind() {
+    $('login-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      this.login($('login-key').value.trim(), $('login-secret').value.trim());
+    });
+    $('logout-button').addEventListener('click', () => this.logout());
+    $('order-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      this.place();
+    });
+    for (const id of ['order-side', 'order-type', 'order-price', 'order-qty']) {
+      $(id).addEventListener('input', () => this.updateForm());
+    }
+    $('cancel-all').addEventListener('click', () => this.cancelAll());
+    for (const tab of document.querySelectorAll('.subtab')) {
+      tab.addEventListener('click', () => {
+        for (const other of document.querySelectorAll('.subtab')) {
+          other.classList.toggle('active', other === tab);
+          $(other.dataset.pane).hidden = other !== tab;
+        }
+      });
+    }
+  }
+
+  setSymbol(symbol) {
+    const units = this.units(symbol);
+    $('price-unit').textContent = `(tick ${units.price.text})`;
+    $('qty-unit').textContent = `(lot ${units.qty.text})`;
+    this.updateForm();
+    this.markDirty('orders');
+  }
+
+  /** A click on the ladder: fill in the price, and the side that would trade against it. */
+  pickPrice(price, side) {
+    const units = this.units(this.symbol());
+    if (!units) return;
+    $('order-price').value = units.price.format(price);
+    $('order-side').value = side;
+    this.updateForm();
+  }
+
+  status(id, text, kind) {
+    const node = $(id);
+    node.textContent = text;
+    node.className = `status ${kind || ''}`;
+  }
+
+  log(line) {
+    const now = new Date();
+    const stamp = `${now.toTimeString().slice(0, 8)}.${String(now.getMilliseconds()).padStart(3, '0')}`;
+    this.events.unshift(`${stamp}  ${line}`);
+    if (this.events.length > 300) this.events.length = 300;
+    this.markDirty('events');
+  }
+
+  async login(key, secret) {
+    if (!key || !secret) {
+      this.status('login-status', 'enter an API key and its secret', 'error');
+      return;
+    }
+    if (this.mode) await this.logout();
+    this.status('login-status', 'logging in…');
+    try {
+      await this.api.syncClock().catch(() => {});
+      await this.api.setCredentials(key, secret);
+      if (key === 'admin') {
+        await this.api.signed('GET', '/api/v1/admin/venue');
+        this.mode = 'admin';
+      } else {
+        const balances = await this.api.signed('GET', '/api/v1/balances');
+        this.mode = 'trader';
+        this.setBalances(balances);
+        await this.refreshOrders();
+        await this.feed.login(() => this.api.wsLogin());
+        this.feed.subscribe('user', (msg) => this.onUser(msg), {
+          isPrivate: true,
+          onSubscribed: (error) => error && this.log(`subscribe user: ${describeError(error)}`),
+        });
+      }
+    } catch (error) {
+      this.api.clearCredentials();
+      this.feed.logout();
+      this.mode = null;
+      this.status('login-status', `login failed: ${describeError(error)}`, 'error');
+      return;
+    }
+    $('login-secret').value = '';
+    $('login-form').hidden = true;
+    $('logged-in').hidden = false;
+    $('account-name').textContent = key === 'admin' ? 'admin' : `user ${key}`;
+    document.body.dataset.account = key;
+    this.status('login-status', `logged in as ${key === 'admin' ? 'admin' : `user ${key}`}`, 'ok');
+    const trader = this.mode === 'trader';
+    $('order-form').hidden = !trader;
+    $('balances-box').hidden = !trader;
+    $('cancel-all').hidden = !trader;
+    $('orders-empty').textContent = trader ? 'no open orders' : 'log in as a trader to see orders';
+    this.log(`logged in as ${key}${this.api.signer.webcrypto ? '' : ' (signing without WebCrypto)'}`);
+    this.onAdmin(this.mode === 'admin');
+    this.markDirty('orders');
+  }
+
+  async logout() {
+    this.api.clearCredentials();
+    this.feed.logout();
+    const wasAdmin = this.mode === 'admin';
+    this.mode = null;
+    this.balances.clear();
+    this.orders.clear();
+    this.fills = [];
+    $('login-form').hidden = false;
+    $('logged-in').hidden = true;
+    $('order-form').hidden = true;
+    $('balances-box').hidden = true;
+    $('cancel-all').hidden = true;
+    $('account-name').textContent = '';
+    $('orders-empty').textContent = 'log in to see your orders';
+    delete document.body.dataset.account;
+    this.status('login-status', 'logged out');
+    if (wasAdmin) this.onAdmin(false);
+    for (const what of ['balances', 'orders', 'fills']) this.markDirty(what);
+    this.onOwnOrdersChanged();
+  }
+
+  // The private stream.
+
+  onUser(msg) {
+    switch (msg.type) {
+      case 'balances':
+        this.setBalances(msg.balances);
+        return;
+      case 'orders':
+        // The open orders, sent with the balances on subscribing.
+        this.orders.clear();
+        for (const o of msg.orders || []) this.orders.set(o.order, o);
+        this.markDirty('orders');
+        return;
+      case 'fill': {
+        this.fills.unshift(msg);
+        if (this.fills.length > 200) this.fills.length = 200;
+        this.markDirty('fills');
+        const open = this.orders.get(msg.order);
+        if (open) {
+          open.remaining -= msg.qty;
+          if (open.remaining <= 0) this.orders.delete(msg.order);
+          this.markDirty('orders');
+        }
+        this.log(`fill order ${msg.order} ${msg.side} ${this.fmtQty(msg.symbol, msg.qty)} @ ${this.fmtPrice(msg.symbol, msg.price)} fee ${msg.fee} ${msg.liquidity}`);
+        break;
+      }
+      case 'cancelled':
+        this.log(`cancelled order ${msg.order} ${msg.side} ${this.fmtQty(msg.symbol, msg.qty)} (${msg.reason})`);
+        break;
+      case 'accepted':
+        this.log(`accepted ${msg.kind} order ${msg.order} seq ${msg.seq}`);
+        break;
+      case 'rejected':
+        this.log(`rejected order ${msg.order}: ${msg.reason}`);
+        break;
+      default:
+        this.log(`user: ${JSON.stringify(msg)}`);
+    }
+    this.scheduleRefresh();
+  }
+
+  fmtPrice(symbol, price) {
+    const units = this.units(symbol);
+    return units && price !== undefined ? units.price.format(price) : String(price);
+  }
+
+  fmtQty(symbol, qty) {
+    const units = this.units(symbol);
+    return units && qty !== undefined ? units.qty.format(qty) : String(qty);
+  }
+
+  setBalances(list) {
+    this.balances.clear();
+    for (const b of list || []) this.balances.set(b.currency, b);
+    this.markDirty('balances');
+  }
+
+  /** The open orders from REST, at most a few times a second however busy the stream is. */
+  scheduleRefresh() {
+    if (this.refreshTimer !== null) return;
+    this.refreshTimer = setTimeout(() => {
+      this.refreshTimer = null;
+      this.refreshOrders().catch((error) => this.log(`open orders: ${describeError(error)}`));
+    }, 150);
+  }
+
+  async refreshOrders() {
+    if (this.mode !== 'trader') return;
+    if (this.refreshing) {
+      this.refreshAgain = true;
+      return;
+    }
+    this.refreshing = true;
+    try {
+      do {
+        this.refreshAgain = false;
+        const list = await this.api.signed('GET', '/api/v1/orders');
+        if (this.mode !== 'trader') return;
+        this.orders.clear();
+        for (const o of list || []) this.orders.set(o.order, o);
+        this.markDirty('orders');
+      } while (this.refreshAgain);
+    } finally {
+      this.refreshing = false;
+    }
+  }
+
+  /** "side:price" of the user's orders on the current symbol, for marking the ladder. */
+  ownPrices() {
+    const set = new Set();
+    const symbol = this.symbol();
+    for (const o of this.orders.values()) if (o.symbol === symbol) set.add(`${o.side}:${o.price}`);
+    return set;
+  }
+
+  // Order entry.
+
+  readForm() {
+    const symbol = this.symbol();
+    const units = this.units(symbol);
+    const side = $('order-side').value;
+    const type = $('order-type').value;
+    const body = { symbol, side, type, tif: $('order-tif').value };
+    const qtyText = $('order-qty').value.trim();
+    const priceText = $('order-price').value.trim();
+    if (!qtyText) return { error: 'enter a quantity' };
+    const qty = units.qty.parse(qtyText);
+    if (qty.error) return { error: `qty: ${qty.error}` };
+    body.qty = qty.value;
+    if (priceText) {
+      const price = units.price.parse(priceText);
+      if (price.error) return { error: `price: ${price.error}` };
+      body.price = price.value;
+    } else if (type === 'limit') {
+      return { error: 'enter a price' };
+    }
+    if ($('order-post-only').checked) body.post_only = true;
+    return { body };
+  }
+
+  updateForm() {
+    const side = $('order-side').value;
+    const button = $('place-button');
+    button.className = `place ${side}`;
+    button.textContent = `${side === 'buy' ? 'Buy' : 'Sell'} ${this.symbol() || ''}`;
+    const type = $('order-type').value;
+    // A market order never rests: GTC is not a choice for it (the engine says invalid_order).
+    const gtc = $('order-tif').querySelector('option[value="gtc"]');
+    gtc.disabled = type === 'market';
+    if (type === 'market' && $('order-tif').value === 'gtc') $('order-tif').value = 'ioc';
+    if (type === 'limit' && $('order-tif').value === 'ioc' && this.lastType === 'market') $('order-tif').value = 'gtc';
+    this.lastType = type;
+    $('order-price').placeholder = type === 'market' ? 'protection price (optional)' : 'limit price';
+    const form = this.units(this.symbol()) ? this.readForm() : { error: '' };
+    $('order-preview').textContent = form.body
+      ? `${formatInt(form.body.qty)} lots${form.body.price !== undefined ? ` @ ${formatInt(form.body.price)} ticks` : ' at market'}`
+      : '';
+  }
+
+  async place() {
+    const form = this.readForm();
+    if (form.error) {
+      this.status('order-status', form.error, 'error');
+      return;
+    }
+    this.status('order-status', 'sending…');
+    try {
+      const answer = await this.api.signed('POST', '/api/v1/orders', form.body);
+      this.status('order-status', `${answer.status} order ${answer.order} (seq ${answer.seq})`, 'ok');
+      this.log(`placed ${form.body.side} ${form.body.type} order ${answer.order}`);
+    } catch (error) {
+      this.status('order-status', describeError(error), 'error');
+    }
+    this.scheduleRefresh();
+  }
+
+  async cancel(order) {
+    try {
+      const answer = await this.api.signed('DELETE', `/api/v1/orders/${order}`);
+      this.status('order-status', `cancel order ${order}: ${answer.status}`, 'ok');
+    } catch (error) {
+      this.status('order-status', `cancel order ${order}: ${describeError(error)}`, 'error');
+    }
+    this.scheduleRefresh();
+  }
+
+  async move(order, priceText) {
+    const o = this.orders.get(order);
+    const units = o && this.units(o.symbol);
+    if (!units) return;
+    const price = units.price.parse(priceText);
+    if (price.error) {
+      this.status('order-status', `move: ${price.error}`, 'error');
+      return;
+    }
+    try {
+      const answer = await this.api.signed('POST', `/api/v1/orders/${order}/move`, { price: price.value });
+      this.status('order-status', `move order ${order}: ${answer.status}`, 'ok');
+    } catch (error) {
+      this.status('order-status', `move order ${order}: ${describeError(error)}`, 'error');
+    }
+    this.scheduleRefresh();
+  }
+
+  async cancelAll() {
+    const symbol = this.symbol();
+    try {
+      const answer = await this.api.signed('DELETE', `/api/v1/orders?symbol=${encodeURIComponent(symbol)}`);
+      this.status('order-status', `mass cancel ${symbol}: ${answer.status}`, 'ok');
+    } catch (error) {
+      this.status('order-status', `mass cancel: ${describeError(error)}`, 'error');
+    }
+    this.scheduleRefresh();
+  }
+
+  // Rendering, once per frame at most.
+
+  markDirty(what) {
+    this.dirty[what] = true;
+    if (this.frameRequested) return;
+    this.frameRequested = true;
+    requestAnimationFrame(() => {
+      this.frameRequested = false;
+      this.render();
+    });
+  }
+
+  render() {
+    if (this.dirty.balances) this.renderBalances();
+    if (this.dirty.orders) {
+      this.renderOrders();
+      this.onOwnOrdersChanged();
+    }
+    if (this.dirty.fills) this.renderFills();
+    if (this.dirty.events) $('events').textContent = this.events.join('\n');
+    this.dirty = { balances: false, orders: false, fills: false, events: false };
+  }
+
+  renderBalances() {
+    const body = $('balances');
+    for (const [currency, row] of this.balanceRows) {
+      if (!this.balances.has(currency)) {
+        row.tr.remove();
+        this.balanceRows.delete(currency);
+      }
+    }
+    for (const b of this.balances.values()) {
+      let row = this.balanceRows.get(b.currency);
+      if (!row) {
+        const tr = document.createElement('tr');
+        tr.dataset.testid = 'balance-row';
+        tr.dataset.currency = b.currency;
+        row = { tr, available: cell('', 'num'), held: cell('', 'num') };
+        tr.append(cell(b.currency), row.available, row.held);
+        body.append(tr);
+        this.balanceRows.set(b.currency, row);
+      }
+      row.tr.dataset.available = String(b.available);
+      row.tr.dataset.held = String(b.held);
+      row.available.textContent = formatInt(b.available);
+      row.held.textContent = formatInt(b.held);
+    }
+  }
+
+  renderOrders() {
+    const body = $('open-orders');
+    for (const [order, row] of this.orderRows) {
+      if (!this.orders.has(order)) {
+        row.tr.remove();
+        this.orderRows.delete(order);
+      }
+    }
+    const sorted = [...this.orders.values()].sort((a, b) => a.order - b.order);
+    for (const o of sorted) {
+      let row = this.orderRows.get(o.order);
+      if (!row) row = this.orderRow(o, body);
+      const units = this.units(o.symbol);
+      const priceText = units ? units.price.format(o.price) : String(o.price);
+      row.tr.dataset.price = String(o.price);
+      row.tr.dataset.remaining = String(o.remaining);
+      row.price.textContent = priceText;
+      row.remaining.textContent = units ? units.qty.format(o.remaining) : String(o.remaining);
+      if (document.activeElement !== row.moveInput && row.shownPrice !== o.price) row.moveInput.value = priceText;
+      row.shownPrice = o.price;
+    }
+    $('open-count').textContent = this.orders.size ? `(${this.orders.size})` : '';
+    $('orders-empty').hidden = this.orders.size > 0;
+  }
+
+  orderRow(o, body) {
+    const tr = document.createElement('tr');
+    tr.dataset.testid = 'open-order';
+    tr.dataset.order = String(o.order);
+    tr.dataset.side = o.side;
+    tr.dataset.symbol = o.symbol;
+    const moveInput = document.createElement('input');
+    moveInput.dataset.testid = 'move-price';
+    const moveButton = document.createElement('button');
+    moveButton.className = 'small';
+    moveButton.textContent = 'Move';
+    moveButton.dataset.testid = 'move-button';
+    moveButton.addEventListener('click', () => this.move(o.order, moveInput.value.trim()));
+    moveInput.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') this.move(o.order, moveInput.value.trim());
+    });
+    const cancelButton = document.createElement('button');
+    cancelButton.className = 'small danger';
+    cancelButton.textContent = 'Cancel';
+    cancelButton.dataset.testid = 'cancel-button';
+    cancelButton.addEventListener('click', () => this.cancel(o.order));
+    const moveCell = cell('');
+    moveCell.append(moveInput, ' ', moveButton);
+    const cancelCell = cell('');
+    cancelCell.append(cancelButton);
+    const row = { tr, price: cell('', 'num'), remaining: cell('', 'num'), moveInput, shownPrice: null };
+    tr.append(cell(String(o.order)), cell(o.symbol), cell(o.side, o.side), row.price, row.remaining, moveCell, cancelCell);
+    body.append(tr);
+    this.orderRows.set(o.order, row);
+    return row;
+  }
+
+  renderFills() {
+    const body = $('fills');
+    const rows = this.fills.map((f) => {
+      const tr = document.createElement('tr');
+      tr.dataset.testid = 'fill-row';
+      tr.append(
+        cell(f.ts_ns ? clockTime(f.ts_ns) : ''),
+        cell(String(f.order)),
+        cell(f.symbol || ''),
+        cell(f.side, f.side),
+        cell(this.fmtPrice(f.symbol, f.price)),
+        cell(this.fmtQty(f.symbol, f.qty)),
+        cell(formatInt(f.fee)),
+        cell(f.liquidity),
+      );
+      return tr;
+    });
+    body.replaceChildren(...rows);
+  }
+}

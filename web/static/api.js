@@ -1,0 +1,135 @@
+// REST client: public GETs, and private calls signed as docs/api.md says:
+// hex(HMAC-SHA256(secret, timestamp + "\n" + nonce + "\n" + METHOD + "\n" + path_and_query + "\n" + body)).
+// The secret stays in this object (memory only, never storage).
+
+import { hmacSigner } from './sha256.js';
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message || code);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function parseAnswer(response) {
+  const text = await response.text();
+  let body = null;
+  if (text) {
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = null;
+    }
+  }
+  if (!response.ok) {
+    const error = body && body.error ? body.error : {};
+    throw new ApiError(
+      response.status,
+      error.code || `http_${response.status}`,
+      error.message || text.slice(0, 200) || response.statusText,
+    );
+  }
+  return body;
+}
+
+export class Api {
+  constructor(base = '') {
+    this.base = base;
+    this.key = null;
+    this.signer = null;
+    this.lastNonce = 0;
+    // Server clock minus ours, in ms: requests carry the server's idea of now.
+    this.clockOffsetMs = 0;
+    // Private calls go one at a time: nonces must reach the server in increasing order.
+    this.queue = Promise.resolve();
+  }
+
+  async get(path) {
+    return parseAnswer(await fetch(this.base + path, { cache: 'no-store' }));
+  }
+
+  async getText(path) {
+    const response = await fetch(this.base + path, { cache: 'no-store' });
+    if (!response.ok) throw new ApiError(response.status, `http_${response.status}`, response.statusText);
+    return response.text();
+  }
+
+  async syncClock() {
+    const before = Date.now();
+    const answer = await this.get('/api/v1/time');
+    const after = Date.now();
+    if (answer && typeof answer.ts_ns === 'number') {
+      this.clockOffsetMs = Math.round(answer.ts_ns / 1e6 - (before + after) / 2);
+    }
+  }
+
+  get loggedIn() {
+    return this.signer !== null;
+  }
+
+  async setCredentials(key, secret) {
+    this.signer = await hmacSigner(secret);
+    this.key = key;
+  }
+
+  clearCredentials() {
+    this.key = null;
+    this.signer = null;
+  }
+
+  /** A fresh (timestamp ms, nonce) pair: the nonce is the timestamp, bumped to stay increasing. */
+  stamp() {
+    const ts = Date.now() + this.clockOffsetMs;
+    const nonce = Math.max(ts, this.lastNonce + 1);
+    this.lastNonce = nonce;
+    return { ts, nonce };
+  }
+
+  /** The WebSocket login request (signed over "WS\n/ws\n" with an empty body). */
+  async wsLogin() {
+    const { ts, nonce } = this.stamp();
+    const sig = await this.signer.sign(`${ts}\n${nonce}\nWS\n/ws\n`);
+    return { op: 'login', key: this.key, ts, nonce, sig };
+  }
+
+  /** A signed request; resolves to the answer's JSON or throws ApiError. */
+  signed(method, pathAndQuery, bodyObject) {
+    const run = () => this.sendSigned(method, pathAndQuery, bodyObject, true);
+    const result = this.queue.then(run, run);
+    this.queue = result.catch(() => {});
+    return result;
+  }
+
+  async sendSigned(method, pathAndQuery, bodyObject, retry) {
+    if (!this.signer) throw new ApiError(0, 'not_logged_in', 'log in first');
+    const body = bodyObject === undefined ? '' : JSON.stringify(bodyObject);
+    const { ts, nonce } = this.stamp();
+    const sig = await this.signer.sign(`${ts}\n${nonce}\n${method}\n${pathAndQuery}\n${body}`);
+    const headers = {
+      'Rialto-Key': this.key,
+      'Rialto-Timestamp': String(ts),
+      'Rialto-Nonce': String(nonce),
+      'Rialto-Signature': sig,
+    };
+    if (body) headers['Content-Type'] = 'application/json';
+    const response = await fetch(this.base + pathAndQuery, {
+      method,
+      headers,
+      body: body || undefined,
+      cache: 'no-store',
+    });
+    try {
+      return await parseAnswer(response);
+    } catch (error) {
+      // Another client with the same key may have used a larger nonce, or our clock drifted:
+      // resynchronise once and try again (a refused request changed nothing).
+      if (retry && (error.code === 'replayed_nonce' || error.code === 'stale_request')) {
+        if (error.code === 'replayed_nonce') this.lastNonce += 1000;
+        else await this.syncClock().catch(() => {});
+        return this.sendSigned(method, pathAndQuery, bodyObject, false);
+      }
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,270 @@
+// The console: market data for the chosen symbol over one WebSocket, account and admin views
+// over signed REST. Messages only change state and mark views dirty; one animation frame then
+// draws whatever changed, however many messages arrived since the last frame.
+
+import { Unit, formatInt } from './decimal.js';
+import { Api } from './api.js';
+import { Feed } from './feed.js';
+import { Book } from './book.js';
+import { LadderView } from './ladder.js';
+import { TapeView } from './tape.js';
+import { DepthChart, CandleChart } from './charts.js';
+import { Account } from './account.js';
+import { AdminView } from './admin.js';
+
+const $ = (id) => document.getElementById(id);
+
+const api = new Api('');
+const state = {
+  symbols: [],
+  unitsBySymbol: new Map(), // symbol -> { price: Unit, qty: Unit, info }
+  symbol: null,
+  book: new Book(),
+  bbo: null,
+  lastTrade: null,
+  candle: null,
+};
+const dirty = { book: false, bbo: false, header: false, charts: false, held: false };
+const stats = { messages: 0, frameMs: 0, gaps: 0 };
+
+const ladder = new LadderView($('ladder'), {
+  rowsPerSide: 20,
+  onPick: (price, side) => account.pickPrice(price, side === 'ask' ? 'buy' : 'sell'),
+});
+const tape = new TapeView($('tape'), { maxRows: 80 });
+const depth = new DepthChart($('depth'));
+const candles = new CandleChart($('candles'));
+depth.minIntervalMs = 150;
+candles.minIntervalMs = 250;
+// A resized chart redraws on the next frame.
+depth.onResize = () => markDirty('header');
+candles.onResize = () => markDirty('header');
+
+function setStatus(text) {
+  const pill = $('conn-status');
+  pill.textContent = text;
+  pill.className = `pill ${text === 'live' ? 'live' : text === 'down' ? 'down' : ''}`;
+}
+
+const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws`;
+const feed = new Feed(wsUrl, {
+  onStatus: setStatus,
+  onMessageCount: (n) => {
+    stats.messages += n;
+  },
+});
+
+const account = new Account({
+  api,
+  feed,
+  symbol: () => state.symbol,
+  units: (symbol) => state.unitsBySymbol.get(symbol),
+  onOwnOrdersChanged: () => markDirty('book'),
+  onAdmin: (isAdmin) => showAdminTab(isAdmin),
+});
+const admin = new AdminView({ api, symbols: () => state.symbols, log: (line) => account.log(line) });
+
+let frameRequested = false;
+function markDirty(what) {
+  dirty[what] = true;
+  if (!frameRequested) {
+    frameRequested = true;
+    requestAnimationFrame(frame);
+  }
+}
+
+// The ladder and the tape are DOM: under a flood of updates they are drawn at most this often
+// (30 a second still reads as live), which leaves most frames free for everything else.
+const DOM_MIN_INTERVAL_MS = 33;
+let domDrawnAt = -Infinity;
+
+function frame() {
+  frameRequested = false;
+  const start = performance.now();
+  const domDue = start - domDrawnAt >= DOM_MIN_INTERVAL_MS;
+  if (domDue && (dirty.book || tape.dirty)) domDrawnAt = start;
+  if (dirty.book && domDue) {
+    dirty.book = false;
+    ladder.render(state.book, account.ownPrices());
+    depth.update(state.book);
+    $('book-seq').textContent = state.book.seq === null ? '' : `seq ${state.book.seq}`;
+  }
+  if (dirty.bbo) {
+    dirty.bbo = false;
+    renderBbo();
+  }
+  if (dirty.header) {
+    dirty.header = false;
+    renderHeader();
+  }
+  if (domDue) tape.render();
+  depth.render(start);
+  candles.render(start);
+  stats.frameMs = performance.now() - start;
+  // Whatever was held back by its interval draws on a later frame.
+  if (dirty.book || tape.dirty) markDirty('held');
+  else if ((depth.dirty && depth.price) || (candles.dirty && candles.price)) markDirty('charts');
+}
+
+function renderBbo() {
+  const units = state.unitsBySymbol.get(state.symbol);
+  const bbo = state.bbo;
+  if (!units) return;
+  const bid = bbo && bbo.bid;
+  const ask = bbo && bbo.ask;
+  $('bbo-bid').textContent = bid ? units.price.format(bid[0]) : '—';
+  $('bbo-bid-qty').textContent = bid ? units.qty.format(bid[1]) : '';
+  $('bbo-ask').textContent = ask ? units.price.format(ask[0]) : '—';
+  $('bbo-ask-qty').textContent = ask ? units.qty.format(ask[1]) : '';
+  $('bbo-spread').textContent = bid && ask ? units.price.format(ask[0] - bid[0]) : '—';
+}
+
+function renderHeader() {
+  const units = state.unitsBySymbol.get(state.symbol);
+  if (!units) return;
+  const last = state.lastTrade;
+  const lastNode = $('last-price');
+  lastNode.textContent = last ? units.price.format(last.price) : '—';
+  lastNode.className = `num ${last ? (last.taker_side === 'buy' ? 'bid' : 'ask') : ''}`;
+  $('minute-volume').textContent = state.candle ? units.qty.format(state.candle.volume) : '—';
+}
+
+// Market data handlers: state changes only.
+
+function onBook(msg) {
+  if (msg.type === 'snapshot') {
+    state.book.applySnapshot(msg);
+  } else if (msg.type === 'diff') {
+    if (state.book.applyDiff(msg) === 'gap') {
+      stats.gaps++;
+      account.log(`book.${state.symbol}: gap at ${msg.first}..${msg.last}, resubscribing`);
+      feed.resubscribe(msg.ch);
+    }
+  }
+  markDirty('book');
+}
+
+function onBbo(msg) {
+  state.bbo = msg;
+  markDirty('bbo');
+}
+
+function onTrades(msg) {
+  if (msg.type === 'snapshot') tape.clear();
+  const trades = msg.trades || [];
+  tape.push(trades);
+  if (trades.length) state.lastTrade = trades[trades.length - 1];
+  markDirty('header');
+}
+
+function onCandles(msg) {
+  if (msg.type === 'snapshot') {
+    candles.reset(msg.candles || []);
+    state.candle = msg.candles && msg.candles.length ? msg.candles[msg.candles.length - 1] : null;
+  } else if (msg.candle) {
+    candles.upsert(msg.candle);
+    state.candle = msg.candle;
+  }
+  markDirty('header');
+}
+
+const CHANNELS = [
+  ['book', onBook],
+  ['bbo', onBbo],
+  ['trades', onTrades],
+  ['candles', onCandles],
+];
+
+function selectSymbol(symbol) {
+  if (state.symbol === symbol) return;
+  if (state.symbol) for (const [name] of CHANNELS) feed.unsubscribe(`${name}.${state.symbol}`);
+  state.symbol = symbol;
+  state.book.reset();
+  state.bbo = null;
+  state.lastTrade = null;
+  state.candle = null;
+  const units = state.unitsBySymbol.get(symbol);
+  for (const view of [ladder, tape, depth, candles]) view.setUnits(units.price, units.qty);
+  candles.reset([]);
+  account.setSymbol(symbol);
+  $('symbol').value = symbol;
+  document.body.dataset.symbol = symbol;
+  if (location.hash !== `#${symbol}`) history.replaceState(null, '', `#${symbol}`);
+  for (const [name, handler] of CHANNELS) {
+    const ch = `${name}.${symbol}`;
+    feed.subscribe(ch, handler, {
+      onSubscribed: (error) => error && account.log(`subscribe ${ch}: ${error.code || error.message}`),
+    });
+  }
+  for (const what of ['book', 'bbo', 'header']) markDirty(what);
+}
+
+function showAdminTab(isAdmin) {
+  $('view-admin').hidden = !isAdmin;
+  showView(isAdmin ? 'admin' : 'trade');
+}
+
+function showView(which) {
+  $('trade-view').hidden = which !== 'trade';
+  $('admin-view').hidden = which !== 'admin';
+  $('view-trade').classList.toggle('active', which === 'trade');
+  $('view-admin').classList.toggle('active', which === 'admin');
+  if (which === 'admin') admin.show();
+  else admin.hide();
+  markDirty('book');
+}
+
+$('view-trade').addEventListener('click', () => showView('trade'));
+$('view-admin').addEventListener('click', () => showView('admin'));
+$('symbol').addEventListener('change', (e) => selectSymbol(e.target.value));
+
+setInterval(() => {
+  $('rate').textContent = `${formatInt(stats.messages)} msg/s · ${stats.frameMs.toFixed(1)} ms`;
+  stats.messages = 0;
+}, 1000);
+
+async function loadSymbols() {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await api.get('/api/v1/symbols');
+    } catch (error) {
+      setStatus(`symbols: ${error.code || error.message}`);
+      await new Promise((r) => setTimeout(r, Math.min(5000, 250 * 2 ** attempt)));
+    }
+  }
+}
+
+async function start() {
+  const symbols = await loadSymbols();
+  state.symbols = symbols;
+  const select = $('symbol');
+  select.replaceChildren();
+  for (const info of symbols) {
+    state.unitsBySymbol.set(info.symbol, {
+      price: new Unit(info.price_tick || '1'),
+      qty: new Unit(info.qty_lot || '1'),
+      info,
+    });
+    const option = document.createElement('option');
+    option.value = info.symbol;
+    option.textContent = info.symbol;
+    select.append(option);
+  }
+  if (symbols.length === 0) {
+    setStatus('no symbols');
+    return;
+  }
+  const wanted = decodeURIComponent(location.hash.slice(1));
+  selectSymbol(state.unitsBySymbol.has(wanted) ? wanted : symbols[0].symbol);
+  document.body.dataset.ready = 'true';
+}
+
+window.addEventListener('hashchange', () => {
+  const wanted = decodeURIComponent(location.hash.slice(1));
+  if (state.unitsBySymbol.has(wanted)) selectSymbol(wanted);
+});
+
+// For the browser test and for poking at the console from devtools.
+window.rialto = { state, stats, feed, api, account, views: { ladder, tape, depth, candles } };
+
+start();
