@@ -8,6 +8,7 @@ pub mod fix_bench;
 pub mod fix_loadgen;
 pub mod journal;
 pub mod loadgen;
+pub mod md_bench;
 pub mod pipeline_bench;
 pub mod replay;
 pub mod scenario;

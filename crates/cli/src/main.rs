@@ -78,6 +78,9 @@ enum BenchCmd {
     /// The FIX codec: parse the 214-byte NewOrderSingle, write an ExecutionReport (median
     /// ns per operation, the format of QuickFIX/J's CodecBench in interop/quickfixj)
     Fix(rialto_cli::fix_bench::FixBenchArgs),
+    /// What the market data feed costs the engine on the `single` workload (alternating runs
+    /// with and without it, medians)
+    MarketData(rialto_cli::md_bench::MdBenchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -175,6 +178,9 @@ fn main() -> ExitCode {
         }
         Cmd::Bench(BenchCmd::Recovery(args)) => {
             bench_recovery::run(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Bench(BenchCmd::MarketData(args)) => {
+            rialto_cli::md_bench::run(&args).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Bench(BenchCmd::Fix(args)) => {
             rialto_cli::fix_bench::run(&args).map(|()| ExitCode::SUCCESS)

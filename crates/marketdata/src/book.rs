@@ -1,9 +1,10 @@
 //! An order-by-order book that also keeps its aggregated levels: the feed's own state, and
 //! what an L3 client rebuilds.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use rialto_core::Side;
+use rustc_hash::FxHashMap;
 
 use crate::update::{L2Snapshot, L3Order, L3Snapshot};
 
@@ -29,20 +30,24 @@ impl std::fmt::Display for BookError {
 
 impl std::error::Error for BookError {}
 
+/// No order: the end of a level's queue.
+const NONE: u64 = u64::MAX;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BookOrder {
     pub side: Side,
     pub price: i64,
     pub qty: i64,
-    /// Arrival rank: orders of a level trade oldest first.
-    arrival: u64,
+    /// The level's queue (oldest first) is a list through the orders themselves.
+    prev: u64,
+    next: u64,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Level {
     total: i64,
-    /// arrival -> order
-    queue: BTreeMap<u64, u64>,
+    head: u64,
+    tail: u64,
 }
 
 /// What one change did to its level: the side, price and new level total.
@@ -55,10 +60,9 @@ pub struct LevelChange {
 
 #[derive(Clone, Debug, Default)]
 pub struct L3Book {
-    orders: HashMap<u64, BookOrder>,
+    orders: FxHashMap<u64, BookOrder>,
     bids: BTreeMap<i64, Level>,
     asks: BTreeMap<i64, Level>,
-    next_arrival: u64,
 }
 
 impl L3Book {
@@ -102,25 +106,35 @@ impl L3Book {
         if self.orders.contains_key(&order) {
             return Err(BookError::DuplicateOrder(order));
         }
-        let arrival = self.next_arrival;
-        self.next_arrival += 1;
+        let level = self.side_mut(side).entry(price).or_insert(Level {
+            total: 0,
+            head: NONE,
+            tail: NONE,
+        });
+        let prev = level.tail;
+        level.total += qty;
+        level.tail = order;
+        if level.head == NONE {
+            level.head = order;
+        }
+        let total = level.total;
+        if prev != NONE {
+            self.orders
+                .get_mut(&prev)
+                .expect("a level's tail is an order")
+                .next = order;
+        }
         self.orders.insert(
             order,
             BookOrder {
                 side,
                 price,
                 qty,
-                arrival,
+                prev,
+                next: NONE,
             },
         );
-        let level = self.side_mut(side).entry(price).or_default();
-        level.total += qty;
-        level.queue.insert(arrival, order);
-        Ok(LevelChange {
-            side,
-            price,
-            total: level.total,
-        })
+        Ok(LevelChange { side, price, total })
     }
 
     /// Takes `qty` off an order (0 < qty <= its quantity); an order at zero leaves.
@@ -137,15 +151,26 @@ impl L3Book {
         let o = *entry;
         if o.qty == 0 {
             self.orders.remove(&order);
+            if o.prev != NONE {
+                self.orders.get_mut(&o.prev).expect("linked").next = o.next;
+            }
+            if o.next != NONE {
+                self.orders.get_mut(&o.next).expect("linked").prev = o.prev;
+            }
         }
         let levels = self.side_mut(o.side);
         let level = levels.get_mut(&o.price).expect("an order's level exists");
         level.total -= qty;
         if o.qty == 0 {
-            level.queue.remove(&o.arrival);
+            if level.head == order {
+                level.head = o.next;
+            }
+            if level.tail == order {
+                level.tail = o.prev;
+            }
         }
         let total = level.total;
-        if level.queue.is_empty() {
+        if level.head == NONE {
             levels.remove(&o.price);
         }
         Ok((
@@ -199,14 +224,20 @@ impl L3Book {
             Side::Buy => Box::new(levels.iter().rev()),
             Side::Sell => Box::new(levels.iter()),
         };
-        iter.flat_map(|(&price, level)| {
-            level.queue.values().map(move |&order| L3Order {
-                order,
-                price,
-                qty: self.orders[&order].qty,
-            })
-        })
-        .collect()
+        let mut out = Vec::new();
+        for (&price, level) in iter {
+            let mut order = level.head;
+            while order != NONE {
+                let o = &self.orders[&order];
+                out.push(L3Order {
+                    order,
+                    price,
+                    qty: o.qty,
+                });
+                order = o.next;
+            }
+        }
+        out
     }
 
     pub fn l2_snapshot(&self, seq: u64, depth: usize) -> L2Snapshot {

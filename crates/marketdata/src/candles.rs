@@ -72,6 +72,11 @@ impl Candles {
         *self.candles.back().expect("just pushed")
     }
 
+    /// The newest candle.
+    pub fn last(&self) -> Option<Candle> {
+        self.candles.back().copied()
+    }
+
     /// The last `limit` candles, oldest first.
     pub fn recent(&self, limit: usize) -> Vec<Candle> {
         let skip = self.candles.len().saturating_sub(limit);

@@ -5,7 +5,9 @@
 //! rests with what neither trades nor cancellations took. The book reconstruction tests hold
 //! this against the engine's own book.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 
 use rialto_core::{
     Cancelled, Command, Engine, OrderId, OrderType, OwnedEvent, Side, SymbolId, SymbolSpec, Tif,
@@ -68,10 +70,12 @@ struct TakerTally {
 pub struct Feed {
     symbols: Vec<SymbolFeed>,
     /// Resting orders: (user, order) -> (symbol, public order number).
-    live: HashMap<(UserId, OrderId), (SymbolId, u64)>,
+    live: FxHashMap<(UserId, OrderId), (SymbolId, u64)>,
     next_order: u64,
     pending: Vec<OwnedEvent>,
     touched: Vec<(SymbolId, Side, i64)>,
+    /// Symbols that traded in the command being applied.
+    traded: Vec<SymbolId>,
     out: Vec<Update>,
     /// Events that did not fit the feed's book (never expected; tests check it stays 0).
     pub inconsistencies: u64,
@@ -263,7 +267,10 @@ impl Feed {
             taker_side: t.taker_side,
         };
         sym.candles.on_trade(ts_ns, t.price, t.qty);
-        sym.traded = true;
+        if !sym.traded {
+            sym.traded = true;
+            self.traded.push(t.symbol);
+        }
         if sym.trades.len() == RECENT_TRADES {
             sym.trades.pop_front();
         }

@@ -199,7 +199,8 @@ pub struct WebSettings {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MarketDataSettings {
-    /// Slots in the ring between the engine and the market data thread.
+    /// Slots in the ring between the engine and the market data thread (each holds a batch
+    /// of up to 256 commands and their events).
     pub ring_capacity: usize,
     /// Publish the binary feed over UDP multicast, with its TCP replay service.
     pub udp: bool,
@@ -222,7 +223,7 @@ pub struct MarketDataSettings {
 impl Default for MarketDataSettings {
     fn default() -> Self {
         MarketDataSettings {
-            ring_capacity: 65_536,
+            ring_capacity: 4_096,
             udp: false,
             udp_incremental: "239.255.42.1:30001".parse().expect("valid address"),
             udp_snapshot: "239.255.42.1:30002".parse().expect("valid address"),

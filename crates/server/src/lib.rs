@@ -134,7 +134,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let mut instruments = fix::instruments::Instruments::new(&config.instruments);
     instruments.refresh(&engine.symbols_by_name());
     let market_data = feed::MarketData::new(rialto_marketdata::Feed::from_engine(&engine));
-    let md_ring = ring::Ring::new(config.market_data.ring_capacity);
+    let md_channel = pipeline::MdChannel::new(config.market_data.ring_capacity);
     let metrics = Arc::new(metrics::Metrics::default());
     let journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
         .with_context(|| format!("cannot open the journal in {}", data_dir.display()))?;
@@ -149,18 +149,18 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             archive: config.journal.archive,
             last_ts_ns,
             dedicated_threads: config.pipeline.threads.dedicated(),
-            market_data: Some(md_ring.clone()),
+            market_data: Some(md_channel.clone()),
             metrics: metrics.clone(),
         },
         engine,
         journal,
         credentials.clone(),
     )?;
-    let md_thread = market_data.spawn(md_ring.clone(), pipeline.shared.clone())?;
+    let md_thread = market_data.spawn(md_channel.clone(), pipeline.shared.clone())?;
     for (name, ring) in [
         ("inbound", pipeline.inbound.len_probe()),
         ("outbound", pipeline.outbound.len_probe()),
-        ("market_data", md_ring.len_probe()),
+        ("market_data", md_channel.batches.len_probe()),
     ] {
         metrics.add_gauge("rialto_ring_occupancy", &format!("ring=\"{name}\""), ring);
     }
@@ -175,7 +175,7 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         instruments.refresh(&demo_symbols);
         tracing::info!("demo venue created: {}", demo::describe(&credentials));
     }
-    market_data.settle(&md_ring, Duration::from_secs(5));
+    market_data.settle(&md_channel, Duration::from_secs(5));
 
     let fix = if config.fix.enabled {
         let f = &config.fix;

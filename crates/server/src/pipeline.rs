@@ -186,7 +186,7 @@ pub struct PipelineConfig {
     /// gateway's thread through [`Pipeline::do_inline_work`] (better when cores are few).
     pub dedicated_threads: bool,
     /// Where the engine sends what market data needs, when a feed runs.
-    pub market_data: Option<Arc<Ring<MdInput>>>,
+    pub market_data: Option<Arc<MdChannel>>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -244,10 +244,7 @@ impl Pipeline {
             journaled_since_snapshot: 0,
             wait: config.wait,
             spill: VecDeque::with_capacity(1024),
-            market_data: config.market_data.map(|ring| MarketDataTap {
-                ring,
-                spill: VecDeque::new(),
-            }),
+            market_data: config.market_data.map(MarketDataTap::new),
         };
         let writer = SnapshotWriter {
             jobs: snapshot_rx,
@@ -520,45 +517,98 @@ struct EngineStage {
     market_data: Option<MarketDataTap>,
 }
 
-/// The engine's side of the market data ring. Market data never holds the engine back: what
-/// finds the ring full waits in an unbounded spill queue, in order, so nothing is skipped.
-struct MarketDataTap {
-    ring: Arc<Ring<MdInput>>,
-    spill: VecDeque<MdInput>,
+/// Inputs per hand-off to the market data thread: one ring operation (and at most one
+/// wake-up) per batch keeps the engine's cost per command to a few copies.
+pub const MD_BATCH: usize = 256;
+
+/// The engine → market data hand-off: batches of inputs one way, their emptied buffers back.
+pub struct MdChannel {
+    pub batches: Arc<Ring<Vec<MdInput>>>,
+    empties: crossbeam_queue::ArrayQueue<Vec<MdInput>>,
+}
+
+impl MdChannel {
+    pub fn new(capacity: usize) -> Arc<MdChannel> {
+        Arc::new(MdChannel {
+            batches: Ring::new(capacity),
+            empties: crossbeam_queue::ArrayQueue::new(capacity),
+        })
+    }
+
+    /// Gives a processed batch's buffer back for reuse.
+    pub fn recycle(&self, mut batch: Vec<MdInput>) {
+        batch.clear();
+        let _ = self.empties.push(batch);
+    }
+}
+
+/// The engine's side of the market data channel. Market data never holds the engine back:
+/// a batch that finds the ring full waits in an unbounded spill queue, in order, so nothing
+/// is skipped.
+pub struct MarketDataTap {
+    channel: Arc<MdChannel>,
+    pending: Vec<MdInput>,
+    spill: VecDeque<Vec<MdInput>>,
 }
 
 impl MarketDataTap {
-    fn send(&mut self, input: MdInput) {
-        if !self.spill.is_empty() {
-            self.spill.push_back(input);
-        } else if let Err(input) = self.ring.try_push(input) {
-            self.spill.push_back(input);
+    pub fn new(channel: Arc<MdChannel>) -> MarketDataTap {
+        MarketDataTap {
+            channel,
+            pending: Vec::with_capacity(MD_BATCH + 16),
+            spill: VecDeque::new(),
         }
     }
 
-    /// Moves spilled inputs into the ring while it has room; returns how many moved.
-    fn unspill(&mut self) -> usize {
+    /// Batches waiting for room in the ring.
+    pub fn spilled(&self) -> usize {
+        self.spill.len()
+    }
+
+    /// Sends an accepted command and its events (only commands that move market data).
+    #[inline]
+    pub fn send_applied(&mut self, ts_ns: i64, cmd: &Command, events: &[OwnedEvent]) {
+        if !moves_market_data(cmd) {
+            return;
+        }
+        for event in events {
+            match *event {
+                OwnedEvent::Trade(t) => self.pending.push(MdInput::Trade(t)),
+                OwnedEvent::Cancelled(c) => self.pending.push(MdInput::Cancelled(c)),
+                _ => {}
+            }
+        }
+        self.pending.push(MdInput::Applied { ts_ns, cmd: *cmd });
+        if self.pending.len() >= MD_BATCH {
+            self.hand_off();
+        }
+    }
+
+    /// Sends what is pending (the engine calls this after each round, so that a quiet
+    /// market's updates do not wait) and moves spilled batches on while there is room.
+    /// Returns the batches moved.
+    pub fn hand_off(&mut self) -> usize {
+        if !self.pending.is_empty() {
+            let fresh = self
+                .channel
+                .empties
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(MD_BATCH + 16));
+            self.spill
+                .push_back(std::mem::replace(&mut self.pending, fresh));
+        }
         let mut moved = 0;
-        while let Some(input) = self.spill.pop_front() {
-            if let Err(input) = self.ring.try_push(input) {
-                self.spill.push_front(input);
+        while let Some(batch) = self.spill.pop_front() {
+            if let Err(batch) = self.channel.batches.try_push(batch) {
+                self.spill.push_front(batch);
                 break;
             }
             moved += 1;
         }
-        moved
-    }
-
-    fn send_applied(&mut self, ts_ns: i64, cmd: &Command, events: &[OwnedEvent]) {
-        for event in events {
-            match *event {
-                OwnedEvent::Trade(t) => self.send(MdInput::Trade(t)),
-                OwnedEvent::Cancelled(c) => self.send(MdInput::Cancelled(c)),
-                _ => {}
-            }
+        if moved > 0 {
+            self.channel.batches.ring();
         }
-        self.send(MdInput::Applied { ts_ns, cmd: *cmd });
-        self.ring.ring();
+        moved
     }
 }
 
@@ -577,7 +627,7 @@ impl EngineStage {
                 || self
                     .market_data
                     .as_ref()
-                    .is_some_and(|tap| !tap.spill.is_empty());
+                    .is_some_and(|tap| tap.spilled() > 0);
             // With replies spilled, look again soon: the gateway drains without ringing.
             idler.idle_thread(work, &bell, MAX_SLEEP, || spilled || !ring.is_empty());
         }
@@ -591,7 +641,7 @@ impl EngineStage {
         let md_spilled = self
             .market_data
             .as_ref()
-            .is_some_and(|tap| !tap.spill.is_empty());
+            .is_some_and(|tap| tap.spilled() > 0);
         let drained =
             work == 0 && self.from_journal.is_empty() && self.spill.is_empty() && !md_spilled;
         let done = self.shared.has_failed() || (closing && drained);
@@ -612,9 +662,6 @@ impl EngineStage {
             }
             work += 1;
         }
-        if let Some(tap) = &mut self.market_data {
-            work += tap.unspill();
-        }
         let mut applied = 0;
         while self.spill.is_empty() && applied < 1024 {
             let Some(item) = self.from_journal.pop() else {
@@ -622,6 +669,9 @@ impl EngineStage {
             };
             self.handle(item);
             applied += 1;
+        }
+        if let Some(tap) = &mut self.market_data {
+            work += tap.hand_off();
         }
         if applied > 0 {
             self.shared
@@ -691,9 +741,7 @@ impl EngineStage {
         if is_journaled(&request.op) {
             self.journaled_since_snapshot += 1;
         }
-        if let (Some(tap), Ok(())) = (&mut self.market_data, result)
-            && moves_market_data(&cmd)
-        {
+        if let (Some(tap), Ok(())) = (&mut self.market_data, result) {
             tap.send_applied(ts_ns, &cmd, &self.events);
         }
         self.reply(session, request.reply, seq, ts_ns, &cmd, result);

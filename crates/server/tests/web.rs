@@ -625,9 +625,20 @@ fn websocket_streams_book_trades_and_private_fills_and_takes_orders() {
         &mut trader,
         json!({"id": 8, "op": "place", "symbol": "BTC-USD", "order": 99, "side": "buy", "price": 500_100, "qty": 1}),
     );
-    let placed = ws_until(&mut trader, "the order's answer", |v| v["id"] == 8);
+    // The answer and the fill travel apart: either may come first.
+    let mut placed = Value::Null;
+    let mut fill = Value::Null;
+    while placed.is_null() || fill.is_null() {
+        let v = ws_until(&mut trader, "the answer and the fill", |v| {
+            v["id"] == 8 || v["type"] == "fill"
+        });
+        if v["id"] == 8 {
+            placed = v;
+        } else {
+            fill = v;
+        }
+    }
     assert_eq!(placed["result"]["status"], "accepted", "{placed}");
-    let fill = ws_until(&mut trader, "the fill", |v| v["type"] == "fill");
     assert_eq!(
         (
             fill["order"].clone(),

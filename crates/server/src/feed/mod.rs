@@ -16,8 +16,7 @@ use rialto_marketdata::{Feed, Update};
 use tokio::sync::broadcast;
 
 use crate::idle::{Bell, Idler, WaitStrategy};
-use crate::pipeline::{MdInput, Shared};
-use crate::ring::Ring;
+use crate::pipeline::{MdChannel, MdInput, Shared};
 
 /// Inputs applied per lock of the feed: bounds how long a reader (a REST snapshot) waits.
 const INPUTS_PER_ROUND: usize = 4096;
@@ -64,9 +63,9 @@ impl MarketData {
 
     /// Waits until the thread has applied everything in the ring (at start-up, so that the
     /// first readers see the recovered venue).
-    pub fn settle(&self, ring: &Ring<MdInput>, timeout: Duration) {
+    pub fn settle(&self, channel: &MdChannel, timeout: Duration) {
         let deadline = std::time::Instant::now() + timeout;
-        while !ring.is_empty() && std::time::Instant::now() < deadline {
+        while !channel.batches.is_empty() && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
         // The thread pops under the lock: once we hold it, what it popped is applied.
@@ -76,23 +75,24 @@ impl MarketData {
     /// Runs the market data thread until the engine has finished and the ring is empty.
     pub fn spawn(
         self: &Arc<Self>,
-        ring: Arc<Ring<MdInput>>,
+        channel: Arc<MdChannel>,
         shared: Arc<Shared>,
     ) -> std::io::Result<JoinHandle<()>> {
         let md = self.clone();
         std::thread::Builder::new()
             .name("rialto-md".into())
-            .spawn(move || md.run(&ring, &shared))
+            .spawn(move || md.run(&channel, &shared))
     }
 
-    fn run(&self, ring: &Ring<MdInput>, shared: &Shared) {
+    fn run(&self, channel: &MdChannel, shared: &Shared) {
+        let ring = &channel.batches;
         let bell = Bell::for_thread(std::thread::current());
         ring.set_bell(bell.clone());
         // Market data is not latency-critical enough to spin a core away from the engine.
         let mut idler = Idler::new(WaitStrategy::Backoff);
         loop {
             let finished = shared.engine_done.load(Ordering::SeqCst) || shared.has_failed();
-            let work = self.round(ring);
+            let work = self.round(channel);
             if work == 0 && finished && ring.is_empty() {
                 break;
             }
@@ -101,17 +101,22 @@ impl MarketData {
     }
 
     /// Applies what the ring holds (up to a bound) and publishes the updates as one batch.
-    fn round(&self, ring: &Ring<MdInput>) -> usize {
+    fn round(&self, channel: &MdChannel) -> usize {
         let mut feed = self.feed();
         let mut n = 0;
         while n < INPUTS_PER_ROUND {
-            let Some(input) = ring.pop() else { break };
-            n += 1;
-            match input {
-                MdInput::Trade(t) => feed.on_event(&rialto_core::OwnedEvent::Trade(t)),
-                MdInput::Cancelled(c) => feed.on_event(&rialto_core::OwnedEvent::Cancelled(c)),
-                MdInput::Applied { ts_ns, cmd } => feed.on_applied(ts_ns, &cmd),
+            let Some(batch) = channel.batches.pop() else {
+                break;
+            };
+            n += batch.len();
+            for input in &batch {
+                match *input {
+                    MdInput::Trade(t) => feed.on_event(&rialto_core::OwnedEvent::Trade(t)),
+                    MdInput::Cancelled(c) => feed.on_event(&rialto_core::OwnedEvent::Cancelled(c)),
+                    MdInput::Applied { ts_ns, cmd } => feed.on_applied(ts_ns, &cmd),
+                }
             }
+            channel.recycle(batch);
         }
         if !feed.updates().is_empty() {
             let updates = feed.take_updates();
