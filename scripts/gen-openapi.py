@@ -37,7 +37,7 @@ paths = {
  "/api/v1/balances": {"get": op("Balances of the key's user", ok(arr(ref("Balance"))), private=True, tag="trading")},
  "/api/v1/admin/deposits": {"post": op("Deposit to a user", ok(ref("AdminAck")), body=ref("Transfer"), private=True, tag="admin")},
  "/api/v1/admin/withdrawals": {"post": op("Withdraw from a user", ok(ref("AdminAck")), body=ref("Transfer"), private=True, tag="admin")},
- "/api/v1/admin/users": {"post": op("Add a user; answers its secret", ok({"type": "object", "properties": {"user": i64, "secret": {"type": "string"}, "seq": i64}}), body={"type": "object", "required": ["user"], "properties": {"user": i64}, "additionalProperties": False}, private=True, tag="admin")},
+ "/api/v1/admin/users": {"get": op("Every user's id, ascending", ok(arr({"type": "object", "properties": {"user": i64}})), private=True, tag="admin"), "post": op("Add a user; answers its secret", ok({"type": "object", "properties": {"user": i64, "secret": {"type": "string"}, "seq": i64}}), body={"type": "object", "required": ["user"], "properties": {"user": i64}, "additionalProperties": False}, private=True, tag="admin")},
  "/api/v1/admin/symbols": {"post": op("List a new symbol", ok(ref("AdminAck")), body=ref("NewSymbol"), private=True, tag="admin")},
  "/api/v1/admin/venue": {"get": op("Venue totals per currency", ok(arr(ref("CurrencyTotals"))), private=True, tag="admin")},
  "/api/v1/admin/snapshot": {"post": op("Take a snapshot now", ok({"type": "object", "properties": {"seq": i64, "state_hash": {"type": "string"}}}), private=True, tag="admin")},

@@ -13,3 +13,4 @@ pub mod pipeline_bench;
 pub mod replay;
 pub mod scenario;
 pub mod serve;
+pub mod ws_bench;

@@ -81,6 +81,9 @@ enum BenchCmd {
     /// What the market data feed costs the engine on the `single` workload (alternating runs
     /// with and without it, medians)
     MarketData(rialto_cli::md_bench::MdBenchArgs),
+    /// WebSocket fan-out: many subscribers to one book stream at a fixed rate of L2 updates,
+    /// delivery latency percentiles
+    Ws(rialto_cli::ws_bench::WsBenchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -181,6 +184,9 @@ fn main() -> ExitCode {
         }
         Cmd::Bench(BenchCmd::MarketData(args)) => {
             rialto_cli::md_bench::run(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Bench(BenchCmd::Ws(args)) => {
+            rialto_cli::ws_bench::run(&args).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Bench(BenchCmd::Fix(args)) => {
             rialto_cli::fix_bench::run(&args).map(|()| ExitCode::SUCCESS)

@@ -863,6 +863,9 @@ impl Gateway {
                 Reply::VenueReport { request },
                 Op::Command(Command::VenueReport),
             ),
+            ClientMsg::ListUsers { request } => {
+                self.push(id, Reply::Users { request }, Op::ListUsers)
+            }
             _ => {
                 self.reject(id, ErrorCode::NotLoggedIn, "an admin session cannot trade");
                 Handled::Done

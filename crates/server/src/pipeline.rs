@@ -68,6 +68,9 @@ pub enum Reply {
     Symbols {
         request: u64,
     },
+    Users {
+        request: u64,
+    },
     Snapshot {
         request: u64,
     },
@@ -77,6 +80,7 @@ pub enum Reply {
 pub enum Op {
     Command(Command),
     ListSymbols,
+    ListUsers,
     TakeSnapshot,
 }
 
@@ -140,7 +144,7 @@ pub fn is_journaled(op: &Op) -> bool {
             cmd,
             Command::Book { .. } | Command::UserReport { .. } | Command::VenueReport
         ),
-        Op::ListSymbols | Op::TakeSnapshot => false,
+        Op::ListSymbols | Op::ListUsers | Op::TakeSnapshot => false,
     }
 }
 
@@ -717,6 +721,15 @@ impl EngineStage {
                 self.send(session, ServerMsg::SymbolList { request, symbols });
                 return;
             }
+            Op::ListUsers => {
+                let Reply::Users { request } = request.reply else {
+                    return;
+                };
+                let mut users = self.engine.users();
+                users.truncate(rialto_wire::MAX_USER_LIST_ITEMS);
+                self.send(session, ServerMsg::UserList { request, users });
+                return;
+            }
             Op::TakeSnapshot => {
                 let asked_by = match request.reply {
                     Reply::Snapshot { request: id } => Some((request.session, id)),
@@ -839,7 +852,7 @@ impl EngineStage {
                 self.send(session, msg);
                 return;
             }
-            Reply::Symbols { request } | Reply::Snapshot { request } => {
+            Reply::Symbols { request } | Reply::Users { request } | Reply::Snapshot { request } => {
                 self.send(
                     session,
                     ServerMsg::AdminResult {

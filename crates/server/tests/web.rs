@@ -460,6 +460,16 @@ fn admins_move_money_add_users_and_symbols_and_take_snapshots() {
     let user = admin.call("POST", "/api/v1/admin/users", json!({"user": 42}));
     assert_eq!(user.status, 200, "{:?}", user.body);
     assert_eq!(user.body["secret"], server.credentials.user_secret(42));
+    let users = admin.call("GET", "/api/v1/admin/users", Value::Null);
+    assert_eq!(users.status, 200, "{:?}", users.body);
+    let ids: Vec<i64> = users
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["user"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6, 7, 8, 42]);
     let dup = admin.call("POST", "/api/v1/admin/users", json!({"user": 42}));
     assert_eq!((dup.status, error_code(&dup)), (400, "duplicate_user"));
 

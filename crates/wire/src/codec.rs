@@ -28,6 +28,7 @@ mod ty {
     pub const TAKE_SNAPSHOT: u8 = 0x43;
     pub const USER_REPORT: u8 = 0x44;
     pub const VENUE_REPORT: u8 = 0x45;
+    pub const LIST_USERS: u8 = 0x46;
 
     pub const S_LOGIN_ACCEPTED: u8 = 0x81;
     pub const S_ERROR: u8 = 0x82;
@@ -43,6 +44,7 @@ mod ty {
     pub const S_ADMIN_RESULT: u8 = 0x94;
     pub const S_USER_ADDED: u8 = 0x95;
     pub const S_SNAPSHOT_TAKEN: u8 = 0x96;
+    pub const S_USER_LIST: u8 = 0x97;
 }
 
 /// Code written for an enum field of a new order that is `None`.
@@ -64,6 +66,8 @@ const VT: usize = 2;
 pub const MAX_ERROR_MESSAGE: usize = 255;
 /// Most symbols in one `SymbolList`.
 pub const MAX_SYMBOL_LIST_ITEMS: usize = (MAX_SERVER_FRAME - VT - 8 - 4) / (4 + SPEC_MAX);
+/// Most users in one `UserList`.
+pub const MAX_USER_LIST_ITEMS: usize = (MAX_SERVER_FRAME - VT - 8 - 4) / 8;
 /// Most balances in one `Report`.
 pub const MAX_REPORT_BALANCES: usize = 1024;
 /// Most open orders in one `Report` (with [`MAX_REPORT_BALANCES`] balances beside them).
@@ -102,7 +106,8 @@ pub fn encode_client(msg: &ClientMsg, out: &mut Vec<u8>) {
         ClientMsg::ListSymbols { request }
         | ClientMsg::MyReport { request }
         | ClientMsg::TakeSnapshot { request }
-        | ClientMsg::VenueReport { request } => put_u64(out, *request),
+        | ClientMsg::VenueReport { request }
+        | ClientMsg::ListUsers { request } => put_u64(out, *request),
         ClientMsg::Book {
             request,
             symbol,
@@ -232,6 +237,13 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
                 put_spec(out, spec);
             }
         }
+        ServerMsg::UserList { request, users } => {
+            put_u64(out, *request);
+            put_count(out, users.len(), MAX_USER_LIST_ITEMS, "user list");
+            for user in users {
+                put_i64(out, *user);
+            }
+        }
         ServerMsg::Report { request, report } => {
             put_u64(out, *request);
             put_report(out, report);
@@ -311,6 +323,7 @@ fn client_type(msg: &ClientMsg) -> u8 {
         ClientMsg::Reduce { .. } => ty::REDUCE,
         ClientMsg::MassCancel { .. } => ty::MASS_CANCEL,
         ClientMsg::ListSymbols { .. } => ty::LIST_SYMBOLS,
+        ClientMsg::ListUsers { .. } => ty::LIST_USERS,
         ClientMsg::MyReport { .. } => ty::MY_REPORT,
         ClientMsg::Book { .. } => ty::BOOK,
         ClientMsg::AddSymbol { .. } => ty::ADD_SYMBOL,
@@ -332,6 +345,7 @@ fn server_type(msg: &ServerMsg) -> u8 {
         ServerMsg::Trade { .. } => ty::S_TRADE,
         ServerMsg::Cancelled { .. } => ty::S_CANCELLED,
         ServerMsg::SymbolList { .. } => ty::S_SYMBOL_LIST,
+        ServerMsg::UserList { .. } => ty::S_USER_LIST,
         ServerMsg::Report { .. } => ty::S_REPORT,
         ServerMsg::VenueReport { .. } => ty::S_VENUE_REPORT,
         ServerMsg::Book { .. } => ty::S_BOOK,
@@ -551,6 +565,9 @@ fn client_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ClientMsg, BodyErro
         ty::LIST_SYMBOLS => ClientMsg::ListSymbols {
             request: r.u64("request")?,
         },
+        ty::LIST_USERS => ClientMsg::ListUsers {
+            request: r.u64("request")?,
+        },
         ty::MY_REPORT => ClientMsg::MyReport {
             request: r.u64("request")?,
         },
@@ -682,6 +699,15 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
                 symbols.push((SymbolId(r.u32("symbol")?), r.spec()?));
             }
             ServerMsg::SymbolList { request, symbols }
+        }
+        ty::S_USER_LIST => {
+            let request = r.u64("request")?;
+            let count = r.count("user count", 8)?;
+            let mut users = Vec::with_capacity(count);
+            for _ in 0..count {
+                users.push(r.i64("user")?);
+            }
+            ServerMsg::UserList { request, users }
         }
         ty::S_REPORT => ServerMsg::Report {
             request: r.u64("request")?,

@@ -64,6 +64,13 @@ impl fmt::Display for ServerMsg {
                  reason={reason}",
                 symbol.0
             ),
+            ServerMsg::UserList { request, users } => {
+                write!(f, "user_list request={request} count={}", users.len())?;
+                for user in users {
+                    write!(f, " {user}")?;
+                }
+                Ok(())
+            }
             ServerMsg::SymbolList { request, symbols } => {
                 write!(f, "symbol_list request={request} count={}", symbols.len())?;
                 for (id, s) in symbols {

@@ -41,6 +41,10 @@ pub enum ClientMsg {
     MassCancel {
         symbol: Option<SymbolId>,
     },
+    /// Admin: every user's id.
+    ListUsers {
+        request: u64,
+    },
     ListSymbols {
         request: u64,
     },
@@ -86,6 +90,7 @@ impl ClientMsg {
     pub fn request_id(&self) -> Option<u64> {
         match *self {
             ClientMsg::ListSymbols { request }
+            | ClientMsg::ListUsers { request }
             | ClientMsg::MyReport { request }
             | ClientMsg::Book { request, .. }
             | ClientMsg::AddSymbol { request, .. }
@@ -248,6 +253,11 @@ pub enum ServerMsg {
         request: u64,
         symbols: Vec<(SymbolId, SymbolSpec)>,
     },
+    /// At most [`crate::MAX_USER_LIST_ITEMS`] users, ascending.
+    UserList {
+        request: u64,
+        users: Vec<UserId>,
+    },
     /// At most [`crate::MAX_REPORT_BALANCES`] balances and [`crate::MAX_REPORT_ORDERS`] orders.
     Report {
         request: u64,
@@ -289,6 +299,7 @@ impl ServerMsg {
     pub fn request_id(&self) -> Option<u64> {
         match *self {
             ServerMsg::SymbolList { request, .. }
+            | ServerMsg::UserList { request, .. }
             | ServerMsg::Report { request, .. }
             | ServerMsg::VenueReport { request, .. }
             | ServerMsg::Book { request, .. }

@@ -7,8 +7,8 @@ use rialto_core::{
 use rialto_wire::{
     ClientMsg, ErrorCode, MAX_BOOK_LEVELS, MAX_CLIENT_FRAME, MAX_ERROR_MESSAGE,
     MAX_REPORT_BALANCES, MAX_REPORT_ORDERS, MAX_SERVER_FRAME, MAX_SYMBOL_LIST_ITEMS,
-    MAX_VENUE_CURRENCIES, NewOrder, Secret, ServerMsg, WireError, decode_client, decode_server,
-    encode_client, encode_server,
+    MAX_USER_LIST_ITEMS, MAX_VENUE_CURRENCIES, NewOrder, Secret, ServerMsg, WireError,
+    decode_client, decode_server, encode_client, encode_server,
 };
 
 fn client_frame(msg: &ClientMsg) -> Vec<u8> {
@@ -403,6 +403,10 @@ fn full_lists_fit_in_a_frame() {
             symbols: vec![(SymbolId(0), spec); MAX_SYMBOL_LIST_ITEMS],
         },
         ServerMsg::Report { request: 2, report },
+        ServerMsg::UserList {
+            request: 6,
+            users: vec![i64::MIN; MAX_USER_LIST_ITEMS],
+        },
         ServerMsg::VenueReport {
             request: 3,
             totals: vec![totals; MAX_VENUE_CURRENCIES],

@@ -27,6 +27,8 @@ const BATCH_BACKLOG: usize = 4096;
 #[derive(Debug)]
 pub struct Batch {
     pub updates: Vec<Update>,
+    /// The sequencer time of the oldest command in the batch (for delivery latency).
+    pub ts_ns: i64,
 }
 
 /// The feed's state and its outlet, shared by the market data thread and its readers.
@@ -104,6 +106,7 @@ impl MarketData {
     fn round(&self, channel: &MdChannel) -> usize {
         let mut feed = self.feed();
         let mut n = 0;
+        let mut oldest_ts = i64::MAX;
         while n < INPUTS_PER_ROUND {
             let Some(batch) = channel.batches.pop() else {
                 break;
@@ -113,7 +116,10 @@ impl MarketData {
                 match *input {
                     MdInput::Trade(t) => feed.on_event(&rialto_core::OwnedEvent::Trade(t)),
                     MdInput::Cancelled(c) => feed.on_event(&rialto_core::OwnedEvent::Cancelled(c)),
-                    MdInput::Applied { ts_ns, cmd } => feed.on_applied(ts_ns, &cmd),
+                    MdInput::Applied { ts_ns, cmd } => {
+                        oldest_ts = oldest_ts.min(ts_ns);
+                        feed.on_applied(ts_ns, &cmd)
+                    }
                 }
             }
             channel.recycle(batch);
@@ -122,7 +128,10 @@ impl MarketData {
             let updates = feed.take_updates();
             // Sent under the lock: a reader that subscribed and then took a snapshot sees
             // every later update.
-            let _ = self.batches.send(Arc::new(Batch { updates }));
+            let _ = self.batches.send(Arc::new(Batch {
+                updates,
+                ts_ns: oldest_ts,
+            }));
         }
         n
     }

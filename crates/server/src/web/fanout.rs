@@ -73,26 +73,32 @@ pub async fn run(state: Arc<AppState>, mut batches: broadcast::Receiver<Arc<Batc
     let mut rounds: BTreeMap<SymbolId, SymbolRound> = BTreeMap::new();
     loop {
         // Wait for one batch, then take whatever else has arrived within a tick.
-        match batches.recv().await {
-            Ok(batch) => collect(&mut rounds, &batch),
+        let mut oldest_ts = match batches.recv().await {
+            Ok(batch) => {
+                collect(&mut rounds, &batch);
+                batch.ts_ns
+            }
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 // Subscribers will see the gap in the sequence numbers and resubscribe.
                 tracing::warn!(batches = n, "WebSocket fan-out fell behind the feed");
                 continue;
             }
             Err(broadcast::error::RecvError::Closed) => return,
-        }
+        };
         tokio::time::sleep(TICK).await;
         loop {
             match batches.try_recv() {
-                Ok(batch) => collect(&mut rounds, &batch),
+                Ok(batch) => {
+                    collect(&mut rounds, &batch);
+                    oldest_ts = oldest_ts.min(batch.ts_ns);
+                }
                 Err(broadcast::error::TryRecvError::Lagged(n)) => {
                     tracing::warn!(batches = n, "WebSocket fan-out fell behind the feed");
                 }
                 Err(_) => break,
             }
         }
-        publish(&state, &mut rounds);
+        publish(&state, &mut rounds, oldest_ts);
     }
 }
 
@@ -123,7 +129,9 @@ fn send(sender: &broadcast::Sender<Utf8Bytes>, message: Value) {
     let _ = sender.send(Utf8Bytes::from(message.to_string()));
 }
 
-fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>) {
+/// Sends one message per channel that changed; `ts_ns` is the sequencer time of the oldest
+/// command they carry.
+fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>, ts_ns: i64) {
     let names: HashMap<SymbolId, String> = {
         let feed = state.md.feed();
         rounds
@@ -146,7 +154,7 @@ fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>) {
             };
             send(
                 &tx,
-                json!({"ch": format!("book.{name}"), "type": "diff", "first": first, "last": round.l2_last, "bids": side(Side::Buy), "asks": side(Side::Sell)}),
+                json!({"ch": format!("book.{name}"), "type": "diff", "first": first, "last": round.l2_last, "ts_ns": ts_ns, "bids": side(Side::Buy), "asks": side(Side::Sell)}),
             );
         }
         if !round.l3.is_empty()

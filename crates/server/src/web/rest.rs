@@ -43,7 +43,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/balances", get(balances))
         .route("/admin/deposits", post(deposit))
         .route("/admin/withdrawals", post(withdraw))
-        .route("/admin/users", post(add_user))
+        .route("/admin/users", post(add_user).get(list_users))
         .route("/admin/symbols", post(add_symbol))
         .route("/admin/venue", get(venue))
         .route("/admin/snapshot", post(snapshot))
@@ -395,7 +395,7 @@ fn currency(name: &str) -> Result<Name, ApiError> {
 }
 
 async fn transfer(
-    state: &AppState,
+    state: &Arc<AppState>,
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
@@ -414,7 +414,10 @@ async fn transfer(
         amount,
         tx: t.tx,
     };
-    admin_call(state, cmd).await
+    let answer = admin_call(state, cmd).await?;
+    // The user's private stream hears of the new balance.
+    super::history::refresh_balances(state, t.user);
+    Ok(answer)
 }
 
 async fn deposit(
@@ -526,6 +529,30 @@ async fn add_symbol(
         .unwrap_or_else(|e| e.into_inner())
         .insert(s.symbol, settings);
     Ok(answer)
+}
+
+async fn list_users(
+    State(state): Shared,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    admin(&state, &method, &uri, &headers, body).await?;
+    match state
+        .bridge
+        .call(Reply::Users { request: 0 }, Op::ListUsers)
+        .await?
+    {
+        ServerMsg::UserList { users, .. } => Ok(Json(Value::Array(
+            users.iter().map(|u| json!({"user": u})).collect(),
+        ))),
+        _ => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "unexpected reply",
+        )),
+    }
 }
 
 async fn venue(
