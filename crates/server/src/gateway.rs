@@ -270,6 +270,11 @@ impl Gateway {
             self.sweep_closing();
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
+                let m = &self.metrics;
+                m.binary_sessions
+                    .store(self.sessions.len() as u64, Ordering::Relaxed);
+                let fix = self.fix.as_ref().map_or(0, FixGateway::connection_count);
+                m.fix_sessions.store(fix as u64, Ordering::Relaxed);
                 self.close_silent_sessions();
             }
             if let Some(since) = stopping_since {

@@ -107,6 +107,9 @@ pub struct Metrics {
     pub journal_commit: Histogram,
     ws_connections: AtomicU64,
     ws_slow_consumers: AtomicU64,
+    /// Binary (order and admin ports) and FIX connections, as the gateway last counted them.
+    pub binary_sessions: AtomicU64,
+    pub fix_sessions: AtomicU64,
     gauges: Mutex<Vec<(String, String, Probe)>>,
 }
 
@@ -171,8 +174,15 @@ impl Metrics {
             "rialto_journal_commit_seconds",
             "Time to commit one journal batch (write, plus fsync in fsync mode).",
         );
-        out.push_str("# TYPE rialto_ws_connections gauge\n");
-        let _ = writeln!(out, "rialto_ws_connections {}", self.ws_connections());
+        out.push_str("# HELP rialto_sessions Open connections by protocol.\n");
+        out.push_str("# TYPE rialto_sessions gauge\n");
+        for (protocol, n) in [
+            ("binary", self.binary_sessions.load(Ordering::Relaxed)),
+            ("fix", self.fix_sessions.load(Ordering::Relaxed)),
+            ("websocket", self.ws_connections()),
+        ] {
+            let _ = writeln!(out, "rialto_sessions{{protocol=\"{protocol}\"}} {n}");
+        }
         out.push_str("# TYPE rialto_ws_slow_consumers_total counter\n");
         let _ = writeln!(
             out,

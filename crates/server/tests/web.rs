@@ -216,7 +216,19 @@ fn public_endpoints_answer_json() {
         text.contains("rialto_commands_total{type=\"add_user\"} 8"),
         "{text}"
     );
-    assert!(text.contains("rialto_ring_occupancy{ring=\"inbound\"}"));
+    for name in [
+        "rialto_ring_occupancy{ring=\"inbound\"}",
+        "rialto_ring_occupancy{ring=\"market_data\"}",
+        "rialto_rejects_total{reason=\"insufficient_funds\"} 0",
+        "rialto_engine_latency_seconds_bucket{le=\"+Inf\"}",
+        "rialto_roundtrip_latency_seconds_count",
+        "rialto_journal_commit_seconds_sum",
+        "rialto_sessions{protocol=\"binary\"}",
+        "rialto_sessions{protocol=\"fix\"}",
+        "rialto_sessions{protocol=\"websocket\"} 0",
+    ] {
+        assert!(text.contains(name), "{name} in {text}");
+    }
     server.shutdown().unwrap();
 }
 

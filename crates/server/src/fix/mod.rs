@@ -615,6 +615,11 @@ impl FixGateway {
     }
 
     /// Something waits for room in the inbound ring: look again soon.
+    /// Open FIX connections.
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
     pub fn is_waiting(&self) -> bool {
         !self.core.deferred.is_empty() || self.conns.values().any(|c| c.paused)
     }
