@@ -406,12 +406,16 @@ impl Connection {
                 format!("unknown channel {channel:?}"),
             ));
         }
+        // A channel exists only for a listed symbol (no table entry for any name a client
+        // makes up); then subscribe first and read the snapshot after, so nothing falls between.
+        let id = state
+            .md
+            .feed()
+            .symbol_id(name)
+            .ok_or_else(|| ApiError::unknown_symbol(name))?;
         let rx = state.topics.subscribe(channel);
         let first = {
             let feed = state.md.feed();
-            let id = feed
-                .symbol_id(name)
-                .ok_or_else(|| ApiError::unknown_symbol(name))?;
             match kind {
                 "book" => {
                     let l2 = feed.l2(id, usize::MAX).expect("known");
