@@ -39,6 +39,31 @@ pub struct MdBenchArgs {
     /// data (separates the hand-off's cost from the feed's use of the other core)
     #[arg(long)]
     pub drain_only: bool,
+    /// Run only one kind (for instruction counts under valgrind:
+    /// `--toggle-collect='*apply_commands*'`)
+    #[arg(long, value_parser = ["baseline", "feed"])]
+    pub only: Option<String>,
+}
+
+/// The engine's loop, as the pipeline's engine stage runs it: events collected per command,
+/// and with a tap, accepted commands handed to market data. Never inlined, so that
+/// instruction counts can single it out.
+#[inline(never)]
+fn apply_commands(
+    engine: &mut rialto_core::Engine,
+    mut seq: u64,
+    commands: &[Command],
+    mut tap: Option<&mut MarketDataTap>,
+) {
+    let mut events: Vec<OwnedEvent> = Vec::with_capacity(64);
+    for cmd in commands {
+        seq += 1;
+        events.clear();
+        let result = engine.apply(seq, seq as i64, cmd, &mut events);
+        if let (Some(tap), Ok(())) = (&mut tap, result) {
+            tap.send_applied(seq as i64, cmd, &events);
+        }
+    }
 }
 
 /// This thread's CPU time.
@@ -70,8 +95,6 @@ fn one_run(
     let ring = args.ring;
     let prepared = harness::prepare(w)?;
     let mut engine = prepared.engine;
-    let mut seq = prepared.seq;
-    let mut events: Vec<OwnedEvent> = Vec::with_capacity(64);
     let channel = MdChannel::new(ring);
     let shared = Arc::new(Shared::default());
     let market_data = MarketData::new(Feed::from_engine(&engine));
@@ -92,14 +115,7 @@ fn one_run(
 
     let start = Instant::now();
     let cpu_start = thread_cpu();
-    for cmd in commands {
-        seq += 1;
-        events.clear();
-        let result = engine.apply(seq, seq as i64, cmd, &mut events);
-        if let (Some(tap), Ok(())) = (&mut tap, result) {
-            tap.send_applied(seq as i64, cmd, &events);
-        }
-    }
+    apply_commands(&mut engine, prepared.seq, commands, tap.as_mut());
     let elapsed = start.elapsed();
     let cpu = thread_cpu() - cpu_start;
     let engine_done = Instant::now();
@@ -139,6 +155,11 @@ pub fn run(args: &MdBenchArgs) -> anyhow::Result<()> {
     let w = workload::single(&params, args.seed);
     let (mut base, mut with_feed) = (Vec::new(), Vec::new());
     let (mut base_cpu, mut feed_cpu) = (Vec::new(), Vec::new());
+    if let Some(kind) = &args.only {
+        let r = one_run(&w, &w.commands, kind == "feed", args)?;
+        println!("{kind}: {:.0} cmd/s ({:.0} per CPU s)", r.throughput, r.cpu_throughput);
+        return Ok(());
+    }
     for i in 0..args.runs {
         let b = one_run(&w, &w.commands, false, args)?;
         let f = one_run(&w, &w.commands, true, args)?;

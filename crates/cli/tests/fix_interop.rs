@@ -46,12 +46,12 @@ fn serve(data: &Path) -> (Server, SocketAddr) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    // "rialto serving: orders on A, admin on B, FIX on C (stop with Ctrl-C)"
+    // "rialto serving: orders on A, admin on B, FIX on C, web on http://D/ (stop with Ctrl-C)"
     let fix = line
         .split("FIX on ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
+        .and_then(|a| a.trim_end_matches(',').parse().ok())
         .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
     (Server(child), fix)
 }
