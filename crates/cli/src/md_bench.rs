@@ -157,7 +157,10 @@ pub fn run(args: &MdBenchArgs) -> anyhow::Result<()> {
     let (mut base_cpu, mut feed_cpu) = (Vec::new(), Vec::new());
     if let Some(kind) = &args.only {
         let r = one_run(&w, &w.commands, kind == "feed", args)?;
-        println!("{kind}: {:.0} cmd/s ({:.0} per CPU s)", r.throughput, r.cpu_throughput);
+        println!(
+            "{kind}: {:.0} cmd/s ({:.0} per CPU s)",
+            r.throughput, r.cpu_throughput
+        );
         return Ok(());
     }
     for i in 0..args.runs {

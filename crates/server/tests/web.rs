@@ -670,18 +670,26 @@ fn websocket_streams_book_trades_and_private_fills_and_takes_orders() {
         (json!(99), json!(1), json!("taker"))
     );
 
-    // The watcher sees the diff that continues its snapshot, and the trade.
-    // (A diff the snapshot already covers may come first: the book rule drops it.)
-    let diff = ws_until(&mut watcher, "the diff", |v| {
-        v["type"] == "diff" && v["last"].as_u64().unwrap() > seq
-    });
+    // The watcher sees the diff that continues its snapshot, and the trade: each channel
+    // is forwarded on its own, so either may come first. (A diff the snapshot already covers
+    // may come before both: the book rule drops it.)
+    let (mut diff, mut trades) = (Value::Null, Value::Null);
+    while diff.is_null() || trades.is_null() {
+        let v = ws_until(&mut watcher, "the diff and the trade", |v| {
+            (v["type"] == "diff" && v["last"].as_u64().unwrap() > seq) || v["type"] == "trades"
+        });
+        if v["type"] == "diff" {
+            diff = v;
+        } else {
+            trades = v;
+        }
+    }
     assert!(
         diff["first"].as_u64().unwrap() <= seq + 1 && seq < diff["last"].as_u64().unwrap(),
         "{diff}"
     );
     assert_eq!(diff["asks"], json!([[500_100, 3]]));
     seq = diff["last"].as_u64().unwrap();
-    let trades = ws_until(&mut watcher, "the trade", |v| v["type"] == "trades");
     assert_eq!(trades["trades"][0]["qty"], 1);
 
     // Bad input gets an error and the connection stays.

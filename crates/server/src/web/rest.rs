@@ -6,8 +6,8 @@ use std::sync::Arc;
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, OriginalUri, Path, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::extract::{ConnectInfo, FromRequest, OriginalUri, Path, Request, State};
+use axum::http::{StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -103,53 +103,55 @@ async fn read_body(body: Body) -> Result<Bytes, ApiError> {
 }
 
 /// Reads and checks a signed request; returns who signed it and its body.
-async fn authorize(
-    state: &AppState,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<(Principal, Bytes), ApiError> {
+async fn authorize(state: &AppState, request: Request) -> Result<(Principal, Bytes), ApiError> {
+    let (parts, body) = request.into_parts();
     let body = read_body(body).await?;
-    let signed = super::auth::Signed::from_headers(headers)?;
+    let signed = super::auth::Signed::from_headers(&parts.headers)?;
+    // Inside the nested /api/v1 router the URI has lost its prefix: sign what the client sent.
+    let uri = parts
+        .extensions
+        .get::<OriginalUri>()
+        .map_or(&parts.uri, |original| &original.0);
     let target = uri.path_and_query().map_or(uri.path(), |pq| pq.as_str());
     let who = state
         .auth
-        .verify(state, &signed, method.as_str(), target, &body)?;
+        .verify(state, &signed, parts.method.as_str(), target, &body)?;
     Ok((who, body))
 }
 
-async fn trader(
-    state: &AppState,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<(UserId, Bytes), ApiError> {
-    match authorize(state, method, uri, headers, body).await? {
-        (Principal::User(user), body) => Ok((user, body)),
-        (Principal::Admin, _) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "the admin key does not trade: use a user's key",
-        )),
+/// A request signed by a trader's key: the user, and the body.
+struct Trader(UserId, Bytes);
+
+impl FromRequest<Arc<AppState>> for Trader {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &Arc<AppState>) -> Result<Self, ApiError> {
+        match authorize(state, request).await? {
+            (Principal::User(user), body) => Ok(Trader(user, body)),
+            (Principal::Admin, _) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the admin key does not trade: use a user's key",
+            )),
+        }
     }
 }
 
-async fn admin(
-    state: &AppState,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<Bytes, ApiError> {
-    match authorize(state, method, uri, headers, body).await? {
-        (Principal::Admin, body) => Ok(body),
-        (Principal::User(_), _) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "an admin endpoint needs the admin key",
-        )),
+/// A request signed by the admin key: its body.
+struct Admin(Bytes);
+
+impl FromRequest<Arc<AppState>> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &Arc<AppState>) -> Result<Self, ApiError> {
+        match authorize(state, request).await? {
+            (Principal::Admin, body) => Ok(Admin(body)),
+            (Principal::User(_), _) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "an admin endpoint needs the admin key",
+            )),
+        }
     }
 }
 
@@ -242,14 +244,7 @@ async fn candles(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> 
 
 // ----- private --------------------------------------------------------------------------------
 
-async fn place(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    let (user, body) = trader(&state, &method, &uri, &headers, body).await?;
+async fn place(State(state): Shared, Trader(user, body): Trader) -> ApiResult {
     let order: orders::PlaceBody = parse_json(&body)?;
     Ok(Json(orders::place(&state, user, &order).await?))
 }
@@ -257,12 +252,8 @@ async fn place(
 async fn cancel(
     State(state): Shared,
     Path(order): Path<String>,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
+    Trader(user, _): Trader,
 ) -> ApiResult {
-    let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
     Ok(Json(
         orders::cancel(&state, user, path_order(&order)?).await?,
     ))
@@ -283,12 +274,8 @@ struct QtyBody {
 async fn move_order(
     State(state): Shared,
     Path(order): Path<String>,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
+    Trader(user, body): Trader,
 ) -> ApiResult {
-    let (user, body) = trader(&state, &method, &uri, &headers, body).await?;
     let order = path_order(&order)?;
     let PriceBody { price } = parse_json(&body)?;
     Ok(Json(orders::move_order(&state, user, order, price).await?))
@@ -297,63 +284,31 @@ async fn move_order(
 async fn reduce(
     State(state): Shared,
     Path(order): Path<String>,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
+    Trader(user, body): Trader,
 ) -> ApiResult {
-    let (user, body) = trader(&state, &method, &uri, &headers, body).await?;
     let order = path_order(&order)?;
     let QtyBody { qty } = parse_json(&body)?;
     Ok(Json(orders::reduce(&state, user, order, qty).await?))
 }
 
-async fn mass_cancel(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
+async fn mass_cancel(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
     let symbol = query_value(&uri, "symbol");
     Ok(Json(
         orders::mass_cancel(&state, user, symbol.as_deref()).await?,
     ))
 }
 
-async fn open_orders(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
+async fn open_orders(State(state): Shared, Trader(user, _): Trader) -> ApiResult {
     let report = orders::report(&state, user).await?;
     Ok(Json(orders::open_orders_json(&report)))
 }
 
-async fn balances(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
+async fn balances(State(state): Shared, Trader(user, _): Trader) -> ApiResult {
     let report = orders::report(&state, user).await?;
     Ok(Json(orders::balances_json(&report)))
 }
 
-async fn history(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    let (user, _) = trader(&state, &method, &uri, &headers, body).await?;
+async fn history(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
     let limit = query_number(&uri, "limit", 100, super::history::HISTORY_LEN)?;
     Ok(Json(Value::Array(state.history.recent(user, limit))))
 }
@@ -394,16 +349,8 @@ fn currency(name: &str) -> Result<Name, ApiError> {
     })
 }
 
-async fn transfer(
-    state: &Arc<AppState>,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: Body,
-    deposit: bool,
-) -> ApiResult {
-    let body = admin(state, method, uri, headers, body).await?;
-    let t: Transfer = parse_json(&body)?;
+async fn transfer(state: &Arc<AppState>, body: &[u8], deposit: bool) -> ApiResult {
+    let t: Transfer = parse_json(body)?;
     if t.amount <= 0 {
         return Err(ApiError::rejected(rialto_core::Reason::InvalidQty));
     }
@@ -420,24 +367,12 @@ async fn transfer(
     Ok(answer)
 }
 
-async fn deposit(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    transfer(&state, &method, &uri, &headers, body, true).await
+async fn deposit(State(state): Shared, Admin(body): Admin) -> ApiResult {
+    transfer(&state, &body, true).await
 }
 
-async fn withdraw(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    transfer(&state, &method, &uri, &headers, body, false).await
+async fn withdraw(State(state): Shared, Admin(body): Admin) -> ApiResult {
+    transfer(&state, &body, false).await
 }
 
 #[derive(Deserialize)]
@@ -446,14 +381,7 @@ struct NewUser {
     user: UserId,
 }
 
-async fn add_user(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    let body = admin(&state, &method, &uri, &headers, body).await?;
+async fn add_user(State(state): Shared, Admin(body): Admin) -> ApiResult {
     let NewUser { user } = parse_json(&body)?;
     let op = Op::Command(Command::AddUser { user });
     match state.bridge.call(Reply::AddUser { request: 0 }, op).await? {
@@ -490,14 +418,7 @@ struct NewSymbol {
     qty_lot: Option<String>,
 }
 
-async fn add_symbol(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    let body = admin(&state, &method, &uri, &headers, body).await?;
+async fn add_symbol(State(state): Shared, Admin(body): Admin) -> ApiResult {
     let s: NewSymbol = parse_json(&body)?;
     let decimal = |text: &Option<String>| -> Result<String, ApiError> {
         let text = text.clone().unwrap_or_else(|| "1".to_string());
@@ -531,14 +452,7 @@ async fn add_symbol(
     Ok(answer)
 }
 
-async fn list_users(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    admin(&state, &method, &uri, &headers, body).await?;
+async fn list_users(State(state): Shared, _: Admin) -> ApiResult {
     match state
         .bridge
         .call(Reply::Users { request: 0 }, Op::ListUsers)
@@ -555,14 +469,7 @@ async fn list_users(
     }
 }
 
-async fn venue(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    admin(&state, &method, &uri, &headers, body).await?;
+async fn venue(State(state): Shared, _: Admin) -> ApiResult {
     let op = Op::Command(Command::VenueReport);
     match state.bridge.call(Reply::VenueReport { request: 0 }, op).await? {
         ServerMsg::VenueReport { totals, .. } => Ok(Json(Value::Array(
@@ -578,14 +485,7 @@ async fn venue(
     }
 }
 
-async fn snapshot(
-    State(state): Shared,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    admin(&state, &method, &uri, &headers, body).await?;
+async fn snapshot(State(state): Shared, _: Admin) -> ApiResult {
     match state
         .bridge
         .call(Reply::Snapshot { request: 0 }, Op::TakeSnapshot)
@@ -608,15 +508,7 @@ async fn snapshot(
     }
 }
 
-async fn user_balances(
-    State(state): Shared,
-    Path(user): Path<String>,
-    method: Method,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    admin(&state, &method, &uri, &headers, body).await?;
+async fn user_balances(State(state): Shared, Path(user): Path<String>, _: Admin) -> ApiResult {
     let user: UserId = user
         .parse()
         .map_err(|_| ApiError::bad_request("bad_request", "the user id must be an i64"))?;
