@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
@@ -16,6 +16,7 @@ use hdrhistogram::Histogram;
 use rialto_client::Client;
 use rialto_core::{Side, SymbolId};
 use rialto_server::config::{DurabilityMode, ServerConfig};
+use rialto_server::pipeline::now_ns;
 use rialto_wire::{ClientMsg, NewOrder};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -33,12 +34,6 @@ pub struct WsBenchArgs {
     /// Threads for the subscribers' runtime
     #[arg(long, default_value_t = 1)]
     pub client_threads: usize,
-}
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 /// The integer after `"key":` in a JSON text (the subscribers read only what they measure).

@@ -386,6 +386,8 @@ impl Pipeline {
     }
 }
 
+/// The wall clock, ns since the Unix epoch: the sequencer's time, and every other wall time
+/// the server reads.
 pub fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

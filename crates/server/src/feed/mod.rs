@@ -43,9 +43,7 @@ pub struct MarketData {
 impl MarketData {
     pub fn new(feed: Feed) -> Arc<MarketData> {
         let (batches, _) = broadcast::channel(BATCH_BACKLOG);
-        let epoch_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
+        let epoch_ns = crate::pipeline::now_ns();
         Arc::new(MarketData {
             feed: Mutex::new(feed),
             batches,

@@ -18,7 +18,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
@@ -32,7 +32,7 @@ use rialto_fix::{Decimal, Frame, MessageWriter, Version, next_frame, tags};
 use rialto_wire::{Liquidity, ServerMsg};
 
 use crate::auth::Credentials;
-use crate::pipeline::{Op, Pipeline, Reply, Request, SessionId};
+use crate::pipeline::{Op, Pipeline, Reply, Request, SessionId, now_ns};
 use crate::sockets::{Filled, TokenBucket, fill, write_pending};
 use instruments::{Instrument, Instruments};
 use market_data::{MarketData, Publish, Subscription};
@@ -154,12 +154,6 @@ fn output_of<'a>(
             offline
         }
     }
-}
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 impl FixGateway {

@@ -25,7 +25,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rialto_fix::app;
 use rialto_fix::parse::parse_uint;
@@ -34,6 +34,8 @@ use rialto_fix::session::{
     business_reject_reason, reject_reason,
 };
 use rialto_fix::{Frame, Version, next_frame, tags};
+
+use crate::pipeline::now_ns;
 
 /// Our CompID: the SenderCompID we send.
 pub const OUR_COMP_ID: &str = "ISLD";
@@ -233,12 +235,6 @@ impl Drop for Attached {
 /// A lock that a panicked holder does not spoil: the slot is a plain value.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 /// What to do with the connection after handling some input.

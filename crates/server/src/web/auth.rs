@@ -94,9 +94,7 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 }
 
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    crate::pipeline::now_ns() / 1_000_000
 }
 
 impl Guard {

@@ -189,9 +189,7 @@ pub fn start(
 
 async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<AtomicBool>) {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as i64);
+    let now_us = crate::pipeline::now_ns() / 1_000;
     let state = Arc::new(AppState {
         auth: auth::Guard::new(&parts.settings),
         settings: parts.settings,

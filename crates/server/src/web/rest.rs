@@ -198,7 +198,7 @@ fn known_symbol(state: &AppState, name: &str) -> Result<rialto_core::SymbolId, A
 // ----- public ---------------------------------------------------------------------------------
 
 async fn time() -> Json<Value> {
-    Json(json!({"ts_ns": super::auth::now_ms() as i128 * 1_000_000}))
+    Json(json!({"ts_ns": crate::pipeline::now_ns()}))
 }
 
 async fn symbols(State(state): Shared) -> Json<Value> {
