@@ -629,14 +629,19 @@ impl EngineStage {
                 break;
             }
             let ring = &self.from_journal;
-            let spilled = !self.spill.is_empty()
-                || self
-                    .market_data
-                    .as_ref()
-                    .is_some_and(|tap| tap.spilled() > 0);
+            let spilled = self.has_spilled();
             // With replies spilled, look again soon: the gateway drains without ringing.
             idler.idle_thread(work, &bell, MAX_SLEEP, || spilled || !ring.is_empty());
         }
+    }
+
+    /// Whether replies or market data wait in a spill queue.
+    fn has_spilled(&self) -> bool {
+        !self.spill.is_empty()
+            || self
+                .market_data
+                .as_ref()
+                .is_some_and(|tap| tap.spilled() > 0)
     }
 
     /// One duty cycle, then whether this stage has finished (drained after the journal
@@ -644,12 +649,7 @@ impl EngineStage {
     fn step(&mut self) -> (usize, bool) {
         let closing = self.shared.journal_done.load(Ordering::SeqCst);
         let work = self.do_work();
-        let md_spilled = self
-            .market_data
-            .as_ref()
-            .is_some_and(|tap| tap.spilled() > 0);
-        let drained =
-            work == 0 && self.from_journal.is_empty() && self.spill.is_empty() && !md_spilled;
+        let drained = work == 0 && self.from_journal.is_empty() && !self.has_spilled();
         let done = self.shared.has_failed() || (closing && drained);
         if done {
             self.shared.engine_done.store(true, Ordering::SeqCst);
