@@ -312,6 +312,20 @@ impl PacketWriter {
         self.count += 1;
     }
 
+    /// A heartbeat: a packet of no messages carrying the number of the last packet sent
+    /// (0 before any), so that a receiver learns of a lost packet even when nothing follows it.
+    /// It takes no number of its own.
+    pub fn heartbeat(&self) -> Vec<u8> {
+        let mut packet = Vec::with_capacity(HEADER_LEN);
+        packet.extend_from_slice(MAGIC);
+        packet.push(self.channel as u8);
+        packet.push(0);
+        packet.extend_from_slice(&0u16.to_le_bytes());
+        packet.extend_from_slice(&self.epoch.to_le_bytes());
+        packet.extend_from_slice(&(self.next_seq - 1).to_le_bytes());
+        packet
+    }
+
     /// Finishes the current packet, if it has messages.
     pub fn flush(&mut self, emit: &mut impl FnMut(u64, &[u8])) {
         if self.count == 0 {

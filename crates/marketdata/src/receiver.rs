@@ -51,6 +51,8 @@ pub struct Receiver {
     epoch: Option<i64>,
     /// The next incremental packet to apply (0: none seen yet).
     next_seq: u64,
+    /// The highest packet number a heartbeat announced.
+    announced: u64,
     held: BTreeMap<u64, Vec<Message>>,
     pub names: BTreeMap<SymbolId, Name>,
     pub books: BTreeMap<SymbolId, Book>,
@@ -80,6 +82,13 @@ impl Receiver {
                     self.on_snapshot_message(m);
                 }
             }
+            Channel::Incremental if header.count == 0 => {
+                // A heartbeat: packets up to `seq` exist.
+                if self.next_seq == 0 {
+                    self.next_seq = header.seq + 1;
+                }
+                self.announced = self.announced.max(header.seq);
+            }
             Channel::Incremental => {
                 if self.next_seq == 0 {
                     self.next_seq = header.seq;
@@ -93,10 +102,17 @@ impl Receiver {
         Ok(())
     }
 
-    /// The incremental packets missing before the earliest held one: (first, count).
+    /// The incremental packets missing before the earliest held one, or else up to the last
+    /// one a heartbeat announced: (first, count).
     pub fn missing(&self) -> Option<(u64, u64)> {
-        let (&first_held, _) = self.held.iter().next()?;
-        (first_held > self.next_seq).then(|| (self.next_seq, first_held - self.next_seq))
+        if self.next_seq == 0 {
+            return None; // nothing heard on the incremental channel yet
+        }
+        let end = match self.held.keys().next() {
+            Some(&first_held) => first_held,
+            None => self.announced + 1,
+        };
+        (end > self.next_seq).then(|| (self.next_seq, end - self.next_seq))
     }
 
     /// Skips packets that cannot be had; every book waits for its next snapshot.
@@ -261,5 +277,39 @@ fn apply(book: &mut Book, update: &Update) -> Result<(), MirrorError> {
         Update::Level { .. } => book.l2.apply(update).map(|_| ()),
         Update::Bbo { .. } | Update::Candle { .. } => Ok(()),
         _ => book.l3.apply(update).map(|_| ()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::PacketWriter;
+    use rialto_core::Side;
+
+    #[test]
+    fn a_heartbeat_reveals_a_lost_last_packet() {
+        let mut writer = PacketWriter::new(Channel::Incremental, 7);
+        let mut packets = Vec::new();
+        for seq in 1..=2 {
+            let update = Update::Level {
+                symbol: SymbolId(0),
+                seq,
+                side: Side::Buy,
+                price: 100,
+                qty: 1,
+            };
+            writer.push(&Message::Update(update), &mut |_, p| {
+                packets.push(p.to_vec())
+            });
+            writer.flush(&mut |_, p| packets.push(p.to_vec()));
+        }
+        let mut r = Receiver::new();
+        r.on_packet(&packets[0]).unwrap();
+        // The second packet is lost, and nothing follows it but a heartbeat.
+        assert_eq!(r.missing(), None);
+        r.on_packet(&writer.heartbeat()).unwrap();
+        assert_eq!(r.missing(), Some((2, 1)));
+        r.on_packet(&packets[1]).unwrap();
+        assert_eq!((r.missing(), r.next_seq()), (None, 3));
     }
 }

@@ -22,6 +22,8 @@ use crate::config::MarketDataSettings;
 
 /// Most packets one replay request returns.
 pub const MAX_REPLAY: u32 = 10_000;
+/// A quiet incremental channel sends a heartbeat this often.
+const HEARTBEAT: Duration = Duration::from_millis(100);
 /// A replay request: channel u8, first packet u64, count u32.
 const REQUEST_LEN: usize = 13;
 
@@ -129,6 +131,7 @@ impl Publisher {
         let mut incremental = PacketWriter::new(Channel::Incremental, self.md.epoch_ns);
         let mut snapshots = PacketWriter::new(Channel::Snapshot, self.md.epoch_ns);
         let mut last_snapshot: Option<Instant> = None;
+        let mut last_incremental = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             if last_snapshot.is_none_or(|t| t.elapsed() >= self.snapshot_interval) {
                 last_snapshot = Some(Instant::now());
@@ -141,13 +144,21 @@ impl Publisher {
                         incremental.push(&Message::Update(*update), &mut emit);
                     }
                     incremental.flush(&mut emit);
+                    last_incremental = Instant::now();
                 }
                 Err(TryRecvError::Lagged(n)) => {
                     // Receivers see the gap in the books' sequence numbers and resynchronise
                     // from the snapshot channel.
                     tracing::warn!(batches = n, "the UDP feed fell behind the market data");
                 }
-                Err(TryRecvError::Empty) => std::thread::sleep(Duration::from_micros(200)),
+                Err(TryRecvError::Empty) => {
+                    if last_incremental.elapsed() >= HEARTBEAT {
+                        last_incremental = Instant::now();
+                        let heartbeat = incremental.heartbeat();
+                        let _ = self.sender.send_to(&heartbeat, self.incremental_group);
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
                 Err(TryRecvError::Closed) => return,
             }
         }
