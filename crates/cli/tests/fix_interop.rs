@@ -3,19 +3,11 @@
 //! ExecutionReport, forces a sequence gap each way, and exits 0 only if every step passed.
 //! Needs a JDK 17 and Maven (`.ci/run` installs them); the first build downloads QuickFIX/J.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::Command;
 
 fn interop_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop/quickfixj")
@@ -30,37 +22,12 @@ fn build_java() {
     assert!(status.success(), "mvn package failed in interop/quickfixj");
 }
 
-/// Starts `rialto serve --demo` on free ports; returns it and its FIX address.
-fn serve(data: &Path) -> (Server, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
-        .args(["serve", "--demo", "--durability", "batch"])
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-        .args(["--fix-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
-        .arg("--data")
-        .arg(data)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start rialto serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    // "rialto serving: orders on A, admin on B, FIX on C, web on http://D/ (stop with Ctrl-C)"
-    let fix = line
-        .split("FIX on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.trim_end_matches(',').parse().ok())
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
-    (Server(child), fix)
-}
-
 #[test]
 fn quickfixj_trades_amends_cancels_and_resends_against_rialto() {
     build_java();
     let data = tempfile::tempdir().unwrap();
-    let (_server, fix) = serve(data.path());
+    let server = common::serve_demo(data.path());
+    let fix: SocketAddr = server.address_after("FIX on ").parse().unwrap();
     let credentials = rialto_server::auth::Credentials::load_or_create(data.path()).unwrap();
     for begin in ["FIX.4.4", "FIXT.1.1"] {
         let store = tempfile::tempdir().unwrap();

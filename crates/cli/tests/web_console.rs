@@ -9,9 +9,11 @@
 //! installs them). It fails, rather than skips, when they are missing. The screenshots are left
 //! in the target directory (`web_console.png`, `web_console-admin.png`).
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -19,15 +21,6 @@ use std::time::{Duration, Instant};
 const STEPS: usize = 17;
 /// The whole browser run, launch to screenshot; each of its waits has its own 15 s limit.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(300);
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn web_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web")
@@ -64,36 +57,6 @@ fn npm_ci() {
     assert!(status.success(), "npm ci failed in web/");
 }
 
-/// Starts `rialto serve --demo` on free ports; returns it and the console's URL.
-fn serve(data: &Path) -> (Server, String, JoinHandle<()>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
-        .args(["serve", "--demo", "--durability", "batch"])
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-        .args(["--fix-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
-        .arg("--data")
-        .arg(data)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start rialto serve");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    // Keep reading, so that the server never writes into a closed pipe.
-    let drain = std::thread::spawn(move || {
-        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
-    });
-    // "rialto serving: orders on A, admin on B, FIX on C, web on http://D/ (stop with Ctrl-C)"
-    let url = line
-        .split("web on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .filter(|url| url.starts_with("http://"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_string();
-    (Server(child), url, drain)
-}
-
 /// Reads a child's pipe to the end on another thread.
 fn collect(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
     std::thread::spawn(move || {
@@ -116,7 +79,9 @@ fn the_console_trades_in_headless_chromium() {
     npm_ci();
 
     let data = tempfile::tempdir().unwrap();
-    let (server, url, _drain) = serve(data.path());
+    let server = common::serve_demo(data.path());
+    let url = server.address_after("web on ").to_string();
+    assert!(url.starts_with("http://"), "{url}");
     let credentials = rialto_server::auth::Credentials::load_or_create(data.path()).unwrap();
     let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web_console.png");
     let admin_screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web_console-admin.png");

@@ -1,8 +1,10 @@
 //! Running the built `rialto` binary. Each test file uses a different subset of these helpers.
 #![allow(dead_code)]
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
 
 pub struct Run {
     pub code: Option<i32>,
@@ -63,4 +65,56 @@ pub fn split_hash(final_line: &str) -> (String, String) {
         format!("{}{marker}*\"}}", &final_line[..at]),
         hash.to_owned(),
     )
+}
+
+/// `rialto serve --demo` on free ports (FIX and web included) over `data`; killed when dropped.
+pub struct Served {
+    child: Child,
+    /// "rialto serving: orders on A, admin on B, FIX on C, web on http://D/ (stop with Ctrl-C)"
+    pub first_line: String,
+    /// Keeps reading the rest of stdout, so that the server never writes into a closed pipe.
+    _drain: JoinHandle<()>,
+}
+
+pub fn serve_demo(data: &Path) -> Served {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
+        .args(["serve", "--demo", "--durability", "batch"])
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args(["--fix-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
+        .arg("--data")
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start rialto serve");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first_line = String::new();
+    stdout.read_line(&mut first_line).unwrap();
+    let drain = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+    });
+    Served {
+        child,
+        first_line,
+        _drain: drain,
+    }
+}
+
+impl Served {
+    /// The address the first line gives after `label` ("FIX on ", "web on ").
+    pub fn address_after(&self, label: &str) -> &str {
+        let line = &self.first_line;
+        line.split(label)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(|word| word.trim_end_matches(','))
+            .unwrap_or_else(|| panic!("no {label:?} in the first line: {line:?}"))
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
