@@ -1,14 +1,14 @@
-//! `rialto bench market-data`: what the market data feed costs the engine on the `single`
-//! workload.
+//! `rialto bench market-data`: what the market data feed costs the thread that journals and
+//! applies commands, on the `single` workload.
 //!
-//! Each run applies the workload's commands on one thread the way the pipeline's engine
-//! stage does (events collected per command). The `feed` runs also hand every accepted
-//! command and its events to the market data thread through the production tap and ring, and
-//! that thread builds the L1/L2/L3/trade/candle updates on the other core. Runs alternate
-//! (baseline, feed, baseline, ...) so that a noisy machine hurts both alike; medians compare.
-//! Throughput is reported per second of wall time and per second of the engine thread's own
-//! CPU time: the second is what the feed costs the engine's work, whatever else the machine
-//! runs on its cores.
+//! Each run does what the pipeline's journal and engine stages do on one thread (their
+//! layout on two cores): batches of 1,024 commands are encoded as journal records, then
+//! applied to the engine with their events collected. The `feed` runs also hand each batch's
+//! records to the market data thread through the production tap and ring (one copy per
+//! batch); that thread replays them on its replica of the engine and builds the
+//! L1/L2/L3/trade/candle updates on the other core. Runs alternate (baseline, feed, ...) so
+//! that a noisy machine hurts both alike; medians compare. Throughput is reported per second
+//! of wall time and per second of the thread's own CPU time.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,10 +17,13 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use rialto_bench::harness;
 use rialto_bench::workload::{self, SingleParams};
-use rialto_core::{Command, OwnedEvent};
-use rialto_marketdata::Feed;
+use rialto_core::{Command, Engine, OwnedEvent};
+use rialto_journal::format::encode_record;
 use rialto_server::feed::MarketData;
-use rialto_server::pipeline::{MarketDataTap, MdChannel, Shared};
+use rialto_server::pipeline::{JournalTap, MdChannel, Shared};
+
+/// Commands per batch, as the journal stage takes them at most (`pipeline.batch_max`).
+const BATCH: usize = 1024;
 
 #[derive(Args, Debug)]
 pub struct MdBenchArgs {
@@ -30,12 +33,12 @@ pub struct MdBenchArgs {
     /// Runs of each kind (baseline and feed, alternating)
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
-    /// Slots in the market data ring
-    #[arg(long, default_value_t = 65_536)]
+    /// Slots in the market data ring (each a batch's records)
+    #[arg(long, default_value_t = 1024)]
     pub ring: usize,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Only hand the inputs over: the consumer thread drops them instead of building market
+    /// Only hand the records over: the consumer thread drops them instead of building market
     /// data (separates the hand-off's cost from the feed's use of the other core)
     #[arg(long)]
     pub drain_only: bool,
@@ -45,23 +48,38 @@ pub struct MdBenchArgs {
     pub only: Option<String>,
 }
 
-/// The engine's loop, as the pipeline's engine stage runs it: events collected per command,
-/// and with a tap, accepted commands handed to market data. Never inlined, so that
-/// instruction counts can single it out.
+/// The journal and engine stages' loop: encode a batch as journal records, hand a copy to
+/// market data (with a tap), apply the batch. Never inlined, so that instruction counts can
+/// single it out.
 #[inline(never)]
 fn apply_commands(
-    engine: &mut rialto_core::Engine,
+    engine: &mut Engine,
     mut seq: u64,
     commands: &[Command],
-    mut tap: Option<&mut MarketDataTap>,
+    mut tap: Option<&mut JournalTap>,
+    shared: &Shared,
+    channel: &MdChannel,
 ) {
+    let mut records: Vec<u8> = Vec::with_capacity(BATCH * 128);
     let mut events: Vec<OwnedEvent> = Vec::with_capacity(64);
-    for cmd in commands {
-        seq += 1;
-        events.clear();
-        let result = engine.apply(seq, seq as i64, cmd, &mut events);
-        if let (Some(tap), Ok(())) = (&mut tap, result) {
-            tap.send_applied(seq as i64, cmd, &events);
+    for batch in commands.chunks(BATCH) {
+        records.clear();
+        for (i, cmd) in batch.iter().enumerate() {
+            let n = seq + 1 + i as u64;
+            encode_record(&mut records, n, n as i64, cmd);
+        }
+        if let Some(tap) = &mut tap {
+            tap.send(&records);
+            tap.hand_off();
+        }
+        for cmd in batch {
+            seq += 1;
+            events.clear();
+            let _ = engine.apply(seq, seq as i64, cmd, &mut events);
+        }
+        shared.applied_seq.store(seq, Ordering::Release);
+        if tap.is_some() {
+            channel.chunks.ring();
         }
     }
 }
@@ -92,44 +110,67 @@ fn one_run(
     feed: bool,
     args: &MdBenchArgs,
 ) -> anyhow::Result<Run> {
-    let ring = args.ring;
     let prepared = harness::prepare(w)?;
     let mut engine = prepared.engine;
-    let channel = MdChannel::new(ring);
+    let channel = MdChannel::new(args.ring);
     let shared = Arc::new(Shared::default());
-    let market_data = MarketData::new(Feed::from_engine(&engine));
-    let md_thread = if args.drain_only {
+    shared.applied_seq.store(prepared.seq, Ordering::SeqCst);
+    let market_data = MarketData::new(&engine);
+    let md_thread = if !feed {
+        None
+    } else if args.drain_only {
         let (channel, shared) = (channel.clone(), shared.clone());
-        std::thread::spawn(move || {
-            while !(shared.engine_done.load(Ordering::SeqCst) && channel.batches.is_empty()) {
-                match channel.batches.pop() {
-                    Some(batch) => channel.recycle(batch),
+        Some(std::thread::spawn(move || {
+            while !(shared.engine_done.load(Ordering::SeqCst) && channel.chunks.is_empty()) {
+                match channel.chunks.pop() {
+                    Some(chunk) => channel.recycle(chunk),
                     None => std::thread::yield_now(),
                 }
             }
-        })
+        }))
     } else {
-        market_data.spawn(channel.clone(), shared.clone())?
+        let replica = Engine::decode_snapshot(&engine.encode_snapshot(), w.config)
+            .map_err(|e| anyhow::anyhow!("cannot copy the engine: {e:?}"))?;
+        Some(market_data.spawn(channel.clone(), shared.clone(), replica)?)
     };
-    let mut tap = feed.then(|| MarketDataTap::new(channel.clone()));
+    let mut tap = feed.then(|| JournalTap::new(channel.clone()));
 
     let start = Instant::now();
     let cpu_start = thread_cpu();
-    apply_commands(&mut engine, prepared.seq, commands, tap.as_mut());
+    apply_commands(
+        &mut engine,
+        prepared.seq,
+        commands,
+        tap.as_mut(),
+        &shared,
+        &channel,
+    );
     let elapsed = start.elapsed();
     let cpu = thread_cpu() - cpu_start;
     let engine_done = Instant::now();
     if let Some(tap) = &mut tap {
-        tap.hand_off();
         while tap.spilled() > 0 {
             tap.hand_off();
             std::thread::yield_now();
         }
     }
     shared.engine_done.store(true, Ordering::SeqCst);
-    md_thread
-        .join()
-        .map_err(|_| anyhow::anyhow!("the market data thread panicked"))?;
+    channel.chunks.ring_always();
+    if let Some(thread) = md_thread {
+        thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the market data thread panicked"))?;
+    }
+    if shared.has_failed() {
+        anyhow::bail!("the market data thread failed");
+    }
+    if feed && !args.drain_only {
+        let (replayed, applied) = (market_data.applied_seq(), engine.last_seq());
+        anyhow::ensure!(
+            replayed == applied,
+            "market data replayed up to {replayed}, the engine applied {applied}"
+        );
+    }
     let drain = engine_done.elapsed();
     Ok(Run {
         throughput: commands.len() as f64 / elapsed.as_secs_f64(),

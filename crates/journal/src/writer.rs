@@ -123,6 +123,8 @@ pub struct JournalWriter {
     file_len: u64,
     /// Encoded records not yet written.
     buf: Vec<u8>,
+    /// Where in `buf` the records appended since the last commit begin.
+    uncommitted_from: usize,
     /// Offsets in `buf` where a new segment starts, with that segment's first seq.
     rolls: Vec<(usize, u64)>,
     /// Segment size and record count as they will be once `buf` is written.
@@ -276,6 +278,7 @@ impl JournalWriter {
             path,
             file_len,
             buf: Vec::with_capacity(config.buffer_bytes.max(RECORD_MAX_BYTES)),
+            uncommitted_from: 0,
             rolls: Vec::with_capacity(4),
             projected_len: file_len,
             projected_records: file_records,
@@ -322,9 +325,22 @@ impl JournalWriter {
         self.next_seq += 1;
     }
 
+    /// The records appended since the last commit, encoded exactly as they will be on disk
+    /// (a sequence of records as [`crate::format::parse_record`] reads them). For a replica
+    /// that follows the log from memory.
+    pub fn uncommitted(&self) -> &[u8] {
+        &self.buf[self.uncommitted_from..]
+    }
+
     /// Writes the batch (one `write`, or one per segment it spans) and syncs as the mode says.
     /// Returns what may now be acknowledged. An `Err` poisons the writer.
     pub fn commit(&mut self) -> io::Result<Durable> {
+        let result = self.commit_inner();
+        self.uncommitted_from = self.buf.len();
+        result
+    }
+
+    fn commit_inner(&mut self) -> io::Result<Durable> {
         self.check_poisoned()?;
         match self.config.durability {
             Durability::Fsync => {
@@ -434,6 +450,7 @@ impl JournalWriter {
         }
         self.write_part(from, self.buf.len())?;
         self.buf.clear();
+        self.uncommitted_from = 0;
         self.rolls.clear();
         self.written_through = self.next_seq - 1;
         if let Some(bg) = &self.background {

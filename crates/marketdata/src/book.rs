@@ -2,6 +2,7 @@
 //! what an L3 client rebuilds.
 
 use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
 
 use rialto_core::Side;
 use rustc_hash::FxHashMap;
@@ -30,24 +31,33 @@ impl std::fmt::Display for BookError {
 
 impl std::error::Error for BookError {}
 
-/// No order: the end of a level's queue.
-const NONE: u64 = u64::MAX;
+/// No order (the end of a level's queue) or no slot.
+const NONE: u32 = u32::MAX;
+
+/// Where an order lives in its book: stable while the order rests, reused after it leaves.
+/// The feed keeps it beside its own order key so that an execution or cancellation finds
+/// the order without a search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot(u32);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BookOrder {
+    pub order: u64,
     pub side: Side,
     pub price: i64,
     pub qty: i64,
-    /// The level's queue (oldest first) is a list through the orders themselves.
-    prev: u64,
-    next: u64,
+    /// The order's level, a slot in `levels`.
+    level: u32,
+    /// The level's queue (oldest first) is a list through the orders' slots.
+    prev: u32,
+    next: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Level {
     total: i64,
-    head: u64,
-    tail: u64,
+    head: u32,
+    tail: u32,
 }
 
 /// What one change did to its level: the side, price and new level total.
@@ -58,11 +68,19 @@ pub struct LevelChange {
     pub total: i64,
 }
 
+/// Orders and levels live in slabs (vectors whose freed entries are reused); the price maps
+/// only order the levels, so an execution touches no tree unless its level empties.
 #[derive(Clone, Debug, Default)]
 pub struct L3Book {
-    orders: FxHashMap<u64, BookOrder>,
-    bids: BTreeMap<i64, Level>,
-    asks: BTreeMap<i64, Level>,
+    orders: Vec<BookOrder>,
+    free_orders: Vec<u32>,
+    /// Public order number -> slot.
+    index: FxHashMap<u64, u32>,
+    levels: Vec<Level>,
+    free_levels: Vec<u32>,
+    /// Price -> level slot, per side.
+    bids: BTreeMap<i64, u32>,
+    asks: BTreeMap<i64, u32>,
 }
 
 impl L3Book {
@@ -70,14 +88,14 @@ impl L3Book {
         L3Book::default()
     }
 
-    fn side_mut(&mut self, side: Side) -> &mut BTreeMap<i64, Level> {
+    fn side_mut(&mut self, side: Side) -> &mut BTreeMap<i64, u32> {
         match side {
             Side::Buy => &mut self.bids,
             Side::Sell => &mut self.asks,
         }
     }
 
-    fn side(&self, side: Side) -> &BTreeMap<i64, Level> {
+    fn side(&self, side: Side) -> &BTreeMap<i64, u32> {
         match side {
             Side::Buy => &self.bids,
             Side::Sell => &self.asks,
@@ -85,11 +103,18 @@ impl L3Book {
     }
 
     pub fn order(&self, order: u64) -> Option<&BookOrder> {
-        self.orders.get(&order)
+        self.index
+            .get(&order)
+            .map(|&slot| &self.orders[slot as usize])
+    }
+
+    /// The order in a slot that [`Self::add_slot`] returned (and that has not left since).
+    pub fn order_at(&self, slot: Slot) -> &BookOrder {
+        &self.orders[slot.0 as usize]
     }
 
     pub fn order_count(&self) -> usize {
-        self.orders.len()
+        self.index.len()
     }
 
     /// Puts an order at the back of its level.
@@ -100,102 +125,156 @@ impl L3Book {
         price: i64,
         qty: i64,
     ) -> Result<LevelChange, BookError> {
+        self.add_slot(order, side, price, qty)
+            .map(|(change, _)| change)
+    }
+
+    /// [`Self::add`], also returning the order's slot.
+    pub fn add_slot(
+        &mut self,
+        order: u64,
+        side: Side,
+        price: i64,
+        qty: i64,
+    ) -> Result<(LevelChange, Slot), BookError> {
         if qty <= 0 {
             return Err(BookError::BadQty(order));
         }
-        if self.orders.contains_key(&order) {
-            return Err(BookError::DuplicateOrder(order));
+        let slot = match self.free_orders.last() {
+            Some(&slot) => slot,
+            None => self.orders.len() as u32,
+        };
+        match self.index.entry(order) {
+            Entry::Occupied(_) => return Err(BookError::DuplicateOrder(order)),
+            Entry::Vacant(v) => v.insert(slot),
+        };
+        let level = self.level_for(side, price);
+        let l = &mut self.levels[level as usize];
+        let prev = l.tail;
+        l.total += qty;
+        l.tail = slot;
+        if l.head == NONE {
+            l.head = slot;
         }
-        let level = self.side_mut(side).entry(price).or_insert(Level {
+        let total = l.total;
+        if prev != NONE {
+            self.orders[prev as usize].next = slot;
+        }
+        let entry = BookOrder {
+            order,
+            side,
+            price,
+            qty,
+            level,
+            prev,
+            next: NONE,
+        };
+        if slot as usize == self.orders.len() {
+            self.orders.push(entry);
+        } else {
+            self.free_orders.pop();
+            self.orders[slot as usize] = entry;
+        }
+        Ok((LevelChange { side, price, total }, Slot(slot)))
+    }
+
+    /// The level at a price, created empty if there is none.
+    fn level_for(&mut self, side: Side, price: i64) -> u32 {
+        if let Some(&level) = self.side(side).get(&price) {
+            return level;
+        }
+        let empty = Level {
             total: 0,
             head: NONE,
             tail: NONE,
-        });
-        let prev = level.tail;
-        level.total += qty;
-        level.tail = order;
-        if level.head == NONE {
-            level.head = order;
-        }
-        let total = level.total;
-        if prev != NONE {
-            self.orders
-                .get_mut(&prev)
-                .expect("a level's tail is an order")
-                .next = order;
-        }
-        self.orders.insert(
-            order,
-            BookOrder {
-                side,
-                price,
-                qty,
-                prev,
-                next: NONE,
-            },
-        );
-        Ok(LevelChange { side, price, total })
+        };
+        let level = match self.free_levels.pop() {
+            Some(level) => {
+                self.levels[level as usize] = empty;
+                level
+            }
+            None => {
+                self.levels.push(empty);
+                (self.levels.len() - 1) as u32
+            }
+        };
+        self.side_mut(side).insert(price, level);
+        level
     }
 
     /// Takes `qty` off an order (0 < qty <= its quantity); an order at zero leaves.
     /// Returns the level change and the order's quantity left.
     pub fn take(&mut self, order: u64, qty: i64) -> Result<(LevelChange, i64), BookError> {
-        let entry = self
-            .orders
-            .get_mut(&order)
+        let slot = *self
+            .index
+            .get(&order)
             .ok_or(BookError::UnknownOrder(order))?;
+        self.take_slot(Slot(slot), qty)
+    }
+
+    /// [`Self::take`] by slot.
+    pub fn take_slot(&mut self, slot: Slot, qty: i64) -> Result<(LevelChange, i64), BookError> {
+        let Some(entry) = self.orders.get_mut(slot.0 as usize) else {
+            return Err(BookError::UnknownOrder(u64::MAX));
+        };
         if qty <= 0 || qty > entry.qty {
-            return Err(BookError::BadQty(order));
+            return Err(BookError::BadQty(entry.order));
         }
         entry.qty -= qty;
         let o = *entry;
-        if o.qty == 0 {
-            self.orders.remove(&order);
-            if o.prev != NONE {
-                self.orders.get_mut(&o.prev).expect("linked").next = o.next;
-            }
-            if o.next != NONE {
-                self.orders.get_mut(&o.next).expect("linked").prev = o.prev;
-            }
+        let l = &mut self.levels[o.level as usize];
+        l.total -= qty;
+        let change = LevelChange {
+            side: o.side,
+            price: o.price,
+            total: l.total,
+        };
+        if o.qty > 0 {
+            return Ok((change, o.qty));
         }
-        let levels = self.side_mut(o.side);
-        let level = levels.get_mut(&o.price).expect("an order's level exists");
-        level.total -= qty;
-        if o.qty == 0 {
-            if level.head == order {
-                level.head = o.next;
-            }
-            if level.tail == order {
-                level.tail = o.prev;
-            }
+        // The order leaves: unlink it from its level's queue and free its slot.
+        if l.head == slot.0 {
+            l.head = o.next;
         }
-        let total = level.total;
-        if level.head == NONE {
-            levels.remove(&o.price);
+        if l.tail == slot.0 {
+            l.tail = o.prev;
         }
-        Ok((
-            LevelChange {
-                side: o.side,
-                price: o.price,
-                total,
-            },
-            o.qty,
-        ))
+        let level_empty = l.head == NONE;
+        if o.prev != NONE {
+            self.orders[o.prev as usize].next = o.next;
+        }
+        if o.next != NONE {
+            self.orders[o.next as usize].prev = o.prev;
+        }
+        self.index.remove(&o.order);
+        self.free_orders.push(slot.0);
+        if level_empty {
+            self.side_mut(o.side).remove(&o.price);
+            self.free_levels.push(o.level);
+        }
+        Ok((change, 0))
     }
 
     /// Removes an order whatever its quantity.
     pub fn delete(&mut self, order: u64) -> Result<LevelChange, BookError> {
-        let qty = self
-            .orders
+        let slot = *self
+            .index
             .get(&order)
-            .ok_or(BookError::UnknownOrder(order))?
-            .qty;
-        Ok(self.take(order, qty)?.0)
+            .ok_or(BookError::UnknownOrder(order))?;
+        self.delete_slot(Slot(slot))
+    }
+
+    /// [`Self::delete`] by slot.
+    pub fn delete_slot(&mut self, slot: Slot) -> Result<LevelChange, BookError> {
+        let qty = self.order_at(slot).qty;
+        Ok(self.take_slot(slot, qty)?.0)
     }
 
     /// The total at one price (0 when no level).
     pub fn level_qty(&self, side: Side, price: i64) -> i64 {
-        self.side(side).get(&price).map_or(0, |l| l.total)
+        self.side(side)
+            .get(&price)
+            .map_or(0, |&l| self.levels[l as usize].total)
     }
 
     /// The best level of a side: (price, total).
@@ -204,13 +283,13 @@ impl L3Book {
             Side::Buy => self.bids.iter().next_back(),
             Side::Sell => self.asks.iter().next(),
         };
-        level.map(|(&p, l)| (p, l.total))
+        level.map(|(&p, &l)| (p, self.levels[l as usize].total))
     }
 
     /// Up to `depth` levels of a side, best first.
     pub fn depth(&self, side: Side, depth: usize) -> Vec<(i64, i64)> {
         let levels = self.side(side);
-        let pairs = |(&p, l): (&i64, &Level)| (p, l.total);
+        let pairs = |(&p, &l): (&i64, &u32)| (p, self.levels[l as usize].total);
         match side {
             Side::Buy => levels.iter().rev().take(depth).map(pairs).collect(),
             Side::Sell => levels.iter().take(depth).map(pairs).collect(),
@@ -220,21 +299,21 @@ impl L3Book {
     /// Orders of a side in priority order: best price, then oldest.
     pub fn orders_in_priority(&self, side: Side) -> Vec<L3Order> {
         let levels = self.side(side);
-        let iter: Box<dyn Iterator<Item = (&i64, &Level)>> = match side {
+        let iter: Box<dyn Iterator<Item = (&i64, &u32)>> = match side {
             Side::Buy => Box::new(levels.iter().rev()),
             Side::Sell => Box::new(levels.iter()),
         };
         let mut out = Vec::new();
-        for (&price, level) in iter {
-            let mut order = level.head;
-            while order != NONE {
-                let o = &self.orders[&order];
+        for (&price, &level) in iter {
+            let mut slot = self.levels[level as usize].head;
+            while slot != NONE {
+                let o = &self.orders[slot as usize];
                 out.push(L3Order {
-                    order,
+                    order: o.order,
                     price,
                     qty: o.qty,
                 });
-                order = o.next;
+                slot = o.next;
             }
         }
         out

@@ -9,13 +9,11 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use rialto_core::{
-    Cancelled, Command, Engine, OrderId, OrderType, OwnedEvent, Side, SymbolId, SymbolSpec, Tif,
-    Trade, UserId,
-};
+use rialto_core::{Command, Engine, OrderId, OwnedEvent, Side, SymbolId, SymbolSpec, UserId};
 
-use crate::book::{L3Book, LevelChange};
+use crate::book::{L3Book, LevelChange, Slot};
 use crate::candles::{Candle, Candles};
+use crate::input::Input;
 use crate::update::{L2Snapshot, L3Snapshot, Update};
 
 /// How many recent trades each symbol keeps for queries.
@@ -59,24 +57,35 @@ impl SymbolFeed {
     }
 }
 
-/// The order of the command being applied, as a taker: what traded and what was cancelled.
-#[derive(Clone, Copy, Default)]
-struct TakerTally {
-    filled: i64,
-    cancelled: i64,
+/// A trade of the command being applied, whose order is the taker.
+struct Fill {
+    symbol: SymbolId,
+    taker_side: Side,
+    price: i64,
+    qty: i64,
+    maker: (UserId, OrderId),
+}
+
+/// Where a resting order is: its symbol and its slot in that symbol's book.
+#[derive(Clone, Copy)]
+struct Resting {
+    symbol: SymbolId,
+    slot: Slot,
 }
 
 #[derive(Default)]
 pub struct Feed {
     symbols: Vec<SymbolFeed>,
-    /// Resting orders: (user, order) -> (symbol, public order number).
-    live: FxHashMap<(UserId, OrderId), (SymbolId, u64)>,
+    /// Resting orders by (user, order).
+    live: FxHashMap<(UserId, OrderId), Resting>,
     next_order: u64,
-    pending: Vec<OwnedEvent>,
-    touched: Vec<(SymbolId, Side, i64)>,
+    /// Level changes of the command being applied: (symbol, side, price, total after).
+    touched: Vec<(SymbolId, Side, i64, i64)>,
     /// Symbols that traded in the command being applied.
     traded: Vec<SymbolId>,
     out: Vec<Update>,
+    /// Reused by [`Self::apply`].
+    scratch: Vec<Input>,
     /// Events that did not fit the feed's book (never expected; tests check it stays 0).
     pub inconsistencies: u64,
 }
@@ -97,11 +106,12 @@ impl Feed {
             let (bids, asks) = engine.resting_orders(id);
             for o in bids.iter().chain(&asks) {
                 feed.next_order += 1;
-                let order = feed.next_order;
-                sym.book
-                    .add(order, o.side, o.price, o.remaining)
+                let (_, slot) = sym
+                    .book
+                    .add_slot(feed.next_order, o.side, o.price, o.remaining)
                     .expect("the engine's book is consistent");
-                feed.live.insert((o.user, o.order), (id, order));
+                feed.live
+                    .insert((o.user, o.order), Resting { symbol: id, slot });
             }
             sym.bbo = (sym.book.best(Side::Buy), sym.book.best(Side::Sell));
             feed.symbols.push(sym);
@@ -109,73 +119,91 @@ impl Feed {
         feed
     }
 
-    /// Records an event of the command being applied (only trades and cancellations matter).
-    pub fn on_event(&mut self, event: &OwnedEvent) {
-        if matches!(event, OwnedEvent::Trade(_) | OwnedEvent::Cancelled(_)) {
-            self.pending.push(event.clone());
+    /// Applies a command the engine accepted, with its events. Its updates are then in
+    /// [`Self::updates`].
+    pub fn apply(&mut self, ts_ns: i64, cmd: &Command, events: &[OwnedEvent]) {
+        let mut inputs = std::mem::take(&mut self.scratch);
+        crate::input::record(&mut inputs, ts_ns, cmd, events);
+        self.apply_inputs(&inputs);
+        inputs.clear();
+        self.scratch = inputs;
+    }
+
+    /// Applies the records of whole commands ([`crate::input::record`]).
+    pub fn apply_inputs(&mut self, inputs: &[Input]) {
+        let mut start = 0;
+        for (i, input) in inputs.iter().enumerate() {
+            if input.ends_command() {
+                self.apply_command(input, &inputs[start..i]);
+                start = i + 1;
+            }
+        }
+        if start != inputs.len() {
+            // A command cut off without its end: never sent so by `record`.
+            self.inconsistencies += 1;
         }
     }
 
-    /// Completes a command the engine accepted, whose events came before through
-    /// [`Self::on_event`]. Its updates are then in [`Self::updates`].
-    pub fn on_applied(&mut self, ts_ns: i64, cmd: &Command) {
-        let events = std::mem::take(&mut self.pending);
-        match *cmd {
-            Command::AddSymbol(spec) => self.symbols.push(SymbolFeed::new(spec)),
-            Command::Place(p) => {
-                let tally = self.apply_events(ts_ns, (p.user, p.order), &events);
-                let rests = p.order_type == Some(OrderType::Limit) && p.tif == Some(Tif::Gtc);
-                let rest = p.qty - tally.filled - tally.cancelled;
-                if let (true, Some(side), Some(price)) = (rests && rest > 0, p.side, p.price) {
+    /// One command: its end record and the trades and cancellations before it.
+    fn apply_command(&mut self, end: &Input, events: &[Input]) {
+        match *end {
+            Input::AddSymbol(ref spec) => self.symbols.push(SymbolFeed::new(**spec)),
+            Input::Placed {
+                ts_ns,
+                symbol,
+                side,
+                user,
+                order,
+                price,
+                qty,
+            } => {
+                let taken = self.apply_events(ts_ns, events);
+                let rest = qty - taken;
+                if rest > 0 {
                     self.next_order += 1;
-                    self.rest(
-                        p.symbol,
-                        (p.user, p.order),
-                        self.next_order,
-                        side,
-                        price,
-                        rest,
-                    );
+                    self.rest(symbol, (user, order), self.next_order, side, price, rest);
                 }
             }
-            Command::Move { user, order, price } => {
+            Input::Moved {
+                ts_ns,
+                user,
+                order,
+                price,
+            } => {
                 let key = (user, order);
-                let Some((symbol, public)) = self.live.remove(&key) else {
+                let Some(Resting { symbol, slot }) = self.live.remove(&key) else {
                     self.inconsistencies += 1;
                     return;
                 };
                 let sym = &mut self.symbols[symbol.0 as usize];
-                let before = *sym.book.order(public).expect("a live order is on its book");
+                let before = *sym.book.order_at(slot);
                 sym.l3_seq += 1;
                 let seq = sym.l3_seq;
-                let change = sym.book.delete(public).expect("just looked up");
+                let Ok(change) = sym.book.delete_slot(slot) else {
+                    self.inconsistencies += 1;
+                    return;
+                };
                 self.touch(symbol, change);
                 self.out.push(Update::Deleted {
                     symbol,
                     seq,
-                    order: public,
+                    order: before.order,
                 });
-                let tally = self.apply_events(ts_ns, key, &events);
-                let rest = before.qty - tally.filled - tally.cancelled;
+                let taken = self.apply_events(ts_ns, events);
+                let rest = before.qty - taken;
                 if rest > 0 {
-                    self.rest(symbol, key, public, before.side, price, rest);
+                    self.rest(symbol, key, before.order, before.side, price, rest);
                 }
             }
-            _ => {
-                self.apply_events(ts_ns, (UserId::MIN, OrderId::MIN), &events);
+            Input::Done { ts_ns } => {
+                self.apply_events(ts_ns, events);
+            }
+            Input::Trade { .. } | Input::Cancelled { .. } => {
+                self.inconsistencies += 1;
+                return;
             }
         }
-        self.pending = events;
-        self.pending.clear();
         self.finish_command();
-    }
-
-    /// Applies a command and its events in one call.
-    pub fn apply(&mut self, ts_ns: i64, cmd: &Command, events: &[OwnedEvent]) {
-        for e in events {
-            self.on_event(e);
-        }
-        self.on_applied(ts_ns, cmd);
     }
 
     /// The updates produced since the last [`Self::clear_updates`].
@@ -185,7 +213,8 @@ impl Feed {
 
     /// Takes the updates produced so far.
     pub fn take_updates(&mut self) -> Vec<Update> {
-        std::mem::take(&mut self.out)
+        let capacity = self.out.capacity();
+        std::mem::replace(&mut self.out, Vec::with_capacity(capacity))
     }
 
     pub fn clear_updates(&mut self) {
@@ -205,7 +234,7 @@ impl Feed {
             self.inconsistencies += 1;
             return;
         };
-        let Ok(change) = sym.book.add(public, side, price, qty) else {
+        let Ok((change, slot)) = sym.book.add_slot(public, side, price, qty) else {
             self.inconsistencies += 1;
             return;
         };
@@ -218,40 +247,46 @@ impl Feed {
             price,
             qty,
         });
-        self.live.insert(key, (symbol, public));
+        self.live.insert(key, Resting { symbol, slot });
         self.touch(symbol, change);
     }
 
-    fn apply_events(
-        &mut self,
-        ts_ns: i64,
-        taker: (UserId, OrderId),
-        events: &[OwnedEvent],
-    ) -> TakerTally {
-        let mut tally = TakerTally::default();
+    /// Applies a command's trades and cancellations; returns how much of the command's own
+    /// order they took (all its trades, and cancellations of the part that never rested).
+    fn apply_events(&mut self, ts_ns: i64, events: &[Input]) -> i64 {
+        let mut taken = 0;
         for event in events {
-            match event {
-                OwnedEvent::Trade(t) => {
-                    if (t.taker_user, t.taker_order) == taker {
-                        tally.filled += t.qty;
-                    }
-                    self.on_trade(ts_ns, t);
-                }
-                OwnedEvent::Cancelled(c) => {
-                    let of_resting_order = self.on_cancelled(c);
-                    tally.cancelled += if !of_resting_order && (c.user, c.order) == taker {
-                        c.qty
-                    } else {
-                        0
+            match *event {
+                Input::Trade {
+                    symbol,
+                    taker_side,
+                    price,
+                    qty,
+                    maker_user,
+                    maker_order,
+                } => {
+                    taken += qty;
+                    let trade = Fill {
+                        symbol,
+                        taker_side,
+                        price,
+                        qty,
+                        maker: (maker_user, maker_order),
                     };
+                    self.on_trade(ts_ns, &trade);
                 }
-                _ => {}
+                Input::Cancelled { user, order, qty } => {
+                    if !self.on_cancelled((user, order), qty) {
+                        taken += qty;
+                    }
+                }
+                _ => self.inconsistencies += 1,
             }
         }
-        tally
+        taken
     }
 
-    fn on_trade(&mut self, ts_ns: i64, t: &Trade) {
+    fn on_trade(&mut self, ts_ns: i64, t: &Fill) {
         let Some(sym) = self.symbols.get_mut(t.symbol.0 as usize) else {
             self.inconsistencies += 1;
             return;
@@ -275,25 +310,27 @@ impl Feed {
             sym.trades.pop_front();
         }
         sym.trades.push_back(trade_update);
-        let maker = (t.maker_user, t.maker_order);
-        match self.live.get(&maker) {
-            Some(&(symbol, public)) if symbol == t.symbol => match sym.book.take(public, t.qty) {
-                Ok((change, left)) => {
-                    sym.l3_seq += 1;
-                    self.out.push(Update::Executed {
-                        symbol,
-                        seq: sym.l3_seq,
-                        order: public,
-                        qty: t.qty,
-                        trade,
-                    });
-                    if left == 0 {
-                        self.live.remove(&maker);
+        match self.live.get(&t.maker) {
+            Some(&Resting { symbol, slot }) if symbol == t.symbol => {
+                let order = sym.book.order_at(slot).order;
+                match sym.book.take_slot(slot, t.qty) {
+                    Ok((change, left)) => {
+                        sym.l3_seq += 1;
+                        self.out.push(Update::Executed {
+                            symbol,
+                            seq: sym.l3_seq,
+                            order,
+                            qty: t.qty,
+                            trade,
+                        });
+                        if left == 0 {
+                            self.live.remove(&t.maker);
+                        }
+                        self.touch(symbol, change);
                     }
-                    self.touch(symbol, change);
+                    Err(_) => self.inconsistencies += 1,
                 }
-                Err(_) => self.inconsistencies += 1,
-            },
+            }
             _ => self.inconsistencies += 1,
         }
         self.out.push(trade_update);
@@ -301,28 +338,24 @@ impl Feed {
 
     /// A cancellation of a resting order changes the book (true); one of a taker's unrested
     /// part does not (false).
-    fn on_cancelled(&mut self, c: &Cancelled) -> bool {
-        let key = (c.user, c.order);
-        let Some(&(symbol, public)) = self.live.get(&key) else {
+    fn on_cancelled(&mut self, key: (UserId, OrderId), qty: i64) -> bool {
+        let Some(&Resting { symbol, slot }) = self.live.get(&key) else {
             return false;
         };
         let sym = &mut self.symbols[symbol.0 as usize];
-        match sym.book.take(public, c.qty) {
+        let order = sym.book.order_at(slot).order;
+        match sym.book.take_slot(slot, qty) {
             Ok((change, left)) => {
                 sym.l3_seq += 1;
                 let seq = sym.l3_seq;
                 self.out.push(if left == 0 {
                     self.live.remove(&key);
-                    Update::Deleted {
-                        symbol,
-                        seq,
-                        order: public,
-                    }
+                    Update::Deleted { symbol, seq, order }
                 } else {
                     Update::Reduced {
                         symbol,
                         seq,
-                        order: public,
+                        order,
                         qty: left,
                     }
                 });
@@ -334,16 +367,25 @@ impl Feed {
     }
 
     fn touch(&mut self, symbol: SymbolId, change: LevelChange) {
-        self.touched.push((symbol, change.side, change.price));
+        let LevelChange { side, price, total } = change;
+        // A command changes a few levels, often one several times: keep each level's last
+        // total.
+        match self
+            .touched
+            .iter_mut()
+            .find(|t| (t.0, t.1, t.2) == (symbol, side, price))
+        {
+            Some(t) => t.3 = total,
+            None => self.touched.push((symbol, side, price, total)),
+        }
     }
 
     /// After a command: one L2 update per level it changed, then the BBO and candle of each
     /// symbol it changed, if they moved.
     fn finish_command(&mut self) {
         let mut touched = std::mem::take(&mut self.touched);
-        touched.sort_unstable();
-        touched.dedup();
-        for &(symbol, side, price) in &touched {
+        touched.sort_unstable_by_key(|t| (t.0, t.1, t.2));
+        for &(symbol, side, price, qty) in &touched {
             let sym = &mut self.symbols[symbol.0 as usize];
             sym.l2_seq += 1;
             self.out.push(Update::Level {
@@ -351,13 +393,35 @@ impl Feed {
                 seq: sym.l2_seq,
                 side,
                 price,
-                qty: sym.book.level_qty(side, price),
+                qty,
             });
         }
-        touched.dedup_by_key(|t| t.0);
-        for &(symbol, _, _) in &touched {
+        let mut i = 0;
+        while i < touched.len() {
+            let symbol = touched[i].0;
             let sym = &mut self.symbols[symbol.0 as usize];
-            let bbo = (sym.book.best(Side::Buy), sym.book.best(Side::Sell));
+            // A side's best can only have moved if a level at or through it changed.
+            let (mut bid_moved, mut ask_moved) = (false, false);
+            while i < touched.len() && touched[i].0 == symbol {
+                let (_, side, price, _) = touched[i];
+                match side {
+                    Side::Buy => bid_moved |= sym.bbo.0.is_none_or(|(best, _)| price >= best),
+                    Side::Sell => ask_moved |= sym.bbo.1.is_none_or(|(best, _)| price <= best),
+                }
+                i += 1;
+            }
+            let bbo = (
+                if bid_moved {
+                    sym.book.best(Side::Buy)
+                } else {
+                    sym.bbo.0
+                },
+                if ask_moved {
+                    sym.book.best(Side::Sell)
+                } else {
+                    sym.bbo.1
+                },
+            );
             if bbo != sym.bbo {
                 sym.bbo = bbo;
                 self.out.push(Update::Bbo {
@@ -370,18 +434,12 @@ impl Feed {
         }
         touched.clear();
         self.touched = touched;
-        for (i, sym) in self.symbols.iter_mut().enumerate() {
-            if std::mem::take(&mut sym.traded) {
-                let candle = *sym
-                    .candles
-                    .recent(1)
-                    .first()
-                    .expect("a trade made a candle");
-                self.out.push(Update::Candle {
-                    symbol: SymbolId(i as u32),
-                    candle,
-                });
-            }
+        self.traded.sort_unstable();
+        for symbol in self.traded.drain(..) {
+            let sym = &mut self.symbols[symbol.0 as usize];
+            sym.traded = false;
+            let candle = sym.candles.last().expect("a trade made a candle");
+            self.out.push(Update::Candle { symbol, candle });
         }
     }
 

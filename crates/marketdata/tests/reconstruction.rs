@@ -172,6 +172,15 @@ fn check(engine: &Engine, symbol: SymbolId, l2: &L2Mirror, l3: &L3Mirror) {
     assert_eq!(l2.asks(), levels(&asks), "L2 asks of {symbol:?}");
 }
 
+/// The last BBO published for a symbol equals the engine's best levels.
+fn check_bbo(engine: &Engine, symbol: SymbolId, published: Bbo) {
+    let (bids, asks) = engine_view(engine, symbol);
+    let best = |orders: &[(i64, i64)]| levels(orders).first().copied();
+    assert_eq!(published, (best(&bids), best(&asks)), "BBO of {symbol:?}");
+}
+
+type Bbo = (Option<(i64, i64)>, Option<(i64, i64)>);
+
 fn run(seed: u64, commands: usize, gap_at: Option<usize>) {
     let mut engine = Engine::new(EngineConfig::default());
     let mut feed = Feed::new();
@@ -192,6 +201,7 @@ fn run(seed: u64, commands: usize, gap_at: Option<usize>) {
         l3.push(m3);
     }
     let mut trades_seen = vec![0u64; SYMBOLS as usize];
+    let mut bbo_seen: Vec<Bbo> = vec![(None, None); SYMBOLS as usize];
     let mut gaps = 0;
     for i in 0..commands {
         let live: Vec<(i64, i64)> = symbols
@@ -210,6 +220,10 @@ fn run(seed: u64, commands: usize, gap_at: Option<usize>) {
             if let Update::Trade { trade, .. } = u {
                 assert_eq!(*trade, trades_seen[s] + 1, "trade ids are consecutive");
                 trades_seen[s] = *trade;
+            }
+            if let Update::Bbo { bid, ask, .. } = *u {
+                assert_ne!(bbo_seen[s], (bid, ask), "a BBO update changes the BBO");
+                bbo_seen[s] = (bid, ask);
             }
             if lost {
                 continue;
@@ -232,6 +246,7 @@ fn run(seed: u64, commands: usize, gap_at: Option<usize>) {
             {
                 for &s in &symbols {
                     check(&engine, s, &l2[s.0 as usize], &l3[s.0 as usize]);
+                    check_bbo(&engine, s, bbo_seen[s.0 as usize]);
                 }
             }
         }
@@ -239,6 +254,7 @@ fn run(seed: u64, commands: usize, gap_at: Option<usize>) {
     assert_eq!(feed.inconsistencies, 0);
     for &s in &symbols {
         check(&engine, s, &l2[s.0 as usize], &l3[s.0 as usize]);
+        check_bbo(&engine, s, bbo_seen[s.0 as usize]);
         // And the feed's own snapshots agree with the engine.
         let mut fresh = L3Mirror::new();
         fresh.load(&feed.l3(s).unwrap()).unwrap();

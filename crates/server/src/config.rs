@@ -199,8 +199,8 @@ pub struct WebSettings {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MarketDataSettings {
-    /// Slots in the ring between the engine and the market data thread (each holds a batch
-    /// of up to 256 commands and their events).
+    /// Slots in the ring between the journal stage and the market data thread (each holds
+    /// the records of one journaled batch, up to `pipeline.batch_max` commands).
     pub ring_capacity: usize,
     /// Publish the binary feed over UDP multicast, with its TCP replay service.
     pub udp: bool,

@@ -48,12 +48,18 @@ pub struct RunningServer {
     web: Option<web::WebServer>,
     udp: Option<feed::udp::UdpFeed>,
     md_thread: JoinHandle<()>,
+    pipeline_shared: Arc<pipeline::Shared>,
 }
 
 impl RunningServer {
     /// The flag that stops the server (a signal handler sets it).
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
+    }
+
+    /// Waits (up to `timeout`) until market data has replayed everything the engine applied.
+    pub fn settle_market_data(&self, timeout: Duration) {
+        self.market_data.settle(&self.pipeline_shared, timeout);
     }
 
     /// Asks for a clean shutdown and waits for it.
@@ -133,7 +139,12 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let fresh = engine.last_seq() == 0;
     let mut instruments = fix::instruments::Instruments::new(&config.instruments);
     instruments.refresh(&engine.symbols_by_name());
-    let market_data = feed::MarketData::new(rialto_marketdata::Feed::from_engine(&engine));
+    let market_data = feed::MarketData::new(&engine);
+    // Market data replays the journal on its own copy of the engine (twice the engine's
+    // memory; see docs/market-data.md).
+    let replica =
+        rialto_core::Engine::decode_snapshot(&engine.encode_snapshot(), config.engine_config())
+            .context("cannot copy the engine for the market data replica")?;
     let md_channel = pipeline::MdChannel::new(config.market_data.ring_capacity);
     let metrics = Arc::new(metrics::Metrics::default());
     let journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
@@ -156,11 +167,11 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         journal,
         credentials.clone(),
     )?;
-    let md_thread = market_data.spawn(md_channel.clone(), pipeline.shared.clone())?;
+    let md_thread = market_data.spawn(md_channel.clone(), pipeline.shared.clone(), replica)?;
     for (name, ring) in [
         ("inbound", pipeline.inbound.len_probe()),
         ("outbound", pipeline.outbound.len_probe()),
-        ("market_data", md_channel.batches.len_probe()),
+        ("market_data", md_channel.chunks.len_probe()),
     ] {
         metrics.add_gauge("rialto_ring_occupancy", &format!("ring=\"{name}\""), ring);
     }
@@ -175,7 +186,8 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         instruments.refresh(&demo_symbols);
         tracing::info!("demo venue created: {}", demo::describe(&credentials));
     }
-    market_data.settle(&md_channel, Duration::from_secs(5));
+    market_data.settle(&pipeline.shared, Duration::from_secs(5));
+    let pipeline_shared = pipeline.shared.clone();
 
     let fix = if config.fix.enabled {
         let f = &config.fix;
@@ -297,5 +309,6 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         web,
         udp,
         md_thread,
+        pipeline_shared,
     })
 }

@@ -4,14 +4,14 @@
 //! ```text
 //! gateway ──Request──> [inbound ring] ──> journal thread: stamp seq + time, append, commit
 //!                                          │ (a batch moves on only once durable per the mode)
-//!                                          v
-//!                               [engine ring] ──> engine thread: apply, build replies
+//!                                          ├──records──> [market data ring] ──> market data
+//!                                          v                 thread: replays them on its own
+//!                               [engine ring] ──> engine     copy of the engine, once the
+//!                                                 thread:    engine has applied them
+//!                                                 apply, build replies
 //!                                                   │              └─> snapshot writer thread
 //!                                                   v
-//! gateway <──Outbound── [outbound ring] <───────────┤
-//!                                                   v
-//!                  market data thread <──MdInput── [market data ring] (accepted commands
-//!                                                   and their trades and cancellations)
+//! gateway <──Outbound── [outbound ring] <───────────┘
 //! ```
 //! Each ring has one producer in steady state (the snapshot writer also pushes its rare
 //! replies), each piece of state one writer. Queries (book, reports, symbol list) travel the
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rialto_core::{Cancelled, Command, Engine, OrderId, OwnedEvent, Reason, Trade, UserId};
+use rialto_core::{Command, Engine, OrderId, OwnedEvent, Reason, UserId};
 use rialto_journal::JournalWriter;
 use rialto_wire::{ErrorCode, Liquidity, RequestKind, Secret, ServerMsg};
 
@@ -115,28 +115,6 @@ pub struct Outbound {
     pub msg: ServerMsg,
 }
 
-/// What the engine thread tells the market data thread: an accepted command's trades and
-/// cancellations, then the command itself, which completes it.
-#[derive(Clone, Copy, Debug)]
-pub enum MdInput {
-    Trade(Trade),
-    Cancelled(Cancelled),
-    Applied { ts_ns: i64, cmd: Command },
-}
-
-/// Whether an accepted command changes what the market data feed publishes.
-fn moves_market_data(cmd: &Command) -> bool {
-    matches!(
-        cmd,
-        Command::AddSymbol(_)
-            | Command::Place(_)
-            | Command::Cancel { .. }
-            | Command::Move { .. }
-            | Command::Reduce { .. }
-            | Command::MassCancel { .. }
-    )
-}
-
 /// Commands that change state are journaled; queries are not.
 pub fn is_journaled(op: &Op) -> bool {
     match op {
@@ -189,7 +167,7 @@ pub struct PipelineConfig {
     /// Whether the journal and engine stages get threads of their own, or run on the
     /// gateway's thread through [`Pipeline::do_inline_work`] (better when cores are few).
     pub dedicated_threads: bool,
-    /// Where the engine sends what market data needs, when a feed runs.
+    /// Where the journal stage sends the journaled records, when a market data feed runs.
     pub market_data: Option<Arc<MdChannel>>,
     pub metrics: Arc<Metrics>,
 }
@@ -233,6 +211,7 @@ impl Pipeline {
             batch_max: config.batch_max,
             wait: config.wait,
             metrics: config.metrics.clone(),
+            market_data: config.market_data.clone().map(JournalTap::new),
         };
         let engine_stage = EngineStage {
             metrics: config.metrics.clone(),
@@ -248,7 +227,7 @@ impl Pipeline {
             journaled_since_snapshot: 0,
             wait: config.wait,
             spill: VecDeque::with_capacity(1024),
-            market_data: config.market_data.map(MarketDataTap::new),
+            market_data: config.market_data.clone(),
         };
         let writer = SnapshotWriter {
             jobs: snapshot_rx,
@@ -407,6 +386,7 @@ struct JournalStage {
     batch_max: usize,
     wait: WaitStrategy,
     metrics: Arc<Metrics>,
+    market_data: Option<JournalTap>,
 }
 
 impl JournalStage {
@@ -420,7 +400,9 @@ impl JournalStage {
                 break;
             }
             let inbound = &self.inbound;
-            idler.idle_thread(work, &bell, MAX_SLEEP, || !inbound.is_empty());
+            let spilled = self.md_spilled();
+            // With market data spilled, look again soon: its thread drains without ringing.
+            idler.idle_thread(work, &bell, MAX_SLEEP, || spilled || !inbound.is_empty());
         }
     }
 
@@ -436,7 +418,8 @@ impl JournalStage {
                 0
             }
         };
-        let done = self.shared.has_failed() || (closing && work == 0 && self.inbound.is_empty());
+        let drained = work == 0 && self.inbound.is_empty() && !self.md_spilled();
+        let done = self.shared.has_failed() || (closing && drained);
         if done {
             if let Err(e) = self.journal.sync() {
                 self.shared
@@ -448,8 +431,22 @@ impl JournalStage {
         (work, done)
     }
 
+    fn md_spilled(&self) -> bool {
+        self.market_data
+            .as_ref()
+            .is_some_and(|tap| tap.spilled() > 0)
+    }
+
     /// Take a batch, stamp it, make it durable, pass it on.
     fn do_work(&mut self) -> std::io::Result<usize> {
+        let md_moved = match &mut self.market_data {
+            Some(tap) if tap.spilled() > 0 => tap.hand_off(),
+            _ => 0,
+        };
+        Ok(md_moved + self.journal_batch()?)
+    }
+
+    fn journal_batch(&mut self) -> std::io::Result<usize> {
         // This stage is the engine ring's only producer: take no more than fits, so that
         // passing the batch on never waits (the engine may run on this very thread).
         let room = self.to_engine.capacity() - self.to_engine.len();
@@ -481,9 +478,18 @@ impl JournalStage {
             });
         }
         if journaled > 0 {
+            if let Some(tap) = &mut self.market_data {
+                // Market data replays the batch as journaled (copied now: the commit may
+                // reuse the buffer). Its thread applies a record only once the engine has,
+                // so only once it is durable as the mode says.
+                tap.send(self.journal.uncommitted());
+            }
             // Group commit: one write (and in fsync mode one fsync) for the whole batch.
             let started = std::time::Instant::now();
             self.journal.commit()?;
+            if let Some(tap) = &mut self.market_data {
+                tap.hand_off();
+            }
             self.metrics
                 .journal_commit
                 .record(started.elapsed().as_nanos() as u64);
@@ -520,99 +526,78 @@ struct EngineStage {
     wait: WaitStrategy,
     /// Replies that found the outbound ring full, in order.
     spill: VecDeque<Outbound>,
-    market_data: Option<MarketDataTap>,
+    /// Rung after each round: the market data thread waits for the engine to apply what it
+    /// replays.
+    market_data: Option<Arc<MdChannel>>,
 }
 
-/// Inputs per hand-off to the market data thread: one ring operation (and at most one
-/// wake-up) per batch keeps the engine's cost per command to a few copies.
-pub const MD_BATCH: usize = 256;
-
-/// The engine → market data hand-off: batches of inputs one way, their emptied buffers back.
+/// The journal → market data hand-off: chunks of journal records, exactly as the journal
+/// stage encoded them, one way; their emptied buffers back. The market data thread replays
+/// them on a replica of the engine (see `feed`), so the engine itself does nothing for
+/// market data.
 pub struct MdChannel {
-    pub batches: Arc<Ring<Vec<MdInput>>>,
-    empties: crossbeam_queue::ArrayQueue<Vec<MdInput>>,
+    pub chunks: Arc<Ring<Vec<u8>>>,
+    empties: crossbeam_queue::ArrayQueue<Vec<u8>>,
 }
 
 impl MdChannel {
     pub fn new(capacity: usize) -> Arc<MdChannel> {
         Arc::new(MdChannel {
-            batches: Ring::new(capacity),
+            chunks: Ring::new(capacity),
             empties: crossbeam_queue::ArrayQueue::new(capacity),
         })
     }
 
-    /// Gives a processed batch's buffer back for reuse.
-    pub fn recycle(&self, mut batch: Vec<MdInput>) {
-        batch.clear();
-        let _ = self.empties.push(batch);
+    /// Gives a processed chunk's buffer back for reuse.
+    pub fn recycle(&self, mut chunk: Vec<u8>) {
+        chunk.clear();
+        let _ = self.empties.push(chunk);
     }
 }
 
-/// The engine's side of the market data channel. Market data never holds the engine back:
-/// a batch that finds the ring full waits in an unbounded spill queue, in order, so nothing
-/// is skipped.
-pub struct MarketDataTap {
+/// The journal stage's side of the market data channel: one copy of each batch's encoded
+/// records. It never holds the journal back: a chunk that finds the ring full waits in an
+/// unbounded spill queue, in order, so nothing is skipped.
+pub struct JournalTap {
     channel: Arc<MdChannel>,
-    pending: Vec<MdInput>,
-    spill: VecDeque<Vec<MdInput>>,
+    spill: VecDeque<Vec<u8>>,
 }
 
-impl MarketDataTap {
-    pub fn new(channel: Arc<MdChannel>) -> MarketDataTap {
-        MarketDataTap {
+impl JournalTap {
+    pub fn new(channel: Arc<MdChannel>) -> JournalTap {
+        JournalTap {
             channel,
-            pending: Vec::with_capacity(MD_BATCH + 16),
             spill: VecDeque::new(),
         }
     }
 
-    /// Batches waiting for room in the ring.
+    /// Chunks waiting for room in the ring.
     pub fn spilled(&self) -> usize {
         self.spill.len()
     }
 
-    /// Sends an accepted command and its events (only commands that move market data).
-    #[inline]
-    pub fn send_applied(&mut self, ts_ns: i64, cmd: &Command, events: &[OwnedEvent]) {
-        if !moves_market_data(cmd) {
+    /// Queues a copy of a batch's records.
+    pub fn send(&mut self, records: &[u8]) {
+        if records.is_empty() {
             return;
         }
-        for event in events {
-            match *event {
-                OwnedEvent::Trade(t) => self.pending.push(MdInput::Trade(t)),
-                OwnedEvent::Cancelled(c) => self.pending.push(MdInput::Cancelled(c)),
-                _ => {}
-            }
-        }
-        self.pending.push(MdInput::Applied { ts_ns, cmd: *cmd });
-        if self.pending.len() >= MD_BATCH {
-            self.hand_off();
-        }
+        let mut chunk = self.channel.empties.pop().unwrap_or_default();
+        chunk.extend_from_slice(records);
+        self.spill.push_back(chunk);
     }
 
-    /// Sends what is pending (the engine calls this after each round, so that a quiet
-    /// market's updates do not wait) and moves spilled batches on while there is room.
-    /// Returns the batches moved.
+    /// Moves queued chunks into the ring while there is room. Returns the chunks moved.
     pub fn hand_off(&mut self) -> usize {
-        if !self.pending.is_empty() {
-            let fresh = self
-                .channel
-                .empties
-                .pop()
-                .unwrap_or_else(|| Vec::with_capacity(MD_BATCH + 16));
-            self.spill
-                .push_back(std::mem::replace(&mut self.pending, fresh));
-        }
         let mut moved = 0;
-        while let Some(batch) = self.spill.pop_front() {
-            if let Err(batch) = self.channel.batches.try_push(batch) {
-                self.spill.push_front(batch);
+        while let Some(chunk) = self.spill.pop_front() {
+            if let Err(chunk) = self.channel.chunks.try_push(chunk) {
+                self.spill.push_front(chunk);
                 break;
             }
             moved += 1;
         }
         if moved > 0 {
-            self.channel.batches.ring();
+            self.channel.chunks.ring();
         }
         moved
     }
@@ -629,19 +614,10 @@ impl EngineStage {
                 break;
             }
             let ring = &self.from_journal;
-            let spilled = self.has_spilled();
+            let spilled = !self.spill.is_empty();
             // With replies spilled, look again soon: the gateway drains without ringing.
             idler.idle_thread(work, &bell, MAX_SLEEP, || spilled || !ring.is_empty());
         }
-    }
-
-    /// Whether replies or market data wait in a spill queue.
-    fn has_spilled(&self) -> bool {
-        !self.spill.is_empty()
-            || self
-                .market_data
-                .as_ref()
-                .is_some_and(|tap| tap.spilled() > 0)
     }
 
     /// One duty cycle, then whether this stage has finished (drained after the journal
@@ -649,7 +625,7 @@ impl EngineStage {
     fn step(&mut self) -> (usize, bool) {
         let closing = self.shared.journal_done.load(Ordering::SeqCst);
         let work = self.do_work();
-        let drained = work == 0 && self.from_journal.is_empty() && !self.has_spilled();
+        let drained = work == 0 && self.from_journal.is_empty() && self.spill.is_empty();
         let done = self.shared.has_failed() || (closing && drained);
         if done {
             self.shared.engine_done.store(true, Ordering::SeqCst);
@@ -676,13 +652,13 @@ impl EngineStage {
             self.handle(item);
             applied += 1;
         }
-        if let Some(tap) = &mut self.market_data {
-            work += tap.hand_off();
-        }
         if applied > 0 {
             self.shared
                 .applied_seq
                 .store(self.engine.last_seq(), Ordering::Release);
+            if let Some(md) = &self.market_data {
+                md.chunks.ring();
+            }
         }
         if work + applied > 0 {
             self.outbound.ring();
@@ -755,9 +731,6 @@ impl EngineStage {
         self.metrics.command(&cmd, result);
         if is_journaled(&request.op) {
             self.journaled_since_snapshot += 1;
-        }
-        if let (Some(tap), Ok(())) = (&mut self.market_data, result) {
-            tap.send_applied(ts_ns, &cmd, &self.events);
         }
         self.reply(session, request.reply, seq, ts_ns, &cmd, result);
         if self.snapshot_every > 0 && self.journaled_since_snapshot >= self.snapshot_every {

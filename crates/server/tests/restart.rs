@@ -80,3 +80,46 @@ fn a_restart_after_a_snapshot_replays_only_the_journal_after_it() {
     assert!(matches!(t.recv().unwrap(), ServerMsg::Accepted { .. }));
     server.shutdown().unwrap();
 }
+
+/// The engine's L2 book of a symbol, as a trader queries it: (price, qty) per side.
+fn engine_book(server: &rialto_server::RunningServer, symbol: SymbolId) -> [Vec<(i64, i64)>; 2] {
+    match trader(server, 3)
+        .request(&ClientMsg::Book {
+            request: 1,
+            symbol,
+            depth: 1_000,
+        })
+        .unwrap()
+    {
+        ServerMsg::Book { bids, asks, .. } => {
+            [bids, asks].map(|side| side.iter().map(|l| (l.price, l.qty)).collect())
+        }
+        m => panic!("{m}"),
+    }
+}
+
+/// Market data's L2 book once it has replayed everything the engine applied.
+fn feed_book(server: &rialto_server::RunningServer, symbol: SymbolId) -> [Vec<(i64, i64)>; 2] {
+    server.settle_market_data(std::time::Duration::from_secs(5));
+    let l2 = server.market_data.feed().l2(symbol, 1_000).unwrap();
+    [l2.bids, l2.asks]
+}
+
+#[test]
+fn market_data_follows_the_engine_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    trade_some(&server, 1);
+    let book = engine_book(&server, SymbolId(0));
+    assert!(!book[0].is_empty() || !book[1].is_empty(), "orders rest");
+    assert_eq!(feed_book(&server, SymbolId(0)), book);
+    server.shutdown().unwrap();
+
+    // The replica starts from the recovered engine and follows what comes after.
+    let server = start(dir.path(), |_| {});
+    assert_eq!(feed_book(&server, SymbolId(0)), book);
+    trade_some(&server, 1_000);
+    let book = engine_book(&server, SymbolId(0));
+    assert_eq!(feed_book(&server, SymbolId(0)), book);
+    server.shutdown().unwrap();
+}

@@ -1,25 +1,32 @@
-//! The market data thread: applies the engine's accepted commands to the [`Feed`] and
+//! The market data thread: replays the journaled commands on a replica of the engine, applies
+//! what the replica accepted (with its trades and cancellations) to the [`Feed`], and
 //! publishes each round's updates as one batch to whoever listens (the WebSocket fan-out,
 //! the UDP feed).
 //!
-//! It runs beside the engine, never in its way: the engine only copies a command and its
-//! trades and cancellations into a ring (see `pipeline::MdInput`).
+//! It runs beside the engine, never in its way: the engine does nothing for market data. The
+//! journal stage hands over a copy of each batch's encoded records (one copy per batch), and
+//! the replica, deterministic like the engine, produces the very same events. A record is
+//! replayed only once the engine has applied it, so market data never shows a command that
+//! is not durable as the journal's mode says.
 
 pub mod udp;
 
-use std::sync::atomic::Ordering;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use rialto_core::{Engine, OwnedEvent};
+use rialto_journal::format::parse_record;
 use rialto_marketdata::{Feed, Update};
 use tokio::sync::broadcast;
 
 use crate::idle::{Bell, Idler, WaitStrategy};
-use crate::pipeline::{MdChannel, MdInput, Shared};
+use crate::pipeline::{MdChannel, Shared};
 
-/// Inputs applied per lock of the feed: bounds how long a reader (a REST snapshot) waits.
-const INPUTS_PER_ROUND: usize = 4096;
+/// Commands applied per lock of the feed: bounds how long a reader (a REST snapshot) waits.
+const COMMANDS_PER_ROUND: usize = 4096;
 /// Batches a listener may fall behind before it loses some (and must resynchronise).
 const BATCH_BACKLOG: usize = 4096;
 
@@ -38,16 +45,20 @@ pub struct MarketData {
     /// When this run of the feed began (ns since the epoch): sequence numbers restart at 0
     /// with every run, so a client that sees a new epoch starts over from a snapshot.
     pub epoch_ns: i64,
+    /// The last seq the feed has applied.
+    applied_seq: AtomicU64,
 }
 
 impl MarketData {
-    pub fn new(feed: Feed) -> Arc<MarketData> {
+    /// Market data for a venue whose engine is `engine`, as it stands.
+    pub fn new(engine: &Engine) -> Arc<MarketData> {
         let (batches, _) = broadcast::channel(BATCH_BACKLOG);
         let epoch_ns = crate::pipeline::now_ns();
         Arc::new(MarketData {
-            feed: Mutex::new(feed),
+            feed: Mutex::new(Feed::from_engine(engine)),
             batches,
             epoch_ns,
+            applied_seq: AtomicU64::new(engine.last_seq()),
         })
     }
 
@@ -61,38 +72,58 @@ impl MarketData {
         self.batches.subscribe()
     }
 
-    /// Waits until the thread has applied everything in the ring (at start-up, so that the
-    /// first readers see the recovered venue).
-    pub fn settle(&self, channel: &MdChannel, timeout: Duration) {
-        let deadline = std::time::Instant::now() + timeout;
-        while !channel.batches.is_empty() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // The thread pops under the lock: once we hold it, what it popped is applied.
-        drop(self.feed());
+    /// The last seq the feed has applied.
+    pub fn applied_seq(&self) -> u64 {
+        self.applied_seq.load(Ordering::Acquire)
     }
 
-    /// Runs the market data thread until the engine has finished and the ring is empty.
+    /// Waits until the feed has caught up with the engine (at start-up, so that the first
+    /// readers see the recovered venue).
+    pub fn settle(&self, shared: &Shared, timeout: Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        while self.applied_seq.load(Ordering::Acquire) < shared.applied_seq.load(Ordering::Acquire)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Runs the market data thread, replaying on `replica` (a copy of the engine as it
+    /// stands, which becomes the thread's own) until the engine has finished and everything
+    /// it applied is replayed.
     pub fn spawn(
         self: &Arc<Self>,
         channel: Arc<MdChannel>,
         shared: Arc<Shared>,
+        replica: Engine,
     ) -> std::io::Result<JoinHandle<()>> {
         let md = self.clone();
+        let mut replay = Replay {
+            engine: replica,
+            events: Vec::with_capacity(64),
+            chunks: VecDeque::new(),
+            pos: 0,
+        };
         std::thread::Builder::new()
             .name("rialto-md".into())
-            .spawn(move || md.run(&channel, &shared))
+            .spawn(move || md.run(&channel, &shared, &mut replay))
     }
 
-    fn run(&self, channel: &MdChannel, shared: &Shared) {
-        let ring = &channel.batches;
+    fn run(&self, channel: &MdChannel, shared: &Shared, replay: &mut Replay) {
+        let ring = &channel.chunks;
         let bell = Bell::for_thread(std::thread::current());
         ring.set_bell(bell.clone());
         // Market data is not latency-critical enough to spin a core away from the engine.
         let mut idler = Idler::new(WaitStrategy::Backoff);
         loop {
             let finished = shared.engine_done.load(Ordering::SeqCst) || shared.has_failed();
-            let work = self.round(channel);
+            let work = match self.round(channel, shared, replay) {
+                Ok(work) => work,
+                Err(problem) => {
+                    shared.fail(format!("market data replica: {problem}"));
+                    return;
+                }
+            };
             if work == 0 && finished && ring.is_empty() {
                 break;
             }
@@ -100,27 +131,58 @@ impl MarketData {
         }
     }
 
-    /// Applies what the ring holds (up to a bound) and publishes the updates as one batch.
-    fn round(&self, channel: &MdChannel) -> usize {
+    /// Replays what the engine has applied (up to a bound) and publishes the updates as one
+    /// batch. Returns the commands replayed.
+    fn round(
+        &self,
+        channel: &MdChannel,
+        shared: &Shared,
+        replay: &mut Replay,
+    ) -> Result<usize, String> {
+        while let Some(chunk) = channel.chunks.pop() {
+            replay.chunks.push_back(chunk);
+        }
+        let applied = shared.applied_seq.load(Ordering::Acquire);
         let mut feed = self.feed();
         let mut n = 0;
-        let mut oldest_ts = i64::MAX;
-        while n < INPUTS_PER_ROUND {
-            let Some(batch) = channel.batches.pop() else {
+        let mut oldest_ts = None;
+        while n < COMMANDS_PER_ROUND {
+            let Some(chunk) = replay.chunks.front() else {
                 break;
             };
-            n += batch.len();
-            for input in &batch {
-                match *input {
-                    MdInput::Trade(t) => feed.on_event(&rialto_core::OwnedEvent::Trade(t)),
-                    MdInput::Cancelled(c) => feed.on_event(&rialto_core::OwnedEvent::Cancelled(c)),
-                    MdInput::Applied { ts_ns, cmd } => {
-                        oldest_ts = oldest_ts.min(ts_ns);
-                        feed.on_applied(ts_ns, &cmd)
-                    }
-                }
+            if replay.pos == chunk.len() {
+                let done = replay.chunks.pop_front().expect("just looked");
+                channel.recycle(done);
+                replay.pos = 0;
+                continue;
             }
-            channel.recycle(batch);
+            let record = parse_record(chunk, replay.pos).map_err(|e| format!("{e:?}"))?;
+            if record.seq > applied {
+                break;
+            }
+            let expected = replay.engine.last_seq() + 1;
+            if record.seq != expected {
+                return Err(format!(
+                    "record seq {} where {expected} was expected",
+                    record.seq
+                ));
+            }
+            replay.pos += record.size;
+            replay.events.clear();
+            let (seq, ts_ns, cmd) = (record.seq, record.ts_ns, record.command);
+            if replay
+                .engine
+                .apply(seq, ts_ns, &cmd, &mut replay.events)
+                .is_ok()
+            {
+                feed.apply(ts_ns, &cmd, &replay.events);
+            }
+            oldest_ts.get_or_insert(ts_ns);
+            n += 1;
+        }
+        if n > 0 {
+            self.applied_seq
+                .store(replay.engine.last_seq(), Ordering::Release);
         }
         if !feed.updates().is_empty() {
             let updates = feed.take_updates();
@@ -128,9 +190,18 @@ impl MarketData {
             // every later update.
             let _ = self.batches.send(Arc::new(Batch {
                 updates,
-                ts_ns: oldest_ts,
+                ts_ns: oldest_ts.unwrap_or_else(crate::pipeline::now_ns),
             }));
         }
-        n
+        Ok(n)
     }
+}
+
+/// The market data thread's own engine, and the journal records it has yet to replay.
+struct Replay {
+    engine: Engine,
+    events: Vec<OwnedEvent>,
+    chunks: VecDeque<Vec<u8>>,
+    /// Where the next record starts in the front chunk.
+    pos: usize,
 }
