@@ -34,6 +34,11 @@ pub struct WsBenchArgs {
     /// Threads for the subscribers' runtime
     #[arg(long, default_value_t = 1)]
     pub client_threads: usize,
+    /// Bid levels the updates spread over, uniformly. A diff carries each level it names once,
+    /// so the fewer the levels, the more updates merge (a busy top of book); the default is
+    /// the hard case
+    #[arg(long, default_value_t = 2_000)]
+    pub levels: u64,
 }
 
 /// The integer after `"key":` in a JSON text (the subscribers read only what they measure).
@@ -108,6 +113,7 @@ fn drive(
     addr: std::net::SocketAddr,
     secret: String,
     rate: u64,
+    levels: u64,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
     let mut client = Client::connect(addr)?;
@@ -126,7 +132,7 @@ fn drive(
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            let price = 400_000 + (rng % 2_000) as i64;
+            let price = 400_000 + (rng % levels) as i64;
             batch.push(ClientMsg::NewOrder(NewOrder::limit(
                 next_order,
                 SymbolId(0),
@@ -193,19 +199,20 @@ pub fn run(args: &WsBenchArgs) -> anyhow::Result<()> {
         }
     });
     eprintln!(
-        "{} subscribers have their snapshots; driving {} L2 updates/s",
-        args.subscribers, args.rate
+        "{} subscribers have their snapshots; driving {} L2 updates/s over {} levels",
+        args.subscribers, args.rate, args.levels
     );
 
     let driver_stop = Arc::new(AtomicBool::new(false));
     let driver = {
-        let (addr, secret, rate, stop) = (
+        let (addr, secret, rate, levels, stop) = (
             server.order_addr,
             server.credentials.user_secret(1),
             args.rate,
+            args.levels.max(1),
             driver_stop.clone(),
         );
-        std::thread::spawn(move || drive(addr, secret, rate, stop))
+        std::thread::spawn(move || drive(addr, secret, rate, levels, stop))
     };
     std::thread::sleep(Duration::from_secs(2));
     let l2_seq = || {

@@ -7,17 +7,19 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::stream::{BoxStream, SelectAll, SplitSink};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use rialto_core::UserId;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
-use tokio::task::JoinHandle;
 
+use super::fanout::Frame;
 use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
 
 /// Close code for a message over the size limit (RFC 6455 "message too big").
@@ -30,6 +32,8 @@ const HARD_MESSAGE_LIMIT: usize = 1 << 20;
 /// After its close frame, how long a connection reads and discards what the client still
 /// sends: closing with unread input would reset the connection and lose the close frame.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest a subscriber's socket may take to accept one burst of messages.
+const SLOW_WRITE: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
     let live = state.metrics.ws_connections();
@@ -68,60 +72,36 @@ struct Ending {
     notice: Option<Utf8Bytes>,
 }
 
+/// What the reading side hands the connection's writer.
+enum Out {
+    /// A reply or a snapshot, written in turn.
+    Text(Utf8Bytes),
+    /// A stream to follow from now on (after the snapshot sent before it), until `cancel`.
+    Follow {
+        rx: broadcast::Receiver<Frame>,
+        cancel: Arc<AtomicBool>,
+    },
+}
+
 struct Connection {
     state: Arc<AppState>,
-    out: mpsc::Sender<Utf8Bytes>,
-    /// Rung by a subscription that finds the queue full or falls behind its channel.
+    out: mpsc::Sender<Out>,
+    /// Rung when the writer's queue is full, or by the writer when a stream leaves it behind.
     slow: Arc<Notify>,
-    subscriptions: HashMap<String, JoinHandle<()>>,
+    /// Each subscription's cancel flag, by channel.
+    subscriptions: HashMap<String, Arc<AtomicBool>>,
     user: Option<UserId>,
 }
 
 async fn connection(state: Arc<AppState>, socket: WebSocket) {
     state.metrics.ws_opened();
-    let (mut sink, mut stream) = socket.split();
-    let (out, mut queue) = mpsc::channel::<Utf8Bytes>(state.settings.max_ws_queue);
-    let (end_tx, mut end_rx) = oneshot::channel::<Ending>();
+    let (sink, mut stream) = socket.split();
+    let (out, queue) = mpsc::channel::<Out>(state.settings.max_ws_queue);
+    let (end_tx, end_rx) = oneshot::channel::<Ending>();
     let mut shutdown = state.shutdown.clone();
-
-    // The writer: drains the queue in bursts, one flush per burst.
-    let writer = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                biased;
-                ending = &mut end_rx => {
-                    if let Ok(ending) = ending {
-                        if let Some(notice) = ending.notice {
-                            let _ = sink.send(Message::Text(notice)).await;
-                        } else {
-                            // A normal end: what was queued goes out first.
-                            while let Ok(message) = queue.try_recv() {
-                                let _ = sink.feed(Message::Text(message)).await;
-                            }
-                        }
-                        let _ = sink.send(close(ending.code, ending.reason)).await;
-                    }
-                    return;
-                }
-                message = queue.recv() => {
-                    let Some(message) = message else { return };
-                    if sink.feed(Message::Text(message)).await.is_err() {
-                        return;
-                    }
-                    while let Ok(message) = queue.try_recv() {
-                        if sink.feed(Message::Text(message)).await.is_err() {
-                            return;
-                        }
-                    }
-                    if sink.flush().await.is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-
     let slow = Arc::new(Notify::new());
+    let writer = tokio::spawn(write_loop(sink, queue, end_rx, slow.clone()));
+
     let mut conn = Connection {
         state: state.clone(),
         out,
@@ -156,9 +136,6 @@ async fn connection(state: Arc<AppState>, socket: WebSocket) {
             _ = shutdown.changed() => break Ending { code: 1001, reason: "server stopping", notice: None },
         }
     };
-    for (_, task) in conn.subscriptions.drain() {
-        task.abort();
-    }
     drop(conn);
     let _ = end_tx.send(ending);
     let _ = tokio::time::timeout(LINGER, async {
@@ -193,31 +170,117 @@ fn close(code: u16, reason: &'static str) -> Message {
     }))
 }
 
-/// Copies a channel into the connection's queue until the connection goes or falls behind.
-fn forward(
-    mut rx: broadcast::Receiver<Utf8Bytes>,
-    out: mpsc::Sender<Utf8Bytes>,
-    slow: Arc<Notify>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            match rx.recv().await {
-                Ok(message) => match out.try_send(message) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        slow.notify_one();
-                        return;
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => return,
-                },
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    slow.notify_one();
-                    return;
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
+/// A stream's messages until its subscription is cancelled (checked as each one arrives).
+fn follow(
+    rx: broadcast::Receiver<Frame>,
+    cancel: Arc<AtomicBool>,
+) -> BoxStream<'static, Result<Frame, Lagged>> {
+    futures_util::stream::unfold(rx, move |mut rx| {
+        let cancel = cancel.clone();
+        async move {
+            let item = match rx.recv().await {
+                Ok(message) => Ok(message),
+                Err(broadcast::error::RecvError::Lagged(_)) => Err(Lagged),
+                Err(broadcast::error::RecvError::Closed) => return None,
+            };
+            if cancel.load(Ordering::Relaxed) {
+                return None;
             }
+            Some((item, rx))
         }
     })
+    .boxed()
+}
+
+/// A stream subscriber fell so far behind that messages it never read were overwritten.
+struct Lagged;
+
+/// The connection's one writer: replies and snapshots from the reading side, and the
+/// messages of every stream it follows, read straight from the streams' channels. A burst is
+/// written with one flush. A subscriber that lags behind a stream, or whose socket takes
+/// longer than [`SLOW_WRITE`] to take a burst, is a slow consumer.
+async fn write_loop(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut queue: mpsc::Receiver<Out>,
+    mut end_rx: oneshot::Receiver<Ending>,
+    slow: Arc<Notify>,
+) {
+    let mut streams: SelectAll<BoxStream<'static, Result<Frame, Lagged>>> = SelectAll::new();
+    // The pacing counters of the stream messages in the burst being written.
+    let mut written: Vec<Arc<AtomicUsize>> = Vec::new();
+    loop {
+        let first = tokio::select! {
+            biased;
+            ending = &mut end_rx => {
+                if let Ok(ending) = ending {
+                    if let Some(notice) = ending.notice {
+                        let _ = sink.send(Message::Text(notice)).await;
+                    } else {
+                        while let Ok(out) = queue.try_recv() {
+                            if let Out::Text(message) = out {
+                                let _ = sink.feed(Message::Text(message)).await;
+                            }
+                        }
+                    }
+                    let _ = sink.send(close(ending.code, ending.reason)).await;
+                }
+                return;
+            }
+            out = queue.recv() => match out {
+                Some(Out::Text(message)) => Frame::unpaced(message),
+                Some(Out::Follow { rx, cancel }) => {
+                    streams.push(follow(rx, cancel));
+                    continue;
+                }
+                None => return,
+            },
+            Some(item) = streams.next(), if !streams.is_empty() => match item {
+                Ok(frame) => frame,
+                Err(Lagged) => {
+                    slow.notify_one();
+                    // Wait for the reading side to end the connection.
+                    streams = SelectAll::new();
+                    continue;
+                }
+            },
+        };
+        written.clear();
+        let burst = async {
+            let mut next = Some(first);
+            while let Some(frame) = next {
+                sink.feed(Message::Text(frame.text)).await?;
+                written.extend(frame.written);
+                // Whatever else is ready goes out with the same flush.
+                next = loop {
+                    match queue.try_recv() {
+                        Ok(Out::Text(message)) => break Some(Frame::unpaced(message)),
+                        Ok(Out::Follow { rx, cancel }) => streams.push(follow(rx, cancel)),
+                        Err(_) => match streams.next().now_or_never() {
+                            Some(Some(Ok(frame))) => break Some(frame),
+                            Some(Some(Err(Lagged))) => {
+                                slow.notify_one();
+                                break None;
+                            }
+                            _ => break None,
+                        },
+                    }
+                };
+            }
+            sink.flush().await
+        };
+        match tokio::time::timeout(SLOW_WRITE, burst).await {
+            Ok(Ok(())) => {
+                for count in &written {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(Err(_)) => return,
+            Err(_) => {
+                slow.notify_one();
+                return;
+            }
+        }
+    }
 }
 
 fn field<'a>(args: &'a Value, name: &str) -> Option<&'a Value> {
@@ -235,9 +298,19 @@ impl Connection {
     fn send(&self, message: Value) {
         if self
             .out
-            .try_send(Utf8Bytes::from(message.to_string()))
+            .try_send(Out::Text(Utf8Bytes::from(message.to_string())))
             .is_err()
         {
+            self.slow.notify_one();
+        }
+    }
+
+    /// Follows a stream from now on: after whatever was sent before (its snapshot).
+    fn follow(&mut self, channel: &str, rx: broadcast::Receiver<Frame>) {
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.subscriptions
+            .insert(channel.to_string(), cancel.clone());
+        if self.out.try_send(Out::Follow { rx, cancel }).is_err() {
             self.slow.notify_one();
         }
     }
@@ -279,8 +352,8 @@ impl Connection {
             "unsubscribe" => {
                 let channel = field(args, "ch").and_then(Value::as_str).unwrap_or("");
                 match self.subscriptions.remove(channel) {
-                    Some(task) => {
-                        task.abort();
+                    Some(cancel) => {
+                        cancel.store(true, Ordering::Relaxed);
                         Ok(json!({"unsubscribed": channel}))
                     }
                     None => Err(ApiError::bad_request(
@@ -388,10 +461,7 @@ impl Connection {
             let report = orders::report(&state, user).await?;
             self.send(json!({"ch": "user", "type": "balances", "balances": orders::balances_json(&report)}));
             self.send(json!({"ch": "user", "type": "orders", "orders": orders::open_orders_json(&report)}));
-            self.subscriptions.insert(
-                channel.to_string(),
-                forward(rx, self.out.clone(), self.slow.clone()),
-            );
+            self.follow(channel, rx);
             return Ok(json!({"subscribed": channel}));
         }
         let Some((kind, name)) = channel.split_once('.') else {
@@ -446,10 +516,7 @@ impl Connection {
             }
         };
         self.send(first);
-        self.subscriptions.insert(
-            channel.to_string(),
-            forward(rx, self.out.clone(), self.slow.clone()),
-        );
+        self.follow(channel, rx);
         Ok(json!({"subscribed": channel}))
     }
 }
