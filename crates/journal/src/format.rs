@@ -142,21 +142,34 @@ pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// Appends one complete record (`len | crc | seq | ts_ns | command`) to `out`.
 pub fn encode_record(out: &mut Vec<u8>, seq: u64, ts_ns: i64, cmd: &Command) {
-    let start = out.len();
-    encode_record_unsealed(out, seq, ts_ns, cmd);
-    seal_records(&mut out[start..]);
+    let mut record = [0u8; RECORD_MAX_BYTES];
+    let size = encode_record_unsealed(&mut record, seq, ts_ns, cmd);
+    seal_records(&mut record[..size]);
+    out.extend_from_slice(&record[..size]);
 }
 
-/// Appends one record to `out` with its crc field still zero: the writer fills in the CRCs of
-/// a whole batch at once with [`seal_records`], just before writing it.
-pub(crate) fn encode_record_unsealed(out: &mut Vec<u8>, seq: u64, ts_ns: i64, cmd: &Command) {
-    let start = out.len();
-    out.extend_from_slice(&[0u8; RECORD_PREFIX_LEN]);
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&ts_ns.to_le_bytes());
-    crate::codec::encode_command(cmd, out);
-    let len = (out.len() - start - RECORD_PREFIX_LEN) as u32;
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+/// Writes one record at the start of `out` with its crc field zero and returns its size. The
+/// writer fills in the CRCs of a whole batch at once with [`seal_records`], just before writing
+/// it. Every byte of the record is written: the writer reuses its buffer without zeroing it.
+#[inline]
+pub(crate) fn encode_record_unsealed(
+    out: &mut [u8; RECORD_MAX_BYTES],
+    seq: u64,
+    ts_ns: i64,
+    cmd: &Command,
+) -> usize {
+    const HEAD: usize = RECORD_PREFIX_LEN + RECORD_FIXED_LEN;
+    let (head, command) = out.split_at_mut(HEAD);
+    let command: &mut [u8; MAX_COMMAND_BYTES] = command
+        .try_into()
+        .expect("a record has room for the longest command");
+    let command_len = crate::codec::encode_command_into(cmd, command);
+    let len = (RECORD_FIXED_LEN + command_len) as u32;
+    head[0..4].copy_from_slice(&len.to_le_bytes());
+    head[4..8].copy_from_slice(&0u32.to_le_bytes());
+    head[8..16].copy_from_slice(&seq.to_le_bytes());
+    head[16..24].copy_from_slice(&ts_ns.to_le_bytes());
+    HEAD + command_len
 }
 
 /// Writes the crc field of every record in `buf`, which holds whole records back to back (as
@@ -342,7 +355,9 @@ mod tests {
         for count in 0..12u64 {
             let mut buf = Vec::new();
             for seq in 1..=count {
-                encode_record_unsealed(&mut buf, seq, -(seq as i64), &command(seq));
+                let mut record = [0xAAu8; RECORD_MAX_BYTES];
+                let size = encode_record_unsealed(&mut record, seq, -(seq as i64), &command(seq));
+                buf.extend_from_slice(&record[..size]);
             }
             seal_records(&mut buf);
             let mut pos = 0;
