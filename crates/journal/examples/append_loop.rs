@@ -1,6 +1,7 @@
-//! Appends and commits B batches of 1,024 `place` records (the journal bench's workload) in
-//! `batch` durability mode, for instruction counts, which do not depend on what else the
-//! machine is doing (wall time does; `perf stat` has no hardware counters on our VM):
+//! Appends and commits B batches of `place` records, 1,024 a batch (or the second argument),
+//! in `batch` durability mode: the journal bench's workload in one process. For instruction
+//! counts, which do not depend on what else the machine is doing (wall time does; `perf stat`
+//! has no hardware counters on our VM):
 //!
 //! ```text
 //! cargo build --release -p rialto-journal --example append_loop
@@ -10,10 +11,12 @@
 //! minus a run with 0 batches, divided by 204,800 records. Valgrind counts this process's
 //! instructions, not the kernel's: the `write` itself is not in the figure.
 //!
-//! It also prints the median and the fastest tenth of the wall time per batch (append of 1,024
-//! records + commit, i.e. the `write`), per record. On a shared machine a batch (about 70 µs)
-//! is rarely interrupted, so the median of many batches moves less than criterion's mean:
-//! `target/release/examples/append_loop 3000`.
+//! It also prints the median and the fastest tenth of the wall time per batch (appends and the
+//! commit, i.e. the `write`), per record: a batch of 1,024 (about 70 µs) is rarely interrupted,
+//! so the median of many moves less than criterion's mean on a shared machine. And the CPU
+//! time of the writing thread per record (`/proc/thread-self/schedstat`, Linux), which leaves
+//! out the time the thread waited for a core and so varies least of the three; the `write`'s
+//! kernel work is in it. `target/release/examples/append_loop 3000 [1024]`.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -21,14 +24,16 @@ use std::time::Instant;
 use rialto_core::{Command, PlaceOrder, Side, SymbolId};
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
 
-const BATCH: i64 = 1024;
-
 fn main() {
     let batches: u64 = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100);
-    let cmds: Vec<Command> = (0..BATCH)
+    let batch: i64 = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1024);
+    let cmds: Vec<Command> = (0..batch)
         .map(|i| {
             let side = if i % 2 == 0 { Side::Buy } else { Side::Sell };
             Command::Place(PlaceOrder::limit(
@@ -51,6 +56,7 @@ fn main() {
     let mut writer = JournalWriter::open(dir.path(), cfg, 1).expect("open journal");
     let mut seq = 1u64;
     let mut batch_ns = Vec::with_capacity(batches as usize);
+    let cpu_start_ns = thread_cpu_ns();
     for _ in 0..batches {
         let start = Instant::now();
         for cmd in &cmds {
@@ -60,15 +66,31 @@ fn main() {
         black_box(writer.commit().expect("commit"));
         batch_ns.push(start.elapsed().as_nanos() as f64);
     }
+    let cpu_ns = thread_cpu_ns()
+        .zip(cpu_start_ns)
+        .map(|(end, start)| end - start);
     writer.sync().expect("sync");
     if !batch_ns.is_empty() {
         batch_ns.sort_by(f64::total_cmp);
         let per_record =
-            |q: f64| batch_ns[(q * (batch_ns.len() - 1) as f64) as usize] / BATCH as f64;
+            |q: f64| batch_ns[(q * (batch_ns.len() - 1) as f64) as usize] / batch as f64;
         println!(
-            "{batches} batches of {BATCH}: per record {:.1} ns median, {:.1} ns at the 10th percentile",
+            "{batches} batches of {batch}: per record {:.1} ns median, {:.1} ns at the 10th percentile",
             per_record(0.5),
             per_record(0.1)
         );
+        if let Some(cpu_ns) = cpu_ns {
+            let records = batches as f64 * batch as f64;
+            println!(
+                "thread CPU time per record {:.1} ns",
+                cpu_ns as f64 / records
+            );
+        }
     }
+}
+
+/// Nanoseconds this thread has run on a CPU (the first field of its schedstat), if known.
+fn thread_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
 }
