@@ -74,10 +74,13 @@ fn main() {
         batch_ns.sort_by(f64::total_cmp);
         let per_record =
             |q: f64| batch_ns[(q * (batch_ns.len() - 1) as f64) as usize] / batch as f64;
+        let mean = batch_ns.iter().sum::<f64>() / batch_ns.len() as f64 / batch as f64;
         println!(
-            "{batches} batches of {batch}: per record {:.1} ns median, {:.1} ns at the 10th percentile",
+            "{batches} batches of {batch}: per record {:.1} ns median, {:.1} ns at the 10th \
+             percentile, {mean:.1} ns mean; slowest batch {:.0} µs",
             per_record(0.5),
-            per_record(0.1)
+            per_record(0.1),
+            batch_ns[batch_ns.len() - 1] / 1000.0,
         );
         if let Some(cpu_ns) = cpu_ns {
             let records = batches as f64 * batch as f64;
