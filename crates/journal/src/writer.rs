@@ -319,6 +319,7 @@ impl JournalWriter {
     ///
     /// # Panics
     /// If `seq` is not the next seq: the sequencer assigns them, a gap is a bug upstream.
+    #[inline]
     pub fn append(&mut self, seq: u64, ts_ns: i64, cmd: &Command) {
         assert_eq!(seq, self.next_seq, "journal append out of sequence");
         let start = self.buf_len;
