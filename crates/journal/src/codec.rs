@@ -39,19 +39,53 @@ pub const MAX_COMMAND_BYTES: usize = 128;
 
 /// Appends the encoding of `cmd` to `out`. Allocates only if `out` has to grow.
 pub fn encode_command(cmd: &Command, out: &mut Vec<u8>) {
+    let mut b = [0u8; MAX_COMMAND_BYTES];
+    let len = encode_command_into(cmd, &mut b);
+    out.extend_from_slice(&b[..len]);
+}
+
+/// Writes the encoding of `cmd` at the start of `out` and returns its length. Every byte of
+/// the encoding is written: the journal writer reuses its buffer without zeroing it.
+#[inline]
+pub(crate) fn encode_command_into(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
+    match cmd {
+        // The most frequent command: fixed offsets into a fixed-size array, no length checks.
+        Command::Place(p) => {
+            out[0] = TAG_PLACE;
+            out[1..9].copy_from_slice(&p.user.to_le_bytes());
+            out[9..17].copy_from_slice(&p.order.to_le_bytes());
+            out[17..21].copy_from_slice(&p.symbol.0.to_le_bytes());
+            out[21] = p.side.map_or(NONE_CODE, Side::code);
+            out[22] = p.order_type.map_or(NONE_CODE, OrderType::code);
+            out[23] = p.tif.map_or(NONE_CODE, Tif::code);
+            out[24] = p.price.is_some() as u8;
+            out[25..33].copy_from_slice(&p.price.unwrap_or(0).to_le_bytes());
+            out[33..41].copy_from_slice(&p.qty.to_le_bytes());
+            out[41] = p.post_only as u8;
+            out[42] = p.stp.map_or(NONE_CODE, Stp::code);
+            PLACE_LEN
+        }
+        _ => encode_other(cmd, out),
+    }
+}
+
+/// Every command but `place`, through a cursor.
+#[inline(never)]
+fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
+    let mut put = Put { out, len: 0 };
     match *cmd {
         Command::AddSymbol(ref s) => {
-            out.push(TAG_ADD_SYMBOL);
-            put_name(out, &s.symbol);
-            put_name(out, &s.base);
-            put_name(out, &s.quote);
+            put.u8(TAG_ADD_SYMBOL);
+            put.name(&s.symbol);
+            put.name(&s.base);
+            put.name(&s.quote);
             for v in [s.base_scale, s.quote_scale, s.maker_fee, s.taker_fee] {
-                put_i64(out, v);
+                put.i64(v);
             }
         }
         Command::AddUser { user } => {
-            out.push(TAG_ADD_USER);
-            put_i64(out, user);
+            put.u8(TAG_ADD_USER);
+            put.i64(user);
         }
         Command::AdjustBalance {
             user,
@@ -59,65 +93,50 @@ pub fn encode_command(cmd: &Command, out: &mut Vec<u8>) {
             amount,
             tx,
         } => {
-            out.push(TAG_ADJUST_BALANCE);
-            put_i64(out, user);
-            put_name(out, &currency);
-            put_i64(out, amount);
-            put_i64(out, tx);
+            put.u8(TAG_ADJUST_BALANCE);
+            put.i64(user);
+            put.name(&currency);
+            put.i64(amount);
+            put.i64(tx);
         }
-        Command::Place(ref p) => {
-            // The most frequent command: laid out in place, appended with one copy.
-            let mut b = [0u8; PLACE_LEN];
-            b[0] = TAG_PLACE;
-            b[1..9].copy_from_slice(&p.user.to_le_bytes());
-            b[9..17].copy_from_slice(&p.order.to_le_bytes());
-            b[17..21].copy_from_slice(&p.symbol.0.to_le_bytes());
-            b[21] = p.side.map_or(NONE_CODE, Side::code);
-            b[22] = p.order_type.map_or(NONE_CODE, OrderType::code);
-            b[23] = p.tif.map_or(NONE_CODE, Tif::code);
-            b[24] = p.price.is_some() as u8;
-            b[25..33].copy_from_slice(&p.price.unwrap_or(0).to_le_bytes());
-            b[33..41].copy_from_slice(&p.qty.to_le_bytes());
-            b[41] = p.post_only as u8;
-            b[42] = p.stp.map_or(NONE_CODE, Stp::code);
-            out.extend_from_slice(&b);
-        }
+        Command::Place(_) => unreachable!("encode_command_into encodes place"),
         Command::Cancel { user, order } => {
-            out.push(TAG_CANCEL);
-            put_i64(out, user);
-            put_i64(out, order);
+            put.u8(TAG_CANCEL);
+            put.i64(user);
+            put.i64(order);
         }
         Command::Move { user, order, price } => {
-            out.push(TAG_MOVE);
-            put_i64(out, user);
-            put_i64(out, order);
-            put_i64(out, price);
+            put.u8(TAG_MOVE);
+            put.i64(user);
+            put.i64(order);
+            put.i64(price);
         }
         Command::Reduce { user, order, qty } => {
-            out.push(TAG_REDUCE);
-            put_i64(out, user);
-            put_i64(out, order);
-            put_i64(out, qty);
+            put.u8(TAG_REDUCE);
+            put.i64(user);
+            put.i64(order);
+            put.i64(qty);
         }
         Command::Book { symbol, depth } => {
-            out.push(TAG_BOOK);
-            out.extend_from_slice(&symbol.0.to_le_bytes());
-            put_i64(out, depth);
+            put.u8(TAG_BOOK);
+            put.bytes(&symbol.0.to_le_bytes());
+            put.i64(depth);
         }
         Command::UserReport { user } => {
-            out.push(TAG_USER_REPORT);
-            put_i64(out, user);
+            put.u8(TAG_USER_REPORT);
+            put.i64(user);
         }
-        Command::VenueReport => out.push(TAG_VENUE_REPORT),
+        Command::VenueReport => put.u8(TAG_VENUE_REPORT),
         Command::MassCancel { user, symbol } => {
             // A flag, not a reserved id: `Some(SymbolId::NONE)` (an unknown name) must stay
             // distinct from `None` (every symbol).
-            out.push(TAG_MASS_CANCEL);
-            put_i64(out, user);
-            out.push(u8::from(symbol.is_some()));
-            out.extend_from_slice(&symbol.map_or(0, |s| s.0).to_le_bytes());
+            put.u8(TAG_MASS_CANCEL);
+            put.i64(user);
+            put.u8(u8::from(symbol.is_some()));
+            put.bytes(&symbol.map_or(0, |s| s.0).to_le_bytes());
         }
     }
+    put.len
 }
 
 /// Decodes exactly one command that fills all of `bytes`. Never panics.
@@ -221,15 +240,33 @@ fn decode_place(r: &mut Reader<'_>) -> Result<PlaceOrder, JournalError> {
     })
 }
 
-fn put_i64(out: &mut Vec<u8>, v: i64) {
-    out.extend_from_slice(&v.to_le_bytes());
+/// Writes fields one after another into a command's bytes; a command longer than
+/// `MAX_COMMAND_BYTES` is a bug (the codec tests check the longest) and panics here.
+struct Put<'a> {
+    out: &'a mut [u8; MAX_COMMAND_BYTES],
+    len: usize,
 }
 
-fn put_name(out: &mut Vec<u8>, name: &Name) {
-    let s = name.as_str().as_bytes();
-    // A Name holds at most 23 bytes, so its length always fits in the byte.
-    out.push(s.len() as u8);
-    out.extend_from_slice(s);
+impl Put<'_> {
+    fn bytes(&mut self, b: &[u8]) {
+        self.out[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+    }
+
+    fn u8(&mut self, v: u8) {
+        self.bytes(&[v]);
+    }
+
+    fn i64(&mut self, v: i64) {
+        self.bytes(&v.to_le_bytes());
+    }
+
+    fn name(&mut self, name: &Name) {
+        let s = name.as_str().as_bytes();
+        // A Name holds at most 23 bytes, so its length always fits in the byte.
+        self.u8(s.len() as u8);
+        self.bytes(s);
+    }
 }
 
 struct Reader<'a> {

@@ -20,8 +20,8 @@ use rialto_core::Command;
 use crate::error::{JournalError, Result};
 use crate::format::{
     RECORD_MAX_BYTES, RecordProblem, SEGMENT_HEADER_LEN, SegmentEnd, create_dir_durable,
-    encode_record, encode_segment_header, fsync_dir, journal_dir, judge_bad_record, list_segments,
-    parse_record, parse_segment_header, segment_name,
+    encode_record_unsealed, encode_segment_header, fsync_dir, journal_dir, judge_bad_record,
+    list_segments, parse_record, parse_segment_header, seal_records, segment_name,
 };
 
 /// How durable a committed batch is before `commit` returns (docs/journal-format.md).
@@ -121,8 +121,13 @@ pub struct JournalWriter {
     path: PathBuf,
     /// Bytes in the current segment file.
     file_len: u64,
-    /// Encoded records not yet written.
+    /// Encoded records not yet written, in `buf[..buf_len]`. `buf` is zeroed once at open and
+    /// its whole length is usable: records are written over old ones, never appended to a `Vec`
+    /// (no length checks per field). Their CRCs are filled in a batch at a time, just before
+    /// the write or when [`JournalWriter::uncommitted`] hands them out: `buf[..sealed]` has them.
     buf: Vec<u8>,
+    buf_len: usize,
+    sealed: usize,
     /// Where in `buf` the records appended since the last commit begin.
     uncommitted_from: usize,
     /// Offsets in `buf` where a new segment starts, with that segment's first seq.
@@ -277,7 +282,11 @@ impl JournalWriter {
             file,
             path,
             file_len,
-            buf: Vec::with_capacity(config.buffer_bytes.max(RECORD_MAX_BYTES)),
+            // Room for a record past `buffer_bytes`: in `none` mode a commit writes once that
+            // much is buffered, so a commit per append never grows the buffer.
+            buf: vec![0; config.buffer_bytes + RECORD_MAX_BYTES],
+            buf_len: 0,
+            sealed: 0,
             uncommitted_from: 0,
             rolls: Vec::with_capacity(4),
             projected_len: file_len,
@@ -310,11 +319,19 @@ impl JournalWriter {
     ///
     /// # Panics
     /// If `seq` is not the next seq: the sequencer assigns them, a gap is a bug upstream.
+    #[inline]
     pub fn append(&mut self, seq: u64, ts_ns: i64, cmd: &Command) {
         assert_eq!(seq, self.next_seq, "journal append out of sequence");
-        let start = self.buf.len();
-        encode_record(&mut self.buf, seq, ts_ns, cmd);
-        let size = (self.buf.len() - start) as u64;
+        let start = self.buf_len;
+        if self.buf.len() - start < RECORD_MAX_BYTES {
+            self.grow_buffer();
+        }
+        let slot: &mut [u8; RECORD_MAX_BYTES] = (&mut self.buf[start..start + RECORD_MAX_BYTES])
+            .try_into()
+            .expect("a slot of RECORD_MAX_BYTES");
+        let size = encode_record_unsealed(slot, seq, ts_ns, cmd);
+        self.buf_len += size;
+        let size = size as u64;
         if self.projected_records > 0 && self.projected_len + size > self.config.segment_bytes {
             self.rolls.push((start, seq));
             self.projected_len = SEGMENT_HEADER_LEN as u64;
@@ -325,18 +342,26 @@ impl JournalWriter {
         self.next_seq += 1;
     }
 
+    /// A batch larger than the buffer: an allocation, not an error (`JournalConfig::buffer_bytes`).
+    #[cold]
+    fn grow_buffer(&mut self) {
+        self.buf.resize(self.buf.len() * 2, 0);
+    }
+
     /// The records appended since the last commit, encoded exactly as they will be on disk
     /// (a sequence of records as [`crate::format::parse_record`] reads them). For a replica
-    /// that follows the log from memory.
-    pub fn uncommitted(&self) -> &[u8] {
-        &self.buf[self.uncommitted_from..]
+    /// that follows the log from memory. `&mut`: the records' CRCs are filled in here, for the
+    /// whole batch at once, if the commit has not done it yet.
+    pub fn uncommitted(&mut self) -> &[u8] {
+        self.seal();
+        &self.buf[self.uncommitted_from..self.buf_len]
     }
 
     /// Writes the batch (one `write`, or one per segment it spans) and syncs as the mode says.
     /// Returns what may now be acknowledged. An `Err` poisons the writer.
     pub fn commit(&mut self) -> io::Result<Durable> {
         let result = self.commit_inner();
-        self.uncommitted_from = self.buf.len();
+        self.uncommitted_from = self.buf_len;
         result
     }
 
@@ -354,7 +379,7 @@ impl JournalWriter {
                 self.write_buffered()?;
             }
             Durability::None => {
-                if self.buf.len() >= self.config.buffer_bytes {
+                if self.buf_len >= self.config.buffer_bytes {
                     self.write_buffered()?;
                 }
             }
@@ -428,7 +453,7 @@ impl JournalWriter {
     }
 
     fn write_buffered(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
+        if self.buf_len == 0 {
             return Ok(());
         }
         let result = self.write_buffered_inner();
@@ -439,6 +464,8 @@ impl JournalWriter {
     }
 
     fn write_buffered_inner(&mut self) -> io::Result<()> {
+        // Every record's CRC, computed over the whole batch at once (faster: format.rs).
+        self.seal();
         let mut from = 0;
         let mut roll_index = 0;
         while roll_index < self.rolls.len() {
@@ -448,9 +475,10 @@ impl JournalWriter {
             from = at;
             roll_index += 1;
         }
-        self.write_part(from, self.buf.len())?;
-        self.buf.clear();
+        self.write_part(from, self.buf_len)?;
+        self.buf_len = 0;
         self.uncommitted_from = 0;
+        self.sealed = 0;
         self.rolls.clear();
         self.written_through = self.next_seq - 1;
         if let Some(bg) = &self.background {
@@ -459,6 +487,13 @@ impl JournalWriter {
                 .store(self.written_through, Ordering::Release);
         }
         Ok(())
+    }
+
+    /// Fills in the CRCs of the records appended since the last seal, all at once (faster than
+    /// one at a time in `append`: format.rs, `seal_records`).
+    fn seal(&mut self) {
+        seal_records(&mut self.buf[self.sealed..self.buf_len]);
+        self.sealed = self.buf_len;
     }
 
     fn write_part(&mut self, from: usize, to: usize) -> io::Result<()> {
