@@ -19,6 +19,7 @@ use rialto_server::config::{DurabilityMode, ServerConfig};
 use rialto_server::pipeline::now_ns;
 use rialto_wire::{ClientMsg, NewOrder};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 #[derive(Args, Debug)]
 pub struct WsBenchArgs {
@@ -39,6 +40,11 @@ pub struct WsBenchArgs {
     /// the hard case
     #[arg(long, default_value_t = 2_000)]
     pub levels: u64,
+    /// Each subscriber's socket receive buffer in bytes (0: the system's, which grows to
+    /// megabytes). A small one makes a subscriber that cannot keep up push back on the server
+    /// at once, instead of messages queueing unread in the kernel
+    #[arg(long, default_value_t = 0)]
+    pub client_rcvbuf: u32,
 }
 
 /// The integer after `"key":` in a JSON text (the subscribers read only what they measure).
@@ -61,13 +67,27 @@ struct Totals {
 
 async fn subscriber(
     url: String,
+    rcvbuf: u32,
     measuring: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     totals: Arc<Totals>,
     ready: tokio::sync::mpsc::Sender<()>,
 ) -> anyhow::Result<Histogram<u64>> {
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
-    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await?;
+    // The library zeroes its whole read buffer (128 KiB by default) before every read; with
+    // many small messages that zeroing would be most of a subscriber's work.
+    let config = WebSocketConfig::default().read_buffer_size(16 * 1024);
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("ws://")
+        .trim_end_matches("/ws")
+        .parse()?;
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    if rcvbuf > 0 {
+        socket.set_recv_buffer_size(rcvbuf)?;
+    }
+    let stream = socket.connect(addr).await?;
+    let (mut ws, _) =
+        tokio_tungstenite::client_async_with_config(&url, stream, Some(config)).await?;
     ws.send(Message::text(
         r#"{"id":1,"op":"subscribe","ch":"book.BTC-USD"}"#,
     ))
@@ -186,6 +206,7 @@ pub fn run(args: &WsBenchArgs) -> anyhow::Result<()> {
         .map(|_| {
             runtime.spawn(subscriber(
                 url.clone(),
+                args.client_rcvbuf,
                 measuring.clone(),
                 stop.clone(),
                 totals.clone(),

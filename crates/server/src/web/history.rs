@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 use super::AppState;
-use super::fanout::Frame;
 
 pub const HISTORY_LEN: usize = 1000;
 const STREAM_BACKLOG: usize = 1024;
@@ -22,7 +21,7 @@ const STREAM_BACKLOG: usize = 1024;
 #[derive(Default)]
 pub struct Histories {
     events: Mutex<HashMap<UserId, VecDeque<Value>>>,
-    streams: Mutex<HashMap<UserId, broadcast::Sender<Frame>>>,
+    streams: Mutex<HashMap<UserId, broadcast::Sender<Utf8Bytes>>>,
     /// Users whose balances are being fetched for their stream.
     refreshing: Mutex<HashSet<UserId>>,
 }
@@ -33,7 +32,7 @@ impl Histories {
         if let Some(tx) = self.stream(user) {
             let mut message = event.clone();
             message["ch"] = json!("user");
-            let _ = tx.send(Frame::unpaced(Utf8Bytes::from(message.to_string())));
+            let _ = tx.send(Utf8Bytes::from(message.to_string()));
         }
         let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
         let list = events.entry(user).or_default();
@@ -52,7 +51,7 @@ impl Histories {
         })
     }
 
-    pub fn subscribe(&self, user: UserId) -> broadcast::Receiver<Frame> {
+    pub fn subscribe(&self, user: UserId) -> broadcast::Receiver<Utf8Bytes> {
         let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
         streams
             .entry(user)
@@ -60,7 +59,7 @@ impl Histories {
             .subscribe()
     }
 
-    fn stream(&self, user: UserId) -> Option<broadcast::Sender<Frame>> {
+    fn stream(&self, user: UserId) -> Option<broadcast::Sender<Utf8Bytes>> {
         let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
         streams
             .get(&user)
@@ -70,7 +69,7 @@ impl Histories {
 
     pub fn send_to_stream(&self, user: UserId, message: Value) {
         if let Some(tx) = self.stream(user) {
-            let _ = tx.send(Frame::unpaced(Utf8Bytes::from(message.to_string())));
+            let _ = tx.send(Utf8Bytes::from(message.to_string()));
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
@@ -19,7 +19,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
-use super::fanout::Frame;
 use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
 
 /// Close code for a message over the size limit (RFC 6455 "message too big").
@@ -78,7 +77,7 @@ enum Out {
     Text(Utf8Bytes),
     /// A stream to follow from now on (after the snapshot sent before it), until `cancel`.
     Follow {
-        rx: broadcast::Receiver<Frame>,
+        rx: broadcast::Receiver<Utf8Bytes>,
         cancel: Arc<AtomicBool>,
     },
 }
@@ -172,9 +171,9 @@ fn close(code: u16, reason: &'static str) -> Message {
 
 /// A stream's messages until its subscription is cancelled (checked as each one arrives).
 fn follow(
-    rx: broadcast::Receiver<Frame>,
+    rx: broadcast::Receiver<Utf8Bytes>,
     cancel: Arc<AtomicBool>,
-) -> BoxStream<'static, Result<Frame, Lagged>> {
+) -> BoxStream<'static, Result<Utf8Bytes, Lagged>> {
     futures_util::stream::unfold(rx, move |mut rx| {
         let cancel = cancel.clone();
         async move {
@@ -205,29 +204,32 @@ async fn write_loop(
     mut end_rx: oneshot::Receiver<Ending>,
     slow: Arc<Notify>,
 ) {
-    let mut streams: SelectAll<BoxStream<'static, Result<Frame, Lagged>>> = SelectAll::new();
-    // The pacing counters of the stream messages in the burst being written.
-    let mut written: Vec<Arc<AtomicUsize>> = Vec::new();
+    let mut streams: SelectAll<BoxStream<'static, Result<Utf8Bytes, Lagged>>> = SelectAll::new();
     loop {
         let first = tokio::select! {
             biased;
             ending = &mut end_rx => {
                 if let Ok(ending) = ending {
-                    if let Some(notice) = ending.notice {
-                        let _ = sink.send(Message::Text(notice)).await;
-                    } else {
-                        while let Ok(out) = queue.try_recv() {
-                            if let Out::Text(message) = out {
-                                let _ = sink.feed(Message::Text(message)).await;
+                    // A socket that takes nothing (a slow consumer's) must not keep the
+                    // connection's task alive.
+                    let _ = tokio::time::timeout(SLOW_WRITE, async {
+                        if let Some(notice) = ending.notice {
+                            let _ = sink.send(Message::Text(notice)).await;
+                        } else {
+                            while let Ok(out) = queue.try_recv() {
+                                if let Out::Text(message) = out {
+                                    let _ = sink.feed(Message::Text(message)).await;
+                                }
                             }
                         }
-                    }
-                    let _ = sink.send(close(ending.code, ending.reason)).await;
+                        let _ = sink.send(close(ending.code, ending.reason)).await;
+                    })
+                    .await;
                 }
                 return;
             }
             out = queue.recv() => match out {
-                Some(Out::Text(message)) => Frame::unpaced(message),
+                Some(Out::Text(message)) => message,
                 Some(Out::Follow { rx, cancel }) => {
                     streams.push(follow(rx, cancel));
                     continue;
@@ -235,7 +237,7 @@ async fn write_loop(
                 None => return,
             },
             Some(item) = streams.next(), if !streams.is_empty() => match item {
-                Ok(frame) => frame,
+                Ok(message) => message,
                 Err(Lagged) => {
                     slow.notify_one();
                     // Wait for the reading side to end the connection.
@@ -244,19 +246,17 @@ async fn write_loop(
                 }
             },
         };
-        written.clear();
         let burst = async {
             let mut next = Some(first);
-            while let Some(frame) = next {
-                sink.feed(Message::Text(frame.text)).await?;
-                written.extend(frame.written);
+            while let Some(message) = next {
+                sink.feed(Message::Text(message)).await?;
                 // Whatever else is ready goes out with the same flush.
                 next = loop {
                     match queue.try_recv() {
-                        Ok(Out::Text(message)) => break Some(Frame::unpaced(message)),
+                        Ok(Out::Text(message)) => break Some(message),
                         Ok(Out::Follow { rx, cancel }) => streams.push(follow(rx, cancel)),
                         Err(_) => match streams.next().now_or_never() {
-                            Some(Some(Ok(frame))) => break Some(frame),
+                            Some(Some(Ok(message))) => break Some(message),
                             Some(Some(Err(Lagged))) => {
                                 slow.notify_one();
                                 break None;
@@ -269,11 +269,7 @@ async fn write_loop(
             sink.flush().await
         };
         match tokio::time::timeout(SLOW_WRITE, burst).await {
-            Ok(Ok(())) => {
-                for count in &written {
-                    count.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+            Ok(Ok(())) => {}
             Ok(Err(_)) => return,
             Err(_) => {
                 slow.notify_one();
@@ -306,7 +302,7 @@ impl Connection {
     }
 
     /// Follows a stream from now on: after whatever was sent before (its snapshot).
-    fn follow(&mut self, channel: &str, rx: broadcast::Receiver<Frame>) {
+    fn follow(&mut self, channel: &str, rx: broadcast::Receiver<Utf8Bytes>) {
         let cancel = Arc::new(AtomicBool::new(false));
         self.subscriptions
             .insert(channel.to_string(), cancel.clone());
