@@ -6,7 +6,7 @@
 
 use crate::decimal::Decimal;
 use crate::parse::{Field, FieldError, Frame, parse_int};
-use crate::{MessageWriter, Version, tags};
+use crate::{MessageWriter, Version, dict, tags};
 
 /// Why an application message cannot be acted on: a session Reject with this
 /// SessionRejectReason and tag.
@@ -35,6 +35,16 @@ const fn bad_format(tag: u32, text: &'static str) -> Invalid {
         reason: INCORRECT_DATA_FORMAT,
         ref_tag: tag,
         text,
+    }
+}
+
+impl From<dict::Violation> for Invalid {
+    fn from(v: dict::Violation) -> Invalid {
+        Invalid {
+            reason: v.reason,
+            ref_tag: v.ref_tag.unwrap_or(0),
+            text: v.text,
+        }
     }
 }
 
@@ -85,41 +95,86 @@ pub struct NewOrderSingle<'a> {
 
 impl<'a> NewOrderSingle<'a> {
     pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
-        let (mut cl_ord_id, mut symbol, mut side, mut ord_type) = (None, None, None, None);
-        let (mut price, mut order_qty, mut time_in_force) = (None, None, None);
-        let (mut exec_inst, mut account) = (None, None);
+        let mut fields = NewOrderSingleFields::default();
         for field in frame.fields() {
-            let field = field.map_err(field_error)?;
-            match field.tag {
-                tags::CL_ORD_ID => cl_ord_id = Some(field.value),
-                tags::SYMBOL => symbol = Some(field.value),
-                tags::SIDE => side = Some(one_char(field)?),
-                tags::ORD_TYPE => ord_type = Some(one_char(field)?),
-                tags::PRICE => price = Some(decimal(field)?),
-                tags::ORDER_QTY => order_qty = Some(decimal(field)?),
-                tags::TIME_IN_FORCE => time_in_force = Some(one_char(field)?),
-                tags::EXEC_INST => exec_inst = Some(field.value),
-                tags::ACCOUNT => account = Some(field.value),
-                _ => {}
-            }
+            fields.take(field.map_err(field_error)?)?;
         }
-        Ok(NewOrderSingle {
-            cl_ord_id: cl_ord_id.ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?,
-            symbol: symbol.ok_or(missing(tags::SYMBOL, "Symbol is required"))?,
-            side: side.ok_or(missing(tags::SIDE, "Side is required"))?,
-            ord_type: ord_type.ok_or(missing(tags::ORD_TYPE, "OrdType is required"))?,
-            price,
-            order_qty: order_qty.ok_or(missing(tags::ORDER_QTY, "OrderQty is required"))?,
-            time_in_force,
-            exec_inst,
-            account,
-        })
+        fields.finish()
+    }
+
+    /// Checks the message against the data dictionary of `version` ([`dict::validate`]) and
+    /// decodes it in the same pass over its fields.
+    pub fn decode_validated(version: Version, frame: &Frame<'a>) -> Result<Self, Invalid> {
+        let mut fields = NewOrderSingleFields::default();
+        let mut first_error = Ok(());
+        dict::validate_fields(version, frame, |field| {
+            if first_error.is_ok() {
+                first_error = fields.take(field);
+            }
+        })?;
+        first_error?;
+        fields.finish()
     }
 
     /// ExecInst 6 (participate, do not initiate) asks for a post-only order.
     pub fn post_only(&self) -> bool {
         self.exec_inst
             .is_some_and(|v| v.split(|&b| b == b' ').any(|word| word == b"6"))
+    }
+}
+
+/// A NewOrderSingle's fields as they are met.
+#[derive(Default)]
+struct NewOrderSingleFields<'a> {
+    cl_ord_id: Option<&'a [u8]>,
+    symbol: Option<&'a [u8]>,
+    side: Option<u8>,
+    ord_type: Option<u8>,
+    price: Option<Decimal>,
+    order_qty: Option<Decimal>,
+    time_in_force: Option<u8>,
+    exec_inst: Option<&'a [u8]>,
+    account: Option<&'a [u8]>,
+}
+
+impl<'a> NewOrderSingleFields<'a> {
+    #[inline(always)]
+    fn take(&mut self, field: Field<'a>) -> Result<(), Invalid> {
+        match field.tag {
+            tags::CL_ORD_ID => self.cl_ord_id = Some(field.value),
+            tags::SYMBOL => self.symbol = Some(field.value),
+            tags::SIDE => self.side = Some(one_char(field)?),
+            tags::ORD_TYPE => self.ord_type = Some(one_char(field)?),
+            tags::PRICE => self.price = Some(decimal(field)?),
+            tags::ORDER_QTY => self.order_qty = Some(decimal(field)?),
+            tags::TIME_IN_FORCE => self.time_in_force = Some(one_char(field)?),
+            tags::EXEC_INST => self.exec_inst = Some(field.value),
+            tags::ACCOUNT => self.account = Some(field.value),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<NewOrderSingle<'a>, Invalid> {
+        Ok(NewOrderSingle {
+            cl_ord_id: self
+                .cl_ord_id
+                .ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?,
+            symbol: self
+                .symbol
+                .ok_or(missing(tags::SYMBOL, "Symbol is required"))?,
+            side: self.side.ok_or(missing(tags::SIDE, "Side is required"))?,
+            ord_type: self
+                .ord_type
+                .ok_or(missing(tags::ORD_TYPE, "OrdType is required"))?,
+            price: self.price,
+            order_qty: self
+                .order_qty
+                .ok_or(missing(tags::ORDER_QTY, "OrderQty is required"))?,
+            time_in_force: self.time_in_force,
+            exec_inst: self.exec_inst,
+            account: self.account,
+        })
     }
 }
 

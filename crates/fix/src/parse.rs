@@ -190,7 +190,10 @@ pub fn checksum(bytes: &[u8]) -> u8 {
             *lane = lane.wrapping_add(b);
         }
     }
-    let tail = chunks.remainder().iter().fold(0u8, |s, &b| s.wrapping_add(b));
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(0u8, |s, &b| s.wrapping_add(b));
     lanes.iter().fold(tail, |s, &b| s.wrapping_add(b))
 }
 

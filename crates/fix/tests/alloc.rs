@@ -49,11 +49,13 @@ fn parse_and_generate_allocate_nothing() {
         assert_eq!(dict::validate(Version::Fix44, &frame), Ok(()));
         let nos = NewOrderSingle::decode(&frame).unwrap();
         qty_total += nos.order_qty.mantissa;
+        let nos = NewOrderSingle::decode_validated(Version::Fix44, &frame).unwrap();
+        qty_total += nos.order_qty.mantissa;
         out.clear();
         samples::write_execution_report(&mut out, &report, seq, 1_795_322_669_123_000_000);
     }
     let after = allocations();
-    assert_eq!(qty_total, 5 * 100_000);
+    assert_eq!(qty_total, 2 * 5 * 100_000);
     assert!(rialto_fix::next_frame(&out, 4096).unwrap().is_some());
     assert_eq!(
         after - before,

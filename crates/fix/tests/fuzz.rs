@@ -5,8 +5,10 @@
 //! within the buffer, and a frame must lie inside the input.
 
 use proptest::prelude::*;
+use rialto_fix::app::NewOrderSingle;
+use rialto_fix::dict::{Kind, Violation};
 use rialto_fix::parse::checksum;
-use rialto_fix::{Version, dict, next_frame};
+use rialto_fix::{Frame, Version, dict, next_frame};
 
 const MAX_LEN: usize = 4096;
 
@@ -88,7 +90,8 @@ fn walk(input: &[u8]) {
                     assert!(inside(f.value, frame.bytes));
                 }
                 for version in [Version::Fix42, Version::Fix44, Version::Fixt11] {
-                    let _ = dict::validate(version, &frame);
+                    let checked = dict::validate(version, &frame);
+                    validated_decode_agrees(version, &frame, checked);
                 }
                 let _ = frame.get(35);
                 buf = &buf[len..];
@@ -104,6 +107,20 @@ fn walk(input: &[u8]) {
             }
         }
     }
+}
+
+/// Decoding a NewOrderSingle in the validating pass gives what validating and then decoding
+/// give (apart from data fields, which only the validator reads by their length).
+fn validated_decode_agrees(version: Version, frame: &Frame<'_>, checked: Result<(), Violation>) {
+    let has_data = frame.fields().flatten().any(|f| {
+        dict::field(version, f.tag).is_some_and(|d| matches!(d.kind, Kind::Data | Kind::XmlData))
+    });
+    let expected = match checked {
+        Err(v) => Err(v.into()),
+        Ok(()) if has_data => return,
+        Ok(()) => NewOrderSingle::decode(frame),
+    };
+    assert_eq!(NewOrderSingle::decode_validated(version, frame), expected);
 }
 
 fn inside(part: &[u8], whole: &[u8]) -> bool {

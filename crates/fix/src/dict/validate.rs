@@ -73,6 +73,17 @@ fn violation(reason: u32, ref_tag: Option<u32>, text: &'static str) -> Violation
 ///
 /// The caller chooses `version` from BeginString; it is not compared here.
 pub fn validate(version: Version, frame: &Frame<'_>) -> Result<(), Violation> {
+    validate_fields(version, frame, |_| {})
+}
+
+/// [`validate`], handing each field after MsgType to `visit` once its value has passed its
+/// checks, in message order, so that a decoder reads the message in the same pass. When the
+/// result is `Ok`, `visit` has seen every field of the message.
+pub fn validate_fields<'a>(
+    version: Version,
+    frame: &Frame<'a>,
+    visit: impl FnMut(Field<'a>),
+) -> Result<(), Violation> {
     let (session, app) = dictionaries(version);
     let msg_type = frame.msg_type;
     let (body_dict, message) = if let Some(m) = session.message(msg_type) {
@@ -96,6 +107,7 @@ pub fn validate(version: Version, frame: &Frame<'_>) -> Result<(), Violation> {
         pos: 0,
         field: END,
         declared_data: None,
+        visit,
     };
     walk.message(message).map_err(Fault::violation)
 }
@@ -226,7 +238,7 @@ const END: Field<'static> = Field { tag: 0, value: &[] };
 /// One pass over the fields. The current field is always one read ahead: a section stops at
 /// the first field that does not belong to it and leaves it current for the section around
 /// it, so nothing is read twice.
-struct Walk<'a> {
+struct Walk<'a, V> {
     session: &'static Dictionary,
     app: &'static Dictionary,
     /// The one of the two that defines the message.
@@ -239,9 +251,11 @@ struct Walk<'a> {
     field: Field<'a>,
     /// The data field and its length announced by the last length field.
     declared_data: Option<(u32, usize)>,
+    /// Called with each field whose value passed.
+    visit: V,
 }
 
-impl<'a> Walk<'a> {
+impl<'a, V: FnMut(Field<'a>)> Walk<'a, V> {
     fn message(&mut self, message: Option<&'static Message>) -> Result<(), Fault> {
         let session = self.session;
         let mut header_seen = Seen::new();
@@ -294,6 +308,7 @@ impl<'a> Walk<'a> {
         let defined = self.session.defines_tag(tag) || self.app.defines_tag(tag);
         if !defined {
             if tag >= USER_DEFINED_TAG_MIN {
+                (self.visit)(self.field);
                 return Ok(());
             }
             return fault(Problem::UndefinedTag, tag);
@@ -388,9 +403,17 @@ impl<'a> Walk<'a> {
         Ok(())
     }
 
-    /// Checks the current field's value against its type and allowed values.
+    /// Checks the current field's value, and hands the field to `visit` if it passes.
     #[inline(always)]
     fn value(&mut self, dict: &'static Dictionary) -> Result<(), Fault> {
+        self.check_value(dict)?;
+        (self.visit)(self.field);
+        Ok(())
+    }
+
+    /// Checks the current field's value against its type and allowed values.
+    #[inline(always)]
+    fn check_value(&mut self, dict: &'static Dictionary) -> Result<(), Fault> {
         let announced = self.declared_data.take();
         let Field { tag, value } = self.field;
         let Some(def) = dict.field(tag).or_else(|| self.session.field(tag)) else {

@@ -307,18 +307,17 @@ impl Core {
             }
         };
         let version = self.slots[slot].version;
-        if let Err(v) = rialto_fix::dict::validate(version, frame) {
-            let invalid = app::Invalid {
-                reason: v.reason,
-                ref_tag: v.ref_tag.unwrap_or(0),
-                text: v.text,
-            };
-            return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
+        // Every message is checked against the data dictionary first; a NewOrderSingle, the
+        // most frequent, in the same pass that decodes it.
+        if frame.msg_type != b"D"
+            && let Err(v) = rialto_fix::dict::validate(version, frame)
+        {
+            return reject(&mut self.slots[slot].session, &mut conn.output, v.into());
         }
         // Each message either fails to decode (a session Reject), or gives a command for the
         // engine, a report to send at once, or nothing more to do here.
         let decided: Result<Result<Option<ToEngine>, Report>, app::Invalid> = match frame.msg_type {
-            b"D" => app::NewOrderSingle::decode(frame).map(|m| {
+            b"D" => app::NewOrderSingle::decode_validated(version, frame).map(|m| {
                 let desk = &mut self.slots[slot].desk;
                 desk.new_order(&m, &self.instruments, now).map(Some)
             }),

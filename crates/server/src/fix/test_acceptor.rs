@@ -77,11 +77,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Application messages are checked against the version's data dictionary, as the QuickFIX
 /// acceptance scripts expect (their 14x cases: bad tags, missing fields, values out of range).
 pub fn validate_app(version: Version, frame: &Frame<'_>) -> Result<(), app::Invalid> {
-    rialto_fix::dict::validate(version, frame).map_err(|v| app::Invalid {
-        reason: v.reason,
-        ref_tag: v.ref_tag.unwrap_or(0),
-        text: v.text,
-    })
+    rialto_fix::dict::validate(version, frame).map_err(app::Invalid::from)
 }
 
 /// The configuration of one session.
