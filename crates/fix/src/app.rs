@@ -97,7 +97,7 @@ impl<'a> NewOrderSingle<'a> {
     pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
         let mut fields = NewOrderSingleFields::default();
         for field in frame.fields() {
-            fields.take(field.map_err(field_error)?)?;
+            dict::Visit::field(&mut fields, field.map_err(field_error)?);
         }
         fields.finish()
     }
@@ -106,13 +106,7 @@ impl<'a> NewOrderSingle<'a> {
     /// decodes it in the same pass over its fields.
     pub fn decode_validated(version: Version, frame: &Frame<'a>) -> Result<Self, Invalid> {
         let mut fields = NewOrderSingleFields::default();
-        let mut first_error = Ok(());
-        dict::validate_fields(version, frame, |field| {
-            if first_error.is_ok() {
-                first_error = fields.take(field);
-            }
-        })?;
-        first_error?;
+        dict::validate_fields(version, frame, &mut fields)?;
         fields.finish()
     }
 
@@ -123,55 +117,63 @@ impl<'a> NewOrderSingle<'a> {
     }
 }
 
-/// A NewOrderSingle's fields as they are met.
+/// A NewOrderSingle's fields as they are met; they are read and checked once all are in
+/// (which keeps `take` small enough to inline into the validating walk).
 #[derive(Default)]
 struct NewOrderSingleFields<'a> {
     cl_ord_id: Option<&'a [u8]>,
     symbol: Option<&'a [u8]>,
-    side: Option<u8>,
-    ord_type: Option<u8>,
-    price: Option<Decimal>,
-    order_qty: Option<Decimal>,
-    time_in_force: Option<u8>,
+    side: Option<&'a [u8]>,
+    ord_type: Option<&'a [u8]>,
+    price: Option<&'a [u8]>,
+    order_qty: Option<&'a [u8]>,
+    time_in_force: Option<&'a [u8]>,
     exec_inst: Option<&'a [u8]>,
     account: Option<&'a [u8]>,
 }
 
-impl<'a> NewOrderSingleFields<'a> {
+impl<'a> dict::Visit<'a> for NewOrderSingleFields<'a> {
     #[inline(always)]
-    fn take(&mut self, field: Field<'a>) -> Result<(), Invalid> {
-        match field.tag {
-            tags::CL_ORD_ID => self.cl_ord_id = Some(field.value),
-            tags::SYMBOL => self.symbol = Some(field.value),
-            tags::SIDE => self.side = Some(one_char(field)?),
-            tags::ORD_TYPE => self.ord_type = Some(one_char(field)?),
-            tags::PRICE => self.price = Some(decimal(field)?),
-            tags::ORDER_QTY => self.order_qty = Some(decimal(field)?),
-            tags::TIME_IN_FORCE => self.time_in_force = Some(one_char(field)?),
-            tags::EXEC_INST => self.exec_inst = Some(field.value),
-            tags::ACCOUNT => self.account = Some(field.value),
-            _ => {}
-        }
-        Ok(())
+    fn field(&mut self, field: Field<'a>) {
+        let slot = match field.tag {
+            tags::CL_ORD_ID => &mut self.cl_ord_id,
+            tags::SYMBOL => &mut self.symbol,
+            tags::SIDE => &mut self.side,
+            tags::ORD_TYPE => &mut self.ord_type,
+            tags::PRICE => &mut self.price,
+            tags::ORDER_QTY => &mut self.order_qty,
+            tags::TIME_IN_FORCE => &mut self.time_in_force,
+            tags::EXEC_INST => &mut self.exec_inst,
+            tags::ACCOUNT => &mut self.account,
+            _ => return,
+        };
+        *slot = Some(field.value);
     }
+}
 
+impl<'a> NewOrderSingleFields<'a> {
     fn finish(self) -> Result<NewOrderSingle<'a>, Invalid> {
+        let field = |tag, value: Option<&'a [u8]>| value.map(|value| Field { tag, value });
+        let required = |tag, value: Option<&'a [u8]>, text| value.ok_or(missing(tag, text));
+        let char_of = |tag, value, text| {
+            one_char(Field {
+                tag,
+                value: required(tag, value, text)?,
+            })
+        };
         Ok(NewOrderSingle {
-            cl_ord_id: self
-                .cl_ord_id
-                .ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?,
-            symbol: self
-                .symbol
-                .ok_or(missing(tags::SYMBOL, "Symbol is required"))?,
-            side: self.side.ok_or(missing(tags::SIDE, "Side is required"))?,
-            ord_type: self
-                .ord_type
-                .ok_or(missing(tags::ORD_TYPE, "OrdType is required"))?,
-            price: self.price,
-            order_qty: self
-                .order_qty
-                .ok_or(missing(tags::ORDER_QTY, "OrderQty is required"))?,
-            time_in_force: self.time_in_force,
+            cl_ord_id: required(tags::CL_ORD_ID, self.cl_ord_id, "ClOrdID is required")?,
+            symbol: required(tags::SYMBOL, self.symbol, "Symbol is required")?,
+            side: char_of(tags::SIDE, self.side, "Side is required")?,
+            ord_type: char_of(tags::ORD_TYPE, self.ord_type, "OrdType is required")?,
+            price: field(tags::PRICE, self.price).map(decimal).transpose()?,
+            order_qty: decimal(Field {
+                tag: tags::ORDER_QTY,
+                value: required(tags::ORDER_QTY, self.order_qty, "OrderQty is required")?,
+            })?,
+            time_in_force: field(tags::TIME_IN_FORCE, self.time_in_force)
+                .map(one_char)
+                .transpose()?,
             exec_inst: self.exec_inst,
             account: self.account,
         })

@@ -30,7 +30,7 @@ mod fix50sp2;
 mod fixt11;
 mod validate;
 
-pub use validate::{Violation, reason, validate, validate_fields};
+pub use validate::{Violation, Visit, reason, validate, validate_fields};
 
 use crate::Version;
 

@@ -73,16 +73,27 @@ fn violation(reason: u32, ref_tag: Option<u32>, text: &'static str) -> Violation
 ///
 /// The caller chooses `version` from BeginString; it is not compared here.
 pub fn validate(version: Version, frame: &Frame<'_>) -> Result<(), Violation> {
-    validate_fields(version, frame, |_| {})
+    validate_fields(version, frame, &mut ())
+}
+
+/// What [`validate_fields`] hands the fields to.
+pub trait Visit<'a> {
+    fn field(&mut self, field: Field<'a>);
+}
+
+/// Visits nothing: plain validation.
+impl Visit<'_> for () {
+    #[inline(always)]
+    fn field(&mut self, _: Field<'_>) {}
 }
 
 /// [`validate`], handing each field after MsgType to `visit` once its value has passed its
 /// checks, in message order, so that a decoder reads the message in the same pass. When the
 /// result is `Ok`, `visit` has seen every field of the message.
-pub fn validate_fields<'a>(
+pub fn validate_fields<'a, V: Visit<'a>>(
     version: Version,
     frame: &Frame<'a>,
-    visit: impl FnMut(Field<'a>),
+    visit: &mut V,
 ) -> Result<(), Violation> {
     let (session, app) = dictionaries(version);
     let msg_type = frame.msg_type;
@@ -238,7 +249,7 @@ const END: Field<'static> = Field { tag: 0, value: &[] };
 /// One pass over the fields. The current field is always one read ahead: a section stops at
 /// the first field that does not belong to it and leaves it current for the section around
 /// it, so nothing is read twice.
-struct Walk<'a, V> {
+struct Walk<'a, 'v, V> {
     session: &'static Dictionary,
     app: &'static Dictionary,
     /// The one of the two that defines the message.
@@ -251,11 +262,11 @@ struct Walk<'a, V> {
     field: Field<'a>,
     /// The data field and its length announced by the last length field.
     declared_data: Option<(u32, usize)>,
-    /// Called with each field whose value passed.
-    visit: V,
+    /// Given each field whose value passed.
+    visit: &'v mut V,
 }
 
-impl<'a, V: FnMut(Field<'a>)> Walk<'a, V> {
+impl<'a, V: Visit<'a>> Walk<'a, '_, V> {
     fn message(&mut self, message: Option<&'static Message>) -> Result<(), Fault> {
         let session = self.session;
         let mut header_seen = Seen::new();
@@ -308,7 +319,7 @@ impl<'a, V: FnMut(Field<'a>)> Walk<'a, V> {
         let defined = self.session.defines_tag(tag) || self.app.defines_tag(tag);
         if !defined {
             if tag >= USER_DEFINED_TAG_MIN {
-                (self.visit)(self.field);
+                self.visit.field(self.field);
                 return Ok(());
             }
             return fault(Problem::UndefinedTag, tag);
@@ -407,7 +418,7 @@ impl<'a, V: FnMut(Field<'a>)> Walk<'a, V> {
     #[inline(always)]
     fn value(&mut self, dict: &'static Dictionary) -> Result<(), Fault> {
         self.check_value(dict)?;
-        (self.visit)(self.field);
+        self.visit.field(self.field);
         Ok(())
     }
 
