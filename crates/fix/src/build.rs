@@ -134,8 +134,7 @@ impl<'b> MessageWriter<'b> {
     pub fn finish(self) -> usize {
         let body_start = self.length_at + LENGTH_DIGITS + 1;
         let body_len = self.buf.len() - body_start;
-        let mut digits = [0u8; 20];
-        let n = format_uint(&mut digits, body_len as u64);
+        let n = digit_count(body_len as u64);
         if n < LENGTH_DIGITS {
             // Move the body left over the unused digit slots.
             let shift = LENGTH_DIGITS - n;
@@ -150,7 +149,7 @@ impl<'b> MessageWriter<'b> {
             self.buf
                 .copy_within(self.length_at + LENGTH_DIGITS..old_len, self.length_at + n);
         }
-        self.buf[self.length_at..self.length_at + n].copy_from_slice(&digits[..n]);
+        put_digits_ending(self.buf, self.length_at + n, body_len as u64);
         let sum = checksum(&self.buf[self.start..]);
         self.buf.extend_from_slice(b"10=");
         self.buf
@@ -191,22 +190,17 @@ pub(crate) fn put_digits_ending(out: &mut [u8], mut end: usize, mut n: u64) {
     }
 }
 
-/// Writes `n` in decimal into the front of `out`; returns the digit count.
-pub(crate) fn format_uint(out: &mut [u8; 20], n: u64) -> usize {
-    let len = digit_count(n);
-    put_digits_ending(out, len, n);
-    len
-}
-
-/// Appends `n` in decimal: the digits go into a fixed-size block that is appended whole (plain
-/// stores, no call to memcpy) and then cut to length.
+/// Appends `n` in decimal. A block of 20 placeholder bytes is appended whole (a constant
+/// copy, no call to memcpy), the digits are written over its front where they lie, and the
+/// rest is cut. Writing the digits into a stack array and copying that would read back bytes
+/// just stored one at a time, which the processor cannot forward to a wide load: a stall.
 #[inline]
 pub(crate) fn push_uint(buf: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; 20];
-    let len = format_uint(&mut digits, n);
-    let keep = buf.len() + len;
-    buf.extend_from_slice(&digits);
-    buf.truncate(keep);
+    let start = buf.len();
+    let len = digit_count(n);
+    buf.extend_from_slice(&[b'0'; 20]);
+    put_digits_ending(&mut buf[start..], len, n);
+    buf.truncate(start + len);
 }
 
 /// Appends a short slice byte by byte: cheaper than a call to memcpy for a few bytes (side,
@@ -246,6 +240,21 @@ mod tests {
         assert_eq!(frame.get(tags::PRICE), Some(&b"-5"[..]));
         assert_eq!(frame.get(tags::CUM_QTY), Some(&b"1.234"[..]));
         assert_eq!(frame.get(tags::POSS_DUP_FLAG), Some(&b"Y"[..]));
+    }
+
+    #[test]
+    fn every_body_length_is_written_right() {
+        for text_len in 0..1200 {
+            let mut out = b"x".to_vec();
+            let mut w = MessageWriter::begin(&mut out, b"FIX.4.4", b"0");
+            if text_len > 0 {
+                w.str(tags::TEXT, &vec![b'y'; text_len]);
+            }
+            let len = w.finish();
+            let (frame, n) = next_frame(&out[1..], 4096).unwrap().unwrap();
+            assert_eq!(n, len, "text of {text_len}");
+            assert_eq!(frame.get(tags::TEXT).map_or(0, <[u8]>::len), text_len);
+        }
     }
 
     #[test]

@@ -107,9 +107,13 @@ impl Decimal {
 
     /// Writes the value with exactly `scale` digits after the point.
     pub fn write(self, buf: &mut Vec<u8>) {
-        // Into a fixed block pre-filled with '0' (the fraction's leading zeros), appended whole
-        // and cut to length: plain stores, no call to memcpy for a few bytes.
-        let mut text = [b'0'; 32];
+        // A block of '0's (the fraction's leading zeros) is appended whole, the text is
+        // written over it where it lies, and the rest is cut: plain stores, no call to memcpy,
+        // and nothing stored byte by byte is read back at once (see `push_uint`).
+        const BLOCK: usize = 1 + 19 + 1 + MAX_SCALE as usize;
+        let start = buf.len();
+        buf.extend_from_slice(&[b'0'; BLOCK]);
+        let text = &mut buf[start..];
         let magnitude = self.mantissa.unsigned_abs();
         let scale = usize::from(self.scale.min(MAX_SCALE));
         let mut len = 0;
@@ -119,20 +123,18 @@ impl Decimal {
         }
         if scale == 0 {
             len += digit_count(magnitude);
-            put_digits_ending(&mut text, len, magnitude);
+            put_digits_ending(text, len, magnitude);
         } else {
             let (whole, fraction) = split(magnitude, scale);
             len += digit_count(whole);
-            put_digits_ending(&mut text, len, whole);
+            put_digits_ending(text, len, whole);
             text[len] = b'.';
             len += 1 + scale;
             if fraction > 0 {
-                put_digits_ending(&mut text, len, fraction);
+                put_digits_ending(text, len, fraction);
             }
         }
-        let keep = buf.len() + len;
-        buf.extend_from_slice(&text);
-        buf.truncate(keep);
+        buf.truncate(start + len);
     }
 
     /// A weighted average `total / qty`, rounded half away from zero to `scale` digits (AvgPx

@@ -31,7 +31,7 @@ pub fn write_utc_timestamp(buf: &mut Vec<u8>, unix_ns: i64) {
     let secs = ns / 1_000_000_000;
     let millis = (ns % 1_000_000_000) / 1_000_000;
     // The date and time of day change once a second: messages in between reuse them.
-    let mut out = LAST_SECOND.with(|last| {
+    let text = LAST_SECOND.with(|last| {
         let (second, text) = last.get();
         if second == secs {
             return text;
@@ -40,10 +40,14 @@ pub fn write_utc_timestamp(buf: &mut Vec<u8>, unix_ns: i64) {
         last.set((secs, text));
         text
     });
-    out[18] = b'0' + (millis / 100) as u8;
-    out[19] = b'0' + (millis / 10 % 10) as u8;
-    out[20] = b'0' + (millis % 10) as u8;
-    buf.extend_from_slice(&out);
+    // The milliseconds go in after the copy, where they lie: changing them in `text` first
+    // would have the copy read back bytes just stored one at a time (a stall).
+    let start = buf.len();
+    buf.extend_from_slice(&text);
+    let millis_at = &mut buf[start + 18..start + 21];
+    millis_at[0] = b'0' + (millis / 100) as u8;
+    millis_at[1] = b'0' + (millis / 10 % 10) as u8;
+    millis_at[2] = b'0' + (millis % 10) as u8;
 }
 
 thread_local! {
