@@ -94,12 +94,40 @@ pub struct NewOrderSingle<'a> {
 }
 
 impl<'a> NewOrderSingle<'a> {
+    /// Decodes without the data dictionary (see [`NewOrderSingle::decode_validated`]).
     pub fn decode(frame: &Frame<'a>) -> Result<Self, Invalid> {
-        let mut fields = NewOrderSingleFields::default();
+        // Values are read as they are met here, which is faster than keeping them as text for
+        // `finish` as the validating pass does (a property test holds the two to the same
+        // results).
+        let (mut cl_ord_id, mut symbol, mut side, mut ord_type) = (None, None, None, None);
+        let (mut price, mut order_qty, mut time_in_force) = (None, None, None);
+        let (mut exec_inst, mut account) = (None, None);
         for field in frame.fields() {
-            dict::Visit::field(&mut fields, field.map_err(field_error)?);
+            let field = field.map_err(field_error)?;
+            match field.tag {
+                tags::CL_ORD_ID => cl_ord_id = Some(field.value),
+                tags::SYMBOL => symbol = Some(field.value),
+                tags::SIDE => side = Some(one_char(field)?),
+                tags::ORD_TYPE => ord_type = Some(one_char(field)?),
+                tags::PRICE => price = Some(decimal(field)?),
+                tags::ORDER_QTY => order_qty = Some(decimal(field)?),
+                tags::TIME_IN_FORCE => time_in_force = Some(one_char(field)?),
+                tags::EXEC_INST => exec_inst = Some(field.value),
+                tags::ACCOUNT => account = Some(field.value),
+                _ => {}
+            }
         }
-        fields.finish()
+        Ok(NewOrderSingle {
+            cl_ord_id: cl_ord_id.ok_or(missing(tags::CL_ORD_ID, "ClOrdID is required"))?,
+            symbol: symbol.ok_or(missing(tags::SYMBOL, "Symbol is required"))?,
+            side: side.ok_or(missing(tags::SIDE, "Side is required"))?,
+            ord_type: ord_type.ok_or(missing(tags::ORD_TYPE, "OrdType is required"))?,
+            price,
+            order_qty: order_qty.ok_or(missing(tags::ORDER_QTY, "OrderQty is required"))?,
+            time_in_force,
+            exec_inst,
+            account,
+        })
     }
 
     /// Checks the message against the data dictionary of `version` ([`dict::validate`]) and
@@ -623,6 +651,33 @@ mod tests {
         assert_eq!(nos.price, Some(Decimal::new(10025, 2)));
         assert_eq!(nos.order_qty, Decimal::new(5, 3));
         assert!(nos.post_only());
+        assert_eq!(
+            NewOrderSingle::decode_validated(Version::Fix44, &frame),
+            Ok(nos)
+        );
+    }
+
+    #[test]
+    fn a_new_order_single_is_validated_while_decoded() {
+        let header = "34=2|49=TRADER1|56=RIALTO|52=20261122-10:00:00.000|";
+        let decode = |body: &str| {
+            let bytes = frame_bytes(b"D", &format!("{header}{body}"));
+            let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+            NewOrderSingle::decode_validated(Version::Fix44, &frame)
+                .map(|nos| nos.order_qty)
+                .map_err(|e| (e.reason, e.ref_tag))
+        };
+        let good = "11=A1|55=BTC-USD|54=1|60=20261122-10:00:00|38=2|40=2|44=1|";
+        assert_eq!(decode(good), Ok(Decimal::new(2, 0)));
+        // A Side that FIX 4.4 does not define: the dictionary's verdict.
+        let bad_side = "11=A1|55=BTC-USD|54=Z|60=20261122-10:00:00|38=2|40=2|44=1|";
+        assert_eq!(decode(bad_side), Err((VALUE_INCORRECT, tags::SIDE)));
+        // OrderQty is optional in the dictionary but required to trade.
+        let no_qty = "11=A1|55=BTC-USD|54=1|60=20261122-10:00:00|40=2|44=1|";
+        assert_eq!(decode(no_qty), Err((REQUIRED_TAG_MISSING, tags::ORDER_QTY)));
+        // Well formed for the dictionary, too large for an exact decimal.
+        let huge = "11=A1|55=BTC-USD|54=1|60=20261122-10:00:00|38=99999999999999999999|40=2|";
+        assert_eq!(decode(huge), Err((INCORRECT_DATA_FORMAT, tags::ORDER_QTY)));
     }
 
     #[test]

@@ -347,7 +347,7 @@ impl<'a> Fields<'a> {
 impl<'a> Iterator for Fields<'a> {
     type Item = Result<Field<'a>, FieldError>;
 
-    #[inline(always)]
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let bytes = self.bytes;
         if self.pos >= bytes.len() {
