@@ -157,13 +157,14 @@ def rust_bytes(text):
     return 'b"' + "".join(out) + '"'
 
 
-def emit_entries(entries, indent):
+def emit_entries(entries, def_of, indent):
+    """Each entry names its tag, its field's position in FIELDS, and its group if any."""
     parts = []
     for tag, req, group in entries:
         if group is None:
-            parts.append(f"{'r' if req else 'o'}({tag})")
+            parts.append(f"{'r' if req else 'o'}({tag}, {def_of[tag]})")
         else:
-            parts.append(f"{'rg' if req else 'og'}({tag}, {group})")
+            parts.append(f"{'rg' if req else 'og'}({tag}, {def_of[tag]}, {group})")
     return wrap(parts, indent)
 
 
@@ -184,10 +185,10 @@ def tag_index(entries):
     return slots
 
 
-def emit_section(entries, indent):
+def emit_section(entries, def_of, indent):
     pad = " " * indent
     index = [str(i) for i in tag_index(entries)]
-    return (f"section(\n{pad}    &[{emit_entries(entries, indent + 8)}],\n"
+    return (f"section(\n{pad}    &[{emit_entries(entries, def_of, indent + 8)}],\n"
             f"{pad}    &[{wrap(index, indent + 8)}],\n{pad})")
 
 
@@ -271,11 +272,14 @@ def generate(d, out_path, name, begin_string, msg_types, header_doc, sources):
     w("use super::{Dictionary, FieldDef, Group, Kind as K, Message};\n")
     w("@CONSTRUCTORS@\n\n")
     max_tag = max(used, default=0)
+    # An entry carries its field's position in FIELDS (emitted sorted by tag), so that the
+    # validator finds the definition without a second lookup by tag.
+    def_of = {tag: i for i, tag in enumerate(sorted(used))}
     w("const MESSAGES: &[Message] = &[\n")
     for mt, mname, admin, body in messages:
         w(f"    Message {{\n        msg_type: {rust_bytes(mt)},\n")
         w(f"        name: \"{mname}\",\n        admin: {str(admin).lower()},\n")
-        w(f"        body: {emit_section(body, 8)},\n    }},\n")
+        w(f"        body: {emit_section(body, def_of, 8)},\n    }},\n")
     w("];\n\n")
     w("const FIELDS: &[FieldDef] = &[\n")
     for tag in sorted(used):
@@ -290,8 +294,8 @@ def generate(d, out_path, name, begin_string, msg_types, header_doc, sources):
     w(f"pub static DICT: Dictionary = Dictionary {{\n")
     w(f"    name: \"{name}\",\n")
     w(f"    begin_string: {rust_bytes(begin_string)},\n")
-    w(f"    header: {emit_section(header, 4)},\n")
-    w(f"    trailer: {emit_section(trailer, 4)},\n")
+    w(f"    header: {emit_section(header, def_of, 4)},\n")
+    w(f"    trailer: {emit_section(trailer, def_of, 4)},\n")
     w("    messages: MESSAGES,\n")
     w("    message_index: &message_index(MESSAGES),\n")
     w("    groups: &[\n")
@@ -299,7 +303,7 @@ def generate(d, out_path, name, begin_string, msg_types, header_doc, sources):
         gname = d.fields[count_tag][1]
         w(f"        // {i}: {gname}\n")
         w(f"        Group {{\n            count_tag: {count_tag},\n            delimiter: {delim},\n")
-        w(f"            members: {emit_section(members, 12)},\n        }},\n")
+        w(f"            members: {emit_section(members, def_of, 12)},\n        }},\n")
     w("    ],\n    fields: FIELDS,\n")
     w(f"    field_index: &field_index::<{max_tag + 1}>(FIELDS),\n")
     w(f"    all_tags: &[{wrap([f'({a}, {b})' for a, b in ranges(sorted(d.fields))], 8)}],\n")

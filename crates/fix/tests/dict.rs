@@ -593,3 +593,19 @@ fn quickfixj_style_messages_pass() {
         assert_eq!(check(version, body), Ok(()), "{} {body}", version.name());
     }
 }
+
+#[test]
+fn every_entry_names_its_own_field_definition() {
+    for d in [dict::FIX42, dict::FIX44, dict::FIXT11, dict::FIX50SP2] {
+        let sections = [&d.header, &d.trailer]
+            .into_iter()
+            .chain(d.messages.iter().map(|m| &m.body))
+            .chain(d.groups.iter().map(|g| &g.members));
+        for section in sections {
+            for entry in section.entries {
+                let def = &d.fields[usize::from(entry.def)];
+                assert_eq!(def.tag, entry.tag, "{}: entry {}", d.name, entry.tag);
+            }
+        }
+    }
+}

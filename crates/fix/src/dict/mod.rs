@@ -99,6 +99,9 @@ pub struct FieldDef {
 pub struct Entry {
     pub tag: u32,
     pub required: bool,
+    /// The field's position in [`Dictionary::fields`] of the same dictionary (so that the
+    /// validator has the definition without a second lookup by tag; a test checks them all).
+    pub def: u16,
     /// For a NumInGroup field, its group's index in [`Dictionary::groups`].
     pub group: Option<u16>,
 }
@@ -307,34 +310,38 @@ impl FieldDef {
 
 // Compact constructors for the generated tables; they run at compile time and check what the
 // lookups rely on, so a table that breaks a rule fails the build.
-const fn o(tag: u32) -> Entry {
+const fn o(tag: u32, def: u16) -> Entry {
     Entry {
         tag,
         required: false,
+        def,
         group: None,
     }
 }
 
-const fn r(tag: u32) -> Entry {
+const fn r(tag: u32, def: u16) -> Entry {
     Entry {
         tag,
         required: true,
+        def,
         group: None,
     }
 }
 
-const fn og(tag: u32, group: u16) -> Entry {
+const fn og(tag: u32, def: u16, group: u16) -> Entry {
     Entry {
         tag,
         required: false,
+        def,
         group: Some(group),
     }
 }
 
-const fn rg(tag: u32, group: u16) -> Entry {
+const fn rg(tag: u32, def: u16, group: u16) -> Entry {
     Entry {
         tag,
         required: true,
+        def,
         group: Some(group),
     }
 }

@@ -20,7 +20,9 @@ use crate::SOH;
 use crate::Version;
 use crate::parse::{Field, Frame, parse_int, parse_uint};
 
-use super::{Dictionary, Entry, Group, Kind, MAX_SECTION, Message, Section, dictionaries};
+use super::{
+    Dictionary, Entry, FieldDef, Group, Kind, MAX_SECTION, Message, Section, dictionaries,
+};
 
 /// SessionRejectReason (373) values.
 pub mod reason {
@@ -326,7 +328,12 @@ impl<'a, V: Visit<'a>> Walk<'a, '_, V> {
         }
         if out_of_scope {
             // Length fields still announce their data, so SOH inside data is read right.
-            return self.value(self.body_dict);
+            let tag = self.field.tag;
+            let def = self
+                .body_dict
+                .field(tag)
+                .or_else(|| self.session.field(tag));
+            return self.value(def);
         }
         fault(Problem::NotForMsgType, tag)
     }
@@ -364,8 +371,9 @@ impl<'a, V: Visit<'a>> Walk<'a, '_, V> {
                 return fault(Problem::Repeated, tag);
             }
             seen.set(i);
-            self.value(dict)?;
-            match section.entries.get(i) {
+            let entry = section.entries.get(i);
+            self.value(entry.and_then(|e| dict.fields.get(usize::from(e.def))))?;
+            match entry {
                 Some(&Entry { group: Some(g), .. }) => self.group(dict, g)?,
                 _ => self.advance()?,
             }
@@ -395,8 +403,9 @@ impl<'a, V: Visit<'a>> Walk<'a, '_, V> {
                 let mut seen = Seen::new();
                 // The delimiter is always the first member.
                 seen.set(0);
-                self.value(dict)?;
-                match group.members.entries.first() {
+                let first = group.members.entries.first();
+                self.value(first.and_then(|e| dict.fields.get(usize::from(e.def))))?;
+                match first {
                     Some(&Entry { group: Some(g), .. }) => self.group(dict, g)?,
                     _ => self.advance()?,
                 }
@@ -416,18 +425,18 @@ impl<'a, V: Visit<'a>> Walk<'a, '_, V> {
 
     /// Checks the current field's value, and hands the field to `visit` if it passes.
     #[inline(always)]
-    fn value(&mut self, dict: &'static Dictionary) -> Result<(), Fault> {
-        self.check_value(dict)?;
+    fn value(&mut self, def: Option<&'static FieldDef>) -> Result<(), Fault> {
+        self.check_value(def)?;
         self.visit.field(self.field);
         Ok(())
     }
 
     /// Checks the current field's value against its type and allowed values.
     #[inline(always)]
-    fn check_value(&mut self, dict: &'static Dictionary) -> Result<(), Fault> {
+    fn check_value(&mut self, def: Option<&'static FieldDef>) -> Result<(), Fault> {
         let announced = self.declared_data.take();
         let Field { tag, value } = self.field;
-        let Some(def) = dict.field(tag).or_else(|| self.session.field(tag)) else {
+        let Some(def) = def else {
             return Ok(());
         };
         let formed = match def.kind {
