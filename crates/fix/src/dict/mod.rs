@@ -126,6 +126,10 @@ pub struct Section {
     shift: u32,
     /// Bit `i` (of word `i / 64`) is set when `entries[i]` is required.
     required: [u64; MAX_SECTION / 64],
+    /// Bit `i` is set when `entries[i]` is one of the fields that frame a message
+    /// (BeginString, BodyLength, MsgType, CheckSum): checked before the walk, so a section
+    /// starts with them seen.
+    framing: [u64; MAX_SECTION / 64],
 }
 
 #[derive(Debug)]
@@ -187,6 +191,11 @@ impl Section {
 
     pub fn entry(&self, tag: u32) -> Option<&'static Entry> {
         self.position(tag).and_then(|i| self.entries.get(i))
+    }
+
+    /// The entries of the fields that frame a message, as bits by position.
+    pub(crate) fn framing(&self) -> [u64; MAX_SECTION / 64] {
+        self.framing
     }
 
     /// The first required entry (in dictionary order) whose bit is not set in `seen`.
@@ -385,10 +394,14 @@ const fn section(entries: &'static [Entry], index: &'static [u16]) -> Section {
     let shift = 32 - index.len().trailing_zeros();
     let mask = index.len() - 1;
     let mut required = [0u64; MAX_SECTION / 64];
+    let mut framing = [0u64; MAX_SECTION / 64];
     let mut i = 0;
     while i < entries.len() {
         if entries[i].required {
             required[i / 64] |= 1 << (i % 64);
+        }
+        if matches!(entries[i].tag, 8 | 9 | 35 | 10) {
+            framing[i / 64] |= 1 << (i % 64);
         }
         let mut slot = (entries[i].tag.wrapping_mul(TAG_HASH) >> shift) as usize;
         loop {
@@ -407,6 +420,7 @@ const fn section(entries: &'static [Entry], index: &'static [u16]) -> Section {
         index,
         shift,
         required,
+        framing,
     }
 }
 

@@ -237,11 +237,6 @@ impl Seen {
         self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 
-    fn set_tag(&mut self, section: &Section, tag: u32) {
-        if let Some(i) = section.position(tag) {
-            self.set(i);
-        }
-    }
 }
 
 /// What [`Walk::advance`] leaves as the current field when the fields run out (tag 0 is
@@ -271,10 +266,8 @@ struct Walk<'a, 'v, V> {
 impl<'a, V: Visit<'a>> Walk<'a, '_, V> {
     fn message(&mut self, message: Option<&'static Message>) -> Result<(), Fault> {
         let session = self.session;
-        let mut header_seen = Seen::new();
-        for tag in [8, 9, 35] {
-            header_seen.set_tag(&session.header, tag);
-        }
+        // BeginString, BodyLength and MsgType were checked when the frame was found.
+        let mut header_seen = Seen(session.header.framing());
         self.advance()?;
         self.section(session, &session.header, &mut header_seen, None)?;
 
@@ -299,8 +292,8 @@ impl<'a, V: Visit<'a>> Walk<'a, '_, V> {
             self.advance()?;
         }
 
-        let mut trailer_seen = Seen::new();
-        trailer_seen.set_tag(&session.trailer, crate::tags::CHECK_SUM);
+        // So was CheckSum.
+        let mut trailer_seen = Seen(session.trailer.framing());
         self.section(session, &session.trailer, &mut trailer_seen, None)?;
         if self.field.tag != END.tag {
             return fault(Problem::AfterTrailer, self.field.tag);
