@@ -48,6 +48,15 @@ impl Decimal {
         if digits.is_empty() {
             return Err(DecimalError::Format);
         }
+        if digits.len() <= 18 {
+            Decimal::parse_short(negative, digits)
+        } else {
+            Decimal::parse_long(negative, digits)
+        }
+    }
+
+    /// [`Decimal::parse`] after the sign, with every step checked.
+    fn parse_long(negative: bool, digits: &[u8]) -> Result<Decimal, DecimalError> {
         let mut mantissa: i64 = 0;
         let mut scale: u8 = 0;
         let mut seen_point = false;
@@ -77,6 +86,32 @@ impl Decimal {
         Ok(Decimal {
             mantissa: if negative { -mantissa } else { mantissa },
             scale,
+        })
+    }
+
+    /// [`Decimal::parse`] of at most 18 characters (digits and a point): they cannot
+    /// overflow an `i64`, so the loop needs no checked arithmetic.
+    #[inline]
+    fn parse_short(negative: bool, digits: &[u8]) -> Result<Decimal, DecimalError> {
+        let mut mantissa: i64 = 0;
+        let mut point_at = None;
+        for (i, &b) in digits.iter().enumerate() {
+            let digit = b.wrapping_sub(b'0');
+            if digit <= 9 {
+                mantissa = mantissa * 10 + i64::from(digit);
+            } else if b == b'.' && point_at.is_none() {
+                point_at = Some(i);
+            } else {
+                return Err(DecimalError::Format);
+            }
+        }
+        let scale = point_at.map_or(0, |at| digits.len() - at - 1);
+        if point_at.is_some() && digits.len() == 1 {
+            return Err(DecimalError::Format);
+        }
+        Ok(Decimal {
+            mantissa: if negative { -mantissa } else { mantissa },
+            scale: scale as u8,
         })
     }
 
@@ -228,6 +263,27 @@ mod tests {
             Decimal::parse(b"99999999999999999999"),
             Err(DecimalError::Overflow)
         );
+    }
+
+    #[test]
+    fn the_short_parse_agrees_with_the_checked_one() {
+        let alphabet = b"0123456789.-x";
+        let mut state = 7u64;
+        for _ in 0..200_000 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = (state >> 59) as usize % 18 + 1;
+            let text: Vec<u8> = (0..len)
+                .map(|i| alphabet[(state >> (i * 3 % 56)) as usize % alphabet.len()])
+                .collect();
+            assert_eq!(
+                Decimal::parse_short(false, &text),
+                Decimal::parse_long(false, &text),
+                "{}",
+                String::from_utf8_lossy(&text)
+            );
+        }
     }
 
     #[test]
