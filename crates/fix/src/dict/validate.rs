@@ -236,7 +236,6 @@ impl Seen {
     fn has(&self, i: usize) -> bool {
         self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
-
 }
 
 /// What [`Walk::advance`] leaves as the current field when the fields run out (tag 0 is
