@@ -145,8 +145,8 @@ impl<'a> NewOrderSingle<'a> {
     }
 }
 
-/// A NewOrderSingle's fields as they are met; they are read and checked once all are in
-/// (which keeps `take` small enough to inline into the validating walk).
+/// A NewOrderSingle's fields as the validating walk meets them; they are read and checked
+/// once all are in (which keeps `Visit::field` small enough to inline into the walk).
 #[derive(Default)]
 struct NewOrderSingleFields<'a> {
     cl_ord_id: Option<&'a [u8]>,
