@@ -609,3 +609,19 @@ fn every_entry_names_its_own_field_definition() {
         }
     }
 }
+
+#[test]
+fn every_section_finds_exactly_its_own_tags() {
+    for d in [dict::FIX42, dict::FIX44, dict::FIXT11, dict::FIX50SP2] {
+        let sections = [&d.header, &d.trailer]
+            .into_iter()
+            .chain(d.messages.iter().map(|m| &m.body))
+            .chain(d.groups.iter().map(|g| &g.members));
+        for section in sections {
+            for tag in 0..2_000 {
+                let expected = section.entries.iter().position(|e| e.tag == tag);
+                assert_eq!(section.position(tag), expected, "{}: tag {tag}", d.name);
+            }
+        }
+    }
+}

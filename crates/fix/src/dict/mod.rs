@@ -110,6 +110,9 @@ pub struct Entry {
 /// the same as `TAG_HASH` in scripts/gen-fix-dict.py.
 const TAG_HASH: u32 = 0x9E37_79B9;
 
+/// Tags below this are looked up in a section by a direct table (see `Section::low_tags`).
+const LOW_TAGS: usize = 128;
+
 /// Sections have at most this many entries (the generator checks, and `section` asserts):
 /// the validator's bitsets of seen entries cover them.
 pub const MAX_SECTION: usize = 512;
@@ -124,6 +127,9 @@ pub struct Section {
     index: &'static [u16],
     /// `32 - k`.
     shift: u32,
+    /// For each tag below [`LOW_TAGS`], 1 + its position in `entries`, or 0: the most used
+    /// tags are found with one load instead of a hash probe (a chain of two loads).
+    low_tags: [u16; LOW_TAGS],
     /// Bit `i` (of word `i / 64`) is set when `entries[i]` is required.
     required: [u64; MAX_SECTION / 64],
     /// Bit `i` is set when `entries[i]` is one of the fields that frame a message
@@ -176,6 +182,9 @@ impl Section {
     /// The position in `entries` of the entry with this tag.
     #[inline]
     pub fn position(&self, tag: u32) -> Option<usize> {
+        if let Some(&at) = self.low_tags.get(tag as usize) {
+            return usize::from(at).checked_sub(1);
+        }
         let mask = self.index.len() - 1;
         let mut slot = (tag.wrapping_mul(TAG_HASH) >> self.shift) as usize;
         // Ends: `section` made sure that at least half of the slots are empty.
@@ -395,8 +404,12 @@ const fn section(entries: &'static [Entry], index: &'static [u16]) -> Section {
     let mask = index.len() - 1;
     let mut required = [0u64; MAX_SECTION / 64];
     let mut framing = [0u64; MAX_SECTION / 64];
+    let mut low_tags = [0u16; LOW_TAGS];
     let mut i = 0;
     while i < entries.len() {
+        if (entries[i].tag as usize) < LOW_TAGS {
+            low_tags[entries[i].tag as usize] = i as u16 + 1;
+        }
         if entries[i].required {
             required[i / 64] |= 1 << (i % 64);
         }
@@ -419,6 +432,7 @@ const fn section(entries: &'static [Entry], index: &'static [u16]) -> Section {
         entries,
         index,
         shift,
+        low_tags,
         required,
         framing,
     }
