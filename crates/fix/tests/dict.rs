@@ -333,7 +333,7 @@ fn bad_enum_values_are_reason_5() {
     let v = Version::Fix44;
     rejected(
         app(v, "D", &format!("11=A|55=X|54=Z|60={NOW}|40=2|44=1|38=1|")),
-        reason::VALUE_OUT_OF_RANGE,
+        reason::VALUE_INCORRECT,
         Some(54),
     );
     // A multiple-value field: every value must be allowed (ExecInst 18).
@@ -351,7 +351,7 @@ fn bad_enum_values_are_reason_5() {
             "D",
             &format!("11=A|55=X|54=1|60={NOW}|40=2|44=1|38=1|18=6 ~|"),
         ),
-        reason::VALUE_OUT_OF_RANGE,
+        reason::VALUE_INCORRECT,
         Some(18),
     );
 }
@@ -467,13 +467,13 @@ fn group_entries_out_of_order_are_reason_15() {
     // The entry does not start with MDEntryType (269), the delimiter.
     rejected(
         app(v, "W", "55=X|268=1|270=1|269=0|"),
-        reason::GROUP_FIELDS_OUT_OF_ORDER,
+        reason::REPEATING_GROUP_FIELDS_OUT_OF_ORDER,
         Some(270),
     );
     // Members out of dictionary order: MDEntrySize (271) before MDEntryPx (270).
     rejected(
         app(v, "W", "55=X|268=1|269=0|271=1|270=1|"),
-        reason::GROUP_FIELDS_OUT_OF_ORDER,
+        reason::REPEATING_GROUP_FIELDS_OUT_OF_ORDER,
         Some(270),
     );
 }

@@ -24,21 +24,8 @@ use super::{
     Dictionary, Entry, FieldDef, Group, Kind, MAX_SECTION, Message, Section, dictionaries,
 };
 
-/// SessionRejectReason (373) values.
-pub mod reason {
-    pub const INVALID_TAG_NUMBER: u32 = 0;
-    pub const REQUIRED_TAG_MISSING: u32 = 1;
-    pub const TAG_NOT_DEFINED_FOR_MSG_TYPE: u32 = 2;
-    pub const UNDEFINED_TAG: u32 = 3;
-    pub const TAG_WITHOUT_VALUE: u32 = 4;
-    pub const VALUE_OUT_OF_RANGE: u32 = 5;
-    pub const INCORRECT_DATA_FORMAT: u32 = 6;
-    pub const INVALID_MSG_TYPE: u32 = 11;
-    pub const TAG_APPEARS_MORE_THAN_ONCE: u32 = 13;
-    pub const TAG_OUT_OF_ORDER: u32 = 14;
-    pub const GROUP_FIELDS_OUT_OF_ORDER: u32 = 15;
-    pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
-}
+/// SessionRejectReason (373) values: the session layer's.
+pub use crate::session::reject_reason as reason;
 
 /// Tags at and above this are user-defined; unknown ones are accepted.
 pub const USER_DEFINED_TAG_MIN: u32 = 5000;
@@ -168,7 +155,7 @@ impl Fault {
             ),
             Problem::NoValue => (reason::TAG_WITHOUT_VALUE, "tag specified without a value"),
             Problem::OutOfRange => (
-                reason::VALUE_OUT_OF_RANGE,
+                reason::VALUE_INCORRECT,
                 "value is incorrect (out of range) for this tag",
             ),
             Problem::BadFormat => (
@@ -190,11 +177,11 @@ impl Fault {
             Problem::HeaderAfterBody => (reason::TAG_OUT_OF_ORDER, "header field after the body"),
             Problem::AfterTrailer => (reason::TAG_OUT_OF_ORDER, "field after the trailer"),
             Problem::GroupOrder => (
-                reason::GROUP_FIELDS_OUT_OF_ORDER,
+                reason::REPEATING_GROUP_FIELDS_OUT_OF_ORDER,
                 "repeating group member out of order",
             ),
             Problem::GroupStart => (
-                reason::GROUP_FIELDS_OUT_OF_ORDER,
+                reason::REPEATING_GROUP_FIELDS_OUT_OF_ORDER,
                 "repeating group entry does not start with its delimiter",
             ),
             Problem::WrongCount => (
