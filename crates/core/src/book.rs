@@ -160,6 +160,7 @@ fn append_to_level(levels: &mut Levels, orders: &mut Orders, level_idx: u32, idx
 }
 
 /// Takes order `idx` out of its level's FIFO; true when that emptied the level.
+#[inline]
 fn unlink_from_level(levels: &mut Levels, orders: &mut Orders, idx: u32) -> bool {
     let node = *orders.get(idx);
     if node.prev != NIL {

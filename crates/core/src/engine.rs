@@ -129,18 +129,23 @@ impl Account {
             })
     }
 
+    #[inline]
     fn balance_mut(&mut self, currency: CurrencyId) -> &mut BalanceEntry {
         match self.balances.iter().position(|b| b.currency == currency) {
             Some(i) => &mut self.balances[i],
-            None => {
-                self.balances.push(BalanceEntry {
-                    currency,
-                    available: 0,
-                    held: 0,
-                });
-                self.balances.last_mut().expect("just pushed")
-            }
+            None => self.new_balance(currency),
         }
+    }
+
+    /// The first use of a currency by this account (off the hot path).
+    #[cold]
+    fn new_balance(&mut self, currency: CurrencyId) -> &mut BalanceEntry {
+        self.balances.push(BalanceEntry {
+            currency,
+            available: 0,
+            held: 0,
+        });
+        self.balances.last_mut().expect("just pushed")
     }
 }
 
@@ -485,6 +490,7 @@ impl Engine {
     }
 
     /// Whether an order on `side` at `limit` would trade with the best opposite level now.
+    #[inline]
     fn crosses_best(&self, symbol: usize, side: Side, limit: Option<i64>) -> bool {
         let opposite = self.symbols[symbol].side(side.opposite());
         opposite
@@ -844,6 +850,7 @@ impl Engine {
     }
 
     /// The hold a resting order keeps for `qty` of its lots, in (currency, amount).
+    #[inline]
     fn resting_hold(&self, node: &OrderNode, qty: i64) -> (CurrencyId, i64) {
         let sym = &self.symbols[node.symbol as usize];
         match node.side {
@@ -855,6 +862,7 @@ impl Engine {
         }
     }
 
+    #[inline]
     fn release_hold(&mut self, node: &OrderNode, qty: i64) {
         let (currency, amount) = self.resting_hold(node, qty);
         let balance = self.accounts[node.account as usize].balance_mut(currency);
