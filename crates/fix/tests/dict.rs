@@ -594,34 +594,36 @@ fn quickfixj_style_messages_pass() {
     }
 }
 
+/// Every section of every dictionary (header, trailer, message bodies, group entries), with
+/// its dictionary.
+fn every_section() -> impl Iterator<Item = (&'static dict::Dictionary, &'static dict::Section)> {
+    [dict::FIX42, dict::FIX44, dict::FIXT11, dict::FIX50SP2]
+        .into_iter()
+        .flat_map(|d| {
+            [&d.header, &d.trailer]
+                .into_iter()
+                .chain(d.messages.iter().map(|m| &m.body))
+                .chain(d.groups.iter().map(|g| &g.members))
+                .map(move |section| (d, section))
+        })
+}
+
 #[test]
 fn every_entry_names_its_own_field_definition() {
-    for d in [dict::FIX42, dict::FIX44, dict::FIXT11, dict::FIX50SP2] {
-        let sections = [&d.header, &d.trailer]
-            .into_iter()
-            .chain(d.messages.iter().map(|m| &m.body))
-            .chain(d.groups.iter().map(|g| &g.members));
-        for section in sections {
-            for entry in section.entries {
-                let def = &d.fields[usize::from(entry.def)];
-                assert_eq!(def.tag, entry.tag, "{}: entry {}", d.name, entry.tag);
-            }
+    for (d, section) in every_section() {
+        for entry in section.entries {
+            let def = &d.fields[usize::from(entry.def)];
+            assert_eq!(def.tag, entry.tag, "{}: entry {}", d.name, entry.tag);
         }
     }
 }
 
 #[test]
 fn every_section_finds_exactly_its_own_tags() {
-    for d in [dict::FIX42, dict::FIX44, dict::FIXT11, dict::FIX50SP2] {
-        let sections = [&d.header, &d.trailer]
-            .into_iter()
-            .chain(d.messages.iter().map(|m| &m.body))
-            .chain(d.groups.iter().map(|g| &g.members));
-        for section in sections {
-            for tag in 0..2_000 {
-                let expected = section.entries.iter().position(|e| e.tag == tag);
-                assert_eq!(section.position(tag), expected, "{}: tag {tag}", d.name);
-            }
+    for (d, section) in every_section() {
+        for tag in 0..2_000 {
+            let expected = section.entries.iter().position(|e| e.tag == tag);
+            assert_eq!(section.position(tag), expected, "{}: tag {tag}", d.name);
         }
     }
 }
