@@ -587,6 +587,13 @@ fn a_clean_stop_delivers_every_reply_even_to_a_client_still_sending() {
         .map(|i| ClientMsg::NewOrder(NewOrder::limit(i, BTC, Side::Buy, 10 + i % 50, 1)))
         .collect();
     c.send_batch(&orders).unwrap();
+    // The stop begins once the gateway is applying the orders (a stop that came before it read
+    // any would apply none, and there would be nothing in flight to check).
+    let mut accepted = 0u64;
+    match c.recv() {
+        Ok(ServerMsg::Accepted { .. }) => accepted += 1,
+        other => panic!("the first order's answer: {other:?}"),
+    }
     let stopper = std::thread::spawn(move || server.shutdown());
     // Keep talking while the server stops: unread input must not turn the close into a reset.
     for nonce in 0..100 {
@@ -594,7 +601,6 @@ fn a_clean_stop_delivers_every_reply_even_to_a_client_still_sending() {
             break;
         }
     }
-    let mut accepted = 0u64;
     let mut told = false;
     loop {
         match c.recv() {
