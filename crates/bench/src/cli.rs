@@ -35,6 +35,12 @@ pub enum MixArg {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClockArg {
     /// The invariant TSC (fenced rdtsc/rdtscp), falling back to `instant` where there is none.
     Tsc,
@@ -68,6 +74,10 @@ pub struct EngineArgs {
     /// Override the number of resting orders after prefill.
     #[arg(long)]
     pub orders: Option<u64>,
+    /// Whether the throughput pass prefetches a few commands ahead (`Engine::prefetch_ahead`);
+    /// `off` gives the baseline for comparisons.
+    #[arg(long, value_enum, default_value = "on")]
+    pub prefetch: OnOff,
     /// Clock of the latency pass.
     #[arg(long, value_enum, default_value = "tsc")]
     pub clock: ClockArg,
@@ -139,6 +149,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                     ClockArg::Tsc => ClockChoice::Tsc,
                     ClockArg::Instant => ClockChoice::Instant,
                 },
+                prefetch: args.prefetch == OnOff::On,
                 progress: !args.quiet,
             };
             let report = harness::run(&opts)?;

@@ -95,6 +95,9 @@ pub struct Report {
     /// Throughput pass: seconds to apply `commands` (no per-command timing).
     pub seconds: f64,
     pub throughput_per_s: f64,
+    /// Whether the throughput pass prefetched ahead (the latency pass never does: it times each
+    /// command alone).
+    pub prefetch: bool,
     /// Latency pass: service time of each command, clock cost included.
     pub latency_ns: Percentiles,
     pub latency_mean_ns: f64,
@@ -137,6 +140,7 @@ impl Report {
             "commands": self.commands,
             "seconds": self.seconds,
             "throughput_per_s": self.throughput_per_s,
+            "prefetch": self.prefetch,
             "latency_ns": {
                 "p50": p.p50, "p90": p.p90, "p99": p.p99,
                 "p999": p.p999, "p9999": p.p9999, "max": p.max,
@@ -203,10 +207,11 @@ impl Report {
             self.levels_after_prefill
         );
         s += &format!(
-            "throughput: {} commands in {:.3} s = {:.2} M commands/s (one thread, no per-command timing)\n",
+            "throughput: {} commands in {:.3} s = {:.2} M commands/s (one thread, no per-command timing, prefetch {})\n",
             self.commands,
             self.seconds,
-            self.throughput_per_s / 1e6
+            self.throughput_per_s / 1e6,
+            if self.prefetch { "on" } else { "off" }
         );
         s += &format!(
             "latency:    per command, ns (clock: {}; an empty timed region costs {} ns, included)\n",
@@ -311,12 +316,16 @@ pub fn throughput_pass(
     engine: &mut Engine,
     mut seq: u64,
     commands: &[Command],
+    prefetch: bool,
 ) -> (Duration, PassCounts) {
     let mut sink = CountingSink::default();
     let mut rejected = 0u64;
     let start = Instant::now();
-    for cmd in commands {
+    for (i, cmd) in commands.iter().enumerate() {
         seq += 1;
+        if prefetch {
+            engine.prefetch_ahead(&commands[i..]);
+        }
         rejected += engine.apply(seq, seq as i64, cmd, &mut sink).is_err() as u64;
     }
     let elapsed = start.elapsed();
@@ -390,6 +399,8 @@ pub struct EngineBench {
     pub workload: WorkloadSpec,
     pub seed: u64,
     pub clock: ClockChoice,
+    /// Whether the throughput pass prefetches ahead ([`Engine::prefetch_ahead`]).
+    pub prefetch: bool,
     /// Progress lines on stderr.
     pub progress: bool,
 }
@@ -417,6 +428,7 @@ pub fn run(opts: &EngineBench) -> anyhow::Result<Report> {
         opts.seed,
         generate_seconds,
         opts.clock,
+        opts.prefetch,
         opts.progress,
     )
 }
@@ -428,6 +440,7 @@ pub fn measure(
     seed: u64,
     generate_seconds: f64,
     clock: ClockChoice,
+    prefetch: bool,
     progress: bool,
 ) -> anyhow::Result<Report> {
     let say = |msg: &str| {
@@ -453,7 +466,7 @@ pub fn measure(
         p.prefill_seconds,
         w.commands.len()
     ));
-    let (elapsed, counts) = throughput_pass(&mut p.engine, p.seq, &w.commands);
+    let (elapsed, counts) = throughput_pass(&mut p.engine, p.seq, &w.commands, prefetch);
     let engine_rss_bytes = mem::rss_bytes().unwrap_or(0).saturating_sub(rss_before);
     let resting_end = p.engine.resting_order_count() as u64;
     let first = (
@@ -506,6 +519,7 @@ pub fn measure(
         commands,
         seconds,
         throughput_per_s: commands as f64 / seconds.max(1e-9),
+        prefetch,
         latency_ns: Percentiles::of(&hist),
         latency_mean_ns: hist.mean(),
         clock: clock_name.to_string(),

@@ -62,6 +62,7 @@ fn single_at_a_tiny_size() {
         }),
         seed: 3,
         clock: ClockChoice::Instant,
+        prefetch: false,
         progress: false,
     };
     let report = harness::run(&opts).unwrap();
@@ -88,6 +89,7 @@ fn multi_at_a_tiny_size() {
         },
         seed: 5,
         clock: ClockChoice::Tsc,
+        prefetch: true,
         progress: false,
     };
     let report = harness::run(&opts).unwrap();

@@ -13,10 +13,11 @@ pub mod types;
 mod book;
 mod engine;
 mod hasher;
+mod index;
 mod snapshot;
 
 pub use command::{Command, PlaceOrder, SymbolSpec};
-pub use engine::{Engine, EngineConfig, RestingOrder};
+pub use engine::{Engine, EngineConfig, PREFETCH_DISTANCES, RestingOrder};
 pub use event::{
     Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, OpenOrder,
     OwnedEvent, Trade, UserReport,

@@ -198,7 +198,9 @@ impl Engine {
             for side in [bids, asks] {
                 w.u64(side.len() as u64);
                 for o in side {
-                    let idx = self.order_ids[&(o.user, o.order)];
+                    let idx = self
+                        .find_order(o.user, o.order)
+                        .expect("a listed order is live");
                     let node = self.orders.get(idx);
                     w.i64(o.user);
                     w.i64(o.order);
@@ -295,7 +297,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
         engine
             .apply(0, 0, &crate::Command::AddUser { user }, &mut ())
             .or_else(|reason| err(format!("user {user}: {reason}")))?;
-        let account = engine.account_ids[&user] as usize;
+        let account = engine.account_of(user).expect("just added") as usize;
         let balances = r.u32("balance count")?;
         let mut previous_currency = None;
         for _ in 0..balances {
@@ -349,7 +351,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                 let stp = Stp::from_code(r.u8("order stp")?);
                 let post_only = r.u8("order post_only")?;
                 let what = format!("order ({user}, {order})");
-                let Some(&account) = engine.account_ids.get(&user) else {
+                let Some(account) = engine.account_of(user) else {
                     return err(format!("{what}: unknown user"));
                 };
                 let (Some(stp), true) = (stp, post_only <= 1) else {
@@ -366,7 +368,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                     return err(format!("{what}: out of priority order"));
                 }
                 previous_price = Some(price);
-                if engine.order_ids.contains_key(&(user, order)) {
+                if engine.find_order(user, order).is_some() {
                     return err(format!("{what}: listed twice"));
                 }
                 let Some((currency, hold)) =
