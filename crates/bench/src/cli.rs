@@ -1,6 +1,6 @@
 //! The `rialto bench ...` subcommands.
 
-use crate::harness::{self, ClockChoice, EngineBench, WorkloadSpec};
+use crate::harness::{self, ClockChoice, EngineBench, Prefetch, WorkloadSpec};
 use crate::workload::{Mix, MultiParams, SingleParams, Size};
 
 /// Benchmarks.
@@ -35,7 +35,8 @@ pub enum MixArg {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnOff {
+pub enum PrefetchArg {
+    Auto,
     On,
     Off,
 }
@@ -74,10 +75,11 @@ pub struct EngineArgs {
     /// Override the number of resting orders after prefill.
     #[arg(long)]
     pub orders: Option<u64>,
-    /// Whether the throughput pass prefetches a few commands ahead (`Engine::prefetch_ahead`);
+    /// Whether the throughput pass prefetches a few commands ahead (`Engine::prefetch_ahead`):
+    /// `auto` when the engine finds its state too big for the caches (`Engine::prefetch_pays`);
     /// `off` gives the baseline for comparisons.
-    #[arg(long, value_enum, default_value = "on")]
-    pub prefetch: OnOff,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub prefetch: PrefetchArg,
     /// Clock of the latency pass.
     #[arg(long, value_enum, default_value = "tsc")]
     pub clock: ClockArg,
@@ -149,7 +151,11 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                     ClockArg::Tsc => ClockChoice::Tsc,
                     ClockArg::Instant => ClockChoice::Instant,
                 },
-                prefetch: args.prefetch == OnOff::On,
+                prefetch: match args.prefetch {
+                    PrefetchArg::Auto => Prefetch::Auto,
+                    PrefetchArg::On => Prefetch::On,
+                    PrefetchArg::Off => Prefetch::Off,
+                },
                 progress: !args.quiet,
             };
             let report = harness::run(&opts)?;

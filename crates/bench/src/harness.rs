@@ -400,9 +400,18 @@ pub struct EngineBench {
     pub seed: u64,
     pub clock: ClockChoice,
     /// Whether the throughput pass prefetches ahead ([`Engine::prefetch_ahead`]).
-    pub prefetch: bool,
+    pub prefetch: Prefetch,
     /// Progress lines on stderr.
     pub progress: bool,
+}
+
+/// Whether the throughput pass calls [`Engine::prefetch_ahead`] before each command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefetch {
+    /// When [`Engine::prefetch_pays`] after the prefill.
+    Auto,
+    On,
+    Off,
 }
 
 /// Generates the workload and measures it.
@@ -440,7 +449,7 @@ pub fn measure(
     seed: u64,
     generate_seconds: f64,
     clock: ClockChoice,
-    prefetch: bool,
+    prefetch: Prefetch,
     progress: bool,
 ) -> anyhow::Result<Report> {
     let say = |msg: &str| {
@@ -466,6 +475,11 @@ pub fn measure(
         p.prefill_seconds,
         w.commands.len()
     ));
+    let prefetch = match prefetch {
+        Prefetch::Auto => p.engine.prefetch_pays(),
+        Prefetch::On => true,
+        Prefetch::Off => false,
+    };
     let (elapsed, counts) = throughput_pass(&mut p.engine, p.seq, &w.commands, prefetch);
     let engine_rss_bytes = mem::rss_bytes().unwrap_or(0).saturating_sub(rss_before);
     let resting_end = p.engine.resting_order_count() as u64;

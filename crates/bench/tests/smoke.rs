@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use rialto_bench::cli::{self, BenchCommand};
-use rialto_bench::harness::{self, ClockChoice, EngineBench, Report, WorkloadSpec};
+use rialto_bench::harness::{self, ClockChoice, EngineBench, Prefetch, Report, WorkloadSpec};
 use rialto_bench::workload::{self, Mix, MultiParams, SingleParams, Size};
 
 fn check(report: &Report, commands: u64) {
@@ -62,7 +62,7 @@ fn single_at_a_tiny_size() {
         }),
         seed: 3,
         clock: ClockChoice::Instant,
-        prefetch: false,
+        prefetch: Prefetch::Off,
         progress: false,
     };
     let report = harness::run(&opts).unwrap();
@@ -89,7 +89,7 @@ fn multi_at_a_tiny_size() {
         },
         seed: 5,
         clock: ClockChoice::Tsc,
-        prefetch: true,
+        prefetch: Prefetch::On,
         progress: false,
     };
     let report = harness::run(&opts).unwrap();

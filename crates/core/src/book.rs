@@ -5,6 +5,8 @@
 //! where most activity is are found, added and removed in O(1). Nothing here allocates once the
 //! arenas, arrays and ladders have reached their working size.
 
+use rialto_prefetch::{prefetch, prefetch_all};
+
 use crate::types::{OrderId, Side, Stp, UserId};
 
 /// The null index of the intrusive lists.
@@ -209,6 +211,8 @@ struct SortedLevels {
 const EMPTY_SLOTS_SLACK: usize = 64;
 /// How far from its place a new level looks for an empty slot to reuse.
 const HOLE_SEARCH: usize = 8;
+/// A sorted array up to this long (16 cache lines) is prefetched whole before a search.
+const PREFETCH_WHOLE_SLOTS: usize = 64;
 /// Levels better than a ladder's window tolerated before the window moves to them.
 const AHEAD_MAX_LEVELS: usize = 32;
 
@@ -533,6 +537,32 @@ impl BookSide {
             Some(self.ladder.base + self.ladder.best as i64)
         } else {
             self.sorted.best_price()
+        }
+    }
+
+    /// Starts loading what reading the best price reads (the best ends of the arrays).
+    #[inline]
+    pub fn prefetch_best(&self) {
+        if let Some(best) = self.ahead.slots.last() {
+            prefetch(best);
+        }
+        if let Some(best) = self.sorted.slots.last() {
+            prefetch(best);
+        }
+    }
+
+    /// Starts loading what finding the level of `price` reads: its ladder cell, or the sorted
+    /// array, whole when it is short (a search through a book nobody touched lately misses
+    /// the cache at every step). Reads only this side's own fields, no array.
+    #[inline]
+    pub fn prefetch_price(&self, price: i64) {
+        if let Some(cell) = self.ladder.cell(price) {
+            prefetch(&self.ladder.cells[cell]);
+            prefetch(&self.ladder.occupied[cell / 64]);
+        } else if self.sorted.slots.len() <= PREFETCH_WHOLE_SLOTS {
+            prefetch_all(&self.sorted.slots);
+        } else if let Some(best) = self.sorted.slots.last() {
+            prefetch(best);
         }
     }
 

@@ -59,9 +59,15 @@ impl Default for EngineConfig {
 }
 
 /// How many commands ahead [`Engine::prefetch_ahead`] loads each link of a command's chain of
-/// cache misses (the id index, the order, its neighbours): far enough for a miss to complete
-/// (a few hundred ns) while the commands between are applied.
-pub const PREFETCH_DISTANCES: [usize; 3] = [12, 6, 3];
+/// cache misses (the id index; the order; its level, neighbours, account and book; the book's
+/// arrays): far enough for each link to arrive (a miss is a few hundred ns) before the next
+/// link reads it. Tuned on `rialto bench engine --workload multi --size large`, where
+/// [12, 6, 3, 1] and [16, 10, 5, 2] did equally well and [12, 8, 4, 2] slightly worse.
+pub const PREFETCH_DISTANCES: [usize; 4] = [16, 10, 5, 2];
+
+/// The size of the orders and accounts from which [`Engine::prefetch_pays`]: larger than the
+/// last-level cache of the machines Rialto is measured on.
+pub const PREFETCH_PAYS_BYTES: usize = 64 << 20;
 
 /// A resting order as the final state lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1083,11 +1089,13 @@ impl Engine {
     ///
     /// On a venue whose state is larger than the CPU caches, a command waits on a chain of
     /// misses, each address read from the one before: the id index slot, the order, then its
-    /// level, neighbours, account and book. So each command is prefetched in three steps, one
-    /// link of the chain at a time, at [`PREFETCH_DISTANCES`] commands ahead.
+    /// level, neighbours, account and book, then the book's price index. So each command is
+    /// prefetched in four steps, one link of the chain at a time, at [`PREFETCH_DISTANCES`]
+    /// commands ahead. On a small venue (everything cached) it only costs time: see
+    /// [`Engine::prefetch_pays`].
     #[inline]
     pub fn prefetch_ahead(&self, upcoming: &[Command]) {
-        let [index, entries, neighbours] = PREFETCH_DISTANCES;
+        let [index, entries, neighbours, book] = PREFETCH_DISTANCES;
         if let Some(cmd) = upcoming.get(index) {
             self.prefetch_index(cmd);
         }
@@ -1097,6 +1105,45 @@ impl Engine {
         if let Some(cmd) = upcoming.get(neighbours) {
             self.prefetch_neighbours(cmd);
         }
+        if let Some(cmd) = upcoming.get(book) {
+            self.prefetch_book(cmd);
+        }
+    }
+
+    /// The fourth link: the book sides' arrays (the book's own state is cached by now): the
+    /// best prices a command compares with, and where a moved or new order will go.
+    fn prefetch_book(&self, cmd: &Command) {
+        let (symbol, side, price) = match *cmd {
+            Command::Move { user, order, price } => {
+                let Some(idx) = self.find_order(user, order) else {
+                    return;
+                };
+                let node = self.orders.get(idx);
+                (node.symbol as usize, node.side, Some(price))
+            }
+            Command::Place(ref p) => match p.side {
+                Some(side) => (p.symbol.0 as usize, side, p.price),
+                None => return,
+            },
+            _ => return,
+        };
+        let Some(sym) = self.symbols.get(symbol) else {
+            return;
+        };
+        sym.side(side.opposite()).prefetch_best();
+        if let Some(price) = price {
+            sym.side(side).prefetch_price(price);
+        }
+    }
+
+    /// Whether [`Engine::prefetch_ahead`] is likely to pay here: when the orders and accounts
+    /// alone outgrow what a CPU cache holds (see [`PREFETCH_PAYS_BYTES`]). Below that, nearly
+    /// every access hits the cache and prefetching is pure overhead (about 15% of the `single`
+    /// workload's throughput).
+    pub fn prefetch_pays(&self) -> bool {
+        let bytes = self.orders.live() * std::mem::size_of::<OrderNode>()
+            + self.accounts.len() * std::mem::size_of::<Account>();
+        bytes >= PREFETCH_PAYS_BYTES
     }
 
     /// The first link: the id index slots a command looks up.

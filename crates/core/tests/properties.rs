@@ -421,6 +421,27 @@ proptest! {
         check_twin(&ops, None, config)?;
     }
 
+    /// Prefetching only reads: the same stream applied with `prefetch_ahead` before every
+    /// command gives the same results, events and state as without it.
+    #[test]
+    fn prefetching_changes_nothing(ops in streams::stream(200..=300)) {
+        let mut plain = Engine::new(EngineConfig::default());
+        let mut commands = Vec::new();
+        let mut outcomes = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            let cmd = streams::command(op, &plain);
+            outcomes.push(apply(&mut plain, i as u64 + 1, &cmd));
+            commands.push(cmd);
+        }
+        let mut prefetching = Engine::new(EngineConfig::default());
+        for (i, cmd) in commands.iter().enumerate() {
+            prefetching.prefetch_ahead(&commands[i..]);
+            let outcome = apply(&mut prefetching, i as u64 + 1, cmd);
+            prop_assert_eq!(&outcome, &outcomes[i], "command #{} {:?}", i + 1, cmd);
+        }
+        prop_assert_eq!(prefetching.state_hash(), plain.state_hash());
+    }
+
     #[test]
     fn restoring_a_snapshot_mid_stream_changes_nothing(
         ops in streams::stream(200..=300),

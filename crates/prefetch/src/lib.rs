@@ -30,6 +30,21 @@ pub fn prefetch_index<T>(slice: &[T], index: usize) {
     }
 }
 
+/// [`prefetch`] of every item of `slice`.
+#[inline]
+pub fn prefetch_all<T>(slice: &[T]) {
+    let start = slice.as_ptr() as *const u8;
+    let size = core::mem::size_of_val(slice);
+    let mut offset = 0;
+    while offset < size {
+        prefetch_line(start.wrapping_add(offset));
+        offset += 64;
+    }
+    if size > 1 {
+        prefetch_line(start.wrapping_add(size - 1));
+    }
+}
+
 #[inline(always)]
 fn prefetch_line(address: *const u8) {
     #[cfg(target_arch = "x86_64")]
