@@ -115,6 +115,9 @@ pub struct Report {
     pub prefill_rss_bytes: u64,
     /// RSS growth over the whole throughput pass' engine (setup, prefill and the commands).
     pub engine_rss_bytes: u64,
+    /// Of the RSS at the end of the throughput pass, how much is on transparent huge pages (the
+    /// `rialto` binary asks for them for large blocks: crates/cli/src/huge_pages.rs).
+    pub anon_huge_bytes: u64,
     /// Heap held by the generated commands, alive during both passes.
     pub workload_bytes: u64,
     pub generate_seconds: f64,
@@ -160,6 +163,7 @@ impl Report {
             "setup_rss_bytes": self.setup_rss_bytes,
             "prefill_rss_bytes": self.prefill_rss_bytes,
             "engine_rss_bytes": self.engine_rss_bytes,
+            "anon_huge_bytes": self.anon_huge_bytes,
             "workload_bytes": self.workload_bytes,
             "generate_seconds": self.generate_seconds,
             "setup_seconds": self.setup_seconds,
@@ -223,7 +227,7 @@ impl Report {
             p.p50, p.p90, p.p99, p.p999, p.p9999, p.max, self.latency_mean_ns
         );
         s += &format!(
-            "memory:     peak RSS {:.1} MiB{}; engine {:.1} MiB (setup {:.1}, prefill {:.1}); commands held {:.1} MiB\n",
+            "memory:     peak RSS {:.1} MiB{}; engine {:.1} MiB (setup {:.1}, prefill {:.1}); commands held {:.1} MiB; on huge pages {:.1} MiB\n",
             mb(self.peak_rss_bytes),
             if self.peak_rss_reset {
                 " (after generation)"
@@ -233,7 +237,8 @@ impl Report {
             mb(self.engine_rss_bytes),
             mb(self.setup_rss_bytes),
             mb(self.prefill_rss_bytes),
-            mb(self.workload_bytes)
+            mb(self.workload_bytes),
+            mb(self.anon_huge_bytes)
         );
         s += &format!("resting:    {} at the end\n", self.resting_end);
         s
@@ -482,6 +487,7 @@ pub fn measure(
     };
     let (elapsed, counts) = throughput_pass(&mut p.engine, p.seq, &w.commands, prefetch);
     let engine_rss_bytes = mem::rss_bytes().unwrap_or(0).saturating_sub(rss_before);
+    let anon_huge_bytes = mem::anon_huge_bytes().unwrap_or(0);
     let resting_end = p.engine.resting_order_count() as u64;
     let first = (
         p.setup_seconds,
@@ -543,6 +549,7 @@ pub fn measure(
         setup_rss_bytes: first.2,
         prefill_rss_bytes: first.3,
         engine_rss_bytes,
+        anon_huge_bytes,
         workload_bytes: w.heap_bytes(),
         generate_seconds,
         setup_seconds: first.0,

@@ -12,6 +12,17 @@ pub fn status_bytes(field: &str) -> Option<u64> {
     })
 }
 
+/// Resident memory backed by transparent huge pages (`AnonHugePages` of
+/// /proc/self/smaps_rollup, Linux 4.14+).
+pub fn anon_huge_bytes() -> Option<u64> {
+    let rollup = fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    rollup.lines().find_map(|line| {
+        let rest = line.strip_prefix("AnonHugePages:")?;
+        let kb: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
+        Some(kb * 1024)
+    })
+}
+
 /// Current resident set size.
 pub fn rss_bytes() -> Option<u64> {
     status_bytes("VmRSS")

@@ -163,7 +163,13 @@ fn run_secret(args: &SecretArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+#[global_allocator]
+static ALLOCATOR: rialto_cli::huge_pages::HugePageAlloc = rialto_cli::huge_pages::HugePageAlloc;
+
 fn main() -> ExitCode {
+    if std::env::var_os("RIALTO_HUGE_PAGES").is_some_and(|v| v == "0") {
+        rialto_cli::huge_pages::set_enabled(false);
+    }
     let cli = Cli::parse();
     // The journal tools print their findings; only warnings belong beside them.
     init_logging(match cli.command {

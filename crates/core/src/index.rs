@@ -148,8 +148,8 @@ mod tests {
     /// A deliberately weak hash: half the keys share the home at the table's start, the other
     /// half one near its end (so their run wraps around into the first), and fingerprints repeat.
     fn clumpy_hash(key: u64) -> u64 {
-        let top = if key % 2 == 0 { 0xe000_0000 } else { 0 };
-        (top | key % 3) << 32 | key
+        let top = if key.is_multiple_of(2) { 0xe000_0000 } else { 0 };
+        ((top | (key % 3)) << 32) | key
     }
 
     fn is_key(keys: &[u64], key: u64) -> impl Fn(u32) -> bool + '_ {
