@@ -11,6 +11,11 @@
 pub fn prefetch<T>(value: &T) {
     let start = value as *const T as *const u8;
     let size = core::mem::size_of::<T>();
+    if size <= core::mem::align_of::<T>() && size <= 64 {
+        // An aligned value no larger than its alignment never crosses a line.
+        prefetch_line(start);
+        return;
+    }
     // Every line the value spans: one every 64 bytes, and the one holding its last byte.
     let mut offset = 0;
     while offset < size {
