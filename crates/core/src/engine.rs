@@ -1110,36 +1110,10 @@ impl Engine {
         }
     }
 
-    /// The fourth link: the book sides' arrays (the book's own state is cached by now): the
-    /// best prices a command compares with, and where a moved or new order will go.
-    fn prefetch_book(&self, cmd: &Command) {
-        let (symbol, side, price) = match *cmd {
-            Command::Move { user, order, price } => {
-                let Some(idx) = self.find_order(user, order) else {
-                    return;
-                };
-                let node = self.orders.get(idx);
-                (node.symbol as usize, node.side, Some(price))
-            }
-            Command::Place(ref p) => match p.side {
-                Some(side) => (p.symbol.0 as usize, side, p.price),
-                None => return,
-            },
-            _ => return,
-        };
-        let Some(sym) = self.symbols.get(symbol) else {
-            return;
-        };
-        sym.side(side.opposite()).prefetch_best();
-        if let Some(price) = price {
-            sym.side(side).prefetch_price(price);
-        }
-    }
-
     /// Whether [`Engine::prefetch_ahead`] is likely to pay here: when the orders and accounts
     /// alone outgrow what a CPU cache holds (see [`PREFETCH_PAYS_BYTES`]). Below that, nearly
-    /// every access hits the cache and prefetching is pure overhead (about 15% of the `single`
-    /// workload's throughput).
+    /// every access hits the cache and prefetching is pure overhead (about a third of the
+    /// `single` workload's throughput).
     pub fn prefetch_pays(&self) -> bool {
         let bytes = self.orders.live() * std::mem::size_of::<OrderNode>()
             + self.accounts.len() * std::mem::size_of::<Account>();
@@ -1201,6 +1175,32 @@ impl Engine {
         self.orders.prefetch(node.next);
         prefetch_index(&self.accounts, node.account as usize);
         prefetch_index(&self.symbols, node.symbol as usize);
+    }
+
+    /// The fourth link: the book sides' arrays (the book's own state is cached by now): the
+    /// best prices a command compares with, and where a moved or new order will go.
+    fn prefetch_book(&self, cmd: &Command) {
+        let (symbol, side, price) = match *cmd {
+            Command::Move { user, order, price } => {
+                let Some(idx) = self.find_order(user, order) else {
+                    return;
+                };
+                let node = self.orders.get(idx);
+                (node.symbol as usize, node.side, Some(price))
+            }
+            Command::Place(ref p) => match p.side {
+                Some(side) => (p.symbol.0 as usize, side, p.price),
+                None => return,
+            },
+            _ => return,
+        };
+        let Some(sym) = self.symbols.get(symbol) else {
+            return;
+        };
+        sym.side(side.opposite()).prefetch_best();
+        if let Some(price) = price {
+            sym.side(side).prefetch_price(price);
+        }
     }
 
     // ----- queries --------------------------------------------------------------------------

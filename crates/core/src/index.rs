@@ -148,7 +148,11 @@ mod tests {
     /// A deliberately weak hash: half the keys share the home at the table's start, the other
     /// half one near its end (so their run wraps around into the first), and fingerprints repeat.
     fn clumpy_hash(key: u64) -> u64 {
-        let top = if key.is_multiple_of(2) { 0xe000_0000 } else { 0 };
+        let top = if key.is_multiple_of(2) {
+            0xe000_0000
+        } else {
+            0
+        };
         ((top | (key % 3)) << 32) | key
     }
 
