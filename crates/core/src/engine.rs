@@ -359,7 +359,7 @@ impl Engine {
         if self.account_of(user).is_some() {
             return Err(Reason::DuplicateUser);
         }
-        if self.accounts.len() >= (u32::MAX - 1) as usize {
+        if self.accounts.len() >= IdIndex::MAX_ENTRIES {
             return Err(Reason::LimitExceeded);
         }
         self.account_ids
@@ -505,7 +505,8 @@ impl Engine {
 
     fn has_room_for_order(&self, account: u32) -> bool {
         self.accounts[account as usize].open_orders < self.config.max_open_orders_per_user
-            && self.orders.live() < self.config.max_resting_orders as usize
+            && self.orders.live()
+                < (self.config.max_resting_orders as usize).min(IdIndex::MAX_ENTRIES)
     }
 
     /// Whether an order on `side` at `limit` would trade with the best opposite level now.

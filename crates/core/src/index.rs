@@ -30,6 +30,10 @@ pub(crate) struct IdIndex {
 }
 
 impl IdIndex {
+    /// The most entries a table can hold (its slots are at most 2^32, at most half of them
+    /// used); the engine refuses users and orders beyond it with `limit_exceeded`.
+    pub const MAX_ENTRIES: usize = 1 << 31;
+
     /// A table that holds `capacity` entries without growing (its load stays at most a half).
     pub fn with_capacity(capacity: usize) -> IdIndex {
         let slots = capacity.saturating_mul(2).next_power_of_two();

@@ -16,15 +16,7 @@ pub fn prefetch<T>(value: &T) {
         prefetch_line(start);
         return;
     }
-    // Every line the value spans: one every 64 bytes, and the one holding its last byte.
-    let mut offset = 0;
-    while offset < size {
-        prefetch_line(start.wrapping_add(offset));
-        offset += 64;
-    }
-    if size > 1 {
-        prefetch_line(start.wrapping_add(size - 1));
-    }
+    prefetch_bytes(start, size);
 }
 
 /// [`prefetch`] of `slice[index]`, if there is one.
@@ -38,8 +30,12 @@ pub fn prefetch_index<T>(slice: &[T], index: usize) {
 /// [`prefetch`] of every item of `slice`.
 #[inline]
 pub fn prefetch_all<T>(slice: &[T]) {
-    let start = slice.as_ptr() as *const u8;
-    let size = core::mem::size_of_val(slice);
+    prefetch_bytes(slice.as_ptr() as *const u8, core::mem::size_of_val(slice));
+}
+
+/// Every line of `[start, start + size)`: one every 64 bytes, and the one holding the last byte.
+#[inline(always)]
+fn prefetch_bytes(start: *const u8, size: usize) {
     let mut offset = 0;
     while offset < size {
         prefetch_line(start.wrapping_add(offset));
