@@ -211,8 +211,8 @@ struct SortedLevels {
 const EMPTY_SLOTS_SLACK: usize = 64;
 /// How far from its place a new level looks for an empty slot to reuse.
 const HOLE_SEARCH: usize = 8;
-/// A sorted array up to this long (16 cache lines) is prefetched whole before a search.
-const PREFETCH_WHOLE_SLOTS: usize = 64;
+/// A sorted array up to this long (32 cache lines) is prefetched whole before a search.
+const PREFETCH_WHOLE_SLOTS: usize = 128;
 /// Levels better than a ladder's window tolerated before the window moves to them.
 const AHEAD_MAX_LEVELS: usize = 32;
 
