@@ -566,6 +566,14 @@ impl BookSide {
         }
     }
 
+    /// After [`Self::prefetch_best`] has arrived: starts loading the best level.
+    #[inline]
+    pub fn prefetch_best_level(&self, levels: &Levels) {
+        if let Some(level) = self.best() {
+            levels.prefetch(level);
+        }
+    }
+
     /// Non-empty levels from best to worst.
     pub fn levels_best_first<'a>(&'a self, levels: &'a Levels) -> impl Iterator<Item = u32> + 'a {
         self.ahead

@@ -60,8 +60,8 @@ impl Default for EngineConfig {
 
 /// How many commands ahead [`Engine::prefetch_ahead`] loads each link of a command's chain of
 /// cache misses (the id index; the order; its level, neighbours, account and book; the book's
-/// arrays): far enough for each link to arrive (a miss is a few hundred ns) before the next
-/// link reads it. Tuned on `rialto bench engine --workload multi --size large`, where
+/// arrays; for a new order, one link earlier, the best level it meets): far enough for each
+/// link to arrive (a miss is a few hundred ns) before the next link reads it. Tuned on `rialto bench engine --workload multi --size large`, where
 /// [12, 6, 3, 1] and [16, 10, 5, 2] did equally well and [12, 8, 4, 2] slightly worse.
 pub const PREFETCH_DISTANCES: [usize; 4] = [16, 10, 5, 2];
 
@@ -1159,42 +1159,56 @@ impl Engine {
         }
     }
 
-    /// The third link: what taking an order out of its level and settling it touches.
+    /// The third link. For an order named by the command (its node is cached by now): what
+    /// taking it out of its level and settling it touches. For a new order, whose chain is a
+    /// link shorter (its book was loaded by the second): the book sides' arrays.
     fn prefetch_neighbours(&self, cmd: &Command) {
-        let (Command::Move { user, order, .. }
-        | Command::Cancel { user, order }
-        | Command::Reduce { user, order, .. }) = *cmd
-        else {
-            return;
-        };
-        let Some(idx) = self.find_order(user, order) else {
-            return;
-        };
-        let node = self.orders.get(idx);
-        self.levels.prefetch(node.level);
-        self.orders.prefetch(node.prev);
-        self.orders.prefetch(node.next);
-        prefetch_index(&self.accounts, node.account as usize);
-        prefetch_index(&self.symbols, node.symbol as usize);
+        match *cmd {
+            Command::Move { user, order, .. }
+            | Command::Cancel { user, order }
+            | Command::Reduce { user, order, .. } => {
+                let Some(idx) = self.find_order(user, order) else {
+                    return;
+                };
+                let node = self.orders.get(idx);
+                self.levels.prefetch(node.level);
+                self.orders.prefetch(node.prev);
+                self.orders.prefetch(node.next);
+                prefetch_index(&self.accounts, node.account as usize);
+                prefetch_index(&self.symbols, node.symbol as usize);
+            }
+            Command::Place(ref p) => {
+                if let Some(side) = p.side {
+                    self.prefetch_book_arrays(p.symbol.0 as usize, side, p.price);
+                }
+            }
+            _ => {}
+        }
     }
 
-    /// The fourth link: the book sides' arrays (the book's own state is cached by now): the
-    /// best prices a command compares with, and where a moved or new order will go.
+    /// The fourth link. For a move: the book sides' arrays (the book's own state is cached by
+    /// now). For a new order: the best level it would trade with first.
     fn prefetch_book(&self, cmd: &Command) {
-        let (symbol, side, price) = match *cmd {
+        match *cmd {
             Command::Move { user, order, price } => {
                 let Some(idx) = self.find_order(user, order) else {
                     return;
                 };
                 let node = self.orders.get(idx);
-                (node.symbol as usize, node.side, Some(price))
+                self.prefetch_book_arrays(node.symbol as usize, node.side, Some(price));
             }
-            Command::Place(ref p) => match p.side {
-                Some(side) => (p.symbol.0 as usize, side, p.price),
-                None => return,
-            },
-            _ => return,
-        };
+            Command::Place(ref p) => {
+                if let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side) {
+                    sym.side(side.opposite()).prefetch_best_level(&self.levels);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// What an order on `side` at `price` reads in its book's arrays: the best opposite price it
+    /// is compared with, and where on its own side it will go.
+    fn prefetch_book_arrays(&self, symbol: usize, side: Side, price: Option<i64>) {
         let Some(sym) = self.symbols.get(symbol) else {
             return;
         };
