@@ -4,20 +4,20 @@ use std::fs;
 
 /// A `kB` field of /proc/self/status (`VmRSS`, `VmHWM`, ...) in bytes; `None` off Linux.
 pub fn status_bytes(field: &str) -> Option<u64> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    status.lines().find_map(|line| {
-        let rest = line.strip_prefix(field)?.strip_prefix(':')?;
-        let kb: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
-        Some(kb * 1024)
-    })
+    kb_field("/proc/self/status", field)
 }
 
 /// Resident memory backed by transparent huge pages (`AnonHugePages` of
 /// /proc/self/smaps_rollup, Linux 4.14+).
 pub fn anon_huge_bytes() -> Option<u64> {
-    let rollup = fs::read_to_string("/proc/self/smaps_rollup").ok()?;
-    rollup.lines().find_map(|line| {
-        let rest = line.strip_prefix("AnonHugePages:")?;
+    kb_field("/proc/self/smaps_rollup", "AnonHugePages")
+}
+
+/// The `field: N kB` line of a /proc file, in bytes.
+fn kb_field(path: &str, field: &str) -> Option<u64> {
+    let text = fs::read_to_string(path).ok()?;
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(field)?.strip_prefix(':')?;
         let kb: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
         Some(kb * 1024)
     })

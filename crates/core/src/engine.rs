@@ -61,8 +61,9 @@ impl Default for EngineConfig {
 /// How many commands ahead [`Engine::prefetch_ahead`] loads each link of a command's chain of
 /// cache misses (the id index; the order; its level, neighbours, account and book; the book's
 /// arrays; for a new order, one link earlier, the best level it meets): far enough for each
-/// link to arrive (a miss is a few hundred ns) before the next link reads it. Tuned on `rialto bench engine --workload multi --size large`, where
-/// [12, 6, 3, 1] and [16, 10, 5, 2] did equally well and [12, 8, 4, 2] slightly worse.
+/// link to arrive (a miss is a few hundred ns) before the next link reads it. Tuned on
+/// `rialto bench engine --workload multi --size large`, where [12, 6, 3, 1] and [16, 10, 5, 2]
+/// did equally well and [12, 8, 4, 2] slightly worse.
 pub const PREFETCH_DISTANCES: [usize; 4] = [16, 10, 5, 2];
 
 /// The size of the orders and accounts from which [`Engine::prefetch_pays`]: larger than the
@@ -1090,8 +1091,9 @@ impl Engine {
     ///
     /// On a venue whose state is larger than the CPU caches, a command waits on a chain of
     /// misses, each address read from the one before: the id index slot, the order, then its
-    /// level, neighbours, account and book, then the book's price index. So each command is
-    /// prefetched in four steps, one link of the chain at a time, at [`PREFETCH_DISTANCES`]
+    /// level, neighbours, account and book, then the book's price index (a new order, having
+    /// no order to look up, reaches its book's arrays a step sooner, and then the best level it
+    /// would trade with). So each command is prefetched in four steps, one link of the chain at a time, at [`PREFETCH_DISTANCES`]
     /// commands ahead. On a small venue (everything cached) it only costs time: see
     /// [`Engine::prefetch_pays`].
     #[inline]

@@ -5,7 +5,7 @@
 //! two reasons. A lookup costs one cache miss for the slot (a `HashMap` of 24-byte entries
 //! touches its control bytes and then its bucket: two), and the slot's address is known from
 //! the hash alone, so [`IdIndex::prefetch`] can start that miss commands ahead of the lookup
-//! (see [`crate::Engine::prefetch`]).
+//! (see [`crate::Engine::prefetch_ahead`]).
 //!
 //! A slot holds the top 32 bits of the key's hash (its fingerprint) and the value, an arena
 //! index. The key itself lives in the arena item, so a lookup confirms a fingerprint match with
