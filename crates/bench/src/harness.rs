@@ -314,6 +314,16 @@ pub struct PassCounts {
     pub rejected: u64,
 }
 
+/// Writes `command` to `perf record --control fifo:PATH`'s control pipe, when one is named, so
+/// that a profile holds the throughput pass alone (docs/benchmarks.md, "Reproducing").
+fn tell_perf(control: Option<&std::ffi::OsStr>, command: &str) {
+    if let Some(path) = control
+        && let Err(e) = std::fs::write(path, format!("{command}\n"))
+    {
+        eprintln!("[bench] RIALTO_PERF_CONTROL: cannot write {path:?}: {e}");
+    }
+}
+
 /// Applies `commands` without per-command timing; returns the elapsed time and counts. Never
 /// inlined, so that profilers can single it out (`valgrind --toggle-collect='*throughput_pass*'`).
 #[inline(never)]
@@ -325,6 +335,8 @@ pub fn throughput_pass(
 ) -> (Duration, PassCounts) {
     let mut sink = CountingSink::default();
     let mut rejected = 0u64;
+    let perf_control = std::env::var_os("RIALTO_PERF_CONTROL");
+    tell_perf(perf_control.as_deref(), "enable");
     let start = Instant::now();
     for (i, cmd) in commands.iter().enumerate() {
         seq += 1;
@@ -334,6 +346,7 @@ pub fn throughput_pass(
         rejected += engine.apply(seq, seq as i64, cmd, &mut sink).is_err() as u64;
     }
     let elapsed = start.elapsed();
+    tell_perf(perf_control.as_deref(), "disable");
     (
         elapsed,
         PassCounts {

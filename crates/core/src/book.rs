@@ -171,6 +171,11 @@ fn append_to_level(levels: &mut Levels, orders: &mut Orders, level_idx: u32, idx
     node.next = NIL;
 }
 
+/// `n` as a u32, saturating (for tuning values far beyond any real book).
+fn clamp_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// Takes order `idx` out of its level's FIFO; true when that emptied the level.
 #[inline]
 fn unlink_from_level(levels: &mut Levels, orders: &mut Orders, idx: u32) -> bool {
@@ -201,10 +206,12 @@ fn unlink_from_level(levels: &mut Levels, orders: &mut Orders, idx: u32) -> bool
 /// when the best empties it is popped with any empty levels behind it. When empty levels
 /// outnumber live ones, one pass compacts the array (amortised O(1) per removal).
 struct SortedLevels {
-    side: Side,
     slots: Vec<LevelSlot>,
-    /// Slots whose level has no orders.
-    empty_slots: usize,
+    /// Slots whose level has no orders (u32 keeps a [`BookSide`] within two cache lines; an
+    /// array never holds more levels than there are orders, which an `OrderNode`'s u32
+    /// indices bound).
+    empty_slots: u32,
+    side: Side,
 }
 
 /// Empty levels tolerated before a compaction is considered.
@@ -336,7 +343,8 @@ impl SortedLevels {
             levels.free(level);
         } else {
             self.empty_slots += 1;
-            if self.empty_slots > EMPTY_SLOTS_SLACK && self.empty_slots * 2 > self.slots.len() {
+            let empty = self.empty_slots as usize;
+            if empty > EMPTY_SLOTS_SLACK && empty * 2 > self.slots.len() {
                 self.compact(levels);
             }
         }
@@ -365,7 +373,7 @@ impl SortedLevels {
 
     /// Levels with orders.
     fn level_count(&self) -> usize {
-        self.slots.len() - self.empty_slots
+        self.slots.len() - self.empty_slots as usize
     }
     /// Drops every empty level from the array.
     fn compact(&mut self, levels: &mut Levels) {
@@ -390,6 +398,10 @@ impl SortedLevels {
 /// ones (an order far through the spread) in a second, short array, until there are more than
 /// [`AHEAD_MAX_LEVELS`] of them and the window moves to the touch: a lone far order and its
 /// cancel never move the window and every level in it.
+///
+/// Two cache lines, aligned to one ([`BOOK_SIDE_BYTES`]): a command on a big venue finds its
+/// book cold, and the engine prefetches the side it works on whole, not more.
+#[repr(align(64))]
 pub(crate) struct BookSide {
     side: Side,
     /// Levels better than the window (a few at most).
@@ -397,27 +409,33 @@ pub(crate) struct BookSide {
     ladder: Ladder,
     /// Levels worse than the window (all of them while the ladder is not in use).
     sorted: SortedLevels,
-    ladder_min_levels: usize,
-    ladder_cells: usize,
-    /// Levels in transit while the window moves; kept to avoid allocating each time.
-    scratch: Vec<u32>,
+    ladder_min_levels: u32,
+    ladder_cells: u32,
 }
+
+/// The size of a [`BookSide`].
+pub(crate) const BOOK_SIDE_BYTES: usize = 128;
+const _: () = assert!(std::mem::size_of::<BookSide>() == BOOK_SIDE_BYTES);
 
 /// A window of `cells.len()` consecutive prices starting at `base`.
 struct Ladder {
     base: i64,
     /// The level at each price, or NIL. Empty when the ladder is not in use.
-    cells: Vec<u32>,
+    cells: Box<[u32]>,
     /// One bit per cell: set when it holds a level.
-    occupied: Vec<u64>,
+    occupied: Box<[u64]>,
     /// Cell of the best level; meaningful when `count > 0`.
-    best: usize,
-    count: usize,
+    best: u32,
+    count: u32,
 }
 
 impl Ladder {
     fn active(&self) -> bool {
         !self.cells.is_empty()
+    }
+
+    fn best_cell(&self) -> usize {
+        self.best as usize
     }
 
     /// The price's offset from the window's start (it may lie outside the window).
@@ -440,8 +458,8 @@ impl Ladder {
     fn set(&mut self, side: Side, cell: usize, level: u32) {
         self.cells[cell] = level;
         self.occupied[cell / 64] |= 1 << (cell % 64);
-        if self.count == 0 || Self::is_better(side, cell, self.best) {
-            self.best = cell;
+        if self.count == 0 || Self::is_better(side, cell, self.best_cell()) {
+            self.best = cell as u32;
         }
         self.count += 1;
     }
@@ -450,10 +468,10 @@ impl Ladder {
         self.cells[cell] = NIL;
         self.occupied[cell / 64] &= !(1 << (cell % 64));
         self.count -= 1;
-        if self.count > 0 && cell == self.best {
+        if self.count > 0 && cell == self.best_cell() {
             self.best = self
                 .next_worse(side, cell)
-                .expect("count > 0 leaves an occupied cell");
+                .expect("count > 0 leaves an occupied cell") as u32;
         }
     }
 
@@ -485,7 +503,7 @@ impl Ladder {
 
     /// Occupied cells' levels, best first.
     fn levels_best_first(&self, side: Side) -> impl Iterator<Item = u32> + '_ {
-        let first = (self.count > 0).then_some(self.best);
+        let first = (self.count > 0).then_some(self.best_cell());
         std::iter::successors(first, move |&cell| self.next_worse(side, cell))
             .map(|cell| self.cells[cell])
     }
@@ -505,14 +523,13 @@ impl BookSide {
             sorted: SortedLevels::new(side, capacity),
             ladder: Ladder {
                 base: 0,
-                cells: Vec::new(),
-                occupied: Vec::new(),
+                cells: Box::default(),
+                occupied: Box::default(),
                 best: 0,
                 count: 0,
             },
-            ladder_min_levels: ladder_min_levels.max(1),
-            ladder_cells: ladder_cells.max(2),
-            scratch: Vec::new(),
+            ladder_min_levels: clamp_u32(ladder_min_levels.max(1)),
+            ladder_cells: clamp_u32(ladder_cells.max(2)),
         }
     }
 
@@ -522,7 +539,7 @@ impl BookSide {
         if let Some(best) = self.ahead.best() {
             Some(best)
         } else if self.ladder.count > 0 {
-            Some(self.ladder.cells[self.ladder.best])
+            Some(self.ladder.cells[self.ladder.best_cell()])
         } else {
             self.sorted.best()
         }
@@ -595,12 +612,18 @@ impl BookSide {
     }
 
     /// Appends order `idx` (whose price is set) to the back of its price level, creating the level
-    /// if needed.
-    pub fn push_back(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+    /// if needed. `scratch` holds levels in transit should the ladder's window move.
+    pub fn push_back(
+        &mut self,
+        levels: &mut Levels,
+        orders: &mut Orders,
+        scratch: &mut Vec<u32>,
+        idx: u32,
+    ) {
         if !self.ladder.active() {
             self.sorted.push_back(levels, orders, idx);
-            if self.sorted.level_count() >= self.ladder_min_levels {
-                self.start_ladder(levels);
+            if self.sorted.level_count() >= self.ladder_min_levels as usize {
+                self.start_ladder(levels, scratch);
             }
             return;
         }
@@ -609,14 +632,14 @@ impl BookSide {
             // The side is empty (an emptied window moves to the touch at once, taking in the
             // best level of the arrays): the window moves to where trading resumes.
             debug_assert!(self.sorted.best().is_none() && self.ahead.best().is_none());
-            self.centre_window(levels, price);
+            self.centre_window(levels, scratch, price);
         }
         if self.better_than_window(price) {
             self.ahead.push_back(levels, orders, idx);
             if self.ahead.level_count() > AHEAD_MAX_LEVELS {
                 // The touch has moved beyond the window for good: the window follows it.
                 let best = self.ahead.best_price().expect("levels ahead");
-                self.centre_window(levels, best);
+                self.centre_window(levels, scratch, best);
             }
             return;
         }
@@ -634,7 +657,13 @@ impl BookSide {
     }
 
     /// Takes order `idx` out of its level. The node itself stays allocated.
-    pub fn unlink(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+    pub fn unlink(
+        &mut self,
+        levels: &mut Levels,
+        orders: &mut Orders,
+        scratch: &mut Vec<u32>,
+        idx: u32,
+    ) {
         let (price, level) = (orders.get(idx).price, orders.get(idx).level);
         if self.better_than_window(price) {
             self.ahead.unlink(levels, orders, idx);
@@ -651,21 +680,21 @@ impl BookSide {
                 && let Some(best) = self.ahead.best_price().or(self.sorted.best_price())
             {
                 // The window has emptied: bring it to the touch.
-                self.centre_window(levels, best);
+                self.centre_window(levels, scratch, best);
             }
         }
     }
 
-    fn start_ladder(&mut self, levels: &mut Levels) {
+    fn start_ladder(&mut self, levels: &mut Levels, scratch: &mut Vec<u32>) {
         self.ahead.slots.reserve(AHEAD_MAX_LEVELS + 1);
-        let cells = self.ladder_cells;
-        self.ladder.cells.resize(cells, NIL);
-        self.ladder.occupied.resize(cells.div_ceil(64), 0);
+        let cells = self.ladder_cells as usize;
+        self.ladder.cells = vec![NIL; cells].into_boxed_slice();
+        self.ladder.occupied = vec![0; cells.div_ceil(64)].into_boxed_slice();
         let best = self
             .sorted
             .best_price()
             .expect("a side with levels has a best");
-        self.centre_window(levels, best);
+        self.centre_window(levels, scratch, best);
     }
 
     /// Moves the window so that `price`, the side's best, sits in its middle. The levels ahead
@@ -673,29 +702,28 @@ impl BookSide {
     /// it and better than everything in the array) onto the array's best end; the array's best
     /// levels that fall inside the new window move into the ladder. Costs O(window / 64 + levels
     /// moved).
-    fn centre_window(&mut self, levels: &mut Levels, price: i64) {
+    fn centre_window(&mut self, levels: &mut Levels, scratch: &mut Vec<u32>, price: i64) {
         // Every level ahead and in the ladder, best first (then reversed: worst first).
-        self.scratch.clear();
+        scratch.clear();
         while let Some(level) = self.ahead.pop_best(levels) {
-            self.scratch.push(level);
+            scratch.push(level);
         }
-        let mut cell = self.ladder.best;
+        let mut cell = self.ladder.best_cell();
         if self.ladder.count > 0 {
             loop {
-                self.scratch.push(self.ladder.cells[cell]);
+                scratch.push(self.ladder.cells[cell]);
                 match self.ladder.next_worse(self.side, cell) {
                     Some(next) => cell = next,
                     None => break,
                 }
             }
         }
-        self.scratch.reverse();
+        scratch.reverse();
         self.ladder.cells.fill(NIL);
         self.ladder.occupied.fill(0);
         self.ladder.count = 0;
         self.ladder.base = price.saturating_sub((self.ladder.cells.len() / 2) as i64);
-        for i in 0..self.scratch.len() {
-            let level = self.scratch[i];
+        for &level in scratch.iter() {
             let price = levels.get(level).price;
             match self.ladder.cell(price) {
                 Some(cell) => self.ladder.set(self.side, cell, level),

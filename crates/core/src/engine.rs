@@ -7,8 +7,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::hash::BuildHasher;
+use std::num::NonZeroI64;
 
-use rialto_prefetch::prefetch_index;
+use rialto_prefetch::{prefetch, prefetch_first_line, prefetch_index};
 use smallvec::SmallVec;
 
 use crate::book::{BookSide, Levels, NIL, OrderNode, Orders};
@@ -80,26 +81,131 @@ pub struct RestingOrder {
     pub remaining: i64,
 }
 
-pub(crate) struct SymbolState {
-    pub spec: SymbolSpec,
+/// A symbol's terms of trading, copied out of its spec: what orders on it are charged by.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Terms {
     pub base: CurrencyId,
     pub quote: CurrencyId,
-    pub bids: BookSide,
-    pub asks: BookSide,
+    pub base_scale: i64,
+    pub quote_scale: i64,
+    pub maker_fee: i64,
+    pub taker_fee: i64,
 }
 
+/// A symbol and its book, laid out by how hot each part is: on a big venue a command finds its
+/// symbol cold, and [`Engine::prefetch_ahead`] loads the first line and the side the command
+/// works on (three lines), not the whole (seven).
+#[repr(C, align(64))]
+pub(crate) struct SymbolState {
+    // The first line: what every command on the symbol reads.
+    pub terms: Terms,
+    /// Each side's best price (kept here, in step with the sides, so that checking whether an
+    /// order crosses does not touch the other side's lines).
+    best_bid: Option<NonZeroI64>,
+    best_ask: Option<NonZeroI64>,
+    // Two lines each (aligned to one).
+    bids: BookSide,
+    asks: BookSide,
+    // Cold.
+    pub spec: SymbolSpec,
+    /// Levels in transit while a ladder's window moves; kept to avoid allocating each time.
+    scratch: Vec<u32>,
+}
+
+const _: () = assert!(std::mem::offset_of!(SymbolState, bids) == 64);
+
 impl SymbolState {
-    fn side(&self, side: Side) -> &BookSide {
+    fn new(spec: SymbolSpec, base: CurrencyId, quote: CurrencyId, config: &EngineConfig) -> Self {
+        let side = |side| {
+            BookSide::new(
+                side,
+                config.expected_levels_per_side,
+                config.ladder_min_levels,
+                config.ladder_cells,
+            )
+        };
+        SymbolState {
+            terms: Terms {
+                base,
+                quote,
+                base_scale: spec.base_scale,
+                quote_scale: spec.quote_scale,
+                maker_fee: spec.maker_fee,
+                taker_fee: spec.taker_fee,
+            },
+            best_bid: None,
+            best_ask: None,
+            bids: side(Side::Buy),
+            asks: side(Side::Sell),
+            spec,
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn side(&self, side: Side) -> &BookSide {
         match side {
             Side::Buy => &self.bids,
             Side::Sell => &self.asks,
         }
     }
 
-    fn side_mut(&mut self, side: Side) -> &mut BookSide {
+    /// Starts loading what a command on an order of `side` reads here: the first line and that
+    /// side.
+    #[inline]
+    pub fn prefetch_side(&self, side: Side) {
+        prefetch_first_line(self);
+        prefetch(self.side(side));
+    }
+
+    /// Starts loading what a new order reads here, which may trade: the first line and both
+    /// sides.
+    #[inline]
+    pub fn prefetch_both_sides(&self) {
+        prefetch_first_line(self);
+        prefetch(&self.bids);
+        prefetch(&self.asks);
+    }
+
+    /// The best price on `side`, if any (from the first line: the side itself is not read).
+    #[inline]
+    pub fn best_price(&self, side: Side) -> Option<i64> {
         match side {
+            Side::Buy => self.best_bid,
+            Side::Sell => self.best_ask,
+        }
+        .map(NonZeroI64::get)
+    }
+
+    /// Appends order `idx` (whose price is set) to the back of its level on `side`.
+    #[inline]
+    pub fn push_back(&mut self, side: Side, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+        let book = match side {
             Side::Buy => &mut self.bids,
             Side::Sell => &mut self.asks,
+        };
+        book.push_back(levels, orders, &mut self.scratch, idx);
+        self.refresh_best(side);
+    }
+
+    /// Takes order `idx` out of its level on `side`. The node itself stays allocated.
+    #[inline]
+    pub fn unlink(&mut self, side: Side, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+        let book = match side {
+            Side::Buy => &mut self.bids,
+            Side::Sell => &mut self.asks,
+        };
+        book.unlink(levels, orders, &mut self.scratch, idx);
+        self.refresh_best(side);
+    }
+
+    /// Reads `side`'s best price again after a change (from lines the change has just used).
+    #[inline]
+    fn refresh_best(&mut self, side: Side) {
+        // Prices are > 0: zero stands for none.
+        let best = NonZeroI64::new(self.side(side).best_price().unwrap_or(0));
+        match side {
+            Side::Buy => self.best_bid = best,
+            Side::Sell => self.best_ask = best,
         }
     }
 }
@@ -215,10 +321,10 @@ pub struct Engine {
 }
 
 /// The hold of a buy of `qty` lots at `price`: `qty * (price * quote_scale + taker_fee)`.
-fn buy_hold(qty: i64, price: i64, spec: &SymbolSpec) -> Option<i64> {
+fn buy_hold(qty: i64, price: i64, terms: &Terms) -> Option<i64> {
     price
-        .checked_mul(spec.quote_scale)?
-        .checked_add(spec.taker_fee)?
+        .checked_mul(terms.quote_scale)?
+        .checked_add(terms.taker_fee)?
         .checked_mul(qty)
 }
 
@@ -235,8 +341,8 @@ fn crosses(side: Side, limit: Option<i64>, price: i64) -> bool {
 /// A sell's proceeds per lot at `price` would be negative: such a sell is refused, and an
 /// unpriced market sell stops before such a level.
 #[inline]
-fn sell_price_below_fee(price: i64, spec: &SymbolSpec) -> bool {
-    (price as i128) * (spec.quote_scale as i128) < spec.taker_fee as i128
+fn sell_price_below_fee(price: i64, terms: &Terms) -> bool {
+    (price as i128) * (terms.quote_scale as i128) < terms.taker_fee as i128
 }
 
 impl Engine {
@@ -321,22 +427,8 @@ impl Engine {
         let base = self.currency_id_or_register(spec.base);
         let quote = self.currency_id_or_register(spec.quote);
         let id = SymbolId(self.symbols.len() as u32);
-        let c = &self.config;
-        let side = |side| {
-            BookSide::new(
-                side,
-                c.expected_levels_per_side,
-                c.ladder_min_levels,
-                c.ladder_cells,
-            )
-        };
-        self.symbols.push(SymbolState {
-            spec: *spec,
-            base,
-            quote,
-            bids: side(Side::Buy),
-            asks: side(Side::Sell),
-        });
+        self.symbols
+            .push(SymbolState::new(*spec, base, quote, &self.config));
         self.symbol_ids.insert(spec.symbol, id);
         Ok(())
     }
@@ -422,7 +514,7 @@ impl Engine {
         let account = self.account_of(cmd.user).ok_or(Reason::UnknownUser)?;
         let symbol = cmd.symbol.0 as usize;
         let sym = self.symbols.get(symbol).ok_or(Reason::UnknownSymbol)?;
-        let spec = sym.spec;
+        let terms = sym.terms;
         let (Some(side), Some(order_type), Some(tif), Some(stp)) =
             (cmd.side, cmd.order_type, cmd.tif, cmd.stp)
         else {
@@ -440,7 +532,7 @@ impl Engine {
             (_, Some(price)) if price <= 0 => return Err(Reason::InvalidPrice),
             (_, price) => price,
         };
-        if side == Side::Sell && limit.is_some_and(|price| sell_price_below_fee(price, &spec)) {
+        if side == Side::Sell && limit.is_some_and(|price| sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
         if self.find_order(cmd.user, cmd.order).is_some() {
@@ -450,17 +542,17 @@ impl Engine {
             return Err(Reason::WouldTake);
         }
         let hold = match (side, limit) {
-            (Side::Buy, Some(price)) => buy_hold(cmd.qty, price, &spec).ok_or(Reason::Overflow)?,
+            (Side::Buy, Some(price)) => buy_hold(cmd.qty, price, &terms).ok_or(Reason::Overflow)?,
             (Side::Buy, None) => 0, // an unpriced market buy pays as it goes, within its funds
             (Side::Sell, _) => cmd
                 .qty
-                .checked_mul(spec.base_scale)
+                .checked_mul(terms.base_scale)
                 .ok_or(Reason::Overflow)?,
         };
         let held_currency = if side == Side::Buy {
-            sym.quote
+            sym.terms.quote
         } else {
-            sym.base
+            sym.terms.base
         };
         if hold
             > self.accounts[account as usize]
@@ -513,16 +605,15 @@ impl Engine {
     /// Whether an order on `side` at `limit` would trade with the best opposite level now.
     #[inline]
     fn crosses_best(&self, symbol: usize, side: Side, limit: Option<i64>) -> bool {
-        let opposite = self.symbols[symbol].side(side.opposite());
-        opposite
-            .best_price()
+        self.symbols[symbol]
+            .best_price(side.opposite())
             .is_some_and(|best| crosses(side, limit, best))
     }
 
     /// Walks the opposite side as the taker would, counting the liquidity it would really get.
     fn fok_fillable(&self, symbol: usize, taker: &Taker) -> bool {
         let sym = &self.symbols[symbol];
-        let spec = &sym.spec;
+        let terms = &sym.terms;
         let budget = self.market_buy_budget(sym, taker);
         let mut needed = taker.qty;
         let mut spent: i64 = 0;
@@ -531,7 +622,7 @@ impl Engine {
             .levels_best_first(&self.levels)
         {
             let level = self.levels.get(level_idx);
-            if !self.level_tradable(spec, taker, level.price) {
+            if !self.level_tradable(terms, taker, level.price) {
                 return false;
             }
             let mut idx = level.head;
@@ -546,7 +637,7 @@ impl Engine {
                 }
                 let mut qty = needed.min(maker.remaining);
                 if let Some(budget) = budget {
-                    let Some(cost) = Self::market_buy_lot_cost(spec, level.price) else {
+                    let Some(cost) = Self::market_buy_lot_cost(terms, level.price) else {
                         return false;
                     };
                     qty = qty.min((budget - spent) / cost);
@@ -568,26 +659,26 @@ impl Engine {
     fn market_buy_budget(&self, sym: &SymbolState, taker: &Taker) -> Option<i64> {
         (taker.side == Side::Buy && taker.limit.is_none()).then(|| {
             self.accounts[taker.account as usize]
-                .balance(sym.quote)
+                .balance(sym.terms.quote)
                 .available
         })
     }
 
     /// Price plus taker fee of one lot; `None` when it does not fit (no one can pay it).
-    fn market_buy_lot_cost(spec: &SymbolSpec, price: i64) -> Option<i64> {
+    fn market_buy_lot_cost(terms: &Terms, price: i64) -> Option<i64> {
         price
-            .checked_mul(spec.quote_scale)?
-            .checked_add(spec.taker_fee)
+            .checked_mul(terms.quote_scale)?
+            .checked_add(terms.taker_fee)
     }
 
     /// Whether the taker may trade at a level of this price (its limit, and an unpriced market
     /// sell's refusal of negative proceeds).
     #[inline]
-    fn level_tradable(&self, spec: &SymbolSpec, taker: &Taker, price: i64) -> bool {
+    fn level_tradable(&self, terms: &Terms, taker: &Taker, price: i64) -> bool {
         crosses(taker.side, taker.limit, price)
             && !(taker.side == Side::Sell
                 && taker.limit.is_none()
-                && sell_price_below_fee(price, spec))
+                && sell_price_below_fee(price, terms))
     }
 
     /// Matches a taker against the book, then rests or cancels its rest and settles its balances.
@@ -601,7 +692,8 @@ impl Engine {
     ) {
         let fills = self.match_taker(symbol, &taker, sink);
         let sym = &self.symbols[symbol];
-        let (spec, base, quote) = (sym.spec, sym.base, sym.quote);
+        let terms = sym.terms;
+        let (base, quote) = (terms.base, terms.quote);
         let unfilled = taker.qty - fills.filled;
         let rest_qty = if unfilled > 0 && taker.leftover.is_none() && !fills.stopped_by_stp {
             unfilled
@@ -632,19 +724,19 @@ impl Engine {
             Side::Buy => {
                 let rest_hold = match taker.limit {
                     Some(price) if rest_qty > 0 => {
-                        buy_hold(rest_qty, price, &spec).expect("checked at entry")
+                        buy_hold(rest_qty, price, &terms).expect("checked at entry")
                     }
                     _ => 0,
                 };
                 let q = account.balance_mut(quote);
                 q.available -= fills.quote + rest_hold;
                 q.held += rest_hold;
-                account.balance_mut(base).available += fills.filled * spec.base_scale;
+                account.balance_mut(base).available += fills.filled * terms.base_scale;
             }
             Side::Sell => {
                 let b = account.balance_mut(base);
-                b.available -= (fills.filled + rest_qty) * spec.base_scale;
-                b.held += rest_qty * spec.base_scale;
+                b.available -= (fills.filled + rest_qty) * terms.base_scale;
+                b.held += rest_qty * terms.base_scale;
                 account.balance_mut(quote).available += fills.quote;
             }
         }
@@ -654,11 +746,7 @@ impl Engine {
                 let n = self.orders.get_mut(idx);
                 n.remaining = rest_qty;
                 n.price = taker.limit.expect("a resting order has a price");
-                self.symbols[symbol].side_mut(taker.side).push_back(
-                    &mut self.levels,
-                    &mut self.orders,
-                    idx,
-                );
+                self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
             }
             (Some(idx), false) => self.forget_order(idx),
             (None, true) => self.rest_new(symbol, &taker, rest_qty),
@@ -668,7 +756,7 @@ impl Engine {
 
     /// The matching loop: trades while the taker crosses the best opposite level.
     fn match_taker(&mut self, symbol: usize, taker: &Taker, sink: &mut impl EventSink) -> Fills {
-        let spec = self.symbols[symbol].spec;
+        let terms = self.symbols[symbol].terms;
         let budget = self.market_buy_budget(&self.symbols[symbol], taker);
         let opposite = taker.side.opposite();
         let mut fills = Fills::default();
@@ -677,7 +765,7 @@ impl Engine {
                 break;
             };
             let level = *self.levels.get(level_idx);
-            if !self.level_tradable(&spec, taker, level.price) {
+            if !self.level_tradable(&terms, taker, level.price) {
                 break;
             }
             let maker_idx = level.head;
@@ -701,7 +789,7 @@ impl Engine {
             }
             let mut qty = (taker.qty - fills.filled).min(maker.remaining);
             if let Some(budget) = budget {
-                let Some(cost) = Self::market_buy_lot_cost(&spec, level.price) else {
+                let Some(cost) = Self::market_buy_lot_cost(&terms, level.price) else {
                     break;
                 };
                 qty = qty.min((budget - fills.quote) / cost);
@@ -711,10 +799,10 @@ impl Engine {
             }
             self.fill_maker(symbol, maker_idx, qty, taker, sink);
             fills.filled += qty;
-            let notional = level.price * qty * spec.quote_scale;
+            let notional = level.price * qty * terms.quote_scale;
             match taker.side {
-                Side::Buy => fills.quote += notional + qty * spec.taker_fee,
-                Side::Sell => fills.quote += notional - qty * spec.taker_fee,
+                Side::Buy => fills.quote += notional + qty * terms.taker_fee,
+                Side::Sell => fills.quote += notional - qty * terms.taker_fee,
             }
         }
         fills
@@ -731,23 +819,24 @@ impl Engine {
         sink: &mut impl EventSink,
     ) {
         let sym = &self.symbols[symbol];
-        let (spec, base, quote) = (sym.spec, sym.base, sym.quote);
+        let terms = sym.terms;
+        let (base, quote) = (terms.base, terms.quote);
         let maker = *self.orders.get(maker_idx);
         let price = maker.price;
         // Every product here is bounded by a hold that was computed with checked arithmetic.
-        let notional = price * qty * spec.quote_scale;
-        let maker_fee = qty * spec.maker_fee;
-        let taker_fee = qty * spec.taker_fee;
+        let notional = price * qty * terms.quote_scale;
+        let maker_fee = qty * terms.maker_fee;
+        let taker_fee = qty * terms.taker_fee;
         let account = &mut self.accounts[maker.account as usize];
         match maker.side {
             Side::Buy => {
                 let q = account.balance_mut(quote);
                 q.held -= notional + taker_fee;
                 q.available += taker_fee - maker_fee;
-                account.balance_mut(base).available += qty * spec.base_scale;
+                account.balance_mut(base).available += qty * terms.base_scale;
             }
             Side::Sell => {
-                account.balance_mut(base).held -= qty * spec.base_scale;
+                account.balance_mut(base).held -= qty * terms.base_scale;
                 account.balance_mut(quote).available += notional - maker_fee;
             }
         }
@@ -765,11 +854,7 @@ impl Engine {
             taker_fee,
         }));
         if qty == maker.remaining {
-            self.symbols[symbol].side_mut(maker.side).unlink(
-                &mut self.levels,
-                &mut self.orders,
-                maker_idx,
-            );
+            self.symbols[symbol].unlink(maker.side, &mut self.levels, &mut self.orders, maker_idx);
             self.forget_order(maker_idx);
         } else {
             self.orders.get_mut(maker_idx).remaining -= qty;
@@ -803,11 +888,7 @@ impl Engine {
         account.open_orders += 1;
         self.order_ids
             .insert(self.hash.hash_one((taker.user, taker.order)), idx);
-        self.symbols[symbol].side_mut(taker.side).push_back(
-            &mut self.levels,
-            &mut self.orders,
-            idx,
-        );
+        self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
     }
 
     /// What a resting order of these terms holds, as (currency, amount), or `None` when that
@@ -821,9 +902,9 @@ impl Engine {
     ) -> Option<(CurrencyId, i64)> {
         let sym = &self.symbols[symbol];
         match side {
-            Side::Buy => Some((sym.quote, buy_hold(remaining, price, &sym.spec)?)),
-            Side::Sell if sell_price_below_fee(price, &sym.spec) => None,
-            Side::Sell => Some((sym.base, remaining.checked_mul(sym.spec.base_scale)?)),
+            Side::Buy => Some((sym.terms.quote, buy_hold(remaining, price, &sym.terms)?)),
+            Side::Sell if sell_price_below_fee(price, &sym.terms) => None,
+            Side::Sell => Some((sym.terms.base, remaining.checked_mul(sym.terms.base_scale)?)),
         }
     }
 
@@ -879,10 +960,10 @@ impl Engine {
         let sym = &self.symbols[node.symbol as usize];
         match node.side {
             Side::Buy => (
-                sym.quote,
-                buy_hold(qty, node.price, &sym.spec).expect("held at entry"),
+                sym.terms.quote,
+                buy_hold(qty, node.price, &sym.terms).expect("held at entry"),
             ),
-            Side::Sell => (sym.base, qty * sym.spec.base_scale),
+            Side::Sell => (sym.terms.base, qty * sym.terms.base_scale),
         }
     }
 
@@ -897,9 +978,12 @@ impl Engine {
     /// Cancels the whole rest of a resting order, releasing its hold and reporting it.
     fn remove_resting(&mut self, idx: u32, reason: CancelReason, sink: &mut impl EventSink) {
         let node = *self.orders.get(idx);
-        self.symbols[node.symbol as usize]
-            .side_mut(node.side)
-            .unlink(&mut self.levels, &mut self.orders, idx);
+        self.symbols[node.symbol as usize].unlink(
+            node.side,
+            &mut self.levels,
+            &mut self.orders,
+            idx,
+        );
         self.release_hold(&node, node.remaining);
         self.forget_order(idx);
         sink.on_event(&Event::Cancelled(Cancelled {
@@ -1020,8 +1104,8 @@ impl Engine {
         let node = *self.orders.get(idx);
         let symbol = node.symbol as usize;
         let sym = &self.symbols[symbol];
-        let spec = sym.spec;
-        if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &spec)) {
+        let terms = sym.terms;
+        if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
         let crosses = self.crosses_best(symbol, node.side, Some(price));
@@ -1032,10 +1116,10 @@ impl Engine {
         // and are >= 0, so the difference fits too.
         let added_hold = match node.side {
             Side::Buy => {
-                let new_hold = buy_hold(node.remaining, price, &spec).ok_or(Reason::Overflow)?;
+                let new_hold = buy_hold(node.remaining, price, &terms).ok_or(Reason::Overflow)?;
                 let (_, old_hold) = self.resting_hold(&node, node.remaining);
                 let available = self.accounts[node.account as usize]
-                    .balance(sym.quote)
+                    .balance(sym.terms.quote)
                     .available;
                 if new_hold - old_hold > available {
                     return Err(Reason::InsufficientFunds);
@@ -1044,11 +1128,9 @@ impl Engine {
             }
             Side::Sell => 0,
         };
-        let quote = sym.quote;
+        let quote = sym.terms.quote;
 
-        self.symbols[symbol]
-            .side_mut(node.side)
-            .unlink(&mut self.levels, &mut self.orders, idx);
+        self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
         if !crosses {
             // Nothing can trade (the common case): re-price, adjust the hold, join the back of
             // the new level.
@@ -1058,11 +1140,7 @@ impl Engine {
                 balance.held += added_hold;
             }
             self.orders.get_mut(idx).price = price;
-            self.symbols[symbol].side_mut(node.side).push_back(
-                &mut self.levels,
-                &mut self.orders,
-                idx,
-            );
+            self.symbols[symbol].push_back(node.side, &mut self.levels, &mut self.orders, idx);
             return Ok(());
         }
         self.release_hold(&node, node.remaining);
@@ -1155,7 +1233,9 @@ impl Engine {
                 if let Some(account) = self.account_ids.guess(self.hash.hash_one(p.user)) {
                     prefetch_index(&self.accounts, account as usize);
                 }
-                prefetch_index(&self.symbols, p.symbol.0 as usize);
+                if let Some(sym) = self.symbols.get(p.symbol.0 as usize) {
+                    sym.prefetch_both_sides();
+                }
             }
             _ => {}
         }
@@ -1177,19 +1257,27 @@ impl Engine {
                 self.orders.prefetch(node.prev);
                 self.orders.prefetch(node.next);
                 prefetch_index(&self.accounts, node.account as usize);
-                prefetch_index(&self.symbols, node.symbol as usize);
+                if let Some(sym) = self.symbols.get(node.symbol as usize) {
+                    sym.prefetch_side(node.side);
+                }
             }
             Command::Place(ref p) => {
-                if let Some(side) = p.side {
-                    self.prefetch_book_arrays(p.symbol.0 as usize, side, p.price);
+                if let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side) {
+                    // It may trade: the opposite side's best, then (in `prefetch_book`) its
+                    // best level.
+                    sym.side(side.opposite()).prefetch_best();
+                    if let Some(price) = p.price {
+                        sym.side(side).prefetch_price(price);
+                    }
                 }
             }
             _ => {}
         }
     }
 
-    /// The fourth link. For a move: the book sides' arrays (the book's own state is cached by
-    /// now). For a new order: the best level it would trade with first.
+    /// The fourth link. For a move: where its side's arrays will put it (the book's own state is
+    /// cached by now; whether it crosses is read from the symbol's first line). For a new order:
+    /// the best level it would trade with first.
     fn prefetch_book(&self, cmd: &Command) {
         match *cmd {
             Command::Move { user, order, price } => {
@@ -1197,7 +1285,9 @@ impl Engine {
                     return;
                 };
                 let node = self.orders.get(idx);
-                self.prefetch_book_arrays(node.symbol as usize, node.side, Some(price));
+                if let Some(sym) = self.symbols.get(node.symbol as usize) {
+                    sym.side(node.side).prefetch_price(price);
+                }
             }
             Command::Place(ref p) => {
                 if let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side) {
@@ -1205,18 +1295,6 @@ impl Engine {
                 }
             }
             _ => {}
-        }
-    }
-
-    /// What an order on `side` at `price` reads in its book's arrays: the best opposite price it
-    /// is compared with, and where on its own side it will go.
-    fn prefetch_book_arrays(&self, symbol: usize, side: Side, price: Option<i64>) {
-        let Some(sym) = self.symbols.get(symbol) else {
-            return;
-        };
-        sym.side(side.opposite()).prefetch_best();
-        if let Some(price) = price {
-            sym.side(side).prefetch_price(price);
         }
     }
 

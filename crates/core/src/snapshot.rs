@@ -410,8 +410,10 @@ fn check_invariants(
     mut needs: BTreeMap<(u32, u32), i64>,
 ) -> Result<(), SnapshotError> {
     for (symbol, sym) in engine.symbols.iter().enumerate() {
-        if let (Some(bid), Some(ask)) = (sym.bids.best_price(), sym.asks.best_price())
-            && bid >= ask
+        if let (Some(bid), Some(ask)) = (
+            sym.side(Side::Buy).best_price(),
+            sym.side(Side::Sell).best_price(),
+        ) && bid >= ask
         {
             return err(format!(
                 "book {} is crossed",

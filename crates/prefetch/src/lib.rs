@@ -11,7 +11,7 @@
 pub fn prefetch<T>(value: &T) {
     let start = value as *const T as *const u8;
     let size = core::mem::size_of::<T>();
-    if size <= core::mem::align_of::<T>() && size <= 64 {
+    if size <= core::mem::align_of::<T>() && size <= LINE {
         // An aligned value no larger than its alignment never crosses a line.
         prefetch_line(start);
         return;
@@ -33,18 +33,29 @@ pub fn prefetch_all<T>(slice: &[T]) {
     prefetch_bytes(slice.as_ptr() as *const u8, core::mem::size_of_val(slice));
 }
 
-/// Every line of `[start, start + size)`: one every 64 bytes, and the one holding the last byte.
+/// [`prefetch`] of the one cache line holding the start of `value` (its hot head, when the rest
+/// of it is colder).
+#[inline(always)]
+pub fn prefetch_first_line<T>(value: &T) {
+    prefetch_line(value as *const T as *const u8);
+}
+
+/// Every line of `[start, start + size)`, each once.
 #[inline(always)]
 fn prefetch_bytes(start: *const u8, size: usize) {
-    let mut offset = 0;
-    while offset < size {
-        prefetch_line(start.wrapping_add(offset));
-        offset += 64;
+    if size == 0 {
+        return;
     }
-    if size > 1 {
-        prefetch_line(start.wrapping_add(size - 1));
+    let skip = start as usize % LINE;
+    let lines = (skip + size).div_ceil(LINE);
+    let first = start.wrapping_sub(skip);
+    for line in 0..lines {
+        prefetch_line(first.wrapping_add(line * LINE));
     }
 }
+
+/// The cache line size of the CPUs Rialto runs on.
+const LINE: usize = 64;
 
 #[inline(always)]
 fn prefetch_line(address: *const u8) {
@@ -69,6 +80,9 @@ mod tests {
         prefetch(&values[1]);
         prefetch_index(&values, 2);
         prefetch_index(&values, 99); // out of range: nothing happens
+        prefetch_all(&values);
+        prefetch_all(&values[..0]);
+        prefetch_first_line(&values);
         assert_eq!(values, [1, 2, 3]);
     }
 }
