@@ -5,7 +5,7 @@
 //! where most activity is are found, added and removed in O(1). Nothing here allocates once the
 //! arenas, arrays and ladders have reached their working size.
 
-use rialto_prefetch::{prefetch, prefetch_all};
+use rialto_prefetch::{prefetch, prefetch_all, prefetch_index};
 
 use crate::types::{OrderId, Side, Stp, UserId};
 
@@ -557,13 +557,17 @@ impl BookSide {
         }
     }
 
-    /// Starts loading what reading the best price reads (the best ends of the arrays).
+    /// Starts loading what taking out the best level reads: its ladder cell, or the best end of
+    /// its array.
     #[inline]
     pub fn prefetch_best(&self) {
         if let Some(best) = self.ahead.slots.last() {
             prefetch(best);
-        }
-        if let Some(best) = self.sorted.slots.last() {
+        } else if self.ladder.count > 0 {
+            let cell = self.ladder.best_cell();
+            prefetch_index(&self.ladder.cells, cell);
+            prefetch_index(&self.ladder.occupied, cell / 64);
+        } else if let Some(best) = self.sorted.slots.last() {
             prefetch(best);
         }
     }
@@ -580,14 +584,6 @@ impl BookSide {
             prefetch_all(&self.sorted.slots);
         } else if let Some(best) = self.sorted.slots.last() {
             prefetch(best);
-        }
-    }
-
-    /// After [`Self::prefetch_best`] has arrived: starts loading the best level.
-    #[inline]
-    pub fn prefetch_best_level(&self, levels: &Levels) {
-        if let Some(level) = self.best() {
-            levels.prefetch(level);
         }
     }
 

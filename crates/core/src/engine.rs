@@ -99,10 +99,11 @@ pub(crate) struct Terms {
 pub(crate) struct SymbolState {
     // The first line: what every command on the symbol reads.
     pub terms: Terms,
-    /// Each side's best price (kept here, in step with the sides, so that checking whether an
-    /// order crosses does not touch the other side's lines).
-    best_bid: Option<NonZeroI64>,
-    best_ask: Option<NonZeroI64>,
+    /// Each side's best price and level (NIL when none), bids first: kept here, in step with
+    /// the sides, so that checking whether an order crosses and finding the level it trades with
+    /// first do not touch the other side's lines.
+    best_prices: [Option<NonZeroI64>; 2],
+    best_levels: [u32; 2],
     // Two lines each (aligned to one).
     bids: BookSide,
     asks: BookSide,
@@ -113,6 +114,7 @@ pub(crate) struct SymbolState {
 }
 
 const _: () = assert!(std::mem::offset_of!(SymbolState, bids) == 64);
+const _: () = assert!(Side::Buy as usize == 0 && Side::Sell as usize == 1);
 
 impl SymbolState {
     fn new(spec: SymbolSpec, base: CurrencyId, quote: CurrencyId, config: &EngineConfig) -> Self {
@@ -133,8 +135,8 @@ impl SymbolState {
                 maker_fee: spec.maker_fee,
                 taker_fee: spec.taker_fee,
             },
-            best_bid: None,
-            best_ask: None,
+            best_prices: [None; 2],
+            best_levels: [NIL; 2],
             bids: side(Side::Buy),
             asks: side(Side::Sell),
             spec,
@@ -157,23 +159,17 @@ impl SymbolState {
         prefetch(self.side(side));
     }
 
-    /// Starts loading what a new order reads here, which may trade: the first line and both
-    /// sides.
-    #[inline]
-    pub fn prefetch_both_sides(&self) {
-        prefetch_first_line(self);
-        prefetch(&self.bids);
-        prefetch(&self.asks);
-    }
-
     /// The best price on `side`, if any (from the first line: the side itself is not read).
     #[inline]
     pub fn best_price(&self, side: Side) -> Option<i64> {
-        match side {
-            Side::Buy => self.best_bid,
-            Side::Sell => self.best_ask,
-        }
-        .map(NonZeroI64::get)
+        self.best_prices[side as usize].map(NonZeroI64::get)
+    }
+
+    /// The best level on `side`, if any (from the first line, as [`Self::best_price`]).
+    #[inline]
+    pub fn best_level(&self, side: Side) -> Option<u32> {
+        let level = self.best_levels[side as usize];
+        (level != NIL).then_some(level)
     }
 
     /// Appends order `idx` (whose price is set) to the back of its level on `side`.
@@ -198,15 +194,16 @@ impl SymbolState {
         self.refresh_best(side);
     }
 
-    /// Reads `side`'s best price again after a change (from lines the change has just used).
+    /// Reads `side`'s best price and level again after a change (from lines the change has just
+    /// used).
     #[inline]
     fn refresh_best(&mut self, side: Side) {
+        let book = self.side(side);
         // Prices are > 0: zero stands for none.
-        let best = NonZeroI64::new(self.side(side).best_price().unwrap_or(0));
-        match side {
-            Side::Buy => self.best_bid = best,
-            Side::Sell => self.best_ask = best,
-        }
+        let price = NonZeroI64::new(book.best_price().unwrap_or(0));
+        let level = book.best().unwrap_or(NIL);
+        self.best_prices[side as usize] = price;
+        self.best_levels[side as usize] = level;
     }
 }
 
@@ -761,7 +758,7 @@ impl Engine {
         let opposite = taker.side.opposite();
         let mut fills = Fills::default();
         while fills.filled < taker.qty {
-            let Some(level_idx) = self.symbols[symbol].side(opposite).best() else {
+            let Some(level_idx) = self.symbols[symbol].best_level(opposite) else {
                 break;
             };
             let level = *self.levels.get(level_idx);
@@ -1201,7 +1198,8 @@ impl Engine {
         bytes >= PREFETCH_PAYS_BYTES
     }
 
-    /// The first link: the id index slots a command looks up.
+    /// The first link: the id index slots a command looks up, and a new order's book (whose
+    /// address the command gives: its chain starts a link further on).
     fn prefetch_index(&self, cmd: &Command) {
         match *cmd {
             Command::Move { user, order, .. }
@@ -1213,13 +1211,16 @@ impl Engine {
                 self.order_ids
                     .prefetch(self.hash.hash_one((p.user, p.order)));
                 self.account_ids.prefetch(self.hash.hash_one(p.user));
+                if let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side) {
+                    sym.prefetch_side(side);
+                }
             }
             _ => {}
         }
     }
 
-    /// The second link: the order named (its slot is cached by now), or a new order's account
-    /// and book.
+    /// The second link: the order named (its slot is cached by now); or a new order's account,
+    /// where it would rest, and, should it trade, the other side and the best level there.
     fn prefetch_entries(&self, cmd: &Command) {
         match *cmd {
             Command::Move { user, order, .. }
@@ -1233,8 +1234,16 @@ impl Engine {
                 if let Some(account) = self.account_ids.guess(self.hash.hash_one(p.user)) {
                     prefetch_index(&self.accounts, account as usize);
                 }
-                if let Some(sym) = self.symbols.get(p.symbol.0 as usize) {
-                    sym.prefetch_both_sides();
+                let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side)
+                else {
+                    return;
+                };
+                if let Some(price) = p.price {
+                    sym.side(side).prefetch_price(price);
+                }
+                if let Some(level) = self.level_taken(sym, side, p.price) {
+                    prefetch(sym.side(side.opposite()));
+                    self.levels.prefetch(level);
                 }
             }
             _ => {}
@@ -1242,8 +1251,8 @@ impl Engine {
     }
 
     /// The third link. For an order named by the command (its node is cached by now): what
-    /// taking it out of its level and settling it touches. For a new order, whose chain is a
-    /// link shorter (its book was loaded by the second): the book sides' arrays.
+    /// taking it out of its level and settling it touches. For a new order that trades: the
+    /// first order it meets, and the other side's best ends (where an emptied level goes).
     fn prefetch_neighbours(&self, cmd: &Command) {
         match *cmd {
             Command::Move { user, order, .. }
@@ -1262,13 +1271,11 @@ impl Engine {
                 }
             }
             Command::Place(ref p) => {
-                if let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side) {
-                    // It may trade: the opposite side's best, then (in `prefetch_book`) its
-                    // best level.
+                if let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side)
+                    && let Some(level) = self.level_taken(sym, side, p.price)
+                {
+                    self.orders.prefetch(self.levels.get(level).head);
                     sym.side(side.opposite()).prefetch_best();
-                    if let Some(price) = p.price {
-                        sym.side(side).prefetch_price(price);
-                    }
                 }
             }
             _ => {}
@@ -1276,8 +1283,8 @@ impl Engine {
     }
 
     /// The fourth link. For a move: where its side's arrays will put it (the book's own state is
-    /// cached by now; whether it crosses is read from the symbol's first line). For a new order:
-    /// the best level it would trade with first.
+    /// cached by now), and should it trade, the other side and the best level there. For a new
+    /// order that trades: the account of the first order it meets.
     fn prefetch_book(&self, cmd: &Command) {
         match *cmd {
             Command::Move { user, order, price } => {
@@ -1285,17 +1292,35 @@ impl Engine {
                     return;
                 };
                 let node = self.orders.get(idx);
-                if let Some(sym) = self.symbols.get(node.symbol as usize) {
-                    sym.side(node.side).prefetch_price(price);
+                let Some(sym) = self.symbols.get(node.symbol as usize) else {
+                    return;
+                };
+                sym.side(node.side).prefetch_price(price);
+                if let Some(level) = self.level_taken(sym, node.side, Some(price)) {
+                    prefetch(sym.side(node.side.opposite()));
+                    self.levels.prefetch(level);
                 }
             }
             Command::Place(ref p) => {
-                if let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side) {
-                    sym.side(side.opposite()).prefetch_best_level(&self.levels);
+                if let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side)
+                    && let Some(level) = self.level_taken(sym, side, p.price)
+                {
+                    let maker = self.orders.get(self.levels.get(level).head);
+                    prefetch_index(&self.accounts, maker.account as usize);
                 }
             }
             _ => {}
         }
+    }
+
+    /// The level an order on `side` at `price` (`None`: at any price) would trade with first,
+    /// if it would trade now: read from its book's first line (cached by the first links), as a
+    /// guess for prefetching only.
+    fn level_taken(&self, sym: &SymbolState, side: Side, price: Option<i64>) -> Option<u32> {
+        let best = sym.best_price(side.opposite())?;
+        crosses(side, price, best)
+            .then(|| sym.best_level(side.opposite()))
+            .flatten()
     }
 
     // ----- queries --------------------------------------------------------------------------
