@@ -40,6 +40,10 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 const DRAIN_WAIT: Duration = Duration::from_millis(500);
 /// How often slow-moving limits (the login deadline) are checked.
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
+/// The longest users' fills and cancellations wait to be handed to the web side together,
+/// and how many may wait.
+const WEB_MESSAGES_WAIT: Duration = Duration::from_millis(1);
+const WEB_MESSAGES_MAX: usize = 1024;
 
 pub struct GatewayConfig {
     pub io: WaitStrategy,
@@ -106,6 +110,9 @@ pub struct Gateway {
     /// The web side's way in, and its request that found the pipeline full.
     web: Option<Arc<WebBridge>>,
     web_waiting: Option<Request>,
+    /// Users' fills and cancellations for the web side, and when it was last handed some.
+    web_messages: Vec<(UserId, ServerMsg)>,
+    web_messages_sent: Instant,
     metrics: Arc<Metrics>,
     /// Replies routed, for sampling round trips.
     replies: u64,
@@ -158,6 +165,8 @@ impl Gateway {
             fix,
             web,
             web_waiting: None,
+            web_messages: Vec::new(),
+            web_messages_sent: Instant::now(),
             metrics,
             replies: 0,
             dirty: Vec::new(),
@@ -201,6 +210,7 @@ impl Gateway {
                     Some(Duration::ZERO)
                 }
                 Some(Wait::Sleep) => {
+                    self.send_web_messages(true);
                     self.bell.set_sleeping(true);
                     // A paused session waits for room in the inbound ring, and a closing one
                     // for its deadline, which nobody announces: look again soon.
@@ -267,6 +277,7 @@ impl Gateway {
                 fix.flush(self.poll.registry());
             }
             self.flush_dirty();
+            self.send_web_messages(false);
             self.sweep_closing();
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
@@ -322,6 +333,7 @@ impl Gateway {
         for id in ids {
             self.close(id);
         }
+        self.send_web_messages(true);
         if let Some(web) = &self.web {
             web.close();
         }
@@ -477,7 +489,7 @@ impl Gateway {
                         web.deliver_reply(id, msg);
                         continue;
                     }
-                    Target::User(user) => web.deliver_user_message(user, &msg),
+                    Target::User(user) => self.web_messages.push((user, msg.clone())),
                     Target::Session(_) => {}
                 }
             }
@@ -504,6 +516,21 @@ impl Gateway {
             }
         }
         n
+    }
+
+    /// Hands the gathered fills and cancellations to the web side once they have waited long
+    /// enough or are many (or now, when `now`).
+    fn send_web_messages(&mut self, now: bool) {
+        let (Some(web), false) = (&self.web, self.web_messages.is_empty()) else {
+            return;
+        };
+        if now
+            || self.web_messages.len() >= WEB_MESSAGES_MAX
+            || self.web_messages_sent.elapsed() >= WEB_MESSAGES_WAIT
+        {
+            web.deliver_user_messages(std::mem::take(&mut self.web_messages));
+            self.web_messages_sent = Instant::now();
+        }
     }
 
     /// Appends one frame to a session's output; a session too slow to keep up is closed.

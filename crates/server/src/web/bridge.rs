@@ -3,7 +3,8 @@
 //! A web request takes a session id of its own, waits for its one reply on a oneshot channel,
 //! and travels through a lock-free queue that the gateway drains into the pipeline each turn.
 //! The gateway hands back the replies to web sessions, and every fill and cancellation of any
-//! user (whatever gateway the order came from), for order histories and private streams.
+//! user (whatever gateway the order came from), for order histories and private streams,
+//! gathered for up to a millisecond.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,12 +43,15 @@ pub struct WebBridge {
     gateway_bell: OnceLock<Arc<Bell>>,
     next_session: AtomicU64,
     pending: Mutex<HashMap<SessionId, oneshot::Sender<ServerMsg>>>,
-    /// Fills and cancellations for users, in pipeline order.
-    user_messages: mpsc::UnboundedSender<(UserId, ServerMsg)>,
+    /// Fills and cancellations for users, in pipeline order, a few at a time.
+    user_messages: mpsc::UnboundedSender<Vec<(UserId, ServerMsg)>>,
 }
 
 impl WebBridge {
-    pub fn new() -> (Arc<WebBridge>, mpsc::UnboundedReceiver<(UserId, ServerMsg)>) {
+    pub fn new() -> (
+        Arc<WebBridge>,
+        mpsc::UnboundedReceiver<Vec<(UserId, ServerMsg)>>,
+    ) {
         let (user_messages, receiver) = mpsc::unbounded_channel();
         let bridge = Arc::new(WebBridge {
             requests: ArrayQueue::new(QUEUE_CAPACITY),
@@ -120,9 +124,11 @@ impl WebBridge {
         }
     }
 
-    /// A fill or cancellation of one of `user`'s orders.
-    pub fn deliver_user_message(&self, user: UserId, msg: &ServerMsg) {
-        let _ = self.user_messages.send((user, msg.clone()));
+    /// Fills and cancellations of users' orders, in pipeline order. The gateway gathers them
+    /// and sends a few at a time: each send may wake a web thread, which is a system call on
+    /// the gateway's thread.
+    pub fn deliver_user_messages(&self, messages: Vec<(UserId, ServerMsg)>) {
+        let _ = self.user_messages.send(messages);
     }
 
     /// The gateway is gone: every waiting caller learns it.

@@ -75,47 +75,57 @@ impl Histories {
 }
 
 /// Receives fills and cancellations from the gateway, in order.
-pub async fn run(state: Arc<AppState>, mut messages: mpsc::UnboundedReceiver<(UserId, ServerMsg)>) {
-    while let Some((user, msg)) = messages.recv().await {
-        let name = |symbol| {
-            state
-                .md
-                .feed()
-                .symbol(symbol)
-                .map_or_else(|| "?".to_string(), |s| s.spec.symbol.as_str().to_string())
-        };
-        let event = match msg {
-            ServerMsg::Trade {
-                seq,
-                ts_ns,
-                order,
-                symbol,
-                side,
-                price,
-                qty,
-                fee,
-                liquidity,
-            } => {
-                json!({"type": "fill", "order": order, "symbol": name(symbol), "side": side.as_str(),
-                "price": price, "qty": qty, "fee": fee, "liquidity": liquidity.as_str(), "seq": seq, "ts_ns": ts_ns})
-            }
-            ServerMsg::Cancelled {
-                seq,
-                ts_ns,
-                order,
-                symbol,
-                side,
-                qty,
-                reason,
-            } => {
-                json!({"type": "cancelled", "order": order, "symbol": name(symbol), "side": side.as_str(),
-                "qty": qty, "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns})
-            }
-            _ => continue,
-        };
-        state.history.record(user, event);
-        refresh_balances(&state, user);
+pub async fn run(
+    state: Arc<AppState>,
+    mut batches: mpsc::UnboundedReceiver<Vec<(UserId, ServerMsg)>>,
+) {
+    while let Some(batch) = batches.recv().await {
+        for (user, msg) in batch {
+            record(&state, user, msg);
+        }
     }
+}
+
+/// Adds one fill or cancellation to its user's history and stream.
+fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
+    let name = |symbol| {
+        state
+            .md
+            .feed()
+            .symbol(symbol)
+            .map_or_else(|| "?".to_string(), |s| s.spec.symbol.as_str().to_string())
+    };
+    let event = match msg {
+        ServerMsg::Trade {
+            seq,
+            ts_ns,
+            order,
+            symbol,
+            side,
+            price,
+            qty,
+            fee,
+            liquidity,
+        } => {
+            json!({"type": "fill", "order": order, "symbol": name(symbol), "side": side.as_str(),
+            "price": price, "qty": qty, "fee": fee, "liquidity": liquidity.as_str(), "seq": seq, "ts_ns": ts_ns})
+        }
+        ServerMsg::Cancelled {
+            seq,
+            ts_ns,
+            order,
+            symbol,
+            side,
+            qty,
+            reason,
+        } => {
+            json!({"type": "cancelled", "order": order, "symbol": name(symbol), "side": side.as_str(),
+            "qty": qty, "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns})
+        }
+        _ => return,
+    };
+    state.history.record(user, event);
+    refresh_balances(state, user);
 }
 
 /// Sends the user's balances to their stream, if anyone listens; one fetch at a time per user.

@@ -144,7 +144,7 @@ pub struct WebParts {
     pub credentials: Arc<Credentials>,
     pub admin_secret: String,
     pub bridge: Arc<WebBridge>,
-    pub user_messages: mpsc::UnboundedReceiver<(UserId, rialto_wire::ServerMsg)>,
+    pub user_messages: mpsc::UnboundedReceiver<Vec<(UserId, rialto_wire::ServerMsg)>>,
     pub md: Arc<MarketData>,
     pub metrics: Arc<crate::metrics::Metrics>,
 }
