@@ -80,6 +80,9 @@ struct Session {
     output_pos: usize,
     /// The socket may hold unread bytes (edge-triggered readiness).
     readable: bool,
+    /// The peer has shut down its side: read until the end of the stream, short reads or not
+    /// (no further event announces an end that waits behind bytes already reported).
+    read_closed: bool,
     /// A request is waiting for room in the inbound ring.
     paused: bool,
     /// Close once the replies in flight are out; read nothing more.
@@ -253,11 +256,14 @@ impl Gateway {
                             if readable {
                                 s.readable = true;
                             }
+                            if event.is_read_closed() {
+                                s.read_closed = true;
+                            }
                             if event.is_writable() && s.output_pos < s.output.len() {
                                 self.dirty.push(t as SessionId);
                             }
                         } else if let Some(fix) = &mut self.fix {
-                            fix.on_event(t as SessionId, readable, event.is_writable());
+                            fix.on_event(t as SessionId, event);
                         }
                     }
                 }
@@ -437,6 +443,7 @@ impl Gateway {
                     output: Vec::with_capacity(4096),
                     output_pos: 0,
                     readable: true,
+                    read_closed: false,
                     paused: false,
                     closing: false,
                     closing_since: None,
@@ -663,7 +670,12 @@ impl Gateway {
                 &mut s.input_start,
                 &mut s.input_end,
             ) {
-                Filled::Bytes => {}
+                Filled::Bytes { drained } => {
+                    // Saves the read that would only find the socket empty.
+                    if drained && !s.read_closed {
+                        s.readable = false;
+                    }
+                }
                 // A full buffer of whole frames is decoded above first.
                 Filled::Full => return frames,
                 Filled::Eof => {

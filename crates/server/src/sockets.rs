@@ -45,8 +45,10 @@ impl TokenBucket {
 /// What one attempt to read more input found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Filled {
-    /// New bytes are in the buffer.
-    Bytes,
+    /// New bytes are in the buffer. `drained`: the read took less than it could, so the
+    /// socket held no more (epoll(7): for a stream socket a short read means its input is
+    /// exhausted, and further bytes bring a new edge-triggered event).
+    Bytes { drained: bool },
     /// The peer closed its side.
     Eof,
     /// Nothing more to read for now.
@@ -76,8 +78,9 @@ pub fn fill(
         match stream.read(&mut input[*end..]) {
             Ok(0) => return Filled::Eof,
             Ok(n) => {
+                let drained = n < input.len() - *end;
                 *end += n;
-                return Filled::Bytes;
+                return Filled::Bytes { drained };
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Filled::WouldBlock,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -98,6 +98,8 @@ struct Conn {
     output_pos: usize,
     slot: Option<usize>,
     readable: bool,
+    /// The peer has shut down its side: read to the end of the stream, short reads or not.
+    read_closed: bool,
     /// Waiting for room in the inbound ring.
     paused: bool,
     /// Close once the output is written.
@@ -239,6 +241,7 @@ impl FixGateway {
                     output_pos: 0,
                     slot: None,
                     readable: true,
+                    read_closed: false,
                     paused: false,
                     closing: false,
                     opened: Instant::now(),
@@ -248,11 +251,15 @@ impl FixGateway {
         }
     }
 
-    pub fn on_event(&mut self, id: SessionId, readable: bool, writable: bool) {
+    pub fn on_event(&mut self, id: SessionId, event: &mio::event::Event) {
         if let Some(c) = self.conns.get_mut(&id) {
-            if readable {
+            if event.is_readable() || event.is_read_closed() {
                 c.readable = true;
             }
+            if event.is_read_closed() {
+                c.read_closed = true;
+            }
+            let writable = event.is_writable();
             if writable && c.output_pos < c.output.len() {
                 self.dirty.push(id);
             }
@@ -346,7 +353,12 @@ impl FixGateway {
                 &mut conn.input_start,
                 &mut conn.input_end,
             ) {
-                Filled::Bytes => {}
+                Filled::Bytes { drained } => {
+                    // A short read found the socket empty: wait for the next event.
+                    if drained && !conn.read_closed {
+                        conn.readable = false;
+                    }
+                }
                 Filled::WouldBlock => {
                     conn.readable = false;
                     return handled;
