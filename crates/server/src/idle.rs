@@ -175,9 +175,10 @@ mod tests {
         let mut idler = Idler::new(WaitStrategy::Backoff);
         assert_eq!(idler.next(1), None);
         assert_eq!(idler.next(0), Some(Wait::Spin));
-        std::thread::sleep(SPIN);
+        // Idle for longer (set, not slept: a busy machine may oversleep any real pause).
+        idler.idle_since = Instant::now().checked_sub(SPIN);
         assert_eq!(idler.next(0), Some(Wait::Yield));
-        std::thread::sleep(YIELD);
+        idler.idle_since = Instant::now().checked_sub(YIELD);
         assert_eq!(idler.next(0), Some(Wait::Sleep));
         assert_eq!(idler.next(3), None);
         assert_eq!(idler.next(0), Some(Wait::Spin));
