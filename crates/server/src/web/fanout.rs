@@ -73,7 +73,7 @@ struct SymbolRound {
 pub async fn run(state: Arc<AppState>, mut batches: broadcast::Receiver<Arc<Batch>>) {
     let mut rounds: BTreeMap<SymbolId, SymbolRound> = BTreeMap::new();
     loop {
-        // Wait for one batch, then take whatever else has arrived within a tick.
+        // Idle: wait for a batch.
         let mut oldest_ts = match batches.recv().await {
             Ok(batch) => {
                 collect(&mut rounds, &batch);
@@ -86,20 +86,34 @@ pub async fn run(state: Arc<AppState>, mut batches: broadcast::Receiver<Arc<Batc
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };
-        tokio::time::sleep(TICK).await;
+        // Busy: take whatever arrived once a tick, until a tick brings nothing. Batches are
+        // not awaited one by one: each wake-up would cost the market data thread a system
+        // call and wake a web thread on a machine busy with the engine.
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + TICK, TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            match batches.try_recv() {
-                Ok(batch) => {
-                    collect(&mut rounds, &batch);
-                    oldest_ts = oldest_ts.min(batch.ts_ns);
+            tick.tick().await;
+            loop {
+                match batches.try_recv() {
+                    Ok(batch) => {
+                        oldest_ts = match rounds.is_empty() {
+                            true => batch.ts_ns,
+                            false => oldest_ts.min(batch.ts_ns),
+                        };
+                        collect(&mut rounds, &batch);
+                    }
+                    Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                        tracing::warn!(batches = n, "WebSocket fan-out fell behind the feed");
+                    }
+                    Err(broadcast::error::TryRecvError::Closed) => return,
+                    Err(broadcast::error::TryRecvError::Empty) => break,
                 }
-                Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                    tracing::warn!(batches = n, "WebSocket fan-out fell behind the feed");
-                }
-                Err(_) => break,
             }
+            if rounds.is_empty() {
+                break; // a quiet tick: back to waiting
+            }
+            publish(&state, &mut rounds, oldest_ts);
         }
-        publish(&state, &mut rounds, oldest_ts);
     }
 }
 

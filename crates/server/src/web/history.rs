@@ -3,12 +3,14 @@
 //! Fills and cancellations come from the gateway for every user, whichever gateway the order
 //! came through; acceptances and rejections are those of commands sent over REST and
 //! WebSocket. Kept in memory only: the last [`HISTORY_LEN`] per user since the server started.
+//! Fills and cancellations are kept as they came (every user's, at the engine's pace) and
+//! written as JSON only when someone reads the history or follows the user's stream.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use axum::extract::ws::Utf8Bytes;
-use rialto_core::UserId;
+use rialto_core::{SymbolId, UserId};
 use rialto_wire::ServerMsg;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -18,9 +20,17 @@ use super::AppState;
 pub const HISTORY_LEN: usize = 1000;
 const STREAM_BACKLOG: usize = 1024;
 
+/// One entry of a user's history.
+enum Entry {
+    /// A fill or cancellation, as the gateway handed it over.
+    Message(ServerMsg),
+    /// An event already in its JSON form (an object with a `type`).
+    Json(Value),
+}
+
 #[derive(Default)]
 pub struct Histories {
-    events: Mutex<HashMap<UserId, VecDeque<Value>>>,
+    events: Mutex<HashMap<UserId, VecDeque<Entry>>>,
     streams: Mutex<HashMap<UserId, broadcast::Sender<Utf8Bytes>>>,
     /// Users whose balances are being fetched for their stream.
     refreshing: Mutex<HashSet<UserId>>,
@@ -29,25 +39,44 @@ pub struct Histories {
 impl Histories {
     /// Records an event (an object with a `type`) and sends it to the user's stream.
     pub fn record(&self, user: UserId, event: Value) {
+        self.stream_event(user, &event);
+        self.push(user, Entry::Json(event));
+    }
+
+    fn stream_event(&self, user: UserId, event: &Value) {
         if let Some(tx) = self.stream(user) {
             let mut message = event.clone();
             message["ch"] = json!("user");
             let _ = tx.send(Utf8Bytes::from(message.to_string()));
         }
+    }
+
+    fn push(&self, user: UserId, entry: Entry) {
         let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
         let list = events.entry(user).or_default();
         if list.len() == HISTORY_LEN {
             list.pop_front();
         }
-        list.push_back(event);
+        list.push_back(entry);
     }
 
-    /// The last `limit` events, oldest first.
-    pub fn recent(&self, user: UserId, limit: usize) -> Vec<Value> {
+    /// The last `limit` events, oldest first; `name` gives a symbol's name.
+    pub fn recent(
+        &self,
+        user: UserId,
+        limit: usize,
+        name: impl Fn(SymbolId) -> String,
+    ) -> Vec<Value> {
         let events = self.events.lock().unwrap_or_else(|e| e.into_inner());
         events.get(&user).map_or_else(Vec::new, |list| {
             let skip = list.len().saturating_sub(limit);
-            list.iter().skip(skip).cloned().collect()
+            list.iter()
+                .skip(skip)
+                .filter_map(|entry| match entry {
+                    Entry::Message(msg) => message_json(msg, &name),
+                    Entry::Json(event) => Some(event.clone()),
+                })
+                .collect()
         })
     }
 
@@ -88,14 +117,30 @@ pub async fn run(
 
 /// Adds one fill or cancellation to its user's history and stream.
 fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
-    let name = |symbol| {
-        state
-            .md
-            .feed()
-            .symbol(symbol)
-            .map_or_else(|| "?".to_string(), |s| s.spec.symbol.as_str().to_string())
-    };
-    let event = match msg {
+    if !matches!(msg, ServerMsg::Trade { .. } | ServerMsg::Cancelled { .. }) {
+        return;
+    }
+    if state.history.stream(user).is_some()
+        && let Some(event) = message_json(&msg, &|symbol| symbol_name(state, symbol))
+    {
+        state.history.stream_event(user, &event);
+        refresh_balances(state, user);
+    }
+    state.history.push(user, Entry::Message(msg));
+}
+
+/// A symbol's name as the feed knows it (`?` for none).
+pub fn symbol_name(state: &AppState, symbol: SymbolId) -> String {
+    state
+        .md
+        .feed()
+        .symbol(symbol)
+        .map_or_else(|| "?".to_string(), |s| s.spec.symbol.as_str().to_string())
+}
+
+/// A fill or cancellation as a history event (None for other messages).
+fn message_json(msg: &ServerMsg, name: &impl Fn(SymbolId) -> String) -> Option<Value> {
+    Some(match *msg {
         ServerMsg::Trade {
             seq,
             ts_ns,
@@ -122,10 +167,8 @@ fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
             json!({"type": "cancelled", "order": order, "symbol": name(symbol), "side": side.as_str(),
             "qty": qty, "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns})
         }
-        _ => return,
-    };
-    state.history.record(user, event);
-    refresh_balances(state, user);
+        _ => return None,
+    })
 }
 
 /// Sends the user's balances to their stream, if anyone listens; one fetch at a time per user.

@@ -310,7 +310,8 @@ async fn balances(State(state): Shared, Trader(user, _): Trader) -> ApiResult {
 
 async fn history(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
     let limit = query_number(&uri, "limit", 100, super::history::HISTORY_LEN)?;
-    Ok(Json(Value::Array(state.history.recent(user, limit))))
+    let name = |symbol| super::history::symbol_name(&state, symbol);
+    Ok(Json(Value::Array(state.history.recent(user, limit, name))))
 }
 
 // ----- admin ----------------------------------------------------------------------------------
