@@ -8,6 +8,11 @@
 #   scripts/bench-serve.sh batch                       # rates 10k,50k,100k,200k
 #   scripts/bench-serve.sh fsync "10000,50000,100000"
 #   scripts/bench-serve.sh batch "100000" --io spin     # extra flags go to `rialto serve`
+#   GATEWAY_CPU=1 scripts/bench-serve.sh batch 100000   # the gateway thread alone on CPU 1
+#
+# With GATEWAY_CPU=N the server runs with `pipeline.gateway_cpu = N`, and the load generator
+# runs on CPU LOADGEN_CPU (default 0), the server's other threads beside it; the floor's echo
+# thread runs on CPU N, so that the floor crosses the same two CPUs.
 set -euo pipefail
 
 durability="${1:-batch}"
@@ -19,13 +24,19 @@ bin=target/release/rialto
 data="$(mktemp -d)"
 trap 'kill "$server" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$data"' EXIT
 
+pin_serve=() pin_loadgen=()
+if [ -n "${GATEWAY_CPU:-}" ]; then
+  pin_serve=(--set "pipeline.gateway_cpu=$GATEWAY_CPU")
+  pin_loadgen=(--cpu "${LOADGEN_CPU:-0}" --floor-echo-cpu "$GATEWAY_CPU")
+fi
 "$bin" serve --data "$data" --listen 127.0.0.1:19300 --admin-listen 127.0.0.1:19301 \
-  --durability "$durability" "$@" >/dev/null 2>"$data.log" &
+  --durability "$durability" "${pin_serve[@]}" "$@" >/dev/null 2>"$data.log" &
 server=$!
 for _ in $(seq 100); do
   [ -f "$data/venue.key" ] && (exec 3<>/dev/tcp/127.0.0.1/19300) 2>/dev/null && break
   sleep 0.1
 done
-echo "rialto serve --durability $durability $*; $(nproc) cores; $(date -u +%FT%TZ)"
+echo "rialto serve --durability $durability ${pin_serve[*]} $*; $(nproc) cores; $(date -u +%FT%TZ)"
 "$bin" loadgen --addr 127.0.0.1:19300 --admin-addr 127.0.0.1:19301 --data "$data" \
-  --rates "$rates" --seconds 5 --warmup-seconds 1 --floor-round-trips 50000 2>/dev/null
+  --rates "$rates" --seconds 5 --warmup-seconds 1 --floor-round-trips 50000 "${pin_loadgen[@]}" \
+  2>/dev/null

@@ -271,7 +271,7 @@ pub fn run(args: &FixLoadgenArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.rates.iter().all(|&r| r > 0), "rates must be positive");
     let mut rows = Vec::new();
     if args.floor_round_trips > 0 {
-        rows.push(measure_floor(IoMode::Spin, args.floor_round_trips)?);
+        rows.push(measure_floor(IoMode::Spin, args.floor_round_trips, None)?);
         if !args.json {
             eprintln!("{}", table(&rows).trim_end());
         }

@@ -63,6 +63,14 @@ pub struct LoadgenArgs {
     /// Most live orders per connection; beyond it new orders are replaced by cancels
     #[arg(long, default_value_t = 200)]
     pub max_live_orders: usize,
+    /// Pin the load generator (and the floor's client) to this CPU
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Pin the floor's echo thread, which stands in for the server, to this CPU (give the one
+    /// the server's `pipeline.gateway_cpu` names, so that the floor is measured across the
+    /// same two CPUs as Rialto)
+    #[arg(long)]
+    pub floor_echo_cpu: Option<usize>,
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
@@ -162,10 +170,19 @@ pub fn histogram() -> Histogram<u64> {
 // ----- the floor -----------------------------------------------------------------------------
 
 /// A bare 64-byte ping-pong over loopback: an echo thread and a client, both in `mode`.
-pub fn measure_floor(mode: IoMode, round_trips: u64) -> anyhow::Result<Row> {
+pub fn measure_floor(
+    mode: IoMode,
+    round_trips: u64,
+    echo_cpu: Option<usize>,
+) -> anyhow::Result<Row> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let echo = std::thread::spawn(move || -> io::Result<()> {
+        if let Some(cpu) = echo_cpu
+            && let Err(e) = rialto_server::affinity::pin(cpu)
+        {
+            eprintln!("the floor's echo thread runs unpinned: {e:#}");
+        }
         let (mut s, _) = listener.accept()?;
         s.set_nodelay(true)?;
         s.set_nonblocking(mode == IoMode::Spin)?;
@@ -609,9 +626,16 @@ fn run_rate(
 pub fn run(args: &LoadgenArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.connections >= 1, "--connections must be at least 1");
     anyhow::ensure!(args.rates.iter().all(|&r| r > 0), "rates must be positive");
+    if let Some(cpu) = args.cpu {
+        rialto_server::affinity::pin(cpu)?;
+    }
     let mut rows = Vec::new();
     if args.floor_round_trips > 0 {
-        rows.push(measure_floor(args.io, args.floor_round_trips)?);
+        rows.push(measure_floor(
+            args.io,
+            args.floor_round_trips,
+            args.floor_echo_cpu,
+        )?);
         if !args.json {
             eprintln!("{}", table(&rows).trim_end());
         }

@@ -87,6 +87,9 @@ pub struct PipelineSettings {
     pub wait: WaitStrategy,
     /// Whether the journal and engine stages get threads of their own.
     pub threads: ThreadLayout,
+    /// A CPU for the gateway's thread alone (with the journal and engine stages when they
+    /// share it): it is pinned there and every other thread of the server is kept off it.
+    pub gateway_cpu: Option<usize>,
 }
 
 /// Where the journal and engine stages run. They are the same agents either way, connected by
@@ -345,6 +348,7 @@ impl Default for PipelineSettings {
             batch_max: 1_024,
             wait: WaitStrategy::Backoff,
             threads: ThreadLayout::Auto,
+            gateway_cpu: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! [`start`] recovers the venue from its data directory and starts serving; the returned
 //! [`RunningServer`] stops cleanly on request (SIGINT/SIGTERM in `rialto serve`).
 
+pub mod affinity;
 pub mod auth;
 pub mod config;
 pub mod demo;
@@ -107,6 +108,10 @@ fn journal_config(config: &ServerConfig) -> JournalConfig {
 /// returns once both listeners accept connections.
 pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     config.validate()?;
+    if let Some(cpu) = config.pipeline.gateway_cpu {
+        // Before any thread starts: they all inherit it (and so does the caller's thread).
+        affinity::keep_off(cpu)?;
+    }
     let data_dir = &config.data_dir;
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
@@ -283,9 +288,17 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         None
     };
     let replay_addr = udp.as_ref().map(|u| u.replay_addr);
+    let gateway_cpu = config.pipeline.gateway_cpu;
     let gateway = std::thread::Builder::new()
         .name("rialto-gateway".into())
-        .spawn(move || gateway.run(gateway_stop))?;
+        .spawn(move || {
+            if let Some(cpu) = gateway_cpu
+                && let Err(e) = affinity::pin(cpu)
+            {
+                tracing::warn!("the gateway thread runs unpinned: {e:#}");
+            }
+            gateway.run(gateway_stop)
+        })?;
     tracing::info!(
         %order_addr,
         %admin_addr,
