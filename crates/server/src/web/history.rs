@@ -39,16 +39,10 @@ pub struct Histories {
 impl Histories {
     /// Records an event (an object with a `type`) and sends it to the user's stream.
     pub fn record(&self, user: UserId, event: Value) {
-        self.stream_event(user, &event);
-        self.push(user, Entry::Json(event));
-    }
-
-    fn stream_event(&self, user: UserId, event: &Value) {
         if let Some(tx) = self.stream(user) {
-            let mut message = event.clone();
-            message["ch"] = json!("user");
-            let _ = tx.send(Utf8Bytes::from(message.to_string()));
+            send_event(&tx, &event);
         }
+        self.push(user, Entry::Json(event));
     }
 
     fn push(&self, user: UserId, entry: Entry) {
@@ -120,13 +114,20 @@ fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
     if !matches!(msg, ServerMsg::Trade { .. } | ServerMsg::Cancelled { .. }) {
         return;
     }
-    if state.history.stream(user).is_some()
+    if let Some(tx) = state.history.stream(user)
         && let Some(event) = message_json(&msg, &|symbol| symbol_name(state, symbol))
     {
-        state.history.stream_event(user, &event);
+        send_event(&tx, &event);
         refresh_balances(state, user);
     }
     state.history.push(user, Entry::Message(msg));
+}
+
+/// Sends a history event to a user's stream, marked as the `user` channel's.
+fn send_event(tx: &broadcast::Sender<Utf8Bytes>, event: &Value) {
+    let mut message = event.clone();
+    message["ch"] = json!("user");
+    let _ = tx.send(Utf8Bytes::from(message.to_string()));
 }
 
 /// A symbol's name as the feed knows it (`?` for none).
