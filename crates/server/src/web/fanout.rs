@@ -140,6 +140,37 @@ fn collect(rounds: &mut BTreeMap<SymbolId, SymbolRound>, batch: &Batch) {
     }
 }
 
+/// A book diff, written by hand: it is the busiest stream, and the fields a client checks
+/// first (sequence numbers and time) come before the levels, in the order of docs/api.md.
+pub fn book_diff(
+    name: &str,
+    first: u64,
+    last: u64,
+    ts_ns: i64,
+    levels: &BTreeMap<(Side, i64), i64>,
+) -> String {
+    use std::fmt::Write;
+    // A symbol name may hold any character: the channel goes through the JSON encoder.
+    let channel = Value::String(format!("book.{name}"));
+    let mut text = String::with_capacity(96 + levels.len() * 16);
+    let _ = write!(
+        text,
+        r#"{{"ch":{channel},"type":"diff","first":{first},"last":{last},"ts_ns":{ts_ns},"bids":["#
+    );
+    for (i, want) in [Side::Buy, Side::Sell].into_iter().enumerate() {
+        if i == 1 {
+            text.push_str(r#"],"asks":["#);
+        }
+        let mut sep = "";
+        for (&(_, price), &qty) in levels.iter().filter(|((side, _), _)| *side == want) {
+            let _ = write!(text, "{sep}[{price},{qty}]");
+            sep = ",";
+        }
+    }
+    text.push_str("]}");
+    text
+}
+
 fn send(sender: &broadcast::Sender<Utf8Bytes>, message: Value) {
     let _ = sender.send(Utf8Bytes::from(message.to_string()));
 }
@@ -158,19 +189,8 @@ fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>, ts_ns
         let Some(name) = names.get(&id) else { continue };
         let topics = &state.topics;
         if let (Some(first), Some(tx)) = (round.l2_first, topics.wanted(&format!("book.{name}"))) {
-            let side = |want: Side| {
-                let levels: Vec<Value> = round
-                    .levels
-                    .iter()
-                    .filter(|((side, _), _)| *side == want)
-                    .map(|(&(_, price), &qty)| json!([price, qty]))
-                    .collect();
-                Value::Array(levels)
-            };
-            send(
-                &tx,
-                json!({"ch": format!("book.{name}"), "type": "diff", "first": first, "last": round.l2_last, "ts_ns": ts_ns, "bids": side(Side::Buy), "asks": side(Side::Sell)}),
-            );
+            let diff = book_diff(name, first, round.l2_last, ts_ns, &round.levels);
+            let _ = tx.send(Utf8Bytes::from(diff));
         }
         if !round.l3.is_empty()
             && let Some(tx) = topics.wanted(&format!("orders.{name}"))
@@ -202,5 +222,30 @@ fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>, ts_ns
                 json!({"ch": format!("candles.{name}"), "type": "candle", "candle": j::candle(&candle)}),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_book_diff_is_the_json_of_the_api_with_its_levels_by_side() {
+        let levels = BTreeMap::from([
+            ((Side::Buy, 99), 5),
+            ((Side::Buy, 100), 0),
+            ((Side::Sell, 101), 7),
+        ]);
+        let text = book_diff("A\"B", 3, 5, -1, &levels);
+        let parsed: Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(
+            parsed,
+            json!({"ch": "book.A\"B", "type": "diff", "first": 3, "last": 5, "ts_ns": -1,
+                   "bids": [[99, 5], [100, 0]], "asks": [[101, 7]]})
+        );
+        assert!(text.starts_with(r#"{"ch":"book.A\"B","type":"diff","first":3,"#));
+        let empty: Value = serde_json::from_str(&book_diff("X", 1, 1, 0, &BTreeMap::new())).unwrap();
+        assert_eq!(empty["bids"], json!([]));
+        assert_eq!(empty["asks"], json!([]));
     }
 }

@@ -7,7 +7,7 @@
 pub mod assets;
 pub mod auth;
 pub mod bridge;
-mod fanout;
+pub mod fanout;
 mod history;
 mod json;
 mod orders;
