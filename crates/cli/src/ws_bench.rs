@@ -76,7 +76,10 @@ struct Totals {
 /// buffer does not hold all of it yet.
 fn server_frame(buf: &[u8]) -> anyhow::Result<Option<(u8, &[u8], usize)>> {
     let [b0, b1, ..] = *buf else { return Ok(None) };
-    anyhow::ensure!(b0 & 0x80 != 0, "a fragmented message (the server sends whole ones)");
+    anyhow::ensure!(
+        b0 & 0x80 != 0,
+        "a fragmented message (the server sends whole ones)"
+    );
     anyhow::ensure!(b1 & 0x80 == 0, "a masked frame from the server");
     let (len, header) = match b1 & 0x7f {
         126 if buf.len() >= 4 => (u16::from_be_bytes([buf[2], buf[3]]) as usize, 4),
@@ -134,7 +137,10 @@ async fn subscriber(
     stream.write_all(request.as_bytes()).await?;
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let head_end = loop {
-        anyhow::ensure!(stream.read_buf(&mut buf).await? > 0, "closed in the handshake");
+        anyhow::ensure!(
+            stream.read_buf(&mut buf).await? > 0,
+            "closed in the handshake"
+        );
         if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break at + 4;
         }
@@ -418,21 +424,31 @@ fn floor_server(
                 rng ^= rng << 17;
                 let level = (rng % levels) as usize;
                 // An order added, or one taken away when the level has any.
-                totals[level] += if rng & (1 << 40) != 0 || totals[level] == 0 { 1 } else { -1 };
+                totals[level] += if rng & (1 << 40) != 0 || totals[level] == 0 {
+                    1
+                } else {
+                    -1
+                };
                 seq += 1;
                 round.insert((Side::Buy, 400_000 + level as i64), totals[level]);
             }
         }
         let Some(oldest_ns) = oldest_ns else {
             std::thread::sleep(
-                (start + Duration::from_millis(due_ms + 1)).saturating_duration_since(Instant::now()),
+                (start + Duration::from_millis(due_ms + 1))
+                    .saturating_duration_since(Instant::now()),
             );
             continue;
         };
         let diff = book_diff("BTC-USD", first, seq, oldest_ns, &round);
         let frame = server_text_frame(diff.as_bytes());
         for socket in &mut sockets {
-            socket.write_all(&frame)?;
+            match socket.write_all(&frame) {
+                Ok(()) => {}
+                // The subscribers go once the measurement is over.
+                Err(_) if stop.load(Ordering::Relaxed) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
         }
         produced.store(seq, Ordering::Relaxed);
         round.clear();

@@ -6,53 +6,88 @@
 //! update.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::extract::ws::Utf8Bytes;
+use bytes::Bytes;
 use rialto_core::{Side, SymbolId};
 use rialto_marketdata::feed::Quote;
 use rialto_marketdata::{Candle, Update};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use super::outbox::{Outbox, text_frame};
 use super::{AppState, json as j};
 use crate::feed::Batch;
 
-/// Messages a channel keeps for a subscriber that has not read them yet; one further behind
-/// is a slow consumer.
-const CHANNEL_BACKLOG: usize = 1024;
 /// The longest a stream message waits to be merged with the next updates.
 const TICK: Duration = Duration::from_millis(1);
 
 /// Channels by name (`book.BTC-USD`), created when first subscribed.
 #[derive(Default)]
 pub struct Topics {
-    senders: Mutex<HashMap<String, broadcast::Sender<Utf8Bytes>>>,
+    channels: Mutex<HashMap<String, Arc<Channel>>>,
+}
+
+/// One channel's subscribers: the outboxes its messages are written into, by connection.
+#[derive(Default)]
+pub struct Channel {
+    subscribers: Mutex<Vec<(u64, Arc<Outbox>)>>,
 }
 
 impl Topics {
-    pub fn subscribe(&self, channel: &str) -> broadcast::Receiver<Utf8Bytes> {
-        let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
-        senders
-            .entry(channel.to_string())
-            .or_insert_with(|| broadcast::channel(CHANNEL_BACKLOG).0)
-            .subscribe()
+    /// Adds a connection to a channel. Its first frame, made by `snapshot`, goes into its
+    /// outbox under the channel's lock, so that no message of the channel comes before it
+    /// and none falls between.
+    pub fn subscribe(
+        &self,
+        channel: &str,
+        connection: u64,
+        outbox: &Arc<Outbox>,
+        snapshot: impl FnOnce() -> Bytes,
+    ) -> Arc<Channel> {
+        let joined = {
+            let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+            channels.entry(channel.to_string()).or_default().clone()
+        };
+        let mut subscribers = joined.lock();
+        if outbox.send(snapshot()) {
+            subscribers.push((connection, outbox.clone()));
+        }
+        drop(subscribers);
+        joined
     }
 
-    /// Sends to a channel's subscribers; false when it has none (then nothing is encoded).
-    fn wanted(&self, channel: &str) -> Option<broadcast::Sender<Utf8Bytes>> {
-        let senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
-        senders
+    /// A channel someone follows (else nothing is encoded for it).
+    fn wanted(&self, channel: &str) -> Option<Arc<Channel>> {
+        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        channels
             .get(channel)
-            .filter(|s| s.receiver_count() > 0)
+            .filter(|c| !c.lock().is_empty())
             .cloned()
     }
 
     /// Subscribers of one channel.
     pub fn subscribers(&self, channel: &str) -> usize {
-        let senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
-        senders.get(channel).map_or(0, |s| s.receiver_count())
+        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        channels.get(channel).map_or(0, |c| c.lock().len())
+    }
+}
+
+impl Channel {
+    fn lock(&self) -> MutexGuard<'_, Vec<(u64, Arc<Outbox>)>> {
+        self.subscribers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn unsubscribe(&self, connection: u64) {
+        self.lock().retain(|(c, _)| *c != connection);
+    }
+
+    /// Frames a message once and writes it into every subscriber's outbox; a subscriber
+    /// that takes no more (slow, closing) leaves the channel.
+    fn publish(&self, message: &str) {
+        let frame = text_frame(message);
+        self.lock().retain(|(_, outbox)| outbox.send(frame.clone()));
     }
 }
 
@@ -171,8 +206,8 @@ pub fn book_diff(
     text
 }
 
-fn send(sender: &broadcast::Sender<Utf8Bytes>, message: Value) {
-    let _ = sender.send(Utf8Bytes::from(message.to_string()));
+fn send(channel: &Channel, message: Value) {
+    channel.publish(&message.to_string());
 }
 
 /// Sends one message per channel that changed; `ts_ns` is the sequencer time of the oldest
@@ -189,8 +224,7 @@ fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>, ts_ns
         let Some(name) = names.get(&id) else { continue };
         let topics = &state.topics;
         if let (Some(first), Some(tx)) = (round.l2_first, topics.wanted(&format!("book.{name}"))) {
-            let diff = book_diff(name, first, round.l2_last, ts_ns, &round.levels);
-            let _ = tx.send(Utf8Bytes::from(diff));
+            tx.publish(&book_diff(name, first, round.l2_last, ts_ns, &round.levels));
         }
         if !round.l3.is_empty()
             && let Some(tx) = topics.wanted(&format!("orders.{name}"))
@@ -244,7 +278,8 @@ mod tests {
                    "bids": [[99, 5], [100, 0]], "asks": [[101, 7]]})
         );
         assert!(text.starts_with(r#"{"ch":"book.A\"B","type":"diff","first":3,"#));
-        let empty: Value = serde_json::from_str(&book_diff("X", 1, 1, 0, &BTreeMap::new())).unwrap();
+        let empty: Value =
+            serde_json::from_str(&book_diff("X", 1, 1, 0, &BTreeMap::new())).unwrap();
         assert_eq!(empty["bids"], json!([]));
         assert_eq!(empty["asks"], json!([]));
     }

@@ -11,6 +11,7 @@ pub mod fanout;
 mod history;
 mod json;
 mod orders;
+pub mod outbox;
 mod rest;
 mod ws;
 

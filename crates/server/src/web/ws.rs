@@ -1,24 +1,33 @@
 //! The WebSocket API (docs/api.md): public channels, a private `user` channel after login,
 //! and order entry.
 //!
-//! Each connection has a writer task fed by a bounded queue. Stream messages go into that
-//! queue without waiting: a connection whose queue is full (or whose channel subscription
-//! fell behind) is a slow consumer, told so and closed, while everyone else carries on.
+//! The upgrade is done here rather than by the web framework so that the connection keeps its
+//! TCP socket: every frame goes through the connection's [`Outbox`], into which the fan-out
+//! writes stream messages directly. The WebSocket library reads and parses the client's
+//! frames and answers pings and the close handshake through the same outbox.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
 use axum::response::Response;
-use futures_util::stream::{BoxStream, SelectAll, SplitSink};
-use futures_util::{FutureExt, SinkExt, StreamExt};
+use futures_util::{SinkExt, StreamExt};
+use hyper_util::rt::TokioIo;
 use rialto_core::UserId;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::{Notify, broadcast, mpsc, oneshot};
+use tokio::net::TcpStream;
+use tokio::sync::broadcast;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Message, handshake::derive_accept_key};
 
+use super::fanout::Channel;
+use super::outbox::{Duplex, Outbox, SLOW_WRITE, text_frame};
 use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
 
 /// Close code for a message over the size limit (RFC 6455 "message too big").
@@ -31,22 +40,65 @@ const HARD_MESSAGE_LIMIT: usize = 1 << 20;
 /// After its close frame, how long a connection reads and discards what the client still
 /// sends: closing with unread input would reset the connection and lose the close frame.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
-/// The longest a subscriber's socket may take to accept one burst of messages.
-const SLOW_WRITE: std::time::Duration = std::time::Duration::from_secs(5);
 
-pub async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
+/// Numbers connections, so that a channel can tell its subscribers apart.
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+
+pub async fn upgrade(State(state): State<Arc<AppState>>, mut request: Request) -> Response {
     let live = state.metrics.ws_connections();
     if live >= state.settings.max_ws_connections as u64 {
         return ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::SERVICE_UNAVAILABLE,
             "busy",
             "too many WebSocket connections",
         )
         .into_response_body();
     }
-    ws.max_message_size(HARD_MESSAGE_LIMIT)
-        .max_frame_size(HARD_MESSAGE_LIMIT)
-        .on_upgrade(move |socket| connection(state, socket))
+    let Some(key) = websocket_key(&request) else {
+        return ApiError::bad_request(
+            "bad_request",
+            "expected a WebSocket upgrade (version 13) on /ws",
+        )
+        .into_response_body();
+    };
+    let accept = derive_accept_key(key.as_bytes());
+    let upgrading = hyper::upgrade::on(&mut request);
+    tokio::spawn(async move {
+        let upgraded = match upgrading.await {
+            Ok(upgraded) => upgraded,
+            Err(e) => return tracing::debug!("WebSocket upgrade: {e}"),
+        };
+        match hyper_util::server::conn::auto::upgrade::downcast::<TokioIo<TcpStream>>(upgraded) {
+            Ok(parts) => connection(state, parts.io.into_inner(), parts.read_buf).await,
+            Err(_) => tracing::error!("a WebSocket upgrade over something else than TCP"),
+        }
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::UPGRADE, "websocket")
+        .header(header::CONNECTION, "upgrade")
+        .header(header::SEC_WEBSOCKET_ACCEPT, accept)
+        .body(Body::empty())
+        .unwrap_or_default()
+}
+
+/// The client's key, when the request is a WebSocket upgrade this server speaks.
+fn websocket_key(request: &Request) -> Option<String> {
+    let headers = request.headers();
+    let has = |name: header::HeaderName, token: &str| {
+        headers.get_all(name).iter().any(|v| {
+            v.to_str()
+                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+        })
+    };
+    let upgrade = request.method() == axum::http::Method::GET
+        && has(header::CONNECTION, "upgrade")
+        && has(header::UPGRADE, "websocket")
+        && headers
+            .get(header::SEC_WEBSOCKET_VERSION)
+            .is_some_and(|v| v == "13");
+    let key = headers.get(header::SEC_WEBSOCKET_KEY)?.to_str().ok()?;
+    upgrade.then(|| key.to_string())
 }
 
 impl ApiError {
@@ -56,7 +108,7 @@ impl ApiError {
 }
 
 #[derive(Deserialize)]
-struct Request {
+struct WsRequest {
     id: Option<Value>,
     op: String,
     #[serde(flatten)]
@@ -68,49 +120,65 @@ struct Ending {
     code: u16,
     reason: &'static str,
     /// A last message before the close (for a slow consumer, whose queue is dropped).
-    notice: Option<Utf8Bytes>,
+    notice: Option<String>,
+    /// The client closed: the library has answered, and nothing more is read.
+    by_client: bool,
 }
 
-/// What the reading side hands the connection's writer.
-enum Out {
-    /// A reply or a snapshot, written in turn.
-    Text(Utf8Bytes),
-    /// A stream to follow from now on (after the snapshot sent before it), until `cancel`.
-    Follow {
-        rx: broadcast::Receiver<Utf8Bytes>,
-        cancel: Arc<AtomicBool>,
-    },
+impl Ending {
+    fn new(code: u16, reason: &'static str) -> Ending {
+        Ending {
+            code,
+            reason,
+            notice: None,
+            by_client: false,
+        }
+    }
+}
+
+/// What a connection follows.
+enum Subscription {
+    /// A public channel, which writes into the connection's outbox.
+    Channel(Arc<Channel>),
+    /// The private stream, forwarded by a task of its own.
+    User(tokio::task::JoinHandle<()>),
 }
 
 struct Connection {
     state: Arc<AppState>,
-    out: mpsc::Sender<Out>,
-    /// Rung when the writer's queue is full, or by the writer when a stream leaves it behind.
-    slow: Arc<Notify>,
-    /// Each subscription's cancel flag, by channel.
-    subscriptions: HashMap<String, Arc<AtomicBool>>,
+    id: u64,
+    outbox: Arc<Outbox>,
+    subscriptions: HashMap<String, Subscription>,
     user: Option<UserId>,
 }
 
-async fn connection(state: Arc<AppState>, socket: WebSocket) {
+async fn connection(state: Arc<AppState>, socket: TcpStream, already_read: bytes::Bytes) {
     state.metrics.ws_opened();
-    let (sink, mut stream) = socket.split();
-    let (out, queue) = mpsc::channel::<Out>(state.settings.max_ws_queue);
-    let (end_tx, end_rx) = oneshot::channel::<Ending>();
+    let _ = socket.set_nodelay(true);
+    let socket = Arc::new(socket);
+    let outbox = Arc::new(Outbox::new(socket.clone(), state.settings.max_ws_queue));
+    let flusher = tokio::spawn(outbox.clone().flush());
+    let io = Duplex {
+        socket,
+        outbox: outbox.clone(),
+        already_read,
+    };
+    let config = WebSocketConfig::default()
+        .read_buffer_size(16 * 1024)
+        .max_message_size(Some(HARD_MESSAGE_LIMIT))
+        .max_frame_size(Some(HARD_MESSAGE_LIMIT));
+    let mut ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     let mut shutdown = state.shutdown.clone();
-    let slow = Arc::new(Notify::new());
-    let writer = tokio::spawn(write_loop(sink, queue, end_rx, slow.clone()));
-
     let mut conn = Connection {
         state: state.clone(),
-        out,
-        slow: slow.clone(),
+        id: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
+        outbox: outbox.clone(),
         subscriptions: HashMap::new(),
         user: None,
     };
     let ending = loop {
         tokio::select! {
-            frame = stream.next() => match frame {
+            frame = ws.next() => match frame {
                 Some(Ok(Message::Text(text))) if text.len() > MAX_BODY_BYTES => {
                     break too_big();
                 }
@@ -118,163 +186,82 @@ async fn connection(state: Arc<AppState>, socket: WebSocket) {
                 Some(Ok(Message::Binary(b))) if b.len() > MAX_BODY_BYTES => break too_big(),
                 Some(Ok(Message::Binary(_))) => conn.reply(None, Err(ApiError::bad_request(
                     "malformed_json", "send requests as text frames of JSON"))),
-                Some(Ok(Message::Close(_))) | None => break Ending { code: 1000, reason: "bye", notice: None },
+                Some(Ok(Message::Close(_))) | None => {
+                    break Ending { by_client: true, ..Ending::new(1000, "bye") };
+                }
                 Some(Ok(_)) => {} // ping and pong are answered by the library
                 Some(Err(e)) => {
                     tracing::debug!("WebSocket read: {e}");
-                    break Ending { code: 1002, reason: "protocol error", notice: None };
+                    break Ending::new(1002, "protocol error");
                 }
             },
-            _ = slow.notified() => {
-                conn.state.metrics.ws_slow_consumer();
+            slow = outbox.troubled() => {
+                if !slow {
+                    break Ending { by_client: true, ..Ending::new(1006, "broken") };
+                }
+                state.metrics.ws_slow_consumer();
                 let notice = json!({"ch": "error", "error": {"code": "slow_consumer",
                     "message": "this connection fell too far behind its streams and is closed"}});
-                break Ending { code: CLOSE_POLICY, reason: "slow consumer",
-                    notice: Some(Utf8Bytes::from(notice.to_string())) };
+                break Ending { notice: Some(notice.to_string()), ..Ending::new(CLOSE_POLICY, "slow consumer") };
             }
-            _ = shutdown.changed() => break Ending { code: 1001, reason: "server stopping", notice: None },
+            _ = shutdown.changed() => break Ending::new(1001, "server stopping"),
         }
     };
-    drop(conn);
-    let _ = end_tx.send(ending);
-    let _ = tokio::time::timeout(LINGER, async {
-        while let Some(Ok(message)) = stream.next().await {
-            if let Message::Close(_) = message {
-                break;
+    conn.unsubscribe_all();
+    outbox.close(ending.notice.as_deref().map(text_frame));
+    if !ending.by_client {
+        let close = CloseFrame {
+            code: CloseCode::from(ending.code),
+            reason: ending.reason.into(),
+        };
+        let _ = ws.send(Message::Close(Some(close))).await;
+        let _ = tokio::time::timeout(LINGER, async {
+            while let Some(Ok(message)) = ws.next().await {
+                if let Message::Close(_) = message {
+                    break;
+                }
             }
-        }
-    })
-    .await;
-    let _ = writer.await;
+        })
+        .await;
+    }
+    outbox.seal();
+    let mut flusher = flusher;
+    if tokio::time::timeout(SLOW_WRITE, &mut flusher)
+        .await
+        .is_err()
+    {
+        flusher.abort();
+    }
     state.metrics.ws_closed();
 }
 
 fn too_big() -> Ending {
     let error = ApiError::new(
-        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+        StatusCode::PAYLOAD_TOO_LARGE,
         "payload_too_large",
         format!("a message is at most {MAX_BODY_BYTES} bytes"),
     );
     Ending {
-        code: CLOSE_TOO_BIG,
-        reason: "message too big",
-        notice: Some(Utf8Bytes::from(error.body().to_string())),
+        notice: Some(error.body().to_string()),
+        ..Ending::new(CLOSE_TOO_BIG, "message too big")
     }
 }
 
-fn close(code: u16, reason: &'static str) -> Message {
-    Message::Close(Some(CloseFrame {
-        code,
-        reason: Utf8Bytes::from_static(reason),
-    }))
-}
-
-/// A stream's messages until its subscription is cancelled (checked as each one arrives).
-fn follow(
-    rx: broadcast::Receiver<Utf8Bytes>,
-    cancel: Arc<AtomicBool>,
-) -> BoxStream<'static, Result<Utf8Bytes, Lagged>> {
-    futures_util::stream::unfold(rx, move |mut rx| {
-        let cancel = cancel.clone();
-        async move {
-            let item = match rx.recv().await {
-                Ok(message) => Ok(message),
-                Err(broadcast::error::RecvError::Lagged(_)) => Err(Lagged),
-                Err(broadcast::error::RecvError::Closed) => return None,
-            };
-            if cancel.load(Ordering::Relaxed) {
-                return None;
-            }
-            Some((item, rx))
-        }
-    })
-    .boxed()
-}
-
-/// A stream subscriber fell so far behind that messages it never read were overwritten.
-struct Lagged;
-
-/// The connection's one writer: replies and snapshots from the reading side, and the
-/// messages of every stream it follows, read straight from the streams' channels. A burst is
-/// written with one flush. A subscriber that lags behind a stream, or whose socket takes
-/// longer than [`SLOW_WRITE`] to take a burst, is a slow consumer.
-async fn write_loop(
-    mut sink: SplitSink<WebSocket, Message>,
-    mut queue: mpsc::Receiver<Out>,
-    mut end_rx: oneshot::Receiver<Ending>,
-    slow: Arc<Notify>,
+/// Forwards a user's private stream into the outbox until it is aborted; falling so far
+/// behind that messages were overwritten makes a slow consumer.
+async fn forward_user_stream(
+    mut rx: broadcast::Receiver<axum::extract::ws::Utf8Bytes>,
+    outbox: Arc<Outbox>,
 ) {
-    let mut streams: SelectAll<BoxStream<'static, Result<Utf8Bytes, Lagged>>> = SelectAll::new();
     loop {
-        let first = tokio::select! {
-            biased;
-            ending = &mut end_rx => {
-                if let Ok(ending) = ending {
-                    // A socket that takes nothing (a slow consumer's) must not keep the
-                    // connection's task alive.
-                    let _ = tokio::time::timeout(SLOW_WRITE, async {
-                        if let Some(notice) = ending.notice {
-                            let _ = sink.send(Message::Text(notice)).await;
-                        } else {
-                            while let Ok(out) = queue.try_recv() {
-                                if let Out::Text(message) = out {
-                                    let _ = sink.feed(Message::Text(message)).await;
-                                }
-                            }
-                        }
-                        let _ = sink.send(close(ending.code, ending.reason)).await;
-                    })
-                    .await;
+        match rx.recv().await {
+            Ok(message) => {
+                if !outbox.send(text_frame(&message)) {
+                    return;
                 }
-                return;
             }
-            out = queue.recv() => match out {
-                Some(Out::Text(message)) => message,
-                Some(Out::Follow { rx, cancel }) => {
-                    streams.push(follow(rx, cancel));
-                    continue;
-                }
-                None => return,
-            },
-            Some(item) = streams.next(), if !streams.is_empty() => match item {
-                Ok(message) => message,
-                Err(Lagged) => {
-                    slow.notify_one();
-                    // Wait for the reading side to end the connection.
-                    streams = SelectAll::new();
-                    continue;
-                }
-            },
-        };
-        let burst = async {
-            let mut next = Some(first);
-            while let Some(message) = next {
-                sink.feed(Message::Text(message)).await?;
-                // Whatever else is ready goes out with the same flush.
-                next = loop {
-                    match queue.try_recv() {
-                        Ok(Out::Text(message)) => break Some(message),
-                        Ok(Out::Follow { rx, cancel }) => streams.push(follow(rx, cancel)),
-                        Err(_) => match streams.next().now_or_never() {
-                            Some(Some(Ok(message))) => break Some(message),
-                            Some(Some(Err(Lagged))) => {
-                                slow.notify_one();
-                                break None;
-                            }
-                            _ => break None,
-                        },
-                    }
-                };
-            }
-            sink.flush().await
-        };
-        match tokio::time::timeout(SLOW_WRITE, burst).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return,
-            Err(_) => {
-                slow.notify_one();
-                return;
-            }
+            Err(broadcast::error::RecvError::Lagged(_)) => return outbox.overflow(),
+            Err(broadcast::error::RecvError::Closed) => return,
         }
     }
 }
@@ -290,24 +277,24 @@ fn need_i64(args: &Value, name: &str) -> Result<i64, ApiError> {
 }
 
 impl Connection {
-    /// Queues a message; a full queue makes this a slow consumer.
+    /// Sends a reply or a snapshot; when the connection takes no more, it is closing anyway.
     fn send(&self, message: Value) {
-        if self
-            .out
-            .try_send(Out::Text(Utf8Bytes::from(message.to_string())))
-            .is_err()
-        {
-            self.slow.notify_one();
-        }
+        self.outbox.send(text_frame(&message.to_string()));
     }
 
-    /// Follows a stream from now on: after whatever was sent before (its snapshot).
-    fn follow(&mut self, channel: &str, rx: broadcast::Receiver<Utf8Bytes>) {
-        let cancel = Arc::new(AtomicBool::new(false));
-        self.subscriptions
-            .insert(channel.to_string(), cancel.clone());
-        if self.out.try_send(Out::Follow { rx, cancel }).is_err() {
-            self.slow.notify_one();
+    fn unsubscribe(&mut self, channel: &str) -> bool {
+        match self.subscriptions.remove(channel) {
+            Some(Subscription::Channel(c)) => c.unsubscribe(self.id),
+            Some(Subscription::User(task)) => task.abort(),
+            None => return false,
+        }
+        true
+    }
+
+    fn unsubscribe_all(&mut self) {
+        let channels: Vec<String> = self.subscriptions.keys().cloned().collect();
+        for channel in channels {
+            self.unsubscribe(&channel);
         }
     }
 
@@ -320,7 +307,7 @@ impl Connection {
     }
 
     async fn on_text(&mut self, text: &str) {
-        let request: Request = match serde_json::from_str(text) {
+        let request: WsRequest = match serde_json::from_str(text) {
             Ok(r) => r,
             Err(e) => {
                 return self.reply(
@@ -337,7 +324,7 @@ impl Connection {
         self.reply(id, result);
     }
 
-    async fn handle(&mut self, request: &Request) -> Result<Value, ApiError> {
+    async fn handle(&mut self, request: &WsRequest) -> Result<Value, ApiError> {
         let args = &request.args;
         let state = self.state.clone();
         match request.op.as_str() {
@@ -347,12 +334,9 @@ impl Connection {
             }
             "unsubscribe" => {
                 let channel = field(args, "ch").and_then(Value::as_str).unwrap_or("");
-                match self.subscriptions.remove(channel) {
-                    Some(cancel) => {
-                        cancel.store(true, Ordering::Relaxed);
-                        Ok(json!({"unsubscribed": channel}))
-                    }
-                    None => Err(ApiError::bad_request(
+                match self.unsubscribe(channel) {
+                    true => Ok(json!({"unsubscribed": channel})),
+                    false => Err(ApiError::bad_request(
                         "bad_request",
                         "not subscribed to that channel",
                     )),
@@ -457,7 +441,9 @@ impl Connection {
             let report = orders::report(&state, user).await?;
             self.send(json!({"ch": "user", "type": "balances", "balances": orders::balances_json(&report)}));
             self.send(json!({"ch": "user", "type": "orders", "orders": orders::open_orders_json(&report)}));
-            self.follow(channel, rx);
+            let task = tokio::spawn(forward_user_stream(rx, self.outbox.clone()));
+            self.subscriptions
+                .insert(channel.to_string(), Subscription::User(task));
             return Ok(json!({"subscribed": channel}));
         }
         let Some((kind, name)) = channel.split_once('.') else {
@@ -479,10 +465,11 @@ impl Connection {
             .feed()
             .symbol_id(name)
             .ok_or_else(|| ApiError::unknown_symbol(name))?;
-        let rx = state.topics.subscribe(channel);
-        let first = {
+        // The snapshot goes into the outbox as the connection joins the channel, both under
+        // the channel's lock: no stream message comes before it, and none falls between.
+        let snapshot = || {
             let feed = state.md.feed();
-            match kind {
+            let message = match kind {
                 "book" => {
                     let l2 = feed.l2(id, usize::MAX).expect("known");
                     let mut m = j::l2(name, &l2);
@@ -509,10 +496,14 @@ impl Connection {
                     let candles = feed.candles(id, 60).expect("known");
                     json!({"ch": channel, "type": "snapshot", "candles": candles.iter().map(j::candle).collect::<Vec<_>>()})
                 }
-            }
+            };
+            text_frame(&message.to_string())
         };
-        self.send(first);
-        self.follow(channel, rx);
+        let joined = state
+            .topics
+            .subscribe(channel, self.id, &self.outbox, snapshot);
+        self.subscriptions
+            .insert(channel.to_string(), Subscription::Channel(joined));
         Ok(json!({"subscribed": channel}))
     }
 }
