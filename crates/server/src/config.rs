@@ -192,8 +192,8 @@ pub struct WebSettings {
     /// limit).
     pub max_requests_per_sec: u64,
     pub burst: u64,
-    /// Stream messages waiting to be written to one WebSocket before it is cut off as a
-    /// slow consumer.
+    /// Messages waiting to be written to one WebSocket whose socket buffer is full, before
+    /// it is cut off as a slow consumer.
     pub max_ws_queue: usize,
     pub max_ws_connections: usize,
 }
