@@ -72,6 +72,15 @@ impl MarketData {
         self.batches.subscribe()
     }
 
+    /// Sends an empty batch: a listener that waits for batches and is stopping wakes up and
+    /// looks at its stop flag.
+    pub fn nudge(&self) {
+        let _ = self.batches.send(Arc::new(Batch {
+            updates: Vec::new(),
+            ts_ns: crate::pipeline::now_ns(),
+        }));
+    }
+
     /// The last seq the feed has applied.
     pub fn applied_seq(&self) -> u64 {
         self.applied_seq.load(Ordering::Acquire)

@@ -6,8 +6,9 @@
 //! update.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rialto_core::{Side, SymbolId};
@@ -105,11 +106,18 @@ struct SymbolRound {
     candle: Option<Candle>,
 }
 
-pub async fn run(state: Arc<AppState>, mut batches: broadcast::Receiver<Arc<Batch>>) {
+/// The fan-out's thread: writing one round to many sockets takes milliseconds, which would
+/// otherwise hold up a web worker. Runs until `stop` (the server nudges the market data
+/// outlet so that a waiting fan-out sees it).
+pub fn run(
+    state: Arc<AppState>,
+    mut batches: broadcast::Receiver<Arc<Batch>>,
+    stop: Arc<AtomicBool>,
+) {
     let mut rounds: BTreeMap<SymbolId, SymbolRound> = BTreeMap::new();
-    loop {
-        // Idle: wait for a batch.
-        let mut oldest_ts = match batches.recv().await {
+    while !stop.load(Ordering::Relaxed) {
+        // Idle: wait for a batch, and publish it at once.
+        let mut oldest_ts = match batches.blocking_recv() {
             Ok(batch) => {
                 collect(&mut rounds, &batch);
                 batch.ts_ns
@@ -121,13 +129,16 @@ pub async fn run(state: Arc<AppState>, mut batches: broadcast::Receiver<Arc<Batc
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };
-        // Busy: take whatever arrived once a tick, until a tick brings nothing. Batches are
-        // not awaited one by one: each wake-up would cost the market data thread a system
-        // call and wake a web thread on a machine busy with the engine.
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + TICK, TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Busy: one round at most every tick, with whatever arrived meanwhile, until a tick
+        // brings nothing. Batches are not awaited one by one: each wake-up would cost the
+        // market data thread a system call on a machine busy with the engine.
         loop {
-            tick.tick().await;
+            let started = Instant::now();
+            if rounds.is_empty() {
+                break; // a quiet tick: back to waiting
+            }
+            publish(&state, &mut rounds, oldest_ts);
+            std::thread::sleep(TICK.saturating_sub(started.elapsed()));
             loop {
                 match batches.try_recv() {
                     Ok(batch) => {
@@ -144,10 +155,6 @@ pub async fn run(state: Arc<AppState>, mut batches: broadcast::Receiver<Arc<Batc
                     Err(broadcast::error::TryRecvError::Empty) => break,
                 }
             }
-            if rounds.is_empty() {
-                break; // a quiet tick: back to waiting
-            }
-            publish(&state, &mut rounds, oldest_ts);
         }
     }
 }

@@ -205,7 +205,12 @@ async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<Atomi
         shutdown: shutdown_rx,
         next_order_id: std::sync::atomic::AtomicI64::new(now_us),
     });
-    tokio::spawn(fanout::run(state.clone(), parts.md.subscribe()));
+    let fanout = {
+        let (state, batches, stop) = (state.clone(), parts.md.subscribe(), stop.clone());
+        std::thread::Builder::new()
+            .name("rialto-fanout".into())
+            .spawn(move || fanout::run(state, batches, stop))
+    };
     tokio::spawn(history::run(state.clone(), parts.user_messages));
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -230,5 +235,12 @@ async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<Atomi
     .await;
     if let Err(e) = served {
         tracing::error!("web server: {e}");
+    }
+    match fanout {
+        Ok(fanout) => {
+            state.md.nudge();
+            let _ = tokio::task::spawn_blocking(move || fanout.join()).await;
+        }
+        Err(e) => tracing::error!("WebSocket fan-out thread: {e}"),
     }
 }
