@@ -9,6 +9,11 @@
 //! L1/L2/L3/trade/candle updates on the other core. Runs alternate (baseline, feed, ...) so
 //! that a noisy machine hurts both alike; medians compare. Throughput is reported per second
 //! of wall time and per second of the thread's own CPU time.
+//!
+//! The feed runs share one channel, after a warm-up run that is not counted, as a server
+//! that has been running does: the chunk buffers that a lagging market data thread made the
+//! tap allocate are kept for reuse. `--cold` gives each run a new channel, so that the tap
+//! allocates (and the kernel faults in) a buffer for every batch the replica is behind.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -28,7 +33,7 @@ const BATCH: usize = 1024;
 #[derive(Args, Debug)]
 pub struct MdBenchArgs {
     /// Measured commands of the `single` workload
-    #[arg(long, default_value_t = 3_000_000)]
+    #[arg(long, default_value_t = 1_000_000)]
     pub commands: u64,
     /// Runs of each kind (baseline and feed, alternating)
     #[arg(long, default_value_t = 5)]
@@ -42,6 +47,10 @@ pub struct MdBenchArgs {
     /// data (separates the hand-off's cost from the feed's use of the other core)
     #[arg(long)]
     pub drain_only: bool,
+    /// A new market data channel for every run, without a warm-up: the cost of a fresh
+    /// server's first lag
+    #[arg(long)]
+    pub cold: bool,
     /// Run only one kind (for instruction counts under valgrind:
     /// `--toggle-collect='*apply_commands*'`)
     #[arg(long, value_parser = ["baseline", "feed"])]
@@ -109,10 +118,14 @@ fn one_run(
     commands: &[Command],
     feed: bool,
     args: &MdBenchArgs,
+    channel: &Arc<MdChannel>,
 ) -> anyhow::Result<Run> {
     let prepared = harness::prepare(w)?;
     let mut engine = prepared.engine;
-    let channel = MdChannel::new(args.ring);
+    let channel = match args.cold {
+        true => MdChannel::new(args.ring),
+        false => channel.clone(),
+    };
     let shared = Arc::new(Shared::default());
     shared.applied_seq.store(prepared.seq, Ordering::SeqCst);
     let market_data = MarketData::new(&engine);
@@ -196,17 +209,25 @@ pub fn run(args: &MdBenchArgs) -> anyhow::Result<()> {
     let w = workload::single(&params, args.seed);
     let (mut base, mut with_feed) = (Vec::new(), Vec::new());
     let (mut base_cpu, mut feed_cpu) = (Vec::new(), Vec::new());
+    let channel = MdChannel::new(args.ring);
     if let Some(kind) = &args.only {
-        let r = one_run(&w, &w.commands, kind == "feed", args)?;
+        let r = one_run(&w, &w.commands, kind == "feed", args, &channel)?;
         println!(
             "{kind}: {:.0} cmd/s ({:.0} per CPU s)",
             r.throughput, r.cpu_throughput
         );
         return Ok(());
     }
+    if !args.cold {
+        let r = one_run(&w, &w.commands, true, args, &channel)?;
+        println!(
+            "warm-up (not counted): with feed {:.0} cmd/s ({:.0} per CPU s)",
+            r.throughput, r.cpu_throughput
+        );
+    }
     for i in 0..args.runs {
-        let b = one_run(&w, &w.commands, false, args)?;
-        let f = one_run(&w, &w.commands, true, args)?;
+        let b = one_run(&w, &w.commands, false, args, &channel)?;
+        let f = one_run(&w, &w.commands, true, args, &channel)?;
         println!(
             "run {}: baseline {:.0} cmd/s ({:.0} per CPU s), with feed {:.0} cmd/s ({:.0} per CPU s); market data caught up {:.1} ms after the engine",
             i + 1,
