@@ -17,6 +17,7 @@ use rialto_core::{Side, SymbolId};
 use rialto_server::config::{DurabilityMode, ServerConfig};
 use rialto_server::pipeline::now_ns;
 use rialto_server::web::fanout::book_diff;
+use rialto_server::web::outbox::text_frame;
 use rialto_wire::{ClientMsg, NewOrder};
 
 #[derive(Args, Debug)]
@@ -352,29 +353,10 @@ fn measure(
     })
 }
 
-/// A server's WebSocket text frame: unmasked, the length in the shortest form.
-fn server_text_frame(payload: &[u8]) -> Vec<u8> {
-    let mut frame = Vec::with_capacity(payload.len() + 10);
-    frame.push(0x81);
-    match payload.len() {
-        n @ 0..126 => frame.push(n as u8),
-        n @ 126..65536 => {
-            frame.push(126);
-            frame.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            frame.push(127);
-            frame.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    frame.extend_from_slice(payload);
-    frame
-}
-
 /// The floor: the least any server could do for this fan-out in the same layout. One thread
 /// makes the same stream of L2 updates (stamped with the millisecond they are due, as the
-/// trader's batches are), merges whatever is due into one diff with Rialto's encoder, and
-/// writes that one frame to every subscriber's plain blocking socket, then again. No engine,
+/// trader's batches are), merges whatever is due into one diff with Rialto's encoder and
+/// framing, and writes that one frame to every subscriber's plain blocking socket, then again. No engine,
 /// no journal, no runtime, no queue per connection.
 fn floor_server(
     listener: std::net::TcpListener,
@@ -399,8 +381,8 @@ fn floor_server(
             b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
               Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
         )?;
-        socket.write_all(&server_text_frame(
-            br#"{"ch":"book.BTC-USD","type":"snapshot","seq":0,"bids":[],"asks":[]}"#,
+        socket.write_all(&text_frame(
+            r#"{"ch":"book.BTC-USD","type":"snapshot","seq":0,"bids":[],"asks":[]}"#,
         ))?;
         sockets.push(socket);
     }
@@ -441,7 +423,7 @@ fn floor_server(
             continue;
         };
         let diff = book_diff("BTC-USD", first, seq, oldest_ns, &round);
-        let frame = server_text_frame(diff.as_bytes());
+        let frame = text_frame(&diff);
         for socket in &mut sockets {
             match socket.write_all(&frame) {
                 Ok(()) => {}
