@@ -755,6 +755,106 @@ fn websocket_streams_book_trades_and_private_fills_and_takes_orders() {
     server.shutdown().unwrap();
 }
 
+/// A book side from a snapshot or diff: price -> total.
+fn apply_levels(side: &mut std::collections::BTreeMap<i64, i64>, levels: &Value) {
+    for level in levels.as_array().unwrap() {
+        let (price, qty) = (level[0].as_i64().unwrap(), level[1].as_i64().unwrap());
+        match qty {
+            0 => side.remove(&price),
+            _ => side.insert(price, qty),
+        };
+    }
+}
+
+/// A full-depth book snapshot from a connection of its own.
+fn fresh_book_snapshot(server: &RunningServer) -> Value {
+    let mut ws = ws_connect(server);
+    ws_send(
+        &mut ws,
+        json!({"id": 1, "op": "subscribe", "ch": "book.BTC-USD"}),
+    );
+    ws_until(&mut ws, "a snapshot", |v| v["type"] == "snapshot")
+}
+
+#[test]
+fn a_reader_that_pauses_gets_every_diff_whole_and_in_order() {
+    use rialto_core::{Side, SymbolId};
+    use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+
+    // A small receive buffer that nobody reads for a while: what the socket does not take
+    // waits in the server's queue for this connection.
+    let mut reader = ws_connect_small(&server);
+    ws_send(
+        &mut reader,
+        json!({"id": 1, "op": "subscribe", "ch": "book.BTC-USD"}),
+    );
+    let snapshot = ws_until(&mut reader, "the snapshot", |v| v["type"] == "snapshot");
+    let (mut bids, mut asks) = Default::default();
+    apply_levels(&mut bids, &snapshot["bids"]);
+    apply_levels(&mut asks, &snapshot["asks"]);
+    let mut last = snapshot["seq"].as_u64().unwrap();
+
+    // 5,000 book changes over 500 bid levels: 3,000 places, the last 2,000 each with a
+    // cancel of the oldest order, at most 1,000 resting.
+    let mut trader = common::trader(&server, 1);
+    let mut commands = Vec::new();
+    for order in 1..=3_000i64 {
+        let price = 400_000 + (order * 7) % 500;
+        let place = NewOrder::limit(order, SymbolId(0), Side::Buy, price, 1 + order % 3);
+        commands.push(ClientMsg::NewOrder(place));
+        if order > 1_000 {
+            commands.push(ClientMsg::Cancel {
+                order: order - 1_000,
+            });
+        }
+    }
+    for chunk in commands.chunks(500) {
+        trader.send_batch(chunk).unwrap();
+    }
+    common::recv_until(&mut trader, |m| {
+        matches!(m, ServerMsg::Cancelled { order: 2_000, .. })
+    });
+
+    // Once the feed has settled, the book a new subscriber gets is where the diffs must lead.
+    let mut settled = fresh_book_snapshot(&server);
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let again = fresh_book_snapshot(&server);
+        if again["seq"] == settled["seq"] {
+            break;
+        }
+        settled = again;
+    }
+    let target = settled["seq"].as_u64().unwrap();
+    assert!(target >= last + 5_000, "{target} after {last}");
+
+    let mut diffs = 0;
+    while last < target {
+        let diff = ws_until(&mut reader, "the next diff", |v| v["type"] == "diff");
+        let first = diff["first"].as_u64().unwrap();
+        assert!(first <= last + 1, "a gap: {first} after {last}");
+        let next = diff["last"].as_u64().unwrap();
+        if next <= last {
+            continue; // covered by the snapshot
+        }
+        apply_levels(&mut bids, &diff["bids"]);
+        apply_levels(&mut asks, &diff["asks"]);
+        last = next;
+        diffs += 1;
+    }
+    assert_eq!(last, target, "no diff goes past the settled book");
+    let (mut want_bids, mut want_asks) = Default::default();
+    apply_levels(&mut want_bids, &settled["bids"]);
+    apply_levels(&mut want_asks, &settled["asks"]);
+    assert_eq!(bids, want_bids);
+    assert_eq!(asks, want_asks);
+    assert_eq!(bids.len(), 500, "every level holds an order at the end");
+    assert!(diffs > 1, "the updates came in {diffs} diffs");
+    server.shutdown().unwrap();
+}
+
 #[test]
 fn a_slow_consumer_is_cut_off_and_others_carry_on() {
     let dir = tempfile::tempdir().unwrap();
