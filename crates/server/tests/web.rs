@@ -390,24 +390,31 @@ fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
     let forged = http.raw("POST", target, &headers, tampered.as_bytes());
     assert_eq!(error_code(&forged), "bad_signature");
 
-    let old = (now_ms() - 120_000).to_string();
-    let n = nonce().to_string();
-    let sig = sign(
-        &trader.secret,
-        &signed_text(&old, &n, "POST", target, order.as_bytes()),
-    );
-    let stale = http.raw(
-        "POST",
-        target,
-        &[
-            ("Rialto-Key".into(), "1".into()),
-            ("Rialto-Timestamp".into(), old),
-            ("Rialto-Nonce".into(), n),
-            ("Rialto-Signature".into(), sig),
-        ],
-        order.as_bytes(),
-    );
-    assert_eq!((stale.status, error_code(&stale)), (401, "stale_request"));
+    // Two minutes old, and the ends of the timestamp's range (properly signed all the same).
+    for old in [now_ms() - 120_000, i64::MIN, i64::MAX, -1] {
+        let old = old.to_string();
+        let n = nonce().to_string();
+        let sig = sign(
+            &trader.secret,
+            &signed_text(&old, &n, "POST", target, order.as_bytes()),
+        );
+        let stale = http.raw(
+            "POST",
+            target,
+            &[
+                ("Rialto-Key".into(), "1".into()),
+                ("Rialto-Timestamp".into(), old.clone()),
+                ("Rialto-Nonce".into(), n),
+                ("Rialto-Signature".into(), sig),
+            ],
+            order.as_bytes(),
+        );
+        assert_eq!(
+            (stale.status, error_code(&stale)),
+            (401, "stale_request"),
+            "timestamp {old}"
+        );
+    }
 
     for body in [
         "{",
@@ -752,6 +759,184 @@ fn websocket_streams_book_trades_and_private_fills_and_takes_orders() {
             Err(e) => panic!("expected a close frame, got {e}"),
         }
     }
+    server.shutdown().unwrap();
+}
+
+/// A login attempt over the socket with the given fields; returns the answer.
+fn ws_login_with(ws: &mut Ws, id: &str, key: &str, secret: &str, ts: &str, n: &str) -> Value {
+    let sig = sign(secret, &signed_text(ts, n, "WS", "/ws", b""));
+    ws_send(
+        ws,
+        json!({"id": id, "op": "login", "key": key, "ts": ts, "nonce": n, "sig": sig}),
+    );
+    ws_until(ws, "the login answer", |v| v["id"] == id)
+}
+
+/// A request over the socket; returns its answer.
+fn ws_call(ws: &mut Ws, request: Value) -> Value {
+    let id = request["id"].clone();
+    ws_send(ws, request);
+    ws_until(ws, "the answer", |v| v["id"] == id)
+}
+
+#[test]
+fn websocket_login_failures_order_entry_and_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let rest = Trader::new(&http, &server, 1);
+    let open_orders = || rest.call("GET", "/api/v1/orders", Value::Null).body;
+    let secret = server.credentials.user_secret(1);
+    let mut ws = ws_connect(&server);
+
+    // Logins that fail leave the connection as it was: not logged in.
+    let now = now_ms().to_string();
+    let wrong = ws_login_with(
+        &mut ws,
+        "a",
+        "1",
+        "not the secret",
+        &now,
+        &nonce().to_string(),
+    );
+    assert_eq!(wrong["error"]["code"], "bad_signature", "{wrong}");
+    let other = ws_login_with(&mut ws, "b", "2", &secret, &now, &nonce().to_string());
+    assert_eq!(other["error"]["code"], "bad_signature", "{other}");
+    let nobody = ws_login_with(&mut ws, "c", "alice", &secret, &now, &nonce().to_string());
+    assert_eq!(nobody["error"]["code"], "unknown_key", "{nobody}");
+    for ts in [now_ms() - 120_000, i64::MIN, i64::MAX] {
+        let stale = ws_login_with(
+            &mut ws,
+            "d",
+            "1",
+            &secret,
+            &ts.to_string(),
+            &nonce().to_string(),
+        );
+        assert_eq!(stale["error"]["code"], "stale_request", "{ts}: {stale}");
+    }
+    let n = nonce().to_string();
+    let first = ws_login_with(&mut ws, "e", "1", &secret, &now, &n);
+    assert_eq!(first["result"]["user"], 1, "{first}");
+    let mut second = ws_connect(&server);
+    let replayed = ws_login_with(&mut second, "f", "1", &secret, &now, &n);
+    assert_eq!(replayed["error"]["code"], "replayed_nonce", "{replayed}");
+    let refused = ws_call(&mut second, json!({"id": 1, "op": "cancel", "order": 1}));
+    assert_eq!(refused["error"]["code"], "missing_credentials");
+
+    // Order entry: place, move, reduce, cancel, mass cancel.
+    let place = |ws: &mut Ws, id: i64, order: i64, price: i64| {
+        ws_call(
+            ws,
+            json!({"id": id, "op": "place", "symbol": "BTC-USD", "order": order, "side": "sell", "price": price, "qty": 3}),
+        )
+    };
+    assert_eq!(
+        place(&mut ws, 1, 1, 600_000)["result"]["status"],
+        "accepted"
+    );
+    let moved = ws_call(
+        &mut ws,
+        json!({"id": 2, "op": "move", "order": 1, "price": 600_100}),
+    );
+    assert_eq!(moved["result"]["status"], "accepted", "{moved}");
+    let reduced = ws_call(
+        &mut ws,
+        json!({"id": 3, "op": "reduce", "order": 1, "qty": 1}),
+    );
+    assert_eq!(reduced["result"]["status"], "accepted", "{reduced}");
+    assert_eq!(
+        open_orders(),
+        json!([{"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_100, "remaining": 2}])
+    );
+
+    // Another user cannot touch it.
+    ws_login(&mut second, &server, 2);
+    for (id, op) in [
+        (4, json!({"op": "cancel", "order": 1})),
+        (5, json!({"op": "move", "order": 1, "price": 1})),
+        (6, json!({"op": "reduce", "order": 1, "qty": 1})),
+    ] {
+        let mut request = op;
+        request["id"] = json!(id);
+        let answer = ws_call(&mut second, request);
+        assert_eq!(answer["error"]["code"], "unknown_order", "{answer}");
+    }
+
+    // Bad input: an error each, and nothing applied.
+    for (id, code, request) in [
+        (
+            10,
+            "malformed_json",
+            json!({"op": "place", "symbol": "BTC-USD", "side": "sell", "price": 600_000}),
+        ),
+        (
+            11,
+            "malformed_json",
+            json!({"op": "place", "symbol": "BTC-USD", "side": "sell", "price": "1", "qty": 1}),
+        ),
+        (
+            12,
+            "malformed_json",
+            json!({"op": "place", "symbol": "BTC-USD", "side": "sell", "price": 1, "qty": 1e30}),
+        ),
+        (
+            13,
+            "unknown_symbol",
+            json!({"op": "place", "symbol": "NOPE", "side": "sell", "price": 600_000, "qty": 1}),
+        ),
+        (
+            14,
+            "invalid_order",
+            json!({"op": "place", "symbol": "BTC-USD", "side": "up", "price": 600_000, "qty": 1}),
+        ),
+        (15, "malformed_json", json!({"op": "move", "order": 1})),
+        (
+            16,
+            "malformed_json",
+            json!({"op": "move", "order": 1, "price": 18_446_744_073_709_551_615u64}),
+        ),
+        (
+            17,
+            "malformed_json",
+            json!({"op": "reduce", "order": "1", "qty": 1}),
+        ),
+        (
+            18,
+            "invalid_qty",
+            json!({"op": "reduce", "order": 1, "qty": 0}),
+        ),
+        (19, "malformed_json", json!({"op": "cancel"})),
+        (20, "unknown_order", json!({"op": "cancel", "order": 404})),
+    ] {
+        let mut request = request;
+        request["id"] = json!(id);
+        let answer = ws_call(&mut ws, request.clone());
+        assert_eq!(answer["error"]["code"], code, "{request} -> {answer}");
+    }
+    assert_eq!(
+        open_orders(),
+        json!([{"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_100, "remaining": 2}])
+    );
+
+    assert_eq!(
+        place(&mut ws, 30, 2, 600_200)["result"]["status"],
+        "accepted"
+    );
+    let cancelled = ws_call(&mut ws, json!({"id": 31, "op": "cancel", "order": 2}));
+    assert_eq!(cancelled["result"]["status"], "accepted", "{cancelled}");
+    let again = ws_call(&mut ws, json!({"id": 32, "op": "cancel", "order": 2}));
+    assert_eq!(again["error"]["code"], "unknown_order");
+    assert_eq!(
+        place(&mut ws, 33, 3, 600_300)["result"]["status"],
+        "accepted"
+    );
+    let mass = ws_call(
+        &mut ws,
+        json!({"id": 34, "op": "mass_cancel", "symbol": "BTC-USD"}),
+    );
+    assert_eq!(mass["result"]["status"], "accepted", "{mass}");
+    assert_eq!(open_orders(), json!([]));
     server.shutdown().unwrap();
 }
 

@@ -130,7 +130,8 @@ impl Guard {
             .timestamp_ms
             .parse()
             .map_err(|_| unauthorized("stale_request", "Rialto-Timestamp is not a number of ms"))?;
-        if (now_ms() - timestamp).abs() > MAX_SKEW_MS {
+        // abs_diff: a timestamp at either end of i64 must not overflow the subtraction.
+        if now_ms().abs_diff(timestamp) > MAX_SKEW_MS.unsigned_abs() {
             return Err(unauthorized(
                 "stale_request",
                 "Rialto-Timestamp is more than 30 s from the server's clock",
