@@ -107,6 +107,7 @@ fn client_msg() -> BoxedStrategy<ClientMsg> {
         any::<u64>().prop_map(|request| ClientMsg::TakeSnapshot { request }),
         any::<(u64, i64)>().prop_map(|(request, user)| ClientMsg::UserReport { request, user }),
         any::<u64>().prop_map(|request| ClientMsg::VenueReport { request }),
+        any::<u64>().prop_map(|request| ClientMsg::ListUsers { request }),
     ];
     prop_oneof![sessions, queries].boxed()
 }
@@ -228,6 +229,8 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
             .prop_map(|(request, report)| ServerMsg::Report { request, report }),
         (any::<u64>(), prop::collection::vec(totals, 0..4))
             .prop_map(|(request, totals)| ServerMsg::VenueReport { request, totals }),
+        (any::<u64>(), prop::collection::vec(any::<i64>(), 0..6))
+            .prop_map(|(request, users)| ServerMsg::UserList { request, users }),
         (any::<(u64, u64)>(), symbol(), levels(), levels()).prop_map(
             |((request, seq), symbol, bids, asks)| ServerMsg::Book {
                 request,
