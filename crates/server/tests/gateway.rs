@@ -217,6 +217,23 @@ fn logins_are_checked_and_roles_enforced() {
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let secret1 = server.credentials.user_secret(1);
     assert!(c.login(1, secret1.as_bytes()).is_err());
+    // The admin port with a wrong secret: refused, and admin frames go nowhere after it.
+    let mut c = Client::connect(server.admin_addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert!(c.admin_login(b"not the admin secret").is_err());
+    let mut c = Client::connect(server.admin_addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.send(&ClientMsg::AddUser {
+        request: 1,
+        user: 78,
+    })
+    .unwrap();
+    expect_error_then_close(&mut c, ErrorCode::NotLoggedIn);
+    let users = match common::admin(&server).request(&ClientMsg::ListUsers { request: 2 }) {
+        Ok(ServerMsg::UserList { users, .. }) => users,
+        other => panic!("{other:?}"),
+    };
+    assert!(!users.contains(&78), "{users:?}");
 
     // A trader sending an admin frame is refused and stays connected.
     let mut t = trader(&server, 1);
