@@ -63,13 +63,16 @@ fn listen(groups: [SocketAddrV4; 2], stop: Arc<AtomicBool>) -> mpsc::Receiver<Ve
     rx
 }
 
-/// Fetches missed incremental packets from the replay service.
+/// Fetches missed incremental packets from the replay service (none when it turned the
+/// connection away).
 fn replay(addr: SocketAddr, first: u64, count: u64) -> Vec<Vec<u8>> {
     let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(&replay_request(first, count.min(10_000) as u32))
-        .unwrap();
     let mut bytes = Vec::new();
-    s.read_to_end(&mut bytes).unwrap();
+    let asked = s.write_all(&replay_request(first, count.min(10_000) as u32));
+    if let Err(e) = asked.and_then(|_| s.read_to_end(&mut bytes)) {
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+        return Vec::new();
+    }
     let mut packets = Vec::new();
     let mut pos = 0;
     while pos + 2 <= bytes.len() {
@@ -245,5 +248,66 @@ fn receivers_recover_from_loss_by_replay_and_from_a_late_start_by_snapshot() {
     let trades = server.market_data.feed().last_trade(SymbolId(0)).unwrap();
     assert!(trades > 10, "the market traded: {trades}");
     stop.store(true, Ordering::SeqCst);
+    server.shutdown().unwrap();
+}
+
+/// Whether the server has closed this connection (a read finds its end).
+fn closed_by_server(s: &mut TcpStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    let closed = matches!(s.read(&mut byte), Ok(0));
+    s.set_nonblocking(false).unwrap();
+    closed
+}
+
+#[test]
+fn clients_that_never_ask_hold_up_no_replay() {
+    use rialto_server::feed::udp::MAX_REPLAY_CONNECTIONS;
+    let dir = tempfile::tempdir().unwrap();
+    let group = Ipv4Addr::new(239, 255, 77, 8);
+    let server = common::start(dir.path(), |c| {
+        c.market_data.udp = true;
+        c.market_data.udp_incremental = SocketAddrV4::new(group, free_udp_port());
+        c.market_data.udp_snapshot = SocketAddrV4::new(group, free_udp_port());
+        c.market_data.replay_listen = "127.0.0.1:0".parse().unwrap();
+    });
+    let replay_addr = server.replay_addr.expect("the UDP feed is on");
+    let mut trader = common::trader(&server, 1);
+    let order = NewOrder::limit(1, SymbolId(0), Side::Buy, 500_000, 1);
+    trader.send_batch(&[ClientMsg::NewOrder(order)]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replay(replay_addr, 1, 1).is_empty() {
+        assert!(Instant::now() < deadline, "no packet to replay");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Idle clients: connected, nothing sent, or half a request.
+    let mut idle: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(replay_addr).unwrap())
+        .collect();
+    idle[2].write_all(&replay_request(1, 1)[..5]).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    // A full request is answered while they still wait for their turn to end.
+    assert_eq!(replay(replay_addr, 1, 1).len(), 1);
+    for s in &mut idle {
+        assert!(
+            !closed_by_server(s),
+            "answered only once an idle client timed out"
+        );
+    }
+
+    // Beyond the limit a connection is closed at once; freed places are taken again.
+    idle.extend((3..MAX_REPLAY_CONNECTIONS).map(|_| TcpStream::connect(replay_addr).unwrap()));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(replay(replay_addr, 1, 1).is_empty(), "over the limit");
+    idle.clear();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replay(replay_addr, 1, 1).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the freed places were not taken again"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     server.shutdown().unwrap();
 }

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -217,12 +217,34 @@ impl Publisher {
     }
 }
 
-fn serve_replays(listener: TcpListener, history: &Mutex<History>, stop: &AtomicBool) {
+/// Replay connections answered at once; one more is closed at once (the client retries).
+pub const MAX_REPLAY_CONNECTIONS: usize = 16;
+
+/// Accepts replay requests and answers each on a thread of its own, so that a client that
+/// is slow to ask or to read holds up nobody else.
+fn serve_replays(listener: TcpListener, history: &Arc<Mutex<History>>, stop: &AtomicBool) {
+    let busy = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
-            Ok((stream, _)) => {
-                if let Err(e) = serve_replay(stream, history) {
-                    tracing::debug!("replay request: {e}");
+            Ok((stream, peer)) => {
+                if busy.fetch_add(1, Ordering::AcqRel) >= MAX_REPLAY_CONNECTIONS {
+                    busy.fetch_sub(1, Ordering::AcqRel);
+                    tracing::debug!(%peer, "replay service busy: connection closed");
+                    continue;
+                }
+                let (history, done) = (history.clone(), busy.clone());
+                let answer = move || {
+                    if let Err(e) = serve_replay(stream, &history) {
+                        tracing::debug!(%peer, "replay request: {e}");
+                    }
+                    done.fetch_sub(1, Ordering::AcqRel);
+                };
+                if let Err(e) = std::thread::Builder::new()
+                    .name("rialto-replay-conn".into())
+                    .spawn(answer)
+                {
+                    busy.fetch_sub(1, Ordering::AcqRel);
+                    tracing::warn!("replay service: no thread for a request: {e}");
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
