@@ -357,6 +357,34 @@ fn a_corrupt_snapshot_falls_back_to_an_older_one_then_to_full_replay() {
 }
 
 #[test]
+fn a_torn_snapshot_falls_back_to_the_one_before_at_every_cut() {
+    let dir = TempDir::new().unwrap();
+    let cmds = workload(300);
+    journal(dir.path(), config(1024), &cmds, 0, 10);
+    snapshot_at(dir.path(), &cmds, 100);
+    snapshot_at(dir.path(), &cmds, 200);
+    let snaps = list_snapshots(dir.path()).unwrap();
+    let newest = &snaps[1].1;
+    let whole = std::fs::read(newest).unwrap();
+    let want = fresh(&cmds).state_hash();
+    // A crash while the newest snapshot was written leaves any prefix of it.
+    let step = (whole.len() / 97).max(1);
+    for cut in (0..whole.len()).step_by(step).chain([whole.len() - 1]) {
+        std::fs::write(newest, &whole[..cut]).unwrap();
+        let rec = recover(dir.path(), engine_config()).unwrap();
+        assert_eq!(
+            (rec.snapshot_seq, rec.replayed, rec.state_hash),
+            (Some(100), 200, want),
+            "the newest snapshot cut to {cut} of {} bytes",
+            whole.len()
+        );
+    }
+    std::fs::write(newest, &whole).unwrap();
+    let rec = recover(dir.path(), engine_config()).unwrap();
+    assert_eq!((rec.snapshot_seq, rec.state_hash), (Some(200), want));
+}
+
+#[test]
 fn a_snapshot_without_the_journal_after_it_is_a_missing_range() {
     let dir = TempDir::new().unwrap();
     let cmds = workload(300);
