@@ -81,6 +81,54 @@ fn a_restart_after_a_snapshot_replays_only_the_journal_after_it() {
     server.shutdown().unwrap();
 }
 
+#[test]
+fn snapshots_taken_every_n_commands_are_where_recovery_starts() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let tweak = |c: &mut rialto_server::config::ServerConfig| {
+        c.journal.segment_bytes = 4096;
+        c.journal.snapshot_every = 60;
+    };
+    let server = start(dir.path(), tweak);
+    trade_some(&server, 1);
+    trade_some(&server, 1_000);
+    // Snapshots are written off the engine's thread: wait for the ones the commands made due.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rialto_journal::list_snapshots(dir.path()).unwrap().len() < 2 {
+        assert!(Instant::now() < deadline, "no snapshots every 60 commands");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.shutdown().unwrap();
+    let newest = rialto_journal::list_snapshots(dir.path())
+        .unwrap()
+        .last()
+        .unwrap()
+        .0;
+
+    let config = {
+        let mut c = rialto_server::config::ServerConfig::default();
+        tweak(&mut c);
+        c.engine_config()
+    };
+    let recovered = rialto_journal::recover(dir.path(), config).unwrap();
+    assert_eq!(recovered.snapshot_seq, Some(newest));
+    assert!(recovered.replayed < recovered.last_seq - 60);
+    // The same state as every journaled command (the archived segments too) from the start.
+    let mut full = rialto_core::Engine::new(config);
+    let mut events = Vec::new();
+    for record in rialto_journal::JournalReader::open(dir.path(), true).unwrap() {
+        let record = record.unwrap();
+        events.clear();
+        let _ = full.apply(record.seq, record.ts_ns, &record.command, &mut events);
+    }
+    assert_eq!(full.last_seq(), recovered.last_seq);
+    assert_eq!(recovered.state_hash, full.state_hash());
+
+    let server = start(dir.path(), tweak);
+    assert_eq!(state_hash(&server), recovered.state_hash);
+    server.shutdown().unwrap();
+}
+
 /// The engine's L2 book of a symbol, as a trader queries it: (price, qty) per side.
 fn engine_book(server: &rialto_server::RunningServer, symbol: SymbolId) -> [Vec<(i64, i64)>; 2] {
     match trader(server, 3)
