@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -114,6 +114,23 @@ pub struct Durable {
     pub synced_through: u64,
 }
 
+/// Told how long each `fdatasync` of the journal took, on whichever thread ran it (the
+/// writer's in `fsync` mode and at a roll, the background thread's in `batch` mode).
+pub type SyncObserver = Arc<dyn Fn(Duration) + Send + Sync>;
+
+/// Where the writer and its background thread find the observer, once one is set.
+type SyncObserverSlot = Arc<OnceLock<SyncObserver>>;
+
+/// Runs one `fdatasync` and tells the observer how long it took.
+fn timed_sync(file: &File, observer: &OnceLock<SyncObserver>) -> io::Result<()> {
+    let started = Instant::now();
+    let result = file.sync_data();
+    if let Some(observe) = observer.get() {
+        observe(started.elapsed());
+    }
+    result
+}
+
 pub struct JournalWriter {
     dir: PathBuf,
     config: JournalConfig,
@@ -148,6 +165,7 @@ pub struct JournalWriter {
     /// starts (measured: docs/benchmarks.md), and makes every fdatasync commit metadata too. The zeros past the last
     /// record are cut off at roll and on drop, and read as a torn tail after a crash.
     preallocated: bool,
+    sync_observer: SyncObserverSlot,
 }
 
 /// Opens a segment to append to: at its end, or (preallocated) at any offset.
@@ -177,16 +195,23 @@ struct SyncShared {
     synced_through: AtomicU64,
     stop: AtomicBool,
     error: Mutex<Option<String>>,
+    sync_observer: SyncObserverSlot,
 }
 
 impl BackgroundSync {
-    fn start(file: &File, interval_us: u64, synced_through: u64) -> io::Result<BackgroundSync> {
+    fn start(
+        file: &File,
+        interval_us: u64,
+        synced_through: u64,
+        sync_observer: SyncObserverSlot,
+    ) -> io::Result<BackgroundSync> {
         let shared = Arc::new(SyncShared {
             file: Mutex::new(file.try_clone()?),
             written_through: AtomicU64::new(synced_through),
             synced_through: AtomicU64::new(synced_through),
             stop: AtomicBool::new(false),
             error: Mutex::new(None),
+            sync_observer,
         });
         let worker = shared.clone();
         let interval = Duration::from_micros(interval_us.max(1));
@@ -200,7 +225,7 @@ impl BackgroundSync {
                     let file = worker.file.lock().unwrap_or_else(|e| e.into_inner());
                     let written = worker.written_through.load(Ordering::Acquire);
                     if written > worker.synced_through.load(Ordering::Acquire) {
-                        if let Err(e) = file.sync_data() {
+                        if let Err(e) = timed_sync(&file, &worker.sync_observer) {
                             *worker.error.lock().unwrap_or_else(|e| e.into_inner()) =
                                 Some(e.to_string());
                             return;
@@ -269,9 +294,10 @@ impl JournalWriter {
         let full = config.segment_bytes + RECORD_MAX_BYTES as u64;
         let file =
             open_segment(&path, preallocated, full).map_err(|e| JournalError::io(&path, e))?;
+        let sync_observer = SyncObserverSlot::default();
         let background = match config.durability {
             Durability::Batch { interval_us } => Some(
-                BackgroundSync::start(&file, interval_us, next_seq - 1)
+                BackgroundSync::start(&file, interval_us, next_seq - 1, sync_observer.clone())
                     .map_err(|e| JournalError::io(&path, e))?,
             ),
             _ => None,
@@ -298,6 +324,7 @@ impl JournalWriter {
             poisoned: false,
             background,
             preallocated,
+            sync_observer,
         })
     }
 
@@ -359,6 +386,12 @@ impl JournalWriter {
 
     /// Writes the batch (one `write`, or one per segment it spans) and syncs as the mode says.
     /// Returns what may now be acknowledged. An `Err` poisons the writer.
+    /// Reports the duration of every later `fdatasync` of the journal to `observer` (for
+    /// metrics). Only the first observer set is kept.
+    pub fn observe_syncs(&mut self, observer: SyncObserver) {
+        let _ = self.sync_observer.set(observer);
+    }
+
     pub fn commit(&mut self) -> io::Result<Durable> {
         let result = self.commit_inner();
         self.uncommitted_from = self.buf_len;
@@ -520,7 +553,7 @@ impl JournalWriter {
             // A closed segment ends with its last record.
             self.file.set_len(self.file_len)?;
         }
-        self.file.sync_data()?;
+        timed_sync(&self.file, &self.sync_observer)?;
         let path = create_segment(&self.dir, first_seq)?;
         let full = self.config.segment_bytes + RECORD_MAX_BYTES as u64;
         self.file = open_segment(&path, self.preallocated, full)?;
@@ -539,7 +572,7 @@ impl JournalWriter {
     }
 
     fn sync_file(&mut self, now: Instant) -> io::Result<()> {
-        if let Err(e) = self.file.sync_data() {
+        if let Err(e) = timed_sync(&self.file, &self.sync_observer) {
             self.poisoned = true;
             return Err(e);
         }

@@ -530,6 +530,40 @@ fn batch_mode_syncs_when_due() {
 }
 
 #[test]
+fn every_fsync_is_reported_to_the_observer_in_every_mode_that_syncs() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let cmds = workload(10);
+    let count = |durability| {
+        let dir = TempDir::new().unwrap();
+        let cfg = JournalConfig {
+            durability,
+            ..JournalConfig::default()
+        };
+        let seen = Arc::new(AtomicU64::new(0));
+        let mut w = JournalWriter::open(dir.path(), cfg, 1).unwrap();
+        let counter = seen.clone();
+        w.observe_syncs(Arc::new(move |_| {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }));
+        for (i, cmd) in cmds.iter().enumerate() {
+            w.append(i as u64 + 1, 0, cmd);
+            w.commit().unwrap();
+        }
+        // Batch mode syncs on its own thread, every 1 ms here.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let batch = matches!(durability, Durability::Batch { .. });
+        while batch && seen.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        seen.load(Ordering::Relaxed)
+    };
+    assert_eq!(count(Durability::Fsync), 10, "one fsync per commit");
+    assert!(count(Durability::Batch { interval_us: 1_000 }) >= 1);
+    assert_eq!(count(Durability::None), 0);
+}
+
+#[test]
 fn durability_parses_and_displays() {
     use std::str::FromStr;
     assert_eq!(Durability::from_str("fsync"), Ok(Durability::Fsync));

@@ -152,8 +152,12 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             .context("cannot copy the engine for the market data replica")?;
     let md_channel = pipeline::MdChannel::new(config.market_data.ring_capacity);
     let metrics = Arc::new(metrics::Metrics::default());
-    let journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
+    let mut journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
         .with_context(|| format!("cannot open the journal in {}", data_dir.display()))?;
+    let fsync_metrics = metrics.clone();
+    journal.observe_syncs(Arc::new(move |took| {
+        fsync_metrics.journal_fsync.record(took.as_nanos() as u64)
+    }));
 
     let mut pipeline = Pipeline::start(
         PipelineConfig {

@@ -105,6 +105,8 @@ pub struct Metrics {
     pub engine_latency: Histogram,
     pub roundtrip_latency: Histogram,
     pub journal_commit: Histogram,
+    /// Every fdatasync of the journal (in `batch` mode on its background thread).
+    pub journal_fsync: Histogram,
     ws_connections: AtomicU64,
     ws_slow_consumers: AtomicU64,
     /// Binary (order and admin ports) and FIX connections, as the gateway last counted them.
@@ -173,6 +175,11 @@ impl Metrics {
             &mut out,
             "rialto_journal_commit_seconds",
             "Time to commit one journal batch (write, plus fsync in fsync mode).",
+        );
+        self.journal_fsync.render(
+            &mut out,
+            "rialto_journal_fsync_seconds",
+            "Time of each fdatasync of the journal (in batch mode, on its background thread).",
         );
         out.push_str("# HELP rialto_sessions Open connections by protocol.\n");
         out.push_str("# TYPE rialto_sessions gauge\n");

@@ -229,6 +229,15 @@ fn public_endpoints_answer_json() {
     ] {
         assert!(text.contains(name), "{name} in {text}");
     }
+    // The demo's set-up was journaled; batch mode's background thread syncs it soon.
+    eventually("a timed journal fsync", || {
+        let text = http.get("/metrics").body.as_str().unwrap().to_string();
+        let count = text
+            .lines()
+            .find_map(|l| l.strip_prefix("rialto_journal_fsync_seconds_count "))
+            .map(|n| n.parse::<u64>().unwrap());
+        count.is_some_and(|n| n > 0)
+    });
     server.shutdown().unwrap();
 }
 
