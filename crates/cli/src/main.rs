@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rialto_bench::cli::BenchCommand;
 use rialto_cli::bench_recovery::{self, RecoveryArgs};
 use rialto_cli::fix::FixCmd;
@@ -170,7 +170,14 @@ fn main() -> ExitCode {
     if std::env::var_os("RIALTO_HUGE_PAGES").is_some_and(|v| v == "0") {
         rialto_cli::huge_pages::set_enabled(false);
     }
-    let cli = Cli::parse();
+    // `serve --help` lists every setting with its default, read off the defaults themselves.
+    let command = Cli::command().mut_subcommand("serve", |serve| {
+        serve.after_long_help(rialto_cli::serve::settings_help())
+    });
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     // The journal tools print their findings; only warnings belong beside them.
     init_logging(match cli.command {
         Cmd::Journal(_) | Cmd::Fix(FixCmd::Log(_)) => "warn",

@@ -67,6 +67,26 @@ pub struct ServeArgs {
     /// Any other setting, as in the TOML file: `--set gateway.burst=5000` (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// Print the settings these arguments give, as a TOML file, and exit without serving
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+/// What `rialto serve --help` ends with: every setting and its default, as a TOML file.
+pub fn settings_help() -> String {
+    let mut text = String::from(
+        "Every setting and its default, as a --config file gives them (set any with --set \
+         KEY=VALUE, e.g. --set gateway.burst=5000 or --set web.enabled=false; \
+         docs/operations.md describes each):\n\n",
+    );
+    for line in ServerConfig::default().to_toml().lines() {
+        if !line.is_empty() {
+            text.push_str("    ");
+            text.push_str(line);
+        }
+        text.push('\n');
+    }
+    text
 }
 
 /// Builds the configuration: defaults, then the file, then `--set`, then the named flags.
@@ -158,6 +178,10 @@ fn apply_override(table: &mut toml::Table, item: &str) -> anyhow::Result<()> {
 /// Runs until SIGINT or SIGTERM, then shuts down cleanly.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let config = config_from(args)?;
+    if args.print_config {
+        print!("{}", config.to_toml());
+        return Ok(());
+    }
     let groups = (
         config.market_data.udp_incremental,
         config.market_data.udp_snapshot,
@@ -221,5 +245,65 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(config_from(&bad).is_err());
+    }
+
+    /// The settings a config file gives, as `--print-config` writes them.
+    fn printed(args: &ServeArgs) -> String {
+        config_from(args).unwrap().to_toml()
+    }
+
+    #[test]
+    fn printed_settings_read_back_as_the_same_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = ServeArgs {
+            durability: Some(DurabilityMode::Batch),
+            udp_feed: true,
+            overrides: vec![
+                "gateway.burst=77".into(),
+                "fix.sessions=[{comp_id=\"DESK\", user=9, cancel_on_disconnect=true}]".into(),
+                "instruments.X-Y={price_tick=\"0.5\", qty_lot=\"2\"}".into(),
+            ],
+            ..ServeArgs::default()
+        };
+        let text = printed(&args);
+        assert!(text.contains("burst = 77"), "{text}");
+        let file = dir.path().join("printed.toml");
+        std::fs::write(&file, &text).unwrap();
+        let again = ServeArgs {
+            config: Some(file),
+            ..ServeArgs::default()
+        };
+        assert_eq!(printed(&again), text);
+    }
+
+    #[test]
+    fn the_long_help_lists_every_setting_with_its_default() {
+        let help = settings_help();
+        let (_, listed) = help.split_once("\n\n").unwrap();
+        let listed: String = listed
+            .lines()
+            .map(|l| l.strip_prefix("    ").unwrap_or(l).to_string() + "\n")
+            .collect();
+        let defaults = ServerConfig::default().to_toml();
+        assert_eq!(listed, defaults);
+        // Every field is there: the listing alone, read as a file, sets every one of them.
+        let table: toml::Table = listed.parse().unwrap();
+        let sections = [
+            "journal",
+            "pipeline",
+            "gateway",
+            "engine",
+            "fix",
+            "web",
+            "market_data",
+        ];
+        for section in sections {
+            assert!(
+                table[section].as_table().is_some_and(|t| t.len() >= 4),
+                "{section}"
+            );
+        }
+        let read: ServerConfig = toml::Value::Table(table).try_into().unwrap();
+        assert_eq!(read.to_toml(), defaults);
     }
 }

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::idle::WaitStrategy;
 
 /// How durable a command is before its sender is acknowledged (docs/journal-format.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DurabilityMode {
     /// Acknowledged only after the journal is fsynced (group commit).
@@ -37,7 +37,7 @@ impl std::str::FromStr for DurabilityMode {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     /// Journal, snapshots and the venue's secret key live here.
@@ -63,7 +63,7 @@ pub struct ServerConfig {
     pub instruments: BTreeMap<String, InstrumentSettings>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct JournalSettings {
     pub durability: DurabilityMode,
@@ -76,7 +76,7 @@ pub struct JournalSettings {
     pub archive: bool,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PipelineSettings {
     /// Slots in each ring between the threads (gateway → journal → engine → gateway).
@@ -94,7 +94,7 @@ pub struct PipelineSettings {
 
 /// Where the journal and engine stages run. They are the same agents either way, connected by
 /// the same rings; only who drives them differs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThreadLayout {
     /// `dedicated` with 4 or more cores, else `shared`.
@@ -130,7 +130,7 @@ impl std::str::FromStr for ThreadLayout {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GatewaySettings {
     /// How the gateway thread waits for socket events: `park` blocks in epoll, `spin` busy-polls
@@ -149,7 +149,7 @@ pub struct GatewaySettings {
     pub max_output_bytes: usize,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EngineSettings {
     pub max_open_orders_per_user: u32,
@@ -158,7 +158,7 @@ pub struct EngineSettings {
     pub expected_users: usize,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FixSettings {
     pub enabled: bool,
@@ -183,7 +183,7 @@ pub struct FixSettings {
 }
 
 /// HTTP: the REST API, the WebSocket API, /metrics and the web console (docs/api.md).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebSettings {
     pub enabled: bool,
@@ -199,7 +199,7 @@ pub struct WebSettings {
 }
 
 /// The market data feed (docs/market-data.md).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MarketDataSettings {
     /// Slots in the ring between the journal stage and the market data thread (each holds
@@ -252,7 +252,7 @@ impl Default for WebSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FixSessionSettings {
     /// The initiator's SenderCompID.
@@ -262,7 +262,7 @@ pub struct FixSessionSettings {
     pub cancel_on_disconnect: Option<bool>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct InstrumentSettings {
     /// The price of one tick, as a decimal ("0.01").
@@ -385,6 +385,12 @@ impl ServerConfig {
         let config: ServerConfig = toml::from_str(text)?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Every setting as a TOML file would give it (`rialto serve --print-config`; with the
+    /// defaults, the list in `rialto serve --help`).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot write the settings: {e}\n"))
     }
 
     /// Refuses settings that cannot work, with a message naming the setting.
