@@ -3,6 +3,8 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use clap::Args;
@@ -186,12 +188,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         config.market_data.udp_incremental,
         config.market_data.udp_snapshot,
     );
-    let server = rialto_server::start(config)?;
-    let stop = server.stop_flag();
+    // Handlers first: a signal during recovery stops the server as soon as it is up.
+    let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone())
             .context("cannot install a signal handler")?;
     }
+    let server = rialto_server::start_with_stop(config, stop)?;
     let fix = match server.fix_addr {
         Some(addr) => format!(", FIX on {addr}"),
         None => String::new(),

@@ -1,5 +1,6 @@
 //! The README's run command, `rialto serve --demo`, as a user runs it: a client trades on it,
-//! SIGTERM stops it cleanly, and a restart recovers what was acknowledged.
+//! SIGTERM stops it cleanly, a restart recovers what was acknowledged, and SIGINT stops it cleanly
+//! too.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -66,11 +67,12 @@ fn login(server: &Server, data: &Path, user: i64) -> Client {
     c
 }
 
-fn stop(mut server: Server) -> String {
+/// Stops the server with a signal (`-TERM`, `-INT`) and waits for a clean exit.
+fn stop(mut server: Server, signal: &str) -> String {
     let pid = server.child.id().to_string();
     assert!(
         Command::new("kill")
-            .args(["-TERM", &pid])
+            .args([signal, &pid])
             .status()
             .unwrap()
             .success()
@@ -105,7 +107,7 @@ fn a_client_trades_on_the_readme_server_which_stops_cleanly_and_recovers() {
         seller.recv().unwrap(),
         ServerMsg::Trade { qty: 2, .. }
     ));
-    let log = stop(server);
+    let log = stop(server, "-TERM");
     assert!(log.contains("stopped cleanly"), "{log}");
     // Sessions are told before they are closed.
     match seller.recv() {
@@ -123,5 +125,7 @@ fn a_client_trades_on_the_readme_server_which_stops_cleanly_and_recovers() {
         }
         other => panic!("{other}"),
     }
-    stop(server);
+    // Ctrl-C stops it as cleanly.
+    let log = stop(server, "-INT");
+    assert!(log.contains("stopped cleanly"), "{log}");
 }

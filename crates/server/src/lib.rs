@@ -107,6 +107,16 @@ fn journal_config(config: &ServerConfig) -> JournalConfig {
 /// Recovers the venue from `config.data_dir`, starts the pipeline and the gateway, and
 /// returns once both listeners accept connections.
 pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
+    start_with_stop(config, Arc::new(AtomicBool::new(false)))
+}
+
+/// [`start`], stopping once `stop` turns true, even if it turned true before the server was
+/// up (a signal handler installed first: Ctrl-C during recovery stops the server cleanly as
+/// soon as it has started).
+pub fn start_with_stop(
+    config: ServerConfig,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<RunningServer> {
     config.validate()?;
     if let Some(cpu) = config.pipeline.gateway_cpu {
         // Before any thread starts: they all inherit it (and so does the caller's thread).
@@ -261,7 +271,6 @@ pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let order_addr = gateway.order_addr()?;
     let admin_addr = gateway.admin_addr()?;
     let fix_addr = gateway.fix_addr().transpose()?;
-    let stop = Arc::new(AtomicBool::new(false));
     let gateway_stop = stop.clone();
     let web = if let Some(listener) = web_listener {
         let parts = web::WebParts {
