@@ -1,17 +1,20 @@
 //! `rialto bench pipeline`: the `single` workload through the in-process pipeline (journal
 //! thread with a real journal on disk, engine thread, replies), without sockets.
 //!
-//! Each command is sent as if by its own session, so its reply names it and its latency is
-//! measured from the moment it entered the inbound ring to the moment its reply left the
-//! outbound ring.
+//! Each command is sent as if by its own session, so its reply names it. Two ways to drive it:
+//! - closed loop (the default): a window of commands in flight, for throughput; latency from
+//!   the moment a command entered the inbound ring to the moment its reply left the outbound
+//!   ring (queueing behind the window included);
+//! - `--rates`: commands offered on a fixed schedule, one table row per rate, as `rialto
+//!   loadgen` offers them to a server; latency from each command's *scheduled* time to its
+//!   reply, so a stall (or a full ring) is charged to every command behind it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use hdrhistogram::Histogram;
 use rialto_bench::workload::{self, SingleParams};
 use rialto_core::{Command, Engine};
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
@@ -20,6 +23,8 @@ use rialto_server::config::{DurabilityMode, ThreadLayout};
 use rialto_server::idle::WaitStrategy;
 use rialto_server::pipeline::{Op, Pipeline, PipelineConfig, Reply, Request, Target};
 use rialto_wire::RequestKind;
+
+use crate::loadgen;
 
 #[derive(Args, Debug)]
 pub struct PipelineBenchArgs {
@@ -46,6 +51,13 @@ pub struct PipelineBenchArgs {
     pub data: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Offered rates, commands per second: one fixed-schedule run each, with a fresh
+    /// pipeline and journal (instead of the closed loop)
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Vec<u64>,
+    /// With --rates, the longest a run lasts (it offers at most --commands)
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
@@ -53,7 +65,156 @@ pub struct PipelineBenchArgs {
 
 const FIRST_BENCH_SESSION: u64 = 1 << 32;
 
+/// A pipeline journaling into `data_dir`, with the workload's set-up and pre-fill applied
+/// (journaled, unmeasured).
+fn start_pipeline(
+    args: &PipelineBenchArgs,
+    w: &workload::Workload,
+    data_dir: &Path,
+) -> anyhow::Result<Pipeline> {
+    let durability = match args.durability {
+        DurabilityMode::Fsync => Durability::Fsync,
+        DurabilityMode::Batch => Durability::Batch {
+            interval_us: args.batch_interval_us,
+        },
+        DurabilityMode::None => Durability::None,
+    };
+    let journal = JournalWriter::open(
+        data_dir,
+        JournalConfig {
+            segment_bytes: 256 << 20,
+            durability,
+            ..JournalConfig::default()
+        },
+        1,
+    )?;
+    let mut pipeline = Pipeline::start(
+        PipelineConfig {
+            ring_capacity: args.window.max(1024).next_power_of_two(),
+            batch_max: 1024,
+            wait: args.wait,
+            snapshot_every: 0,
+            data_dir: data_dir.to_path_buf(),
+            archive: false,
+            last_ts_ns: 0,
+            dedicated_threads: args.threads.dedicated(),
+            market_data: None,
+            metrics: Default::default(),
+        },
+        Engine::new(w.config),
+        journal,
+        Arc::new(Credentials::from_key([0; 32])),
+    )?;
+    let setup: Vec<Command> = w
+        .setup_commands()
+        .chain(w.prefill.iter().copied())
+        .collect();
+    pipeline
+        .apply_system_commands(setup, Duration::from_secs(600))
+        .map_err(|e| anyhow::anyhow!("set-up: {e}"))?;
+    Ok(pipeline)
+}
+
+/// The request that offers workload command `k`, as session `FIRST_BENCH_SESSION + k`.
+fn request(w: &workload::Workload, k: usize) -> Request {
+    Request {
+        session: FIRST_BENCH_SESSION + k as u64,
+        reply: Reply::Order {
+            order: 0,
+            kind: RequestKind::Place,
+        },
+        op: Op::Command(w.commands[k]),
+    }
+}
+
+/// The replies now waiting: calls `answered(k)` for each reply to workload command `k`.
+fn take_replies(pipeline: &Pipeline, mut answered: impl FnMut(usize)) -> usize {
+    let mut got = 0;
+    while let Some(out) = pipeline.outbound.pop() {
+        if let Target::Session(s) = out.target
+            && s >= FIRST_BENCH_SESSION
+        {
+            answered((s - FIRST_BENCH_SESSION) as usize);
+            got += 1;
+        }
+    }
+    got
+}
+
+/// One fixed-schedule run per rate, each on a fresh pipeline and journal: command `k` is due
+/// `k / rate` seconds after the start and sent as soon as it is due (later if the inbound
+/// ring is full); its latency runs from when it was due to its reply.
+fn fixed_rates(
+    args: &PipelineBenchArgs,
+    w: &workload::Workload,
+    data_dir: &Path,
+) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    for &rate in &args.rates {
+        let dir = data_dir.join(format!("rate-{rate}"));
+        let mut pipeline = start_pipeline(args, w, &dir)?;
+        let n = ((rate as f64 * args.seconds) as usize).clamp(1, w.commands.len());
+        let period_ns = 1e9 / rate as f64;
+        let due = |k: usize| Duration::from_nanos((k as f64 * period_ns) as u64);
+        let mut h = loadgen::histogram();
+        let (mut sent, mut answered) = (0usize, 0usize);
+        let started = Instant::now();
+        let mut last_sent = Duration::ZERO;
+        while answered < n {
+            let now = started.elapsed();
+            while sent < n && due(sent) <= now {
+                if pipeline.inbound.try_push(request(w, sent)).is_err() {
+                    break; // back-pressure: it waits, and its latency grows
+                }
+                sent += 1;
+                last_sent = now;
+            }
+            pipeline.inbound.ring();
+            pipeline.do_inline_work();
+            let got = take_replies(&pipeline, |k| {
+                let late = started.elapsed().saturating_sub(due(k));
+                h.record(late.as_nanos().max(1) as u64).ok();
+            });
+            answered += got;
+            if got == 0 {
+                anyhow::ensure!(!pipeline.shared.has_failed(), "the pipeline failed");
+                std::hint::spin_loop();
+            }
+        }
+        pipeline.close_intake();
+        pipeline.join().map_err(|e| anyhow::anyhow!(e))?;
+        let achieved = n as f64 / last_sent.max(due(n - 1)).as_secs_f64().max(1e-9);
+        let row = loadgen::Row::from_histogram(format!("rialto {rate}/s"), rate, achieved, &h);
+        if !args.json {
+            eprintln!("{}", loadgen::table_line(&row));
+        }
+        rows.push(row);
+    }
+    if args.json {
+        let json = serde_json::json!({
+            "bench": "pipeline", "workload": "single", "schedule": "fixed",
+            "dedicated_threads": args.threads.dedicated(),
+            "durability": format!("{:?}", args.durability).to_lowercase(),
+            "rows": rows.iter().map(loadgen::Row::json).collect::<Vec<_>>(),
+        });
+        println!("{json}");
+    } else {
+        println!("{}", loadgen::table(&rows));
+        println!(
+            "latency: scheduled time -> reply out of the pipeline (no sockets); durability {:?}, {} threads",
+            args.durability,
+            if args.threads.dedicated() {
+                "dedicated"
+            } else {
+                "shared"
+            },
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.rates.iter().all(|&r| r > 0), "rates must be positive");
     let params = SingleParams {
         commands: args.commands,
         ..SingleParams::default()
@@ -74,84 +235,33 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
             scratch.path().to_path_buf()
         }
     };
-    let durability = match args.durability {
-        DurabilityMode::Fsync => Durability::Fsync,
-        DurabilityMode::Batch => Durability::Batch {
-            interval_us: args.batch_interval_us,
-        },
-        DurabilityMode::None => Durability::None,
-    };
-    let journal = JournalWriter::open(
-        &data_dir,
-        JournalConfig {
-            segment_bytes: 256 << 20,
-            durability,
-            ..JournalConfig::default()
-        },
-        1,
-    )?;
-    let mut pipeline = Pipeline::start(
-        PipelineConfig {
-            ring_capacity: args.window.max(1024).next_power_of_two(),
-            batch_max: 1024,
-            wait: args.wait,
-            snapshot_every: 0,
-            data_dir: data_dir.clone(),
-            archive: false,
-            last_ts_ns: 0,
-            dedicated_threads: args.threads.dedicated(),
-            market_data: None,
-            metrics: Default::default(),
-        },
-        Engine::new(w.config),
-        journal,
-        Arc::new(Credentials::from_key([0; 32])),
-    )?;
-
-    // Set-up and pre-fill go through the pipeline too (journaled), unmeasured.
-    let setup: Vec<Command> = w
-        .setup_commands()
-        .chain(w.prefill.iter().copied())
-        .collect();
-    pipeline
-        .apply_system_commands(setup, Duration::from_secs(600))
-        .map_err(|e| anyhow::anyhow!("set-up: {e}"))?;
-
+    if !args.rates.is_empty() {
+        return fixed_rates(args, &w, &data_dir);
+    }
+    let mut pipeline = start_pipeline(args, &w, &data_dir)?;
     let n = w.commands.len();
     let mut sent_at: Vec<Instant> = Vec::with_capacity(n);
-    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    let mut h = loadgen::histogram();
     let mut answered = 0usize;
     let started = Instant::now();
     while answered < n {
         // Keep the window full.
         while sent_at.len() < n && sent_at.len() - answered < args.window {
-            let k = sent_at.len();
-            let request = Request {
-                session: FIRST_BENCH_SESSION + k as u64,
-                reply: Reply::Order {
-                    order: 0,
-                    kind: RequestKind::Place,
-                },
-                op: Op::Command(w.commands[k]),
-            };
-            if pipeline.inbound.try_push(request).is_err() {
+            if pipeline
+                .inbound
+                .try_push(request(&w, sent_at.len()))
+                .is_err()
+            {
                 break;
             }
             sent_at.push(Instant::now());
         }
         pipeline.inbound.ring();
         pipeline.do_inline_work();
-        let mut got = 0;
-        while let Some(out) = pipeline.outbound.pop() {
-            if let Target::Session(s) = out.target
-                && s >= FIRST_BENCH_SESSION
-            {
-                let k = (s - FIRST_BENCH_SESSION) as usize;
-                h.record(sent_at[k].elapsed().as_nanos().max(1) as u64).ok();
-                answered += 1;
-                got += 1;
-            }
-        }
+        let got = take_replies(&pipeline, |k| {
+            h.record(sent_at[k].elapsed().as_nanos().max(1) as u64).ok();
+        });
+        answered += got;
         if got == 0 {
             anyhow::ensure!(!pipeline.shared.has_failed(), "the pipeline failed");
             std::hint::spin_loop();

@@ -1,0 +1,101 @@
+//! The load generators as a user runs them, briefly: `rialto bench pipeline` in both of its
+//! modes, and `rialto loadgen` against `rialto serve --demo`. They measure; these runs check
+//! that every command offered is answered and counted, not how fast.
+
+mod common;
+
+use common::{rialto, serve_demo};
+use serde_json::Value;
+
+fn json_of(run: &common::Run) -> Value {
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+#[test]
+fn bench_pipeline_answers_every_command_closed_loop_and_on_a_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("closed");
+    let data = data.to_str().unwrap();
+    let closed = json_of(&rialto(
+        &[
+            "bench",
+            "pipeline",
+            "--commands",
+            "20000",
+            "--json",
+            "--data",
+            data,
+        ],
+        "",
+    ));
+    assert_eq!(closed["commands"], 20_000);
+    assert!(closed["p50_ns"].as_u64().unwrap() <= closed["max_ns"].as_u64().unwrap());
+
+    let data = dir.path().join("fixed");
+    let data = data.to_str().unwrap();
+    let args = [
+        "bench",
+        "pipeline",
+        "--commands",
+        "20000",
+        "--rates",
+        "4000,8000",
+        "--seconds",
+        "0.5",
+        "--json",
+        "--data",
+        data,
+    ];
+    let fixed = json_of(&rialto(&args, ""));
+    let rows = fixed["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{fixed}");
+    for (row, rate) in rows.iter().zip([4_000u64, 8_000]) {
+        assert_eq!(row["offered_per_sec"], rate);
+        assert_eq!(row["count"].as_u64(), Some(rate / 2), "{row}");
+        assert!(row["p50_ns"].as_u64().unwrap() <= row["p99_ns"].as_u64().unwrap());
+        // Each rate ran on a journal of its own, which holds what was offered.
+        let journal = format!("{data}/rate-{rate}");
+        let verify = rialto(&["journal", "verify", "--data", &journal], "");
+        assert_eq!(verify.code, Some(0), "{}{}", verify.stdout, verify.stderr);
+    }
+}
+
+#[test]
+fn loadgen_offers_a_rate_to_a_running_server_beside_the_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = serve_demo(&data);
+    let args = [
+        "loadgen",
+        "--addr",
+        server.address_after("orders on "),
+        "--admin-addr",
+        server.address_after("admin on "),
+        "--data",
+        data.to_str().unwrap(),
+        "--connections",
+        "2",
+        "--rates",
+        "2000",
+        "--seconds",
+        "0.5",
+        "--warmup-seconds",
+        "0.2",
+        "--floor-round-trips",
+        "2000",
+        "--io",
+        "block",
+        "--json",
+    ];
+    let report = json_of(&rialto(&args, ""));
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "the floor, then the rate: {report}");
+    assert_eq!(rows[0]["count"], 2_000, "{report}");
+    assert_eq!(rows[1]["offered_per_sec"], 2_000);
+    assert_eq!(
+        rows[1]["count"], 1_000,
+        "every measured command answered: {report}"
+    );
+    assert_eq!(report["connections"], 2);
+}
