@@ -301,6 +301,11 @@ pub fn start_with_stop(
         None
     };
     let replay_addr = udp.as_ref().map(|u| u.replay_addr);
+    if let Some(udp) = &udp {
+        let skipped = udp.skipped_batches.clone();
+        let probe = Box::new(move || skipped.load(std::sync::atomic::Ordering::Relaxed));
+        metrics.add_gauge("rialto_udp_feed_skipped_batches", "", probe);
+    }
     let gateway_cpu = config.pipeline.gateway_cpu;
     let gateway = std::thread::Builder::new()
         .name("rialto-gateway".into())

@@ -296,6 +296,16 @@ fn clients_that_never_ask_hold_up_no_replay() {
         );
     }
 
+    // The publisher has kept up: /metrics says no batch was skipped.
+    let mut http = TcpStream::connect(server.web_addr.unwrap()).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut metrics = String::new();
+    http.read_to_string(&mut metrics).unwrap();
+    assert!(
+        metrics.contains("rialto_udp_feed_skipped_batches{} 0"),
+        "{metrics}"
+    );
+
     // Beyond the limit a connection is closed at once; freed places are taken again.
     idle.extend((3..MAX_REPLAY_CONNECTIONS).map(|_| TcpStream::connect(replay_addr).unwrap()));
     std::thread::sleep(Duration::from_millis(50));

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -59,6 +59,10 @@ impl History {
 
 pub struct UdpFeed {
     pub replay_addr: SocketAddr,
+    /// Market data batches the publisher fell too far behind to send: their updates never
+    /// became packets (receivers resynchronise from the snapshot channel; their trades are
+    /// not replayed).
+    pub skipped_batches: Arc<AtomicU64>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -100,7 +104,9 @@ pub fn start(
         snapshot_group: settings.udp_snapshot,
         snapshot_interval: Duration::from_millis(settings.snapshot_interval_ms),
         history: history.clone(),
+        skipped_batches: Arc::new(AtomicU64::new(0)),
     };
+    let skipped_batches = publisher.skipped_batches.clone();
     let publisher_stop = stop.clone();
     let threads = vec![
         std::thread::Builder::new()
@@ -112,6 +118,7 @@ pub fn start(
     ];
     Ok(UdpFeed {
         replay_addr,
+        skipped_batches,
         threads,
     })
 }
@@ -123,6 +130,7 @@ struct Publisher {
     snapshot_group: SocketAddrV4,
     snapshot_interval: Duration,
     history: Arc<Mutex<History>>,
+    skipped_batches: Arc<AtomicU64>,
 }
 
 impl Publisher {
@@ -149,6 +157,7 @@ impl Publisher {
                 Err(TryRecvError::Lagged(n)) => {
                     // Receivers see the gap in the books' sequence numbers and resynchronise
                     // from the snapshot channel.
+                    self.skipped_batches.fetch_add(n, Ordering::Relaxed);
                     tracing::warn!(batches = n, "the UDP feed fell behind the market data");
                 }
                 Err(TryRecvError::Empty) => {
