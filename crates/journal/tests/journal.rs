@@ -336,16 +336,21 @@ fn snapshot_plus_tail_equals_full_replay() {
     assert!(live.seq > 1 && live.seq <= 181);
 }
 
-#[test]
-fn a_corrupt_snapshot_falls_back_to_an_older_one_then_to_full_replay() {
-    let dir = TempDir::new().unwrap();
+/// 300 commands journaled, with snapshots at 100 and 200; the state hash they end with.
+fn two_snapshots(dir: &TempDir) -> (Vec<(u64, std::path::PathBuf)>, [u8; 32]) {
     let cmds = workload(300);
     journal(dir.path(), config(1024), &cmds, 0, 10);
     snapshot_at(dir.path(), &cmds, 100);
     snapshot_at(dir.path(), &cmds, 200);
     let snaps = list_snapshots(dir.path()).unwrap();
     assert_eq!(snaps.len(), 2);
-    let want = fresh(&cmds).state_hash();
+    (snaps, fresh(&cmds).state_hash())
+}
+
+#[test]
+fn a_corrupt_snapshot_falls_back_to_an_older_one_then_to_full_replay() {
+    let dir = TempDir::new().unwrap();
+    let (snaps, want) = two_snapshots(&dir);
     flip_bit(&snaps[1].1, 200);
     let rec = recover(dir.path(), engine_config()).unwrap();
     assert_eq!((rec.snapshot_seq, rec.replayed), (Some(100), 200));
@@ -359,14 +364,9 @@ fn a_corrupt_snapshot_falls_back_to_an_older_one_then_to_full_replay() {
 #[test]
 fn a_torn_snapshot_falls_back_to_the_one_before_at_every_cut() {
     let dir = TempDir::new().unwrap();
-    let cmds = workload(300);
-    journal(dir.path(), config(1024), &cmds, 0, 10);
-    snapshot_at(dir.path(), &cmds, 100);
-    snapshot_at(dir.path(), &cmds, 200);
-    let snaps = list_snapshots(dir.path()).unwrap();
+    let (snaps, want) = two_snapshots(&dir);
     let newest = &snaps[1].1;
     let whole = std::fs::read(newest).unwrap();
-    let want = fresh(&cmds).state_hash();
     // A crash while the newest snapshot was written leaves any prefix of it.
     let step = (whole.len() / 97).max(1);
     for cut in (0..whole.len()).step_by(step).chain([whole.len() - 1]) {
