@@ -117,6 +117,7 @@ pub fn start_with_stop(
     config: ServerConfig,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<RunningServer> {
+    let started_ms = web::auth::now_ms();
     config.validate()?;
     if let Some(cpu) = config.pipeline.gateway_cpu {
         // Before any thread starts: they all inherit it (and so does the caller's thread).
@@ -282,6 +283,7 @@ pub fn start_with_stop(
             user_messages,
             md: market_data.clone(),
             metrics: metrics.clone(),
+            started_ms,
         };
         Some(web::start(parts, listener, stop.clone())?)
     } else {

@@ -480,6 +480,46 @@ fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
 }
 
 #[test]
+fn a_request_signed_before_a_restart_cannot_be_replayed_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = "/api/v1/orders";
+    let order =
+        json!({"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_000, "qty": 1})
+            .to_string();
+    let server = common::start(dir.path(), |_| {});
+    let secret = server.credentials.user_secret(1);
+    let (ts, n) = (now_ms().to_string(), nonce().to_string());
+    let sig = sign(
+        &secret,
+        &signed_text(&ts, &n, "POST", target, order.as_bytes()),
+    );
+    let headers = vec![
+        ("Rialto-Key".to_string(), "1".to_string()),
+        ("Rialto-Timestamp".to_string(), ts),
+        ("Rialto-Nonce".to_string(), n),
+        ("Rialto-Signature".to_string(), sig),
+    ];
+    let first = Http::new(&server).raw("POST", target, &headers, order.as_bytes());
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    server.shutdown().unwrap();
+
+    // The restarted server has forgotten the nonce, not the time it started.
+    std::thread::sleep(Duration::from_millis(5));
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let replayed = http.raw("POST", target, &headers, order.as_bytes());
+    assert_eq!(
+        (replayed.status, error_code(&replayed)),
+        (401, "stale_request")
+    );
+    let trader = Trader::new(&http, &server, 1);
+    let open = trader.call("GET", "/api/v1/orders", Value::Null);
+    assert_eq!(open.status, 200, "a fresh signature works: {:?}", open.body);
+    assert_eq!(open.body.as_array().unwrap().len(), 1, "{:?}", open.body);
+    server.shutdown().unwrap();
+}
+
+#[test]
 fn admins_move_money_add_users_and_symbols_and_take_snapshots() {
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), |_| {});
@@ -1058,7 +1098,7 @@ fn a_slow_consumer_is_cut_off_and_others_carry_on() {
     // A deep book makes every snapshot large.
     for i in 0..300 {
         let r = maker.call("POST", "/api/v1/orders", json!({"symbol": "BTC-USD", "order": i, "side": "sell", "price": 600_000 + i, "qty": 1}));
-        assert_eq!(r.status, 200);
+        assert_eq!(r.status, 200, "{:?}", r.body);
     }
     eventually("the deep book", || {
         book(&http)["asks"].as_array().unwrap().len() == 50

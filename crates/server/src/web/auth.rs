@@ -17,6 +17,9 @@ pub const MAX_SKEW_MS: i64 = 30_000;
 
 /// Nonces and rates per key. Keys are few (one per user), so plain maps under a lock.
 pub struct Guard {
+    /// When this run of the server began: a request signed earlier is refused, so that the
+    /// nonces it forgot in the restart cannot be used to replay what was captured before it.
+    started_ms: i64,
     nonces: Mutex<HashMap<String, u64>>,
     buckets: Mutex<HashMap<String, TokenBucket>>,
     rate: u64,
@@ -98,8 +101,10 @@ pub fn now_ms() -> i64 {
 }
 
 impl Guard {
-    pub fn new(settings: &WebSettings) -> Guard {
+    /// A guard for a server run that began at `started_ms` (ms since the Unix epoch).
+    pub fn new(settings: &WebSettings, started_ms: i64) -> Guard {
         Guard {
+            started_ms,
             nonces: Mutex::new(HashMap::new()),
             buckets: Mutex::new(HashMap::new()),
             rate: settings.max_requests_per_sec,
@@ -135,6 +140,12 @@ impl Guard {
             return Err(unauthorized(
                 "stale_request",
                 "Rialto-Timestamp is more than 30 s from the server's clock",
+            ));
+        }
+        if timestamp < self.started_ms {
+            return Err(unauthorized(
+                "stale_request",
+                "Rialto-Timestamp is before the server started: sign the request again",
             ));
         }
         let nonce: u64 = signed

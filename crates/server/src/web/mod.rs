@@ -148,6 +148,9 @@ pub struct WebParts {
     pub user_messages: mpsc::UnboundedReceiver<Vec<(UserId, rialto_wire::ServerMsg)>>,
     pub md: Arc<MarketData>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// When this run of the server began (ms since the Unix epoch): requests signed earlier
+    /// are refused.
+    pub started_ms: i64,
 }
 
 pub struct WebServer {
@@ -192,7 +195,7 @@ async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<Atomi
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let now_us = crate::pipeline::now_ns() / 1_000;
     let state = Arc::new(AppState {
-        auth: auth::Guard::new(&parts.settings),
+        auth: auth::Guard::new(&parts.settings, parts.started_ms),
         settings: parts.settings,
         bridge: parts.bridge,
         md: parts.md.clone(),
