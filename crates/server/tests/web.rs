@@ -989,6 +989,103 @@ fn websocket_login_failures_order_entry_and_bad_input() {
     server.shutdown().unwrap();
 }
 
+#[test]
+fn websocket_order_log_bbo_and_candle_streams_follow_the_trading() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let seller = Trader::new(&http, &server, 1);
+    let buyer = Trader::new(&http, &server, 2);
+    let place = |who: &Trader, order: i64, side: &str, price: i64, qty: i64| {
+        let r = who.call(
+            "POST",
+            "/api/v1/orders",
+            json!({"symbol": "BTC-USD", "order": order, "side": side, "price": price, "qty": qty}),
+        );
+        assert_eq!(r.status, 200, "{:?}", r.body);
+    };
+    place(&seller, 1, "sell", 500_100, 4);
+    eventually("the ask", || book(&http)["asks"] == json!([[500_100, 4]]));
+
+    let mut ws = ws_connect(&server);
+    for (id, ch) in [
+        (1, "orders.BTC-USD"),
+        (2, "bbo.BTC-USD"),
+        (3, "candles.BTC-USD"),
+    ] {
+        ws_send(&mut ws, json!({"id": id, "op": "subscribe", "ch": ch}));
+    }
+    let l3 = ws_until(&mut ws, "the order log snapshot", |v| {
+        v["ch"] == "orders.BTC-USD" && v["type"] == "snapshot"
+    });
+    assert_eq!(l3["asks"].as_array().unwrap().len(), 1, "{l3}");
+    assert_eq!(
+        (l3["asks"][0][1].clone(), l3["asks"][0][2].clone()),
+        (json!(500_100), json!(4))
+    );
+    let maker_id = l3["asks"][0][0].clone();
+    let mut l3_seq = l3["seq"].as_u64().unwrap();
+    let bbo = ws_until(&mut ws, "the first BBO", |v| v["ch"] == "bbo.BTC-USD");
+    assert_eq!(
+        (bbo["bid"].clone(), bbo["ask"].clone()),
+        (Value::Null, json!([500_100, 4]))
+    );
+    ws_until(&mut ws, "the candle snapshot", |v| {
+        v["ch"] == "candles.BTC-USD" && v["type"] == "snapshot"
+    });
+
+    // A bid that takes 1 of the 4, then rests below: the log shows the execution and the add,
+    // in consecutive seqs; the BBO and the current candle follow.
+    place(&buyer, 7, "buy", 500_100, 1);
+    place(&buyer, 8, "buy", 499_900, 2);
+    // The channels are written apart: read them all until each has shown its part.
+    let (mut executed, mut added, mut bbo_moved) = (false, false, false);
+    let mut candle = Value::Null;
+    while !(executed && added && bbo_moved && !candle.is_null()) {
+        let v = ws_until(&mut ws, "the updates", |v| v["type"] != "snapshot");
+        if v["ch"] == "bbo.BTC-USD" {
+            bbo_moved |= v["bid"] == json!([499_900, 2]) && v["ask"] == json!([500_100, 3]);
+        } else if v["ch"] == "candles.BTC-USD" {
+            candle = v["candle"].clone();
+        } else if v["ch"] == "orders.BTC-USD" {
+            for u in v["updates"].as_array().unwrap() {
+                let seq = u["seq"].as_u64().unwrap();
+                if seq <= l3_seq {
+                    continue;
+                }
+                assert_eq!(seq, l3_seq + 1, "consecutive: {v}");
+                l3_seq = seq;
+                if u["op"] == "execute" {
+                    assert_eq!(
+                        (u["order"].clone(), u["qty"].clone()),
+                        (maker_id.clone(), json!(1))
+                    );
+                    executed = true;
+                }
+                if u["op"] == "add" {
+                    assert_eq!(
+                        (u["side"].clone(), u["price"].clone(), u["qty"].clone()),
+                        (json!("buy"), json!(499_900), json!(2)),
+                        "{u}"
+                    );
+                    added = true;
+                }
+            }
+        }
+    }
+    assert_eq!(
+        (
+            candle["open"].clone(),
+            candle["close"].clone(),
+            candle["volume"].clone(),
+            candle["trades"].clone()
+        ),
+        (json!(500_100), json!(500_100), json!(1), json!(1)),
+        "{candle}"
+    );
+    server.shutdown().unwrap();
+}
+
 /// A book side from a snapshot or diff: price -> total.
 fn apply_levels(side: &mut std::collections::BTreeMap<i64, i64>, levels: &Value) {
     for level in levels.as_array().unwrap() {
