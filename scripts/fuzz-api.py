@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Fuzz a running `rialto serve` through its signed REST API (docs/api.md).
+"""Fuzz a running `rialto serve` through its signed REST and WebSocket APIs (docs/api.md).
 
 Public endpoints are covered by schemathesis against /openapi.json without keys; this sends
-what a key holder could send: correctly signed requests to every private and admin endpoint
-with bodies, path parameters and queries of the wrong shape, type and size. Every answer must
-be JSON, below 500, with an error code when it is a refusal; afterwards the server must still
-answer, and the venue's totals must still balance (available + held + fees = deposits -
-withdrawals, per currency).
+what a key holder could send:
+- REST: correctly signed requests to every private and admin endpoint with bodies, path
+  parameters and queries of the wrong shape, type and size. Every answer must be JSON, below
+  500, with an error code when it is a refusal.
+- WebSocket: a logged-in connection sends requests of every op with arguments of the wrong
+  shape, type and size, and raw text that is not JSON. Every request with an id must get an
+  answer with that id (a result or an error code), and the connection must stay open.
+Afterwards the server must still answer, and the venue's totals must still balance
+(available + held + fees = deposits - withdrawals, per currency).
 
     rialto serve --demo --data /tmp/fuzz-data --web-listen 127.0.0.1:19403 ... &
-    python3 scripts/fuzz-rest.py --url http://127.0.0.1:19403 --data /tmp/fuzz-data \
+    python3 scripts/fuzz-api.py --url http://127.0.0.1:19403 --data /tmp/fuzz-data \
         --rialto target/release/rialto --examples 3000
 
-Needs `hypothesis` (pip install hypothesis).
+Needs `hypothesis` and `websockets` (pip install hypothesis websockets).
 """
 
 import argparse
@@ -25,6 +29,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+
+from websockets.sync.client import connect as ws_connect
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -56,7 +62,7 @@ def call(base, key, secret_text, method, target, body=b""):
 
 
 BIG = [0, -1, 1, 2**31, 2**53 + 1, 2**63 - 1, -2**63, 2**63, 2**64, -2**64 - 1, 10**30]
-numbers = st.one_of(st.integers(), st.sampled_from(BIG), st.floats(allow_nan=False),
+numbers = st.one_of(st.integers(), st.sampled_from(BIG), st.floats(allow_nan=False, allow_infinity=False),
                     st.integers(min_value=-5, max_value=700_000))
 words = st.one_of(st.text(max_size=40), st.sampled_from(
     ["BTC-USD", "ETH-USD", "USD", "BTC", "buy", "sell", "limit", "market", "gtc", "ioc", "fok",
@@ -94,6 +100,20 @@ ENDPOINTS = [
     ("GET", "/api/v1/admin/users", False),
     ("GET", "/api/v1/admin/venue", False),
 ]
+
+
+WS_OPS = ["place", "cancel", "move", "reduce", "mass_cancel", "subscribe", "unsubscribe",
+          "login", "fly", ""]
+
+
+def ws_answer(ws, request_id):
+    """Reads until the answer to `request_id`; stream messages on the way are skipped."""
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        message = json.loads(ws.recv(timeout=10))
+        if message.get("id") == request_id:
+            return message
+    raise AssertionError(f"no answer to {request_id}")
 
 
 def check_answer(status, body, what):
@@ -142,8 +162,38 @@ def main():
         check_answer(status, answer, f"{key} {method} {target} {body[:200]!r}")
 
     fuzz()
+    print("REST answers by status:", dict(sorted(seen.items())))
+
+    ws_url = args.url.replace("http://", "ws://") + "/ws"
+    with ws_connect(ws_url, max_size=None, open_timeout=10) as ws:
+        ts, nonce = str(int(time.time() * 1000)), str(next(NONCE))
+        text = "\n".join([ts, nonce, "WS", "/ws"]).encode() + b"\n"
+        sig = hmac.new(secrets["1"].encode(), text, hashlib.sha256).hexdigest()
+        ws.send(json.dumps({"id": "login", "op": "login", "key": "1", "ts": ts,
+                            "nonce": nonce, "sig": sig}))
+        assert ws_answer(ws, "login").get("result", {}).get("user") == 1
+        ws_seen = {}
+        ids = itertools.count(1)
+
+        @settings(max_examples=args.examples, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(st.sampled_from(WS_OPS), st.dictionaries(st.sampled_from(FIELDS + ["ch"]),
+                                                         st.one_of(scalars, values), max_size=6),
+               st.one_of(st.none(), st.binary(max_size=40)))
+        def fuzz_ws(op, fields, raw):
+            if raw is not None:
+                # Not JSON (or JSON without an id): an error message, and the socket stays.
+                ws.send(raw.decode("utf-8", "replace"))
+            request_id = next(ids)
+            ws.send(json.dumps({**fields, "id": request_id, "op": op}))
+            answer = ws_answer(ws, request_id)
+            kind = "result" if "result" in answer else answer.get("error", {}).get("code")
+            assert isinstance(kind, str), f"{op} {fields} -> {answer}"
+            ws_seen[kind] = ws_seen.get(kind, 0) + 1
+
+        fuzz_ws()
+        print("WebSocket answers:", dict(sorted(ws_seen.items())))
     balanced(args.url, secrets["admin"])
-    print("answers by status:", dict(sorted(seen.items())))
     print("the server still answers and the venue's totals balance")
 
 
