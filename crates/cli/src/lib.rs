@@ -15,3 +15,14 @@ pub mod replay;
 pub mod scenario;
 pub mod serve;
 pub mod ws_bench;
+
+/// The `single` workload with `commands` measured commands, saying on stderr that it is being
+/// generated (it takes a while for millions).
+pub fn single_workload(commands: u64, seed: u64) -> rialto_bench::workload::Workload {
+    let params = rialto_bench::workload::SingleParams {
+        commands,
+        ..Default::default()
+    };
+    eprintln!("generating the single workload ({commands} commands)...");
+    rialto_bench::workload::single(&params, seed)
+}

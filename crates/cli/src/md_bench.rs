@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use rialto_bench::harness;
-use rialto_bench::workload::{self, SingleParams};
+use rialto_bench::workload;
 use rialto_core::{Command, Engine, OwnedEvent};
 use rialto_journal::format::encode_record;
 use rialto_server::feed::MarketData;
@@ -198,15 +198,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(args: &MdBenchArgs) -> anyhow::Result<()> {
-    let params = SingleParams {
-        commands: args.commands,
-        ..SingleParams::default()
-    };
-    eprintln!(
-        "generating the single workload ({} commands)...",
-        args.commands
-    );
-    let w = workload::single(&params, args.seed);
+    let w = crate::single_workload(args.commands, args.seed);
     let (mut base, mut with_feed) = (Vec::new(), Vec::new());
     let (mut base_cpu, mut feed_cpu) = (Vec::new(), Vec::new());
     let channel = MdChannel::new(args.ring);

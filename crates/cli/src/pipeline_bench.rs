@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use rialto_bench::workload::{self, SingleParams};
+use rialto_bench::workload;
 use rialto_core::{Command, Engine};
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
 use rialto_server::auth::Credentials;
@@ -215,15 +215,7 @@ fn fixed_rates(
 
 pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.rates.iter().all(|&r| r > 0), "rates must be positive");
-    let params = SingleParams {
-        commands: args.commands,
-        ..SingleParams::default()
-    };
-    eprintln!(
-        "generating the single workload ({} commands)...",
-        args.commands
-    );
-    let w = workload::single(&params, args.seed);
+    let w = crate::single_workload(args.commands, args.seed);
     let scratch;
     let data_dir = match &args.data {
         Some(dir) => dir.clone(),
