@@ -23,6 +23,9 @@ use crate::feed::Batch;
 
 /// The longest a stream message waits to be merged with the next updates.
 const TICK: Duration = Duration::from_millis(1);
+/// How often the fan-out drops the batches that nobody follows (the broadcast queue holds
+/// thousands): rarely, so that a venue without WebSocket subscribers spends next to nothing.
+const UNFOLLOWED_TICK: Duration = Duration::from_millis(20);
 
 /// Channels by name (`book.BTC-USD`), created when first subscribed.
 #[derive(Default)]
@@ -68,6 +71,12 @@ impl Topics {
             .cloned()
     }
 
+    /// Whether any connection follows any channel.
+    fn followed(&self) -> bool {
+        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        channels.values().any(|c| !c.lock().is_empty())
+    }
+
     /// Subscribers of one channel.
     pub fn subscribers(&self, channel: &str) -> usize {
         let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
@@ -109,53 +118,78 @@ struct SymbolRound {
 /// The fan-out's thread: writing one round to many sockets takes milliseconds, which would
 /// otherwise hold up a web worker. Runs until `stop` (the server nudges the market data
 /// outlet so that a waiting fan-out sees it).
+///
+/// While no connection follows any channel, batches are taken and dropped: nothing is merged
+/// for nobody. That loses no update for a connection that subscribes later: it subscribes
+/// (under its channel's lock) before the snapshot it starts from is taken, and every batch
+/// with updates after that snapshot is sent after it, so the fan-out takes that batch only
+/// once the subscription is there to see.
 pub fn run(
     state: Arc<AppState>,
     mut batches: broadcast::Receiver<Arc<Batch>>,
     stop: Arc<AtomicBool>,
 ) {
     let mut rounds: BTreeMap<SymbolId, SymbolRound> = BTreeMap::new();
+    // The sequencer time of the oldest batch in the round being merged.
+    let mut oldest_ts = 0;
+    let take =
+        |rounds: &mut BTreeMap<SymbolId, SymbolRound>, oldest_ts: &mut i64, batch: &Batch| {
+            if !state.topics.followed() {
+                return;
+            }
+            *oldest_ts = match rounds.is_empty() {
+                true => batch.ts_ns,
+                false => (*oldest_ts).min(batch.ts_ns),
+            };
+            collect(rounds, batch);
+        };
     while !stop.load(Ordering::Relaxed) {
         // Idle: wait for a batch, and publish it at once.
-        let mut oldest_ts = match batches.blocking_recv() {
-            Ok(batch) => {
-                collect(&mut rounds, &batch);
-                batch.ts_ns
-            }
+        match batches.blocking_recv() {
+            Ok(batch) => take(&mut rounds, &mut oldest_ts, &batch),
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 // Subscribers will see the gap in the sequence numbers and resubscribe.
-                tracing::warn!(batches = n, "WebSocket fan-out fell behind the feed");
+                lagged(&state, n);
                 continue;
             }
             Err(broadcast::error::RecvError::Closed) => return,
-        };
+        }
         // Busy: one round at most every tick, with whatever arrived meanwhile, until a tick
         // brings nothing. Batches are not awaited one by one: each wake-up would cost the
         // market data thread a system call on a machine busy with the engine.
         loop {
             let started = Instant::now();
-            if rounds.is_empty() {
-                break; // a quiet tick: back to waiting
+            if !rounds.is_empty() {
+                publish(&state, &mut rounds, oldest_ts);
             }
-            publish(&state, &mut rounds, oldest_ts);
-            std::thread::sleep(TICK.saturating_sub(started.elapsed()));
+            let tick = match state.topics.followed() {
+                true => TICK,
+                false => UNFOLLOWED_TICK,
+            };
+            std::thread::sleep(tick.saturating_sub(started.elapsed()));
+            let mut received = false;
             loop {
                 match batches.try_recv() {
                     Ok(batch) => {
-                        oldest_ts = match rounds.is_empty() {
-                            true => batch.ts_ns,
-                            false => oldest_ts.min(batch.ts_ns),
-                        };
-                        collect(&mut rounds, &batch);
+                        received = true;
+                        take(&mut rounds, &mut oldest_ts, &batch);
                     }
-                    Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                        tracing::warn!(batches = n, "WebSocket fan-out fell behind the feed");
-                    }
+                    Err(broadcast::error::TryRecvError::Lagged(n)) => lagged(&state, n),
                     Err(broadcast::error::TryRecvError::Closed) => return,
                     Err(broadcast::error::TryRecvError::Empty) => break,
                 }
             }
+            if !received {
+                break; // a quiet tick: back to waiting
+            }
         }
+    }
+}
+
+/// Batches lost to a lag matter only to those who follow a channel (they resubscribe).
+fn lagged(state: &AppState, batches: u64) {
+    if state.topics.followed() {
+        tracing::warn!(batches, "WebSocket fan-out fell behind the feed");
     }
 }
 
