@@ -108,6 +108,10 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     let mut config: ServerConfig = toml::Value::Table(table)
         .try_into()
         .context("invalid configuration")?;
+    // An `[instruments]` table adds to the demo symbols' entries rather than dropping them.
+    for (symbol, decimals) in ServerConfig::default().instruments {
+        config.instruments.entry(symbol).or_insert(decimals);
+    }
     if let Some(dir) = &args.data {
         config.data_dir = dir.clone();
     }
@@ -270,6 +274,9 @@ mod tests {
         };
         let text = printed(&args);
         assert!(text.contains("burst = 77"), "{text}");
+        let config = config_from(&args).unwrap();
+        let listed: Vec<&str> = config.instruments.keys().map(String::as_str).collect();
+        assert_eq!(listed, ["BTC-USD", "ETH-USD", "X-Y"], "added to the demo's");
         let file = dir.path().join("printed.toml");
         std::fs::write(&file, &text).unwrap();
         let again = ServeArgs {
