@@ -76,21 +76,31 @@ impl Http {
     }
 
     fn signed(&self, key: &str, secret: &str, method: &str, target: &str, body: &str) -> Answer {
-        let ts = now_ms().to_string();
-        let n = nonce().to_string();
-        let sig = sign(
-            secret,
-            &signed_text(&ts, &n, method, target, body.as_bytes()),
-        );
-        let headers = vec![
-            ("Rialto-Key".to_string(), key.to_string()),
-            ("Rialto-Timestamp".to_string(), ts),
-            ("Rialto-Nonce".to_string(), n),
-            ("Rialto-Signature".to_string(), sig),
-            ("Content-Type".to_string(), "application/json".to_string()),
-        ];
+        let now = now_ms();
+        let mut headers = signed_headers(key, secret, now, method, target, body.as_bytes());
+        headers.push(("Content-Type".to_string(), "application/json".to_string()));
         self.raw(method, target, &headers, body.as_bytes())
     }
+}
+
+/// The four `Rialto-*` headers of a request signed as `key` with `secret` at `ts_ms`, with a
+/// fresh nonce.
+fn signed_headers(
+    key: &str,
+    secret: &str,
+    ts_ms: i64,
+    method: &str,
+    target: &str,
+    body: &[u8],
+) -> Vec<(String, String)> {
+    let (ts, n) = (ts_ms.to_string(), nonce().to_string());
+    let sig = sign(secret, &signed_text(&ts, &n, method, target, body));
+    vec![
+        ("Rialto-Key".to_string(), key.to_string()),
+        ("Rialto-Timestamp".to_string(), ts),
+        ("Rialto-Nonce".to_string(), n),
+        ("Rialto-Signature".to_string(), sig),
+    ]
 }
 
 fn dechunk(mut text: &str) -> String {
@@ -375,18 +385,14 @@ fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
     assert_eq!((nobody.status, error_code(&nobody)), (401, "unknown_key"));
 
     // A signed request replayed byte for byte.
-    let ts = now_ms().to_string();
-    let n = nonce().to_string();
-    let sig = sign(
+    let headers = signed_headers(
+        "1",
         &trader.secret,
-        &signed_text(&ts, &n, "POST", target, order.as_bytes()),
+        now_ms(),
+        "POST",
+        target,
+        order.as_bytes(),
     );
-    let headers = vec![
-        ("Rialto-Key".to_string(), "1".to_string()),
-        ("Rialto-Timestamp".to_string(), ts.clone()),
-        ("Rialto-Nonce".to_string(), n.clone()),
-        ("Rialto-Signature".to_string(), sig.clone()),
-    ];
     let first = http.raw("POST", target, &headers, order.as_bytes());
     assert_eq!(first.status, 200, "{:?}", first.body);
     let replay = http.raw("POST", target, &headers, order.as_bytes());
@@ -401,23 +407,8 @@ fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
 
     // Two minutes old, and the ends of the timestamp's range (properly signed all the same).
     for old in [now_ms() - 120_000, i64::MIN, i64::MAX, -1] {
-        let old = old.to_string();
-        let n = nonce().to_string();
-        let sig = sign(
-            &trader.secret,
-            &signed_text(&old, &n, "POST", target, order.as_bytes()),
-        );
-        let stale = http.raw(
-            "POST",
-            target,
-            &[
-                ("Rialto-Key".into(), "1".into()),
-                ("Rialto-Timestamp".into(), old.clone()),
-                ("Rialto-Nonce".into(), n),
-                ("Rialto-Signature".into(), sig),
-            ],
-            order.as_bytes(),
-        );
+        let headers = signed_headers("1", &trader.secret, old, "POST", target, order.as_bytes());
+        let stale = http.raw("POST", target, &headers, order.as_bytes());
         assert_eq!(
             (stale.status, error_code(&stale)),
             (401, "stale_request"),
@@ -488,17 +479,7 @@ fn a_request_signed_before_a_restart_cannot_be_replayed_after_it() {
             .to_string();
     let server = common::start(dir.path(), |_| {});
     let secret = server.credentials.user_secret(1);
-    let (ts, n) = (now_ms().to_string(), nonce().to_string());
-    let sig = sign(
-        &secret,
-        &signed_text(&ts, &n, "POST", target, order.as_bytes()),
-    );
-    let headers = vec![
-        ("Rialto-Key".to_string(), "1".to_string()),
-        ("Rialto-Timestamp".to_string(), ts),
-        ("Rialto-Nonce".to_string(), n),
-        ("Rialto-Signature".to_string(), sig),
-    ];
+    let headers = signed_headers("1", &secret, now_ms(), "POST", target, order.as_bytes());
     let first = Http::new(&server).raw("POST", target, &headers, order.as_bytes());
     assert_eq!(first.status, 200, "{:?}", first.body);
     server.shutdown().unwrap();
@@ -652,17 +633,9 @@ fn ws_until(ws: &mut Ws, what: &str, f: impl Fn(&Value) -> bool) -> Value {
 }
 
 fn ws_login(ws: &mut Ws, server: &RunningServer, user: i64) {
-    let ts = now_ms().to_string();
-    let n = nonce().to_string();
-    let sig = sign(
-        &server.credentials.user_secret(user),
-        &signed_text(&ts, &n, "WS", "/ws", b""),
-    );
-    ws_send(
-        ws,
-        json!({"id": "login", "op": "login", "key": user.to_string(), "ts": ts, "nonce": n, "sig": sig}),
-    );
-    let answer = ws_until(ws, "the login answer", |v| v["id"] == "login");
+    let secret = server.credentials.user_secret(user);
+    let (key, ts, n) = (user.to_string(), now_ms().to_string(), nonce().to_string());
+    let answer = ws_login_with(ws, "login", &key, &secret, &ts, &n);
     assert_eq!(answer["result"]["user"], user, "{answer}");
 }
 
