@@ -48,7 +48,8 @@ pub struct RunningServer {
     gateway: JoinHandle<Result<(), String>>,
     web: Option<web::WebServer>,
     udp: Option<feed::udp::UdpFeed>,
-    md_thread: JoinHandle<()>,
+    /// The market data replay's thread, when it has one.
+    md_thread: Option<JoinHandle<()>>,
     pipeline_shared: Arc<pipeline::Shared>,
 }
 
@@ -80,7 +81,9 @@ impl RunningServer {
         if let Some(udp) = self.udp {
             udp.join();
         }
-        let _ = self.md_thread.join();
+        if let Some(md_thread) = self.md_thread {
+            let _ = md_thread.join();
+        }
         match gateway {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(anyhow::anyhow!(e)),
@@ -187,7 +190,14 @@ pub fn start_with_stop(
         journal,
         credentials.clone(),
     )?;
-    let md_thread = market_data.spawn(md_channel.clone(), pipeline.shared.clone(), replica)?;
+    // On few cores (the stages share the gateway's thread) the replay shares it too: a thread
+    // of its own would take turns on a core with a thread that spins.
+    let replayer = market_data.replayer(md_channel.clone(), pipeline.shared.clone(), replica);
+    let (md_thread, mut replayer_here) = if config.pipeline.threads.dedicated() {
+        (Some(replayer.spawn()?), None)
+    } else {
+        (None, Some(replayer))
+    };
     for (name, ring) in [
         ("inbound", pipeline.inbound.len_probe()),
         ("outbound", pipeline.outbound.len_probe()),
@@ -206,7 +216,10 @@ pub fn start_with_stop(
         instruments.refresh(&demo_symbols);
         tracing::info!("demo venue created: {}", demo::describe(&credentials));
     }
-    market_data.settle(&pipeline.shared, Duration::from_secs(5));
+    match &mut replayer_here {
+        Some(replayer) => replayer.catch_up(),
+        None => market_data.settle(&pipeline.shared, Duration::from_secs(5)),
+    }
     let pipeline_shared = pipeline.shared.clone();
 
     let fix = if config.fix.enabled {
@@ -244,7 +257,7 @@ pub fn start_with_stop(
     };
     let (bridge, user_messages) = web::bridge::WebBridge::new();
     let web_bridge = config.web.enabled.then(|| bridge.clone());
-    let gateway = Gateway::bind(
+    let mut gateway = Gateway::bind(
         config.listen,
         config.admin_listen,
         GatewayConfig {
@@ -269,6 +282,9 @@ pub fn start_with_stop(
             config.listen, config.admin_listen
         )
     })?;
+    if let Some(replayer) = replayer_here {
+        gateway.replay_market_data_here(replayer);
+    }
     let order_addr = gateway.order_addr()?;
     let admin_addr = gateway.admin_addr()?;
     let fix_addr = gateway.fix_addr().transpose()?;

@@ -321,3 +321,54 @@ fn clients_that_never_ask_hold_up_no_replay() {
     }
     server.shutdown().unwrap();
 }
+
+#[test]
+fn market_data_follows_the_engine_in_either_thread_layout() {
+    use rialto_server::config::ThreadLayout;
+    use rialto_wire::ServerMsg;
+    // Dedicated: the replay has a thread of its own. Shared: it runs on the gateway's thread.
+    for layout in [ThreadLayout::Dedicated, ThreadLayout::Shared] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = common::start(dir.path(), |c| c.pipeline.threads = layout);
+        let btc = SymbolId(0);
+        let mut batches = server.market_data.subscribe();
+        let mut buyer = common::trader(&server, 1);
+        let mut seller = common::trader(&server, 2);
+        buyer
+            .place(NewOrder::limit(1, btc, Side::Buy, 100, 2))
+            .unwrap();
+        buyer
+            .place(NewOrder::limit(2, btc, Side::Buy, 101, 3))
+            .unwrap();
+        seller
+            .place(NewOrder::limit(1, btc, Side::Sell, 101, 1))
+            .unwrap();
+        // Published without anyone asking: a batch with the trade arrives.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut traded = None;
+        while traded.is_none() {
+            assert!(Instant::now() < deadline, "{layout:?}: no trade published");
+            if let Ok(batch) = batches.try_recv() {
+                traded = batch.updates.iter().find_map(|u| match *u {
+                    rialto_marketdata::Update::Trade { price, qty, .. } => Some((price, qty)),
+                    _ => None,
+                });
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        assert_eq!(traded, Some((101, 1)), "{layout:?}");
+        // The last command is acknowledged, then the server stops at once: market data
+        // still shows it.
+        seller
+            .place(NewOrder::limit(2, btc, Side::Sell, 105, 4))
+            .unwrap();
+        while !matches!(seller.recv().unwrap(), ServerMsg::Accepted { order: 2, .. }) {}
+        let md = server.market_data.clone();
+        server.shutdown().unwrap();
+        let feed = md.feed();
+        let l2 = feed.l2(btc, 10).unwrap();
+        assert_eq!(l2.bids, vec![(101, 2), (100, 2)], "{layout:?}");
+        assert_eq!(l2.asks, vec![(105, 4)], "{layout:?}");
+    }
+}
