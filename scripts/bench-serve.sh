@@ -9,6 +9,7 @@
 #   scripts/bench-serve.sh fsync "10000,50000,100000"
 #   scripts/bench-serve.sh batch "100000" --io spin     # extra flags go to `rialto serve`
 #   GATEWAY_CPU=1 scripts/bench-serve.sh batch 100000   # the gateway thread alone on CPU 1
+#   RIALTO_BIN=/tmp/rialto-base scripts/bench-serve.sh batch 100000   # another build, for A/B runs
 #
 # With GATEWAY_CPU=N the server runs with `pipeline.gateway_cpu = N`, and the load generator
 # runs on CPU LOADGEN_CPU (default 0), the server's other threads beside it; the floor's echo
@@ -19,8 +20,8 @@ durability="${1:-batch}"
 rates="${2:-10000,50000,100000,200000}"
 shift $(( $# >= 2 ? 2 : $# ))
 cd "$(dirname "$0")/.."
-cargo build --release -q -p rialto-cli
-bin=target/release/rialto
+bin="${RIALTO_BIN:-target/release/rialto}"
+[ -n "${RIALTO_BIN:-}" ] || cargo build --release -q -p rialto-cli
 data="$(mktemp -d)"
 trap 'kill "$server" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$data"' EXIT
 

@@ -4,6 +4,10 @@
 //!
 //! Beside Rialto's figures it measures the floor: a bare 64-byte ping-pong over the same
 //! loopback in the same socket mode, so the table shows what the network alone costs here.
+//! And before each rate, that rate's floor: the same schedule, connections and socket mode
+//! against a bare echo instead of a server, so that Rialto's tails can be read against what
+//! this machine does to any open-loop measurement (a stall of either CPU holds up everything
+//! scheduled behind it, which a ping-pong charges to one round trip only).
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -60,6 +64,9 @@ pub struct LoadgenArgs {
     /// Round trips of the floor measurement (0: skip it)
     #[arg(long, default_value_t = 50_000)]
     pub floor_round_trips: u64,
+    /// Skip each rate's floor (the same schedule against a bare echo)
+    #[arg(long)]
+    pub no_rate_floor: bool,
     /// Most live orders per connection; beyond it new orders are replaced by cancels
     #[arg(long, default_value_t = 200)]
     pub max_live_orders: usize,
@@ -226,6 +233,216 @@ pub fn measure_floor(
         0.0,
         &h,
     ))
+}
+
+/// Bytes of each ping of the scheduled floor (the size of a small order frame and its ack).
+const PING_BYTES: usize = 64;
+
+/// The floor at one rate: `args.connections` connections offered 64-byte pings on the fixed
+/// schedule [`run_rate`] uses, in the same socket mode, each ping's latency from its scheduled
+/// send time to its echo. The echo is one busy-polling thread over all connections (`spin`),
+/// or a blocking thread per connection (`block`).
+pub fn measure_scheduled_floor(args: &LoadgenArgs, rate: u64) -> anyhow::Result<Row> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let (mode, connections, echo_cpu) = (args.io, args.connections, args.floor_echo_cpu);
+    let echo = std::thread::spawn(move || -> io::Result<()> {
+        if let Some(cpu) = echo_cpu
+            && let Err(e) = rialto_server::affinity::pin(cpu)
+        {
+            eprintln!("the floor's echo thread runs unpinned: {e:#}");
+        }
+        let mut streams = Vec::new();
+        for _ in 0..connections {
+            let (s, _) = listener.accept()?;
+            s.set_nodelay(true)?;
+            streams.push(s);
+        }
+        match mode {
+            IoMode::Spin => echo_spinning(streams),
+            IoMode::Block => echo_blocking(streams),
+        }
+    });
+    let mut conns = Vec::new();
+    for _ in 0..connections {
+        let s = TcpStream::connect(addr)?;
+        s.set_nodelay(true)?;
+        s.set_nonblocking(true)?;
+        conns.push(FloorConn {
+            stream: s,
+            output: Vec::new(),
+            output_pos: 0,
+            received: 0,
+            pending: VecDeque::new(),
+        });
+    }
+    let interval_ns = 1e9 / rate as f64;
+    let warmup = (args.warmup_seconds * rate as f64) as u64;
+    let total = warmup + (args.seconds * rate as f64) as u64;
+    let mut h = histogram();
+    let start = Instant::now();
+    let deadline_ns = ((args.warmup_seconds + args.seconds + 30.0) * 1e9) as u64;
+    let (mut k, mut measured_start_ns) = (0u64, 0u64);
+    loop {
+        let now_ns = start.elapsed().as_nanos() as u64;
+        while k < total && (k as f64 * interval_ns) as u64 <= now_ns {
+            let scheduled_ns = (k as f64 * interval_ns) as u64;
+            if k == warmup {
+                measured_start_ns = scheduled_ns;
+            }
+            let c = &mut conns[(k % connections as u64) as usize];
+            c.output.extend_from_slice(&[7u8; PING_BYTES]);
+            c.pending.push_back((scheduled_ns, k >= warmup));
+            k += 1;
+        }
+        for c in &mut conns {
+            c.flush()?;
+        }
+        let now_ns = start.elapsed().as_nanos() as u64;
+        for c in &mut conns {
+            c.receive(now_ns, &mut h)?;
+        }
+        if k == total && conns.iter().all(|c| c.pending.is_empty()) {
+            break;
+        }
+        anyhow::ensure!(now_ns <= deadline_ns, "the floor's echo stopped answering");
+        if mode == IoMode::Block {
+            let next_ns = (k as f64 * interval_ns) as u64;
+            let wait = next_ns
+                .saturating_sub(start.elapsed().as_nanos() as u64)
+                .min(200_000);
+            if wait > 20_000 {
+                std::thread::sleep(Duration::from_nanos(wait));
+            }
+        }
+    }
+    let measured_ns = start.elapsed().as_nanos() as u64 - measured_start_ns;
+    drop(conns);
+    echo.join()
+        .map_err(|_| anyhow::anyhow!("the floor's echo thread panicked"))??;
+    let achieved = h.len() as f64 / (measured_ns as f64 / 1e9);
+    Ok(Row::from_histogram(
+        format!("floor {rate}/s"),
+        rate,
+        achieved,
+        &h,
+    ))
+}
+
+/// One connection of the scheduled floor.
+struct FloorConn {
+    stream: TcpStream,
+    output: Vec<u8>,
+    output_pos: usize,
+    /// Bytes of the echo not yet a whole ping.
+    received: usize,
+    /// Scheduled send time of each ping in flight, and whether it is measured.
+    pending: VecDeque<(u64, bool)>,
+}
+
+impl FloorConn {
+    fn flush(&mut self) -> io::Result<()> {
+        while self.output_pos < self.output.len() {
+            match self.stream.write(&self.output[self.output_pos..]) {
+                Ok(n) => self.output_pos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.output.clear();
+        self.output_pos = 0;
+        Ok(())
+    }
+
+    fn receive(&mut self, now_ns: u64, h: &mut Histogram<u64>) -> anyhow::Result<()> {
+        let mut buf = [0u8; 1 << 16];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => bail!("the floor's echo closed a connection"),
+                Ok(n) => {
+                    self.received += n;
+                    while self.received >= PING_BYTES {
+                        self.received -= PING_BYTES;
+                        let (scheduled_ns, measured) = self
+                            .pending
+                            .pop_front()
+                            .context("the floor's echo sent more than it was sent")?;
+                        if measured {
+                            h.record(now_ns.saturating_sub(scheduled_ns)).ok();
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Echoes every connection on this thread, busy-polling, until all have closed.
+fn echo_spinning(streams: Vec<TcpStream>) -> io::Result<()> {
+    let mut open: Vec<(TcpStream, Vec<u8>)> = Vec::new();
+    for s in streams {
+        s.set_nonblocking(true)?;
+        open.push((s, Vec::new()));
+    }
+    let mut buf = [0u8; 1 << 16];
+    while !open.is_empty() {
+        let mut i = 0;
+        while i < open.len() {
+            let (s, backlog) = &mut open[i];
+            let closed = match s.read(&mut buf) {
+                Ok(0) => true,
+                Ok(n) => {
+                    backlog.extend_from_slice(&buf[..n]);
+                    false
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
+                Err(_) => true,
+            };
+            if !backlog.is_empty() {
+                match s.write(backlog) {
+                    Ok(n) => {
+                        backlog.drain(..n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => backlog.clear(),
+                }
+            }
+            if closed {
+                open.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        std::hint::spin_loop();
+    }
+    Ok(())
+}
+
+/// Echoes each connection on a blocking thread of its own, until all have closed.
+fn echo_blocking(streams: Vec<TcpStream>) -> io::Result<()> {
+    let threads: Vec<_> = streams
+        .into_iter()
+        .map(|mut s| {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1 << 16];
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 || s.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
 }
 
 /// Reads exactly `buf.len()` bytes, spinning on WouldBlock; false at end of stream.
@@ -646,6 +863,13 @@ pub fn run(args: &LoadgenArgs) -> anyhow::Result<()> {
         conns.push(login(args.addr, *user, secret, 0x5eed + i as u64)?);
     }
     for &rate in &args.rates {
+        if !args.no_rate_floor {
+            let floor = measure_scheduled_floor(args, rate)?;
+            if !args.json {
+                eprintln!("{}", table_line(&floor));
+            }
+            rows.push(floor);
+        }
         let row = run_rate(&mut conns, symbol, rate, args)?;
         if !args.json {
             eprintln!("{}", table_line(&row));

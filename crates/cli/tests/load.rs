@@ -90,12 +90,59 @@ fn loadgen_offers_a_rate_to_a_running_server_beside_the_floor() {
     ];
     let report = json_of(&rialto(&args, ""));
     let rows = report["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 2, "the floor, then the rate: {report}");
-    assert_eq!(rows[0]["count"], 2_000, "{report}");
-    assert_eq!(rows[1]["offered_per_sec"], 2_000);
+    let labels: Vec<_> = rows.iter().map(|r| r["label"].as_str().unwrap()).collect();
     assert_eq!(
-        rows[1]["count"], 1_000,
-        "every measured command answered: {report}"
+        labels,
+        ["floor (block)", "floor 2000/s", "rialto 2000/s"],
+        "the ping-pong floor, the rate's floor, then the rate: {report}"
     );
+    assert_eq!(rows[0]["count"], 2_000, "{report}");
+    for row in &rows[1..] {
+        assert_eq!(row["offered_per_sec"], 2_000);
+        assert_eq!(
+            row["count"], 1_000,
+            "every measured command (or ping) answered: {report}"
+        );
+    }
     assert_eq!(report["connections"], 2);
+
+    // Spinning, without the rate's floor.
+    let mut args = args.to_vec();
+    let io = args.iter().position(|&a| a == "block").unwrap();
+    args[io] = "spin";
+    args.push("--no-rate-floor");
+    let report = json_of(&rialto(&args, ""));
+    let labels: Vec<_> = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(labels, ["floor (spin)", "rialto 2000/s"], "{report}");
+}
+
+#[test]
+fn the_rate_floor_answers_every_ping_in_either_socket_mode() {
+    for io in ["spin", "block"] {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            loadgen: rialto_cli::loadgen::LoadgenArgs,
+        }
+        let cli = <Cli as clap::Parser>::parse_from([
+            "loadgen",
+            "--connections",
+            "3",
+            "--seconds",
+            "0.3",
+            "--warmup-seconds",
+            "0.1",
+            "--io",
+            io,
+        ]);
+        let row = rialto_cli::loadgen::measure_scheduled_floor(&cli.loadgen, 5_000).unwrap();
+        assert_eq!(row.label, "floor 5000/s");
+        assert_eq!(row.count, 1_500, "{io}: every measured ping echoed");
+        assert!(row.p50 > 0 && row.p50 <= row.max, "{io}");
+    }
 }
