@@ -5,7 +5,6 @@
 //! in its buffer and the kernel's), so nothing is dropped and a flood slows only its sender.
 //! A session whose unsent output grows past the limit is too slow to keep and is closed.
 
-use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,6 +15,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use rialto_core::{Command, PlaceOrder, UserId};
 use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
+use rustc_hash::FxHashMap;
 
 use crate::auth::{Credentials, constant_time_eq};
 use crate::feed::Replayer;
@@ -107,8 +107,9 @@ pub struct Gateway {
     order_listener: TcpListener,
     admin_listener: TcpListener,
     bell: Arc<Bell>,
-    sessions: HashMap<SessionId, Session>,
-    by_user: HashMap<UserId, Vec<SessionId>>,
+    /// By session id (the gateway's own numbers, so a fast unkeyed hash is safe).
+    sessions: FxHashMap<SessionId, Session>,
+    by_user: FxHashMap<UserId, Vec<SessionId>>,
     next_session: SessionId,
     config: GatewayConfig,
     credentials: Arc<Credentials>,
@@ -167,8 +168,8 @@ impl Gateway {
             order_listener,
             admin_listener,
             bell,
-            sessions: HashMap::new(),
-            by_user: HashMap::new(),
+            sessions: FxHashMap::default(),
+            by_user: FxHashMap::default(),
             next_session: FIRST_SESSION,
             config,
             credentials,
