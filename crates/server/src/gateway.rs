@@ -18,7 +18,6 @@ use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, e
 use rustc_hash::FxHashMap;
 
 use crate::auth::{Credentials, constant_time_eq};
-use crate::feed::Replayer;
 use crate::fix::{FIX_SERVICE_SESSION, FixGateway};
 use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
 use crate::metrics::{Metrics, SAMPLE_EVERY};
@@ -45,10 +44,6 @@ const HOUSEKEEPING: Duration = Duration::from_millis(100);
 /// and how many may wait.
 const WEB_MESSAGES_WAIT: Duration = Duration::from_millis(1);
 const WEB_MESSAGES_MAX: usize = 1024;
-/// Commands the market data replay takes per round when it shares this thread: it runs after
-/// the round's replies are out, and a command that arrives meanwhile waits for it (about a
-/// microsecond a command); a backlog is worked off over the following rounds.
-const MARKET_DATA_STEP: usize = 32;
 
 pub struct GatewayConfig {
     pub io: WaitStrategy,
@@ -130,9 +125,6 @@ pub struct Gateway {
     /// Sessions on their way out (waiting for replies, or draining input).
     closing: Vec<SessionId>,
     scratch: Vec<SessionId>,
-    /// The market data replay, when it shares this thread (with the journal and engine
-    /// stages, on few cores): a step after each round's replies are out.
-    market_data: Option<Replayer>,
 }
 
 impl Gateway {
@@ -184,14 +176,7 @@ impl Gateway {
             dirty: Vec::new(),
             closing: Vec::new(),
             scratch: Vec::new(),
-            market_data: None,
         })
-    }
-
-    /// Runs the market data replay on this gateway's thread, in short steps after each
-    /// round's replies are out, instead of on a thread of its own.
-    pub fn replay_market_data_here(&mut self, replayer: Replayer) {
-        self.market_data = Some(replayer);
     }
 
     pub fn order_addr(&self) -> io::Result<SocketAddr> {
@@ -300,9 +285,6 @@ impl Gateway {
             }
             self.flush_dirty();
             self.send_web_messages(false);
-            if let Some(md) = &mut self.market_data {
-                work += md.step(MARKET_DATA_STEP);
-            }
             self.sweep_closing();
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
@@ -361,10 +343,6 @@ impl Gateway {
         self.send_web_messages(true);
         if let Some(web) = &self.web {
             web.close();
-        }
-        // Market data shows everything the engine applied before it stopped.
-        if let Some(md) = &mut self.market_data {
-            md.catch_up();
         }
         self.pipeline.join()
     }

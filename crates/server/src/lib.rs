@@ -48,8 +48,7 @@ pub struct RunningServer {
     gateway: JoinHandle<Result<(), String>>,
     web: Option<web::WebServer>,
     udp: Option<feed::udp::UdpFeed>,
-    /// The market data replay's thread, when it has one.
-    md_thread: Option<JoinHandle<()>>,
+    md_thread: JoinHandle<()>,
     pipeline_shared: Arc<pipeline::Shared>,
 }
 
@@ -81,9 +80,7 @@ impl RunningServer {
         if let Some(udp) = self.udp {
             udp.join();
         }
-        if let Some(md_thread) = self.md_thread {
-            let _ = md_thread.join();
-        }
+        let _ = self.md_thread.join();
         match gateway {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(anyhow::anyhow!(e)),
@@ -190,14 +187,7 @@ pub fn start_with_stop(
         journal,
         credentials.clone(),
     )?;
-    // On few cores (the stages share the gateway's thread) the replay shares it too: a thread
-    // of its own would take turns on a core with a thread that spins.
-    let replayer = market_data.replayer(md_channel.clone(), pipeline.shared.clone(), replica);
-    let (md_thread, mut replayer_here) = if config.pipeline.threads.dedicated() {
-        (Some(replayer.spawn()?), None)
-    } else {
-        (None, Some(replayer))
-    };
+    let md_thread = market_data.spawn(md_channel.clone(), pipeline.shared.clone(), replica)?;
     for (name, ring) in [
         ("inbound", pipeline.inbound.len_probe()),
         ("outbound", pipeline.outbound.len_probe()),
@@ -216,10 +206,7 @@ pub fn start_with_stop(
         instruments.refresh(&demo_symbols);
         tracing::info!("demo venue created: {}", demo::describe(&credentials));
     }
-    match &mut replayer_here {
-        Some(replayer) => replayer.catch_up(),
-        None => market_data.settle(&pipeline.shared, Duration::from_secs(5)),
-    }
+    market_data.settle(&pipeline.shared, Duration::from_secs(5));
     let pipeline_shared = pipeline.shared.clone();
 
     let fix = if config.fix.enabled {
@@ -257,7 +244,7 @@ pub fn start_with_stop(
     };
     let (bridge, user_messages) = web::bridge::WebBridge::new();
     let web_bridge = config.web.enabled.then(|| bridge.clone());
-    let mut gateway = Gateway::bind(
+    let gateway = Gateway::bind(
         config.listen,
         config.admin_listen,
         GatewayConfig {
@@ -282,9 +269,6 @@ pub fn start_with_stop(
             config.listen, config.admin_listen
         )
     })?;
-    if let Some(replayer) = replayer_here {
-        gateway.replay_market_data_here(replayer);
-    }
     let order_addr = gateway.order_addr()?;
     let admin_addr = gateway.admin_addr()?;
     let fix_addr = gateway.fix_addr().transpose()?;

@@ -106,118 +106,56 @@ impl MarketData {
         shared: Arc<Shared>,
         replica: Engine,
     ) -> std::io::Result<JoinHandle<()>> {
-        self.replayer(channel, shared, replica).spawn()
-    }
-
-    /// The replay that keeps this feed up to date, on `replica` (a copy of the engine as it
-    /// stands): on a thread of its own ([`Replayer::spawn`]) or in steps on another thread's
-    /// loop ([`Replayer::step`]).
-    pub fn replayer(
-        self: &Arc<Self>,
-        channel: Arc<MdChannel>,
-        shared: Arc<Shared>,
-        replica: Engine,
-    ) -> Replayer {
-        Replayer {
-            md: self.clone(),
-            channel,
-            shared,
-            replay: Replay {
-                engine: replica,
-                events: Vec::with_capacity(64),
-                chunks: VecDeque::new(),
-                pos: 0,
-            },
-            failed: false,
-        }
-    }
-}
-
-/// Replays the journaled commands the engine has applied, on the feed's own replica of the
-/// engine, into the feed.
-pub struct Replayer {
-    md: Arc<MarketData>,
-    channel: Arc<MdChannel>,
-    shared: Arc<Shared>,
-    replay: Replay,
-    /// The replay went wrong (the pipeline has been failed): it does nothing more.
-    failed: bool,
-}
-
-impl Replayer {
-    /// Runs on a thread of its own until the engine has finished and everything it applied
-    /// is replayed.
-    pub fn spawn(self) -> std::io::Result<JoinHandle<()>> {
+        let md = self.clone();
+        let mut replay = Replay {
+            engine: replica,
+            events: Vec::with_capacity(64),
+            chunks: VecDeque::new(),
+            pos: 0,
+        };
         std::thread::Builder::new()
             .name("rialto-md".into())
-            .spawn(move || self.run())
+            .spawn(move || md.run(&channel, &shared, &mut replay))
     }
 
-    fn run(mut self) {
+    fn run(&self, channel: &MdChannel, shared: &Shared, replay: &mut Replay) {
+        let ring = &channel.chunks;
         let bell = Bell::for_thread(std::thread::current());
-        self.channel.chunks.set_bell(bell.clone());
+        ring.set_bell(bell.clone());
         // Market data is not latency-critical enough to spin a core away from the engine.
         let mut idler = Idler::new(WaitStrategy::Backoff);
         loop {
-            let finished =
-                self.shared.engine_done.load(Ordering::SeqCst) || self.shared.has_failed();
-            let work = self.step(COMMANDS_PER_ROUND);
-            if self.failed || (work == 0 && finished && self.channel.chunks.is_empty()) {
+            let finished = shared.engine_done.load(Ordering::SeqCst) || shared.has_failed();
+            let work = match self.round(channel, shared, replay) {
+                Ok(work) => work,
+                Err(problem) => {
+                    shared.fail(format!("market data replica: {problem}"));
+                    return;
+                }
+            };
+            if work == 0 && finished && ring.is_empty() {
                 break;
             }
-            let ring = &self.channel.chunks;
             idler.idle_thread(work, &bell, Duration::from_millis(1), || !ring.is_empty());
         }
     }
 
-    /// Replays up to `max` commands that the engine has applied and publishes their updates
-    /// as one batch. Returns the commands replayed. A replay that goes wrong fails the
-    /// pipeline (and replays nothing more).
-    pub fn step(&mut self, max: usize) -> usize {
-        if self.failed {
-            return 0;
-        }
-        match self
-            .md
-            .round(&self.channel, &self.shared, &mut self.replay, max)
-        {
-            Ok(n) => n,
-            Err(problem) => {
-                self.failed = true;
-                self.shared.fail(format!("market data replica: {problem}"));
-                0
-            }
-        }
-    }
-
-    /// Replays everything the engine has applied so far.
-    pub fn catch_up(&mut self) {
-        while self.step(COMMANDS_PER_ROUND) > 0 {}
-    }
-}
-
-impl MarketData {
-    /// Replays what the engine has applied (up to `max` commands) and publishes the updates
-    /// as one batch. Returns the commands replayed.
+    /// Replays what the engine has applied (up to a bound) and publishes the updates as one
+    /// batch. Returns the commands replayed.
     fn round(
         &self,
         channel: &MdChannel,
         shared: &Shared,
         replay: &mut Replay,
-        max: usize,
     ) -> Result<usize, String> {
         while let Some(chunk) = channel.chunks.pop() {
             replay.chunks.push_back(chunk);
         }
         let applied = shared.applied_seq.load(Ordering::Acquire);
-        if replay.chunks.is_empty() || replay.engine.last_seq() >= applied {
-            // Nothing to replay: leave the feed's lock alone.
-            return Ok(0);
-        }
         let mut feed = self.feed();
         let mut n = 0;
         let mut oldest_ts = None;
-        while n < max {
+        while n < COMMANDS_PER_ROUND {
             let Some(chunk) = replay.chunks.front() else {
                 break;
             };
@@ -250,11 +188,6 @@ impl MarketData {
             }
             oldest_ts.get_or_insert(ts_ns);
             n += 1;
-        }
-        if replay.chunks.front().is_some_and(|c| replay.pos == c.len()) {
-            let done = replay.chunks.pop_front().expect("just looked");
-            channel.recycle(done);
-            replay.pos = 0;
         }
         if n > 0 {
             self.applied_seq
