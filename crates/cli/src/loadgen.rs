@@ -274,6 +274,7 @@ pub fn measure_scheduled_floor(args: &LoadgenArgs, rate: u64) -> anyhow::Result<
             output_pos: 0,
             received: 0,
             pending: VecDeque::new(),
+            scratch: vec![0; READ_CHUNK],
         });
     }
     let interval_ns = 1e9 / rate as f64;
@@ -338,6 +339,7 @@ struct FloorConn {
     received: usize,
     /// Scheduled send time of each ping in flight, and whether it is measured.
     pending: VecDeque<(u64, bool)>,
+    scratch: Vec<u8>,
 }
 
 impl FloorConn {
@@ -356,27 +358,50 @@ impl FloorConn {
     }
 
     fn receive(&mut self, now_ns: u64, h: &mut Histogram<u64>) -> anyhow::Result<()> {
-        let mut buf = [0u8; 1 << 16];
-        loop {
-            match self.stream.read(&mut buf) {
-                Ok(0) => bail!("the floor's echo closed a connection"),
-                Ok(n) => {
-                    self.received += n;
-                    while self.received >= PING_BYTES {
-                        self.received -= PING_BYTES;
-                        let (scheduled_ns, measured) = self
-                            .pending
-                            .pop_front()
-                            .context("the floor's echo sent more than it was sent")?;
-                        if measured {
-                            h.record(now_ns.saturating_sub(scheduled_ns)).ok();
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
+        let mut arrived = 0;
+        let open = read_arrived(&mut self.stream, &mut self.scratch, |bytes| {
+            arrived += bytes.len()
+        })?;
+        anyhow::ensure!(open, "the floor's echo closed a connection");
+        self.received += arrived;
+        while self.received >= PING_BYTES {
+            self.received -= PING_BYTES;
+            let (scheduled_ns, measured) = self
+                .pending
+                .pop_front()
+                .context("the floor's echo sent more than it was sent")?;
+            if measured {
+                h.record(now_ns.saturating_sub(scheduled_ns)).ok();
             }
+        }
+        Ok(())
+    }
+}
+
+/// Bytes read from a socket at a time.
+const READ_CHUNK: usize = 1 << 16;
+
+/// Hands what has arrived on a non-blocking stream to `on_bytes`, through `scratch` (a buffer
+/// kept by the caller: zeroing one on every call costs more than the read). Stops at a short
+/// read, which on a stream socket means nothing more is waiting (epoll(7)), so that an empty
+/// socket costs no second system call. False at end of stream.
+fn read_arrived(
+    stream: &mut TcpStream,
+    scratch: &mut [u8],
+    mut on_bytes: impl FnMut(&[u8]),
+) -> io::Result<bool> {
+    loop {
+        match stream.read(scratch) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                on_bytes(&scratch[..n]);
+                if n < scratch.len() {
+                    return Ok(true);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
 }
@@ -571,6 +596,7 @@ struct Conn {
     live: Vec<Live>,
     next_order: i64,
     rng: Rng,
+    scratch: Vec<u8>,
 }
 
 fn login(addr: SocketAddr, user: i64, secret: &Secret, seed: u64) -> anyhow::Result<Conn> {
@@ -612,6 +638,7 @@ fn login(addr: SocketAddr, user: i64, secret: &Secret, seed: u64) -> anyhow::Res
         live: Vec::new(),
         next_order: 1,
         rng: Rng::new(seed),
+        scratch: vec![0; READ_CHUNK],
     })
 }
 
@@ -725,16 +752,11 @@ impl Conn {
         h: &mut Histogram<u64>,
         rejected: &mut u64,
     ) -> anyhow::Result<()> {
-        let mut buf = [0u8; 1 << 16];
-        loop {
-            match self.stream.read(&mut buf) {
-                Ok(0) => bail!("the server closed a load connection"),
-                Ok(n) => self.input.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let input = &mut self.input;
+        let open = read_arrived(&mut self.stream, &mut self.scratch, |bytes| {
+            input.extend_from_slice(bytes)
+        })?;
+        anyhow::ensure!(open, "the server closed a load connection");
         let mut at = 0;
         while let Some((msg, len)) = decode_server(&self.input[at..])? {
             at += len;
