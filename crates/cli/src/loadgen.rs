@@ -277,47 +277,34 @@ pub fn measure_scheduled_floor(args: &LoadgenArgs, rate: u64) -> anyhow::Result<
             scratch: vec![0; READ_CHUNK],
         });
     }
-    let interval_ns = 1e9 / rate as f64;
-    let warmup = (args.warmup_seconds * rate as f64) as u64;
-    let total = warmup + (args.seconds * rate as f64) as u64;
+    let mut schedule = Schedule::new(args, rate);
     let mut h = histogram();
-    let start = Instant::now();
-    let deadline_ns = ((args.warmup_seconds + args.seconds + 30.0) * 1e9) as u64;
-    let (mut k, mut measured_start_ns) = (0u64, 0u64);
     loop {
-        let now_ns = start.elapsed().as_nanos() as u64;
-        while k < total && (k as f64 * interval_ns) as u64 <= now_ns {
-            let scheduled_ns = (k as f64 * interval_ns) as u64;
-            if k == warmup {
-                measured_start_ns = scheduled_ns;
-            }
+        let now_ns = schedule.now_ns();
+        while let Some((k, scheduled_ns, measured)) = schedule.next_due(now_ns) {
             let c = &mut conns[(k % connections as u64) as usize];
             c.output.extend_from_slice(&[7u8; PING_BYTES]);
-            c.pending.push_back((scheduled_ns, k >= warmup));
-            k += 1;
+            c.pending.push_back((scheduled_ns, measured));
         }
         for c in &mut conns {
             c.flush()?;
         }
-        let now_ns = start.elapsed().as_nanos() as u64;
+        let now_ns = schedule.now_ns();
         for c in &mut conns {
             c.receive(now_ns, &mut h)?;
         }
-        if k == total && conns.iter().all(|c| c.pending.is_empty()) {
+        if schedule.all_sent() && conns.iter().all(|c| c.pending.is_empty()) {
             break;
         }
-        anyhow::ensure!(now_ns <= deadline_ns, "the floor's echo stopped answering");
+        anyhow::ensure!(
+            now_ns <= schedule.deadline_ns,
+            "the floor's echo stopped answering"
+        );
         if mode == IoMode::Block {
-            let next_ns = (k as f64 * interval_ns) as u64;
-            let wait = next_ns
-                .saturating_sub(start.elapsed().as_nanos() as u64)
-                .min(200_000);
-            if wait > 20_000 {
-                std::thread::sleep(Duration::from_nanos(wait));
-            }
+            schedule.pause_until_due();
         }
     }
-    let measured_ns = start.elapsed().as_nanos() as u64 - measured_start_ns;
+    let measured_ns = schedule.measured_ns();
     drop(conns);
     echo.join()
         .map_err(|_| anyhow::anyhow!("the floor's echo thread panicked"))??;
@@ -344,17 +331,7 @@ struct FloorConn {
 
 impl FloorConn {
     fn flush(&mut self) -> io::Result<()> {
-        while self.output_pos < self.output.len() {
-            match self.stream.write(&self.output[self.output_pos..]) {
-                Ok(n) => self.output_pos += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        self.output.clear();
-        self.output_pos = 0;
-        Ok(())
+        write_queued(&mut self.stream, &mut self.output, &mut self.output_pos)
     }
 
     fn receive(&mut self, now_ns: u64, h: &mut Histogram<u64>) -> anyhow::Result<()> {
@@ -375,6 +352,96 @@ impl FloorConn {
             }
         }
         Ok(())
+    }
+}
+
+/// Writes what is queued in `output` from `pos` on, as far as the socket takes it now; once all
+/// of it is out, empties the queue.
+fn write_queued(stream: &mut TcpStream, output: &mut Vec<u8>, pos: &mut usize) -> io::Result<()> {
+    while *pos < output.len() {
+        match stream.write(&output[*pos..]) {
+            Ok(n) => *pos += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    output.clear();
+    *pos = 0;
+    Ok(())
+}
+
+/// A fixed schedule of sends at `rate` a second: send `k` is due `k / rate` seconds after the
+/// start; the first `warmup` are sent but not measured.
+struct Schedule {
+    start: Instant,
+    interval_ns: f64,
+    warmup: u64,
+    total: u64,
+    /// Sends handed out so far.
+    sent: u64,
+    /// When the first measured send was due.
+    measured_start_ns: u64,
+    /// When to give up waiting for answers (well after the last send is due).
+    deadline_ns: u64,
+}
+
+impl Schedule {
+    fn new(args: &LoadgenArgs, rate: u64) -> Schedule {
+        let warmup = (args.warmup_seconds * rate as f64) as u64;
+        Schedule {
+            start: Instant::now(),
+            interval_ns: 1e9 / rate as f64,
+            warmup,
+            total: warmup + (args.seconds * rate as f64) as u64,
+            sent: 0,
+            measured_start_ns: 0,
+            deadline_ns: ((args.warmup_seconds + args.seconds + 30.0) * 1e9) as u64,
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn due_ns(&self, k: u64) -> u64 {
+        (k as f64 * self.interval_ns) as u64
+    }
+
+    /// The next send if it is due by `now_ns`: its number, when it was due and whether it is
+    /// measured.
+    fn next_due(&mut self, now_ns: u64) -> Option<(u64, u64, bool)> {
+        let k = self.sent;
+        if k == self.total || self.due_ns(k) > now_ns {
+            return None;
+        }
+        self.sent += 1;
+        let due_ns = self.due_ns(k);
+        if k == self.warmup {
+            self.measured_start_ns = due_ns;
+        }
+        Some((k, due_ns, k >= self.warmup))
+    }
+
+    fn all_sent(&self) -> bool {
+        self.sent == self.total
+    }
+
+    /// Time from the first measured send's due time until now.
+    fn measured_ns(&self) -> u64 {
+        self.now_ns().saturating_sub(self.measured_start_ns)
+    }
+
+    /// In `block` mode: sleeps until the next send is due (at most 200 µs, to collect replies;
+    /// not at all when it is due within 20 µs).
+    fn pause_until_due(&self) {
+        let wait = self
+            .due_ns(self.sent)
+            .saturating_sub(self.now_ns())
+            .min(200_000);
+        if wait > 20_000 {
+            std::thread::sleep(Duration::from_nanos(wait));
+        }
     }
 }
 
@@ -732,17 +799,7 @@ impl Conn {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        while self.output_pos < self.output.len() {
-            match self.stream.write(&self.output[self.output_pos..]) {
-                Ok(n) => self.output_pos += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        self.output.clear();
-        self.output_pos = 0;
-        Ok(())
+        write_queued(&mut self.stream, &mut self.output, &mut self.output_pos)
     }
 
     /// Reads what has arrived; records the latency of every acknowledgement.
@@ -797,23 +854,13 @@ fn run_rate(
     args: &LoadgenArgs,
 ) -> anyhow::Result<Row> {
     let weights = Mix::Generator.weights();
-    let interval_ns = 1e9 / rate as f64;
-    let warmup = (args.warmup_seconds * rate as f64) as u64;
-    let total = warmup + (args.seconds * rate as f64) as u64;
+    let mut schedule = Schedule::new(args, rate);
     let mut h = histogram();
     let mut rejected = 0;
-    let start = Instant::now();
-    let deadline_ns = ((args.warmup_seconds + args.seconds + 30.0) * 1e9) as u64;
-    let mut k = 0u64;
-    let mut measured_start_ns = 0;
     loop {
-        let now_ns = start.elapsed().as_nanos() as u64;
+        let now_ns = schedule.now_ns();
         // Send everything whose time has come, even if late: the lateness is charged.
-        while k < total && (k as f64 * interval_ns) as u64 <= now_ns {
-            let scheduled_ns = (k as f64 * interval_ns) as u64;
-            if k == warmup {
-                measured_start_ns = scheduled_ns;
-            }
+        while let Some((k, scheduled_ns, measured)) = schedule.next_due(now_ns) {
             let c = &mut conns[(k % conns.len() as u64) as usize];
             let msg = c.next_command(symbol, &weights, args.max_live_orders);
             let place_of = match &msg {
@@ -823,39 +870,31 @@ fn run_rate(
             encode_client(&msg, &mut c.output);
             c.pending.push_back(Pending {
                 scheduled_ns,
-                measured: k >= warmup,
+                measured,
                 place_of,
             });
-            k += 1;
         }
         for c in conns.iter_mut() {
             c.flush()?;
         }
-        let now_ns = start.elapsed().as_nanos() as u64;
+        let now_ns = schedule.now_ns();
         for c in conns.iter_mut() {
             c.receive(now_ns, &mut h, &mut rejected)?;
         }
-        if k == total && conns.iter().all(|c| c.pending.is_empty()) {
+        if schedule.all_sent() && conns.iter().all(|c| c.pending.is_empty()) {
             break;
         }
-        if now_ns > deadline_ns {
+        if now_ns > schedule.deadline_ns {
             bail!(
                 "the server stopped acknowledging ({} commands outstanding)",
                 conns.iter().map(|c| c.pending.len()).sum::<usize>()
             );
         }
         if args.io == IoMode::Block {
-            // Sleep until the next send is due (or briefly, to collect replies).
-            let next_ns = (k as f64 * interval_ns) as u64;
-            let wait = next_ns
-                .saturating_sub(start.elapsed().as_nanos() as u64)
-                .min(200_000);
-            if wait > 20_000 {
-                std::thread::sleep(Duration::from_nanos(wait));
-            }
+            schedule.pause_until_due();
         }
     }
-    let measured_ns = start.elapsed().as_nanos() as u64 - measured_start_ns;
+    let measured_ns = schedule.measured_ns();
     let achieved = h.len() as f64 / (measured_ns as f64 / 1e9);
     let mut row = Row::from_histogram(format!("rialto {rate}/s"), rate, achieved, &h);
     row.rejected = rejected;
