@@ -438,14 +438,12 @@ impl Ladder {
         self.best as usize
     }
 
-    /// The price's offset from the window's start (it may lie outside the window).
-    fn offset(&self, price: i64) -> i128 {
-        price as i128 - self.base as i128
-    }
-
     fn cell(&self, price: i64) -> Option<usize> {
-        let offset = self.offset(price);
-        (0 <= offset && offset < self.cells.len() as i128).then_some(offset as usize)
+        // Prices are > 0 and the window starts above -len, so the true offset lies in
+        // (-2^63, 2^63 + len): as a wrapped u64 it is below len exactly when it is in the
+        // window (one subtraction and one compare instead of i128 arithmetic).
+        let offset = price.wrapping_sub(self.base) as u64;
+        (offset < self.cells.len() as u64).then_some(offset as usize)
     }
 
     fn is_better(side: Side, a: usize, b: usize) -> bool {
@@ -600,10 +598,14 @@ impl BookSide {
         if !self.ladder.active() {
             return false;
         }
-        let offset = self.ladder.offset(price);
+        let base = self.ladder.base;
         match self.side {
-            Side::Buy => offset >= self.ladder.cells.len() as i128,
-            Side::Sell => offset < 0,
+            // At or above the window's start, the wrapped offset is the true one (see
+            // `Ladder::cell`).
+            Side::Buy => {
+                price >= base && price.wrapping_sub(base) as u64 >= self.ladder.cells.len() as u64
+            }
+            Side::Sell => price < base,
         }
     }
 
@@ -761,6 +763,85 @@ mod tests {
             .iter()
             .map(|o| (o.price, o.order))
             .collect()
+    }
+
+    /// A ladder whose window starts below zero (the touch is a few ticks above it) and orders
+    /// at prices as far from it as an i64 allows: the window's arithmetic must place them in
+    /// the right array, in the right order, on both sides.
+    #[test]
+    fn ladders_near_zero_place_extreme_prices() {
+        let config = EngineConfig {
+            ladder_min_levels: 1,
+            ladder_cells: 8,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(config);
+        let name = |s| Name::new(s).unwrap();
+        let setup = [
+            Command::AddSymbol(SymbolSpec {
+                symbol: name("X-Y"),
+                base: name("X"),
+                quote: name("Y"),
+                base_scale: 1,
+                quote_scale: 1,
+                maker_fee: 0,
+                taker_fee: 0,
+            }),
+            Command::AddUser { user: 1 },
+            Command::AddUser { user: 2 },
+            Command::AdjustBalance {
+                user: 1,
+                currency: name("X"),
+                amount: 100,
+                tx: 1,
+            },
+            Command::AdjustBalance {
+                user: 2,
+                currency: name("Y"),
+                amount: 1 << 62,
+                tx: 2,
+            },
+        ];
+        for c in &setup {
+            e.apply(0, 0, c, &mut ()).unwrap();
+        }
+        let sym = e.symbol_id("X-Y");
+        // User 1 sells, user 2 buys; ids count across both.
+        let mut id = 0;
+        let mut place = |e: &mut Engine, side: Side, price: i64| {
+            id += 1;
+            let user = if side == Side::Sell { 1 } else { 2 };
+            let cmd = Command::Place(PlaceOrder::limit(user, id, sym, side, price, 1));
+            e.apply(0, 0, &cmd, &mut ()).unwrap();
+        };
+        // Asks from 3 ticks: the window starts below zero. Then asks as far above as can be.
+        for price in [3, 4, 5, i64::MAX, i64::MAX - 1, 6] {
+            place(&mut e, Side::Sell, price);
+        }
+        let asks: Vec<i64> = e.resting_orders(sym).1.iter().map(|o| o.price).collect();
+        assert_eq!(asks, [3, 4, 5, 6, i64::MAX - 1, i64::MAX]);
+        // Bids from 1 tick, then far better than the window (but below the asks' touch: none
+        // trades), then one that trades at the best ask.
+        for price in [1, 2] {
+            place(&mut e, Side::Buy, price);
+        }
+        let bids: Vec<i64> = e.resting_orders(sym).0.iter().map(|o| o.price).collect();
+        assert_eq!(bids, [2, 1]);
+        place(&mut e, Side::Buy, 3);
+        let (bids, asks) = e.resting_orders(sym);
+        assert_eq!(bids.iter().map(|o| o.price).collect::<Vec<_>>(), [2, 1]);
+        assert_eq!(asks[0].price, 4, "the ask at 3 traded");
+        // A bid far above every bid in the window, below the asks: it rests as the best bid.
+        for order in [2, 3, 6] {
+            e.apply(0, 0, &Command::Cancel { user: 1, order }, &mut ())
+                .unwrap();
+        }
+        let far = 1i64 << 40;
+        place(&mut e, Side::Buy, far);
+        let bids: Vec<i64> = e.resting_orders(sym).0.iter().map(|o| o.price).collect();
+        assert_eq!(bids, [far, 2, 1]);
+        let asks: Vec<i64> = e.resting_orders(sym).1.iter().map(|o| o.price).collect();
+        assert_eq!(asks, [i64::MAX - 1, i64::MAX]);
     }
 
     /// Deep books empty and refill levels far from the touch: empty levels are left in place,
