@@ -326,7 +326,7 @@ fn clients_that_never_ask_hold_up_no_replay() {
 fn market_data_follows_the_engine_in_either_thread_layout() {
     use rialto_server::config::ThreadLayout;
     use rialto_wire::ServerMsg;
-    // Dedicated: the replay has a thread of its own. Shared: it runs on the gateway's thread.
+    // Dedicated: journal and engine stages on threads of their own; shared: on the gateway's.
     for layout in [ThreadLayout::Dedicated, ThreadLayout::Shared] {
         let dir = tempfile::tempdir().unwrap();
         let server = common::start(dir.path(), |c| c.pipeline.threads = layout);

@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 use rialto_core::Side;
 use rialto_marketdata::codec::{Channel, Message, PacketWriter};
 use socket2::{Domain, Protocol, Socket, Type};
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::TryRecvError;
 
-use super::MarketData;
+use super::{Batch, MarketData};
 use crate::config::MarketDataSettings;
 
 /// Most packets one replay request returns.
@@ -108,10 +109,13 @@ pub fn start(
     };
     let skipped_batches = publisher.skipped_batches.clone();
     let publisher_stop = stop.clone();
+    // Subscribed here, not on the thread: every batch published once `start` has returned
+    // reaches the feed, however late the thread gets going.
+    let batches = publisher.md.subscribe();
     let threads = vec![
         std::thread::Builder::new()
             .name("rialto-udp".into())
-            .spawn(move || publisher.run(&publisher_stop))?,
+            .spawn(move || publisher.run(batches, &publisher_stop))?,
         std::thread::Builder::new()
             .name("rialto-replay".into())
             .spawn(move || serve_replays(replay, &history, &stop))?,
@@ -134,8 +138,7 @@ struct Publisher {
 }
 
 impl Publisher {
-    fn run(self, stop: &AtomicBool) {
-        let mut batches = self.md.subscribe();
+    fn run(self, mut batches: broadcast::Receiver<Arc<Batch>>, stop: &AtomicBool) {
         let mut incremental = PacketWriter::new(Channel::Incremental, self.md.epoch_ns);
         let mut snapshots = PacketWriter::new(Channel::Snapshot, self.md.epoch_ns);
         let mut last_snapshot: Option<Instant> = None;
