@@ -102,7 +102,8 @@ pub struct Gateway {
     order_listener: TcpListener,
     admin_listener: TcpListener,
     bell: Arc<Bell>,
-    /// By session id (the gateway's own numbers, so a fast unkeyed hash is safe).
+    /// By session id and by logged-in user: keys no client picks (the gateway numbers
+    /// sessions; the admin creates users), so a fast unkeyed hash is safe.
     sessions: FxHashMap<SessionId, Session>,
     by_user: FxHashMap<UserId, Vec<SessionId>>,
     next_session: SessionId,
