@@ -765,6 +765,36 @@ mod tests {
             .collect()
     }
 
+    /// An engine with one symbol, X-Y (scales 1, no fees), and users funded with `(user,
+    /// currency, amount)` each.
+    fn xy_engine(config: EngineConfig, funds: &[(i64, &str, i64)]) -> (Engine, SymbolId) {
+        let mut e = Engine::new(config);
+        let name = |s| Name::new(s).unwrap();
+        let spec = SymbolSpec {
+            symbol: name("X-Y"),
+            base: name("X"),
+            quote: name("Y"),
+            base_scale: 1,
+            quote_scale: 1,
+            maker_fee: 0,
+            taker_fee: 0,
+        };
+        e.apply(0, 0, &Command::AddSymbol(spec), &mut ()).unwrap();
+        for (tx, &(user, currency, amount)) in funds.iter().enumerate() {
+            // A user funded twice is added once (the second add is refused).
+            let _ = e.apply(0, 0, &Command::AddUser { user }, &mut ());
+            let adjust = Command::AdjustBalance {
+                user,
+                currency: name(currency),
+                amount,
+                tx: tx as i64 + 1,
+            };
+            e.apply(0, 0, &adjust, &mut ()).unwrap();
+        }
+        let sym = e.symbol_id("X-Y");
+        (e, sym)
+    }
+
     /// A ladder whose window starts below zero (the touch is a few ticks above it) and orders
     /// at prices as far from it as an i64 allows: the window's arithmetic must place them in
     /// the right array, in the right order, on both sides.
@@ -775,37 +805,7 @@ mod tests {
             ladder_cells: 8,
             ..EngineConfig::default()
         };
-        let mut e = Engine::new(config);
-        let name = |s| Name::new(s).unwrap();
-        let setup = [
-            Command::AddSymbol(SymbolSpec {
-                symbol: name("X-Y"),
-                base: name("X"),
-                quote: name("Y"),
-                base_scale: 1,
-                quote_scale: 1,
-                maker_fee: 0,
-                taker_fee: 0,
-            }),
-            Command::AddUser { user: 1 },
-            Command::AddUser { user: 2 },
-            Command::AdjustBalance {
-                user: 1,
-                currency: name("X"),
-                amount: 100,
-                tx: 1,
-            },
-            Command::AdjustBalance {
-                user: 2,
-                currency: name("Y"),
-                amount: 1 << 62,
-                tx: 2,
-            },
-        ];
-        for c in &setup {
-            e.apply(0, 0, c, &mut ()).unwrap();
-        }
-        let sym = e.symbol_id("X-Y");
+        let (mut e, sym) = xy_engine(config, &[(1, "X", 100), (2, "Y", 1 << 62)]);
         // User 1 sells, user 2 buys; ids count across both.
         let mut id = 0;
         let mut place = |e: &mut Engine, side: Side, price: i64| {
@@ -849,30 +849,7 @@ mod tests {
     /// the touch and compacted away when they pile up. Priority must hold through all of it.
     #[test]
     fn deep_books_keep_priority_through_lazy_level_removal() {
-        let mut e = Engine::new(EngineConfig::default());
-        let name = |s| Name::new(s).unwrap();
-        let setup = [
-            Command::AddSymbol(SymbolSpec {
-                symbol: name("X-Y"),
-                base: name("X"),
-                quote: name("Y"),
-                base_scale: 1,
-                quote_scale: 1,
-                maker_fee: 0,
-                taker_fee: 0,
-            }),
-            Command::AddUser { user: 1 },
-            Command::AdjustBalance {
-                user: 1,
-                currency: name("Y"),
-                amount: 1 << 40,
-                tx: 1,
-            },
-        ];
-        for c in &setup {
-            e.apply(0, 0, c, &mut ()).unwrap();
-        }
-        let sym = e.symbol_id("X-Y");
+        let (mut e, sym) = xy_engine(EngineConfig::default(), &[(1, "Y", 1 << 40)]);
         let mut live: Vec<(i64, i64)> = Vec::new();
         let mut next_id = 0;
         let mut place = |e: &mut Engine, live: &mut Vec<(i64, i64)>, price: i64| {
