@@ -384,14 +384,14 @@ impl JournalWriter {
         &self.buf[self.uncommitted_from..self.buf_len]
     }
 
-    /// Writes the batch (one `write`, or one per segment it spans) and syncs as the mode says.
-    /// Returns what may now be acknowledged. An `Err` poisons the writer.
     /// Reports the duration of every later `fdatasync` of the journal to `observer` (for
     /// metrics). Only the first observer set is kept.
     pub fn observe_syncs(&mut self, observer: SyncObserver) {
         let _ = self.sync_observer.set(observer);
     }
 
+    /// Writes the batch (one `write`, or one per segment it spans) and syncs as the mode says.
+    /// Returns what may now be acknowledged. An `Err` poisons the writer.
     pub fn commit(&mut self) -> io::Result<Durable> {
         let result = self.commit_inner();
         self.uncommitted_from = self.buf_len;
