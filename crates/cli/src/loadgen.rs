@@ -475,42 +475,19 @@ fn read_arrived(
 
 /// Echoes every connection on this thread, busy-polling, until all have closed.
 fn echo_spinning(streams: Vec<TcpStream>) -> io::Result<()> {
-    let mut open: Vec<(TcpStream, Vec<u8>)> = Vec::new();
+    // Each connection with what it sent and is yet to get back, and how much of that is out.
+    let mut open: Vec<(TcpStream, Vec<u8>, usize)> = Vec::new();
     for s in streams {
         s.set_nonblocking(true)?;
-        open.push((s, Vec::new()));
+        open.push((s, Vec::new(), 0));
     }
-    let mut buf = [0u8; 1 << 16];
+    let mut scratch = vec![0; READ_CHUNK];
     while !open.is_empty() {
-        let mut i = 0;
-        while i < open.len() {
-            let (s, backlog) = &mut open[i];
-            let closed = match s.read(&mut buf) {
-                Ok(0) => true,
-                Ok(n) => {
-                    backlog.extend_from_slice(&buf[..n]);
-                    false
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
-                Err(_) => true,
-            };
-            if !backlog.is_empty() {
-                match s.write(backlog) {
-                    Ok(n) => {
-                        backlog.drain(..n);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => backlog.clear(),
-                }
-            }
-            if closed {
-                open.swap_remove(i);
-            } else {
-                i += 1;
-            }
-        }
+        open.retain_mut(|(s, backlog, pos)| {
+            let read = read_arrived(s, &mut scratch, |bytes| backlog.extend_from_slice(bytes));
+            let still_open = read.unwrap_or(false);
+            write_queued(s, backlog, pos).is_ok() && still_open
+        });
         std::hint::spin_loop();
     }
     Ok(())
