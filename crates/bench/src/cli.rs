@@ -1,6 +1,7 @@
 //! The `rialto bench ...` subcommands.
 
 use crate::harness::{self, ClockChoice, EngineBench, Prefetch, WorkloadSpec};
+use crate::memory;
 use crate::workload::{Mix, MultiParams, SingleParams, Size};
 
 /// Benchmarks.
@@ -10,6 +11,28 @@ pub enum BenchCommand {
     /// shared/bench/WORKLOADS.md), generated before timing and applied on one thread. Prints
     /// throughput, per-command latency percentiles and peak resident memory.
     Engine(EngineArgs),
+    /// The machine's memory as the engine meets it: ns per dependent random read over blocks
+    /// of growing size, with one chain of reads and with several walked side by side. Run it
+    /// beside `bench engine` on a shared machine: `multi` follows what a miss costs that day.
+    Memory(MemoryArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct MemoryArgs {
+    /// Block sizes in MiB.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 16, 256, 1024])]
+    pub sizes_mib: Vec<usize>,
+    /// Timed reads per block and walk.
+    #[arg(long, default_value_t = 4_000_000)]
+    pub reads: usize,
+    /// Chains walked side by side in the second walk.
+    #[arg(long, default_value_t = 16)]
+    pub chains: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON array instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,6 +186,22 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 println!("{}", report.to_json());
             } else {
                 print!("{}", report.to_table());
+            }
+            Ok(())
+        }
+        BenchCommand::Memory(args) => {
+            let mut rows = Vec::new();
+            for &mib in &args.sizes_mib {
+                let bytes = mib
+                    .checked_mul(1 << 20)
+                    .filter(|&b| b > 0)
+                    .ok_or_else(|| anyhow::anyhow!("--sizes-mib: {mib} is not a usable size"))?;
+                rows.push(memory::measure(bytes, args.reads, args.chains, args.seed));
+            }
+            if args.json {
+                println!("{}", memory::to_json(&rows));
+            } else {
+                print!("{}", memory::to_table(&rows));
             }
             Ok(())
         }

@@ -1,8 +1,10 @@
-//! Benchmark workloads and harness: `rialto bench engine` (see docs/benchmarks.md).
+//! Benchmark workloads and harness: `rialto bench engine` and `rialto bench memory` (see
+//! docs/benchmarks.md).
 
 pub mod cli;
 pub mod clock;
 pub mod harness;
 pub mod mem;
+pub mod memory;
 pub mod rng;
 pub mod workload;

@@ -196,7 +196,9 @@ fn the_command_line_parses_and_runs() {
         "--quiet",
     ])
     .unwrap();
-    let BenchCommand::Engine(args) = &cli.bench;
+    let BenchCommand::Engine(args) = &cli.bench else {
+        panic!("engine");
+    };
     let WorkloadSpec::Multi { size, params } = args.spec().unwrap() else {
         panic!("multi");
     };
@@ -207,6 +209,23 @@ fn the_command_line_parses_and_runs() {
 
     assert!(Cli::try_parse_from(["bench", "engine", "--workload", "sideways"]).is_err());
     let bad = Cli::try_parse_from(["bench", "engine", "--users", "5", "--workload", "multi"]);
-    let BenchCommand::Engine(args) = bad.unwrap().bench;
+    let BenchCommand::Engine(args) = bad.unwrap().bench else {
+        panic!("engine");
+    };
     assert!(args.spec().is_err());
+}
+
+#[test]
+fn the_memory_command_measures_each_size_and_refuses_a_zero_one() {
+    let parse = |args: &[&str]| Cli::try_parse_from([&["bench", "memory"], args].concat());
+    let cli = parse(&["--sizes-mib", "1,2", "--reads", "20000", "--chains", "4"]).unwrap();
+    let BenchCommand::Memory(args) = &cli.bench else {
+        panic!("memory");
+    };
+    assert_eq!(args.sizes_mib, [1, 2]);
+    cli::run(cli.bench).unwrap();
+
+    let zero = parse(&["--sizes-mib", "0"]).unwrap();
+    let err = cli::run(zero.bench).unwrap_err().to_string();
+    assert!(err.contains("--sizes-mib"), "{err}");
 }
