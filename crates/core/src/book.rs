@@ -585,16 +585,6 @@ impl BookSide {
         }
     }
 
-    /// Starts loading what moving an order from `from` to `to` reads: each price's place, the
-    /// array only once when there is no ladder (both prices are in it then).
-    #[inline]
-    pub fn prefetch_move(&self, from: i64, to: i64) {
-        if self.ladder.active() {
-            self.prefetch_price(from);
-        }
-        self.prefetch_price(to);
-    }
-
     /// Non-empty levels from best to worst.
     pub fn levels_best_first<'a>(&'a self, levels: &'a Levels) -> impl Iterator<Item = u32> + 'a {
         self.ahead

@@ -1282,25 +1282,11 @@ impl Engine {
         }
     }
 
-    /// The fourth link. For an order leaving its level: where its side's arrays hold that level
-    /// (the book's own state is cached by now), should the level empty. For a move, also where
-    /// they will put it, and should it trade, the other side and the best level there. For a
-    /// new order that trades: the account of the first order it meets.
+    /// The fourth link. For a move: where its side's arrays will put it (the book's own state is
+    /// cached by now), and should it trade, the other side and the best level there. For a new
+    /// order that trades: the account of the first order it meets.
     fn prefetch_book(&self, cmd: &Command) {
         match *cmd {
-            Command::Cancel { user, order } | Command::Reduce { user, order, .. } => {
-                let Some(idx) = self.find_order(user, order) else {
-                    return;
-                };
-                let node = self.orders.get(idx);
-                let leaves = match *cmd {
-                    Command::Reduce { qty, .. } => qty >= node.remaining,
-                    _ => true,
-                };
-                if leaves && let Some(sym) = self.symbols.get(node.symbol as usize) {
-                    sym.side(node.side).prefetch_price(node.price);
-                }
-            }
             Command::Move { user, order, price } => {
                 let Some(idx) = self.find_order(user, order) else {
                     return;
@@ -1309,7 +1295,7 @@ impl Engine {
                 let Some(sym) = self.symbols.get(node.symbol as usize) else {
                     return;
                 };
-                sym.side(node.side).prefetch_move(node.price, price);
+                sym.side(node.side).prefetch_price(price);
                 if let Some(level) = self.level_taken(sym, node.side, Some(price)) {
                     prefetch(sym.side(node.side.opposite()));
                     self.levels.prefetch(level);
