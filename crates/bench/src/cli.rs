@@ -190,14 +190,21 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Memory(args) => {
-            let mut rows = Vec::new();
-            for &mib in &args.sizes_mib {
-                let bytes = mib
-                    .checked_mul(1 << 20)
-                    .filter(|&b| b > 0)
-                    .ok_or_else(|| anyhow::anyhow!("--sizes-mib: {mib} is not a usable size"))?;
-                rows.push(memory::measure(bytes, args.reads, args.chains, args.seed));
+            if let Some(&mib) = args
+                .sizes_mib
+                .iter()
+                .find(|&&mib| mib == 0 || mib > memory::MAX_BLOCK_MIB)
+            {
+                anyhow::bail!(
+                    "--sizes-mib: {mib} is outside 1..={} MiB",
+                    memory::MAX_BLOCK_MIB
+                );
             }
+            let rows: Vec<_> = args
+                .sizes_mib
+                .iter()
+                .map(|&mib| memory::measure(mib << 20, args.reads, args.chains, args.seed))
+                .collect();
             if args.json {
                 println!("{}", memory::to_json(&rows));
             } else {

@@ -14,6 +14,10 @@ use crate::rng::Rng;
 /// u64 slots per 64-byte cache line: the chain uses the first slot of each line.
 const SLOTS_PER_LINE: usize = 8;
 
+/// The largest block measured (its lines are numbered in u32, and it must fit in memory twice
+/// over while the cycle is built).
+pub const MAX_BLOCK_MIB: usize = 64 << 10;
+
 /// One block size's figures.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemoryRow {

@@ -216,7 +216,7 @@ fn the_command_line_parses_and_runs() {
 }
 
 #[test]
-fn the_memory_command_measures_each_size_and_refuses_a_zero_one() {
+fn the_memory_command_measures_each_size_and_refuses_unusable_ones() {
     let parse = |args: &[&str]| Cli::try_parse_from([&["bench", "memory"], args].concat());
     let cli = parse(&["--sizes-mib", "1,2", "--reads", "20000", "--chains", "4"]).unwrap();
     let BenchCommand::Memory(args) = &cli.bench else {
@@ -225,7 +225,10 @@ fn the_memory_command_measures_each_size_and_refuses_a_zero_one() {
     assert_eq!(args.sizes_mib, [1, 2]);
     cli::run(cli.bench).unwrap();
 
-    let zero = parse(&["--sizes-mib", "0"]).unwrap();
-    let err = cli::run(zero.bench).unwrap_err().to_string();
-    assert!(err.contains("--sizes-mib"), "{err}");
+    for bad in ["0", "1,100000000"] {
+        let cli = parse(&["--sizes-mib", bad]).unwrap();
+        let err = cli::run(cli.bench).unwrap_err().to_string();
+        assert!(err.contains("--sizes-mib"), "{bad}: {err}");
+    }
+    assert!(parse(&["--sizes-mib", "-1"]).is_err());
 }
