@@ -176,6 +176,18 @@ pub fn histogram() -> Histogram<u64> {
 
 // ----- the floor -----------------------------------------------------------------------------
 
+/// Bytes of each ping of the floors (the size of a small order frame and its ack).
+const PING_BYTES: usize = 64;
+
+/// Pins the calling floor echo thread to `cpu`, if given; unpinned (with a warning) if that fails.
+fn pin_echo_thread(cpu: Option<usize>) {
+    if let Some(cpu) = cpu
+        && let Err(e) = rialto_server::affinity::pin(cpu)
+    {
+        eprintln!("the floor's echo thread runs unpinned: {e:#}");
+    }
+}
+
 /// A bare 64-byte ping-pong over loopback: an echo thread and a client, both in `mode`.
 pub fn measure_floor(
     mode: IoMode,
@@ -185,15 +197,11 @@ pub fn measure_floor(
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let echo = std::thread::spawn(move || -> io::Result<()> {
-        if let Some(cpu) = echo_cpu
-            && let Err(e) = rialto_server::affinity::pin(cpu)
-        {
-            eprintln!("the floor's echo thread runs unpinned: {e:#}");
-        }
+        pin_echo_thread(echo_cpu);
         let (mut s, _) = listener.accept()?;
         s.set_nodelay(true)?;
         s.set_nonblocking(mode == IoMode::Spin)?;
-        let mut buf = [0u8; 64];
+        let mut buf = [0u8; PING_BYTES];
         loop {
             if !read_exact_mode(&mut s, &mut buf)? {
                 return Ok(());
@@ -205,8 +213,8 @@ pub fn measure_floor(
     s.set_nodelay(true)?;
     s.set_nonblocking(mode == IoMode::Spin)?;
     let mut h = histogram();
-    let ping = [7u8; 64];
-    let mut pong = [0u8; 64];
+    let ping = [7u8; PING_BYTES];
+    let mut pong = [0u8; PING_BYTES];
     let warmup = round_trips / 10;
     for i in 0..round_trips + warmup {
         let start = Instant::now();
@@ -235,9 +243,6 @@ pub fn measure_floor(
     ))
 }
 
-/// Bytes of each ping of the scheduled floor (the size of a small order frame and its ack).
-const PING_BYTES: usize = 64;
-
 /// The floor at one rate: `args.connections` connections offered 64-byte pings on the fixed
 /// schedule [`run_rate`] uses, in the same socket mode, each ping's latency from its scheduled
 /// send time to its echo. The echo is one busy-polling thread over all connections (`spin`),
@@ -247,11 +252,7 @@ pub fn measure_scheduled_floor(args: &LoadgenArgs, rate: u64) -> anyhow::Result<
     let addr = listener.local_addr()?;
     let (mode, connections, echo_cpu) = (args.io, args.connections, args.floor_echo_cpu);
     let echo = std::thread::spawn(move || -> io::Result<()> {
-        if let Some(cpu) = echo_cpu
-            && let Err(e) = rialto_server::affinity::pin(cpu)
-        {
-            eprintln!("the floor's echo thread runs unpinned: {e:#}");
-        }
+        pin_echo_thread(echo_cpu);
         let mut streams = Vec::new();
         for _ in 0..connections {
             let (s, _) = listener.accept()?;
@@ -499,7 +500,7 @@ fn echo_blocking(streams: Vec<TcpStream>) -> io::Result<()> {
         .into_iter()
         .map(|mut s| {
             std::thread::spawn(move || {
-                let mut buf = [0u8; 1 << 16];
+                let mut buf = [0u8; READ_CHUNK];
                 while let Ok(n) = s.read(&mut buf) {
                     if n == 0 || s.write_all(&buf[..n]).is_err() {
                         break;
