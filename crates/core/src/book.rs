@@ -222,6 +222,9 @@ const HOLE_SEARCH: usize = 8;
 const PREFETCH_WHOLE_SLOTS: usize = 128;
 /// Levels better than a ladder's window tolerated before the window moves to them.
 const AHEAD_MAX_LEVELS: usize = 32;
+/// When a ladder's window moves to the best price, one cell in this many is kept better than
+/// it: room for orders that improve the touch.
+const WINDOW_SHARE_AHEAD: i64 = 8;
 
 impl SortedLevels {
     fn new(side: Side, capacity: usize) -> SortedLevels {
@@ -630,14 +633,14 @@ impl BookSide {
             // The side is empty (an emptied window moves to the touch at once, taking in the
             // best level of the arrays): the window moves to where trading resumes.
             debug_assert!(self.sorted.best().is_none() && self.ahead.best().is_none());
-            self.centre_window(levels, scratch, price);
+            self.move_window(levels, scratch, price);
         }
         if self.better_than_window(price) {
             self.ahead.push_back(levels, orders, idx);
             if self.ahead.level_count() > AHEAD_MAX_LEVELS {
                 // The touch has moved beyond the window for good: the window follows it.
                 let best = self.ahead.best_price().expect("levels ahead");
-                self.centre_window(levels, scratch, best);
+                self.move_window(levels, scratch, best);
             }
             return;
         }
@@ -678,7 +681,7 @@ impl BookSide {
                 && let Some(best) = self.ahead.best_price().or(self.sorted.best_price())
             {
                 // The window has emptied: bring it to the touch.
-                self.centre_window(levels, scratch, best);
+                self.move_window(levels, scratch, best);
             }
         }
     }
@@ -692,15 +695,18 @@ impl BookSide {
             .sorted
             .best_price()
             .expect("a side with levels has a best");
-        self.centre_window(levels, scratch, best);
+        self.move_window(levels, scratch, best);
     }
 
-    /// Moves the window so that `price`, the side's best, sits in its middle. The levels ahead
+    /// Moves the window so that `price`, the side's best, sits an eighth of the way in from its
+    /// better end ([`WINDOW_SHARE_AHEAD`]): resting orders gather behind the touch, and only an
+    /// order that improves the touch lands ahead of it, so most of the window is worth having
+    /// behind the best price rather than half of it in front. The levels ahead
     /// and in the old window are placed again by price: into the new window, or (being worse than
     /// it and better than everything in the array) onto the array's best end; the array's best
     /// levels that fall inside the new window move into the ladder. Costs O(window / 64 + levels
     /// moved).
-    fn centre_window(&mut self, levels: &mut Levels, scratch: &mut Vec<u32>, price: i64) {
+    fn move_window(&mut self, levels: &mut Levels, scratch: &mut Vec<u32>, price: i64) {
         // Every level ahead and in the ladder, best first (then reversed: worst first).
         scratch.clear();
         while let Some(level) = self.ahead.pop_best(levels) {
@@ -720,7 +726,13 @@ impl BookSide {
         self.ladder.cells.fill(NIL);
         self.ladder.occupied.fill(0);
         self.ladder.count = 0;
-        self.ladder.base = price.saturating_sub((self.ladder.cells.len() / 2) as i64);
+        let len = self.ladder.cells.len() as i64;
+        let ahead = len / WINDOW_SHARE_AHEAD;
+        // Prices are > 0, so the window starts above -len (which `Ladder::cell` relies on).
+        self.ladder.base = match self.side {
+            Side::Buy => price.saturating_sub(len - 1 - ahead),
+            Side::Sell => price.saturating_sub(ahead),
+        };
         for &level in scratch.iter() {
             let price = levels.get(level).price;
             match self.ladder.cell(price) {
