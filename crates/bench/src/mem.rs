@@ -1,6 +1,7 @@
 //! Resident memory of this process, from /proc/self (Linux).
 
 use std::fs;
+use std::sync::OnceLock;
 
 /// A `kB` field of /proc/self/status (`VmRSS`, `VmHWM`, ...) in bytes; `None` off Linux.
 pub fn status_bytes(field: &str) -> Option<u64> {
@@ -39,10 +40,25 @@ pub fn reset_peak_rss() -> bool {
     fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
-/// Hands freed heap pages back to the kernel (glibc's `malloc_trim(0)`), so that RSS deltas
-/// measure live memory: without it the engine under test reuses pages the generator freed and
-/// its growth looks smaller than it is. `false` where there is no glibc.
+/// A binary's own way to hand freed heap pages back to the kernel, for an allocator other than
+/// glibc's (see [`set_heap_trim`]).
+static HEAP_TRIM: OnceLock<fn()> = OnceLock::new();
+
+/// Tells [`trim_heap`] how this binary's global allocator releases freed memory (the `rialto`
+/// binary's is mimalloc's, not glibc's `malloc`). Only the first call counts.
+pub fn set_heap_trim(trim: fn()) {
+    let _ = HEAP_TRIM.set(trim);
+}
+
+/// Hands freed heap pages back to the kernel (the hook of [`set_heap_trim`], else glibc's
+/// `malloc_trim(0)`), so that RSS deltas measure live memory: without it the engine under test
+/// reuses pages the generator freed and its growth looks smaller than it is. `false` when
+/// neither is there.
 pub fn trim_heap() -> bool {
+    if let Some(trim) = HEAP_TRIM.get() {
+        trim();
+        return true;
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         unsafe extern "C" {

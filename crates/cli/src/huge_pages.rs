@@ -1,5 +1,12 @@
-//! The `rialto` binary's allocator: the system's, asking the kernel to back large blocks with
+//! The `rialto` binary's allocator: mimalloc, asking the kernel to back large blocks with
 //! transparent huge pages.
+//!
+//! mimalloc rather than glibc's `malloc`: a big venue has many small blocks read at random (each
+//! book side's sorted level array, its ladder), and with mimalloc more of them sit on huge pages
+//! (on `multi large`, 1.67 GB of huge pages against 1.53 GB), most likely because it carves them
+//! out of large regions instead of glibc's heap. That gave `multi large` a lower median latency
+//! per command and more commands a second in most runs (docs/benchmarks.md). Steady-state
+//! trading allocates nothing, so `single` does not notice.
 //!
 //! A big venue's state (order arena, id indexes, accounts: a gigabyte on the `multi large`
 //! workload) is read at random, and with 4 KiB pages nearly every access also misses the TLB
@@ -8,8 +15,10 @@
 //! [`HUGE_BLOCK_BYTES`] or more are advised with `MADV_HUGEPAGE`. Small blocks are left alone
 //! (a huge page would hold mostly unused memory). `RIALTO_HUGE_PAGES=0` turns the advice off.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use mimalloc::MiMalloc;
 
 /// Blocks from this size on are advised.
 pub const HUGE_BLOCK_BYTES: usize = 4 << 20;
@@ -45,27 +54,34 @@ fn advise(block: *mut u8, size: usize) {
     }
 }
 
-// SAFETY: every call is forwarded to `System` unchanged; `advise` only adds a hint.
+// SAFETY: every call is forwarded to `MiMalloc` unchanged; `advise` only adds a hint.
 unsafe impl GlobalAlloc for HugePageAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let block = unsafe { System.alloc(layout) };
+        let block = unsafe { MiMalloc.alloc(layout) };
         advise(block, layout.size());
         block
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let block = unsafe { System.alloc_zeroed(layout) };
+        let block = unsafe { MiMalloc.alloc_zeroed(layout) };
         advise(block, layout.size());
         block
     }
 
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(block, layout) }
+        unsafe { MiMalloc.dealloc(block, layout) }
     }
 
     unsafe fn realloc(&self, block: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let block = unsafe { System.realloc(block, layout, new_size) };
+        let block = unsafe { MiMalloc.realloc(block, layout, new_size) };
         advise(block, new_size);
         block
     }
+}
+
+/// Hands freed memory back to the kernel now rather than after mimalloc's delay (for the
+/// benchmarks' measures of resident memory: see `rialto_bench::mem::set_heap_trim`).
+pub fn release_free_memory() {
+    // SAFETY: `mi_collect` takes no pointer and only releases memory no block is using.
+    unsafe { libmimalloc_sys::mi_collect(true) }
 }

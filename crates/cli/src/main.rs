@@ -170,6 +170,7 @@ fn main() -> ExitCode {
     if std::env::var_os("RIALTO_HUGE_PAGES").is_some_and(|v| v == "0") {
         rialto_cli::huge_pages::set_enabled(false);
     }
+    rialto_bench::mem::set_heap_trim(rialto_cli::huge_pages::release_free_memory);
     // `serve --help` lists every setting with its default, read off the defaults themselves.
     let command = Cli::command().mut_subcommand("serve", |serve| {
         serve.after_long_help(rialto_cli::serve::settings_help())
