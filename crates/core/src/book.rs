@@ -701,11 +701,10 @@ impl BookSide {
     /// Moves the window so that `price`, the side's best, sits an eighth of the way in from its
     /// better end ([`WINDOW_SHARE_AHEAD`]): resting orders gather behind the touch, and only an
     /// order that improves the touch lands ahead of it, so most of the window is worth having
-    /// behind the best price rather than half of it in front. The levels ahead
-    /// and in the old window are placed again by price: into the new window, or (being worse than
-    /// it and better than everything in the array) onto the array's best end; the array's best
-    /// levels that fall inside the new window move into the ladder. Costs O(window / 64 + levels
-    /// moved).
+    /// behind the best price rather than half of it in front. The levels ahead and in the old
+    /// window are placed again by price: into the new window, or (being worse than it and better
+    /// than everything in the array) onto the array's best end; the array's best levels that
+    /// fall inside the new window move into the ladder. Costs O(window / 64 + levels moved).
     fn move_window(&mut self, levels: &mut Levels, scratch: &mut Vec<u32>, price: i64) {
         // Every level ahead and in the ladder, best first (then reversed: worst first).
         scratch.clear();

@@ -35,9 +35,9 @@ pub struct EngineConfig {
     pub expected_levels_per_side: usize,
     /// A book side with this many price levels gets a ladder: a direct price index over a
     /// window of `ladder_cells` prices near the touch (crates/core/src/book.rs), 4 bytes and a bit
-    /// each. Tuning only: nothing the engine reports depends on either. 8,192 rather than 4,096
-    /// cells: `single` 4% and `multi large` 15% faster (medians of pairs in turn), for 36 MB more
-    /// on the latter (docs/benchmarks.md).
+    /// each. Tuning only: nothing the engine reports depends on either. 8,192 cells rather than
+    /// 4,096: `single` about 4% faster and `multi large` faster in four pairs of four, for 36 MB
+    /// more on the latter (docs/benchmarks.md).
     pub ladder_min_levels: usize,
     pub ladder_cells: usize,
     /// Seeds the hash of the engine's id maps. Nothing the engine reports depends on it; a venue
