@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::hash::BuildHasher;
 use std::num::NonZeroI64;
 
-use rialto_prefetch::{prefetch, prefetch_first_line, prefetch_index};
-use smallvec::SmallVec;
+use rialto_prefetch::{prefetch, prefetch_first_line};
 
+use crate::account::{Accounts, MAX_CURRENCIES};
 use crate::book::{BookSide, Levels, NIL, OrderNode, Orders};
 use crate::command::{Command, PlaceOrder, SymbolSpec};
 use crate::event::{
@@ -216,59 +216,6 @@ pub(crate) struct CurrencyState {
     pub fees: i64,
 }
 
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BalanceEntry {
-    pub currency: CurrencyId,
-    pub available: i64,
-    pub held: i64,
-}
-
-/// Balances held inline per account; spot users typically hold a few currencies.
-const INLINE_BALANCES: usize = 3;
-
-pub(crate) struct Account {
-    pub user: UserId,
-    /// A handful of currencies per user, kept inline (no pointer to chase) and scanned
-    /// linearly; a user of many currencies spills to the heap.
-    pub balances: SmallVec<[BalanceEntry; INLINE_BALANCES]>,
-    /// Head of the intrusive list of this account's resting orders.
-    pub orders_head: u32,
-    pub open_orders: u32,
-}
-
-impl Account {
-    fn balance(&self, currency: CurrencyId) -> BalanceEntry {
-        self.balances
-            .iter()
-            .find(|b| b.currency == currency)
-            .copied()
-            .unwrap_or(BalanceEntry {
-                currency,
-                available: 0,
-                held: 0,
-            })
-    }
-
-    #[inline]
-    fn balance_mut(&mut self, currency: CurrencyId) -> &mut BalanceEntry {
-        match self.balances.iter().position(|b| b.currency == currency) {
-            Some(i) => &mut self.balances[i],
-            None => self.new_balance(currency),
-        }
-    }
-
-    /// The first use of a currency by this account (off the hot path).
-    #[cold]
-    fn new_balance(&mut self, currency: CurrencyId) -> &mut BalanceEntry {
-        self.balances.push(BalanceEntry {
-            currency,
-            available: 0,
-            held: 0,
-        });
-        self.balances.last_mut().expect("just pushed")
-    }
-}
-
 /// What an incoming order (a new order, or a moved one) brings to the matching loop.
 struct Taker {
     account: u32,
@@ -300,7 +247,7 @@ pub struct Engine {
     pub(crate) symbol_ids: BTreeMap<Name, SymbolId>,
     pub(crate) currencies: Vec<CurrencyState>,
     pub(crate) currency_ids: BTreeMap<Name, CurrencyId>,
-    pub(crate) accounts: Vec<Account>,
+    pub(crate) accounts: Accounts,
     /// User id to account (see [`Engine::account_of`]).
     pub(crate) account_ids: IdIndex,
     pub(crate) orders: Orders,
@@ -355,7 +302,7 @@ impl Engine {
             symbol_ids: BTreeMap::new(),
             currencies: Vec::new(),
             currency_ids: BTreeMap::new(),
-            accounts: Vec::with_capacity(config.expected_users),
+            accounts: Accounts::with_capacity(config.expected_users),
             account_ids: IdIndex::with_capacity(config.expected_users),
             orders: Orders::with_capacity(config.expected_resting_orders),
             order_ids: IdIndex::with_capacity(config.expected_resting_orders),
@@ -420,7 +367,13 @@ impl Engine {
         {
             return Err(Reason::InvalidSymbol);
         }
-        if self.symbols.len() >= (u32::MAX - 1) as usize {
+        let new_currencies = [spec.base, spec.quote]
+            .iter()
+            .filter(|name| !self.currency_ids.contains_key(name))
+            .count();
+        if self.symbols.len() >= (u32::MAX - 1) as usize
+            || self.currencies.len() + new_currencies > MAX_CURRENCIES
+        {
             return Err(Reason::LimitExceeded);
         }
         let base = self.currency_id_or_register(spec.base);
@@ -454,14 +407,8 @@ impl Engine {
         if self.accounts.len() >= IdIndex::MAX_ENTRIES {
             return Err(Reason::LimitExceeded);
         }
-        self.account_ids
-            .insert(self.hash.hash_one(user), self.accounts.len() as u32);
-        self.accounts.push(Account {
-            user,
-            balances: SmallVec::new(),
-            orders_head: NIL,
-            open_orders: 0,
-        });
+        let account = self.accounts.push(user);
+        self.account_ids.insert(self.hash.hash_one(user), account);
         Ok(())
     }
 
@@ -480,7 +427,7 @@ impl Engine {
             return Err(Reason::DuplicateTx);
         }
         let known = self.currency_ids.get(&currency).copied();
-        let available = known.map_or(0, |c| self.accounts[account as usize].balance(c).available);
+        let available = known.map_or(0, |c| self.accounts.balance(account, c).available);
         if amount < 0 {
             // i64::MIN has no positive counterpart, and no balance can cover it anyway.
             let withdrawal = amount.checked_neg().ok_or(Reason::InsufficientFunds)?;
@@ -488,19 +435,18 @@ impl Engine {
                 return Err(Reason::InsufficientFunds);
             }
             let currency = known.expect("a positive available balance implies a known currency");
-            self.accounts[account as usize]
-                .balance_mut(currency)
-                .available -= withdrawal;
+            self.accounts.balance_mut(account, currency).available -= withdrawal;
             self.currencies[currency.0 as usize].withdrawals += withdrawal;
         } else {
             let deposits = known.map_or(0, |c| self.currencies[c.0 as usize].deposits);
             if deposits.checked_add(amount).is_none() || available.checked_add(amount).is_none() {
                 return Err(Reason::Overflow);
             }
+            if known.is_none() && self.currencies.len() >= MAX_CURRENCIES {
+                return Err(Reason::LimitExceeded);
+            }
             let currency = self.currency_id_or_register(currency);
-            self.accounts[account as usize]
-                .balance_mut(currency)
-                .available += amount;
+            self.accounts.balance_mut(account, currency).available += amount;
             self.currencies[currency.0 as usize].deposits += amount;
         }
         self.txs.insert(tx);
@@ -553,11 +499,7 @@ impl Engine {
         } else {
             sym.terms.base
         };
-        if hold
-            > self.accounts[account as usize]
-                .balance(held_currency)
-                .available
-        {
+        if hold > self.accounts.balance(account, held_currency).available {
             return Err(Reason::InsufficientFunds);
         }
         if rests && !self.has_room_for_order(account) {
@@ -596,7 +538,7 @@ impl Engine {
     }
 
     fn has_room_for_order(&self, account: u32) -> bool {
-        self.accounts[account as usize].open_orders < self.config.max_open_orders_per_user
+        self.accounts.get(account).open_orders < self.config.max_open_orders_per_user
             && self.orders.live()
                 < (self.config.max_resting_orders as usize).min(IdIndex::MAX_ENTRIES)
     }
@@ -657,8 +599,8 @@ impl Engine {
     /// For an unpriced market buy, what it may spend: its available quote balance.
     fn market_buy_budget(&self, sym: &SymbolState, taker: &Taker) -> Option<i64> {
         (taker.side == Side::Buy && taker.limit.is_none()).then(|| {
-            self.accounts[taker.account as usize]
-                .balance(sym.terms.quote)
+            self.accounts
+                .balance(taker.account, sym.terms.quote)
                 .available
         })
     }
@@ -718,7 +660,7 @@ impl Engine {
         }
 
         // Settle the taker in one step: what it paid or received, and a hold for what rests.
-        let account = &mut self.accounts[taker.account as usize];
+        let (accounts, account) = (&mut self.accounts, taker.account);
         match taker.side {
             Side::Buy => {
                 let rest_hold = match taker.limit {
@@ -727,16 +669,16 @@ impl Engine {
                     }
                     _ => 0,
                 };
-                let q = account.balance_mut(quote);
+                let q = accounts.balance_mut(account, quote);
                 q.available -= fills.quote + rest_hold;
                 q.held += rest_hold;
-                account.balance_mut(base).available += fills.filled * terms.base_scale;
+                accounts.balance_mut(account, base).available += fills.filled * terms.base_scale;
             }
             Side::Sell => {
-                let b = account.balance_mut(base);
+                let b = accounts.balance_mut(account, base);
                 b.available -= (fills.filled + rest_qty) * terms.base_scale;
                 b.held += rest_qty * terms.base_scale;
-                account.balance_mut(quote).available += fills.quote;
+                accounts.balance_mut(account, quote).available += fills.quote;
             }
         }
 
@@ -826,17 +768,17 @@ impl Engine {
         let notional = price * qty * terms.quote_scale;
         let maker_fee = qty * terms.maker_fee;
         let taker_fee = qty * terms.taker_fee;
-        let account = &mut self.accounts[maker.account as usize];
+        let (accounts, account) = (&mut self.accounts, maker.account);
         match maker.side {
             Side::Buy => {
-                let q = account.balance_mut(quote);
+                let q = accounts.balance_mut(account, quote);
                 q.held -= notional + taker_fee;
                 q.available += taker_fee - maker_fee;
-                account.balance_mut(base).available += qty * terms.base_scale;
+                accounts.balance_mut(account, base).available += qty * terms.base_scale;
             }
             Side::Sell => {
-                account.balance_mut(base).held -= qty * terms.base_scale;
-                account.balance_mut(quote).available += notional - maker_fee;
+                accounts.balance_mut(account, base).held -= qty * terms.base_scale;
+                accounts.balance_mut(account, quote).available += notional - maker_fee;
             }
         }
         self.currencies[quote.0 as usize].fees += maker_fee + taker_fee;
@@ -844,7 +786,7 @@ impl Engine {
             symbol: SymbolId(symbol as u32),
             price,
             qty,
-            maker_user: account.user,
+            maker_user: maker.user,
             maker_order: maker.order,
             taker_user: taker.user,
             taker_order: taker.order,
@@ -863,7 +805,7 @@ impl Engine {
 
     /// Puts the rest of a new order on the book, holding nothing itself (the caller has).
     fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64) {
-        let account = &mut self.accounts[taker.account as usize];
+        let account = self.accounts.get_mut(taker.account);
         let idx = self.orders.alloc(OrderNode {
             user: taker.user,
             order: taker.order,
@@ -923,7 +865,7 @@ impl Engine {
     ) {
         let taker = Taker {
             account,
-            user: self.accounts[account as usize].user,
+            user: self.accounts.user(account),
             order,
             side,
             limit: Some(price),
@@ -938,7 +880,7 @@ impl Engine {
     /// Frees a node that is out of its level: unlinks it from its account and the id index.
     fn forget_order(&mut self, idx: u32) {
         let node = *self.orders.get(idx);
-        let account = &mut self.accounts[node.account as usize];
+        let account = self.accounts.get_mut(node.account);
         if node.account_prev == NIL {
             account.orders_head = node.account_next;
         } else {
@@ -969,7 +911,7 @@ impl Engine {
     #[inline]
     fn release_hold(&mut self, node: &OrderNode, qty: i64) {
         let (currency, amount) = self.resting_hold(node, qty);
-        let balance = self.accounts[node.account as usize].balance_mut(currency);
+        let balance = self.accounts.balance_mut(node.account, currency);
         balance.held -= amount;
         balance.available += amount;
     }
@@ -987,7 +929,7 @@ impl Engine {
         self.forget_order(idx);
         sink.on_event(&Event::Cancelled(Cancelled {
             symbol: SymbolId(node.symbol),
-            user: self.accounts[node.account as usize].user,
+            user: self.accounts.user(node.account),
             order: node.order,
             side: node.side,
             qty: node.remaining,
@@ -1009,7 +951,7 @@ impl Engine {
     #[inline]
     pub(crate) fn account_of(&self, user: UserId) -> Option<u32> {
         self.account_ids.get(self.hash.hash_one(user), |account| {
-            self.accounts[account as usize].user == user
+            self.accounts.user(account) == user
         })
     }
 
@@ -1069,7 +1011,7 @@ impl Engine {
         }
         let mut victims = std::mem::take(&mut self.scratch_mass_cancel);
         victims.clear();
-        let mut idx = self.accounts[account as usize].orders_head;
+        let mut idx = self.accounts.get(account).orders_head;
         while idx != NIL {
             let node = self.orders.get(idx);
             if symbol.is_none_or(|s| s.0 == node.symbol) {
@@ -1085,7 +1027,7 @@ impl Engine {
             self.remove_resting(idx, CancelReason::User, sink);
         }
         assert!(
-            symbol.is_some() || self.accounts[account as usize].orders_head == NIL,
+            symbol.is_some() || self.accounts.get(account).orders_head == NIL,
             "mass cancel left an order of user {user} live"
         );
         self.scratch_mass_cancel = victims;
@@ -1117,8 +1059,9 @@ impl Engine {
             Side::Buy => {
                 let new_hold = buy_hold(node.remaining, price, &terms).ok_or(Reason::Overflow)?;
                 let (_, old_hold) = self.resting_hold(&node, node.remaining);
-                let available = self.accounts[node.account as usize]
-                    .balance(sym.terms.quote)
+                let available = self
+                    .accounts
+                    .balance(node.account, sym.terms.quote)
                     .available;
                 if new_hold - old_hold > available {
                     return Err(Reason::InsufficientFunds);
@@ -1134,7 +1077,7 @@ impl Engine {
             // Nothing can trade (the common case): re-price, adjust the hold, join the back of
             // the new level.
             if added_hold != 0 {
-                let balance = self.accounts[node.account as usize].balance_mut(quote);
+                let balance = self.accounts.balance_mut(node.account, quote);
                 balance.available -= added_hold;
                 balance.held += added_hold;
             }
@@ -1196,7 +1139,7 @@ impl Engine {
     /// `single` workload's throughput).
     pub fn prefetch_pays(&self) -> bool {
         let bytes = self.orders.live() * std::mem::size_of::<OrderNode>()
-            + self.accounts.len() * std::mem::size_of::<Account>();
+            + self.accounts.len() * Accounts::bytes_each();
         bytes >= PREFETCH_PAYS_BYTES
     }
 
@@ -1234,7 +1177,7 @@ impl Engine {
             }
             Command::Place(ref p) => {
                 if let Some(account) = self.account_ids.guess(self.hash.hash_one(p.user)) {
-                    prefetch_index(&self.accounts, account as usize);
+                    self.accounts.prefetch(account);
                 }
                 let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side)
                 else {
@@ -1267,7 +1210,7 @@ impl Engine {
                 self.levels.prefetch(node.level);
                 self.orders.prefetch(node.prev);
                 self.orders.prefetch(node.next);
-                prefetch_index(&self.accounts, node.account as usize);
+                self.accounts.prefetch(node.account);
                 if let Some(sym) = self.symbols.get(node.symbol as usize) {
                     sym.prefetch_side(node.side);
                 }
@@ -1308,7 +1251,7 @@ impl Engine {
                     && let Some(level) = self.level_taken(sym, side, p.price)
                 {
                     let maker = self.orders.get(self.levels.get(level).head);
-                    prefetch_index(&self.accounts, maker.account as usize);
+                    self.accounts.prefetch(maker.account);
                 }
             }
             _ => {}
@@ -1393,17 +1336,17 @@ impl Engine {
 
     /// All user ids, ascending.
     pub fn users(&self) -> Vec<UserId> {
-        let mut users: Vec<UserId> = self.accounts.iter().map(|a| a.user).collect();
+        let mut users: Vec<UserId> = self.accounts.users().to_vec();
         users.sort_unstable();
         users
     }
 
     /// A user's balance in one currency (zero when never touched); `None` for an unknown user.
     pub fn balance(&self, user: UserId, currency: &str) -> Option<Balance> {
-        let account = &self.accounts[self.account_of(user)? as usize];
+        let account = self.account_of(user)?;
         let entry = Name::new(currency)
             .and_then(|name| self.currency_ids.get(&name))
-            .map(|&c| account.balance(c));
+            .map(|&c| self.accounts.balance(account, c));
         Some(entry.map_or(
             Balance {
                 available: 0,
@@ -1420,14 +1363,14 @@ impl Engine {
     /// id); `None` for an unknown user.
     pub fn user_report(&self, user: UserId) -> Option<UserReport> {
         let account_idx = self.account_of(user)?;
-        let account = &self.accounts[account_idx as usize];
-        let mut balances: Vec<(Name, Balance)> = account
-            .balances
-            .iter()
-            .filter(|b| b.available != 0 || b.held != 0)
-            .map(|b| {
+        let account = self.accounts.get(account_idx);
+        let mut balances: Vec<(Name, Balance)> = self
+            .accounts
+            .balances(account_idx)
+            .filter(|(_, b)| b.available != 0 || b.held != 0)
+            .map(|(currency, b)| {
                 (
-                    self.currencies[b.currency.0 as usize].name,
+                    self.currencies[currency.0 as usize].name,
                     Balance {
                         available: b.available,
                         held: b.held,
@@ -1471,12 +1414,10 @@ impl Engine {
                 fees: c.fees,
             })
             .collect();
-        for account in &self.accounts {
-            for b in &account.balances {
-                let t = &mut totals[b.currency.0 as usize];
-                t.available += b.available;
-                t.held += b.held;
-            }
+        for (_, currency, b) in self.accounts.all_balances() {
+            let t = &mut totals[currency.0 as usize];
+            t.available += b.available;
+            t.held += b.held;
         }
         totals.sort_by_key(|t| t.currency);
         totals
@@ -1498,7 +1439,7 @@ impl Engine {
             while idx != NIL {
                 let node = self.orders.get(idx);
                 out.push(RestingOrder {
-                    user: self.accounts[node.account as usize].user,
+                    user: self.accounts.user(node.account),
                     order: node.order,
                     side: node.side,
                     price: node.price,

@@ -10,6 +10,7 @@ pub mod command;
 pub mod event;
 pub mod types;
 
+mod account;
 mod book;
 mod engine;
 mod hasher;

@@ -169,20 +169,20 @@ impl Engine {
             w.i64(s.spec.maker_fee);
             w.i64(s.spec.taker_fee);
         }
-        let mut accounts: Vec<&crate::engine::Account> = self.accounts.iter().collect();
-        accounts.sort_unstable_by_key(|a| a.user);
+        let mut accounts: Vec<u32> = (0..self.accounts.len() as u32).collect();
+        accounts.sort_unstable_by_key(|&a| self.accounts.user(a));
         w.u64(accounts.len() as u64);
         for a in accounts {
-            let mut balances: Vec<_> = a
-                .balances
-                .iter()
-                .filter(|b| b.available != 0 || b.held != 0)
+            let mut balances: Vec<_> = self
+                .accounts
+                .balances(a)
+                .filter(|(_, b)| b.available != 0 || b.held != 0)
                 .collect();
-            balances.sort_unstable_by_key(|b| b.currency);
-            w.i64(a.user);
+            balances.sort_unstable_by_key(|&(currency, _)| currency);
+            w.i64(self.accounts.user(a));
             w.u32(balances.len() as u32);
-            for b in balances {
-                w.u32(b.currency.0);
+            for (currency, b) in balances {
+                w.u32(currency.0);
                 w.i64(b.available);
                 w.i64(b.held);
             }
@@ -245,6 +245,11 @@ impl Engine {
 
 fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotError> {
     let currencies = r.count(25, "currencies")?;
+    if currencies > crate::account::MAX_CURRENCIES {
+        return err(format!(
+            "{currencies} currencies, more than a venue can have"
+        ));
+    }
     let mut totals = Vec::with_capacity(currencies);
     for _ in 0..currencies {
         let name = r.name("currency name")?;
@@ -297,7 +302,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
         engine
             .apply(0, 0, &crate::Command::AddUser { user }, &mut ())
             .or_else(|reason| err(format!("user {user}: {reason}")))?;
-        let account = engine.account_of(user).expect("just added") as usize;
+        let account = engine.account_of(user).expect("just added");
         let balances = r.u32("balance count")?;
         let mut previous_currency = None;
         for _ in 0..balances {
@@ -314,13 +319,8 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                     "user {user}: balance ({available}, {held}) not allowed"
                 ));
             }
-            engine.accounts[account]
-                .balances
-                .push(crate::engine::BalanceEntry {
-                    currency: CurrencyId(currency),
-                    available,
-                    held,
-                });
+            *engine.accounts.balance_mut(account, CurrencyId(currency)) =
+                crate::account::Amounts { available, held };
         }
     }
 
@@ -378,11 +378,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                         "{what}: its hold overflows or its price is below the fee"
                     ));
                 };
-                let held = engine.accounts[account as usize]
-                    .balances
-                    .iter()
-                    .find(|b| b.currency == currency)
-                    .map_or(0, |b| b.held);
+                let held = engine.accounts.balance(account, currency).held;
                 let need = needs.entry((account, currency.0)).or_insert(0);
                 match need.checked_add(hold) {
                     Some(total) if total <= held => *need = total,
@@ -421,23 +417,20 @@ fn check_invariants(
             ));
         }
     }
-    for (account_idx, account) in engine.accounts.iter().enumerate() {
-        for b in &account.balances {
-            let need = needs
-                .remove(&(account_idx as u32, b.currency.0))
-                .unwrap_or(0);
-            if need != b.held {
-                return err(format!(
-                    "user {}: held {} but orders need {need}",
-                    account.user, b.held
-                ));
-            }
+    for (account, currency, b) in engine.accounts.all_balances() {
+        let need = needs.remove(&(account, currency.0)).unwrap_or(0);
+        if need != b.held {
+            return err(format!(
+                "user {}: held {} but orders need {need}",
+                engine.accounts.user(account),
+                b.held
+            ));
         }
     }
     // Anything left is a need with no balance entry at all; needs are only recorded when they fit
     // under a held balance, so this cannot happen, but a corrupt snapshot must never pass.
     if let Some(((account, _), need)) = needs.into_iter().find(|(_, need)| *need != 0) {
-        let user = engine.accounts[account as usize].user;
+        let user = engine.accounts.user(account);
         return err(format!(
             "user {user}: orders need {need} but nothing is held"
         ));
@@ -449,10 +442,8 @@ fn check_invariants(
 /// withdrawals.
 fn check_conservation(engine: &Engine) -> Result<(), SnapshotError> {
     let mut sums = vec![0i128; engine.currencies.len()];
-    for account in &engine.accounts {
-        for b in &account.balances {
-            sums[b.currency.0 as usize] += b.available as i128 + b.held as i128;
-        }
+    for (_, currency, b) in engine.accounts.all_balances() {
+        sums[currency.0 as usize] += b.available as i128 + b.held as i128;
     }
     for (c, sum) in engine.currencies.iter().zip(sums) {
         if sum + c.fees as i128 != c.deposits as i128 - c.withdrawals as i128 {

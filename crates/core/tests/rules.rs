@@ -470,6 +470,39 @@ fn a_deposit_in_a_new_currency_registers_it() {
     assert_eq!(names, ["BTC", "EUR", "USD"]);
 }
 
+#[test]
+fn a_venue_has_at_most_65535_currencies() {
+    // Engine only: the model has no such limit.
+    let mut engine = Engine::new(EngineConfig::default());
+    let run = |engine: &mut Engine, cmd: Command| engine.apply(1, 1, &cmd, &mut ());
+    assert_eq!(run(&mut engine, Command::AddUser { user: 1 }), Ok(()));
+    for i in 0..65_535 {
+        let cmd = deposit(1, &format!("C{i}"), 1 + i, i);
+        assert_eq!(run(&mut engine, cmd), Ok(()), "currency {i}");
+    }
+    let before = engine.state_hash();
+    // A new currency is refused, by a deposit or by a symbol, and changes nothing.
+    let refused = [
+        deposit(1, "ONE-MORE", 5, 100_000),
+        Command::AddSymbol(spec("NEW-C0", "NEW", "C0")),
+        Command::AddSymbol(spec("C0-NEW", "C0", "NEW")),
+    ];
+    for cmd in refused {
+        assert_eq!(run(&mut engine, cmd), Err(Reason::LimitExceeded), "{cmd:?}");
+    }
+    assert_eq!(engine.state_hash(), before);
+    // Known currencies still serve: a symbol on two of them, and more of a user's 65,535
+    // balances (three in its own line, the rest beside it).
+    assert_eq!(
+        run(&mut engine, Command::AddSymbol(spec("C1-C0", "C1", "C0"))),
+        Ok(())
+    );
+    assert_eq!(run(&mut engine, deposit(1, "C60000", 7, 100_001)), Ok(()));
+    assert_eq!(engine.balance(1, "C60000"), Some(bal(60_001 + 7, 0)));
+    assert_eq!(engine.balance(1, "C2"), Some(bal(3, 0)));
+    assert_eq!(engine.user_report(1).unwrap().balances.len(), 65_535);
+}
+
 // ----- placing: holds and rejections ----------------------------------------------------------
 
 #[test]
