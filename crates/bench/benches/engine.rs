@@ -219,7 +219,7 @@ fn add_wide_book(f: &mut Fixture, name: &str) -> SymbolId {
         maker_fee: 1,
         taker_fee: 2,
     };
-    f.apply(&Command::AddSymbol(spec));
+    f.apply(&Command::AddSymbol(Box::new(spec)));
     let symbol = f.engine.symbol_id(name);
     for i in 0..500u64 {
         let (u, o) = (user(i), f.order_id());

@@ -282,7 +282,7 @@ pub struct Workload {
 impl Workload {
     /// Symbols, then users and deposits.
     pub fn setup_commands(&self) -> impl Iterator<Item = Command> + '_ {
-        self.setup.iter().copied().chain(self.accounts.commands())
+        self.setup.iter().cloned().chain(self.accounts.commands())
     }
 
     pub fn setup_len(&self) -> u64 {
@@ -329,7 +329,7 @@ pub fn single(params: &SingleParams, seed: u64) -> Workload {
         holdings: vec![0b11; params.users as usize],
         amount: SINGLE_DEPOSIT,
     };
-    let setup = vec![Command::AddSymbol(SymbolSpec {
+    let setup = vec![Command::AddSymbol(Box::new(SymbolSpec {
         symbol: name("XBT-USD"),
         base: currencies[0],
         quote: currencies[1],
@@ -337,7 +337,7 @@ pub fn single(params: &SingleParams, seed: u64) -> Workload {
         quote_scale: 1,
         maker_fee: MAKER_FEE,
         taker_fee: TAKER_FEE,
-    })];
+    }))];
     let books = vec![Book::new(
         SymbolId(0),
         SINGLE_START_PRICE,
@@ -449,7 +449,7 @@ pub fn multi(params: &MultiParams, seed: u64) -> Workload {
         }
         // The more popular currency (lower index) is the quote.
         let (quote, base) = (pair / n_cur, pair % n_cur);
-        setup.push(Command::AddSymbol(SymbolSpec {
+        setup.push(Command::AddSymbol(Box::new(SymbolSpec {
             symbol: name(&format!("S{s:06}")),
             base: currencies[base],
             quote: currencies[quote],
@@ -457,7 +457,7 @@ pub fn multi(params: &MultiParams, seed: u64) -> Workload {
             quote_scale: 1,
             maker_fee: MAKER_FEE,
             taker_fee: TAKER_FEE,
-        }));
+        })));
         let price = 1_000 + rng.below(199_000) as i64;
         // The same relative deviation as the single book: a tenth of the start price.
         books.push(Book::new(SymbolId(s), price, price / 10, 0, pair as u16));
@@ -661,7 +661,7 @@ impl Generator {
             prefill: Vec::with_capacity(prefill_len),
             commands: Vec::with_capacity(commands as usize),
         };
-        for cmd in setup.iter().copied().chain(accounts.commands()) {
+        for cmd in setup.iter().cloned().chain(accounts.commands()) {
             g.apply(&cmd);
         }
         g

@@ -107,7 +107,7 @@ fn start_pipeline(
     )?;
     let setup: Vec<Command> = w
         .setup_commands()
-        .chain(w.prefill.iter().copied())
+        .chain(w.prefill.iter().cloned())
         .collect();
     pipeline
         .apply_system_commands(setup, Duration::from_secs(600))
@@ -123,7 +123,7 @@ fn request(w: &workload::Workload, k: usize) -> Request {
             order: 0,
             kind: RequestKind::Place,
         },
-        op: Op::Command(w.commands[k]),
+        op: Op::Command(w.commands[k].clone()),
     }
 }
 

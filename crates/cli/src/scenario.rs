@@ -118,7 +118,7 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
     let f = Fields(map);
     let cmd = f.str("cmd")?;
     Ok(match cmd {
-        "add_symbol" => Command::AddSymbol(SymbolSpec {
+        "add_symbol" => Command::AddSymbol(Box::new(SymbolSpec {
             symbol: f.name("symbol")?,
             base: f.name("base")?,
             quote: f.name("quote")?,
@@ -126,7 +126,7 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
             quote_scale: f.int("quote_scale")?,
             maker_fee: f.int("maker_fee")?,
             taker_fee: f.int("taker_fee")?,
-        }),
+        })),
         "add_user" => Command::AddUser {
             user: f.int("user")?,
         },
@@ -920,7 +920,7 @@ mod tests {
             maker_fee: 0,
             taker_fee: 0,
         };
-        let add = Command::AddSymbol(spec);
+        let add = Command::AddSymbol(Box::new(spec));
         assert_eq!(engine.apply(1, 0, &add, &mut ()), Ok(()));
         let parse = |l: &str| parse_line(&engine, l.as_bytes());
         let mass = |user, symbol| Ok(Some(Command::MassCancel { user, symbol }));
@@ -979,15 +979,15 @@ mod tests {
             taker_fee: 5,
         };
         assert_eq!(
-            parse_back(&engine, &Command::AddSymbol(spec)),
-            Command::AddSymbol(spec)
+            parse_back(&engine, &Command::AddSymbol(Box::new(spec))),
+            Command::AddSymbol(Box::new(spec))
         );
         let valid = SymbolSpec {
             maker_fee: 2,
             ..spec
         };
         engine
-            .apply(1, 0, &Command::AddSymbol(valid), &mut ())
+            .apply(1, 0, &Command::AddSymbol(Box::new(valid)), &mut ())
             .unwrap();
         let id = SymbolId(0);
         let limit = PlaceOrder::limit(i64::MIN, i64::MAX, id, Side::Sell, 100, 5);

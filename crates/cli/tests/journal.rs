@@ -19,7 +19,7 @@ fn commands() -> Vec<Command> {
     let name = |s| Name::new(s).unwrap();
     let mut cmds = Vec::new();
     for (symbol, base) in [("ETH-USD", "ETH"), ("BTC-USD", "BTC")] {
-        cmds.push(Command::AddSymbol(SymbolSpec {
+        cmds.push(Command::AddSymbol(Box::new(SymbolSpec {
             symbol: name(symbol),
             base: name(base),
             quote: name("USD"),
@@ -27,7 +27,7 @@ fn commands() -> Vec<Command> {
             quote_scale: 10,
             maker_fee: 2,
             taker_fee: 5,
-        }));
+        })));
     }
     let mut tx = 0;
     for user in 1..=4 {

@@ -790,7 +790,8 @@ mod tests {
             maker_fee: 0,
             taker_fee: 0,
         };
-        e.apply(0, 0, &Command::AddSymbol(spec), &mut ()).unwrap();
+        e.apply(0, 0, &Command::AddSymbol(Box::new(spec)), &mut ())
+            .unwrap();
         for (tx, &(user, currency, amount)) in funds.iter().enumerate() {
             // A user funded twice is added once (the second add is refused).
             let _ = e.apply(0, 0, &Command::AddUser { user }, &mut ());

@@ -1484,7 +1484,7 @@ mod tests {
         let mut e = Engine::new(EngineConfig::default());
         let mut events: Vec<OwnedEvent> = Vec::new();
         let cmds = [
-            Command::AddSymbol(SymbolSpec {
+            Command::AddSymbol(Box::new(SymbolSpec {
                 symbol: name("BTC-USD"),
                 base: name("BTC"),
                 quote: name("USD"),
@@ -1492,7 +1492,7 @@ mod tests {
                 quote_scale: 10_000,
                 maker_fee: 700,
                 taker_fee: 1900,
-            }),
+            })),
             Command::AddUser { user: 301 },
             Command::AddUser { user: 302 },
             Command::AdjustBalance {

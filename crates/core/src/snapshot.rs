@@ -285,7 +285,8 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
             return err(format!("symbol {}: unknown currency", spec.symbol));
         }
         let before = engine.currencies.len();
-        if let Err(reason) = engine.apply(0, 0, &crate::Command::AddSymbol(spec), &mut ()) {
+        if let Err(reason) = engine.apply(0, 0, &crate::Command::AddSymbol(Box::new(spec)), &mut ())
+        {
             return err(format!("symbol {}: {reason}", spec.symbol));
         }
         debug_assert_eq!(before, engine.currencies.len());

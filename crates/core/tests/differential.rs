@@ -100,7 +100,7 @@ fn run_with(ops: &[Op], config: EngineConfig) -> Result<(), TestCaseError> {
     let mut history: Vec<Command> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let cmd = streams::command(op, &model);
-        history.push(cmd);
+        history.push(cmd.clone());
         let seq = i as u64 + 1;
         let mut engine_events: Vec<OwnedEvent> = Vec::new();
         let engine_result = engine.apply(seq, 0, &cmd, &mut engine_events);

@@ -257,7 +257,7 @@ fn check_stream(ops: &[Op]) -> Result<(), TestCaseError> {
     let mut history = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let cmd = streams::command(op, &engine);
-        history.push(cmd);
+        history.push(cmd.clone());
         let seq = i as u64 + 1;
         let hash_before = engine.state_hash();
         let outcome = apply(&mut engine, seq, &cmd);
@@ -279,7 +279,7 @@ fn check_stream(ops: &[Op]) -> Result<(), TestCaseError> {
                 return Err(format!("last_seq {} after seq {seq}", engine.last_seq()));
             }
             check_state(&engine)?;
-            if let (Ok(()), Command::MassCancel { user, symbol }) = (result, cmd) {
+            if let (Ok(()), &Command::MassCancel { user, symbol }) = (result, &cmd) {
                 check_mass_cancel(&engine, user, symbol, events, hash_before)?;
             }
             ledger.record(&engine, &cmd, &outcome)
@@ -531,7 +531,10 @@ fn the_hex_hash_and_symbol_lookups_agree_with_the_state() {
         maker_fee: 0,
         taker_fee: 0,
     };
-    assert_eq!(apply(&mut engine, 1, &Command::AddSymbol(spec)).0, Ok(()));
+    assert_eq!(
+        apply(&mut engine, 1, &Command::AddSymbol(Box::new(spec))).0,
+        Ok(())
+    );
     assert_ne!(engine.state_hash(), empty_hash);
     assert_eq!(engine.state_hash_hex(), hex(engine.state_hash()));
     assert_eq!(engine.state_hash_hex().len(), 64);

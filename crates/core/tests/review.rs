@@ -157,7 +157,7 @@ fn deep_books_agree_with_the_model() {
             maker_fee: 1,
             taker_fee: 4,
         };
-        let mut setup = vec![Command::AddSymbol(spec)];
+        let mut setup = vec![Command::AddSymbol(Box::new(spec))];
         for u in 1..=4 {
             setup.push(Command::AddUser { user: u });
             for (c, tx) in [("X", u * 2), ("Y", u * 2 + 1)] {

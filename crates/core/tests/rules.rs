@@ -150,7 +150,7 @@ impl Venue {
 
     fn standard_commands() -> Vec<Command> {
         vec![
-            Command::AddSymbol(spec("BTC-USD", "BTC", "USD")),
+            Command::AddSymbol(Box::new(spec("BTC-USD", "BTC", "USD"))),
             Command::AddUser { user: 1 },
             Command::AddUser { user: 2 },
             Command::AddUser { user: 3 },
@@ -160,7 +160,7 @@ impl Venue {
     /// Applies commands that must all be accepted.
     fn setup(&mut self, cmds: Vec<Command>) {
         for cmd in cmds {
-            let (result, _) = self.run(cmd);
+            let (result, _) = self.run(cmd.clone());
             assert_eq!(result, Ok(()), "setup command {cmd:?}");
         }
     }
@@ -202,7 +202,7 @@ impl Venue {
     /// The command must be rejected with `reason`, emit nothing and change nothing.
     fn rejects(&mut self, cmd: Command, reason: Reason) {
         let hash = self.engine.state_hash();
-        self.check(cmd, Err(reason), Vec::new());
+        self.check(cmd.clone(), Err(reason), Vec::new());
         assert_eq!(
             self.engine.state_hash(),
             hash,
@@ -265,8 +265,8 @@ impl Venue {
 fn symbols_get_ids_in_the_order_they_are_added() {
     let mut v = Venue::empty();
     v.setup(vec![
-        Command::AddSymbol(spec("ZZZ-USD", "ZZZ", "USD")),
-        Command::AddSymbol(spec("AAA-USD", "AAA", "USD")),
+        Command::AddSymbol(Box::new(spec("ZZZ-USD", "ZZZ", "USD"))),
+        Command::AddSymbol(Box::new(spec("AAA-USD", "AAA", "USD"))),
     ]);
     assert_eq!(v.engine.symbol_id("ZZZ-USD"), SymbolId(0));
     assert_eq!(v.engine.symbol_id("AAA-USD"), SymbolId(1));
@@ -291,14 +291,16 @@ fn symbols_get_ids_in_the_order_they_are_added() {
 #[test]
 fn add_symbol_rejects_duplicates_before_invalid_specs() {
     let mut v = Venue::empty();
-    v.setup(vec![Command::AddSymbol(spec("BTC-USD", "BTC", "USD"))]);
+    v.setup(vec![Command::AddSymbol(Box::new(spec(
+        "BTC-USD", "BTC", "USD",
+    )))]);
     let bad = SymbolSpec {
         base_scale: 0,
         ..spec("BTC-USD", "BTC", "USD")
     };
-    v.rejects(Command::AddSymbol(bad), Reason::DuplicateSymbol);
+    v.rejects(Command::AddSymbol(Box::new(bad)), Reason::DuplicateSymbol);
     v.rejects(
-        Command::AddSymbol(spec("BTC-USD", "ETH", "EUR")),
+        Command::AddSymbol(Box::new(spec("BTC-USD", "ETH", "EUR"))),
         Reason::DuplicateSymbol,
     );
 }
@@ -336,20 +338,20 @@ fn add_symbol_rejects_each_invalid_spec() {
         },
     ];
     for bad in bad_specs {
-        v.rejects(Command::AddSymbol(bad), Reason::InvalidSymbol);
+        v.rejects(Command::AddSymbol(Box::new(bad)), Reason::InvalidSymbol);
     }
     // Equal fees, and zero fees, are fine; the rejected specs took no id.
-    v.setup(vec![Command::AddSymbol(SymbolSpec {
+    v.setup(vec![Command::AddSymbol(Box::new(SymbolSpec {
         maker_fee: 0,
         taker_fee: 0,
         ..good
-    })]);
+    }))]);
     assert_eq!(v.engine.symbol_id("ETH-USD"), SymbolId(0));
-    v.setup(vec![Command::AddSymbol(SymbolSpec {
+    v.setup(vec![Command::AddSymbol(Box::new(SymbolSpec {
         maker_fee: 7,
         taker_fee: 7,
         ..spec("ETH-EUR", "ETH", "EUR")
-    })]);
+    }))]);
     assert_eq!(v.engine.symbol_id("ETH-EUR"), SymbolId(1));
 }
 
@@ -484,17 +486,24 @@ fn a_venue_has_at_most_65535_currencies() {
     // A new currency is refused, by a deposit or by a symbol, and changes nothing.
     let refused = [
         deposit(1, "ONE-MORE", 5, 100_000),
-        Command::AddSymbol(spec("NEW-C0", "NEW", "C0")),
-        Command::AddSymbol(spec("C0-NEW", "C0", "NEW")),
+        Command::AddSymbol(Box::new(spec("NEW-C0", "NEW", "C0"))),
+        Command::AddSymbol(Box::new(spec("C0-NEW", "C0", "NEW"))),
     ];
     for cmd in refused {
-        assert_eq!(run(&mut engine, cmd), Err(Reason::LimitExceeded), "{cmd:?}");
+        assert_eq!(
+            run(&mut engine, cmd.clone()),
+            Err(Reason::LimitExceeded),
+            "{cmd:?}"
+        );
     }
     assert_eq!(engine.state_hash(), before);
     // Known currencies still serve: a symbol on two of them, and more of a user's 65,535
     // balances (three in its own line, the rest beside it).
     assert_eq!(
-        run(&mut engine, Command::AddSymbol(spec("C1-C0", "C1", "C0"))),
+        run(
+            &mut engine,
+            Command::AddSymbol(Box::new(spec("C1-C0", "C1", "C0")))
+        ),
         Ok(())
     );
     assert_eq!(run(&mut engine, deposit(1, "C60000", 7, 100_001)), Ok(()));
@@ -650,7 +659,9 @@ fn place_rejects_invalid_prices_before_duplicate_order_id() {
 #[test]
 fn place_rejects_duplicate_order_ids_among_the_users_live_orders_on_any_symbol() {
     let mut v = Venue::standard();
-    v.setup(vec![Command::AddSymbol(spec("BTC-EUR", "BTC", "EUR"))]);
+    v.setup(vec![Command::AddSymbol(Box::new(spec(
+        "BTC-EUR", "BTC", "EUR",
+    )))]);
     v.fund(1, 10_000, 100_000);
     v.fund(2, 10_000, 100_000);
     v.fund(3, 0, 100_000);
@@ -1677,7 +1688,7 @@ fn user_cancelled(
 /// The standard venue plus ZZ (id 1) on the same currencies and scales as BTC-USD.
 fn mass_cancel_venue() -> Venue {
     let mut v = Venue::standard();
-    v.setup(vec![Command::AddSymbol(spec("ZZ", "BTC", "USD"))]);
+    v.setup(vec![Command::AddSymbol(Box::new(spec("ZZ", "BTC", "USD")))]);
     v.fund(1, 1_000, 10_000);
     v.fund(2, 1_000, 10_000);
     v
@@ -1778,8 +1789,8 @@ fn mass_cancel_reports_by_symbol_name_then_order_id() {
     let mut v = Venue::standard();
     // ids 0, 1, 2 against names BTC-USD, ZZ, AA-USD: id order is not name order
     v.setup(vec![
-        Command::AddSymbol(spec("ZZ", "BTC", "USD")),
-        Command::AddSymbol(spec("AA-USD", "BTC", "USD")),
+        Command::AddSymbol(Box::new(spec("ZZ", "BTC", "USD"))),
+        Command::AddSymbol(Box::new(spec("AA-USD", "BTC", "USD"))),
     ]);
     let aa = SymbolId(2);
     v.fund(1, 10_000, 100_000);
@@ -1838,7 +1849,7 @@ fn mass_cancel_leaves_other_users_orders_and_their_priority_and_updates_the_leve
         depth: 10,
     };
     v.expect(
-        depth,
+        depth.clone(),
         vec![book(
             vec![level(50, 9), level(48, 1)],
             vec![level(60, 5), level(62, 1)],
@@ -1937,7 +1948,9 @@ fn book_rejects_unknown_symbol_before_invalid_depth() {
 #[test]
 fn user_report_lists_non_zero_balances_by_name_and_orders_by_symbol_then_id() {
     let mut v = Venue::standard();
-    v.setup(vec![Command::AddSymbol(spec("B-USDT", "B", "USDT"))]);
+    v.setup(vec![Command::AddSymbol(Box::new(spec(
+        "B-USDT", "B", "USDT",
+    )))]);
     v.fund(1, 1_000, 10_000);
     v.expect(deposit(1, "USDT", 10_000, 1), vec![]);
     v.expect(deposit(1, "B", 500, 2), vec![]);
@@ -1993,7 +2006,9 @@ fn user_report_lists_non_zero_balances_by_name_and_orders_by_symbol_then_id() {
 #[test]
 fn venue_report_totals_every_known_currency_with_fees() {
     let mut v = Venue::standard();
-    v.setup(vec![Command::AddSymbol(spec("ETH-USDT", "ETH", "USDT"))]);
+    v.setup(vec![Command::AddSymbol(Box::new(spec(
+        "ETH-USDT", "ETH", "USDT",
+    )))]);
     v.fund(1, 1_000, 0);
     v.fund(2, 0, 10_000);
     v.expect(deposit(2, "USD", -1_000, 1), vec![]);
@@ -2025,8 +2040,8 @@ fn venue_report_totals_every_known_currency_with_fees() {
 fn reports_sort_names_as_text_not_by_length() {
     let mut v = Venue::empty();
     v.setup(vec![
-        Command::AddSymbol(spec("ZZ", "BTC", "USD")),
-        Command::AddSymbol(spec("BTC-EURO", "BTC", "EURO")),
+        Command::AddSymbol(Box::new(spec("ZZ", "BTC", "USD"))),
+        Command::AddSymbol(Box::new(spec("BTC-EURO", "BTC", "EURO"))),
         Command::AddUser { user: 1 },
     ]);
     v.expect(deposit(1, "USD", 1_000, 1), vec![]);

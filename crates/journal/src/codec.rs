@@ -143,7 +143,7 @@ fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
 pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
     let mut r = Reader { bytes, pos: 0 };
     let cmd = match r.u8("tag")? {
-        TAG_ADD_SYMBOL => Command::AddSymbol(SymbolSpec {
+        TAG_ADD_SYMBOL => Command::AddSymbol(Box::new(SymbolSpec {
             symbol: r.name("symbol")?,
             base: r.name("base")?,
             quote: r.name("quote")?,
@@ -151,7 +151,7 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
             quote_scale: r.i64("quote_scale")?,
             maker_fee: r.i64("maker_fee")?,
             taker_fee: r.i64("taker_fee")?,
-        }),
+        })),
         TAG_ADD_USER => Command::AddUser {
             user: r.i64("user")?,
         },

@@ -205,7 +205,7 @@ pub(crate) fn seal_records(buf: &mut [u8]) {
 }
 
 /// One record read from a buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawRecord {
     pub seq: u64,
     pub ts_ns: i64,

@@ -13,7 +13,7 @@ use crate::format::{
 };
 
 /// One journaled command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     pub seq: u64,
     pub ts_ns: i64,

@@ -19,7 +19,7 @@ fn command() -> impl Strategy<Value = Command> {
     prop_oneof![
         (name(), name(), name(), i(), i(), i(), i()).prop_map(
             |(symbol, base, quote, a, b, c, d)| {
-                Command::AddSymbol(SymbolSpec {
+                Command::AddSymbol(Box::new(SymbolSpec {
                     symbol,
                     base,
                     quote,
@@ -27,7 +27,7 @@ fn command() -> impl Strategy<Value = Command> {
                     quote_scale: b,
                     maker_fee: c,
                     taker_fee: d,
-                })
+                }))
             }
         ),
         i().prop_map(|user| Command::AddUser { user }),
@@ -120,7 +120,7 @@ proptest! {
 #[test]
 fn the_largest_command_fits() {
     let long = Name::new(&"X".repeat(Name::MAX_LEN)).unwrap();
-    let cmd = Command::AddSymbol(SymbolSpec {
+    let cmd = Command::AddSymbol(Box::new(SymbolSpec {
         symbol: long,
         base: long,
         quote: long,
@@ -128,7 +128,7 @@ fn the_largest_command_fits() {
         quote_scale: i64::MIN,
         maker_fee: -1,
         taker_fee: 0,
-    });
+    }));
     let mut buf = Vec::new();
     encode_command(&cmd, &mut buf);
     assert_eq!(buf.len(), 105);

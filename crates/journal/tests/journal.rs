@@ -39,8 +39,8 @@ fn round_trip_across_segments() {
     assert_eq!(read.len(), cmds.len());
     for (i, r) in read.iter().enumerate() {
         assert_eq!(
-            (r.seq, r.ts_ns, r.command),
-            (i as u64 + 1, ts(i as u64 + 1), cmds[i])
+            (r.seq, r.ts_ns, &r.command),
+            (i as u64 + 1, ts(i as u64 + 1), &cmds[i])
         );
     }
     let rec = recover(dir.path(), engine_config()).unwrap();
@@ -78,7 +78,7 @@ fn batches_larger_than_the_buffer_and_across_segments_read_back_whole() {
             .map(|r| (r.seq, r.ts_ns, r.command))
             .collect();
         let want: Vec<_> = (1..=cmds.len() as u64)
-            .map(|seq| (seq, ts(seq), cmds[seq as usize - 1]))
+            .map(|seq| (seq, ts(seq), cmds[seq as usize - 1].clone()))
             .collect();
         assert_eq!(read, want, "{durability}");
     }
@@ -694,7 +694,7 @@ fn uncommitted_holds_exactly_the_batch_being_committed_in_every_mode() {
         let expected: Vec<_> = cmds
             .iter()
             .enumerate()
-            .map(|(i, c)| (i as u64 + 1, ts(i as u64 + 1), *c))
+            .map(|(i, c)| (i as u64 + 1, ts(i as u64 + 1), c.clone()))
             .collect();
         assert_eq!(replayed, expected, "{durability:?}");
     }

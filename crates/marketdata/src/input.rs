@@ -78,7 +78,7 @@ pub fn record(out: &mut Vec<Input>, ts_ns: i64, cmd: &Command, events: &[OwnedEv
         | Command::Reduce { .. }
         | Command::MassCancel { .. } => {}
         Command::AddSymbol(spec) => {
-            out.push(Input::AddSymbol(Box::new(*spec)));
+            out.push(Input::AddSymbol(spec.clone()));
             return;
         }
         _ => return,

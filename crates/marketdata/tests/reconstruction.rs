@@ -33,7 +33,7 @@ fn name(s: &str) -> Name {
 fn set_up(engine: &mut Engine, feed: &mut Feed, seq: &mut u64) {
     let mut commands = Vec::new();
     for (i, sym) in ["AAA-USD", "BBB-USD"].iter().enumerate() {
-        commands.push(Command::AddSymbol(SymbolSpec {
+        commands.push(Command::AddSymbol(Box::new(SymbolSpec {
             symbol: name(sym),
             base: name(&sym[..3]),
             quote: name("USD"),
@@ -41,7 +41,7 @@ fn set_up(engine: &mut Engine, feed: &mut Feed, seq: &mut u64) {
             quote_scale: 1,
             maker_fee: 0,
             taker_fee: i as i64,
-        }));
+        })));
     }
     for user in 1..=USERS {
         commands.push(Command::AddUser { user });

@@ -35,7 +35,10 @@ pub fn demo_symbols() -> Vec<SymbolSpec> {
 }
 
 pub fn demo_commands() -> Vec<Command> {
-    let mut commands: Vec<Command> = demo_symbols().into_iter().map(Command::AddSymbol).collect();
+    let mut commands: Vec<Command> = demo_symbols()
+        .into_iter()
+        .map(|spec| Command::AddSymbol(Box::new(spec)))
+        .collect();
     for user in 1..=DEMO_USERS {
         commands.push(Command::AddUser { user });
         for (i, currency) in ["USD", "BTC", "ETH"].iter().enumerate() {

@@ -876,7 +876,7 @@ impl Gateway {
             ClientMsg::AddSymbol { request, spec } => self.push(
                 id,
                 Reply::Admin { request },
-                Op::Command(Command::AddSymbol(spec)),
+                Op::Command(Command::AddSymbol(Box::new(spec))),
             ),
             ClientMsg::AddUser { request, user } => {
                 let cmd = Command::AddUser { user };

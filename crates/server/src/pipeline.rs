@@ -76,7 +76,7 @@ pub enum Reply {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     Command(Command),
     ListSymbols,
@@ -85,7 +85,7 @@ pub enum Op {
 }
 
 /// A decoded, authenticated request on its way to the journal thread.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Request {
     pub session: SessionId,
     pub reply: Reply,
@@ -93,7 +93,7 @@ pub struct Request {
 }
 
 /// A request with its place in the venue's history.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Sequenced {
     pub request: Request,
     /// The command's sequence number; for a query, that of the last command before it.
@@ -688,7 +688,7 @@ impl EngineStage {
             ts_ns,
         } = item;
         let session = Target::Session(request.session);
-        let cmd = match request.op {
+        let cmd = match &request.op {
             Op::Command(cmd) => cmd,
             Op::ListSymbols => {
                 let Reply::Symbols { request } = request.reply else {
@@ -721,18 +721,18 @@ impl EngineStage {
         self.applied += 1;
         let result = if self.applied.is_multiple_of(SAMPLE_EVERY) {
             let started = std::time::Instant::now();
-            let result = self.engine.apply(seq, ts_ns, &cmd, &mut self.events);
+            let result = self.engine.apply(seq, ts_ns, cmd, &mut self.events);
             let ns = started.elapsed().as_nanos() as u64;
             self.metrics.engine_latency.record(ns);
             result
         } else {
-            self.engine.apply(seq, ts_ns, &cmd, &mut self.events)
+            self.engine.apply(seq, ts_ns, cmd, &mut self.events)
         };
-        self.metrics.command(&cmd, result);
+        self.metrics.command(cmd, result);
         if is_journaled(&request.op) {
             self.journaled_since_snapshot += 1;
         }
-        self.reply(session, request.reply, seq, ts_ns, &cmd, result);
+        self.reply(session, request.reply, seq, ts_ns, cmd, result);
         if self.snapshot_every > 0 && self.journaled_since_snapshot >= self.snapshot_every {
             self.take_snapshot(None);
         }

@@ -205,7 +205,7 @@ impl Model {
     pub fn apply(&mut self, cmd: &Command, events: &mut Vec<OwnedEvent>) -> Result<(), Reason> {
         let before = events.len();
         let result = match *cmd {
-            Command::AddSymbol(spec) => self.add_symbol(spec),
+            Command::AddSymbol(ref spec) => self.add_symbol(**spec),
             Command::AddUser { user } => self.add_user(user),
             Command::AdjustBalance {
                 user,

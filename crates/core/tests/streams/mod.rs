@@ -443,7 +443,7 @@ pub fn command(op: &Op, view: &impl View) -> Command {
             let (base_scale, quote_scale, maker_fee, taker_fee) =
                 PROFILES[profile as usize % PROFILES.len()];
             // names from the first three only: at most three symbols, mostly duplicates
-            Command::AddSymbol(SymbolSpec {
+            Command::AddSymbol(Box::new(SymbolSpec {
                 symbol: name(SYMBOLS[n as usize % SYMBOLS.len()]),
                 base: name(CURRENCIES[base as usize % CURRENCIES.len()]),
                 quote: name(CURRENCIES[quote as usize % CURRENCIES.len()]),
@@ -451,7 +451,7 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 quote_scale,
                 maker_fee,
                 taker_fee,
-            })
+            }))
         }
         Op::AddUser { user } => Command::AddUser {
             user: USERS[user as usize % USERS.len()],

@@ -15,7 +15,7 @@ pub const USERS: i64 = 6;
 /// with cancels, moves and reductions mixed in. Deterministic.
 pub fn workload(n: usize) -> Vec<Command> {
     let name = |s| Name::new(s).unwrap();
-    let mut cmds = vec![Command::AddSymbol(SymbolSpec {
+    let mut cmds = vec![Command::AddSymbol(Box::new(SymbolSpec {
         symbol: name("BTC-USD"),
         base: name("BTC"),
         quote: name("USD"),
@@ -23,7 +23,7 @@ pub fn workload(n: usize) -> Vec<Command> {
         quote_scale: 10,
         maker_fee: 2,
         taker_fee: 5,
-    })];
+    }))];
     let mut tx = 0;
     for user in 1..=USERS {
         cmds.push(Command::AddUser { user });

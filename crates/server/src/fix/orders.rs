@@ -176,7 +176,7 @@ pub struct Execution {
 }
 
 /// A command for the engine with the reply the desk expects.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ToEngine {
     pub order: OrderId,
     pub kind: RequestKind,

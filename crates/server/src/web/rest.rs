@@ -444,7 +444,7 @@ async fn add_symbol(State(state): Shared, Admin(body): Admin) -> ApiResult {
         maker_fee: s.maker_fee,
         taker_fee: s.taker_fee,
     };
-    let answer = admin_call(&state, Command::AddSymbol(spec)).await?;
+    let answer = admin_call(&state, Command::AddSymbol(Box::new(spec))).await?;
     state
         .instruments
         .lock()
