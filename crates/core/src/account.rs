@@ -121,6 +121,13 @@ impl Accounts {
         prefetch_index(&self.accounts, account as usize);
     }
 
+    /// Starts loading the account's line and its user id, which a lookup by user id checks.
+    #[inline]
+    pub fn prefetch_with_user(&self, account: u32) {
+        self.prefetch(account);
+        prefetch_index(&self.users, account as usize);
+    }
+
     /// The account's balance in `currency` (zero when never touched).
     #[inline]
     pub fn balance(&self, account: u32, currency: CurrencyId) -> Amounts {

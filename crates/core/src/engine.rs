@@ -929,7 +929,7 @@ impl Engine {
         self.forget_order(idx);
         sink.on_event(&Event::Cancelled(Cancelled {
             symbol: SymbolId(node.symbol),
-            user: self.accounts.user(node.account),
+            user: node.user,
             order: node.order,
             side: node.side,
             qty: node.remaining,
@@ -1177,7 +1177,7 @@ impl Engine {
             }
             Command::Place(ref p) => {
                 if let Some(account) = self.account_ids.guess(self.hash.hash_one(p.user)) {
-                    self.accounts.prefetch(account);
+                    self.accounts.prefetch_with_user(account);
                 }
                 let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side)
                 else {
@@ -1210,7 +1210,12 @@ impl Engine {
                 self.levels.prefetch(node.level);
                 self.orders.prefetch(node.prev);
                 self.orders.prefetch(node.next);
-                self.accounts.prefetch(node.account);
+                // A sell that moves without trading holds the same lots: its account stays
+                // untouched (should it trade, `prefetch_book` loads the account).
+                let sell_move = matches!(cmd, Command::Move { .. }) && node.side == Side::Sell;
+                if !sell_move {
+                    self.accounts.prefetch(node.account);
+                }
                 if let Some(sym) = self.symbols.get(node.symbol as usize) {
                     sym.prefetch_side(node.side);
                 }
@@ -1228,7 +1233,8 @@ impl Engine {
     }
 
     /// The fourth link. For a move: where its side's arrays will put it (the book's own state is
-    /// cached by now), and should it trade, the other side and the best level there. For a new
+    /// cached by now), and should it trade, the other side, the best level there and a sell's
+    /// account. For a new
     /// order that trades: the account of the first order it meets.
     fn prefetch_book(&self, cmd: &Command) {
         match *cmd {
@@ -1244,6 +1250,9 @@ impl Engine {
                 if let Some(level) = self.level_taken(sym, node.side, Some(price)) {
                     prefetch(sym.side(node.side.opposite()));
                     self.levels.prefetch(level);
+                    if node.side == Side::Sell {
+                        self.accounts.prefetch(node.account);
+                    }
                 }
             }
             Command::Place(ref p) => {
@@ -1439,7 +1448,7 @@ impl Engine {
             while idx != NIL {
                 let node = self.orders.get(idx);
                 out.push(RestingOrder {
-                    user: self.accounts.user(node.account),
+                    user: node.user,
                     order: node.order,
                     side: node.side,
                     price: node.price,
