@@ -147,7 +147,10 @@ impl Slot for Level {
     }
 }
 
+/// 12 bytes, not 16: packed to 4-byte alignment, a search reads a quarter fewer cache lines
+/// (x86-64 loads an unaligned i64 at full speed).
 #[derive(Clone, Copy, Debug)]
+#[repr(C, packed(4))]
 struct LevelSlot {
     /// Sort key: ascending, best last (the price for bids, minus the price for asks).
     key: i64,
@@ -218,7 +221,7 @@ struct SortedLevels {
 const EMPTY_SLOTS_SLACK: usize = 64;
 /// How far from its place a new level looks for an empty slot to reuse.
 const HOLE_SEARCH: usize = 8;
-/// A sorted array up to this long (32 cache lines) is prefetched whole before a search.
+/// A sorted array up to this long (24 cache lines) is prefetched whole before a search.
 const PREFETCH_WHOLE_SLOTS: usize = 128;
 /// Levels better than a ladder's window tolerated before the window moves to them.
 const AHEAD_MAX_LEVELS: usize = 32;
