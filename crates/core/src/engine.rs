@@ -1234,8 +1234,7 @@ impl Engine {
 
     /// The fourth link. For a move: where its side's arrays will put it (the book's own state is
     /// cached by now), and should it trade, the other side, the best level there and a sell's
-    /// account. For a new
-    /// order that trades: the account of the first order it meets.
+    /// account. For a new order that trades: the account of the first order it meets.
     fn prefetch_book(&self, cmd: &Command) {
         match *cmd {
             Command::Move { user, order, price } => {
