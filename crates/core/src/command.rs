@@ -3,8 +3,9 @@
 //! Commands are plain values: every trading command keeps its data inline, with no heap, in 56
 //! bytes, so a command stream or a ring of them costs less than a cache line a command. Only
 //! `add_symbol`, an administrative command, keeps its spec (three names and four numbers, 104
-//! bytes) on the heap: inline, it would double the size of every command. Symbols are named by [`SymbolId`] (resolve a name with
-//! [`crate::Engine::symbol_id`]); a word a gateway could not recognise (an unknown side, type,
+//! bytes) on the heap: inline, it would double the size of every command.
+//!
+//! Symbols are named by [`SymbolId`] (resolve a name with [`crate::Engine::symbol_id`]); a word a gateway could not recognise (an unknown side, type,
 //! tif or stp) arrives as `None` so the engine reports `invalid_order` in its rule-given place.
 
 use crate::types::{Name, OrderId, OrderType, Side, Stp, SymbolId, Tif, UserId};
