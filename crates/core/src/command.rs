@@ -5,8 +5,9 @@
 //! `add_symbol`, an administrative command, keeps its spec (three names and four numbers, 104
 //! bytes) on the heap: inline, it would double the size of every command.
 //!
-//! Symbols are named by [`SymbolId`] (resolve a name with [`crate::Engine::symbol_id`]); a word a gateway could not recognise (an unknown side, type,
-//! tif or stp) arrives as `None` so the engine reports `invalid_order` in its rule-given place.
+//! Symbols are named by [`SymbolId`] (resolve a name with [`crate::Engine::symbol_id`]); a word
+//! a gateway could not recognise (an unknown side, type, tif or stp) arrives as `None` so the
+//! engine reports `invalid_order` in its rule-given place.
 
 use crate::types::{Name, OrderId, OrderType, Side, Stp, SymbolId, Tif, UserId};
 
