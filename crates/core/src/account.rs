@@ -33,10 +33,10 @@ pub(crate) struct Account {
     /// Head of the intrusive list of this account's resting orders.
     pub orders_head: u32,
     pub open_orders: u32,
-    /// The currency of each inline balance, [`FREE_SLOT`] when unused; slots fill in order.
+    /// The currency of each inline balance, [`FREE_SLOT`] when unused. Slots fill in order and
+    /// are never given back, so only an account whose last slot is taken can have balances in
+    /// the overflow map.
     currencies: [u16; INLINE_BALANCES],
-    /// Whether some of this account's balances are in the overflow map.
-    overflowed: bool,
     amounts: [Amounts; INLINE_BALANCES],
 }
 
@@ -48,7 +48,6 @@ impl Account {
             orders_head: NIL,
             open_orders: 0,
             currencies: [FREE_SLOT; INLINE_BALANCES],
-            overflowed: false,
             amounts: [Amounts::default(); INLINE_BALANCES],
         }
     }
@@ -58,6 +57,12 @@ impl Account {
         // Ids are below MAX_CURRENCIES (see `Accounts::balance_mut`), so never FREE_SLOT.
         let code = currency.0 as u16;
         self.currencies.iter().position(|&c| c == code)
+    }
+
+    /// Whether some of this account's balances may be in the overflow map.
+    #[inline]
+    fn may_overflow(&self) -> bool {
+        self.currencies[INLINE_BALANCES - 1] != FREE_SLOT
     }
 }
 
@@ -134,7 +139,7 @@ impl Accounts {
         let a = &self.accounts[account as usize];
         match a.slot(currency) {
             Some(i) => a.amounts[i],
-            None if a.overflowed => self.overflowed_balance(account, currency),
+            None if a.may_overflow() => self.overflowed_balance(account, currency),
             None => Amounts::default(),
         }
     }
@@ -163,13 +168,10 @@ impl Accounts {
     fn new_or_overflowed_balance(&mut self, account: u32, currency: CurrencyId) -> &mut Amounts {
         debug_assert!((currency.0 as usize) < MAX_CURRENCIES);
         let a = &mut self.accounts[account as usize];
-        // Slots fill in order and are never given back, so an account with overflowed balances
-        // has no free slot.
         if let Some(i) = a.currencies.iter().position(|&c| c == FREE_SLOT) {
             a.currencies[i] = currency.0 as u16;
             return &mut a.amounts[i];
         }
-        a.overflowed = true;
         self.overflow.entry((account, currency)).or_default()
     }
 
@@ -183,7 +185,7 @@ impl Accounts {
             .filter(|&(&c, _)| c != FREE_SLOT)
             .map(|(&c, &amounts)| (CurrencyId(c as u32), amounts));
         let overflowed = a
-            .overflowed
+            .may_overflow()
             .then(|| {
                 self.overflow
                     .range((account, CurrencyId(0))..=(account, CurrencyId(u32::MAX)))
