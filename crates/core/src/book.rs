@@ -284,8 +284,9 @@ impl SortedLevels {
     }
 
     /// Appends order `idx` (whose price is set) to the back of its price level, creating the level
-    /// if needed.
-    fn push_back(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+    /// if needed. `vacated` is the level this array emptied last, or NIL: see
+    /// [`Self::insert_level`].
+    fn push_back(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32, vacated: u32) {
         let price = orders.get(idx).price;
         let level_idx = match self.position(price) {
             Ok(pos) => {
@@ -295,29 +296,45 @@ impl SortedLevels {
                 }
                 level
             }
-            Err(pos) => self.insert_level(levels, pos, price),
+            Err(pos) => self.insert_level(levels, pos, price, vacated),
         };
         append_to_level(levels, orders, level_idx, idx);
     }
 
-    /// Adds an empty level at `price`, which sorts at `pos`. An empty slot close by is reused, so
-    /// that only the slots between it and `pos` shift: a move usually empties its old level right
-    /// next to where it lands.
-    fn insert_level(&mut self, levels: &mut Levels, pos: usize, price: i64) -> u32 {
-        let key = self.key(price);
-        let is_empty = |slot: &LevelSlot| levels.get(slot.level).head == NIL;
-        let worse_hole = self.slots[pos.saturating_sub(HOLE_SEARCH)..pos]
+    /// The first of the slots within [`HOLE_SEARCH`] of `pos` (worse ones first, nearest first)
+    /// that `is_hole` accepts.
+    fn hole_near(&self, pos: usize, is_hole: impl Fn(&LevelSlot) -> bool) -> Option<usize> {
+        let start = pos.saturating_sub(HOLE_SEARCH);
+        let end = (pos + HOLE_SEARCH).min(self.slots.len());
+        self.slots[start..pos]
             .iter()
-            .rposition(is_empty)
-            .map(|i| pos.saturating_sub(HOLE_SEARCH) + i);
-        let better_hole = || {
-            let end = (pos + HOLE_SEARCH).min(self.slots.len());
-            self.slots[pos..end]
-                .iter()
-                .position(is_empty)
-                .map(|i| pos + i)
+            .rposition(&is_hole)
+            .map(|i| start + i)
+            .or_else(|| {
+                self.slots[pos..end]
+                    .iter()
+                    .position(is_hole)
+                    .map(|i| pos + i)
+            })
+    }
+
+    /// Adds an empty level at `price`, which sorts at `pos`. An empty slot close by is reused, so
+    /// that only the slots between it and `pos` shift. A move usually empties its old level just
+    /// before it lands, next to `pos`: that one, `vacated`, is found by its slot alone, and its
+    /// level is in the cache. Looking for any other empty slot reads the levels around, each
+    /// likely a cache miss on a big venue, so a short array (where shifting is cheap) does not.
+    fn insert_level(&mut self, levels: &mut Levels, pos: usize, price: i64, vacated: u32) -> u32 {
+        let key = self.key(price);
+        let vacated_hole = || {
+            self.hole_near(pos, |slot| slot.level == vacated)
+                .filter(|&hole| levels.get(self.slots[hole].level).head == NIL)
         };
-        let Some(hole) = worse_hole.or_else(better_hole) else {
+        let any_hole = || {
+            (self.empty_slots > 0 && self.slots.len() > PREFETCH_WHOLE_SLOTS)
+                .then(|| self.hole_near(pos, |slot| levels.get(slot.level).head == NIL))
+                .flatten()
+        };
+        let Some(hole) = vacated_hole().or_else(any_hole) else {
             let level = levels.alloc(Level::empty(price));
             self.slots.insert(pos, LevelSlot { key, level });
             return level;
@@ -338,22 +355,25 @@ impl SortedLevels {
         level
     }
 
-    /// Takes order `idx` out of its level. The node itself stays allocated.
-    fn unlink(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+    /// Takes order `idx` out of its level. The node itself stays allocated. Returns the level
+    /// when that left it empty in the array.
+    fn unlink(&mut self, levels: &mut Levels, orders: &mut Orders, idx: u32) -> Option<u32> {
         let level = orders.get(idx).level;
         if !unlink_from_level(levels, orders, idx) {
-            return;
+            return None;
         }
         if self.best() == Some(level) {
             self.pop_best(levels);
             levels.free(level);
-        } else {
-            self.empty_slots += 1;
-            let empty = self.empty_slots as usize;
-            if empty > EMPTY_SLOTS_SLACK && empty * 2 > self.slots.len() {
-                self.compact(levels);
-            }
+            return None;
         }
+        self.empty_slots += 1;
+        let empty = self.empty_slots as usize;
+        if empty > EMPTY_SLOTS_SLACK && empty * 2 > self.slots.len() {
+            self.compact(levels);
+            return None;
+        }
+        Some(level)
     }
 
     /// Removes the best slot (its level stays allocated) and frees any empty levels that
@@ -417,6 +437,9 @@ pub(crate) struct BookSide {
     sorted: SortedLevels,
     ladder_min_levels: u32,
     ladder_cells: u32,
+    /// The level `sorted` emptied last, or NIL: where its next new level may go (a hint,
+    /// checked before use).
+    vacated: u32,
 }
 
 /// The size of a [`BookSide`].
@@ -534,6 +557,7 @@ impl BookSide {
             },
             ladder_min_levels: clamp_u32(ladder_min_levels.max(1)),
             ladder_cells: clamp_u32(ladder_cells.max(2)),
+            vacated: NIL,
         }
     }
 
@@ -591,6 +615,23 @@ impl BookSide {
         }
     }
 
+    /// The level at `price`, if there is one, found without reading any level: for
+    /// prefetching where an order will land.
+    #[inline]
+    pub fn level_at(&self, price: i64) -> Option<u32> {
+        let in_array = |array: &SortedLevels| {
+            let pos = array.position(price).ok()?;
+            Some(array.slots[pos].level)
+        };
+        if self.better_than_window(price) {
+            return in_array(&self.ahead);
+        }
+        match self.ladder.cell(price) {
+            Some(cell) => Some(self.ladder.cells[cell]).filter(|&level| level != NIL),
+            None => in_array(&self.sorted),
+        }
+    }
+
     /// Non-empty levels from best to worst.
     pub fn levels_best_first<'a>(&'a self, levels: &'a Levels) -> impl Iterator<Item = u32> + 'a {
         self.ahead
@@ -625,7 +666,7 @@ impl BookSide {
         idx: u32,
     ) {
         if !self.ladder.active() {
-            self.sorted.push_back(levels, orders, idx);
+            self.sorted.push_back(levels, orders, idx, self.vacated);
             if self.sorted.level_count() >= self.ladder_min_levels as usize {
                 self.start_ladder(levels, scratch);
             }
@@ -639,7 +680,7 @@ impl BookSide {
             self.move_window(levels, scratch, price);
         }
         if self.better_than_window(price) {
-            self.ahead.push_back(levels, orders, idx);
+            self.ahead.push_back(levels, orders, idx, NIL);
             if self.ahead.level_count() > AHEAD_MAX_LEVELS {
                 // The touch has moved beyond the window for good: the window follows it.
                 let best = self.ahead.best_price().expect("levels ahead");
@@ -656,7 +697,7 @@ impl BookSide {
                 }
                 append_to_level(levels, orders, level, idx);
             }
-            None => self.sorted.push_back(levels, orders, idx),
+            None => self.sorted.push_back(levels, orders, idx, self.vacated),
         }
     }
 
@@ -674,7 +715,9 @@ impl BookSide {
             return;
         }
         let Some(cell) = self.ladder.cell(price) else {
-            self.sorted.unlink(levels, orders, idx);
+            if let Some(emptied) = self.sorted.unlink(levels, orders, idx) {
+                self.vacated = emptied;
+            }
             return;
         };
         if unlink_from_level(levels, orders, idx) {
@@ -857,6 +900,61 @@ mod tests {
         assert_eq!(bids, [far, 2, 1]);
         let asks: Vec<i64> = e.resting_orders(sym).1.iter().map(|o| o.price).collect();
         assert_eq!(asks, [i64::MAX - 1, i64::MAX]);
+    }
+
+    /// A move in a short array (no ladder) reuses the slot its order vacated: however often
+    /// orders move to new prices near their old ones, the array holds one slot per level and
+    /// stays sorted.
+    #[test]
+    fn moves_reuse_the_slot_they_vacate() {
+        use super::{BookSide, Levels, NIL, OrderNode, Orders};
+        use crate::types::Stp;
+        let mut levels = Levels::with_capacity(64);
+        let mut orders = Orders::with_capacity(64);
+        let mut scratch = Vec::new();
+        let mut side = BookSide::new(Side::Buy, 64, usize::MAX, 8);
+        let prices: Vec<i64> = (1..=40).map(|i| i * 10).collect();
+        let ids: Vec<u32> = prices
+            .iter()
+            .map(|&price| {
+                let idx = orders.alloc(OrderNode {
+                    user: 1,
+                    order: price,
+                    price,
+                    remaining: 1,
+                    account: 0,
+                    symbol: 0,
+                    level: NIL,
+                    prev: NIL,
+                    next: NIL,
+                    account_prev: NIL,
+                    account_next: NIL,
+                    side: Side::Buy,
+                    stp: Stp::CancelTaker,
+                    post_only: false,
+                });
+                side.push_back(&mut levels, &mut orders, &mut scratch, idx);
+                idx
+            })
+            .collect();
+        // Each order in turn steps a few ticks up or down, never onto another order's price.
+        for round in 0..200i64 {
+            for (n, &idx) in ids.iter().enumerate() {
+                let step = if (round + n as i64) % 2 == 0 { 3 } else { -3 };
+                side.unlink(&mut levels, &mut orders, &mut scratch, idx);
+                orders.get_mut(idx).price += step;
+                side.push_back(&mut levels, &mut orders, &mut scratch, idx);
+            }
+        }
+        assert_eq!(side.sorted.slots.len(), 40, "one slot per level");
+        assert_eq!(levels.live(), 40);
+        let best_first: Vec<i64> = side
+            .levels_best_first(&levels)
+            .map(|level| levels.get(level).price)
+            .collect();
+        let mut want: Vec<i64> = ids.iter().map(|&idx| orders.get(idx).price).collect();
+        want.sort_by(|a, b| b.cmp(a));
+        assert_eq!(best_first, want);
     }
 
     /// Deep books empty and refill levels far from the touch: empty levels are left in place,

@@ -63,11 +63,12 @@ impl Default for EngineConfig {
 
 /// How many commands ahead [`Engine::prefetch_ahead`] loads each link of a command's chain of
 /// cache misses (the id index; the order; its level, neighbours, account and book; the book's
-/// arrays; for a new order, one link earlier, the best level it meets): far enough for each
-/// link to arrive (a miss is a few hundred ns) before the next link reads it. Tuned on
-/// `rialto bench engine --workload multi --size large`, where [12, 6, 3, 1] and [16, 10, 5, 2]
-/// did equally well and [12, 8, 4, 2] slightly worse.
-pub const PREFETCH_DISTANCES: [usize; 4] = [16, 10, 5, 2];
+/// arrays; the level a move joins; for a new order, one link earlier, the best level it meets
+/// or the level it joins): far enough for each link to arrive (a miss is a few hundred ns)
+/// before the next link reads it. Tuned on `rialto bench engine --workload multi --size
+/// large`, where the first four at [12, 6, 3, 1] and [16, 10, 5, 2] did equally well and
+/// [12, 8, 4, 2] slightly worse, and [20, 14, 9, 5, 2] was no better than these.
+pub const PREFETCH_DISTANCES: [usize; 5] = [16, 10, 5, 2, 1];
 
 /// The size of the orders and accounts from which [`Engine::prefetch_pays`]: larger than the
 /// last-level cache of the machines Rialto is measured on.
@@ -1113,12 +1114,12 @@ impl Engine {
     /// misses, each address read from the one before: the id index slot, the order, then its
     /// level, neighbours, account and book, then the book's price index (a new order, having
     /// no order to look up, reaches its book's arrays a step sooner, and then the best level it
-    /// would trade with). So each command is prefetched in four steps, one link of the chain at a time, at [`PREFETCH_DISTANCES`]
-    /// commands ahead. On a small venue (everything cached) it only costs time: see
-    /// [`Engine::prefetch_pays`].
+    /// would trade with), and for a move last the level it joins. So each command is prefetched
+    /// in five steps, one link of the chain at a time, at [`PREFETCH_DISTANCES`] commands ahead.
+    /// On a small venue (everything cached) it only costs time: see [`Engine::prefetch_pays`].
     #[inline]
     pub fn prefetch_ahead(&self, upcoming: &[Command]) {
-        let [index, entries, neighbours, book] = PREFETCH_DISTANCES;
+        let [index, entries, neighbours, book, landing] = PREFETCH_DISTANCES;
         if let Some(cmd) = upcoming.get(index) {
             self.prefetch_index(cmd);
         }
@@ -1130,6 +1131,9 @@ impl Engine {
         }
         if let Some(cmd) = upcoming.get(book) {
             self.prefetch_book(cmd);
+        }
+        if let Some(cmd) = upcoming.get(landing) {
+            self.prefetch_landing(cmd);
         }
     }
 
@@ -1197,7 +1201,8 @@ impl Engine {
 
     /// The third link. For an order named by the command (its node is cached by now): what
     /// taking it out of its level and settling it touches. For a new order that trades: the
-    /// first order it meets, and the other side's best ends (where an emptied level goes).
+    /// first order it meets, and the other side's best ends (where an emptied level goes); for
+    /// one that rests, the level it joins.
     fn prefetch_neighbours(&self, cmd: &Command) {
         match *cmd {
             Command::Move { user, order, .. }
@@ -1221,11 +1226,17 @@ impl Engine {
                 }
             }
             Command::Place(ref p) => {
-                if let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side)
-                    && let Some(level) = self.level_taken(sym, side, p.price)
-                {
+                let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side)
+                else {
+                    return;
+                };
+                if let Some(level) = self.level_taken(sym, side, p.price) {
                     self.orders.prefetch(self.levels.get(level).head);
                     sym.side(side.opposite()).prefetch_best();
+                } else if let Some(level) = p.price.and_then(|price| sym.side(side).level_at(price))
+                {
+                    // It rests: the level it joins.
+                    self.levels.prefetch(level);
                 }
             }
             _ => {}
@@ -1263,6 +1274,21 @@ impl Engine {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// The fifth link, for a move: the level it joins, when there is one (its side's arrays are
+    /// cached by now).
+    fn prefetch_landing(&self, cmd: &Command) {
+        if let Command::Move { user, order, price } = *cmd
+            && let Some(idx) = self.find_order(user, order)
+        {
+            let node = self.orders.get(idx);
+            if let Some(sym) = self.symbols.get(node.symbol as usize)
+                && let Some(level) = sym.side(node.side).level_at(price)
+            {
+                self.levels.prefetch(level);
+            }
         }
     }
 
