@@ -616,9 +616,13 @@ impl BookSide {
     }
 
     /// The level at `price`, if there is one, found without reading any level: for
-    /// prefetching where an order will land.
+    /// prefetching where an order will land. `price` may be anything a command carries (none
+    /// at or below zero).
     #[inline]
     pub fn level_at(&self, price: i64) -> Option<u32> {
+        if price <= 0 {
+            return None;
+        }
         let in_array = |array: &SortedLevels| {
             let pos = array.position(price).ok()?;
             Some(array.slots[pos].level)
