@@ -807,7 +807,7 @@ mod tests {
     use crate::command::{Command, PlaceOrder, SymbolSpec};
     use crate::engine::{Engine, EngineConfig};
     use crate::event::OwnedEvent;
-    use crate::types::{Name, Side, SymbolId};
+    use crate::types::{Name, Reason, Side, SymbolId};
 
     /// A model of one side's book: (price, order) in priority order.
     fn expected_bids(live: &[(i64, i64)]) -> Vec<(i64, i64)> {
@@ -904,6 +904,36 @@ mod tests {
         assert_eq!(bids, [far, 2, 1]);
         let asks: Vec<i64> = e.resting_orders(sym).1.iter().map(|o| o.price).collect();
         assert_eq!(asks, [i64::MAX - 1, i64::MAX]);
+    }
+
+    /// Prefetching reads commands before they are checked: prices at the bottom of the i64
+    /// range, on new orders and moves on both sides, are prefetched without a panic and then
+    /// rejected as usual.
+    #[test]
+    fn prefetching_ahead_of_bad_prices_is_harmless() {
+        let funds = [(1, "X", 100), (1, "Y", 100)];
+        let (mut e, sym) = xy_engine(EngineConfig::default(), &funds);
+        for (order, side, price) in [(1, Side::Buy, 10), (2, Side::Sell, 20)] {
+            let place = PlaceOrder::limit(1, order, sym, side, price, 1);
+            e.apply(0, 0, &Command::Place(place), &mut ()).unwrap();
+        }
+        let mut commands = Vec::new();
+        for price in [i64::MIN, -1, 0] {
+            for (order, side) in [(1, Side::Buy), (2, Side::Sell)] {
+                let place = PlaceOrder::limit(1, 10 + order, sym, side, price, 1);
+                commands.push(Command::Place(place));
+                commands.push(Command::Move {
+                    user: 1,
+                    order,
+                    price,
+                });
+            }
+        }
+        for (i, cmd) in commands.iter().enumerate() {
+            e.prefetch_ahead(&commands[i..]);
+            assert_eq!(e.apply(0, 0, cmd, &mut ()), Err(Reason::InvalidPrice));
+        }
+        assert_eq!(e.resting_order_count(), 2);
     }
 
     /// A move in a short array (no ladder) reuses the slot its order vacated: however often

@@ -1512,63 +1512,6 @@ mod tests {
         Name::new(s).unwrap()
     }
 
-    /// Prefetching reads commands before they are checked: prices at the ends of the i64 range,
-    /// on new orders and moves on both sides, are prefetched without a panic and then
-    /// rejected as usual.
-    #[test]
-    fn prefetching_ahead_of_bad_prices_is_harmless() {
-        let mut e = Engine::new(EngineConfig::default());
-        let setup = [
-            Command::AddSymbol(Box::new(SymbolSpec {
-                symbol: name("X-Y"),
-                base: name("X"),
-                quote: name("Y"),
-                base_scale: 1,
-                quote_scale: 1,
-                maker_fee: 0,
-                taker_fee: 0,
-            })),
-            Command::AddUser { user: 1 },
-            Command::AdjustBalance {
-                user: 1,
-                currency: name("X"),
-                amount: 100,
-                tx: 1,
-            },
-            Command::AdjustBalance {
-                user: 1,
-                currency: name("Y"),
-                amount: 100,
-                tx: 2,
-            },
-        ];
-        for (i, c) in setup.iter().enumerate() {
-            assert_eq!(e.apply(i as u64 + 1, 0, c, &mut ()), Ok(()));
-        }
-        let sym = e.symbol_id("X-Y");
-        for (order, side, price) in [(1, Side::Buy, 10), (2, Side::Sell, 20)] {
-            let place = PlaceOrder::limit(1, order, sym, side, price, 1);
-            assert_eq!(e.apply(9, 0, &Command::Place(place), &mut ()), Ok(()));
-        }
-        let mut commands = Vec::new();
-        for price in [i64::MIN, -1, 0] {
-            for (order, side) in [(1, Side::Buy), (2, Side::Sell)] {
-                let place = PlaceOrder::limit(1, 10 + order, sym, side, price, 1);
-                commands.push(Command::Place(place));
-                commands.push(Command::Move {
-                    user: 1,
-                    order,
-                    price,
-                });
-            }
-        }
-        for (i, cmd) in commands.iter().enumerate() {
-            e.prefetch_ahead(&commands[i..]);
-            assert_eq!(e.apply(10, 0, cmd, &mut ()), Err(Reason::InvalidPrice));
-        }
-        assert_eq!(e.resting_order_count(), 2);
-    }
-
     /// The contract's own example: a cross with fees, and the balances it leaves.
     #[test]
     fn a_cross_settles_both_sides_and_collects_fees() {
