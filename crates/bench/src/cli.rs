@@ -103,6 +103,11 @@ pub struct EngineArgs {
     /// `off` gives the baseline for comparisons.
     #[arg(long, value_enum, default_value = "auto")]
     pub prefetch: PrefetchArg,
+    /// Throughput passes, each on a fresh engine (setup and prefill again, not measured); the
+    /// median is reported, every pass listed. More than one steadies the figure on a noisy
+    /// machine.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub passes: u32,
     /// Clock of the latency pass.
     #[arg(long, value_enum, default_value = "tsc")]
     pub clock: ClockArg,
@@ -179,6 +184,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                     PrefetchArg::On => Prefetch::On,
                     PrefetchArg::Off => Prefetch::Off,
                 },
+                passes: args.passes as usize,
                 progress: !args.quiet,
             };
             let report = harness::run(&opts)?;

@@ -21,6 +21,7 @@ fn check(report: &Report, commands: u64) {
         "commands",
         "seconds",
         "throughput_per_s",
+        "throughput_passes_per_s",
         "latency_ns",
         "peak_rss_bytes",
     ] {
@@ -63,6 +64,7 @@ fn single_at_a_tiny_size() {
         seed: 3,
         clock: ClockChoice::Instant,
         prefetch: Prefetch::Off,
+        passes: 1,
         progress: false,
     };
     let report = harness::run(&opts).unwrap();
@@ -90,11 +92,18 @@ fn multi_at_a_tiny_size() {
         seed: 5,
         clock: ClockChoice::Tsc,
         prefetch: Prefetch::On,
+        passes: 3,
         progress: false,
     };
     let report = harness::run(&opts).unwrap();
     check(&report, 20_000);
     assert_eq!(report.workload, "multi custom");
+    // Three passes on fresh engines, the median reported.
+    let mut passes = report.throughput_passes_per_s.clone();
+    assert_eq!(passes.len(), 3);
+    passes.sort_by(f64::total_cmp);
+    assert!((passes[1] / report.throughput_per_s - 1.0).abs() < 1e-12);
+    assert!(report.to_table().contains("the median of 3 passes"));
     assert_eq!(report.symbols, 40);
     assert_eq!(report.accounts, 3_000);
 }
