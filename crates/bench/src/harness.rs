@@ -467,29 +467,21 @@ pub fn run(opts: &EngineBench) -> anyhow::Result<Report> {
         w.prefill.len(),
         w.commands.len()
     ));
-    measure(
-        &w,
-        opts.workload.label(),
-        opts.seed,
-        generate_seconds,
-        opts.clock,
-        opts.prefetch,
-        opts.passes,
-        opts.progress,
-    )
+    measure(&w, generate_seconds, opts)
 }
 
-/// Measures a generated workload: throughput pass, then latency pass, each on a fresh engine.
-pub fn measure(
-    w: &Workload,
-    label: String,
-    seed: u64,
-    generate_seconds: f64,
-    clock: ClockChoice,
-    prefetch: Prefetch,
-    passes: usize,
-    progress: bool,
-) -> anyhow::Result<Report> {
+/// Measures a workload generated from `opts`: throughput passes, then a latency pass, each on a
+/// fresh engine.
+pub fn measure(w: &Workload, generate_seconds: f64, opts: &EngineBench) -> anyhow::Result<Report> {
+    let &EngineBench {
+        seed,
+        clock,
+        prefetch,
+        passes,
+        progress,
+        ..
+    } = opts;
+    let label = opts.workload.label();
     let say = |msg: &str| {
         if progress {
             eprintln!("[bench] {msg}");
