@@ -327,7 +327,7 @@ impl SortedLevels {
         let key = self.key(price);
         let vacated_hole = || {
             self.hole_near(pos, |slot| slot.level == vacated)
-                .filter(|&hole| levels.get(self.slots[hole].level).head == NIL)
+                .filter(|_| levels.get(vacated).head == NIL)
         };
         let any_hole = || {
             (self.empty_slots > 0 && self.slots.len() > PREFETCH_WHOLE_SLOTS)
