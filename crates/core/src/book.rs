@@ -115,24 +115,38 @@ impl Slot for OrderNode {
 }
 
 /// One price level: a FIFO of orders, oldest at `head`.
+///
+/// Its price is not stored: it is its orders' price (see [`level_price`]), and an empty level's
+/// is its slot's key. 16 bytes aligned to 16, so that a level never straddles two cache lines
+/// and four share one: on a big venue reaching a level is a miss, and a straddling one was two.
 #[derive(Clone, Copy, Debug)]
+#[repr(align(16))]
 pub(crate) struct Level {
-    pub price: i64,
     /// Sum of the remaining quantity of its orders.
     pub total: i64,
     pub head: u32,
     pub tail: u32,
 }
 
+const _: () = assert!(std::mem::size_of::<Level>() == 16);
+
 impl Level {
-    fn empty(price: i64) -> Level {
+    fn empty() -> Level {
         Level {
-            price,
             total: 0,
             head: NIL,
             tail: NIL,
         }
     }
+}
+
+/// The price of a non-empty level: its orders' (read from the oldest, which trading reads next
+/// anyway).
+#[inline]
+pub(crate) fn level_price(levels: &Levels, orders: &Orders, level: u32) -> i64 {
+    let head = levels.get(level).head;
+    debug_assert!(head != NIL, "an empty level has no price of its own");
+    orders.get(head).price
 }
 
 /// The arena of price levels (of all books).
@@ -335,7 +349,7 @@ impl SortedLevels {
                 .flatten()
         };
         let Some(hole) = vacated_hole().or_else(any_hole) else {
-            let level = levels.alloc(Level::empty(price));
+            let level = levels.alloc(Level::empty());
             self.slots.insert(pos, LevelSlot { key, level });
             return level;
         };
@@ -350,7 +364,6 @@ impl SortedLevels {
             pos
         };
         self.empty_slots -= 1;
-        levels.get_mut(level).price = price;
         self.slots[at] = LevelSlot { key, level };
         level
     }
@@ -390,9 +403,9 @@ impl SortedLevels {
         Some(best)
     }
 
-    /// Appends a non-empty level that is better than every level here.
-    fn push_best(&mut self, levels: &Levels, level: u32) {
-        let key = self.key(levels.get(level).price);
+    /// Appends a non-empty level, at `price`, that is better than every level here.
+    fn push_best(&mut self, price: i64, level: u32) {
+        let key = self.key(price);
         debug_assert!(self.slots.last().is_none_or(|last| last.key < key));
         self.slots.push(LevelSlot { key, level });
     }
@@ -672,7 +685,7 @@ impl BookSide {
         if !self.ladder.active() {
             self.sorted.push_back(levels, orders, idx, self.vacated);
             if self.sorted.level_count() >= self.ladder_min_levels as usize {
-                self.start_ladder(levels, scratch);
+                self.start_ladder(levels, orders, scratch);
             }
             return;
         }
@@ -681,14 +694,14 @@ impl BookSide {
             // The side is empty (an emptied window moves to the touch at once, taking in the
             // best level of the arrays): the window moves to where trading resumes.
             debug_assert!(self.sorted.best().is_none() && self.ahead.best().is_none());
-            self.move_window(levels, scratch, price);
+            self.move_window(levels, orders, scratch, price);
         }
         if self.better_than_window(price) {
             self.ahead.push_back(levels, orders, idx, NIL);
             if self.ahead.level_count() > AHEAD_MAX_LEVELS {
                 // The touch has moved beyond the window for good: the window follows it.
                 let best = self.ahead.best_price().expect("levels ahead");
-                self.move_window(levels, scratch, best);
+                self.move_window(levels, orders, scratch, best);
             }
             return;
         }
@@ -696,7 +709,7 @@ impl BookSide {
             Some(cell) => {
                 let mut level = self.ladder.cells[cell];
                 if level == NIL {
-                    level = levels.alloc(Level::empty(price));
+                    level = levels.alloc(Level::empty());
                     self.ladder.set(self.side, cell, level);
                 }
                 append_to_level(levels, orders, level, idx);
@@ -731,12 +744,12 @@ impl BookSide {
                 && let Some(best) = self.ahead.best_price().or(self.sorted.best_price())
             {
                 // The window has emptied: bring it to the touch.
-                self.move_window(levels, scratch, best);
+                self.move_window(levels, orders, scratch, best);
             }
         }
     }
 
-    fn start_ladder(&mut self, levels: &mut Levels, scratch: &mut Vec<u32>) {
+    fn start_ladder(&mut self, levels: &mut Levels, orders: &Orders, scratch: &mut Vec<u32>) {
         self.ahead.slots.reserve(AHEAD_MAX_LEVELS + 1);
         let cells = self.ladder_cells as usize;
         self.ladder.cells = vec![NIL; cells].into_boxed_slice();
@@ -745,7 +758,7 @@ impl BookSide {
             .sorted
             .best_price()
             .expect("a side with levels has a best");
-        self.move_window(levels, scratch, best);
+        self.move_window(levels, orders, scratch, best);
     }
 
     /// Moves the window so that `price`, the side's best, sits an eighth of the way in from its
@@ -755,7 +768,13 @@ impl BookSide {
     /// window are placed again by price: into the new window, or (being worse than it and better
     /// than everything in the array) onto the array's best end; the array's best levels that
     /// fall inside the new window move into the ladder. Costs O(window / 64 + levels moved).
-    fn move_window(&mut self, levels: &mut Levels, scratch: &mut Vec<u32>, price: i64) {
+    fn move_window(
+        &mut self,
+        levels: &mut Levels,
+        orders: &Orders,
+        scratch: &mut Vec<u32>,
+        price: i64,
+    ) {
         // Every level ahead and in the ladder, best first (then reversed: worst first).
         scratch.clear();
         while let Some(level) = self.ahead.pop_best(levels) {
@@ -783,11 +802,11 @@ impl BookSide {
             Side::Sell => price.saturating_sub(ahead),
         };
         for &level in scratch.iter() {
-            let price = levels.get(level).price;
+            let price = level_price(levels, orders, level);
             match self.ladder.cell(price) {
                 Some(cell) => self.ladder.set(self.side, cell, level),
-                None if self.better_than_window(price) => self.ahead.push_best(levels, level),
-                None => self.sorted.push_best(levels, level),
+                None if self.better_than_window(price) => self.ahead.push_best(price, level),
+                None => self.sorted.push_best(price, level),
             }
         }
         while let Some(best) = self.sorted.best_price()
@@ -941,7 +960,7 @@ mod tests {
     /// stays sorted.
     #[test]
     fn moves_reuse_the_slot_they_vacate() {
-        use super::{BookSide, Levels, NIL, OrderNode, Orders};
+        use super::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
         use crate::types::Stp;
         let mut levels = Levels::with_capacity(64);
         let mut orders = Orders::with_capacity(64);
@@ -984,7 +1003,7 @@ mod tests {
         assert_eq!(levels.live(), 40);
         let best_first: Vec<i64> = side
             .levels_best_first(&levels)
-            .map(|level| levels.get(level).price)
+            .map(|level| level_price(&levels, &orders, level))
             .collect();
         let mut want: Vec<i64> = ids.iter().map(|&idx| orders.get(idx).price).collect();
         want.sort_by(|a, b| b.cmp(a));

@@ -12,7 +12,7 @@ use std::num::NonZeroI64;
 use rialto_prefetch::{prefetch, prefetch_first_line};
 
 use crate::account::{Accounts, MAX_CURRENCIES};
-use crate::book::{BookSide, Levels, NIL, OrderNode, Orders};
+use crate::book::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
 use crate::command::{Command, PlaceOrder, SymbolSpec};
 use crate::event::{
     Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, OpenOrder, Trade,
@@ -563,11 +563,11 @@ impl Engine {
             .side(taker.side.opposite())
             .levels_best_first(&self.levels)
         {
-            let level = self.levels.get(level_idx);
-            if !self.level_tradable(terms, taker, level.price) {
+            let price = level_price(&self.levels, &self.orders, level_idx);
+            if !self.level_tradable(terms, taker, price) {
                 return false;
             }
-            let mut idx = level.head;
+            let mut idx = self.levels.get(level_idx).head;
             while idx != NIL {
                 let maker = self.orders.get(idx);
                 idx = maker.next;
@@ -579,7 +579,7 @@ impl Engine {
                 }
                 let mut qty = needed.min(maker.remaining);
                 if let Some(budget) = budget {
-                    let Some(cost) = Self::market_buy_lot_cost(terms, level.price) else {
+                    let Some(cost) = Self::market_buy_lot_cost(terms, price) else {
                         return false;
                     };
                     qty = qty.min((budget - spent) / cost);
@@ -706,12 +706,12 @@ impl Engine {
             let Some(level_idx) = self.symbols[symbol].best_level(opposite) else {
                 break;
             };
-            let level = *self.levels.get(level_idx);
-            if !self.level_tradable(&terms, taker, level.price) {
+            // A level's price is its orders': the oldest, which trades first.
+            let maker_idx = self.levels.get(level_idx).head;
+            let maker = *self.orders.get(maker_idx);
+            if !self.level_tradable(&terms, taker, maker.price) {
                 break;
             }
-            let maker_idx = level.head;
-            let maker = *self.orders.get(maker_idx);
             if maker.account == taker.account {
                 match taker.stp {
                     Stp::CancelTaker => {
@@ -731,7 +731,7 @@ impl Engine {
             }
             let mut qty = (taker.qty - fills.filled).min(maker.remaining);
             if let Some(budget) = budget {
-                let Some(cost) = Self::market_buy_lot_cost(&terms, level.price) else {
+                let Some(cost) = Self::market_buy_lot_cost(&terms, maker.price) else {
                     break;
                 };
                 qty = qty.min((budget - fills.quote) / cost);
@@ -741,7 +741,7 @@ impl Engine {
             }
             self.fill_maker(symbol, maker_idx, qty, taker, sink);
             fills.filled += qty;
-            let notional = level.price * qty * terms.quote_scale;
+            let notional = maker.price * qty * terms.quote_scale;
             match taker.side {
                 Side::Buy => fills.quote += notional + qty * terms.taker_fee,
                 Side::Sell => fills.quote += notional - qty * terms.taker_fee,
@@ -1318,13 +1318,10 @@ impl Engine {
             return Err(Reason::InvalidQty);
         }
         let depth = usize::try_from(depth).unwrap_or(usize::MAX);
-        let levels = &self.levels;
-        let to_level = |idx: u32| {
-            let level = levels.get(idx);
-            Level {
-                price: level.price,
-                qty: level.total,
-            }
+        let (levels, orders) = (&self.levels, &self.orders);
+        let to_level = |idx: u32| Level {
+            price: level_price(levels, orders, idx),
+            qty: levels.get(idx).total,
         };
         self.scratch_bids.clear();
         self.scratch_bids.extend(
