@@ -242,6 +242,10 @@ const AHEAD_MAX_LEVELS: usize = 32;
 /// When a ladder's window moves to the best price, one cell in this many is kept better than
 /// it: room for orders that improve the touch.
 const WINDOW_SHARE_AHEAD: i64 = 8;
+/// A ladder starts with this share of the full window (`ladder_cells`)...
+const LADDER_START_SHARE: usize = 8;
+/// ...and doubles when its levels are denser than one in this many cells.
+const LADDER_CELLS_PER_LEVEL: usize = 16;
 
 impl SortedLevels {
     fn new(side: Side, capacity: usize) -> SortedLevels {
@@ -436,7 +440,10 @@ impl SortedLevels {
 /// window lives in the ladder. Prices worse than the window live in the array; the few better
 /// ones (an order far through the spread) in a second, short array, until there are more than
 /// [`AHEAD_MAX_LEVELS`] of them and the window moves to the touch: a lone far order and its
-/// cancel never move the window and every level in it.
+/// cancel never move the window and every level in it. The window starts small (an eighth of
+/// `ladder_cells`) and doubles when a level lands behind it while the side has more than one
+/// level for every [`LADDER_CELLS_PER_LEVEL`] cells: a middling side's ladder stays a few cache
+/// lines, a busy one gets the full window.
 ///
 /// Two cache lines, aligned to one ([`BOOK_SIDE_BYTES`]): a command on a big venue finds its
 /// book cold, and the engine prefetches the side it works on whole, not more.
@@ -628,6 +635,16 @@ impl BookSide {
         }
     }
 
+    /// Starts loading the ladder cell of `price` (nothing when it is not in the window): what
+    /// taking the last order out of a level there writes.
+    #[inline]
+    pub fn prefetch_cell(&self, price: i64) {
+        if let Some(cell) = self.ladder.cell(price) {
+            prefetch(&self.ladder.cells[cell]);
+            prefetch(&self.ladder.occupied[cell / 64]);
+        }
+    }
+
     /// The level at `price`, if there is one, found without reading any level: for
     /// prefetching where an order will land. `price` may be anything a command carries (none
     /// at or below zero).
@@ -655,6 +672,11 @@ impl BookSide {
             .levels_best_first(levels)
             .chain(self.ladder.levels_best_first(self.side))
             .chain(self.sorted.levels_best_first(levels))
+    }
+
+    /// Levels with orders.
+    fn level_count(&self) -> usize {
+        self.ahead.level_count() + self.ladder.count as usize + self.sorted.level_count()
     }
 
     /// Whether `price` is better than every price of the ladder's window (false without one).
@@ -694,14 +716,14 @@ impl BookSide {
             // The side is empty (an emptied window moves to the touch at once, taking in the
             // best level of the arrays): the window moves to where trading resumes.
             debug_assert!(self.sorted.best().is_none() && self.ahead.best().is_none());
-            self.move_window(levels, orders, scratch, price);
+            self.move_window(levels, orders, scratch, price, self.ladder.cells.len());
         }
         if self.better_than_window(price) {
             self.ahead.push_back(levels, orders, idx, NIL);
             if self.ahead.level_count() > AHEAD_MAX_LEVELS {
                 // The touch has moved beyond the window for good: the window follows it.
                 let best = self.ahead.best_price().expect("levels ahead");
-                self.move_window(levels, orders, scratch, best);
+                self.move_window(levels, orders, scratch, best, self.ladder.cells.len());
             }
             return;
         }
@@ -714,7 +736,11 @@ impl BookSide {
                 }
                 append_to_level(levels, orders, level, idx);
             }
-            None => self.sorted.push_back(levels, orders, idx, self.vacated),
+            None => {
+                // Worse than the window: a larger one would have taken it.
+                self.sorted.push_back(levels, orders, idx, self.vacated);
+                self.grow_window_if_crowded(levels, orders, scratch);
+            }
         }
     }
 
@@ -744,21 +770,46 @@ impl BookSide {
                 && let Some(best) = self.ahead.best_price().or(self.sorted.best_price())
             {
                 // The window has emptied: bring it to the touch.
-                self.move_window(levels, orders, scratch, best);
+                self.move_window(levels, orders, scratch, best, self.ladder.cells.len());
             }
         }
     }
 
     fn start_ladder(&mut self, levels: &mut Levels, orders: &Orders, scratch: &mut Vec<u32>) {
         self.ahead.slots.reserve(AHEAD_MAX_LEVELS + 1);
-        let cells = self.ladder_cells as usize;
-        self.ladder.cells = vec![NIL; cells].into_boxed_slice();
-        self.ladder.occupied = vec![0; cells.div_ceil(64)].into_boxed_slice();
-        let best = self
-            .sorted
-            .best_price()
-            .expect("a side with levels has a best");
-        self.move_window(levels, orders, scratch, best);
+        let cells = (self.ladder_cells as usize / LADDER_START_SHARE).max(2);
+        self.resize_window(levels, orders, scratch, cells);
+    }
+
+    /// Doubles the window (up to `ladder_cells`) once the side has more than one level for
+    /// every [`LADDER_CELLS_PER_LEVEL`] cells: a side that keeps getting busier gets the full
+    /// window, one that stays middling keeps a small one.
+    #[inline]
+    fn grow_window_if_crowded(
+        &mut self,
+        levels: &mut Levels,
+        orders: &Orders,
+        scratch: &mut Vec<u32>,
+    ) {
+        let cells = self.ladder.cells.len();
+        if cells < self.ladder_cells as usize && self.level_count() * LADDER_CELLS_PER_LEVEL > cells
+        {
+            let grown = (cells * 2).min(self.ladder_cells as usize);
+            self.resize_window(levels, orders, scratch, grown);
+        }
+    }
+
+    /// Gives the ladder a window of `cells` prices, placed at the side's best.
+    fn resize_window(
+        &mut self,
+        levels: &mut Levels,
+        orders: &Orders,
+        scratch: &mut Vec<u32>,
+        cells: usize,
+    ) {
+        let best = self.best().expect("a side with levels has a best");
+        let best = level_price(levels, orders, best);
+        self.move_window(levels, orders, scratch, best, cells);
     }
 
     /// Moves the window so that `price`, the side's best, sits an eighth of the way in from its
@@ -768,12 +819,16 @@ impl BookSide {
     /// window are placed again by price: into the new window, or (being worse than it and better
     /// than everything in the array) onto the array's best end; the array's best levels that
     /// fall inside the new window move into the ladder. Costs O(window / 64 + levels moved).
+    ///
+    /// `cells` is the window's size from now on: its current one, or a new one when the ladder
+    /// starts or grows.
     fn move_window(
         &mut self,
         levels: &mut Levels,
         orders: &Orders,
         scratch: &mut Vec<u32>,
         price: i64,
+        cells: usize,
     ) {
         // Every level ahead and in the ladder, best first (then reversed: worst first).
         scratch.clear();
@@ -783,7 +838,9 @@ impl BookSide {
         let mut cell = self.ladder.best_cell();
         if self.ladder.count > 0 {
             loop {
-                scratch.push(self.ladder.cells[cell]);
+                // Emptied as they are collected: clearing only the occupied cells, not the whole
+                // window, keeps a move O(levels + window / 64) in memory touched too.
+                scratch.push(std::mem::replace(&mut self.ladder.cells[cell], NIL));
                 match self.ladder.next_worse(self.side, cell) {
                     Some(next) => cell = next,
                     None => break,
@@ -791,8 +848,12 @@ impl BookSide {
             }
         }
         scratch.reverse();
-        self.ladder.cells.fill(NIL);
-        self.ladder.occupied.fill(0);
+        if cells == self.ladder.cells.len() {
+            self.ladder.occupied.fill(0);
+        } else {
+            self.ladder.cells = vec![NIL; cells].into_boxed_slice();
+            self.ladder.occupied = vec![0; cells.div_ceil(64)].into_boxed_slice();
+        }
         self.ladder.count = 0;
         let len = self.ladder.cells.len() as i64;
         let ahead = len / WINDOW_SHARE_AHEAD;
@@ -958,6 +1019,54 @@ mod tests {
     /// A move in a short array (no ladder) reuses the slot its order vacated: however often
     /// orders move to new prices near their old ones, the array holds one slot per level and
     /// stays sorted.
+    /// A ladder starts with an eighth of `ladder_cells` and doubles as its side fills, up to
+    /// `ladder_cells`; levels keep their order through every resize.
+    #[test]
+    fn a_busier_side_grows_its_ladder_window() {
+        use super::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
+        use crate::types::Stp;
+        let mut levels = Levels::with_capacity(64);
+        let mut orders = Orders::with_capacity(64);
+        let mut scratch = Vec::new();
+        let mut side = BookSide::new(Side::Buy, 64, 4, 256);
+        let mut add = |side: &mut BookSide, price: i64| {
+            let idx = orders.alloc(OrderNode {
+                user: 1,
+                order: price,
+                price,
+                remaining: 1,
+                account: 0,
+                symbol: 0,
+                level: NIL,
+                prev: NIL,
+                next: NIL,
+                account_prev: NIL,
+                account_next: NIL,
+                side: Side::Buy,
+                stp: Stp::CancelTaker,
+                post_only: false,
+            });
+            side.push_back(&mut levels, &mut orders, &mut scratch, idx);
+        };
+        // Bids from 1,000 down, a level every third tick.
+        let prices: Vec<i64> = (0..41).map(|i| 1000 - 3 * i).collect();
+        for &price in &prices[..6] {
+            add(&mut side, price);
+        }
+        assert_eq!(side.ladder.cells.len(), 32, "a ladder starts at an eighth");
+        for &price in &prices[6..] {
+            add(&mut side, price);
+        }
+        // 41 levels over 121 ticks: each time one fell behind the window, it doubled.
+        assert_eq!(side.ladder.cells.len(), 256);
+        assert_eq!(side.ladder.count, 41, "every level in the window");
+        let best_first: Vec<i64> = side
+            .levels_best_first(&levels)
+            .map(|level| level_price(&levels, &orders, level))
+            .collect();
+        assert_eq!(best_first, prices);
+    }
+
     #[test]
     fn moves_reuse_the_slot_they_vacate() {
         use super::{BookSide, Levels, NIL, OrderNode, Orders, level_price};

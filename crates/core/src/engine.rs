@@ -34,10 +34,11 @@ pub struct EngineConfig {
     pub expected_users: usize,
     pub expected_levels_per_side: usize,
     /// A book side with this many price levels gets a ladder: a direct price index over a
-    /// window of `ladder_cells` prices near the touch (crates/core/src/book.rs), 4 bytes and a bit
-    /// each. Tuning only: nothing the engine reports depends on either. 8,192 cells rather than
-    /// 4,096: `single` about 4% faster and `multi large` faster in four pairs of four, for 36 MB
-    /// more on the latter (docs/benchmarks.md).
+    /// window of prices near the touch (crates/core/src/book.rs), 4 bytes and a bit each. The
+    /// window starts at an eighth of `ladder_cells` and doubles, up to `ladder_cells`, as the
+    /// side gets busier. Tuning only: nothing the engine reports depends on either. 8,192 cells
+    /// rather than 4,096: `single` about 4% faster (docs/benchmarks.md); ladders from 32 levels
+    /// with small windows: a fifth fewer lines prefetched a command on `multi large`.
     pub ladder_min_levels: usize,
     pub ladder_cells: usize,
     /// Seeds the hash of the engine's id maps. Nothing the engine reports depends on it; a venue
@@ -54,7 +55,7 @@ impl Default for EngineConfig {
             expected_resting_orders: 1024,
             expected_users: 1024,
             expected_levels_per_side: 16,
-            ladder_min_levels: 128,
+            ladder_min_levels: 32,
             ladder_cells: 8192,
             hash_seed: 0x243f_6a88_85a3_08d3,
         }
@@ -1243,11 +1244,17 @@ impl Engine {
         }
     }
 
-    /// The fourth link. For a move: where its side's arrays will put it (the book's own state is
-    /// cached by now), and should it trade, the other side, the best level there and a sell's
-    /// account. For a new order that trades: the account of the first order it meets.
+    /// The fourth link. For a move or a cancel of the last order of its level: the ladder cell
+    /// that level leaves. For a move: where its side's arrays will put it (the book's own state
+    /// is cached by now), and should it trade, the other side, the best level there and a
+    /// sell's account. For a new order that trades: the account of the first order it meets.
     fn prefetch_book(&self, cmd: &Command) {
         match *cmd {
+            Command::Cancel { user, order } => {
+                if let Some(idx) = self.find_order(user, order) {
+                    self.prefetch_level_leaving(self.orders.get(idx));
+                }
+            }
             Command::Move { user, order, price } => {
                 let Some(idx) = self.find_order(user, order) else {
                     return;
@@ -1256,6 +1263,7 @@ impl Engine {
                 let Some(sym) = self.symbols.get(node.symbol as usize) else {
                     return;
                 };
+                self.prefetch_level_leaving(node);
                 sym.side(node.side).prefetch_price(price);
                 if let Some(level) = self.level_taken(sym, node.side, Some(price)) {
                     prefetch(sym.side(node.side.opposite()));
@@ -1274,6 +1282,17 @@ impl Engine {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// When `node` is alone in its level, the ladder cell its leaving empties (its neighbours
+    /// and its book's own lines are cached by now).
+    fn prefetch_level_leaving(&self, node: &OrderNode) {
+        if node.prev == NIL
+            && node.next == NIL
+            && let Some(sym) = self.symbols.get(node.symbol as usize)
+        {
+            sym.side(node.side).prefetch_cell(node.price);
         }
     }
 
