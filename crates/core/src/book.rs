@@ -116,8 +116,8 @@ impl Slot for OrderNode {
 
 /// One price level: a FIFO of orders, oldest at `head`.
 ///
-/// Its price is not stored: it is its orders' price (see [`level_price`]), and an empty level's
-/// is its slot's key. 16 bytes aligned to 16, so that a level never straddles two cache lines
+/// Its price is not stored: it is its orders' price (see [`level_price`]), and also follows from
+/// its slot's key or its ladder cell, which is how the book reads it. 16 bytes aligned to 16, so that a level never straddles two cache lines
 /// and four share one: on a big venue reaching a level is a miss, and a straddling one was two.
 #[derive(Clone, Copy, Debug)]
 #[repr(align(16))]
@@ -701,13 +701,13 @@ impl BookSide {
         &mut self,
         levels: &mut Levels,
         orders: &mut Orders,
-        scratch: &mut Vec<u32>,
+        scratch: &mut Vec<(i64, u32)>,
         idx: u32,
     ) {
         if !self.ladder.active() {
             self.sorted.push_back(levels, orders, idx, self.vacated);
             if self.sorted.level_count() >= self.ladder_min_levels as usize {
-                self.start_ladder(levels, orders, scratch);
+                self.start_ladder(levels, scratch);
             }
             return;
         }
@@ -716,14 +716,14 @@ impl BookSide {
             // The side is empty (an emptied window moves to the touch at once, taking in the
             // best level of the arrays): the window moves to where trading resumes.
             debug_assert!(self.sorted.best().is_none() && self.ahead.best().is_none());
-            self.move_window(levels, orders, scratch, price, self.ladder.cells.len());
+            self.move_window(levels, scratch, price, self.ladder.cells.len());
         }
         if self.better_than_window(price) {
             self.ahead.push_back(levels, orders, idx, NIL);
             if self.ahead.level_count() > AHEAD_MAX_LEVELS {
                 // The touch has moved beyond the window for good: the window follows it.
                 let best = self.ahead.best_price().expect("levels ahead");
-                self.move_window(levels, orders, scratch, best, self.ladder.cells.len());
+                self.move_window(levels, scratch, best, self.ladder.cells.len());
             }
             return;
         }
@@ -739,7 +739,7 @@ impl BookSide {
             None => {
                 // Worse than the window: a larger one would have taken it.
                 self.sorted.push_back(levels, orders, idx, self.vacated);
-                self.grow_window_if_crowded(levels, orders, scratch);
+                self.grow_window_if_crowded(levels, scratch);
             }
         }
     }
@@ -749,7 +749,7 @@ impl BookSide {
         &mut self,
         levels: &mut Levels,
         orders: &mut Orders,
-        scratch: &mut Vec<u32>,
+        scratch: &mut Vec<(i64, u32)>,
         idx: u32,
     ) {
         let (price, level) = (orders.get(idx).price, orders.get(idx).level);
@@ -770,46 +770,34 @@ impl BookSide {
                 && let Some(best) = self.ahead.best_price().or(self.sorted.best_price())
             {
                 // The window has emptied: bring it to the touch.
-                self.move_window(levels, orders, scratch, best, self.ladder.cells.len());
+                self.move_window(levels, scratch, best, self.ladder.cells.len());
             }
         }
     }
 
-    fn start_ladder(&mut self, levels: &mut Levels, orders: &Orders, scratch: &mut Vec<u32>) {
+    fn start_ladder(&mut self, levels: &mut Levels, scratch: &mut Vec<(i64, u32)>) {
         self.ahead.slots.reserve(AHEAD_MAX_LEVELS + 1);
         let cells = (self.ladder_cells as usize / LADDER_START_SHARE).max(2);
-        self.resize_window(levels, orders, scratch, cells);
+        self.resize_window(levels, scratch, cells);
     }
 
     /// Doubles the window (up to `ladder_cells`) once the side has more than one level for
     /// every [`LADDER_CELLS_PER_LEVEL`] cells: a side that keeps getting busier gets the full
     /// window, one that stays middling keeps a small one.
     #[inline]
-    fn grow_window_if_crowded(
-        &mut self,
-        levels: &mut Levels,
-        orders: &Orders,
-        scratch: &mut Vec<u32>,
-    ) {
+    fn grow_window_if_crowded(&mut self, levels: &mut Levels, scratch: &mut Vec<(i64, u32)>) {
         let cells = self.ladder.cells.len();
         if cells < self.ladder_cells as usize && self.level_count() * LADDER_CELLS_PER_LEVEL > cells
         {
             let grown = (cells * 2).min(self.ladder_cells as usize);
-            self.resize_window(levels, orders, scratch, grown);
+            self.resize_window(levels, scratch, grown);
         }
     }
 
     /// Gives the ladder a window of `cells` prices, placed at the side's best.
-    fn resize_window(
-        &mut self,
-        levels: &mut Levels,
-        orders: &Orders,
-        scratch: &mut Vec<u32>,
-        cells: usize,
-    ) {
-        let best = self.best().expect("a side with levels has a best");
-        let best = level_price(levels, orders, best);
-        self.move_window(levels, orders, scratch, best, cells);
+    fn resize_window(&mut self, levels: &mut Levels, scratch: &mut Vec<(i64, u32)>, cells: usize) {
+        let best = self.best_price().expect("a side with levels has a best");
+        self.move_window(levels, scratch, best, cells);
     }
 
     /// Moves the window so that `price`, the side's best, sits an eighth of the way in from its
@@ -825,22 +813,27 @@ impl BookSide {
     fn move_window(
         &mut self,
         levels: &mut Levels,
-        orders: &Orders,
-        scratch: &mut Vec<u32>,
+        scratch: &mut Vec<(i64, u32)>,
         price: i64,
         cells: usize,
     ) {
-        // Every level ahead and in the ladder, best first (then reversed: worst first).
+        // Every level ahead and in the ladder with its price (from its slot or cell: no level
+        // is read), best first (then reversed: worst first).
         scratch.clear();
-        while let Some(level) = self.ahead.pop_best(levels) {
-            scratch.push(level);
+        while let Some(best) = self.ahead.best_price() {
+            let level = self
+                .ahead
+                .pop_best(levels)
+                .expect("a best price has a level");
+            scratch.push((best, level));
         }
         let mut cell = self.ladder.best_cell();
         if self.ladder.count > 0 {
             loop {
                 // Emptied as they are collected: clearing only the occupied cells, not the whole
                 // window, keeps a move O(levels + window / 64) in memory touched too.
-                scratch.push(std::mem::replace(&mut self.ladder.cells[cell], NIL));
+                let level = std::mem::replace(&mut self.ladder.cells[cell], NIL);
+                scratch.push((self.ladder.base + cell as i64, level));
                 match self.ladder.next_worse(self.side, cell) {
                     Some(next) => cell = next,
                     None => break,
@@ -862,8 +855,7 @@ impl BookSide {
             Side::Buy => price.saturating_sub(len - 1 - ahead),
             Side::Sell => price.saturating_sub(ahead),
         };
-        for &level in scratch.iter() {
-            let price = level_price(levels, orders, level);
+        for &(price, level) in scratch.iter() {
             match self.ladder.cell(price) {
                 Some(cell) => self.ladder.set(self.side, cell, level),
                 None if self.better_than_window(price) => self.ahead.push_best(price, level),

@@ -113,8 +113,9 @@ pub(crate) struct SymbolState {
     asks: BookSide,
     // Cold.
     pub spec: SymbolSpec,
-    /// Levels in transit while a ladder's window moves; kept to avoid allocating each time.
-    scratch: Vec<u32>,
+    /// Levels in transit (price, level) while a ladder's window moves; kept to avoid allocating
+    /// each time.
+    scratch: Vec<(i64, u32)>,
 }
 
 const _: () = assert!(std::mem::offset_of!(SymbolState, bids) == 64);
