@@ -1008,36 +1008,37 @@ mod tests {
         assert_eq!(e.resting_order_count(), 2);
     }
 
-    /// A move in a short array (no ladder) reuses the slot its order vacated: however often
-    /// orders move to new prices near their old ones, the array holds one slot per level and
-    /// stays sorted.
+    /// A resting bid of one lot at `price`, its order id the price, not yet in a level.
+    fn one_lot_bid(price: i64) -> super::OrderNode {
+        super::OrderNode {
+            user: 1,
+            order: price,
+            price,
+            remaining: 1,
+            account: 0,
+            symbol: 0,
+            level: super::NIL,
+            prev: super::NIL,
+            next: super::NIL,
+            account_prev: super::NIL,
+            account_next: super::NIL,
+            side: Side::Buy,
+            stp: crate::types::Stp::CancelTaker,
+            post_only: false,
+        }
+    }
+
     /// A ladder starts with an eighth of `ladder_cells` and doubles as its side fills, up to
     /// `ladder_cells`; levels keep their order through every resize.
     #[test]
     fn a_busier_side_grows_its_ladder_window() {
-        use super::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
-        use crate::types::Stp;
+        use super::{BookSide, Levels, Orders, level_price};
         let mut levels = Levels::with_capacity(64);
         let mut orders = Orders::with_capacity(64);
         let mut scratch = Vec::new();
         let mut side = BookSide::new(Side::Buy, 64, 4, 256);
         let mut add = |side: &mut BookSide, price: i64| {
-            let idx = orders.alloc(OrderNode {
-                user: 1,
-                order: price,
-                price,
-                remaining: 1,
-                account: 0,
-                symbol: 0,
-                level: NIL,
-                prev: NIL,
-                next: NIL,
-                account_prev: NIL,
-                account_next: NIL,
-                side: Side::Buy,
-                stp: Stp::CancelTaker,
-                post_only: false,
-            });
+            let idx = orders.alloc(one_lot_bid(price));
             side.push_back(&mut levels, &mut orders, &mut scratch, idx);
         };
         // Bids from 1,000 down, a level every third tick.
@@ -1059,10 +1060,12 @@ mod tests {
         assert_eq!(best_first, prices);
     }
 
+    /// A move in a short array (no ladder) reuses the slot its order vacated: however often
+    /// orders move to new prices near their old ones, the array holds one slot per level and
+    /// stays sorted.
     #[test]
     fn moves_reuse_the_slot_they_vacate() {
-        use super::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
-        use crate::types::Stp;
+        use super::{BookSide, Levels, Orders, level_price};
         let mut levels = Levels::with_capacity(64);
         let mut orders = Orders::with_capacity(64);
         let mut scratch = Vec::new();
@@ -1071,22 +1074,7 @@ mod tests {
         let ids: Vec<u32> = prices
             .iter()
             .map(|&price| {
-                let idx = orders.alloc(OrderNode {
-                    user: 1,
-                    order: price,
-                    price,
-                    remaining: 1,
-                    account: 0,
-                    symbol: 0,
-                    level: NIL,
-                    prev: NIL,
-                    next: NIL,
-                    account_prev: NIL,
-                    account_next: NIL,
-                    side: Side::Buy,
-                    stp: Stp::CancelTaker,
-                    post_only: false,
-                });
+                let idx = orders.alloc(one_lot_bid(price));
                 side.push_back(&mut levels, &mut orders, &mut scratch, idx);
                 idx
             })
