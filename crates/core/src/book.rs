@@ -117,8 +117,9 @@ impl Slot for OrderNode {
 /// One price level: a FIFO of orders, oldest at `head`.
 ///
 /// Its price is not stored: it is its orders' price (see [`level_price`]), and also follows from
-/// its slot's key or its ladder cell, which is how the book reads it. 16 bytes aligned to 16, so that a level never straddles two cache lines
-/// and four share one: on a big venue reaching a level is a miss, and a straddling one was two.
+/// its slot's key or its ladder cell, which is how the book reads it. 16 bytes aligned to 16, so
+/// that a level never straddles two cache lines and four share one: on a big venue reaching a
+/// level is a miss, and a straddling one was two.
 #[derive(Clone, Copy, Debug)]
 #[repr(align(16))]
 pub(crate) struct Level {
@@ -808,8 +809,8 @@ impl BookSide {
     /// than everything in the array) onto the array's best end; the array's best levels that
     /// fall inside the new window move into the ladder. Costs O(window / 64 + levels moved).
     ///
-    /// `cells` is the window's size from now on: its current one, or a new one when the ladder
-    /// starts or grows.
+    /// `cells` is the window's size from now on: its current one, or a new one (allocated here)
+    /// when the ladder starts or grows.
     fn move_window(
         &mut self,
         levels: &mut Levels,
