@@ -488,6 +488,13 @@ impl Ladder {
         self.best as usize
     }
 
+    /// Starts loading `cell` and its word of the occupancy bitmap.
+    #[inline]
+    fn prefetch_cell(&self, cell: usize) {
+        prefetch_index(&self.cells, cell);
+        prefetch_index(&self.occupied, cell / 64);
+    }
+
     fn cell(&self, price: i64) -> Option<usize> {
         // Prices are > 0 and the window starts above -len, so the true offset lies in
         // (-2^63, 2^63 + len): as a wrapped u64 it is below len exactly when it is in the
@@ -613,9 +620,7 @@ impl BookSide {
         if let Some(best) = self.ahead.slots.last() {
             prefetch(best);
         } else if self.ladder.count > 0 {
-            let cell = self.ladder.best_cell();
-            prefetch_index(&self.ladder.cells, cell);
-            prefetch_index(&self.ladder.occupied, cell / 64);
+            self.ladder.prefetch_cell(self.ladder.best_cell());
         } else if let Some(best) = self.sorted.slots.last() {
             prefetch(best);
         }
@@ -627,8 +632,7 @@ impl BookSide {
     #[inline]
     pub fn prefetch_price(&self, price: i64) {
         if let Some(cell) = self.ladder.cell(price) {
-            prefetch(&self.ladder.cells[cell]);
-            prefetch(&self.ladder.occupied[cell / 64]);
+            self.ladder.prefetch_cell(cell);
         } else if self.sorted.slots.len() <= PREFETCH_WHOLE_SLOTS {
             prefetch_all(&self.sorted.slots);
         } else if let Some(best) = self.sorted.slots.last() {
@@ -641,8 +645,7 @@ impl BookSide {
     #[inline]
     pub fn prefetch_cell(&self, price: i64) {
         if let Some(cell) = self.ladder.cell(price) {
-            prefetch(&self.ladder.cells[cell]);
-            prefetch(&self.ladder.occupied[cell / 64]);
+            self.ladder.prefetch_cell(cell);
         }
     }
 

@@ -1253,7 +1253,10 @@ impl Engine {
         match *cmd {
             Command::Cancel { user, order } => {
                 if let Some(idx) = self.find_order(user, order) {
-                    self.prefetch_level_leaving(self.orders.get(idx));
+                    let node = self.orders.get(idx);
+                    if let Some(sym) = self.symbols.get(node.symbol as usize) {
+                        Self::prefetch_level_leaving(sym, node);
+                    }
                 }
             }
             Command::Move { user, order, price } => {
@@ -1264,7 +1267,7 @@ impl Engine {
                 let Some(sym) = self.symbols.get(node.symbol as usize) else {
                     return;
                 };
-                self.prefetch_level_leaving(node);
+                Self::prefetch_level_leaving(sym, node);
                 sym.side(node.side).prefetch_price(price);
                 if let Some(level) = self.level_taken(sym, node.side, Some(price)) {
                     prefetch(sym.side(node.side.opposite()));
@@ -1286,13 +1289,10 @@ impl Engine {
         }
     }
 
-    /// When `node` is alone in its level, the ladder cell its leaving empties (its neighbours
-    /// and its book's own lines are cached by now).
-    fn prefetch_level_leaving(&self, node: &OrderNode) {
-        if node.prev == NIL
-            && node.next == NIL
-            && let Some(sym) = self.symbols.get(node.symbol as usize)
-        {
+    /// When `node` is alone in its level, the ladder cell its leaving empties in `sym`, its
+    /// book (its neighbours and its book's own lines are cached by now).
+    fn prefetch_level_leaving(sym: &SymbolState, node: &OrderNode) {
+        if node.prev == NIL && node.next == NIL {
             sym.side(node.side).prefetch_cell(node.price);
         }
     }
