@@ -275,10 +275,16 @@ impl SortedLevels {
     /// The best price, if any (read from the sorted array, without touching the level).
     #[inline]
     fn best_price(&self) -> Option<i64> {
-        self.slots.last().map(|s| match self.side {
-            Side::Buy => s.key,
-            Side::Sell => -s.key,
-        })
+        self.slots.last().map(|slot| self.price_of(slot))
+    }
+
+    /// The price of one of this array's slots.
+    #[inline]
+    fn price_of(&self, slot: &LevelSlot) -> i64 {
+        match self.side {
+            Side::Buy => slot.key,
+            Side::Sell => -slot.key,
+        }
     }
 
     /// Non-empty levels from best to worst.
@@ -589,15 +595,18 @@ impl BookSide {
         }
     }
 
-    /// The best level, if any; never an empty one.
+    /// The best price and level, if any, found in one pass (the engine reads both after every
+    /// change to the side).
     #[inline]
-    pub fn best(&self) -> Option<u32> {
-        if let Some(best) = self.ahead.best() {
-            Some(best)
+    pub fn best_price_and_level(&self) -> Option<(i64, u32)> {
+        if let Some(best) = self.ahead.slots.last() {
+            Some((self.ahead.price_of(best), best.level))
         } else if self.ladder.count > 0 {
-            Some(self.ladder.cells[self.ladder.best_cell()])
+            let cell = self.ladder.best_cell();
+            Some((self.ladder.base + cell as i64, self.ladder.cells[cell]))
         } else {
-            self.sorted.best()
+            let best = self.sorted.slots.last()?;
+            Some((self.sorted.price_of(best), best.level))
         }
     }
 
@@ -701,7 +710,43 @@ impl BookSide {
 
     /// Appends order `idx` (whose price is set) to the back of its price level, creating the level
     /// if needed. `scratch` holds levels in transit should the ladder's window move.
+    #[inline]
     pub fn push_back(
+        &mut self,
+        levels: &mut Levels,
+        orders: &mut Orders,
+        scratch: &mut Vec<(i64, u32)>,
+        idx: u32,
+    ) {
+        // Most orders land in the ladder's window (never the case without a ladder): one cell,
+        // inline, without the checks the other places need.
+        match self.ladder.cell(orders.get(idx).price) {
+            Some(cell) => self.push_back_in_cell(levels, orders, cell, idx),
+            None => self.push_back_outside_window(levels, orders, scratch, idx),
+        }
+    }
+
+    /// Appends order `idx` to the level at ladder cell `cell`, which it creates if needed.
+    #[inline]
+    fn push_back_in_cell(
+        &mut self,
+        levels: &mut Levels,
+        orders: &mut Orders,
+        cell: usize,
+        idx: u32,
+    ) {
+        let mut level = self.ladder.cells[cell];
+        if level == NIL {
+            level = levels.alloc(Level::empty());
+            self.ladder.set(self.side, cell, level);
+        }
+        append_to_level(levels, orders, level, idx);
+    }
+
+    /// [`Self::push_back`] for an order whose price is not in the ladder's window (or with no
+    /// ladder).
+    #[inline(never)]
+    fn push_back_outside_window(
         &mut self,
         levels: &mut Levels,
         orders: &mut Orders,
@@ -716,11 +761,16 @@ impl BookSide {
             return;
         }
         let price = orders.get(idx).price;
-        if self.ladder.count == 0 && self.ladder.cell(price).is_none() {
+        if self.ladder.count == 0 {
             // The side is empty (an emptied window moves to the touch at once, taking in the
             // best level of the arrays): the window moves to where trading resumes.
             debug_assert!(self.sorted.best().is_none() && self.ahead.best().is_none());
             self.move_window(levels, scratch, price, self.ladder.cells.len());
+            let cell = self
+                .ladder
+                .cell(price)
+                .expect("the window moved to the price");
+            return self.push_back_in_cell(levels, orders, cell, idx);
         }
         if self.better_than_window(price) {
             self.ahead.push_back(levels, orders, idx, NIL);
@@ -729,26 +779,15 @@ impl BookSide {
                 let best = self.ahead.best_price().expect("levels ahead");
                 self.move_window(levels, scratch, best, self.ladder.cells.len());
             }
-            return;
-        }
-        match self.ladder.cell(price) {
-            Some(cell) => {
-                let mut level = self.ladder.cells[cell];
-                if level == NIL {
-                    level = levels.alloc(Level::empty());
-                    self.ladder.set(self.side, cell, level);
-                }
-                append_to_level(levels, orders, level, idx);
-            }
-            None => {
-                // Worse than the window: a larger one would have taken it.
-                self.sorted.push_back(levels, orders, idx, self.vacated);
-                self.grow_window_if_crowded(levels, scratch);
-            }
+        } else {
+            // Worse than the window: a larger one would have taken it.
+            self.sorted.push_back(levels, orders, idx, self.vacated);
+            self.grow_window_if_crowded(levels, scratch);
         }
     }
 
     /// Takes order `idx` out of its level. The node itself stays allocated.
+    #[inline]
     pub fn unlink(
         &mut self,
         levels: &mut Levels,
@@ -757,25 +796,41 @@ impl BookSide {
         idx: u32,
     ) {
         let (price, level) = (orders.get(idx).price, orders.get(idx).level);
-        if self.better_than_window(price) {
-            self.ahead.unlink(levels, orders, idx);
-            return;
-        }
+        // Most orders leave from the ladder's window: inline, as in `push_back`.
         let Some(cell) = self.ladder.cell(price) else {
-            if let Some(emptied) = self.sorted.unlink(levels, orders, idx) {
-                self.vacated = emptied;
-            }
-            return;
+            return self.unlink_outside_window(levels, orders, idx, price);
         };
         if unlink_from_level(levels, orders, idx) {
             self.ladder.clear(self.side, cell);
             levels.free(level);
-            if self.ladder.count == 0
-                && let Some(best) = self.ahead.best_price().or(self.sorted.best_price())
-            {
-                // The window has emptied: bring it to the touch.
-                self.move_window(levels, scratch, best, self.ladder.cells.len());
+            if self.ladder.count == 0 {
+                self.bring_empty_window_to_touch(levels, scratch);
             }
+        }
+    }
+
+    /// [`Self::unlink`] for an order whose price is not in the ladder's window (or with no
+    /// ladder).
+    #[inline(never)]
+    fn unlink_outside_window(
+        &mut self,
+        levels: &mut Levels,
+        orders: &mut Orders,
+        idx: u32,
+        price: i64,
+    ) {
+        if self.better_than_window(price) {
+            self.ahead.unlink(levels, orders, idx);
+        } else if let Some(emptied) = self.sorted.unlink(levels, orders, idx) {
+            self.vacated = emptied;
+        }
+    }
+
+    /// Once the ladder's window has no level left, moves it to the side's best price, if any.
+    #[inline(never)]
+    fn bring_empty_window_to_touch(&mut self, levels: &mut Levels, scratch: &mut Vec<(i64, u32)>) {
+        if let Some(best) = self.ahead.best_price().or(self.sorted.best_price()) {
+            self.move_window(levels, scratch, best, self.ladder.cells.len());
         }
     }
 

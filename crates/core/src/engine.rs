@@ -203,10 +203,9 @@ impl SymbolState {
     /// used).
     #[inline]
     fn refresh_best(&mut self, side: Side) {
-        let book = self.side(side);
         // Prices are > 0: zero stands for none.
-        let price = NonZeroI64::new(book.best_price().unwrap_or(0));
-        let level = book.best().unwrap_or(NIL);
+        let (price, level) = self.side(side).best_price_and_level().unwrap_or((0, NIL));
+        let price = NonZeroI64::new(price);
         self.best_prices[side as usize] = price;
         self.best_levels[side as usize] = level;
     }
