@@ -139,10 +139,23 @@ pub struct Report {
     pub rejected: u64,
 }
 
+/// How this binary was built, for the reports: "debug", "release", or "release,
+/// profile-guided" (scripts/build-pgo.sh; see build.rs).
+pub fn build_kind() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else if env!("RIALTO_PROFILE_GUIDED") == "1" {
+        "release, profile-guided"
+    } else {
+        "release"
+    }
+}
+
 impl Report {
     pub fn to_json(&self) -> serde_json::Value {
         let p = &self.latency_ns;
         serde_json::json!({
+            "build": build_kind(),
             "commands": self.commands,
             "seconds": self.seconds,
             "throughput_per_s": self.throughput_per_s,
@@ -189,8 +202,13 @@ impl Report {
         let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
         let mut s = String::new();
         s += &format!(
-            "rialto bench engine: {} ({} symbols, {} users, {} accounts), seed {}\n",
-            self.workload, self.symbols, self.users, self.accounts, self.seed
+            "rialto bench engine: {} ({} symbols, {} users, {} accounts), seed {}; {} build\n",
+            self.workload,
+            self.symbols,
+            self.users,
+            self.accounts,
+            self.seed,
+            build_kind()
         );
         s += &format!("mix:        {}\n", self.mix);
         s += &format!("realised:   {}\n", self.mix_realised);

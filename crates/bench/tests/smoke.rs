@@ -17,6 +17,15 @@ fn check(report: &Report, commands: u64) {
     assert!(report.resting_after_prefill > 0 && report.resting_end > 0);
 
     let json = report.to_json();
+    // The build the report names is this test's own ("release" may add ", profile-guided").
+    let build = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    let named = json["build"].as_str().expect("a build kind");
+    assert!(named.starts_with(build), "{named}");
+    assert!(report.to_table().contains(&format!("; {named} build\n")));
     for field in [
         "commands",
         "seconds",
