@@ -180,23 +180,47 @@ impl SymbolState {
     /// Appends order `idx` (whose price is set) to the back of its level on `side`.
     #[inline]
     pub fn push_back(&mut self, side: Side, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+        let price = orders.get(idx).price;
         let book = match side {
             Side::Buy => &mut self.bids,
             Side::Sell => &mut self.asks,
         };
         book.push_back(levels, orders, &mut self.scratch, idx);
-        self.refresh_best(side);
+        // An order behind the best price joins or adds a level behind it: the best stays (a
+        // level keeps its index when the book re-homes it).
+        if self
+            .best_price(side)
+            .is_none_or(|best| at_or_better(side, price, best))
+        {
+            self.refresh_best(side);
+        }
+        self.debug_assert_best(side);
     }
 
     /// Takes order `idx` out of its level on `side`. The node itself stays allocated.
     #[inline]
     pub fn unlink(&mut self, side: Side, levels: &mut Levels, orders: &mut Orders, idx: u32) {
+        let price = orders.get(idx).price;
         let book = match side {
             Side::Buy => &mut self.bids,
             Side::Sell => &mut self.asks,
         };
         book.unlink(levels, orders, &mut self.scratch, idx);
-        self.refresh_best(side);
+        // Only an order at the best price can take the best level with it.
+        if self.best_price(side) == Some(price) {
+            self.refresh_best(side);
+        }
+        self.debug_assert_best(side);
+    }
+
+    /// In debug builds (the tests), checks the cached best price and level against the side.
+    #[inline]
+    fn debug_assert_best(&self, side: Side) {
+        debug_assert_eq!(
+            self.side(side).best_price_and_level(),
+            self.best_price(side).zip(self.best_level(side)),
+            "the cached best of the {side:?} side"
+        );
     }
 
     /// Reads `side`'s best price and level again after a change (from lines the change has just
@@ -283,6 +307,15 @@ fn crosses(side: Side, limit: Option<i64>, price: i64) -> bool {
         (_, None) => true,
         (Side::Buy, Some(limit)) => limit >= price,
         (Side::Sell, Some(limit)) => limit <= price,
+    }
+}
+
+/// Whether `price` is at or better than `best` for a resting order on `side`.
+#[inline]
+fn at_or_better(side: Side, price: i64, best: i64) -> bool {
+    match side {
+        Side::Buy => price >= best,
+        Side::Sell => price <= best,
     }
 }
 
