@@ -401,9 +401,10 @@ impl SortedLevels {
     }
 
     /// Removes the best slot (its level stays allocated) and frees any empty levels that
-    /// surface behind it, keeping the last slot non-empty.
-    fn pop_best(&mut self, levels: &mut Levels) -> Option<u32> {
-        let best = self.slots.pop()?.level;
+    /// surface behind it, keeping the last slot non-empty. Returns the best's price and level.
+    fn pop_best(&mut self, levels: &mut Levels) -> Option<(i64, u32)> {
+        let best = self.slots.pop()?;
+        let best = (self.price_of(&best), best.level);
         while let Some(last) = self.slots.last()
             && levels.get(last.level).head == NIL
         {
@@ -613,13 +614,7 @@ impl BookSide {
     /// The best price, if any.
     #[inline]
     pub fn best_price(&self) -> Option<i64> {
-        if let Some(best) = self.ahead.best_price() {
-            Some(best)
-        } else if self.ladder.count > 0 {
-            Some(self.ladder.base + self.ladder.best as i64)
-        } else {
-            self.sorted.best_price()
-        }
+        self.best_price_and_level().map(|(price, _)| price)
     }
 
     /// Starts loading what taking out the best level reads: its ladder cell, or the best end of
@@ -879,12 +874,8 @@ impl BookSide {
         // Every level ahead and in the ladder with its price (from its slot or cell: no level
         // is read), best first (then reversed: worst first).
         scratch.clear();
-        while let Some(best) = self.ahead.best_price() {
-            let level = self
-                .ahead
-                .pop_best(levels)
-                .expect("a best price has a level");
-            scratch.push((best, level));
+        while let Some(best) = self.ahead.pop_best(levels) {
+            scratch.push(best);
         }
         let mut cell = self.ladder.best_cell();
         if self.ladder.count > 0 {
@@ -924,7 +915,7 @@ impl BookSide {
         while let Some(best) = self.sorted.best_price()
             && let Some(cell) = self.ladder.cell(best)
         {
-            let level = self
+            let (_, level) = self
                 .sorted
                 .pop_best(levels)
                 .expect("a best price has a level");
