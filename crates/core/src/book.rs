@@ -537,6 +537,22 @@ impl Ladder {
         }
     }
 
+    /// Moves the level at cell `from` to the empty cell `to`.
+    fn relocate(&mut self, side: Side, from: usize, to: usize) {
+        debug_assert!(self.cells[from] != NIL && self.cells[to] == NIL);
+        self.cells[to] = self.cells[from];
+        self.cells[from] = NIL;
+        self.occupied[to / 64] |= 1 << (to % 64);
+        self.occupied[from / 64] &= !(1 << (from % 64));
+        if Self::is_better(side, to, self.best_cell()) {
+            self.best = to as u32;
+        } else if from == self.best_cell() {
+            self.best = self
+                .next_worse(side, from)
+                .expect("the cell moved to is occupied") as u32;
+        }
+    }
+
     /// The nearest occupied cell worse than `cell` (lower for bids, higher for asks).
     fn next_worse(&self, side: Side, cell: usize) -> Option<usize> {
         let (word, bit) = (cell / 64, cell % 64);
@@ -779,6 +795,36 @@ impl BookSide {
             self.sorted.push_back(levels, orders, idx, self.vacated);
             self.grow_window_if_crowded(levels, scratch);
         }
+    }
+
+    /// Moves order `idx` to `price`, at the back of its level there: [`Self::unlink`], a new
+    /// price, then [`Self::push_back`].
+    #[inline]
+    pub fn reprice(
+        &mut self,
+        levels: &mut Levels,
+        orders: &mut Orders,
+        scratch: &mut Vec<(i64, u32)>,
+        idx: u32,
+        price: i64,
+    ) {
+        let node = orders.get(idx);
+        // Most levels near the touch hold one order. When such an order moves within the window
+        // to a price with no level, its level moves with it: no list to unlink, no level freed
+        // and taken again (the arena would give back the same one).
+        if let (Some(from), Some(to)) = (self.ladder.cell(node.price), self.ladder.cell(price))
+            && self.ladder.cells[to] == NIL
+        {
+            let level = levels.get(node.level);
+            if level.head == idx && level.tail == idx {
+                self.ladder.relocate(self.side, from, to);
+                orders.get_mut(idx).price = price;
+                return;
+            }
+        }
+        self.unlink(levels, orders, scratch, idx);
+        orders.get_mut(idx).price = price;
+        self.push_back(levels, orders, scratch, idx);
     }
 
     /// Takes order `idx` out of its level. The node itself stays allocated.
@@ -1147,6 +1193,68 @@ mod tests {
         let mut want: Vec<i64> = ids.iter().map(|&idx| orders.get(idx).price).collect();
         want.sort_by(|a, b| b.cmp(a));
         assert_eq!(best_first, want);
+    }
+
+    /// An order alone at its level that moves within the ladder's window to a price with no
+    /// level takes its level along, and the best follows it there and back; an order that
+    /// shares its level, or moves onto another's, leaves and joins as usual.
+    #[test]
+    fn a_lone_order_moves_with_its_level() {
+        use super::{BookSide, Levels, NIL, Orders};
+        let mut levels = Levels::with_capacity(8);
+        let mut orders = Orders::with_capacity(8);
+        let mut scratch = Vec::new();
+        let mut side = BookSide::new(Side::Buy, 8, 1, 512);
+        let mut ids = Vec::new();
+        for price in [100, 98, 98, 95] {
+            let idx = orders.alloc(one_lot_bid(price));
+            side.push_back(&mut levels, &mut orders, &mut scratch, idx);
+            ids.push(idx);
+        }
+        let [lone, first_at_98, second_at_98, deep] = ids[..] else {
+            unreachable!()
+        };
+        // (price, orders oldest first) per level, best first.
+        let book = |side: &BookSide, levels: &Levels, orders: &Orders| -> Vec<(i64, Vec<u32>)> {
+            side.levels_best_first(levels)
+                .map(|level| {
+                    let fifo: Vec<u32> = std::iter::successors(
+                        Some(levels.get(level).head).filter(|&i| i != NIL),
+                        |&i| Some(orders.get(i).next).filter(|&i| i != NIL),
+                    )
+                    .collect();
+                    (orders.get(fifo[0]).price, fifo)
+                })
+                .collect()
+        };
+        assert!(
+            [95, 97, 98, 99, 100, 102]
+                .iter()
+                .all(|&p| side.ladder.cell(p).is_some())
+        );
+        let lone_level = orders.get(lone).level;
+
+        // Through the touch, and back behind the next level.
+        side.reprice(&mut levels, &mut orders, &mut scratch, lone, 102);
+        assert_eq!(side.best_price_and_level(), Some((102, lone_level)));
+        side.reprice(&mut levels, &mut orders, &mut scratch, lone, 97);
+        assert_eq!(orders.get(lone).level, lone_level, "the level went along");
+        assert_eq!(levels.live(), 3, "no level freed or taken");
+        assert_eq!(side.best_price_and_level().map(|(p, _)| p), Some(98));
+
+        // From a shared level to a new one, and from a lone level onto a shared one.
+        side.reprice(&mut levels, &mut orders, &mut scratch, first_at_98, 99);
+        side.reprice(&mut levels, &mut orders, &mut scratch, deep, 98);
+        assert_eq!(
+            book(&side, &levels, &orders),
+            vec![
+                (99, vec![first_at_98]),
+                (98, vec![second_at_98, deep]),
+                (97, vec![lone]),
+            ]
+        );
+        assert_eq!(levels.live(), 3);
+        assert_eq!(side.ladder.count, 3);
     }
 
     /// Deep books empty and refill levels far from the touch: empty levels are left in place,

@@ -213,6 +213,34 @@ impl SymbolState {
         self.debug_assert_best(side);
     }
 
+    /// Moves order `idx` on `side` to `price`, at the back of its level there (a move that
+    /// does not trade).
+    #[inline]
+    pub fn reprice(
+        &mut self,
+        side: Side,
+        levels: &mut Levels,
+        orders: &mut Orders,
+        idx: u32,
+        price: i64,
+    ) {
+        let old_price = orders.get(idx).price;
+        let book = match side {
+            Side::Buy => &mut self.bids,
+            Side::Sell => &mut self.asks,
+        };
+        book.reprice(levels, orders, &mut self.scratch, idx, price);
+        // As in `unlink` and `push_back`: only an order that left the best price or lands at
+        // or better than it can change the best.
+        if self
+            .best_price(side)
+            .is_none_or(|best| best == old_price || at_or_better(side, price, best))
+        {
+            self.refresh_best(side);
+        }
+        self.debug_assert_best(side);
+    }
+
     /// In debug builds (the tests), checks the cached best price and level against the side.
     #[inline]
     fn debug_assert_best(&self, side: Side) {
@@ -1107,19 +1135,18 @@ impl Engine {
         };
         let quote = sym.terms.quote;
 
-        self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
         if !crosses {
-            // Nothing can trade (the common case): re-price, adjust the hold, join the back of
+            // Nothing can trade (the common case): adjust the hold, re-price, join the back of
             // the new level.
             if added_hold != 0 {
                 let balance = self.accounts.balance_mut(node.account, quote);
                 balance.available -= added_hold;
                 balance.held += added_hold;
             }
-            self.orders.get_mut(idx).price = price;
-            self.symbols[symbol].push_back(node.side, &mut self.levels, &mut self.orders, idx);
+            self.symbols[symbol].reprice(node.side, &mut self.levels, &mut self.orders, idx, price);
             return Ok(());
         }
+        self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
         self.release_hold(&node, node.remaining);
         let taker = Taker {
             account: node.account,
