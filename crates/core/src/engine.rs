@@ -1107,8 +1107,7 @@ impl Engine {
         let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
         let node = *self.orders.get(idx);
         let symbol = node.symbol as usize;
-        let sym = &self.symbols[symbol];
-        let terms = sym.terms;
+        let terms = self.symbols[symbol].terms;
         if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
@@ -1116,33 +1115,25 @@ impl Engine {
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
-        // What a buy must add to its hold (negative when it frees some); both holds fit in i64
-        // and are >= 0, so the difference fits too.
-        let added_hold = match node.side {
-            Side::Buy => {
-                let new_hold = buy_hold(node.remaining, price, &terms).ok_or(Reason::Overflow)?;
-                let (_, old_hold) = self.resting_hold(&node, node.remaining);
-                let available = self
-                    .accounts
-                    .balance(node.account, sym.terms.quote)
-                    .available;
-                if new_hold - old_hold > available {
-                    return Err(Reason::InsufficientFunds);
-                }
-                new_hold - old_hold
+        if node.side == Side::Buy {
+            // What the buy must add to its hold (negative when it frees some); both holds fit
+            // in i64 and are >= 0, so the difference fits too.
+            let new_hold = buy_hold(node.remaining, price, &terms).ok_or(Reason::Overflow)?;
+            let old_hold = buy_hold(node.remaining, node.price, &terms).expect("held at entry");
+            let added_hold = new_hold - old_hold;
+            // The balance exists: it holds this order's funds.
+            let balance = self.accounts.balance_mut(node.account, terms.quote);
+            if added_hold > balance.available {
+                return Err(Reason::InsufficientFunds);
             }
-            Side::Sell => 0,
-        };
-        let quote = sym.terms.quote;
-
-        if !crosses {
-            // Nothing can trade (the common case): adjust the hold, re-price, join the back of
-            // the new level.
-            if added_hold != 0 {
-                let balance = self.accounts.balance_mut(node.account, quote);
+            if !crosses {
+                // Nothing can refuse the move now: the hold follows the new price.
                 balance.available -= added_hold;
                 balance.held += added_hold;
             }
+        }
+        if !crosses {
+            // Nothing can trade (the common case): re-price and join the back of the new level.
             self.symbols[symbol].reprice(node.side, &mut self.levels, &mut self.orders, idx, price);
             return Ok(());
         }
