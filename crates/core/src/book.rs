@@ -809,22 +809,31 @@ impl BookSide {
         price: i64,
     ) {
         let node = orders.get(idx);
-        // Most levels near the touch hold one order. When such an order moves within the window
-        // to a price with no level, its level moves with it: no list to unlink, no level freed
-        // and taken again (the arena would give back the same one).
-        if let (Some(from), Some(to)) = (self.ladder.cell(node.price), self.ladder.cell(price))
-            && self.ladder.cells[to] == NIL
-        {
-            let level = levels.get(node.level);
-            if level.head == idx && level.tail == idx {
+        let (Some(from), Some(to)) = (self.ladder.cell(node.price), self.ladder.cell(price)) else {
+            self.unlink(levels, orders, scratch, idx);
+            orders.get_mut(idx).price = price;
+            return self.push_back(levels, orders, scratch, idx);
+        };
+        // Both prices are in the window (most moves): cell to cell. Should the window empty for
+        // a moment, it is not moved to the touch, as `unlink` would: the order refills it.
+        let level = node.level;
+        if self.ladder.cells[to] == NIL {
+            // Most levels near the touch hold one order. When such an order goes to a price with
+            // no level, its level goes with it: no list to unlink, no level freed and taken
+            // again (the arena would give back the same one).
+            let old = levels.get(level);
+            if old.head == idx && old.tail == idx {
                 self.ladder.relocate(self.side, from, to);
                 orders.get_mut(idx).price = price;
                 return;
             }
         }
-        self.unlink(levels, orders, scratch, idx);
+        if unlink_from_level(levels, orders, idx) {
+            self.ladder.clear(self.side, from);
+            levels.free(level);
+        }
         orders.get_mut(idx).price = price;
-        self.push_back(levels, orders, scratch, idx);
+        self.push_back_in_cell(levels, orders, to, idx);
     }
 
     /// Takes order `idx` out of its level. The node itself stays allocated.
