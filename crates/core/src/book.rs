@@ -526,6 +526,7 @@ impl Ladder {
         self.count += 1;
     }
 
+    #[inline]
     fn clear(&mut self, side: Side, cell: usize) {
         self.cells[cell] = NIL;
         self.occupied[cell / 64] &= !(1 << (cell % 64));
@@ -537,20 +538,12 @@ impl Ladder {
         }
     }
 
-    /// Moves the level at cell `from` to the empty cell `to`.
+    /// Moves the level at cell `from` to the empty cell `to`: set there, then cleared here, so
+    /// that the best cell follows it.
     fn relocate(&mut self, side: Side, from: usize, to: usize) {
         debug_assert!(self.cells[from] != NIL && self.cells[to] == NIL);
-        self.cells[to] = self.cells[from];
-        self.cells[from] = NIL;
-        self.occupied[to / 64] |= 1 << (to % 64);
-        self.occupied[from / 64] &= !(1 << (from % 64));
-        if Self::is_better(side, to, self.best_cell()) {
-            self.best = to as u32;
-        } else if from == self.best_cell() {
-            self.best = self
-                .next_worse(side, from)
-                .expect("the cell moved to is occupied") as u32;
-        }
+        self.set(side, to, self.cells[from]);
+        self.clear(side, from);
     }
 
     /// The nearest occupied cell worse than `cell` (lower for bids, higher for asks).
