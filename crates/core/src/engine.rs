@@ -181,36 +181,18 @@ impl SymbolState {
     #[inline]
     pub fn push_back(&mut self, side: Side, levels: &mut Levels, orders: &mut Orders, idx: u32) {
         let price = orders.get(idx).price;
-        let book = match side {
-            Side::Buy => &mut self.bids,
-            Side::Sell => &mut self.asks,
-        };
-        book.push_back(levels, orders, &mut self.scratch, idx);
-        // An order behind the best price joins or adds a level behind it: the best stays (a
-        // level keeps its index when the book re-homes it).
-        if self
-            .best_price(side)
-            .is_none_or(|best| at_or_better(side, price, best))
-        {
-            self.refresh_best(side);
-        }
-        self.debug_assert_best(side);
+        let (book, scratch) = self.book_mut(side);
+        book.push_back(levels, orders, scratch, idx);
+        self.best_after(side, None, Some(price));
     }
 
     /// Takes order `idx` out of its level on `side`. The node itself stays allocated.
     #[inline]
     pub fn unlink(&mut self, side: Side, levels: &mut Levels, orders: &mut Orders, idx: u32) {
         let price = orders.get(idx).price;
-        let book = match side {
-            Side::Buy => &mut self.bids,
-            Side::Sell => &mut self.asks,
-        };
-        book.unlink(levels, orders, &mut self.scratch, idx);
-        // Only an order at the best price can take the best level with it.
-        if self.best_price(side) == Some(price) {
-            self.refresh_best(side);
-        }
-        self.debug_assert_best(side);
+        let (book, scratch) = self.book_mut(side);
+        book.unlink(levels, orders, scratch, idx);
+        self.best_after(side, Some(price), None);
     }
 
     /// Moves order `idx` on `side` to `price`, at the back of its level there (a move that
@@ -225,17 +207,31 @@ impl SymbolState {
         price: i64,
     ) {
         let old_price = orders.get(idx).price;
+        let (book, scratch) = self.book_mut(side);
+        book.reprice(levels, orders, scratch, idx, price);
+        self.best_after(side, Some(old_price), Some(price));
+    }
+
+    /// `side`'s book, and the scratch space its changes may need.
+    #[inline]
+    fn book_mut(&mut self, side: Side) -> (&mut BookSide, &mut Vec<(i64, u32)>) {
         let book = match side {
             Side::Buy => &mut self.bids,
             Side::Sell => &mut self.asks,
         };
-        book.reprice(levels, orders, &mut self.scratch, idx, price);
-        // As in `unlink` and `push_back`: only an order that left the best price or lands at
-        // or better than it can change the best.
-        if self
-            .best_price(side)
-            .is_none_or(|best| best == old_price || at_or_better(side, price, best))
-        {
+        (book, &mut self.scratch)
+    }
+
+    /// Keeps the cached best of `side` after an order left it at price `left` and/or joined it
+    /// at `joined`. Only an order that left the best price, or joined at or better than it, can
+    /// change the best: one behind it joins or leaves a level behind it (and a level keeps its
+    /// index when the book re-homes it).
+    #[inline]
+    fn best_after(&mut self, side: Side, left: Option<i64>, joined: Option<i64>) {
+        let changed = self.best_price(side).is_none_or(|best| {
+            left == Some(best) || joined.is_some_and(|price| at_or_better(side, price, best))
+        });
+        if changed {
             self.refresh_best(side);
         }
         self.debug_assert_best(side);
