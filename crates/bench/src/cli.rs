@@ -12,15 +12,16 @@ pub enum BenchCommand {
     /// throughput, per-command latency percentiles and peak resident memory.
     Engine(EngineArgs),
     /// The machine's memory as the engine meets it: ns per dependent random read over blocks
-    /// of growing size, with one chain of reads and with several walked side by side. Run it
-    /// beside `bench engine` on a shared machine: `multi` follows what a miss costs that day.
+    /// of growing size, with one chain of reads and with several walked side by side, and what
+    /// a prefetch adds to other work (where it grows, the TLB's reach ends). Run it beside
+    /// `bench engine` on a shared machine: `multi` follows what a miss costs that day.
     Memory(MemoryArgs),
 }
 
 #[derive(clap::Args, Debug)]
 pub struct MemoryArgs {
     /// Block sizes in MiB.
-    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 16, 256, 1024])]
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 16, 256, 512, 1024])]
     pub sizes_mib: Vec<usize>,
     /// Timed reads per block and walk.
     #[arg(long, default_value_t = 4_000_000)]

@@ -6,6 +6,11 @@
 //! each read's address taken from the one before, visiting every cache line of the block once
 //! in a random order. One chain gives the latency of a miss; several chains walked side by side
 //! give what overlapping misses cost each (as the engine's prefetching makes them overlap).
+//!
+//! A third figure is what a prefetch costs amid other work: nothing while the block is within
+//! what the TLB maps, since the miss overlaps the work; past that, on a CPU whose prefetches
+//! wait for their page walk before the instructions behind them can retire, about a page walk
+//! each. That is where a big venue's prefetching stops hiding its misses (docs/benchmarks.md).
 
 use std::time::Instant;
 
@@ -27,6 +32,9 @@ pub struct MemoryRow {
     /// Nanoseconds per read with `chains` chains walked in step.
     pub many_chains_ns: f64,
     pub chains: usize,
+    /// Nanoseconds a prefetch of a random line of the block adds to a step of other work
+    /// (about 40 ns of it): near zero within the TLB's reach.
+    pub prefetch_stall_ns: f64,
 }
 
 /// A block whose cache lines form one random cycle: line `i`'s first slot holds the slot index
@@ -81,6 +89,47 @@ fn walk(block: &[u64], starts: &[u64], steps: usize) -> (f64, u64) {
     (ns / reads, at.iter().fold(0, |a, &b| a ^ b))
 }
 
+/// Dependent multiply steps of work between two prefetches in [`prefetch_stall`]: about 40 ns
+/// on the VMs in docs/benchmarks.md, so that only a few prefetches fit in the CPU's window of
+/// instructions in flight, as between the prefetches of an engine command.
+const WORK_STEPS: u32 = 30;
+
+#[inline(always)]
+fn work(mut x: u64) -> u64 {
+    for _ in 0..WORK_STEPS {
+        x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(7) ^ (x >> 3);
+    }
+    x
+}
+
+/// Steps of [`work`], each after a prefetch of line `lines[i]` of `block` when `prefetch`;
+/// returns the time per step and the work's result (so that it is not optimised away). The
+/// lines are never read: only the prefetch instruction is measured.
+fn work_steps(block: &[u64], lines: &[u32], prefetch: bool) -> (f64, u64) {
+    let mut x = 1;
+    let begin = Instant::now();
+    for &line in lines {
+        if prefetch {
+            rialto_prefetch::prefetch_index(block, line as usize * SLOTS_PER_LINE);
+        }
+        x = work(x);
+    }
+    let ns = begin.elapsed().as_nanos() as f64;
+    (ns / lines.len().max(1) as f64, x)
+}
+
+/// What a prefetch of a random line of `block` adds to a step of other work, in ns (`steps`
+/// steps with and without the prefetch).
+fn prefetch_stall(block: &[u64], steps: usize, seed: u64) -> f64 {
+    let lines = (block.len() / SLOTS_PER_LINE) as u64;
+    let mut rng = Rng::new(seed ^ 0x5bd1_e995);
+    let targets: Vec<u32> = (0..steps).map(|_| rng.below(lines) as u32).collect();
+    let (with, a) = work_steps(block, &targets, true);
+    let (without, b) = work_steps(block, &targets, false);
+    std::hint::black_box(a ^ b);
+    with - without
+}
+
 /// Measures one block of `bytes` (rounded down to whole lines, at least two): `reads` reads
 /// with one chain, then as many shared among `chains` chains.
 pub fn measure(bytes: usize, reads: usize, chains: usize, seed: u64) -> MemoryRow {
@@ -93,24 +142,29 @@ pub fn measure(bytes: usize, reads: usize, chains: usize, seed: u64) -> MemoryRo
     let (one_chain_ns, a) = walk(&cycle.block, &starts[..1], reads);
     let (many_chains_ns, b) = walk(&cycle.block, &starts, reads / chains);
     std::hint::black_box(a ^ b);
+    let prefetch_stall_ns = prefetch_stall(&cycle.block, reads / 4, seed);
     MemoryRow {
         bytes: lines * SLOTS_PER_LINE * 8,
         one_chain_ns,
         many_chains_ns,
         chains,
+        prefetch_stall_ns,
     }
 }
 
 /// The table `rialto bench memory` prints.
 pub fn to_table(rows: &[MemoryRow]) -> String {
-    let mut s = String::from("block        1 chain ns/read   N chains ns/read\n");
+    let mut s = String::from(
+        "block        1 chain ns/read   N chains ns/read    ns a prefetch adds to work\n",
+    );
     for r in rows {
         s += &format!(
-            "{:>9}    {:>15.1}   {:>10.1} (N = {})\n",
+            "{:>9}    {:>15.1}   {:>10.1} (N = {})   {:>10.1}\n",
             human_bytes(r.bytes),
             r.one_chain_ns,
             r.many_chains_ns,
-            r.chains
+            r.chains,
+            r.prefetch_stall_ns
         );
     }
     s
@@ -126,6 +180,7 @@ pub fn to_json(rows: &[MemoryRow]) -> serde_json::Value {
                     "one_chain_ns": r.one_chain_ns,
                     "many_chains_ns": r.many_chains_ns,
                     "chains": r.chains,
+                    "prefetch_stall_ns": r.prefetch_stall_ns,
                 })
             })
             .collect(),
@@ -168,6 +223,7 @@ mod tests {
         assert_eq!(row.bytes, 64 << 10);
         assert_eq!(row.chains, 4);
         assert!(row.one_chain_ns > 0.0 && row.many_chains_ns > 0.0);
+        assert!(row.prefetch_stall_ns.is_finite());
         assert!(to_table(&[row]).contains("64 KiB"));
     }
 }
