@@ -821,10 +821,7 @@ impl BookSide {
                 return;
             }
         }
-        if unlink_from_level(levels, orders, idx) {
-            self.ladder.clear(self.side, from);
-            levels.free(level);
-        }
+        self.unlink_in_cell(levels, orders, from, level, idx);
         orders.get_mut(idx).price = price;
         self.push_back_in_cell(levels, orders, to, idx);
     }
@@ -843,13 +840,28 @@ impl BookSide {
         let Some(cell) = self.ladder.cell(price) else {
             return self.unlink_outside_window(levels, orders, idx, price);
         };
-        if unlink_from_level(levels, orders, idx) {
+        if self.unlink_in_cell(levels, orders, cell, level, idx) && self.ladder.count == 0 {
+            self.bring_empty_window_to_touch(levels, scratch);
+        }
+    }
+
+    /// Takes order `idx` out of its `level`, at ladder `cell`; when that empties the level,
+    /// clears the cell and frees the level. Returns whether it did.
+    #[inline]
+    fn unlink_in_cell(
+        &mut self,
+        levels: &mut Levels,
+        orders: &mut Orders,
+        cell: usize,
+        level: u32,
+        idx: u32,
+    ) -> bool {
+        let emptied = unlink_from_level(levels, orders, idx);
+        if emptied {
             self.ladder.clear(self.side, cell);
             levels.free(level);
-            if self.ladder.count == 0 {
-                self.bring_empty_window_to_touch(levels, scratch);
-            }
         }
+        emptied
     }
 
     /// [`Self::unlink`] for an order whose price is not in the ladder's window (or with no
