@@ -1,5 +1,6 @@
-//! `rialto bench pipeline`: the `single` workload through the in-process pipeline (journal
-//! thread with a real journal on disk, engine thread, replies), without sockets.
+//! `rialto bench pipeline`: a workload of `rialto bench engine` (`single` by default, or
+//! `multi`) through the in-process pipeline (journal thread with a real journal on disk,
+//! engine thread, replies), without sockets.
 //!
 //! Each command is sent as if by its own session, so its reply names it. Two ways to drive it:
 //! - closed loop (the default): a window of commands in flight, for throughput; latency from
@@ -15,13 +16,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use rialto_bench::workload;
+use rialto_bench::cli::{PrefetchArg, SizeArg, WorkloadArg};
+use rialto_bench::workload::{self, MultiParams, Size};
 use rialto_core::{Command, Engine};
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
 use rialto_server::auth::Credentials;
 use rialto_server::config::{DurabilityMode, ThreadLayout};
 use rialto_server::idle::WaitStrategy;
-use rialto_server::pipeline::{Op, Pipeline, PipelineConfig, Reply, Request, Target};
+use rialto_server::pipeline::{Op, Pipeline, PipelineConfig, Prefetch, Reply, Request, Target};
 use rialto_wire::RequestKind;
 
 use crate::loadgen;
@@ -33,9 +35,19 @@ pub struct PipelineBenchArgs {
     pub durability: DurabilityMode,
     #[arg(long, default_value_t = 1_000)]
     pub batch_interval_us: u64,
-    /// Measured commands of the `single` workload
+    #[arg(long, value_enum, default_value = "single")]
+    pub workload: WorkloadArg,
+    /// Size of `multi` (WORKLOADS.md): its symbols, accounts and resting orders, set up and
+    /// pre-filled through the pipeline before the measured commands.
+    #[arg(long, value_enum, default_value = "medium")]
+    pub size: SizeArg,
+    /// Measured commands
     #[arg(long, default_value_t = 1_000_000)]
     pub commands: u64,
+    /// Whether the engine stage prefetches what its next commands touch (`pipeline.prefetch`
+    /// of `rialto serve`); `off` gives the baseline for comparisons.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub prefetch: PrefetchArg,
     /// Most commands in flight (sent, not yet answered)
     #[arg(long, default_value_t = 4_096)]
     pub window: usize,
@@ -100,6 +112,11 @@ fn start_pipeline(
             dedicated_threads: args.threads.dedicated(),
             market_data: None,
             metrics: Default::default(),
+            prefetch: match args.prefetch {
+                PrefetchArg::Auto => Prefetch::Auto,
+                PrefetchArg::On => Prefetch::On,
+                PrefetchArg::Off => Prefetch::Off,
+            },
         },
         Engine::new(w.config),
         journal,
@@ -113,6 +130,33 @@ fn start_pipeline(
         .apply_system_commands(setup, Duration::from_secs(600))
         .map_err(|e| anyhow::anyhow!("set-up: {e}"))?;
     Ok(pipeline)
+}
+
+/// The workload `args` name, and its label ("single", "multi large").
+fn generate(args: &PipelineBenchArgs) -> (workload::Workload, String) {
+    match args.workload {
+        WorkloadArg::Single => (
+            crate::single_workload(args.commands, args.seed),
+            "single".to_string(),
+        ),
+        WorkloadArg::Multi => {
+            let size = match args.size {
+                SizeArg::Medium => Size::Medium,
+                SizeArg::Large => Size::Large,
+                SizeArg::Huge => Size::Huge,
+            };
+            let label = format!("multi {}", size.as_str());
+            eprintln!(
+                "generating the {label} workload ({} commands)...",
+                args.commands
+            );
+            let params = MultiParams {
+                commands: args.commands,
+                ..MultiParams::size(size)
+            };
+            (workload::multi(&params, args.seed), label)
+        }
+    }
 }
 
 /// The request that offers workload command `k`, as session `FIRST_BENCH_SESSION + k`.
@@ -147,6 +191,7 @@ fn take_replies(pipeline: &Pipeline, mut answered: impl FnMut(usize)) -> usize {
 fn fixed_rates(
     args: &PipelineBenchArgs,
     w: &workload::Workload,
+    label: &str,
     data_dir: &Path,
 ) -> anyhow::Result<()> {
     let mut rows = Vec::new();
@@ -192,7 +237,7 @@ fn fixed_rates(
     }
     if args.json {
         let json = serde_json::json!({
-            "bench": "pipeline", "workload": "single", "schedule": "fixed",
+            "bench": "pipeline", "workload": label, "schedule": "fixed",
             "dedicated_threads": args.threads.dedicated(),
             "durability": format!("{:?}", args.durability).to_lowercase(),
             "rows": rows.iter().map(loadgen::Row::json).collect::<Vec<_>>(),
@@ -215,7 +260,7 @@ fn fixed_rates(
 
 pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.rates.iter().all(|&r| r > 0), "rates must be positive");
-    let w = crate::single_workload(args.commands, args.seed);
+    let (w, label) = generate(args);
     let scratch;
     let data_dir = match &args.data {
         Some(dir) => dir.clone(),
@@ -228,7 +273,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
         }
     };
     if !args.rates.is_empty() {
-        return fixed_rates(args, &w, &data_dir);
+        return fixed_rates(args, &w, &label, &data_dir);
     }
     let mut pipeline = start_pipeline(args, &w, &data_dir)?;
     let n = w.commands.len();
@@ -276,7 +321,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
         println!(
             "{}",
             serde_json::json!({
-                "bench": "pipeline", "workload": "single", "dedicated_threads": args.threads.dedicated(), "durability": format!("{:?}", args.durability).to_lowercase(),
+                "bench": "pipeline", "workload": label, "dedicated_threads": args.threads.dedicated(), "durability": format!("{:?}", args.durability).to_lowercase(),
                 "commands": n, "window": args.window, "seconds": elapsed.as_secs_f64(),
                 "commands_per_sec": per_sec.round(), "journal_bytes": journal_bytes,
                 "p50_ns": q(0.5), "p90_ns": q(0.9), "p99_ns": q(0.99), "p99_9_ns": q(0.999),
@@ -285,7 +330,7 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
         );
     } else {
         println!(
-            "pipeline, single workload, durability {:?}, {} threads, window {}: {} commands in {:.3} s = {:.2} M commands/s; journal {:.1} MiB",
+            "pipeline, {label} workload, durability {:?}, {} threads, window {}: {} commands in {:.3} s = {:.2} M commands/s; journal {:.1} MiB",
             args.durability,
             if args.threads.dedicated() {
                 "dedicated"

@@ -71,6 +71,15 @@ impl Default for EngineConfig {
 /// [12, 8, 4, 2] slightly worse, and [20, 14, 9, 5, 2] was no better than these.
 pub const PREFETCH_DISTANCES: [usize; 5] = [16, 10, 5, 2, 1];
 
+/// How many commands past the one about to be applied [`Engine::prefetch_upcoming`] reads.
+pub const PREFETCH_LOOKAHEAD: usize = PREFETCH_DISTANCES[0];
+const _: () = assert!(
+    PREFETCH_DISTANCES[0] > PREFETCH_DISTANCES[1]
+        && PREFETCH_DISTANCES[1] > PREFETCH_DISTANCES[2]
+        && PREFETCH_DISTANCES[2] > PREFETCH_DISTANCES[3]
+        && PREFETCH_DISTANCES[3] > PREFETCH_DISTANCES[4]
+);
+
 /// The size of the orders and accounts from which [`Engine::prefetch_pays`]: larger than the
 /// last-level cache of the machines Rialto is measured on.
 pub const PREFETCH_PAYS_BYTES: usize = 64 << 20;
@@ -1167,20 +1176,29 @@ impl Engine {
     /// On a small venue (everything cached) it only costs time: see [`Engine::prefetch_pays`].
     #[inline]
     pub fn prefetch_ahead(&self, upcoming: &[Command]) {
+        self.prefetch_upcoming(|ahead| upcoming.get(ahead));
+    }
+
+    /// [`Engine::prefetch_ahead`] for commands that are not in one slice: `upcoming(n)` is the
+    /// command `n` places after the one about to be applied (0), or `None` when there is none
+    /// (yet) or it is not a command. The server's engine stage calls it on the commands it has
+    /// taken from the journal ahead of applying them; at most [`PREFETCH_LOOKAHEAD`] are read.
+    #[inline]
+    pub fn prefetch_upcoming<'c>(&self, upcoming: impl Fn(usize) -> Option<&'c Command>) {
         let [index, entries, neighbours, book, landing] = PREFETCH_DISTANCES;
-        if let Some(cmd) = upcoming.get(index) {
+        if let Some(cmd) = upcoming(index) {
             self.prefetch_index(cmd);
         }
-        if let Some(cmd) = upcoming.get(entries) {
+        if let Some(cmd) = upcoming(entries) {
             self.prefetch_entries(cmd);
         }
-        if let Some(cmd) = upcoming.get(neighbours) {
+        if let Some(cmd) = upcoming(neighbours) {
             self.prefetch_neighbours(cmd);
         }
-        if let Some(cmd) = upcoming.get(book) {
+        if let Some(cmd) = upcoming(book) {
             self.prefetch_book(cmd);
         }
-        if let Some(cmd) = upcoming.get(landing) {
+        if let Some(cmd) = upcoming(landing) {
             self.prefetch_landing(cmd);
         }
     }

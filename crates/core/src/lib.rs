@@ -18,7 +18,9 @@ mod index;
 mod snapshot;
 
 pub use command::{Command, PlaceOrder, SymbolSpec};
-pub use engine::{Engine, EngineConfig, PREFETCH_DISTANCES, PREFETCH_PAYS_BYTES, RestingOrder};
+pub use engine::{
+    Engine, EngineConfig, PREFETCH_DISTANCES, PREFETCH_LOOKAHEAD, PREFETCH_PAYS_BYTES, RestingOrder,
+};
 pub use event::{
     Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, OpenOrder,
     OwnedEvent, Trade, UserReport,

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::idle::WaitStrategy;
+use crate::pipeline::Prefetch;
 
 /// How durable a command is before its sender is acknowledged (docs/journal-format.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -90,6 +91,9 @@ pub struct PipelineSettings {
     /// A CPU for the gateway's thread alone (with the journal and engine stages when they
     /// share it): it is pinned there and every other thread of the server is kept off it.
     pub gateway_cpu: Option<usize>,
+    /// Whether the engine stage prefetches what its next commands touch: `auto` (when the
+    /// venue's state outgrows the CPU caches), `on` or `off`.
+    pub prefetch: Prefetch,
 }
 
 /// Where the journal and engine stages run. They are the same agents either way, connected by
@@ -349,6 +353,7 @@ impl Default for PipelineSettings {
             wait: WaitStrategy::Backoff,
             threads: ThreadLayout::Auto,
             gateway_cpu: None,
+            prefetch: Prefetch::Auto,
         }
     }
 }

@@ -182,6 +182,7 @@ pub fn start_with_stop(
             dedicated_threads: config.pipeline.threads.dedicated(),
             market_data: Some(md_channel.clone()),
             metrics: metrics.clone(),
+            prefetch: config.pipeline.prefetch,
         },
         engine,
         journal,

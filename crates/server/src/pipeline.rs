@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rialto_core::{Command, Engine, OrderId, OwnedEvent, Reason, UserId};
+use rialto_core::{Command, Engine, OrderId, OwnedEvent, PREFETCH_LOOKAHEAD, Reason, UserId};
 use rialto_journal::JournalWriter;
 use rialto_wire::{ErrorCode, Liquidity, RequestKind, Secret, ServerMsg};
 
@@ -170,6 +170,21 @@ pub struct PipelineConfig {
     /// Where the journal stage sends the journaled records, when a market data feed runs.
     pub market_data: Option<Arc<MdChannel>>,
     pub metrics: Arc<Metrics>,
+    pub prefetch: Prefetch,
+}
+
+/// Whether the engine stage starts loading what the next commands will touch while it applies
+/// the one before ([`Engine::prefetch_upcoming`]), on the commands it has taken from the
+/// journal ring ahead of applying them. It changes no reply and no event.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Prefetch {
+    /// When the engine's state outgrows the CPU caches ([`Engine::prefetch_pays`], looked at
+    /// every round): on a small venue prefetching only costs time.
+    #[default]
+    Auto,
+    On,
+    Off,
 }
 
 /// The running pipeline: the gateway pushes into `inbound` and drains `outbound`.
@@ -228,6 +243,8 @@ impl Pipeline {
             wait: config.wait,
             spill: VecDeque::with_capacity(1024),
             market_data: config.market_data.clone(),
+            prefetch: config.prefetch,
+            in_hand: VecDeque::with_capacity(PREFETCH_LOOKAHEAD + 1),
         };
         let writer = SnapshotWriter {
             jobs: snapshot_rx,
@@ -509,6 +526,14 @@ impl JournalStage {
 
 // ----- engine thread -------------------------------------------------------------------------
 
+/// The engine command an item carries, if it carries one (not a query or a snapshot request).
+fn command_of(item: &Sequenced) -> Option<&Command> {
+    match &item.request.op {
+        Op::Command(cmd) => Some(cmd),
+        _ => None,
+    }
+}
+
 struct EngineStage {
     metrics: Arc<Metrics>,
     /// Commands applied, for sampling latencies.
@@ -529,6 +554,10 @@ struct EngineStage {
     /// Rung after each round: the market data thread waits for the engine to apply what it
     /// replays.
     market_data: Option<Arc<MdChannel>>,
+    prefetch: Prefetch,
+    /// Commands taken from `from_journal` and not applied yet, in order: the next ones, whose
+    /// memory the engine prefetches while it applies the one before.
+    in_hand: VecDeque<Sequenced>,
 }
 
 /// The journal → market data hand-off: chunks of journal records, exactly as the journal
@@ -615,8 +644,11 @@ impl EngineStage {
             }
             let ring = &self.from_journal;
             let spilled = !self.spill.is_empty();
+            let in_hand = !self.in_hand.is_empty();
             // With replies spilled, look again soon: the gateway drains without ringing.
-            idler.idle_thread(work, &bell, MAX_SLEEP, || spilled || !ring.is_empty());
+            idler.idle_thread(work, &bell, MAX_SLEEP, || {
+                spilled || in_hand || !ring.is_empty()
+            });
         }
     }
 
@@ -625,7 +657,10 @@ impl EngineStage {
     fn step(&mut self) -> (usize, bool) {
         let closing = self.shared.journal_done.load(Ordering::SeqCst);
         let work = self.do_work();
-        let drained = work == 0 && self.from_journal.is_empty() && self.spill.is_empty();
+        let drained = work == 0
+            && self.in_hand.is_empty()
+            && self.from_journal.is_empty()
+            && self.spill.is_empty();
         let done = self.shared.has_failed() || (closing && drained);
         if done {
             self.shared.engine_done.store(true, Ordering::SeqCst);
@@ -645,10 +680,31 @@ impl EngineStage {
             work += 1;
         }
         let mut applied = 0;
+        let prefetch = match self.prefetch {
+            Prefetch::Auto => self.engine.prefetch_pays(),
+            Prefetch::On => true,
+            Prefetch::Off => false,
+        };
         while self.spill.is_empty() && applied < 1024 {
-            let Some(item) = self.from_journal.pop() else {
+            if prefetch {
+                // Keep the next commands in hand, as far ahead as the prefetch reads.
+                while self.in_hand.len() <= PREFETCH_LOOKAHEAD {
+                    let Some(item) = self.from_journal.pop() else {
+                        break;
+                    };
+                    self.in_hand.push_back(item);
+                }
+            }
+            let Some(item) = self.in_hand.pop_front().or_else(|| self.from_journal.pop()) else {
                 break;
             };
+            if prefetch {
+                let in_hand = &self.in_hand;
+                self.engine.prefetch_upcoming(|ahead| match ahead {
+                    0 => command_of(&item),
+                    n => in_hand.get(n - 1).and_then(command_of),
+                });
+            }
             self.handle(item);
             applied += 1;
         }

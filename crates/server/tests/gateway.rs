@@ -7,10 +7,11 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{admin, start, trader};
+use common::{admin, recv_until, start, trader};
 use rialto_client::{Client, ClientError};
 use rialto_core::{CancelReason, Name, Reason, Side, SymbolId, SymbolSpec};
 use rialto_server::config::ThreadLayout;
+use rialto_server::pipeline::Prefetch;
 use rialto_wire::{
     ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg, decode_server,
     encode_client,
@@ -387,13 +388,18 @@ fn a_session_over_its_message_rate_is_disconnected() {
 
 #[test]
 fn a_full_pipeline_slows_the_sender_and_drops_nothing() {
-    // Both ways of running the stages: their own threads, or the gateway's.
-    for layout in [ThreadLayout::Dedicated, ThreadLayout::Shared] {
+    // Both ways of running the stages (their own threads, or the gateway's), and with the
+    // engine stage holding commands ahead to prefetch them, more than its ring holds.
+    let runs = [ThreadLayout::Dedicated, ThreadLayout::Shared]
+        .into_iter()
+        .flat_map(|layout| [(layout, Prefetch::Auto), (layout, Prefetch::On)]);
+    for (layout, prefetch) in runs {
         let dir = tempfile::tempdir().unwrap();
         let server = start(dir.path(), |c| {
             c.pipeline.ring_capacity = 4;
             c.pipeline.batch_max = 2;
             c.pipeline.threads = layout;
+            c.pipeline.prefetch = prefetch;
         });
         let mut t = trader(&server, 3);
         let orders: Vec<ClientMsg> = (1..=3_000)
@@ -693,4 +699,120 @@ fn silent_connections_time_out_and_traders_cannot_use_up_the_admin_port() {
     ));
     drop((_t1, _t2, _a));
     server.shutdown().unwrap();
+}
+
+/// `msg` with its sequencer time cleared: the one thing two runs of the same commands differ in.
+fn without_time(msg: ServerMsg) -> ServerMsg {
+    match msg {
+        ServerMsg::Accepted {
+            seq, order, kind, ..
+        } => ServerMsg::Accepted {
+            seq,
+            ts_ns: 0,
+            order,
+            kind,
+        },
+        ServerMsg::Rejected {
+            seq,
+            order,
+            kind,
+            reason,
+            ..
+        } => ServerMsg::Rejected {
+            seq,
+            ts_ns: 0,
+            order,
+            kind,
+            reason,
+        },
+        ServerMsg::Trade { ts_ns: _, .. } | ServerMsg::Cancelled { ts_ns: _, .. } => {
+            let mut msg = msg;
+            if let ServerMsg::Trade { ts_ns, .. } | ServerMsg::Cancelled { ts_ns, .. } = &mut msg {
+                *ts_ns = 0;
+            }
+            msg
+        }
+        other => other,
+    }
+}
+
+/// Everything `c` receives up to the report it asks for last, with times cleared, and that
+/// report.
+fn replies_and_report(c: &mut Client) -> (Vec<ServerMsg>, rialto_core::UserReport) {
+    c.send(&ClientMsg::MyReport { request: 99 }).unwrap();
+    let (last, before) = recv_until(c, |m| matches!(m, ServerMsg::Report { request: 99, .. }));
+    let ServerMsg::Report { report, .. } = last else {
+        unreachable!()
+    };
+    (before.into_iter().map(without_time).collect(), report)
+}
+
+#[test]
+fn the_engine_stage_answers_the_same_with_and_without_prefetching() {
+    // A small venue never prefetches on `auto`: `on` forces the path a big venue takes, where
+    // the engine stage keeps the next commands in hand and loads what they touch.
+    let run = |prefetch: Prefetch| {
+        let dir = tempfile::tempdir().unwrap();
+        let server = start(dir.path(), |c| c.pipeline.prefetch = prefetch);
+        let mut seller = trader(&server, 4);
+        let sells: Vec<ClientMsg> = (1..=300)
+            .map(|i| ClientMsg::NewOrder(NewOrder::limit(i, BTC, Side::Sell, 30 + i % 40, 2)))
+            .collect();
+        seller.send_batch(&sells).unwrap();
+        let mut buyer = trader(&server, 3);
+        let mut mixed = Vec::new();
+        for i in 1..=400i64 {
+            let price = 10 + i * 7 % 50;
+            mixed.push(ClientMsg::NewOrder(NewOrder::limit(
+                i,
+                BTC,
+                Side::Buy,
+                price,
+                1 + i % 3,
+            )));
+            if i % 3 == 0 {
+                let price = 10 + i * 11 % 50;
+                mixed.push(ClientMsg::Move {
+                    order: i - 1,
+                    price,
+                });
+            }
+            if i % 5 == 0 {
+                mixed.push(ClientMsg::Cancel { order: i - 2 });
+            }
+            if i % 7 == 0 {
+                mixed.push(ClientMsg::Reduce {
+                    order: i - 3,
+                    qty: 1,
+                });
+            }
+        }
+        buyer.send_batch(&mixed).unwrap();
+        let buyer_side = replies_and_report(&mut buyer);
+        let seller_side = replies_and_report(&mut seller);
+        server.shutdown().unwrap();
+        (buyer_side, seller_side)
+    };
+    let without = run(Prefetch::Off);
+    let with = run(Prefetch::On);
+    let count =
+        |msgs: &[ServerMsg], want: fn(&ServerMsg) -> bool| msgs.iter().filter(|m| want(m)).count();
+    let buyer_msgs = &without.0.0;
+    assert!(count(buyer_msgs, |m| matches!(m, ServerMsg::Trade { .. })) > 50);
+    assert!(count(buyer_msgs, |m| matches!(m, ServerMsg::Cancelled { .. })) > 50);
+    assert!(
+        count(buyer_msgs, |m| matches!(
+            m,
+            ServerMsg::Accepted {
+                kind: RequestKind::Move,
+                ..
+            }
+        )) > 50
+    );
+    assert_eq!(with.0.0.len(), without.0.0.len());
+    for (i, (a, b)) in with.0.0.iter().zip(&without.0.0).enumerate() {
+        assert_eq!(a, b, "buyer's message {i}");
+    }
+    assert_eq!(with.0.1, without.0.1, "buyer's report");
+    assert_eq!(with.1, without.1, "seller's messages and report");
 }
