@@ -25,7 +25,7 @@ use rialto_bench::workload;
 use rialto_core::{Command, Engine, OwnedEvent};
 use rialto_journal::format::encode_record;
 use rialto_server::feed::MarketData;
-use rialto_server::pipeline::{JournalTap, MdChannel, Shared};
+use rialto_server::pipeline::{JournalTap, MdChannel, Prefetch, Shared};
 
 /// Commands per batch, as the journal stage takes them at most (`pipeline.batch_max`).
 const BATCH: usize = 1024;
@@ -144,7 +144,7 @@ fn one_run(
     } else {
         let replica = Engine::decode_snapshot(&engine.encode_snapshot(), w.config)
             .map_err(|e| anyhow::anyhow!("cannot copy the engine: {e:?}"))?;
-        Some(market_data.spawn(channel.clone(), shared.clone(), replica)?)
+        Some(market_data.spawn(channel.clone(), shared.clone(), replica, Prefetch::Auto)?)
     };
     let mut tap = feed.then(|| JournalTap::new(channel.clone()));
 

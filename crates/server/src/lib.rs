@@ -188,7 +188,12 @@ pub fn start_with_stop(
         journal,
         credentials.clone(),
     )?;
-    let md_thread = market_data.spawn(md_channel.clone(), pipeline.shared.clone(), replica)?;
+    let md_thread = market_data.spawn(
+        md_channel.clone(),
+        pipeline.shared.clone(),
+        replica,
+        config.pipeline.prefetch,
+    )?;
     for (name, ring) in [
         ("inbound", pipeline.inbound.len_probe()),
         ("outbound", pipeline.outbound.len_probe()),

@@ -325,11 +325,21 @@ fn clients_that_never_ask_hold_up_no_replay() {
 #[test]
 fn market_data_follows_the_engine_in_either_thread_layout() {
     use rialto_server::config::ThreadLayout;
+    use rialto_server::pipeline::Prefetch;
     use rialto_wire::ServerMsg;
     // Dedicated: journal and engine stages on threads of their own; shared: on the gateway's.
-    for layout in [ThreadLayout::Dedicated, ThreadLayout::Shared] {
+    // Prefetching on: the replica reads records ahead of those it replays, and must still
+    // replay every one the engine applied.
+    let runs = [ThreadLayout::Dedicated, ThreadLayout::Shared]
+        .into_iter()
+        .flat_map(|layout| [(layout, Prefetch::Auto), (layout, Prefetch::On)]);
+    for (layout, prefetch) in runs {
+        let layout = (layout, prefetch);
         let dir = tempfile::tempdir().unwrap();
-        let server = common::start(dir.path(), |c| c.pipeline.threads = layout);
+        let server = common::start(dir.path(), |c| {
+            c.pipeline.threads = layout.0;
+            c.pipeline.prefetch = prefetch;
+        });
         let btc = SymbolId(0);
         let mut batches = server.market_data.subscribe();
         let mut buyer = common::trader(&server, 1);

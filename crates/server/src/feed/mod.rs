@@ -17,13 +17,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rialto_core::{Engine, OwnedEvent};
-use rialto_journal::format::parse_record;
+use rialto_core::{Engine, OwnedEvent, PREFETCH_LOOKAHEAD};
+use rialto_journal::format::{RawRecord, parse_record};
 use rialto_marketdata::{Feed, Update};
 use tokio::sync::broadcast;
 
 use crate::idle::{Bell, Idler, WaitStrategy};
-use crate::pipeline::{MdChannel, Shared};
+use crate::pipeline::{MdChannel, Prefetch, Shared};
 
 /// Commands applied per lock of the feed: bounds how long a reader (a REST snapshot) waits.
 const COMMANDS_PER_ROUND: usize = 4096;
@@ -99,12 +99,14 @@ impl MarketData {
 
     /// Runs the market data thread, replaying on `replica` (a copy of the engine as it
     /// stands, which becomes the thread's own) until the engine has finished and everything
-    /// it applied is replayed.
+    /// it applied is replayed. `prefetch` is `pipeline.prefetch`: the replica meets the same
+    /// memory as the engine, and prefetches the same way.
     pub fn spawn(
         self: &Arc<Self>,
         channel: Arc<MdChannel>,
         shared: Arc<Shared>,
         replica: Engine,
+        prefetch: Prefetch,
     ) -> std::io::Result<JoinHandle<()>> {
         let md = self.clone();
         let mut replay = Replay {
@@ -112,6 +114,8 @@ impl MarketData {
             events: Vec::with_capacity(64),
             chunks: VecDeque::new(),
             pos: 0,
+            ahead: VecDeque::with_capacity(PREFETCH_LOOKAHEAD + 1),
+            prefetch,
         };
         std::thread::Builder::new()
             .name("rialto-md".into())
@@ -152,23 +156,24 @@ impl MarketData {
             replay.chunks.push_back(chunk);
         }
         let applied = shared.applied_seq.load(Ordering::Acquire);
+        // Like the engine stage: on a venue that outgrows the caches, read records ahead and
+        // prefetch what they touch while the one before is applied.
+        let prefetch = match replay.prefetch {
+            Prefetch::Auto => replay.engine.prefetch_pays(),
+            Prefetch::On => true,
+            Prefetch::Off => false,
+        };
+        let in_hand = if prefetch { PREFETCH_LOOKAHEAD + 1 } else { 1 };
         let mut feed = self.feed();
         let mut n = 0;
         let mut oldest_ts = None;
         while n < COMMANDS_PER_ROUND {
-            let Some(chunk) = replay.chunks.front() else {
-                break;
-            };
-            if replay.pos == chunk.len() {
-                let done = replay.chunks.pop_front().expect("just looked");
-                channel.recycle(done);
-                replay.pos = 0;
-                continue;
+            while replay.ahead.len() < in_hand && replay.read_record(channel)? {}
+            match replay.ahead.front() {
+                Some(record) if record.seq <= applied => {}
+                _ => break,
             }
-            let record = parse_record(chunk, replay.pos).map_err(|e| format!("{e:?}"))?;
-            if record.seq > applied {
-                break;
-            }
+            let record = replay.ahead.pop_front().expect("just looked");
             let expected = replay.engine.last_seq() + 1;
             if record.seq != expected {
                 return Err(format!(
@@ -176,7 +181,13 @@ impl MarketData {
                     record.seq
                 ));
             }
-            replay.pos += record.size;
+            if prefetch {
+                let ahead = &replay.ahead;
+                replay.engine.prefetch_upcoming(|n| match n {
+                    0 => Some(&record.command),
+                    n => ahead.get(n - 1).map(|r| &r.command),
+                });
+            }
             replay.events.clear();
             let (seq, ts_ns, cmd) = (record.seq, record.ts_ns, record.command);
             if replay
@@ -213,4 +224,27 @@ struct Replay {
     chunks: VecDeque<Vec<u8>>,
     /// Where the next record starts in the front chunk.
     pos: usize,
+    /// Records read from the chunks and not replayed yet, in order.
+    ahead: VecDeque<RawRecord>,
+    /// `pipeline.prefetch`, as for the engine stage.
+    prefetch: Prefetch,
+}
+
+impl Replay {
+    /// Reads the next record of the chunks into `ahead`, giving emptied chunks back. Returns
+    /// whether there was one.
+    fn read_record(&mut self, channel: &MdChannel) -> Result<bool, String> {
+        while let Some(chunk) = self.chunks.front() {
+            if self.pos < chunk.len() {
+                let record = parse_record(chunk, self.pos).map_err(|e| format!("{e:?}"))?;
+                self.pos += record.size;
+                self.ahead.push_back(record);
+                return Ok(true);
+            }
+            let done = self.chunks.pop_front().expect("just looked");
+            channel.recycle(done);
+            self.pos = 0;
+        }
+        Ok(false)
+    }
 }
