@@ -148,25 +148,54 @@ impl EngineArgs {
                 if self.users.is_some() {
                     anyhow::bail!("--users is for --workload single (multi has --accounts)");
                 }
-                let size = match self.size {
-                    SizeArg::Medium => Size::Medium,
-                    SizeArg::Large => Size::Large,
-                    SizeArg::Huge => Size::Huge,
+                let overrides = MultiOverrides {
+                    symbols: self.symbols,
+                    accounts: self.accounts,
+                    orders: self.orders,
+                    commands: self.commands,
                 };
-                let d = MultiParams::size(size);
-                let params = MultiParams {
-                    symbols: self.symbols.unwrap_or(d.symbols),
-                    accounts: self.accounts.unwrap_or(d.accounts),
-                    resting_orders: self.orders.unwrap_or(d.resting_orders),
-                    commands: self.commands.unwrap_or(d.commands),
-                    mix,
-                };
-                if params.symbols == 0 || params.accounts < 6 {
-                    anyhow::bail!("multi needs at least 1 symbol and 6 accounts");
-                }
+                let (size, params) = overrides.apply(self.size, mix)?;
                 WorkloadSpec::Multi { size, params }
             }
         })
+    }
+}
+
+/// What the command line changes of a `multi` size (`rialto bench engine` and `rialto bench
+/// pipeline` take the same flags).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MultiOverrides {
+    pub symbols: Option<u32>,
+    pub accounts: Option<u64>,
+    pub orders: Option<u64>,
+    pub commands: Option<u64>,
+}
+
+impl MultiOverrides {
+    /// Whether any of the sizes is changed (the commands aside).
+    pub fn custom(&self) -> bool {
+        self.symbols.is_some() || self.accounts.is_some() || self.orders.is_some()
+    }
+
+    /// `size`'s parameters with these changes, checked.
+    pub fn apply(&self, size: SizeArg, mix: Mix) -> anyhow::Result<(Size, MultiParams)> {
+        let size = match size {
+            SizeArg::Medium => Size::Medium,
+            SizeArg::Large => Size::Large,
+            SizeArg::Huge => Size::Huge,
+        };
+        let d = MultiParams::size(size);
+        let params = MultiParams {
+            symbols: self.symbols.unwrap_or(d.symbols),
+            accounts: self.accounts.unwrap_or(d.accounts),
+            resting_orders: self.orders.unwrap_or(d.resting_orders),
+            commands: self.commands.unwrap_or(d.commands),
+            mix,
+        };
+        if params.symbols == 0 || params.accounts < 6 {
+            anyhow::bail!("multi needs at least 1 symbol and 6 accounts");
+        }
+        Ok((size, params))
     }
 }
 

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use rialto_bench::cli::{PrefetchArg, SizeArg, WorkloadArg};
-use rialto_bench::workload::{self, MultiParams, Size};
+use rialto_bench::cli::{MultiOverrides, PrefetchArg, SizeArg, WorkloadArg};
+use rialto_bench::workload::{self, Mix};
 use rialto_core::{Command, Engine};
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
 use rialto_server::auth::Credentials;
@@ -41,6 +41,15 @@ pub struct PipelineBenchArgs {
     /// pre-filled through the pipeline before the measured commands.
     #[arg(long, value_enum, default_value = "medium")]
     pub size: SizeArg,
+    /// Override the number of symbols (multi).
+    #[arg(long)]
+    pub symbols: Option<u32>,
+    /// Override the number of user-currency accounts (multi).
+    #[arg(long)]
+    pub accounts: Option<u64>,
+    /// Override the number of resting orders after the pre-fill (multi).
+    #[arg(long)]
+    pub orders: Option<u64>,
     /// Measured commands
     #[arg(long, default_value_t = 1_000_000)]
     pub commands: u64,
@@ -132,29 +141,34 @@ fn start_pipeline(
     Ok(pipeline)
 }
 
-/// The workload `args` name, and its label ("single", "multi large").
-fn generate(args: &PipelineBenchArgs) -> (workload::Workload, String) {
+/// The workload `args` name, and its label ("single", "multi large", "multi custom").
+fn generate(args: &PipelineBenchArgs) -> anyhow::Result<(workload::Workload, String)> {
+    let overrides = MultiOverrides {
+        symbols: args.symbols,
+        accounts: args.accounts,
+        orders: args.orders,
+        commands: Some(args.commands),
+    };
     match args.workload {
-        WorkloadArg::Single => (
-            crate::single_workload(args.commands, args.seed),
-            "single".to_string(),
-        ),
+        WorkloadArg::Single => {
+            anyhow::ensure!(
+                !overrides.custom(),
+                "--symbols, --accounts and --orders are for --workload multi"
+            );
+            let w = crate::single_workload(args.commands, args.seed);
+            Ok((w, "single".to_string()))
+        }
         WorkloadArg::Multi => {
-            let size = match args.size {
-                SizeArg::Medium => Size::Medium,
-                SizeArg::Large => Size::Large,
-                SizeArg::Huge => Size::Huge,
+            let (size, params) = overrides.apply(args.size, Mix::Generator)?;
+            let label = match overrides.custom() {
+                true => "multi custom".to_string(),
+                false => format!("multi {}", size.as_str()),
             };
-            let label = format!("multi {}", size.as_str());
             eprintln!(
                 "generating the {label} workload ({} commands)...",
                 args.commands
             );
-            let params = MultiParams {
-                commands: args.commands,
-                ..MultiParams::size(size)
-            };
-            (workload::multi(&params, args.seed), label)
+            Ok((workload::multi(&params, args.seed), label))
         }
     }
 }
@@ -260,7 +274,7 @@ fn fixed_rates(
 
 pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.rates.iter().all(|&r| r > 0), "rates must be positive");
-    let (w, label) = generate(args);
+    let (w, label) = generate(args)?;
     let scratch;
     let data_dir = match &args.data {
         Some(dir) => dir.clone(),

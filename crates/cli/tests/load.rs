@@ -1,5 +1,5 @@
 //! The load generators as a user runs them, briefly: `rialto bench pipeline` in both of its
-//! modes, and `rialto loadgen` against `rialto serve --demo`. They measure; these runs check
+//! modes and on a small `multi` venue, and `rialto loadgen` against `rialto serve --demo`. They measure; these runs check
 //! that every command offered is answered and counted, not how fast.
 
 mod common;
@@ -10,6 +10,36 @@ use serde_json::Value;
 fn json_of(run: &common::Run) -> Value {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+#[test]
+fn bench_pipeline_runs_a_small_multi_venue_with_the_engine_stage_prefetching() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("multi");
+    let args = [
+        "bench",
+        "pipeline",
+        "--workload",
+        "multi",
+        "--symbols",
+        "20",
+        "--accounts",
+        "3000",
+        "--orders",
+        "2000",
+        "--commands",
+        "5000",
+        "--prefetch",
+        "on",
+        "--json",
+        "--data",
+        data.to_str().unwrap(),
+    ];
+    let run = json_of(&rialto(&args, ""));
+    assert_eq!(run["workload"], "multi custom");
+    assert_eq!(run["commands"], 5_000);
+    let verify = rialto(&["journal", "verify", "--data", data.to_str().unwrap()], "");
+    assert_eq!(verify.code, Some(0), "{}{}", verify.stdout, verify.stderr);
 }
 
 #[test]
