@@ -170,6 +170,7 @@ pub struct PipelineConfig {
     /// Where the journal stage sends the journaled records, when a market data feed runs.
     pub market_data: Option<Arc<MdChannel>>,
     pub metrics: Arc<Metrics>,
+    /// `pipeline.prefetch`: for the engine stage, and for the market data replica.
     pub prefetch: Prefetch,
 }
 
@@ -185,6 +186,17 @@ pub enum Prefetch {
     Auto,
     On,
     Off,
+}
+
+impl Prefetch {
+    /// Whether to prefetch now, on `engine` as it stands.
+    pub fn now(self, engine: &Engine) -> bool {
+        match self {
+            Prefetch::Auto => engine.prefetch_pays(),
+            Prefetch::On => true,
+            Prefetch::Off => false,
+        }
+    }
 }
 
 /// The running pipeline: the gateway pushes into `inbound` and drains `outbound`.
@@ -680,11 +692,7 @@ impl EngineStage {
             work += 1;
         }
         let mut applied = 0;
-        let prefetch = match self.prefetch {
-            Prefetch::Auto => self.engine.prefetch_pays(),
-            Prefetch::On => true,
-            Prefetch::Off => false,
-        };
+        let prefetch = self.prefetch.now(&self.engine);
         while self.spill.is_empty() && applied < 1024 {
             if prefetch {
                 // Keep the next commands in hand, as far ahead as the prefetch reads.

@@ -158,11 +158,7 @@ impl MarketData {
         let applied = shared.applied_seq.load(Ordering::Acquire);
         // Like the engine stage: on a venue that outgrows the caches, read records ahead and
         // prefetch what they touch while the one before is applied.
-        let prefetch = match replay.prefetch {
-            Prefetch::Auto => replay.engine.prefetch_pays(),
-            Prefetch::On => true,
-            Prefetch::Off => false,
-        };
+        let prefetch = replay.prefetch.now(&replay.engine);
         let in_hand = if prefetch { PREFETCH_LOOKAHEAD + 1 } else { 1 };
         let mut feed = self.feed();
         let mut n = 0;
