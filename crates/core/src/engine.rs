@@ -5,6 +5,7 @@
 //! currency changes only by deposits and withdrawals, whose running total is checked to fit in
 //! an i64, so every balance fits too.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
 use std::hash::BuildHasher;
 use std::num::NonZeroI64;
@@ -323,7 +324,17 @@ pub struct Engine {
     /// Reused by mass cancel to put a user's orders in canonical order: (symbol name, order id,
     /// node).
     scratch_mass_cancel: Vec<(Name, OrderId, u32)>,
+    /// The order each command ahead names, as the second prefetch step found it, at its
+    /// sequence number modulo [`FOUND_AHEAD`]: the later steps check that order's key (cached
+    /// by then) instead of hashing and probing the id index again. A hint for prefetching
+    /// only, never read by `apply`: a stale or wrong one is caught by the key check.
+    found_ahead: [Cell<u32>; FOUND_AHEAD],
 }
+
+/// Slots of [`Engine::found_ahead`]: more than the distance from the second prefetch step to
+/// the last one, so a slot outlives the steps of its command.
+const FOUND_AHEAD: usize = 16;
+const _: () = assert!(FOUND_AHEAD > PREFETCH_DISTANCES[1]);
 
 /// The hold of a buy of `qty` lots at `price`: `qty * (price * quote_scale + taker_fee)`.
 fn buy_hold(qty: i64, price: i64, terms: &Terms) -> Option<i64> {
@@ -381,6 +392,7 @@ impl Engine {
             scratch_bids: Vec::new(),
             scratch_asks: Vec::new(),
             scratch_mass_cancel: Vec::new(),
+            found_ahead: std::array::from_fn(|_| Cell::new(NIL)),
         }
     }
 
@@ -1186,21 +1198,39 @@ impl Engine {
     #[inline]
     pub fn prefetch_upcoming<'c>(&self, upcoming: impl Fn(usize) -> Option<&'c Command>) {
         let [index, entries, neighbours, book, landing] = PREFETCH_DISTANCES;
+        // Where a command ahead keeps its order in `found_ahead`: its sequence number, if
+        // every item ahead is a command (otherwise a slot is missed, which costs a lookup).
+        let slot =
+            |ahead: usize| &self.found_ahead[(self.last_seq as usize + 1 + ahead) % FOUND_AHEAD];
         if let Some(cmd) = upcoming(index) {
             self.prefetch_index(cmd);
         }
         if let Some(cmd) = upcoming(entries) {
-            self.prefetch_entries(cmd);
+            self.prefetch_entries(cmd, slot(entries));
         }
         if let Some(cmd) = upcoming(neighbours) {
-            self.prefetch_neighbours(cmd);
+            self.prefetch_neighbours(cmd, slot(neighbours));
         }
         if let Some(cmd) = upcoming(book) {
-            self.prefetch_book(cmd);
+            self.prefetch_book(cmd, slot(book));
         }
         if let Some(cmd) = upcoming(landing) {
-            self.prefetch_landing(cmd);
+            self.prefetch_landing(cmd, slot(landing));
         }
+    }
+
+    /// The order `user` and `order` name: the one the second step left in `found` when its key
+    /// matches, else from the id index.
+    #[inline]
+    fn order_ahead(&self, found: &Cell<u32>, user: UserId, order: OrderId) -> Option<u32> {
+        let idx = found.get();
+        if idx != NIL {
+            let node = self.orders.get(idx);
+            if node.order == order && node.user == user {
+                return Some(idx);
+            }
+        }
+        self.find_order(user, order)
     }
 
     /// Whether [`Engine::prefetch_ahead`] is likely to pay here: when the orders and accounts
@@ -1236,12 +1266,14 @@ impl Engine {
 
     /// The second link: the order named (its slot is cached by now); or a new order's account,
     /// where it would rest, and, should it trade, the other side and the best level there.
-    fn prefetch_entries(&self, cmd: &Command) {
+    fn prefetch_entries(&self, cmd: &Command, found: &Cell<u32>) {
         match *cmd {
             Command::Move { user, order, .. }
             | Command::Cancel { user, order }
             | Command::Reduce { user, order, .. } => {
-                if let Some(idx) = self.order_ids.guess(self.hash.hash_one((user, order))) {
+                let guess = self.order_ids.guess(self.hash.hash_one((user, order)));
+                found.set(guess.unwrap_or(NIL));
+                if let Some(idx) = guess {
                     self.orders.prefetch(idx);
                 }
             }
@@ -1269,12 +1301,12 @@ impl Engine {
     /// taking it out of its level and settling it touches. For a new order that trades: the
     /// first order it meets, and the other side's best ends (where an emptied level goes); for
     /// one that rests, the level it joins.
-    fn prefetch_neighbours(&self, cmd: &Command) {
+    fn prefetch_neighbours(&self, cmd: &Command, found: &Cell<u32>) {
         match *cmd {
             Command::Move { user, order, .. }
             | Command::Cancel { user, order }
             | Command::Reduce { user, order, .. } => {
-                let Some(idx) = self.find_order(user, order) else {
+                let Some(idx) = self.order_ahead(found, user, order) else {
                     return;
                 };
                 let node = self.orders.get(idx);
@@ -1313,10 +1345,10 @@ impl Engine {
     /// that level leaves. For a move: where its side's arrays will put it (the book's own state
     /// is cached by now), and should it trade, the other side, the best level there and a
     /// sell's account. For a new order that trades: the account of the first order it meets.
-    fn prefetch_book(&self, cmd: &Command) {
+    fn prefetch_book(&self, cmd: &Command, found: &Cell<u32>) {
         match *cmd {
             Command::Cancel { user, order } => {
-                if let Some(idx) = self.find_order(user, order) {
+                if let Some(idx) = self.order_ahead(found, user, order) {
                     let node = self.orders.get(idx);
                     if let Some(sym) = self.symbols.get(node.symbol as usize) {
                         Self::prefetch_level_leaving(sym, node);
@@ -1324,7 +1356,7 @@ impl Engine {
                 }
             }
             Command::Move { user, order, price } => {
-                let Some(idx) = self.find_order(user, order) else {
+                let Some(idx) = self.order_ahead(found, user, order) else {
                     return;
                 };
                 let node = self.orders.get(idx);
@@ -1363,9 +1395,9 @@ impl Engine {
 
     /// The fifth link, for a move: the level it joins, when there is one (its side's arrays are
     /// cached by now).
-    fn prefetch_landing(&self, cmd: &Command) {
+    fn prefetch_landing(&self, cmd: &Command, found: &Cell<u32>) {
         if let Command::Move { user, order, price } = *cmd
-            && let Some(idx) = self.find_order(user, order)
+            && let Some(idx) = self.order_ahead(found, user, order)
         {
             let node = self.orders.get(idx);
             if let Some(sym) = self.symbols.get(node.symbol as usize)
