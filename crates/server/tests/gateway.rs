@@ -702,38 +702,15 @@ fn silent_connections_time_out_and_traders_cannot_use_up_the_admin_port() {
 }
 
 /// `msg` with its sequencer time cleared: the one thing two runs of the same commands differ in.
-fn without_time(msg: ServerMsg) -> ServerMsg {
-    match msg {
-        ServerMsg::Accepted {
-            seq, order, kind, ..
-        } => ServerMsg::Accepted {
-            seq,
-            ts_ns: 0,
-            order,
-            kind,
-        },
-        ServerMsg::Rejected {
-            seq,
-            order,
-            kind,
-            reason,
-            ..
-        } => ServerMsg::Rejected {
-            seq,
-            ts_ns: 0,
-            order,
-            kind,
-            reason,
-        },
-        ServerMsg::Trade { ts_ns: _, .. } | ServerMsg::Cancelled { ts_ns: _, .. } => {
-            let mut msg = msg;
-            if let ServerMsg::Trade { ts_ns, .. } | ServerMsg::Cancelled { ts_ns, .. } = &mut msg {
-                *ts_ns = 0;
-            }
-            msg
-        }
-        other => other,
+fn without_time(mut msg: ServerMsg) -> ServerMsg {
+    if let ServerMsg::Accepted { ts_ns, .. }
+    | ServerMsg::Rejected { ts_ns, .. }
+    | ServerMsg::Trade { ts_ns, .. }
+    | ServerMsg::Cancelled { ts_ns, .. } = &mut msg
+    {
+        *ts_ns = 0;
     }
+    msg
 }
 
 /// Everything `c` receives up to the report it asks for last, with times cleared, and that
