@@ -65,6 +65,16 @@ pub enum PrefetchArg {
     Off,
 }
 
+impl From<PrefetchArg> for Prefetch {
+    fn from(arg: PrefetchArg) -> Prefetch {
+        match arg {
+            PrefetchArg::Auto => Prefetch::Auto,
+            PrefetchArg::On => Prefetch::On,
+            PrefetchArg::Off => Prefetch::Off,
+        }
+    }
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClockArg {
     /// The invariant TSC (fenced rdtsc/rdtscp), falling back to `instant` where there is none.
@@ -209,11 +219,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                     ClockArg::Tsc => ClockChoice::Tsc,
                     ClockArg::Instant => ClockChoice::Instant,
                 },
-                prefetch: match args.prefetch {
-                    PrefetchArg::Auto => Prefetch::Auto,
-                    PrefetchArg::On => Prefetch::On,
-                    PrefetchArg::Off => Prefetch::Off,
-                },
+                prefetch: args.prefetch.into(),
                 passes: args.passes as usize,
                 progress: !args.quiet,
             };

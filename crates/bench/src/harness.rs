@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
+pub use rialto_core::Prefetch;
 use rialto_core::{Command, Engine, Event, EventSink};
 
 use crate::clock::{Clock, InstantClock, TscClock};
@@ -459,15 +460,6 @@ pub struct EngineBench {
     pub progress: bool,
 }
 
-/// Whether the throughput pass calls [`Engine::prefetch_ahead`] before each command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Prefetch {
-    /// When [`Engine::prefetch_pays`] after the prefill.
-    Auto,
-    On,
-    Off,
-}
-
 /// Generates the workload and measures it.
 pub fn run(opts: &EngineBench) -> anyhow::Result<Report> {
     let say = |msg: &str| {
@@ -523,11 +515,7 @@ pub fn measure(w: &Workload, generate_seconds: f64, opts: &EngineBench) -> anyho
         p.prefill_seconds,
         w.commands.len()
     ));
-    let prefetch = match prefetch {
-        Prefetch::Auto => p.engine.prefetch_pays(),
-        Prefetch::On => true,
-        Prefetch::Off => false,
-    };
+    let prefetch = prefetch.now(&p.engine);
     let (elapsed, counts) = throughput_pass(&mut p.engine, p.seq, &w.commands, prefetch);
     let engine_rss_bytes = mem::rss_bytes().unwrap_or(0).saturating_sub(rss_before);
     let anon_huge_bytes = mem::anon_huge_bytes().unwrap_or(0);

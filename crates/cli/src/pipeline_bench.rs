@@ -23,7 +23,7 @@ use rialto_journal::{Durability, JournalConfig, JournalWriter};
 use rialto_server::auth::Credentials;
 use rialto_server::config::{DurabilityMode, ThreadLayout};
 use rialto_server::idle::WaitStrategy;
-use rialto_server::pipeline::{Op, Pipeline, PipelineConfig, Prefetch, Reply, Request, Target};
+use rialto_server::pipeline::{Op, Pipeline, PipelineConfig, Reply, Request, Target};
 use rialto_wire::RequestKind;
 
 use crate::loadgen;
@@ -121,11 +121,7 @@ fn start_pipeline(
             dedicated_threads: args.threads.dedicated(),
             market_data: None,
             metrics: Default::default(),
-            prefetch: match args.prefetch {
-                PrefetchArg::Auto => Prefetch::Auto,
-                PrefetchArg::On => Prefetch::On,
-                PrefetchArg::Off => Prefetch::Off,
-            },
+            prefetch: args.prefetch.into(),
         },
         Engine::new(w.config),
         journal,

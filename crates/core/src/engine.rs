@@ -81,6 +81,35 @@ const _: () = assert!(
         && PREFETCH_DISTANCES[3] > PREFETCH_DISTANCES[4]
 );
 
+/// When a loop that applies commands calls [`Engine::prefetch_ahead`] (or
+/// [`Engine::prefetch_upcoming`]) before each: `rialto bench engine --prefetch`, and the
+/// server's `pipeline.prefetch`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "lowercase")
+)]
+pub enum Prefetch {
+    /// When the engine's state outgrows the CPU caches ([`Engine::prefetch_pays`]): on a small
+    /// venue prefetching only costs time.
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl Prefetch {
+    /// Whether to prefetch now, on `engine` as it stands.
+    pub fn now(self, engine: &Engine) -> bool {
+        match self {
+            Prefetch::Auto => engine.prefetch_pays(),
+            Prefetch::On => true,
+            Prefetch::Off => false,
+        }
+    }
+}
+
 /// The size of the orders and accounts from which [`Engine::prefetch_pays`]: larger than the
 /// last-level cache of the machines Rialto is measured on.
 pub const PREFETCH_PAYS_BYTES: usize = 64 << 20;
@@ -1022,9 +1051,15 @@ impl Engine {
     pub(crate) fn find_order(&self, user: UserId, order: OrderId) -> Option<u32> {
         self.order_ids
             .get(self.hash.hash_one((user, order)), |idx| {
-                let node = self.orders.get(idx);
-                node.order == order && node.user == user
+                self.is_order(idx, user, order)
             })
+    }
+
+    /// Whether node `idx` holds `user`'s order `order`.
+    #[inline]
+    fn is_order(&self, idx: u32, user: UserId, order: OrderId) -> bool {
+        let node = self.orders.get(idx);
+        node.order == order && node.user == user
     }
 
     /// The account of `user`, if known.
@@ -1224,11 +1259,8 @@ impl Engine {
     #[inline]
     fn order_ahead(&self, found: &Cell<u32>, user: UserId, order: OrderId) -> Option<u32> {
         let idx = found.get();
-        if idx != NIL {
-            let node = self.orders.get(idx);
-            if node.order == order && node.user == user {
-                return Some(idx);
-            }
+        if idx != NIL && self.is_order(idx, user, order) {
+            return Some(idx);
         }
         self.find_order(user, order)
     }

@@ -19,7 +19,8 @@ mod snapshot;
 
 pub use command::{Command, PlaceOrder, SymbolSpec};
 pub use engine::{
-    Engine, EngineConfig, PREFETCH_DISTANCES, PREFETCH_LOOKAHEAD, PREFETCH_PAYS_BYTES, RestingOrder,
+    Engine, EngineConfig, PREFETCH_DISTANCES, PREFETCH_LOOKAHEAD, PREFETCH_PAYS_BYTES, Prefetch,
+    RestingOrder,
 };
 pub use event::{
     Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, OpenOrder,

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use rialto_core::Prefetch;
 use rialto_core::{Command, Engine, OrderId, OwnedEvent, PREFETCH_LOOKAHEAD, Reason, UserId};
 use rialto_journal::JournalWriter;
 use rialto_wire::{ErrorCode, Liquidity, RequestKind, Secret, ServerMsg};
@@ -172,31 +173,6 @@ pub struct PipelineConfig {
     pub metrics: Arc<Metrics>,
     /// `pipeline.prefetch`: for the engine stage, and for the market data replica.
     pub prefetch: Prefetch,
-}
-
-/// Whether the engine stage starts loading what the next commands will touch while it applies
-/// the one before ([`Engine::prefetch_upcoming`]), on the commands it has taken from the
-/// journal ring ahead of applying them. It changes no reply and no event.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Prefetch {
-    /// When the engine's state outgrows the CPU caches ([`Engine::prefetch_pays`], looked at
-    /// every round): on a small venue prefetching only costs time.
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
-impl Prefetch {
-    /// Whether to prefetch now, on `engine` as it stands.
-    pub fn now(self, engine: &Engine) -> bool {
-        match self {
-            Prefetch::Auto => engine.prefetch_pays(),
-            Prefetch::On => true,
-            Prefetch::Off => false,
-        }
-    }
 }
 
 /// The running pipeline: the gateway pushes into `inbound` and drains `outbound`.
