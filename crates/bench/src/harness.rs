@@ -99,8 +99,8 @@ pub struct Report {
     pub throughput_per_s: f64,
     /// Each throughput pass's commands a second, in the order run (each on a fresh engine).
     pub throughput_passes_per_s: Vec<f64>,
-    /// Whether the throughput pass prefetched ahead (the latency pass never does: it times each
-    /// command alone).
+    /// Whether both passes prefetched ahead (in the latency pass the prefetch before a command is
+    /// timed with it, as the server's engine stage runs it).
     pub prefetch: bool,
     /// Latency pass: service time of each command, clock cost included.
     pub latency_ns: Percentiles,
@@ -253,8 +253,10 @@ impl Report {
             );
         }
         s += &format!(
-            "latency:    per command, ns (clock: {}; an empty timed region costs {} ns, included)\n",
-            self.clock, self.clock_overhead_ns
+            "latency:    per command, ns (clock: {}; an empty timed region costs {} ns, included; prefetch {})\n",
+            self.clock,
+            self.clock_overhead_ns,
+            if self.prefetch { "on" } else { "off" }
         );
         s += "            p50     p90     p99   p99.9  p99.99        max    mean\n";
         s += &format!(
@@ -397,20 +399,26 @@ fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
 }
 
-/// Applies `commands` timing each one between a start and a stop read of `clock`.
+/// Applies `commands` timing each one between a start and a stop read of `clock`. With
+/// `prefetch`, a command's time includes the prefetching for the commands after it that runs
+/// just before it.
 #[inline(never)]
 pub fn latency_pass<C: Clock>(
     clock: &C,
     engine: &mut Engine,
     mut seq: u64,
     commands: &[Command],
+    prefetch: bool,
 ) -> (Histogram<u64>, PassCounts) {
     let mut hist = latency_histogram();
     let mut sink = CountingSink::default();
     let mut rejected = 0u64;
-    for cmd in commands {
+    for (i, cmd) in commands.iter().enumerate() {
         seq += 1;
         let t0 = clock.start();
+        if prefetch {
+            engine.prefetch_ahead(&commands[i..]);
+        }
         let result = engine.apply(seq, seq as i64, cmd, &mut sink);
         let t1 = clock.stop();
         rejected += result.is_err() as u64;
@@ -555,12 +563,12 @@ pub fn measure(w: &Workload, generate_seconds: f64, opts: &EngineBench) -> anyho
     }
     let (hist, latency_counts, clock_name, clock_overhead_ns) = match &tsc {
         Some(c) => {
-            let (h, n) = latency_pass(c, &mut p.engine, p.seq, &w.commands);
+            let (h, n) = latency_pass(c, &mut p.engine, p.seq, &w.commands, prefetch);
             (h, n, c.name(), clock_overhead_ns(c, 1_000_000))
         }
         None => {
             let c = &InstantClock;
-            let (h, n) = latency_pass(c, &mut p.engine, p.seq, &w.commands);
+            let (h, n) = latency_pass(c, &mut p.engine, p.seq, &w.commands, prefetch);
             (h, n, c.name(), clock_overhead_ns(c, 1_000_000))
         }
     };

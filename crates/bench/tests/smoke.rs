@@ -113,6 +113,9 @@ fn multi_at_a_tiny_size() {
     passes.sort_by(f64::total_cmp);
     assert!((passes[1] / report.throughput_per_s - 1.0).abs() < 1e-12);
     assert!(report.to_table().contains("the median of 3 passes"));
+    // The latency pass prefetched too (and, as `run` checks, saw the same events).
+    assert!(report.prefetch);
+    assert!(report.to_table().contains("included; prefetch on)"));
     assert_eq!(report.symbols, 40);
     assert_eq!(report.accounts, 3_000);
 }
