@@ -1,5 +1,5 @@
 //! `rialto bench market-data`: what the market data feed costs the thread that journals and
-//! applies commands, on the `single` workload.
+//! applies commands, on the `single` workload or a `multi` venue.
 //!
 //! Each run does what the pipeline's journal and engine stages do on one thread (their
 //! layout on two cores): batches of 1,024 commands are encoded as journal records, then
@@ -14,12 +14,17 @@
 //! that has been running does: the chunk buffers that a lagging market data thread made the
 //! tap allocate are kept for reuse. `--cold` gives each run a new channel, so that the tap
 //! allocates (and the kernel faults in) a buffer for every batch the replica is behind.
+//!
+//! On a big `multi` venue both the engine thread and the replica prefetch what their next
+//! commands touch, as `rialto serve` does with `pipeline.prefetch`; `--prefetch off` shows what
+//! that buys each (the replica's lag is the time market data takes to catch up).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use rialto_bench::cli::{MultiOverrides, PrefetchArg, SizeArg, WorkloadArg};
 use rialto_bench::harness;
 use rialto_bench::workload;
 use rialto_core::{Command, Engine, OwnedEvent};
@@ -32,12 +37,30 @@ const BATCH: usize = 1024;
 
 #[derive(Args, Debug)]
 pub struct MdBenchArgs {
-    /// Measured commands of the `single` workload
+    #[arg(long, value_enum, default_value = "single")]
+    pub workload: WorkloadArg,
+    /// Size of `multi` (WORKLOADS.md)
+    #[arg(long, value_enum, default_value = "medium")]
+    pub size: SizeArg,
+    /// Override the number of symbols (multi)
+    #[arg(long)]
+    pub symbols: Option<u32>,
+    /// Override the number of user-currency accounts (multi)
+    #[arg(long)]
+    pub accounts: Option<u64>,
+    /// Override the number of resting orders after the pre-fill (multi)
+    #[arg(long)]
+    pub orders: Option<u64>,
+    /// Measured commands
     #[arg(long, default_value_t = 1_000_000)]
     pub commands: u64,
+    /// Whether the engine thread and the market data replica prefetch what their next commands
+    /// touch (`pipeline.prefetch` of `rialto serve`: `auto` on venues too big for the caches)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub prefetch: PrefetchArg,
     /// Runs of each kind (baseline and feed, alternating)
-    #[arg(long, default_value_t = 5)]
-    pub runs: usize,
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: u32,
     /// Slots in the market data ring (each a batch's records)
     #[arg(long, default_value_t = 1024)]
     pub ring: usize,
@@ -58,19 +81,21 @@ pub struct MdBenchArgs {
 }
 
 /// The journal and engine stages' loop: encode a batch as journal records, hand a copy to
-/// market data (with a tap), apply the batch. Never inlined, so that instruction counts can
-/// single it out.
+/// market data (with a tap), apply the batch (prefetching ahead with `prefetch`). Never
+/// inlined, so that instruction counts can single it out.
 #[inline(never)]
 fn apply_commands(
     engine: &mut Engine,
     mut seq: u64,
     commands: &[Command],
+    prefetch: bool,
     mut tap: Option<&mut JournalTap>,
     shared: &Shared,
     channel: &MdChannel,
 ) {
     let mut records: Vec<u8> = Vec::with_capacity(BATCH * 128);
     let mut events: Vec<OwnedEvent> = Vec::with_capacity(64);
+    let mut applied = 0;
     for batch in commands.chunks(BATCH) {
         records.clear();
         for (i, cmd) in batch.iter().enumerate() {
@@ -82,6 +107,10 @@ fn apply_commands(
             tap.hand_off();
         }
         for cmd in batch {
+            if prefetch {
+                engine.prefetch_ahead(&commands[applied..]);
+            }
+            applied += 1;
             seq += 1;
             events.clear();
             let _ = engine.apply(seq, seq as i64, cmd, &mut events);
@@ -111,6 +140,8 @@ struct Run {
     cpu_throughput: f64,
     /// After the engine finished, how long the market data thread took to catch up.
     drain: Duration,
+    /// Whether the engine thread prefetched.
+    prefetched: bool,
 }
 
 fn one_run(
@@ -122,6 +153,8 @@ fn one_run(
 ) -> anyhow::Result<Run> {
     let prepared = harness::prepare(w)?;
     let mut engine = prepared.engine;
+    let prefetch = Prefetch::from(args.prefetch);
+    let prefetched = prefetch.now(&engine);
     let channel = match args.cold {
         true => MdChannel::new(args.ring),
         false => channel.clone(),
@@ -144,7 +177,7 @@ fn one_run(
     } else {
         let replica = Engine::decode_snapshot(&engine.encode_snapshot(), w.config)
             .map_err(|e| anyhow::anyhow!("cannot copy the engine: {e:?}"))?;
-        Some(market_data.spawn(channel.clone(), shared.clone(), replica, Prefetch::Auto)?)
+        Some(market_data.spawn(channel.clone(), shared.clone(), replica, prefetch)?)
     };
     let mut tap = feed.then(|| JournalTap::new(channel.clone()));
 
@@ -154,6 +187,7 @@ fn one_run(
         &mut engine,
         prepared.seq,
         commands,
+        prefetched,
         tap.as_mut(),
         &shared,
         &channel,
@@ -189,6 +223,7 @@ fn one_run(
         throughput: commands.len() as f64 / elapsed.as_secs_f64(),
         cpu_throughput: commands.len() as f64 / cpu.as_secs_f64(),
         drain,
+        prefetched,
     })
 }
 
@@ -198,9 +233,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(args: &MdBenchArgs) -> anyhow::Result<()> {
-    let w = crate::single_workload(args.commands, args.seed);
+    let overrides = MultiOverrides {
+        symbols: args.symbols,
+        accounts: args.accounts,
+        orders: args.orders,
+        commands: None,
+    };
+    let (w, label) = crate::bench_workload(
+        args.workload,
+        args.size,
+        overrides,
+        args.commands,
+        args.seed,
+    )?;
     let (mut base, mut with_feed) = (Vec::new(), Vec::new());
     let (mut base_cpu, mut feed_cpu) = (Vec::new(), Vec::new());
+    let mut drains = Vec::new();
+    let mut prefetched = false;
     let channel = MdChannel::new(args.ring);
     if let Some(kind) = &args.only {
         let r = one_run(&w, &w.commands, kind == "feed", args, &channel)?;
@@ -229,6 +278,8 @@ pub fn run(args: &MdBenchArgs) -> anyhow::Result<()> {
             f.cpu_throughput,
             f.drain.as_secs_f64() * 1e3
         );
+        prefetched = b.prefetched;
+        drains.push(f.drain.as_secs_f64() * 1e3);
         base.push(b.throughput);
         with_feed.push(f.throughput);
         base_cpu.push(b.cpu_throughput);
@@ -236,6 +287,15 @@ pub fn run(args: &MdBenchArgs) -> anyhow::Result<()> {
     }
     let (b, f) = (median(base), median(with_feed));
     let (bc, fc) = (median(base_cpu), median(feed_cpu));
+    println!(
+        "{label}, {} commands a run; prefetching (engine thread and replica): {}",
+        w.commands.len(),
+        if prefetched { "on" } else { "off" }
+    );
+    println!(
+        "median lag: market data caught up {:.1} ms after the engine",
+        median(drains)
+    );
     println!(
         "median wall: baseline {b:.0} cmd/s, with feed {f:.0} cmd/s: {:.1}% less",
         (b - f) / b * 100.0

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use rialto_bench::cli::{MultiOverrides, PrefetchArg, SizeArg, WorkloadArg};
-use rialto_bench::workload::{self, Mix};
+use rialto_bench::workload;
 use rialto_core::{Command, Engine};
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
 use rialto_server::auth::Credentials;
@@ -143,30 +143,15 @@ fn generate(args: &PipelineBenchArgs) -> anyhow::Result<(workload::Workload, Str
         symbols: args.symbols,
         accounts: args.accounts,
         orders: args.orders,
-        commands: Some(args.commands),
+        commands: None,
     };
-    match args.workload {
-        WorkloadArg::Single => {
-            anyhow::ensure!(
-                !overrides.custom(),
-                "--symbols, --accounts and --orders are for --workload multi"
-            );
-            let w = crate::single_workload(args.commands, args.seed);
-            Ok((w, "single".to_string()))
-        }
-        WorkloadArg::Multi => {
-            let (size, params) = overrides.apply(args.size, Mix::Generator)?;
-            let label = match overrides.custom() {
-                true => "multi custom".to_string(),
-                false => format!("multi {}", size.as_str()),
-            };
-            eprintln!(
-                "generating the {label} workload ({} commands)...",
-                args.commands
-            );
-            Ok((workload::multi(&params, args.seed), label))
-        }
-    }
+    crate::bench_workload(
+        args.workload,
+        args.size,
+        overrides,
+        args.commands,
+        args.seed,
+    )
 }
 
 /// The request that offers workload command `k`, as session `FIRST_BENCH_SESSION + k`.

@@ -1,6 +1,7 @@
 //! The load generators as a user runs them, briefly: `rialto bench pipeline` in both of its
-//! modes and on a small `multi` venue, and `rialto loadgen` against `rialto serve --demo`. They measure; these runs check
-//! that every command offered is answered and counted, not how fast.
+//! modes and on a small `multi` venue, `rialto bench market-data` on one, and `rialto loadgen`
+//! against `rialto serve --demo`. They measure; these runs check that every command offered is
+//! answered and counted, not how fast.
 
 mod common;
 
@@ -40,6 +41,41 @@ fn bench_pipeline_runs_a_small_multi_venue_with_the_engine_stage_prefetching() {
     assert_eq!(run["commands"], 5_000);
     let verify = rialto(&["journal", "verify", "--data", data.to_str().unwrap()], "");
     assert_eq!(verify.code, Some(0), "{}{}", verify.stdout, verify.stderr);
+}
+
+#[test]
+fn bench_market_data_runs_a_small_multi_venue_with_the_replica_prefetching() {
+    let args = [
+        "bench",
+        "market-data",
+        "--workload",
+        "multi",
+        "--symbols",
+        "20",
+        "--accounts",
+        "3000",
+        "--orders",
+        "2000",
+        "--commands",
+        "5000",
+        "--prefetch",
+        "on",
+        "--runs",
+        "1",
+    ];
+    // The run fails unless the replica has replayed every command the engine applied.
+    let run = rialto(&args, "");
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "multi custom, 5000 commands a run; prefetching (engine thread and replica): on"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("median lag: market data caught up"));
+    let none = rialto(&["bench", "market-data", "--runs", "0"], "");
+    assert_eq!(none.code, Some(2), "{}", none.stderr);
 }
 
 #[test]
