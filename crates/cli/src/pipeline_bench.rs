@@ -279,8 +279,9 @@ pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
     while answered < n {
         // Keep the window full. One clock read stamps the burst and one the replies taken
         // together: reading it per command cost about 9% of the driving thread, which on
-        // shared threads is the pipeline's thread too. Latencies (hundreds of microseconds
-        // here) are overstated by at most a burst's few microseconds.
+        // shared threads is the pipeline's thread too. A latency (hundreds of microseconds
+        // here) is off by at most the time a burst or a batch of replies takes: microseconds
+        // once the window is full.
         let burst_sent = Instant::now();
         while sent_at.len() < n && sent_at.len() - answered < args.window {
             if pipeline
