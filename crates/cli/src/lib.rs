@@ -27,34 +27,61 @@ pub fn single_workload(commands: u64, seed: u64) -> rialto_bench::workload::Work
     rialto_bench::workload::single(&params, seed)
 }
 
-/// The workload that `rialto bench pipeline` and `rialto bench market-data` name with
-/// `--workload`, `--size`, `--symbols`, `--accounts` and `--orders`, with `commands` measured
-/// commands, and its label ("single", "multi large", "multi custom").
-pub fn bench_workload(
-    workload: rialto_bench::cli::WorkloadArg,
-    size: rialto_bench::cli::SizeArg,
-    mut overrides: rialto_bench::cli::MultiOverrides,
-    commands: u64,
-    seed: u64,
-) -> anyhow::Result<(rialto_bench::workload::Workload, String)> {
-    use rialto_bench::cli::WorkloadArg;
-    overrides.commands = Some(commands);
-    match workload {
-        WorkloadArg::Single => {
-            anyhow::ensure!(
-                !overrides.custom(),
-                "--symbols, --accounts and --orders are for --workload multi"
-            );
-            Ok((single_workload(commands, seed), "single".to_string()))
-        }
-        WorkloadArg::Multi => {
-            let (size, params) = overrides.apply(size, rialto_bench::workload::Mix::Generator)?;
-            let label = match overrides.custom() {
-                true => "multi custom".to_string(),
-                false => format!("multi {}", size.as_str()),
-            };
-            eprintln!("generating the {label} workload ({commands} commands)...");
-            Ok((rialto_bench::workload::multi(&params, seed), label))
+/// The workload flags of the benchmarks that run the server's parts (`rialto bench pipeline`,
+/// `rialto bench market-data`): `single`, or a `multi` venue of a size, as `rialto bench
+/// engine` takes them.
+#[derive(clap::Args, Debug)]
+pub struct BenchWorkloadArgs {
+    #[arg(long, value_enum, default_value = "single")]
+    pub workload: rialto_bench::cli::WorkloadArg,
+    /// Size of `multi` (WORKLOADS.md): its symbols, accounts and resting orders, set up and
+    /// pre-filled before the measured commands
+    #[arg(long, value_enum, default_value = "medium")]
+    pub size: rialto_bench::cli::SizeArg,
+    /// Override the number of symbols (multi)
+    #[arg(long)]
+    pub symbols: Option<u32>,
+    /// Override the number of user-currency accounts (multi)
+    #[arg(long)]
+    pub accounts: Option<u64>,
+    /// Override the number of resting orders after the pre-fill (multi)
+    #[arg(long)]
+    pub orders: Option<u64>,
+}
+
+impl BenchWorkloadArgs {
+    /// The workload with `commands` measured commands, and its label ("single", "multi
+    /// large", "multi custom").
+    pub fn generate(
+        &self,
+        commands: u64,
+        seed: u64,
+    ) -> anyhow::Result<(rialto_bench::workload::Workload, String)> {
+        use rialto_bench::cli::{MultiOverrides, WorkloadArg};
+        let overrides = MultiOverrides {
+            symbols: self.symbols,
+            accounts: self.accounts,
+            orders: self.orders,
+            commands: Some(commands),
+        };
+        match self.workload {
+            WorkloadArg::Single => {
+                anyhow::ensure!(
+                    !overrides.custom(),
+                    "--symbols, --accounts and --orders are for --workload multi"
+                );
+                Ok((single_workload(commands, seed), "single".to_string()))
+            }
+            WorkloadArg::Multi => {
+                let mix = rialto_bench::workload::Mix::Generator;
+                let (size, params) = overrides.apply(self.size, mix)?;
+                let label = match overrides.custom() {
+                    true => "multi custom".to_string(),
+                    false => format!("multi {}", size.as_str()),
+                };
+                eprintln!("generating the {label} workload ({commands} commands)...");
+                Ok((rialto_bench::workload::multi(&params, seed), label))
+            }
         }
     }
 }

@@ -70,16 +70,17 @@ is 0 unless --strict stopped the replay or the input could not be read."
 enum BenchCmd {
     #[command(flatten)]
     Core(BenchCommand),
-    /// The `single` workload through the in-process pipeline (journal on disk, engine thread,
-    /// replies), without sockets: throughput and latency per durability mode
+    /// A workload (`single`, or a `multi` venue) through the in-process pipeline (journal on
+    /// disk, engine thread, replies), without sockets: throughput and latency per durability
+    /// mode
     Pipeline(rialto_cli::pipeline_bench::PipelineBenchArgs),
     /// Time recovery: a snapshot with --orders resting orders plus --commands journaled ones
     Recovery(RecoveryArgs),
     /// The FIX codec: parse the 214-byte NewOrderSingle, write an ExecutionReport (median
     /// ns per operation, the format of QuickFIX/J's CodecBench in interop/quickfixj)
     Fix(rialto_cli::fix_bench::FixBenchArgs),
-    /// What the market data feed costs the engine on the `single` workload (alternating runs
-    /// with and without it, medians)
+    /// What the market data feed costs the engine, on `single` or a `multi` venue (alternating
+    /// runs with and without it, medians), and how far market data lags behind
     MarketData(rialto_cli::md_bench::MdBenchArgs),
     /// WebSocket fan-out: many subscribers to one book stream at a fixed rate of L2 updates,
     /// delivery latency percentiles

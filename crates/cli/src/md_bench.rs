@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use rialto_bench::cli::{MultiOverrides, PrefetchArg, SizeArg, WorkloadArg};
+use rialto_bench::cli::PrefetchArg;
 use rialto_bench::harness;
 use rialto_bench::workload;
 use rialto_core::{Command, Engine, OwnedEvent};
@@ -37,20 +37,8 @@ const BATCH: usize = 1024;
 
 #[derive(Args, Debug)]
 pub struct MdBenchArgs {
-    #[arg(long, value_enum, default_value = "single")]
-    pub workload: WorkloadArg,
-    /// Size of `multi` (WORKLOADS.md)
-    #[arg(long, value_enum, default_value = "medium")]
-    pub size: SizeArg,
-    /// Override the number of symbols (multi)
-    #[arg(long)]
-    pub symbols: Option<u32>,
-    /// Override the number of user-currency accounts (multi)
-    #[arg(long)]
-    pub accounts: Option<u64>,
-    /// Override the number of resting orders after the pre-fill (multi)
-    #[arg(long)]
-    pub orders: Option<u64>,
+    #[command(flatten)]
+    pub workload: crate::BenchWorkloadArgs,
     /// Measured commands
     #[arg(long, default_value_t = 1_000_000)]
     pub commands: u64,
@@ -233,19 +221,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(args: &MdBenchArgs) -> anyhow::Result<()> {
-    let overrides = MultiOverrides {
-        symbols: args.symbols,
-        accounts: args.accounts,
-        orders: args.orders,
-        commands: None,
-    };
-    let (w, label) = crate::bench_workload(
-        args.workload,
-        args.size,
-        overrides,
-        args.commands,
-        args.seed,
-    )?;
+    let (w, label) = args.workload.generate(args.commands, args.seed)?;
     let (mut base, mut with_feed) = (Vec::new(), Vec::new());
     let (mut base_cpu, mut feed_cpu) = (Vec::new(), Vec::new());
     let mut drains = Vec::new();

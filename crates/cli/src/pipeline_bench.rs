@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use rialto_bench::cli::{MultiOverrides, PrefetchArg, SizeArg, WorkloadArg};
+use rialto_bench::cli::PrefetchArg;
 use rialto_bench::workload;
 use rialto_core::{Command, Engine};
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
@@ -35,21 +35,8 @@ pub struct PipelineBenchArgs {
     pub durability: DurabilityMode,
     #[arg(long, default_value_t = 1_000)]
     pub batch_interval_us: u64,
-    #[arg(long, value_enum, default_value = "single")]
-    pub workload: WorkloadArg,
-    /// Size of `multi` (WORKLOADS.md): its symbols, accounts and resting orders, set up and
-    /// pre-filled through the pipeline before the measured commands.
-    #[arg(long, value_enum, default_value = "medium")]
-    pub size: SizeArg,
-    /// Override the number of symbols (multi).
-    #[arg(long)]
-    pub symbols: Option<u32>,
-    /// Override the number of user-currency accounts (multi).
-    #[arg(long)]
-    pub accounts: Option<u64>,
-    /// Override the number of resting orders after the pre-fill (multi).
-    #[arg(long)]
-    pub orders: Option<u64>,
+    #[command(flatten)]
+    pub workload: crate::BenchWorkloadArgs,
     /// Measured commands
     #[arg(long, default_value_t = 1_000_000)]
     pub commands: u64,
@@ -135,23 +122,6 @@ fn start_pipeline(
         .apply_system_commands(setup, Duration::from_secs(600))
         .map_err(|e| anyhow::anyhow!("set-up: {e}"))?;
     Ok(pipeline)
-}
-
-/// The workload `args` name, and its label ("single", "multi large", "multi custom").
-fn generate(args: &PipelineBenchArgs) -> anyhow::Result<(workload::Workload, String)> {
-    let overrides = MultiOverrides {
-        symbols: args.symbols,
-        accounts: args.accounts,
-        orders: args.orders,
-        commands: None,
-    };
-    crate::bench_workload(
-        args.workload,
-        args.size,
-        overrides,
-        args.commands,
-        args.seed,
-    )
 }
 
 /// The request that offers workload command `k`, as session `FIRST_BENCH_SESSION + k`.
@@ -255,7 +225,7 @@ fn fixed_rates(
 
 pub fn run(args: &PipelineBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.rates.iter().all(|&r| r > 0), "rates must be positive");
-    let (w, label) = generate(args)?;
+    let (w, label) = args.workload.generate(args.commands, args.seed)?;
     let scratch;
     let data_dir = match &args.data {
         Some(dir) => dir.clone(),

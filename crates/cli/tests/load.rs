@@ -13,29 +13,32 @@ fn json_of(run: &common::Run) -> Value {
     serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
 }
 
+/// A small `multi` venue of 5,000 commands, the engine prefetching although it fits the caches.
+const SMALL_MULTI: [&str; 12] = [
+    "--workload",
+    "multi",
+    "--symbols",
+    "20",
+    "--accounts",
+    "3000",
+    "--orders",
+    "2000",
+    "--commands",
+    "5000",
+    "--prefetch",
+    "on",
+];
+
 #[test]
 fn bench_pipeline_runs_a_small_multi_venue_with_the_engine_stage_prefetching() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("multi");
     let args = [
-        "bench",
-        "pipeline",
-        "--workload",
-        "multi",
-        "--symbols",
-        "20",
-        "--accounts",
-        "3000",
-        "--orders",
-        "2000",
-        "--commands",
-        "5000",
-        "--prefetch",
-        "on",
-        "--json",
-        "--data",
-        data.to_str().unwrap(),
-    ];
+        ["bench", "pipeline"].as_slice(),
+        &SMALL_MULTI,
+        &["--json", "--data", data.to_str().unwrap()],
+    ]
+    .concat();
     let run = json_of(&rialto(&args, ""));
     assert_eq!(run["workload"], "multi custom");
     assert_eq!(run["commands"], 5_000);
@@ -46,23 +49,11 @@ fn bench_pipeline_runs_a_small_multi_venue_with_the_engine_stage_prefetching() {
 #[test]
 fn bench_market_data_runs_a_small_multi_venue_with_the_replica_prefetching() {
     let args = [
-        "bench",
-        "market-data",
-        "--workload",
-        "multi",
-        "--symbols",
-        "20",
-        "--accounts",
-        "3000",
-        "--orders",
-        "2000",
-        "--commands",
-        "5000",
-        "--prefetch",
-        "on",
-        "--runs",
-        "1",
-    ];
+        ["bench", "market-data"].as_slice(),
+        &SMALL_MULTI,
+        &["--runs", "1"],
+    ]
+    .concat();
     // The run fails unless the replica has replayed every command the engine applied.
     let run = rialto(&args, "");
     assert_eq!(run.code, Some(0), "{}", run.stderr);
