@@ -40,6 +40,13 @@ const NONE: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot(u32);
 
+impl Slot {
+    #[cfg(test)]
+    pub(crate) fn from_index(index: u32) -> Slot {
+        Slot(index)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BookOrder {
     pub order: u64,
@@ -70,12 +77,16 @@ pub struct LevelChange {
 
 /// Orders and levels live in slabs (vectors whose freed entries are reused); the price maps
 /// only order the levels, so an execution touches no tree unless its level empties.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct L3Book {
     orders: Vec<BookOrder>,
     free_orders: Vec<u32>,
-    /// Public order number -> slot.
-    index: FxHashMap<u64, u32>,
+    /// Public order number -> slot; `None` in a book reached only by slot (the feed's, which
+    /// keeps each order's slot beside its own key: on a big venue the index would cost a
+    /// cache miss on every add and every removal).
+    index: Option<FxHashMap<u64, u32>>,
+    /// Orders resting.
+    count: usize,
     levels: Vec<Level>,
     free_levels: Vec<u32>,
     /// Price -> level slot, per side.
@@ -83,9 +94,43 @@ pub struct L3Book {
     asks: BTreeMap<i64, u32>,
 }
 
+impl Default for L3Book {
+    fn default() -> L3Book {
+        L3Book {
+            orders: Vec::new(),
+            free_orders: Vec::new(),
+            index: Some(FxHashMap::default()),
+            count: 0,
+            levels: Vec::new(),
+            free_levels: Vec::new(),
+            bids: BTreeMap::new(),
+            asks: BTreeMap::new(),
+        }
+    }
+}
+
 impl L3Book {
     pub fn new() -> L3Book {
         L3Book::default()
+    }
+
+    /// A book without the index by public order number: [`Self::order`], [`Self::take`] and
+    /// [`Self::delete`] find nothing in it, and adding an order number twice is not caught.
+    /// For a caller that reaches every order by the slot [`Self::add_slot`] returned.
+    pub fn by_slot_only() -> L3Book {
+        L3Book {
+            index: None,
+            ..L3Book::default()
+        }
+    }
+
+    /// The slot of a public order number.
+    fn slot_of(&self, order: u64) -> Result<u32, BookError> {
+        self.index
+            .as_ref()
+            .and_then(|index| index.get(&order))
+            .copied()
+            .ok_or(BookError::UnknownOrder(order))
     }
 
     fn side_mut(&mut self, side: Side) -> &mut BTreeMap<i64, u32> {
@@ -103,9 +148,13 @@ impl L3Book {
     }
 
     pub fn order(&self, order: u64) -> Option<&BookOrder> {
-        self.index
-            .get(&order)
-            .map(|&slot| &self.orders[slot as usize])
+        let slot = self.slot_of(order).ok()?;
+        Some(&self.orders[slot as usize])
+    }
+
+    /// Starts loading the order in `slot` (see [`crate::Feed::prefetch_upcoming`]).
+    pub fn prefetch_order(&self, slot: Slot) {
+        rialto_prefetch::prefetch_index(&self.orders, slot.0 as usize);
     }
 
     /// The order in a slot that [`Self::add_slot`] returned (and that has not left since).
@@ -114,7 +163,7 @@ impl L3Book {
     }
 
     pub fn order_count(&self) -> usize {
-        self.index.len()
+        self.count
     }
 
     /// Puts an order at the back of its level.
@@ -144,10 +193,13 @@ impl L3Book {
             Some(&slot) => slot,
             None => self.orders.len() as u32,
         };
-        match self.index.entry(order) {
-            Entry::Occupied(_) => return Err(BookError::DuplicateOrder(order)),
-            Entry::Vacant(v) => v.insert(slot),
-        };
+        if let Some(index) = &mut self.index {
+            match index.entry(order) {
+                Entry::Occupied(_) => return Err(BookError::DuplicateOrder(order)),
+                Entry::Vacant(v) => v.insert(slot),
+            };
+        }
+        self.count += 1;
         let level = self.level_for(side, price);
         let l = &mut self.levels[level as usize];
         let prev = l.tail;
@@ -205,10 +257,7 @@ impl L3Book {
     /// Takes `qty` off an order (0 < qty <= its quantity); an order at zero leaves.
     /// Returns the level change and the order's quantity left.
     pub fn take(&mut self, order: u64, qty: i64) -> Result<(LevelChange, i64), BookError> {
-        let slot = *self
-            .index
-            .get(&order)
-            .ok_or(BookError::UnknownOrder(order))?;
+        let slot = self.slot_of(order)?;
         self.take_slot(Slot(slot), qty)
     }
 
@@ -246,7 +295,10 @@ impl L3Book {
         if o.next != NONE {
             self.orders[o.next as usize].prev = o.prev;
         }
-        self.index.remove(&o.order);
+        if let Some(index) = &mut self.index {
+            index.remove(&o.order);
+        }
+        self.count -= 1;
         self.free_orders.push(slot.0);
         if level_empty {
             self.side_mut(o.side).remove(&o.price);
@@ -257,10 +309,7 @@ impl L3Book {
 
     /// Removes an order whatever its quantity.
     pub fn delete(&mut self, order: u64) -> Result<LevelChange, BookError> {
-        let slot = *self
-            .index
-            .get(&order)
-            .ok_or(BookError::UnknownOrder(order))?;
+        let slot = self.slot_of(order)?;
         self.delete_slot(Slot(slot))
     }
 
@@ -345,5 +394,52 @@ impl L3Book {
             book.add(o.order, Side::Sell, o.price, o.qty)?;
         }
         Ok(book)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// A book reached by slot only goes through the same states as one reached by order
+        /// number, and finds nothing by number.
+        #[test]
+        fn a_book_by_slot_only_matches_an_indexed_one(
+            ops in prop::collection::vec((any::<bool>(), any::<bool>(), 95i64..105, 1i64..5, any::<prop::sample::Index>()), 1..300)
+        ) {
+            let mut indexed = L3Book::new();
+            let mut by_slot = L3Book::by_slot_only();
+            // Resting orders: (number, slot in `by_slot`).
+            let mut live: Vec<(u64, Slot)> = Vec::new();
+            let mut next = 0;
+            for (add, buy, price, qty, pick) in ops {
+                if add || live.is_empty() {
+                    next += 1;
+                    let side = if buy { Side::Buy } else { Side::Sell };
+                    let a = indexed.add(next, side, price, qty).unwrap();
+                    let (b, slot) = by_slot.add_slot(next, side, price, qty).unwrap();
+                    prop_assert_eq!(a, b);
+                    live.push((next, slot));
+                } else {
+                    let i = pick.index(live.len());
+                    let (order, slot) = live[i];
+                    let take = qty.min(by_slot.order_at(slot).qty);
+                    let a = indexed.take(order, take).unwrap();
+                    let b = by_slot.take_slot(slot, take).unwrap();
+                    prop_assert_eq!(a, b);
+                    if b.1 == 0 {
+                        live.swap_remove(i);
+                    }
+                    prop_assert_eq!(by_slot.take(order, 1), Err(BookError::UnknownOrder(order)));
+                }
+                prop_assert_eq!(indexed.order_count(), live.len());
+                prop_assert_eq!(by_slot.order_count(), live.len());
+                prop_assert_eq!(indexed.l3_snapshot(0), by_slot.l3_snapshot(0));
+                prop_assert!(by_slot.order(next).is_none());
+            }
+        }
     }
 }

@@ -15,6 +15,7 @@ pub mod candles;
 pub mod codec;
 pub mod feed;
 pub mod input;
+mod live;
 pub mod mirror;
 pub mod receiver;
 pub mod update;

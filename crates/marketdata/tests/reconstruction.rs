@@ -66,6 +66,10 @@ fn apply(engine: &mut Engine, feed: &mut Feed, seq: &mut u64, cmd: &Command) -> 
     let mut events: Vec<OwnedEvent> = Vec::new();
     let ts_ns = *seq as i64 * 7_000_000_000; // a few trades a minute: several candles
     feed.clear_updates();
+    // Every prefetch step sees this command as the one ahead of it (they read real entries:
+    // the order it names, its symbol, its slot); the books rebuilt below show they change
+    // nothing.
+    feed.prefetch_upcoming(|_| Some(cmd));
     if engine.apply(*seq, ts_ns, cmd, &mut events).is_ok() {
         feed.apply(ts_ns, cmd, &events);
     }

@@ -179,10 +179,12 @@ impl MarketData {
             }
             if prefetch {
                 let ahead = &replay.ahead;
-                replay.engine.prefetch_upcoming(|n| match n {
+                let upcoming = |n| match n {
                     0 => Some(&record.command),
                     n => ahead.get(n - 1).map(|r| &r.command),
-                });
+                };
+                replay.engine.prefetch_upcoming(upcoming);
+                feed.prefetch_upcoming(upcoming);
             }
             replay.events.clear();
             let (seq, ts_ns, cmd) = (record.seq, record.ts_ns, record.command);
