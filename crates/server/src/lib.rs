@@ -3,6 +3,7 @@
 //! [`start`] recovers the venue from its data directory and starts serving; the returned
 //! [`RunningServer`] stops cleanly on request (SIGINT/SIGTERM in `rialto serve`).
 
+pub mod admission;
 pub mod affinity;
 pub mod auth;
 pub mod config;
