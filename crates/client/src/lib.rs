@@ -81,7 +81,11 @@ pub struct Client {
 
 impl Client {
     pub fn connect(addr: impl ToSocketAddrs) -> Result<Client, ClientError> {
-        let stream = TcpStream::connect(addr)?;
+        Client::from_stream(TcpStream::connect(addr)?)
+    }
+
+    /// A client over a connection made elsewhere (from a chosen local address, say).
+    pub fn from_stream(stream: TcpStream) -> Result<Client, ClientError> {
         stream.set_nodelay(true)?;
         Ok(Client {
             stream,

@@ -223,6 +223,42 @@ fn spend<K: Copy + Eq + Hash>(
 /// How often callers should prune throttles.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(5);
 
+/// At most one log line per `every` for events a peer can cause at will (refused logins,
+/// evicted connections): the others are counted, and the next line says how many there were.
+/// So an attacker cannot fill the disk through the server's own log.
+pub struct LogLimiter {
+    every: Duration,
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl LogLimiter {
+    pub fn new(every: Duration) -> LogLimiter {
+        LogLimiter {
+            every,
+            last: None,
+            suppressed: 0,
+        }
+    }
+
+    /// Calls `log(events not logged since the last line)` if a line is due.
+    pub fn note(&mut self, now: Instant, log: impl FnOnce(u64)) {
+        if self
+            .last
+            .is_some_and(|last| now.saturating_duration_since(last) < self.every)
+        {
+            self.suppressed += 1;
+            return;
+        }
+        log(self.suppressed);
+        self.suppressed = 0;
+        self.last = Some(now);
+    }
+}
+
+/// How often a [`LogLimiter`] of the server lets a line through.
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,5 +323,16 @@ mod tests {
         // Three seconds on, every bucket is full again and forgotten.
         throttle.prune(t0 + Duration::from_secs(4));
         assert!(throttle.is_empty());
+    }
+
+    #[test]
+    fn a_log_limiter_lets_one_line_through_per_interval_and_counts_the_rest() {
+        let mut limiter = LogLimiter::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        let mut lines = Vec::new();
+        for ms in [0, 1, 2, 9_999, 10_000, 10_001] {
+            limiter.note(t0 + Duration::from_millis(ms), |n| lines.push((ms, n)));
+        }
+        assert_eq!(lines, [(0, 0), (10_000, 3)]);
     }
 }

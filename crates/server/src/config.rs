@@ -134,15 +134,26 @@ impl std::str::FromStr for ThreadLayout {
     }
 }
 
+/// The shortest admin secret a config may set.
+pub const MIN_ADMIN_SECRET_LEN: usize = 32;
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GatewaySettings {
     /// How the gateway thread waits for socket events: `park` blocks in epoll, `spin` busy-polls
     /// (lowest latency; takes a core), `backoff` spins briefly then blocks.
     pub io: WaitStrategy,
+    /// Logged-in sessions on the order port.
     pub max_sessions: usize,
-    /// Sessions on the admin listener, counted apart from the order port's.
+    /// Logged-in sessions on the admin listener, counted apart from the order port's.
     pub max_admin_sessions: usize,
+    /// Connections that have not logged in yet on the order port; over it the oldest of them
+    /// is closed.
+    pub max_pending_logins: usize,
+    /// The same on the admin port.
+    pub max_pending_admin_logins: usize,
+    /// Connections from one address (IPv6: one /64) that have not logged in yet, per port.
+    pub max_pending_logins_per_address: usize,
     /// A connection that has not logged in after this long is closed.
     pub login_timeout_ms: u64,
     /// Frames a session may send per second before it is disconnected (0: no limit).
@@ -174,7 +185,14 @@ pub struct FixSettings {
     pub sessions: Vec<FixSessionSettings>,
     /// Cancel a session's live orders when it disconnects (sessions may override it).
     pub cancel_on_disconnect: bool,
+    /// Logged-on connections.
     pub max_connections: usize,
+    /// Connections that have not logged on yet; over it the oldest of them is closed.
+    pub max_pending_logons: usize,
+    /// Connections from one address (IPv6: one /64) that have not logged on yet.
+    pub max_pending_logons_per_address: usize,
+    /// A connection that has sent no valid Logon after this long is closed.
+    pub logon_timeout_ms: u64,
     /// The largest FIX message accepted, in bytes.
     pub max_message_bytes: usize,
     /// SendingTime may differ from our clock by this much before a message is refused.
@@ -184,6 +202,10 @@ pub struct FixSettings {
     pub burst: u64,
     /// Keep every message in and out in the per-session message log (`rialto fix log`).
     pub message_log: bool,
+    /// A session's message log starts a new file past this size...
+    pub message_log_max_bytes: u64,
+    /// ...and keeps this many full files beside the current one (older ones are deleted).
+    pub message_log_files: u32,
 }
 
 /// HTTP: the REST API, the WebSocket API, /metrics and the web console (docs/api.md).
@@ -291,11 +313,16 @@ impl Default for FixSettings {
                 .collect(),
             cancel_on_disconnect: false,
             max_connections: 256,
+            max_pending_logons: 64,
+            max_pending_logons_per_address: 8,
+            logon_timeout_ms: 5_000,
             max_message_bytes: 64 << 10,
             max_clock_skew_ms: 120_000,
             max_msgs_per_sec: 200_000,
             burst: 20_000,
             message_log: true,
+            message_log_max_bytes: 64 << 20,
+            message_log_files: 4,
         }
     }
 }
@@ -364,7 +391,10 @@ impl Default for GatewaySettings {
             io: WaitStrategy::Backoff,
             max_sessions: 1_024,
             max_admin_sessions: 16,
-            login_timeout_ms: 10_000,
+            max_pending_logins: 64,
+            max_pending_admin_logins: 16,
+            max_pending_logins_per_address: 8,
+            login_timeout_ms: 5_000,
             max_msgs_per_sec: 200_000,
             burst: 20_000,
             max_output_bytes: 16 << 20,
@@ -413,6 +443,13 @@ impl ServerConfig {
             self.gateway.max_sessions >= 1 && self.gateway.max_admin_sessions >= 1,
             "gateway.max_sessions and gateway.max_admin_sessions must be at least 1"
         );
+        anyhow::ensure!(
+            self.gateway.max_pending_logins >= 1
+                && self.gateway.max_pending_admin_logins >= 1
+                && self.gateway.max_pending_logins_per_address >= 1,
+            "gateway.max_pending_logins, max_pending_admin_logins and \
+             max_pending_logins_per_address must be at least 1"
+        );
         let w = &self.web;
         anyhow::ensure!(
             w.max_ws_queue >= 1 && w.max_ws_connections >= 1,
@@ -457,9 +494,11 @@ impl ServerConfig {
             "journal.segment_bytes must be 4096..=1099511627776"
         );
         if let Some(secret) = &self.admin_secret {
+            // 32 characters: 128 bits as hex, like the derived secret; a shorter one can be
+            // guessed by anyone who reaches the admin port.
             anyhow::ensure!(
-                (1..=rialto_wire::Secret::MAX_LEN).contains(&secret.len()),
-                "admin_secret must be 1..={} bytes",
+                (MIN_ADMIN_SECRET_LEN..=rialto_wire::Secret::MAX_LEN).contains(&secret.len()),
+                "admin_secret must be {MIN_ADMIN_SECRET_LEN}..={} bytes (at least 128 bits as hex)",
                 rialto_wire::Secret::MAX_LEN
             );
         }
@@ -510,6 +549,18 @@ impl ServerConfig {
             "fix.max_message_bytes must be 1024..=16777216"
         );
         anyhow::ensure!(f.burst >= 1, "fix.burst must be at least 1");
+        anyhow::ensure!(
+            f.max_pending_logons >= 1 && f.max_pending_logons_per_address >= 1,
+            "fix.max_pending_logons and fix.max_pending_logons_per_address must be at least 1"
+        );
+        anyhow::ensure!(
+            f.logon_timeout_ms >= 1,
+            "fix.logon_timeout_ms must be at least 1"
+        );
+        anyhow::ensure!(
+            f.message_log_max_bytes >= 1 << 20,
+            "fix.message_log_max_bytes must be at least 1048576"
+        );
         for (symbol, i) in &self.instruments {
             for (what, text) in [("price_tick", &i.price_tick), ("qty_lot", &i.qty_lot)] {
                 let ok = rialto_fix::Decimal::parse(text.as_bytes()).is_ok_and(|d| d.mantissa > 0);

@@ -5,7 +5,7 @@
 //! in its buffer and the kernel's), so nothing is dropped and a flood slows only its sender.
 //! A session whose unsent output grows past the limit is too slow to keep and is closed.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +17,10 @@ use rialto_core::{Command, PlaceOrder, UserId};
 use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
 use rustc_hash::FxHashMap;
 
+use crate::admission::{
+    LOG_EVERY, LogLimiter, LoginThrottle, PRUNE_EVERY, PeerKey, PreAuthBudget, ThrottleSettings,
+    Throttled,
+};
 use crate::auth::{Credentials, constant_time_eq};
 use crate::fix::{FIX_SERVICE_SESSION, FixGateway};
 use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
@@ -47,10 +51,15 @@ const WEB_MESSAGES_MAX: usize = 1024;
 
 pub struct GatewayConfig {
     pub io: WaitStrategy,
-    /// Sessions on the order port.
+    /// Logged-in sessions on the order port.
     pub max_sessions: usize,
-    /// Sessions on the admin port, counted apart so that traders cannot lock operators out.
+    /// Logged-in sessions on the admin port, counted apart from the order port's.
     pub max_admin_sessions: usize,
+    /// Connections that have not logged in yet, per port (over it the oldest is closed) and
+    /// from one address on a port.
+    pub max_pending_logins: usize,
+    pub max_pending_admin_logins: usize,
+    pub max_pending_logins_per_address: usize,
     /// A session that has not logged in this long after connecting is closed.
     pub login_timeout: Duration,
     pub max_msgs_per_sec: u64,
@@ -70,6 +79,7 @@ enum Role {
 
 struct Session {
     stream: TcpStream,
+    peer: PeerKey,
     admin_port: bool,
     role: Role,
     /// Received bytes not yet decoded are `input[input_start..input_end]`.
@@ -126,6 +136,17 @@ pub struct Gateway {
     /// Sessions on their way out (waiting for replies, or draining input).
     closing: Vec<SessionId>,
     scratch: Vec<SessionId>,
+    /// Connections that have not logged in, per port: the order port's and the admin port's
+    /// are apart, so that a flood on one port cannot keep the other's users out.
+    pending_logins: PreAuthBudget<SessionId>,
+    pending_admin_logins: PreAuthBudget<SessionId>,
+    /// Failed logins; admin logins count as user 0.
+    throttle: LoginThrottle<UserId>,
+    last_prune: Instant,
+    refusals: LogLimiter,
+    /// A listener whose accept failed (out of file descriptors): try it again at the next
+    /// housekeeping, since no new event comes for connections already waiting.
+    retry_accept: bool,
 }
 
 impl Gateway {
@@ -164,7 +185,6 @@ impl Gateway {
             sessions: FxHashMap::default(),
             by_user: FxHashMap::default(),
             next_session: FIRST_SESSION,
-            config,
             credentials,
             pipeline,
             fix,
@@ -177,6 +197,19 @@ impl Gateway {
             dirty: Vec::new(),
             closing: Vec::new(),
             scratch: Vec::new(),
+            pending_logins: PreAuthBudget::new(
+                config.max_pending_logins,
+                config.max_pending_logins_per_address,
+            ),
+            pending_admin_logins: PreAuthBudget::new(
+                config.max_pending_admin_logins,
+                config.max_pending_logins_per_address,
+            ),
+            throttle: LoginThrottle::new(ThrottleSettings::default()),
+            last_prune: Instant::now(),
+            refusals: LogLimiter::new(LOG_EVERY),
+            retry_accept: false,
+            config,
         })
     }
 
@@ -295,6 +328,17 @@ impl Gateway {
                 let fix = self.fix.as_ref().map_or(0, FixGateway::connection_count);
                 m.fix_sessions.store(fix as u64, Ordering::Relaxed);
                 self.close_silent_sessions();
+                if std::mem::take(&mut self.retry_accept) {
+                    self.accept(false);
+                    self.accept(true);
+                }
+                if let Some(fix) = &mut self.fix {
+                    fix.retry_accept(self.poll.registry(), &mut self.next_session);
+                }
+                if self.last_prune.elapsed() >= PRUNE_EVERY {
+                    self.last_prune = Instant::now();
+                    self.throttle.prune(self.last_prune);
+                }
             }
             if let Some(since) = stopping_since {
                 let drained = self.pipeline.drained() && self.pipeline.outbound.is_empty();
@@ -394,33 +438,14 @@ impl Gateway {
                 Ok(conn) => conn,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
-                    tracing::warn!("accept failed: {e}");
+                    self.retry_accept = true;
+                    self.refusals.note(Instant::now(), |suppressed| {
+                        tracing::warn!(suppressed, "accept failed (retried): {e}")
+                    });
                     return;
                 }
             };
             let _ = stream.set_nodelay(true);
-            let on_this_port = self
-                .sessions
-                .values()
-                .filter(|s| s.admin_port == admin_port && !s.closing)
-                .count();
-            let limit = if admin_port {
-                self.config.max_admin_sessions
-            } else {
-                self.config.max_sessions
-            };
-            if on_this_port >= limit {
-                let mut frame = Vec::new();
-                encode_server(
-                    &ServerMsg::Error {
-                        code: ErrorCode::Busy,
-                        message: "too many sessions".into(),
-                    },
-                    &mut frame,
-                );
-                let _ = stream.write(&frame);
-                continue;
-            }
             let id = self.next_session;
             self.next_session += 1;
             let interest = Interest::READABLE | Interest::WRITABLE;
@@ -433,10 +458,22 @@ impl Gateway {
                 continue;
             }
             tracing::debug!(session = id, %peer, admin_port, "session opened");
+            let peer = PeerKey::of(peer.ip());
+            let budget = if admin_port {
+                &mut self.pending_admin_logins
+            } else {
+                &mut self.pending_logins
+            };
+            if let Some(evicted) = budget.admit(id, peer) {
+                // The port's budget of connections waiting to log in is spent: the oldest
+                // makes room, so that idle sockets cannot keep a real login out.
+                self.close(evicted);
+            }
             self.sessions.insert(
                 id,
                 Session {
                     stream,
+                    peer,
                     admin_port,
                     role: Role::AwaitingLogin,
                     input: vec![0; READ_BUFFER].into_boxed_slice(),
@@ -775,33 +812,14 @@ impl Gateway {
             .shared
             .applied_seq
             .load(std::sync::atomic::Ordering::Acquire);
-        match msg {
-            ClientMsg::Login { user, secret } if !admin_port => {
-                if !self.credentials.check_user(user, secret.as_bytes()) {
-                    self.reject(id, ErrorCode::AuthFailed, "wrong user id or secret");
-                    return Handled::Close;
-                }
-                if let Some(s) = self.sessions.get_mut(&id) {
-                    s.role = Role::Trader(user);
-                }
-                self.by_user.entry(user).or_default().push(id);
-                tracing::debug!(session = id, user, "trader logged in");
-                self.queue(id, &ServerMsg::LoginAccepted { user, last_seq });
-                Handled::Done
-            }
-            ClientMsg::AdminLogin { secret } if admin_port => {
-                let expected = self.config.admin_secret.as_bytes();
-                if !constant_time_eq(expected, secret.as_bytes()) {
-                    self.reject(id, ErrorCode::AuthFailed, "wrong admin secret");
-                    return Handled::Close;
-                }
-                if let Some(s) = self.sessions.get_mut(&id) {
-                    s.role = Role::Admin;
-                }
-                tracing::info!(session = id, "admin logged in");
-                self.queue(id, &ServerMsg::LoginAccepted { user: 0, last_seq });
-                Handled::Done
-            }
+        let Some(peer) = self.sessions.get(&id).map(|s| s.peer) else {
+            return Handled::Close;
+        };
+        let now = Instant::now();
+        // Who the attempt is for: admin logins count as user 0.
+        let (user, secret) = match msg {
+            ClientMsg::Login { user, secret } if !admin_port => (user, secret),
+            ClientMsg::AdminLogin { secret } if admin_port => (0, secret),
             ClientMsg::Login { .. } | ClientMsg::AdminLogin { .. } => {
                 let what = if admin_port {
                     "this is the admin port: log in with AdminLogin"
@@ -809,7 +827,7 @@ impl Gateway {
                     "admin logins are accepted only on the admin port"
                 };
                 self.reject(id, ErrorCode::AuthFailed, what);
-                Handled::Close
+                return Handled::Close;
             }
             _ => {
                 self.reject(
@@ -817,9 +835,67 @@ impl Gateway {
                     ErrorCode::NotLoggedIn,
                     "the first frame must be a login",
                 );
-                Handled::Close
+                return Handled::Close;
             }
+        };
+        if let Err(throttled) = self.throttle.check(peer, Some(user), now) {
+            let what = match throttled {
+                Throttled::Address => "too many failed logins from this address: wait",
+                Throttled::User => "too many failed logins for this user: wait",
+            };
+            self.reject(id, ErrorCode::AuthFailed, what);
+            return Handled::Close;
         }
+        let granted = if admin_port {
+            constant_time_eq(self.config.admin_secret.as_bytes(), secret.as_bytes())
+        } else {
+            self.credentials.check_user(user, secret.as_bytes())
+        };
+        if !granted {
+            self.throttle.failed(peer, Some(user), now);
+            self.refusals.note(now, |suppressed| {
+                tracing::warn!(session = id, admin_port, suppressed, "login refused")
+            });
+            let what = if admin_port {
+                "wrong admin secret"
+            } else {
+                "wrong user id or secret"
+            };
+            self.reject(id, ErrorCode::AuthFailed, what);
+            return Handled::Close;
+        }
+        let logged_in = self
+            .sessions
+            .values()
+            .filter(|s| s.admin_port == admin_port && s.role != Role::AwaitingLogin && !s.closing)
+            .count();
+        let limit = if admin_port {
+            self.config.max_admin_sessions
+        } else {
+            self.config.max_sessions
+        };
+        if logged_in >= limit {
+            self.reject(id, ErrorCode::Busy, "too many sessions");
+            return Handled::Close;
+        }
+        self.pending_logins.leave(id);
+        self.pending_admin_logins.leave(id);
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.role = if admin_port {
+                Role::Admin
+            } else {
+                Role::Trader(user)
+            };
+        }
+        if admin_port {
+            tracing::info!(session = id, "admin logged in");
+            self.queue(id, &ServerMsg::LoginAccepted { user: 0, last_seq });
+        } else {
+            self.by_user.entry(user).or_default().push(id);
+            tracing::debug!(session = id, user, "trader logged in");
+            self.queue(id, &ServerMsg::LoginAccepted { user, last_seq });
+        }
+        Handled::Done
     }
 
     fn trader_frame(&mut self, id: SessionId, user: UserId, msg: ClientMsg) -> Handled {
@@ -1049,6 +1125,8 @@ impl Gateway {
             return;
         };
         let _ = self.poll.registry().deregister(&mut s.stream);
+        self.pending_logins.leave(id);
+        self.pending_admin_logins.leave(id);
         if let Role::Trader(user) = s.role
             && let Some(ids) = self.by_user.get_mut(&user)
         {

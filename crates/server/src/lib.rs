@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod idle;
 pub mod metrics;
 pub mod pipeline;
+pub mod process;
 pub mod ring;
 pub mod sockets;
 pub mod web;
@@ -125,8 +126,19 @@ pub fn start_with_stop(
         affinity::keep_off(cpu)?;
     }
     let data_dir = &config.data_dir;
+    process::owner_only_files();
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+    let tightened = process::tighten_permissions(data_dir)
+        .with_context(|| format!("cannot restrict permissions in {}", data_dir.display()))?;
+    if tightened > 0 {
+        tracing::info!(
+            entries = tightened,
+            "took group and other permissions away in the data directory"
+        );
+    }
+    let open_files = process::raise_open_file_limit();
+    tracing::info!(open_files, "open file limit");
     let credentials = Arc::new(Credentials::load_or_create(data_dir)?);
     let admin_secret = config
         .admin_secret
@@ -236,6 +248,11 @@ pub fn start_with_stop(
             comp_id: f.comp_id.clone(),
             sessions,
             max_connections: f.max_connections,
+            max_pending_logons: f.max_pending_logons,
+            max_pending_logons_per_address: f.max_pending_logons_per_address,
+            logon_timeout: Duration::from_millis(f.logon_timeout_ms),
+            message_log_max_bytes: f.message_log_max_bytes,
+            message_log_files: f.message_log_files,
             max_message_bytes: f.max_message_bytes,
             max_clock_skew_ns: (f.max_clock_skew_ms as i64).saturating_mul(1_000_000),
             max_msgs_per_sec: f.max_msgs_per_sec,
@@ -258,6 +275,9 @@ pub fn start_with_stop(
             io: config.gateway.io,
             max_sessions: config.gateway.max_sessions,
             max_admin_sessions: config.gateway.max_admin_sessions,
+            max_pending_logins: config.gateway.max_pending_logins,
+            max_pending_admin_logins: config.gateway.max_pending_admin_logins,
+            max_pending_logins_per_address: config.gateway.max_pending_logins_per_address,
             login_timeout: Duration::from_millis(config.gateway.login_timeout_ms),
             max_msgs_per_sec: config.gateway.max_msgs_per_sec,
             burst: config.gateway.burst,

@@ -67,6 +67,10 @@
 //! MsgSeqNum. Everything else (the other session-level messages) is not stored and its
 //! numbers are covered by SequenceReset-GapFill (123=Y, 36=NewSeqNo, 43=Y), consecutive ones
 //! in one. EndSeqNo 0, or anything at or beyond our last number (999999), means "to the end".
+//! A resend is written in chunks of `resend_chunk_bytes`: the first with the ResendRequest, the
+//! rest by [`Session::pump_resend`] as the counterparty reads ([`Session::is_resending`]); a
+//! ResendRequest that arrives while one is served replaces it. Messages sent meanwhile go out
+//! at once, with their new numbers, beside the resent ones.
 //!
 //! Application messages sent while not logged on are stored and not written; the
 //! counterparty sees the gap at the next Logon and a ResendRequest brings them (case 15, 16).
@@ -78,7 +82,6 @@
 //! - PossResend (97) duplicates (case 19) are for the application (by ClOrdID): the session
 //!   delivers them like any in-sequence message.
 //! - Data fields with an embedded SOH (RawData 96 and the like) in the header scan.
-//! - A ResendRequest is answered in full into `out` in one call, however long the range.
 //! - A store or log write failure is returned as [`SessionError`]; the caller closes.
 
 pub mod log;
@@ -149,6 +152,10 @@ pub struct SessionConfig {
     /// handles many messages per turn of its loop writes them once, before its sockets).
     /// Off by default: every call ends with them handed to the OS.
     pub defer_flush: bool,
+    /// How many bytes a resend writes per call (default 64 KiB). A ResendRequest writes the
+    /// first chunk at once; the rest waits for [`Session::pump_resend`], which a server calls
+    /// as the counterparty reads, so that a long resend never sits in memory whole.
+    pub resend_chunk_bytes: usize,
 }
 
 impl SessionConfig {
@@ -163,6 +170,7 @@ impl SessionConfig {
             logout_timeout_ns: 10_000_000_000,
             max_heart_bt_int_s: 3600,
             defer_flush: false,
+            resend_chunk_bytes: 64 << 10,
         }
     }
 
@@ -270,10 +278,21 @@ pub struct Session<S: MessageStore> {
     resend_until: Option<u64>,
     garbled_count: u64,
     disconnect_reason: Option<String>,
+    /// A resend of ours being served, chunk by chunk.
+    resending: Option<ResendCursor>,
     /// A reused buffer (stored messages on resend, messages built while not logged on).
     scratch: Vec<u8>,
     /// A store failure while writing an admin message, reported at the end of the call.
     store_error: Option<io::Error>,
+}
+
+/// Where a resend stands: the next stored message to look at, the last number asked for, and
+/// the first number not yet covered by a resent message or a gap fill.
+#[derive(Clone, Copy, Debug)]
+struct ResendCursor {
+    next: u64,
+    end: u64,
+    gap_from: u64,
 }
 
 /// Header fields the session reads, and the first problem with the message's fields.
@@ -408,6 +427,7 @@ impl<S: MessageStore> Session<S> {
             resend_until: None,
             garbled_count: 0,
             disconnect_reason: None,
+            resending: None,
             scratch: Vec::new(),
             store_error: None,
         }
@@ -462,6 +482,25 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// How many garbled chunks were reported through [`Session::on_garbled`].
+    /// Whether a resend of ours is not fully written yet ([`Session::pump_resend`]).
+    pub fn is_resending(&self) -> bool {
+        self.resending.is_some()
+    }
+
+    /// Writes the next part of a resend in progress, about `max_bytes` of it (at least one
+    /// message). Call it when the counterparty has read what was written before.
+    pub fn pump_resend(
+        &mut self,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+        max_bytes: usize,
+    ) -> Result<(), SessionError> {
+        let pumped = self.write_resend(now_ns, out, max_bytes);
+        let flushed = self.flush();
+        pumped?;
+        flushed
+    }
+
     pub fn garbled_count(&self) -> u64 {
         self.garbled_count
     }
@@ -478,6 +517,7 @@ impl<S: MessageStore> Session<S> {
         self.last_sent_ns = now_ns;
         self.test_request_sent_ns = None;
         self.resend_until = None;
+        self.resending = None;
         self.disconnect_reason = None;
     }
 
@@ -488,6 +528,7 @@ impl<S: MessageStore> Session<S> {
         self.heart_bt_int_ns = 0;
         self.test_request_sent_ns = None;
         self.resend_until = None;
+        self.resending = None;
         if self.config.reset_on_disconnect {
             self.store.reset().map_err(SessionError::Store)?;
         }
@@ -987,6 +1028,7 @@ impl<S: MessageStore> Session<S> {
         if reset {
             self.store.reset().map_err(SessionError::Store)?;
             self.resend_until = None;
+            self.resending = None;
         }
         let expected = self.store.next_target_seq();
         if seq < expected {
@@ -1148,6 +1190,9 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// Answers a ResendRequest for `begin..=end` (0: to the end).
+    /// A ResendRequest for `begin..=end` (0: to the end). A newer request replaces one still
+    /// being served, so repeated or overlapping requests hold no more than one cursor, and
+    /// cost only what the counterparty reads.
     fn resend(
         &mut self,
         begin: u64,
@@ -1157,38 +1202,66 @@ impl<S: MessageStore> Session<S> {
     ) -> Result<(), SessionError> {
         let last = self.store.next_sender_seq().saturating_sub(1);
         let end = if end == 0 || end > last { last } else { end };
-        let mut gap_from = begin;
-        let mut cursor = begin;
+        let already = self.resending.is_some();
+        self.resending = Some(ResendCursor {
+            next: begin,
+            end,
+            gap_from: begin,
+        });
+        if already {
+            return Ok(()); // the caller goes on pumping as the counterparty reads
+        }
+        self.write_resend(now_ns, out, self.config.resend_chunk_bytes)
+    }
+
+    /// Resends stored messages (gap-filling the rest) until `max_bytes` are written or the
+    /// range is done.
+    fn write_resend(
+        &mut self,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+        max_bytes: usize,
+    ) -> Result<(), SessionError> {
+        let Some(mut c) = self.resending.take() else {
+            return Ok(());
+        };
+        let start = out.len();
         let mut stored = std::mem::take(&mut self.scratch);
         let result = (|| {
-            while cursor <= end {
+            while c.next <= c.end {
+                if out.len() - start >= max_bytes.max(1) {
+                    return Ok(false);
+                }
                 let Some((seq, _time)) = self
                     .store
-                    .read_next(cursor, end, &mut stored)
+                    .read_next(c.next, c.end, &mut stored)
                     .map_err(SessionError::Store)?
                 else {
                     break;
                 };
-                cursor = seq + 1;
+                c.next = seq + 1;
                 let Ok(Some((original, _))) = crate::parse::next_frame(&stored, usize::MAX) else {
                     continue; // unreadable: gap-filled
                 };
                 if is_gap_filled_type(original.msg_type) {
                     continue;
                 }
-                if gap_from < seq {
-                    self.write_gap_fill(gap_from, seq, now_ns, out);
+                if c.gap_from < seq {
+                    self.write_gap_fill(c.gap_from, seq, now_ns, out);
                 }
                 self.write_resent(&original, seq, now_ns, out);
-                gap_from = seq + 1;
+                c.gap_from = seq + 1;
             }
-            if gap_from <= end {
-                self.write_gap_fill(gap_from, end + 1, now_ns, out);
+            if c.gap_from <= c.end {
+                self.write_gap_fill(c.gap_from, c.end + 1, now_ns, out);
             }
-            Ok(())
+            Ok(true)
         })();
         self.scratch = stored;
-        result
+        if let Ok(false) = result {
+            self.resending = Some(c);
+        }
+        result.map(|_| ())
     }
 
     fn write_gap_fill(&mut self, seq: u64, new_seq: u64, now_ns: i64, out: &mut Vec<u8>) {

@@ -236,14 +236,19 @@ impl FileStore {
         std::fs::create_dir_all(dir)?;
         let seqnums_path = dir.join(format!("{session_name}.seqnums"));
         let messages_path = dir.join(format!("{session_name}.messages"));
-        let seqnums = OpenOptions::new()
+        // Stored messages are a session's business: readable by the owner only.
+        let mut options = OpenOptions::new();
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let seqnums = options
+            .clone()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(&seqnums_path)?;
         let (mut next_sender, next_target, seqnums_dirty) = read_seqnums(&seqnums, &seqnums_path)?;
-        let messages = OpenOptions::new()
+        let messages = options
             .read(true)
             .append(true)
             .create(true)

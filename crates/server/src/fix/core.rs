@@ -143,16 +143,105 @@ impl Core {
         }
     }
 
-    /// Finds (or creates) the slot a connection's first message names.
-    pub(super) fn attach(
+    /// Checks a connection's first message, a Logon, before anything of the session it names
+    /// is touched: its SenderCompID must be configured, its TargetCompID ours, its Username
+    /// the session's user and its Password that user's secret, and its address and user must
+    /// not be over their failed-logon budget. On failure nothing of the session changes (no
+    /// sequence number, no stored message, no log record, no cancel on disconnect), the peer
+    /// gets one Logout outside any session and the connection closes.
+    pub(super) fn authenticate(
         &mut self,
         id: SessionId,
         conn: &mut Conn,
         frame: &Frame<'_>,
     ) -> Option<usize> {
-        let version = Version::from_begin_string(frame.begin_string)?;
-        let sender = std::str::from_utf8(frame.get(tags::SENDER_COMP_ID)?).ok()?;
-        let binding = *self.config.sessions.get(sender)?;
+        let now = Instant::now();
+        let refused = match self.check_logon(conn.peer, frame, now) {
+            Ok((sender, version, binding)) => {
+                return self.attach(id, conn, sender, version, binding);
+            }
+            Err(refused) => refused,
+        };
+        if let Some(user) = refused.failed_user {
+            self.throttle.failed(conn.peer, Some(user), now);
+        }
+        self.refusals.note(now, |suppressed| {
+            tracing::warn!(
+                conn = id,
+                reason = refused.reason,
+                suppressed,
+                "FIX logon refused (suppressed: refusals since the last such line)"
+            )
+        });
+        if refused.answer {
+            write_refusal(frame, &self.config.comp_id, &mut conn.output);
+        }
+        conn.closing = true;
+        None
+    }
+
+    fn check_logon<'f>(
+        &self,
+        peer: PeerKey,
+        frame: &Frame<'f>,
+        now: Instant,
+    ) -> Result<(&'f str, Version, SessionBinding), Refusal> {
+        let silent = |reason| Refusal {
+            reason,
+            answer: false,
+            failed_user: None,
+        };
+        if frame.msg_type != b"A" {
+            return Err(silent("the first message was not a Logon"));
+        }
+        let version = Version::from_begin_string(frame.begin_string)
+            .ok_or(silent("unsupported BeginString"))?;
+        let sender = frame
+            .get(tags::SENDER_COMP_ID)
+            .and_then(|s| std::str::from_utf8(s).ok())
+            .ok_or(silent("no SenderCompID"))?;
+        let binding = *self
+            .config
+            .sessions
+            .get(sender)
+            .ok_or(silent("SenderCompID names no configured session"))?;
+        let user = binding.user;
+        let refuse = |reason, failed: bool| Refusal {
+            reason,
+            answer: true,
+            failed_user: failed.then_some(user),
+        };
+        if let Err(throttled) = self.throttle.check(peer, Some(user), now) {
+            return Err(refuse(
+                match throttled {
+                    Throttled::Address => "too many failed logons from this address",
+                    Throttled::User => "too many failed logons for this user",
+                },
+                false,
+            ));
+        }
+        if frame.get(tags::TARGET_COMP_ID) != Some(self.config.comp_id.as_bytes()) {
+            return Err(refuse("wrong TargetCompID", true));
+        }
+        if frame.get(tags::USERNAME) != Some(user.to_string().as_bytes()) {
+            return Err(refuse("wrong Username (553)", true));
+        }
+        let password = frame.get(tags::PASSWORD).unwrap_or(b"");
+        if !self.credentials.check_user(user, password) {
+            return Err(refuse("wrong Password (554)", true));
+        }
+        Ok((sender, version, binding))
+    }
+
+    /// Finds (or creates) the slot of an authenticated Logon and gives it the connection.
+    fn attach(
+        &mut self,
+        id: SessionId,
+        conn: &mut Conn,
+        sender: &str,
+        version: Version,
+        binding: SessionBinding,
+    ) -> Option<usize> {
         let key = (sender.to_string(), version);
         let slot = match self.slot_index.get(&key) {
             Some(&slot) => slot,
@@ -169,11 +258,13 @@ impl Core {
                 other,
                 "refused a second connection for a logged-on FIX session"
             );
+            conn.closing = true;
             return None;
         }
         self.slots[slot].conn = Some(id);
         self.slots[slot].session.on_connect(now_ns());
         conn.slot = Some(slot);
+        self.pending_logons.leave(id);
         Some(slot)
     }
 
@@ -192,7 +283,11 @@ impl Core {
         let store = FileStore::open(&dir, &name)?;
         let mut session = Session::new(config, store);
         if self.config.message_log {
-            session = session.with_log(MessageLog::open(&dir, &name)?);
+            let log = MessageLog::open(&dir, &name)?.with_rotation(
+                self.config.message_log_max_bytes,
+                self.config.message_log_files,
+            );
+            session = session.with_log(log);
         }
         let version_number = match version {
             Version::Fix42 => 0,
@@ -227,16 +322,9 @@ impl Core {
     ) {
         let slot = match conn.slot {
             Some(slot) => slot,
-            None => match self.attach(id, conn, frame) {
+            None => match self.authenticate(id, conn, frame) {
                 Some(slot) => slot,
-                None => {
-                    tracing::warn!(
-                        conn = id,
-                        "FIX connection for no configured session: closed"
-                    );
-                    conn.closing = true;
-                    return;
-                }
+                None => return,
             },
         };
         let now = now_ns();
@@ -446,6 +534,30 @@ impl Core {
             );
         }
     }
+}
+
+/// Why a first message did not log on.
+pub(super) struct Refusal {
+    reason: &'static str,
+    /// Answer with a Logout (the Logon named a configured session); otherwise just close.
+    answer: bool,
+    /// The user whose secret was tried, when the attempt counts as a failed logon.
+    failed_user: Option<UserId>,
+}
+
+/// The Logout that refuses a Logon, outside any session: MsgSeqNum 1, nothing stored. Its
+/// Text does not say what was wrong, so that it tells a guesser nothing.
+fn write_refusal(logon: &Frame<'_>, our_comp_id: &str, out: &mut Vec<u8>) {
+    let mut w = MessageWriter::begin(out, logon.begin_string, b"5");
+    w.str(tags::SENDER_COMP_ID, our_comp_id.as_bytes())
+        .str(
+            tags::TARGET_COMP_ID,
+            logon.get(tags::SENDER_COMP_ID).unwrap_or_default(),
+        )
+        .uint(tags::MSG_SEQ_NUM, 1)
+        .timestamp(tags::SENDING_TIME, now_ns())
+        .str(tags::TEXT, b"Logon refused");
+    w.finish();
 }
 
 /// ExecID, unique across the venue: the engine sequence number behind the report, the

@@ -31,6 +31,10 @@ use rialto_fix::session::{
 use rialto_fix::{Decimal, Frame, MessageWriter, Version, next_frame, tags};
 use rialto_wire::{Liquidity, ServerMsg};
 
+use crate::admission::{
+    LOG_EVERY, LogLimiter, LoginThrottle, PRUNE_EVERY, PeerKey, PreAuthBudget, ThrottleSettings,
+    Throttled,
+};
 use crate::auth::Credentials;
 use crate::pipeline::{Op, Pipeline, Reply, Request, SessionId, now_ns};
 use crate::sockets::{Filled, TokenBucket, fill, write_pending};
@@ -49,6 +53,8 @@ const TIMER_TICK: Duration = Duration::from_millis(50);
 /// Requests may only be taken from a connection while the inbound ring has this much room
 /// (one message makes at most one request; the rest is slack for the follow-ups).
 const RING_ROOM: usize = 4;
+/// A resend in progress writes its next chunk once its connection has less than this unsent.
+const RESEND_LOW_WATER: usize = 64 << 10;
 /// OrderIDs of a slot start at `(stable slot number + 1) << 40`: apart from each other and
 /// from the small ids binary clients usually choose.
 const ORDER_ID_SPACE_BITS: u32 = 40;
@@ -59,6 +65,14 @@ pub struct FixConfig {
     /// SenderCompID → (user, cancel on disconnect, a stable number for OrderID ranges).
     pub sessions: HashMap<String, SessionBinding>,
     pub max_connections: usize,
+    /// Connections that have not logged on, in all and from one address (evicting the oldest).
+    pub max_pending_logons: usize,
+    pub max_pending_logons_per_address: usize,
+    /// A connection that has not logged on after this long is closed.
+    pub logon_timeout: Duration,
+    /// The message log's cap per file, and how many full files are kept beside the current.
+    pub message_log_max_bytes: u64,
+    pub message_log_files: u32,
     pub max_message_bytes: usize,
     pub max_clock_skew_ns: i64,
     pub max_msgs_per_sec: u64,
@@ -90,6 +104,7 @@ struct Slot {
 
 struct Conn {
     stream: TcpStream,
+    peer: PeerKey,
     /// Received bytes not yet handled are `input[input_start..input_end]`.
     input: Vec<u8>,
     input_start: usize,
@@ -122,6 +137,11 @@ struct Core {
     reports: Vec<Report>,
     publishes: Vec<Publish>,
     shutting_down: bool,
+    /// Connections that have not logged on yet.
+    pending_logons: PreAuthBudget<SessionId>,
+    throttle: LoginThrottle<UserId>,
+    refusals: LogLimiter,
+    last_prune: Instant,
 }
 
 pub struct FixGateway {
@@ -136,6 +156,8 @@ pub struct FixGateway {
     last_book_poll: Instant,
     last_timer: Instant,
     symbols_stale: bool,
+    /// An accept failed: try again at the next housekeeping.
+    retry_accept: bool,
 }
 
 /// Where a slot's messages go: its connection's output, or (with no connection) a scratch
@@ -166,6 +188,10 @@ impl FixGateway {
     ) -> io::Result<FixGateway> {
         let listener = TcpListener::bind(config.listen)?;
         std::fs::create_dir_all(config.data_dir.join("fix"))?;
+        let pending_logons = PreAuthBudget::new(
+            config.max_pending_logons,
+            config.max_pending_logons_per_address,
+        );
         Ok(FixGateway {
             listener,
             conns: HashMap::new(),
@@ -180,6 +206,10 @@ impl FixGateway {
                 reports: Vec::new(),
                 publishes: Vec::new(),
                 shutting_down: false,
+                pending_logons,
+                throttle: LoginThrottle::new(ThrottleSettings::default()),
+                refusals: LogLimiter::new(LOG_EVERY),
+                last_prune: Instant::now(),
             },
             dirty: Vec::new(),
             scratch: Vec::new(),
@@ -192,6 +222,7 @@ impl FixGateway {
             // Symbols added since the engine was recovered (the demo set-up) come with the
             // first refresh.
             symbols_stale: true,
+            retry_accept: false,
         })
     }
 
@@ -214,11 +245,15 @@ impl FixGateway {
                 Ok(conn) => conn,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
-                    tracing::warn!("FIX accept failed: {e}");
+                    self.retry_accept = true;
+                    self.core.refusals.note(Instant::now(), |suppressed| {
+                        tracing::warn!(suppressed, "FIX accept failed (retried): {e}")
+                    });
                     return;
                 }
             };
-            if self.core.shutting_down || self.conns.len() >= self.core.config.max_connections {
+            let logged_on = self.conns.len() - self.core.pending_logons.len();
+            if self.core.shutting_down || logged_on >= self.core.config.max_connections {
                 continue; // dropped: FIX has nothing to say before a Logon
             }
             let _ = stream.set_nodelay(true);
@@ -230,10 +265,19 @@ impl FixGateway {
                 continue;
             }
             tracing::debug!(conn = id, %peer, "FIX connection opened");
+            let peer = PeerKey::of(peer.ip());
+            if let Some(evicted) = self.core.pending_logons.admit(id, peer)
+                && let Some(old) = self.conns.get_mut(&evicted)
+            {
+                // Its budget is spent: the oldest connection waiting to log on makes room.
+                old.closing = true;
+                old.output_pos = old.output.len();
+            }
             self.conns.insert(
                 id,
                 Conn {
                     stream,
+                    peer,
                     input: vec![0; self.core.config.max_message_bytes + 16 * 1024],
                     input_start: 0,
                     input_end: 0,
@@ -248,6 +292,14 @@ impl FixGateway {
                     bucket: TokenBucket::new(self.core.config.burst),
                 },
             );
+        }
+    }
+
+    /// Accepts again if an accept failed (out of file descriptors): the connections
+    /// already waiting bring no new event.
+    pub fn retry_accept(&mut self, registry: &Registry, next_id: &mut SessionId) {
+        if std::mem::take(&mut self.retry_accept) {
+            self.accept(registry, next_id);
         }
     }
 
@@ -567,7 +619,7 @@ impl FixGateway {
                         }
                     }
                     None => {
-                        if conn.opened.elapsed() > Duration::from_secs(10) {
+                        if conn.opened.elapsed() > self.core.config.logon_timeout {
                             conn.closing = true; // no Logon in time
                         }
                     }
@@ -577,6 +629,10 @@ impl FixGateway {
                 }
             }
             self.close_finished(registry);
+            if self.core.last_prune.elapsed() >= PRUNE_EVERY {
+                self.core.last_prune = Instant::now();
+                self.core.throttle.prune(self.core.last_prune);
+            }
         }
         work
     }
@@ -584,6 +640,7 @@ impl FixGateway {
     /// Writes pending output, after the session stores: nothing reaches a client before it
     /// is in the store it may be resent from.
     pub fn flush(&mut self, registry: &Registry) {
+        self.pump_resends();
         for slot in &mut self.core.slots {
             if let Err(e) = slot.session.flush_stores() {
                 tracing::error!(session = %slot.name, "FIX store: {e}");
@@ -620,6 +677,41 @@ impl FixGateway {
         self.close_finished(registry);
     }
 
+    /// Writes the next chunk of every resend in progress whose connection has read what it
+    /// was sent: a resend costs what the counterparty reads, one chunk per turn of the loop,
+    /// and other sessions' messages go between its chunks.
+    fn pump_resends(&mut self) {
+        let now = now_ns();
+        for slot in &mut self.core.slots {
+            if !slot.session.is_resending() {
+                continue;
+            }
+            let Some(c) = slot.conn.and_then(|id| self.conns.get_mut(&id)) else {
+                continue;
+            };
+            if c.closing || c.output.len() - c.output_pos >= RESEND_LOW_WATER {
+                continue;
+            }
+            let chunk = slot.session.config().resend_chunk_bytes;
+            if let Err(e) = slot.session.pump_resend(now, &mut c.output, chunk) {
+                tracing::error!(session = %slot.name, "FIX store: {e}");
+                c.closing = true;
+            }
+            self.dirty.extend(slot.conn);
+        }
+    }
+
+    /// Whether a resend waits only for the loop to come round (its connection has read
+    /// everything, so no event will announce it).
+    fn resend_ready(&self) -> bool {
+        self.core.slots.iter().any(|slot| {
+            slot.session.is_resending()
+                && slot.conn.and_then(|id| self.conns.get(&id)).is_some_and(|c| {
+                    !c.closing && c.output.len() - c.output_pos < RESEND_LOW_WATER
+                })
+        })
+    }
+
     /// Something waits for room in the inbound ring: look again soon.
     /// Open FIX connections.
     pub fn connection_count(&self) -> usize {
@@ -627,7 +719,9 @@ impl FixGateway {
     }
 
     pub fn is_waiting(&self) -> bool {
-        !self.core.deferred.is_empty() || self.conns.values().any(|c| c.paused)
+        !self.core.deferred.is_empty()
+            || self.conns.values().any(|c| c.paused)
+            || self.resend_ready()
     }
 
     pub fn has_pending_output(&self) -> bool {
@@ -674,6 +768,7 @@ impl FixGateway {
             };
             let _ = registry.deregister(&mut conn.stream);
             let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+            self.core.pending_logons.leave(id);
             tracing::debug!(conn = id, "FIX connection closed");
             if let Some(slot) = conn.slot {
                 self.core.detach(slot);

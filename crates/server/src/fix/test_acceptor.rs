@@ -337,12 +337,25 @@ impl Connection {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        if self.out.is_empty() {
-            return Ok(());
+        loop {
+            if !self.out.is_empty() {
+                let result = self.stream.write_all(&self.out);
+                self.out.clear();
+                result?;
+            }
+            // A long resend goes out chunk by chunk, each written before the next is made.
+            let Some(a) = &mut self.attached else {
+                return Ok(());
+            };
+            let session = &mut a.slot().session;
+            if !session.is_resending() {
+                return Ok(());
+            }
+            let chunk = session.config().resend_chunk_bytes;
+            if let Err(e) = session.pump_resend(now_ns(), &mut self.out, chunk) {
+                return Err(io::Error::other(e.to_string()));
+            }
         }
-        let result = self.stream.write_all(&self.out);
-        self.out.clear();
-        result
     }
 
     /// Handles every whole message in the input, then drops the handled bytes.

@@ -1,0 +1,551 @@
+//! The order, admin and FIX ports against an attacker (docs/security.md): a Logon that fails
+//! authentication changes nothing, floods of idle sockets do not keep a real login out,
+//! failed logins are throttled, resend storms cost what the attacker reads, message logs stay
+//! under their cap and hold no password, and no file of the data directory is readable by
+//! others.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rialto_client::{Client, ClientError};
+use rialto_fix::{MessageWriter, next_frame, tags};
+use rialto_server::RunningServer;
+use rialto_wire::{ClientMsg, ErrorCode, ServerMsg};
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+/// A connection from `local` (any 127.x.y.z address is loopback) to `to`.
+fn connect_from(local: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.bind(&SocketAddr::new(IpAddr::V4(local), 0).into())?;
+    socket.connect(&to.into())?;
+    Ok(socket.into())
+}
+
+/// Lets this test process hold thousands of sockets.
+fn raise_open_file_limit() {
+    rialto_server::process::raise_open_file_limit();
+}
+
+/// One FIX message as bytes.
+fn fix_message(begin: &str, msg_type: &str, sender: &str, seq: u64, fields: &[(u32, &str)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = MessageWriter::begin(&mut out, begin.as_bytes(), msg_type.as_bytes());
+    w.str(tags::SENDER_COMP_ID, sender.as_bytes())
+        .str(tags::TARGET_COMP_ID, b"RIALTO")
+        .uint(tags::MSG_SEQ_NUM, seq)
+        .timestamp(tags::SENDING_TIME, now_ns());
+    for (tag, value) in fields {
+        w.str(*tag, value.as_bytes());
+    }
+    w.finish();
+    out
+}
+
+/// A FIX initiator that reads whole messages.
+struct Fix {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    seq: u64,
+    sender: String,
+}
+
+#[derive(Debug)]
+struct Msg {
+    msg_type: String,
+    fields: Vec<(u32, String)>,
+}
+
+impl Msg {
+    fn get(&self, tag: u32) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(t, _)| *t == tag)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl Fix {
+    fn connect(addr: SocketAddr, sender: &str) -> Fix {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Fix {
+            stream,
+            buf: Vec::new(),
+            seq: 1,
+            sender: sender.into(),
+        }
+    }
+
+    fn send(&mut self, msg_type: &str, fields: &[(u32, &str)]) {
+        let bytes = fix_message("FIX.4.4", msg_type, &self.sender, self.seq, fields);
+        self.seq += 1;
+        self.stream.write_all(&bytes).unwrap();
+    }
+
+    fn logon_with(&mut self, user: i64, password: &str) {
+        let user = user.to_string();
+        self.send(
+            "A",
+            &[
+                (tags::ENCRYPT_METHOD, "0"),
+                (tags::HEART_BT_INT, "30"),
+                (tags::USERNAME, &user),
+                (tags::PASSWORD, password),
+            ],
+        );
+    }
+
+    /// The next message, or None at EOF or after 10 s.
+    fn recv(&mut self) -> Option<Msg> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some((frame, len))) = next_frame(&self.buf, 1 << 20) {
+                let msg = Msg {
+                    msg_type: String::from_utf8_lossy(frame.msg_type).into_owned(),
+                    fields: frame
+                        .fields()
+                        .map_while(Result::ok)
+                        .map(|f| (f.tag, String::from_utf8_lossy(f.value).into_owned()))
+                        .collect(),
+                };
+                self.buf.drain(..len);
+                return Some(msg);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            let mut chunk = [0u8; 1 << 16];
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// The next message that is not a Heartbeat, of type `msg_type`.
+    fn expect(&mut self, msg_type: &str) -> Msg {
+        loop {
+            let msg = self.recv().expect("a message within 10 s");
+            if msg.msg_type != "0" {
+                assert_eq!(msg.msg_type, msg_type, "{msg:?}");
+                return msg;
+            }
+        }
+    }
+
+    fn new_order(&mut self, cl_ord_id: &str, price: &str) {
+        let mut time = Vec::new();
+        rialto_fix::time::write_utc_timestamp(&mut time, now_ns());
+        let time = String::from_utf8(time).unwrap();
+        self.send(
+            "D",
+            &[
+                (tags::CL_ORD_ID, cl_ord_id),
+                (tags::HANDL_INST, "1"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::TRANSACT_TIME, &time),
+                (tags::ORDER_QTY, "0.001"),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, price),
+                (tags::TIME_IN_FORCE, "1"),
+            ],
+        );
+    }
+}
+
+fn open_orders(server: &RunningServer, user: i64) -> usize {
+    match common::trader(server, user)
+        .request(&ClientMsg::MyReport { request: 1 })
+        .unwrap()
+    {
+        ServerMsg::Report { report, .. } => report.orders.len(),
+        other => panic!("expected a report, got {other:?}"),
+    }
+}
+
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
+}
+
+fn cancel_on_disconnect_for_trader3(config: &mut rialto_server::config::ServerConfig) {
+    config.fix.cancel_on_disconnect = true;
+}
+
+#[test]
+fn a_logon_with_a_wrong_password_changes_nothing_of_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), cancel_on_disconnect_for_trader3);
+    let fix_addr = server.fix_addr.unwrap();
+    let secret = server.credentials.user_secret(3);
+    let mut trader = Fix::connect(fix_addr, "TRADER3");
+    trader.logon_with(3, &secret);
+    trader.expect("A");
+    trader.new_order("O1", "50.00");
+    trader.new_order("O2", "51.00");
+    trader.expect("8");
+    trader.expect("8");
+    // A clean stop logs the session out without cancelling (the orders stay for the restart).
+    server.shutdown().unwrap();
+
+    let server = common::start(dir.path(), cancel_on_disconnect_for_trader3);
+    let fix_addr = server.fix_addr.unwrap();
+    assert_eq!(open_orders(&server, 3), 2);
+    let fix_dir = dir.path().join("fix");
+    let stored_before = bytes_under(&fix_dir);
+    for password in ["wrong", "", &secret[..31]] {
+        let mut attacker = Fix::connect(fix_addr, "TRADER3");
+        attacker.logon_with(3, password);
+        let logout = attacker.expect("5");
+        assert_eq!(logout.get(tags::TEXT), Some("Logon refused"), "{logout:?}");
+        assert_eq!(logout.get(tags::MSG_SEQ_NUM), Some("1"));
+        assert!(attacker.recv().is_none(), "the connection closes");
+    }
+    // Another user's valid secret does not open TRADER3's session either.
+    let mut other = Fix::connect(fix_addr, "TRADER3");
+    other.logon_with(4, &server.credentials.user_secret(4));
+    other.expect("5");
+    assert!(other.recv().is_none());
+
+    assert_eq!(open_orders(&server, 3), 2, "orders cancelled by a failed logon");
+    assert_eq!(
+        bytes_under(&fix_dir),
+        stored_before,
+        "a failed logon wrote to the session's store or log"
+    );
+    // The real user logs on where the session stopped: Logon 1, two orders, Logout = 4 in;
+    // Logon, two reports and the server's Logout = 4 out, so the reply is number 5.
+    let mut trader = Fix::connect(fix_addr, "TRADER3");
+    trader.seq = 5;
+    trader.logon_with(3, &secret);
+    let logon = trader.expect("A");
+    assert_eq!(logon.get(tags::MSG_SEQ_NUM), Some("5"), "{logon:?}");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn the_message_log_holds_no_password_and_no_file_is_readable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let secret = server.credentials.user_secret(2);
+    let mut trader = Fix::connect(server.fix_addr.unwrap(), "TRADER2");
+    trader.logon_with(2, &secret);
+    trader.expect("A");
+    trader.new_order("P1", "50.00");
+    trader.expect("8");
+    server.shutdown().unwrap();
+
+    let mut seen = 0;
+    let mut stack = vec![dir.path().to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::metadata(&path).unwrap();
+        if path != dir.path() {
+            let mode = meta.permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{} is {mode:o}", path.display());
+        }
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            seen += 1;
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{} holds the password",
+                path.display()
+            );
+        }
+    }
+    assert!(seen >= 4, "journal, key, FIX store and log: {seen} files");
+}
+
+#[test]
+fn failed_logons_are_not_logged_and_logs_stay_under_their_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |config| {
+        config.fix.message_log_max_bytes = 1 << 20;
+        config.fix.message_log_files = 1;
+    });
+    let fix_addr = server.fix_addr.unwrap();
+    let secret = server.credentials.user_secret(5);
+    let mut trader = Fix::connect(fix_addr, "TRADER5");
+    trader.logon_with(5, &secret);
+    trader.expect("A");
+    let fix_dir = dir.path().join("fix");
+    let before = bytes_under(&fix_dir);
+    // Wrong-password Logons with a 60 KB field, from many addresses (past the throttle).
+    let padding = "x".repeat(60_000);
+    for i in 0..200u32 {
+        let local = Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 1) as u8);
+        let mut s = connect_from(local, fix_addr).unwrap();
+        let logon = fix_message(
+            "FIX.4.4",
+            "A",
+            "TRADER5",
+            1,
+            &[
+                (tags::HEART_BT_INT, "30"),
+                (tags::USERNAME, "5"),
+                (tags::PASSWORD, "wrong"),
+                (tags::TEXT, &padding),
+            ],
+        );
+        s.write_all(&logon).unwrap();
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink); // the Logout, then the close
+    }
+    assert_eq!(bytes_under(&fix_dir), before, "refused logons were logged");
+    // The session's own traffic rotates within its cap: 1 MiB files, one kept.
+    for i in 0..1_200 {
+        let id = format!("{i}-{padding:.1000}");
+        trader.send("1", &[(tags::TEST_REQ_ID, &id)]);
+        while trader.recv().expect("a heartbeat").get(tags::TEST_REQ_ID) != Some(&id) {}
+    }
+    let log = std::fs::metadata(fix_dir.join("FIX.4.4-RIALTO-TRADER5.log")).unwrap();
+    assert!(log.len() <= 1 << 20);
+    assert!(fix_dir.join("FIX.4.4-RIALTO-TRADER5.log.1").exists());
+    assert!(!fix_dir.join("FIX.4.4-RIALTO-TRADER5.log.2").exists());
+    server.shutdown().unwrap();
+}
+
+/// Round trips of a binary Heartbeat, in µs, sorted.
+fn round_trips(client: &mut Client, n: usize) -> Vec<u64> {
+    let mut samples: Vec<u64> = (0..n)
+        .map(|i| {
+            let sent = Instant::now();
+            client
+                .send(&ClientMsg::Heartbeat { nonce: i as u64 })
+                .unwrap();
+            match client.recv().unwrap() {
+                ServerMsg::Heartbeat { .. } => sent.elapsed().as_micros() as u64,
+                other => panic!("{other}"),
+            }
+        })
+        .collect();
+    samples.sort_unstable();
+    samples
+}
+
+/// Held by the tests that measure time or flood the machine, so that they do not run at once.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn p99(sorted: &[u64]) -> u64 {
+    sorted[sorted.len() * 99 / 100]
+}
+
+#[test]
+fn a_resend_storm_costs_what_its_sender_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let fix_addr = server.fix_addr.unwrap();
+    let secret = server.credentials.user_secret(1);
+    // About 500 KB of stored execution reports.
+    let mut trader = Fix::connect(fix_addr, "TRADER1");
+    trader.logon_with(1, &secret);
+    trader.expect("A");
+    let orders = 1_200;
+    for i in 0..orders {
+        trader.new_order(&format!("S{i}"), "40.00");
+    }
+    trader.send("1", &[(tags::TEST_REQ_ID, "sync")]);
+    while trader.recv().expect("reports").get(tags::TEST_REQ_ID) != Some("sync") {}
+    let next_seq = trader.seq;
+    drop(trader);
+
+    let _alone = alone();
+    let mut other = common::trader(&server, 2);
+    let before = round_trips(&mut other, 2_000);
+    let log = dir.path().join("fix/FIX.4.4-RIALTO-TRADER1.log");
+    let log_before = std::fs::metadata(&log).unwrap().len();
+
+    // The attacker logs on, then asks for everything 300 times in one write, and never reads.
+    let mut attacker = Fix::connect(fix_addr, "TRADER1");
+    attacker.seq = next_seq;
+    attacker.logon_with(1, &secret);
+    attacker.expect("A");
+    let mut storm = Vec::new();
+    for _ in 0..300 {
+        storm.extend(fix_message(
+            "FIX.4.4",
+            "2",
+            "TRADER1",
+            attacker.seq,
+            &[(tags::BEGIN_SEQ_NO, "1"), (tags::END_SEQ_NO, "0")],
+        ));
+        attacker.seq += 1;
+    }
+    attacker.stream.write_all(&storm).unwrap();
+    let during = round_trips(&mut other, 2_000);
+    // The storm has been handled once a TestRequest behind it is answered.
+    attacker.send("1", &[(tags::TEST_REQ_ID, "after")]);
+    while attacker.recv().expect("the heartbeat").get(tags::TEST_REQ_ID) != Some("after") {}
+    let log_grew = std::fs::metadata(&log).unwrap().len() - log_before;
+    assert!(
+        log_grew < 4 << 20,
+        "the storm wrote {log_grew} bytes to the log: resends were not bounded by reading"
+    );
+    let next_seq = attacker.seq;
+    drop(attacker);
+    // The baseline: the worse of the p99s before and after the storm (this machine is shared).
+    let after = round_trips(&mut other, 2_000);
+    let baseline = p99(&before).max(p99(&after)).max(1);
+    let ratio = p99(&during) as f64 / baseline as f64;
+    assert!(
+        ratio <= 2.0,
+        "p99 {} µs during the storm against {} µs before and {} µs after",
+        p99(&during),
+        p99(&before),
+        p99(&after)
+    );
+
+    // A reader's long resend arrives whole and in order, chunk after chunk.
+    let mut reader = Fix::connect(fix_addr, "TRADER1");
+    reader.seq = next_seq;
+    reader.logon_with(1, &secret);
+    let logon = reader.expect("A");
+    let logon_seq: u64 = logon.get(tags::MSG_SEQ_NUM).unwrap().parse().unwrap();
+    reader.send("2", &[(tags::BEGIN_SEQ_NO, "1"), (tags::END_SEQ_NO, "0")]);
+    let mut covered = 1;
+    let mut reports = 0;
+    while covered <= logon_seq {
+        let msg = reader.recv().expect("the resend goes on");
+        let seq: u64 = msg.get(tags::MSG_SEQ_NUM).unwrap().parse().unwrap();
+        assert_eq!(seq, covered, "{msg:?}");
+        assert_eq!(msg.get(tags::POSS_DUP_FLAG), Some("Y"));
+        covered = match msg.msg_type.as_str() {
+            "4" => msg.get(tags::NEW_SEQ_NO).unwrap().parse().unwrap(),
+            "8" => {
+                reports += 1;
+                seq + 1
+            }
+            other => panic!("resent a {other}"),
+        };
+    }
+    assert_eq!(reports, orders);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn idle_floods_do_not_keep_a_real_login_out() {
+    let _alone = alone();
+    raise_open_file_limit();
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    for (port, addr) in [
+        ("order", server.order_addr),
+        ("admin", server.admin_addr),
+        ("fix", server.fix_addr.unwrap()),
+    ] {
+        // 5,000 sockets from 250 addresses; every other one sends half a first message.
+        let mut flood = Vec::with_capacity(5_000);
+        for i in 0..5_000u32 {
+            let local = Ipv4Addr::new(127, 2, 0, (i % 250 + 1) as u8);
+            let Ok(mut s) = connect_from(local, addr) else {
+                continue; // the backlog was full: the flood is what it is
+            };
+            if i % 2 == 1 {
+                let _ = s.write_all(if port == "fix" { b"8=FIX.4.4\x019=" } else { b"\x00\x00" });
+            }
+            flood.push(s);
+        }
+        assert!(flood.len() >= 4_000, "{port}: only {} sockets", flood.len());
+        let started = Instant::now();
+        match port {
+            "order" => {
+                let mut c = Client::connect(addr).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let secret = server.credentials.user_secret(1);
+                c.login(1, secret.as_bytes()).unwrap();
+            }
+            "admin" => {
+                let mut c = Client::connect(addr).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                c.admin_login(server.admin_secret.as_bytes()).unwrap();
+            }
+            _ => {
+                let mut c = Fix::connect(addr, "TRADER6");
+                c.logon_with(6, &server.credentials.user_secret(6));
+                c.expect("A");
+            }
+        }
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(100),
+            "{port}: a login took {took:?} after a flood of {}",
+            flood.len()
+        );
+        drop(flood);
+    }
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn failed_logins_are_throttled_per_address_not_for_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let guesser = Ipv4Addr::new(127, 3, 0, 1);
+    let login_from = |local: Ipv4Addr, secret: &[u8]| -> Result<u64, ClientError> {
+        let stream = connect_from(local, server.order_addr).unwrap();
+        let mut c = Client::from_stream(stream).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.login(1, secret)
+    };
+    let mut refused_unread = None;
+    for attempt in 0..40 {
+        match login_from(guesser, b"0123456789abcdef0123456789abcdef") {
+            Err(ClientError::Server {
+                code: ErrorCode::AuthFailed,
+                message,
+            }) => {
+                if message.contains("too many failed logins") {
+                    refused_unread = Some(attempt);
+                    break;
+                }
+            }
+            other => panic!("attempt {attempt}: {other:?}"),
+        }
+    }
+    let attempt = refused_unread.expect("the guesser is throttled");
+    assert!(attempt <= 11, "throttled only after {attempt} failures");
+    let secret = server.credentials.user_secret(1);
+    // The throttled address is refused even with the right secret...
+    assert!(matches!(
+        login_from(guesser, secret.as_bytes()),
+        Err(ClientError::Server { code: ErrorCode::AuthFailed, .. })
+    ));
+    // ...and the user logs in from anywhere else.
+    login_from(Ipv4Addr::new(127, 3, 0, 2), secret.as_bytes()).unwrap();
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_short_admin_secret_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = rialto_server::config::ServerConfig {
+        data_dir: dir.path().to_path_buf(),
+        admin_secret: Some("hunter2".into()),
+        ..Default::default()
+    };
+    let error = config.validate().unwrap_err().to_string();
+    assert!(error.contains("admin_secret"), "{error}");
+}
