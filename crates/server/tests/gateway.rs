@@ -671,28 +671,28 @@ fn silent_connections_time_out_and_traders_cannot_use_up_the_admin_port() {
     assert_eq!(read_frame(&mut silent), None);
     assert!(started.elapsed() >= Duration::from_millis(200));
 
-    // The order port full does not stop an operator; a second operator is turned away.
+    // The order port full does not stop an operator; a second operator is turned away. The
+    // limit counts logged-in sessions: the login past it is answered `busy`.
     let _t1 = trader(&server, 1);
     let _t2 = trader(&server, 2);
-    let mut third = TcpStream::connect(server.order_addr).unwrap();
-    third
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    let mut third = Client::connect(server.order_addr).unwrap();
+    third.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let secret = server.credentials.user_secret(3);
     assert!(matches!(
-        read_frame(&mut third),
-        Some(ServerMsg::Error {
+        third.login(3, secret.as_bytes()),
+        Err(ClientError::Server {
             code: ErrorCode::Busy,
             ..
         })
     ));
     let _a = admin(&server);
-    let mut second_admin = TcpStream::connect(server.admin_addr).unwrap();
+    let mut second_admin = Client::connect(server.admin_addr).unwrap();
     second_admin
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
     assert!(matches!(
-        read_frame(&mut second_admin),
-        Some(ServerMsg::Error {
+        second_admin.admin_login(server.admin_secret.as_bytes()),
+        Err(ClientError::Server {
             code: ErrorCode::Busy,
             ..
         })
