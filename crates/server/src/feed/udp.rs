@@ -4,7 +4,7 @@
 //! channel, keeps the recent ones for replay, and every `snapshot_interval_ms` sends every
 //! book on the snapshot channel. Another serves replay requests over TCP.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -19,6 +19,7 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::TryRecvError;
 
 use super::{Batch, MarketData};
+use crate::admission::PeerKey;
 use crate::config::MarketDataSettings;
 
 /// Most packets one replay request returns.
@@ -231,31 +232,56 @@ impl Publisher {
 
 /// Replay connections answered at once; one more is closed at once (the client retries).
 pub const MAX_REPLAY_CONNECTIONS: usize = 16;
+/// Replay connections from one address (IPv6: one /64) answered at once, so that one client
+/// cannot hold every slot.
+pub const MAX_REPLAY_CONNECTIONS_PER_ADDRESS: usize = 4;
+/// How long a replay connection may take to send its 13-byte request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Accepts replay requests and answers each on a thread of its own, so that a client that
 /// is slow to ask or to read holds up nobody else.
 fn serve_replays(listener: TcpListener, history: &Arc<Mutex<History>>, stop: &AtomicBool) {
     let busy = Arc::new(AtomicUsize::new(0));
+    let by_peer: Arc<Mutex<HashMap<PeerKey, usize>>> = Arc::default();
+    let leave = |busy: &AtomicUsize, by_peer: &Mutex<HashMap<PeerKey, usize>>, key| {
+        busy.fetch_sub(1, Ordering::AcqRel);
+        let mut by_peer = by_peer.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = by_peer.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                by_peer.remove(&key);
+            }
+        }
+    };
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                if busy.fetch_add(1, Ordering::AcqRel) >= MAX_REPLAY_CONNECTIONS {
-                    busy.fetch_sub(1, Ordering::AcqRel);
+                let key = PeerKey::of(peer.ip());
+                let from_peer = {
+                    let mut by_peer = by_peer.lock().unwrap_or_else(|e| e.into_inner());
+                    let n = by_peer.entry(key).or_default();
+                    *n += 1;
+                    *n
+                };
+                if busy.fetch_add(1, Ordering::AcqRel) >= MAX_REPLAY_CONNECTIONS
+                    || from_peer > MAX_REPLAY_CONNECTIONS_PER_ADDRESS
+                {
+                    leave(&busy, &by_peer, key);
                     tracing::debug!(%peer, "replay service busy: connection closed");
                     continue;
                 }
-                let (history, done) = (history.clone(), busy.clone());
+                let (history, done, peers) = (history.clone(), busy.clone(), by_peer.clone());
                 let answer = move || {
                     if let Err(e) = serve_replay(stream, &history) {
                         tracing::debug!(%peer, "replay request: {e}");
                     }
-                    done.fetch_sub(1, Ordering::AcqRel);
+                    leave(&done, &peers, key);
                 };
                 if let Err(e) = std::thread::Builder::new()
                     .name("rialto-replay-conn".into())
                     .spawn(answer)
                 {
-                    busy.fetch_sub(1, Ordering::AcqRel);
+                    leave(&busy, &by_peer, key);
                     tracing::warn!("replay service: no thread for a request: {e}");
                 }
             }
@@ -274,7 +300,7 @@ fn serve_replays(listener: TcpListener, history: &Arc<Mutex<History>>, stop: &At
 /// request for packets no longer held gets what is still held of its range.
 fn serve_replay(mut stream: TcpStream, history: &Mutex<History>) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     let mut request = [0u8; REQUEST_LEN];
     stream.read_exact(&mut request)?;
