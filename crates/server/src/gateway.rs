@@ -164,8 +164,8 @@ impl Gateway {
         if let Some(fix) = &mut fix {
             fix.register(poll.registry(), FIX_LISTENER)?;
         }
-        let mut order_listener = TcpListener::bind(order_addr)?;
-        let mut admin_listener = TcpListener::bind(admin_addr)?;
+        let mut order_listener = crate::sockets::listen_mio(order_addr)?;
+        let mut admin_listener = crate::sockets::listen_mio(admin_addr)?;
         poll.registry()
             .register(&mut order_listener, ORDER_LISTENER, Interest::READABLE)?;
         poll.registry()

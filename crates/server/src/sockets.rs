@@ -4,6 +4,32 @@
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
+/// How many connections the kernel may queue for `accept` on a listener (it caps this at
+/// net.core.somaxconn). Larger than std's 128 and mio's 1,024: a burst of connections waits
+/// in the queue rather than in the peers' SYN retries, so the pre-login budgets see it at once.
+pub const LISTEN_BACKLOG: i32 = 4_096;
+
+/// A TCP listener on `addr` (SO_REUSEADDR, as std sets it) with [`LISTEN_BACKLOG`].
+pub fn listen(addr: std::net::SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    #[cfg(unix)]
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
+
+/// A non-blocking [`listen`] for mio.
+pub fn listen_mio(addr: std::net::SocketAddr) -> io::Result<mio::net::TcpListener> {
+    let listener = listen(addr)?;
+    listener.set_nonblocking(true)?;
+    Ok(mio::net::TcpListener::from_std(listener))
+}
+
 /// Allows `rate` messages a second with bursts of `burst` (a rate of 0 means no limit).
 pub struct TokenBucket {
     tokens: f64,

@@ -676,7 +676,9 @@ fn silent_connections_time_out_and_traders_cannot_use_up_the_admin_port() {
     let _t1 = trader(&server, 1);
     let _t2 = trader(&server, 2);
     let mut third = Client::connect(server.order_addr).unwrap();
-    third.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let secret = server.credentials.user_secret(3);
     assert!(matches!(
         third.login(3, secret.as_bytes()),

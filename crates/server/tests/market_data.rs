@@ -262,7 +262,7 @@ fn closed_by_server(s: &mut TcpStream) -> bool {
 
 #[test]
 fn clients_that_never_ask_hold_up_no_replay() {
-    use rialto_server::feed::udp::MAX_REPLAY_CONNECTIONS;
+    use rialto_server::feed::udp::MAX_REPLAY_WAITING;
     let dir = tempfile::tempdir().unwrap();
     let group = Ipv4Addr::new(239, 255, 77, 8);
     let server = common::start(dir.path(), |c| {
@@ -306,19 +306,22 @@ fn clients_that_never_ask_hold_up_no_replay() {
         "{metrics}"
     );
 
-    // Beyond the limit a connection is closed at once; freed places are taken again.
-    idle.extend((3..MAX_REPLAY_CONNECTIONS).map(|_| TcpStream::connect(replay_addr).unwrap()));
-    std::thread::sleep(Duration::from_millis(50));
-    assert!(replay(replay_addr, 1, 1).is_empty(), "over the limit");
-    idle.clear();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while replay(replay_addr, 1, 1).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the freed places were not taken again"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // Past the limit of connections waiting to ask, the oldest waiting one is closed: idle
+    // clients push out each other, and a full request is still answered at once.
+    idle.extend((0..2 * MAX_REPLAY_WAITING).map(|_| TcpStream::connect(replay_addr).unwrap()));
+    assert_eq!(
+        replay(replay_addr, 1, 1).len(),
+        1,
+        "idle clients kept a request out"
+    );
+    idle[0]
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    assert!(
+        matches!(idle[0].read(&mut byte), Ok(0) | Err(_)),
+        "the oldest idle client was not closed"
+    );
     server.shutdown().unwrap();
 }
 

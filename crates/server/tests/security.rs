@@ -37,7 +37,13 @@ fn raise_open_file_limit() {
 }
 
 /// One FIX message as bytes.
-fn fix_message(begin: &str, msg_type: &str, sender: &str, seq: u64, fields: &[(u32, &str)]) -> Vec<u8> {
+fn fix_message(
+    begin: &str,
+    msg_type: &str,
+    sender: &str,
+    seq: u64,
+    fields: &[(u32, &str)],
+) -> Vec<u8> {
     let mut out = Vec::new();
     let mut w = MessageWriter::begin(&mut out, begin.as_bytes(), msg_type.as_bytes());
     w.str(tags::SENDER_COMP_ID, sender.as_bytes())
@@ -224,7 +230,11 @@ fn a_logon_with_a_wrong_password_changes_nothing_of_the_session() {
     other.expect("5");
     assert!(other.recv().is_none());
 
-    assert_eq!(open_orders(&server, 3), 2, "orders cancelled by a failed logon");
+    assert_eq!(
+        open_orders(&server, 3),
+        2,
+        "orders cancelled by a failed logon"
+    );
     assert_eq!(
         bytes_under(&fix_dir),
         stored_before,
@@ -398,7 +408,12 @@ fn a_resend_storm_costs_what_its_sender_reads() {
     let during = round_trips(&mut other, 2_000);
     // The storm has been handled once a TestRequest behind it is answered.
     attacker.send("1", &[(tags::TEST_REQ_ID, "after")]);
-    while attacker.recv().expect("the heartbeat").get(tags::TEST_REQ_ID) != Some("after") {}
+    while attacker
+        .recv()
+        .expect("the heartbeat")
+        .get(tags::TEST_REQ_ID)
+        != Some("after")
+    {}
     let log_grew = std::fs::metadata(&log).unwrap().len() - log_before;
     assert!(
         log_grew < 4 << 20,
@@ -450,11 +465,42 @@ fn idle_floods_do_not_keep_a_real_login_out() {
     let _alone = alone();
     raise_open_file_limit();
     let dir = tempfile::tempdir().unwrap();
-    let server = common::start(dir.path(), |_| {});
-    for (port, addr) in [
-        ("order", server.order_addr),
-        ("admin", server.admin_addr),
-        ("fix", server.fix_addr.unwrap()),
+    let server = common::start(dir.path(), |c| {
+        let free_port = || {
+            std::net::UdpSocket::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let group = Ipv4Addr::new(239, 255, 77, 9);
+        c.market_data.udp = true;
+        c.market_data.udp_incremental = std::net::SocketAddrV4::new(group, free_port());
+        c.market_data.udp_snapshot = std::net::SocketAddrV4::new(group, free_port());
+        c.market_data.replay_listen = "127.0.0.1:0".parse().unwrap();
+    });
+    let defaults = rialto_server::config::ServerConfig::default();
+    for (port, addr, budget) in [
+        (
+            "order",
+            server.order_addr,
+            defaults.gateway.max_pending_logins,
+        ),
+        (
+            "admin",
+            server.admin_addr,
+            defaults.gateway.max_pending_admin_logins,
+        ),
+        (
+            "fix",
+            server.fix_addr.unwrap(),
+            defaults.fix.max_pending_logons,
+        ),
+        (
+            "replay",
+            server.replay_addr.unwrap(),
+            rialto_server::feed::udp::MAX_REPLAY_WAITING,
+        ),
     ] {
         // 5,000 sockets from 250 addresses; every other one sends half a first message.
         let mut flood = Vec::with_capacity(5_000);
@@ -464,11 +510,36 @@ fn idle_floods_do_not_keep_a_real_login_out() {
                 continue; // the backlog was full: the flood is what it is
             };
             if i % 2 == 1 {
-                let _ = s.write_all(if port == "fix" { b"8=FIX.4.4\x019=" } else { b"\x00\x00" });
+                let _ = s.write_all(if port == "fix" {
+                    b"8=FIX.4.4\x019="
+                } else {
+                    b"\x00\x00"
+                });
             }
             flood.push(s);
         }
         assert!(flood.len() >= 4_000, "{port}: only {} sockets", flood.len());
+        // Some of the flood reaches the server's accept queue only after the last connect
+        // returned (a full queue drops the handshake's last ACK and the kernel retries it):
+        // wait until it all has, that is until the server has closed all but `budget`.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for s in &flood {
+            s.set_nonblocking(true).unwrap();
+        }
+        let mut open = flood.len();
+        while open > budget {
+            assert!(
+                Instant::now() < deadline,
+                "{port}: {open} flood sockets still open"
+            );
+            flood.retain_mut(|s| match s.read(&mut [0u8; 64]) {
+                Ok(0) => false, // closed by the server
+                Ok(_) => true,  // a last word before the close
+                Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+            });
+            open = flood.len();
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let started = Instant::now();
         match port {
             "order" => {
@@ -482,10 +553,19 @@ fn idle_floods_do_not_keep_a_real_login_out() {
                 c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
                 c.admin_login(server.admin_secret.as_bytes()).unwrap();
             }
-            _ => {
+            "fix" => {
                 let mut c = Fix::connect(addr, "TRADER6");
                 c.logon_with(6, &server.credentials.user_secret(6));
                 c.expect("A");
+            }
+            _ => {
+                // A replay request is answered (here with nothing: no packet yet) and closed.
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.write_all(&rialto_server::feed::udp::replay_request(1, 1))
+                    .unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut answer = Vec::new();
+                c.read_to_end(&mut answer).unwrap();
             }
         }
         let took = started.elapsed();
@@ -531,7 +611,10 @@ fn failed_logins_are_throttled_per_address_not_for_others() {
     // The throttled address is refused even with the right secret...
     assert!(matches!(
         login_from(guesser, secret.as_bytes()),
-        Err(ClientError::Server { code: ErrorCode::AuthFailed, .. })
+        Err(ClientError::Server {
+            code: ErrorCode::AuthFailed,
+            ..
+        })
     ));
     // ...and the user logs in from anywhere else.
     login_from(Ipv4Addr::new(127, 3, 0, 2), secret.as_bytes()).unwrap();

@@ -217,8 +217,7 @@ impl MessageLog {
             return Ok(());
         }
         let size = self.pending.len() as u64;
-        if self.written > MAGIC.len() as u64 && self.written.saturating_add(size) > self.max_bytes
-        {
+        if self.written > MAGIC.len() as u64 && self.written.saturating_add(size) > self.max_bytes {
             self.rotate()?;
         }
         self.file.write_all(&self.pending)?;
@@ -435,7 +434,9 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(dir.path().join("S.log")).unwrap().permissions();
+            let mode = std::fs::metadata(dir.path().join("S.log"))
+                .unwrap()
+                .permissions();
             assert_eq!(mode.mode() & 0o077, 0, "readable by others");
         }
     }
@@ -443,7 +444,9 @@ mod tests {
     #[test]
     fn a_rotating_log_keeps_its_cap_and_reads_back_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = MessageLog::open(dir.path(), "S").unwrap().with_rotation(4_096, 2);
+        let mut log = MessageLog::open(dir.path(), "S")
+            .unwrap()
+            .with_rotation(4_096, 2);
         let message = [b'x'; 1_000];
         for time in 0..40 {
             log.append(Direction::Out, time, &message);
@@ -463,7 +466,9 @@ mod tests {
         assert!(times.windows(2).all(|w| w[1] == w[0] + 1), "{times:?}");
         // Reopening continues the current file and its count.
         drop(log);
-        let mut log = MessageLog::open(dir.path(), "S").unwrap().with_rotation(4_096, 2);
+        let mut log = MessageLog::open(dir.path(), "S")
+            .unwrap()
+            .with_rotation(4_096, 2);
         for time in 40..45 {
             log.append(Direction::Out, time, &message);
             log.flush().unwrap();

@@ -19,7 +19,7 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::TryRecvError;
 
 use super::{Batch, MarketData};
-use crate::admission::PeerKey;
+use crate::admission::{PeerKey, PreAuthBudget};
 use crate::config::MarketDataSettings;
 
 /// Most packets one replay request returns.
@@ -92,7 +92,7 @@ pub fn start(
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<UdpFeed> {
     let sender = multicast_sender(settings.udp_interface, settings.udp_ttl)?;
-    let replay = TcpListener::bind(settings.replay_listen)?;
+    let replay = crate::sockets::listen(settings.replay_listen)?;
     replay.set_nonblocking(true)?;
     let replay_addr = replay.local_addr()?;
     let history = Arc::new(Mutex::new(History {
@@ -230,58 +230,78 @@ impl Publisher {
     }
 }
 
-/// Replay connections answered at once; one more is closed at once (the client retries).
-pub const MAX_REPLAY_CONNECTIONS: usize = 16;
-/// Replay connections from one address (IPv6: one /64) answered at once, so that one client
-/// cannot hold every slot.
-pub const MAX_REPLAY_CONNECTIONS_PER_ADDRESS: usize = 4;
+/// Replay connections waiting for their request, in all and from one address (IPv6: one /64);
+/// a new one over either limit closes the oldest waiting, so idle sockets cannot keep a real
+/// request out.
+pub const MAX_REPLAY_WAITING: usize = 16;
+pub const MAX_REPLAY_WAITING_PER_ADDRESS: usize = 4;
+/// Replays being written at once; one more is closed at once (the client retries).
+pub const MAX_REPLAYS_WRITING: usize = 16;
 /// How long a replay connection may take to send its 13-byte request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The connections waiting for their request: the budget, and a handle of each to close it.
+struct Waiting {
+    budget: PreAuthBudget<u64>,
+    streams: HashMap<u64, TcpStream>,
+}
+
+impl Waiting {
+    fn leave(&mut self, id: u64) {
+        self.budget.leave(id);
+        self.streams.remove(&id);
+    }
+}
 
 /// Accepts replay requests and answers each on a thread of its own, so that a client that
 /// is slow to ask or to read holds up nobody else.
 fn serve_replays(listener: TcpListener, history: &Arc<Mutex<History>>, stop: &AtomicBool) {
-    let busy = Arc::new(AtomicUsize::new(0));
-    let by_peer: Arc<Mutex<HashMap<PeerKey, usize>>> = Arc::default();
-    let leave = |busy: &AtomicUsize, by_peer: &Mutex<HashMap<PeerKey, usize>>, key| {
-        busy.fetch_sub(1, Ordering::AcqRel);
-        let mut by_peer = by_peer.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = by_peer.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                by_peer.remove(&key);
-            }
-        }
-    };
+    let writing = Arc::new(AtomicUsize::new(0));
+    let waiting = Arc::new(Mutex::new(Waiting {
+        budget: PreAuthBudget::new(MAX_REPLAY_WAITING, MAX_REPLAY_WAITING_PER_ADDRESS),
+        streams: HashMap::new(),
+    }));
+    let mut next_id = 0u64;
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                let key = PeerKey::of(peer.ip());
-                let from_peer = {
-                    let mut by_peer = by_peer.lock().unwrap_or_else(|e| e.into_inner());
-                    let n = by_peer.entry(key).or_default();
-                    *n += 1;
-                    *n
-                };
-                if busy.fetch_add(1, Ordering::AcqRel) >= MAX_REPLAY_CONNECTIONS
-                    || from_peer > MAX_REPLAY_CONNECTIONS_PER_ADDRESS
-                {
-                    leave(&busy, &by_peer, key);
-                    tracing::debug!(%peer, "replay service busy: connection closed");
+                next_id += 1;
+                let id = next_id;
+                let Ok(handle) = stream.try_clone() else {
                     continue;
+                };
+                {
+                    let mut w = waiting.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(evicted) = w.budget.admit(id, PeerKey::of(peer.ip())) {
+                        if let Some(old) = w.streams.remove(&evicted) {
+                            // Its blocked read returns, and its thread ends.
+                            let _ = old.shutdown(std::net::Shutdown::Both);
+                        }
+                    }
+                    w.streams.insert(id, handle);
                 }
-                let (history, done, peers) = (history.clone(), busy.clone(), by_peer.clone());
+                let (history, writing, waiting_too) =
+                    (history.clone(), writing.clone(), waiting.clone());
                 let answer = move || {
-                    if let Err(e) = serve_replay(stream, &history) {
+                    let served = serve_replay(stream, &history, &writing, || {
+                        waiting_too
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .leave(id)
+                    });
+                    waiting_too
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .leave(id);
+                    if let Err(e) = served {
                         tracing::debug!(%peer, "replay request: {e}");
                     }
-                    leave(&done, &peers, key);
                 };
                 if let Err(e) = std::thread::Builder::new()
                     .name("rialto-replay-conn".into())
                     .spawn(answer)
                 {
-                    leave(&busy, &by_peer, key);
+                    waiting.lock().unwrap_or_else(|e| e.into_inner()).leave(id);
                     tracing::warn!("replay service: no thread for a request: {e}");
                 }
             }
@@ -297,15 +317,26 @@ fn serve_replays(listener: TcpListener, history: &Arc<Mutex<History>>, stop: &At
 }
 
 /// Answers one request with length-prefixed packets (u16 little-endian), then closes. A
-/// request for packets no longer held gets what is still held of its range.
-fn serve_replay(mut stream: TcpStream, history: &Mutex<History>) -> std::io::Result<()> {
+/// request for packets no longer held gets what is still held of its range. `asked` is
+/// called once the request is in.
+fn serve_replay(
+    mut stream: TcpStream,
+    history: &Mutex<History>,
+    writing: &AtomicUsize,
+    asked: impl FnOnce(),
+) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     let mut request = [0u8; REQUEST_LEN];
     stream.read_exact(&mut request)?;
+    asked();
     if request[0] != Channel::Incremental as u8 {
         return Ok(()); // only the incremental channel is replayed
+    }
+    if writing.fetch_add(1, Ordering::AcqRel) >= MAX_REPLAYS_WRITING {
+        writing.fetch_sub(1, Ordering::AcqRel);
+        return Ok(()); // busy: closed, the client retries
     }
     let first = u64::from_le_bytes(request[1..9].try_into().expect("8 bytes"));
     let count = u32::from_le_bytes(request[9..13].try_into().expect("4 bytes")).min(MAX_REPLAY);
@@ -318,8 +349,11 @@ fn serve_replay(mut stream: TcpStream, history: &Mutex<History>) -> std::io::Res
         out.extend_from_slice(&(p.len() as u16).to_le_bytes());
         out.extend_from_slice(p);
     }
-    stream.write_all(&out)?;
-    stream.shutdown(std::net::Shutdown::Write)
+    let written = stream
+        .write_all(&out)
+        .and_then(|()| stream.shutdown(std::net::Shutdown::Write));
+    writing.fetch_sub(1, Ordering::AcqRel);
+    written
 }
 
 /// A replay request (for clients and tests).

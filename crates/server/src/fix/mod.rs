@@ -186,7 +186,7 @@ impl FixGateway {
         credentials: Arc<Credentials>,
         instruments: Instruments,
     ) -> io::Result<FixGateway> {
-        let listener = TcpListener::bind(config.listen)?;
+        let listener = crate::sockets::listen_mio(config.listen)?;
         std::fs::create_dir_all(config.data_dir.join("fix"))?;
         let pending_logons = PreAuthBudget::new(
             config.max_pending_logons,
@@ -706,9 +706,10 @@ impl FixGateway {
     fn resend_ready(&self) -> bool {
         self.core.slots.iter().any(|slot| {
             slot.session.is_resending()
-                && slot.conn.and_then(|id| self.conns.get(&id)).is_some_and(|c| {
-                    !c.closing && c.output.len() - c.output_pos < RESEND_LOW_WATER
-                })
+                && slot
+                    .conn
+                    .and_then(|id| self.conns.get(&id))
+                    .is_some_and(|c| !c.closing && c.output.len() - c.output_pos < RESEND_LOW_WATER)
         })
     }
 
