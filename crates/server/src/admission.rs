@@ -40,7 +40,10 @@ pub struct PreAuthBudget<Id: Copy + Ord> {
 
 impl<Id: Copy + Ord> PreAuthBudget<Id> {
     pub fn new(max: usize, per_peer: usize) -> PreAuthBudget<Id> {
-        assert!(max >= 1 && per_peer >= 1, "a budget admits at least one connection");
+        assert!(
+            max >= 1 && per_peer >= 1,
+            "a budget admits at least one connection"
+        );
         PreAuthBudget {
             max,
             per_peer,
@@ -52,7 +55,12 @@ impl<Id: Copy + Ord> PreAuthBudget<Id> {
     /// A new connection `id` (greater than every id admitted before) from `peer`. Returns
     /// the connection to close to make room for it, if any.
     pub fn admit(&mut self, id: Id, peer: PeerKey) -> Option<Id> {
-        debug_assert!(self.waiting.keys().next_back().is_none_or(|&last| last < id));
+        debug_assert!(
+            self.waiting
+                .keys()
+                .next_back()
+                .is_none_or(|&last| last < id)
+        );
         let same_peer = self.by_peer.get(&peer).map_or(0, BTreeSet::len);
         let evict = if same_peer >= self.per_peer {
             self.by_peer[&peer].first().copied()

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod ring;
 pub mod sockets;
+pub mod tls;
 pub mod web;
 
 use std::net::SocketAddr;
@@ -133,6 +134,10 @@ pub fn start_with_stop(
         .clone()
         .unwrap_or_else(|| credentials.admin_secret());
 
+    let web_tls = match config.tls.enabled {
+        true => Some(tls::server_config(&config.tls)?),
+        false => None,
+    };
     let web_listener = match config.web.enabled {
         true => Some(
             web::bind(config.web.listen)
@@ -291,6 +296,7 @@ pub fn start_with_stop(
             md: market_data.clone(),
             metrics: metrics.clone(),
             started_ms,
+            tls: web_tls,
         };
         Some(web::start(parts, listener, stop.clone())?)
     } else {
@@ -331,6 +337,7 @@ pub fn start_with_stop(
         %admin_addr,
         fix_addr = ?fix_addr,
         web_addr = ?web_addr,
+        web_tls = config.tls.enabled,
         durability = ?config.journal.durability,
         dedicated_threads = config.pipeline.threads.dedicated(),
         "serving"

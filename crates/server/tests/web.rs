@@ -94,7 +94,7 @@ fn signed_headers(
     body: &[u8],
 ) -> Vec<(String, String)> {
     let (ts, n) = (ts_ms.to_string(), nonce().to_string());
-    let sig = sign(secret, &signed_text(&ts, &n, method, target, body));
+    let sig = sign(secret, &signed_text(key, &ts, &n, method, target, body));
     vec![
         ("Rialto-Key".to_string(), key.to_string()),
         ("Rialto-Timestamp".to_string(), ts),
@@ -786,7 +786,7 @@ fn websocket_streams_book_trades_and_private_fills_and_takes_orders() {
 
 /// A login attempt over the socket with the given fields; returns the answer.
 fn ws_login_with(ws: &mut Ws, id: &str, key: &str, secret: &str, ts: &str, n: &str) -> Value {
-    let sig = sign(secret, &signed_text(ts, n, "WS", "/ws", b""));
+    let sig = sign(secret, &signed_text(key, ts, n, "WS", "/ws", b""));
     ws_send(
         ws,
         json!({"id": id, "op": "login", "key": key, "ts": ts, "nonce": n, "sig": sig}),
@@ -1088,8 +1088,10 @@ fn a_reader_that_pauses_gets_every_diff_whole_and_in_order() {
     let server = common::start(dir.path(), |_| {});
 
     // A small receive buffer that nobody reads for a while: what the socket does not take
-    // waits in the server's queue for this connection.
+    // waits in the server's queue for this connection (logged in: a trader's queue may hold
+    // more bytes than an anonymous one's).
     let mut reader = ws_connect_small(&server);
+    ws_login(&mut reader, &server, 3);
     ws_send(
         &mut reader,
         json!({"id": 1, "op": "subscribe", "ch": "book.BTC-USD"}),
@@ -1162,7 +1164,12 @@ fn a_reader_that_pauses_gets_every_diff_whole_and_in_order() {
 #[test]
 fn a_slow_consumer_is_cut_off_and_others_carry_on() {
     let dir = tempfile::tempdir().unwrap();
-    let server = common::start(dir.path(), |c| c.web.max_ws_queue = 8);
+    // No rate limit: the slow one's thousands of requests would otherwise be refused (and
+    // charged to the address the test's own /metrics calls come from).
+    let server = common::start(dir.path(), |c| {
+        c.web.max_ws_queue = 8;
+        c.web.max_requests_per_sec = 0;
+    });
     let http = Http::new(&server);
     let maker = Trader::new(&http, &server, 1);
     // A deep book makes every snapshot large.
