@@ -50,8 +50,7 @@ fn get(addr: SocketAddr, target: &str) -> String {
     );
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
-    let out = String::from_utf8_lossy(&out).to_string();
-    out
+    String::from_utf8_lossy(&out).to_string()
 }
 
 fn metric(addr: SocketAddr, name: &str) -> u64 {
