@@ -48,7 +48,7 @@ def secret(rialto, data, who):
 def call(base, key, secret_text, method, target, body=b""):
     ts = str(int(time.time() * 1000))
     nonce = str(next(NONCE))
-    text = "\n".join([ts, nonce, method, target]).encode() + b"\n" + body
+    text = "\n".join([key, ts, nonce, method, target]).encode() + b"\n" + body
     sig = hmac.new(secret_text.encode(), text, hashlib.sha256).hexdigest()
     request = urllib.request.Request(base + target, data=body or None, method=method, headers={
         "Rialto-Key": key, "Rialto-Timestamp": ts, "Rialto-Nonce": nonce,
@@ -167,7 +167,7 @@ def main():
     ws_url = args.url.replace("http://", "ws://") + "/ws"
     with ws_connect(ws_url, max_size=None, open_timeout=10) as ws:
         ts, nonce = str(int(time.time() * 1000)), str(next(NONCE))
-        text = "\n".join([ts, nonce, "WS", "/ws"]).encode() + b"\n"
+        text = "\n".join(["1", ts, nonce, "WS", "/ws"]).encode() + b"\n"
         sig = hmac.new(secrets["1"].encode(), text, hashlib.sha256).hexdigest()
         ws.send(json.dumps({"id": "login", "op": "login", "key": "1", "ts": ts,
                             "nonce": nonce, "sig": sig}))

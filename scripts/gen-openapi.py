@@ -23,7 +23,7 @@ paths = {
  "/api/v1/time": {"get": op("Server time", ok({"type": "object", "properties": {"ts_ns": i64}}))},
  "/api/v1/symbols": {"get": op("Listed symbols with their tick and lot sizes", ok(arr(ref("Symbol"))))},
  "/api/v1/book/{symbol}": {"get": op("L2 book: aggregated levels, best first", ok(ref("L2Book")), [sym, q("depth", "levels a side (default 50)", 1000)])},
- "/api/v1/book/{symbol}/orders": {"get": op("L3 book: every resting order in priority order", ok(ref("L3Book")), [sym])},
+ "/api/v1/book/{symbol}/orders": {"get": op("L3 book: resting orders in priority order, at most `limit` a side", ok(ref("L3Book")), [sym, q("limit", "orders a side (default and most 1000); truncated says whether a side had more", 1000)])},
  "/api/v1/trades/{symbol}": {"get": op("Recent trades, oldest first", ok(arr(ref("Trade"))), [sym, q("limit", "default 100", 1000)])},
  "/api/v1/candles/{symbol}": {"get": op("1-minute OHLCV candles, oldest first", ok(arr(ref("Candle"))), [sym, q("limit", "default 60", 1440)])},
  "/api/v1/orders": {
@@ -45,10 +45,10 @@ paths = {
 }
 word = lambda *w: {"type": "string", "enum": list(w)}
 schemas = {
- "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string", "description": "a stable code: an engine reason (unknown_symbol, insufficient_funds, ...) or one of malformed_json, bad_request, missing_credentials, unknown_key, bad_signature, stale_request, replayed_nonce, forbidden, not_found, payload_too_large, rate_limited, busy, shutting_down, timeout"}, "message": {"type": "string"}}}}},
+ "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string", "description": "a stable code: an engine reason (unknown_symbol, insufficient_funds, ...) or one of malformed_json, bad_request, missing_credentials, unknown_key, bad_signature, stale_request, replayed_nonce, forbidden, not_found, request_timeout, payload_too_large, rate_limited, too_many_failures, busy, shutting_down, timeout"}, "message": {"type": "string"}}}}},
  "Symbol": {"type": "object", "properties": {"symbol": {"type": "string"}, "id": {"type": "integer"}, "base": {"type": "string"}, "quote": {"type": "string"}, "base_scale": i64, "quote_scale": i64, "maker_fee": i64, "taker_fee": i64, "price_tick": {"type": "string", "example": "0.01"}, "qty_lot": {"type": "string", "example": "0.001"}}},
  "L2Book": {"type": "object", "properties": {"symbol": {"type": "string"}, "seq": i64, "bids": arr(level), "asks": arr(level)}},
- "L3Book": {"type": "object", "properties": {"symbol": {"type": "string"}, "seq": i64, "bids": arr({"type": "array", "items": i64, "description": "[order, price, qty]"}), "asks": arr({"type": "array", "items": i64, "description": "[order, price, qty]"})}},
+ "L3Book": {"type": "object", "properties": {"symbol": {"type": "string"}, "seq": i64, "bids": arr({"type": "array", "items": i64, "description": "[order, price, qty]"}), "asks": arr({"type": "array", "items": i64, "description": "[order, price, qty]"}), "truncated": {"type": "boolean", "description": "true when a side had more orders than limit"}}},
  "Trade": {"type": "object", "properties": {"trade": i64, "ts_ns": i64, "price": i64, "qty": i64, "taker_side": word("buy", "sell")}},
  "Candle": {"type": "object", "properties": {k: i64 for k in ["start_ns", "open", "high", "low", "close", "volume", "trades"]}},
  "NewOrder": {"type": "object", "required": ["symbol", "side", "qty"], "additionalProperties": False, "properties": {"symbol": {"type": "string"}, "order": {**i64, "description": "the client's id; the server picks one when absent"}, "side": word("buy", "sell"), "type": word("limit", "market"), "tif": word("gtc", "ioc", "fok"), "price": {**i64, "description": "ticks; required for limit orders"}, "qty": {**i64, "description": "lots"}, "post_only": {"type": "boolean"}, "stp": word("cancel_taker", "cancel_maker", "cancel_both")}},
@@ -64,13 +64,13 @@ schemas = {
 hdr = lambda n, d: {"type": "apiKey", "in": "header", "name": n, "description": d}
 spec = {
  "openapi": "3.0.3",
- "info": {"title": "Rialto REST API", "version": "1", "description": "Prices are integer ticks and quantities integer lots. Private calls are signed: Rialto-Signature = hex(HMAC-SHA256(secret, timestamp + \"\\n\" + nonce + \"\\n\" + METHOD + \"\\n\" + path_and_query + \"\\n\" + body)). See docs/api.md, which also describes the WebSocket API at /ws."},
+ "info": {"title": "Rialto REST API", "version": "1", "description": "Prices are integer ticks and quantities integer lots. Private calls are signed: Rialto-Signature = hex(HMAC-SHA256(secret, key + \"\\n\" + timestamp + \"\\n\" + nonce + \"\\n\" + METHOD + \"\\n\" + path_and_query + \"\\n\" + body)). See docs/api.md, which also describes the WebSocket API at /ws."},
  "servers": [{"url": "http://127.0.0.1:8080"}],
  "paths": paths,
  "components": {"schemas": schemas, "securitySchemes": {
-   "RialtoKey": hdr("Rialto-Key", "a user id, or admin"),
-   "RialtoTimestamp": hdr("Rialto-Timestamp", "ms since the Unix epoch, within 30 s of the server"),
-   "RialtoNonce": hdr("Rialto-Nonce", "u64, greater than the key's previous nonce"),
+   "RialtoKey": hdr("Rialto-Key", "a user id in decimal without sign or leading zeros (1, not 01 or +1), or admin"),
+   "RialtoTimestamp": hdr("Rialto-Timestamp", "ms since the Unix epoch, within 30 s of the server (web.max_clock_skew_ms)"),
+   "RialtoNonce": hdr("Rialto-Nonce", "u64, greater than the key's previous nonce (remembered for twice the clock skew after its last use)"),
    "RialtoSignature": hdr("Rialto-Signature", "hex HMAC-SHA256 of the signed text")}},
 }
 print(json.dumps(spec, indent=2))

@@ -86,10 +86,10 @@ export class Api {
     return { ts, nonce };
   }
 
-  /** The WebSocket login request (signed over "WS\n/ws\n" with an empty body). */
+  /** The WebSocket login request (signed over key, ts, nonce, "WS\n/ws\n" and an empty body). */
   async wsLogin() {
     const { ts, nonce } = this.stamp();
-    const sig = await this.signer.sign(`${ts}\n${nonce}\nWS\n/ws\n`);
+    const sig = await this.signer.sign(`${this.key}\n${ts}\n${nonce}\nWS\n/ws\n`);
     return { op: 'login', key: this.key, ts, nonce, sig };
   }
 
@@ -105,7 +105,7 @@ export class Api {
     if (!this.signer) throw new ApiError(0, 'not_logged_in', 'log in first');
     const body = bodyObject === undefined ? '' : JSON.stringify(bodyObject);
     const { ts, nonce } = this.stamp();
-    const sig = await this.signer.sign(`${ts}\n${nonce}\n${method}\n${pathAndQuery}\n${body}`);
+    const sig = await this.signer.sign(`${this.key}\n${ts}\n${nonce}\n${method}\n${pathAndQuery}\n${body}`);
     const headers = {
       'Rialto-Key': this.key,
       'Rialto-Timestamp': String(ts),

@@ -40,6 +40,11 @@ pub struct ServeArgs {
     /// On an empty data directory, create demo symbols and funded demo users
     #[arg(long)]
     pub demo: bool,
+    /// Serve HTTPS and WSS on the web address (`[tls]`). With --demo and no tls.cert and
+    /// tls.key set, a self-signed certificate for localhost and 127.0.0.1 is made in
+    /// DATA/tls/ (kept for later runs)
+    #[arg(long)]
+    pub tls: bool,
     /// fsync: acknowledge after fsync (default); batch: after write, fsync every
     /// --batch-interval-us; none: unsafe, may lose acknowledged commands on a crash
     #[arg(long, value_name = "MODE")]
@@ -129,6 +134,14 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     config.market_data.udp |= args.udp_feed;
     config.demo |= args.demo;
+    config.tls.enabled |= args.tls;
+    let unconfigured =
+        config.tls.cert.as_os_str().is_empty() && config.tls.key.as_os_str().is_empty();
+    if config.tls.enabled && unconfigured && config.demo {
+        config.tls = rialto_server::tls::self_signed(&config.data_dir.join("tls"))?;
+        // The certificate's path only (clients trust it); the key stays where it is.
+        tracing::info!(cert = %config.tls.cert.display(), "TLS with a self-signed certificate");
+    }
     if let Some(mode) = args.durability {
         config.journal.durability = mode;
     }
@@ -188,6 +201,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         print!("{}", config.to_toml());
         return Ok(());
     }
+    let tls_cert = config
+        .tls
+        .enabled
+        .then(|| config.tls.cert.display().to_string());
     let groups = (
         config.market_data.udp_incremental,
         config.market_data.udp_snapshot,
@@ -203,9 +220,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         Some(addr) => format!(", FIX on {addr}"),
         None => String::new(),
     };
-    let web = match server.web_addr {
-        Some(addr) => format!(", web on http://{addr}/"),
-        None => String::new(),
+    let web = match (server.web_addr, tls_cert) {
+        (Some(addr), None) => format!(", web on http://{addr}/"),
+        (Some(addr), Some(cert)) => format!(", web on https://{addr}/ (certificate {cert})"),
+        (None, _) => String::new(),
     };
     let udp = match server.replay_addr {
         Some(replay) => format!(

@@ -58,6 +58,8 @@ pub struct ServerConfig {
     pub engine: EngineSettings,
     pub fix: FixSettings,
     pub web: WebSettings,
+    /// TLS for the HTTP listener (off by default).
+    pub tls: crate::tls::TlsSettings,
     pub market_data: MarketDataSettings,
     /// How FIX, REST and the console write prices and quantities of each symbol as decimals. A
     /// symbol not listed here uses 1 and 1: prices in ticks, quantities in lots.
@@ -209,19 +211,52 @@ pub struct FixSettings {
 }
 
 /// HTTP: the REST API, the WebSocket API, /metrics and the web console (docs/api.md).
+/// docs/operations.md lists every setting with its default; docs/security.md says why.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebSettings {
     pub enabled: bool,
     pub listen: SocketAddr,
-    /// Requests a key (or, for public calls, a client address) may make per second (0: no
-    /// limit).
+    /// Requests a user (signed requests) or a client address (everything else) may make per
+    /// second, REST and WebSocket requests alike (0: no limit).
     pub max_requests_per_sec: u64,
     pub burst: u64,
     /// Messages waiting to be written to one WebSocket whose socket buffer is full, before
     /// it is cut off as a slow consumer.
     pub max_ws_queue: usize,
+    /// The same in bytes, for a logged-in WebSocket.
+    pub max_ws_queue_bytes: usize,
+    /// The same in bytes, for a WebSocket that has not logged in.
+    pub max_ws_queue_bytes_public: usize,
     pub max_ws_connections: usize,
+    /// Open connections past their first request (a WebSocket: past its login or first
+    /// subscription), in all and from one address (an IPv4 address or an IPv6 /64). A
+    /// connection over either is answered 503 `busy` and closed.
+    pub max_connections: usize,
+    pub max_connections_per_address: usize,
+    /// Connections that have not got that far yet. Over this (or over
+    /// `max_connections_per_address` from one address) the oldest such connection is closed
+    /// to make room for the new one.
+    pub max_pending_connections: usize,
+    /// The whole header of a request must arrive within this of the connection opening or of
+    /// the previous answer (so it is the keep-alive idle timeout too).
+    pub header_read_timeout_ms: u64,
+    /// The largest request header (request line and headers, bytes) and the most header
+    /// fields; over either the answer is 431.
+    pub max_header_bytes: usize,
+    pub max_headers: usize,
+    /// A WebSocket must log in or subscribe within this of its upgrade.
+    pub ws_login_timeout_ms: u64,
+    /// A WebSocket from which nothing arrives (no request, no pong) for this long is closed;
+    /// the server pings it after half of it.
+    pub ws_idle_timeout_ms: u64,
+    /// How far a signed request's timestamp may be from the server's clock. Each user's last
+    /// nonce is kept for twice this after its last accepted request.
+    pub max_clock_skew_ms: u64,
+    /// Failed logins (a signed request or WebSocket login refused) allowed in a burst per
+    /// address and per user, and forgiven per second after it.
+    pub login_failures_burst: u32,
+    pub login_failures_per_sec: f64,
 }
 
 /// The market data feed (docs/market-data.md).
@@ -273,7 +308,20 @@ impl Default for WebSettings {
             max_requests_per_sec: 1_000,
             burst: 1_000,
             max_ws_queue: 4_096,
+            max_ws_queue_bytes: 4 << 20,
+            max_ws_queue_bytes_public: 256 << 10,
             max_ws_connections: 4_096,
+            max_connections: 1_024,
+            max_connections_per_address: 64,
+            max_pending_connections: 256,
+            header_read_timeout_ms: 5_000,
+            max_header_bytes: 16 << 10,
+            max_headers: 64,
+            ws_login_timeout_ms: 10_000,
+            ws_idle_timeout_ms: 60_000,
+            max_clock_skew_ms: 30_000,
+            login_failures_burst: 10,
+            login_failures_per_sec: 1.0,
         }
     }
 }
@@ -354,6 +402,7 @@ impl Default for ServerConfig {
             engine: EngineSettings::default(),
             fix: FixSettings::default(),
             web: WebSettings::default(),
+            tls: crate::tls::TlsSettings::default(),
             market_data: MarketDataSettings::default(),
             instruments: demo_instruments(),
         }
@@ -454,6 +503,41 @@ impl ServerConfig {
         anyhow::ensure!(
             w.max_ws_queue >= 1 && w.max_ws_connections >= 1,
             "web.max_ws_queue and web.max_ws_connections must be at least 1"
+        );
+        anyhow::ensure!(
+            w.max_ws_queue_bytes >= 1 << 10 && w.max_ws_queue_bytes_public >= 1 << 10,
+            "web.max_ws_queue_bytes and web.max_ws_queue_bytes_public must be at least 1024"
+        );
+        anyhow::ensure!(
+            w.max_connections >= 1
+                && w.max_connections_per_address >= 1
+                && w.max_pending_connections >= 1,
+            "web.max_connections, max_connections_per_address and max_pending_connections \
+             must be at least 1"
+        );
+        anyhow::ensure!(
+            w.header_read_timeout_ms >= 1
+                && w.ws_login_timeout_ms >= 1
+                && w.ws_idle_timeout_ms >= 2,
+            "web.header_read_timeout_ms, ws_login_timeout_ms and ws_idle_timeout_ms must be positive"
+        );
+        anyhow::ensure!(
+            (8 << 10..=1 << 20).contains(&w.max_header_bytes) && w.max_headers >= 8,
+            "web.max_header_bytes must be 8192..=1048576 and web.max_headers at least 8"
+        );
+        anyhow::ensure!(
+            (100..=3_600_000).contains(&w.max_clock_skew_ms),
+            "web.max_clock_skew_ms must be 100..=3600000"
+        );
+        anyhow::ensure!(
+            w.login_failures_burst >= 1
+                && w.login_failures_per_sec.is_finite()
+                && w.login_failures_per_sec > 0.0,
+            "web.login_failures_burst must be at least 1 and login_failures_per_sec positive"
+        );
+        anyhow::ensure!(
+            !self.tls.enabled || self.web.enabled,
+            "tls.enabled needs web.enabled (TLS is for the HTTP listener)"
         );
         anyhow::ensure!(
             (2..=1 << 24).contains(&self.market_data.ring_capacity),

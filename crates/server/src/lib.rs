@@ -17,6 +17,7 @@ pub mod pipeline;
 pub mod process;
 pub mod ring;
 pub mod sockets;
+pub mod tls;
 pub mod web;
 
 use std::net::SocketAddr;
@@ -145,6 +146,10 @@ pub fn start_with_stop(
         .clone()
         .unwrap_or_else(|| credentials.admin_secret());
 
+    let web_tls = match config.tls.enabled {
+        true => Some(tls::server_config(&config.tls)?),
+        false => None,
+    };
     let web_listener = match config.web.enabled {
         true => Some(
             web::bind(config.web.listen)
@@ -311,6 +316,7 @@ pub fn start_with_stop(
             md: market_data.clone(),
             metrics: metrics.clone(),
             started_ms,
+            tls: web_tls,
         };
         Some(web::start(parts, listener, stop.clone())?)
     } else {
@@ -351,6 +357,7 @@ pub fn start_with_stop(
         %admin_addr,
         fix_addr = ?fix_addr,
         web_addr = ?web_addr,
+        web_tls = config.tls.enabled,
         durability = ?config.journal.durability,
         dedicated_threads = config.pipeline.threads.dedicated(),
         "serving"

@@ -22,6 +22,19 @@ fn nonce() -> u64 {
 
 struct Http {
     addr: SocketAddr,
+    /// The client address to connect from (127.0.0.1 unless set: any 127/8 address works).
+    source: Option<std::net::IpAddr>,
+}
+
+/// A connection to `addr` from `source`, when set.
+fn connect_from(addr: SocketAddr, source: Option<std::net::IpAddr>) -> TcpStream {
+    let Some(source) = source else {
+        return TcpStream::connect(addr).unwrap();
+    };
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&SocketAddr::new(source, 0).into()).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    socket.into()
 }
 
 struct Answer {
@@ -33,12 +46,21 @@ impl Http {
     fn new(server: &RunningServer) -> Http {
         Http {
             addr: server.web_addr.expect("web is on by default"),
+            source: None,
+        }
+    }
+
+    /// Requests from another client address.
+    fn from(server: &RunningServer, source: [u8; 4]) -> Http {
+        Http {
+            source: Some(std::net::IpAddr::from(source)),
+            ..Http::new(server)
         }
     }
 
     /// One request on a fresh connection; the body is parsed as JSON.
     fn raw(&self, method: &str, target: &str, headers: &[(String, String)], body: &[u8]) -> Answer {
-        let mut s = TcpStream::connect(self.addr).unwrap();
+        let mut s = connect_from(self.addr, self.source);
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let mut req = format!(
             "{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -94,7 +116,7 @@ fn signed_headers(
     body: &[u8],
 ) -> Vec<(String, String)> {
     let (ts, n) = (ts_ms.to_string(), nonce().to_string());
-    let sig = sign(secret, &signed_text(&ts, &n, method, target, body));
+    let sig = sign(secret, &signed_text(key, &ts, &n, method, target, body));
     vec![
         ("Rialto-Key".to_string(), key.to_string()),
         ("Rialto-Timestamp".to_string(), ts),
@@ -786,7 +808,7 @@ fn websocket_streams_book_trades_and_private_fills_and_takes_orders() {
 
 /// A login attempt over the socket with the given fields; returns the answer.
 fn ws_login_with(ws: &mut Ws, id: &str, key: &str, secret: &str, ts: &str, n: &str) -> Value {
-    let sig = sign(secret, &signed_text(ts, n, "WS", "/ws", b""));
+    let sig = sign(secret, &signed_text(key, ts, n, "WS", "/ws", b""));
     ws_send(
         ws,
         json!({"id": id, "op": "login", "key": key, "ts": ts, "nonce": n, "sig": sig}),
@@ -1088,8 +1110,10 @@ fn a_reader_that_pauses_gets_every_diff_whole_and_in_order() {
     let server = common::start(dir.path(), |_| {});
 
     // A small receive buffer that nobody reads for a while: what the socket does not take
-    // waits in the server's queue for this connection.
+    // waits in the server's queue for this connection (logged in: a trader's queue may hold
+    // more bytes than an anonymous one's).
     let mut reader = ws_connect_small(&server);
+    ws_login(&mut reader, &server, 3);
     ws_send(
         &mut reader,
         json!({"id": 1, "op": "subscribe", "ch": "book.BTC-USD"}),
@@ -1162,7 +1186,12 @@ fn a_reader_that_pauses_gets_every_diff_whole_and_in_order() {
 #[test]
 fn a_slow_consumer_is_cut_off_and_others_carry_on() {
     let dir = tempfile::tempdir().unwrap();
-    let server = common::start(dir.path(), |c| c.web.max_ws_queue = 8);
+    // No rate limit: the slow one's thousands of requests would otherwise be refused (and
+    // charged to the address the test's own /metrics calls come from).
+    let server = common::start(dir.path(), |c| {
+        c.web.max_ws_queue = 8;
+        c.web.max_requests_per_sec = 0;
+    });
     let http = Http::new(&server);
     let maker = Trader::new(&http, &server, 1);
     // A deep book makes every snapshot large.
@@ -1268,5 +1297,420 @@ fn every_documented_endpoint_answers() {
             }
         }
     }
+    server.shutdown().unwrap();
+}
+
+// ----- hardening (docs/api.md "Authentication", "Limits") -------------------------------------
+
+/// A metric's value from /metrics (the first line that starts with `name`).
+fn metric(http: &Http, name: &str) -> u64 {
+    let text = http.get("/metrics").body.as_str().unwrap().to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+fn open_order_count(t: &Trader) -> usize {
+    let open = t.call("GET", "/api/v1/orders", Value::Null);
+    assert_eq!(open.status, 200, "{:?}", open.body);
+    open.body.as_array().unwrap().len()
+}
+
+#[test]
+fn a_request_replayed_under_another_spelling_of_its_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let trader = Trader::new(&http, &server, 1);
+    let target = "/api/v1/orders";
+    let order =
+        json!({"symbol": "BTC-USD", "side": "sell", "price": 600_000, "qty": 1}).to_string();
+    let headers = signed_headers(
+        "1",
+        &trader.secret,
+        now_ms(),
+        "POST",
+        target,
+        order.as_bytes(),
+    );
+    let first = http.raw("POST", target, &headers, order.as_bytes());
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    for spelling in ["01", "001", "+1", "1.0", "1e0"] {
+        let mut respelled = headers.clone();
+        respelled[0].1 = spelling.to_string();
+        let replay = http.raw("POST", target, &respelled, order.as_bytes());
+        assert_eq!(
+            (replay.status, error_code(&replay)),
+            (401, "unknown_key"),
+            "{spelling:?}"
+        );
+    }
+    // Signed for real under a non-canonical spelling: still no such key.
+    let respelled = signed_headers(
+        "01",
+        &trader.secret,
+        now_ms(),
+        "POST",
+        target,
+        order.as_bytes(),
+    );
+    let answer = http.raw("POST", target, &respelled, order.as_bytes());
+    assert_eq!((answer.status, error_code(&answer)), (401, "unknown_key"));
+    // The old signed text (without the key) no longer verifies.
+    let (ts, n) = (now_ms().to_string(), nonce().to_string());
+    let mut old = b"".to_vec();
+    for part in [ts.as_str(), n.as_str(), "POST", target] {
+        old.extend_from_slice(part.as_bytes());
+        old.push(b'\n');
+    }
+    old.extend_from_slice(order.as_bytes());
+    let old_headers = vec![
+        ("Rialto-Key".to_string(), "1".to_string()),
+        ("Rialto-Timestamp".to_string(), ts),
+        ("Rialto-Nonce".to_string(), n),
+        ("Rialto-Signature".to_string(), sign(&trader.secret, &old)),
+    ];
+    let answer = http.raw("POST", target, &old_headers, order.as_bytes());
+    assert_eq!((answer.status, error_code(&answer)), (401, "bad_signature"));
+    assert_eq!(
+        open_order_count(&trader),
+        1,
+        "only the first request placed an order"
+    );
+
+    // A captured WebSocket login, replayed as is and under other spellings of its key.
+    let secret = server.credentials.user_secret(2);
+    let (ts, n) = (now_ms().to_string(), nonce().to_string());
+    let mut ws = ws_connect(&server);
+    let login = ws_login_with(&mut ws, "a", "2", &secret, &ts, &n);
+    assert_eq!(login["result"]["user"], 2, "{login}");
+    let sig = sign(&secret, &signed_text("2", &ts, &n, "WS", "/ws", b""));
+    let mut thief = ws_connect(&server);
+    for (id, key) in [("b", json!("02")), ("c", json!("+2")), ("d", json!("002"))] {
+        let answer = ws_call(
+            &mut thief,
+            json!({"id": id, "op": "login", "key": key, "ts": ts, "nonce": n, "sig": sig}),
+        );
+        assert_eq!(answer["error"]["code"], "unknown_key", "{key}: {answer}");
+    }
+    let answer = ws_call(
+        &mut thief,
+        json!({"id": "e", "op": "login", "key": "2", "ts": ts, "nonce": n, "sig": sig}),
+    );
+    assert_eq!(answer["error"]["code"], "replayed_nonce", "{answer}");
+    let refused = ws_call(
+        &mut thief,
+        json!({"id": "f", "op": "place", "symbol": "BTC-USD", "side": "sell", "price": 600_000, "qty": 1}),
+    );
+    assert_eq!(refused["error"]["code"], "missing_credentials", "{refused}");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_huge_nonce_locks_its_key_only_until_its_timestamp_has_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    // A short clock skew, so that the nonce memory (twice it) runs out within the test.
+    let server = common::start(dir.path(), |c| c.web.max_clock_skew_ms = 300);
+    let http = Http::new(&server);
+    let secret = server.credentials.user_secret(1);
+    let target = "/api/v1/orders";
+    let signed = |n: u64| {
+        let ts = now_ms().to_string();
+        let n = n.to_string();
+        let sig = sign(&secret, &signed_text("1", &ts, &n, "GET", target, b""));
+        vec![
+            ("Rialto-Key".to_string(), "1".to_string()),
+            ("Rialto-Timestamp".to_string(), ts),
+            ("Rialto-Nonce".to_string(), n),
+            ("Rialto-Signature".to_string(), sig),
+        ]
+    };
+    let huge = signed(u64::MAX);
+    let accepted = http.raw("GET", target, &huge, b"");
+    assert_eq!(accepted.status, 200, "{:?}", accepted.body);
+    let locked = http.raw("GET", target, &signed(5), b"");
+    assert_eq!(
+        (locked.status, error_code(&locked)),
+        (401, "replayed_nonce")
+    );
+    // Once twice the skew has passed since it was accepted, nothing signed before can be
+    // replayed (its timestamp is stale), and the nonce is forgotten.
+    std::thread::sleep(Duration::from_millis(2 * 300 + 50));
+    let replayed = http.raw("GET", target, &huge, b"");
+    assert_eq!(
+        (replayed.status, error_code(&replayed)),
+        (401, "stale_request")
+    );
+    let fresh = http.raw("GET", target, &signed(5), b"");
+    assert_eq!(fresh.status, 200, "the key works again: {:?}", fresh.body);
+    server.shutdown().unwrap();
+}
+
+/// Sends a request head as given and returns the status of the answer, or None when the
+/// server closed the connection without one.
+fn send_head(addr: SocketAddr, head: &[u8]) -> Option<u16> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.write_all(head); // the server may close before it has read everything
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    text.split_whitespace().nth(1).and_then(|c| c.parse().ok())
+}
+
+#[test]
+fn big_headers_are_refused_and_junk_keys_leave_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let addr = http.addr;
+    let big = format!(
+        "GET /api/v1/time HTTP/1.1\r\nHost: x\r\nRialto-Key: {}\r\n\r\n",
+        "1".repeat(200 << 10)
+    );
+    let status = send_head(addr, big.as_bytes());
+    assert!(
+        matches!(status, None | Some(431)),
+        "a 200 KB header: {status:?}"
+    );
+    let mut many = "GET /api/v1/time HTTP/1.1\r\nHost: x\r\n".to_string();
+    for i in 0..100 {
+        many.push_str(&format!("X-Filler-{i}: {i}\r\n"));
+    }
+    many.push_str("\r\n");
+    let status = send_head(addr, many.as_bytes());
+    assert!(
+        matches!(status, None | Some(431)),
+        "100 headers: {status:?}"
+    );
+    // Just under the limit is fine.
+    let fits = format!(
+        "GET /api/v1/time HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\nConnection: close\r\n\r\n",
+        "p".repeat(12 << 10)
+    );
+    assert_eq!(send_head(addr, fits.as_bytes()), Some(200));
+
+    // Signed requests with keys nobody has: no state is kept for them.
+    for i in 0..300 {
+        let key = format!("{}{i}", "0".repeat(1 + i % 7));
+        let headers = signed_headers(&key, "x", now_ms(), "GET", "/api/v1/time", b"");
+        let answer = http.raw("GET", "/api/v1/time", &headers, b"");
+        assert!(matches!(answer.status, 200 | 429), "{:?}", answer.body);
+    }
+    assert_eq!(
+        metric(&http, "rialto_web_auth_entries{table=\"nonces\"}"),
+        0
+    );
+    assert_eq!(
+        metric(&http, "rialto_web_auth_entries{table=\"rates\"}"),
+        1,
+        "one address"
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn junk_credentials_are_charged_to_the_address_and_signed_requests_to_their_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |c| {
+        c.web.max_requests_per_sec = 5;
+        c.web.burst = 5;
+    });
+    let http = Http::new(&server);
+    let junk = [("Rialto-Key".to_string(), "whatever".to_string())];
+    let statuses: Vec<u16> = (0..20)
+        .map(|_| http.raw("GET", "/api/v1/time", &junk, b"").status)
+        .collect();
+    assert!(statuses.contains(&429), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| matches!(s, 200 | 429)),
+        "{statuses:?}"
+    );
+    // The address is spent; a correctly signed request is the user's, and goes through.
+    let trader = Trader::new(&http, &server, 1);
+    let balances = trader.call("GET", "/api/v1/balances", Value::Null);
+    assert_eq!(balances.status, 200, "{:?}", balances.body);
+    let public = http.get("/api/v1/time");
+    assert_eq!((public.status, error_code(&public)), (429, "rate_limited"));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn websocket_order_entry_is_limited_to_the_users_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |c| {
+        c.web.max_requests_per_sec = 20;
+        c.web.burst = 20;
+    });
+    let mut ws = ws_connect(&server);
+    ws_login(&mut ws, &server, 1);
+    let started = Instant::now();
+    for id in 0..200 {
+        ws_send(
+            &mut ws,
+            json!({"id": id, "op": "place", "symbol": "BTC-USD", "side": "sell", "price": 700_000 + id, "qty": 1}),
+        );
+    }
+    let (mut accepted, mut limited) = (0, 0);
+    for _ in 0..200 {
+        let answer = ws_until(&mut ws, "an answer", |v| v.get("id").is_some());
+        match answer["error"]["code"].as_str() {
+            None => accepted += 1,
+            Some("rate_limited") => limited += 1,
+            Some(other) => panic!("{other}: {answer}"),
+        }
+    }
+    let allowed = 20 + (started.elapsed().as_secs_f64() * 20.0).ceil() as usize;
+    assert!(limited > 0, "{accepted} accepted");
+    assert!(
+        accepted <= allowed,
+        "{accepted} accepted, at most {allowed} allowed"
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn the_l3_book_is_capped_per_side_and_says_when_it_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let maker = Trader::new(&http, &server, 1);
+    for i in 0..30 {
+        let r = maker.call("POST", "/api/v1/orders",
+            json!({"symbol": "BTC-USD", "order": i, "side": "sell", "price": 600_000 + i, "qty": 1}));
+        assert_eq!(r.status, 200, "{:?}", r.body);
+    }
+    eventually("30 orders in the L3 book", || {
+        http.get("/api/v1/book/BTC-USD/orders").body["asks"]
+            .as_array()
+            .unwrap()
+            .len()
+            == 30
+    });
+    let whole = http.get("/api/v1/book/BTC-USD/orders").body;
+    assert_eq!(whole["truncated"], false);
+    let cut = http.get("/api/v1/book/BTC-USD/orders?limit=10").body;
+    assert_eq!(cut["asks"].as_array().unwrap().len(), 10);
+    assert_eq!(cut["asks"][0], whole["asks"][0], "the best first");
+    assert_eq!(cut["truncated"], true);
+    for bad in ["0", "1001", "x"] {
+        let a = http.get(&format!("/api/v1/book/BTC-USD/orders?limit={bad}"));
+        assert_eq!((a.status, error_code(&a)), (400, "bad_request"), "{bad}");
+    }
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn websocket_subscribers_that_never_read_are_cut_off_by_the_bytes_they_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = 64 << 10;
+    let server = common::start(dir.path(), |c| {
+        c.web.max_requests_per_sec = 0;
+        c.web.max_ws_queue_bytes_public = cap;
+    });
+    let http = Http::new(&server);
+    let maker = Trader::new(&http, &server, 1);
+    for i in 0..300 {
+        let r = maker.call("POST", "/api/v1/orders",
+            json!({"symbol": "BTC-USD", "order": i, "side": "sell", "price": 600_000 + i, "qty": 1}));
+        assert_eq!(r.status, 200, "{:?}", r.body);
+    }
+    eventually("the deep book", || {
+        http.get("/api/v1/book/BTC-USD/orders").body["asks"]
+            .as_array()
+            .unwrap()
+            .len()
+            == 300
+    });
+    let snapshot_bytes = http
+        .get("/api/v1/book/BTC-USD/orders")
+        .body
+        .to_string()
+        .len()
+        + 200;
+
+    // Eight connections ask for snapshot after snapshot and read nothing.
+    let churners: Vec<_> = (0..8)
+        .map(|_| {
+            let mut ws = ws_connect_small(&server);
+            std::thread::spawn(move || {
+                for i in 0..4_000 {
+                    let op = if i % 2 == 0 {
+                        "subscribe"
+                    } else {
+                        "unsubscribe"
+                    };
+                    let request = json!({"op": op, "ch": "orders.BTC-USD"}).to_string();
+                    if ws.send(tungstenite::Message::text(request)).is_err() {
+                        break; // cut off
+                    }
+                }
+                ws // kept open: a closed socket would drop what the server has not read
+            })
+        })
+        .collect();
+    eventually("all eight cut off", || {
+        metric(&http, "rialto_ws_slow_consumers_total") == 8
+    });
+    let _sockets: Vec<_> = churners.into_iter().map(|c| c.join().unwrap()).collect();
+    // No connection's queue ever held more than its cap and one more message.
+    let peak = metric(&http, "rialto_ws_queue_peak_bytes") as usize;
+    assert!(
+        peak <= cap + snapshot_bytes,
+        "{peak} bytes queued, cap {cap} + {snapshot_bytes}"
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn failed_logins_are_throttled_per_address_and_per_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let here = Http::new(&server);
+    let there = Http::from(&server, [127, 0, 0, 2]);
+    let secret = server.credentials.user_secret(1);
+    let good = Trader::new(&here, &server, 1);
+    // Ten wrong signatures for user 1 from here: the burst (web.login_failures_burst).
+    for _ in 0..10 {
+        let a = here.signed("1", "guess", "GET", "/api/v1/balances", "");
+        assert_eq!((a.status, error_code(&a)), (401, "bad_signature"));
+    }
+    // Now nothing from here is even looked at, not even the right secret, nor a WebSocket login.
+    let refused = good.call("GET", "/api/v1/balances", Value::Null);
+    assert_eq!(
+        (refused.status, error_code(&refused)),
+        (429, "too_many_failures")
+    );
+    let mut ws = ws_connect(&server);
+    let (ts, n) = (now_ms().to_string(), nonce().to_string());
+    let login = ws_login_with(
+        &mut ws,
+        "x",
+        "2",
+        &server.credentials.user_secret(2),
+        &ts,
+        &n,
+    );
+    assert_eq!(login["error"]["code"], "too_many_failures", "{login}");
+
+    // From a clean address user 1 still gets in: a guesser cannot lock a user out.
+    let ok = there.signed("1", &secret, "GET", "/api/v1/balances", "");
+    assert_eq!(ok.status, 200, "{:?}", ok.body);
+    // But once that address fails too, user 1 is refused from it, and user 2 is not.
+    let wrong = there.signed("1", "guess", "GET", "/api/v1/balances", "");
+    assert_eq!(error_code(&wrong), "bad_signature");
+    let user1 = there.signed("1", &secret, "GET", "/api/v1/balances", "");
+    assert_eq!(
+        (user1.status, error_code(&user1)),
+        (429, "too_many_failures")
+    );
+    let user2 = there.signed(
+        "2",
+        &server.credentials.user_secret(2),
+        "GET",
+        "/api/v1/balances",
+        "",
+    );
+    assert_eq!(user2.status, 200, "{:?}", user2.body);
     server.shutdown().unwrap();
 }

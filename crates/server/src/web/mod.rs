@@ -10,6 +10,7 @@ pub mod bridge;
 pub mod fanout;
 mod history;
 mod json;
+pub mod listener;
 mod orders;
 pub mod outbox;
 mod rest;
@@ -108,7 +109,7 @@ impl IntoResponse for ApiError {
 }
 
 /// Who signed a private request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Principal {
     User(UserId),
     Admin,
@@ -128,6 +129,12 @@ pub struct AppState {
     pub topics: fanout::Topics,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub shutdown: watch::Receiver<bool>,
+    /// The listener's connections, pending and established.
+    pub connections: Arc<listener::Connections>,
+    /// What the WebSocket outboxes have queued.
+    pub queue_stats: Arc<outbox::QueueStats>,
+    /// Whether the listener speaks TLS.
+    pub tls: bool,
     /// Server-chosen order ids: clock-based so that they do not repeat across restarts.
     next_order_id: std::sync::atomic::AtomicI64,
 }
@@ -151,6 +158,8 @@ pub struct WebParts {
     /// When this run of the server began (ms since the Unix epoch): requests signed earlier
     /// are refused.
     pub started_ms: i64,
+    /// TLS for the listener (`[tls]`), when on.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 pub struct WebServer {
@@ -196,6 +205,9 @@ async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<Atomi
     let now_us = crate::pipeline::now_ns() / 1_000;
     let state = Arc::new(AppState {
         auth: auth::Guard::new(&parts.settings, parts.started_ms),
+        connections: Arc::new(listener::Connections::new(&parts.settings)),
+        queue_stats: Arc::default(),
+        tls: parts.tls.is_some(),
         settings: parts.settings,
         bridge: parts.bridge,
         md: parts.md.clone(),
@@ -223,22 +235,21 @@ async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<Atomi
         }
     };
     let app = rest::router(state.clone());
-    let stopping = async move {
+    tokio::spawn(async move {
         while !stop.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        // WebSocket connections watch this and close themselves.
+        // The listener and every connection watch this: the listener stops accepting, HTTP
+        // connections finish their request, WebSocket connections close themselves.
         let _ = shutdown_tx.send(true);
-    };
-    let served = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stopping)
-    .await;
-    if let Err(e) = served {
-        tracing::error!("web server: {e}");
-    }
+    });
+    let tls = parts.tls.map(|config| {
+        // The HTTP listener speaks HTTP/1.1 only (WebSocket upgrades need it).
+        let mut config = (*config).clone();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    });
+    listener::run(state.clone(), listener, app, tls, state.shutdown.clone()).await;
     match fanout {
         Ok(fanout) => {
             state.md.nudge();

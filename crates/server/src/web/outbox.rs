@@ -5,17 +5,22 @@
 //! The fan-out writes each stream message, framed once, straight into the outboxes of a
 //! channel's subscribers: while their sockets keep up, no task is woken and nothing is copied
 //! per subscriber. A connection with more than its limit of frames queued, or whose socket
-//! takes nothing for [`SLOW_WRITE`], is a slow consumer.
+//! takes nothing for [`SLOW_WRITE`], is a slow consumer; so is one with more than its limit of
+//! bytes queued (a few large snapshots can weigh more than thousands of small diffs).
+//!
+//! Over TLS the socket cannot be written directly (every byte goes through the TLS stream):
+//! frames always queue, and the flusher writes them through the stream.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -65,13 +70,26 @@ struct Queue {
     frames: VecDeque<Bytes>,
     /// Bytes of the first frame already written.
     written: usize,
+    /// Bytes queued and not yet written.
+    bytes: usize,
     state: State,
 }
 
+/// What the outboxes of one server have queued, for /metrics and the tests.
+#[derive(Default)]
+pub struct QueueStats {
+    /// The most bytes any one outbox has held queued.
+    pub peak_bytes: AtomicUsize,
+}
+
 pub struct Outbox {
-    socket: Arc<TcpStream>,
+    /// The socket, written directly; None over TLS.
+    socket: Option<Arc<TcpStream>>,
     /// Frames queued beyond which the connection is a slow consumer.
     limit: usize,
+    /// Bytes queued beyond which the connection is a slow consumer (raised when it logs in).
+    byte_limit: AtomicUsize,
+    stats: Arc<QueueStats>,
     queue: Mutex<Queue>,
     /// Rung for the flusher when frames wait.
     pending: Notify,
@@ -80,13 +98,23 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    pub fn new(socket: Arc<TcpStream>, limit: usize) -> Outbox {
+    /// An outbox writing to `socket` directly, or (None) through a TLS stream's flusher.
+    pub fn new(
+        socket: Option<Arc<TcpStream>>,
+        limit: usize,
+        byte_limit: usize,
+        stats: Arc<QueueStats>,
+    ) -> Outbox {
+        assert!(limit >= 1 && byte_limit >= 1);
         Outbox {
             socket,
             limit,
+            byte_limit: AtomicUsize::new(byte_limit),
+            stats,
             queue: Mutex::new(Queue {
                 frames: VecDeque::new(),
                 written: 0,
+                bytes: 0,
                 state: State::Open,
             }),
             pending: Notify::new(),
@@ -96,6 +124,17 @@ impl Outbox {
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes the byte limit (a connection that logs in is allowed more).
+    pub fn set_byte_limit(&self, bytes: usize) {
+        assert!(bytes >= 1);
+        self.byte_limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Bytes queued now.
+    pub fn queued_bytes(&self) -> usize {
+        self.lock().bytes
     }
 
     /// Sends a stream message or a reply; false when the connection takes no more (it is
@@ -117,8 +156,10 @@ impl Outbox {
             State::Closing if own => {}
             _ => return false,
         }
-        if queue.frames.is_empty() {
-            let written = match self.socket.try_write(&frame) {
+        if queue.frames.is_empty()
+            && let Some(socket) = &self.socket
+        {
+            let written = match socket.try_write(&frame) {
                 Ok(n) if n == frame.len() => return true,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
@@ -129,17 +170,29 @@ impl Outbox {
                 }
             };
             queue.written = written;
-            queue.frames.push_back(frame);
-            self.pending.notify_one();
+            self.enqueue(&mut queue, frame, written);
             return true;
         }
-        if queue.state == State::Open && queue.frames.len() >= self.limit {
+        // Checked before the frame goes in: an empty queue takes any one frame (a snapshot
+        // may be large), so a queue holds at most the byte limit plus one frame.
+        let too_many = queue.frames.len() >= self.limit
+            || queue.bytes >= self.byte_limit.load(Ordering::Relaxed);
+        if queue.state == State::Open && !queue.frames.is_empty() && too_many {
             queue.state = State::Slow;
             self.trouble.notify_one();
             return false;
         }
-        queue.frames.push_back(frame);
+        self.enqueue(&mut queue, frame, 0);
         true
+    }
+
+    fn enqueue(&self, queue: &mut Queue, frame: Bytes, written: usize) {
+        queue.bytes += frame.len() - written;
+        queue.frames.push_back(frame);
+        self.stats
+            .peak_bytes
+            .fetch_max(queue.bytes, Ordering::Relaxed);
+        self.pending.notify_one();
     }
 
     /// Marks the connection a slow consumer (a stream it follows left it behind).
@@ -172,6 +225,7 @@ impl Outbox {
             State::Slow => {
                 let keep = usize::from(queue.written > 0);
                 queue.frames.truncate(keep);
+                queue.bytes = queue.frames.front().map_or(0, |f| f.len() - queue.written);
             }
             _ => return,
         }
@@ -194,6 +248,9 @@ impl Outbox {
     /// Writes queued frames as the socket takes them, until the outbox is sealed and empty,
     /// or broken. A socket that takes nothing for [`SLOW_WRITE`] makes a slow consumer.
     pub async fn flush(self: Arc<Self>) {
+        let Some(socket) = self.socket.clone() else {
+            return;
+        };
         loop {
             let waiting = {
                 let mut queue = self.lock();
@@ -205,7 +262,7 @@ impl Outbox {
                 !queue.frames.is_empty() && !self.write_some(&mut queue)
             };
             if waiting {
-                match tokio::time::timeout(SLOW_WRITE, self.socket.writable()).await {
+                match tokio::time::timeout(SLOW_WRITE, socket.writable()).await {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => self.break_down(),
                     Err(_) => {
@@ -224,6 +281,51 @@ impl Outbox {
         }
     }
 
+    /// [`Outbox::flush`] over TLS: writes queued frames through the stream's write half.
+    pub async fn flush_tls(self: Arc<Self>, mut writer: impl AsyncWrite + Unpin) {
+        loop {
+            let (batch, state) = {
+                let mut queue = self.lock();
+                let n = queue.frames.len().min(FLUSH_SLICES);
+                let batch: Vec<Bytes> = queue.frames.drain(..n).collect();
+                queue.bytes -= batch.iter().map(Bytes::len).sum::<usize>();
+                (batch, queue.state)
+            };
+            match state {
+                State::Broken => return,
+                State::Sealed if batch.is_empty() => {
+                    let _ = tokio::time::timeout(SLOW_WRITE, writer.shutdown()).await;
+                    return;
+                }
+                _ if batch.is_empty() => {
+                    self.pending.notified().await;
+                    continue;
+                }
+                _ => {}
+            }
+            let write = async {
+                for frame in &batch {
+                    writer.write_all(frame).await?;
+                }
+                writer.flush().await
+            };
+            match tokio::time::timeout(SLOW_WRITE, write).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return self.break_down(),
+                Err(_) => {
+                    // A frame may be half written: nothing more can follow it on this stream.
+                    let mut queue = self.lock();
+                    queue.state = match queue.state {
+                        State::Open => State::Slow,
+                        _ => State::Broken,
+                    };
+                    self.trouble.notify_one();
+                    return;
+                }
+            }
+        }
+    }
+
     fn break_down(&self) {
         self.lock().state = State::Broken;
         self.trouble.notify_one();
@@ -238,7 +340,10 @@ impl Outbox {
             .enumerate()
             .map(|(i, f)| IoSlice::new(if i == 0 { &f[queue.written..] } else { f }))
             .collect();
-        let mut n = match self.socket.try_write_vectored(&slices) {
+        let Some(socket) = &self.socket else {
+            return false;
+        };
+        let mut n = match socket.try_write_vectored(&slices) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
             Err(_) => {
@@ -247,6 +352,7 @@ impl Outbox {
                 return true;
             }
         };
+        queue.bytes -= n;
         while n > 0 {
             let left = queue.frames[0].len() - queue.written;
             if n < left {
@@ -261,11 +367,17 @@ impl Outbox {
     }
 }
 
+/// Where a WebSocket's input comes from: its socket, or its TLS stream's read half.
+pub enum Input {
+    Tcp(Arc<TcpStream>),
+    Tls(Box<dyn AsyncRead + Send + Unpin>),
+}
+
 /// The socket as the WebSocket library sees it: reads from the socket (after whatever the
 /// HTTP server read past the upgrade request), writes into the outbox, so that the library's
 /// frames (pongs, the close handshake) take their turn with everyone else's.
 pub struct Duplex {
-    pub socket: Arc<TcpStream>,
+    pub input: Input,
     pub outbox: Arc<Outbox>,
     pub already_read: Bytes,
 }
@@ -282,9 +394,13 @@ impl AsyncRead for Duplex {
             buf.put_slice(&this.already_read.split_to(n));
             return Poll::Ready(Ok(()));
         }
+        let socket = match &mut this.input {
+            Input::Tcp(socket) => socket,
+            Input::Tls(stream) => return Pin::new(stream).poll_read(cx, buf),
+        };
         loop {
-            ready!(this.socket.poll_read_ready(cx))?;
-            match this.socket.try_read(buf.initialize_unfilled()) {
+            ready!(socket.poll_read_ready(cx))?;
+            match socket.try_read(buf.initialize_unfilled()) {
                 Ok(n) => {
                     buf.advance(n);
                     return Poll::Ready(Ok(()));

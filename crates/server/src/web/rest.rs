@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, FromRequest, OriginalUri, Path, Request, State};
+use axum::extract::{ConnectInfo, FromRequest, Path, Request, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -17,7 +17,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::auth::Payer;
 use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
+use crate::admission::PeerKey;
 use crate::config::InstrumentSettings;
 use crate::pipeline::{Op, Reply};
 
@@ -48,14 +50,14 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/admin/venue", get(venue))
         .route("/admin/snapshot", post(snapshot))
         .route("/admin/balances/{user}", get(user_balances))
-        .fallback(api_not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), public_rate));
+        .fallback(api_not_found);
     Router::new()
         .nest("/api/v1", api)
         .route("/ws", get(super::ws::upgrade))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .fallback(super::assets::serve)
+        .layer(middleware::from_fn_with_state(state.clone(), admission))
         .with_state(state)
 }
 
@@ -63,18 +65,56 @@ async fn api_not_found(uri: Uri) -> ApiError {
     ApiError::not_found(format!("no endpoint {}", uri.path()))
 }
 
-/// Unsigned requests are limited per client address; signed ones per key (in `authorize`).
-async fn public_rate(
+/// Who signed a request, as [`admission`] found it; private endpoints read it.
+#[derive(Clone)]
+struct Signer(Result<Principal, ApiError>);
+
+/// Every request is checked here once, and charged to a rate: a correctly signed request to
+/// its signer's, anything else (unsigned, or signed wrongly) to its client address's. A
+/// request that carries any `Rialto-*` credential header is verified, whatever its endpoint.
+async fn admission(
     State(state): Shared,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
     next: Next,
 ) -> Response {
-    if !request.headers().contains_key("rialto-key")
-        && let Err(e) = state.auth.allow(&peer.ip().to_string())
-    {
+    let peer = PeerKey::of(peer.ip());
+    let (parts, body) = request.into_parts();
+    let signed = super::auth::HEADERS
+        .iter()
+        .any(|name| parts.headers.contains_key(*name));
+    let (signer, body) = if signed {
+        let body = match read_body(&state, body).await {
+            Ok(body) => body,
+            Err(e) => {
+                let _ = state.auth.allow(Payer::Address(peer));
+                return e.into_response();
+            }
+        };
+        // The request target as the client sent it, which its signature covers.
+        let target = parts
+            .uri
+            .path_and_query()
+            .map_or(parts.uri.path(), |pq| pq.as_str());
+        let signer = super::auth::Signed::from_headers(&parts.headers).and_then(|signed| {
+            let method = parts.method.as_str();
+            state
+                .auth
+                .verify(&state, &signed, peer, method, target, &body)
+        });
+        (signer, Body::from(body))
+    } else {
+        (Err(super::auth::missing_credentials()), body)
+    };
+    let payer = match signer {
+        Ok(principal) => Payer::Principal(principal),
+        Err(_) => Payer::Address(peer),
+    };
+    if let Err(e) = state.auth.allow(payer) {
         return e.into_response();
     }
+    let mut request = Request::from_parts(parts, body);
+    request.extensions_mut().insert(Signer(signer));
     next.run(request).await
 }
 
@@ -83,39 +123,60 @@ async fn openapi() -> impl IntoResponse {
 }
 
 async fn metrics(State(state): Shared) -> impl IntoResponse {
-    let text = state.metrics.render();
+    use std::fmt::Write;
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut text = state.metrics.render();
+    let connections = &state.connections;
+    let (pending, established) = connections.counts();
+    let (nonces, buckets) = state.auth.entries();
+    let _ = write!(
+        text,
+        "# TYPE rialto_http_connections gauge\n\
+         rialto_http_connections{{state=\"pending\"}} {pending}\n\
+         rialto_http_connections{{state=\"established\"}} {established}\n\
+         # TYPE rialto_http_connections_total counter\n\
+         rialto_http_connections_total{{outcome=\"accepted\"}} {}\n\
+         rialto_http_connections_total{{outcome=\"shed\"}} {}\n\
+         rialto_http_connections_total{{outcome=\"refused\"}} {}\n\
+         # TYPE rialto_ws_queue_peak_bytes gauge\n\
+         rialto_ws_queue_peak_bytes {}\n\
+         # TYPE rialto_web_auth_entries gauge\n\
+         rialto_web_auth_entries{{table=\"nonces\"}} {nonces}\n\
+         rialto_web_auth_entries{{table=\"rates\"}} {buckets}\n",
+        connections.accepted.load(Relaxed),
+        connections.shed.load(Relaxed),
+        connections.refused.load(Relaxed),
+        state.queue_stats.peak_bytes.load(Relaxed),
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 // ----- helpers ---------------------------------------------------------------------------------
 
-/// Reads a body of at most [`MAX_BODY_BYTES`].
-async fn read_body(body: Body) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the body is over {MAX_BODY_BYTES} bytes"),
-            )
-        })
+/// Reads a body of at most [`MAX_BODY_BYTES`], which must arrive within the header timeout
+/// (a client trickling its body would hold its connection).
+async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
+    let limit = std::time::Duration::from_millis(state.settings.header_read_timeout_ms);
+    match tokio::time::timeout(limit, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(_)) => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body is over {MAX_BODY_BYTES} bytes"),
+        )),
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "the body did not arrive in time",
+        )),
+    }
 }
 
-/// Reads and checks a signed request; returns who signed it and its body.
+/// Who signed the request (checked by [`admission`]), and its body.
 async fn authorize(state: &AppState, request: Request) -> Result<(Principal, Bytes), ApiError> {
-    let (parts, body) = request.into_parts();
-    let body = read_body(body).await?;
-    let signed = super::auth::Signed::from_headers(&parts.headers)?;
-    // Inside the nested /api/v1 router the URI has lost its prefix: sign what the client sent.
-    let uri = parts
-        .extensions
-        .get::<OriginalUri>()
-        .map_or(&parts.uri, |original| &original.0);
-    let target = uri.path_and_query().map_or(uri.path(), |pq| pq.as_str());
-    let who = state
-        .auth
-        .verify(state, &signed, parts.method.as_str(), target, &body)?;
+    let signer = request.extensions().get::<Signer>().cloned();
+    let who = signer.map_or_else(|| Err(super::auth::missing_credentials()), |s| s.0)?;
+    let body = read_body(state, request.into_body()).await?;
     Ok((who, body))
 }
 
@@ -218,10 +279,19 @@ async fn book(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> Api
     Ok(Json(j::l2(&symbol, &snapshot)))
 }
 
-async fn book_orders(State(state): Shared, Path(symbol): Path<String>) -> ApiResult {
+/// Orders a side of the L3 book answers at most (and by default).
+pub const L3_LIMIT: usize = 1_000;
+
+async fn book_orders(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
+    let limit = query_number(&uri, "limit", L3_LIMIT, L3_LIMIT)?;
     let id = known_symbol(&state, &symbol)?;
-    let snapshot = state.md.feed().l3(id).expect("a known symbol");
-    Ok(Json(j::l3(&symbol, &snapshot)))
+    let mut snapshot = state.md.feed().l3(id).expect("a known symbol");
+    let truncated = snapshot.bids.len() > limit || snapshot.asks.len() > limit;
+    snapshot.bids.truncate(limit);
+    snapshot.asks.truncate(limit);
+    let mut answer = j::l3(&symbol, &snapshot);
+    answer["truncated"] = json!(truncated);
+    Ok(Json(answer))
 }
 
 async fn trades(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {

@@ -5,13 +5,21 @@
 //! TCP socket: every frame goes through the connection's [`Outbox`], into which the fan-out
 //! writes stream messages directly. The WebSocket library reads and parses the client's
 //! frames and answers pings and the close handshake through the same outbox.
+//!
+//! Limits: a connection must log in or subscribe within `ws_login_timeout_ms` (until then it
+//! is a pending connection of the listener, and may be shed for a newer one); one from which
+//! nothing arrives for half of `ws_idle_timeout_ms` is pinged, and closed once nothing has
+//! arrived for all of it; every request is charged to the rate of the logged-in user, or of
+//! the client address before a login.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
@@ -19,21 +27,29 @@ use hyper_util::rt::TokioIo;
 use rialto_core::UserId;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 use tokio::sync::broadcast;
+use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, handshake::derive_accept_key};
 
+use super::auth::Payer;
 use super::fanout::Channel;
-use super::outbox::{Duplex, Outbox, SLOW_WRITE, text_frame};
+use super::listener::{Slot, Transport};
+use super::outbox::{Duplex, Input, Outbox, SLOW_WRITE, text_frame};
 use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
+use crate::admission::PeerKey;
 
 /// Close code for a message over the size limit (RFC 6455 "message too big").
 const CLOSE_TOO_BIG: u16 = 1009;
-/// Close code for a slow consumer ("policy violation").
+/// Close code for a slow consumer, a login deadline missed or a connection shed ("policy
+/// violation").
 const CLOSE_POLICY: u16 = 1008;
+/// Close code for an idle connection ("going away").
+const CLOSE_IDLE: u16 = 1001;
+/// Close code when the established connections are full ("try again later").
+const CLOSE_TRY_LATER: u16 = 1013;
 /// The library refuses (and drops the connection on) messages over this; ours is the
 /// smaller [`MAX_BODY_BYTES`], answered with an error and a proper close.
 const HARD_MESSAGE_LIMIT: usize = 1 << 20;
@@ -61,6 +77,20 @@ pub async fn upgrade(State(state): State<Arc<AppState>>, mut request: Request) -
         )
         .into_response_body();
     };
+    // The listener gives every request its connection's slot and peer.
+    let slot = request.extensions().get::<Arc<Slot>>().cloned();
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    let (Some(slot), Some(peer)) = (slot, peer) else {
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "a request from outside the listener",
+        )
+        .into_response_body();
+    };
     let accept = derive_accept_key(key.as_bytes());
     let upgrading = hyper::upgrade::on(&mut request);
     tokio::spawn(async move {
@@ -68,9 +98,12 @@ pub async fn upgrade(State(state): State<Arc<AppState>>, mut request: Request) -
             Ok(upgraded) => upgraded,
             Err(e) => return tracing::debug!("WebSocket upgrade: {e}"),
         };
-        match hyper_util::server::conn::auto::upgrade::downcast::<TokioIo<TcpStream>>(upgraded) {
-            Ok(parts) => connection(state, parts.io.into_inner(), parts.read_buf).await,
-            Err(_) => tracing::error!("a WebSocket upgrade over something else than TCP"),
+        match upgraded.downcast::<TokioIo<Transport>>() {
+            Ok(parts) => {
+                let transport = parts.io.into_inner();
+                connection(state, transport, parts.read_buf, slot, peer).await
+            }
+            Err(_) => tracing::error!("a WebSocket upgrade over an unknown transport"),
         }
     });
     Response::builder()
@@ -150,16 +183,44 @@ struct Connection {
     outbox: Arc<Outbox>,
     subscriptions: HashMap<String, Subscription>,
     user: Option<UserId>,
+    peer: PeerKey,
+    slot: Arc<Slot>,
+    /// Set when the connection must end after its current answer.
+    ending: Option<Ending>,
 }
 
-async fn connection(state: Arc<AppState>, socket: TcpStream, already_read: bytes::Bytes) {
+async fn connection(
+    state: Arc<AppState>,
+    transport: Transport,
+    already_read: bytes::Bytes,
+    slot: Arc<Slot>,
+    peer: SocketAddr,
+) {
     state.metrics.ws_opened();
-    let _ = socket.set_nodelay(true);
-    let socket = Arc::new(socket);
-    let outbox = Arc::new(Outbox::new(socket.clone(), state.settings.max_ws_queue));
-    let flusher = tokio::spawn(outbox.clone().flush());
+    let settings = &state.settings;
+    let (max_frames, max_bytes) = (settings.max_ws_queue, settings.max_ws_queue_bytes_public);
+    let stats = state.queue_stats.clone();
+    let (outbox, flusher, input) = match transport {
+        Transport::Plain(socket) => {
+            let socket = Arc::new(socket);
+            let outbox = Arc::new(Outbox::new(
+                Some(socket.clone()),
+                max_frames,
+                max_bytes,
+                stats,
+            ));
+            let flusher = tokio::spawn(outbox.clone().flush());
+            (outbox, flusher, Input::Tcp(socket))
+        }
+        Transport::Tls(stream) => {
+            let (reader, writer) = tokio::io::split(*stream);
+            let outbox = Arc::new(Outbox::new(None, max_frames, max_bytes, stats));
+            let flusher = tokio::spawn(outbox.clone().flush_tls(writer));
+            (outbox, flusher, Input::Tls(Box::new(reader)))
+        }
+    };
     let io = Duplex {
-        socket,
+        input,
         outbox: outbox.clone(),
         already_read,
     };
@@ -175,10 +236,24 @@ async fn connection(state: Arc<AppState>, socket: TcpStream, already_read: bytes
         outbox: outbox.clone(),
         subscriptions: HashMap::new(),
         user: None,
+        peer: PeerKey::of(peer.ip()),
+        slot,
+        ending: None,
     };
+    let login_deadline = Instant::now() + Duration::from_millis(settings.ws_login_timeout_ms);
+    let idle = Duration::from_millis(settings.ws_idle_timeout_ms);
+    // When something last arrived, and whether the connection has been pinged since.
+    let (mut heard, mut pinged) = (Instant::now(), false);
     let ending = loop {
+        if let Some(ending) = conn.ending.take() {
+            break ending;
+        }
+        let quiet_until = heard + if pinged { idle } else { idle / 2 };
+        let established = conn.slot.is_established();
         tokio::select! {
-            frame = ws.next() => match frame {
+            frame = ws.next() => {
+                (heard, pinged) = (Instant::now(), false);
+                match frame {
                 Some(Ok(Message::Text(text))) if text.len() > MAX_BODY_BYTES => {
                     break too_big();
                 }
@@ -194,7 +269,20 @@ async fn connection(state: Arc<AppState>, socket: TcpStream, already_read: bytes
                     tracing::debug!("WebSocket read: {e}");
                     break Ending::new(1002, "protocol error");
                 }
-            },
+            }},
+            _ = tokio::time::sleep_until(quiet_until) => {
+                if pinged {
+                    break Ending::new(CLOSE_IDLE, "idle");
+                }
+                pinged = true;
+                let _ = ws.send(Message::Ping(bytes::Bytes::new())).await;
+            }
+            _ = tokio::time::sleep_until(login_deadline), if !established => {
+                break Ending::new(CLOSE_POLICY, "no login or subscription in time");
+            }
+            _ = conn.slot.shed(), if !established => {
+                break Ending::new(CLOSE_POLICY, "too many connections waiting to log in");
+            }
             slow = outbox.troubled() => {
                 if !slow {
                     break Ending { by_client: true, ..Ending::new(1006, "broken") };
@@ -306,8 +394,21 @@ impl Connection {
         });
     }
 
+    /// Who this connection's requests are charged to.
+    fn payer(&self) -> Payer {
+        match self.user {
+            Some(user) => Payer::Principal(Principal::User(user)),
+            None => Payer::Address(self.peer),
+        }
+    }
+
     async fn on_text(&mut self, text: &str) {
-        let request: WsRequest = match serde_json::from_str(text) {
+        let parsed: Result<WsRequest, _> = serde_json::from_str(text);
+        let id = parsed.as_ref().ok().and_then(|r| r.id.clone());
+        if let Err(e) = self.state.auth.allow(self.payer()) {
+            return self.reply(id, Err(e));
+        }
+        let request = match parsed {
             Ok(r) => r,
             Err(e) => {
                 return self.reply(
@@ -319,9 +420,22 @@ impl Connection {
                 );
             }
         };
-        let id = request.id.clone();
         let result = self.handle(&request).await;
         self.reply(id, result);
+    }
+
+    /// The connection is worth keeping: it leaves the listener's pending connections, unless
+    /// the established ones are full, which ends it.
+    fn establish(&mut self) -> Result<(), ApiError> {
+        if self.slot.establish() {
+            return Ok(());
+        }
+        self.ending = Some(Ending::new(CLOSE_TRY_LATER, "too many connections"));
+        Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            "too many connections (from this address, or in all): try again later",
+        ))
     }
 
     async fn handle(&mut self, request: &WsRequest) -> Result<Value, ApiError> {
@@ -415,10 +529,13 @@ impl Connection {
         match self
             .state
             .auth
-            .verify(&self.state, &signed, "WS", "/ws", b"")?
+            .verify(&self.state, &signed, self.peer, "WS", "/ws", b"")?
         {
             Principal::User(user) => {
+                self.establish()?;
                 self.user = Some(user);
+                self.outbox
+                    .set_byte_limit(self.state.settings.max_ws_queue_bytes);
                 Ok(json!({"user": user}))
             }
             Principal::Admin => Err(ApiError::new(
@@ -499,6 +616,7 @@ impl Connection {
             };
             text_frame(&message.to_string())
         };
+        self.establish()?;
         let joined = state
             .topics
             .subscribe(channel, self.id, &self.outbox, snapshot);
