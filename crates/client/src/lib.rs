@@ -1,5 +1,6 @@
 //! A blocking client for Rialto's binary protocol (`docs/protocol.md`) over one TCP connection
-//! (TCP_NODELAY on, so each order leaves at once).
+//! (TCP_NODELAY on, so each order leaves at once), plain or TLS ([`Client::connect_tls`], for a
+//! server with `[tls]` on).
 //!
 //! ```no_run
 //! use rialto_client::Client;
@@ -29,6 +30,8 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rialto_core::{OrderId, UserId};
@@ -68,9 +71,70 @@ impl ClientError {
     }
 }
 
+/// A connection's bytes: plain TCP or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(tcp) => tcp,
+            Stream::Tls(tls) => &tls.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => tcp.read(buf),
+            Stream::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => tcp.write(buf),
+            Stream::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(tcp) => tcp.flush(),
+            Stream::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
+/// A TLS client configuration that trusts the certificates in the PEM file at `path` (the
+/// server's own certificate, or the authority that signed it).
+pub fn tls_trusting(path: &Path) -> Result<Arc<rustls::ClientConfig>, ClientError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let bad = |e: String| ClientError::Unexpected(format!("{}: {e}", path.display()));
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path).map_err(|e| bad(e.to_string()))? {
+        roots
+            .add(cert.map_err(|e| bad(e.to_string()))?)
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 /// One connection to a Rialto gateway.
 pub struct Client {
-    stream: TcpStream,
+    stream: Stream,
     /// Received bytes; those before `read_start` are decoded already.
     read_buf: Vec<u8>,
     read_start: usize,
@@ -86,7 +150,26 @@ impl Client {
 
     /// A client over a connection made elsewhere (from a chosen local address, say).
     pub fn from_stream(stream: TcpStream) -> Result<Client, ClientError> {
-        stream.set_nodelay(true)?;
+        Client::over(Stream::Plain(stream))
+    }
+
+    /// A TLS connection to `addr`, checking that the server's certificate is valid for
+    /// `server_name` (a DNS name or an IP address) under `config` ([`tls_trusting`]).
+    pub fn connect_tls(
+        addr: impl ToSocketAddrs,
+        server_name: &str,
+        config: Arc<rustls::ClientConfig>,
+    ) -> Result<Client, ClientError> {
+        let name = rustls_pki_types::ServerName::try_from(server_name.to_string())
+            .map_err(|e| ClientError::Unexpected(format!("server name {server_name:?}: {e}")))?;
+        let tls = rustls::ClientConnection::new(config, name)
+            .map_err(|e| ClientError::Io(io::Error::other(e)))?;
+        let tcp = TcpStream::connect(addr)?;
+        Client::over(Stream::Tls(Box::new(rustls::StreamOwned::new(tls, tcp))))
+    }
+
+    fn over(stream: Stream) -> Result<Client, ClientError> {
+        stream.tcp().set_nodelay(true)?;
         Ok(Client {
             stream,
             read_buf: Vec::with_capacity(READ_CHUNK),
@@ -99,7 +182,7 @@ impl Client {
     /// How long `recv`, `login` and `request` wait for bytes before failing with a timeout
     /// ([`ClientError::is_timeout`]); `None` waits for ever.
     pub fn set_read_timeout(&mut self, timeout: Option<Duration>) -> Result<(), ClientError> {
-        self.stream.set_read_timeout(timeout)?;
+        self.stream.tcp().set_read_timeout(timeout)?;
         Ok(())
     }
 
@@ -139,6 +222,7 @@ impl Client {
             encode_client(msg, &mut self.write_buf);
         }
         self.stream.write_all(&self.write_buf)?;
+        self.stream.flush()?;
         Ok(())
     }
 
@@ -169,9 +253,9 @@ impl Client {
         if let Some(msg) = self.decode_buffered()? {
             return Ok(Some(msg));
         }
-        self.stream.set_nonblocking(true)?;
+        self.stream.tcp().set_nonblocking(true)?;
         let filled = self.fill();
-        self.stream.set_nonblocking(false)?;
+        self.stream.tcp().set_nonblocking(false)?;
         match filled {
             Ok(()) => self.decode_buffered(),
             Err(e) if e.is_timeout() => Ok(None),

@@ -536,10 +536,6 @@ impl ServerConfig {
             "web.login_failures_burst must be at least 1 and login_failures_per_sec positive"
         );
         anyhow::ensure!(
-            !self.tls.enabled || self.web.enabled,
-            "tls.enabled needs web.enabled (TLS is for the HTTP listener)"
-        );
-        anyhow::ensure!(
             (2..=1 << 24).contains(&self.market_data.ring_capacity),
             "market_data.ring_capacity must be 2..=16777216"
         );

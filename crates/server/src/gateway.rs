@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use rialto_core::{Command, PlaceOrder, UserId};
 use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
@@ -26,7 +26,7 @@ use crate::fix::{FIX_SERVICE_SESSION, FixGateway};
 use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
 use crate::metrics::{Metrics, SAMPLE_EVERY};
 use crate::pipeline::{Op, Outbound, Pipeline, Reply, Request, SessionId, Target};
-use crate::sockets::{Filled, TokenBucket, fill, write_pending};
+use crate::sockets::{Filled, TokenBucket, Transport, fill, write_pending};
 use crate::web::bridge::{WebBridge, is_web_session};
 
 const ORDER_LISTENER: Token = Token(0);
@@ -66,6 +66,8 @@ pub struct GatewayConfig {
     pub burst: u64,
     pub max_output_bytes: usize,
     pub admin_secret: String,
+    /// TLS on the order and admin ports.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Where the round-trip latency samples go.
     pub metrics: Arc<Metrics>,
 }
@@ -78,7 +80,7 @@ enum Role {
 }
 
 struct Session {
-    stream: TcpStream,
+    stream: Transport,
     peer: PeerKey,
     admin_port: bool,
     role: Role,
@@ -294,7 +296,9 @@ impl Gateway {
                             if event.is_read_closed() {
                                 s.read_closed = true;
                             }
-                            if event.is_writable() && s.output_pos < s.output.len() {
+                            if event.is_writable()
+                                && (s.output_pos < s.output.len() || s.stream.wants_write())
+                            {
                                 self.dirty.push(t as SessionId);
                             }
                         } else if let Some(fix) = &mut self.fix {
@@ -457,6 +461,13 @@ impl Gateway {
                 tracing::warn!("cannot register a session: {e}");
                 continue;
             }
+            let stream = match Transport::new(stream, self.config.tls.as_ref()) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::warn!("cannot start TLS on a session: {e}");
+                    continue;
+                }
+            };
             tracing::debug!(session = id, %peer, admin_port, "session opened");
             let peer = PeerKey::of(peer.ip());
             let budget = if admin_port {
@@ -1005,11 +1016,11 @@ impl Gateway {
                 continue;
             };
             let failed = !write_pending(&mut s.stream, &s.output, &mut s.output_pos);
-            let flushed = s.output_pos == s.output.len();
-            if flushed {
+            if s.output_pos == s.output.len() {
                 s.output.clear();
                 s.output_pos = 0;
             }
+            let flushed = s.output.is_empty() && !s.stream.wants_write();
             let replies_due =
                 s.in_flight > 0 && s.closing_since.is_some_and(|t| t.elapsed() < CLOSE_WAIT);
             if failed {
@@ -1045,7 +1056,7 @@ impl Gateway {
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
         };
-        let _ = s.stream.shutdown(std::net::Shutdown::Write);
+        s.stream.shutdown_write();
         s.draining_since.get_or_insert_with(Instant::now);
         if !self.closing.contains(&id) {
             self.closing.push(id);
@@ -1124,7 +1135,7 @@ impl Gateway {
         let Some(mut s) = self.sessions.remove(&id) else {
             return;
         };
-        let _ = self.poll.registry().deregister(&mut s.stream);
+        let _ = self.poll.registry().deregister(s.stream.tcp());
         self.pending_logins.leave(id);
         self.pending_admin_logins.leave(id);
         if let Role::Trader(user) = s.role

@@ -146,7 +146,8 @@ pub fn start_with_stop(
         .clone()
         .unwrap_or_else(|| credentials.admin_secret());
 
-    let web_tls = match config.tls.enabled {
+    // One TLS configuration for every listener that speaks it (HTTP, order, admin, FIX).
+    let tls_config = match config.tls.enabled {
         true => Some(tls::server_config(&config.tls)?),
         false => None,
     };
@@ -258,6 +259,7 @@ pub fn start_with_stop(
             logon_timeout: Duration::from_millis(f.logon_timeout_ms),
             message_log_max_bytes: f.message_log_max_bytes,
             message_log_files: f.message_log_files,
+            tls: tls_config.clone(),
             max_message_bytes: f.max_message_bytes,
             max_clock_skew_ns: (f.max_clock_skew_ms as i64).saturating_mul(1_000_000),
             max_msgs_per_sec: f.max_msgs_per_sec,
@@ -288,6 +290,7 @@ pub fn start_with_stop(
             burst: config.gateway.burst,
             max_output_bytes: config.gateway.max_output_bytes,
             admin_secret: admin_secret.clone(),
+            tls: tls_config.clone(),
             metrics: metrics.clone(),
         },
         credentials.clone(),
@@ -316,7 +319,7 @@ pub fn start_with_stop(
             md: market_data.clone(),
             metrics: metrics.clone(),
             started_ms,
-            tls: web_tls,
+            tls: tls_config.clone(),
         };
         Some(web::start(parts, listener, stop.clone())?)
     } else {
@@ -357,7 +360,7 @@ pub fn start_with_stop(
         %admin_addr,
         fix_addr = ?fix_addr,
         web_addr = ?web_addr,
-        web_tls = config.tls.enabled,
+        tls = config.tls.enabled,
         durability = ?config.journal.durability,
         dedicated_threads = config.pipeline.threads.dedicated(),
         "serving"

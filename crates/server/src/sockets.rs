@@ -68,6 +68,140 @@ impl TokenBucket {
     }
 }
 
+/// A connection's byte stream: plain TCP, or TLS over it (docs/security.md, "TLS"), both
+/// driven by the same non-blocking reads and writes of the event loop.
+pub enum Transport {
+    Plain(mio::net::TcpStream),
+    Tls(Box<TlsStream>),
+}
+
+pub struct TlsStream {
+    tls: rustls::ServerConnection,
+    tcp: mio::net::TcpStream,
+}
+
+impl Transport {
+    /// `tcp`, through TLS when the listener has a TLS configuration.
+    pub fn new(
+        tcp: mio::net::TcpStream,
+        tls: Option<&std::sync::Arc<rustls::ServerConfig>>,
+    ) -> io::Result<Transport> {
+        Ok(match tls {
+            None => Transport::Plain(tcp),
+            Some(config) => {
+                let tls =
+                    rustls::ServerConnection::new(config.clone()).map_err(io::Error::other)?;
+                Transport::Tls(Box::new(TlsStream { tls, tcp }))
+            }
+        })
+    }
+
+    /// The socket, for the event loop's registry.
+    pub fn tcp(&mut self) -> &mut mio::net::TcpStream {
+        match self {
+            Transport::Plain(tcp) => tcp,
+            Transport::Tls(s) => &mut s.tcp,
+        }
+    }
+
+    /// Whether a read shorter than asked means the socket is drained (plain TCP: epoll(7)).
+    /// TLS hands out one record's plaintext at a time, so only `WouldBlock` says so.
+    fn short_read_drains(&self) -> bool {
+        matches!(self, Transport::Plain(_))
+    }
+
+    /// Whether encrypted bytes wait to go out (the socket was full).
+    pub fn wants_write(&self) -> bool {
+        match self {
+            Transport::Plain(_) => false,
+            Transport::Tls(s) => s.tls.wants_write(),
+        }
+    }
+
+    /// Sends what TLS has encrypted, until done or the socket is full (`WouldBlock`).
+    fn flush_tls(&mut self) -> io::Result<()> {
+        if let Transport::Tls(s) = self {
+            while s.tls.wants_write() {
+                if s.tls.write_tls(&mut s.tcp)? == 0 {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends our side: a TLS close_notify (best effort), then the TCP FIN.
+    pub fn shutdown_write(&mut self) {
+        if let Transport::Tls(s) = self {
+            s.tls.send_close_notify();
+        }
+        let _ = self.flush_tls();
+        let _ = self.tcp().shutdown(std::net::Shutdown::Write);
+    }
+}
+
+impl Read for Transport {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let s = match self {
+            Transport::Plain(tcp) => return tcp.read(buf),
+            Transport::Tls(s) => s,
+        };
+        loop {
+            // Plaintext already decrypted first; WouldBlock: none.
+            match s.tls.reader().read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                done => return done,
+            }
+            if s.tls.read_tls(&mut s.tcp)? == 0 {
+                return Ok(0); // TCP EOF without close_notify: the end all the same
+            }
+            let processed = s.tls.process_new_packets();
+            // Handshake messages and alerts go out as soon as they are made.
+            while s.tls.wants_write() {
+                match s.tls.write_tls(&mut s.tcp) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            if let Err(e) = processed {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+        }
+    }
+}
+
+impl Write for Transport {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Transport::Plain(tcp) = self {
+            return tcp.write(buf);
+        }
+        // What was encrypted before goes first; rustls buffers at most 64 KiB of what it
+        // takes, so a full socket is `WouldBlock` here as for plain TCP.
+        self.flush_tls()?;
+        let Transport::Tls(s) = self else {
+            unreachable!("plain handled above")
+        };
+        let n = s.tls.writer().write(buf)?;
+        if n == 0 && !buf.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        match self.flush_tls() {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
+            _ => Ok(n),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self.flush_tls() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            other => other,
+        }
+    }
+}
+
 /// What one attempt to read more input found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Filled {
@@ -87,7 +221,7 @@ pub enum Filled {
 
 /// Moves the unhandled bytes `input[*start..*end]` to the front, then reads after them.
 pub fn fill(
-    stream: &mut impl Read,
+    stream: &mut Transport,
     input: &mut [u8],
     start: &mut usize,
     end: &mut usize,
@@ -104,7 +238,7 @@ pub fn fill(
         match stream.read(&mut input[*end..]) {
             Ok(0) => return Filled::Eof,
             Ok(n) => {
-                let drained = n < input.len() - *end;
+                let drained = n < input.len() - *end && stream.short_read_drains();
                 *end += n;
                 return Filled::Bytes { drained };
             }
@@ -117,15 +251,16 @@ pub fn fill(
 
 /// Writes `output[*pos..]` until it is all out or the socket would block. False when the
 /// connection failed (nothing more can be written to it).
-pub fn write_pending(stream: &mut impl Write, output: &[u8], pos: &mut usize) -> bool {
+pub fn write_pending(stream: &mut Transport, output: &[u8], pos: &mut usize) -> bool {
     while *pos < output.len() {
         match stream.write(&output[*pos..]) {
             Ok(0) => return false,
             Ok(n) => *pos += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return false,
         }
     }
-    true
+    // TLS: what the last writes encrypted.
+    stream.flush().is_ok()
 }

@@ -1,7 +1,7 @@
-//! TLS (rustls, with the ring provider) for the HTTP listener, from a PEM certificate chain
-//! and private key; and a self-signed certificate for `rialto serve --demo --tls`.
-//!
-//! [`server_config`] is listener-neutral (no ALPN), so other listeners can use it too.
+//! TLS (rustls, with the ring provider) for the HTTP, order, admin and FIX listeners, from a
+//! PEM certificate chain and private key; and a self-signed certificate for
+//! `rialto serve --demo --tls`. [`server_config`] sets no ALPN, so one configuration serves
+//! every listener.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TlsSettings {
-    /// Serve HTTPS and WSS instead of HTTP and WS on `web.listen`.
+    /// Speak TLS on every listener but the UDP feed's replay service: HTTPS and WSS on
+    /// `web.listen`, and TLS on the order, admin and FIX ports.
     pub enabled: bool,
     /// The certificate chain, PEM, the server's own certificate first.
     pub cert: PathBuf,

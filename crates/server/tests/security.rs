@@ -197,6 +197,7 @@ fn cancel_on_disconnect_for_trader3(config: &mut rialto_server::config::ServerCo
 
 #[test]
 fn a_logon_with_a_wrong_password_changes_nothing_of_the_session() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), cancel_on_disconnect_for_trader3);
     let fix_addr = server.fix_addr.unwrap();
@@ -252,6 +253,7 @@ fn a_logon_with_a_wrong_password_changes_nothing_of_the_session() {
 
 #[test]
 fn the_message_log_holds_no_password_and_no_file_is_readable_by_others() {
+    let _alone = alone();
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), |_| {});
@@ -288,6 +290,7 @@ fn the_message_log_holds_no_password_and_no_file_is_readable_by_others() {
 
 #[test]
 fn failed_logons_are_not_logged_and_logs_stay_under_their_cap() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), |config| {
         config.fix.message_log_max_bytes = 1 << 20;
@@ -353,7 +356,8 @@ fn round_trips(client: &mut Client, n: usize) -> Vec<u64> {
     samples
 }
 
-/// Held by the tests that measure time or flood the machine, so that they do not run at once.
+/// Held by every test here: some measure time and some flood the machine, so they run one at
+/// a time.
 fn alone() -> std::sync::MutexGuard<'static, ()> {
     static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     ALONE.lock().unwrap_or_else(|e| e.into_inner())
@@ -365,6 +369,7 @@ fn p99(sorted: &[u64]) -> u64 {
 
 #[test]
 fn a_resend_storm_costs_what_its_sender_reads() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), |_| {});
     let fix_addr = server.fix_addr.unwrap();
@@ -581,6 +586,7 @@ fn idle_floods_do_not_keep_a_real_login_out() {
 
 #[test]
 fn failed_logins_are_throttled_per_address_not_for_others() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), |_| {});
     let guesser = Ipv4Addr::new(127, 3, 0, 1);
@@ -623,6 +629,7 @@ fn failed_logins_are_throttled_per_address_not_for_others() {
 
 #[test]
 fn a_short_admin_secret_is_refused() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let config = rialto_server::config::ServerConfig {
         data_dir: dir.path().to_path_buf(),
@@ -631,4 +638,91 @@ fn a_short_admin_secret_is_refused() {
     };
     let error = config.validate().unwrap_err().to_string();
     assert!(error.contains("admin_secret"), "{error}");
+}
+
+#[test]
+fn with_tls_on_the_order_admin_and_fix_ports_speak_tls_only() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let tls = rialto_server::tls::self_signed(&dir.path().join("tls")).unwrap();
+    let cert = tls.cert.clone();
+    let server = common::start(dir.path(), |c| c.tls = tls);
+    let trust = rialto_client::tls_trusting(&cert).unwrap();
+
+    let mut trader = Client::connect_tls(server.order_addr, "localhost", trust.clone()).unwrap();
+    trader
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let secret = server.credentials.user_secret(1);
+    trader.login(1, secret.as_bytes()).unwrap();
+    let order = rialto_wire::NewOrder::limit(
+        1,
+        rialto_core::SymbolId(0),
+        rialto_core::Side::Buy,
+        500_000,
+        1,
+    );
+    trader.place(order).unwrap();
+    assert!(matches!(
+        trader.recv().unwrap(),
+        ServerMsg::Accepted { order: 1, .. }
+    ));
+
+    let mut admin = Client::connect_tls(server.admin_addr, "127.0.0.1", trust.clone()).unwrap();
+    admin
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    admin.admin_login(server.admin_secret.as_bytes()).unwrap();
+
+    // FIX through a TLS stream.
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let connection = rustls::ClientConnection::new(trust.clone(), name).unwrap();
+    let tcp = TcpStream::connect(server.fix_addr.unwrap()).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut fix = rustls::StreamOwned::new(connection, tcp);
+    let user2 = server.credentials.user_secret(2);
+    let logon = fix_message(
+        "FIX.4.4",
+        "A",
+        "TRADER2",
+        1,
+        &[
+            (tags::ENCRYPT_METHOD, "0"),
+            (tags::HEART_BT_INT, "30"),
+            (tags::USERNAME, "2"),
+            (tags::PASSWORD, &user2),
+        ],
+    );
+    fix.write_all(&logon).unwrap();
+    let mut reply = Vec::new();
+    while next_frame(&reply, 1 << 20).ok().flatten().is_none() {
+        let mut chunk = [0u8; 4096];
+        let n = fix.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before the Logon reply");
+        reply.extend_from_slice(&chunk[..n]);
+    }
+    let (frame, _) = next_frame(&reply, 1 << 20).unwrap().unwrap();
+    assert_eq!(frame.msg_type, b"A");
+
+    // Plain TCP gets nowhere: the login is not TLS, and the connection closes.
+    let mut plain = Client::connect(server.order_addr).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(plain.login(1, secret.as_bytes()).is_err());
+    // A client that does not trust the certificate refuses the server.
+    let stranger = rialto_client::tls_trusting(&{
+        let other = tempfile::tempdir().unwrap();
+        let settings = rialto_server::tls::self_signed(other.path()).unwrap();
+        let path = dir.path().join("stranger.pem");
+        std::fs::copy(&settings.cert, &path).unwrap();
+        path
+    })
+    .unwrap();
+    let mut doubtful = Client::connect_tls(server.order_addr, "localhost", stranger).unwrap();
+    doubtful
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(doubtful.login(1, secret.as_bytes()).is_err());
+    server.shutdown().unwrap();
 }

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpListener;
 use mio::{Interest, Registry, Token};
 use rialto_core::{Command, SymbolId, UserId};
 use rialto_fix::app::{self, ExecutionReport};
@@ -37,7 +37,7 @@ use crate::admission::{
 };
 use crate::auth::Credentials;
 use crate::pipeline::{Op, Pipeline, Reply, Request, SessionId, now_ns};
-use crate::sockets::{Filled, TokenBucket, fill, write_pending};
+use crate::sockets::{Filled, TokenBucket, Transport, fill, write_pending};
 use instruments::{Instrument, Instruments};
 use market_data::{MarketData, Publish, Subscription};
 use orders::{ClOrdId, Execution, OrderDesk, Report, ToEngine, side_char};
@@ -78,6 +78,8 @@ pub struct FixConfig {
     pub max_msgs_per_sec: u64,
     pub burst: u64,
     pub message_log: bool,
+    /// TLS on the FIX port.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Session stores and message logs go to `data_dir/fix`.
     pub data_dir: PathBuf,
 }
@@ -103,7 +105,7 @@ struct Slot {
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: Transport,
     peer: PeerKey,
     /// Received bytes not yet handled are `input[input_start..input_end]`.
     input: Vec<u8>,
@@ -264,6 +266,13 @@ impl FixGateway {
                 tracing::warn!("cannot register a FIX connection: {e}");
                 continue;
             }
+            let stream = match Transport::new(stream, self.core.config.tls.as_ref()) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::warn!("cannot start TLS on a FIX connection: {e}");
+                    continue;
+                }
+            };
             tracing::debug!(conn = id, %peer, "FIX connection opened");
             let peer = PeerKey::of(peer.ip());
             if let Some(evicted) = self.core.pending_logons.admit(id, peer)
@@ -312,7 +321,7 @@ impl FixGateway {
                 c.read_closed = true;
             }
             let writable = event.is_writable();
-            if writable && c.output_pos < c.output.len() {
+            if writable && (c.output_pos < c.output.len() || c.stream.wants_write()) {
                 self.dirty.push(id);
             }
         }
@@ -767,8 +776,9 @@ impl FixGateway {
             let Some(mut conn) = self.conns.remove(&id) else {
                 continue;
             };
-            let _ = registry.deregister(&mut conn.stream);
-            let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+            let _ = registry.deregister(conn.stream.tcp());
+            conn.stream.shutdown_write();
+            let _ = conn.stream.tcp().shutdown(std::net::Shutdown::Both);
             self.core.pending_logons.leave(id);
             tracing::debug!(conn = id, "FIX connection closed");
             if let Some(slot) = conn.slot {
