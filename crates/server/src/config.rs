@@ -136,6 +136,32 @@ impl std::str::FromStr for ThreadLayout {
     }
 }
 
+/// File descriptors kept for files (journal segments, snapshots, FIX stores and logs) besides
+/// connections.
+pub const FILE_DESCRIPTORS_FOR_FILES: u64 = 256;
+
+impl ServerConfig {
+    /// The file descriptors the connection limits of every listener add up to, plus
+    /// [`FILE_DESCRIPTORS_FOR_FILES`]: with at least this many, no listener can take another's.
+    pub fn descriptors_needed(&self) -> u64 {
+        let g = &self.gateway;
+        let mut needed = g.max_sessions
+            + g.max_pending_logins
+            + g.max_admin_sessions
+            + g.max_pending_admin_logins;
+        if self.fix.enabled {
+            needed += self.fix.max_connections + self.fix.max_pending_logons;
+        }
+        if self.web.enabled {
+            needed += self.web.max_connections + self.web.max_pending_connections;
+        }
+        if self.market_data.udp {
+            needed += crate::feed::udp::MAX_REPLAY_WAITING + crate::feed::udp::MAX_REPLAYS_WRITING;
+        }
+        needed as u64 + FILE_DESCRIPTORS_FOR_FILES
+    }
+}
+
 /// The shortest admin secret a config may set.
 pub const MIN_ADMIN_SECRET_LEN: usize = 32;
 

@@ -60,13 +60,30 @@ pub fn set_up(pipeline: &mut Pipeline, timeout: Duration) -> anyhow::Result<()> 
         .map_err(|e| anyhow::anyhow!("demo set-up: {e}"))
 }
 
-/// A line for the log: the demo users and their secrets.
-pub fn describe(credentials: &Credentials) -> String {
-    let users: Vec<String> = (1..=DEMO_USERS)
-        .map(|u| format!("user {u} secret {}", credentials.user_secret(u)))
-        .collect();
-    format!(
-        "symbols BTC-USD (id 0), ETH-USD (id 1); {}",
-        users.join(", ")
-    )
+/// Where the demo users' secrets are written (owner-only), since secrets never go to a log.
+pub const SECRETS_FILE: &str = "demo-secrets.txt";
+
+/// Writes the demo users' secrets to `data_dir/demo-secrets.txt` (mode 0600) and returns a
+/// line for the log that says where they are, without them.
+pub fn write_secrets(
+    credentials: &Credentials,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<String> {
+    use std::io::Write;
+    let path = data_dir.join(SECRETS_FILE);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    for user in 1..=DEMO_USERS {
+        writeln!(file, "user {user} secret {}", credentials.user_secret(user))?;
+    }
+    Ok(format!(
+        "symbols BTC-USD (id 0), ETH-USD (id 1); users 1-{DEMO_USERS}, their secrets in {} \
+         (or `rialto secret --user N`)",
+        path.display()
+    ))
 }

@@ -139,7 +139,18 @@ pub fn start_with_stop(
         );
     }
     let open_files = process::raise_open_file_limit();
-    tracing::info!(open_files, "open file limit");
+    let needed = config.descriptors_needed();
+    if open_files < needed {
+        tracing::warn!(
+            open_files,
+            needed,
+            "the open file limit is below what the connection limits add up to: a flood on one \
+             listener could starve the others; raise the hard limit (ulimit -Hn) or lower the \
+             connection limits"
+        );
+    } else {
+        tracing::info!(open_files, needed, "open file limit");
+    }
     let credentials = Arc::new(Credentials::load_or_create(data_dir)?);
     let admin_secret = config
         .admin_secret
@@ -229,7 +240,8 @@ pub fn start_with_stop(
             .map(|(i, spec)| (rialto_core::SymbolId(i as u32), spec))
             .collect();
         instruments.refresh(&demo_symbols);
-        tracing::info!("demo venue created: {}", demo::describe(&credentials));
+        let described = demo::write_secrets(&credentials, data_dir)?;
+        tracing::info!("demo venue created: {described}");
     }
     market_data.settle(&pipeline.shared, Duration::from_secs(5));
     let pipeline_shared = pipeline.shared.clone();
