@@ -726,3 +726,34 @@ fn with_tls_on_the_order_admin_and_fix_ports_speak_tls_only() {
     assert!(doubtful.login(1, secret.as_bytes()).is_err());
     server.shutdown().unwrap();
 }
+
+#[test]
+fn failed_fix_logons_are_throttled_per_address() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let fix_addr = server.fix_addr.unwrap();
+    let secret = server.credentials.user_secret(4);
+    let logon_from = |local: Ipv4Addr, password: &str| -> Msg {
+        let stream = connect_from(local, fix_addr).unwrap();
+        let mut client = Fix {
+            stream,
+            buf: Vec::new(),
+            seq: 1,
+            sender: "TRADER4".into(),
+        };
+        client.logon_with(4, password);
+        client.recv().expect("an answer")
+    };
+    let guesser = Ipv4Addr::new(127, 4, 0, 1);
+    for _ in 0..10 {
+        assert_eq!(logon_from(guesser, "wrong").msg_type, "5");
+    }
+    // Throttled: even the right password is refused from there...
+    let refused = logon_from(guesser, &secret);
+    assert_eq!(refused.msg_type, "5");
+    assert_eq!(refused.get(tags::TEXT), Some("Logon refused"));
+    // ...and the user logs on from another address.
+    assert_eq!(logon_from(Ipv4Addr::new(127, 4, 0, 2), &secret).msg_type, "A");
+    server.shutdown().unwrap();
+}
