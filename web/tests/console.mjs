@@ -111,7 +111,7 @@ async function signedRest(key, secret, method, pathAndQuery, bodyObject, retry =
   const ts = Date.now();
   nonce = Math.max(nonce + 1, ts);
   const sig = createHmac('sha256', secret)
-    .update(`${ts}\n${nonce}\n${method}\n${pathAndQuery}\n${body}`)
+    .update(`${key}\n${ts}\n${nonce}\n${method}\n${pathAndQuery}\n${body}`)
     .digest('hex');
   const response = await fetch(BASE + pathAndQuery, {
     method,

@@ -158,8 +158,8 @@ fn random_input_on_every_port_changes_nothing_it_should_not() {
         let secret = rialto_wire::Secret::new(secret.as_bytes()).unwrap();
         encode_client(&ClientMsg::Login { user: 2, secret }, &mut login);
         raw.write_all(&login).unwrap();
-        raw.write_all(&frames).unwrap();
-        raw.shutdown(Shutdown::Write).unwrap();
+        let _ = raw.write_all(&frames);
+        let _ = raw.shutdown(Shutdown::Write);
         raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut sink = Vec::new();
         let _ = raw.read_to_end(&mut sink);
@@ -200,8 +200,10 @@ fn random_input_on_every_port_changes_nothing_it_should_not() {
             .collect();
         burst.extend(fix_message("TRADER3", seq, msg_type, &fields));
     }
-    fix.write_all(&burst).unwrap();
-    fix.shutdown(Shutdown::Write).unwrap();
+    // The session may end partway (a SequenceReset to a far number, then "too low"): the
+    // rest of the burst then meets a closed socket.
+    let _ = fix.write_all(&burst);
+    let _ = fix.shutdown(Shutdown::Write);
     fix.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut sink = Vec::new();
     let _ = fix.read_to_end(&mut sink);
