@@ -67,7 +67,9 @@ pub fn raise_open_file_limit() -> u64 {
             }
         }
     }
-    limit.rlim_cur as u64
+    #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 on every platform
+    let current = limit.rlim_cur as u64;
+    current
 }
 
 #[cfg(all(test, unix))]

@@ -111,7 +111,7 @@ fn fix_value(rng: &mut Rng, max: u64) -> Vec<u8> {
 fn random_input_on_every_port_changes_nothing_it_should_not() {
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), |_| {});
-    let mut rng = Rng(0x5eed_0f_f022);
+    let mut rng = Rng(0x005e_ed0f_f022);
     let fix_addr = server.fix_addr.unwrap();
     let web_addr = server.web_addr.unwrap();
 

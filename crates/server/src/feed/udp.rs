@@ -272,11 +272,11 @@ fn serve_replays(listener: TcpListener, history: &Arc<Mutex<History>>, stop: &At
                 };
                 {
                     let mut w = waiting.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(evicted) = w.budget.admit(id, PeerKey::of(peer.ip())) {
-                        if let Some(old) = w.streams.remove(&evicted) {
-                            // Its blocked read returns, and its thread ends.
-                            let _ = old.shutdown(std::net::Shutdown::Both);
-                        }
+                    if let Some(evicted) = w.budget.admit(id, PeerKey::of(peer.ip()))
+                        && let Some(old) = w.streams.remove(&evicted)
+                    {
+                        // Its blocked read returns, and its thread ends.
+                        let _ = old.shutdown(std::net::Shutdown::Both);
                     }
                     w.streams.insert(id, handle);
                 }
