@@ -188,3 +188,45 @@ fn verify_summarises_and_fails_on_corruption() {
         bad.stdout
     );
 }
+
+#[test]
+fn verify_on_a_running_server_says_its_tail_is_live_and_a_second_server_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let served = common::serve_demo(dir.path());
+    let live = rialto(&["journal", "verify", "--data", data], "");
+    assert_eq!(live.code, Some(0), "{}{}", live.stdout, live.stderr);
+    assert!(live.stdout.contains("server: running"), "{}", live.stdout);
+    assert!(live.stdout.contains("result: ok"), "{}", live.stdout);
+    assert!(!live.stderr.contains("WARN"), "{}", live.stderr);
+
+    let second = rialto(
+        &[
+            "serve",
+            "--data",
+            data,
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--fix-listen",
+            "127.0.0.1:0",
+            "--web-listen",
+            "127.0.0.1:0",
+        ],
+        "",
+    );
+    assert_ne!(second.code, Some(0));
+    assert!(
+        second.stderr.contains("another server is running"),
+        "{}",
+        second.stderr
+    );
+    drop(served);
+    let after = rialto(&["journal", "verify", "--data", data], "");
+    assert!(
+        !after.stdout.contains("server: running"),
+        "{}",
+        after.stdout
+    );
+}

@@ -13,6 +13,7 @@ pub mod codec;
 mod crc;
 mod error;
 pub mod format;
+pub mod lock;
 pub mod reader;
 pub mod recovery;
 pub mod snapshot;
@@ -20,6 +21,7 @@ pub mod writer;
 
 pub use codec::{MAX_COMMAND_BYTES, decode_command, encode_command};
 pub use error::{JournalError, Result};
+pub use lock::{DataDirLock, held_by_a_server};
 pub use reader::{JournalReader, Record, TailTruncation};
 pub use recovery::{RecoverOptions, Recovered, recover, recover_with};
 pub use snapshot::{

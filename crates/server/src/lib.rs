@@ -53,6 +53,8 @@ pub struct RunningServer {
     udp: Option<feed::udp::UdpFeed>,
     md_thread: JoinHandle<()>,
     pipeline_shared: Arc<pipeline::Shared>,
+    /// Held until the server is dropped (after it stopped).
+    _data_dir_lock: rialto_journal::DataDirLock,
 }
 
 impl RunningServer {
@@ -130,6 +132,9 @@ pub fn start_with_stop(
     process::owner_only_files();
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+    // One server per data directory; `rialto journal verify` sees that one is running.
+    let data_dir_lock = rialto_journal::DataDirLock::acquire(data_dir)
+        .with_context(|| format!("cannot lock the data directory {}", data_dir.display()))?;
     let tightened = process::tighten_permissions(data_dir)
         .with_context(|| format!("cannot restrict permissions in {}", data_dir.display()))?;
     if tightened > 0 {
@@ -392,5 +397,6 @@ pub fn start_with_stop(
         udp,
         md_thread,
         pipeline_shared,
+        _data_dir_lock: data_dir_lock,
     })
 }
