@@ -230,3 +230,24 @@ fn verify_on_a_running_server_says_its_tail_is_live_and_a_second_server_is_refus
         after.stdout
     );
 }
+
+#[test]
+fn a_demo_venue_killed_at_once_is_not_set_up_again_even_without_durability() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let add_symbols = |dump: &str| {
+        dump.lines()
+            .filter(|l| l.contains("\"add_symbol\""))
+            .count()
+    };
+    // Killed (SIGKILL) as soon as it serves: in `none` mode nothing has been flushed by the
+    // journal stage yet, but the set-up was synced before anything ran.
+    drop(common::serve_demo_with(dir.path(), "none"));
+    let dump = rialto(&["journal", "dump", "--data", data], "");
+    assert_eq!(dump.code, Some(0), "{}", dump.stderr);
+    assert_eq!(add_symbols(&dump.stdout), 2, "{}", dump.stdout);
+    // Started again, the venue is the one set up before, not a second one.
+    drop(common::serve_demo_with(dir.path(), "none"));
+    let dump = rialto(&["journal", "dump", "--data", data], "");
+    assert_eq!(add_symbols(&dump.stdout), 2, "{}", dump.stdout);
+}

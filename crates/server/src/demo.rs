@@ -1,12 +1,9 @@
 //! The demo venue that `rialto serve --demo` creates on an empty data directory: two symbols
 //! and a few funded users, journaled like any admin command (docs/operations.md).
 
-use std::time::Duration;
-
 use rialto_core::{Command, Name, SymbolSpec};
 
 use crate::auth::Credentials;
-use crate::pipeline::Pipeline;
 
 /// Demo users are 1..=DEMO_USERS.
 pub const DEMO_USERS: i64 = 8;
@@ -51,13 +48,6 @@ pub fn demo_commands() -> Vec<Command> {
         }
     }
     commands
-}
-
-/// Sends the demo commands through the pipeline and waits until they are applied.
-pub fn set_up(pipeline: &mut Pipeline, timeout: Duration) -> anyhow::Result<()> {
-    pipeline
-        .apply_system_commands(demo_commands(), timeout)
-        .map_err(|e| anyhow::anyhow!("demo set-up: {e}"))
 }
 
 /// Where the demo users' secrets are written (owner-only), since secrets never go to a log.

@@ -185,9 +185,36 @@ pub fn start_with_stop(
         ms = started.elapsed().as_millis() as u64,
         "recovered"
     );
-    let last_ts_ns = recovered.last_ts_ns;
-    let engine = recovered.engine;
+    let mut last_ts_ns = recovered.last_ts_ns;
+    let mut engine = recovered.engine;
+    let metrics = Arc::new(metrics::Metrics::default());
+    let mut journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
+        .with_context(|| format!("cannot open the journal in {}", data_dir.display()))?;
+    let fsync_metrics = metrics.clone();
+    journal.observe_syncs(Arc::new(move |took| {
+        fsync_metrics.journal_fsync.record(took.as_nanos() as u64)
+    }));
     let fresh = engine.last_seq() == 0;
+    if config.demo && fresh {
+        // Journaled and synced before anything else runs, whatever the durability mode: a
+        // demo venue is never set up twice over a data directory (a kill before a `none`
+        // journal's first flush would otherwise leave an empty journal to set up again).
+        for cmd in demo::demo_commands() {
+            let seq = engine.last_seq() + 1;
+            last_ts_ns = pipeline::now_ns().max(last_ts_ns);
+            journal.append(seq, last_ts_ns, &cmd);
+            let result = engine.apply(seq, last_ts_ns, &cmd, &mut ());
+            metrics.command(&cmd, result);
+            if let Err(reason) = result {
+                anyhow::bail!("demo set-up: {cmd:?} rejected: {reason:?}");
+            }
+        }
+        journal
+            .sync()
+            .with_context(|| format!("cannot write the journal in {}", data_dir.display()))?;
+        let described = demo::write_secrets(&credentials, data_dir)?;
+        tracing::info!("demo venue created: {described}");
+    }
     let mut instruments = fix::instruments::Instruments::new(&config.instruments);
     instruments.refresh(&engine.symbols_by_name());
     let market_data = feed::MarketData::new(&engine);
@@ -197,15 +224,8 @@ pub fn start_with_stop(
         rialto_core::Engine::decode_snapshot(&engine.encode_snapshot(), config.engine_config())
             .context("cannot copy the engine for the market data replica")?;
     let md_channel = pipeline::MdChannel::new(config.market_data.ring_capacity);
-    let metrics = Arc::new(metrics::Metrics::default());
-    let mut journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
-        .with_context(|| format!("cannot open the journal in {}", data_dir.display()))?;
-    let fsync_metrics = metrics.clone();
-    journal.observe_syncs(Arc::new(move |took| {
-        fsync_metrics.journal_fsync.record(took.as_nanos() as u64)
-    }));
 
-    let mut pipeline = Pipeline::start(
+    let pipeline = Pipeline::start(
         PipelineConfig {
             ring_capacity: config.pipeline.ring_capacity,
             batch_max: config.pipeline.batch_max,
@@ -235,18 +255,6 @@ pub fn start_with_stop(
         ("market_data", md_channel.chunks.len_probe()),
     ] {
         metrics.add_gauge("rialto_ring_occupancy", &format!("ring=\"{name}\""), ring);
-    }
-    if config.demo && fresh {
-        demo::set_up(&mut pipeline, Duration::from_secs(30))?;
-        // A fresh engine numbers symbols in the order they are added.
-        let demo_symbols: Vec<_> = demo::demo_symbols()
-            .into_iter()
-            .enumerate()
-            .map(|(i, spec)| (rialto_core::SymbolId(i as u32), spec))
-            .collect();
-        instruments.refresh(&demo_symbols);
-        let described = demo::write_secrets(&credentials, data_dir)?;
-        tracing::info!("demo venue created: {described}");
     }
     market_data.settle(&pipeline.shared, Duration::from_secs(5));
     let pipeline_shared = pipeline.shared.clone();

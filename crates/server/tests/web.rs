@@ -261,7 +261,7 @@ fn public_endpoints_answer_json() {
     ] {
         assert!(text.contains(name), "{name} in {text}");
     }
-    // The demo's set-up was journaled; batch mode's background thread syncs it soon.
+    // The demo's set-up was journaled and synced at start.
     eventually("a timed journal fsync", || {
         let text = http.get("/metrics").body.as_str().unwrap().to_string();
         let count = text

@@ -77,8 +77,13 @@ pub struct Served {
 }
 
 pub fn serve_demo(data: &Path) -> Served {
+    serve_demo_with(data, "batch")
+}
+
+/// [`serve_demo`] with the journal's durability mode.
+pub fn serve_demo_with(data: &Path, durability: &str) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
-        .args(["serve", "--demo", "--durability", "batch"])
+        .args(["serve", "--demo", "--durability", durability])
         .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
         .args(["--fix-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
         .arg("--data")
