@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 const SYMBOL: &str = "BTC-USD";
 const CHANNELS: [&str; 5] = ["book", "orders", "trades", "bbo", "candles"];
 /// Subscribe-all-five, unsubscribe-all-five rounds of the churning client.
-const CHURN_ROUNDS: usize = 600;
+const CHURN_ROUNDS: usize = 1_000;
 const TRADERS: i64 = 3;
 const MID: i64 = 500_000;
 /// A price no trader uses: the marker order that ends the test rests there alone.
