@@ -4,6 +4,11 @@
 //! Batches that arrive together are merged (a book diff carries the final total of each level
 //! it names), so a burst of updates costs each subscriber one message per channel, not one per
 //! update.
+//!
+//! A subscriber's snapshot is read from the feed, which runs ahead of this thread: the
+//! fan-out may still hold updates the snapshot already has. Each subscriber keeps what its
+//! snapshot is as of, and gets nothing at or below it (docs/api.md, the snapshot rule): a
+//! message that straddles its snapshot is cut for it alone.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,27 +41,41 @@ pub struct Topics {
 /// One channel's subscribers: the outboxes its messages are written into, by connection.
 #[derive(Default)]
 pub struct Channel {
-    subscribers: Mutex<Vec<(u64, Arc<Outbox>)>>,
+    subscribers: Mutex<Vec<Subscriber>>,
+}
+
+struct Subscriber {
+    connection: u64,
+    outbox: Arc<Outbox>,
+    /// What the subscriber's snapshot is as of: an L2 or L3 seq, or a trade id (docs/api.md).
+    /// The snapshot is read from the feed, which runs ahead of the fan-out, so the fan-out
+    /// may still hold older updates: it sends nothing at or below this.
+    as_of: u64,
 }
 
 impl Topics {
-    /// Adds a connection to a channel. Its first frame, made by `snapshot`, goes into its
-    /// outbox under the channel's lock, so that no message of the channel comes before it
-    /// and none falls between.
+    /// Adds a connection to a channel. Its first frame, made by `snapshot` with what it is as
+    /// of, goes into its outbox under the channel's lock, so that no message of the channel
+    /// comes before it and none falls between.
     pub fn subscribe(
         &self,
         channel: &str,
         connection: u64,
         outbox: &Arc<Outbox>,
-        snapshot: impl FnOnce() -> Bytes,
+        snapshot: impl FnOnce() -> (Bytes, u64),
     ) -> Arc<Channel> {
         let joined = {
             let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
             channels.entry(channel.to_string()).or_default().clone()
         };
         let mut subscribers = joined.lock();
-        if outbox.send(snapshot()) {
-            subscribers.push((connection, outbox.clone()));
+        let (frame, as_of) = snapshot();
+        if outbox.send(frame) {
+            subscribers.push(Subscriber {
+                connection,
+                outbox: outbox.clone(),
+                as_of,
+            });
         }
         drop(subscribers);
         joined
@@ -85,34 +104,69 @@ impl Topics {
 }
 
 impl Channel {
-    fn lock(&self) -> MutexGuard<'_, Vec<(u64, Arc<Outbox>)>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Subscriber>> {
         self.subscribers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn unsubscribe(&self, connection: u64) {
-        self.lock().retain(|(c, _)| *c != connection);
+        self.lock().retain(|s| s.connection != connection);
     }
 
-    /// Frames a message once and writes it into every subscriber's outbox; a subscriber
-    /// that takes no more (slow, closing) leaves the channel.
-    fn publish(&self, message: &str) {
-        let frame = text_frame(message);
-        self.lock().retain(|(_, outbox)| outbox.send(frame.clone()));
+    /// Writes a message carrying the updates `first..=last` (seqs or trade ids, in order)
+    /// into every subscriber's outbox: `whole` to those whose snapshot is older than `first`,
+    /// nothing to those whose snapshot holds `last`, and to those in between what
+    /// `after(as_of)` makes of the updates after their snapshot (rare: only a subscriber that
+    /// joined while the fan-out held older updates). A subscriber that takes no more (slow,
+    /// closing) leaves the channel.
+    fn publish(&self, first: u64, last: u64, whole: &str, after: impl Fn(u64) -> String) {
+        assert!(first <= last, "updates {first}..={last}");
+        let whole = text_frame(whole);
+        // Cut messages, by the seq they are cut after.
+        let mut cut: Vec<(u64, Bytes)> = Vec::new();
+        self.lock().retain(|s| {
+            if s.as_of < first {
+                return s.outbox.send(whole.clone());
+            }
+            if s.as_of >= last {
+                return true; // the snapshot holds all of it
+            }
+            let frame = match cut.iter().find(|(as_of, _)| *as_of == s.as_of) {
+                Some((_, frame)) => frame.clone(),
+                None => {
+                    let frame = text_frame(&after(s.as_of));
+                    cut.push((s.as_of, frame.clone()));
+                    frame
+                }
+            };
+            s.outbox.send(frame)
+        });
     }
 }
 
 /// What one round of batches did to one symbol.
 #[derive(Default)]
 struct SymbolRound {
-    /// L2: first and last sequence, and the final total of each level.
-    l2_first: Option<u64>,
-    l2_last: u64,
-    levels: BTreeMap<(Side, i64), i64>,
+    /// L2 updates in seq order: (seq, side, price, total after).
+    levels: Vec<(u64, Side, i64, i64)>,
     /// Raw updates: encoded only for a channel someone follows.
     l3: Vec<Update>,
     trades: Vec<Update>,
+    /// The id of the last trade in the round, which the candle is as of.
+    last_trade: u64,
     bbo: Option<(u64, Quote, Quote)>,
-    candle: Option<Candle>,
+    /// The current candle, with the id of the last trade in it.
+    candle: Option<(u64, Candle)>,
+}
+
+impl SymbolRound {
+    /// The final total of each level changed after L2 seq `as_of`.
+    fn levels_after(&self, as_of: u64) -> BTreeMap<(Side, i64), i64> {
+        self.levels
+            .iter()
+            .filter(|l| l.0 > as_of)
+            .map(|&(_, side, price, qty)| ((side, price), qty))
+            .collect()
+    }
 }
 
 /// The fan-out's thread: writing one round to many sockets takes milliseconds, which would
@@ -204,15 +258,26 @@ fn collect(rounds: &mut BTreeMap<SymbolId, SymbolRound>, batch: &Batch) {
                 qty,
                 ..
             } => {
-                round.l2_first.get_or_insert(seq);
-                round.l2_last = seq;
-                round.levels.insert((side, price), qty);
+                debug_assert!(round.levels.last().is_none_or(|l| l.0 < seq));
+                round.levels.push((seq, side, price, qty));
             }
             Update::Bbo { seq, bid, ask, .. } => round.bbo = Some((seq, bid, ask)),
-            Update::Candle { candle, .. } => round.candle = Some(candle),
-            Update::Trade { .. } => round.trades.push(*u),
+            // A candle changes only with a trade, which comes before it in the same batch.
+            Update::Candle { candle, .. } => round.candle = Some((round.last_trade, candle)),
+            Update::Trade { trade, .. } => {
+                round.last_trade = trade;
+                round.trades.push(*u);
+            }
             _ => round.l3.push(*u),
         }
+    }
+}
+
+/// The seq of an L3 update, or the id of a trade.
+fn seq_of(update: &Update) -> u64 {
+    match *update {
+        Update::Trade { trade, .. } => trade,
+        _ => update.l3_seq().unwrap_or(0),
     }
 }
 
@@ -247,12 +312,8 @@ pub fn book_diff(
     text
 }
 
-fn send(channel: &Channel, message: Value) {
-    channel.publish(&message.to_string());
-}
-
 /// Sends one message per channel that changed; `ts_ns` is the sequencer time of the oldest
-/// command they carry.
+/// command they carry. Each message is cut, per subscriber, to what its snapshot lacks.
 fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>, ts_ns: i64) {
     let names: HashMap<SymbolId, String> = {
         let feed = state.md.feed();
@@ -264,38 +325,66 @@ fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>, ts_ns
     for (id, round) in std::mem::take(rounds) {
         let Some(name) = names.get(&id) else { continue };
         let topics = &state.topics;
-        if let (Some(first), Some(tx)) = (round.l2_first, topics.wanted(&format!("book.{name}"))) {
-            tx.publish(&book_diff(name, first, round.l2_last, ts_ns, &round.levels));
+        if let (Some(&(first, ..)), Some(&(last, ..)), Some(tx)) = (
+            round.levels.first(),
+            round.levels.last(),
+            topics.wanted(&format!("book.{name}")),
+        ) {
+            let diff = |as_of: u64| {
+                let from = first.max(as_of + 1);
+                book_diff(name, from, last, ts_ns, &round.levels_after(as_of))
+            };
+            tx.publish(first, last, &diff(0), diff);
         }
-        if !round.l3.is_empty()
-            && let Some(tx) = topics.wanted(&format!("orders.{name}"))
-        {
-            let updates: Vec<Value> = round.l3.iter().map(j::l3_update).collect();
-            send(
-                &tx,
-                json!({"ch": format!("orders.{name}"), "type": "update", "updates": updates}),
-            );
+        if let (Some(first), Some(last), Some(tx)) = (
+            round.l3.first(),
+            round.l3.last(),
+            topics.wanted(&format!("orders.{name}")),
+        ) {
+            let ch = format!("orders.{name}");
+            let updates = |as_of: u64| {
+                let updates: Vec<Value> = round
+                    .l3
+                    .iter()
+                    .filter(|u| seq_of(u) > as_of)
+                    .map(j::l3_update)
+                    .collect();
+                json!({"ch": ch, "type": "update", "updates": updates}).to_string()
+            };
+            tx.publish(seq_of(first), seq_of(last), &updates(0), updates);
         }
-        if !round.trades.is_empty()
-            && let Some(tx) = topics.wanted(&format!("trades.{name}"))
-        {
-            let trades: Vec<Value> = round.trades.iter().map(j::trade).collect();
-            send(
-                &tx,
-                json!({"ch": format!("trades.{name}"), "type": "trades", "trades": trades}),
-            );
+        if let (Some(first), Some(last), Some(tx)) = (
+            round.trades.first(),
+            round.trades.last(),
+            topics.wanted(&format!("trades.{name}")),
+        ) {
+            let ch = format!("trades.{name}");
+            let trades = |as_of: u64| {
+                let trades: Vec<Value> = round
+                    .trades
+                    .iter()
+                    .filter(|t| seq_of(t) > as_of)
+                    .map(j::trade)
+                    .collect();
+                json!({"ch": ch, "type": "trades", "trades": trades}).to_string()
+            };
+            tx.publish(seq_of(first), seq_of(last), &trades(0), trades);
         }
         if let (Some((seq, bid, ask)), Some(tx)) =
             (round.bbo, topics.wanted(&format!("bbo.{name}")))
         {
-            send(&tx, j::bbo(&format!("bbo.{name}"), seq, bid, ask));
+            // The BBO and the candle are whole states, each sent as of one seq or trade id:
+            // there is nothing to cut, only to skip when the snapshot is as new.
+            let bbo = j::bbo(&format!("bbo.{name}"), seq, bid, ask).to_string();
+            tx.publish(seq, seq, &bbo, |_| bbo.clone());
         }
-        if let (Some(candle), Some(tx)) = (round.candle, topics.wanted(&format!("candles.{name}")))
+        if let (Some((trade, candle)), Some(tx)) =
+            (round.candle, topics.wanted(&format!("candles.{name}")))
         {
-            send(
-                &tx,
-                json!({"ch": format!("candles.{name}"), "type": "candle", "candle": j::candle(&candle)}),
-            );
+            let message = json!({"ch": format!("candles.{name}"), "type": "candle",
+                "last_trade": trade, "candle": j::candle(&candle)})
+            .to_string();
+            tx.publish(trade, trade, &message, |_| message.clone());
         }
     }
 }

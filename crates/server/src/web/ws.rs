@@ -583,38 +583,46 @@ impl Connection {
             .symbol_id(name)
             .ok_or_else(|| ApiError::unknown_symbol(name))?;
         // The snapshot goes into the outbox as the connection joins the channel, both under
-        // the channel's lock: no stream message comes before it, and none falls between.
+        // the channel's lock: no stream message comes before it, and none falls between. The
+        // feed runs ahead of the fan-out, so the snapshot also says what it is as of (an L2 or
+        // L3 seq, or a trade id), and the fan-out sends nothing at or below that after it.
         let snapshot = || {
             let feed = state.md.feed();
-            let message = match kind {
+            let (message, as_of) = match kind {
                 "book" => {
                     let l2 = feed.l2(id, usize::MAX).expect("known");
                     let mut m = j::l2(name, &l2);
                     m["ch"] = json!(channel);
                     m["type"] = json!("snapshot");
-                    m
+                    (m, l2.seq)
                 }
                 "orders" => {
                     let l3 = feed.l3(id).expect("known");
                     let mut m = j::l3(name, &l3);
                     m["ch"] = json!(channel);
                     m["type"] = json!("snapshot");
-                    m
+                    (m, l3.seq)
                 }
                 "trades" => {
                     let trades = feed.recent_trades(id, 50).expect("known");
-                    json!({"ch": channel, "type": "snapshot", "trades": trades.iter().map(j::trade).collect::<Vec<_>>()})
+                    let last_trade = feed.last_trade(id).expect("known");
+                    let m = json!({"ch": channel, "type": "snapshot", "last_trade": last_trade,
+                        "trades": trades.iter().map(j::trade).collect::<Vec<_>>()});
+                    (m, last_trade)
                 }
                 "bbo" => {
                     let (seq, bid, ask) = feed.bbo(id).expect("known");
-                    j::bbo(channel, seq, bid, ask)
+                    (j::bbo(channel, seq, bid, ask), seq)
                 }
                 _ => {
                     let candles = feed.candles(id, 60).expect("known");
-                    json!({"ch": channel, "type": "snapshot", "candles": candles.iter().map(j::candle).collect::<Vec<_>>()})
+                    let last_trade = feed.last_trade(id).expect("known");
+                    let m = json!({"ch": channel, "type": "snapshot", "last_trade": last_trade,
+                        "candles": candles.iter().map(j::candle).collect::<Vec<_>>()});
+                    (m, last_trade)
                 }
             };
-            text_frame(&message.to_string())
+            (text_frame(&message.to_string()), as_of)
         };
         self.establish()?;
         let joined = state
