@@ -795,3 +795,87 @@ fn the_engine_stage_answers_the_same_with_and_without_prefetching() {
     assert_eq!(with.0.1, without.0.1, "buyer's report");
     assert_eq!(with.1, without.1, "seller's messages and report");
 }
+
+#[test]
+fn the_protocol_docs_hold_on_the_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    // The secret is the 32 hex characters, not the 16 bytes they encode.
+    let hex = server.credentials.user_secret(1);
+    let raw: Vec<u8> = (0..16)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let mut c = Client::connect(server.order_addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert!(matches!(
+        c.login(1, &raw),
+        Err(ClientError::Server {
+            code: ErrorCode::AuthFailed,
+            ..
+        })
+    ));
+    // A malformed body before login: its error, then the close (rule 6).
+    let mut s = TcpStream::connect(server.order_addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&[3, 0, 0, 0, 1, 0x03, 0]).unwrap(); // a Heartbeat with 1 byte of its 8
+    assert!(matches!(
+        read_frame(&mut s),
+        Some(ServerMsg::Error {
+            code: ErrorCode::Malformed,
+            ..
+        })
+    ));
+    assert_eq!(read_frame(&mut s), None);
+
+    // The admin port: order frames and MyReport are refused and the session goes on;
+    // ListSymbols and Book work.
+    let mut a = admin(&server);
+    for frame in [
+        ClientMsg::Cancel { order: 1 },
+        ClientMsg::MyReport { request: 3 },
+    ] {
+        a.send(&frame).unwrap();
+        match a.recv() {
+            Ok(ServerMsg::Error { code, .. }) | Err(ClientError::Server { code, .. }) => {
+                assert_eq!(code, ErrorCode::NotLoggedIn)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(
+        a.request(&ClientMsg::ListSymbols { request: 4 }).unwrap(),
+        ServerMsg::SymbolList { request: 4, .. }
+    ));
+    // A Book reply's seq is the venue's last seq then: queries take no number of their own.
+    let mut t = trader(&server, 1);
+    t.place(NewOrder::limit(5, SymbolId(0), Side::Buy, 400_000, 2))
+        .unwrap();
+    let placed = match t.recv().unwrap() {
+        ServerMsg::Accepted { seq, .. } => seq,
+        other => panic!("{other}"),
+    };
+    let book = ClientMsg::Book {
+        request: 5,
+        symbol: SymbolId(0),
+        depth: 10,
+    };
+    for c in [&mut a, &mut t] {
+        match c.request(&book).unwrap() {
+            ServerMsg::Book { seq, .. } => assert_eq!(seq, placed),
+            other => panic!("{other}"),
+        }
+    }
+    // A Report lists non-zero balances only, sorted by currency.
+    let report = report(&mut t);
+    let names: Vec<String> = report.balances.iter().map(|(n, _)| n.to_string()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    assert!(
+        report
+            .balances
+            .iter()
+            .all(|(_, b)| b.available != 0 || b.held != 0)
+    );
+    server.shutdown().unwrap();
+}
