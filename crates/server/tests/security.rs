@@ -9,19 +9,13 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use common::fix::{FixClient, message as fix_message};
 use rialto_client::{Client, ClientError};
-use rialto_fix::{MessageWriter, next_frame, tags};
+use rialto_fix::{next_frame, tags};
 use rialto_server::RunningServer;
 use rialto_wire::{ClientMsg, ErrorCode, ServerMsg};
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64
-}
 
 /// A connection from `local` (any 127.x.y.z address is loopback) to `to`.
 fn connect_from(local: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
@@ -34,142 +28,6 @@ fn connect_from(local: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
 /// Lets this test process hold thousands of sockets.
 fn raise_open_file_limit() {
     rialto_server::process::raise_open_file_limit();
-}
-
-/// One FIX message as bytes.
-fn fix_message(
-    begin: &str,
-    msg_type: &str,
-    sender: &str,
-    seq: u64,
-    fields: &[(u32, &str)],
-) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut w = MessageWriter::begin(&mut out, begin.as_bytes(), msg_type.as_bytes());
-    w.str(tags::SENDER_COMP_ID, sender.as_bytes())
-        .str(tags::TARGET_COMP_ID, b"RIALTO")
-        .uint(tags::MSG_SEQ_NUM, seq)
-        .timestamp(tags::SENDING_TIME, now_ns());
-    for (tag, value) in fields {
-        w.str(*tag, value.as_bytes());
-    }
-    w.finish();
-    out
-}
-
-/// A FIX initiator that reads whole messages.
-struct Fix {
-    stream: TcpStream,
-    buf: Vec<u8>,
-    seq: u64,
-    sender: String,
-}
-
-#[derive(Debug)]
-struct Msg {
-    msg_type: String,
-    fields: Vec<(u32, String)>,
-}
-
-impl Msg {
-    fn get(&self, tag: u32) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(t, _)| *t == tag)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-impl Fix {
-    fn connect(addr: SocketAddr, sender: &str) -> Fix {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream.set_nodelay(true).unwrap();
-        Fix {
-            stream,
-            buf: Vec::new(),
-            seq: 1,
-            sender: sender.into(),
-        }
-    }
-
-    fn send(&mut self, msg_type: &str, fields: &[(u32, &str)]) {
-        let bytes = fix_message("FIX.4.4", msg_type, &self.sender, self.seq, fields);
-        self.seq += 1;
-        self.stream.write_all(&bytes).unwrap();
-    }
-
-    fn logon_with(&mut self, user: i64, password: &str) {
-        let user = user.to_string();
-        self.send(
-            "A",
-            &[
-                (tags::ENCRYPT_METHOD, "0"),
-                (tags::HEART_BT_INT, "30"),
-                (tags::USERNAME, &user),
-                (tags::PASSWORD, password),
-            ],
-        );
-    }
-
-    /// The next message, or None at EOF or after 10 s.
-    fn recv(&mut self) -> Option<Msg> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some((frame, len))) = next_frame(&self.buf, 1 << 20) {
-                let msg = Msg {
-                    msg_type: String::from_utf8_lossy(frame.msg_type).into_owned(),
-                    fields: frame
-                        .fields()
-                        .map_while(Result::ok)
-                        .map(|f| (f.tag, String::from_utf8_lossy(f.value).into_owned()))
-                        .collect(),
-                };
-                self.buf.drain(..len);
-                return Some(msg);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            self.stream.set_read_timeout(Some(left)).unwrap();
-            let mut chunk = [0u8; 1 << 16];
-            match self.stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-    }
-
-    /// The next message that is not a Heartbeat, of type `msg_type`.
-    fn expect(&mut self, msg_type: &str) -> Msg {
-        loop {
-            let msg = self.recv().expect("a message within 10 s");
-            if msg.msg_type != "0" {
-                assert_eq!(msg.msg_type, msg_type, "{msg:?}");
-                return msg;
-            }
-        }
-    }
-
-    fn new_order(&mut self, cl_ord_id: &str, price: &str) {
-        let mut time = Vec::new();
-        rialto_fix::time::write_utc_timestamp(&mut time, now_ns());
-        let time = String::from_utf8(time).unwrap();
-        self.send(
-            "D",
-            &[
-                (tags::CL_ORD_ID, cl_ord_id),
-                (tags::HANDL_INST, "1"),
-                (tags::SYMBOL, "BTC-USD"),
-                (tags::SIDE, "1"),
-                (tags::TRANSACT_TIME, &time),
-                (tags::ORDER_QTY, "0.001"),
-                (tags::ORD_TYPE, "2"),
-                (tags::PRICE, price),
-                (tags::TIME_IN_FORCE, "1"),
-            ],
-        );
-    }
 }
 
 fn open_orders(server: &RunningServer, user: i64) -> usize {
@@ -202,11 +60,11 @@ fn a_logon_with_a_wrong_password_changes_nothing_of_the_session() {
     let server = common::start(dir.path(), cancel_on_disconnect_for_trader3);
     let fix_addr = server.fix_addr.unwrap();
     let secret = server.credentials.user_secret(3);
-    let mut trader = Fix::connect(fix_addr, "TRADER3");
+    let mut trader = FixClient::connect(fix_addr, "TRADER3", "FIX.4.4");
     trader.logon_with(3, &secret);
     trader.expect("A");
-    trader.new_order("O1", "50.00");
-    trader.new_order("O2", "51.00");
+    trader.new_order("O1", "1", "0.001", "50.00");
+    trader.new_order("O2", "1", "0.001", "51.00");
     trader.expect("8");
     trader.expect("8");
     // A clean stop logs the session out without cancelling (the orders stay for the restart).
@@ -218,18 +76,21 @@ fn a_logon_with_a_wrong_password_changes_nothing_of_the_session() {
     let fix_dir = dir.path().join("fix");
     let stored_before = bytes_under(&fix_dir);
     for password in ["wrong", "", &secret[..31]] {
-        let mut attacker = Fix::connect(fix_addr, "TRADER3");
+        let mut attacker = FixClient::connect(fix_addr, "TRADER3", "FIX.4.4");
         attacker.logon_with(3, password);
         let logout = attacker.expect("5");
         assert_eq!(logout.get(tags::TEXT), Some("Logon refused"), "{logout:?}");
         assert_eq!(logout.get(tags::MSG_SEQ_NUM), Some("1"));
-        assert!(attacker.recv().is_none(), "the connection closes");
+        assert!(
+            attacker.recv_within(Duration::from_secs(10)).is_none(),
+            "the connection closes"
+        );
     }
     // Another user's valid secret does not open TRADER3's session either.
-    let mut other = Fix::connect(fix_addr, "TRADER3");
+    let mut other = FixClient::connect(fix_addr, "TRADER3", "FIX.4.4");
     other.logon_with(4, &server.credentials.user_secret(4));
     other.expect("5");
-    assert!(other.recv().is_none());
+    assert!(other.recv_within(Duration::from_secs(10)).is_none());
 
     assert_eq!(
         open_orders(&server, 3),
@@ -243,7 +104,7 @@ fn a_logon_with_a_wrong_password_changes_nothing_of_the_session() {
     );
     // The real user logs on where the session stopped: Logon 1, two orders, Logout = 4 in;
     // Logon, two reports and the server's Logout = 4 out, so the reply is number 5.
-    let mut trader = Fix::connect(fix_addr, "TRADER3");
+    let mut trader = FixClient::connect(fix_addr, "TRADER3", "FIX.4.4");
     trader.seq = 5;
     trader.logon_with(3, &secret);
     let logon = trader.expect("A");
@@ -258,10 +119,10 @@ fn the_message_log_holds_no_password_and_no_file_is_readable_by_others() {
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), |_| {});
     let secret = server.credentials.user_secret(2);
-    let mut trader = Fix::connect(server.fix_addr.unwrap(), "TRADER2");
+    let mut trader = FixClient::connect(server.fix_addr.unwrap(), "TRADER2", "FIX.4.4");
     trader.logon_with(2, &secret);
     trader.expect("A");
-    trader.new_order("P1", "50.00");
+    trader.new_order("P1", "1", "0.001", "50.00");
     trader.expect("8");
     server.shutdown().unwrap();
 
@@ -299,7 +160,7 @@ fn failed_logons_are_not_logged_and_logs_stay_under_their_cap() {
     });
     let fix_addr = server.fix_addr.unwrap();
     let secret = server.credentials.user_secret(5);
-    let mut trader = Fix::connect(fix_addr, "TRADER5");
+    let mut trader = FixClient::connect(fix_addr, "TRADER5", "FIX.4.4");
     trader.logon_with(5, &secret);
     trader.expect("A");
     let fix_dir = dir.path().join("fix");
@@ -330,7 +191,12 @@ fn failed_logons_are_not_logged_and_logs_stay_under_their_cap() {
     for i in 0..1_200 {
         let id = format!("{i}-{padding:.1000}");
         trader.send("1", &[(tags::TEST_REQ_ID, &id)]);
-        while trader.recv().expect("a heartbeat").get(tags::TEST_REQ_ID) != Some(&id) {}
+        while trader
+            .recv_within(Duration::from_secs(10))
+            .expect("a heartbeat")
+            .get(tags::TEST_REQ_ID)
+            != Some(&id)
+        {}
     }
     let log = std::fs::metadata(fix_dir.join("FIX.4.4-RIALTO-TRADER5.log")).unwrap();
     assert!(log.len() <= 1 << 20);
@@ -376,15 +242,20 @@ fn a_resend_storm_costs_what_its_sender_reads() {
     let fix_addr = server.fix_addr.unwrap();
     let secret = server.credentials.user_secret(1);
     // About 500 KB of stored execution reports.
-    let mut trader = Fix::connect(fix_addr, "TRADER1");
+    let mut trader = FixClient::connect(fix_addr, "TRADER1", "FIX.4.4");
     trader.logon_with(1, &secret);
     trader.expect("A");
     let orders = 1_200;
     for i in 0..orders {
-        trader.new_order(&format!("S{i}"), "40.00");
+        trader.new_order(&format!("S{i}"), "1", "0.001", "40.00");
     }
     trader.send("1", &[(tags::TEST_REQ_ID, "sync")]);
-    while trader.recv().expect("reports").get(tags::TEST_REQ_ID) != Some("sync") {}
+    while trader
+        .recv_within(Duration::from_secs(10))
+        .expect("reports")
+        .get(tags::TEST_REQ_ID)
+        != Some("sync")
+    {}
     let next_seq = trader.seq;
     drop(trader);
 
@@ -394,7 +265,7 @@ fn a_resend_storm_costs_what_its_sender_reads() {
     let log_before = std::fs::metadata(&log).unwrap().len();
 
     // The attacker logs on, then asks for everything 300 times in one write, and never reads.
-    let mut attacker = Fix::connect(fix_addr, "TRADER1");
+    let mut attacker = FixClient::connect(fix_addr, "TRADER1", "FIX.4.4");
     attacker.seq = next_seq;
     attacker.logon_with(1, &secret);
     attacker.expect("A");
@@ -414,7 +285,7 @@ fn a_resend_storm_costs_what_its_sender_reads() {
     // The storm has been handled once a TestRequest behind it is answered.
     attacker.send("1", &[(tags::TEST_REQ_ID, "after")]);
     while attacker
-        .recv()
+        .recv_within(Duration::from_secs(10))
         .expect("the heartbeat")
         .get(tags::TEST_REQ_ID)
         != Some("after")
@@ -439,7 +310,7 @@ fn a_resend_storm_costs_what_its_sender_reads() {
     );
 
     // A reader's long resend arrives whole and in order, chunk after chunk.
-    let mut reader = Fix::connect(fix_addr, "TRADER1");
+    let mut reader = FixClient::connect(fix_addr, "TRADER1", "FIX.4.4");
     reader.seq = next_seq;
     reader.logon_with(1, &secret);
     let logon = reader.expect("A");
@@ -448,7 +319,9 @@ fn a_resend_storm_costs_what_its_sender_reads() {
     let mut covered = 1;
     let mut reports = 0;
     while covered <= logon_seq {
-        let msg = reader.recv().expect("the resend goes on");
+        let msg = reader
+            .recv_within(Duration::from_secs(10))
+            .expect("the resend goes on");
         let seq: u64 = msg.get(tags::MSG_SEQ_NUM).unwrap().parse().unwrap();
         assert_eq!(seq, covered, "{msg:?}");
         assert_eq!(msg.get(tags::POSS_DUP_FLAG), Some("Y"));
@@ -559,7 +432,7 @@ fn idle_floods_do_not_keep_a_real_login_out() {
                 c.admin_login(server.admin_secret.as_bytes()).unwrap();
             }
             "fix" => {
-                let mut c = Fix::connect(addr, "TRADER6");
+                let mut c = FixClient::connect(addr, "TRADER6", "FIX.4.4");
                 c.logon_with(6, &server.credentials.user_secret(6));
                 c.expect("A");
             }
@@ -734,16 +607,13 @@ fn failed_fix_logons_are_throttled_per_address() {
     let server = common::start(dir.path(), |_| {});
     let fix_addr = server.fix_addr.unwrap();
     let secret = server.credentials.user_secret(4);
-    let logon_from = |local: Ipv4Addr, password: &str| -> Msg {
+    let logon_from = |local: Ipv4Addr, password: &str| -> common::fix::Msg {
         let stream = connect_from(local, fix_addr).unwrap();
-        let mut client = Fix {
-            stream,
-            buf: Vec::new(),
-            seq: 1,
-            sender: "TRADER4".into(),
-        };
+        let mut client = FixClient::over(stream, "TRADER4", "FIX.4.4");
         client.logon_with(4, password);
-        client.recv().expect("an answer")
+        client
+            .recv_within(Duration::from_secs(10))
+            .expect("an answer")
     };
     let guesser = Ipv4Addr::new(127, 4, 0, 1);
     for _ in 0..10 {

@@ -1,6 +1,8 @@
 //! Helpers for tests that run a real server on loopback.
 #![allow(dead_code)]
 
+pub mod fix;
+
 use std::path::Path;
 use std::time::Duration;
 
