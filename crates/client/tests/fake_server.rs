@@ -66,6 +66,7 @@ fn fake_server(script: impl FnOnce(&mut FakeConn) + Send + 'static) -> (Client, 
 fn report(request: u64, user: i64) -> ServerMsg {
     ServerMsg::Report {
         request,
+        seq: 7,
         report: UserReport {
             user,
             balances: vec![(

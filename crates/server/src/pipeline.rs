@@ -845,7 +845,11 @@ impl EngineStage {
                         // Lists are capped to fit one frame (docs/protocol.md).
                         report.orders.truncate(rialto_wire::MAX_REPORT_ORDERS);
                         report.balances.truncate(rialto_wire::MAX_REPORT_BALANCES);
-                        ServerMsg::Report { request, report }
+                        ServerMsg::Report {
+                            request,
+                            seq,
+                            report,
+                        }
                     }
                     Some(OwnedEvent::VenueReport(mut totals)) => {
                         totals.truncate(rialto_wire::MAX_VENUE_CURRENCIES);

@@ -45,6 +45,7 @@ fn ws_read(ws: &mut Ws) -> Value {
     loop {
         match ws.read() {
             Ok(tungstenite::Message::Text(t)) => return serde_json::from_str(&t).unwrap(),
+            Ok(tungstenite::Message::Close(c)) => panic!("closed by the server: {c:?}"),
             Ok(_) => {}
             Err(e) => panic!("WebSocket read: {e}"),
         }
@@ -636,5 +637,89 @@ fn no_subscription_gets_what_its_snapshot_holds_and_snapshot_plus_stream_is_the_
         "{subscriptions} subscriptions, {trades} trades followed, in {:?}",
         begun.elapsed()
     );
+    server.shutdown().unwrap();
+}
+
+/// The private `user` channel, subscribed again and again while its user trades: its snapshot
+/// says what seq it is as of, and nothing at or below that seq follows it.
+#[test]
+fn the_user_channel_sends_nothing_its_snapshot_holds() {
+    use rialto_server::web::auth::{now_ms, sign, signed_text};
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |c| {
+        c.web.max_requests_per_sec = 0;
+        c.gateway.max_msgs_per_sec = 0;
+    });
+    let stop = AtomicBool::new(false);
+    let (rounds, streamed) = std::thread::scope(|s| {
+        let traders: Vec<_> = (1..=TRADERS)
+            .map(|user| {
+                let (server, stop) = (&server, &stop);
+                s.spawn(move || trade(server, user, stop))
+            })
+            .collect();
+        let _stop = StopOnDrop(&stop);
+        let mut ws = ws_connect(&server);
+        let secret = server.credentials.user_secret(1);
+        let (ts, nonce) = (now_ms().to_string(), "1".to_string());
+        let sig = sign(&secret, &signed_text("1", &ts, &nonce, "WS", "/ws", b""));
+        ws_send(
+            &mut ws,
+            json!({"id": 0, "op": "login", "key": "1", "ts": ts, "nonce": nonce, "sig": sig}),
+        );
+        assert_eq!(ws_read(&mut ws)["result"]["user"], 1);
+        let mut streamed = 0;
+        let rounds = 300u64;
+        for round in 1..=rounds {
+            ws_send(
+                &mut ws,
+                json!({"id": 2 * round, "op": "subscribe", "ch": "user"}),
+            );
+            let mut snapshot_seq = None;
+            let mut this_round = 0;
+            let mut unsubscribed = false;
+            loop {
+                let m = ws_read(&mut ws);
+                if m.get("id").is_some_and(|id| id == 2 * round + 1) {
+                    break;
+                }
+                // Unsubscribe once this subscription has streamed something.
+                if this_round == 1 && !unsubscribed {
+                    unsubscribed = true;
+                    ws_send(
+                        &mut ws,
+                        json!({"id": 2 * round + 1, "op": "unsubscribe", "ch": "user"}),
+                    );
+                }
+                if m["ch"] != "user" {
+                    continue; // the subscribe answer
+                }
+                let seq = u(&m["seq"]);
+                match (m["type"].as_str(), snapshot_seq) {
+                    (Some("balances") | Some("orders"), None) => {
+                        if m["type"] == "orders" {
+                            snapshot_seq = Some(seq);
+                        }
+                    }
+                    (_, Some(s)) => {
+                        assert!(seq > s, "{m} after a snapshot as of seq {s}");
+                        streamed += 1;
+                        this_round += 1;
+                    }
+                    (_, None) => panic!("a stream message before the snapshot: {m}"),
+                }
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        drop(
+            traders
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .collect::<Vec<_>>(),
+        );
+        (rounds, streamed)
+    });
+    assert!(streamed >= rounds, "only {streamed} stream messages");
+    eprintln!("{rounds} user subscriptions, {streamed} stream messages after their snapshots");
     server.shutdown().unwrap();
 }

@@ -72,7 +72,7 @@ pub const MAX_USER_LIST_ITEMS: usize = (MAX_SERVER_FRAME - VT - 8 - 4) / 8;
 pub const MAX_REPORT_BALANCES: usize = 1024;
 /// Most open orders in one `Report` (with [`MAX_REPORT_BALANCES`] balances beside them).
 pub const MAX_REPORT_ORDERS: usize =
-    (MAX_SERVER_FRAME - VT - (8 + 8 + 4 + 4) - MAX_REPORT_BALANCES * (NAME_MAX + 16))
+    (MAX_SERVER_FRAME - VT - (8 + 8 + 8 + 4 + 4) - MAX_REPORT_BALANCES * (NAME_MAX + 16))
         / (NAME_MAX + 8 + 1 + 8 + 8);
 /// Most currencies in one `VenueReport`.
 pub const MAX_VENUE_CURRENCIES: usize = (MAX_SERVER_FRAME - VT - 8 - 4) / (NAME_MAX + 5 * 8);
@@ -244,8 +244,13 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
                 put_i64(out, *user);
             }
         }
-        ServerMsg::Report { request, report } => {
+        ServerMsg::Report {
+            request,
+            seq,
+            report,
+        } => {
             put_u64(out, *request);
+            put_u64(out, *seq);
             put_report(out, report);
         }
         ServerMsg::VenueReport { request, totals } => {
@@ -711,6 +716,7 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
         }
         ty::S_REPORT => ServerMsg::Report {
             request: r.u64("request")?,
+            seq: r.u64("seq")?,
             report: r.report()?,
         },
         ty::S_VENUE_REPORT => {

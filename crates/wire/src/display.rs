@@ -90,10 +90,14 @@ impl fmt::Display for ServerMsg {
                 }
                 Ok(())
             }
-            ServerMsg::Report { request, report } => {
+            ServerMsg::Report {
+                request,
+                seq,
+                report,
+            } => {
                 write!(
                     f,
-                    "report request={request} user={} balances={} orders={}",
+                    "report request={request} seq={seq} user={} balances={} orders={}",
                     report.user,
                     report.balances.len(),
                     report.orders.len()

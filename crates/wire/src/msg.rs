@@ -259,8 +259,10 @@ pub enum ServerMsg {
         users: Vec<UserId>,
     },
     /// At most [`crate::MAX_REPORT_BALANCES`] balances and [`crate::MAX_REPORT_ORDERS`] orders.
+    /// `seq`: the venue's last sequence number when the report was made, the state it shows.
     Report {
         request: u64,
+        seq: u64,
         report: UserReport,
     },
     /// At most [`crate::MAX_VENUE_CURRENCIES`] currencies.

@@ -402,7 +402,11 @@ fn full_lists_fit_in_a_frame() {
             request: 1,
             symbols: vec![(SymbolId(0), spec); MAX_SYMBOL_LIST_ITEMS],
         },
-        ServerMsg::Report { request: 2, report },
+        ServerMsg::Report {
+            request: 2,
+            seq: u64::MAX,
+            report,
+        },
         ServerMsg::UserList {
             request: 6,
             users: vec![i64::MIN; MAX_USER_LIST_ITEMS],
@@ -475,6 +479,6 @@ fn list_limits_are_as_documented() {
             MAX_VENUE_CURRENCIES,
             MAX_BOOK_LEVELS,
         ),
-        (9_708, 1_024, 20_563, 16_383, 32_767)
+        (9_708, 1_024, 20_562, 16_383, 32_767)
     );
 }

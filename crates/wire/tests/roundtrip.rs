@@ -225,8 +225,13 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
             prop::collection::vec((symbol(), spec()), 0..4)
         )
             .prop_map(|(request, symbols)| ServerMsg::SymbolList { request, symbols }),
-        (any::<u64>(), report())
-            .prop_map(|(request, report)| ServerMsg::Report { request, report }),
+        (any::<u64>(), any::<u64>(), report()).prop_map(|(request, seq, report)| {
+            ServerMsg::Report {
+                request,
+                seq,
+                report,
+            }
+        }),
         (any::<u64>(), prop::collection::vec(totals, 0..4))
             .prop_map(|(request, totals)| ServerMsg::VenueReport { request, totals }),
         (any::<u64>(), prop::collection::vec(any::<i64>(), 0..6))

@@ -18,7 +18,9 @@ use tokio::sync::{broadcast, mpsc};
 use super::AppState;
 
 pub const HISTORY_LEN: usize = 1000;
-const STREAM_BACKLOG: usize = 1024;
+/// Messages a user's stream holds for a subscriber that has not forwarded them yet; beyond it
+/// the subscriber is a slow consumer.
+const STREAM_BACKLOG: usize = 4096;
 
 /// One entry of a user's history.
 enum Entry {
@@ -28,19 +30,28 @@ enum Entry {
     Json(Value),
 }
 
+/// One message of a user's stream, with the seq of the venue state it is as of: a
+/// subscription drops those at or below its snapshot's seq, which the snapshot already shows.
+#[derive(Clone, Debug)]
+pub struct UserMessage {
+    pub seq: u64,
+    pub text: Utf8Bytes,
+}
+
 #[derive(Default)]
 pub struct Histories {
     events: Mutex<HashMap<UserId, VecDeque<Entry>>>,
-    streams: Mutex<HashMap<UserId, broadcast::Sender<Utf8Bytes>>>,
+    streams: Mutex<HashMap<UserId, broadcast::Sender<UserMessage>>>,
     /// Users whose balances are being fetched for their stream.
     refreshing: Mutex<HashSet<UserId>>,
 }
 
 impl Histories {
-    /// Records an event (an object with a `type`) and sends it to the user's stream.
-    pub fn record(&self, user: UserId, event: Value) {
+    /// Records an event (an object with a `type`) of the command at `seq` and sends it to the
+    /// user's stream.
+    pub fn record(&self, user: UserId, seq: u64, event: Value) {
         if let Some(tx) = self.stream(user) {
-            send_event(&tx, &event);
+            send_event(&tx, seq, &event);
         }
         self.push(user, Entry::Json(event));
     }
@@ -74,7 +85,7 @@ impl Histories {
         })
     }
 
-    pub fn subscribe(&self, user: UserId) -> broadcast::Receiver<Utf8Bytes> {
+    pub fn subscribe(&self, user: UserId) -> broadcast::Receiver<UserMessage> {
         let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
         streams
             .entry(user)
@@ -82,7 +93,7 @@ impl Histories {
             .subscribe()
     }
 
-    fn stream(&self, user: UserId) -> Option<broadcast::Sender<Utf8Bytes>> {
+    fn stream(&self, user: UserId) -> Option<broadcast::Sender<UserMessage>> {
         let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
         streams
             .get(&user)
@@ -90,9 +101,10 @@ impl Histories {
             .cloned()
     }
 
-    pub fn send_to_stream(&self, user: UserId, message: Value) {
+    pub fn send_to_stream(&self, user: UserId, seq: u64, message: Value) {
         if let Some(tx) = self.stream(user) {
-            let _ = tx.send(Utf8Bytes::from(message.to_string()));
+            let text = Utf8Bytes::from(message.to_string());
+            let _ = tx.send(UserMessage { seq, text });
         }
     }
 }
@@ -114,20 +126,25 @@ fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
     if !matches!(msg, ServerMsg::Trade { .. } | ServerMsg::Cancelled { .. }) {
         return;
     }
+    let seq = match msg {
+        ServerMsg::Trade { seq, .. } | ServerMsg::Cancelled { seq, .. } => seq,
+        _ => return,
+    };
     if let Some(tx) = state.history.stream(user)
         && let Some(event) = message_json(&msg, &|symbol| symbol_name(state, symbol))
     {
-        send_event(&tx, &event);
+        send_event(&tx, seq, &event);
         refresh_balances(state, user);
     }
     state.history.push(user, Entry::Message(msg));
 }
 
 /// Sends a history event to a user's stream, marked as the `user` channel's.
-fn send_event(tx: &broadcast::Sender<Utf8Bytes>, event: &Value) {
+fn send_event(tx: &broadcast::Sender<UserMessage>, seq: u64, event: &Value) {
     let mut message = event.clone();
     message["ch"] = json!("user");
-    let _ = tx.send(Utf8Bytes::from(message.to_string()));
+    let text = Utf8Bytes::from(message.to_string());
+    let _ = tx.send(UserMessage { seq, text });
 }
 
 /// A symbol's name as the feed knows it (`?` for none).
@@ -196,10 +213,11 @@ pub fn refresh_balances(state: &Arc<AppState>, user: UserId) {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&user);
-        if let Ok(report) = super::orders::report(&state, user).await {
+        if let Ok((seq, report)) = super::orders::report(&state, user).await {
             state.history.send_to_stream(
                 user,
-                json!({"ch": "user", "type": "balances", "balances": super::orders::balances_json(&report)}),
+                seq,
+                json!({"ch": "user", "type": "balances", "seq": seq, "balances": super::orders::balances_json(&report)}),
             );
         }
     });

@@ -80,6 +80,7 @@ async fn order_call(
         ServerMsg::Accepted { seq, ts_ns, .. } => {
             state.history.record(
                 user,
+                seq,
                 json!({"type": "accepted", "order": order, "kind": kind.as_str(), "seq": seq, "ts_ns": ts_ns}),
             );
             super::history::refresh_balances(state, user);
@@ -90,6 +91,7 @@ async fn order_call(
         } => {
             state.history.record(
                 user,
+                seq,
                 json!({"type": "rejected", "order": order, "kind": kind.as_str(), "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns}),
             );
             Err(ApiError::rejected(reason))
@@ -153,10 +155,11 @@ pub async fn mass_cancel(
 }
 
 /// A user's balances and open orders.
-pub async fn report(state: &AppState, user: UserId) -> Result<UserReport, ApiError> {
+/// A user's report, and the venue's seq it is as of.
+pub async fn report(state: &AppState, user: UserId) -> Result<(u64, UserReport), ApiError> {
     let op = Op::Command(Command::UserReport { user });
     match state.bridge.call(Reply::Report { request: 0 }, op).await? {
-        ServerMsg::Report { report, .. } => Ok(report),
+        ServerMsg::Report { seq, report, .. } => Ok((seq, report)),
         ServerMsg::AdminResult {
             result: Err(reason),
             ..

@@ -369,12 +369,12 @@ async fn mass_cancel(State(state): Shared, uri: Uri, Trader(user, _): Trader) ->
 }
 
 async fn open_orders(State(state): Shared, Trader(user, _): Trader) -> ApiResult {
-    let report = orders::report(&state, user).await?;
+    let (_, report) = orders::report(&state, user).await?;
     Ok(Json(orders::open_orders_json(&report)))
 }
 
 async fn balances(State(state): Shared, Trader(user, _): Trader) -> ApiResult {
-    let report = orders::report(&state, user).await?;
+    let (_, report) = orders::report(&state, user).await?;
     Ok(Json(orders::balances_json(&report)))
 }
 
@@ -583,7 +583,7 @@ async fn user_balances(State(state): Shared, Path(user): Path<String>, _: Admin)
     let user: UserId = user
         .parse()
         .map_err(|_| ApiError::bad_request("bad_request", "the user id must be an i64"))?;
-    let report = orders::report(&state, user).await?;
+    let (_, report) = orders::report(&state, user).await?;
     Ok(Json(json!({
         "user": user,
         "balances": orders::balances_json(&report),

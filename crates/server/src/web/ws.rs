@@ -173,8 +173,13 @@ impl Ending {
 enum Subscription {
     /// A public channel, which writes into the connection's outbox.
     Channel(Arc<Channel>),
-    /// The private stream, forwarded by a task of its own.
-    User(tokio::task::JoinHandle<()>),
+    /// The private stream, forwarded by a task of its own while `active` holds (the task
+    /// sends under that lock, so once unsubscribing has cleared it nothing more is sent: no
+    /// message of this subscription comes after the unsubscribe's answer).
+    User {
+        active: Arc<std::sync::Mutex<bool>>,
+        task: tokio::task::JoinHandle<()>,
+    },
 }
 
 struct Connection {
@@ -335,16 +340,21 @@ fn too_big() -> Ending {
     }
 }
 
-/// Forwards a user's private stream into the outbox until it is aborted; falling so far
-/// behind that messages were overwritten makes a slow consumer.
+/// Forwards a user's private stream into the outbox until it is aborted, leaving out what
+/// the snapshot (as of `snapshot_seq`) already shows; falling so far behind that messages
+/// were overwritten makes a slow consumer.
 async fn forward_user_stream(
-    mut rx: broadcast::Receiver<axum::extract::ws::Utf8Bytes>,
+    mut rx: broadcast::Receiver<super::history::UserMessage>,
     outbox: Arc<Outbox>,
+    snapshot_seq: u64,
+    active: Arc<std::sync::Mutex<bool>>,
 ) {
     loop {
         match rx.recv().await {
+            Ok(message) if message.seq <= snapshot_seq => {}
             Ok(message) => {
-                if !outbox.send(text_frame(&message)) {
+                let active = active.lock().unwrap_or_else(|e| e.into_inner());
+                if !*active || !outbox.send(text_frame(&message.text)) {
                     return;
                 }
             }
@@ -373,7 +383,10 @@ impl Connection {
     fn unsubscribe(&mut self, channel: &str) -> bool {
         match self.subscriptions.remove(channel) {
             Some(Subscription::Channel(c)) => c.unsubscribe(self.id),
-            Some(Subscription::User(task)) => task.abort(),
+            Some(Subscription::User { active, task }) => {
+                *active.lock().unwrap_or_else(|e| e.into_inner()) = false;
+                task.abort();
+            }
             None => return false,
         }
         true
@@ -555,12 +568,18 @@ impl Connection {
             let user = self.trader()?;
             // Subscribe first, then read: nothing falls between.
             let rx = state.history.subscribe(user);
-            let report = orders::report(&state, user).await?;
-            self.send(json!({"ch": "user", "type": "balances", "balances": orders::balances_json(&report)}));
-            self.send(json!({"ch": "user", "type": "orders", "orders": orders::open_orders_json(&report)}));
-            let task = tokio::spawn(forward_user_stream(rx, self.outbox.clone()));
+            let (seq, report) = orders::report(&state, user).await?;
+            self.send(json!({"ch": "user", "type": "balances", "seq": seq, "balances": orders::balances_json(&report)}));
+            self.send(json!({"ch": "user", "type": "orders", "seq": seq, "orders": orders::open_orders_json(&report)}));
+            let active = Arc::new(std::sync::Mutex::new(true));
+            let task = tokio::spawn(forward_user_stream(
+                rx,
+                self.outbox.clone(),
+                seq,
+                active.clone(),
+            ));
             self.subscriptions
-                .insert(channel.to_string(), Subscription::User(task));
+                .insert(channel.to_string(), Subscription::User { active, task });
             return Ok(json!({"subscribed": channel}));
         }
         let Some((kind, name)) = channel.split_once('.') else {
