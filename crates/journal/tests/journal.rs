@@ -203,7 +203,10 @@ fn verify_mode_reports_a_torn_tail_without_truncating() {
     let rec = recover_with(
         dir.path(),
         engine_config(),
-        RecoverOptions { repair: false },
+        RecoverOptions {
+            repair: false,
+            ..RecoverOptions::default()
+        },
     )
     .unwrap();
     assert_eq!(rec.last_seq, 49);
