@@ -137,7 +137,7 @@ impl JournalReader {
         let before_a_loss = self.segments.get(self.next_segment).is_some_and(|(next, _)| {
             self.losses
                 .iter()
-                .any(|l| l.to.checked_add(1) == Some(*next) && l.from > name_seq)
+                .any(|l| l.to.checked_add(1) == Some(*next) && l.from >= name_seq)
         });
         let bytes = fs::read(&path).map_err(|e| JournalError::io(&path, e))?;
         let bad_header = |problem: String| JournalError::BadSegmentHeader {
