@@ -5,8 +5,8 @@ use std::path::Path;
 
 use rialto_core::{Engine, EngineConfig};
 use rialto_journal::{
-    JournalError, JournalReader, RecoverOptions, list_snapshots, load_newest_snapshot, load_snapshot,
-    recover_with,
+    JournalError, JournalReader, RecoverOptions, list_snapshots, load_newest_snapshot,
+    load_snapshot, recover_with,
 };
 
 use crate::scenario::write_command;
@@ -183,7 +183,11 @@ pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
             loss.from,
             loss.to,
             loss.note,
-            if met { "" } else { " (not met by the journal read)" }
+            if met {
+                ""
+            } else {
+                " (not met by the journal read)"
+            }
         )?;
     }
     for t in reader.torn_before_gaps() {

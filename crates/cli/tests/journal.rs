@@ -10,8 +10,8 @@ use common::{replay, rialto, split_hash};
 use rialto_core::{Command, EngineConfig, Name, PlaceOrder, Side, SymbolId, SymbolSpec};
 use rialto_journal::format::{SEGMENT_HEADER_LEN, journal_dir, list_segments, parse_record};
 use rialto_journal::{
-    Durability, JournalConfig, JournalError, JournalWriter, RecoverOptions, archive_segments_before,
-    recover, recover_with, write_snapshot,
+    Durability, JournalConfig, JournalError, JournalWriter, RecoverOptions,
+    archive_segments_before, recover, recover_with, write_snapshot,
 };
 use tempfile::TempDir;
 
@@ -285,10 +285,7 @@ fn journal_cut_below_the_snapshot(data: &Path, keep: usize, torn: usize) -> (u64
         &engine.encode_snapshot(),
     )
     .unwrap();
-    let (first_seq, last) = list_segments(&journal_dir(data))
-        .unwrap()
-        .pop()
-        .unwrap();
+    let (first_seq, last) = list_segments(&journal_dir(data)).unwrap().pop().unwrap();
     let bytes = fs::read(&last).unwrap();
     let mut end = SEGMENT_HEADER_LEN;
     for _ in 0..keep {
@@ -336,7 +333,11 @@ fn a_journal_cut_below_the_snapshot_is_refused_until_the_loss_is_accepted() {
             "{}",
             verify.stdout
         );
-        assert!(verify.stdout.contains("result: CORRUPT"), "{}", verify.stdout);
+        assert!(
+            verify.stdout.contains("result: CORRUPT"),
+            "{}",
+            verify.stdout
+        );
 
         // Dump writes what the journal holds, says what is missing, and fails.
         let dump = rialto(&["journal", "dump", "--data", data], "");
@@ -359,7 +360,13 @@ fn a_journal_cut_below_the_snapshot_is_refused_until_the_loss_is_accepted() {
                 matches!(refused, Err(JournalError::LostSuffix { .. })),
                 "{mode}"
             );
-            let serve = rialto(&serve_args(data, mode, &[]).iter().map(String::as_str).collect::<Vec<_>>(), "");
+            let serve = rialto(
+                &serve_args(data, mode, &[])
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+                "",
+            );
             assert_ne!(serve.code, Some(0), "{mode}");
             assert!(serve.stderr.contains(&missing), "{}", serve.stderr);
             assert!(
@@ -367,7 +374,11 @@ fn a_journal_cut_below_the_snapshot_is_refused_until_the_loss_is_accepted() {
                 "{}",
                 serve.stderr
             );
-            assert_eq!(journal_files(dir.path()), before, "{mode} changed the journal");
+            assert_eq!(
+                journal_files(dir.path()),
+                before,
+                "{mode} changed the journal"
+            );
         }
 
         // Accepted: the server serves, the old files are as they were, the loss is recorded.
@@ -383,8 +394,15 @@ fn a_journal_cut_below_the_snapshot_is_refused_until_the_loss_is_accepted() {
         }
         let losses = rialto_journal::read_accepted_losses(dir.path()).unwrap();
         assert_eq!(losses.len(), 1);
-        assert_eq!((losses[0].from, losses[0].to), (journal_last + 1, snapshot_seq));
-        assert!(losses[0].note.contains("durability batch"), "{:?}", losses[0]);
+        assert_eq!(
+            (losses[0].from, losses[0].to),
+            (journal_last + 1, snapshot_seq)
+        );
+        assert!(
+            losses[0].note.contains("durability batch"),
+            "{:?}",
+            losses[0]
+        );
 
         // Started again without the flag, the accepted loss is no obstacle.
         drop(common::serve_with(dir.path(), "fsync", &[]));
@@ -422,7 +440,8 @@ fn after_an_accepted_loss_the_journal_goes_on_beside_the_old_segment() {
     assert_eq!(recovered.last_seq, snapshot_seq);
     let loss = recovered.accepted_loss.expect("the loss is recorded");
     assert_eq!((loss.from, loss.to), (journal_last + 1, snapshot_seq));
-    let mut w = JournalWriter::open(dir.path(), JournalConfig::default(), snapshot_seq + 1).unwrap();
+    let mut w =
+        JournalWriter::open(dir.path(), JournalConfig::default(), snapshot_seq + 1).unwrap();
     let more = Command::AddUser { user: 99 };
     for seq in snapshot_seq + 1..=snapshot_seq + 3 {
         w.append(seq, seq as i64 * 1000, &more);
@@ -432,7 +451,12 @@ fn after_an_accepted_loss_the_journal_goes_on_beside_the_old_segment() {
     let again = recover(dir.path(), EngineConfig::default()).unwrap();
     assert_eq!((again.replayed, again.last_seq), (3, snapshot_seq + 3));
     assert!(again.accepted_loss.is_none(), "recorded once");
-    assert_eq!(rialto_journal::read_accepted_losses(dir.path()).unwrap().len(), 1);
+    assert_eq!(
+        rialto_journal::read_accepted_losses(dir.path())
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -448,8 +472,15 @@ fn durability_none_accepts_a_lost_suffix_itself_and_records_it() {
         assert_eq!(kept.map(|(_, b)| b), Some(bytes), "{}", path.display());
     }
     let losses = rialto_journal::read_accepted_losses(dir.path()).unwrap();
-    assert_eq!((losses[0].from, losses[0].to), (journal_last + 1, snapshot_seq));
-    assert!(losses[0].note.contains("durability none"), "{:?}", losses[0]);
+    assert_eq!(
+        (losses[0].from, losses[0].to),
+        (journal_last + 1, snapshot_seq)
+    );
+    assert!(
+        losses[0].note.contains("durability none"),
+        "{:?}",
+        losses[0]
+    );
     let verify = rialto(&["journal", "verify", "--data", data], "");
     assert_eq!(verify.code, Some(0), "{}", verify.stdout);
     assert!(verify.stdout.contains("accepted loss"), "{}", verify.stdout);

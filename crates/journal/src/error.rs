@@ -40,7 +40,10 @@ pub enum JournalError {
          and any acknowledged after seq {snapshot_seq} too); nothing was changed",
         journal_last + 1
     )]
-    LostSuffix { journal_last: u64, snapshot_seq: u64 },
+    LostSuffix {
+        journal_last: u64,
+        snapshot_seq: u64,
+    },
     #[error("{}: line {line} is not `seq <from>..=<to> lost, ...`: {text:?}", path.display())]
     BadLossRecord {
         path: PathBuf,

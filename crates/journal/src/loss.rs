@@ -70,7 +70,10 @@ pub fn record_accepted_loss(
     durability: &str,
     why: &str,
 ) -> Result<AcceptedLoss> {
-    assert!(1 <= from && from <= to, "a loss is a non-empty range of seqs");
+    assert!(
+        1 <= from && from <= to,
+        "a loss is a non-empty range of seqs"
+    );
     let dir = journal_dir(data_dir);
     create_dir_durable(&dir).map_err(|e| JournalError::io(&dir, e))?;
     let path = accepted_losses_path(data_dir);
@@ -107,10 +110,19 @@ mod tests {
         record_accepted_loss(dir.path(), 20, 20, "none", "as durability none allows").unwrap();
         let losses = read_accepted_losses(dir.path()).unwrap();
         assert_eq!((losses[0].from, losses[0].to), (5, 9));
-        assert!(losses[0].note.contains("durability batch"), "{:?}", losses[0]);
+        assert!(
+            losses[0].note.contains("durability batch"),
+            "{:?}",
+            losses[0]
+        );
         assert_eq!((losses[1].from, losses[1].to), (20, 20));
         assert!(is_accepted(&losses, 5, 9) && !is_accepted(&losses, 5, 8));
-        for bad in ["seq 9..=5 lost", "seq 0..=1 lost", "seq x..=1 lost", "garbage"] {
+        for bad in [
+            "seq 9..=5 lost",
+            "seq 0..=1 lost",
+            "seq x..=1 lost",
+            "garbage",
+        ] {
             fs::write(accepted_losses_path(dir.path()), format!("{bad}\n")).unwrap();
             let e = read_accepted_losses(dir.path()).unwrap_err().to_string();
             assert!(e.contains("line 1"), "{e}");

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use rialto_core::Command;
 
 use crate::error::{JournalError, Result};
-use crate::loss::{AcceptedLoss, is_accepted, read_accepted_losses};
 use crate::format::{
     RecordProblem, SEGMENT_HEADER_LEN, SegmentEnd, archive_dir, journal_dir, judge_bad_record,
     list_segments, parse_record, parse_segment_header,
 };
+use crate::loss::{AcceptedLoss, is_accepted, read_accepted_losses};
 
 /// One journaled command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,11 +134,14 @@ impl JournalReader {
         };
         self.next_segment += 1;
         let is_last = self.next_segment == self.segments.len();
-        let before_a_loss = self.segments.get(self.next_segment).is_some_and(|(next, _)| {
-            self.losses
-                .iter()
-                .any(|l| l.to.checked_add(1) == Some(*next) && l.from >= name_seq)
-        });
+        let before_a_loss = self
+            .segments
+            .get(self.next_segment)
+            .is_some_and(|(next, _)| {
+                self.losses
+                    .iter()
+                    .any(|l| l.to.checked_add(1) == Some(*next) && l.from >= name_seq)
+            });
         let bytes = fs::read(&path).map_err(|e| JournalError::io(&path, e))?;
         let bad_header = |problem: String| JournalError::BadSegmentHeader {
             path: path.clone(),
@@ -161,9 +164,9 @@ impl JournalReader {
                 self.gaps_passed.extend(loss.cloned());
             } else {
                 return Err(JournalError::SeqGap {
-                path,
-                offset: 0,
-                expected,
+                    path,
+                    offset: 0,
+                    expected,
                     found: first_seq,
                 });
             }

@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{JournalError, Result};
 use crate::format::{
-    archive_dir, create_dir_durable, fsync_dir, journal_dir, list_numbered,
-    list_segments, parse_numbered, snapshot_dir, u32_at, u64_at,
+    archive_dir, create_dir_durable, fsync_dir, journal_dir, list_numbered, list_segments,
+    parse_numbered, snapshot_dir, u32_at, u64_at,
 };
 
 pub const SNAPSHOT_MAGIC: &[u8; 8] = b"RIALTOSN";

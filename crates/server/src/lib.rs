@@ -180,8 +180,7 @@ pub fn start_with_stop(
         durability: journal_config(&config).durability,
         accept_loss: config.journal.accept_loss,
     };
-    let recovered = match rialto_journal::recover_with(data_dir, config.engine_config(), options)
-    {
+    let recovered = match rialto_journal::recover_with(data_dir, config.engine_config(), options) {
         Ok(recovered) => recovered,
         Err(e @ rialto_journal::JournalError::LostSuffix { .. }) => anyhow::bail!(
             "cannot recover the venue from {}: {e}. To start from the snapshot anyway and \
@@ -191,8 +190,10 @@ pub fn start_with_stop(
             data_dir.display()
         ),
         Err(e) => {
-            return Err(anyhow::Error::new(e)
-                .context(format!("cannot recover the venue from {}", data_dir.display())));
+            return Err(anyhow::Error::new(e).context(format!(
+                "cannot recover the venue from {}",
+                data_dir.display()
+            )));
         }
     };
     tracing::info!(
