@@ -87,7 +87,7 @@ pub fn dump(
             tail.problem
         )?;
     }
-    if left_out > 0 {
+    if !losses.is_empty() {
         writeln!(
             diag,
             "warning: the history has a hole (lost and accepted: {}): wrote seq 1..={written}, \
@@ -99,6 +99,7 @@ pub fn dump(
     let snapshot_seq = load_newest_snapshot(data_dir, EngineConfig::default())?.map(|(_, s)| s);
     if let Some(s) = snapshot_seq
         && journal_last < s
+        && !rialto_journal::loss::is_accepted(reader.accepted_losses(), journal_last + 1, s)
     {
         let missing = format!(
             "the journal ends at seq {journal_last}, but the newest snapshot is at seq {s}: \
