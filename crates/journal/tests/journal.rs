@@ -451,7 +451,9 @@ fn a_journal_behind_its_snapshot_is_refused_unless_accepted_then_goes_on_beside_
     journal(dir.path(), config(1 << 20), &cmds[..120], 0, 10);
     snapshot_at(dir.path(), &cmds, 150); // as if seq 121..150 were lost
     let before = segments(dir.path());
-    let refused = recover(dir.path(), engine_config()).err().map(|e| e.to_string());
+    let refused = recover(dir.path(), engine_config())
+        .err()
+        .map(|e| e.to_string());
     assert!(
         refused
             .as_deref()
