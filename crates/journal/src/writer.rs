@@ -635,7 +635,10 @@ fn remove_temp_files(dir: &Path) -> Result<()> {
 /// `next_seq - 1`. Reads only.
 fn ends_before_an_accepted_loss(data_dir: &Path, path: &Path, next_seq: u64) -> Result<bool> {
     let losses = crate::loss::read_accepted_losses(data_dir)?;
-    let Some(loss) = losses.iter().find(|l| l.to + 1 == next_seq) else {
+    let Some(loss) = losses
+        .iter()
+        .find(|l| l.to.checked_add(1) == Some(next_seq))
+    else {
         return Ok(false);
     };
     let bytes = fs::read(path).map_err(|e| JournalError::io(path, e))?;
