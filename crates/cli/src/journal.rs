@@ -5,7 +5,8 @@ use std::path::Path;
 
 use rialto_core::{Engine, EngineConfig};
 use rialto_journal::{
-    JournalError, JournalReader, RecoverOptions, list_snapshots, load_snapshot, recover_with,
+    JournalError, JournalReader, RecoverOptions, list_snapshots, load_newest_snapshot,
+    load_snapshot, recover_with,
 };
 
 use crate::scenario::write_command;
@@ -16,18 +17,41 @@ use crate::scenario::write_command;
 /// they resolve exactly as they did live. Fails if the journal does not start at seq 1 (its
 /// first segments archived without `include_archive`, or deleted). A torn tail is left out
 /// (and reported on `diag`): recovery would truncate it. Returns the commands written.
+///
+/// A history with a hole is never passed off as whole. An accepted loss (journal/accepted-
+/// losses) fails the dump before anything is written; a journal that ends before the newest
+/// snapshot fails it after the commands it holds are written. With `allow_gaps` both are
+/// warnings on `diag` instead, and the dump stops at the first hole: what it writes replays to
+/// the state at the seq before the hole, not to the venue's.
 pub fn dump(
     data_dir: &Path,
     include_archive: bool,
+    allow_gaps: bool,
     out: &mut impl Write,
     diag: &mut impl Write,
 ) -> anyhow::Result<u64> {
     let mut reader = JournalReader::open(data_dir, include_archive)?;
+    let losses: Vec<String> = reader
+        .accepted_losses()
+        .iter()
+        .map(|l| format!("seqs {}..={} ({})", l.from, l.to, l.note))
+        .collect();
+    if !allow_gaps && !losses.is_empty() {
+        anyhow::bail!(
+            "the journal has a hole, lost and accepted: {}; its commands cannot replay to the \
+             venue's state (--allow-gaps writes the history up to the first hole)",
+            losses.join("; ")
+        );
+    }
     let mut engine = Engine::new(EngineConfig::default());
     let mut buf = Vec::with_capacity(64 * 1024);
     let mut written = 0u64;
+    // Records after a hole: read (so that corruption is still reported), not written.
+    let mut left_out = 0u64;
+    let mut journal_last = 0u64;
     for record in reader.by_ref() {
         let record = record?;
+        journal_last = record.seq;
         if written == 0 && record.seq != 1 {
             anyhow::bail!(
                 "the journal starts at seq {}, not 1: {}",
@@ -39,6 +63,10 @@ pub fn dump(
                 }
             );
         }
+        if left_out > 0 || record.seq != written + 1 {
+            left_out += 1;
+            continue;
+        }
         write_command(&mut buf, &engine, &record.command);
         let _ = engine.apply(record.seq, record.ts_ns, &record.command, &mut ());
         written += 1;
@@ -49,7 +77,7 @@ pub fn dump(
     }
     out.write_all(&buf)?;
     out.flush()?;
-    if let Some(tail) = reader.torn_tail() {
+    for tail in reader.torn_before_gaps().iter().chain(reader.torn_tail()) {
         writeln!(
             diag,
             "warning: {}: torn tail at byte {} ({} bytes left out): {}",
@@ -57,6 +85,37 @@ pub fn dump(
             tail.offset,
             tail.discarded_bytes,
             tail.problem
+        )?;
+    }
+    if !losses.is_empty() {
+        writeln!(
+            diag,
+            "warning: the history has a hole (lost and accepted: {}): wrote seq 1..={written}, \
+             left out the {left_out} commands after the hole (seq up to {journal_last}); the \
+             output replays to the state at seq {written}, not to the venue's",
+            losses.join("; ")
+        )?;
+    }
+    let snapshot_seq = load_newest_snapshot(data_dir, EngineConfig::default())?.map(|(_, s)| s);
+    if let Some(s) = snapshot_seq
+        && journal_last < s
+        && !rialto_journal::loss::is_accepted(reader.accepted_losses(), journal_last + 1, s)
+    {
+        let missing = format!(
+            "the journal ends at seq {journal_last}, but the newest snapshot is at seq {s}: \
+             seqs {}..={s} are missing (lost; `rialto journal verify` says more)",
+            journal_last + 1
+        );
+        if !allow_gaps {
+            anyhow::bail!(
+                "{missing}; the {written} commands written replay to the state at seq \
+                 {written}, not to the venue's (--allow-gaps accepts a partial history)"
+            );
+        }
+        writeln!(
+            diag,
+            "warning: {missing}; the output replays to the state at seq {written}, not to the \
+             venue's"
         )?;
     }
     Ok(written)
@@ -114,6 +173,34 @@ pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
         )?,
         None => writeln!(out, "torn tail: none")?,
     }
+    for loss in reader.accepted_losses() {
+        let met = reader
+            .gaps_passed()
+            .iter()
+            .any(|l| l.from == loss.from && l.to == loss.to);
+        writeln!(
+            out,
+            "accepted loss: seqs {}..={} ({}){}",
+            loss.from,
+            loss.to,
+            loss.note,
+            if met {
+                ""
+            } else {
+                " (not met by the journal read)"
+            }
+        )?;
+    }
+    for t in reader.torn_before_gaps() {
+        writeln!(
+            out,
+            "torn tail before an accepted loss: {} at byte {} ({} bytes): {} (left in place)",
+            t.path.display(),
+            t.offset,
+            t.discarded_bytes,
+            t.problem
+        )?;
+    }
     if let Some(e) = journal_error {
         ok = false;
         writeln!(out, "CORRUPT journal: {e}")?;
@@ -136,7 +223,10 @@ pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
     match recover_with(
         data_dir,
         EngineConfig::default(),
-        RecoverOptions { repair: false },
+        RecoverOptions {
+            repair: false,
+            ..RecoverOptions::default()
+        },
     ) {
         Ok(r) => {
             let from = match r.snapshot_seq {
@@ -149,6 +239,16 @@ pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
                 r.replayed, r.last_seq
             )?;
             writeln!(out, "state_hash: {}", r.engine.state_hash_hex())?;
+        }
+        Err(e @ JournalError::LostSuffix { .. }) => {
+            ok = false;
+            writeln!(out, "LOST: {e}")?;
+            writeln!(
+                out,
+                "  the server refuses to start until the loss is accepted: `rialto serve \
+                 --accept-journal-loss` (under --durability none it accepts it itself) records \
+                 it in journal/accepted-losses and starts from the snapshot"
+            )?;
         }
         Err(e) => {
             ok = false;

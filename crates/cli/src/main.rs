@@ -94,7 +94,9 @@ enum JournalCmd {
     #[command(
         after_help = "Fails if the journal does not start at seq 1, e.g. when its first segments \
 were archived after a snapshot and --include-archive was not given. A torn tail is left out and \
-reported on stderr."
+reported on stderr. A history with a hole fails too (exit 1, the hole on stderr): seqs lost and \
+accepted (journal/accepted-losses, listed by `rialto journal verify`), or a journal that ends \
+before the newest snapshot; --allow-gaps writes it up to the hole instead, with a warning."
     )]
     Dump {
         /// Data directory (holds journal/ and snapshots/)
@@ -103,6 +105,10 @@ reported on stderr."
         /// Read journal/archive/ first, for the full history
         #[arg(long)]
         include_archive: bool,
+        /// Write a history with a hole (seqs lost, accepted or not) up to the hole, with a
+        /// warning, instead of failing: the output then does not replay to the venue's state
+        #[arg(long)]
+        allow_gaps: bool,
     },
     /// Check every segment and snapshot, recover without changing anything, print a summary;
     /// exit status 1 on corruption
@@ -223,9 +229,11 @@ fn run_journal(cmd: JournalCmd) -> anyhow::Result<ExitCode> {
         JournalCmd::Dump {
             data,
             include_archive,
+            allow_gaps,
         } => {
             let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
-            match journal::dump(&data, include_archive, &mut out, &mut io::stderr()) {
+            let diag = &mut io::stderr();
+            match journal::dump(&data, include_archive, allow_gaps, &mut out, diag) {
                 Ok(_) => Ok(ExitCode::SUCCESS),
                 Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
                 Err(e) => Err(e.context(format!("dumping the journal of {}", data.display()))),

@@ -74,6 +74,12 @@ pub struct ServeArgs {
     /// Any other setting, as in the TOML file: `--set gateway.burst=5000` (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// Start even if the journal ends before the newest snapshot: acknowledged commands were
+    /// lost (the log says which seqs). The venue starts from the snapshot and the loss is
+    /// recorded in DATA/journal/accepted-losses; no journal file is moved or changed. Not
+    /// needed with --durability none, which accepts such a loss itself
+    #[arg(long)]
+    pub accept_journal_loss: bool,
     /// Print the settings these arguments give, as a TOML file, and exit without serving
     #[arg(long)]
     pub print_config: bool,
@@ -134,6 +140,7 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     config.market_data.udp |= args.udp_feed;
     config.demo |= args.demo;
+    config.journal.accept_loss |= args.accept_journal_loss;
     config.tls.enabled |= args.tls;
     let unconfigured =
         config.tls.cert.as_os_str().is_empty() && config.tls.key.as_os_str().is_empty();

@@ -8,9 +8,10 @@ use std::path::Path;
 
 use common::{replay, rialto, split_hash};
 use rialto_core::{Command, EngineConfig, Name, PlaceOrder, Side, SymbolId, SymbolSpec};
-use rialto_journal::format::{journal_dir, list_segments};
+use rialto_journal::format::{SEGMENT_HEADER_LEN, journal_dir, list_segments, parse_record};
 use rialto_journal::{
-    Durability, JournalConfig, JournalWriter, archive_segments_before, recover, write_snapshot,
+    Durability, JournalConfig, JournalError, JournalWriter, RecoverOptions,
+    archive_segments_before, recover, recover_with, write_snapshot,
 };
 use tempfile::TempDir;
 
@@ -250,4 +251,237 @@ fn a_demo_venue_killed_at_once_is_not_set_up_again_even_without_durability() {
     drop(common::serve_demo_with(dir.path(), "none"));
     let dump = rialto(&["journal", "dump", "--data", data], "");
     assert_eq!(add_symbols(&dump.stdout), 2, "{}", dump.stdout);
+}
+
+/// Every file under `journal/` (archive included) and its bytes.
+fn journal_files(data: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut dirs = vec![journal_dir(data)];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push((path.clone(), fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The whole journal of `commands()` and a snapshot after its last seq, then the last segment
+/// cut: after `keep` whole records, and `torn` bytes into the next one. Returns the last seq
+/// the journal still holds and the snapshot's seq.
+fn journal_cut_below_the_snapshot(data: &Path, keep: usize, torn: usize) -> (u64, u64) {
+    write_journal(data, &commands());
+    let engine = recover(data, EngineConfig::default()).unwrap().engine;
+    let snapshot_seq = engine.last_seq();
+    write_snapshot(
+        data,
+        snapshot_seq,
+        engine.state_hash(),
+        &engine.encode_snapshot(),
+    )
+    .unwrap();
+    let (first_seq, last) = list_segments(&journal_dir(data)).unwrap().pop().unwrap();
+    let bytes = fs::read(&last).unwrap();
+    let mut end = SEGMENT_HEADER_LEN;
+    for _ in 0..keep {
+        end += parse_record(&bytes, end).unwrap().size;
+    }
+    assert!(end + torn < bytes.len(), "the cut leaves out records");
+    fs::write(&last, &bytes[..end + torn]).unwrap();
+    (first_seq + keep as u64 - 1, snapshot_seq)
+}
+
+fn serve_args(data: &str, durability: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = vec!["serve", "--data", data, "--durability", durability];
+    args.extend_from_slice(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--fix-listen",
+        "127.0.0.1:0",
+        "--web-listen",
+        "127.0.0.1:0",
+    ]);
+    args.extend_from_slice(extra);
+    args.into_iter().map(str::to_owned).collect()
+}
+
+#[test]
+fn a_journal_cut_below_the_snapshot_is_refused_until_the_loss_is_accepted() {
+    // Cut at a record boundary, and in the middle of a record (a torn tail).
+    for torn in [0, 7] {
+        let dir = TempDir::new().unwrap();
+        let data = dir.path().to_str().unwrap();
+        let (journal_last, snapshot_seq) = journal_cut_below_the_snapshot(dir.path(), 3, torn);
+        let missing = format!("seqs {}..={snapshot_seq} are missing", journal_last + 1);
+        let before = journal_files(dir.path());
+
+        let verify = rialto(&["journal", "verify", "--data", data], "");
+        assert_eq!(verify.code, Some(1), "{}", verify.stdout);
+        assert!(verify.stdout.contains(&missing), "{}", verify.stdout);
+        assert!(
+            verify.stdout.contains(&format!(
+                "the journal ends at seq {journal_last}, but the newest snapshot is at seq \
+                 {snapshot_seq}"
+            )),
+            "{}",
+            verify.stdout
+        );
+        assert!(
+            verify.stdout.contains("result: CORRUPT"),
+            "{}",
+            verify.stdout
+        );
+
+        // Dump writes what the journal holds, says what is missing, and fails.
+        let dump = rialto(&["journal", "dump", "--data", data], "");
+        assert_eq!(dump.code, Some(1), "{}", dump.stderr);
+        assert_eq!(dump.stdout.lines().count() as u64, journal_last);
+        assert!(dump.stderr.contains(&missing), "{}", dump.stderr);
+        assert!(dump.stderr.contains("--allow-gaps"), "{}", dump.stderr);
+        let dump = rialto(&["journal", "dump", "--data", data, "--allow-gaps"], "");
+        assert_eq!(dump.code, Some(0), "{}", dump.stderr);
+        assert!(dump.stderr.contains(&missing), "{}", dump.stderr);
+
+        // Recovery as the server does it, in fsync and batch mode: refused, nothing changed.
+        for mode in ["fsync", "batch"] {
+            let options = RecoverOptions {
+                durability: mode.parse().unwrap(),
+                ..RecoverOptions::default()
+            };
+            let refused = recover_with(dir.path(), EngineConfig::default(), options);
+            assert!(
+                matches!(refused, Err(JournalError::LostSuffix { .. })),
+                "{mode}"
+            );
+            let serve = rialto(
+                &serve_args(data, mode, &[])
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+                "",
+            );
+            assert_ne!(serve.code, Some(0), "{mode}");
+            assert!(serve.stderr.contains(&missing), "{}", serve.stderr);
+            assert!(
+                serve.stderr.contains("--accept-journal-loss"),
+                "{}",
+                serve.stderr
+            );
+            assert_eq!(
+                journal_files(dir.path()),
+                before,
+                "{mode} changed the journal"
+            );
+        }
+
+        // Accepted: the server serves, the old files are as they were, the loss is recorded.
+        drop(common::serve_with(
+            dir.path(),
+            "batch",
+            &["--accept-journal-loss"],
+        ));
+        let after = journal_files(dir.path());
+        for (path, bytes) in &before {
+            let kept = after.iter().find(|(p, _)| p == path);
+            assert_eq!(kept.map(|(_, b)| b), Some(bytes), "{}", path.display());
+        }
+        let losses = rialto_journal::read_accepted_losses(dir.path()).unwrap();
+        assert_eq!(losses.len(), 1);
+        assert_eq!(
+            (losses[0].from, losses[0].to),
+            (journal_last + 1, snapshot_seq)
+        );
+        assert!(
+            losses[0].note.contains("durability batch"),
+            "{:?}",
+            losses[0]
+        );
+
+        // Started again without the flag, the accepted loss is no obstacle.
+        drop(common::serve_with(dir.path(), "fsync", &[]));
+        let verify = rialto(&["journal", "verify", "--data", data], "");
+        assert_eq!(verify.code, Some(0), "{}", verify.stdout);
+        assert!(
+            verify.stdout.contains(&format!(
+                "accepted loss: seqs {}..={snapshot_seq}",
+                journal_last + 1
+            )),
+            "{}",
+            verify.stdout
+        );
+        assert!(verify.stdout.contains("result: ok"), "{}", verify.stdout);
+        let dump = rialto(&["journal", "dump", "--data", data], "");
+        assert_eq!(dump.code, Some(1));
+        assert!(dump.stdout.is_empty(), "{}", dump.stdout);
+        assert!(dump.stderr.contains("hole"), "{}", dump.stderr);
+        let dump = rialto(&["journal", "dump", "--data", data, "--allow-gaps"], "");
+        assert_eq!(dump.code, Some(0), "{}", dump.stderr);
+        assert_eq!(dump.stdout.lines().count() as u64, journal_last);
+        assert!(dump.stderr.contains("hole"), "{}", dump.stderr);
+    }
+}
+
+#[test]
+fn after_an_accepted_loss_the_journal_goes_on_beside_the_old_segment() {
+    let dir = TempDir::new().unwrap();
+    let (journal_last, snapshot_seq) = journal_cut_below_the_snapshot(dir.path(), 2, 5);
+    let options = RecoverOptions {
+        accept_loss: true,
+        ..RecoverOptions::default()
+    };
+    let recovered = recover_with(dir.path(), EngineConfig::default(), options).unwrap();
+    assert_eq!(recovered.last_seq, snapshot_seq);
+    let loss = recovered.accepted_loss.expect("the loss is recorded");
+    assert_eq!((loss.from, loss.to), (journal_last + 1, snapshot_seq));
+    let mut w =
+        JournalWriter::open(dir.path(), JournalConfig::default(), snapshot_seq + 1).unwrap();
+    let more = Command::AddUser { user: 99 };
+    for seq in snapshot_seq + 1..=snapshot_seq + 3 {
+        w.append(seq, seq as i64 * 1000, &more);
+    }
+    w.commit().unwrap();
+    drop(w);
+    let again = recover(dir.path(), EngineConfig::default()).unwrap();
+    assert_eq!((again.replayed, again.last_seq), (3, snapshot_seq + 3));
+    assert!(again.accepted_loss.is_none(), "recorded once");
+    assert_eq!(
+        rialto_journal::read_accepted_losses(dir.path())
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn durability_none_accepts_a_lost_suffix_itself_and_records_it() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let (journal_last, snapshot_seq) = journal_cut_below_the_snapshot(dir.path(), 4, 0);
+    let before = journal_files(dir.path());
+    drop(common::serve_with(dir.path(), "none", &[]));
+    let after = journal_files(dir.path());
+    for (path, bytes) in &before {
+        let kept = after.iter().find(|(p, _)| p == path);
+        assert_eq!(kept.map(|(_, b)| b), Some(bytes), "{}", path.display());
+    }
+    let losses = rialto_journal::read_accepted_losses(dir.path()).unwrap();
+    assert_eq!(
+        (losses[0].from, losses[0].to),
+        (journal_last + 1, snapshot_seq)
+    );
+    assert!(
+        losses[0].note.contains("durability none"),
+        "{:?}",
+        losses[0]
+    );
+    let verify = rialto(&["journal", "verify", "--data", data], "");
+    assert_eq!(verify.code, Some(0), "{}", verify.stdout);
+    assert!(verify.stdout.contains("accepted loss"), "{}", verify.stdout);
 }

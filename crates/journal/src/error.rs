@@ -32,6 +32,24 @@ pub enum JournalError {
     /// The journal does not hold the commands recovery (or a dump) needs.
     #[error("journal is missing commands: {problem}")]
     MissingRange { problem: String },
+    /// The journal ends before the newest snapshot and the loss has not been accepted
+    /// (docs/journal-format.md, "Accepted losses").
+    #[error(
+        "the journal ends at seq {journal_last}, but the newest snapshot is at seq {snapshot_seq}: \
+         seqs {}..={snapshot_seq} are missing from the journal (acknowledged commands were lost, \
+         and any acknowledged after seq {snapshot_seq} too); nothing was changed",
+        journal_last + 1
+    )]
+    LostSuffix {
+        journal_last: u64,
+        snapshot_seq: u64,
+    },
+    #[error("{}: line {line} is not `seq <from>..=<to> lost, ...`: {text:?}", path.display())]
+    BadLossRecord {
+        path: PathBuf,
+        line: usize,
+        text: String,
+    },
     /// The writer was opened to continue at a seq that does not follow the journal's last.
     #[error("{}: journal ends at seq {last}, cannot continue at seq {next}", path.display())]
     SeqMismatch { path: PathBuf, last: u64, next: u64 },

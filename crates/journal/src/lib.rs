@@ -6,6 +6,7 @@
 //! ```text
 //! <data>/journal/segment-<first_seq:020>.log    records, in seq order, contiguous from 1
 //! <data>/journal/archive/segment-*.log          segments a snapshot covers (read by dump only)
+//! <data>/journal/accepted-losses                seq ranges lost and accepted (loss.rs)
 //! <data>/snapshots/snapshot-<seq:020>.snap      LZ4-compressed Engine::encode_snapshot()
 //! ```
 
@@ -14,6 +15,7 @@ mod crc;
 mod error;
 pub mod format;
 pub mod lock;
+pub mod loss;
 pub mod reader;
 pub mod recovery;
 pub mod snapshot;
@@ -22,6 +24,7 @@ pub mod writer;
 pub use codec::{MAX_COMMAND_BYTES, decode_command, encode_command};
 pub use error::{JournalError, Result};
 pub use lock::{DataDirLock, held_by_a_server};
+pub use loss::{AcceptedLoss, read_accepted_losses};
 pub use reader::{JournalReader, Record, TailTruncation};
 pub use recovery::{RecoverOptions, Recovered, recover, recover_with};
 pub use snapshot::{

@@ -11,6 +11,7 @@ use crate::format::{
     RecordProblem, SEGMENT_HEADER_LEN, SegmentEnd, archive_dir, journal_dir, judge_bad_record,
     list_segments, parse_record, parse_segment_header,
 };
+use crate::loss::{AcceptedLoss, is_accepted, read_accepted_losses};
 
 /// One journaled command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +36,10 @@ pub struct TailTruncation {
 /// first) in seq order. Yields `Err` once and then ends when it finds corruption. A torn tail
 /// in the last segment ends the iteration normally and is reported by [`Self::torn_tail`];
 /// the reader never changes a file.
+///
+/// A hole between two segments is corruption unless it is exactly an accepted loss
+/// (`journal/accepted-losses`): then the reader passes over it (see [`Self::gaps_passed`]),
+/// and the segment before it may end in a torn tail, as the last segment may.
 pub struct JournalReader {
     segments: Vec<(u64, PathBuf)>,
     next_segment: usize,
@@ -43,6 +48,9 @@ pub struct JournalReader {
     torn_tail: Option<TailTruncation>,
     finished: bool,
     records: u64,
+    losses: Vec<AcceptedLoss>,
+    gaps_passed: Vec<AcceptedLoss>,
+    torn_before_gaps: Vec<TailTruncation>,
 }
 
 struct Segment {
@@ -50,6 +58,8 @@ struct Segment {
     bytes: Vec<u8>,
     pos: usize,
     is_last: bool,
+    /// The last segment, or one followed by an accepted loss: its end may be torn.
+    may_end_torn: bool,
 }
 
 impl JournalReader {
@@ -67,6 +77,7 @@ impl JournalReader {
         // Archive and live names cannot collide unless someone copied files by hand; the
         // header and seq checks then report it.
         segments.sort();
+        let losses = read_accepted_losses(data_dir)?;
         Ok(JournalReader {
             segments,
             next_segment: 0,
@@ -75,6 +86,9 @@ impl JournalReader {
             torn_tail: None,
             finished: false,
             records: 0,
+            losses,
+            gaps_passed: Vec::new(),
+            torn_before_gaps: Vec::new(),
         })
     }
 
@@ -86,6 +100,22 @@ impl JournalReader {
     /// The torn tail found at the end of the last segment, once iteration has reached it.
     pub fn torn_tail(&self) -> Option<&TailTruncation> {
         self.torn_tail.as_ref()
+    }
+
+    /// The accepted losses of `journal/accepted-losses`, whether or not the reader met them.
+    pub fn accepted_losses(&self) -> &[AcceptedLoss] {
+        &self.losses
+    }
+
+    /// The accepted losses passed over so far, in seq order.
+    pub fn gaps_passed(&self) -> &[AcceptedLoss] {
+        &self.gaps_passed
+    }
+
+    /// Torn tails of segments that an accepted loss follows: left in place (they are the
+    /// evidence of the loss), read up to their last good record.
+    pub fn torn_before_gaps(&self) -> &[TailTruncation] {
+        &self.torn_before_gaps
     }
 
     /// Records yielded so far.
@@ -104,6 +134,14 @@ impl JournalReader {
         };
         self.next_segment += 1;
         let is_last = self.next_segment == self.segments.len();
+        let before_a_loss = self
+            .segments
+            .get(self.next_segment)
+            .is_some_and(|(next, _)| {
+                self.losses
+                    .iter()
+                    .any(|l| l.to.checked_add(1) == Some(*next) && l.from >= name_seq)
+            });
         let bytes = fs::read(&path).map_err(|e| JournalError::io(&path, e))?;
         let bad_header = |problem: String| JournalError::BadSegmentHeader {
             path: path.clone(),
@@ -118,12 +156,20 @@ impl JournalReader {
         if let Some(expected) = self.expected_seq
             && first_seq != expected
         {
-            return Err(JournalError::SeqGap {
-                path,
-                offset: 0,
-                expected,
-                found: first_seq,
-            });
+            if first_seq > expected && is_accepted(&self.losses, expected, first_seq - 1) {
+                let loss = self
+                    .losses
+                    .iter()
+                    .find(|l| l.from == expected && l.to == first_seq - 1);
+                self.gaps_passed.extend(loss.cloned());
+            } else {
+                return Err(JournalError::SeqGap {
+                    path,
+                    offset: 0,
+                    expected,
+                    found: first_seq,
+                });
+            }
         }
         self.expected_seq = Some(first_seq);
         self.current = Some(Segment {
@@ -131,6 +177,7 @@ impl JournalReader {
             bytes,
             pos: SEGMENT_HEADER_LEN,
             is_last,
+            may_end_torn: is_last || before_a_loss,
         });
         Ok(Some(()))
     }
@@ -172,14 +219,15 @@ impl JournalReader {
                         problem,
                     });
                 }
-                Err(RecordProblem::Damaged(problem)) => return self.bad_record(expected, problem),
+                Err(RecordProblem::Damaged(problem)) => self.bad_record(expected, problem)?,
             }
         }
     }
 
-    fn bad_record(&mut self, expected: u64, problem: String) -> Result<Option<Record>> {
+    /// Ends the current segment at a damaged record if that is a torn tail, else fails.
+    fn bad_record(&mut self, expected: u64, problem: String) -> Result<()> {
         let seg = self.current.take().expect("a segment is open");
-        if !seg.is_last {
+        if !seg.may_end_torn {
             return Err(JournalError::Corrupt {
                 path: seg.path,
                 offset: seg.pos as u64,
@@ -195,20 +243,24 @@ impl JournalReader {
                     offset,
                     "torn write at the end of the journal: {problem}"
                 );
-                self.torn_tail = Some(TailTruncation {
+                let torn = TailTruncation {
                     discarded_bytes: seg.bytes.len() as u64 - offset,
                     path: seg.path,
                     offset,
                     problem,
-                });
-                Ok(None)
+                };
+                match seg.is_last {
+                    true => self.torn_tail = Some(torn),
+                    false => self.torn_before_gaps.push(torn),
+                }
+                Ok(())
             }
             SegmentEnd::Corrupt { offset, problem } => Err(JournalError::Corrupt {
                 path: seg.path,
                 offset,
                 problem,
             }),
-            SegmentEnd::Clean => Ok(None),
+            SegmentEnd::Clean => Ok(()),
         }
     }
 }

@@ -7,19 +7,32 @@ use std::time::{Duration, Instant};
 use rialto_core::{Engine, EngineConfig};
 
 use crate::error::{JournalError, Result};
+use crate::loss::{AcceptedLoss, is_accepted, record_accepted_loss};
 use crate::reader::{JournalReader, TailTruncation};
-use crate::snapshot::{archive_all_covered, load_newest_snapshot_info};
-use crate::writer::truncate_durable;
+use crate::snapshot::load_newest_snapshot_info;
+use crate::writer::{Durability, truncate_durable};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecoverOptions {
-    /// Truncate a torn tail (start-up). Off for `verify`, which only reports it.
+    /// Truncate a torn tail and record an accepted loss (start-up). Off for `verify`, which
+    /// changes nothing and only reports.
     pub repair: bool,
+    /// The mode the writer will run in. Under [`Durability::None`] a journal that ends before
+    /// the newest snapshot is what the mode allows: the loss is recorded and recovery goes on.
+    pub durability: Durability,
+    /// Accept (and record) a journal that ends before the newest snapshot under any mode
+    /// (`rialto serve --accept-journal-loss`). Without it, and not under `None`, such a
+    /// journal is [`JournalError::LostSuffix`].
+    pub accept_loss: bool,
 }
 
 impl Default for RecoverOptions {
     fn default() -> Self {
-        RecoverOptions { repair: true }
+        RecoverOptions {
+            repair: true,
+            durability: Durability::Fsync,
+            accept_loss: false,
+        }
     }
 }
 
@@ -33,6 +46,9 @@ pub struct Recovered {
     pub replayed: u64,
     /// A torn write found at the end of the journal (truncated when repairing).
     pub truncated_tail: Option<TailTruncation>,
+    /// A loss this recovery accepted and recorded in `journal/accepted-losses` (the journal
+    /// ended before the snapshot); `None` when there was none or it had been accepted before.
+    pub accepted_loss: Option<AcceptedLoss>,
     pub state_hash: [u8; 32],
     /// The latest sequencer time in the journal (0 if it is empty): the sequencer continues
     /// from it, so that time never runs backwards in the log across a restart.
@@ -52,9 +68,12 @@ pub fn recover(data_dir: &Path, config: EngineConfig) -> Result<Recovered> {
 /// record of `<data>/journal` with a seq after the snapshot's. The journal must hold
 /// `snapshot_seq + 1` onward, or nothing after the snapshot. Archived segments are not read.
 ///
-/// A journal that ends before the snapshot (possible only if commands were lost, e.g. under
-/// `Durability::None`) is archived when repairing, so that the writer can start a fresh
-/// segment at `snapshot_seq + 1`.
+/// A journal that ends before the snapshot lost commands. That is an error
+/// ([`JournalError::LostSuffix`]) unless the loss was accepted before, or `options` accept it
+/// (`accept_loss`, or `Durability::None`) and `repair` is on: then it is appended to
+/// `journal/accepted-losses` and the writer starts a new segment at `snapshot_seq + 1`
+/// beside the old one. No segment is moved or changed in that case, not even a torn tail:
+/// the old segment is the evidence of what was lost.
 pub fn recover_with(
     data_dir: &Path,
     config: EngineConfig,
@@ -97,7 +116,31 @@ pub fn recover_with(
         last_seq = record.seq;
         replayed += 1;
     }
-    let truncated_tail = reader.torn_tail().cloned();
+    // The seq after the journal's last record (its first segment's first seq if it is empty).
+    let lost_from = reader.expected_seq().filter(|next| *next <= base);
+    // Before a loss the torn tail stays: the old segment is the evidence, and the reader
+    // allows a torn tail before an accepted loss.
+    let truncated_tail = reader.torn_tail().filter(|_| lost_from.is_none()).cloned();
+    let mut accepted_loss = None;
+    if let Some(from) = lost_from
+        && !is_accepted(reader.accepted_losses(), from, base)
+    {
+        let lost = JournalError::LostSuffix {
+            journal_last: from - 1,
+            snapshot_seq: base,
+        };
+        let why = match (options.accept_loss, options.durability) {
+            (true, _) => "by --accept-journal-loss",
+            (false, Durability::None) => "as durability none allows",
+            (false, _) => return Err(lost),
+        };
+        if !options.repair {
+            return Err(lost);
+        }
+        tracing::warn!("{lost}; starting from the snapshot, the loss is accepted {why}");
+        let mode = options.durability.to_string();
+        accepted_loss = Some(record_accepted_loss(data_dir, from, base, &mode, why)?);
+    }
     if options.repair
         && let Some(tail) = &truncated_tail
     {
@@ -108,19 +151,6 @@ pub fn recover_with(
             "truncating the torn tail of the journal"
         );
         truncate_durable(&tail.path, tail.offset)?;
-    }
-    // The seq after the journal's last record (its first segment's first seq if it is empty).
-    if let Some(journal_next) = reader.expected_seq()
-        && journal_next <= base
-    {
-        tracing::warn!(
-            "the journal ends before seq {journal_next}, before the snapshot at seq {base}: \
-             commands after it were lost (durability none?)"
-        );
-        if options.repair {
-            archive_all_covered(data_dir, base)
-                .map_err(|e| JournalError::io(data_dir.join("journal"), e))?;
-        }
     }
     let replay = started.elapsed();
     let state_hash = match (snapshot_hash, replayed) {
@@ -133,6 +163,7 @@ pub fn recover_with(
         snapshot_seq,
         replayed,
         truncated_tail,
+        accepted_loss,
         state_hash,
         last_ts_ns,
         snapshot_load,

@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{JournalError, Result};
 use crate::format::{
-    SEGMENT_HEADER_LEN, archive_dir, create_dir_durable, fsync_dir, journal_dir, list_numbered,
-    list_segments, parse_numbered, parse_record, snapshot_dir, u32_at, u64_at,
+    archive_dir, create_dir_durable, fsync_dir, journal_dir, list_numbered, list_segments,
+    parse_numbered, snapshot_dir, u32_at, u64_at,
 };
 
 pub const SNAPSHOT_MAGIC: &[u8; 8] = b"RIALTOSN";
@@ -220,29 +220,6 @@ pub fn archive_segments_before(data_dir: &Path, seq: u64) -> io::Result<Vec<Path
         .map(|((_, path), _)| path)
         .collect();
     archive(data_dir, &movable)
-}
-
-/// Moves every segment, the newest included, whose last record is <= `seq` (the newest one's
-/// last record is read from the file). For recovery only, when no writer is open.
-pub(crate) fn archive_all_covered(data_dir: &Path, seq: u64) -> io::Result<Vec<PathBuf>> {
-    let segments = list_segments(&journal_dir(data_dir))?;
-    let Some((last_first, last_path)) = segments.last() else {
-        return Ok(Vec::new());
-    };
-    let mut archived = archive_segments_before(data_dir, seq)?;
-    if segments.len() == 1 || archived.len() == segments.len() - 1 {
-        let bytes = fs::read(last_path)?;
-        let mut pos = SEGMENT_HEADER_LEN;
-        let mut last_seq = last_first.saturating_sub(1);
-        while let Ok(r) = parse_record(&bytes, pos) {
-            last_seq = r.seq;
-            pos += r.size;
-        }
-        if last_seq <= seq {
-            archived.extend(archive(data_dir, &[last_path])?);
-        }
-    }
-    Ok(archived)
 }
 
 fn archive(data_dir: &Path, paths: &[&PathBuf]) -> io::Result<Vec<PathBuf>> {

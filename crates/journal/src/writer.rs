@@ -262,7 +262,9 @@ impl JournalWriter {
     /// Opens `<data>/journal` to append from `next_seq`: continues the last segment if there is
     /// one (truncating a torn tail, refusing corruption or a seq that does not follow), or
     /// starts `segment-<next_seq>.log`. Normally called after [`crate::recover`], with
-    /// `next_seq = recovered.last_seq + 1`.
+    /// `next_seq = recovered.last_seq + 1`. When the last segment ends just before an accepted
+    /// loss that ends at `next_seq - 1`, it is left as it is (torn tail included: it is the
+    /// evidence of the loss) and `segment-<next_seq>.log` is started beside it.
     pub fn open(data_dir: &Path, config: JournalConfig, next_seq: u64) -> Result<JournalWriter> {
         assert!(next_seq >= 1, "seqs start at 1");
         assert!(config.segment_bytes > 0 && config.buffer_bytes > 0);
@@ -271,6 +273,10 @@ impl JournalWriter {
         remove_temp_files(&dir)?;
         let segments = list_segments(&dir).map_err(|e| JournalError::io(&dir, e))?;
         let (path, file_len, file_records) = match segments.last() {
+            Some((_, path)) if ends_before_an_accepted_loss(data_dir, path, next_seq)? => {
+                let path = create_segment(&dir, next_seq).map_err(|e| JournalError::io(&dir, e))?;
+                (path, SEGMENT_HEADER_LEN as u64, 0)
+            }
             Some((_, path)) => {
                 let (len, last_seq, records) = check_last_segment(path)?;
                 if last_seq + 1 != next_seq {
@@ -625,6 +631,34 @@ fn remove_temp_files(dir: &Path) -> Result<()> {
 /// Checks the last segment before appending to it: its header, every record, seq continuity.
 /// A torn tail is truncated (with a warning); corruption is refused. Returns the file's good
 /// length, its last seq (first seq - 1 when empty) and its record count.
+/// Whether an accepted loss runs from just after the last good record of `path` to
+/// `next_seq - 1`. Reads only.
+fn ends_before_an_accepted_loss(data_dir: &Path, path: &Path, next_seq: u64) -> Result<bool> {
+    let losses = crate::loss::read_accepted_losses(data_dir)?;
+    let Some(loss) = losses
+        .iter()
+        .find(|l| l.to.checked_add(1) == Some(next_seq))
+    else {
+        return Ok(false);
+    };
+    let bytes = fs::read(path).map_err(|e| JournalError::io(path, e))?;
+    let first_seq =
+        parse_segment_header(&bytes).map_err(|problem| JournalError::BadSegmentHeader {
+            path: path.to_owned(),
+            problem,
+        })?;
+    let mut pos = SEGMENT_HEADER_LEN;
+    let mut next = first_seq;
+    while let Ok(r) = parse_record(&bytes, pos) {
+        if r.seq != next {
+            break;
+        }
+        pos += r.size;
+        next += 1;
+    }
+    Ok(next == loss.from)
+}
+
 fn check_last_segment(path: &Path) -> Result<(u64, u64, u64)> {
     let bytes = fs::read(path).map_err(|e| JournalError::io(path, e))?;
     let first_seq =

@@ -203,7 +203,10 @@ fn verify_mode_reports_a_torn_tail_without_truncating() {
     let rec = recover_with(
         dir.path(),
         engine_config(),
-        RecoverOptions { repair: false },
+        RecoverOptions {
+            repair: false,
+            ..RecoverOptions::default()
+        },
     )
     .unwrap();
     assert_eq!(rec.last_seq, 49);
@@ -442,13 +445,31 @@ fn the_segment_being_written_is_never_archived() {
 }
 
 #[test]
-fn a_journal_behind_its_snapshot_is_set_aside() {
+fn a_journal_behind_its_snapshot_is_refused_unless_accepted_then_goes_on_beside_it() {
     let dir = TempDir::new().unwrap();
     let cmds = workload(200);
     journal(dir.path(), config(1 << 20), &cmds[..120], 0, 10);
-    snapshot_at(dir.path(), &cmds, 150); // as if seq 121..150 were lost (durability none)
-    let rec = recover(dir.path(), engine_config()).unwrap();
+    snapshot_at(dir.path(), &cmds, 150); // as if seq 121..150 were lost
+    let before = segments(dir.path());
+    let refused = recover(dir.path(), engine_config())
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        refused
+            .as_deref()
+            .is_some_and(|e| e.contains("seqs 121..=150 are missing")),
+        "{refused:?}"
+    );
+    // Durability none allows the loss: it is recorded, and nothing is moved.
+    let options = RecoverOptions {
+        durability: Durability::None,
+        ..RecoverOptions::default()
+    };
+    let rec = recover_with(dir.path(), engine_config(), options).unwrap();
     assert_eq!((rec.last_seq, rec.replayed), (150, 0));
+    let loss = rec.accepted_loss.expect("recorded");
+    assert_eq!((loss.from, loss.to), (121, 150));
+    assert_eq!(segments(dir.path()), before);
     journal(dir.path(), config(1 << 20), &cmds, 150, 10);
     let rec = recover(dir.path(), engine_config()).unwrap();
     assert_eq!(rec.last_seq, 200);

@@ -77,6 +77,11 @@ pub struct JournalSettings {
     pub snapshot_every: u64,
     /// Move journal segments that the newest snapshot covers into journal/archive.
     pub archive: bool,
+    /// Start even if the journal ends before the newest snapshot (acknowledged commands were
+    /// lost), recording the loss in journal/accepted-losses (`--accept-journal-loss`). A
+    /// decision for one start, so it is not read from or written to the TOML file.
+    #[serde(skip)]
+    pub accept_loss: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -443,6 +448,7 @@ impl Default for JournalSettings {
             segment_bytes: 64 << 20,
             snapshot_every: 1_000_000,
             archive: true,
+            accept_loss: false,
         }
     }
 }

@@ -175,8 +175,27 @@ pub fn start_with_stop(
         false => None,
     };
     let started = Instant::now();
-    let recovered = rialto_journal::recover(data_dir, config.engine_config())
-        .with_context(|| format!("cannot recover the venue from {}", data_dir.display()))?;
+    let options = rialto_journal::RecoverOptions {
+        repair: true,
+        durability: journal_config(&config).durability,
+        accept_loss: config.journal.accept_loss,
+    };
+    let recovered = match rialto_journal::recover_with(data_dir, config.engine_config(), options) {
+        Ok(recovered) => recovered,
+        Err(e @ rialto_journal::JournalError::LostSuffix { .. }) => anyhow::bail!(
+            "cannot recover the venue from {}: {e}. To start from the snapshot anyway and \
+             record the loss in {}/journal/accepted-losses, start once with \
+             `rialto serve --accept-journal-loss` (`rialto journal verify` shows what is there)",
+            data_dir.display(),
+            data_dir.display()
+        ),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "cannot recover the venue from {}",
+                data_dir.display()
+            )));
+        }
+    };
     tracing::info!(
         snapshot_seq = ?recovered.snapshot_seq,
         replayed = recovered.replayed,

@@ -82,8 +82,14 @@ pub fn serve_demo(data: &Path) -> Served {
 
 /// [`serve_demo`] with the journal's durability mode.
 pub fn serve_demo_with(data: &Path, durability: &str) -> Served {
+    serve_with(data, durability, &[])
+}
+
+/// [`serve_demo_with`] and `extra` arguments; returns once the server serves (its first line).
+pub fn serve_with(data: &Path, durability: &str, extra: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
         .args(["serve", "--demo", "--durability", durability])
+        .args(extra)
         .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
         .args(["--fix-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
         .arg("--data")
