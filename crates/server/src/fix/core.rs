@@ -245,11 +245,17 @@ impl Core {
         let key = (sender.to_string(), version);
         let slot = match self.slot_index.get(&key) {
             Some(&slot) => slot,
-            None => {
-                let slot = self.open_slot(sender, version, binding).ok()?;
-                self.slot_index.insert(key, slot);
-                slot
-            }
+            None => match self.open_slot(sender, version, binding) {
+                Ok(slot) => {
+                    self.slot_index.insert(key, slot);
+                    slot
+                }
+                Err(e) => {
+                    tracing::error!(session = sender, "cannot open a FIX session's files: {e}");
+                    conn.closing = true;
+                    return None;
+                }
+            },
         };
         if let Some(other) = self.slots[slot].conn {
             tracing::warn!(
