@@ -279,6 +279,7 @@ pub async fn run(
     tls: Option<TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let mut failures = crate::admission::LogLimiter::new(crate::admission::LOG_EVERY);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -289,7 +290,9 @@ pub async fn run(
             Err(e) => {
                 // Out of file descriptors, typically: pending connections will be shed or
                 // time out and free some.
-                tracing::warn!("HTTP accept: {e}");
+                failures.note(std::time::Instant::now(), |suppressed| {
+                    tracing::warn!(suppressed, "HTTP accept: {e}")
+                });
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
