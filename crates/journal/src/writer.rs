@@ -628,9 +628,17 @@ fn remove_temp_files(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Checks the last segment before appending to it: its header, every record, seq continuity.
-/// A torn tail is truncated (with a warning); corruption is refused. Returns the file's good
-/// length, its last seq (first seq - 1 when empty) and its record count.
+/// A segment's bytes and the first seq its header gives.
+fn read_segment(path: &Path) -> Result<(Vec<u8>, u64)> {
+    let bytes = fs::read(path).map_err(|e| JournalError::io(path, e))?;
+    let first_seq =
+        parse_segment_header(&bytes).map_err(|problem| JournalError::BadSegmentHeader {
+            path: path.to_owned(),
+            problem,
+        })?;
+    Ok((bytes, first_seq))
+}
+
 /// Whether an accepted loss runs from just after the last good record of `path` to
 /// `next_seq - 1`. Reads only.
 fn ends_before_an_accepted_loss(data_dir: &Path, path: &Path, next_seq: u64) -> Result<bool> {
@@ -641,12 +649,7 @@ fn ends_before_an_accepted_loss(data_dir: &Path, path: &Path, next_seq: u64) -> 
     else {
         return Ok(false);
     };
-    let bytes = fs::read(path).map_err(|e| JournalError::io(path, e))?;
-    let first_seq =
-        parse_segment_header(&bytes).map_err(|problem| JournalError::BadSegmentHeader {
-            path: path.to_owned(),
-            problem,
-        })?;
+    let (bytes, first_seq) = read_segment(path)?;
     let mut pos = SEGMENT_HEADER_LEN;
     let mut next = first_seq;
     while let Ok(r) = parse_record(&bytes, pos) {
@@ -659,13 +662,11 @@ fn ends_before_an_accepted_loss(data_dir: &Path, path: &Path, next_seq: u64) -> 
     Ok(next == loss.from)
 }
 
+/// Checks the last segment before appending to it: its header, every record, seq continuity.
+/// A torn tail is truncated (with a warning); corruption is refused. Returns the file's good
+/// length, its last seq (first seq - 1 when empty) and its record count.
 fn check_last_segment(path: &Path) -> Result<(u64, u64, u64)> {
-    let bytes = fs::read(path).map_err(|e| JournalError::io(path, e))?;
-    let first_seq =
-        parse_segment_header(&bytes).map_err(|problem| JournalError::BadSegmentHeader {
-            path: path.to_owned(),
-            problem,
-        })?;
+    let (bytes, first_seq) = read_segment(path)?;
     let mut pos = SEGMENT_HEADER_LEN;
     let mut expected = first_seq;
     while pos < bytes.len() {
