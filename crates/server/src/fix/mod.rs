@@ -276,11 +276,12 @@ impl FixGateway {
             tracing::debug!(conn = id, %peer, "FIX connection opened");
             let peer = PeerKey::of(peer.ip());
             if let Some(evicted) = self.core.pending_logons.admit(id, peer)
-                && let Some(old) = self.conns.get_mut(&evicted)
+                && let Some(mut old) = self.conns.remove(&evicted)
             {
-                // Its budget is spent: the oldest connection waiting to log on makes room.
-                old.closing = true;
-                old.output_pos = old.output.len();
+                // Its budget is spent: the oldest connection waiting to log on makes room, at
+                // once (it has no session to detach), so that it never counts as logged on.
+                let _ = registry.deregister(old.stream.tcp());
+                let _ = old.stream.tcp().shutdown(std::net::Shutdown::Both);
             }
             self.conns.insert(
                 id,
