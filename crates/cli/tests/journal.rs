@@ -201,22 +201,8 @@ fn verify_on_a_running_server_says_its_tail_is_live_and_a_second_server_is_refus
     assert!(live.stdout.contains("result: ok"), "{}", live.stdout);
     assert!(!live.stderr.contains("WARN"), "{}", live.stderr);
 
-    let second = rialto(
-        &[
-            "serve",
-            "--data",
-            data,
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--fix-listen",
-            "127.0.0.1:0",
-            "--web-listen",
-            "127.0.0.1:0",
-        ],
-        "",
-    );
+    let args = serve_args(data, "batch", &[]);
+    let second = rialto(&args.iter().map(String::as_str).collect::<Vec<_>>(), "");
     assert_ne!(second.code, Some(0));
     assert!(
         second.stderr.contains("another server is running"),
@@ -298,16 +284,7 @@ fn journal_cut_below_the_snapshot(data: &Path, keep: usize, torn: usize) -> (u64
 
 fn serve_args(data: &str, durability: &str, extra: &[&str]) -> Vec<String> {
     let mut args = vec!["serve", "--data", data, "--durability", durability];
-    args.extend_from_slice(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--fix-listen",
-        "127.0.0.1:0",
-        "--web-listen",
-        "127.0.0.1:0",
-    ]);
+    args.extend_from_slice(&common::ON_FREE_PORTS);
     args.extend_from_slice(extra);
     args.into_iter().map(str::to_owned).collect()
 }

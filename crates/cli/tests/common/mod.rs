@@ -85,13 +85,24 @@ pub fn serve_demo_with(data: &Path, durability: &str) -> Served {
     serve_with(data, durability, &[])
 }
 
+/// `rialto serve` arguments that put every listener on a free loopback port.
+pub const ON_FREE_PORTS: [&str; 8] = [
+    "--listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    "--fix-listen",
+    "127.0.0.1:0",
+    "--web-listen",
+    "127.0.0.1:0",
+];
+
 /// [`serve_demo_with`] and `extra` arguments; returns once the server serves (its first line).
 pub fn serve_with(data: &Path, durability: &str, extra: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
         .args(["serve", "--demo", "--durability", durability])
         .args(extra)
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-        .args(["--fix-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
+        .args(ON_FREE_PORTS)
         .arg("--data")
         .arg(data)
         .stdout(Stdio::piped())
