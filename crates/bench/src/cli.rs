@@ -7,8 +7,8 @@ use crate::workload::{Mix, MultiParams, SingleParams, Size};
 /// Benchmarks.
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
-    /// The engine benchmark: exchange-core's `single` and `multi` workloads (see
-    /// shared/bench/WORKLOADS.md), generated before timing and applied on one thread. Prints
+    /// The engine benchmark: exchange-core's `single` and `multi` workloads (docs/benchmarks.md),
+    /// generated before timing and applied on one thread. Prints
     /// throughput, per-command latency percentiles and peak resident memory.
     Engine(EngineArgs),
     /// The machine's memory as the engine meets it: ns per dependent random read over blocks

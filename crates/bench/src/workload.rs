@@ -1,4 +1,5 @@
-//! Deterministic workload generators after exchange-core's (shared/bench/WORKLOADS.md).
+//! Deterministic workload generators after exchange-core's benchmark workloads
+//! (docs/benchmarks.md).
 //!
 //! A generator runs a real [`Engine`] beside itself and looks at the events of every command it
 //! emits, so that each cancel, move and reduce names an order that is live at that point of the
