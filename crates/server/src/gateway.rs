@@ -146,6 +146,7 @@ pub struct Gateway {
     throttle: LoginThrottle<UserId>,
     last_prune: Instant,
     refusals: LogLimiter,
+    accept_failures: LogLimiter,
     /// A listener whose accept failed (out of file descriptors): try it again at the next
     /// housekeeping, since no new event comes for connections already waiting.
     retry_accept: bool,
@@ -210,6 +211,7 @@ impl Gateway {
             throttle: LoginThrottle::new(ThrottleSettings::default()),
             last_prune: Instant::now(),
             refusals: LogLimiter::new(LOG_EVERY),
+            accept_failures: LogLimiter::new(LOG_EVERY),
             retry_accept: false,
             config,
         })
@@ -443,7 +445,7 @@ impl Gateway {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
                     self.retry_accept = true;
-                    self.refusals.note(Instant::now(), |suppressed| {
+                    self.accept_failures.note(Instant::now(), |suppressed| {
                         tracing::warn!(suppressed, "accept failed (retried): {e}")
                     });
                     return;

@@ -160,6 +160,7 @@ pub struct FixGateway {
     symbols_stale: bool,
     /// An accept failed: try again at the next housekeeping.
     retry_accept: bool,
+    accept_failures: LogLimiter,
 }
 
 /// Where a slot's messages go: its connection's output, or (with no connection) a scratch
@@ -225,6 +226,7 @@ impl FixGateway {
             // first refresh.
             symbols_stale: true,
             retry_accept: false,
+            accept_failures: LogLimiter::new(LOG_EVERY),
         })
     }
 
@@ -248,7 +250,7 @@ impl FixGateway {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
                     self.retry_accept = true;
-                    self.core.refusals.note(Instant::now(), |suppressed| {
+                    self.accept_failures.note(Instant::now(), |suppressed| {
                         tracing::warn!(suppressed, "FIX accept failed (retried): {e}")
                     });
                     return;
