@@ -96,16 +96,32 @@ pub fn dump(
             losses.join("; ")
         )?;
     }
+    // What the journal is known to have held past its end: the newest snapshot's seq, and
+    // the last segment's checkpoint.
+    let mut missing = Vec::new();
     let snapshot_seq = load_newest_snapshot(data_dir, EngineConfig::default())?.map(|(_, s)| s);
     if let Some(s) = snapshot_seq
         && journal_last < s
         && !rialto_journal::loss::is_accepted(reader.accepted_losses(), journal_last + 1, s)
     {
-        let missing = format!(
+        missing.push(format!(
             "the journal ends at seq {journal_last}, but the newest snapshot is at seq {s}: \
              seqs {}..={s} are missing (lost; `rialto journal verify` says more)",
             journal_last + 1
-        );
+        ));
+    }
+    if let Some(short) = reader.short_of_checkpoint() {
+        missing.push(format!(
+            "the journal ends at seq {}, but the checkpoint of {} says every record up to seq \
+             {} was on disk: seqs {}..={} are missing (lost; `rialto journal verify` says more)",
+            short.journal_last,
+            short.path.display(),
+            short.durable_through,
+            short.journal_last + 1,
+            short.durable_through
+        ));
+    }
+    for missing in missing {
         if !allow_gaps {
             anyhow::bail!(
                 "{missing}; the {written} commands written replay to the state at seq \
@@ -246,8 +262,9 @@ pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
             writeln!(
                 out,
                 "  the server refuses to start until the loss is accepted: `rialto serve \
-                 --accept-journal-loss` (under --durability none it accepts it itself) records \
-                 it in journal/accepted-losses and starts from the snapshot"
+                 --accept-journal-loss` records it in journal/accepted-losses and goes on after \
+                 it (under --durability none a loss that only the snapshot shows is accepted \
+                 without the flag)"
             )?;
         }
         Err(e) => {

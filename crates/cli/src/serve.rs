@@ -74,10 +74,11 @@ pub struct ServeArgs {
     /// Any other setting, as in the TOML file: `--set gateway.burst=5000` (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
-    /// Start even if the journal ends before the newest snapshot: acknowledged commands were
-    /// lost (the log says which seqs). The venue starts from the snapshot and the loss is
-    /// recorded in DATA/journal/accepted-losses; no journal file is moved or changed. Not
-    /// needed with --durability none, which accepts such a loss itself
+    /// Start even if the journal ends before the newest snapshot or before its last
+    /// segment's checkpoint: acknowledged commands were lost (the log says which seqs). The
+    /// venue goes on after the lost seqs and the loss is recorded in
+    /// DATA/journal/accepted-losses; no journal file is moved or changed. Not needed with
+    /// --durability none when only the snapshot shows the loss
     #[arg(long)]
     pub accept_journal_loss: bool,
     /// Print the settings these arguments give, as a TOML file, and exit without serving

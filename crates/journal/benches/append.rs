@@ -1,7 +1,8 @@
 //! Append + commit of batches of `place` commands, as the journal thread does it: in `batch`
 //! durability mode (one write per commit, fdatasync every 1000 µs on a background thread) with
 //! batches of 64 and 1,024 (the journal thread commits whatever the inbound ring holds, up to
-//! `pipeline.batch_max` = 1,024), and in `none` mode. Criterion reports the time per batch and
+//! `pipeline.batch_max` = 1,024), in `none` mode, and in `fsync` mode (an fdatasync, with the
+//! segment's checkpoint written into it, per commit: what the disk costs). Criterion reports the time per batch and
 //! the throughput in commands; per command = per batch / batch size.
 //!
 //! Run: `cargo bench -p rialto-journal --bench append`.
@@ -83,6 +84,8 @@ fn append(c: &mut Criterion) {
     bench_mode(c, "batch_of_64_places_batch_mode", batch_mode, 64);
     bench_mode(c, "batch_of_1024_places_batch_mode", batch_mode, 1024);
     bench_mode(c, "batch_of_64_places_none_mode", Durability::None, 64);
+    // An fdatasync a commit (with the checkpoint written into it): the disk's figure.
+    bench_mode(c, "batch_of_64_places_fsync_mode", Durability::Fsync, 64);
 }
 
 criterion_group! {

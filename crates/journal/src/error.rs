@@ -32,18 +32,50 @@ pub enum JournalError {
     /// The journal does not hold the commands recovery (or a dump) needs.
     #[error("journal is missing commands: {problem}")]
     MissingRange { problem: String },
-    /// The journal ends before the newest snapshot and the loss has not been accepted
-    /// (docs/journal-format.md, "Accepted losses").
+    /// The journal ends before what it is known to have held, and the loss has not been
+    /// accepted (docs/journal-format.md, "Accepted losses"). `evidence` says how it is known:
+    /// the newest snapshot is later, or the last segment's checkpoint claims more.
     #[error(
-        "the journal ends at seq {journal_last}, but the newest snapshot is at seq {snapshot_seq}: \
-         seqs {}..={snapshot_seq} are missing from the journal (acknowledged commands were lost, \
-         and any acknowledged after seq {snapshot_seq} too); nothing was changed",
+        "the journal ends at seq {journal_last}, but {evidence}: seqs {}..={lost_through} are \
+         missing from the journal (acknowledged commands were lost); nothing was changed",
         journal_last + 1
     )]
     LostSuffix {
         journal_last: u64,
-        snapshot_seq: u64,
+        lost_through: u64,
+        evidence: String,
     },
+    /// A segment that is not the last ends before its checkpoint: records that were on disk
+    /// are gone (the segment was cut, perhaps at a record boundary).
+    #[error(
+        "{}: its records end at seq {journal_last}, but its checkpoint says every record up to \
+         seq {durable_through} was on disk: seqs {}..={durable_through} were lost; nothing was \
+         changed",
+        path.display(),
+        journal_last + 1
+    )]
+    LostRecords {
+        path: PathBuf,
+        journal_last: u64,
+        durable_through: u64,
+    },
+    /// The last segment is sealed, so the writer had created the next one, which is missing.
+    #[error(
+        "{}: the segment is sealed at seq {sealed_at}, so the writer had created \
+         segment-{:020}.log after it, but that file is missing (commands in it may have been \
+         acknowledged): restore it from a copy; nothing was changed",
+        path.display(),
+        sealed_at + 1
+    )]
+    MissingSegment { path: PathBuf, sealed_at: u64 },
+    /// A closed segment without its seal, followed by a segment that holds records.
+    #[error(
+        "{}: the segment ends at seq {last} without the seal a closed segment gets, and the \
+         segment after it holds records: records at its end may have been cut off; nothing was \
+         changed",
+        path.display()
+    )]
+    NotSealed { path: PathBuf, last: u64 },
     #[error("{}: line {line} is not `seq <from>..=<to> lost, ...`: {text:?}", path.display())]
     BadLossRecord {
         path: PathBuf,

@@ -17,9 +17,25 @@ pub const ARCHIVE_DIR: &str = "archive";
 pub const SNAPSHOT_DIR: &str = "snapshots";
 
 pub const SEGMENT_MAGIC: &[u8; 8] = b"RIALTOJL";
-pub const SEGMENT_VERSION: u32 = 1;
+/// Version 2: a 1536-byte header area with the two checkpoint slots; records after it.
+pub const SEGMENT_VERSION: u32 = 2;
+/// Version 1 (journals written before checkpoints): a 32-byte header, records right after it.
+/// Still read; never written.
+pub const SEGMENT_VERSION_1: u32 = 1;
+/// Where a version 2 segment's records start: three 512-byte sectors, the header in the first,
+/// a checkpoint slot at the start of each of the others.
+pub const SEGMENT_HEADER_LEN: usize = 1536;
+/// Where a version 1 segment's records start.
+pub const SEGMENT_HEADER_LEN_V1: usize = 32;
 /// magic 8 | version u32 | header_len u32 | first_seq u64 | reserved u32 (0) | crc32c u32
-pub const SEGMENT_HEADER_LEN: usize = 32;
+pub const SEGMENT_FIXED_HEADER_LEN: usize = 32;
+/// The checkpoint slots' offsets: in different 512-byte sectors, so that a write torn by a
+/// power loss damages at most the one slot being written.
+pub const CHECKPOINT_SLOTS: [usize; 2] = [512, 1024];
+/// durable_through u64 | count u64 | flags u32 | crc32c u32
+pub const CHECKPOINT_LEN: usize = 24;
+/// Checkpoint flag: the segment is closed and ends exactly at `durable_through`.
+const CHECKPOINT_SEALED: u32 = 1;
 
 /// `len u32 | crc32c u32`, then the `len` bytes the CRC covers.
 pub const RECORD_PREFIX_LEN: usize = 8;
@@ -84,6 +100,8 @@ pub(crate) fn list_numbered(
     Ok(found)
 }
 
+/// A version 2 segment's header page: the header, then checkpoint slots never yet written
+/// (zero).
 pub fn encode_segment_header(first_seq: u64) -> [u8; SEGMENT_HEADER_LEN] {
     let mut h = [0u8; SEGMENT_HEADER_LEN];
     h[0..8].copy_from_slice(SEGMENT_MAGIC);
@@ -96,11 +114,28 @@ pub fn encode_segment_header(first_seq: u64) -> [u8; SEGMENT_HEADER_LEN] {
     h
 }
 
-/// The first seq a segment header records, or what is wrong with it.
-pub fn parse_segment_header(bytes: &[u8]) -> Result<u64, String> {
-    let Some(h) = bytes.get(..SEGMENT_HEADER_LEN) else {
+/// What a segment header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentHeader {
+    pub first_seq: u64,
+    /// [`SEGMENT_VERSION`] or [`SEGMENT_VERSION_1`].
+    pub version: u32,
+    /// Where the records start.
+    pub records_at: usize,
+}
+
+impl SegmentHeader {
+    /// Version 2 segments have checkpoint slots; version 1 segments have none.
+    pub fn has_checkpoints(&self) -> bool {
+        self.version >= SEGMENT_VERSION
+    }
+}
+
+/// A segment's header, or what is wrong with it.
+pub fn parse_segment_header(bytes: &[u8]) -> Result<SegmentHeader, String> {
+    let Some(h) = bytes.get(..SEGMENT_FIXED_HEADER_LEN) else {
         return Err(format!(
-            "file is {} bytes, shorter than the {SEGMENT_HEADER_LEN}-byte header",
+            "file is {} bytes, shorter than the {SEGMENT_FIXED_HEADER_LEN}-byte header",
             bytes.len()
         ));
     };
@@ -112,20 +147,123 @@ pub fn parse_segment_header(bytes: &[u8]) -> Result<u64, String> {
         return Err("header CRC mismatch".into());
     }
     let version = u32_at(h, 8);
-    if version != SEGMENT_VERSION {
-        return Err(format!("unsupported version {version}"));
-    }
-    let header_len = u32_at(h, 12);
-    if header_len as usize != SEGMENT_HEADER_LEN {
+    let expected_len = match version {
+        SEGMENT_VERSION => SEGMENT_HEADER_LEN,
+        SEGMENT_VERSION_1 => SEGMENT_HEADER_LEN_V1,
+        _ => return Err(format!("unsupported version {version}")),
+    };
+    let header_len = u32_at(h, 12) as usize;
+    if header_len != expected_len {
         return Err(format!(
-            "header length {header_len}, expected {SEGMENT_HEADER_LEN}"
+            "header length {header_len}, expected {expected_len} for version {version}"
+        ));
+    }
+    if bytes.len() < header_len {
+        return Err(format!(
+            "file is {} bytes, shorter than its {header_len}-byte header",
+            bytes.len()
         ));
     }
     let first_seq = u64_at(h, 16);
     if first_seq == 0 {
         return Err("first seq 0 (seqs start at 1)".into());
     }
-    Ok(first_seq)
+    if version == SEGMENT_VERSION {
+        // Every byte of the header area but the header and the slots is zero.
+        let slots = CHECKPOINT_SLOTS.map(|at| at..at + CHECKPOINT_LEN);
+        let stray = (SEGMENT_FIXED_HEADER_LEN..header_len)
+            .find(|&i| bytes[i] != 0 && !slots.iter().any(|slot| slot.contains(&i)));
+        if let Some(at) = stray {
+            return Err(format!(
+                "non-zero byte at {at} in the header area's padding"
+            ));
+        }
+    }
+    Ok(SegmentHeader {
+        first_seq,
+        version,
+        records_at: header_len,
+    })
+}
+
+/// A segment's checkpoint (docs/journal-format.md, "Checkpoints and seals"): every record up
+/// to `durable_through` was on disk (an `fdatasync` had returned) before it was written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Every record of the segment up to this seq was durable; `first_seq - 1` claims none.
+    pub durable_through: u64,
+    /// Which write this was (1, 2, ...): slot `count % 2` holds it, and the newest valid slot
+    /// is the checkpoint.
+    pub count: u64,
+    /// The segment is closed: it ends exactly at `durable_through`, and the next segment was
+    /// created before the seal was written.
+    pub sealed: bool,
+}
+
+/// The bytes of one checkpoint slot. The CRC covers the segment's first seq too, so a slot
+/// copied from another segment does not pass.
+pub fn encode_checkpoint(first_seq: u64, c: &Checkpoint) -> [u8; CHECKPOINT_LEN] {
+    let mut b = [0u8; CHECKPOINT_LEN];
+    b[0..8].copy_from_slice(&c.durable_through.to_le_bytes());
+    b[8..16].copy_from_slice(&c.count.to_le_bytes());
+    let flags = if c.sealed { CHECKPOINT_SEALED } else { 0 };
+    b[16..20].copy_from_slice(&flags.to_le_bytes());
+    let crc = checkpoint_crc(first_seq, &b[..20]);
+    b[20..24].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn checkpoint_crc(first_seq: u64, body: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&first_seq.to_le_bytes()), body)
+}
+
+/// The offset of the slot that write number `count` goes to.
+pub fn checkpoint_slot(count: u64) -> usize {
+    CHECKPOINT_SLOTS[(count % 2) as usize]
+}
+
+/// A version 2 segment's checkpoint: the valid slot written last. `None` when no checkpoint
+/// was ever written (or only a first one, torn). A slot that fails its CRC is what a power
+/// loss during its write leaves, and the other slot then holds the checkpoint before it; both
+/// failing is not something a crash does, and is an error.
+pub fn read_checkpoint(bytes: &[u8], header: &SegmentHeader) -> Result<Option<Checkpoint>, String> {
+    if !header.has_checkpoints() {
+        return Ok(None);
+    }
+    let mut newest: Option<Checkpoint> = None;
+    let mut damaged = 0;
+    for at in CHECKPOINT_SLOTS {
+        let b = &bytes[at..at + CHECKPOINT_LEN];
+        if b.iter().all(|&x| x == 0) {
+            continue;
+        }
+        if checkpoint_crc(header.first_seq, &b[..20]) != u32_at(b, 20) {
+            damaged += 1;
+            continue;
+        }
+        let flags = u32_at(b, 16);
+        let c = Checkpoint {
+            durable_through: u64_at(b, 0),
+            count: u64_at(b, 8),
+            sealed: flags & CHECKPOINT_SEALED != 0,
+        };
+        if flags & !CHECKPOINT_SEALED != 0
+            || c.count == 0
+            || checkpoint_slot(c.count) != at
+            || c.durable_through < header.first_seq - 1
+        {
+            return Err(format!(
+                "checkpoint slot at byte {at} is not one the writer writes: {c:?}, flags {flags:#x}"
+            ));
+        }
+        if newest.is_none_or(|n| c.count > n.count) {
+            newest = Some(c);
+        }
+    }
+    if damaged == CHECKPOINT_SLOTS.len() {
+        return Err("both checkpoint slots fail their CRC".into());
+    }
+    Ok(newest)
 }
 
 pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {

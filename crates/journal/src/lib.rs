@@ -31,4 +31,6 @@ pub use snapshot::{
     DEFAULT_SNAPSHOTS_KEPT, Retention, SnapshotInfo, archive_segments_before, list_snapshots,
     load_newest_snapshot, load_snapshot, prune_snapshots, retain, write_snapshot,
 };
-pub use writer::{Durability, Durable, JournalConfig, JournalWriter, SyncObserver};
+pub use writer::{
+    CHECKPOINT_WHEN_IDLE, Durability, Durable, JournalConfig, JournalWriter, SyncObserver,
+};

@@ -8,8 +8,8 @@ use rialto_core::Command;
 
 use crate::error::{JournalError, Result};
 use crate::format::{
-    RecordProblem, SEGMENT_HEADER_LEN, SegmentEnd, archive_dir, journal_dir, judge_bad_record,
-    list_segments, parse_record, parse_segment_header,
+    Checkpoint, RecordProblem, SegmentEnd, archive_dir, journal_dir, judge_bad_record,
+    list_segments, parse_record, parse_segment_header, read_checkpoint,
 };
 use crate::loss::{AcceptedLoss, is_accepted, read_accepted_losses};
 
@@ -32,6 +32,15 @@ pub struct TailTruncation {
     pub problem: String,
 }
 
+/// The last segment ends before its checkpoint: records up to `durable_through` were on disk,
+/// and the journal now ends at `journal_last`. Recovery refuses it unless the loss is accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShortOfCheckpoint {
+    pub path: PathBuf,
+    pub journal_last: u64,
+    pub durable_through: u64,
+}
+
 /// Iterates over the records of `<data>/journal` (and, if asked, `<data>/journal/archive`
 /// first) in seq order. Yields `Err` once and then ends when it finds corruption. A torn tail
 /// in the last segment ends the iteration normally and is reported by [`Self::torn_tail`];
@@ -40,6 +49,11 @@ pub struct TailTruncation {
 /// A hole between two segments is corruption unless it is exactly an accepted loss
 /// (`journal/accepted-losses`): then the reader passes over it (see [`Self::gaps_passed`]),
 /// and the segment before it may end in a torn tail, as the last segment may.
+///
+/// Each segment is checked against its checkpoint and seal (docs/journal-format.md,
+/// "Checkpoints and seals"): a segment that ends before its checkpoint is an error, except the
+/// last one, which is reported by [`Self::short_of_checkpoint`] for recovery to judge together
+/// with the newest snapshot.
 pub struct JournalReader {
     segments: Vec<(u64, PathBuf)>,
     next_segment: usize,
@@ -51,15 +65,31 @@ pub struct JournalReader {
     losses: Vec<AcceptedLoss>,
     gaps_passed: Vec<AcceptedLoss>,
     torn_before_gaps: Vec<TailTruncation>,
+    short_of_checkpoint: Option<ShortOfCheckpoint>,
+    /// A closed segment that was never sealed: allowed only when a crash interrupted the roll,
+    /// i.e. the segment after it is the last and holds no records.
+    unsealed_before: Option<(PathBuf, u64)>,
 }
 
 struct Segment {
     path: PathBuf,
     bytes: Vec<u8>,
     pos: usize,
+    first_seq: u64,
     is_last: bool,
+    /// Followed by an accepted loss.
+    before_a_loss: bool,
+    /// `None` for a version 1 segment, or one whose checkpoint was never written.
+    checkpoint: Option<Checkpoint>,
+    /// Version 2: closed segments are sealed.
+    has_checkpoints: bool,
+}
+
+impl Segment {
     /// The last segment, or one followed by an accepted loss: its end may be torn.
-    may_end_torn: bool,
+    fn may_end_torn(&self) -> bool {
+        self.is_last || self.before_a_loss
+    }
 }
 
 impl JournalReader {
@@ -89,7 +119,15 @@ impl JournalReader {
             losses,
             gaps_passed: Vec::new(),
             torn_before_gaps: Vec::new(),
+            short_of_checkpoint: None,
+            unsealed_before: None,
         })
+    }
+
+    /// The last segment ends before its checkpoint (and no accepted loss covers that), once
+    /// iteration has reached its end.
+    pub fn short_of_checkpoint(&self) -> Option<&ShortOfCheckpoint> {
+        self.short_of_checkpoint.as_ref()
     }
 
     /// The segment files, in the order they are read.
@@ -147,7 +185,9 @@ impl JournalReader {
             path: path.clone(),
             problem,
         };
-        let first_seq = parse_segment_header(&bytes).map_err(bad_header)?;
+        let header = parse_segment_header(&bytes).map_err(&bad_header)?;
+        let checkpoint = read_checkpoint(&bytes, &header).map_err(&bad_header)?;
+        let first_seq = header.first_seq;
         if first_seq != name_seq {
             return Err(bad_header(format!(
                 "header says first seq {first_seq}, the file name says {name_seq}"
@@ -171,15 +211,73 @@ impl JournalReader {
                 });
             }
         }
+        if let Some((unsealed, _)) = &self.unsealed_before
+            && !is_last
+        {
+            return Err(self.not_sealed(unsealed.clone()));
+        }
         self.expected_seq = Some(first_seq);
         self.current = Some(Segment {
             path,
             bytes,
-            pos: SEGMENT_HEADER_LEN,
+            pos: header.records_at,
+            first_seq,
             is_last,
-            may_end_torn: is_last || before_a_loss,
+            before_a_loss,
+            checkpoint,
+            has_checkpoints: header.has_checkpoints(),
         });
         Ok(Some(()))
+    }
+
+    fn not_sealed(&mut self, path: PathBuf) -> JournalError {
+        let last = self.unsealed_before.take().map_or(0, |(_, last)| last);
+        JournalError::NotSealed { path, last }
+    }
+
+    /// Checks a segment whose records have all been read against its checkpoint and seal.
+    fn finish_segment(&mut self, seg: Segment) -> Result<()> {
+        let last = self.expected_seq.unwrap_or(seg.first_seq) - 1;
+        let covered_by_a_loss =
+            |to: u64| self.losses.iter().any(|l| l.from == last + 1 && l.to >= to);
+        if let Some(c) = seg.checkpoint {
+            if last < c.durable_through && !covered_by_a_loss(c.durable_through) {
+                if !seg.is_last {
+                    return Err(JournalError::LostRecords {
+                        path: seg.path,
+                        journal_last: last,
+                        durable_through: c.durable_through,
+                    });
+                }
+                self.short_of_checkpoint = Some(ShortOfCheckpoint {
+                    path: seg.path,
+                    journal_last: last,
+                    durable_through: c.durable_through,
+                });
+                return Ok(());
+            }
+            if c.sealed && last > c.durable_through {
+                return Err(JournalError::Corrupt {
+                    path: seg.path,
+                    offset: seg.pos as u64,
+                    problem: format!(
+                        "records after the seal (sealed at seq {}, records up to seq {last})",
+                        c.durable_through
+                    ),
+                });
+            }
+            if c.sealed && seg.is_last {
+                return Err(JournalError::MissingSegment {
+                    path: seg.path,
+                    sealed_at: c.durable_through,
+                });
+            }
+        }
+        let sealed = seg.checkpoint.is_some_and(|c| c.sealed);
+        if seg.has_checkpoints && !sealed && !seg.is_last && !seg.before_a_loss {
+            self.unsealed_before = Some((seg.path, last));
+        }
+        Ok(())
     }
 
     fn next_record(&mut self) -> Result<Option<Record>> {
@@ -190,11 +288,16 @@ impl JournalReader {
             let expected = self.expected_seq.unwrap_or(1);
             let seg = self.current.as_mut().expect("a segment is open");
             if seg.pos == seg.bytes.len() {
-                self.current = None;
+                let seg = self.current.take().expect("a segment is open");
+                self.finish_segment(seg)?;
                 continue;
             }
             match parse_record(&seg.bytes, seg.pos) {
                 Ok(r) if r.seq == expected => {
+                    if let Some((unsealed, _)) = self.unsealed_before.clone() {
+                        return Err(self.not_sealed(unsealed));
+                    }
+                    let seg = self.current.as_mut().expect("a segment is open");
                     seg.pos += r.size;
                     self.expected_seq = Some(expected + 1);
                     self.records += 1;
@@ -227,7 +330,7 @@ impl JournalReader {
     /// Ends the current segment at a damaged record if that is a torn tail, else fails.
     fn bad_record(&mut self, expected: u64, problem: String) -> Result<()> {
         let seg = self.current.take().expect("a segment is open");
-        if !seg.may_end_torn {
+        if !seg.may_end_torn() {
             return Err(JournalError::Corrupt {
                 path: seg.path,
                 offset: seg.pos as u64,
@@ -245,7 +348,7 @@ impl JournalReader {
                 );
                 let torn = TailTruncation {
                     discarded_bytes: seg.bytes.len() as u64 - offset,
-                    path: seg.path,
+                    path: seg.path.clone(),
                     offset,
                     problem,
                 };
@@ -253,14 +356,14 @@ impl JournalReader {
                     true => self.torn_tail = Some(torn),
                     false => self.torn_before_gaps.push(torn),
                 }
-                Ok(())
+                self.finish_segment(seg)
             }
             SegmentEnd::Corrupt { offset, problem } => Err(JournalError::Corrupt {
                 path: seg.path,
                 offset,
                 problem,
             }),
-            SegmentEnd::Clean => Ok(()),
+            SegmentEnd::Clean => self.finish_segment(seg),
         }
     }
 }

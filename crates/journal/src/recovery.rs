@@ -64,15 +64,47 @@ pub fn recover(data_dir: &Path, config: EngineConfig) -> Result<Recovered> {
     recover_with(data_dir, config, RecoverOptions::default())
 }
 
+/// The journal ends before what it is known to have held (the newest snapshot's seq, the
+/// last segment's checkpoint), and no accepted loss says so: the [`JournalError::LostSuffix`]
+/// that says what is missing and how it is known.
+fn lost_suffix(reader: &JournalReader, base: u64) -> Option<JournalError> {
+    // The seq after the journal's last record (its first segment's first seq if it is empty).
+    let next = reader.expected_seq()?;
+    let journal_last = next - 1;
+    let mut lost_through = journal_last;
+    let mut evidence = Vec::new();
+    if base > journal_last && !is_accepted(reader.accepted_losses(), next, base) {
+        lost_through = base;
+        evidence.push(format!(
+            "the newest snapshot is at seq {base} (and any command acknowledged after it was \
+             lost too)"
+        ));
+    }
+    if let Some(short) = reader.short_of_checkpoint() {
+        lost_through = lost_through.max(short.durable_through);
+        evidence.push(format!(
+            "the checkpoint of {} says every record up to seq {} was on disk",
+            short.path.display(),
+            short.durable_through
+        ));
+    }
+    (lost_through > journal_last).then(|| JournalError::LostSuffix {
+        journal_last,
+        lost_through,
+        evidence: evidence.join(", and "),
+    })
+}
+
 /// Loads the newest valid snapshot (or starts a fresh engine at seq 0), then applies every
 /// record of `<data>/journal` with a seq after the snapshot's. The journal must hold
 /// `snapshot_seq + 1` onward, or nothing after the snapshot. Archived segments are not read.
 ///
-/// A journal that ends before the snapshot lost commands. That is an error
-/// ([`JournalError::LostSuffix`]) unless the loss was accepted before, or `options` accept it
-/// (`accept_loss`, or `Durability::None`) and `repair` is on: then it is appended to
-/// `journal/accepted-losses` and the writer starts a new segment at `snapshot_seq + 1`
-/// beside the old one. No segment is moved or changed in that case, not even a torn tail:
+/// A journal that ends before the snapshot, or before its last segment's checkpoint, lost
+/// commands. That is an error ([`JournalError::LostSuffix`]) unless the loss was accepted
+/// before, or `options` accept it (`accept_loss`, or `Durability::None` for a loss only the
+/// snapshot shows) and `repair` is on: then it is appended to `journal/accepted-losses`,
+/// `last_seq` is the end of the loss, and the writer starts a new segment after it beside the
+/// old one. No segment is moved or changed in that case, not even a torn tail:
 /// the old segment is the evidence of what was lost.
 pub fn recover_with(
     data_dir: &Path,
@@ -92,13 +124,15 @@ pub fn recover_with(
     let mut replayed = 0u64;
     let mut last_ts_ns = 0i64;
     let mut reader = JournalReader::open(data_dir, false)?;
+    let losses = reader.accepted_losses().to_vec();
     for record in reader.by_ref() {
         let record = record?;
         last_ts_ns = last_ts_ns.max(record.ts_ns);
         if record.seq <= base {
             continue;
         }
-        if record.seq != last_seq + 1 {
+        // A hole accepted as lost (the writer went on after it) is passed over.
+        if record.seq != last_seq + 1 && !is_accepted(&losses, last_seq + 1, record.seq - 1) {
             return Err(JournalError::MissingRange {
                 problem: format!(
                     "recovery needs seq {} next ({}), the journal has seq {} first",
@@ -116,30 +150,42 @@ pub fn recover_with(
         last_seq = record.seq;
         replayed += 1;
     }
-    // The seq after the journal's last record (its first segment's first seq if it is empty).
-    let lost_from = reader.expected_seq().filter(|next| *next <= base);
+    let lost = lost_suffix(&reader, base);
     // Before a loss the torn tail stays: the old segment is the evidence, and the reader
     // allows a torn tail before an accepted loss.
-    let truncated_tail = reader.torn_tail().filter(|_| lost_from.is_none()).cloned();
+    let truncated_tail = reader.torn_tail().filter(|_| lost.is_none()).cloned();
     let mut accepted_loss = None;
-    if let Some(from) = lost_from
-        && !is_accepted(reader.accepted_losses(), from, base)
-    {
-        let lost = JournalError::LostSuffix {
-            journal_last: from - 1,
-            snapshot_seq: base,
+    if let Some(lost) = lost {
+        let JournalError::LostSuffix {
+            journal_last,
+            lost_through,
+            ..
+        } = lost
+        else {
+            unreachable!("lost_suffix returns LostSuffix")
         };
+        // Under `none` a kill loses what was still buffered, which the snapshot may be past.
+        // A checkpoint only ever claims what was synced, so its loss is never the mode's.
+        let only_the_mode_allows = reader.short_of_checkpoint().is_none();
         let why = match (options.accept_loss, options.durability) {
             (true, _) => "by --accept-journal-loss",
-            (false, Durability::None) => "as durability none allows",
+            (false, Durability::None) if only_the_mode_allows => "as durability none allows",
             (false, _) => return Err(lost),
         };
         if !options.repair {
             return Err(lost);
         }
-        tracing::warn!("{lost}; starting from the snapshot, the loss is accepted {why}");
+        tracing::warn!("{lost}; starting anyway, the loss is accepted {why}");
         let mode = options.durability.to_string();
-        accepted_loss = Some(record_accepted_loss(data_dir, from, base, &mode, why)?);
+        accepted_loss = Some(record_accepted_loss(
+            data_dir,
+            journal_last + 1,
+            lost_through,
+            &mode,
+            why,
+        )?);
+        // The writer goes on after the loss, in a new segment: seqs are never reused.
+        last_seq = lost_through;
     }
     if options.repair
         && let Some(tail) = &truncated_tail

@@ -19,9 +19,10 @@ use rialto_core::Command;
 
 use crate::error::{JournalError, Result};
 use crate::format::{
-    RECORD_MAX_BYTES, RecordProblem, SEGMENT_HEADER_LEN, SegmentEnd, create_dir_durable,
-    encode_record_unsealed, encode_segment_header, fsync_dir, journal_dir, judge_bad_record,
-    list_segments, parse_record, parse_segment_header, seal_records, segment_name,
+    Checkpoint, RECORD_MAX_BYTES, RecordProblem, SEGMENT_HEADER_LEN, SegmentEnd, SegmentHeader,
+    checkpoint_slot, create_dir_durable, encode_checkpoint, encode_record_unsealed,
+    encode_segment_header, fsync_dir, journal_dir, judge_bad_record, list_segments, parse_record,
+    parse_segment_header, read_checkpoint, seal_records, segment_name,
 };
 
 /// How durable a committed batch is before `commit` returns (docs/journal-format.md).
@@ -131,10 +132,134 @@ fn timed_sync(file: &File, observer: &OnceLock<SyncObserver>) -> io::Result<()> 
     result
 }
 
+/// How long the journal must be quiet, in `fsync` mode, before [`JournalWriter::sync_if_due`]
+/// brings the checkpoint up to the last commit (one more `fdatasync`, only when idle).
+pub const CHECKPOINT_WHEN_IDLE: Duration = Duration::from_millis(10);
+
+/// What syncing works on: the current segment and its checkpoint slots. Shared with batch
+/// mode's background thread, and swapped at each roll under the lock, so a sync never
+/// checkpoints one segment with another's seqs.
+struct SyncTarget {
+    file: File,
+    first_seq: u64,
+    /// Records up to this seq are in `file` or an earlier segment: what a sync now covers.
+    /// Set by the writer after each write without taking the lock (in batch mode the
+    /// background thread holds it while it syncs, and the writer must not wait for that).
+    written_through: Arc<AtomicU64>,
+    /// The checkpoint last written to the segment (`count` 0: none yet).
+    checkpoint: Checkpoint,
+}
+
+impl SyncTarget {
+    fn new(
+        file: File,
+        first_seq: u64,
+        written_through: Arc<AtomicU64>,
+        written: Option<Checkpoint>,
+    ) -> SyncTarget {
+        SyncTarget {
+            file,
+            first_seq,
+            written_through,
+            checkpoint: written.unwrap_or(Checkpoint {
+                durable_through: first_seq - 1,
+                count: 0,
+                sealed: false,
+            }),
+        }
+    }
+
+    /// `fdatasync`s the segment, with a checkpoint claiming `durable_through` written just
+    /// before if that claims more than the last one. `durable_through` must already be on disk
+    /// (an earlier sync returned): a power loss during this sync may persist the checkpoint
+    /// and not the records written since, and the checkpoint then claims nothing that is not
+    /// there. So the checkpoint lags one sync behind; [`CHECKPOINT_WHEN_IDLE`] and the
+    /// background thread's idle syncs catch it up.
+    fn sync(&mut self, durable_through: u64, observer: &OnceLock<SyncObserver>) -> io::Result<()> {
+        if durable_through > self.checkpoint.durable_through {
+            self.write_checkpoint(durable_through, false)?;
+        }
+        timed_sync(&self.file, observer)?;
+        sync_log::synced(self);
+        Ok(())
+    }
+
+    /// Writes the next checkpoint into the slot the previous one is not in. A power loss
+    /// during the write can damage only this slot; the other keeps the previous checkpoint.
+    fn write_checkpoint(&mut self, durable_through: u64, sealed: bool) -> io::Result<()> {
+        debug_assert!(durable_through >= self.checkpoint.durable_through);
+        let next = Checkpoint {
+            durable_through,
+            count: self.checkpoint.count + 1,
+            sealed,
+        };
+        std::os::unix::fs::FileExt::write_all_at(
+            &self.file,
+            &encode_checkpoint(self.first_seq, &next),
+            checkpoint_slot(next.count) as u64,
+        )?;
+        self.checkpoint = next;
+        Ok(())
+    }
+}
+
+/// For the crash test's power-loss model (crates/cli/tests/crash.rs): with
+/// `RIALTO_JOURNAL_SYNC_LOG=<file>` in the environment, a line is appended to that file after
+/// every `fdatasync` of a segment, saying what it made durable: `<segment file> <records
+/// synced through seq> <checkpoint count> <checkpoint durable_through> <sealed 0/1>`. The
+/// model then drops or tears what no sync covered. Unset (always, outside that test): nothing.
+mod sync_log {
+    use std::fs::{File, OpenOptions};
+    use std::io::Write;
+    use std::sync::{Mutex, OnceLock};
+
+    use super::SyncTarget;
+    use crate::format::segment_name;
+
+    static LOG: OnceLock<Option<Mutex<File>>> = OnceLock::new();
+
+    pub(super) fn synced(target: &SyncTarget) {
+        let log = LOG.get_or_init(|| {
+            let path = std::env::var_os("RIALTO_JOURNAL_SYNC_LOG")?;
+            let file = OpenOptions::new().create(true).append(true).open(path);
+            Some(Mutex::new(
+                file.expect("RIALTO_JOURNAL_SYNC_LOG names a writable file"),
+            ))
+        });
+        if let Some(log) = log {
+            let c = &target.checkpoint;
+            let line = format!(
+                "{} {} {} {} {}\n",
+                segment_name(target.first_seq),
+                target
+                    .written_through
+                    .load(std::sync::atomic::Ordering::Acquire),
+                c.count,
+                c.durable_through,
+                u8::from(c.sealed)
+            );
+            let mut file = log.lock().unwrap_or_else(|e| e.into_inner());
+            file.write_all(line.as_bytes())
+                .expect("the sync log takes a line");
+        }
+    }
+}
+
+type SharedTarget = Arc<Mutex<SyncTarget>>;
+
+fn lock(target: &SharedTarget) -> std::sync::MutexGuard<'_, SyncTarget> {
+    target.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 pub struct JournalWriter {
     dir: PathBuf,
     config: JournalConfig,
+    /// The current segment, for writing records (`pwrite` at `file_len`).
     file: File,
+    /// The current segment, for syncing and checkpoints.
+    target: SharedTarget,
+    /// `written_through`, as the syncing side reads it.
+    shared_written_through: Arc<AtomicU64>,
     path: PathBuf,
     /// Bytes in the current segment file.
     file_len: u64,
@@ -168,30 +293,28 @@ pub struct JournalWriter {
     sync_observer: SyncObserverSlot,
 }
 
-/// Opens a segment to append to: at its end, or (preallocated) at any offset.
+/// Opens a segment to write to with `pwrite` (not `O_APPEND`: on Linux `pwrite` to an
+/// `O_APPEND` file appends, and checkpoints are written in place). Preallocated: sized to
+/// `len` at once.
 fn open_segment(path: &Path, preallocated: bool, len: u64) -> io::Result<File> {
-    if !preallocated {
-        return OpenOptions::new().append(true).open(path);
-    }
     let file = OpenOptions::new().write(true).open(path)?;
-    if file.metadata()?.len() < len {
+    if preallocated && file.metadata()?.len() < len {
         file.set_len(len)?;
     }
     Ok(file)
 }
 
 /// In batch mode a thread of its own fsyncs the journal every interval, so that the thread
-/// that writes (and acknowledges) never waits for the disk. It syncs a clone of the current
-/// segment's handle, swapped at each roll (the old segment is synced by the roll itself).
+/// that writes (and acknowledges) never waits for the disk. It syncs the shared
+/// [`SyncTarget`], swapped at each roll (the old segment is synced by the roll itself), and
+/// syncs once more when idle to bring the checkpoint up to date.
 struct BackgroundSync {
     shared: Arc<SyncShared>,
     thread: Option<JoinHandle<()>>,
 }
 
 struct SyncShared {
-    file: Mutex<File>,
-    /// Highest seq written to `file` or an earlier segment; published after each write.
-    written_through: AtomicU64,
+    target: SharedTarget,
     synced_through: AtomicU64,
     stop: AtomicBool,
     error: Mutex<Option<String>>,
@@ -200,14 +323,13 @@ struct SyncShared {
 
 impl BackgroundSync {
     fn start(
-        file: &File,
+        target: SharedTarget,
         interval_us: u64,
         synced_through: u64,
         sync_observer: SyncObserverSlot,
     ) -> io::Result<BackgroundSync> {
         let shared = Arc::new(SyncShared {
-            file: Mutex::new(file.try_clone()?),
-            written_through: AtomicU64::new(synced_through),
+            target,
             synced_through: AtomicU64::new(synced_through),
             stop: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -222,10 +344,11 @@ impl BackgroundSync {
                     std::thread::park_timeout(interval);
                     // Read the written mark under the lock: a roll swaps the file under it, so
                     // the mark never covers records in a file other than the one synced.
-                    let file = worker.file.lock().unwrap_or_else(|e| e.into_inner());
-                    let written = worker.written_through.load(Ordering::Acquire);
-                    if written > worker.synced_through.load(Ordering::Acquire) {
-                        if let Err(e) = timed_sync(&file, &worker.sync_observer) {
+                    let mut target = lock(&worker.target);
+                    let written = target.written_through.load(Ordering::Acquire);
+                    let synced = worker.synced_through.load(Ordering::Acquire);
+                    if written > synced || target.checkpoint.durable_through < synced {
+                        if let Err(e) = target.sync(synced, &worker.sync_observer) {
                             *worker.error.lock().unwrap_or_else(|e| e.into_inner()) =
                                 Some(e.to_string());
                             return;
@@ -272,46 +395,79 @@ impl JournalWriter {
         create_dir_durable(&dir).map_err(|e| JournalError::io(&dir, e))?;
         remove_temp_files(&dir)?;
         let segments = list_segments(&dir).map_err(|e| JournalError::io(&dir, e))?;
-        let (path, file_len, file_records) = match segments.last() {
+        let new_segment = || -> Result<LastSegment> {
+            let path = create_segment(&dir, next_seq).map_err(|e| JournalError::io(&dir, e))?;
+            Ok(LastSegment::empty(path, next_seq))
+        };
+        let last = match segments.last() {
             Some((_, path)) if ends_before_an_accepted_loss(data_dir, path, next_seq)? => {
-                let path = create_segment(&dir, next_seq).map_err(|e| JournalError::io(&dir, e))?;
-                (path, SEGMENT_HEADER_LEN as u64, 0)
+                new_segment()?
             }
             Some((_, path)) => {
-                let (len, last_seq, records) = check_last_segment(path)?;
-                if last_seq + 1 != next_seq {
+                let last = check_last_segment(path)?;
+                if last.last_seq + 1 != next_seq {
                     return Err(JournalError::SeqMismatch {
                         path: path.clone(),
-                        last: last_seq,
+                        last: last.last_seq,
                         next: next_seq,
                     });
                 }
-                (path.clone(), len, records)
+                if let Some(c) = last.checkpoint.filter(|c| c.sealed) {
+                    return Err(JournalError::MissingSegment {
+                        path: path.clone(),
+                        sealed_at: c.durable_through,
+                    });
+                }
+                if !last.header.has_checkpoints() {
+                    // Written before checkpoints (version 1): left as it is, and the journal
+                    // goes on in a version 2 segment (one that replaces it, if it is empty).
+                    new_segment()?
+                } else {
+                    if last.records == 0
+                        && let [.., (_, previous), _] = segments.as_slice()
+                    {
+                        seal_after_an_interrupted_roll(previous, next_seq)?;
+                    }
+                    last
+                }
             }
-            None => {
-                let path = create_segment(&dir, next_seq).map_err(|e| JournalError::io(&dir, e))?;
-                (path, SEGMENT_HEADER_LEN as u64, 0)
-            }
+            None => new_segment()?,
         };
         let preallocated = matches!(
             config.durability,
             Durability::Batch { .. } | Durability::Fsync
         );
         let full = config.segment_bytes + RECORD_MAX_BYTES as u64;
-        let file =
-            open_segment(&path, preallocated, full).map_err(|e| JournalError::io(&path, e))?;
+        let path = last.path;
+        let io_error = |e| JournalError::io(&path, e);
+        let file = open_segment(&path, preallocated, full).map_err(io_error)?;
+        let written_through = Arc::new(AtomicU64::new(next_seq - 1));
+        let target = Arc::new(Mutex::new(SyncTarget::new(
+            file.try_clone().map_err(io_error)?,
+            last.header.first_seq,
+            written_through.clone(),
+            last.checkpoint,
+        )));
         let sync_observer = SyncObserverSlot::default();
         let background = match config.durability {
             Durability::Batch { interval_us } => Some(
-                BackgroundSync::start(&file, interval_us, next_seq - 1, sync_observer.clone())
-                    .map_err(|e| JournalError::io(&path, e))?,
+                BackgroundSync::start(
+                    target.clone(),
+                    interval_us,
+                    next_seq - 1,
+                    sync_observer.clone(),
+                )
+                .map_err(io_error)?,
             ),
             _ => None,
         };
+        let (file_len, file_records) = (last.len, last.records);
         Ok(JournalWriter {
             dir,
             config,
             file,
+            target,
+            shared_written_through: written_through,
             path,
             file_len,
             // Room for a record past `buffer_bytes`: in `none` mode a commit writes once that
@@ -450,11 +606,31 @@ impl JournalWriter {
         }
     }
 
-    /// Writes everything appended and `fdatasync`s it, in every mode. For clean shutdown.
+    /// `fsync` mode, for an idle journal thread: once the journal has been quiet for
+    /// [`CHECKPOINT_WHEN_IDLE`] with its checkpoint behind the last commit (it lags one sync:
+    /// docs/journal-format.md), one more sync brings it up to date. Other modes: nothing (in
+    /// batch mode the background thread does it). Returns whether it synced.
+    pub fn checkpoint_if_quiet(&mut self, now: Instant) -> io::Result<bool> {
+        self.check_poisoned()?;
+        let due = self.config.durability == Durability::Fsync
+            && now.saturating_duration_since(self.last_sync) >= CHECKPOINT_WHEN_IDLE
+            && lock(&self.target).checkpoint.durable_through < self.synced_through;
+        if due {
+            self.sync_file(now)?;
+        }
+        Ok(due)
+    }
+
+    /// Writes everything appended and `fdatasync`s it, in every mode, then brings the
+    /// checkpoint up to the last record (a second sync). For clean shutdown.
     pub fn sync(&mut self) -> io::Result<Durable> {
         self.check_poisoned()?;
         self.write_buffered()?;
+        self.durable();
         if self.synced_through < self.written_through {
+            self.sync_file(Instant::now())?;
+        }
+        if lock(&self.target).checkpoint.durable_through < self.synced_through {
             self.sync_file(Instant::now())?;
         }
         Ok(self.durable())
@@ -520,11 +696,8 @@ impl JournalWriter {
         self.sealed = 0;
         self.rolls.clear();
         self.written_through = self.next_seq - 1;
-        if let Some(bg) = &self.background {
-            bg.shared
-                .written_through
-                .store(self.written_through, Ordering::Release);
-        }
+        self.shared_written_through
+            .store(self.written_through, Ordering::Release);
         Ok(())
     }
 
@@ -539,33 +712,43 @@ impl JournalWriter {
         if from == to {
             return Ok(());
         }
-        if self.preallocated {
-            std::os::unix::fs::FileExt::write_all_at(
-                &self.file,
-                &self.buf[from..to],
-                self.file_len,
-            )?;
-        } else {
-            self.file.write_all(&self.buf[from..to])?;
-        }
+        std::os::unix::fs::FileExt::write_all_at(&self.file, &self.buf[from..to], self.file_len)?;
         self.file_len += (to - from) as u64;
         Ok(())
     }
 
     /// Closes the current segment durably (all modes: a later sync only covers the new file)
-    /// and starts the next one.
+    /// and starts the next one. The closed segment's records are synced first, then the next
+    /// segment is created, then the closed one is sealed (and synced): so a seal is never on
+    /// disk without the records it claims, and a sealed segment always has a successor.
     fn roll(&mut self, first_seq: u64) -> io::Result<()> {
         if self.preallocated {
             // A closed segment ends with its last record.
             self.file.set_len(self.file_len)?;
         }
-        timed_sync(&self.file, &self.sync_observer)?;
+        let mut target = lock(&self.target);
+        if let Some(bg) = &self.background {
+            self.synced_through = self
+                .synced_through
+                .max(bg.shared.synced_through.load(Ordering::Acquire));
+        }
+        self.shared_written_through
+            .store(first_seq - 1, Ordering::Release);
+        target.sync(self.synced_through, &self.sync_observer)?;
         let path = create_segment(&self.dir, first_seq)?;
+        target.write_checkpoint(first_seq - 1, true)?;
+        timed_sync(&target.file, &self.sync_observer)?;
+        sync_log::synced(&target);
         let full = self.config.segment_bytes + RECORD_MAX_BYTES as u64;
         self.file = open_segment(&path, self.preallocated, full)?;
+        *target = SyncTarget::new(
+            self.file.try_clone()?,
+            first_seq,
+            self.shared_written_through.clone(),
+            None,
+        );
+        drop(target);
         if let Some(bg) = &self.background {
-            let mut synced_file = bg.shared.file.lock().unwrap_or_else(|e| e.into_inner());
-            *synced_file = self.file.try_clone()?;
             bg.shared
                 .synced_through
                 .fetch_max(first_seq - 1, Ordering::AcqRel);
@@ -577,8 +760,10 @@ impl JournalWriter {
         Ok(())
     }
 
+    /// Syncs the segment, with a checkpoint of what the previous sync made durable.
     fn sync_file(&mut self, now: Instant) -> io::Result<()> {
-        if let Err(e) = timed_sync(&self.file, &self.sync_observer) {
+        let durable_before = self.synced_through;
+        if let Err(e) = lock(&self.target).sync(durable_before, &self.sync_observer) {
             self.poisoned = true;
             return Err(e);
         }
@@ -628,15 +813,56 @@ fn remove_temp_files(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A segment's bytes and the first seq its header gives.
-fn read_segment(path: &Path) -> Result<(Vec<u8>, u64)> {
+/// A segment's bytes, its header and its checkpoint.
+fn read_segment(path: &Path) -> Result<(Vec<u8>, SegmentHeader, Option<Checkpoint>)> {
     let bytes = fs::read(path).map_err(|e| JournalError::io(path, e))?;
-    let first_seq =
-        parse_segment_header(&bytes).map_err(|problem| JournalError::BadSegmentHeader {
-            path: path.to_owned(),
-            problem,
-        })?;
-    Ok((bytes, first_seq))
+    let bad_header = |problem| JournalError::BadSegmentHeader {
+        path: path.to_owned(),
+        problem,
+    };
+    let header = parse_segment_header(&bytes).map_err(bad_header)?;
+    let checkpoint = read_checkpoint(&bytes, &header).map_err(bad_header)?;
+    Ok((bytes, header, checkpoint))
+}
+
+/// The records of a segment from its start, up to the first that is damaged or out of seq:
+/// where they end and the seq after the last.
+fn good_records(bytes: &[u8], header: &SegmentHeader) -> (usize, u64) {
+    let mut pos = header.records_at;
+    let mut next = header.first_seq;
+    while let Ok(r) = parse_record(bytes, pos) {
+        if r.seq != next {
+            break;
+        }
+        pos += r.size;
+        next += 1;
+    }
+    (pos, next)
+}
+
+/// A crash between creating a segment and sealing the one before (`roll`) leaves that one
+/// unsealed and the new one empty. Seals it now, if its records run up to the new one's.
+fn seal_after_an_interrupted_roll(previous: &Path, next_seq: u64) -> Result<()> {
+    let (bytes, header, checkpoint) = read_segment(previous)?;
+    if !header.has_checkpoints() || checkpoint.is_some_and(|c| c.sealed) {
+        return Ok(());
+    }
+    let (_, next) = good_records(&bytes, &header);
+    if next != next_seq {
+        // Not an interrupted roll (a hole the reader judges), so nothing to seal.
+        return Ok(());
+    }
+    let io_error = |e| JournalError::io(previous, e);
+    let file = OpenOptions::new()
+        .write(true)
+        .open(previous)
+        .map_err(io_error)?;
+    let written = Arc::new(AtomicU64::new(next_seq - 1));
+    let mut target = SyncTarget::new(file, header.first_seq, written, checkpoint);
+    target
+        .write_checkpoint(next_seq - 1, true)
+        .map_err(io_error)?;
+    target.file.sync_data().map_err(io_error)
 }
 
 /// Whether an accepted loss runs from just after the last good record of `path` to
@@ -649,25 +875,47 @@ fn ends_before_an_accepted_loss(data_dir: &Path, path: &Path, next_seq: u64) -> 
     else {
         return Ok(false);
     };
-    let (bytes, first_seq) = read_segment(path)?;
-    let mut pos = SEGMENT_HEADER_LEN;
-    let mut next = first_seq;
-    while let Ok(r) = parse_record(&bytes, pos) {
-        if r.seq != next {
-            break;
-        }
-        pos += r.size;
-        next += 1;
-    }
+    let (bytes, header, _) = read_segment(path)?;
+    let (_, next) = good_records(&bytes, &header);
     Ok(next == loss.from)
 }
 
+/// The segment the writer goes on with.
+struct LastSegment {
+    path: PathBuf,
+    header: SegmentHeader,
+    checkpoint: Option<Checkpoint>,
+    /// The good length of the file.
+    len: u64,
+    /// Its last seq (first seq - 1 when empty).
+    last_seq: u64,
+    records: u64,
+}
+
+impl LastSegment {
+    fn empty(path: PathBuf, first_seq: u64) -> LastSegment {
+        LastSegment {
+            path,
+            header: SegmentHeader {
+                first_seq,
+                version: crate::format::SEGMENT_VERSION,
+                records_at: SEGMENT_HEADER_LEN,
+            },
+            checkpoint: None,
+            len: SEGMENT_HEADER_LEN as u64,
+            last_seq: first_seq - 1,
+            records: 0,
+        }
+    }
+}
+
 /// Checks the last segment before appending to it: its header, every record, seq continuity.
-/// A torn tail is truncated (with a warning); corruption is refused. Returns the file's good
-/// length, its last seq (first seq - 1 when empty) and its record count.
-fn check_last_segment(path: &Path) -> Result<(u64, u64, u64)> {
-    let (bytes, first_seq) = read_segment(path)?;
-    let mut pos = SEGMENT_HEADER_LEN;
+/// A torn tail is truncated (with a warning); corruption is refused. (Recovery has checked it
+/// against its checkpoint already.)
+fn check_last_segment(path: &Path) -> Result<LastSegment> {
+    let (bytes, header, checkpoint) = read_segment(path)?;
+    let first_seq = header.first_seq;
+    let mut pos = header.records_at;
     let mut expected = first_seq;
     while pos < bytes.len() {
         match parse_record(&bytes, pos) {
@@ -709,7 +957,14 @@ fn check_last_segment(path: &Path) -> Result<(u64, u64, u64)> {
             }
         }
     }
-    Ok((pos as u64, expected - 1, expected - first_seq))
+    Ok(LastSegment {
+        path: path.to_owned(),
+        header,
+        checkpoint,
+        len: pos as u64,
+        last_seq: expected - 1,
+        records: expected - first_seq,
+    })
 }
 
 /// Cuts `path` to `len` bytes and syncs it.

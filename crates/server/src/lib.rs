@@ -183,7 +183,7 @@ pub fn start_with_stop(
     let recovered = match rialto_journal::recover_with(data_dir, config.engine_config(), options) {
         Ok(recovered) => recovered,
         Err(e @ rialto_journal::JournalError::LostSuffix { .. }) => anyhow::bail!(
-            "cannot recover the venue from {}: {e}. To start from the snapshot anyway and \
+            "cannot recover the venue from {}: {e}. To start anyway, after the lost seqs, and \
              record the loss in {}/journal/accepted-losses, start once with \
              `rialto serve --accept-journal-loss` (`rialto journal verify` shows what is there)",
             data_dir.display(),

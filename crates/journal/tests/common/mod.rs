@@ -114,16 +114,33 @@ pub fn trades(cmds: &[Command]) -> usize {
         .count()
 }
 
-pub fn config(segment_bytes: u64) -> JournalConfig {
+/// `fsync` mode, with segments of a header and `record_bytes` of records.
+pub fn config(record_bytes: u64) -> JournalConfig {
     JournalConfig {
-        segment_bytes,
+        segment_bytes: SEGMENT_HEADER_LEN as u64 + record_bytes,
         durability: Durability::Fsync,
         ..JournalConfig::default()
     }
 }
 
-/// Journals `cmds[from..]` (seq = index + 1) in batches of `batch`, then syncs.
+/// Journals `cmds[from..]` (seq = index + 1) in batches of `batch`, then syncs (a clean stop:
+/// the checkpoint covers every record).
 pub fn journal(dir: &Path, cfg: JournalConfig, cmds: &[Command], from: usize, batch: usize) {
+    journal_then_crash(dir, cfg, cmds, from, batch)
+        .sync()
+        .unwrap();
+}
+
+/// Journals `cmds[from..]` like [`journal`] and returns the writer without the clean stop's
+/// sync: dropping it is what a crash leaves (in `fsync` mode the checkpoint lags the last
+/// commit: the records of the last batch are on disk but no checkpoint claims them yet).
+pub fn journal_then_crash(
+    dir: &Path,
+    cfg: JournalConfig,
+    cmds: &[Command],
+    from: usize,
+    batch: usize,
+) -> JournalWriter {
     let mut w = JournalWriter::open(dir, cfg, from as u64 + 1).unwrap();
     for (chunk_index, chunk) in cmds[from..].chunks(batch).enumerate() {
         for (i, cmd) in chunk.iter().enumerate() {
@@ -132,7 +149,7 @@ pub fn journal(dir: &Path, cfg: JournalConfig, cmds: &[Command], from: usize, ba
         }
         w.commit().unwrap();
     }
-    w.sync().unwrap();
+    w
 }
 
 pub fn segments(data: &Path) -> Vec<PathBuf> {
