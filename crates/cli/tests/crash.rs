@@ -16,9 +16,8 @@
 //! acknowledged commands may be lost, but only those no sync covered (the documented window).
 //! Pages persisted out of order (a later one kept, an earlier one lost) are not modelled:
 //! recovery stops for an operator then (docs/journal-format.md, "Torn tail or corruption").
-//! Power loss is modelled on `batch` cycles only when they take no snapshot: a snapshot
-//! fsynced ahead of the journal's last batch sync is a loss the server refuses to start over
-//! without `--accept-journal-loss` (docs/operations.md), which this test does not exercise.
+//! Snapshots are kept whole (they are written to a temporary file, fsynced and renamed, and
+//! only once the journal is synced through their seq).
 //!
 //! `RIALTO_CRASH_SEED` replays a seed (printed at the start), `RIALTO_CRASH_CYCLES` sets the
 //! number of kill/restart cycles (default 20). scripts/crash-loop.sh runs a long loop.
@@ -931,8 +930,7 @@ fn acknowledged_commands_survive_sigkill_and_recovery_matches_the_journal() {
             options.durability
         );
 
-        let power_loss = (options.durability == "fsync" || options.snapshot_every == 1_000_000)
-            && rng.below(2) == 0;
+        let power_loss = rng.below(2) == 0;
         let synced = match power_loss {
             true => Some(lose_power(&data, last_seq, &mut rng)),
             false => None,
@@ -1058,16 +1056,18 @@ fn lose_power(data: &Path, from_seq: u64, rng: &mut Rng) -> u64 {
         let mut synced_slots = Vec::new();
         if last.count > 0 {
             synced_slots.push(slot_at(last.count, last.durable_through, last.sealed));
-            let previous = syncs[&name]
-                .iter()
-                .rev()
-                .find(|s| s.count + 1 == last.count);
-            match previous {
-                Some(p) => synced_slots.push(slot_at(p.count, p.durable_through, p.sealed)),
-                None if last.count == 1 => {
-                    synced_slots.push((checkpoint_slot(0), [0; CHECKPOINT_LEN]))
-                }
-                None => panic!("{name}: the sync log lacks checkpoint {}", last.count - 1),
+            // The other slot holds the checkpoint before (none before the first: zeros).
+            if last.count == 1 {
+                synced_slots.push((checkpoint_slot(0), [0; CHECKPOINT_LEN]));
+            } else {
+                let previous = syncs[&name]
+                    .iter()
+                    .rev()
+                    .find(|s| s.count + 1 == last.count);
+                let p = previous.unwrap_or_else(|| {
+                    panic!("{name}: the sync log lacks checkpoint {}", last.count - 1)
+                });
+                synced_slots.push(slot_at(p.count, p.durable_through, p.sealed));
             }
         } else {
             for at in [checkpoint_slot(0), checkpoint_slot(1)] {

@@ -1646,6 +1646,17 @@ impl Engine {
     pub fn last_seq(&self) -> u64 {
         self.last_seq
     }
+
+    /// Seqs after the last applied, up to `through`, were lost and the loss accepted (the
+    /// journal goes on after them): the next command carries `through + 1`. Changes no state.
+    pub fn pass_over_lost_seqs(&mut self, through: u64) {
+        assert!(
+            through >= self.last_seq,
+            "lost seqs {through} lie before the last applied {}",
+            self.last_seq
+        );
+        self.last_seq = through;
+    }
 }
 
 #[cfg(test)]

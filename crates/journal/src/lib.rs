@@ -33,4 +33,5 @@ pub use snapshot::{
 };
 pub use writer::{
     CHECKPOINT_WHEN_IDLE, Durability, Durable, JournalConfig, JournalWriter, SyncObserver,
+    SyncedProgress,
 };

@@ -186,6 +186,7 @@ pub fn recover_with(
         )?);
         // The writer goes on after the loss, in a new segment: seqs are never reused.
         last_seq = lost_through;
+        engine.pass_over_lost_seqs(lost_through);
     }
     if options.repair
         && let Some(tail) = &truncated_tail

@@ -115,6 +115,17 @@ pub struct Durable {
     pub synced_through: u64,
 }
 
+/// The highest seq of the journal that is `fdatasync`ed, as it advances
+/// ([`JournalWriter::synced_progress`]).
+#[derive(Clone, Debug)]
+pub struct SyncedProgress(Arc<AtomicU64>);
+
+impl SyncedProgress {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// Told how long each `fdatasync` of the journal took, on whichever thread ran it (the
 /// writer's in `fsync` mode and at a roll, the background thread's in `batch` mode).
 pub type SyncObserver = Arc<dyn Fn(Duration) + Send + Sync>;
@@ -260,6 +271,9 @@ pub struct JournalWriter {
     target: SharedTarget,
     /// `written_through`, as the syncing side reads it.
     shared_written_through: Arc<AtomicU64>,
+    /// The highest seq synced, for other threads ([`JournalWriter::synced_progress`]); batch
+    /// mode's background thread advances it too.
+    synced_progress: Arc<AtomicU64>,
     path: PathBuf,
     /// Bytes in the current segment file.
     file_len: u64,
@@ -315,7 +329,7 @@ struct BackgroundSync {
 
 struct SyncShared {
     target: SharedTarget,
-    synced_through: AtomicU64,
+    synced_through: Arc<AtomicU64>,
     stop: AtomicBool,
     error: Mutex<Option<String>>,
     sync_observer: SyncObserverSlot,
@@ -325,12 +339,12 @@ impl BackgroundSync {
     fn start(
         target: SharedTarget,
         interval_us: u64,
-        synced_through: u64,
+        synced_through: Arc<AtomicU64>,
         sync_observer: SyncObserverSlot,
     ) -> io::Result<BackgroundSync> {
         let shared = Arc::new(SyncShared {
             target,
-            synced_through: AtomicU64::new(synced_through),
+            synced_through,
             stop: AtomicBool::new(false),
             error: Mutex::new(None),
             sync_observer,
@@ -442,6 +456,7 @@ impl JournalWriter {
         let io_error = |e| JournalError::io(&path, e);
         let file = open_segment(&path, preallocated, full).map_err(io_error)?;
         let written_through = Arc::new(AtomicU64::new(next_seq - 1));
+        let synced_progress = Arc::new(AtomicU64::new(next_seq - 1));
         let target = Arc::new(Mutex::new(SyncTarget::new(
             file.try_clone().map_err(io_error)?,
             last.header.first_seq,
@@ -454,7 +469,7 @@ impl JournalWriter {
                 BackgroundSync::start(
                     target.clone(),
                     interval_us,
-                    next_seq - 1,
+                    synced_progress.clone(),
                     sync_observer.clone(),
                 )
                 .map_err(io_error)?,
@@ -468,6 +483,7 @@ impl JournalWriter {
             file,
             target,
             shared_written_through: written_through,
+            synced_progress,
             path,
             file_len,
             // Room for a record past `buffer_bytes`: in `none` mode a commit writes once that
@@ -492,6 +508,13 @@ impl JournalWriter {
 
     pub fn config(&self) -> &JournalConfig {
         &self.config
+    }
+
+    /// The highest seq `fdatasync`ed, readable from any thread as it advances (in batch mode
+    /// the background thread advances it). A snapshot writer waits for it, so that a snapshot
+    /// is never on disk ahead of the journal it follows.
+    pub fn synced_progress(&self) -> SyncedProgress {
+        SyncedProgress(self.synced_progress.clone())
     }
 
     /// The seq the next `append` must carry.
@@ -756,6 +779,8 @@ impl JournalWriter {
         self.path = path;
         self.file_len = SEGMENT_HEADER_LEN as u64;
         self.synced_through = first_seq - 1;
+        self.synced_progress
+            .fetch_max(self.synced_through, Ordering::AcqRel);
         self.last_sync = Instant::now();
         Ok(())
     }
@@ -768,6 +793,8 @@ impl JournalWriter {
             return Err(e);
         }
         self.synced_through = self.written_through;
+        self.synced_progress
+            .fetch_max(self.synced_through, Ordering::AcqRel);
         self.last_sync = now;
         Ok(())
     }

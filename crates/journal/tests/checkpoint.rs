@@ -217,6 +217,11 @@ fn an_accepted_loss_below_the_checkpoint_goes_on_after_it() {
     let recovered = recover_with(dir.path(), engine_config(), options).unwrap();
     let loss = recovered.accepted_loss.expect("recorded");
     assert_eq!((loss.from, loss.to, recovered.last_seq), (50, 60, 60));
+    assert_eq!(
+        recovered.engine.last_seq(),
+        60,
+        "the engine passes over the loss too"
+    );
     let mut w = JournalWriter::open(dir.path(), config(1 << 20), 61).unwrap();
     for seq in 61..=70 {
         w.append(seq, ts(seq), &cmds[seq as usize - 1]);

@@ -202,6 +202,10 @@ impl Pipeline {
             .applied_seq
             .store(engine.last_seq(), Ordering::SeqCst);
         let (snapshot_tx, snapshot_rx) = sync_channel::<SnapshotJob>(1);
+        let journal_synced = match journal.config().durability {
+            rialto_journal::Durability::None => None,
+            _ => Some(journal.synced_progress()),
+        };
 
         let journal_stage = JournalStage {
             inbound: inbound.clone(),
@@ -236,6 +240,7 @@ impl Pipeline {
         };
         let writer = SnapshotWriter {
             jobs: snapshot_rx,
+            journal_synced,
             outbound: outbound.clone(),
             shared: shared.clone(),
             data_dir: config.data_dir.clone(),
@@ -976,6 +981,9 @@ struct SnapshotJob {
 
 struct SnapshotWriter {
     jobs: Receiver<SnapshotJob>,
+    /// How far the journal is synced (`None` under durability `none`, which syncs only at a
+    /// roll or a stop): a snapshot waits for the journal to be synced through its seq.
+    journal_synced: Option<rialto_journal::SyncedProgress>,
     outbound: Arc<Ring<Outbound>>,
     shared: Arc<Shared>,
     data_dir: std::path::PathBuf,
@@ -991,6 +999,17 @@ impl SnapshotWriter {
                     .fail("the engine produced a malformed snapshot".into());
                 return;
             };
+            // A snapshot on disk ahead of the journal it follows would, after a power loss in
+            // batch mode, make the journal look cut short; the journal syncs what the engine
+            // applied within its batch interval, so the wait is short.
+            if let Some(synced) = &self.journal_synced {
+                while synced.get() < job.seq {
+                    if self.shared.has_failed() {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
             let started = std::time::Instant::now();
             let written =
                 rialto_journal::write_snapshot(&self.data_dir, job.seq, state_hash, &job.bytes);
