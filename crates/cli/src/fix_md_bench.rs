@@ -19,7 +19,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use rialto_core::{Side, SymbolId};
 use rialto_fix::{Decimal, MessageWriter, next_frame, tags};
-use rialto_server::config::{DurabilityMode, ServerConfig};
+use rialto_server::config::ServerConfig;
 use rialto_server::pipeline::now_ns;
 use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
 

@@ -71,7 +71,9 @@ impl EntryTypes {
     }
 }
 
-/// A MarketDataRequest as the gateway takes it.
+/// A MarketDataRequest as the gateway takes it (decoded on the stack and handled at once:
+/// never stored, so its size does not matter).
+#[allow(clippy::large_enum_variant)]
 pub enum Request<'a> {
     Valid(app::MarketDataRequest<'a>, EntryTypes),
     /// It names an MDEntryType the venue does not publish: answered with a
@@ -334,10 +336,11 @@ impl MarketData {
             });
         }
         self.books.retain(|_, b| !b.subscriptions.is_empty());
-        if self.books.is_empty() && self.batches.take().is_some() {
-            if let Some(bell) = &self.bell {
-                self.feed.stop_waking(bell);
-            }
+        if self.books.is_empty()
+            && self.batches.take().is_some()
+            && let Some(bell) = &self.bell
+        {
+            self.feed.stop_waking(bell);
         }
         found
     }
