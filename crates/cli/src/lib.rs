@@ -6,6 +6,7 @@ pub mod bench_recovery;
 pub mod fix;
 pub mod fix_bench;
 pub mod fix_loadgen;
+pub mod fix_md_bench;
 pub mod huge_pages;
 pub mod journal;
 pub mod loadgen;

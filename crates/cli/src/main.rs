@@ -85,6 +85,9 @@ enum BenchCmd {
     /// WebSocket fan-out: many subscribers to one book stream at a fixed rate of L2 updates,
     /// delivery latency percentiles
     Ws(rialto_cli::ws_bench::WsBenchArgs),
+    /// FIX market data (X) against the WebSocket feed (diffs): latency from each order's
+    /// sequencer time, p50/p99, in one server
+    FixMd(rialto_cli::fix_md_bench::FixMdBenchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -208,6 +211,9 @@ fn main() -> ExitCode {
         }
         Cmd::Bench(BenchCmd::Ws(args)) => {
             rialto_cli::ws_bench::run(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Bench(BenchCmd::FixMd(args)) => {
+            rialto_cli::fix_md_bench::run(&args).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Bench(BenchCmd::Fix(args)) => {
             rialto_cli::fix_bench::run(&args).map(|()| ExitCode::SUCCESS)

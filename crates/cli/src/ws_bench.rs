@@ -75,7 +75,7 @@ struct Totals {
 
 /// One WebSocket frame from the server: (opcode, payload, bytes it took), or `None` when the
 /// buffer does not hold all of it yet.
-fn server_frame(buf: &[u8]) -> anyhow::Result<Option<(u8, &[u8], usize)>> {
+pub(crate) fn server_frame(buf: &[u8]) -> anyhow::Result<Option<(u8, &[u8], usize)>> {
     let [b0, b1, ..] = *buf else { return Ok(None) };
     anyhow::ensure!(
         b0 & 0x80 != 0,
@@ -96,7 +96,7 @@ fn server_frame(buf: &[u8]) -> anyhow::Result<Option<(u8, &[u8], usize)>> {
 }
 
 /// A client's text frame: masked, as RFC 6455 requires of clients.
-fn client_text_frame(text: &str) -> Vec<u8> {
+pub(crate) fn client_text_frame(text: &str) -> Vec<u8> {
     let mask = [0x5a, 0x17, 0xc3, 0x9e];
     let mut frame = vec![0x81];
     match text.len() {

@@ -176,6 +176,9 @@ impl Gateway {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let bell = Bell::for_poll(waker);
         pipeline.outbound.set_bell(bell.clone());
+        if let Some(fix) = &mut fix {
+            fix.set_bell(bell.clone());
+        }
         if let Some(web) = &web {
             web.set_gateway_bell(bell.clone());
         }
@@ -260,7 +263,8 @@ impl Gateway {
                         || self.fix.as_ref().is_some_and(FixGateway::is_waiting)
                         || self.web_waiting.is_some()
                         || self.web.as_ref().is_some_and(|w| w.has_requests());
-                    if !self.pipeline.outbound.is_empty() {
+                    let market_data = self.fix.as_ref().is_some_and(FixGateway::has_market_data);
+                    if !self.pipeline.outbound.is_empty() || market_data {
                         Some(Duration::ZERO)
                     } else if paused || !self.closing.is_empty() {
                         Some(Duration::from_micros(100))

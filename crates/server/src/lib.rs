@@ -311,8 +311,13 @@ pub fn start_with_stop(
             message_log: f.message_log,
             data_dir: data_dir.clone(),
         };
-        let gateway = fix::FixGateway::bind(fix_config, credentials.clone(), instruments)
-            .with_context(|| format!("cannot listen for FIX on {}", f.listen))?;
+        let gateway = fix::FixGateway::bind(
+            fix_config,
+            credentials.clone(),
+            instruments,
+            market_data.clone(),
+        )
+        .with_context(|| format!("cannot listen for FIX on {}", f.listen))?;
         Some(gateway)
     } else {
         None

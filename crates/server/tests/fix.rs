@@ -398,3 +398,456 @@ fn malformed_application_messages_get_session_rejects() {
     assert_eq!(client.expect("8").req(tags::EXEC_TYPE), "0");
     server.shutdown().unwrap();
 }
+
+/// A MarketDataRequest for one symbol: `types` are the MDEntryTypes, one character each.
+fn market_data_request(client: &mut FixClient, md_req_id: &str, request_type: &str, types: &str) {
+    let count = types.len().to_string();
+    let mut fields = vec![
+        (tags::MD_REQ_ID, md_req_id),
+        (tags::SUBSCRIPTION_REQUEST_TYPE, request_type),
+        (tags::MARKET_DEPTH, "0"),
+        (tags::NO_MD_ENTRY_TYPES, count.as_str()),
+    ];
+    for i in 0..types.len() {
+        fields.push((tags::MD_ENTRY_TYPE, &types[i..i + 1]));
+    }
+    fields.extend([(tags::NO_RELATED_SYM, "1"), (tags::SYMBOL, "BTC-USD")]);
+    client.send("V", &fields);
+}
+
+/// The entries of a W or X: (MDUpdateAction or None, MDEntryType, price, size, RptSeq).
+type MdEntry = (Option<String>, String, String, String, Option<u64>);
+
+fn md_entries(msg: &common::fix::Msg) -> Vec<MdEntry> {
+    let mut entries: Vec<MdEntry> = Vec::new();
+    let mut action = None;
+    for (tag, value) in &msg.fields {
+        match *tag {
+            tags::MD_UPDATE_ACTION => action = Some(value.clone()),
+            tags::MD_ENTRY_TYPE => entries.push((
+                action.take(),
+                value.clone(),
+                String::new(),
+                String::new(),
+                None,
+            )),
+            tags::MD_ENTRY_PX => entries.last_mut().unwrap().2 = value.clone(),
+            tags::MD_ENTRY_SIZE => entries.last_mut().unwrap().3 = value.clone(),
+            83 => entries.last_mut().unwrap().4 = Some(value.parse().unwrap()),
+            _ => {}
+        }
+    }
+    entries
+}
+
+#[test]
+fn market_data_sends_only_the_entry_types_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut maker = FixClient::connect(fix_addr(&server), "TRADER4", "FIX.4.4");
+    maker.logon(&server, 4);
+    maker.new_order("M1", "1", "0.005", "101.00");
+    maker.expect("8");
+    maker.new_order("M2", "2", "0.004", "103.00");
+    maker.expect("8");
+
+    let mut watcher = FixClient::connect(fix_addr(&server), "TRADER3", "FIX.4.4");
+    watcher.logon(&server, 3);
+    // Bids only, offers only, trades only.
+    let asked = [("B", "0"), ("O", "1"), ("T", "2")];
+    for (id, types) in asked {
+        market_data_request(&mut watcher, id, "1", types);
+        let snapshot = watcher.expect("W");
+        assert_eq!(snapshot.req(tags::MD_REQ_ID), id);
+        let entries = md_entries(&snapshot);
+        let expected: Vec<(&str, &str)> = match id {
+            "B" => vec![("0", "101.00")],
+            "O" => vec![("1", "103.00")],
+            _ => vec![],
+        };
+        let got: Vec<(&str, &str)> = entries
+            .iter()
+            .map(|e| (e.1.as_str(), e.2.as_str()))
+            .collect();
+        assert_eq!(got, expected, "snapshot of {id}: {snapshot:?}");
+    }
+    // An entry type the venue does not publish (4: opening price): MarketDataRequestReject,
+    // MDReqRejReason 8.
+    market_data_request(&mut watcher, "OPEN", "1", "04");
+    let refused = watcher.expect("Y");
+    assert_eq!(refused.req(tags::MD_REQ_ID), "OPEN");
+    assert_eq!(refused.req(tags::MD_REQ_REJ_REASON), "8");
+
+    // A sell that trades 0.002 at 101 (a trade and a changed bid), then a new offer at 104.
+    let mut seller = FixClient::connect(fix_addr(&server), "TRADER6", "FIX.4.4");
+    seller.logon(&server, 6);
+    seller.new_order("S1", "2", "0.002", "101.00");
+    seller.new_order("S2", "2", "0.001", "104.00");
+    let wanted: [(&str, MdEntry); 3] = [
+        (
+            "B",
+            (
+                Some("1".into()),
+                "0".into(),
+                "101.00".into(),
+                "0.003".into(),
+                Some(1),
+            ),
+        ),
+        (
+            "O",
+            (
+                Some("0".into()),
+                "1".into(),
+                "104.00".into(),
+                "0.001".into(),
+                Some(1),
+            ),
+        ),
+        (
+            "T",
+            (
+                Some("0".into()),
+                "2".into(),
+                "101.00".into(),
+                "0.002".into(),
+                Some(1),
+            ),
+        ),
+    ];
+    let mut seen: Vec<(String, MdEntry)> = Vec::new();
+    while !wanted
+        .iter()
+        .all(|(id, e)| seen.iter().any(|(i, s)| i == id && s == e))
+    {
+        let x = watcher.expect("X");
+        let id = x.req(tags::MD_REQ_ID).to_string();
+        let (_, types) = asked.iter().find(|(i, _)| *i == id).unwrap();
+        for entry in md_entries(&x) {
+            assert_eq!(
+                &entry.1, types,
+                "{id} asked for MDEntryType {types} only: {x:?}"
+            );
+            seen.push((id.clone(), entry));
+        }
+    }
+    // Exactly those: nothing else changed the book or traded.
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    server.shutdown().unwrap();
+}
+
+/// A small deterministic generator (xorshift64*), so that a failure can be rerun.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) % n
+    }
+}
+
+/// The mid price (ticks of 0.01) the random traders trade around.
+const MID: i64 = 10_000;
+
+/// One binary trader placing, crossing, moving and cancelling at random around `MID` until
+/// `stop`; each batch ends with an order whose answer it waits for, so that when it returns
+/// every command it sent has been applied. The client stays open (no cancel on disconnect).
+fn random_trader(
+    server: &RunningServer,
+    user: i64,
+    first_order: i64,
+    stop: &std::sync::atomic::AtomicBool,
+) -> (rialto_client::Client, i64) {
+    use rialto_core::{Side, SymbolId};
+    use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
+    let mut client = common::trader(server, user);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (user * 7919 + first_order) as u64);
+    let mut live: Vec<i64> = Vec::new();
+    let mut next = first_order;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut batch = Vec::new();
+        for _ in 0..10 {
+            let pick = rng.below(100);
+            if live.len() > 30 || (pick < 25 && !live.is_empty()) {
+                let order = live.swap_remove(rng.below(live.len() as u64) as usize);
+                batch.push(ClientMsg::Cancel { order });
+            } else if pick < 35 && !live.is_empty() {
+                let order = live[rng.below(live.len() as u64) as usize];
+                let price = MID - 15 + rng.below(31) as i64;
+                batch.push(ClientMsg::Move { order, price });
+            } else {
+                // Buys and sells overlap by 10 ticks: about a third of them cross.
+                let side = [Side::Buy, Side::Sell][rng.below(2) as usize];
+                let price = match side {
+                    Side::Buy => MID - 15 + rng.below(21) as i64,
+                    Side::Sell => MID - 5 + rng.below(21) as i64,
+                };
+                next += 1;
+                live.push(next);
+                let qty = 1 + rng.below(5) as i64;
+                let order = NewOrder::limit(next, SymbolId(0), side, price, qty);
+                batch.push(ClientMsg::NewOrder(order));
+            }
+        }
+        // The fence: a tiny bid far below, answered after everything before it.
+        next += 1;
+        let fence = next;
+        let order = NewOrder::limit(fence, SymbolId(0), Side::Buy, MID - 100, 1);
+        batch.push(ClientMsg::NewOrder(order));
+        client.send_batch(&batch).unwrap();
+        common::recv_until(
+            &mut client,
+            |m| matches!(m, ServerMsg::Accepted { order, .. } | ServerMsg::Rejected { order, .. } if *order == fence),
+        );
+    }
+    (client, next)
+}
+
+/// A public REST GET, parsed as JSON (a chunked body is joined).
+fn rest_get(addr: SocketAddr, target: &str) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let request = format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, mut rest) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{target}: {head}");
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return serde_json::from_str(rest).unwrap();
+    }
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+        if n == 0 {
+            break;
+        }
+        body.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    serde_json::from_str(&body).unwrap()
+}
+
+/// One subscription's book, rebuilt from its W and X messages, in ticks and lots.
+#[derive(Default)]
+struct RebuiltBook {
+    bids: std::collections::BTreeMap<i64, i64>,
+    asks: std::collections::BTreeMap<i64, i64>,
+    rpt_seq: u64,
+    trades: usize,
+}
+
+impl RebuiltBook {
+    fn units(text: &str, unit: rialto_fix::Decimal) -> i64 {
+        rialto_fix::Decimal::parse(text.as_bytes())
+            .unwrap()
+            .to_units(unit)
+            .unwrap()
+    }
+
+    /// A W: the whole book again.
+    fn snapshot(&mut self, msg: &common::fix::Msg) {
+        self.bids.clear();
+        self.asks.clear();
+        for (_, entry_type, px, size, _) in md_entries(msg) {
+            let (price, qty) = Self::level(&px, &size);
+            let side = match entry_type.as_str() {
+                "0" => &mut self.bids,
+                "1" => &mut self.asks,
+                other => panic!("a snapshot entry of type {other}"),
+            };
+            assert!(side.insert(price, qty).is_none(), "level {price} twice");
+        }
+    }
+
+    fn level(px: &str, size: &str) -> (i64, i64) {
+        (
+            Self::units(px, rialto_fix::Decimal::new(1, 2)),
+            Self::units(size, rialto_fix::Decimal::new(1, 3)),
+        )
+    }
+
+    /// An X: each entry must follow the book (nothing twice, nothing missed) and the last
+    /// RptSeq by one.
+    fn apply(&mut self, msg: &common::fix::Msg) {
+        for (action, entry_type, px, size, rpt_seq) in md_entries(msg) {
+            self.rpt_seq += 1;
+            assert_eq!(rpt_seq, Some(self.rpt_seq), "RptSeq gap: {msg:?}");
+            let (price, qty) = Self::level(&px, &size);
+            let side = match entry_type.as_str() {
+                "0" => &mut self.bids,
+                "1" => &mut self.asks,
+                _ => {
+                    self.trades += 1;
+                    continue;
+                }
+            };
+            match action.as_deref() {
+                Some("0") => assert!(side.insert(price, qty).is_none(), "new level {price} held"),
+                Some("1") => assert!(
+                    side.insert(price, qty).is_some(),
+                    "changed level {price} missing"
+                ),
+                Some("2") => assert!(
+                    side.remove(&price).is_some(),
+                    "deleted level {price} missing"
+                ),
+                other => panic!("MDUpdateAction {other:?}"),
+            }
+        }
+    }
+
+    /// Differences from REST's book.
+    fn differences(&self, rest: &serde_json::Value) -> Vec<String> {
+        let side = |levels: &serde_json::Value| -> std::collections::BTreeMap<i64, i64> {
+            levels
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| (l[0].as_i64().unwrap(), l[1].as_i64().unwrap()))
+                .collect()
+        };
+        let mut out = Vec::new();
+        for (name, mine, theirs) in [
+            ("bids", &self.bids, side(&rest["bids"])),
+            ("asks", &self.asks, side(&rest["asks"])),
+        ] {
+            if *mine != theirs {
+                out.push(format!("{name}: rebuilt {mine:?}, REST {theirs:?}"));
+            }
+        }
+        out
+    }
+}
+
+/// Reads the watcher's next message into the book of its MDReqID.
+fn read_one(watcher: &mut FixClient, books: &mut std::collections::HashMap<String, RebuiltBook>) {
+    let msg = watcher.recv();
+    let Some(book) = msg.get(tags::MD_REQ_ID).and_then(|id| books.get_mut(id)) else {
+        return; // an unsubscribed request's last updates
+    };
+    match msg.msg_type.as_str() {
+        "W" => book.snapshot(&msg),
+        "X" => book.apply(&msg),
+        other => panic!("unexpected {other}: {msg:?}"),
+    }
+}
+
+/// Subscribes, follows and unsubscribes again and again while binary traders trade at random;
+/// at each quiet point every open subscription's W plus X must be exactly REST's book.
+#[test]
+fn market_data_rebuilt_from_w_and_x_is_the_rest_book_at_quiet_points() {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const PHASES: i64 = 3;
+    const SUBSCRIPTIONS_PER_PHASE: usize = 12;
+    const TRADERS: i64 = 2;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |c| {
+        c.web.max_requests_per_sec = 0;
+        c.gateway.max_msgs_per_sec = 0;
+    });
+    let web = server.web_addr.expect("the web API is on by default");
+    let mut watcher = FixClient::connect(fix_addr(&server), "TRADER8", "FIX.4.4");
+    watcher.logon(&server, 8);
+    let mut books: HashMap<String, RebuiltBook> = HashMap::new();
+    // Subscriptions in the order they were opened (the oldest is closed first).
+    let mut open: Vec<String> = Vec::new();
+    let mut subscribed = 0;
+    let mut marker = common::trader(&server, TRADERS + 1);
+    let mut first_orders = [0; TRADERS as usize];
+    let mut trades_seen = 0;
+    for phase in 0..PHASES {
+        let stop = AtomicBool::new(false);
+        let clients = std::thread::scope(|s| {
+            let traders: Vec<_> = (1..=TRADERS)
+                .map(|user| {
+                    let (server, stop) = (&server, &stop);
+                    let first = first_orders[user as usize - 1];
+                    s.spawn(move || random_trader(server, user, first, stop))
+                })
+                .collect();
+            struct StopOnDrop<'a>(&'a AtomicBool);
+            impl Drop for StopOnDrop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::SeqCst);
+                }
+            }
+            let _stop = StopOnDrop(&stop);
+            for _ in 0..SUBSCRIPTIONS_PER_PHASE {
+                subscribed += 1;
+                let id = format!("S{subscribed}");
+                books.insert(id.clone(), RebuiltBook::default());
+                market_data_request(&mut watcher, &id, "1", "012");
+                open.push(id);
+                // Follow the stream for a while, then close the oldest beyond three.
+                for _ in 0..40 {
+                    read_one(&mut watcher, &mut books);
+                }
+                if open.len() > 3 {
+                    let oldest = open.remove(0);
+                    trades_seen += books.remove(&oldest).unwrap().trades;
+                    watcher.send(
+                        "V",
+                        &[
+                            (tags::MD_REQ_ID, oldest.as_str()),
+                            (tags::SUBSCRIPTION_REQUEST_TYPE, "2"),
+                        ],
+                    );
+                }
+            }
+            stop.store(true, Ordering::SeqCst);
+            traders
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        for (i, (_, last)) in clients.iter().enumerate() {
+            first_orders[i] = *last;
+        }
+        // The quiet point: every trader's commands are applied; a marker bid, at a price of
+        // its own, comes after all of them.
+        let marker_price = MID - 200 - phase;
+        marker
+            .place(rialto_wire::NewOrder::limit(
+                phase + 1,
+                rialto_core::SymbolId(0),
+                rialto_core::Side::Buy,
+                marker_price,
+                1,
+            ))
+            .unwrap();
+        common::recv_until(
+            &mut marker,
+            |m| matches!(m, rialto_wire::ServerMsg::Accepted { order, .. } if *order == phase + 1),
+        );
+        while !open
+            .iter()
+            .all(|id| books[id].bids.contains_key(&marker_price))
+        {
+            read_one(&mut watcher, &mut books);
+        }
+        let rest = rest_get(web, "/api/v1/book/BTC-USD?depth=1000");
+        for id in &open {
+            let differences = books[id].differences(&rest);
+            assert!(
+                differences.is_empty(),
+                "phase {phase}, {id}: {differences:?}"
+            );
+        }
+        drop(clients);
+    }
+    trades_seen += open.iter().map(|id| books[id].trades).sum::<usize>();
+    assert_eq!(subscribed, PHASES as usize * SUBSCRIPTIONS_PER_PHASE);
+    assert!(
+        trades_seen > 50,
+        "only {trades_seen} trades: too little trading to prove much"
+    );
+    server.shutdown().unwrap();
+}

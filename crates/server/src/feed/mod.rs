@@ -47,6 +47,9 @@ pub struct MarketData {
     pub epoch_ns: i64,
     /// The last seq the feed has applied.
     applied_seq: AtomicU64,
+    /// Rung after each batch: listeners that sleep in an event loop of their own (the FIX
+    /// gateway) rather than on the broadcast queue.
+    bells: Mutex<Vec<Arc<Bell>>>,
 }
 
 impl MarketData {
@@ -59,6 +62,7 @@ impl MarketData {
             batches,
             epoch_ns,
             applied_seq: AtomicU64::new(engine.last_seq()),
+            bells: Mutex::new(Vec::new()),
         })
     }
 
@@ -70,6 +74,19 @@ impl MarketData {
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Batch>> {
         self.batches.subscribe()
+    }
+
+    /// Rings `bell` after every batch from now on (it rings only a listener that sleeps).
+    pub fn wake_on_batches(&self, bell: &Arc<Bell>) {
+        let mut bells = self.bells.lock().unwrap_or_else(|e| e.into_inner());
+        if !bells.iter().any(|b| Arc::ptr_eq(b, bell)) {
+            bells.push(bell.clone());
+        }
+    }
+
+    pub fn stop_waking(&self, bell: &Arc<Bell>) {
+        let mut bells = self.bells.lock().unwrap_or_else(|e| e.into_inner());
+        bells.retain(|b| !Arc::ptr_eq(b, bell));
     }
 
     /// Sends an empty batch: a listener that waits for batches and is stopping wakes up and
@@ -210,6 +227,9 @@ impl MarketData {
                 updates,
                 ts_ns: oldest_ts.unwrap_or_else(crate::pipeline::now_ns),
             }));
+            for bell in self.bells.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                bell.ring();
+            }
         }
         Ok(n)
     }

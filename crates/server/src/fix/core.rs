@@ -429,7 +429,7 @@ impl Core {
                 let desk = &self.slots[slot].desk;
                 Err(desk.status(m.cl_ord_id, m.symbol, m.side, now))
             }),
-            b"V" => app::MarketDataRequest::decode(frame).map(|m| {
+            b"V" => market_data::decode_request(frame).map(|m| {
                 self.market_data_request(slot, conn, &m, now);
                 Ok(None)
             }),
@@ -482,14 +482,16 @@ impl Core {
         &mut self,
         slot: usize,
         conn: &mut Conn,
-        m: &app::MarketDataRequest<'_>,
+        request: &market_data::Request<'_>,
         now: i64,
     ) {
-        let md_req_id = String::from_utf8_lossy(m.md_req_id).into_owned();
-        if m.subscription_request_type == b'2' {
-            self.market_data.unsubscribe(slot, Some(&md_req_id));
-            return;
-        }
+        let (m, types, md_req_id) = match *request {
+            market_data::Request::Valid(ref m, types) => (Some(m), types, m.md_req_id),
+            market_data::Request::UnsupportedEntryType { md_req_id } => {
+                (None, EntryTypes::default(), md_req_id)
+            }
+        };
+        let md_req_id = String::from_utf8_lossy(md_req_id).into_owned();
         let refuse = |s: &mut Session<FileStore>, out: &mut Vec<u8>, reason: u8, text: &str| {
             let sent = s.send_app(
                 b"Y",
@@ -506,6 +508,18 @@ impl Core {
             }
         };
         let session = &mut self.slots[slot].session;
+        let Some(m) = m else {
+            return refuse(
+                session,
+                &mut conn.output,
+                market_data::UNSUPPORTED_ENTRY_TYPE,
+                "only bids (0), offers (1) and trades (2) are published",
+            );
+        };
+        if m.subscription_request_type == b'2' {
+            self.market_data.unsubscribe(slot, Some(&md_req_id));
+            return;
+        }
         if !matches!(m.subscription_request_type, b'0' | b'1') {
             // MDReqRejReason 4: unsupported SubscriptionRequestType.
             return refuse(
@@ -524,21 +538,32 @@ impl Core {
             }
         }
         let depth = usize::try_from(m.market_depth).unwrap_or(0);
+        let mut publishes = std::mem::take(&mut self.publishes);
         for symbol in symbols {
-            self.market_data.subscribe(
-                symbol,
-                Subscription {
-                    slot,
-                    md_req_id: md_req_id.clone(),
-                    depth,
-                    book: m.bids_and_offers,
-                    trades: m.trades,
-                    updates: m.subscription_request_type == b'1',
-                    fresh: true,
-                    rpt_seq: 0,
-                },
+            let sub = Subscription {
+                slot,
+                md_req_id: md_req_id.clone(),
+                depth,
+                types,
+                rpt_seq: 0,
+                stalled: false,
+            };
+            match m.subscription_request_type {
+                b'1' => self.market_data.subscribe(symbol, sub, &mut publishes),
+                _ => self.market_data.snapshot_once(symbol, &sub, &mut publishes),
+            }
+        }
+        // Only this session's snapshots: straight into its connection.
+        for p in publishes.drain(..) {
+            debug_assert_eq!(p.slot(), slot);
+            write_market_data(
+                &mut self.slots[slot],
+                &self.instruments,
+                p,
+                &mut conn.output,
             );
         }
+        self.publishes = publishes;
     }
 }
 

@@ -2,8 +2,9 @@
 //! users, feeding the same pipeline as the binary gateway (docs/fix.md).
 //!
 //! It runs on the gateway's thread, inside its event loop: the binary [`crate::gateway`]
-//! hands it the FIX listener's and connections' events, the replies for FIX sessions, and
-//! every fill and cancel (for the market data it publishes). A FIX session ("slot") outlives
+//! hands it the FIX listener's and connections' events, the replies for FIX sessions and
+//! their users' fills and cancels; market data comes from the market data thread's feed
+//! (market_data.rs). A FIX session ("slot") outlives
 //! its connections: replies and fills that arrive while it is disconnected are stored with
 //! their sequence numbers and reach the client by resend after its next Logon.
 
@@ -22,32 +23,31 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::{Interest, Registry, Token};
-use rialto_core::{Command, SymbolId, UserId};
+use rialto_core::{SymbolId, UserId};
 use rialto_fix::app::{self, ExecutionReport};
 use rialto_fix::session::{
     BusinessReject, FileStore, Logon, MessageLog, MessageStore, Outcome, Reject, Session,
     SessionConfig, business_reject_reason,
 };
 use rialto_fix::{Decimal, Frame, MessageWriter, Version, next_frame, tags};
-use rialto_wire::{Liquidity, ServerMsg};
+use rialto_wire::ServerMsg;
 
 use crate::admission::{
     LOG_EVERY, LogLimiter, LoginThrottle, PRUNE_EVERY, PeerKey, PreAuthBudget, ThrottleSettings,
     Throttled,
 };
 use crate::auth::Credentials;
+use crate::idle::Bell;
 use crate::pipeline::{Op, Pipeline, Reply, Request, SessionId, now_ns};
 use crate::sockets::{Filled, TokenBucket, Transport, fill, write_pending};
 use instruments::{Instrument, Instruments};
-use market_data::{MarketData, Publish, Subscription};
+use market_data::{EntryTypes, MarketData, Publish, Subscription};
 use orders::{ClOrdId, Execution, OrderDesk, Report, ToEngine, side_char};
 
 /// Pipeline session ids of FIX sessions are `FIX_SESSION_BASE + slot`.
 pub const FIX_SESSION_BASE: SessionId = 1 << 48;
-/// The FIX gateway's own queries (books for market data, the symbol list).
+/// The FIX gateway's own queries (the symbol list).
 pub const FIX_SERVICE_SESSION: SessionId = FIX_SESSION_BASE - 1;
-/// How often subscribed books are compared with the engine's.
-const BOOK_POLL: Duration = Duration::from_millis(5);
 /// How often session timers run (heartbeats, test requests, logon and logout deadlines).
 const TIMER_TICK: Duration = Duration::from_millis(50);
 /// Requests may only be taken from a connection while the inbound ring has this much room
@@ -155,7 +155,6 @@ pub struct FixGateway {
     scratch: Vec<SessionId>,
     /// Output of a slot with no connection (its messages are stored, not written).
     offline: Vec<u8>,
-    last_book_poll: Instant,
     last_timer: Instant,
     symbols_stale: bool,
     /// An accept failed: try again at the next housekeeping.
@@ -184,10 +183,12 @@ fn output_of<'a>(
 }
 
 impl FixGateway {
+    /// `feed` is the market data thread's outlet, which FIX market data is served from.
     pub fn bind(
         config: FixConfig,
         credentials: Arc<Credentials>,
         instruments: Instruments,
+        feed: Arc<crate::feed::MarketData>,
     ) -> io::Result<FixGateway> {
         let listener = crate::sockets::listen_mio(config.listen)?;
         std::fs::create_dir_all(config.data_dir.join("fix"))?;
@@ -204,7 +205,7 @@ impl FixGateway {
                 slots: Vec::new(),
                 slot_index: HashMap::new(),
                 instruments,
-                market_data: MarketData::default(),
+                market_data: MarketData::new(feed),
                 deferred: VecDeque::new(),
                 reports: Vec::new(),
                 publishes: Vec::new(),
@@ -217,10 +218,6 @@ impl FixGateway {
             dirty: Vec::new(),
             scratch: Vec::new(),
             offline: Vec::new(),
-            // The first tick asks for the symbol list at once.
-            last_book_poll: Instant::now()
-                .checked_sub(BOOK_POLL)
-                .unwrap_or_else(Instant::now),
             last_timer: Instant::now(),
             // Symbols added since the engine was recovered (the demo set-up) come with the
             // first refresh.
@@ -232,6 +229,12 @@ impl FixGateway {
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The bell of the gateway's event loop: the feed rings it after each batch while a FIX
+    /// market data subscription is open.
+    pub fn set_bell(&mut self, bell: Arc<Bell>) {
+        self.core.market_data.set_bell(bell);
     }
 
     pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
@@ -459,19 +462,8 @@ impl FixGateway {
     /// A reply for a FIX session or for the gateway's own queries.
     pub fn on_reply(&mut self, id: SessionId, msg: &ServerMsg) {
         if id == FIX_SERVICE_SESSION {
-            match msg {
-                ServerMsg::Book {
-                    symbol, bids, asks, ..
-                } => {
-                    let mut publishes = std::mem::take(&mut self.core.publishes);
-                    self.core
-                        .market_data
-                        .on_book(*symbol, bids, asks, &mut publishes);
-                    self.publish(&mut publishes);
-                    self.core.publishes = publishes;
-                }
-                ServerMsg::SymbolList { symbols, .. } => self.core.instruments.refresh(symbols),
-                _ => {}
+            if let ServerMsg::SymbolList { symbols, .. } = msg {
+                self.core.instruments.refresh(symbols);
             }
             return;
         }
@@ -519,7 +511,7 @@ impl FixGateway {
         self.core.reports = reports;
     }
 
-    /// A message for a user's sessions (fills and cancels), and every fill for market data.
+    /// A message for a user's sessions (fills and cancels).
     pub fn on_user_message(&mut self, user: UserId, msg: &ServerMsg, pipeline: &mut Pipeline) {
         let mut reports = std::mem::take(&mut self.core.reports);
         for slot in 0..self.core.slots.len() {
@@ -557,58 +549,25 @@ impl FixGateway {
         self.core.reports = reports;
     }
 
-    /// Every message the engine sends passes here once: fills feed the trade stream, and any
-    /// order event may have changed a book.
+    /// Every message the engine sends passes here once: a change of the symbols refreshes
+    /// the list.
     pub fn observe(&mut self, msg: &ServerMsg) {
-        match *msg {
-            ServerMsg::Trade {
-                symbol,
-                price,
-                qty,
-                liquidity: Liquidity::Taker,
-                ..
-            } => {
-                let mut publishes = std::mem::take(&mut self.core.publishes);
-                self.core
-                    .market_data
-                    .on_trade(symbol, price, qty, &mut publishes);
-                self.publish(&mut publishes);
-                self.core.publishes = publishes;
-            }
-            ServerMsg::Accepted { .. } | ServerMsg::Cancelled { .. } => {
-                self.core.market_data.mark_all_dirty()
-            }
-            ServerMsg::AdminResult { result: Ok(()), .. } => self.symbols_stale = true,
-            _ => {}
+        if let ServerMsg::AdminResult { result: Ok(()), .. } = msg {
+            self.symbols_stale = true;
         }
     }
 
-    /// Timers, market data polls, the symbol list refresh. Returns work done.
+    /// Market data from the feed, timers, the symbol list refresh. Returns work done.
     pub fn tick(&mut self, pipeline: &mut Pipeline, registry: &Registry) -> usize {
-        let mut work = 0;
-        if self.last_book_poll.elapsed() >= BOOK_POLL {
-            self.last_book_poll = Instant::now();
-            let mut symbols = Vec::new();
-            self.core.market_data.books_to_ask(&mut symbols);
-            for symbol in symbols {
-                let depth = market_data::MAX_DEPTH as i64;
-                let request = Request {
-                    session: FIX_SERVICE_SESSION,
-                    reply: Reply::Book { request: 0 },
-                    op: Op::Command(Command::Book { symbol, depth }),
-                };
-                self.core.push_request(request, pipeline);
-                work += 1;
-            }
-            if self.symbols_stale {
-                self.symbols_stale = false;
-                let request = Request {
-                    session: FIX_SERVICE_SESSION,
-                    reply: Reply::Symbols { request: 0 },
-                    op: Op::ListSymbols,
-                };
-                self.core.push_request(request, pipeline);
-            }
+        let work = self.pump_market_data();
+        if self.symbols_stale {
+            self.symbols_stale = false;
+            let request = Request {
+                session: FIX_SERVICE_SESSION,
+                reply: Reply::Symbols { request: 0 },
+                op: Op::ListSymbols,
+            };
+            self.core.push_request(request, pipeline);
         }
         if self.last_timer.elapsed() >= TIMER_TICK {
             self.last_timer = Instant::now();
@@ -725,12 +684,18 @@ impl FixGateway {
         })
     }
 
-    /// Something waits for room in the inbound ring: look again soon.
     /// Open FIX connections.
     pub fn connection_count(&self) -> usize {
         self.conns.len()
     }
 
+    /// Feed batches wait for the next turn of the loop (checked after the gateway announced
+    /// that it sleeps: one that arrives later rings its bell).
+    pub fn has_market_data(&self) -> bool {
+        self.core.market_data.has_batches()
+    }
+
+    /// Something waits for room in the inbound ring: look again soon.
     pub fn is_waiting(&self) -> bool {
         !self.core.deferred.is_empty()
             || self.conns.values().any(|c| c.paused)
@@ -790,69 +755,25 @@ impl FixGateway {
         }
     }
 
-    fn publish(&mut self, publishes: &mut Vec<Publish>) {
+    /// Takes the feed's batches that arrived and sends what they changed to the subscribers.
+    fn pump_market_data(&mut self) -> usize {
+        let mut publishes = std::mem::take(&mut self.core.publishes);
+        let (conns, slots) = (&self.conns, &self.core.slots);
+        let backlog = |slot: usize| {
+            slots[slot]
+                .conn
+                .and_then(|id| conns.get(&id))
+                .map_or(0, |c| c.output.len() - c.output_pos)
+        };
+        let batches = self.core.market_data.pump(backlog, &mut publishes);
         for p in publishes.drain(..) {
-            let (slot, symbol) = match &p {
-                Publish::Snapshot { slot, symbol, .. }
-                | Publish::Incremental { slot, symbol, .. } => (*slot, *symbol),
-            };
-            let Some(instrument) = self.core.instruments.by_id(symbol).copied() else {
-                continue;
-            };
-            let version = self.core.slots[slot].version;
+            let slot = p.slot();
             let conn = self.core.slots[slot].conn;
             let out = output_of(&mut self.conns, &mut self.offline, &mut self.dirty, conn);
-            let session = &mut self.core.slots[slot].session;
-            let now = now_ns();
-            let result = match p {
-                Publish::Snapshot {
-                    md_req_id,
-                    bids,
-                    asks,
-                    ..
-                } => session.send_app(
-                    b"W",
-                    now,
-                    |w| {
-                        w.str(tags::MD_REQ_ID, md_req_id.as_bytes());
-                        w.str(tags::SYMBOL, instrument.name().as_bytes());
-                        w.uint(tags::NO_MD_ENTRIES, (bids.len() + asks.len()) as u64);
-                        for (entry_type, levels) in [(b'0', &bids), (b'1', &asks)] {
-                            for l in levels.iter() {
-                                w.char(tags::MD_ENTRY_TYPE, entry_type);
-                                w.decimal(tags::MD_ENTRY_PX, instrument.price(l.price));
-                                w.decimal(tags::MD_ENTRY_SIZE, instrument.qty(l.qty));
-                            }
-                        }
-                    },
-                    out,
-                ),
-                Publish::Incremental {
-                    md_req_id, entries, ..
-                } => session.send_app(
-                    b"X",
-                    now,
-                    |w| {
-                        w.str(tags::MD_REQ_ID, md_req_id.as_bytes());
-                        w.uint(tags::NO_MD_ENTRIES, entries.len() as u64);
-                        for e in &entries {
-                            w.char(tags::MD_UPDATE_ACTION, e.action);
-                            w.char(tags::MD_ENTRY_TYPE, e.entry_type);
-                            w.str(tags::SYMBOL, instrument.name().as_bytes());
-                            w.decimal(tags::MD_ENTRY_PX, instrument.price(e.price_ticks));
-                            w.decimal(tags::MD_ENTRY_SIZE, instrument.qty(e.qty_lots));
-                            if version != Version::Fix42 {
-                                w.uint(RPT_SEQ, e.rpt_seq);
-                            }
-                        }
-                    },
-                    out,
-                ),
-            };
-            if let Err(e) = result {
-                tracing::error!("FIX store: {e}");
-            }
+            write_market_data(&mut self.core.slots[slot], &self.core.instruments, p, out);
         }
+        self.core.publishes = publishes;
+        batches
     }
 
     fn send_security_list(&mut self, slot: usize, req_id: &str) {
@@ -891,6 +812,64 @@ impl FixGateway {
             let out = output_of(&mut self.conns, &mut self.offline, &mut self.dirty, conn);
             self.core.send_report(slot, &report, out);
         }
+    }
+}
+
+/// Writes one market data message (W or X) of a slot's session into `out`.
+fn write_market_data(slot: &mut Slot, instruments: &Instruments, p: Publish, out: &mut Vec<u8>) {
+    let Some(instrument) = instruments.by_id(p.symbol()).copied() else {
+        return;
+    };
+    let version = slot.version;
+    let session = &mut slot.session;
+    let now = now_ns();
+    let result = match p {
+        Publish::Snapshot {
+            md_req_id,
+            bids,
+            asks,
+            ..
+        } => session.send_app(
+            b"W",
+            now,
+            |w| {
+                w.str(tags::MD_REQ_ID, md_req_id.as_bytes());
+                w.str(tags::SYMBOL, instrument.name().as_bytes());
+                w.uint(tags::NO_MD_ENTRIES, (bids.len() + asks.len()) as u64);
+                for (entry_type, levels) in [(b'0', &bids), (b'1', &asks)] {
+                    for l in levels.iter() {
+                        w.char(tags::MD_ENTRY_TYPE, entry_type);
+                        w.decimal(tags::MD_ENTRY_PX, instrument.price(l.price));
+                        w.decimal(tags::MD_ENTRY_SIZE, instrument.qty(l.qty));
+                    }
+                }
+            },
+            out,
+        ),
+        Publish::Incremental {
+            md_req_id, entries, ..
+        } => session.send_app(
+            b"X",
+            now,
+            |w| {
+                w.str(tags::MD_REQ_ID, md_req_id.as_bytes());
+                w.uint(tags::NO_MD_ENTRIES, entries.len() as u64);
+                for e in &entries {
+                    w.char(tags::MD_UPDATE_ACTION, e.action);
+                    w.char(tags::MD_ENTRY_TYPE, e.entry_type);
+                    w.str(tags::SYMBOL, instrument.name().as_bytes());
+                    w.decimal(tags::MD_ENTRY_PX, instrument.price(e.price_ticks));
+                    w.decimal(tags::MD_ENTRY_SIZE, instrument.qty(e.qty_lots));
+                    if version != Version::Fix42 {
+                        w.uint(RPT_SEQ, e.rpt_seq);
+                    }
+                }
+            },
+            out,
+        ),
+    };
+    if let Err(e) = result {
+        tracing::error!("FIX store: {e}");
     }
 }
 
