@@ -514,6 +514,17 @@ impl<S: MessageStore> Session<S> {
         self.default_appl_version
     }
 
+    /// The application version of a message of theirs: on FIXT.1.1, the one its ApplVerID
+    /// (1128) names, or [`Session::default_appl_version`] without one; a FIX 4.x session's own.
+    /// `None` for an ApplVerID other than 7, 8 or 9: the caller rejects the message (reason 5,
+    /// tag 1128).
+    pub fn appl_version_of(&self, frame: &Frame<'_>) -> Option<ApplVersion> {
+        match frame.get(tags::APPL_VER_ID) {
+            Some(id) if self.config.version == Version::Fixt11 => ApplVersion::over_fixt(id),
+            _ => Some(self.default_appl_version),
+        }
+    }
+
     /// The HeartBtInt agreed at Logon, in seconds (0 before Logon or when none).
     pub fn heart_bt_int_s(&self) -> u32 {
         (self.heart_bt_int_ns / 1_000_000_000) as u32

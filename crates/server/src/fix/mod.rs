@@ -28,7 +28,7 @@ use rialto_fix::session::{
     BusinessReject, FileStore, Logon, MessageLog, MessageStore, Outcome, Reject, Session,
     SessionConfig, business_reject_reason,
 };
-use rialto_fix::{Decimal, Frame, MessageWriter, Version, next_frame, tags};
+use rialto_fix::{ApplVersion, Decimal, Frame, MessageWriter, Version, next_frame, tags};
 use rialto_wire::{Liquidity, ServerMsg};
 
 use crate::admission::{
@@ -94,7 +94,6 @@ pub struct SessionBinding {
 /// One FIX session: a (SenderCompID, version) pair, with its sequence numbers and orders.
 struct Slot {
     name: String,
-    version: Version,
     user: UserId,
     cancel_on_disconnect: bool,
     session: Session<FileStore>,
@@ -799,7 +798,7 @@ impl FixGateway {
             let Some(instrument) = self.core.instruments.by_id(symbol).copied() else {
                 continue;
             };
-            let version = self.core.slots[slot].version;
+            let version = self.core.slots[slot].session.default_appl_version();
             let conn = self.core.slots[slot].conn;
             let out = output_of(&mut self.conns, &mut self.offline, &mut self.dirty, conn);
             let session = &mut self.core.slots[slot].session;
@@ -841,7 +840,8 @@ impl FixGateway {
                             w.str(tags::SYMBOL, instrument.name().as_bytes());
                             w.decimal(tags::MD_ENTRY_PX, instrument.price(e.price_ticks));
                             w.decimal(tags::MD_ENTRY_SIZE, instrument.qty(e.qty_lots));
-                            if version != Version::Fix42 {
+                            // RptSeq came with FIX 4.4.
+                            if version >= ApplVersion::Fix44 {
                                 w.uint(RPT_SEQ, e.rpt_seq);
                             }
                         }
