@@ -415,11 +415,19 @@ fn every_version_logs_on_and_is_echoed() {
     let mut c = FixClient::connect(acceptor.addr, "FIXT.1.1");
     c.send(
         "A",
-        &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30"), (tags::DEFAULT_APPL_VER_ID, "6")],
+        &[
+            (tags::ENCRYPT_METHOD, "0"),
+            (tags::HEART_BT_INT, "30"),
+            (tags::DEFAULT_APPL_VER_ID, "6"),
+        ],
     );
     let logout = c.recv();
     assert_eq!(logout.msg_type, "5");
-    assert!(logout.req(tags::TEXT).contains("DefaultApplVerID (1137) 6 not supported"));
+    assert!(
+        logout
+            .req(tags::TEXT)
+            .contains("DefaultApplVerID (1137) 6 not supported")
+    );
 }
 
 #[test]

@@ -905,9 +905,19 @@ mod tests {
                 version >= ApplVersion::Fix43,
                 "{version:?}"
             );
-            assert_eq!(frame.get(tags::ORDER_QTY).is_some(), version <= ApplVersion::Fix41);
+            assert_eq!(
+                frame.get(tags::ORDER_QTY).is_some(),
+                version <= ApplVersion::Fix41
+            );
             let transact_time = frame.get(tags::TRANSACT_TIME).unwrap();
-            assert_eq!(transact_time.len(), if version <= ApplVersion::Fix41 { 17 } else { 21 });
+            assert_eq!(
+                transact_time.len(),
+                if version <= ApplVersion::Fix41 {
+                    17
+                } else {
+                    21
+                }
+            );
 
             let bytes = written(version, b"9", |w| cancel_reject.write(version, w));
             let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
@@ -916,7 +926,10 @@ mod tests {
                 frame.get(tags::CXL_REJ_REASON).is_some(),
                 version >= ApplVersion::Fix44
             );
-            assert_eq!(frame.get(tags::ORIG_CL_ORD_ID).is_some(), version >= ApplVersion::Fix41);
+            assert_eq!(
+                frame.get(tags::ORIG_CL_ORD_ID).is_some(),
+                version >= ApplVersion::Fix41
+            );
         }
     }
 }

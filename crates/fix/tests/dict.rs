@@ -53,7 +53,11 @@ fn samples(version: ApplVersion) -> Vec<(&'static str, String)> {
     let v42 = version == ApplVersion::Fix42;
     let v50 = version >= ApplVersion::Fix50;
     let exec_trans = if v42 { "20=0|" } else { "" };
-    let handl_inst = if version <= ApplVersion::Fix43 { "21=1|" } else { "" };
+    let handl_inst = if version <= ApplVersion::Fix43 {
+        "21=1|"
+    } else {
+        ""
+    };
     let mut out = vec![
         ("0", String::new()),
         ("0", "112=TEST1|".to_string()),
@@ -124,7 +128,11 @@ fn samples(version: ApplVersion) -> Vec<(&'static str, String)> {
                 "r",
                 format!(
                     "{}37=0|530=7|531=7|533=4|",
-                    if version >= ApplVersion::Fix50Sp1 { "1369=MA1|11=MC1|" } else { "11=MC1|" }
+                    if version >= ApplVersion::Fix50Sp1 {
+                        "1369=MA1|11=MC1|"
+                    } else {
+                        "11=MC1|"
+                    }
                 ),
             ),
             ("x", "320=SL1|559=4|".to_string()),
@@ -193,7 +201,10 @@ fn the_scope_is_as_documented() {
         dict::field(ApplVersion::Fix50Sp2, 1137).unwrap().name,
         "DefaultApplVerID"
     );
-    assert_eq!(dict::field(ApplVersion::Fix50Sp2, 44).unwrap().kind, Kind::Price);
+    assert_eq!(
+        dict::field(ApplVersion::Fix50Sp2, 44).unwrap().kind,
+        Kind::Price
+    );
 }
 
 /// For every message in every dictionary, a message holding exactly its required fields (and
@@ -551,7 +562,10 @@ fn data_fields_may_hold_soh() {
         Some(96),
     );
     // FIX 4.2 types RawDataLength as INT; it still announces RawData.
-    assert_eq!(app(ApplVersion::Fix42, "A", "98=0|108=30|95=3|96=a|b|"), Ok(()));
+    assert_eq!(
+        app(ApplVersion::Fix42, "A", "98=0|108=30|95=3|96=a|b|"),
+        Ok(())
+    );
 }
 
 /// Messages as QuickFIX/J 2.3.2 writes them (header fields in its order, body fields in tag
@@ -662,9 +676,18 @@ fn fix_40_and_41_messages_pass_as_those_versions_define_them() {
             ("4", "123=Y|36=10|".to_string()),
             ("5", "58=bye|".to_string()),
             ("A", "98=0|108=30|".to_string()),
-            ("D", "11=ORD1|21=1|55=BTC-USD|54=1|38=5|40=2|44=100.25|59=1|".to_string()),
-            ("F", format!("41=ORD1|11=ORD2|{cxl_type}55=BTC-USD|54=1|38=5|")),
-            ("G", "41=ORD1|11=ORD3|21=1|55=BTC-USD|54=2|38=7|40=2|44=101|".to_string()),
+            (
+                "D",
+                "11=ORD1|21=1|55=BTC-USD|54=1|38=5|40=2|44=100.25|59=1|".to_string(),
+            ),
+            (
+                "F",
+                format!("41=ORD1|11=ORD2|{cxl_type}55=BTC-USD|54=1|38=5|"),
+            ),
+            (
+                "G",
+                "41=ORD1|11=ORD3|21=1|55=BTC-USD|54=2|38=7|40=2|44=101|".to_string(),
+            ),
             ("H", "11=ORD1|55=BTC-USD|54=1|".to_string()),
             ("8", format!("{report}60=20261122-10:00:00|")),
             ("9", cancel_reject.to_string()),
@@ -702,7 +725,9 @@ fn each_version_defines_its_own_message_types() {
     let market_data = ["V", "W", "X", "Y"];
     let later = ["q", "r", "x", "y"];
     for version in ApplVersion::ALL {
-        for t in ["0", "1", "2", "3", "4", "5", "A", "D", "F", "G", "H", "8", "9"] {
+        for t in [
+            "0", "1", "2", "3", "4", "5", "A", "D", "F", "G", "H", "8", "9",
+        ] {
             assert_eq!(
                 dict::msg_type_status(version, t.as_bytes()),
                 MsgTypeStatus::InScope,
@@ -716,7 +741,11 @@ fn each_version_defines_its_own_message_types() {
             } else {
                 MsgTypeStatus::InScope
             };
-            assert_eq!(dict::msg_type_status(version, t.as_bytes()), expected, "{version:?} {t}");
+            assert_eq!(
+                dict::msg_type_status(version, t.as_bytes()),
+                expected,
+                "{version:?} {t}"
+            );
         }
         for t in later {
             let expected = if version < ApplVersion::Fix43 {
@@ -724,10 +753,17 @@ fn each_version_defines_its_own_message_types() {
             } else {
                 MsgTypeStatus::InScope
             };
-            assert_eq!(dict::msg_type_status(version, t.as_bytes()), expected, "{version:?} {t}");
+            assert_eq!(
+                dict::msg_type_status(version, t.as_bytes()),
+                expected,
+                "{version:?} {t}"
+            );
         }
         // NewOrderList: defined everywhere, not in Rialto's scope.
-        assert_eq!(dict::msg_type_status(version, b"E"), MsgTypeStatus::OutOfScope);
+        assert_eq!(
+            dict::msg_type_status(version, b"E"),
+            MsgTypeStatus::OutOfScope
+        );
     }
     rejected(
         app(ApplVersion::Fix41, "V", "262=MD1|263=1|264=10|"),

@@ -113,7 +113,11 @@ fn walk(input: &[u8]) {
 /// give (apart from data fields, which only the validator reads by their length): the same
 /// order, or the same dictionary violation, or a decoding error too (with several faults in
 /// one message the two may name different ones).
-fn validated_decode_agrees(version: ApplVersion, frame: &Frame<'_>, checked: Result<(), Violation>) {
+fn validated_decode_agrees(
+    version: ApplVersion,
+    frame: &Frame<'_>,
+    checked: Result<(), Violation>,
+) {
     let has_data = frame.fields().flatten().any(|f| {
         dict::field(version, f.tag).is_some_and(|d| matches!(d.kind, Kind::Data | Kind::XmlData))
     });

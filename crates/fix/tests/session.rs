@@ -327,7 +327,11 @@ fn logon_with_reset_seq_num_flag_resets_both_sides() {
 #[test]
 fn fixt_logon_takes_default_appl_ver_id_7_8_or_9() {
     let mut h = Harness::new(Version::Fixt11);
-    let without = h.msg("A", 1, &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")]);
+    let without = h.msg(
+        "A",
+        1,
+        &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")],
+    );
     assert_eq!(h.feed(&without), Outcome::Disconnect);
     let out = h.take();
     assert_eq!(

@@ -423,7 +423,9 @@ fn every_version_logs_on_trades_and_cancels() {
     ];
     for (n, (begin, version, comp_id, user)) in cases.into_iter().enumerate() {
         let valid = |msg: &common::fix::Msg| {
-            let (frame, _) = rialto_fix::next_frame(&msg.bytes, 1 << 20).unwrap().unwrap();
+            let (frame, _) = rialto_fix::next_frame(&msg.bytes, 1 << 20)
+                .unwrap()
+                .unwrap();
             let checked = rialto_fix::dict::validate(version, &frame);
             assert_eq!(checked, Ok(()), "{version:?}: {msg:?}");
         };
@@ -432,7 +434,7 @@ fn every_version_logs_on_trades_and_cancels() {
         let logon = buyer.logon(&server, user);
         assert_eq!(
             logon.get(tags::DEFAULT_APPL_VER_ID),
-            (begin == "FIXT.1.1").then(|| buyer.default_appl_ver_id)
+            (begin == "FIXT.1.1").then_some(buyer.default_appl_ver_id)
         );
         let old = version <= ApplVersion::Fix41;
         let order = |client: &mut FixClient, cl_ord_id: &str, side: &str, old: bool| {
@@ -458,9 +460,18 @@ fn every_version_logs_on_trades_and_cancels() {
         let new = buyer.expect("8");
         valid(&new);
         assert_eq!(new.req(tags::ORD_STATUS), "0", "{new:?}");
-        assert_eq!(new.get(tags::EXEC_TRANS_TYPE).is_some(), version <= ApplVersion::Fix42);
-        assert_eq!(new.get(tags::EXEC_TYPE).is_some(), version >= ApplVersion::Fix41);
-        assert_eq!(new.get(tags::LEAVES_QTY).is_some(), version >= ApplVersion::Fix41);
+        assert_eq!(
+            new.get(tags::EXEC_TRANS_TYPE).is_some(),
+            version <= ApplVersion::Fix42
+        );
+        assert_eq!(
+            new.get(tags::EXEC_TYPE).is_some(),
+            version >= ApplVersion::Fix41
+        );
+        assert_eq!(
+            new.get(tags::LEAVES_QTY).is_some(),
+            version >= ApplVersion::Fix41
+        );
         assert_eq!(new.get(198).is_some(), version >= ApplVersion::Fix41);
 
         let sell = format!("S{n}");
@@ -520,7 +531,12 @@ fn every_version_logs_on_trades_and_cancels() {
             // A message's ApplVerID picks its dictionary; one not offered is refused.
             buyer.send(
                 "H",
-                &[(1128, "6"), (tags::CL_ORD_ID, &buy), (tags::SIDE, "1"), (tags::SYMBOL, "BTC-USD")],
+                &[
+                    (1128, "6"),
+                    (tags::CL_ORD_ID, &buy),
+                    (tags::SIDE, "1"),
+                    (tags::SYMBOL, "BTC-USD"),
+                ],
             );
             let reject = buyer.expect("3");
             assert_eq!((reject.req(373), reject.req(371)), ("5", "1128"));

@@ -16,8 +16,8 @@
 //! supported here. [`crate::Frame::fields`] and [`crate::Frame::get`] split at every SOH and
 //! do not support it.
 
-use crate::SOH;
 use crate::ApplVersion;
+use crate::SOH;
 use crate::parse::{Field, Frame, parse_int, parse_uint};
 
 use super::{

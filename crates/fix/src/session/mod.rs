@@ -156,7 +156,6 @@ pub mod business_reject_reason {
     pub const NOT_AUTHORIZED: u32 = 6;
 }
 
-
 /// How one session behaves. [`SessionConfig::new`] fills in the defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionConfig {

@@ -443,19 +443,17 @@ impl Core {
                 Ok(None)
             }),
             // Validation has rejected it in a version without it (FIX 4.2 and before).
-            b"x" => {
-                app::SecurityListRequest::decode(frame).map(|m| {
-                    let req_id = String::from_utf8_lossy(m.security_req_id).into_owned();
-                    self.slots[slot].security_lists.push_back(req_id);
-                    let request = Request {
-                        session: FIX_SESSION_BASE + slot as SessionId,
-                        reply: Reply::Symbols { request: 0 },
-                        op: Op::ListSymbols,
-                    };
-                    self.push_request(request, pipeline);
-                    Ok(None)
-                })
-            }
+            b"x" => app::SecurityListRequest::decode(frame).map(|m| {
+                let req_id = String::from_utf8_lossy(m.security_req_id).into_owned();
+                self.slots[slot].security_lists.push_back(req_id);
+                let request = Request {
+                    session: FIX_SESSION_BASE + slot as SessionId,
+                    reply: Reply::Symbols { request: 0 },
+                    op: Op::ListSymbols,
+                };
+                self.push_request(request, pipeline);
+                Ok(None)
+            }),
             other => {
                 let r = BusinessReject {
                     ref_seq_num: ref_seq,

@@ -86,10 +86,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Application messages are checked against the data dictionary of their version (on
 /// FIXT.1.1, the one their ApplVerID or the Logon's DefaultApplVerID names), as the QuickFIX
 /// acceptance scripts expect (their 14x cases: bad tags, missing fields, values out of range).
-pub fn validate_app(
-    session: &Session<MemoryStore>,
-    frame: &Frame<'_>,
-) -> Result<(), app::Invalid> {
+pub fn validate_app(session: &Session<MemoryStore>, frame: &Frame<'_>) -> Result<(), app::Invalid> {
     let version = session.appl_version_of(frame).ok_or(app::Invalid {
         reason: reject_reason::VALUE_INCORRECT,
         ref_tag: tags::APPL_VER_ID,
