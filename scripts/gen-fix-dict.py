@@ -7,11 +7,14 @@ which derived them from the FIX Protocol repository. They are not checked in. To
     mvn -q dependency:get -Dartifact=org.quickfixj:quickfixj-core:2.3.2
     mkdir -p /tmp/fixdict && cd /tmp/fixdict && unzip -o \
         ~/.m2/repository/org/quickfixj/quickfixj-core/2.3.2/quickfixj-core-2.3.2.jar \
-        FIX42.xml FIX44.xml FIX50SP2.xml FIXT11.xml
+        FIX40.xml FIX41.xml FIX42.xml FIX43.xml FIX44.xml FIXT11.xml \
+        FIX50.xml FIX50SP1.xml FIX50SP2.xml
     python3 scripts/gen-fix-dict.py /tmp/fixdict   # from the repository root
 
 Only Rialto's scope is emitted: the header and trailer, the session (admin) messages and a
-fixed list of application messages. Components are expanded in place. A field inside a
+fixed list of application messages (a version that does not define one of them, e.g. FIX 4.0
+and 4.1 without market data, simply has no entry for it: its MsgType is then undefined for that
+version, or defined but out of scope, as the version's full list of MsgTypes says). Components are expanded in place. A field inside a
 component is required only if both it and the component are (QuickFIX/J's rule). Every tag the
 version defines is listed (so that "not in this message" can be told from "no such tag"), but
 types and enum values are emitted only for the fields the emitted messages use.
@@ -52,11 +55,15 @@ KINDS = {
     "COUNTRY": "Country",
     "LANGUAGE": "Language",
     "UTCTIMESTAMP": "UtcTimestamp",
+    # FIX 4.0 and 4.1 name two types differently: TIME is a UTC timestamp, DATE a YYYYMMDD date.
+    "TIME": "UtcTimestamp",
+    "DATE": "LocalMktDate",
     "UTCDATE": "UtcDateOnly",
     "UTCDATEONLY": "UtcDateOnly",
     "UTCTIMEONLY": "UtcTimeOnly",
     "LOCALMKTDATE": "LocalMktDate",
     "MONTHYEAR": "MonthYear",
+    "MONTH-YEAR": "MonthYear",  # FIX50.xml spells it so once
     "TZTIMEONLY": "TzTimeOnly",
     "TZTIMESTAMP": "TzTimestamp",
     "DATA": "Data",
@@ -269,7 +276,9 @@ def generate(d, out_path, name, begin_string, msg_types, header_doc, sources):
     for path, digest in sources:
         w(f"//! - `{os.path.basename(path)}` {digest}\n")
     w("//!\n//! Regenerate with `python3 scripts/gen-fix-dict.py DIR` (see the script's header).\n\n")
-    w("use super::{Dictionary, FieldDef, Group, Kind as K, Message};\n")
+    # FIX 4.1's messages in scope have no repeating group.
+    group_type = "Group, " if d.groups else ""
+    w(f"use super::{{Dictionary, FieldDef, {group_type}Kind as K, Message}};\n")
     w("@CONSTRUCTORS@\n\n")
     max_tag = max(used, default=0)
     # An entry carries its field's position in FIELDS (emitted sorted by tag), so that the
@@ -326,16 +335,23 @@ def main():
     src = sys.argv[1]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out_dir = os.path.join(root, "crates", "fix", "src", "dict")
+    session_doc = "FIX {}: header, trailer, session and application messages."
+    app_doc = "FIX {}: application messages (over FIXT 1.1; no header or trailer of its own)."
     jobs = [
-        ("FIX42.xml", "fix42.rs", "FIX.4.2", ADMIN + APP, "FIX 4.2: header, trailer, session and application messages."),
-        ("FIX44.xml", "fix44.rs", "FIX.4.4", ADMIN + APP, "FIX 4.4: header, trailer, session and application messages."),
-        ("FIXT11.xml", "fixt11.rs", "FIXT.1.1", ADMIN, "FIXT 1.1: the session layer under FIX 5.0SP2 (header, trailer, session messages)."),
-        ("FIX50SP2.xml", "fix50sp2.rs", "FIX.5.0SP2", APP, "FIX 5.0SP2: application messages (over FIXT 1.1; no header or trailer of its own)."),
+        ("FIX40.xml", "fix40.rs", "FIX.4.0", ADMIN + APP, session_doc.format("4.0")),
+        ("FIX41.xml", "fix41.rs", "FIX.4.1", ADMIN + APP, session_doc.format("4.1")),
+        ("FIX42.xml", "fix42.rs", "FIX.4.2", ADMIN + APP, session_doc.format("4.2")),
+        ("FIX43.xml", "fix43.rs", "FIX.4.3", ADMIN + APP, session_doc.format("4.3")),
+        ("FIX44.xml", "fix44.rs", "FIX.4.4", ADMIN + APP, session_doc.format("4.4")),
+        ("FIXT11.xml", "fixt11.rs", "FIXT.1.1", ADMIN, "FIXT 1.1: the session layer under FIX 5.0, 5.0SP1 and 5.0SP2 (header, trailer, session messages)."),
+        ("FIX50.xml", "fix50.rs", "FIX.5.0", APP, app_doc.format("5.0")),
+        ("FIX50SP1.xml", "fix50sp1.rs", "FIX.5.0SP1", APP, app_doc.format("5.0SP1")),
+        ("FIX50SP2.xml", "fix50sp2.rs", "FIX.5.0SP2", APP, app_doc.format("5.0SP2")),
     ]
     for xml, rs, name, types, doc in jobs:
         path = os.path.join(src, xml)
         d = Dict(path)
-        begin = "FIXT.1.1" if name == "FIX.5.0SP2" else name
+        begin = "FIXT.1.1" if name.startswith("FIX.5.0") else name
         generate(d, os.path.join(out_dir, rs), name, begin, types, doc, [(path, sha256(path))])
 
 

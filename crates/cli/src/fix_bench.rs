@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use clap::Args;
 use rialto_fix::app::NewOrderSingle;
-use rialto_fix::{Version, samples};
+use rialto_fix::{ApplVersion, samples};
 
 #[derive(Args, Debug)]
 pub struct FixBenchArgs {
@@ -55,7 +55,7 @@ pub fn run(args: &FixBenchArgs) -> anyhow::Result<()> {
             .ok()
             .flatten()
             .expect("the sample parses");
-        black_box(NewOrderSingle::decode_validated(Version::Fix44, &frame).ok());
+        black_box(NewOrderSingle::decode_validated(ApplVersion::Fix44, &frame).ok());
     });
     let report = samples::fill_report();
     let mut out = Vec::with_capacity(1024);

@@ -374,6 +374,62 @@ fn a_test_request_is_answered_with_its_id() {
 
 /// QuickFIX's current scripts name the counterparty per version; a first message for no
 /// session gets no reply, only the close (cases 1c and 1d).
+/// Every version logs on, under TW and under its own CompID, and gets its order echoed; FIXT.1.1
+/// takes DefaultApplVerID 7, 8 and 9 and refuses others with a Logout naming the value.
+#[test]
+fn every_version_logs_on_and_is_echoed() {
+    let acceptor = Acceptor::start();
+    let cases = [
+        ("FIX.4.0", "TW40", None),
+        ("FIX.4.1", "TW41", None),
+        ("FIX.4.2", "TW42", None),
+        ("FIX.4.3", "TW43", None),
+        ("FIX.4.4", "TW44", None),
+        ("FIXT.1.1", "TW50", Some("7")),
+        ("FIXT.1.1", "TW50SP1", Some("8")),
+        ("FIXT.1.1", "TW50SP2", Some("9")),
+    ];
+    for (begin, own_comp_id, appl_ver_id) in cases {
+        for their in ["TW", own_comp_id] {
+            let mut c = FixClient::connect_as(acceptor.addr, begin, their, "ISLD");
+            let mut logon = vec![(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")];
+            if let Some(id) = appl_ver_id {
+                logon.push((tags::DEFAULT_APPL_VER_ID, id));
+            }
+            c.send("A", &logon);
+            let reply = c.recv();
+            assert_eq!(reply.msg_type, "A", "{begin} {their}: {reply:?}");
+            assert_eq!(reply.get(tags::DEFAULT_APPL_VER_ID), appl_ver_id);
+            // FIX 4.0 and 4.1 orders have no TransactTime.
+            let mut sent = order("V1");
+            if matches!(begin, "FIX.4.0" | "FIX.4.1") {
+                sent.retain(|(tag, _)| *tag != tags::TRANSACT_TIME);
+            }
+            c.send("D", &sent);
+            let echo = c.recv();
+            assert_eq!(echo.msg_type, "D", "{begin} {their}: {echo:?}");
+            assert_eq!(echo.body(), owned(&sent), "{begin} {their}");
+            c.logout();
+        }
+    }
+    let mut c = FixClient::connect(acceptor.addr, "FIXT.1.1");
+    c.send(
+        "A",
+        &[
+            (tags::ENCRYPT_METHOD, "0"),
+            (tags::HEART_BT_INT, "30"),
+            (tags::DEFAULT_APPL_VER_ID, "6"),
+        ],
+    );
+    let logout = c.recv();
+    assert_eq!(logout.msg_type, "5");
+    assert!(
+        logout
+            .req(tags::TEXT)
+            .contains("DefaultApplVerID (1137) 6 not supported")
+    );
+}
+
 #[test]
 fn sessions_are_chosen_by_begin_string_and_comp_ids() {
     let acceptor = Acceptor::start();
@@ -440,7 +496,7 @@ fn bad_input_closes_the_connection_and_the_acceptor_keeps_serving() {
     assert!(c.closed_within(Duration::from_secs(5)));
 
     // An unknown BeginString.
-    let mut c = FixClient::connect(acceptor.addr, "FIX.4.1");
+    let mut c = FixClient::connect(acceptor.addr, "FIX.3.9");
     c.send(
         "A",
         &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")],

@@ -5,7 +5,7 @@
 use std::hint::black_box;
 
 use rialto_fix::app::NewOrderSingle;
-use rialto_fix::{Version, dict, samples};
+use rialto_fix::{ApplVersion, dict, samples};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -24,7 +24,7 @@ fn main() {
                     .flatten()
                     .expect("the sample parses");
                 if op == "validate" {
-                    black_box(NewOrderSingle::decode_validated(Version::Fix44, &frame).ok());
+                    black_box(NewOrderSingle::decode_validated(ApplVersion::Fix44, &frame).ok());
                 } else {
                     black_box(NewOrderSingle::decode(&frame).ok());
                 }
@@ -34,7 +34,7 @@ fn main() {
                     .ok()
                     .flatten()
                     .expect("the sample parses");
-                black_box(dict::validate(Version::Fix44, &frame).ok());
+                black_box(dict::validate(ApplVersion::Fix44, &frame).ok());
             }
             "encode" => {
                 out.clear();

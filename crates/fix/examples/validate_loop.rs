@@ -19,7 +19,7 @@
 
 use std::hint::black_box;
 
-use rialto_fix::{Version, dict, next_frame, samples};
+use rialto_fix::{ApplVersion, dict, next_frame, samples};
 
 fn main() {
     let iterations: u64 = std::env::args()
@@ -32,7 +32,7 @@ fn main() {
         .expect("the sample parses");
     let mut accepted = 0u64;
     for _ in 0..iterations {
-        if dict::validate(Version::Fix44, black_box(&frame)).is_ok() {
+        if dict::validate(ApplVersion::Fix44, black_box(&frame)).is_ok() {
             accepted += 1;
         }
     }

@@ -6,7 +6,7 @@
 
 use crate::decimal::Decimal;
 use crate::parse::{Field, FieldError, Frame, parse_int};
-use crate::{MessageWriter, Version, dict, tags};
+use crate::{ApplVersion, MessageWriter, dict, tags};
 
 /// Why an application message cannot be acted on: a session Reject with this
 /// SessionRejectReason and tag.
@@ -132,7 +132,7 @@ impl<'a> NewOrderSingle<'a> {
 
     /// Checks the message against the data dictionary of `version` ([`dict::validate`]) and
     /// decodes it in the same pass over its fields.
-    pub fn decode_validated(version: Version, frame: &Frame<'a>) -> Result<Self, Invalid> {
+    pub fn decode_validated(version: ApplVersion, frame: &Frame<'a>) -> Result<Self, Invalid> {
         let mut fields = NewOrderSingleFields::default();
         dict::validate_fields(version, frame, &mut fields)?;
         fields.finish()
@@ -496,8 +496,9 @@ pub mod exec_type {
     pub const CANCELED: u8 = b'4';
     pub const REPLACED: u8 = b'5';
     pub const REJECTED: u8 = b'8';
-    /// FIX 4.4 and later; FIX 4.2 reports fills as 1 (partial fill) or 2 (fill).
+    /// FIX 4.3 and later; FIX 4.1 and 4.2 report fills as 1 (partial fill) or 2 (fill).
     pub const TRADE: u8 = b'F';
+    /// FIX 4.3 and later; FIX 4.1 and 4.2 give the order's status.
     pub const ORDER_STATUS: u8 = b'I';
 }
 
@@ -537,25 +538,50 @@ pub struct ExecutionReport<'a> {
 }
 
 impl ExecutionReport<'_> {
-    pub fn write(&self, version: Version, w: &mut MessageWriter<'_>) {
+    /// Writes the report with the fields `version` defines for it, and no others:
+    /// - ExecTransType (20) up to FIX 4.2 (3, status, answering an OrderStatusRequest);
+    /// - ExecType (150) from FIX 4.1, where fills and status answers are 1/2 or the order's
+    ///   status until FIX 4.3 brings F (Trade) and I (Order status);
+    /// - OrigClOrdID (41) and LeavesQty (151) from FIX 4.1;
+    /// - OrdRejReason (103) only for a value the version defines (the Text says more);
+    /// - FIX 4.0 and 4.1 require OrderQty, LastShares (32) and LastPx (31): 0 when none;
+    /// - TransactTime to the second in FIX 4.0 and 4.1;
+    /// - quantities in FIX 4.0 and 4.1 are integers (shares): a whole one is written without
+    ///   its decimals ("2", not "2.000"), and one that is not whole as it is (docs/fix.md).
+    pub fn write(&self, version: ApplVersion, w: &mut MessageWriter<'_>) {
+        let qty = |q: Decimal| {
+            if version <= ApplVersion::Fix41 {
+                without_trailing_zeros(q)
+            } else {
+                q
+            }
+        };
         w.str(tags::ORDER_ID, self.order_id);
         w.str(tags::EXEC_ID, self.exec_id);
-        if version == Version::Fix42 {
-            w.char(tags::EXEC_TRANS_TYPE, b'0');
+        if version <= ApplVersion::Fix42 {
+            let status = self.exec_type == exec_type::ORDER_STATUS;
+            w.char(tags::EXEC_TRANS_TYPE, if status { b'3' } else { b'0' });
         }
         w.str(tags::CL_ORD_ID, self.cl_ord_id);
-        if let Some(orig) = self.orig_cl_ord_id {
+        if let Some(orig) = self.orig_cl_ord_id
+            && version >= ApplVersion::Fix41
+        {
             w.str(tags::ORIG_CL_ORD_ID, orig);
         }
-        let exec_type = match (version, self.exec_type) {
-            // FIX 4.2 has no Trade exec type: a fill's type is its order status.
-            (Version::Fix42, exec_type::TRADE) => self.ord_status,
-            (Version::Fix42, exec_type::ORDER_STATUS) => self.ord_status,
-            (_, t) => t,
-        };
-        w.char(tags::EXEC_TYPE, exec_type);
+        if version >= ApplVersion::Fix41 {
+            let exec_type = match self.exec_type {
+                // No Trade or Order status exec type before FIX 4.3: the order's status.
+                exec_type::TRADE | exec_type::ORDER_STATUS if version <= ApplVersion::Fix42 => {
+                    self.ord_status
+                }
+                t => t,
+            };
+            w.char(tags::EXEC_TYPE, exec_type);
+        }
         w.char(tags::ORD_STATUS, self.ord_status);
-        if let Some(reason) = self.ord_rej_reason {
+        if let Some(reason) = self.ord_rej_reason
+            && defines_value(version, tags::ORD_REJ_REASON, reason)
+        {
             w.uint(tags::ORD_REJ_REASON, u64::from(reason));
         }
         w.str(tags::SYMBOL, self.symbol);
@@ -566,24 +592,71 @@ impl ExecutionReport<'_> {
         if let Some(p) = self.price {
             w.decimal(tags::PRICE, p);
         }
-        if let Some(q) = self.order_qty {
-            w.decimal(tags::ORDER_QTY, q);
+        let zero = Decimal::new(0, 0);
+        let old = version <= ApplVersion::Fix41;
+        match self.order_qty {
+            Some(q) => {
+                w.decimal(tags::ORDER_QTY, qty(q));
+            }
+            None if old => {
+                w.decimal(tags::ORDER_QTY, zero);
+            }
+            None => {}
         }
         if let Some(t) = self.time_in_force {
             w.char(tags::TIME_IN_FORCE, t);
         }
-        if let Some((px, qty)) = self.last {
-            w.decimal(tags::LAST_PX, px);
-            w.decimal(tags::LAST_QTY, qty);
+        match self.last {
+            Some((px, last_qty)) => {
+                w.decimal(tags::LAST_PX, px);
+                w.decimal(tags::LAST_QTY, qty(last_qty));
+            }
+            None if old => {
+                w.decimal(tags::LAST_PX, zero);
+                w.decimal(tags::LAST_QTY, zero);
+            }
+            None => {}
         }
-        w.decimal(tags::LEAVES_QTY, self.leaves_qty);
-        w.decimal(tags::CUM_QTY, self.cum_qty);
+        if version >= ApplVersion::Fix41 {
+            w.decimal(tags::LEAVES_QTY, qty(self.leaves_qty));
+        }
+        w.decimal(tags::CUM_QTY, qty(self.cum_qty));
         w.decimal(tags::AVG_PX, self.avg_px);
-        w.timestamp(tags::TRANSACT_TIME, self.transact_time_ns);
+        w.timestamp_in(
+            version.session_version(),
+            tags::TRANSACT_TIME,
+            self.transact_time_ns,
+        );
         if let Some(text) = self.text {
             w.str(tags::TEXT, text);
         }
     }
+}
+
+fn without_trailing_zeros(mut d: Decimal) -> Decimal {
+    while d.scale > 0 && d.mantissa % 10 == 0 {
+        d.mantissa /= 10;
+        d.scale -= 1;
+    }
+    d
+}
+
+/// Whether `version` defines this value of an integer enum field. For the reasons of
+/// rejections only (a dictionary lookup; they are not on the hot path).
+#[cold]
+fn defines_value(version: ApplVersion, tag: u32, value: u32) -> bool {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut rest = value;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    dict::field(version, tag).is_some_and(|f| f.allows(&digits[at..]))
 }
 
 /// CxlRejReason (102) values.
@@ -609,14 +682,23 @@ pub struct OrderCancelReject<'a> {
 }
 
 impl OrderCancelReject<'_> {
-    pub fn write(&self, w: &mut MessageWriter<'_>) {
+    /// Writes the reject with the fields `version` defines for it: OrigClOrdID (41) and
+    /// OrdStatus (39) from FIX 4.1, CxlRejResponseTo (434) from FIX 4.2, and CxlRejReason
+    /// (102) only for a value the version defines (the Text says more).
+    pub fn write(&self, version: ApplVersion, w: &mut MessageWriter<'_>) {
         w.str(tags::ORDER_ID, self.order_id)
-            .str(tags::CL_ORD_ID, self.cl_ord_id)
-            .str(tags::ORIG_CL_ORD_ID, self.orig_cl_ord_id)
-            .char(tags::ORD_STATUS, self.ord_status)
-            .uint(tags::CXL_REJ_REASON, u64::from(self.reason))
-            .char(tags::CXL_REJ_RESPONSE_TO, self.response_to)
-            .str(tags::TEXT, self.text);
+            .str(tags::CL_ORD_ID, self.cl_ord_id);
+        if version >= ApplVersion::Fix41 {
+            w.str(tags::ORIG_CL_ORD_ID, self.orig_cl_ord_id)
+                .char(tags::ORD_STATUS, self.ord_status);
+        }
+        if defines_value(version, tags::CXL_REJ_REASON, self.reason) {
+            w.uint(tags::CXL_REJ_REASON, u64::from(self.reason));
+        }
+        if version >= ApplVersion::Fix42 {
+            w.char(tags::CXL_REJ_RESPONSE_TO, self.response_to);
+        }
+        w.str(tags::TEXT, self.text);
     }
 }
 
@@ -652,7 +734,7 @@ mod tests {
         assert_eq!(nos.order_qty, Decimal::new(5, 3));
         assert!(nos.post_only());
         assert_eq!(
-            NewOrderSingle::decode_validated(Version::Fix44, &frame),
+            NewOrderSingle::decode_validated(ApplVersion::Fix44, &frame),
             Ok(nos)
         );
     }
@@ -663,7 +745,7 @@ mod tests {
         let decode = |body: &str| {
             let bytes = frame_bytes(b"D", &format!("{header}{body}"));
             let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
-            NewOrderSingle::decode_validated(Version::Fix44, &frame)
+            NewOrderSingle::decode_validated(ApplVersion::Fix44, &frame)
                 .map(|nos| nos.order_qty)
                 .map_err(|e| (e.reason, e.ref_tag))
         };
@@ -719,7 +801,7 @@ mod tests {
     fn an_execution_report_is_written_per_version() {
         let er = ExecutionReport {
             order_id: b"42",
-            exec_id: b"7.1",
+            exec_id: b"71",
             cl_ord_id: b"A1",
             orig_cl_ord_id: None,
             exec_type: exec_type::TRADE,
@@ -729,26 +811,124 @@ mod tests {
             ord_type: Some(b'2'),
             time_in_force: None,
             price: Some(Decimal::new(10000, 2)),
-            order_qty: Some(Decimal::new(10, 3)),
-            last: Some((Decimal::new(10000, 2), Decimal::new(4, 3))),
-            leaves_qty: Decimal::new(6, 3),
-            cum_qty: Decimal::new(4, 3),
+            // Whole quantities: FIX 4.0 and 4.1 have integer ones.
+            order_qty: Some(Decimal::new(10_000, 3)),
+            last: Some((Decimal::new(10000, 2), Decimal::new(4_000, 3))),
+            leaves_qty: Decimal::new(6_000, 3),
+            cum_qty: Decimal::new(4_000, 3),
             avg_px: Decimal::new(10000, 2),
             ord_rej_reason: None,
             transact_time_ns: 0,
             text: None,
         };
-        for (version, exec_type) in [(Version::Fix44, &b"F"[..]), (Version::Fix42, &b"1"[..])] {
-            let mut out = Vec::new();
-            let mut w = MessageWriter::begin(&mut out, version.begin_string(), b"8");
-            er.write(version, &mut w);
-            w.finish();
-            let (frame, _) = next_frame(&out, 4096).unwrap().unwrap();
-            assert_eq!(frame.get(tags::EXEC_TYPE), Some(exec_type));
-            assert_eq!(frame.get(tags::LEAVES_QTY), Some(&b"0.006"[..]));
+        let expected_exec_type = |v: ApplVersion| match v {
+            ApplVersion::Fix40 => None,
+            ApplVersion::Fix41 | ApplVersion::Fix42 => Some(&b"1"[..]),
+            _ => Some(&b"F"[..]),
+        };
+        for version in ApplVersion::ALL {
+            let frame_bytes = written(version, b"8", |w| er.write(version, w));
+            let (frame, _) = next_frame(&frame_bytes, 4096).unwrap().unwrap();
+            assert_eq!(frame.get(tags::EXEC_TYPE), expected_exec_type(version));
+            let leaves = match version {
+                ApplVersion::Fix40 => None,
+                ApplVersion::Fix41 => Some(&b"6"[..]),
+                _ => Some(&b"6.000"[..]),
+            };
+            assert_eq!(frame.get(tags::LEAVES_QTY), leaves);
             assert_eq!(
                 frame.get(tags::EXEC_TRANS_TYPE).is_some(),
-                version == Version::Fix42
+                version <= ApplVersion::Fix42
+            );
+            assert_eq!(dict::validate(version, &frame), Ok(()), "{version:?}");
+        }
+    }
+
+    /// A message with a full standard header, as a session writes it.
+    fn written(
+        version: ApplVersion,
+        msg_type: &[u8],
+        body: impl FnOnce(&mut MessageWriter<'_>),
+    ) -> Vec<u8> {
+        let session = version.session_version();
+        let mut out = Vec::new();
+        let mut w = MessageWriter::begin(&mut out, session.begin_string(), msg_type);
+        w.str(tags::SENDER_COMP_ID, b"RIALTO")
+            .str(tags::TARGET_COMP_ID, b"TRADER1")
+            .uint(tags::MSG_SEQ_NUM, 1)
+            .timestamp_in(session, tags::SENDING_TIME, 1_700_000_000_123_000_000);
+        body(&mut w);
+        w.finish();
+        out
+    }
+
+    #[test]
+    fn rejections_carry_only_what_each_version_defines() {
+        let rejected = ExecutionReport {
+            order_id: b"NONE",
+            exec_id: b"72",
+            cl_ord_id: b"A2",
+            orig_cl_ord_id: Some(b"A1"),
+            exec_type: exec_type::REJECTED,
+            ord_status: ord_status::REJECTED,
+            symbol: b"BTC-USD",
+            side: b'2',
+            ord_type: None,
+            time_in_force: Some(b'3'),
+            price: None,
+            order_qty: None,
+            last: None,
+            leaves_qty: Decimal::new(0, 0),
+            cum_qty: Decimal::new(0, 0),
+            avg_px: Decimal::new(0, 0),
+            // Unsupported order characteristic: FIX 4.3 on.
+            ord_rej_reason: Some(11),
+            transact_time_ns: 1_700_000_000_123_000_000,
+            text: Some(b"unsupported"),
+        };
+        let cancel_reject = OrderCancelReject {
+            order_id: b"42",
+            cl_ord_id: b"C1",
+            orig_cl_ord_id: b"A1",
+            ord_status: ord_status::FILLED,
+            response_to: b'1',
+            // Other: FIX 4.4 on.
+            reason: cxl_rej_reason::OTHER,
+            text: b"no",
+        };
+        for version in ApplVersion::ALL {
+            let bytes = written(version, b"8", |w| rejected.write(version, w));
+            let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+            assert_eq!(dict::validate(version, &frame), Ok(()), "{version:?} 8");
+            assert_eq!(
+                frame.get(tags::ORD_REJ_REASON).is_some(),
+                version >= ApplVersion::Fix43,
+                "{version:?}"
+            );
+            assert_eq!(
+                frame.get(tags::ORDER_QTY).is_some(),
+                version <= ApplVersion::Fix41
+            );
+            let transact_time = frame.get(tags::TRANSACT_TIME).unwrap();
+            assert_eq!(
+                transact_time.len(),
+                if version <= ApplVersion::Fix41 {
+                    17
+                } else {
+                    21
+                }
+            );
+
+            let bytes = written(version, b"9", |w| cancel_reject.write(version, w));
+            let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+            assert_eq!(dict::validate(version, &frame), Ok(()), "{version:?} 9");
+            assert_eq!(
+                frame.get(tags::CXL_REJ_REASON).is_some(),
+                version >= ApplVersion::Fix44
+            );
+            assert_eq!(
+                frame.get(tags::ORIG_CL_ORD_ID).is_some(),
+                version >= ApplVersion::Fix41
             );
         }
     }

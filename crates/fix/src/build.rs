@@ -12,7 +12,7 @@
 
 use crate::decimal::Decimal;
 use crate::parse::checksum;
-use crate::{SOH, time};
+use crate::{SOH, Version, time};
 
 /// Room left for the BodyLength digits: three fit most messages; a longer body moves right.
 const LENGTH_DIGITS: usize = 3;
@@ -116,10 +116,22 @@ impl<'b> MessageWriter<'b> {
         self
     }
 
-    /// A UTCTimestamp with milliseconds (what every FIX version accepts).
+    /// A UTCTimestamp with milliseconds (FIX 4.2 and later).
     pub fn timestamp(&mut self, tag: u32, unix_ns: i64) -> &mut Self {
         self.tag(tag);
         time::write_utc_timestamp(self.buf, unix_ns);
+        self.buf.push(SOH);
+        self
+    }
+
+    /// A UTCTimestamp as `version` defines it: to the second in FIX 4.0 and 4.1 (they have no
+    /// fraction), with milliseconds from FIX 4.2 on.
+    pub fn timestamp_in(&mut self, version: Version, tag: u32, unix_ns: i64) -> &mut Self {
+        if version >= Version::Fix42 {
+            return self.timestamp(tag, unix_ns);
+        }
+        self.tag(tag);
+        time::write_utc_timestamp_seconds(self.buf, unix_ns);
         self.buf.push(SOH);
         self
     }

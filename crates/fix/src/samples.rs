@@ -2,7 +2,7 @@
 //! the 214-byte NewOrderSingle the FIX speed targets are stated for, and a typical fill.
 
 use crate::app::{ExecutionReport, exec_type, ord_status};
-use crate::{Decimal, MessageWriter, Version, tags};
+use crate::{ApplVersion, Decimal, MessageWriter, Version, tags};
 
 /// A FIX 4.4 NewOrderSingle of 214 bytes, the same bytes as QuickFIX/J's baseline in
 /// interop/quickfixj (`CodecBench`), so the two are timed on one message.
@@ -49,6 +49,6 @@ pub fn write_execution_report(
         .str(tags::TARGET_COMP_ID, b"TRADER1")
         .uint(tags::MSG_SEQ_NUM, seq)
         .timestamp(tags::SENDING_TIME, now_ns);
-    report.write(Version::Fix44, &mut w);
+    report.write(ApplVersion::Fix44, &mut w);
     w.finish();
 }

@@ -50,6 +50,14 @@ pub fn write_utc_timestamp(buf: &mut Vec<u8>, unix_ns: i64) {
     millis_at[2] = b'0' + (millis % 10) as u8;
 }
 
+/// Appends the time to the second, without a fraction: FIX 4.0 and 4.1 define UTCTimestamp as
+/// `YYYYMMDD-HH:MM:SS` only.
+pub fn write_utc_timestamp_seconds(buf: &mut Vec<u8>, unix_ns: i64) {
+    let start = buf.len();
+    write_utc_timestamp(buf, unix_ns);
+    buf.truncate(start + 17);
+}
+
 thread_local! {
     /// The last second formatted on this thread, and its text.
     static LAST_SECOND: std::cell::Cell<(i64, [u8; 21])> = const { std::cell::Cell::new((-1, [0; 21])) };

@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use rialto_fix::app::NewOrderSingle;
-use rialto_fix::{Version, dict, samples};
+use rialto_fix::{ApplVersion, dict, samples};
 
 struct Counting;
 
@@ -46,10 +46,10 @@ fn parse_and_generate_allocate_nothing() {
             .unwrap()
             .unwrap();
         assert_eq!(len, 214);
-        assert_eq!(dict::validate(Version::Fix44, &frame), Ok(()));
+        assert_eq!(dict::validate(ApplVersion::Fix44, &frame), Ok(()));
         let nos = NewOrderSingle::decode(&frame).unwrap();
         qty_total += nos.order_qty.mantissa;
-        let nos = NewOrderSingle::decode_validated(Version::Fix44, &frame).unwrap();
+        let nos = NewOrderSingle::decode_validated(ApplVersion::Fix44, &frame).unwrap();
         qty_total += nos.order_qty.mantissa;
         out.clear();
         samples::write_execution_report(&mut out, &report, seq, 1_795_322_669_123_000_000);

@@ -2,21 +2,22 @@
 
 use rialto_fix::dict::{self, Kind, MsgTypeStatus, Violation, reason};
 use rialto_fix::parse::checksum;
-use rialto_fix::{Version, next_frame};
+use rialto_fix::{ApplVersion, next_frame};
 
 const HEADER: &str = "49=CLIENT|56=RIALTO|34=2|52=20261122-10:00:00.000|";
 const NOW: &str = "20261122-10:00:00.123";
 
 /// A whole message: `|` stands for SOH; BodyLength and CheckSum are computed.
-fn message(version: Version, body: &str) -> Vec<u8> {
+fn message(version: ApplVersion, body: &str) -> Vec<u8> {
     let body = body.replace('|', "\u{1}");
-    let mut out = format!("8={}\u{1}9={}\u{1}{body}", version.name(), body.len()).into_bytes();
+    let begin = std::str::from_utf8(version.begin_string()).unwrap();
+    let mut out = format!("8={begin}\u{1}9={}\u{1}{body}", body.len()).into_bytes();
     let sum = checksum(&out);
     out.extend_from_slice(format!("10={sum:03}\u{1}").as_bytes());
     out
 }
 
-fn check(version: Version, body: &str) -> Result<(), Violation> {
+fn check(version: ApplVersion, body: &str) -> Result<(), Violation> {
     let bytes = message(version, body);
     let (frame, len) = next_frame(&bytes, 1 << 16)
         .expect("well framed")
@@ -26,7 +27,7 @@ fn check(version: Version, body: &str) -> Result<(), Violation> {
 }
 
 /// `35=<type>|` + the standard header + `body`.
-fn app(version: Version, msg_type: &str, body: &str) -> Result<(), Violation> {
+fn app(version: ApplVersion, msg_type: &str, body: &str) -> Result<(), Violation> {
     check(version, &format!("35={msg_type}|{HEADER}{body}"))
 }
 
@@ -37,14 +38,26 @@ fn rejected(result: Result<(), Violation>, reason: u32, tag: Option<u32>) {
     }
 }
 
-const ALL: [Version; 3] = [Version::Fix42, Version::Fix44, Version::Fixt11];
+/// The versions with market data, security lists and BusinessMessageReject (FIX 4.2 on).
+const ALL: [ApplVersion; 6] = [
+    ApplVersion::Fix42,
+    ApplVersion::Fix43,
+    ApplVersion::Fix44,
+    ApplVersion::Fix50,
+    ApplVersion::Fix50Sp1,
+    ApplVersion::Fix50Sp2,
+];
 
 /// One valid message of every type in scope, per version (bodies after the header).
-fn samples(version: Version) -> Vec<(&'static str, String)> {
-    let v42 = version == Version::Fix42;
-    let v50 = version == Version::Fixt11;
+fn samples(version: ApplVersion) -> Vec<(&'static str, String)> {
+    let v42 = version == ApplVersion::Fix42;
+    let v50 = version >= ApplVersion::Fix50;
     let exec_trans = if v42 { "20=0|" } else { "" };
-    let handl_inst = if v42 { "21=1|" } else { "" };
+    let handl_inst = if version <= ApplVersion::Fix43 {
+        "21=1|"
+    } else {
+        ""
+    };
     let mut out = vec![
         ("0", String::new()),
         ("0", "112=TEST1|".to_string()),
@@ -115,7 +128,11 @@ fn samples(version: Version) -> Vec<(&'static str, String)> {
                 "r",
                 format!(
                     "{}37=0|530=7|531=7|533=4|",
-                    if v50 { "1369=MA1|11=MC1|" } else { "11=MC1|" }
+                    if version >= ApplVersion::Fix50Sp1 {
+                        "1369=MA1|11=MC1|"
+                    } else {
+                        "11=MC1|"
+                    }
                 ),
             ),
             ("x", "320=SL1|559=4|".to_string()),
@@ -158,7 +175,7 @@ fn the_scope_is_as_documented() {
     ];
     for version in ALL {
         for t in admin.iter().chain(&app) {
-            let expected = if version == Version::Fix42 && ["q", "r", "x", "y"].contains(t) {
+            let expected = if version == ApplVersion::Fix42 && ["q", "r", "x", "y"].contains(t) {
                 MsgTypeStatus::Undefined
             } else {
                 MsgTypeStatus::InScope
@@ -177,14 +194,17 @@ fn the_scope_is_as_documented() {
         assert!(dict::is_defined_msg_type(version, b"E"));
         assert!(!dict::is_defined_msg_type(version, b"ZZ"));
     }
-    let side = dict::field(Version::Fix44, 54).unwrap();
+    let side = dict::field(ApplVersion::Fix44, 54).unwrap();
     assert_eq!((side.name, side.kind), ("Side", Kind::Char));
     assert!(side.values.contains(&&b"1"[..]));
     assert_eq!(
-        dict::field(Version::Fixt11, 1137).unwrap().name,
+        dict::field(ApplVersion::Fix50Sp2, 1137).unwrap().name,
         "DefaultApplVerID"
     );
-    assert_eq!(dict::field(Version::Fixt11, 44).unwrap().kind, Kind::Price);
+    assert_eq!(
+        dict::field(ApplVersion::Fix50Sp2, 44).unwrap().kind,
+        Kind::Price
+    );
 }
 
 /// For every message in every dictionary, a message holding exactly its required fields (and
@@ -213,7 +233,7 @@ fn the_required_fields_of_every_message_are_enough() {
     }
     /// `group`: the section is a group entry, which always starts with its delimiter.
     fn fill(
-        version: Version,
+        version: ApplVersion,
         d: &dict::Dictionary,
         section: &dict::Section,
         group: bool,
@@ -233,7 +253,7 @@ fn the_required_fields_of_every_message_are_enough() {
             }
         }
     }
-    for version in ALL {
+    for version in ApplVersion::ALL {
         let (session, app_dict) = dict::dictionaries(version);
         for d in [session, app_dict] {
             for m in d.messages {
@@ -260,12 +280,12 @@ fn unknown_tags_are_reason_0_unless_user_defined() {
     }
     // Tag 0 and a ten-digit tag cannot be parsed.
     rejected(
-        app(Version::Fix44, "0", "0=x|"),
+        app(ApplVersion::Fix44, "0", "0=x|"),
         reason::INVALID_TAG_NUMBER,
         None,
     );
     rejected(
-        app(Version::Fix44, "0", "1234567890=x|"),
+        app(ApplVersion::Fix44, "0", "1234567890=x|"),
         reason::INVALID_TAG_NUMBER,
         None,
     );
@@ -273,7 +293,7 @@ fn unknown_tags_are_reason_0_unless_user_defined() {
 
 #[test]
 fn missing_required_fields_are_reason_1() {
-    let v = Version::Fix44;
+    let v = ApplVersion::Fix44;
     rejected(
         app(v, "D", &format!("55=X|54=1|60={NOW}|40=1|")),
         reason::REQUIRED_TAG_MISSING,
@@ -286,13 +306,13 @@ fn missing_required_fields_are_reason_1() {
     );
     // Inside a group entry: FIX 4.2's snapshot entries require MDEntryPx (270).
     rejected(
-        app(Version::Fix42, "W", "55=X|268=1|269=0|271=5|"),
+        app(ApplVersion::Fix42, "W", "55=X|268=1|269=0|271=5|"),
         reason::REQUIRED_TAG_MISSING,
         Some(270),
     );
     // FIXT.1.1 Logon needs DefaultApplVerID.
     rejected(
-        app(Version::Fixt11, "A", "98=0|108=30|"),
+        app(ApplVersion::Fix50Sp2, "A", "98=0|108=30|"),
         reason::REQUIRED_TAG_MISSING,
         Some(1137),
     );
@@ -310,7 +330,7 @@ fn a_known_tag_outside_its_message_is_reason_2() {
     // A group member outside its group.
     rejected(
         app(
-            Version::Fix44,
+            ApplVersion::Fix44,
             "V",
             "262=1|263=1|264=0|269=0|267=1|269=0|146=1|55=X|",
         ),
@@ -322,7 +342,7 @@ fn a_known_tag_outside_its_message_is_reason_2() {
 #[test]
 fn an_empty_value_is_reason_4() {
     rejected(
-        app(Version::Fix44, "5", "58=|"),
+        app(ApplVersion::Fix44, "5", "58=|"),
         reason::TAG_WITHOUT_VALUE,
         Some(58),
     );
@@ -330,7 +350,7 @@ fn an_empty_value_is_reason_4() {
 
 #[test]
 fn bad_enum_values_are_reason_5() {
-    let v = Version::Fix44;
+    let v = ApplVersion::Fix44;
     rejected(
         app(v, "D", &format!("11=A|55=X|54=Z|60={NOW}|40=2|44=1|38=1|")),
         reason::VALUE_INCORRECT,
@@ -358,7 +378,7 @@ fn bad_enum_values_are_reason_5() {
 
 #[test]
 fn bad_formats_are_reason_6() {
-    let v = Version::Fix44;
+    let v = ApplVersion::Fix44;
     let order = |extra: &str| app(v, "D", &format!("11=A|55=X|54=1|40=2|{extra}"));
     rejected(
         order(&format!("60={NOW}|38=abc|")),
@@ -418,7 +438,7 @@ fn message_types_undefined_or_out_of_scope() {
         );
     }
     rejected(
-        app(Version::Fix42, "q", ""),
+        app(ApplVersion::Fix42, "q", ""),
         reason::INVALID_MSG_TYPE,
         Some(35),
     );
@@ -426,7 +446,7 @@ fn message_types_undefined_or_out_of_scope() {
 
 #[test]
 fn a_repeated_tag_is_reason_13() {
-    let v = Version::Fix44;
+    let v = ApplVersion::Fix44;
     rejected(
         app(v, "D", &format!("11=A|11=B|55=X|54=1|60={NOW}|40=1|")),
         reason::TAG_APPEARS_MORE_THAN_ONCE,
@@ -446,7 +466,7 @@ fn a_repeated_tag_is_reason_13() {
 
 #[test]
 fn fields_out_of_their_section_are_reason_14() {
-    let v = Version::Fix44;
+    let v = ApplVersion::Fix44;
     rejected(
         app(v, "0", "112=T|50=SUB|"),
         reason::TAG_OUT_OF_ORDER,
@@ -463,7 +483,7 @@ fn fields_out_of_their_section_are_reason_14() {
 
 #[test]
 fn group_entries_out_of_order_are_reason_15() {
-    let v = Version::Fix44;
+    let v = ApplVersion::Fix44;
     // The entry does not start with MDEntryType (269), the delimiter.
     rejected(
         app(v, "W", "55=X|268=1|270=1|269=0|"),
@@ -480,7 +500,7 @@ fn group_entries_out_of_order_are_reason_15() {
 
 #[test]
 fn wrong_group_counts_are_reason_16() {
-    let v = Version::Fix44;
+    let v = ApplVersion::Fix44;
     rejected(
         app(v, "W", "55=X|268=2|269=0|270=1|"),
         reason::INCORRECT_NUM_IN_GROUP,
@@ -506,7 +526,7 @@ fn wrong_group_counts_are_reason_16() {
 #[test]
 fn nested_groups_validate() {
     // NewOrderSingle with Parties (453) holding PtysSubGrp (802), FIX 4.4 and 5.0SP2.
-    for version in [Version::Fix44, Version::Fixt11] {
+    for version in [ApplVersion::Fix44, ApplVersion::Fix50Sp2] {
         let body = format!(
             "11=A|453=2|448=FIRM1|447=D|452=1|802=1|523=DESK|803=4|448=TRADER|447=D|452=11|\
              55=X|54=1|60={NOW}|38=1|40=1|"
@@ -524,7 +544,7 @@ fn nested_groups_validate() {
 
 #[test]
 fn data_fields_may_hold_soh() {
-    let v = Version::Fix44;
+    let v = ApplVersion::Fix44;
     // RawData (96) of 5 bytes with a SOH (written '|') in the middle.
     assert_eq!(app(v, "A", "98=0|108=30|95=5|96=ab|cd|"), Ok(()));
     // EncodedText (355) by EncodedTextLen (354).
@@ -542,49 +562,52 @@ fn data_fields_may_hold_soh() {
         Some(96),
     );
     // FIX 4.2 types RawDataLength as INT; it still announces RawData.
-    assert_eq!(app(Version::Fix42, "A", "98=0|108=30|95=3|96=a|b|"), Ok(()));
+    assert_eq!(
+        app(ApplVersion::Fix42, "A", "98=0|108=30|95=3|96=a|b|"),
+        Ok(())
+    );
 }
 
 /// Messages as QuickFIX/J 2.3.2 writes them (header fields in its order, body fields in tag
 /// order, groups in dictionary order), BodyLength and CheckSum recomputed.
 #[test]
 fn quickfixj_style_messages_pass() {
-    let cases: [(Version, &str); 8] = [
+    let cases: [(ApplVersion, &str); 8] = [
         (
-            Version::Fix44,
+            ApplVersion::Fix44,
             "35=A|34=1|49=BANZAI|52=20261122-04:50:12.345|56=EXEC|98=0|108=30|",
         ),
         (
-            Version::Fix44,
+            ApplVersion::Fix44,
             "35=D|34=2|49=BANZAI|52=20261122-04:50:20.001|56=EXEC|11=1795323020001|21=1|38=100|\
              40=2|44=10.5|54=1|55=MSFT|59=0|60=20261122-04:50:20.001|",
         ),
         (
-            Version::Fix44,
+            ApplVersion::Fix44,
             "35=8|34=2|49=EXEC|52=20261122-04:50:20.010|56=BANZAI|6=0|11=1795323020001|14=0|\
              17=1|31=0|32=0|37=1|38=100|39=0|40=2|44=10.5|54=1|55=MSFT|150=0|151=100|",
         ),
         (
-            Version::Fix42,
+            ApplVersion::Fix42,
             "35=8|34=3|49=EXEC|52=20261122-04:50:21|56=BANZAI|6=10.5|11=1795323020001|14=100|\
              17=2|20=0|31=10.5|32=100|37=1|38=100|39=2|54=1|55=MSFT|150=2|151=0|",
         ),
         (
-            Version::Fix42,
+            ApplVersion::Fix42,
             "35=F|34=4|49=BANZAI|52=20261122-04:50:22|56=EXEC|11=1795323022000|38=100|\
              41=1795323020001|54=1|55=MSFT|60=20261122-04:50:22|",
         ),
         (
-            Version::Fixt11,
+            ApplVersion::Fix50Sp2,
             "35=A|34=1|49=BANZAI|52=20261122-04:50:12.345|56=EXEC|98=0|108=30|1137=9|",
         ),
         (
-            Version::Fixt11,
+            ApplVersion::Fix50Sp2,
             "35=D|34=2|49=BANZAI|52=20261122-04:50:20.001|56=EXEC|11=1795323020001|38=100|\
              40=1|54=2|55=MSFT|60=20261122-04:50:20.001|",
         ),
         (
-            Version::Fixt11,
+            ApplVersion::Fix50Sp2,
             "35=3|34=5|49=EXEC|52=20261122-04:50:25.000|56=BANZAI|45=4|58=Value is incorrect \
              (out of range) for this tag|371=54|372=D|373=5|",
         ),
@@ -626,4 +649,125 @@ fn every_section_finds_exactly_its_own_tags() {
             assert_eq!(section.position(tag), expected, "{}: tag {tag}", d.name);
         }
     }
+}
+
+/// FIX 4.0 and 4.1: the order flow and the session messages, as those versions define them.
+#[test]
+fn fix_40_and_41_messages_pass_as_those_versions_define_them() {
+    for version in [ApplVersion::Fix40, ApplVersion::Fix41] {
+        let v40 = version == ApplVersion::Fix40;
+        let cxl_type = if v40 { "125=F|" } else { "" };
+        let report = if v40 {
+            // No ExecType, LeavesQty or OrigClOrdID; ExecID and quantities are integers.
+            "37=9|11=ORD1|17=12|20=0|39=1|55=BTC-USD|54=1|38=5|32=2|31=100.25|14=2|6=100.25|"
+        } else {
+            "37=9|11=ORD1|17=E1|20=0|150=1|39=1|55=BTC-USD|54=1|38=5|32=2|31=100.25|151=3|14=2|6=100.25|"
+        };
+        let cancel_reject = if v40 {
+            "37=9|11=ORD2|102=1|58=unknown|"
+        } else {
+            "37=9|11=ORD2|41=ORD1|39=0|102=1|58=unknown|"
+        };
+        let samples = [
+            ("0", String::new()),
+            ("1", "112=TEST1|".to_string()),
+            ("2", "7=1|16=0|".to_string()),
+            ("3", "45=7|58=Required tag missing (tag 11)|".to_string()),
+            ("4", "123=Y|36=10|".to_string()),
+            ("5", "58=bye|".to_string()),
+            ("A", "98=0|108=30|".to_string()),
+            (
+                "D",
+                "11=ORD1|21=1|55=BTC-USD|54=1|38=5|40=2|44=100.25|59=1|".to_string(),
+            ),
+            (
+                "F",
+                format!("41=ORD1|11=ORD2|{cxl_type}55=BTC-USD|54=1|38=5|"),
+            ),
+            (
+                "G",
+                "41=ORD1|11=ORD3|21=1|55=BTC-USD|54=2|38=7|40=2|44=101|".to_string(),
+            ),
+            ("H", "11=ORD1|55=BTC-USD|54=1|".to_string()),
+            ("8", format!("{report}60=20261122-10:00:00|")),
+            ("9", cancel_reject.to_string()),
+        ];
+        for (msg_type, body) in &samples {
+            let header = HEADER.replace(".000", "");
+            let result = check(version, &format!("35={msg_type}|{header}{body}"));
+            assert_eq!(result, Ok(()), "{version:?} {msg_type} {body}");
+        }
+        // SessionRejectReason came with FIX 4.2.
+        rejected(
+            app(version, "3", "45=7|373=5|"),
+            reason::INVALID_TAG_NUMBER,
+            Some(373),
+        );
+        // Quantities are integers (shares).
+        rejected(
+            app(version, "D", "11=O|21=1|55=X|54=1|38=0.5|40=1|"),
+            reason::INCORRECT_DATA_FORMAT,
+            Some(38),
+        );
+    }
+    rejected(
+        app(ApplVersion::Fix40, "A", "98=0|108=30|141=Y|"),
+        reason::INVALID_TAG_NUMBER,
+        Some(141),
+    );
+    assert_eq!(app(ApplVersion::Fix41, "A", "98=0|108=30|141=Y|"), Ok(()));
+}
+
+/// Each version's MsgTypes: what it lacks is undefined there (a Reject with reason 11), not
+/// out of scope.
+#[test]
+fn each_version_defines_its_own_message_types() {
+    let market_data = ["V", "W", "X", "Y"];
+    let later = ["q", "r", "x", "y"];
+    for version in ApplVersion::ALL {
+        for t in [
+            "0", "1", "2", "3", "4", "5", "A", "D", "F", "G", "H", "8", "9",
+        ] {
+            assert_eq!(
+                dict::msg_type_status(version, t.as_bytes()),
+                MsgTypeStatus::InScope,
+                "{version:?} {t}"
+            );
+        }
+        let before_42 = version < ApplVersion::Fix42;
+        for t in market_data.iter().chain(&["j", "c", "d"]) {
+            let expected = if before_42 {
+                MsgTypeStatus::Undefined
+            } else {
+                MsgTypeStatus::InScope
+            };
+            assert_eq!(
+                dict::msg_type_status(version, t.as_bytes()),
+                expected,
+                "{version:?} {t}"
+            );
+        }
+        for t in later {
+            let expected = if version < ApplVersion::Fix43 {
+                MsgTypeStatus::Undefined
+            } else {
+                MsgTypeStatus::InScope
+            };
+            assert_eq!(
+                dict::msg_type_status(version, t.as_bytes()),
+                expected,
+                "{version:?} {t}"
+            );
+        }
+        // NewOrderList: defined everywhere, not in Rialto's scope.
+        assert_eq!(
+            dict::msg_type_status(version, b"E"),
+            MsgTypeStatus::OutOfScope
+        );
+    }
+    rejected(
+        app(ApplVersion::Fix41, "V", "262=MD1|263=1|264=10|"),
+        reason::INVALID_MSG_TYPE,
+        Some(35),
+    );
 }

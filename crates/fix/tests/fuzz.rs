@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use rialto_fix::app::NewOrderSingle;
 use rialto_fix::dict::{Kind, Violation};
 use rialto_fix::parse::checksum;
-use rialto_fix::{Frame, Version, dict, next_frame};
+use rialto_fix::{ApplVersion, Frame, Version, dict, next_frame};
 
 const MAX_LEN: usize = 4096;
 
@@ -89,7 +89,7 @@ fn walk(input: &[u8]) {
                 for f in frame.fields().flatten() {
                     assert!(inside(f.value, frame.bytes));
                 }
-                for version in [Version::Fix42, Version::Fix44, Version::Fixt11] {
+                for version in ApplVersion::ALL {
                     let checked = dict::validate(version, &frame);
                     validated_decode_agrees(version, &frame, checked);
                 }
@@ -113,7 +113,11 @@ fn walk(input: &[u8]) {
 /// give (apart from data fields, which only the validator reads by their length): the same
 /// order, or the same dictionary violation, or a decoding error too (with several faults in
 /// one message the two may name different ones).
-fn validated_decode_agrees(version: Version, frame: &Frame<'_>, checked: Result<(), Violation>) {
+fn validated_decode_agrees(
+    version: ApplVersion,
+    frame: &Frame<'_>,
+    checked: Result<(), Violation>,
+) {
     let has_data = frame.fields().flatten().any(|f| {
         dict::field(version, f.tag).is_some_and(|d| matches!(d.kind, Kind::Data | Kind::XmlData))
     });
@@ -261,7 +265,7 @@ proptest! {
         let mut buf = &stream[..];
         let mut found = 0;
         while let Ok(Some((frame, len))) = next_frame(buf, MAX_LEN) {
-            let version = Version::from_begin_string(frame.begin_string).unwrap();
+            let version = appl_version(frame.begin_string);
             prop_assert_eq!(dict::validate(version, &frame), Ok(()), "{}", frame.display());
             buf = &buf[len..];
             found += 1;
@@ -269,6 +273,12 @@ proptest! {
         prop_assert_eq!(found, picks.len());
         prop_assert!(buf.is_empty());
     }
+}
+
+/// The application version of a seed's BeginString (FIXT.1.1's seeds are FIX 5.0SP2).
+fn appl_version(begin_string: &[u8]) -> ApplVersion {
+    let version = Version::from_begin_string(begin_string).unwrap();
+    version.appl_version().unwrap_or(ApplVersion::Fix50Sp2)
 }
 
 /// The mutations above are worth something only if re-framed ones get past the framing into
@@ -298,7 +308,7 @@ fn mutations_reach_the_validator() {
         let Ok(Some((frame, _))) = next_frame(&bytes, MAX_LEN) else {
             continue;
         };
-        let version = Version::from_begin_string(frame.begin_string).unwrap();
+        let version = appl_version(frame.begin_string);
         match dict::validate(version, &frame) {
             Ok(()) => passed += 1,
             Err(v) => {

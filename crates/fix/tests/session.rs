@@ -6,7 +6,7 @@ use rialto_fix::session::{
     BusinessReject, FileStore, LogFilter, Logon, MemoryStore, MessageLog, Outcome, Reject, Session,
     SessionConfig, business_reject_reason, log, reject_reason,
 };
-use rialto_fix::{MessageWriter, Version, next_frame, tags, time};
+use rialto_fix::{ApplVersion, MessageWriter, Version, next_frame, tags, time};
 
 const NOW: i64 = 1_795_322_669_000_000_000;
 const SEC: i64 = 1_000_000_000;
@@ -79,6 +79,16 @@ fn raw(begin: &str, msg_type: &str, fields: &[(u32, &str)]) -> Vec<u8> {
     out
 }
 
+thread_local! {
+    /// The version the tests below run in: FIX 4.4 when run alone, each version in turn
+    /// from `every_version` at the end of the file.
+    static VERSION: std::cell::Cell<Version> = const { std::cell::Cell::new(Version::Fix44) };
+}
+
+fn version() -> Version {
+    VERSION.with(|v| v.get())
+}
+
 struct Harness {
     s: Session<MemoryStore>,
     now: i64,
@@ -108,7 +118,7 @@ impl Harness {
 
     /// Logged on with both sides at 1 (our Logon reply is seq 1, theirs was 1).
     fn logged_on() -> Harness {
-        let mut h = Harness::new(Version::Fix44);
+        let mut h = Harness::new(version());
         assert_eq!(h.feed(&h.logon(1, &[])), Outcome::LoggedOn);
         h.take();
         h
@@ -130,6 +140,9 @@ impl Harness {
 
     fn logon(&self, seq: u64, extra: &[(u32, &str)]) -> Vec<u8> {
         let mut fields = vec![(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")];
+        if self.version == Version::Fixt11 && !extra.iter().any(|(tag, _)| *tag == 1137) {
+            fields.push((tags::DEFAULT_APPL_VER_ID, "9"));
+        }
         fields.extend_from_slice(extra);
         self.msg("A", seq, &fields)
     }
@@ -189,7 +202,7 @@ fn types(msgs: &[Msg]) -> Vec<&str> {
 
 #[test]
 fn t1b_a_valid_logon_is_answered_with_logon() {
-    let mut h = Harness::new(Version::Fix44);
+    let mut h = Harness::new(version());
     let logon = h.logon(1, &[(tags::USERNAME, "alice"), (tags::PASSWORD, "pw")]);
     assert_eq!(h.feed(&logon), Outcome::LoggedOn);
     let out = h.take();
@@ -206,7 +219,7 @@ fn t1b_a_valid_logon_is_answered_with_logon() {
 
 #[test]
 fn t1b_b_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested() {
-    let mut h = Harness::new(Version::Fix44);
+    let mut h = Harness::new(version());
     assert_eq!(h.feed(&h.logon(5, &[])), Outcome::LoggedOn);
     let out = h.take();
     assert_eq!(types(&out), ["A", "2"]);
@@ -219,7 +232,7 @@ fn t1b_b_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested() {
 
 #[test]
 fn t1b_c_refused_logon_gets_a_logout_with_the_reason() {
-    let mut h = Harness::new(Version::Fix44);
+    let mut h = Harness::new(version());
     h.auth_result = Err("bad password".into());
     assert_eq!(h.feed(&h.logon(1, &[])), Outcome::Disconnect);
     let out = h.take();
@@ -231,22 +244,22 @@ fn t1b_c_refused_logon_gets_a_logout_with_the_reason() {
 
 #[test]
 fn t1b_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
-    let mut h = Harness::new(Version::Fix44);
+    let mut h = Harness::new(version());
     let no_hb = h.msg("A", 1, &[(tags::ENCRYPT_METHOD, "0")]);
     assert_eq!(h.feed(&no_hb), Outcome::Disconnect);
     let out = h.take();
     assert_eq!(types(&out), ["5"]);
     assert!(out[0].get(tags::TEXT).unwrap().contains("HeartBtInt"));
 
-    let mut h = Harness::new(Version::Fix44);
+    let mut h = Harness::new(version());
     let negative = h.msg("A", 1, &[(tags::HEART_BT_INT, "-5")]);
     assert_eq!(h.feed(&negative), Outcome::Disconnect);
     assert_eq!(types(&h.take()), ["5"]);
 
-    let mut h = Harness::new(Version::Fix44);
+    let mut h = Harness::new(version());
     let t = ts(NOW);
     let wrong = raw(
-        "FIX.4.4",
+        version().name(),
         "A",
         &[
             (tags::SENDER_COMP_ID, "MALLORY"),
@@ -264,7 +277,7 @@ fn t1b_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
 
 #[test]
 fn t1b_d_first_message_not_logon_disconnects_without_reply() {
-    let mut h = Harness::new(Version::Fix44);
+    let mut h = Harness::new(version());
     assert_eq!(h.feed(&h.msg("0", 1, &[])), Outcome::Disconnect);
     assert!(h.out.is_empty());
     assert_eq!(h.s.next_target_seq(), 1);
@@ -275,7 +288,7 @@ fn t1b_e_logon_with_seq_too_low_is_logged_out() {
     let mut store = MemoryStore::new();
     store.set_next_target_seq(10).unwrap();
     store.set_next_sender_seq(4).unwrap();
-    let mut h = Harness::with_store(Version::Fix44, store);
+    let mut h = Harness::with_store(version(), store);
     assert_eq!(h.feed(&h.logon(3, &[])), Outcome::Disconnect);
     let out = h.take();
     assert_eq!(types(&out), ["5"]);
@@ -292,7 +305,7 @@ fn logon_with_reset_seq_num_flag_resets_both_sides() {
     store.set_next_target_seq(7).unwrap();
     store.set_next_sender_seq(20).unwrap();
     store.store(19, NOW, b"old").unwrap();
-    let mut h = Harness::with_store(Version::Fix44, store);
+    let mut h = Harness::with_store(version(), store);
     let logon = h.logon(1, &[(tags::RESET_SEQ_NUM_FLAG, "Y")]);
     assert_eq!(h.feed(&logon), Outcome::LoggedOn);
     let out = h.take();
@@ -312,30 +325,81 @@ fn logon_with_reset_seq_num_flag_resets_both_sides() {
 }
 
 #[test]
-fn fixt_logon_needs_default_appl_ver_id_9() {
+fn fixt_logon_takes_default_appl_ver_id_7_8_or_9() {
     let mut h = Harness::new(Version::Fixt11);
-    assert_eq!(h.feed(&h.logon(1, &[])), Outcome::Disconnect);
+    let without = h.msg(
+        "A",
+        1,
+        &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")],
+    );
+    assert_eq!(h.feed(&without), Outcome::Disconnect);
     let out = h.take();
     assert_eq!(
         out[0].get(tags::TEXT),
         Some("DefaultApplVerID (1137) required")
     );
 
-    let mut h = Harness::new(Version::Fixt11);
-    let logon = h.logon(1, &[(tags::DEFAULT_APPL_VER_ID, "7")]);
-    assert_eq!(h.feed(&logon), Outcome::Disconnect);
+    for refused in ["6", "10", "x"] {
+        let mut h = Harness::new(Version::Fixt11);
+        let logon = h.logon(1, &[(tags::DEFAULT_APPL_VER_ID, refused)]);
+        assert_eq!(h.feed(&logon), Outcome::Disconnect);
+        let text = h.take()[0].get(tags::TEXT).unwrap().to_string();
+        assert!(
+            text.starts_with(&format!("DefaultApplVerID (1137) {refused} not supported")),
+            "{text}"
+        );
+    }
 
-    let mut h = Harness::new(Version::Fixt11);
-    let logon = h.logon(1, &[(tags::DEFAULT_APPL_VER_ID, "9")]);
-    assert_eq!(h.feed(&logon), Outcome::LoggedOn);
-    let out = h.take();
-    assert_eq!(out[0].get(tags::DEFAULT_APPL_VER_ID), Some("9"));
-    assert!(h.out.is_empty());
+    for (id, appl_version) in [
+        ("7", ApplVersion::Fix50),
+        ("8", ApplVersion::Fix50Sp1),
+        ("9", ApplVersion::Fix50Sp2),
+    ] {
+        let mut h = Harness::new(Version::Fixt11);
+        let logon = h.logon(1, &[(tags::DEFAULT_APPL_VER_ID, id)]);
+        assert_eq!(h.feed(&logon), Outcome::LoggedOn);
+        let out = h.take();
+        assert_eq!(out[0].get(tags::DEFAULT_APPL_VER_ID), Some(id));
+        assert_eq!(h.s.default_appl_version(), appl_version);
+        assert!(h.out.is_empty());
+        // The session stays FIXT.1.1 whatever the application version.
+        assert_eq!(h.s.config().session_name(), "FIXT.1.1-RIALTO-TRADER1");
+    }
+}
+
+/// FIX 4.x sessions have their own application version, whatever a Logon says.
+#[test]
+fn a_fix4_session_has_its_own_application_version() {
+    for version in Version::ALL.into_iter().filter(|v| *v != Version::Fixt11) {
+        let mut h = Harness::new(version);
+        let logon = h.logon(1, &[]);
+        assert_eq!(h.feed(&logon), Outcome::LoggedOn);
+        let reply = &h.take()[0];
+        assert_eq!(reply.get(tags::DEFAULT_APPL_VER_ID), None);
+        assert_eq!(Some(h.s.default_appl_version()), version.appl_version());
+    }
+}
+
+/// FIX 4.0 and 4.1: timestamps to the second; FIX 4.0 has no ResetSeqNumFlag.
+#[test]
+fn fix_40_and_41_sessions_write_what_those_versions_define() {
+    for version in [Version::Fix40, Version::Fix41] {
+        let mut h = Harness::new(version);
+        let logon = h.logon(1, &[(tags::RESET_SEQ_NUM_FLAG, "Y")]);
+        assert_eq!(h.feed(&logon), Outcome::LoggedOn);
+        let reply = &h.take()[0];
+        assert_eq!(reply.get(tags::SENDING_TIME).unwrap().len(), 17);
+        // 4.1 honours and echoes ResetSeqNumFlag; 4.0 has no such field.
+        assert_eq!(
+            reply.get(tags::RESET_SEQ_NUM_FLAG),
+            (version == Version::Fix41).then_some("Y")
+        );
+    }
 }
 
 #[test]
 fn logon_timeout_disconnects() {
-    let mut h = Harness::new(Version::Fix44);
+    let mut h = Harness::new(version());
     h.now += 9 * SEC;
     assert_eq!(h.timer(), Outcome::Handled);
     h.now += SEC;
@@ -469,7 +533,11 @@ fn t2g_poss_dup_without_orig_sending_time_is_rejected_and_consumed() {
 #[test]
 fn t2h_wrong_begin_string_logs_out() {
     let mut h = Harness::logged_on();
-    h.version = Version::Fix42;
+    h.version = if h.version == Version::Fix42 {
+        Version::Fix44
+    } else {
+        Version::Fix42
+    };
     assert_eq!(h.feed(&h.msg("0", 2, &[])), Outcome::Disconnect);
     let out = h.take();
     assert_eq!(types(&out), ["5"]);
@@ -481,7 +549,7 @@ fn t2i_wrong_comp_id_is_rejected_and_logged_out() {
     let mut h = Harness::logged_on();
     let t = ts(NOW);
     let m = raw(
-        "FIX.4.4",
+        version().name(),
         "D",
         &[
             (tags::SENDER_COMP_ID, "TRADER1"),
@@ -512,7 +580,7 @@ fn t2k_sending_time_off_or_missing_is_rejected_and_logged_out() {
 
     let mut h = Harness::logged_on();
     let m = raw(
-        "FIX.4.4",
+        version().name(),
         "D",
         &[
             (tags::SENDER_COMP_ID, "TRADER1"),
@@ -531,7 +599,7 @@ fn missing_msg_seq_num_logs_out() {
     let mut h = Harness::logged_on();
     let t = ts(NOW);
     let m = raw(
-        "FIX.4.4",
+        version().name(),
         "D",
         &[
             (tags::SENDER_COMP_ID, "TRADER1"),
@@ -881,7 +949,7 @@ fn t13_their_logout_is_answered_then_disconnect() {
 /// A message of theirs with `tail` (raw `tag=value|` text) after the standard header.
 fn with_raw_tail(h: &Harness, msg_type: &str, seq: u64, tail: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut w = MessageWriter::begin(&mut out, b"FIX.4.4", msg_type.as_bytes());
+    let mut w = MessageWriter::begin(&mut out, h.version.begin_string(), msg_type.as_bytes());
     w.str(tags::SENDER_COMP_ID, b"TRADER1")
         .str(tags::TARGET_COMP_ID, b"RIALTO")
         .uint(tags::MSG_SEQ_NUM, seq)
@@ -964,7 +1032,7 @@ fn reset_on_disconnect_starts_over() {
     let mut h = Harness::logged_on();
     h.s.on_disconnect(h.now).unwrap();
     assert_eq!((h.s.next_sender_seq(), h.s.next_target_seq()), (2, 2));
-    let mut config = SessionConfig::new(Version::Fix44, "RIALTO", "TRADER1");
+    let mut config = SessionConfig::new(version(), "RIALTO", "TRADER1");
     config.reset_on_disconnect = true;
     let mut s = Session::new(config, MemoryStore::new());
     s.on_connect(NOW);
@@ -1002,10 +1070,10 @@ fn t20_their_resend_request_is_served_before_ours_is_sent() {
 #[test]
 fn file_store_survives_reopen_and_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let config = SessionConfig::new(Version::Fix44, "RIALTO", "TRADER1");
+    let config = SessionConfig::new(version(), "RIALTO", "TRADER1");
     let name = config.session_name();
-    assert_eq!(name, "FIX.4.4-RIALTO-TRADER1");
-    let h = Harness::new(Version::Fix44);
+    assert_eq!(name, format!("{}-RIALTO-TRADER1", version().name()));
+    let h = Harness::new(version());
     {
         let store = FileStore::open(dir.path(), &name).unwrap();
         let mut s = Session::new(config.clone(), store);
@@ -1069,8 +1137,8 @@ fn file_store_survives_reopen_and_a_torn_tail() {
 #[test]
 fn a_session_on_a_reopened_file_store_resends_from_disk() {
     let dir = tempfile::tempdir().unwrap();
-    let config = SessionConfig::new(Version::Fix44, "RIALTO", "TRADER1");
-    let h = Harness::new(Version::Fix44);
+    let config = SessionConfig::new(version(), "RIALTO", "TRADER1");
+    let h = Harness::new(version());
     let mut out = Vec::new();
     {
         let mut s = Session::new(config.clone(), FileStore::open(dir.path(), "s").unwrap());
@@ -1117,9 +1185,9 @@ fn a_session_on_a_reopened_file_store_resends_from_disk() {
 #[test]
 fn the_log_holds_every_message_and_answers_queries() {
     let dir = tempfile::tempdir().unwrap();
-    let config = SessionConfig::new(Version::Fix44, "RIALTO", "TRADER1");
+    let config = SessionConfig::new(version(), "RIALTO", "TRADER1");
     let name = config.session_name();
-    let mut h = Harness::new(Version::Fix44);
+    let mut h = Harness::new(version());
     h.s = Session::new(config, MemoryStore::new())
         .with_log(MessageLog::open(dir.path(), &name).unwrap());
     h.s.on_connect(NOW);
@@ -1198,4 +1266,115 @@ fn the_log_holds_every_message_and_answers_queries() {
         .collect();
     assert_eq!(all.len(), 7);
     assert_eq!(all[6].bytes, b"8=x");
+}
+
+/// The tests above again, in every version.
+mod every_version {
+    use super::*;
+
+    macro_rules! in_every_version {
+        ($($test:ident),* $(,)?) => {$(
+            #[test]
+            fn $test() {
+                for version in Version::ALL {
+                    VERSION.with(|v| v.set(version));
+                    super::$test();
+                }
+            }
+        )*};
+    }
+
+    in_every_version!(
+        t1b_a_valid_logon_is_answered_with_logon,
+        t1b_b_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested,
+        t1b_c_refused_logon_gets_a_logout_with_the_reason,
+        t1b_d_first_message_not_logon_disconnects_without_reply,
+        t1b_e_logon_with_seq_too_low_is_logged_out,
+        logon_timeout_disconnects,
+        t2a_in_sequence_application_message_is_delivered,
+        t2b_seq_too_high_asks_once_and_the_resend_fills_the_gap,
+        t2c_seq_too_low_without_poss_dup_logs_out,
+        t2d_garbled_messages_are_ignored,
+        t2e_poss_dup_too_low_is_ignored,
+        t2h_wrong_begin_string_logs_out,
+        t4a_heartbeat_after_an_interval_without_sending,
+        t4b_test_request_is_answered_with_its_id,
+        t5_heartbeat_is_accepted,
+        t6_test_request_after_silence_then_disconnect,
+        t7_reject_is_accepted_and_consumed,
+        t13_their_logout_is_answered_then_disconnect,
+        t15_messages_sent_while_disconnected_come_by_resend_after_logon,
+        reset_on_disconnect_starts_over,
+        t20_their_resend_request_is_served_before_ours_is_sent,
+        a_session_on_a_reopened_file_store_resends_from_disk,
+        the_log_holds_every_message_and_answers_queries,
+    );
+
+    /// Those that check a Reject's SessionRejectReason (373) or RefTagID (371): FIX 4.2 on.
+    macro_rules! from_fix42 {
+        ($($test:ident),* $(,)?) => {$(
+            #[test]
+            fn $test() {
+                for version in Version::ALL.into_iter().filter(|v| *v >= Version::Fix42) {
+                    VERSION.with(|v| v.set(version));
+                    super::$test();
+                }
+            }
+        )*};
+    }
+
+    from_fix42!(
+        logon_with_reset_seq_num_flag_resets_both_sides,
+        missing_msg_seq_num_logs_out,
+        file_store_survives_reopen_and_a_torn_tail,
+        t10_gap_fill,
+        t11_sequence_reset,
+        t12_our_logout_waits_for_theirs,
+        t14_field_errors_are_rejected_and_consumed,
+        t1b_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out,
+        t2_unknown_msg_type_is_delivered_for_the_application_to_reject,
+        t2f_orig_sending_time_after_sending_time_is_rejected_and_logged_out,
+        t2g_poss_dup_without_orig_sending_time_is_rejected_and_consumed,
+        t2i_wrong_comp_id_is_rejected_and_logged_out,
+        t2k_sending_time_off_or_missing_is_rejected_and_logged_out,
+        t8_a_bad_resend_request_is_rejected,
+        t8_resend_request_resends_app_messages_and_gap_fills_admin_ones,
+    );
+}
+
+/// FIX 4.0 and 4.1 Rejects have RefSeqNum and Text only, and those versions have no
+/// BusinessMessageReject: a business reject is a Reject whose Text says what was wrong.
+#[test]
+fn fix_40_and_41_rejects_carry_their_reason_in_text() {
+    for version in [Version::Fix40, Version::Fix41] {
+        VERSION.with(|v| v.set(version));
+        let mut h = Harness::logged_on();
+        let reject = Reject {
+            ref_seq_num: 2,
+            ref_tag: Some(38),
+            ref_msg_type: Some(b"D"),
+            reason: reject_reason::INCORRECT_DATA_FORMAT,
+            text: "",
+        };
+        h.s.reject(&reject, h.now, &mut h.out).unwrap();
+        let business = BusinessReject {
+            ref_seq_num: 3,
+            ref_msg_type: b"E",
+            ref_id: None,
+            reason: business_reject_reason::UNSUPPORTED_MESSAGE_TYPE,
+            text: "unsupported message type",
+        };
+        h.s.business_reject(&business, h.now, &mut h.out).unwrap();
+        let out = h.take();
+        assert_eq!(types(&out), ["3", "3"]);
+        for m in &out {
+            let tags: Vec<u32> = m.fields.iter().map(|(t, _)| *t).collect();
+            assert_eq!(tags, [49, 56, 34, 52, 45, 58], "{version:?} {m:?}");
+        }
+        assert_eq!(
+            out[0].get(tags::TEXT),
+            Some("Incorrect data format for value (tag 38)")
+        );
+        assert_eq!(out[1].get(tags::TEXT), Some("unsupported message type"));
+    }
 }

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::fix::{FixClient, transact_time};
-use rialto_fix::tags;
+use rialto_fix::{ApplVersion, tags};
 use rialto_server::RunningServer;
 
 fn start(data: &std::path::Path) -> RunningServer {
@@ -850,4 +850,149 @@ fn market_data_rebuilt_from_w_and_x_is_the_rest_book_at_quiet_points() {
         "only {trades_seen} trades: too little trading to prove much"
     );
     server.shutdown().unwrap();
+}
+
+/// Every version trades: Logon, an order that fills against a FIX 4.4 seller, and a cancel.
+/// Each report holds only fields its version defines (checked against its dictionary, as a
+/// validating counterparty would) and the version's own ones (ExecTransType, ExecType,
+/// LeavesQty, SecondaryOrderID as far as it has them).
+#[test]
+fn every_version_logs_on_trades_and_cancels() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut seller = FixClient::connect(fix_addr(&server), "TRADER2", "FIX.4.4");
+    seller.logon(&server, 2);
+    // (BeginString, DefaultApplVerID, CompID and user): FIXT.1.1 is one session per CompID,
+    // so each of its application versions logs on as a user of its own.
+    let cases = [
+        ("FIX.4.0", ApplVersion::Fix40, "TRADER1", 1),
+        ("FIX.4.1", ApplVersion::Fix41, "TRADER1", 1),
+        ("FIX.4.2", ApplVersion::Fix42, "TRADER1", 1),
+        ("FIX.4.3", ApplVersion::Fix43, "TRADER1", 1),
+        ("FIX.4.4", ApplVersion::Fix44, "TRADER1", 1),
+        ("FIXT.1.1", ApplVersion::Fix50, "TRADER3", 3),
+        ("FIXT.1.1", ApplVersion::Fix50Sp1, "TRADER4", 4),
+        ("FIXT.1.1", ApplVersion::Fix50Sp2, "TRADER5", 5),
+    ];
+    for (n, (begin, version, comp_id, user)) in cases.into_iter().enumerate() {
+        let valid = |msg: &common::fix::Msg| {
+            let (frame, _) = rialto_fix::next_frame(&msg.bytes, 1 << 20)
+                .unwrap()
+                .unwrap();
+            let checked = rialto_fix::dict::validate(version, &frame);
+            assert_eq!(checked, Ok(()), "{version:?}: {msg:?}");
+        };
+        let mut buyer = FixClient::connect(fix_addr(&server), comp_id, begin);
+        buyer.default_appl_ver_id = std::str::from_utf8(version.appl_ver_id()).unwrap();
+        let logon = buyer.logon(&server, user);
+        assert_eq!(
+            logon.get(tags::DEFAULT_APPL_VER_ID),
+            (begin == "FIXT.1.1").then_some(buyer.default_appl_ver_id)
+        );
+        let old = version <= ApplVersion::Fix41;
+        let order = |client: &mut FixClient, cl_ord_id: &str, side: &str, old: bool| {
+            let now = transact_time();
+            let mut fields = vec![
+                (tags::CL_ORD_ID, cl_ord_id),
+                (tags::HANDL_INST, "1"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, side),
+                (tags::ORDER_QTY, "1"),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, "100.00"),
+                (tags::TIME_IN_FORCE, "1"),
+            ];
+            // TransactTime on orders came with FIX 4.2.
+            if !old {
+                fields.push((tags::TRANSACT_TIME, &now));
+            }
+            client.send("D", &fields);
+        };
+        let buy = format!("B{n}");
+        order(&mut buyer, &buy, "1", old);
+        let new = buyer.expect("8");
+        valid(&new);
+        assert_eq!(new.req(tags::ORD_STATUS), "0", "{new:?}");
+        assert_eq!(
+            new.get(tags::EXEC_TRANS_TYPE).is_some(),
+            version <= ApplVersion::Fix42
+        );
+        assert_eq!(
+            new.get(tags::EXEC_TYPE).is_some(),
+            version >= ApplVersion::Fix41
+        );
+        assert_eq!(
+            new.get(tags::LEAVES_QTY).is_some(),
+            version >= ApplVersion::Fix41
+        );
+        assert_eq!(new.get(198).is_some(), version >= ApplVersion::Fix41);
+
+        let sell = format!("S{n}");
+        order(&mut seller, &sell, "2", false);
+        seller.expect("8");
+        seller.expect("8");
+        let fill = buyer.expect("8");
+        valid(&fill);
+        assert_eq!(fill.req(tags::ORD_STATUS), "2", "{fill:?}");
+        let (last_qty, cum_qty) = if old { ("1", "1") } else { ("1.000", "1.000") };
+        assert_eq!(fill.req(tags::LAST_QTY), last_qty);
+        assert_eq!(fill.req(tags::CUM_QTY), cum_qty);
+        let trade = match version {
+            ApplVersion::Fix40 => None,
+            ApplVersion::Fix41 | ApplVersion::Fix42 => Some("2"),
+            _ => Some("F"),
+        };
+        assert_eq!(fill.get(tags::EXEC_TYPE), trade);
+
+        let rest = format!("R{n}");
+        order(&mut buyer, &rest, "1", old);
+        valid(&buyer.expect("8"));
+        let cancel_id = format!("C{n}");
+        let now = transact_time();
+        let mut fields = vec![
+            (tags::ORIG_CL_ORD_ID, rest.as_str()),
+            (tags::CL_ORD_ID, cancel_id.as_str()),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "1"),
+            (tags::ORDER_QTY, "1"),
+        ];
+        if version == ApplVersion::Fix40 {
+            fields.push((125, "F"));
+        }
+        if !old {
+            fields.push((tags::TRANSACT_TIME, &now));
+        }
+        buyer.send("F", &fields);
+        let canceled = buyer.expect("8");
+        valid(&canceled);
+        assert_eq!(canceled.req(tags::ORD_STATUS), "4", "{canceled:?}");
+        // An unknown order: OrderCancelReject with that version's fields.
+        fields[0].1 = "NOSUCH";
+        fields[1].1 = "C-unknown";
+        buyer.send("F", &fields);
+        let refused = buyer.expect("9");
+        valid(&refused);
+
+        // Market data came with FIX 4.2: before it, MsgType V is undefined (Reject, 35=3).
+        if old {
+            buyer.send("V", &[(262, "MD1"), (263, "0"), (264, "1")]);
+            let reject = buyer.expect("3");
+            valid(&reject);
+            assert_eq!(reject.get(373), None);
+        }
+        if version == ApplVersion::Fix50Sp2 {
+            // A message's ApplVerID picks its dictionary; one not offered is refused.
+            buyer.send(
+                "H",
+                &[
+                    (1128, "6"),
+                    (tags::CL_ORD_ID, &buy),
+                    (tags::SIDE, "1"),
+                    (tags::SYMBOL, "BTC-USD"),
+                ],
+            );
+            let reject = buyer.expect("3");
+            assert_eq!((reject.req(373), reject.req(371)), ("5", "1128"));
+        }
+    }
 }

@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use rialto_fix::parse::checksum;
-use rialto_fix::{Version, dict, next_frame};
+use rialto_fix::{ApplVersion, dict, next_frame};
 
 fn walk(data: &[u8]) {
     let mut buf = data;
@@ -19,7 +19,7 @@ fn walk(data: &[u8]) {
                 for field in frame.fields() {
                     let _ = field;
                 }
-                for version in [Version::Fix42, Version::Fix44, Version::Fixt11] {
+                for version in ApplVersion::ALL {
                     let _ = dict::validate(version, &frame);
                 }
                 buf = &buf[len..];

@@ -16,8 +16,8 @@
 //! supported here. [`crate::Frame::fields`] and [`crate::Frame::get`] split at every SOH and
 //! do not support it.
 
+use crate::ApplVersion;
 use crate::SOH;
-use crate::Version;
 use crate::parse::{Field, Frame, parse_int, parse_uint};
 
 use super::{
@@ -60,8 +60,9 @@ fn violation(reason: u32, ref_tag: Option<u32>, text: &'static str) -> Violation
 /// trailer and tag numbers checked and returns `Ok`: the caller answers it with a
 /// BusinessMessageReject (35=j, 380=3).
 ///
-/// The caller chooses `version` from BeginString; it is not compared here.
-pub fn validate(version: Version, frame: &Frame<'_>) -> Result<(), Violation> {
+/// The caller chooses `version` from BeginString (on FIXT.1.1, from ApplVerID or the Logon's
+/// DefaultApplVerID); it is not compared here.
+pub fn validate(version: ApplVersion, frame: &Frame<'_>) -> Result<(), Violation> {
     validate_fields(version, frame, &mut ())
 }
 
@@ -80,7 +81,7 @@ impl Visit<'_> for () {
 /// checks, in message order, so that a decoder reads the message in the same pass. When the
 /// result is `Ok`, `visit` has seen every field of the message.
 pub fn validate_fields<'a, V: Visit<'a>>(
-    version: Version,
+    version: ApplVersion,
     frame: &Frame<'a>,
     visit: &mut V,
 ) -> Result<(), Violation> {

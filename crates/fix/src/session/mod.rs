@@ -32,11 +32,12 @@
 //! and disconnect. Then:
 //!
 //! - Logon (case 1B): CompIDs, SendingTime, HeartBtInt (present, 0..=max), EncryptMethod (0 or
-//!   absent), DefaultApplVerID (FIXT.1.1 only: required, must be 9 = FIX 5.0 SP2), no malformed
+//!   absent), DefaultApplVerID (FIXT.1.1 only: required, 7, 8 or 9 = FIX 5.0, 5.0 SP1 or
+//!   5.0 SP2; any other value is named in the Logout's Text), no malformed
 //!   field, the `auth` callback, then the sequence number: too low without ResetSeqNumFlag →
 //!   Logout "MsgSeqNum too low, expecting X but received Y" (case 1B.e). Any failure: Logout with a
 //!   Text and disconnect (no Reject before logon). Accepted: we reply Logon (98=0, the same 108,
-//!   141=Y when asked to reset, 1137=9 for FIXT); if its MsgSeqNum was too high, a
+//!   141=Y when asked to reset, 1137 as received for FIXT); if its MsgSeqNum was too high, a
 //!   ResendRequest follows (case 1B.b). ResetSeqNumFlag=Y resets both directions to 1 first, also
 //!   during a session. A Logon without it while logged on → Logout and disconnect.
 //! - Other messages: SendingTime missing or more than `max_clock_skew_ns` from `now` → Reject
@@ -60,6 +61,14 @@
 //!
 //! Errors after logon disconnect right after the Logout instead of waiting for the
 //! counterparty's Logout: the caller writes `out` before closing, so it is still delivered.
+//!
+//! # Versions
+//! FIX 4.0 to 4.4 and FIXT.1.1, one per session ([`SessionConfig::version`]). What differs:
+//! FIX 4.0 and 4.1 write UTCTimestamps to the second (they define no fraction); FIX 4.0 has no
+//! ResetSeqNumFlag (141), which is then neither honoured nor sent; a FIX 4.0 or 4.1 Reject has
+//! RefSeqNum and a Text only (no 371, 372, 373: the Text names the reason and the tag), and
+//! having no BusinessMessageReject either, [`Session::business_reject`] sends a Reject there.
+//! On FIXT.1.1 the Logon's DefaultApplVerID becomes [`Session::default_appl_version`].
 //!
 //! # Resends (case 8)
 //! Application messages and Rejects are stored when sent ([`MessageStore`]) and resent with
@@ -93,7 +102,7 @@ pub use log::{Direction, LogFilter, LogRecord, MessageLog};
 pub use store::{FileStore, MemoryStore, MessageStore};
 
 use crate::parse::{Fields, parse_uint};
-use crate::{Frame, MessageWriter, SOH, Version, tags, time};
+use crate::{ApplVersion, Frame, MessageWriter, SOH, Version, tags, time};
 
 /// SessionRejectReason (373) values.
 pub mod reject_reason {
@@ -112,6 +121,28 @@ pub mod reject_reason {
     pub const REPEATING_GROUP_FIELDS_OUT_OF_ORDER: u32 = 15;
     pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
     pub const OTHER: u32 = 99;
+
+    /// The reason's name in the FIX specification, for a Text (FIX 4.0 and 4.1 Rejects carry
+    /// no SessionRejectReason).
+    pub fn describe(reason: u32) -> &'static str {
+        match reason {
+            INVALID_TAG_NUMBER => "Invalid tag number",
+            REQUIRED_TAG_MISSING => "Required tag missing",
+            TAG_NOT_DEFINED_FOR_MSG_TYPE => "Tag not defined for this message type",
+            UNDEFINED_TAG => "Undefined tag",
+            TAG_WITHOUT_VALUE => "Tag specified without a value",
+            VALUE_INCORRECT => "Value is incorrect (out of range) for this tag",
+            INCORRECT_DATA_FORMAT => "Incorrect data format for value",
+            COMP_ID_PROBLEM => "CompID problem",
+            SENDING_TIME_ACCURACY => "SendingTime accuracy problem",
+            INVALID_MSG_TYPE => "Invalid MsgType",
+            TAG_APPEARS_MORE_THAN_ONCE => "Tag appears more than once",
+            TAG_OUT_OF_ORDER => "Tag specified out of required order",
+            REPEATING_GROUP_FIELDS_OUT_OF_ORDER => "Repeating group fields out of order",
+            INCORRECT_NUM_IN_GROUP => "Incorrect NumInGroup count for repeating group",
+            _ => "Other",
+        }
+    }
 }
 
 /// BusinessRejectReason (380) values.
@@ -124,9 +155,6 @@ pub mod business_reject_reason {
     pub const CONDITIONALLY_REQUIRED_FIELD_MISSING: u32 = 5;
     pub const NOT_AUTHORIZED: u32 = 6;
 }
-
-/// The one DefaultApplVerID (1137) accepted on a FIXT.1.1 Logon: FIX 5.0 SP2.
-pub const APPL_VER_ID_FIX50SP2: &[u8] = b"9";
 
 /// How one session behaves. [`SessionConfig::new`] fills in the defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,6 +312,8 @@ pub struct Session<S: MessageStore> {
     scratch: Vec<u8>,
     /// A store failure while writing an admin message, reported at the end of the call.
     store_error: Option<io::Error>,
+    /// See [`Session::default_appl_version`].
+    default_appl_version: ApplVersion,
 }
 
 /// Where a resend stands: the next stored message to look at, the last number asked for, and
@@ -414,6 +444,10 @@ fn required_uint(frame: &Frame<'_>, tag: u32) -> Result<u64, (u32, u32)> {
 impl<S: MessageStore> Session<S> {
     /// A session in the disconnected state; the sequence numbers are the store's.
     pub fn new(config: SessionConfig, store: S) -> Session<S> {
+        let default_appl_version = config
+            .version
+            .appl_version()
+            .unwrap_or(ApplVersion::Fix50Sp2);
         Session {
             config,
             store,
@@ -430,6 +464,7 @@ impl<S: MessageStore> Session<S> {
             resending: None,
             scratch: Vec::new(),
             store_error: None,
+            default_appl_version,
         }
     }
 
@@ -469,6 +504,24 @@ impl<S: MessageStore> Session<S> {
     /// The MsgSeqNum expected from the counterparty next.
     pub fn next_target_seq(&self) -> u64 {
         self.store.next_target_seq()
+    }
+
+    /// The application version of messages that carry no ApplVerID (1128), ours included: a
+    /// FIX 4.x session's own; on FIXT.1.1, the DefaultApplVerID (1137) of the last Logon
+    /// accepted (FIX 5.0SP2 before the first).
+    pub fn default_appl_version(&self) -> ApplVersion {
+        self.default_appl_version
+    }
+
+    /// The application version of a message of theirs: on FIXT.1.1, the one its ApplVerID
+    /// (1128) names, or [`Session::default_appl_version`] without one; a FIX 4.x session's own.
+    /// `None` for an ApplVerID other than 7, 8 or 9: the caller rejects the message (reason 5,
+    /// tag 1128).
+    pub fn appl_version_of(&self, frame: &Frame<'_>) -> Option<ApplVersion> {
+        match frame.get(tags::APPL_VER_ID) {
+            Some(id) if self.config.version == Version::Fixt11 => ApplVersion::over_fixt(id),
+            _ => Some(self.default_appl_version),
+        }
     }
 
     /// The HeartBtInt agreed at Logon, in seconds (0 before Logon or when none).
@@ -630,13 +683,29 @@ impl<S: MessageStore> Session<S> {
         Ok(seq)
     }
 
-    /// Sends a BusinessMessageReject (35=j).
+    /// Sends a BusinessMessageReject (35=j); FIX 4.0 and 4.1 have none, so there it is a
+    /// session Reject whose Text says what was rejected (as QuickFIX does).
     pub fn business_reject(
         &mut self,
         reject: &BusinessReject<'_>,
         now_ns: i64,
         out: &mut Vec<u8>,
     ) -> Result<u64, SessionError> {
+        if self.config.version < Version::Fix42 {
+            let text = if reject.text.is_empty() {
+                "business reject"
+            } else {
+                reject.text
+            };
+            let session_reject = Reject {
+                ref_seq_num: reject.ref_seq_num,
+                ref_tag: None,
+                ref_msg_type: Some(reject.ref_msg_type),
+                reason: reject_reason::OTHER,
+                text,
+            };
+            return self.reject(&session_reject, now_ns, out);
+        }
         self.send_app(
             b"j",
             now_ns,
@@ -966,7 +1035,9 @@ impl<S: MessageStore> Session<S> {
         auth: &mut dyn FnMut(&Logon<'_>) -> Result<(), String>,
         out: &mut Vec<u8>,
     ) -> Result<Outcome, SessionError> {
-        let reset = frame.get(tags::RESET_SEQ_NUM_FLAG) == Some(b"Y");
+        // ResetSeqNumFlag appeared in FIX 4.1: FIX 4.0 has no such field.
+        let reset = self.config.version >= Version::Fix41
+            && frame.get(tags::RESET_SEQ_NUM_FLAG) == Some(b"Y");
         let refuse = |text: String| Err::<Logon<'_>, String>(text);
         let checked = (|| {
             if matches!(self.state, State::LoggedOn | State::LogoutSent { .. }) && !reset {
@@ -996,11 +1067,13 @@ impl<S: MessageStore> Session<S> {
             let default_appl_ver_id = frame.get(tags::DEFAULT_APPL_VER_ID);
             if self.config.version == Version::Fixt11 {
                 match default_appl_ver_id {
-                    Some(APPL_VER_ID_FIX50SP2) => {}
-                    Some(_) => {
-                        return refuse(
-                            "DefaultApplVerID (1137) not supported: only 9 (FIX 5.0 SP2)".into(),
-                        );
+                    Some(id) if ApplVersion::over_fixt(id).is_some() => {}
+                    Some(id) => {
+                        return refuse(format!(
+                            "DefaultApplVerID (1137) {} not supported: only 7 (FIX 5.0), \
+                             8 (FIX 5.0 SP1) or 9 (FIX 5.0 SP2)",
+                            String::from_utf8_lossy(id)
+                        ));
                     }
                     None => return refuse("DefaultApplVerID (1137) required".into()),
                 }
@@ -1038,6 +1111,10 @@ impl<S: MessageStore> Session<S> {
         self.state = State::LoggedOn;
         self.heart_bt_int_ns = i64::from(logon.heart_bt_int).saturating_mul(1_000_000_000);
         let fixt = self.config.version == Version::Fixt11;
+        if let Some(id) = logon.default_appl_ver_id.filter(|_| fixt) {
+            self.default_appl_version = ApplVersion::over_fixt(id).expect("checked above");
+        }
+        let default_appl_ver_id = self.default_appl_version.appl_ver_id();
         self.write_admin(b"A", now_ns, out, |w| {
             w.uint(tags::ENCRYPT_METHOD, 0);
             w.uint(tags::HEART_BT_INT, u64::from(logon.heart_bt_int));
@@ -1045,7 +1122,7 @@ impl<S: MessageStore> Session<S> {
                 w.bool(tags::RESET_SEQ_NUM_FLAG, true);
             }
             if fixt {
-                w.str(tags::DEFAULT_APPL_VER_ID, APPL_VER_ID_FIX50SP2);
+                w.str(tags::DEFAULT_APPL_VER_ID, default_appl_ver_id);
             }
         });
         if seq == expected {
@@ -1271,8 +1348,8 @@ impl<S: MessageStore> Session<S> {
             .str(tags::TARGET_COMP_ID, self.config.their_comp_id.as_bytes())
             .uint(tags::MSG_SEQ_NUM, seq)
             .bool(tags::POSS_DUP_FLAG, true)
-            .timestamp(tags::SENDING_TIME, now_ns)
-            .timestamp(tags::ORIG_SENDING_TIME, now_ns)
+            .timestamp_in(self.config.version, tags::SENDING_TIME, now_ns)
+            .timestamp_in(self.config.version, tags::ORIG_SENDING_TIME, now_ns)
             .bool(tags::GAP_FILL_FLAG, true)
             .uint(tags::NEW_SEQ_NO, new_seq);
         w.finish();
@@ -1287,7 +1364,7 @@ impl<S: MessageStore> Session<S> {
             .str(tags::TARGET_COMP_ID, self.config.their_comp_id.as_bytes())
             .uint(tags::MSG_SEQ_NUM, seq)
             .bool(tags::POSS_DUP_FLAG, true)
-            .timestamp(tags::SENDING_TIME, now_ns);
+            .timestamp_in(self.config.version, tags::SENDING_TIME, now_ns);
         if let Some(orig) = original.get(tags::SENDING_TIME) {
             w.str(tags::ORIG_SENDING_TIME, orig);
         }
@@ -1339,18 +1416,23 @@ impl<S: MessageStore> Session<S> {
         now_ns: i64,
         out: &mut Vec<u8>,
     ) -> Result<u64, SessionError> {
+        let version = self.config.version;
         self.send_stored(
             b"3",
             now_ns,
             |w| {
                 w.uint(tags::REF_SEQ_NUM, r.ref_seq_num);
+                if !version.reject_has_reason() {
+                    // FIX 4.0 and 4.1 Rejects have RefSeqNum and Text only: the Text says it all.
+                    w.str(tags::TEXT, reject_text(r).as_bytes());
+                    return;
+                }
                 if let Some(tag) = r.ref_tag {
                     w.uint(tags::REF_TAG_ID, u64::from(tag));
                 }
                 if let Some(t) = r.ref_msg_type {
                     w.str(tags::REF_MSG_TYPE, t);
                 }
-                // SessionRejectReason exists from FIX 4.2 on: all our versions.
                 w.uint(tags::SESSION_REJECT_REASON, u64::from(r.reason));
                 if !r.text.is_empty() {
                     w.str(tags::TEXT, r.text.as_bytes());
@@ -1407,7 +1489,7 @@ impl<S: MessageStore> Session<S> {
         w.str(tags::SENDER_COMP_ID, self.config.our_comp_id.as_bytes())
             .str(tags::TARGET_COMP_ID, self.config.their_comp_id.as_bytes())
             .uint(tags::MSG_SEQ_NUM, seq)
-            .timestamp(tags::SENDING_TIME, now_ns);
+            .timestamp_in(self.config.version, tags::SENDING_TIME, now_ns);
         w
     }
 
@@ -1424,6 +1506,28 @@ impl<S: MessageStore> Session<S> {
         if let Some(log) = &mut self.log {
             log.append(Direction::Out, now_ns, &out[start..]);
         }
+    }
+}
+
+impl Version {
+    /// Whether a session Reject (35=3) has RefTagID (371), RefMsgType (372) and
+    /// SessionRejectReason (373): from FIX 4.2 on.
+    fn reject_has_reason(self) -> bool {
+        self >= Version::Fix42
+    }
+}
+
+/// A FIX 4.0 or 4.1 Reject's Text, which stands for the fields those versions lack: the
+/// Text given, else the reason, and the tag at fault.
+fn reject_text(r: &Reject<'_>) -> String {
+    let what = if r.text.is_empty() {
+        reject_reason::describe(r.reason)
+    } else {
+        r.text
+    };
+    match r.ref_tag {
+        Some(tag) => format!("{what} (tag {tag})"),
+        None => what.to_string(),
     }
 }
 

@@ -29,7 +29,7 @@ use rialto_fix::session::{
     BusinessReject, FileStore, Logon, MessageLog, MessageStore, Outcome, Reject, Session,
     SessionConfig, business_reject_reason,
 };
-use rialto_fix::{Decimal, Frame, MessageWriter, Version, next_frame, tags};
+use rialto_fix::{ApplVersion, Decimal, Frame, MessageWriter, Version, next_frame, tags};
 use rialto_wire::ServerMsg;
 
 use crate::admission::{
@@ -94,7 +94,6 @@ pub struct SessionBinding {
 /// One FIX session: a (SenderCompID, version) pair, with its sequence numbers and orders.
 struct Slot {
     name: String,
-    version: Version,
     user: UserId,
     cancel_on_disconnect: bool,
     session: Session<FileStore>,
@@ -820,7 +819,7 @@ fn write_market_data(slot: &mut Slot, instruments: &Instruments, p: Publish, out
     let Some(instrument) = instruments.by_id(p.symbol()).copied() else {
         return;
     };
-    let version = slot.version;
+    let version = slot.session.default_appl_version();
     let session = &mut slot.session;
     let now = now_ns();
     let result = match p {
@@ -860,7 +859,8 @@ fn write_market_data(slot: &mut Slot, instruments: &Instruments, p: Publish, out
                     w.str(tags::SYMBOL, instrument.name().as_bytes());
                     w.decimal(tags::MD_ENTRY_PX, instrument.price(e.price_ticks));
                     w.decimal(tags::MD_ENTRY_SIZE, instrument.qty(e.qty_lots));
-                    if version != Version::Fix42 {
+                    // RptSeq came with FIX 4.4.
+                    if version >= ApplVersion::Fix44 {
                         w.uint(RPT_SEQ, e.rpt_seq);
                     }
                 }

@@ -990,8 +990,10 @@ impl OrderDesk {
         self.next_order_id = self.next_order_id.max(order_id + 1).max(engine_id + 1);
         let lots = |d: Option<Decimal>| d.and_then(|d| instrument.lots(d).ok());
         let ticks = |d: Option<Decimal>| d.and_then(|d| instrument.ticks(d).ok());
+        // FIX 4.0 reports have no LeavesQty: what is left is OrderQty − CumQty.
+        let leaves_lots = lots(leaves).or_else(|| lots(order_qty)?.checked_sub(lots(cum)?));
         let terminal = matches!(status, b'2' | b'3' | b'4' | b'8' | b'C');
-        if terminal || lots(leaves) == Some(0) {
+        if terminal || leaves_lots == Some(0) {
             if let Some(old) = self.orders.remove(&order_id) {
                 self.by_engine_id.remove(&old.engine_id);
                 self.by_cl_ord_id.retain(|_, id| *id != order_id);
@@ -1003,7 +1005,11 @@ impl OrderDesk {
             self.by_cl_ord_id.retain(|_, id| *id != order_id);
         }
         let notional = self.orders.get(&order_id).map_or(0, |o| o.notional);
-        let is_fill = matches!(exec_type, Some(b'F' | b'1' | b'2'));
+        // FIX 4.0 reports have no ExecType: a fill is one with shares in LastShares.
+        let is_fill = match exec_type {
+            Some(t) => matches!(t, b'F' | b'1' | b'2'),
+            None => lots(last_qty).is_some_and(|q| q > 0),
+        };
         let fill = match (is_fill, ticks(last_px), lots(last_qty)) {
             (true, Some(p), Some(q)) => i128::from(p) * i128::from(q),
             _ => 0,
@@ -1024,7 +1030,7 @@ impl OrderDesk {
             order_qty_lots: lots(order_qty).unwrap_or(0),
             cum_lots: lots(cum).unwrap_or(0),
             notional: notional + fill,
-            leaves_lots: lots(leaves).unwrap_or(0),
+            leaves_lots: leaves_lots.unwrap_or(0),
             status,
             acknowledged: true,
         };

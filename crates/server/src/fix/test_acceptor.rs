@@ -2,12 +2,13 @@
 //! the session acceptance scripts of QuickFIX and QuickFIX/J expect, behind their test
 //! application (QuickFIX's `ATApplication`).
 //!
-//! - We are `ISLD`, the counterparty is `TW`. FIX.4.2, FIX.4.4 and FIXT.1.1 (DefaultApplVerID
-//!   9) share one port: the first message's BeginString and CompIDs pick the session, and a
-//!   first message that names no session is answered by closing the connection (cases 1c, 1d).
-//!   The current QuickFIX scripts name the counterparty per version instead (`TW42`, `TW44`,
-//!   `TW50SP2`): those are sessions too. A second connection for a session in use is closed
-//!   (case 1b).
+//! - We are `ISLD`, the counterparty is `TW`. FIX.4.0, 4.1, 4.2, 4.3, 4.4 and FIXT.1.1
+//!   (DefaultApplVerID 7, 8 or 9: FIX 5.0, 5.0SP1, 5.0SP2) share one port: the first message's
+//!   BeginString and CompIDs pick the session, and a first message that names no session is
+//!   answered by closing the connection (cases 1c, 1d). The current QuickFIX scripts name the
+//!   counterparty per version instead (`TW40` ... `TW44`, `TW50`, `TW50SP1`, `TW50SP2`): those
+//!   are sessions too (the three FIXT.1.1 ones take any of the three DefaultApplVerIDs). A
+//!   second connection for a session in use is closed (case 1b).
 //! - No credentials. Sequence numbers go back to 1 on every disconnect, messages are kept in
 //!   memory only (for resends within a connection).
 //! - NewOrderSingle (D) and SecurityDefinition (d) are echoed: the same fields in the same
@@ -43,12 +44,20 @@ pub const OUR_COMP_ID: &str = "ISLD";
 pub const THEIR_COMP_ID: &str = "TW";
 /// The sessions served: a version and the counterparty's CompID. QuickFIX's current scripts
 /// use a CompID per version.
-pub const SESSIONS: [(Version, &str); 6] = [
+pub const SESSIONS: [(Version, &str); 14] = [
+    (Version::Fix40, THEIR_COMP_ID),
+    (Version::Fix41, THEIR_COMP_ID),
     (Version::Fix42, THEIR_COMP_ID),
+    (Version::Fix43, THEIR_COMP_ID),
     (Version::Fix44, THEIR_COMP_ID),
     (Version::Fixt11, THEIR_COMP_ID),
+    (Version::Fix40, "TW40"),
+    (Version::Fix41, "TW41"),
     (Version::Fix42, "TW42"),
+    (Version::Fix43, "TW43"),
     (Version::Fix44, "TW44"),
+    (Version::Fixt11, "TW50"),
+    (Version::Fixt11, "TW50SP1"),
     (Version::Fixt11, "TW50SP2"),
 ];
 /// The most unprocessed input a connection may hold (and the longest message taken).
@@ -74,9 +83,15 @@ const ACCEPT_POLL: Duration = Duration::from_millis(20);
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Application messages are checked against the version's data dictionary, as the QuickFIX
+/// Application messages are checked against the data dictionary of their version (on
+/// FIXT.1.1, the one their ApplVerID or the Logon's DefaultApplVerID names), as the QuickFIX
 /// acceptance scripts expect (their 14x cases: bad tags, missing fields, values out of range).
-pub fn validate_app(version: Version, frame: &Frame<'_>) -> Result<(), app::Invalid> {
+pub fn validate_app(session: &Session<MemoryStore>, frame: &Frame<'_>) -> Result<(), app::Invalid> {
+    let version = session.appl_version_of(frame).ok_or(app::Invalid {
+        reason: reject_reason::VALUE_INCORRECT,
+        ref_tag: tags::APPL_VER_ID,
+        text: "ApplVerID (1128) not supported: only 7, 8 or 9",
+    })?;
     rialto_fix::dict::validate(version, frame).map_err(app::Invalid::from)
 }
 
@@ -545,7 +560,7 @@ impl EchoApp {
             .get(tags::MSG_SEQ_NUM)
             .and_then(parse_uint)
             .unwrap_or(0);
-        let invalid = validate_app(session.config().version, frame)
+        let invalid = validate_app(session, frame)
             .and_then(|()| check_fields(frame))
             .and_then(|()| match frame.msg_type {
                 b"D" => frame.get(tags::CL_ORD_ID).map(|_| ()).ok_or(app::Invalid {

@@ -36,6 +36,8 @@ pub struct FixClient {
     pub seq: u64,
     comp_id: String,
     begin: &'static str,
+    /// The DefaultApplVerID (1137) a FIXT.1.1 Logon names (default 9, FIX 5.0SP2).
+    pub default_appl_ver_id: &'static str,
 }
 
 /// A received message: its type and fields in order.
@@ -43,6 +45,8 @@ pub struct FixClient {
 pub struct Msg {
     pub msg_type: String,
     pub fields: Vec<(u32, String)>,
+    /// The message as received.
+    pub bytes: Vec<u8>,
 }
 
 impl Msg {
@@ -80,6 +84,7 @@ impl FixClient {
             seq: 1,
             comp_id: comp_id.into(),
             begin,
+            default_appl_ver_id: "9",
         }
     }
 
@@ -103,6 +108,7 @@ impl FixClient {
                             (f.tag, String::from_utf8_lossy(f.value).into_owned())
                         })
                         .collect(),
+                    bytes: self.buf[..len].to_vec(),
                 };
                 self.buf.drain(..len);
                 return Some(msg);
@@ -154,7 +160,7 @@ impl FixClient {
             (tags::PASSWORD, password),
         ];
         if self.begin == "FIXT.1.1" {
-            fields.push((tags::DEFAULT_APPL_VER_ID, "9"));
+            fields.push((tags::DEFAULT_APPL_VER_ID, self.default_appl_ver_id));
         }
         self.send("A", &fields);
     }
