@@ -87,6 +87,7 @@
 pub mod log;
 pub mod store;
 
+use std::collections::BTreeMap;
 use std::io;
 
 pub use log::{Direction, LogFilter, LogRecord, MessageLog};
@@ -112,6 +113,28 @@ pub mod reject_reason {
     pub const REPEATING_GROUP_FIELDS_OUT_OF_ORDER: u32 = 15;
     pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
     pub const OTHER: u32 = 99;
+
+    /// The standard wording of a reason (QuickFIX/J's), which a Reject's Text starts with;
+    /// the session adds ", field=N" when RefTagID is set.
+    pub fn text(reason: u32) -> &'static str {
+        match reason {
+            INVALID_TAG_NUMBER => "Invalid tag number",
+            REQUIRED_TAG_MISSING => "Required tag missing",
+            TAG_NOT_DEFINED_FOR_MSG_TYPE => "Tag not defined for this message type",
+            UNDEFINED_TAG => "Undefined Tag",
+            TAG_WITHOUT_VALUE => "Tag specified without a value",
+            VALUE_INCORRECT => "Value is incorrect (out of range) for this tag",
+            INCORRECT_DATA_FORMAT => "Incorrect data format for value",
+            COMP_ID_PROBLEM => "CompID problem",
+            SENDING_TIME_ACCURACY => "SendingTime accuracy problem",
+            INVALID_MSG_TYPE => "Invalid MsgType",
+            TAG_APPEARS_MORE_THAN_ONCE => "Tag appears more than once",
+            TAG_OUT_OF_ORDER => "Tag specified out of required order",
+            REPEATING_GROUP_FIELDS_OUT_OF_ORDER => "Repeating group fields out of order",
+            INCORRECT_NUM_IN_GROUP => "Incorrect NumInGroup count for repeating group",
+            _ => "Other",
+        }
+    }
 }
 
 /// BusinessRejectReason (380) values.
@@ -156,6 +179,13 @@ pub struct SessionConfig {
     /// first chunk at once; the rest waits for [`Session::pump_resend`], which a server calls
     /// as the counterparty reads, so that a long resend never sits in memory whole.
     pub resend_chunk_bytes: usize,
+    /// Accept user-defined tags (5000 and above) that the dictionary does not define
+    /// (`fix.allow_user_defined_tags`, default off: they are rejected with reason 0).
+    pub allow_user_defined_tags: bool,
+    /// How many bytes of messages that arrive above a sequence gap are kept until the gap is
+    /// filled (default 1 MiB). Beyond it they are dropped: our ResendRequest asks for
+    /// everything from the gap on, so they come again.
+    pub max_queued_bytes: usize,
 }
 
 impl SessionConfig {
@@ -171,6 +201,15 @@ impl SessionConfig {
             max_heart_bt_int_s: 3600,
             defer_flush: false,
             resend_chunk_bytes: 64 << 10,
+            allow_user_defined_tags: false,
+            max_queued_bytes: 1 << 20,
+        }
+    }
+
+    /// The dictionary validation options these settings give.
+    pub fn validation(&self) -> crate::dict::Options {
+        crate::dict::Options {
+            allow_user_defined_tags: self.allow_user_defined_tags,
         }
     }
 
@@ -273,7 +312,6 @@ pub struct Session<S: MessageStore> {
     last_received_ns: i64,
     /// When our TestRequest went out, while it is unanswered.
     test_request_sent_ns: Option<i64>,
-    test_requests_sent: u64,
     /// While a ResendRequest of ours is pending: the highest MsgSeqNum seen beyond the gap.
     resend_until: Option<u64>,
     garbled_count: u64,
@@ -284,6 +322,12 @@ pub struct Session<S: MessageStore> {
     scratch: Vec<u8>,
     /// A store failure while writing an admin message, reported at the end of the call.
     store_error: Option<io::Error>,
+    /// Messages that arrived above a gap, by MsgSeqNum, until the gap is filled.
+    queued: BTreeMap<u64, Vec<u8>>,
+    queued_bytes: usize,
+    /// The routing fields of a reply to the message being handled, encoded
+    /// (`128=<its 115><SOH>`... ): reverse routing for Rejects and replies.
+    reply_routing: Vec<u8>,
 }
 
 /// Where a resend stands: the next stored message to look at, the last number asked for, and
@@ -303,9 +347,21 @@ struct Header<'a> {
     sending_time: Option<&'a [u8]>,
     poss_dup: bool,
     orig_sending_time: Option<&'a [u8]>,
+    /// The values of the [`ROUTING`] tags, in that order.
+    routing: [Option<&'a [u8]>; ROUTING.len()],
     /// (SessionRejectReason, RefTagID) of the first malformed field.
     problem: Option<(u32, Option<u32>)>,
 }
+
+/// Third-party routing tags and the tag a reply carries each value back in.
+const ROUTING: [(u32, u32); 6] = [
+    (tags::ON_BEHALF_OF_COMP_ID, tags::DELIVER_TO_COMP_ID),
+    (tags::ON_BEHALF_OF_SUB_ID, tags::DELIVER_TO_SUB_ID),
+    (tags::ON_BEHALF_OF_LOCATION_ID, tags::DELIVER_TO_LOCATION_ID),
+    (tags::DELIVER_TO_COMP_ID, tags::ON_BEHALF_OF_COMP_ID),
+    (tags::DELIVER_TO_SUB_ID, tags::ON_BEHALF_OF_SUB_ID),
+    (tags::DELIVER_TO_LOCATION_ID, tags::ON_BEHALF_OF_LOCATION_ID),
+];
 
 /// Header tags that may appear once only.
 const HEADER_TAGS: [u32; 11] = [
@@ -332,6 +388,7 @@ fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
         sending_time: None,
         poss_dup: false,
         orig_sending_time: None,
+        routing: [None; ROUTING.len()],
         problem: None,
     };
     let mut seen = [false; HEADER_TAGS.len()];
@@ -357,8 +414,12 @@ fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
         if value.is_empty() {
             h.problem
                 .get_or_insert((reject_reason::TAG_WITHOUT_VALUE, Some(tag)));
-            if tag == tags::MSG_SEQ_NUM {
-                seq_seen = true;
+            match tag {
+                tags::MSG_SEQ_NUM => seq_seen = true,
+                // Present but empty: reason 4, not a wrong CompID.
+                tags::SENDER_COMP_ID => h.sender = Some(b""),
+                tags::TARGET_COMP_ID => h.target = Some(b""),
+                _ => {}
             }
             continue;
         }
@@ -379,6 +440,12 @@ fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
             tags::TARGET_COMP_ID => h.target = Some(value),
             tags::SENDING_TIME => h.sending_time = Some(value),
             tags::ORIG_SENDING_TIME => h.orig_sending_time = Some(value),
+            tags::ON_BEHALF_OF_COMP_ID => h.routing[0] = Some(value),
+            tags::ON_BEHALF_OF_SUB_ID => h.routing[1] = Some(value),
+            tags::ON_BEHALF_OF_LOCATION_ID => h.routing[2] = Some(value),
+            tags::DELIVER_TO_COMP_ID => h.routing[3] = Some(value),
+            tags::DELIVER_TO_SUB_ID => h.routing[4] = Some(value),
+            tags::DELIVER_TO_LOCATION_ID => h.routing[5] = Some(value),
             tags::POSS_DUP_FLAG => match value {
                 b"Y" => h.poss_dup = true,
                 b"N" => {}
@@ -423,13 +490,15 @@ impl<S: MessageStore> Session<S> {
             last_sent_ns: 0,
             last_received_ns: 0,
             test_request_sent_ns: None,
-            test_requests_sent: 0,
             resend_until: None,
             garbled_count: 0,
             disconnect_reason: None,
             resending: None,
             scratch: Vec::new(),
             store_error: None,
+            queued: BTreeMap::new(),
+            queued_bytes: 0,
+            reply_routing: Vec::new(),
         }
     }
 
@@ -519,6 +588,7 @@ impl<S: MessageStore> Session<S> {
         self.resend_until = None;
         self.resending = None;
         self.disconnect_reason = None;
+        self.clear_queue();
     }
 
     /// The connection is gone (whoever closed it). With `reset_on_disconnect`, both sequence
@@ -529,6 +599,7 @@ impl<S: MessageStore> Session<S> {
         self.test_request_sent_ns = None;
         self.resend_until = None;
         self.resending = None;
+        self.clear_queue();
         if self.config.reset_on_disconnect {
             self.store.reset().map_err(SessionError::Store)?;
         }
@@ -558,11 +629,81 @@ impl<S: MessageStore> Session<S> {
         if let Some(log) = &mut self.log {
             log.append(Direction::In, now_ns, frame.bytes);
         }
-        let outcome = self.handle(frame, now_ns, auth, out);
+        let outcome = self.handle(frame, now_ns, auth, out, false);
         let flushed = self.flush();
         let outcome = outcome?;
         flushed?;
         Ok(outcome)
+    }
+
+    /// The next message that arrived above a gap, once the gap below it is filled (messages
+    /// the gap fill skipped are dropped). Call it after every [`Session::on_message`] until
+    /// `None`, and hand each to [`Session::on_queued_message`]: they are processed in order.
+    pub fn next_queued(&mut self) -> Option<Vec<u8>> {
+        let expected = self.store.next_target_seq();
+        while let Some(entry) = self.queued.first_entry() {
+            if *entry.key() > expected || self.state != State::LoggedOn {
+                return None;
+            }
+            let found = *entry.key() == expected;
+            let bytes = entry.remove();
+            self.queued_bytes -= bytes.len();
+            if found {
+                return Some(bytes);
+            }
+        }
+        None
+    }
+
+    /// Whether messages above a gap are waiting for it to be filled.
+    pub fn queued_count(&self) -> usize {
+        self.queued.len()
+    }
+
+    /// A message from [`Session::next_queued`]: handled as it would have been in sequence
+    /// (it was logged, and its SendingTime and CompIDs checked, when it arrived).
+    pub fn on_queued_message(
+        &mut self,
+        frame: &Frame<'_>,
+        now_ns: i64,
+        auth: &mut dyn FnMut(&Logon<'_>) -> Result<(), String>,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, SessionError> {
+        let outcome = self.handle(frame, now_ns, auth, out, true);
+        let flushed = self.flush();
+        let outcome = outcome?;
+        flushed?;
+        Ok(outcome)
+    }
+
+    /// Encodes the reply routing of the message being handled (see `reply_routing`).
+    fn set_reply_routing(&mut self, h: &Header<'_>) {
+        for (&(_, reply_tag), value) in ROUTING.iter().zip(h.routing) {
+            if let Some(value) = value {
+                self.reply_routing
+                    .extend_from_slice(reply_tag.to_string().as_bytes());
+                self.reply_routing.push(b'=');
+                self.reply_routing.extend_from_slice(value);
+                self.reply_routing.push(SOH);
+            }
+        }
+    }
+
+    fn clear_queue(&mut self) {
+        self.queued.clear();
+        self.queued_bytes = 0;
+    }
+
+    /// Keeps a message that arrived above a gap, within `max_queued_bytes`; beyond it the
+    /// message is dropped and comes again with the resend (our ResendRequest is open-ended).
+    fn queue(&mut self, seq: u64, bytes: &[u8]) {
+        if self.queued.contains_key(&seq)
+            || self.queued_bytes + bytes.len() > self.config.max_queued_bytes
+        {
+            return;
+        }
+        self.queued_bytes += bytes.len();
+        self.queued.insert(seq, bytes.to_vec());
     }
 
     /// Heartbeats, TestRequests and timeouts; call it every 100 ms or so, or at
@@ -612,7 +753,23 @@ impl<S: MessageStore> Session<S> {
         body: impl FnOnce(&mut MessageWriter<'_>),
         out: &mut Vec<u8>,
     ) -> Result<u64, SessionError> {
-        let seq = self.send_stored(msg_type, now_ns, body, out, false)?;
+        let seq = self.send_stored(msg_type, now_ns, body, out, false, false)?;
+        self.flush()?;
+        Ok(seq)
+    }
+
+    /// [`Session::send_app`] for a reply to the message just handled (the one of the last
+    /// [`Session::on_message`]): it also carries that message's third-party routing back
+    /// (OnBehalfOfCompID 115 as DeliverToCompID 128, 116 as 129, 144 as 145, and the other
+    /// way round).
+    pub fn send_reply(
+        &mut self,
+        msg_type: &[u8],
+        now_ns: i64,
+        body: impl FnOnce(&mut MessageWriter<'_>),
+        out: &mut Vec<u8>,
+    ) -> Result<u64, SessionError> {
+        let seq = self.send_stored(msg_type, now_ns, body, out, false, true)?;
         self.flush()?;
         Ok(seq)
     }
@@ -630,14 +787,15 @@ impl<S: MessageStore> Session<S> {
         Ok(seq)
     }
 
-    /// Sends a BusinessMessageReject (35=j).
+    /// Sends a BusinessMessageReject (35=j) for the message just handled, with its reverse
+    /// routing ([`Session::send_reply`]).
     pub fn business_reject(
         &mut self,
         reject: &BusinessReject<'_>,
         now_ns: i64,
         out: &mut Vec<u8>,
     ) -> Result<u64, SessionError> {
-        self.send_app(
+        self.send_reply(
             b"j",
             now_ns,
             |w| {
@@ -735,10 +893,11 @@ impl<S: MessageStore> Session<S> {
                         return Ok(self.disconnect("TestRequest unanswered"));
                     }
                     None if now_ns.saturating_sub(self.last_received_ns) >= limit => {
-                        self.test_requests_sent += 1;
-                        let id = format!("TEST{}", self.test_requests_sent);
+                        // This session's own: the TestRequest's MsgSeqNum and SendingTime.
+                        let mut id = format!("TEST-{}-", self.store.next_sender_seq()).into_bytes();
+                        time::write_utc_timestamp(&mut id, now_ns);
                         self.write_admin(b"1", now_ns, out, |w| {
-                            w.str(tags::TEST_REQ_ID, id.as_bytes());
+                            w.str(tags::TEST_REQ_ID, &id);
                         });
                         self.test_request_sent_ns = Some(now_ns);
                     }
@@ -770,7 +929,9 @@ impl<S: MessageStore> Session<S> {
         now_ns: i64,
         auth: &mut dyn FnMut(&Logon<'_>) -> Result<(), String>,
         out: &mut Vec<u8>,
+        queued: bool,
     ) -> Result<Outcome, SessionError> {
+        self.reply_routing.clear();
         match self.state {
             State::Disconnected => return Ok(Outcome::Disconnect),
             State::AwaitingLogon { .. } if frame.msg_type != b"A" => {
@@ -788,50 +949,75 @@ impl<S: MessageStore> Session<S> {
             return Ok(self.logout_and_disconnect(&text, now_ns, out));
         }
         let h = scan_header(frame);
-        let Some(seq) = h.seq else {
-            return Ok(self.logout_and_disconnect(
-                "MsgSeqNum (34) missing or invalid",
-                now_ns,
-                out,
-            ));
+        self.set_reply_routing(&h);
+        let gap_fill = frame.get(tags::GAP_FILL_FLAG) == Some(b"Y");
+        // A SequenceReset-Reset is processed whatever its MsgSeqNum (case 11).
+        let reset = frame.msg_type == b"4" && !gap_fill;
+        let seq = match h.seq {
+            Some(seq) => seq,
+            None if reset => 0,
+            None => {
+                return Ok(self.logout_and_disconnect(
+                    "MsgSeqNum (34) missing or invalid",
+                    now_ns,
+                    out,
+                ));
+            }
         };
         if frame.msg_type == b"A" {
             return self.on_logon(frame, &h, seq, now_ns, auth, out);
         }
         let msg_type = frame.msg_type;
-        let reject = |reason, tag: Option<u32>, text: &'static str| Reject {
+        let reject = |reason, tag: Option<u32>| Reject {
             ref_seq_num: seq,
             ref_tag: tag,
             ref_msg_type: Some(msg_type),
             reason,
-            text,
+            text: reject_reason::text(reason),
         };
-        if let Err((reason, text)) = self.check_sending_time(&h, now_ns) {
-            self.write_reject(&reject(reason, Some(tags::SENDING_TIME), text), now_ns, out)?;
+        // A queued message had its SendingTime checked when it arrived.
+        if !queued && let Err((reason, text)) = self.check_sending_time(&h, now_ns) {
+            self.write_reject(&reject(reason, Some(tags::SENDING_TIME)), now_ns, out)?;
             return Ok(self.logout_and_disconnect(text, now_ns, out));
+        }
+        let expected = self.store.next_target_seq();
+        // A missing or empty CompID is a bad field, not the wrong counterparty: Reject (1 or
+        // 4), and the session goes on.
+        for (tag, value) in [
+            (tags::SENDER_COMP_ID, h.sender),
+            (tags::TARGET_COMP_ID, h.target),
+        ] {
+            let reason = match value {
+                None => reject_reason::REQUIRED_TAG_MISSING,
+                Some(b"") => reject_reason::TAG_WITHOUT_VALUE,
+                Some(_) => continue,
+            };
+            self.write_reject(&reject(reason, Some(tag)), now_ns, out)?;
+            if seq == expected {
+                self.advance_target(seq + 1)?;
+            }
+            return Ok(Outcome::Handled);
         }
         if let Err(tag) = self.check_comp_ids(&h) {
-            let text = "CompID problem";
-            self.write_reject(
-                &reject(reject_reason::COMP_ID_PROBLEM, Some(tag), text),
-                now_ns,
-                out,
-            )?;
-            return Ok(self.logout_and_disconnect(text, now_ns, out));
+            let r = reject(reject_reason::COMP_ID_PROBLEM, Some(tag));
+            self.write_reject(&r, now_ns, out)?;
+            return Ok(self.logout_and_disconnect(r.text, now_ns, out));
         }
-        let gap_fill = frame.get(tags::GAP_FILL_FLAG) == Some(b"Y");
         match msg_type {
-            b"4" if !gap_fill => return self.on_sequence_reset(frame, seq, false, now_ns, out),
+            b"4" if reset => return self.on_sequence_reset(frame, seq, false, now_ns, out),
             b"5" => return self.on_logout(seq, now_ns, out),
             _ => {}
         }
-        let expected = self.store.next_target_seq();
         if seq > expected {
             if msg_type == b"2" {
-                // Case 20: serve their ResendRequest before asking for ours.
+                // Case 20: serve their ResendRequest before asking for ours. It is not
+                // queued: its number comes back gap-filled.
                 if let Ok((begin, end)) = resend_range(frame) {
                     self.resend(begin, end, now_ns, out)?;
                 }
+            } else {
+                // Kept, and processed once the gap below it is filled ([`Session::next_queued`]).
+                self.queue(seq, frame.bytes);
             }
             self.request_resend(seq, now_ns, out);
             return Ok(Outcome::Handled);
@@ -848,7 +1034,6 @@ impl<S: MessageStore> Session<S> {
                         let r = reject(
                             reject_reason::REQUIRED_TAG_MISSING,
                             Some(tags::ORIG_SENDING_TIME),
-                            "OrigSendingTime (122) required with PossDupFlag=Y",
                         );
                         self.write_reject(&r, now_ns, out)?;
                     }
@@ -856,7 +1041,6 @@ impl<S: MessageStore> Session<S> {
                         let r = reject(
                             reject_reason::INCORRECT_DATA_FORMAT,
                             Some(tags::ORIG_SENDING_TIME),
-                            "OrigSendingTime (122) is not a UTCTimestamp",
                         );
                         self.write_reject(&r, now_ns, out)?;
                     }
@@ -865,7 +1049,6 @@ impl<S: MessageStore> Session<S> {
                         let r = reject(
                             reject_reason::SENDING_TIME_ACCURACY,
                             Some(tags::ORIG_SENDING_TIME),
-                            text,
                         );
                         self.write_reject(&r, now_ns, out)?;
                         return Ok(self.logout_and_disconnect(text, now_ns, out));
@@ -881,19 +1064,16 @@ impl<S: MessageStore> Session<S> {
                 Err(PossDupProblem::Missing) => Some(reject(
                     reject_reason::REQUIRED_TAG_MISSING,
                     Some(tags::ORIG_SENDING_TIME),
-                    "OrigSendingTime (122) required with PossDupFlag=Y",
                 )),
                 Err(PossDupProblem::Format) => Some(reject(
                     reject_reason::INCORRECT_DATA_FORMAT,
                     Some(tags::ORIG_SENDING_TIME),
-                    "OrigSendingTime (122) is not a UTCTimestamp",
                 )),
                 Err(PossDupProblem::Later) => {
                     let text = "OrigSendingTime (122) later than SendingTime (52)";
                     let r = reject(
                         reject_reason::SENDING_TIME_ACCURACY,
                         Some(tags::ORIG_SENDING_TIME),
-                        text,
                     );
                     self.write_reject(&r, now_ns, out)?;
                     self.advance_target(seq + 1)?;
@@ -907,7 +1087,21 @@ impl<S: MessageStore> Session<S> {
             }
         }
         if let Some((reason, tag)) = h.problem {
-            let r = reject(reason, tag, "malformed field");
+            self.write_reject(&reject(reason, tag), now_ns, out)?;
+            self.advance_target(seq + 1)?;
+            return Ok(Outcome::Handled);
+        }
+        // Session messages are checked against the dictionary here (case 14); application
+        // ones by the application, which may decode in the same pass. Not a Reject (never
+        // answered with a Reject), a Logon or a Logout (handled above).
+        if matches!(msg_type, b"0" | b"1" | b"2" | b"4")
+            && let Err(v) =
+                crate::dict::validate_with(self.config.version, frame, self.config.validation())
+        {
+            let r = Reject {
+                text: v.text,
+                ..reject(v.reason, v.ref_tag)
+            };
             self.write_reject(&r, now_ns, out)?;
             self.advance_target(seq + 1)?;
             return Ok(Outcome::Handled);
@@ -924,12 +1118,12 @@ impl<S: MessageStore> Session<S> {
         out: &mut Vec<u8>,
     ) -> Result<Outcome, SessionError> {
         let msg_type = frame.msg_type;
-        let field_reject = |(reason, tag): (u32, u32), text: &'static str| Reject {
+        let field_reject = |(reason, tag): (u32, u32)| Reject {
             ref_seq_num: seq,
             ref_tag: Some(tag),
             ref_msg_type: Some(msg_type),
             reason,
-            text,
+            text: reject_reason::text(reason),
         };
         match msg_type {
             b"0" | b"3" => {}
@@ -938,13 +1132,13 @@ impl<S: MessageStore> Session<S> {
                     w.str(tags::TEST_REQ_ID, id);
                 }),
                 Err(e) => {
-                    self.write_reject(&field_reject(e, "TestReqID (112) required"), now_ns, out)?;
+                    self.write_reject(&field_reject(e), now_ns, out)?;
                 }
             },
             b"2" => match resend_range(frame) {
                 Ok((begin, end)) => self.resend(begin, end, now_ns, out)?,
                 Err(e) => {
-                    self.write_reject(&field_reject(e, "bad ResendRequest range"), now_ns, out)?;
+                    self.write_reject(&field_reject(e), now_ns, out)?;
                 }
             },
             b"4" => return self.on_sequence_reset(frame, seq, true, now_ns, out),
@@ -1087,15 +1281,15 @@ impl<S: MessageStore> Session<S> {
             ref_tag: Some(tags::NEW_SEQ_NO),
             ref_msg_type: Some(b"4"),
             reason: reject_reason::VALUE_INCORRECT,
-            text: "",
+            text: reject_reason::text(reject_reason::VALUE_INCORRECT),
         };
         let new_seq = match required_uint(frame, tags::NEW_SEQ_NO) {
             Ok(n) => n,
             Err((reason, _)) => {
                 r.reason = reason;
-                r.text = "NewSeqNo (36) missing or invalid";
+                r.text = reject_reason::text(reason);
                 self.write_reject(&r, now_ns, out)?;
-                if seq == expected {
+                if gap_fill && seq == expected {
                     self.advance_target(seq + 1)?;
                 }
                 return Ok(Outcome::Handled);
@@ -1103,14 +1297,12 @@ impl<S: MessageStore> Session<S> {
         };
         if gap_fill {
             if new_seq <= seq {
-                r.text = "NewSeqNo (36) must be above MsgSeqNum in a GapFill";
                 self.write_reject(&r, now_ns, out)?;
                 self.advance_target(seq + 1)?;
             } else {
                 self.advance_target(new_seq)?;
             }
         } else if new_seq < expected {
-            r.text = "NewSeqNo (36) below the next expected MsgSeqNum";
             self.write_reject(&r, now_ns, out)?;
         } else {
             self.advance_target(new_seq)?;
@@ -1352,11 +1544,20 @@ impl<S: MessageStore> Session<S> {
                 }
                 // SessionRejectReason exists from FIX 4.2 on: all our versions.
                 w.uint(tags::SESSION_REJECT_REASON, u64::from(r.reason));
-                if !r.text.is_empty() {
-                    w.str(tags::TEXT, r.text.as_bytes());
+                match r.ref_tag {
+                    _ if r.text.is_empty() => {}
+                    // As QuickFIX/J words it: "Required tag missing, field=55".
+                    Some(tag) => {
+                        let text = format!("{}, field={tag}", r.text);
+                        w.str(tags::TEXT, text.as_bytes());
+                    }
+                    None => {
+                        w.str(tags::TEXT, r.text.as_bytes());
+                    }
                 }
             },
             out,
+            true,
             true,
         )
     }
@@ -1370,6 +1571,7 @@ impl<S: MessageStore> Session<S> {
         body: impl FnOnce(&mut MessageWriter<'_>),
         out: &mut Vec<u8>,
         session_level: bool,
+        routed: bool,
     ) -> Result<u64, SessionError> {
         let seq = self.store.next_sender_seq();
         let logged_on = match self.state {
@@ -1384,6 +1586,9 @@ impl<S: MessageStore> Session<S> {
         }
         let start = buf.len();
         let mut w = self.header(buf, msg_type, seq, now_ns);
+        if routed {
+            w.raw(&self.reply_routing);
+        }
         body(&mut w);
         w.finish();
         let stored = self.store.store(seq, now_ns, &buf[start..]);

@@ -75,6 +75,7 @@ pub struct FixConfig {
     pub message_log_files: u32,
     pub max_message_bytes: usize,
     pub max_clock_skew_ns: i64,
+    pub allow_user_defined_tags: bool,
     pub max_msgs_per_sec: u64,
     pub burst: u64,
     pub message_log: bool,

@@ -76,8 +76,12 @@ const READ_CHUNK: usize = 64 * 1024;
 
 /// Application messages are checked against the version's data dictionary, as the QuickFIX
 /// acceptance scripts expect (their 14x cases: bad tags, missing fields, values out of range).
-pub fn validate_app(version: Version, frame: &Frame<'_>) -> Result<(), app::Invalid> {
-    rialto_fix::dict::validate(version, frame).map_err(app::Invalid::from)
+pub fn validate_app(
+    version: Version,
+    frame: &Frame<'_>,
+    options: rialto_fix::dict::Options,
+) -> Result<(), app::Invalid> {
+    rialto_fix::dict::validate_with(version, frame, options).map_err(app::Invalid::from)
 }
 
 /// The configuration of one session.
@@ -425,23 +429,20 @@ impl Connection {
         let Slot { session, app } = a.slot();
         let now = now_ns();
         let mut no_credentials = |_: &rialto_fix::session::Logon<'_>| Ok(());
-        match session.on_message(frame, now, &mut no_credentials, &mut self.out) {
-            Ok(Outcome::Handled) => Next::Continue,
-            Ok(Outcome::LoggedOn) => {
-                tracing::info!(
-                    peer = %self.peer,
-                    session = %session.config().session_name(),
-                    "test acceptor: logon"
-                );
-                Next::Continue
-            }
-            Ok(Outcome::Deliver) => match app.on_message(session, frame, now, &mut self.out) {
-                Ok(()) => Next::Continue,
-                Err(e) => store_failed(e),
-            },
-            Ok(Outcome::Disconnect) => Next::Close,
-            Err(e) => store_failed(e),
+        let outcome = session.on_message(frame, now, &mut no_credentials, &mut self.out);
+        let mut next = after(outcome, session, app, frame, now, &mut self.out, self.peer);
+        // Messages that arrived above a gap, in order, once it is filled.
+        while matches!(next, Next::Continue)
+            && let Some(bytes) = session.next_queued()
+        {
+            let Ok(Some((queued, _))) = next_frame(&bytes, usize::MAX) else {
+                continue; // it was whole when it arrived
+            };
+            let outcome =
+                session.on_queued_message(&queued, now, &mut no_credentials, &mut self.out);
+            next = after(outcome, session, app, &queued, now, &mut self.out, self.peer);
         }
+        next
     }
 
     /// The session, waiting a little if it is in use: the connection using it may be
@@ -499,6 +500,35 @@ fn session_index(frame: &Frame<'_>) -> Option<usize> {
         .position(|&(v, their)| v == version && sender == their.as_bytes())
 }
 
+/// What the connection does after the session handled a message.
+fn after(
+    outcome: Result<Outcome, SessionError>,
+    session: &mut Session<MemoryStore>,
+    app: &mut EchoApp,
+    frame: &Frame<'_>,
+    now: i64,
+    out: &mut Vec<u8>,
+    peer: SocketAddr,
+) -> Next {
+    match outcome {
+        Ok(Outcome::Handled) => Next::Continue,
+        Ok(Outcome::LoggedOn) => {
+            tracing::info!(
+                peer = %peer,
+                session = %session.config().session_name(),
+                "test acceptor: logon"
+            );
+            Next::Continue
+        }
+        Ok(Outcome::Deliver) => match app.on_message(session, frame, now, out) {
+            Ok(()) => Next::Continue,
+            Err(e) => store_failed(e),
+        },
+        Ok(Outcome::Disconnect) => Next::Close,
+        Err(e) => store_failed(e),
+    }
+}
+
 fn store_failed(e: SessionError) -> Next {
     tracing::error!("test acceptor: {e}");
     Next::Close
@@ -545,7 +575,8 @@ impl EchoApp {
             .get(tags::MSG_SEQ_NUM)
             .and_then(parse_uint)
             .unwrap_or(0);
-        let invalid = validate_app(session.config().version, frame)
+        let config = session.config();
+        let invalid = validate_app(config.version, frame, config.validation())
             .and_then(|()| check_fields(frame))
             .and_then(|()| match frame.msg_type {
                 b"D" => frame.get(tags::CL_ORD_ID).map(|_| ()).ok_or(app::Invalid {
@@ -627,19 +658,29 @@ fn check_fields(frame: &Frame<'_>) -> Result<(), app::Invalid> {
     Ok(())
 }
 
-/// Sends the message back: its fields in their order under our standard header.
+/// A NumInGroup field with the count 0: an empty group, which FIX leaves out (case 21 of
+/// QuickFIX's scripts).
+fn is_empty_group(version: Version, field: rialto_fix::Field<'_>) -> bool {
+    field.value == b"0"
+        && rialto_fix::dict::field(version, field.tag)
+            .is_some_and(|def| def.kind == rialto_fix::dict::Kind::NumInGroup)
+}
+
+/// Sends the message back: its fields in their order under our standard header, without
+/// empty repeating groups.
 fn echo(
     session: &mut Session<MemoryStore>,
     frame: &Frame<'_>,
     now_ns: i64,
     out: &mut Vec<u8>,
 ) -> Result<(), SessionError> {
+    let version = session.config().version;
     session.send_app(
         frame.msg_type,
         now_ns,
         |w| {
             for field in frame.fields().map_while(Result::ok) {
-                if !NOT_ECHOED.contains(&field.tag) {
+                if !NOT_ECHOED.contains(&field.tag) && !is_empty_group(version, field) {
                     w.str(field.tag, field.value);
                 }
             }
