@@ -763,10 +763,12 @@ fn t8_a_bad_resend_request_is_rejected() {
 // ---- 10: SequenceReset-GapFill ------------------------------------------------------------
 
 fn gap_fill(h: &Harness, seq: u64, new_seq: &str, poss_dup: bool) -> Vec<u8> {
-    let mut f = vec![(tags::GAP_FILL_FLAG, "Y"), (tags::NEW_SEQ_NO, new_seq)];
+    // PossDupFlag belongs to the header: before the body.
+    let mut f = Vec::new();
     if poss_dup {
         f.push((tags::POSS_DUP_FLAG, "Y"));
     }
+    f.extend([(tags::GAP_FILL_FLAG, "Y"), (tags::NEW_SEQ_NO, new_seq)]);
     h.msg("4", seq, &f)
 }
 

@@ -874,7 +874,10 @@ impl FixGateway {
                 w.str(tags::SECURITY_REQ_ID, req_id.as_bytes());
                 w.str(SECURITY_RESPONSE_ID, response_id.as_bytes());
                 w.char(tags::SECURITY_REQUEST_RESULT, b'0');
-                w.uint(tags::NO_RELATED_SYM, names.len() as u64);
+                // An empty group is left out, not sent as a count of 0.
+                if !names.is_empty() {
+                    w.uint(tags::NO_RELATED_SYM, names.len() as u64);
+                }
                 for name in &names {
                     w.str(tags::SYMBOL, name.as_bytes());
                 }
