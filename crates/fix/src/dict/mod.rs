@@ -31,7 +31,8 @@ mod fixt11;
 mod validate;
 
 pub use validate::{
-    Options, Violation, Visit, reason, validate, validate_fields, validate_fields_with, validate_with,
+    Options, Violation, Visit, reason, validate, validate_fields, validate_fields_with,
+    validate_with,
 };
 
 use crate::Version;

@@ -440,7 +440,15 @@ impl Connection {
             };
             let outcome =
                 session.on_queued_message(&queued, now, &mut no_credentials, &mut self.out);
-            next = after(outcome, session, app, &queued, now, &mut self.out, self.peer);
+            next = after(
+                outcome,
+                session,
+                app,
+                &queued,
+                now,
+                &mut self.out,
+                self.peer,
+            );
         }
         next
     }
