@@ -666,12 +666,25 @@ fn check_fields(frame: &Frame<'_>) -> Result<(), app::Invalid> {
     Ok(())
 }
 
-/// A NumInGroup field with the count 0: an empty group, which FIX leaves out (case 21 of
-/// QuickFIX's scripts).
-fn is_empty_group(version: Version, field: rialto_fix::Field<'_>) -> bool {
-    field.value == b"0"
-        && rialto_fix::dict::field(version, field.tag)
-            .is_some_and(|def| def.kind == rialto_fix::dict::Kind::NumInGroup)
+/// A group count of 0: an empty group, which FIX leaves out (case 21 of QuickFIX's scripts).
+/// A count is a field that opens a group of the message, or one typed NumInGroup (FIX 4.2
+/// types counts as INT).
+fn is_empty_group(version: Version, msg_type: &[u8], field: rialto_fix::Field<'_>) -> bool {
+    use rialto_fix::dict;
+    if field.value != b"0" {
+        return false;
+    }
+    let (session, app) = dict::dictionaries(version);
+    let opens_group = [session, app]
+        .into_iter()
+        .filter_map(|d| d.message(msg_type))
+        .any(|m| {
+            m.body
+                .position(field.tag)
+                .and_then(|i| m.body.entries.get(i))
+                .is_some_and(|e| e.group.is_some())
+        });
+    opens_group || dict::field(version, field.tag).is_some_and(|d| d.kind == dict::Kind::NumInGroup)
 }
 
 /// Sends the message back: its fields in their order under our standard header, without
@@ -688,7 +701,9 @@ fn echo(
         now_ns,
         |w| {
             for field in frame.fields().map_while(Result::ok) {
-                if !NOT_ECHOED.contains(&field.tag) && !is_empty_group(version, field) {
+                if !NOT_ECHOED.contains(&field.tag)
+                    && !is_empty_group(version, frame.msg_type, field)
+                {
                     w.str(field.tag, field.value);
                 }
             }
