@@ -216,10 +216,10 @@ fn types(msgs: &[Msg]) -> Vec<&str> {
     msgs.iter().map(|m| m.msg_type.as_str()).collect()
 }
 
-// ---- 1B: Logon ----------------------------------------------------------------------------
+// ---- 1S: Logon (acceptor) ---------------------------------------------------------------
 
 #[test]
-fn t1b_a_valid_logon_is_answered_with_logon() {
+fn t1s_a_valid_logon_is_answered_with_logon() {
     let mut h = Harness::new(Version::Fix44);
     let logon = h.logon(1, &[(tags::USERNAME, "alice"), (tags::PASSWORD, "pw")]);
     assert_eq!(h.feed(&logon), Outcome::LoggedOn);
@@ -236,7 +236,7 @@ fn t1b_a_valid_logon_is_answered_with_logon() {
 }
 
 #[test]
-fn t1b_b_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested() {
+fn t1s_a_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested() {
     let mut h = Harness::new(Version::Fix44);
     assert_eq!(h.feed(&h.logon(5, &[])), Outcome::LoggedOn);
     let out = h.take();
@@ -249,7 +249,7 @@ fn t1b_b_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested() {
 }
 
 #[test]
-fn t1b_c_refused_logon_gets_a_logout_with_the_reason() {
+fn t1s_c_refused_logon_gets_a_logout_with_the_reason() {
     let mut h = Harness::new(Version::Fix44);
     h.auth_result = Err("bad password".into());
     assert_eq!(h.feed(&h.logon(1, &[])), Outcome::Disconnect);
@@ -261,7 +261,7 @@ fn t1b_c_refused_logon_gets_a_logout_with_the_reason() {
 }
 
 #[test]
-fn t1b_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
+fn t1s_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
     let mut h = Harness::new(Version::Fix44);
     let no_hb = h.msg("A", 1, &[(tags::ENCRYPT_METHOD, "0")]);
     assert_eq!(h.feed(&no_hb), Outcome::Disconnect);
@@ -294,7 +294,7 @@ fn t1b_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
 }
 
 #[test]
-fn t1b_d_first_message_not_logon_disconnects_without_reply() {
+fn t1s_d_first_message_not_logon_disconnects_without_reply() {
     let mut h = Harness::new(Version::Fix44);
     assert_eq!(h.feed(&h.msg("0", 1, &[])), Outcome::Disconnect);
     assert!(h.out.is_empty());
@@ -302,7 +302,7 @@ fn t1b_d_first_message_not_logon_disconnects_without_reply() {
 }
 
 #[test]
-fn t1b_e_logon_with_seq_too_low_is_logged_out() {
+fn t1s_e_logon_with_seq_too_low_is_logged_out() {
     let mut store = MemoryStore::new();
     store.set_next_target_seq(10).unwrap();
     store.set_next_sender_seq(4).unwrap();
@@ -498,7 +498,7 @@ fn t2g_poss_dup_without_orig_sending_time_is_rejected_and_consumed() {
 }
 
 #[test]
-fn t2h_wrong_begin_string_logs_out() {
+fn t2i_wrong_begin_string_logs_out() {
     let mut h = Harness::logged_on();
     h.version = Version::Fix42;
     assert_eq!(h.feed(&h.msg("0", 2, &[])), Outcome::Disconnect);
@@ -508,7 +508,7 @@ fn t2h_wrong_begin_string_logs_out() {
 }
 
 #[test]
-fn t2i_wrong_comp_id_is_rejected_and_logged_out() {
+fn t2k_wrong_comp_id_is_rejected_and_logged_out() {
     let mut h = Harness::logged_on();
     let t = ts(NOW);
     let m = raw(
@@ -530,7 +530,7 @@ fn t2i_wrong_comp_id_is_rejected_and_logged_out() {
 }
 
 #[test]
-fn t2k_sending_time_off_or_missing_is_rejected_and_logged_out() {
+fn t2o_sending_time_off_or_missing_is_rejected_and_logged_out() {
     let mut h = Harness::logged_on();
     h.now -= 121 * SEC; // their clock is two minutes behind ours
     let m = h.msg("D", 2, &[]);
@@ -964,10 +964,10 @@ fn t14_field_errors_are_rejected_and_consumed() {
     assert_eq!(out[0].num(tags::REF_TAG_ID), 112);
 }
 
-// ---- 15, 16: sending while disconnected ---------------------------------------------------
+// ---- 16: queueing while disconnected ----------------------------------------------------
 
 #[test]
-fn t15_messages_sent_while_disconnected_come_by_resend_after_logon() {
+fn t16_messages_sent_while_disconnected_come_by_resend_after_logon() {
     let mut h = Harness::logged_on();
     h.s.on_disconnect(h.now).unwrap();
     assert_eq!(h.send_order_ack("queued1"), 2);
@@ -1462,7 +1462,7 @@ fn t14_user_defined_tags_pass_when_allowed() {
 }
 
 #[test]
-fn t14b_a_missing_or_empty_comp_id_is_rejected_and_the_session_goes_on() {
+fn t2k_a_missing_or_empty_comp_id_is_rejected_and_the_session_goes_on() {
     let mut h = Harness::logged_on();
     let t = ts(h.now);
     let without_target = raw(
@@ -1517,7 +1517,7 @@ impl EmptyTarget for Vec<u8> {
 }
 
 #[test]
-fn t17_third_party_routing_is_reversed_on_rejects_and_replies() {
+fn t18_third_party_routing_is_reversed_on_rejects_and_replies() {
     let mut h = Harness::logged_on();
     // A Reject: OnBehalfOf* come back as DeliverTo*.
     let m = with_raw_tail(&h, "0", 2, "115=CLIENT|116=DESK|144=LDN|999=HI|");
@@ -1596,4 +1596,44 @@ fn t6_each_session_makes_its_own_test_req_ids() {
         test_request.get(tags::TEST_REQ_ID).unwrap(),
         format!("TEST-{}-{}", test_request.seq(), ts(b.now))
     );
+}
+
+#[test]
+fn t2m_t2t_t3b_bad_body_length_field_order_or_checksum_are_garbled_and_ignored() {
+    let mut h = Harness::logged_on();
+    let good = h.msg("D", 2, &[(tags::CL_ORD_ID, "c1")]);
+    let text = String::from_utf8(good.clone()).unwrap();
+    let body_length: usize = text.split('\u{1}').nth(1).unwrap()[2..].parse().unwrap();
+    let cases = [
+        // 2m: BodyLength one short.
+        text.replacen(
+            &format!("9={body_length}\u{1}"),
+            &format!("9={}\u{1}", body_length - 1),
+            1,
+        ),
+        // 2t: MsgType before BodyLength.
+        text.replacen(
+            &format!("9={body_length}\u{1}35=D\u{1}"),
+            &format!("35=D\u{1}9={body_length}\u{1}"),
+            1,
+        ),
+        // 3b: a wrong CheckSum.
+        {
+            let mut t = text.clone();
+            let sum = &t[t.len() - 4..t.len() - 1];
+            let wrong = format!("{:03}", (sum.parse::<u32>().unwrap() + 1) % 256);
+            t.replace_range(t.len() - 4..t.len() - 1, &wrong);
+            t
+        },
+    ];
+    for bad in cases {
+        assert_ne!(bad.as_bytes(), &good[..]);
+        let garbled = next_frame(bad.as_bytes(), 1 << 20).unwrap_err();
+        h.s.on_garbled(&bad.as_bytes()[..garbled.skip], h.now)
+            .unwrap();
+        assert!(h.out.is_empty());
+        assert_eq!(h.s.next_target_seq(), 2, "no number used up");
+    }
+    assert_eq!(h.s.garbled_count(), 3);
+    assert_eq!(h.feed(&good), Outcome::Deliver);
 }

@@ -7,6 +7,8 @@
 //! accept()                  -> session.on_connect(now)
 //! bytes arrive              -> loop over next_frame(buf, max):
 //!                                Ok(Some((frame, n)))  -> session.on_message(&frame, now, &mut auth, &mut out)
+//!                                  then while let Some(m) = session.next_queued():
+//!                                    session.on_queued_message(&frame_of(m), now, &mut auth, &mut out)
 //!                                Err(garbled)          -> session.on_garbled(&buf[..garbled.skip], now)
 //! every ~100 ms (or at session.next_deadline_ns())     -> session.on_timer(now, &mut out)
 //! the application answers   -> session.send_app(b"8", now, |w| { ... }, &mut out)
@@ -18,43 +20,66 @@
 //! ```
 //!
 //! [`Outcome::Deliver`] hands an in-sequence application message to the caller; its MsgSeqNum
-//! is already consumed. The caller validates it (data dictionary) and may answer with
-//! [`Session::reject`] (session Reject 35=3: an invalid tag, a missing field, an unknown MsgType
-//! with reason 11) or [`Session::business_reject`] (35=j: a valid but unsupported MsgType with
-//! reason 3, an unknown security, ...). The session itself delivers every MsgType that is not a
-//! session-level one (0 1 2 3 4 5 A), so that choice stays with the application.
+//! is already consumed. The caller validates it (data dictionary, with
+//! [`SessionConfig::validation`]) and may answer with [`Session::reject`] (session Reject 35=3:
+//! an invalid tag, a missing field, an unknown MsgType with reason 11) or
+//! [`Session::business_reject`] (35=j: a valid but unsupported MsgType with reason 3, an
+//! unknown security, ...), or reply with [`Session::send_reply`]. The session itself delivers
+//! every MsgType that is not a session-level one (0 1 2 3 4 5 A), so that choice stays with the
+//! application.
+//!
+//! Rejects, BusinessMessageRejects and [`Session::send_reply`] carry the third-party routing of
+//! the message they answer back (case 18): OnBehalfOfCompID/SubID/LocationID (115/116/144) as
+//! DeliverToCompID/SubID/LocationID (128/129/145) and the other way round. A Reject's Text is
+//! the reason's standard wording ([`reject_reason::text`]) with `, field=<RefTagID>` when
+//! there is a RefTagID, as QuickFIX/J words it: "Required tag missing, field=55".
 //!
 //! # What the session checks, in order (the FIX session test cases in parentheses)
 //!
 //! Before a Logon is accepted, anything but a Logon closes the connection without a reply
-//! (case 1B.d). For every message: a BeginString other than the configured one → Logout and
-//! disconnect (case 2h); a missing or invalid MsgSeqNum → Logout "MsgSeqNum (34) missing or invalid"
-//! and disconnect. Then:
+//! (case 1S.d). For every message: a BeginString other than the configured one → Logout and
+//! disconnect (case 2i); a missing or invalid MsgSeqNum → Logout "MsgSeqNum (34) missing or
+//! invalid" and disconnect, except on a SequenceReset-Reset, which is processed whatever its
+//! MsgSeqNum (case 11). Then:
 //!
-//! - Logon (case 1B): CompIDs, SendingTime, HeartBtInt (present, 0..=max), EncryptMethod (0 or
+//! - Logon (case 1S): CompIDs, SendingTime, HeartBtInt (present, 0..=max), EncryptMethod (0 or
 //!   absent), DefaultApplVerID (FIXT.1.1 only: required, must be 9 = FIX 5.0 SP2), no malformed
 //!   field, the `auth` callback, then the sequence number: too low without ResetSeqNumFlag →
-//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 1B.e). Any failure: Logout with a
+//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 1S.e). Any failure: Logout with a
 //!   Text and disconnect (no Reject before logon). Accepted: we reply Logon (98=0, the same 108,
 //!   141=Y when asked to reset, 1137=9 for FIXT); if its MsgSeqNum was too high, a
-//!   ResendRequest follows (case 1B.b). ResetSeqNumFlag=Y resets both directions to 1 first, also
+//!   ResendRequest follows (case 1S.a). ResetSeqNumFlag=Y resets both directions to 1 first, also
 //!   during a session. A Logon without it while logged on → Logout and disconnect.
 //! - Other messages: SendingTime missing or more than `max_clock_skew_ns` from `now` → Reject
-//!   (reason 10, ref tag 52) and Logout, disconnect (case 2k) (an unparseable SendingTime: reason 6);
-//!   SenderCompID/TargetCompID wrong → Reject (reason 9) and Logout, disconnect (case 2i).
-//! - Sequence: too high → ResendRequest(expected, 0), once while a resend is pending; the
-//!   message is dropped and comes back with the resend (case 2b). Too low without PossDupFlag=Y →
+//!   (reason 10, ref tag 52) and Logout, disconnect (case 2o) (an unparseable SendingTime: reason 6);
+//!   SenderCompID or TargetCompID missing → Reject reason 1, empty → reason 4, and the session
+//!   goes on (the number is used up if it was the expected one); wrong → Reject (reason 9) and
+//!   Logout, disconnect (case 2k).
+//! - Sequence: too high → ResendRequest(BeginSeqNo = expected, EndSeqNo = 0, "to the end", as
+//!   QuickFIX/J sends it), once while a resend is pending; the message is queued (a ResendRequest
+//!   is served instead, case 20) and processed once the gap below it is filled: after each
+//!   message the caller takes [`Session::next_queued`] until `None` (case 2b). The queue holds
+//!   at most `max_queued_bytes` (1 MiB); a message beyond it is dropped, and comes again with
+//!   the resend, which runs to the end. Too low without PossDupFlag=Y →
 //!   Logout "MsgSeqNum too low, expecting X but received Y", disconnect (case 2c); with it → ignored
 //!   (case 2e). PossDupFlag=Y (except on SequenceReset) needs OrigSendingTime: missing → Reject
 //!   (reason 1, ref tag 122) (case 2g); later than SendingTime → Reject (reason 10) and Logout,
 //!   disconnect (case 2f).
 //! - In sequence, a malformed field is rejected and the number consumed: invalid tag (reason 0),
 //!   tag without a value (4), a header tag twice (13), PossDupFlag not Y/N (6) (case 14).
+//!   Heartbeat, TestRequest, ResendRequest and SequenceReset-GapFill are then checked against
+//!   the version's dictionary ([`crate::dict::validate_with`]): any fault is a Reject with its
+//!   reason (0, 1, 2, 4, 5, 6, 13, 14, 15, 16) and RefTagID, the number consumed (case 14).
+//!   User-defined tags (5000 and up) pass only with `allow_user_defined_tags`. Not checked
+//!   there: a Logon (its fields are checked one by one above; FIX 4.2 does not define the
+//!   Username and Password the venue asks for), a Logout (answered whatever it holds), a
+//!   Reject (never answered with a Reject) and a SequenceReset-Reset.
 //! - Heartbeat (case 5), Reject (case 7): consumed. TestRequest: Heartbeat with its TestReqID (case 4b).
 //!   ResendRequest (case 8): served (also when its own number is too high, before asking for ours,
 //!   case 20). SequenceReset-GapFill (case 10): the sequence checks apply, NewSeqNo becomes the next
 //!   expected, NewSeqNo not above MsgSeqNum → Reject (reason 5, ref tag 36). SequenceReset-Reset
-//!   (case 11): MsgSeqNum ignored; NewSeqNo below the expected number → Reject (reason 5, ref tag 36).
+//!   (case 11): MsgSeqNum ignored, even missing; NewSeqNo above the expected number moves it,
+//!   equal changes nothing, below → Reject (reason 5, ref tag 36); the session goes on.
 //!   Logout (case 13): answered with a Logout (unless it answers ours), then disconnect.
 //! - Garbled input (case 2d, 2j, 2n, 3) is ignored: [`Session::on_garbled`] only counts and logs it.
 //!
@@ -73,12 +98,13 @@
 //! at once, with their new numbers, beside the resent ones.
 //!
 //! Application messages sent while not logged on are stored and not written; the
-//! counterparty sees the gap at the next Logon and a ResendRequest brings them (case 15, 16).
+//! counterparty sees the gap at the next Logon and a ResendRequest brings them (case 16).
+//!
+//! A TestRequest's TestReqID is the session's own: `TEST-<its MsgSeqNum>-<its SendingTime>`.
 //!
 //! # Not done here
-//! - Messages beyond a gap are dropped, not queued: the resend brings them again.
-//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17), third-party routing
-//!   (OnBehalfOf/DeliverTo, case 18), session schedules (start/end times, daily reset).
+//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17), session schedules (start/end
+//!   times, daily reset). Third-party routing is only reversed on replies (case 18).
 //! - PossResend (97) duplicates (case 19) are for the application (by ClOrdID): the session
 //!   delivers them like any in-sequence message.
 //! - Data fields with an embedded SOH (RawData 96 and the like) in the header scan.
