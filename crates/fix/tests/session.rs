@@ -171,7 +171,7 @@ impl Harness {
     /// MsgSeqNums and outcomes, in order.
     fn drain_queue(&mut self) -> Vec<(u64, Outcome)> {
         let mut done = Vec::new();
-        while let Some(bytes) = self.s.next_queued() {
+        while let Some(bytes) = self.s.next_queued(self.now, &mut self.out).unwrap() {
             let (frame, _) = next_frame(&bytes, 1 << 20).unwrap().unwrap();
             let seq = std::str::from_utf8(frame.get(tags::MSG_SEQ_NUM).unwrap())
                 .unwrap()
@@ -391,8 +391,9 @@ fn t2b_seq_too_high_asks_once_and_the_resend_fills_the_gap() {
     assert_eq!(h.feed(&h.msg("D", 5, &[])), Outcome::Handled);
     let out = h.take();
     assert_eq!(types(&out), ["2"]);
+    // The gap only: 5 is queued.
     assert_eq!(out[0].num(tags::BEGIN_SEQ_NO), 2);
-    assert_eq!(out[0].num(tags::END_SEQ_NO), 0);
+    assert_eq!(out[0].num(tags::END_SEQ_NO), 4);
     // Another message beyond the gap: no second request.
     assert_eq!(h.feed(&h.msg("D", 6, &[])), Outcome::Handled);
     assert!(h.out.is_empty());
@@ -1245,9 +1246,10 @@ fn t2b_messages_above_a_gap_are_queued_and_processed_in_order_once_it_is_filled(
     );
     let out = h.take();
     assert_eq!(types(&out), ["2"]);
+    // Just the gap: 4 is held, so it is not asked for again.
     assert_eq!(
         (out[0].num(tags::BEGIN_SEQ_NO), out[0].num(tags::END_SEQ_NO)),
-        (2, 0)
+        (2, 3)
     );
     assert_eq!(
         h.feed(&h.msg("D", 5, &[(tags::CL_ORD_ID, "c5")])),
@@ -1282,7 +1284,7 @@ fn t2b_messages_above_a_gap_are_queued_and_processed_in_order_once_it_is_filled(
     assert_eq!(h.s.next_target_seq(), 6);
     assert!(!h.s.resend_pending());
     assert_eq!(h.s.queued_count(), 0);
-    // The rest of their resend repeats 4 and 5: already processed, ignored.
+    // Copies of 4 and 5 (a counterparty that resends more than asked): ignored.
     for seq in 4..=5 {
         assert_eq!(h.feed(&h.msg("D", seq, &resent)), Outcome::Handled);
     }
@@ -1291,7 +1293,7 @@ fn t2b_messages_above_a_gap_are_queued_and_processed_in_order_once_it_is_filled(
 }
 
 #[test]
-fn t2b_the_queue_is_bounded_and_what_it_drops_comes_with_the_resend() {
+fn t2b_the_queue_is_bounded_and_what_it_drops_is_asked_for_again() {
     let h = Harness::logged_on();
     let first = h.msg("D", 3, &[(tags::CL_ORD_ID, "c3")]);
     let bound = first.len() + 10;
@@ -1302,9 +1304,14 @@ fn t2b_the_queue_is_bounded_and_what_it_drops_comes_with_the_resend() {
         Outcome::Handled
     );
     assert_eq!(h.s.queued_count(), 1, "4 is past the bound: dropped");
-    assert_eq!(types(&h.take()), ["2"]);
-    // The resend (to the end: EndSeqNo 0) fills 2, then 3 comes from the queue, and 4 with
-    // the resend.
+    let out = h.take();
+    assert_eq!(types(&out), ["2"]);
+    assert_eq!(
+        (out[0].num(tags::BEGIN_SEQ_NO), out[0].num(tags::END_SEQ_NO)),
+        (2, 2)
+    );
+    // The resend fills 2, then 3 comes from the queue; 4, dropped, is asked for again (to
+    // the end) and comes with that resend.
     let orig = ts(NOW - SEC);
     let resent = [
         (tags::POSS_DUP_FLAG, "Y"),
@@ -1312,8 +1319,14 @@ fn t2b_the_queue_is_bounded_and_what_it_drops_comes_with_the_resend() {
     ];
     assert_eq!(h.feed(&h.msg("D", 2, &resent)), Outcome::Deliver);
     assert_eq!(h.drain_queue(), [(3, Outcome::Deliver)]);
-    assert_eq!(h.feed(&h.msg("D", 3, &resent)), Outcome::Handled);
+    let out = h.take();
+    assert_eq!(types(&out), ["2"]);
+    assert_eq!(
+        (out[0].num(tags::BEGIN_SEQ_NO), out[0].num(tags::END_SEQ_NO)),
+        (4, 0)
+    );
     assert_eq!(h.feed(&h.msg("D", 4, &resent)), Outcome::Deliver);
+    assert!(h.drain_queue().is_empty());
     assert!(!h.s.resend_pending());
     assert!(h.out.is_empty());
 }

@@ -7,7 +7,7 @@
 //! accept()                  -> session.on_connect(now)
 //! bytes arrive              -> loop over next_frame(buf, max):
 //!                                Ok(Some((frame, n)))  -> session.on_message(&frame, now, &mut auth, &mut out)
-//!                                  then while let Some(m) = session.next_queued():
+//!                                  then while let Ok(Some(m)) = session.next_queued(now, &mut out):
 //!                                    session.on_queued_message(&frame_of(m), now, &mut auth, &mut out)
 //!                                Err(garbled)          -> session.on_garbled(&buf[..garbled.skip], now)
 //! every ~100 ms (or at session.next_deadline_ns())     -> session.on_timer(now, &mut out)
@@ -340,6 +340,8 @@ pub struct Session<S: MessageStore> {
     test_request_sent_ns: Option<i64>,
     /// While a ResendRequest of ours is pending: the highest MsgSeqNum seen beyond the gap.
     resend_until: Option<u64>,
+    /// The last number that request asked for (`u64::MAX`: to the end).
+    resend_end: u64,
     garbled_count: u64,
     disconnect_reason: Option<String>,
     /// A resend of ours being served, chunk by chunk.
@@ -517,6 +519,7 @@ impl<S: MessageStore> Session<S> {
             last_received_ns: 0,
             test_request_sent_ns: None,
             resend_until: None,
+            resend_end: 0,
             garbled_count: 0,
             disconnect_reason: None,
             resending: None,
@@ -665,20 +668,38 @@ impl<S: MessageStore> Session<S> {
     /// The next message that arrived above a gap, once the gap below it is filled (messages
     /// the gap fill skipped are dropped). Call it after every [`Session::on_message`] until
     /// `None`, and hand each to [`Session::on_queued_message`]: they are processed in order.
-    pub fn next_queued(&mut self) -> Option<Vec<u8>> {
+    ///
+    /// When the range our ResendRequest asked for has all come and a gap remains below what
+    /// was seen (messages dropped past `max_queued_bytes`, or not queued), it asks again, to the
+    /// end: that ResendRequest goes to `out`.
+    pub fn next_queued(
+        &mut self,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        if self.state != State::LoggedOn {
+            return Ok(None);
+        }
         let expected = self.store.next_target_seq();
         while let Some(entry) = self.queued.first_entry() {
-            if *entry.key() > expected || self.state != State::LoggedOn {
-                return None;
+            if *entry.key() > expected {
+                break;
             }
             let found = *entry.key() == expected;
             let bytes = entry.remove();
             self.queued_bytes -= bytes.len();
             if found {
-                return Some(bytes);
+                return Ok(Some(bytes));
             }
         }
-        None
+        if self
+            .resend_until
+            .is_some_and(|until| expected > self.resend_end && expected <= until)
+        {
+            self.write_resend_request(expected, 0, now_ns, out);
+            self.flush()?;
+        }
+        Ok(None)
     }
 
     /// Whether messages above a gap are waiting for it to be filled.
@@ -721,15 +742,18 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// Keeps a message that arrived above a gap, within `max_queued_bytes`; beyond it the
-    /// message is dropped and comes again with the resend (our ResendRequest is open-ended).
-    fn queue(&mut self, seq: u64, bytes: &[u8]) {
-        if self.queued.contains_key(&seq)
-            || self.queued_bytes + bytes.len() > self.config.max_queued_bytes
-        {
-            return;
+    /// message is dropped, and asked for again ([`Session::next_queued`]).
+    /// Returns whether it is queued (or was already).
+    fn queue(&mut self, seq: u64, bytes: &[u8]) -> bool {
+        if self.queued.contains_key(&seq) {
+            return true;
+        }
+        if self.queued_bytes + bytes.len() > self.config.max_queued_bytes {
+            return false;
         }
         self.queued_bytes += bytes.len();
         self.queued.insert(seq, bytes.to_vec());
+        true
     }
 
     /// Heartbeats, TestRequests and timeouts; call it every 100 ms or so, or at
@@ -1041,11 +1065,12 @@ impl<S: MessageStore> Session<S> {
                 if let Ok((begin, end)) = resend_range(frame) {
                     self.resend(begin, end, now_ns, out)?;
                 }
+                self.request_resend(seq, false, now_ns, out);
             } else {
                 // Kept, and processed once the gap below it is filled ([`Session::next_queued`]).
-                self.queue(seq, frame.bytes);
+                let queued = self.queue(seq, frame.bytes);
+                self.request_resend(seq, queued, now_ns, out);
             }
-            self.request_resend(seq, now_ns, out);
             return Ok(Outcome::Handled);
         }
         if seq < expected {
@@ -1271,7 +1296,7 @@ impl<S: MessageStore> Session<S> {
         if seq == expected {
             self.advance_target(seq + 1)?;
         } else {
-            self.request_resend(seq, now_ns, out);
+            self.request_resend(seq, false, now_ns, out);
         }
         Ok(Outcome::LoggedOn)
     }
@@ -1393,17 +1418,26 @@ impl<S: MessageStore> Session<S> {
         Ok(())
     }
 
-    /// A message numbered `seq` came beyond the expected one: ask for the gap, once.
-    fn request_resend(&mut self, seq: u64, now_ns: i64, out: &mut Vec<u8>) {
+    /// A message numbered `seq` came beyond the expected one: ask for the gap, once while a
+    /// request is pending. The gap only (BeginSeqNo = expected, EndSeqNo = `seq - 1`) when
+    /// `seq` is queued, so that what we hold is not sent again; otherwise to the end
+    /// (EndSeqNo = 0), `seq` included.
+    fn request_resend(&mut self, seq: u64, queued: bool, now_ns: i64, out: &mut Vec<u8>) {
         if let Some(until) = &mut self.resend_until {
             *until = (*until).max(seq);
             return;
         }
         self.resend_until = Some(seq);
         let begin = self.store.next_target_seq();
+        let end = if queued { seq - 1 } else { 0 };
+        self.write_resend_request(begin, end, now_ns, out);
+    }
+
+    fn write_resend_request(&mut self, begin: u64, end: u64, now_ns: i64, out: &mut Vec<u8>) {
+        self.resend_end = if end == 0 { u64::MAX } else { end };
         self.write_admin(b"2", now_ns, out, |w| {
             w.uint(tags::BEGIN_SEQ_NO, begin);
-            w.uint(tags::END_SEQ_NO, 0);
+            w.uint(tags::END_SEQ_NO, end);
         });
     }
 

@@ -371,9 +371,16 @@ impl Core {
         self.on_outcome(slot, id, conn, frame, pipeline, now, outcome);
         // Messages that arrived above a gap, in order, once it is filled (never a Logon: a
         // Logon is never queued).
-        while !conn.closing
-            && let Some(bytes) = self.slots[slot].session.next_queued()
-        {
+        while !conn.closing {
+            let bytes = match self.slots[slot].session.next_queued(now, &mut conn.output) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::error!(session = %self.slots[slot].name, "FIX store: {e}");
+                    conn.closing = true;
+                    break;
+                }
+            };
             let Ok(Some((queued, _))) = rialto_fix::next_frame(&bytes, usize::MAX) else {
                 continue; // it was whole when it arrived
             };

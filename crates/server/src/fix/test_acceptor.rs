@@ -432,9 +432,12 @@ impl Connection {
         let outcome = session.on_message(frame, now, &mut no_credentials, &mut self.out);
         let mut next = after(outcome, session, app, frame, now, &mut self.out, self.peer);
         // Messages that arrived above a gap, in order, once it is filled.
-        while matches!(next, Next::Continue)
-            && let Some(bytes) = session.next_queued()
-        {
+        while matches!(next, Next::Continue) {
+            let bytes = match session.next_queued(now, &mut self.out) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => break,
+                Err(e) => return store_failed(e),
+            };
             let Ok(Some((queued, _))) = next_frame(&bytes, usize::MAX) else {
                 continue; // it was whole when it arrived
             };
