@@ -1650,3 +1650,20 @@ fn t2m_t2t_t3b_bad_body_length_field_order_or_checksum_are_garbled_and_ignored()
     assert_eq!(h.s.garbled_count(), 3);
     assert_eq!(h.feed(&good), Outcome::Deliver);
 }
+
+#[test]
+fn t17_an_encrypted_logon_is_refused() {
+    let mut h = Harness::new(Version::Fix44);
+    let logon = h.msg(
+        "A",
+        1,
+        &[(tags::ENCRYPT_METHOD, "1"), (tags::HEART_BT_INT, "30")],
+    );
+    assert_eq!(h.feed(&logon), Outcome::Disconnect);
+    let out = h.take();
+    assert_eq!(types(&out), ["5"]);
+    assert_eq!(
+        out[0].get(tags::TEXT),
+        Some("EncryptMethod (98) not supported: only 0 (none)")
+    );
+}
