@@ -55,12 +55,14 @@
 //!   SenderCompID or TargetCompID missing → Reject reason 1, empty → reason 4, and the session
 //!   goes on (the number is used up if it was the expected one); wrong → Reject (reason 9) and
 //!   Logout, disconnect (case 2k).
-//! - Sequence: too high → ResendRequest(BeginSeqNo = expected, EndSeqNo = 0, "to the end", as
-//!   QuickFIX/J sends it), once while a resend is pending; the message is queued (a ResendRequest
-//!   is served instead, case 20) and processed once the gap below it is filled: after each
-//!   message the caller takes [`Session::next_queued`] until `None` (case 2b). The queue holds
-//!   at most `max_queued_bytes` (1 MiB); a message beyond it is dropped, and comes again with
-//!   the resend, which runs to the end. Too low without PossDupFlag=Y →
+//! - Sequence: too high → the message is queued (a ResendRequest is served instead, case 20)
+//!   and processed once the gap below it is filled: after each message the caller takes
+//!   [`Session::next_queued`] until `None` (case 2b). A ResendRequest goes out once while one
+//!   is pending, for the gap only (BeginSeqNo = expected, EndSeqNo = the queued message's
+//!   number - 1, QuickFIX/J's `ClosedResendInterval`), so that what is queued is not sent
+//!   again; for a message not queued, to the end (EndSeqNo = 0). The queue holds at most
+//!   `max_queued_bytes` (1 MiB); a message beyond it is dropped, and once the range asked for
+//!   has come, the rest of the gap is asked for again, to the end. Too low without PossDupFlag=Y →
 //!   Logout "MsgSeqNum too low, expecting X but received Y", disconnect (case 2c); with it → ignored
 //!   (case 2e). PossDupFlag=Y (except on SequenceReset) needs OrigSendingTime: missing → Reject
 //!   (reason 1, ref tag 122) (case 2g); later than SendingTime → Reject (reason 10) and Logout,
@@ -209,8 +211,8 @@ pub struct SessionConfig {
     /// (`fix.allow_user_defined_tags`, default off: they are rejected with reason 0).
     pub allow_user_defined_tags: bool,
     /// How many bytes of messages that arrive above a sequence gap are kept until the gap is
-    /// filled (default 1 MiB). Beyond it they are dropped: our ResendRequest asks for
-    /// everything from the gap on, so they come again.
+    /// filled (default 1 MiB). Beyond it they are dropped, and asked for again once the range
+    /// first asked for has come.
     pub max_queued_bytes: usize,
 }
 
@@ -1274,6 +1276,7 @@ impl<S: MessageStore> Session<S> {
             self.store.reset().map_err(SessionError::Store)?;
             self.resend_until = None;
             self.resending = None;
+            self.clear_queue();
         }
         let expected = self.store.next_target_seq();
         if seq < expected {
