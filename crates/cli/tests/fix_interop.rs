@@ -1,13 +1,22 @@
 //! QuickFIX/J against `rialto serve`: the Java initiator in interop/quickfixj logs on over
 //! FIX 4.4 and FIXT.1.1/5.0SP2, trades between two sessions, amends, cancels, checks every
-//! ExecutionReport, forces a sequence gap each way, and exits 0 only if every step passed.
+//! ExecutionReport, forces a sequence gap each way, loses an order and its report on the wire
+//! (a proxy here drops them) and recovers without a sequence reset, and exits 0 only if every
+//! step passed.
 //! Needs a JDK 17 and Maven (`.ci/run` installs them); the first build downloads QuickFIX/J.
 
 mod common;
 
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use rialto_fix::{next_frame, tags};
 
 fn interop_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop/quickfixj")
@@ -28,6 +37,7 @@ fn quickfixj_trades_amends_cancels_and_resends_against_rialto() {
     let data = tempfile::tempdir().unwrap();
     let server = common::serve_demo(data.path());
     let fix: SocketAddr = server.address_after("FIX on ").parse().unwrap();
+    let proxy = LossyProxy::start(fix);
     let credentials = rialto_server::auth::Credentials::load_or_create(data.path()).unwrap();
     for begin in ["FIX.4.4", "FIXT.1.1"] {
         let store = tempfile::tempdir().unwrap();
@@ -37,7 +47,7 @@ fn quickfixj_trades_amends_cancels_and_resends_against_rialto() {
                 "target/classes:target/dependency/*",
                 "rialto.interop.Interop",
             ])
-            .args(["--port", &fix.port().to_string(), "--begin", begin])
+            .args(["--port", &proxy.addr.port().to_string(), "--begin", begin])
             .args(["--secret1", &credentials.user_secret(1)])
             .args(["--secret2", &credentials.user_secret(2)])
             .arg("--store")
@@ -51,9 +61,93 @@ fn quickfixj_trades_amends_cancels_and_resends_against_rialto() {
             "QuickFIX/J interop over {begin} failed:\n{stdout}\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
-        // Every step reported, the forced gaps among them.
-        for step in 0..=11 {
+        // Every step reported, the forced gaps and the messages lost on the wire among them.
+        for step in 0..=12 {
             assert!(stdout.contains(&format!("ok step {step}:")), "{stdout}");
         }
     }
+}
+
+/// Forwards FIX connections to `upstream`, dropping, once per connection, the first
+/// NewOrderSingle whose ClOrdID ends in "-lost" (towards the acceptor) and the first
+/// ExecutionReport for such an order (back): a message lost on the wire, in each direction.
+/// Everything else passes unchanged. Stops accepting when dropped.
+struct LossyProxy {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl LossyProxy {
+    fn start(upstream: SocketAddr) -> LossyProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                let client = match listener.accept() {
+                    Ok((client, _)) => client,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        thread::sleep(Duration::from_millis(10));
+                        continue;
+                    }
+                    Err(_) => return,
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    continue;
+                };
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                thread::spawn(move || forward(client, server, b"D"));
+                thread::spawn(move || forward(s2, c2, b"8"));
+            }
+        });
+        LossyProxy { addr, stop }
+    }
+}
+
+impl Drop for LossyProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Copies whole FIX messages from `from` to `to`, leaving out the first of type `lose` for a
+/// "-lost" ClOrdID. Ends (closing `to` for writing) when `from` ends.
+fn forward(mut from: TcpStream, mut to: TcpStream, lose: &[u8]) {
+    let mut lost = false;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    while let Ok(n) = from.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        loop {
+            let len = match next_frame(&buf, 1 << 20) {
+                Ok(Some((frame, len))) => {
+                    let lose_it = !lost
+                        && frame.msg_type == lose
+                        && frame
+                            .get(tags::CL_ORD_ID)
+                            .is_some_and(|id| id.ends_with(b"-lost"));
+                    lost |= lose_it;
+                    if !lose_it && to.write_all(&buf[..len]).is_err() {
+                        return;
+                    }
+                    len
+                }
+                Ok(None) => break,
+                Err(garbled) => {
+                    if to.write_all(&buf[..garbled.skip]).is_err() {
+                        return;
+                    }
+                    garbled.skip
+                }
+            };
+            buf.drain(..len);
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
 }

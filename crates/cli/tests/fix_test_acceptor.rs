@@ -333,6 +333,93 @@ fn the_test_application_answers_as_the_scripts_expect_in_every_version() {
     }
 }
 
+/// The cases of issue 29 over the wire, in every version: an empty group is not echoed
+/// (case 21 of QuickFIX's scripts), messages above a gap are processed once it is filled (2b),
+/// a Reset below the expected number is rejected and the session goes on (11c), and session
+/// messages are checked against the dictionary (14a, 14c).
+#[test]
+fn gaps_resets_empty_groups_and_admin_validation_in_every_version() {
+    let acceptor = Acceptor::start();
+    for begin in VERSIONS {
+        let mut c = FixClient::connect(acceptor.addr, begin);
+        c.logon();
+
+        // NoTradingSessions=0: echoed without the empty group.
+        let mut sent = order("Z1");
+        sent.push((386, "0"));
+        c.send("D", &sent);
+        let echo = c.recv();
+        assert_eq!(echo.msg_type, "D", "{begin}: {echo:?}");
+        assert_eq!(echo.body(), owned(&order("Z1")), "{begin}");
+
+        // 3 and 4 arrive above a gap at 2: a ResendRequest for it, then, once 2 is
+        // gap-filled, both echoes in order.
+        let gap_at = c.seq;
+        c.seq += 1;
+        c.send("D", &order("Q1"));
+        let request = c.recv();
+        assert_eq!(request.msg_type, "2", "{begin}: {request:?}");
+        assert_eq!(request.req(tags::BEGIN_SEQ_NO), gap_at.to_string());
+        assert_eq!(request.req(tags::END_SEQ_NO), gap_at.to_string());
+        c.send("D", &order("Q2"));
+        let after = c.seq;
+        c.seq = gap_at;
+        let orig = "20261122-10:00:00.000";
+        let new_seq = (gap_at + 1).to_string();
+        c.send(
+            "4",
+            &[
+                (tags::POSS_DUP_FLAG, "Y"),
+                (tags::ORIG_SENDING_TIME, orig),
+                (tags::GAP_FILL_FLAG, "Y"),
+                (tags::NEW_SEQ_NO, &new_seq),
+            ],
+        );
+        c.seq = after;
+        assert_eq!(c.recv().req(tags::CL_ORD_ID), "Q1", "{begin}");
+        assert_eq!(c.recv().req(tags::CL_ORD_ID), "Q2", "{begin}");
+
+        // SequenceReset-Reset to a lower number: Reject 5 on NewSeqNo; nothing else.
+        let seq = c.send("4", &[(tags::NEW_SEQ_NO, "1")]);
+        let reject = c.recv();
+        assert_eq!(reject.msg_type, "3", "{begin}: {reject:?}");
+        assert_eq!(reject.req(tags::REF_SEQ_NUM), seq.to_string());
+        assert_eq!(reject.req(tags::REF_TAG_ID), "36");
+        assert_eq!(reject.req(373), "5");
+        assert_eq!(
+            reject.req(tags::TEXT),
+            "Value is incorrect (out of range) for this tag, field=36"
+        );
+        // A Reset does not use up its number: the next message takes it.
+        c.seq = seq;
+
+        // A Heartbeat with an undefined tag, or one not defined for it. (FIX 5.0 SP2 defines
+        // 999, LegUnitOfMeasure: there it is reason 2.)
+        let (reason_999, text_999) = match begin {
+            "FIXT.1.1" => ("2", "Tag not defined for this message type, field=999"),
+            _ => ("0", "Invalid tag number, field=999"),
+        };
+        for (tag, reason, text) in [
+            (999, reason_999, text_999),
+            (
+                tags::SYMBOL,
+                "2",
+                "Tag not defined for this message type, field=55",
+            ),
+        ] {
+            c.send("0", &[(tag, "HI")]);
+            let reject = c.recv();
+            assert_eq!(reject.msg_type, "3", "{begin}: {reject:?}");
+            assert_eq!(reject.req(tags::REF_TAG_ID), tag.to_string());
+            assert_eq!(reject.req(373), reason, "{begin}");
+            assert_eq!(reject.req(tags::TEXT), text, "{begin}");
+        }
+
+        c.expect_nothing_pending("end");
+        c.logout();
+    }
+}
+
 #[test]
 fn sequence_numbers_and_seen_ids_start_over_with_each_connection() {
     let acceptor = Acceptor::start();

@@ -53,12 +53,12 @@ fn field_error(e: FieldError) -> Invalid {
         FieldError::InvalidTag => Invalid {
             reason: INVALID_TAG_NUMBER,
             ref_tag: 0,
-            text: "invalid tag number",
+            text: "Invalid tag number",
         },
         FieldError::NoValue(tag) => Invalid {
             reason: TAG_WITHOUT_VALUE,
             ref_tag: tag,
-            text: "tag specified without a value",
+            text: "Tag specified without a value",
         },
     }
 }
@@ -133,8 +133,17 @@ impl<'a> NewOrderSingle<'a> {
     /// Checks the message against the data dictionary of `version` ([`dict::validate`]) and
     /// decodes it in the same pass over its fields.
     pub fn decode_validated(version: ApplVersion, frame: &Frame<'a>) -> Result<Self, Invalid> {
+        Self::decode_validated_with(version, frame, dict::Options::default())
+    }
+
+    /// [`NewOrderSingle::decode_validated`] with validation `options`.
+    pub fn decode_validated_with(
+        version: ApplVersion,
+        frame: &Frame<'a>,
+        options: dict::Options,
+    ) -> Result<Self, Invalid> {
         let mut fields = NewOrderSingleFields::default();
-        dict::validate_fields(version, frame, &mut fields)?;
+        dict::validate_fields_with(version, frame, options, &mut fields)?;
         fields.finish()
     }
 

@@ -269,14 +269,32 @@ fn the_required_fields_of_every_message_are_enough() {
 }
 
 #[test]
-fn unknown_tags_are_reason_0_unless_user_defined() {
+fn unknown_tags_are_reason_0_unless_user_defined_ones_are_allowed() {
+    let allow = dict::Options {
+        allow_user_defined_tags: true,
+    };
     for version in ALL {
         rejected(
             app(version, "0", "4999=x|"),
             reason::INVALID_TAG_NUMBER,
             Some(4999),
         );
-        assert_eq!(app(version, "0", "5001=x|9999=y|"), Ok(()));
+        // User-defined tags: rejected by default, accepted when allowed.
+        rejected(
+            app(version, "0", "5001=x|9999=y|"),
+            reason::INVALID_TAG_NUMBER,
+            Some(5001),
+        );
+        let bytes = message(version, &format!("35=0|{HEADER}5001=x|9999=y|"));
+        let (frame, _) = next_frame(&bytes, 1 << 16).unwrap().unwrap();
+        assert_eq!(dict::validate_with(version, &frame, allow), Ok(()));
+        let bytes = message(version, &format!("35=0|{HEADER}4999=x|"));
+        let (frame, _) = next_frame(&bytes, 1 << 16).unwrap().unwrap();
+        assert_eq!(
+            dict::validate_with(version, &frame, allow).map_err(|v| v.ref_tag),
+            Err(Some(4999)),
+            "below 5000 is never user-defined"
+        );
     }
     // Tag 0 and a ten-digit tag cannot be parsed.
     rejected(

@@ -168,6 +168,37 @@ impl Harness {
         outcome
     }
 
+    /// Logged on like [`Harness::logged_on`], with `configure` applied to the settings.
+    fn logged_on_with(configure: impl FnOnce(&mut SessionConfig)) -> Harness {
+        let mut h = Harness::new(Version::Fix44);
+        let mut config = h.s.config().clone();
+        configure(&mut config);
+        h.s = Session::new(config, MemoryStore::new());
+        h.s.on_connect(h.now);
+        assert_eq!(h.feed(&h.logon(1, &[])), Outcome::LoggedOn);
+        h.take();
+        h
+    }
+
+    /// Hands the queued messages back, as a server does after every message: their
+    /// MsgSeqNums and outcomes, in order.
+    fn drain_queue(&mut self) -> Vec<(u64, Outcome)> {
+        let mut done = Vec::new();
+        while let Some(bytes) = self.s.next_queued(self.now, &mut self.out).unwrap() {
+            let (frame, _) = next_frame(&bytes, 1 << 20).unwrap().unwrap();
+            let seq = std::str::from_utf8(frame.get(tags::MSG_SEQ_NUM).unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            let outcome = self
+                .s
+                .on_queued_message(&frame, self.now, &mut |_| Ok(()), &mut self.out)
+                .unwrap();
+            done.push((seq, outcome));
+        }
+        done
+    }
+
     fn timer(&mut self) -> Outcome {
         self.s.on_timer(self.now, &mut self.out).unwrap()
     }
@@ -198,10 +229,10 @@ fn types(msgs: &[Msg]) -> Vec<&str> {
     msgs.iter().map(|m| m.msg_type.as_str()).collect()
 }
 
-// ---- 1B: Logon ----------------------------------------------------------------------------
+// ---- 1S: Logon (acceptor) ---------------------------------------------------------------
 
 #[test]
-fn t1b_a_valid_logon_is_answered_with_logon() {
+fn t1s_a_valid_logon_is_answered_with_logon() {
     let mut h = Harness::new(version());
     let logon = h.logon(1, &[(tags::USERNAME, "alice"), (tags::PASSWORD, "pw")]);
     assert_eq!(h.feed(&logon), Outcome::LoggedOn);
@@ -218,7 +249,7 @@ fn t1b_a_valid_logon_is_answered_with_logon() {
 }
 
 #[test]
-fn t1b_b_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested() {
+fn t1s_a_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested() {
     let mut h = Harness::new(version());
     assert_eq!(h.feed(&h.logon(5, &[])), Outcome::LoggedOn);
     let out = h.take();
@@ -231,7 +262,7 @@ fn t1b_b_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested() {
 }
 
 #[test]
-fn t1b_c_refused_logon_gets_a_logout_with_the_reason() {
+fn t1s_c_refused_logon_gets_a_logout_with_the_reason() {
     let mut h = Harness::new(version());
     h.auth_result = Err("bad password".into());
     assert_eq!(h.feed(&h.logon(1, &[])), Outcome::Disconnect);
@@ -243,7 +274,7 @@ fn t1b_c_refused_logon_gets_a_logout_with_the_reason() {
 }
 
 #[test]
-fn t1b_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
+fn t1s_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
     let mut h = Harness::new(version());
     let no_hb = h.msg("A", 1, &[(tags::ENCRYPT_METHOD, "0")]);
     assert_eq!(h.feed(&no_hb), Outcome::Disconnect);
@@ -276,7 +307,7 @@ fn t1b_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
 }
 
 #[test]
-fn t1b_d_first_message_not_logon_disconnects_without_reply() {
+fn t1s_d_first_message_not_logon_disconnects_without_reply() {
     let mut h = Harness::new(version());
     assert_eq!(h.feed(&h.msg("0", 1, &[])), Outcome::Disconnect);
     assert!(h.out.is_empty());
@@ -284,7 +315,7 @@ fn t1b_d_first_message_not_logon_disconnects_without_reply() {
 }
 
 #[test]
-fn t1b_e_logon_with_seq_too_low_is_logged_out() {
+fn t1s_e_logon_with_seq_too_low_is_logged_out() {
     let mut store = MemoryStore::new();
     store.set_next_target_seq(10).unwrap();
     store.set_next_sender_seq(4).unwrap();
@@ -424,8 +455,9 @@ fn t2b_seq_too_high_asks_once_and_the_resend_fills_the_gap() {
     assert_eq!(h.feed(&h.msg("D", 5, &[])), Outcome::Handled);
     let out = h.take();
     assert_eq!(types(&out), ["2"]);
+    // The gap only: 5 is queued.
     assert_eq!(out[0].num(tags::BEGIN_SEQ_NO), 2);
-    assert_eq!(out[0].num(tags::END_SEQ_NO), 0);
+    assert_eq!(out[0].num(tags::END_SEQ_NO), 4);
     // Another message beyond the gap: no second request.
     assert_eq!(h.feed(&h.msg("D", 6, &[])), Outcome::Handled);
     assert!(h.out.is_empty());
@@ -531,7 +563,7 @@ fn t2g_poss_dup_without_orig_sending_time_is_rejected_and_consumed() {
 }
 
 #[test]
-fn t2h_wrong_begin_string_logs_out() {
+fn t2i_wrong_begin_string_logs_out() {
     let mut h = Harness::logged_on();
     h.version = if h.version == Version::Fix42 {
         Version::Fix44
@@ -545,7 +577,7 @@ fn t2h_wrong_begin_string_logs_out() {
 }
 
 #[test]
-fn t2i_wrong_comp_id_is_rejected_and_logged_out() {
+fn t2k_wrong_comp_id_is_rejected_and_logged_out() {
     let mut h = Harness::logged_on();
     let t = ts(NOW);
     let m = raw(
@@ -567,7 +599,7 @@ fn t2i_wrong_comp_id_is_rejected_and_logged_out() {
 }
 
 #[test]
-fn t2k_sending_time_off_or_missing_is_rejected_and_logged_out() {
+fn t2o_sending_time_off_or_missing_is_rejected_and_logged_out() {
     let mut h = Harness::logged_on();
     h.now -= 121 * SEC; // their clock is two minutes behind ours
     let m = h.msg("D", 2, &[]);
@@ -831,10 +863,12 @@ fn t8_a_bad_resend_request_is_rejected() {
 // ---- 10: SequenceReset-GapFill ------------------------------------------------------------
 
 fn gap_fill(h: &Harness, seq: u64, new_seq: &str, poss_dup: bool) -> Vec<u8> {
-    let mut f = vec![(tags::GAP_FILL_FLAG, "Y"), (tags::NEW_SEQ_NO, new_seq)];
+    // PossDupFlag belongs to the header: before the body.
+    let mut f = Vec::new();
     if poss_dup {
         f.push((tags::POSS_DUP_FLAG, "Y"));
     }
+    f.extend([(tags::GAP_FILL_FLAG, "Y"), (tags::NEW_SEQ_NO, new_seq)]);
     h.msg("4", seq, &f)
 }
 
@@ -999,10 +1033,10 @@ fn t14_field_errors_are_rejected_and_consumed() {
     assert_eq!(out[0].num(tags::REF_TAG_ID), 112);
 }
 
-// ---- 15, 16: sending while disconnected ---------------------------------------------------
+// ---- 16: queueing while disconnected ----------------------------------------------------
 
 #[test]
-fn t15_messages_sent_while_disconnected_come_by_resend_after_logon() {
+fn t16_messages_sent_while_disconnected_come_by_resend_after_logon() {
     let mut h = Harness::logged_on();
     h.s.on_disconnect(h.now).unwrap();
     assert_eq!(h.send_order_ack("queued1"), 2);
@@ -1285,25 +1319,25 @@ mod every_version {
     }
 
     in_every_version!(
-        t1b_a_valid_logon_is_answered_with_logon,
-        t1b_b_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested,
-        t1b_c_refused_logon_gets_a_logout_with_the_reason,
-        t1b_d_first_message_not_logon_disconnects_without_reply,
-        t1b_e_logon_with_seq_too_low_is_logged_out,
+        t1s_a_valid_logon_is_answered_with_logon,
+        t1s_a_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested,
+        t1s_c_refused_logon_gets_a_logout_with_the_reason,
+        t1s_d_first_message_not_logon_disconnects_without_reply,
+        t1s_e_logon_with_seq_too_low_is_logged_out,
         logon_timeout_disconnects,
         t2a_in_sequence_application_message_is_delivered,
         t2b_seq_too_high_asks_once_and_the_resend_fills_the_gap,
         t2c_seq_too_low_without_poss_dup_logs_out,
         t2d_garbled_messages_are_ignored,
         t2e_poss_dup_too_low_is_ignored,
-        t2h_wrong_begin_string_logs_out,
+        t2i_wrong_begin_string_logs_out,
         t4a_heartbeat_after_an_interval_without_sending,
         t4b_test_request_is_answered_with_its_id,
         t5_heartbeat_is_accepted,
         t6_test_request_after_silence_then_disconnect,
         t7_reject_is_accepted_and_consumed,
         t13_their_logout_is_answered_then_disconnect,
-        t15_messages_sent_while_disconnected_come_by_resend_after_logon,
+        t16_messages_sent_while_disconnected_come_by_resend_after_logon,
         reset_on_disconnect_starts_over,
         t20_their_resend_request_is_served_before_ours_is_sent,
         a_session_on_a_reopened_file_store_resends_from_disk,
@@ -1331,12 +1365,12 @@ mod every_version {
         t11_sequence_reset,
         t12_our_logout_waits_for_theirs,
         t14_field_errors_are_rejected_and_consumed,
-        t1b_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out,
+        t1s_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out,
         t2_unknown_msg_type_is_delivered_for_the_application_to_reject,
         t2f_orig_sending_time_after_sending_time_is_rejected_and_logged_out,
         t2g_poss_dup_without_orig_sending_time_is_rejected_and_consumed,
-        t2i_wrong_comp_id_is_rejected_and_logged_out,
-        t2k_sending_time_off_or_missing_is_rejected_and_logged_out,
+        t2k_wrong_comp_id_is_rejected_and_logged_out,
+        t2o_sending_time_off_or_missing_is_rejected_and_logged_out,
         t8_a_bad_resend_request_is_rejected,
         t8_resend_request_resends_app_messages_and_gap_fills_admin_ones,
     );
@@ -1373,8 +1407,442 @@ fn fix_40_and_41_rejects_carry_their_reason_in_text() {
         }
         assert_eq!(
             out[0].get(tags::TEXT),
-            Some("Incorrect data format for value (tag 38)")
+            Some("Incorrect data format for value, field=38")
         );
         assert_eq!(out[1].get(tags::TEXT), Some("unsupported message type"));
     }
+}
+
+// ---- Issue 29: queueing above a gap, Reset, admin validation, routing, wording -----------
+
+#[test]
+fn t2b_messages_above_a_gap_are_queued_and_processed_in_order_once_it_is_filled() {
+    let mut h = Harness::logged_on();
+    // 2 and 3 are lost; 4 and 5 arrive: one ResendRequest for the gap, both kept.
+    assert_eq!(
+        h.feed(&h.msg("D", 4, &[(tags::CL_ORD_ID, "c4")])),
+        Outcome::Handled
+    );
+    let out = h.take();
+    assert_eq!(types(&out), ["2"]);
+    // Just the gap: 4 is held, so it is not asked for again.
+    assert_eq!(
+        (out[0].num(tags::BEGIN_SEQ_NO), out[0].num(tags::END_SEQ_NO)),
+        (2, 3)
+    );
+    assert_eq!(
+        h.feed(&h.msg("D", 5, &[(tags::CL_ORD_ID, "c5")])),
+        Outcome::Handled
+    );
+    assert!(h.out.is_empty());
+    assert_eq!(h.s.queued_count(), 2);
+    assert!(h.drain_queue().is_empty(), "the gap is still open");
+
+    // The resend: 2 resent, 3 gap-filled; then the queued 4 and 5, in order.
+    let orig = ts(NOW - SEC);
+    let resent = [
+        (tags::POSS_DUP_FLAG, "Y"),
+        (tags::ORIG_SENDING_TIME, orig.as_str()),
+    ];
+    assert_eq!(h.feed(&h.msg("D", 2, &resent)), Outcome::Deliver);
+    assert!(h.drain_queue().is_empty(), "3 is still missing");
+    let fill = h.msg(
+        "4",
+        3,
+        &[
+            (tags::POSS_DUP_FLAG, "Y"),
+            (tags::GAP_FILL_FLAG, "Y"),
+            (tags::NEW_SEQ_NO, "4"),
+        ],
+    );
+    assert_eq!(h.feed(&fill), Outcome::Handled);
+    assert_eq!(
+        h.drain_queue(),
+        [(4, Outcome::Deliver), (5, Outcome::Deliver)]
+    );
+    assert_eq!(h.s.next_target_seq(), 6);
+    assert!(!h.s.resend_pending());
+    assert_eq!(h.s.queued_count(), 0);
+    // Copies of 4 and 5 (a counterparty that resends more than asked): ignored.
+    for seq in 4..=5 {
+        assert_eq!(h.feed(&h.msg("D", seq, &resent)), Outcome::Handled);
+    }
+    assert!(h.out.is_empty());
+    assert_eq!(h.feed(&h.msg("D", 6, &[])), Outcome::Deliver);
+}
+
+#[test]
+fn t2b_the_queue_is_bounded_and_what_it_drops_is_asked_for_again() {
+    let h = Harness::logged_on();
+    let first = h.msg("D", 3, &[(tags::CL_ORD_ID, "c3")]);
+    let bound = first.len() + 10;
+    let mut h = Harness::logged_on_with(|c| c.max_queued_bytes = bound);
+    assert_eq!(h.feed(&first), Outcome::Handled);
+    assert_eq!(
+        h.feed(&h.msg("D", 4, &[(tags::CL_ORD_ID, "c4")])),
+        Outcome::Handled
+    );
+    assert_eq!(h.s.queued_count(), 1, "4 is past the bound: dropped");
+    let out = h.take();
+    assert_eq!(types(&out), ["2"]);
+    assert_eq!(
+        (out[0].num(tags::BEGIN_SEQ_NO), out[0].num(tags::END_SEQ_NO)),
+        (2, 2)
+    );
+    // The resend fills 2, then 3 comes from the queue; 4, dropped, is asked for again (to
+    // the end) and comes with that resend.
+    let orig = ts(NOW - SEC);
+    let resent = [
+        (tags::POSS_DUP_FLAG, "Y"),
+        (tags::ORIG_SENDING_TIME, orig.as_str()),
+    ];
+    assert_eq!(h.feed(&h.msg("D", 2, &resent)), Outcome::Deliver);
+    assert_eq!(h.drain_queue(), [(3, Outcome::Deliver)]);
+    let out = h.take();
+    assert_eq!(types(&out), ["2"]);
+    assert_eq!(
+        (out[0].num(tags::BEGIN_SEQ_NO), out[0].num(tags::END_SEQ_NO)),
+        (4, 0)
+    );
+    assert_eq!(h.feed(&h.msg("D", 4, &resent)), Outcome::Deliver);
+    assert!(h.drain_queue().is_empty());
+    assert!(!h.s.resend_pending());
+    assert!(h.out.is_empty());
+}
+
+#[test]
+fn t10a_a_gap_fill_above_the_gap_is_queued_and_applied_in_turn() {
+    let mut h = Harness::logged_on();
+    let fill = h.msg(
+        "4",
+        3,
+        &[(tags::GAP_FILL_FLAG, "Y"), (tags::NEW_SEQ_NO, "6")],
+    );
+    assert_eq!(h.feed(&fill), Outcome::Handled);
+    assert_eq!(types(&h.take()), ["2"]);
+    assert_eq!(h.feed(&h.msg("0", 2, &[])), Outcome::Handled);
+    assert_eq!(h.drain_queue(), [(3, Outcome::Handled)]);
+    assert_eq!(h.s.next_target_seq(), 6);
+}
+
+#[test]
+fn t11_a_reset_is_processed_whatever_its_msg_seq_num_and_the_session_goes_on() {
+    let mut h = Harness::logged_on();
+    // No MsgSeqNum at all, or 0: still a Reset.
+    let t = ts(h.now);
+    let no_seq = raw(
+        "FIX.4.4",
+        "4",
+        &[
+            (tags::SENDER_COMP_ID, "TRADER1"),
+            (tags::TARGET_COMP_ID, "RIALTO"),
+            (tags::SENDING_TIME, &t),
+            (tags::NEW_SEQ_NO, "5"),
+        ],
+    );
+    assert_eq!(h.feed(&no_seq), Outcome::Handled);
+    assert!(h.out.is_empty());
+    assert_eq!(h.s.next_target_seq(), 5);
+    let zero = h.msg(
+        "4",
+        0,
+        &[(tags::GAP_FILL_FLAG, "N"), (tags::NEW_SEQ_NO, "7")],
+    );
+    assert_eq!(h.feed(&zero), Outcome::Handled);
+    assert_eq!(h.s.next_target_seq(), 7);
+    // 11c: below the expected number: Reject 5 on NewSeqNo, and nothing else changes.
+    let lower = h.msg("4", 7, &[(tags::NEW_SEQ_NO, "3")]);
+    assert_eq!(h.feed(&lower), Outcome::Handled);
+    let out = h.take();
+    assert_eq!(types(&out), ["3"]);
+    assert_eq!(out[0].num(tags::SESSION_REJECT_REASON), 5);
+    assert_eq!(out[0].num(tags::REF_TAG_ID), 36);
+    assert_eq!(out[0].num(tags::REF_SEQ_NUM), 7);
+    assert_eq!(
+        out[0].get(tags::TEXT),
+        Some("Value is incorrect (out of range) for this tag, field=36")
+    );
+    assert!(h.s.is_logged_on());
+    assert_eq!(h.feed(&h.msg("0", 7, &[])), Outcome::Handled);
+    assert!(h.out.is_empty());
+    assert_eq!(h.s.next_target_seq(), 8);
+}
+
+/// Feeds `msg` (in sequence) and returns the Reject it gets; the number is used up.
+fn rejected_admin(h: &mut Harness, msg: &[u8]) -> Msg {
+    let expected = h.s.next_target_seq();
+    assert_eq!(h.feed(msg), Outcome::Handled);
+    let mut out = h.take();
+    assert_eq!(types(&out), ["3"]);
+    assert_eq!(h.s.next_target_seq(), expected + 1);
+    assert!(h.s.is_logged_on());
+    out.remove(0)
+}
+
+#[test]
+fn t14_session_messages_are_checked_against_the_dictionary() {
+    let mut h = Harness::logged_on();
+    // (the tail after the header, reason, RefTagID, Text)
+    let cases = [
+        // 14a: a tag no version defines.
+        ("999=HI|", 0, 999, "Invalid tag number, field=999"),
+        // 14c: a tag defined, but not for a Heartbeat.
+        (
+            "55=IBM|",
+            2,
+            55,
+            "Tag not defined for this message type, field=55",
+        ),
+        // 14g: a header field after the body.
+        (
+            "112=T|97=N|",
+            14,
+            97,
+            "Tag specified out of required order, field=97",
+        ),
+        // 14h: a body tag twice.
+        (
+            "112=T|112=U|",
+            13,
+            112,
+            "Tag appears more than once, field=112",
+        ),
+        // User-defined tags are refused unless allowed.
+        ("5001=x|", 0, 5001, "Invalid tag number, field=5001"),
+    ];
+    for (tail, reason, tag, text) in cases {
+        let seq = h.s.next_target_seq();
+        let m = with_raw_tail(&h, "0", seq, tail);
+        let r = rejected_admin(&mut h, &m);
+        assert_eq!(r.num(tags::SESSION_REJECT_REASON), reason, "{tail}");
+        assert_eq!(r.num(tags::REF_TAG_ID), tag, "{tail}");
+        assert_eq!(r.num(tags::REF_SEQ_NUM), seq, "{tail}");
+        assert_eq!(r.get(tags::REF_MSG_TYPE), Some("0"));
+        assert_eq!(r.get(tags::TEXT), Some(text), "{tail}");
+    }
+    // 14b: a TestRequest without TestReqID; 14f: a ResendRequest with a word for a number.
+    let seq = h.s.next_target_seq();
+    let m = h.msg("1", seq, &[]);
+    let r = rejected_admin(&mut h, &m);
+    assert_eq!(r.get(tags::TEXT), Some("Required tag missing, field=112"));
+    let seq = h.s.next_target_seq();
+    let bad = h.msg(
+        "2",
+        seq,
+        &[(tags::BEGIN_SEQ_NO, "one"), (tags::END_SEQ_NO, "0")],
+    );
+    let r = rejected_admin(&mut h, &bad);
+    assert_eq!(r.num(tags::SESSION_REJECT_REASON), 6);
+    assert_eq!(
+        r.get(tags::TEXT),
+        Some("Incorrect data format for value, field=7")
+    );
+}
+
+#[test]
+fn t14_user_defined_tags_pass_when_allowed() {
+    let mut h = Harness::logged_on_with(|c| c.allow_user_defined_tags = true);
+    assert_eq!(
+        h.feed(&with_raw_tail(&h, "0", 2, "5001=x|")),
+        Outcome::Handled
+    );
+    assert!(h.out.is_empty());
+    // Below 5000 a tag is never user-defined.
+    let m = with_raw_tail(&h, "0", 3, "4999=x|");
+    let r = rejected_admin(&mut h, &m);
+    assert_eq!(r.num(tags::SESSION_REJECT_REASON), 0);
+}
+
+#[test]
+fn t2k_a_missing_or_empty_comp_id_is_rejected_and_the_session_goes_on() {
+    let mut h = Harness::logged_on();
+    let t = ts(h.now);
+    let without_target = raw(
+        "FIX.4.4",
+        "0",
+        &[
+            (tags::SENDER_COMP_ID, "TRADER1"),
+            (tags::MSG_SEQ_NUM, "2"),
+            (tags::SENDING_TIME, &t),
+        ],
+    );
+    let r = rejected_admin(&mut h, &without_target);
+    assert_eq!(r.num(tags::SESSION_REJECT_REASON), 1);
+    assert_eq!(r.num(tags::REF_TAG_ID), 56);
+    assert_eq!(r.get(tags::TEXT), Some("Required tag missing, field=56"));
+    let empty_target = with_raw_tail(&h, "0", 3, "").replace_target_with_empty();
+    let r = rejected_admin(&mut h, &empty_target);
+    assert_eq!(r.num(tags::SESSION_REJECT_REASON), 4);
+    assert_eq!(r.num(tags::REF_TAG_ID), 56);
+    assert_eq!(h.feed(&h.msg("0", 4, &[])), Outcome::Handled);
+    assert!(h.out.is_empty());
+}
+
+trait EmptyTarget {
+    fn replace_target_with_empty(self) -> Vec<u8>;
+}
+
+impl EmptyTarget for Vec<u8> {
+    /// The same message with `56=` empty (BodyLength and CheckSum recomputed).
+    fn replace_target_with_empty(self) -> Vec<u8> {
+        let (frame, _) = next_frame(&self, 1 << 20).unwrap().unwrap();
+        let fields: Vec<(u32, String)> = frame
+            .fields()
+            .map(|f| f.unwrap())
+            .filter(|f| f.tag != tags::MSG_TYPE)
+            .map(|f| (f.tag, String::from_utf8(f.value.to_vec()).unwrap()))
+            .collect();
+        let mut out = Vec::new();
+        let mut w = MessageWriter::begin(&mut out, frame.begin_string, frame.msg_type);
+        let mut tail = String::new();
+        for (tag, value) in &fields {
+            match *tag {
+                tags::BEGIN_STRING | tags::BODY_LENGTH | tags::CHECK_SUM => {}
+                tags::TARGET_COMP_ID => tail.push_str("56=\u{1}"),
+                _ => tail.push_str(&format!("{tag}={value}\u{1}")),
+            }
+        }
+        w.raw(tail.as_bytes());
+        w.finish();
+        out
+    }
+}
+
+#[test]
+fn t18_third_party_routing_is_reversed_on_rejects_and_replies() {
+    let mut h = Harness::logged_on();
+    // A Reject: OnBehalfOf* come back as DeliverTo*.
+    let m = with_raw_tail(&h, "0", 2, "115=CLIENT|116=DESK|144=LDN|999=HI|");
+    let r = rejected_admin(&mut h, &m);
+    assert_eq!(r.get(tags::DELIVER_TO_COMP_ID), Some("CLIENT"));
+    assert_eq!(r.get(tags::DELIVER_TO_SUB_ID), Some("DESK"));
+    assert_eq!(r.get(tags::DELIVER_TO_LOCATION_ID), Some("LDN"));
+    assert_eq!(r.get(tags::ON_BEHALF_OF_COMP_ID), None);
+    // A reply to an application message: DeliverTo* come back as OnBehalfOf*.
+    let order = with_raw_tail(&h, "D", 3, "128=BROKER|129=B1|145=NYC|11=c1|");
+    assert_eq!(h.feed(&order), Outcome::Deliver);
+    h.s.business_reject(
+        &BusinessReject {
+            ref_seq_num: 3,
+            ref_msg_type: b"D",
+            ref_id: Some(b"c1"),
+            reason: business_reject_reason::OTHER,
+            text: "no",
+        },
+        h.now,
+        &mut h.out,
+    )
+    .unwrap();
+    h.s.send_reply(
+        b"8",
+        h.now,
+        |w| {
+            w.str(tags::CL_ORD_ID, b"c1");
+        },
+        &mut h.out,
+    )
+    .unwrap();
+    // A message that answers nothing carries no routing.
+    h.send_order_ack("c2");
+    let out = h.take();
+    assert_eq!(types(&out), ["j", "8", "8"]);
+    for reply in &out[..2] {
+        assert_eq!(reply.get(tags::ON_BEHALF_OF_COMP_ID), Some("BROKER"));
+        assert_eq!(reply.get(tags::ON_BEHALF_OF_SUB_ID), Some("B1"));
+        assert_eq!(reply.get(tags::ON_BEHALF_OF_LOCATION_ID), Some("NYC"));
+    }
+    assert_eq!(out[2].get(tags::ON_BEHALF_OF_COMP_ID), None);
+    // The next message without routing: none on its Reject.
+    let m = with_raw_tail(&h, "0", 4, "999=HI|");
+    let r = rejected_admin(&mut h, &m);
+    assert_eq!(r.get(tags::DELIVER_TO_COMP_ID), None);
+}
+
+#[test]
+fn t6_each_session_makes_its_own_test_req_ids() {
+    let mut a = Harness::logged_on();
+    let mut b = Harness::logged_on();
+    a.send_order_ack("x1");
+    a.send_order_ack("x2");
+    a.take();
+    let mut ids = Vec::new();
+    for h in [&mut a, &mut b] {
+        h.now = NOW + 36 * SEC;
+        h.timer();
+        let out = h.take();
+        let test_request = out.iter().find(|m| m.msg_type == "1").unwrap();
+        let id = test_request.get(tags::TEST_REQ_ID).unwrap().to_string();
+        // Its own MsgSeqNum and SendingTime: unique within the session, whatever the
+        // other sessions do.
+        assert_eq!(id, format!("TEST-{}-{}", test_request.seq(), ts(h.now)));
+        ids.push(id);
+    }
+    assert_ne!(ids[0], ids[1]);
+    // Session b's next TestRequest is not numbered after a's.
+    b.feed(&b.msg("0", 2, &[(tags::TEST_REQ_ID, &ids[1])]));
+    b.now += 36 * SEC;
+    b.timer();
+    let out = b.take();
+    let test_request = out.iter().find(|m| m.msg_type == "1").unwrap();
+    assert_eq!(
+        test_request.get(tags::TEST_REQ_ID).unwrap(),
+        format!("TEST-{}-{}", test_request.seq(), ts(b.now))
+    );
+}
+
+#[test]
+fn t2m_t2t_t3b_bad_body_length_field_order_or_checksum_are_garbled_and_ignored() {
+    let mut h = Harness::logged_on();
+    let good = h.msg("D", 2, &[(tags::CL_ORD_ID, "c1")]);
+    let text = String::from_utf8(good.clone()).unwrap();
+    let body_length: usize = text.split('\u{1}').nth(1).unwrap()[2..].parse().unwrap();
+    let cases = [
+        // 2m: BodyLength one short.
+        text.replacen(
+            &format!("9={body_length}\u{1}"),
+            &format!("9={}\u{1}", body_length - 1),
+            1,
+        ),
+        // 2t: MsgType before BodyLength.
+        text.replacen(
+            &format!("9={body_length}\u{1}35=D\u{1}"),
+            &format!("35=D\u{1}9={body_length}\u{1}"),
+            1,
+        ),
+        // 3b: a wrong CheckSum.
+        {
+            let mut t = text.clone();
+            let sum = &t[t.len() - 4..t.len() - 1];
+            let wrong = format!("{:03}", (sum.parse::<u32>().unwrap() + 1) % 256);
+            t.replace_range(t.len() - 4..t.len() - 1, &wrong);
+            t
+        },
+    ];
+    for bad in cases {
+        assert_ne!(bad.as_bytes(), &good[..]);
+        let garbled = next_frame(bad.as_bytes(), 1 << 20).unwrap_err();
+        h.s.on_garbled(&bad.as_bytes()[..garbled.skip], h.now)
+            .unwrap();
+        assert!(h.out.is_empty());
+        assert_eq!(h.s.next_target_seq(), 2, "no number used up");
+    }
+    assert_eq!(h.s.garbled_count(), 3);
+    assert_eq!(h.feed(&good), Outcome::Deliver);
+}
+
+#[test]
+fn t17_an_encrypted_logon_is_refused() {
+    let mut h = Harness::new(Version::Fix44);
+    let logon = h.msg(
+        "A",
+        1,
+        &[(tags::ENCRYPT_METHOD, "1"), (tags::HEART_BT_INT, "30")],
+    );
+    assert_eq!(h.feed(&logon), Outcome::Disconnect);
+    let out = h.take();
+    assert_eq!(types(&out), ["5"]);
+    assert_eq!(
+        out[0].get(tags::TEXT),
+        Some("EncryptMethod (98) not supported: only 0 (none)")
+    );
 }

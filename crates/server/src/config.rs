@@ -230,6 +230,9 @@ pub struct FixSettings {
     pub max_message_bytes: usize,
     /// SendingTime may differ from our clock by this much before a message is refused.
     pub max_clock_skew_ms: u64,
+    /// Accept user-defined tags (5000 and above) that the data dictionary does not define;
+    /// off, they are rejected as invalid tag numbers (SessionRejectReason 0).
+    pub allow_user_defined_tags: bool,
     /// Messages a connection may send per second before it is logged out (0: no limit).
     pub max_msgs_per_sec: u64,
     pub burst: u64,
@@ -397,6 +400,7 @@ impl Default for FixSettings {
             logon_timeout_ms: 5_000,
             max_message_bytes: 64 << 10,
             max_clock_skew_ms: 120_000,
+            allow_user_defined_tags: false,
             max_msgs_per_sec: 200_000,
             burst: 20_000,
             message_log: true,

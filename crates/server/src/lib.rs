@@ -306,6 +306,7 @@ pub fn start_with_stop(
             tls: tls_config.clone(),
             max_message_bytes: f.max_message_bytes,
             max_clock_skew_ns: (f.max_clock_skew_ms as i64).saturating_mul(1_000_000),
+            allow_user_defined_tags: f.allow_user_defined_tags,
             max_msgs_per_sec: f.max_msgs_per_sec,
             burst: f.burst,
             message_log: f.message_log,

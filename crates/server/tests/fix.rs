@@ -365,10 +365,11 @@ fn malformed_application_messages_get_session_rejects() {
     let server = start(dir.path());
     let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
     client.logon(&server, 1);
-    // No Side.
+    // No Side, sent on behalf of a client: the Reject names the field, and goes back to it.
     client.send(
         "D",
         &[
+            (tags::ON_BEHALF_OF_COMP_ID, "CLIENT1"),
             (tags::CL_ORD_ID, "M1"),
             (tags::SYMBOL, "BTC-USD"),
             (tags::TRANSACT_TIME, &transact_time()),
@@ -380,6 +381,19 @@ fn malformed_application_messages_get_session_rejects() {
     let reject = client.expect("3");
     assert_eq!(reject.req(tags::SESSION_REJECT_REASON), "1");
     assert_eq!(reject.req(tags::REF_TAG_ID), "54");
+    assert_eq!(reject.req(tags::TEXT), "Required tag missing, field=54");
+    assert_eq!(reject.req(tags::DELIVER_TO_COMP_ID), "CLIENT1");
+    // A tag no version defines, and a user-defined one (not allowed by default).
+    for (tag, text) in [("999", "field=999"), ("5001", "field=5001")] {
+        client.send("0", &[(tag.parse().unwrap(), "HI")]);
+        let reject = client.expect("3");
+        assert_eq!(reject.req(tags::SESSION_REJECT_REASON), "0");
+        assert_eq!(reject.req(tags::REF_TAG_ID), tag);
+        assert_eq!(
+            reject.req(tags::TEXT),
+            format!("Invalid tag number, {text}")
+        );
+    }
     // A value outside the enumeration.
     client.new_order("M2", "Z", "0.001", "10");
     let reject = client.expect("3");
@@ -388,11 +402,27 @@ fn malformed_application_messages_get_session_rejects() {
     client.new_order("M3", "1", "0.0x1", "10");
     let reject = client.expect("3");
     assert_eq!(reject.req(tags::SESSION_REJECT_REASON), "6");
-    // A side FIX defines but the venue does not trade: a rejected order, echoing it.
-    client.new_order("M5", "5", "0.001", "10");
+    // A side FIX defines but the venue does not trade: a rejected order, echoing it, and
+    // routed back to the desk it came through.
+    let now = transact_time();
+    client.send(
+        "D",
+        &[
+            (tags::DELIVER_TO_COMP_ID, "DESK9"),
+            (tags::CL_ORD_ID, "M5"),
+            (tags::HANDL_INST, "1"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "5"),
+            (tags::TRANSACT_TIME, &now),
+            (tags::ORDER_QTY, "0.001"),
+            (tags::ORD_TYPE, "2"),
+            (tags::PRICE, "10"),
+        ],
+    );
     let rejected = client.expect("8");
     assert_eq!(rejected.req(tags::EXEC_TYPE), "8");
     assert_eq!(rejected.req(tags::SIDE), "5");
+    assert_eq!(rejected.req(tags::ON_BEHALF_OF_COMP_ID), "DESK9");
     // The session goes on: a good order is taken.
     client.new_order("M4", "1", "0.001", "10");
     assert_eq!(client.expect("8").req(tags::EXEC_TYPE), "0");
@@ -995,4 +1025,49 @@ fn every_version_logs_on_trades_and_cancels() {
             assert_eq!((reject.req(373), reject.req(371)), ("5", "1128"));
         }
     }
+}
+
+#[test]
+fn orders_above_a_gap_are_kept_and_processed_in_order_once_it_is_filled() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    client.logon(&server, 1);
+    // Message 2 is lost on the way: 3 and 4 arrive above the gap.
+    client.seq = 3;
+    client.new_order("G3", "1", "0.001", "10");
+    let request = client.expect("2");
+    assert_eq!(request.req(tags::BEGIN_SEQ_NO), "2");
+    // Just the gap: what arrived above it is kept, not asked for again.
+    assert_eq!(request.req(tags::END_SEQ_NO), "2");
+    client.new_order("G4", "1", "0.001", "11");
+    // Nothing happens to them until the gap is filled.
+    assert!(
+        client
+            .recv_within(Duration::from_millis(200))
+            .is_none_or(|m| m.msg_type == "0")
+    );
+    // The resend: 2 gap-filled (it was a session message). Then 3 and 4 are processed, in
+    // order, without being sent again.
+    let orig = transact_time();
+    client.seq = 2;
+    client.send(
+        "4",
+        &[
+            (tags::POSS_DUP_FLAG, "Y"),
+            (tags::ORIG_SENDING_TIME, &orig),
+            (tags::GAP_FILL_FLAG, "Y"),
+            (tags::NEW_SEQ_NO, "3"),
+        ],
+    );
+    for cl_ord_id in ["G3", "G4"] {
+        let new = client.expect("8");
+        assert_eq!(new.req(tags::CL_ORD_ID), cl_ord_id);
+        assert_eq!(new.req(tags::EXEC_TYPE), "0");
+    }
+    // The session is in step: the next order is taken at once.
+    client.seq = 5;
+    client.new_order("G5", "1", "0.001", "12");
+    assert_eq!(client.expect("8").req(tags::CL_ORD_ID), "G5");
+    server.shutdown().unwrap();
 }

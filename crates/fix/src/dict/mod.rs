@@ -43,7 +43,10 @@ mod fix50sp2;
 mod fixt11;
 mod validate;
 
-pub use validate::{Violation, Visit, reason, validate, validate_fields};
+pub use validate::{
+    Options, Violation, Visit, reason, validate, validate_fields, validate_fields_with,
+    validate_with,
+};
 
 use crate::ApplVersion;
 

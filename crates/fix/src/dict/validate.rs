@@ -5,8 +5,9 @@
 //! in field order; missing required fields are reported after the walk (header, body, trailer).
 //!
 //! Behaviour follows QuickFIX/J's defaults where it makes sense:
-//! - user-defined tags (5000 and above) that the dictionary does not know are accepted
-//!   anywhere in the body;
+//! - a tag the dictionary does not know is reason 0 (invalid tag number), user-defined ones
+//!   (5000 and above) included, unless [`Options::allow_user_defined_tags`] accepts those
+//!   anywhere in the body (QuickFIX/J's `ValidateUserDefinedFields=N`);
 //! - a repeating group's entries must start with the delimiter field and keep the
 //!   dictionary's member order (reason 15), and the entry count must match NumInGroup (16);
 //! - header fields after the body and anything after the trailer fields are reason 14.
@@ -27,8 +28,17 @@ use super::{
 /// SessionRejectReason (373) values: the session layer's.
 pub use crate::session::reject_reason as reason;
 
-/// Tags at and above this are user-defined; unknown ones are accepted.
+/// Tags at and above this are user-defined: unknown ones are accepted when
+/// [`Options::allow_user_defined_tags`] is set.
 pub const USER_DEFINED_TAG_MIN: u32 = 5000;
+
+/// What a session allows beyond its dictionary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Accept tags of 5000 and above that the dictionary does not define, anywhere in the
+    /// body (`fix.allow_user_defined_tags`, default off: they are reason 0).
+    pub allow_user_defined_tags: bool,
+}
 
 /// Why a message fails its dictionary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -63,7 +73,16 @@ fn violation(reason: u32, ref_tag: Option<u32>, text: &'static str) -> Violation
 /// The caller chooses `version` from BeginString (on FIXT.1.1, from ApplVerID or the Logon's
 /// DefaultApplVerID); it is not compared here.
 pub fn validate(version: ApplVersion, frame: &Frame<'_>) -> Result<(), Violation> {
-    validate_fields(version, frame, &mut ())
+    validate_fields_with(version, frame, Options::default(), &mut ())
+}
+
+/// [`validate`] with `options`.
+pub fn validate_with(
+    version: ApplVersion,
+    frame: &Frame<'_>,
+    options: Options,
+) -> Result<(), Violation> {
+    validate_fields_with(version, frame, options, &mut ())
 }
 
 /// What [`validate_fields`] hands the fields to.
@@ -85,6 +104,16 @@ pub fn validate_fields<'a, V: Visit<'a>>(
     frame: &Frame<'a>,
     visit: &mut V,
 ) -> Result<(), Violation> {
+    validate_fields_with(version, frame, Options::default(), visit)
+}
+
+/// [`validate_fields`] with `options`.
+pub fn validate_fields_with<'a, V: Visit<'a>>(
+    version: ApplVersion,
+    frame: &Frame<'a>,
+    options: Options,
+    visit: &mut V,
+) -> Result<(), Violation> {
     let (session, app) = dictionaries(version);
     let msg_type = frame.msg_type;
     let (body_dict, message) = if let Some(m) = session.message(msg_type) {
@@ -97,7 +126,7 @@ pub fn validate_fields<'a, V: Visit<'a>>(
         return Err(violation(
             reason::INVALID_MSG_TYPE,
             Some(crate::tags::MSG_TYPE),
-            "MsgType not defined in this FIX version",
+            "Invalid MsgType",
         ));
     };
     let mut walk = Walk {
@@ -108,6 +137,7 @@ pub fn validate_fields<'a, V: Visit<'a>>(
         pos: 0,
         field: END,
         declared_data: None,
+        options,
         visit,
     };
     walk.message(message).map_err(Fault::violation)
@@ -144,52 +174,41 @@ struct Fault {
 impl Fault {
     #[cold]
     fn violation(self) -> Violation {
+        // The wording of QuickFIX/J's SessionRejectReasonText; the session adds ", field=N".
         let (reason, text) = match self.problem {
-            Problem::InvalidTag => (reason::INVALID_TAG_NUMBER, "invalid tag number"),
-            Problem::UndefinedTag => (
-                reason::INVALID_TAG_NUMBER,
-                "tag not defined in this FIX version",
-            ),
+            Problem::InvalidTag | Problem::UndefinedTag => {
+                (reason::INVALID_TAG_NUMBER, "Invalid tag number")
+            }
             Problem::NotForMsgType => (
                 reason::TAG_NOT_DEFINED_FOR_MSG_TYPE,
-                "tag not defined for this message type",
+                "Tag not defined for this message type",
             ),
-            Problem::NoValue => (reason::TAG_WITHOUT_VALUE, "tag specified without a value"),
+            Problem::NoValue => (reason::TAG_WITHOUT_VALUE, "Tag specified without a value"),
             Problem::OutOfRange => (
                 reason::VALUE_INCORRECT,
-                "value is incorrect (out of range) for this tag",
+                "Value is incorrect (out of range) for this tag",
             ),
-            Problem::BadFormat => (
+            Problem::BadFormat | Problem::BadDataLength => (
                 reason::INCORRECT_DATA_FORMAT,
-                "incorrect data format for value",
+                "Incorrect data format for value",
             ),
-            Problem::BadDataLength => (
-                reason::INCORRECT_DATA_FORMAT,
-                "data field does not follow its length field, or has another length",
-            ),
-            Problem::Repeated => (
+            Problem::Repeated | Problem::RepeatedHeader => (
                 reason::TAG_APPEARS_MORE_THAN_ONCE,
-                "tag appears more than once",
+                "Tag appears more than once",
             ),
-            Problem::RepeatedHeader => (
-                reason::TAG_APPEARS_MORE_THAN_ONCE,
-                "header tag appears more than once",
+            Problem::HeaderAfterBody | Problem::AfterTrailer => (
+                reason::TAG_OUT_OF_ORDER,
+                "Tag specified out of required order",
             ),
-            Problem::HeaderAfterBody => (reason::TAG_OUT_OF_ORDER, "header field after the body"),
-            Problem::AfterTrailer => (reason::TAG_OUT_OF_ORDER, "field after the trailer"),
-            Problem::GroupOrder => (
+            Problem::GroupOrder | Problem::GroupStart => (
                 reason::REPEATING_GROUP_FIELDS_OUT_OF_ORDER,
-                "repeating group member out of order",
-            ),
-            Problem::GroupStart => (
-                reason::REPEATING_GROUP_FIELDS_OUT_OF_ORDER,
-                "repeating group entry does not start with its delimiter",
+                "Repeating group fields out of order",
             ),
             Problem::WrongCount => (
                 reason::INCORRECT_NUM_IN_GROUP,
-                "incorrect NumInGroup count for repeating group",
+                "Incorrect NumInGroup count for repeating group",
             ),
-            Problem::Missing => (reason::REQUIRED_TAG_MISSING, "required tag missing"),
+            Problem::Missing => (reason::REQUIRED_TAG_MISSING, "Required tag missing"),
         };
         violation(reason, (self.tag != 0).then_some(self.tag), text)
     }
@@ -246,6 +265,7 @@ struct Walk<'a, 'v, V> {
     field: Field<'a>,
     /// The data field and its length announced by the last length field.
     declared_data: Option<(u32, usize)>,
+    options: Options,
     /// Given each field whose value passed.
     visit: &'v mut V,
 }
@@ -300,7 +320,7 @@ impl<'a, V: Visit<'a>> Walk<'a, '_, V> {
         let tag = self.field.tag;
         let defined = self.session.defines_tag(tag) || self.app.defines_tag(tag);
         if !defined {
-            if tag >= USER_DEFINED_TAG_MIN {
+            if tag >= USER_DEFINED_TAG_MIN && self.options.allow_user_defined_tags {
                 self.visit.field(self.field);
                 return Ok(());
             }

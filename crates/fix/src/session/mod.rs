@@ -7,6 +7,8 @@
 //! accept()                  -> session.on_connect(now)
 //! bytes arrive              -> loop over next_frame(buf, max):
 //!                                Ok(Some((frame, n)))  -> session.on_message(&frame, now, &mut auth, &mut out)
+//!                                  then while let Ok(Some(m)) = session.next_queued(now, &mut out):
+//!                                    session.on_queued_message(&frame_of(m), now, &mut auth, &mut out)
 //!                                Err(garbled)          -> session.on_garbled(&buf[..garbled.skip], now)
 //! every ~100 ms (or at session.next_deadline_ns())     -> session.on_timer(now, &mut out)
 //! the application answers   -> session.send_app(b"8", now, |w| { ... }, &mut out)
@@ -18,44 +20,69 @@
 //! ```
 //!
 //! [`Outcome::Deliver`] hands an in-sequence application message to the caller; its MsgSeqNum
-//! is already consumed. The caller validates it (data dictionary) and may answer with
-//! [`Session::reject`] (session Reject 35=3: an invalid tag, a missing field, an unknown MsgType
-//! with reason 11) or [`Session::business_reject`] (35=j: a valid but unsupported MsgType with
-//! reason 3, an unknown security, ...). The session itself delivers every MsgType that is not a
-//! session-level one (0 1 2 3 4 5 A), so that choice stays with the application.
+//! is already consumed. The caller validates it (data dictionary, with
+//! [`SessionConfig::validation`]) and may answer with [`Session::reject`] (session Reject 35=3:
+//! an invalid tag, a missing field, an unknown MsgType with reason 11) or
+//! [`Session::business_reject`] (35=j: a valid but unsupported MsgType with reason 3, an
+//! unknown security, ...), or reply with [`Session::send_reply`]. The session itself delivers
+//! every MsgType that is not a session-level one (0 1 2 3 4 5 A), so that choice stays with the
+//! application.
+//!
+//! Rejects, BusinessMessageRejects and [`Session::send_reply`] carry the third-party routing of
+//! the message they answer back (case 18): OnBehalfOfCompID/SubID/LocationID (115/116/144) as
+//! DeliverToCompID/SubID/LocationID (128/129/145) and the other way round. A Reject's Text is
+//! the reason's standard wording ([`reject_reason::text`]) with `, field=<RefTagID>` when
+//! there is a RefTagID, as QuickFIX/J words it: "Required tag missing, field=55".
 //!
 //! # What the session checks, in order (the FIX session test cases in parentheses)
 //!
 //! Before a Logon is accepted, anything but a Logon closes the connection without a reply
-//! (case 1B.d). For every message: a BeginString other than the configured one → Logout and
-//! disconnect (case 2h); a missing or invalid MsgSeqNum → Logout "MsgSeqNum (34) missing or invalid"
-//! and disconnect. Then:
+//! (case 1S.d). For every message: a BeginString other than the configured one → Logout and
+//! disconnect (case 2i); a missing or invalid MsgSeqNum → Logout "MsgSeqNum (34) missing or
+//! invalid" and disconnect, except on a SequenceReset-Reset, which is processed whatever its
+//! MsgSeqNum (case 11). Then:
 //!
-//! - Logon (case 1B): CompIDs, SendingTime, HeartBtInt (present, 0..=max), EncryptMethod (0 or
+//! - Logon (case 1S): CompIDs, SendingTime, HeartBtInt (present, 0..=max), EncryptMethod (0 or
 //!   absent), DefaultApplVerID (FIXT.1.1 only: required, 7, 8 or 9 = FIX 5.0, 5.0 SP1 or
 //!   5.0 SP2; any other value is named in the Logout's Text), no malformed
 //!   field, the `auth` callback, then the sequence number: too low without ResetSeqNumFlag →
-//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 1B.e). Any failure: Logout with a
+//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 1S.e). Any failure: Logout with a
 //!   Text and disconnect (no Reject before logon). Accepted: we reply Logon (98=0, the same 108,
 //!   141=Y when asked to reset, 1137 as received for FIXT); if its MsgSeqNum was too high, a
-//!   ResendRequest follows (case 1B.b). ResetSeqNumFlag=Y resets both directions to 1 first, also
+//!   ResendRequest follows (case 1S.a). ResetSeqNumFlag=Y resets both directions to 1 first, also
 //!   during a session. A Logon without it while logged on → Logout and disconnect.
 //! - Other messages: SendingTime missing or more than `max_clock_skew_ns` from `now` → Reject
-//!   (reason 10, ref tag 52) and Logout, disconnect (case 2k) (an unparseable SendingTime: reason 6);
-//!   SenderCompID/TargetCompID wrong → Reject (reason 9) and Logout, disconnect (case 2i).
-//! - Sequence: too high → ResendRequest(expected, 0), once while a resend is pending; the
-//!   message is dropped and comes back with the resend (case 2b). Too low without PossDupFlag=Y →
+//!   (reason 10, ref tag 52) and Logout, disconnect (case 2o) (an unparseable SendingTime: reason 6);
+//!   SenderCompID or TargetCompID missing → Reject reason 1, empty → reason 4, and the session
+//!   goes on (the number is used up if it was the expected one); wrong → Reject (reason 9) and
+//!   Logout, disconnect (case 2k).
+//! - Sequence: too high → the message is queued (a ResendRequest is served instead, case 20)
+//!   and processed once the gap below it is filled: after each message the caller takes
+//!   [`Session::next_queued`] until `None` (case 2b). A ResendRequest goes out once while one
+//!   is pending, for the gap only (BeginSeqNo = expected, EndSeqNo = the queued message's
+//!   number - 1, QuickFIX/J's `ClosedResendInterval`), so that what is queued is not sent
+//!   again; for a message not queued, to the end (EndSeqNo = 0). The queue holds at most
+//!   `max_queued_bytes` (1 MiB); a message beyond it is dropped, and once the range asked for
+//!   has come, the rest of the gap is asked for again, to the end. Too low without PossDupFlag=Y →
 //!   Logout "MsgSeqNum too low, expecting X but received Y", disconnect (case 2c); with it → ignored
 //!   (case 2e). PossDupFlag=Y (except on SequenceReset) needs OrigSendingTime: missing → Reject
 //!   (reason 1, ref tag 122) (case 2g); later than SendingTime → Reject (reason 10) and Logout,
 //!   disconnect (case 2f).
 //! - In sequence, a malformed field is rejected and the number consumed: invalid tag (reason 0),
 //!   tag without a value (4), a header tag twice (13), PossDupFlag not Y/N (6) (case 14).
+//!   Heartbeat, TestRequest, ResendRequest and SequenceReset-GapFill are then checked against
+//!   the version's dictionary ([`crate::dict::validate_with`]): any fault is a Reject with its
+//!   reason (0, 1, 2, 4, 5, 6, 13, 14, 15, 16) and RefTagID, the number consumed (case 14).
+//!   User-defined tags (5000 and up) pass only with `allow_user_defined_tags`. Not checked
+//!   there: a Logon (its fields are checked one by one above; FIX 4.2 does not define the
+//!   Username and Password the venue asks for), a Logout (answered whatever it holds), a
+//!   Reject (never answered with a Reject) and a SequenceReset-Reset.
 //! - Heartbeat (case 5), Reject (case 7): consumed. TestRequest: Heartbeat with its TestReqID (case 4b).
 //!   ResendRequest (case 8): served (also when its own number is too high, before asking for ours,
 //!   case 20). SequenceReset-GapFill (case 10): the sequence checks apply, NewSeqNo becomes the next
 //!   expected, NewSeqNo not above MsgSeqNum → Reject (reason 5, ref tag 36). SequenceReset-Reset
-//!   (case 11): MsgSeqNum ignored; NewSeqNo below the expected number → Reject (reason 5, ref tag 36).
+//!   (case 11): MsgSeqNum ignored, even missing; NewSeqNo above the expected number moves it,
+//!   equal changes nothing, below → Reject (reason 5, ref tag 36); the session goes on.
 //!   Logout (case 13): answered with a Logout (unless it answers ours), then disconnect.
 //! - Garbled input (case 2d, 2j, 2n, 3) is ignored: [`Session::on_garbled`] only counts and logs it.
 //!
@@ -82,12 +109,13 @@
 //! at once, with their new numbers, beside the resent ones.
 //!
 //! Application messages sent while not logged on are stored and not written; the
-//! counterparty sees the gap at the next Logon and a ResendRequest brings them (case 15, 16).
+//! counterparty sees the gap at the next Logon and a ResendRequest brings them (case 16).
+//!
+//! A TestRequest's TestReqID is the session's own: `TEST-<its MsgSeqNum>-<its SendingTime>`.
 //!
 //! # Not done here
-//! - Messages beyond a gap are dropped, not queued: the resend brings them again.
-//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17), third-party routing
-//!   (OnBehalfOf/DeliverTo, case 18), session schedules (start/end times, daily reset).
+//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17), session schedules (start/end
+//!   times, daily reset). Third-party routing is only reversed on replies (case 18).
 //! - PossResend (97) duplicates (case 19) are for the application (by ClOrdID): the session
 //!   delivers them like any in-sequence message.
 //! - Data fields with an embedded SOH (RawData 96 and the like) in the header scan.
@@ -96,6 +124,7 @@
 pub mod log;
 pub mod store;
 
+use std::collections::BTreeMap;
 use std::io;
 
 pub use log::{Direction, LogFilter, LogRecord, MessageLog};
@@ -122,14 +151,14 @@ pub mod reject_reason {
     pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
     pub const OTHER: u32 = 99;
 
-    /// The reason's name in the FIX specification, for a Text (FIX 4.0 and 4.1 Rejects carry
-    /// no SessionRejectReason).
-    pub fn describe(reason: u32) -> &'static str {
+    /// The standard wording of a reason (QuickFIX/J's), which a Reject's Text starts with;
+    /// the session adds ", field=N" when RefTagID is set.
+    pub fn text(reason: u32) -> &'static str {
         match reason {
             INVALID_TAG_NUMBER => "Invalid tag number",
             REQUIRED_TAG_MISSING => "Required tag missing",
             TAG_NOT_DEFINED_FOR_MSG_TYPE => "Tag not defined for this message type",
-            UNDEFINED_TAG => "Undefined tag",
+            UNDEFINED_TAG => "Undefined Tag",
             TAG_WITHOUT_VALUE => "Tag specified without a value",
             VALUE_INCORRECT => "Value is incorrect (out of range) for this tag",
             INCORRECT_DATA_FORMAT => "Incorrect data format for value",
@@ -184,6 +213,13 @@ pub struct SessionConfig {
     /// first chunk at once; the rest waits for [`Session::pump_resend`], which a server calls
     /// as the counterparty reads, so that a long resend never sits in memory whole.
     pub resend_chunk_bytes: usize,
+    /// Accept user-defined tags (5000 and above) that the dictionary does not define
+    /// (`fix.allow_user_defined_tags`, default off: they are rejected with reason 0).
+    pub allow_user_defined_tags: bool,
+    /// How many bytes of messages that arrive above a sequence gap are kept until the gap is
+    /// filled (default 1 MiB). Beyond it they are dropped, and asked for again once the range
+    /// first asked for has come.
+    pub max_queued_bytes: usize,
 }
 
 impl SessionConfig {
@@ -199,6 +235,15 @@ impl SessionConfig {
             max_heart_bt_int_s: 3600,
             defer_flush: false,
             resend_chunk_bytes: 64 << 10,
+            allow_user_defined_tags: false,
+            max_queued_bytes: 1 << 20,
+        }
+    }
+
+    /// The dictionary validation options these settings give.
+    pub fn validation(&self) -> crate::dict::Options {
+        crate::dict::Options {
+            allow_user_defined_tags: self.allow_user_defined_tags,
         }
     }
 
@@ -301,9 +346,10 @@ pub struct Session<S: MessageStore> {
     last_received_ns: i64,
     /// When our TestRequest went out, while it is unanswered.
     test_request_sent_ns: Option<i64>,
-    test_requests_sent: u64,
     /// While a ResendRequest of ours is pending: the highest MsgSeqNum seen beyond the gap.
     resend_until: Option<u64>,
+    /// The last number that request asked for (`u64::MAX`: to the end).
+    resend_end: u64,
     garbled_count: u64,
     disconnect_reason: Option<String>,
     /// A resend of ours being served, chunk by chunk.
@@ -314,6 +360,12 @@ pub struct Session<S: MessageStore> {
     store_error: Option<io::Error>,
     /// See [`Session::default_appl_version`].
     default_appl_version: ApplVersion,
+    /// Messages that arrived above a gap, by MsgSeqNum, until the gap is filled.
+    queued: BTreeMap<u64, Vec<u8>>,
+    queued_bytes: usize,
+    /// The routing fields of a reply to the message being handled, encoded
+    /// (`128=<its 115><SOH>`... ): reverse routing for Rejects and replies.
+    reply_routing: Vec<u8>,
 }
 
 /// Where a resend stands: the next stored message to look at, the last number asked for, and
@@ -333,9 +385,21 @@ struct Header<'a> {
     sending_time: Option<&'a [u8]>,
     poss_dup: bool,
     orig_sending_time: Option<&'a [u8]>,
+    /// The values of the [`ROUTING`] tags, in that order.
+    routing: [Option<&'a [u8]>; ROUTING.len()],
     /// (SessionRejectReason, RefTagID) of the first malformed field.
     problem: Option<(u32, Option<u32>)>,
 }
+
+/// Third-party routing tags and the tag a reply carries each value back in.
+const ROUTING: [(u32, u32); 6] = [
+    (tags::ON_BEHALF_OF_COMP_ID, tags::DELIVER_TO_COMP_ID),
+    (tags::ON_BEHALF_OF_SUB_ID, tags::DELIVER_TO_SUB_ID),
+    (tags::ON_BEHALF_OF_LOCATION_ID, tags::DELIVER_TO_LOCATION_ID),
+    (tags::DELIVER_TO_COMP_ID, tags::ON_BEHALF_OF_COMP_ID),
+    (tags::DELIVER_TO_SUB_ID, tags::ON_BEHALF_OF_SUB_ID),
+    (tags::DELIVER_TO_LOCATION_ID, tags::ON_BEHALF_OF_LOCATION_ID),
+];
 
 /// Header tags that may appear once only.
 const HEADER_TAGS: [u32; 11] = [
@@ -362,6 +426,7 @@ fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
         sending_time: None,
         poss_dup: false,
         orig_sending_time: None,
+        routing: [None; ROUTING.len()],
         problem: None,
     };
     let mut seen = [false; HEADER_TAGS.len()];
@@ -387,8 +452,12 @@ fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
         if value.is_empty() {
             h.problem
                 .get_or_insert((reject_reason::TAG_WITHOUT_VALUE, Some(tag)));
-            if tag == tags::MSG_SEQ_NUM {
-                seq_seen = true;
+            match tag {
+                tags::MSG_SEQ_NUM => seq_seen = true,
+                // Present but empty: reason 4, not a wrong CompID.
+                tags::SENDER_COMP_ID => h.sender = Some(b""),
+                tags::TARGET_COMP_ID => h.target = Some(b""),
+                _ => {}
             }
             continue;
         }
@@ -409,6 +478,12 @@ fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
             tags::TARGET_COMP_ID => h.target = Some(value),
             tags::SENDING_TIME => h.sending_time = Some(value),
             tags::ORIG_SENDING_TIME => h.orig_sending_time = Some(value),
+            tags::ON_BEHALF_OF_COMP_ID => h.routing[0] = Some(value),
+            tags::ON_BEHALF_OF_SUB_ID => h.routing[1] = Some(value),
+            tags::ON_BEHALF_OF_LOCATION_ID => h.routing[2] = Some(value),
+            tags::DELIVER_TO_COMP_ID => h.routing[3] = Some(value),
+            tags::DELIVER_TO_SUB_ID => h.routing[4] = Some(value),
+            tags::DELIVER_TO_LOCATION_ID => h.routing[5] = Some(value),
             tags::POSS_DUP_FLAG => match value {
                 b"Y" => h.poss_dup = true,
                 b"N" => {}
@@ -457,14 +532,17 @@ impl<S: MessageStore> Session<S> {
             last_sent_ns: 0,
             last_received_ns: 0,
             test_request_sent_ns: None,
-            test_requests_sent: 0,
             resend_until: None,
+            resend_end: 0,
             garbled_count: 0,
             disconnect_reason: None,
             resending: None,
             scratch: Vec::new(),
             store_error: None,
             default_appl_version,
+            queued: BTreeMap::new(),
+            queued_bytes: 0,
+            reply_routing: Vec::new(),
         }
     }
 
@@ -572,6 +650,7 @@ impl<S: MessageStore> Session<S> {
         self.resend_until = None;
         self.resending = None;
         self.disconnect_reason = None;
+        self.clear_queue();
     }
 
     /// The connection is gone (whoever closed it). With `reset_on_disconnect`, both sequence
@@ -582,6 +661,7 @@ impl<S: MessageStore> Session<S> {
         self.test_request_sent_ns = None;
         self.resend_until = None;
         self.resending = None;
+        self.clear_queue();
         if self.config.reset_on_disconnect {
             self.store.reset().map_err(SessionError::Store)?;
         }
@@ -611,11 +691,102 @@ impl<S: MessageStore> Session<S> {
         if let Some(log) = &mut self.log {
             log.append(Direction::In, now_ns, frame.bytes);
         }
-        let outcome = self.handle(frame, now_ns, auth, out);
+        let outcome = self.handle(frame, now_ns, auth, out, false);
         let flushed = self.flush();
         let outcome = outcome?;
         flushed?;
         Ok(outcome)
+    }
+
+    /// The next message that arrived above a gap, once the gap below it is filled (messages
+    /// the gap fill skipped are dropped). Call it after every [`Session::on_message`] until
+    /// `None`, and hand each to [`Session::on_queued_message`]: they are processed in order.
+    ///
+    /// When the range our ResendRequest asked for has all come and a gap remains below what
+    /// was seen (messages dropped past `max_queued_bytes`, or not queued), it asks again, to the
+    /// end: that ResendRequest goes to `out`.
+    pub fn next_queued(
+        &mut self,
+        now_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        if self.state != State::LoggedOn {
+            return Ok(None);
+        }
+        let expected = self.store.next_target_seq();
+        while let Some(entry) = self.queued.first_entry() {
+            if *entry.key() > expected {
+                break;
+            }
+            let found = *entry.key() == expected;
+            let bytes = entry.remove();
+            self.queued_bytes -= bytes.len();
+            if found {
+                return Ok(Some(bytes));
+            }
+        }
+        if self
+            .resend_until
+            .is_some_and(|until| expected > self.resend_end && expected <= until)
+        {
+            self.write_resend_request(expected, 0, now_ns, out);
+            self.flush()?;
+        }
+        Ok(None)
+    }
+
+    /// Whether messages above a gap are waiting for it to be filled.
+    pub fn queued_count(&self) -> usize {
+        self.queued.len()
+    }
+
+    /// A message from [`Session::next_queued`]: handled as it would have been in sequence
+    /// (it was logged, and its SendingTime and CompIDs checked, when it arrived).
+    pub fn on_queued_message(
+        &mut self,
+        frame: &Frame<'_>,
+        now_ns: i64,
+        auth: &mut dyn FnMut(&Logon<'_>) -> Result<(), String>,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, SessionError> {
+        let outcome = self.handle(frame, now_ns, auth, out, true);
+        let flushed = self.flush();
+        let outcome = outcome?;
+        flushed?;
+        Ok(outcome)
+    }
+
+    /// Encodes the reply routing of the message being handled (see `reply_routing`).
+    fn set_reply_routing(&mut self, h: &Header<'_>) {
+        for (&(_, reply_tag), value) in ROUTING.iter().zip(h.routing) {
+            if let Some(value) = value {
+                self.reply_routing
+                    .extend_from_slice(reply_tag.to_string().as_bytes());
+                self.reply_routing.push(b'=');
+                self.reply_routing.extend_from_slice(value);
+                self.reply_routing.push(SOH);
+            }
+        }
+    }
+
+    fn clear_queue(&mut self) {
+        self.queued.clear();
+        self.queued_bytes = 0;
+    }
+
+    /// Keeps a message that arrived above a gap, within `max_queued_bytes`; beyond it the
+    /// message is dropped, and asked for again ([`Session::next_queued`]).
+    /// Returns whether it is queued (or was already).
+    fn queue(&mut self, seq: u64, bytes: &[u8]) -> bool {
+        if self.queued.contains_key(&seq) {
+            return true;
+        }
+        if self.queued_bytes + bytes.len() > self.config.max_queued_bytes {
+            return false;
+        }
+        self.queued_bytes += bytes.len();
+        self.queued.insert(seq, bytes.to_vec());
+        true
     }
 
     /// Heartbeats, TestRequests and timeouts; call it every 100 ms or so, or at
@@ -665,7 +836,23 @@ impl<S: MessageStore> Session<S> {
         body: impl FnOnce(&mut MessageWriter<'_>),
         out: &mut Vec<u8>,
     ) -> Result<u64, SessionError> {
-        let seq = self.send_stored(msg_type, now_ns, body, out, false)?;
+        let seq = self.send_stored(msg_type, now_ns, body, out, false, false)?;
+        self.flush()?;
+        Ok(seq)
+    }
+
+    /// [`Session::send_app`] for a reply to the message just handled (the one of the last
+    /// [`Session::on_message`]): it also carries that message's third-party routing back
+    /// (OnBehalfOfCompID 115 as DeliverToCompID 128, 116 as 129, 144 as 145, and the other
+    /// way round).
+    pub fn send_reply(
+        &mut self,
+        msg_type: &[u8],
+        now_ns: i64,
+        body: impl FnOnce(&mut MessageWriter<'_>),
+        out: &mut Vec<u8>,
+    ) -> Result<u64, SessionError> {
+        let seq = self.send_stored(msg_type, now_ns, body, out, false, true)?;
         self.flush()?;
         Ok(seq)
     }
@@ -683,8 +870,9 @@ impl<S: MessageStore> Session<S> {
         Ok(seq)
     }
 
-    /// Sends a BusinessMessageReject (35=j); FIX 4.0 and 4.1 have none, so there it is a
-    /// session Reject whose Text says what was rejected (as QuickFIX does).
+    /// Sends a BusinessMessageReject (35=j) for the message just handled, with its reverse
+    /// routing ([`Session::send_reply`]); FIX 4.0 and 4.1 have none, so there it is a session
+    /// Reject whose Text says what was rejected (as QuickFIX does).
     pub fn business_reject(
         &mut self,
         reject: &BusinessReject<'_>,
@@ -706,7 +894,7 @@ impl<S: MessageStore> Session<S> {
             };
             return self.reject(&session_reject, now_ns, out);
         }
-        self.send_app(
+        self.send_reply(
             b"j",
             now_ns,
             |w| {
@@ -804,10 +992,11 @@ impl<S: MessageStore> Session<S> {
                         return Ok(self.disconnect("TestRequest unanswered"));
                     }
                     None if now_ns.saturating_sub(self.last_received_ns) >= limit => {
-                        self.test_requests_sent += 1;
-                        let id = format!("TEST{}", self.test_requests_sent);
+                        // This session's own: the TestRequest's MsgSeqNum and SendingTime.
+                        let mut id = format!("TEST-{}-", self.store.next_sender_seq()).into_bytes();
+                        time::write_utc_timestamp(&mut id, now_ns);
                         self.write_admin(b"1", now_ns, out, |w| {
-                            w.str(tags::TEST_REQ_ID, id.as_bytes());
+                            w.str(tags::TEST_REQ_ID, &id);
                         });
                         self.test_request_sent_ns = Some(now_ns);
                     }
@@ -839,7 +1028,9 @@ impl<S: MessageStore> Session<S> {
         now_ns: i64,
         auth: &mut dyn FnMut(&Logon<'_>) -> Result<(), String>,
         out: &mut Vec<u8>,
+        queued: bool,
     ) -> Result<Outcome, SessionError> {
+        self.reply_routing.clear();
         match self.state {
             State::Disconnected => return Ok(Outcome::Disconnect),
             State::AwaitingLogon { .. } if frame.msg_type != b"A" => {
@@ -857,52 +1048,78 @@ impl<S: MessageStore> Session<S> {
             return Ok(self.logout_and_disconnect(&text, now_ns, out));
         }
         let h = scan_header(frame);
-        let Some(seq) = h.seq else {
-            return Ok(self.logout_and_disconnect(
-                "MsgSeqNum (34) missing or invalid",
-                now_ns,
-                out,
-            ));
+        self.set_reply_routing(&h);
+        let gap_fill = frame.get(tags::GAP_FILL_FLAG) == Some(b"Y");
+        // A SequenceReset-Reset is processed whatever its MsgSeqNum (case 11).
+        let reset = frame.msg_type == b"4" && !gap_fill;
+        let seq = match h.seq {
+            Some(seq) => seq,
+            None if reset => 0,
+            None => {
+                return Ok(self.logout_and_disconnect(
+                    "MsgSeqNum (34) missing or invalid",
+                    now_ns,
+                    out,
+                ));
+            }
         };
         if frame.msg_type == b"A" {
             return self.on_logon(frame, &h, seq, now_ns, auth, out);
         }
         let msg_type = frame.msg_type;
-        let reject = |reason, tag: Option<u32>, text: &'static str| Reject {
+        let reject = |reason, tag: Option<u32>| Reject {
             ref_seq_num: seq,
             ref_tag: tag,
             ref_msg_type: Some(msg_type),
             reason,
-            text,
+            text: reject_reason::text(reason),
         };
-        if let Err((reason, text)) = self.check_sending_time(&h, now_ns) {
-            self.write_reject(&reject(reason, Some(tags::SENDING_TIME), text), now_ns, out)?;
+        // A queued message had its SendingTime checked when it arrived.
+        if !queued && let Err((reason, text)) = self.check_sending_time(&h, now_ns) {
+            self.write_reject(&reject(reason, Some(tags::SENDING_TIME)), now_ns, out)?;
             return Ok(self.logout_and_disconnect(text, now_ns, out));
+        }
+        let expected = self.store.next_target_seq();
+        // A missing or empty CompID is a bad field, not the wrong counterparty: Reject (1 or
+        // 4), and the session goes on.
+        for (tag, value) in [
+            (tags::SENDER_COMP_ID, h.sender),
+            (tags::TARGET_COMP_ID, h.target),
+        ] {
+            let reason = match value {
+                None => reject_reason::REQUIRED_TAG_MISSING,
+                Some(b"") => reject_reason::TAG_WITHOUT_VALUE,
+                Some(_) => continue,
+            };
+            self.write_reject(&reject(reason, Some(tag)), now_ns, out)?;
+            if seq == expected {
+                self.advance_target(seq + 1)?;
+            }
+            return Ok(Outcome::Handled);
         }
         if let Err(tag) = self.check_comp_ids(&h) {
-            let text = "CompID problem";
-            self.write_reject(
-                &reject(reject_reason::COMP_ID_PROBLEM, Some(tag), text),
-                now_ns,
-                out,
-            )?;
-            return Ok(self.logout_and_disconnect(text, now_ns, out));
+            let r = reject(reject_reason::COMP_ID_PROBLEM, Some(tag));
+            self.write_reject(&r, now_ns, out)?;
+            return Ok(self.logout_and_disconnect(r.text, now_ns, out));
         }
-        let gap_fill = frame.get(tags::GAP_FILL_FLAG) == Some(b"Y");
         match msg_type {
-            b"4" if !gap_fill => return self.on_sequence_reset(frame, seq, false, now_ns, out),
+            b"4" if reset => return self.on_sequence_reset(frame, seq, false, now_ns, out),
             b"5" => return self.on_logout(seq, now_ns, out),
             _ => {}
         }
-        let expected = self.store.next_target_seq();
         if seq > expected {
             if msg_type == b"2" {
-                // Case 20: serve their ResendRequest before asking for ours.
+                // Case 20: serve their ResendRequest before asking for ours. It is not
+                // queued: its number comes back gap-filled.
                 if let Ok((begin, end)) = resend_range(frame) {
                     self.resend(begin, end, now_ns, out)?;
                 }
+                self.request_resend(seq, false, now_ns, out);
+            } else {
+                // Kept, and processed once the gap below it is filled ([`Session::next_queued`]).
+                let queued = self.queue(seq, frame.bytes);
+                self.request_resend(seq, queued, now_ns, out);
             }
-            self.request_resend(seq, now_ns, out);
             return Ok(Outcome::Handled);
         }
         if seq < expected {
@@ -917,7 +1134,6 @@ impl<S: MessageStore> Session<S> {
                         let r = reject(
                             reject_reason::REQUIRED_TAG_MISSING,
                             Some(tags::ORIG_SENDING_TIME),
-                            "OrigSendingTime (122) required with PossDupFlag=Y",
                         );
                         self.write_reject(&r, now_ns, out)?;
                     }
@@ -925,7 +1141,6 @@ impl<S: MessageStore> Session<S> {
                         let r = reject(
                             reject_reason::INCORRECT_DATA_FORMAT,
                             Some(tags::ORIG_SENDING_TIME),
-                            "OrigSendingTime (122) is not a UTCTimestamp",
                         );
                         self.write_reject(&r, now_ns, out)?;
                     }
@@ -934,7 +1149,6 @@ impl<S: MessageStore> Session<S> {
                         let r = reject(
                             reject_reason::SENDING_TIME_ACCURACY,
                             Some(tags::ORIG_SENDING_TIME),
-                            text,
                         );
                         self.write_reject(&r, now_ns, out)?;
                         return Ok(self.logout_and_disconnect(text, now_ns, out));
@@ -950,19 +1164,16 @@ impl<S: MessageStore> Session<S> {
                 Err(PossDupProblem::Missing) => Some(reject(
                     reject_reason::REQUIRED_TAG_MISSING,
                     Some(tags::ORIG_SENDING_TIME),
-                    "OrigSendingTime (122) required with PossDupFlag=Y",
                 )),
                 Err(PossDupProblem::Format) => Some(reject(
                     reject_reason::INCORRECT_DATA_FORMAT,
                     Some(tags::ORIG_SENDING_TIME),
-                    "OrigSendingTime (122) is not a UTCTimestamp",
                 )),
                 Err(PossDupProblem::Later) => {
                     let text = "OrigSendingTime (122) later than SendingTime (52)";
                     let r = reject(
                         reject_reason::SENDING_TIME_ACCURACY,
                         Some(tags::ORIG_SENDING_TIME),
-                        text,
                     );
                     self.write_reject(&r, now_ns, out)?;
                     self.advance_target(seq + 1)?;
@@ -976,7 +1187,24 @@ impl<S: MessageStore> Session<S> {
             }
         }
         if let Some((reason, tag)) = h.problem {
-            let r = reject(reason, tag, "malformed field");
+            self.write_reject(&reject(reason, tag), now_ns, out)?;
+            self.advance_target(seq + 1)?;
+            return Ok(Outcome::Handled);
+        }
+        // Session messages are checked against the dictionary here (case 14); application
+        // ones by the application, which may decode in the same pass. Not a Reject (never
+        // answered with a Reject), a Logon or a Logout (handled above).
+        if matches!(msg_type, b"0" | b"1" | b"2" | b"4")
+            && let Err(v) = crate::dict::validate_with(
+                self.default_appl_version,
+                frame,
+                self.config.validation(),
+            )
+        {
+            let r = Reject {
+                text: v.text,
+                ..reject(v.reason, v.ref_tag)
+            };
             self.write_reject(&r, now_ns, out)?;
             self.advance_target(seq + 1)?;
             return Ok(Outcome::Handled);
@@ -993,12 +1221,12 @@ impl<S: MessageStore> Session<S> {
         out: &mut Vec<u8>,
     ) -> Result<Outcome, SessionError> {
         let msg_type = frame.msg_type;
-        let field_reject = |(reason, tag): (u32, u32), text: &'static str| Reject {
+        let field_reject = |(reason, tag): (u32, u32)| Reject {
             ref_seq_num: seq,
             ref_tag: Some(tag),
             ref_msg_type: Some(msg_type),
             reason,
-            text,
+            text: reject_reason::text(reason),
         };
         match msg_type {
             b"0" | b"3" => {}
@@ -1007,13 +1235,13 @@ impl<S: MessageStore> Session<S> {
                     w.str(tags::TEST_REQ_ID, id);
                 }),
                 Err(e) => {
-                    self.write_reject(&field_reject(e, "TestReqID (112) required"), now_ns, out)?;
+                    self.write_reject(&field_reject(e), now_ns, out)?;
                 }
             },
             b"2" => match resend_range(frame) {
                 Ok((begin, end)) => self.resend(begin, end, now_ns, out)?,
                 Err(e) => {
-                    self.write_reject(&field_reject(e, "bad ResendRequest range"), now_ns, out)?;
+                    self.write_reject(&field_reject(e), now_ns, out)?;
                 }
             },
             b"4" => return self.on_sequence_reset(frame, seq, true, now_ns, out),
@@ -1102,6 +1330,7 @@ impl<S: MessageStore> Session<S> {
             self.store.reset().map_err(SessionError::Store)?;
             self.resend_until = None;
             self.resending = None;
+            self.clear_queue();
         }
         let expected = self.store.next_target_seq();
         if seq < expected {
@@ -1128,7 +1357,7 @@ impl<S: MessageStore> Session<S> {
         if seq == expected {
             self.advance_target(seq + 1)?;
         } else {
-            self.request_resend(seq, now_ns, out);
+            self.request_resend(seq, false, now_ns, out);
         }
         Ok(Outcome::LoggedOn)
     }
@@ -1164,15 +1393,15 @@ impl<S: MessageStore> Session<S> {
             ref_tag: Some(tags::NEW_SEQ_NO),
             ref_msg_type: Some(b"4"),
             reason: reject_reason::VALUE_INCORRECT,
-            text: "",
+            text: reject_reason::text(reject_reason::VALUE_INCORRECT),
         };
         let new_seq = match required_uint(frame, tags::NEW_SEQ_NO) {
             Ok(n) => n,
             Err((reason, _)) => {
                 r.reason = reason;
-                r.text = "NewSeqNo (36) missing or invalid";
+                r.text = reject_reason::text(reason);
                 self.write_reject(&r, now_ns, out)?;
-                if seq == expected {
+                if gap_fill && seq == expected {
                     self.advance_target(seq + 1)?;
                 }
                 return Ok(Outcome::Handled);
@@ -1180,14 +1409,12 @@ impl<S: MessageStore> Session<S> {
         };
         if gap_fill {
             if new_seq <= seq {
-                r.text = "NewSeqNo (36) must be above MsgSeqNum in a GapFill";
                 self.write_reject(&r, now_ns, out)?;
                 self.advance_target(seq + 1)?;
             } else {
                 self.advance_target(new_seq)?;
             }
         } else if new_seq < expected {
-            r.text = "NewSeqNo (36) below the next expected MsgSeqNum";
             self.write_reject(&r, now_ns, out)?;
         } else {
             self.advance_target(new_seq)?;
@@ -1252,17 +1479,26 @@ impl<S: MessageStore> Session<S> {
         Ok(())
     }
 
-    /// A message numbered `seq` came beyond the expected one: ask for the gap, once.
-    fn request_resend(&mut self, seq: u64, now_ns: i64, out: &mut Vec<u8>) {
+    /// A message numbered `seq` came beyond the expected one: ask for the gap, once while a
+    /// request is pending. The gap only (BeginSeqNo = expected, EndSeqNo = `seq - 1`) when
+    /// `seq` is queued, so that what we hold is not sent again; otherwise to the end
+    /// (EndSeqNo = 0), `seq` included.
+    fn request_resend(&mut self, seq: u64, queued: bool, now_ns: i64, out: &mut Vec<u8>) {
         if let Some(until) = &mut self.resend_until {
             *until = (*until).max(seq);
             return;
         }
         self.resend_until = Some(seq);
         let begin = self.store.next_target_seq();
+        let end = if queued { seq - 1 } else { 0 };
+        self.write_resend_request(begin, end, now_ns, out);
+    }
+
+    fn write_resend_request(&mut self, begin: u64, end: u64, now_ns: i64, out: &mut Vec<u8>) {
+        self.resend_end = if end == 0 { u64::MAX } else { end };
         self.write_admin(b"2", now_ns, out, |w| {
             w.uint(tags::BEGIN_SEQ_NO, begin);
-            w.uint(tags::END_SEQ_NO, 0);
+            w.uint(tags::END_SEQ_NO, end);
         });
     }
 
@@ -1434,11 +1670,20 @@ impl<S: MessageStore> Session<S> {
                     w.str(tags::REF_MSG_TYPE, t);
                 }
                 w.uint(tags::SESSION_REJECT_REASON, u64::from(r.reason));
-                if !r.text.is_empty() {
-                    w.str(tags::TEXT, r.text.as_bytes());
+                match r.ref_tag {
+                    _ if r.text.is_empty() => {}
+                    // As QuickFIX/J words it: "Required tag missing, field=55".
+                    Some(tag) => {
+                        let text = format!("{}, field={tag}", r.text);
+                        w.str(tags::TEXT, text.as_bytes());
+                    }
+                    None => {
+                        w.str(tags::TEXT, r.text.as_bytes());
+                    }
                 }
             },
             out,
+            true,
             true,
         )
     }
@@ -1452,6 +1697,7 @@ impl<S: MessageStore> Session<S> {
         body: impl FnOnce(&mut MessageWriter<'_>),
         out: &mut Vec<u8>,
         session_level: bool,
+        routed: bool,
     ) -> Result<u64, SessionError> {
         let seq = self.store.next_sender_seq();
         let logged_on = match self.state {
@@ -1466,6 +1712,9 @@ impl<S: MessageStore> Session<S> {
         }
         let start = buf.len();
         let mut w = self.header(buf, msg_type, seq, now_ns);
+        if routed {
+            w.raw(&self.reply_routing);
+        }
         body(&mut w);
         w.finish();
         let stored = self.store.store(seq, now_ns, &buf[start..]);
@@ -1521,12 +1770,12 @@ impl Version {
 /// Text given, else the reason, and the tag at fault.
 fn reject_text(r: &Reject<'_>) -> String {
     let what = if r.text.is_empty() {
-        reject_reason::describe(r.reason)
+        reject_reason::text(r.reason)
     } else {
         r.text
     };
     match r.ref_tag {
-        Some(tag) => format!("{what} (tag {tag})"),
+        Some(tag) => format!("{what}, field={tag}"),
         None => what.to_string(),
     }
 }

@@ -70,6 +70,17 @@ impl Core {
 
     /// Writes one report through the slot's session into `out`.
     pub(super) fn send_report(&mut self, slot: usize, report: &Report, out: &mut Vec<u8>) {
+        self.write_report(slot, report, out, false);
+    }
+
+    /// [`Core::send_report`] for a report that answers the message just handled at once: it
+    /// carries that message's third-party routing back ([`Session::send_reply`]). Reports
+    /// that come later, from the engine, go to the session's counterparty as they are.
+    fn send_reply_report(&mut self, slot: usize, report: &Report, out: &mut Vec<u8>) {
+        self.write_report(slot, report, out, true);
+    }
+
+    fn write_report(&mut self, slot: usize, report: &Report, out: &mut Vec<u8>, reply: bool) {
         // Ours carry no ApplVerID: they are in the session's default application version.
         let version = self.slots[slot].session.default_appl_version();
         let now = now_ns();
@@ -88,7 +99,9 @@ impl Core {
                 };
                 let mut order_id = [0u8; 24];
                 let order_id = write_order_id(&mut order_id, exec.order.order_id);
-                session.send_app(
+                send(
+                    session,
+                    reply,
                     b"8",
                     now,
                     |w| write_execution(w, version, exec, instrument.as_ref(), exec_id, order_id),
@@ -115,16 +128,17 @@ impl Core {
                     reason: *reason,
                     text: text.as_bytes(),
                 };
-                self.slots[slot]
-                    .session
-                    .send_app(b"9", now, |w| reject.write(version, w), out)
+                let session = &mut self.slots[slot].session;
+                send(session, reply, b"9", now, |w| reject.write(version, w), out)
             }
             Report::MassCancel {
                 cl_ord_id,
                 request_type,
                 accepted,
                 text,
-            } => self.slots[slot].session.send_app(
+            } => send(
+                &mut self.slots[slot].session,
+                reply,
                 b"r",
                 now,
                 |w| {
@@ -289,6 +303,7 @@ impl Core {
     ) -> io::Result<usize> {
         let mut config = SessionConfig::new(version, &self.config.comp_id, sender);
         config.max_clock_skew_ns = self.config.max_clock_skew_ns;
+        config.allow_user_defined_tags = self.config.allow_user_defined_tags;
         // Written once per turn of the loop, before the sockets (FixGateway::flush).
         config.defer_flush = true;
         let name = config.session_name();
@@ -354,6 +369,45 @@ impl Core {
         let outcome = s
             .session
             .on_message(frame, now, &mut auth, &mut conn.output);
+        self.on_outcome(slot, id, conn, frame, pipeline, now, outcome);
+        // Messages that arrived above a gap, in order, once it is filled (never a Logon: a
+        // Logon is never queued).
+        while !conn.closing {
+            let bytes = match self.slots[slot].session.next_queued(now, &mut conn.output) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::error!(session = %self.slots[slot].name, "FIX store: {e}");
+                    conn.closing = true;
+                    break;
+                }
+            };
+            let Ok(Some((queued, _))) = rialto_fix::next_frame(&bytes, usize::MAX) else {
+                continue; // it was whole when it arrived
+            };
+            let mut no_logon = |_: &Logon<'_>| Err("a queued Logon".to_string());
+            let outcome = self.slots[slot].session.on_queued_message(
+                &queued,
+                now,
+                &mut no_logon,
+                &mut conn.output,
+            );
+            self.on_outcome(slot, id, conn, &queued, pipeline, now, outcome);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_outcome(
+        &mut self,
+        slot: usize,
+        id: SessionId,
+        conn: &mut Conn,
+        frame: &Frame<'_>,
+        pipeline: &mut Pipeline,
+        now: i64,
+        outcome: Result<Outcome, rialto_fix::session::SessionError>,
+    ) {
+        let s = &mut self.slots[slot];
         match outcome {
             Ok(Outcome::Handled) => {}
             Ok(Outcome::LoggedOn) => {
@@ -410,17 +464,18 @@ impl Core {
             };
             return reject(&mut self.slots[slot].session, &mut conn.output, invalid);
         };
+        let options = self.slots[slot].session.config().validation();
         // Every message is checked against the data dictionary first; a NewOrderSingle, the
         // most frequent, in the same pass that decodes it.
         if frame.msg_type != b"D"
-            && let Err(v) = rialto_fix::dict::validate(version, frame)
+            && let Err(v) = rialto_fix::dict::validate_with(version, frame, options)
         {
             return reject(&mut self.slots[slot].session, &mut conn.output, v.into());
         }
         // Each message either fails to decode (a session Reject), or gives a command for the
         // engine, a report to send at once, or nothing more to do here.
         let decided: Result<Result<Option<ToEngine>, Report>, app::Invalid> = match frame.msg_type {
-            b"D" => app::NewOrderSingle::decode_validated(version, frame).map(|m| {
+            b"D" => app::NewOrderSingle::decode_validated_with(version, frame, options).map(|m| {
                 let desk = &mut self.slots[slot].desk;
                 desk.new_order(&m, &self.instruments, now).map(Some)
             }),
@@ -480,7 +535,7 @@ impl Core {
         match result {
             Ok(Some(t)) => self.push(slot, t, pipeline),
             Ok(None) => {}
-            Err(report) => self.send_report(slot, &report, &mut conn.output),
+            Err(report) => self.send_reply_report(slot, &report, &mut conn.output),
         }
     }
 }
@@ -722,5 +777,22 @@ pub(super) fn restore_desk(desk: &mut OrderDesk, store: &mut FileStore, instrume
                 return;
             }
         }
+    }
+}
+
+/// An application message: a reply to the message just handled (with its reverse routing), or
+/// not.
+fn send(
+    session: &mut Session<FileStore>,
+    reply: bool,
+    msg_type: &[u8],
+    now: i64,
+    body: impl FnOnce(&mut rialto_fix::MessageWriter<'_>),
+    out: &mut Vec<u8>,
+) -> Result<u64, rialto_fix::session::SessionError> {
+    if reply {
+        session.send_reply(msg_type, now, body, out)
+    } else {
+        session.send_app(msg_type, now, body, out)
     }
 }

@@ -75,6 +75,7 @@ pub struct FixConfig {
     pub message_log_files: u32,
     pub max_message_bytes: usize,
     pub max_clock_skew_ns: i64,
+    pub allow_user_defined_tags: bool,
     pub max_msgs_per_sec: u64,
     pub burst: u64,
     pub message_log: bool,
@@ -793,7 +794,10 @@ impl FixGateway {
                 w.str(tags::SECURITY_REQ_ID, req_id.as_bytes());
                 w.str(SECURITY_RESPONSE_ID, response_id.as_bytes());
                 w.char(tags::SECURITY_REQUEST_RESULT, b'0');
-                w.uint(tags::NO_RELATED_SYM, names.len() as u64);
+                // An empty group is left out, not sent as a count of 0.
+                if !names.is_empty() {
+                    w.uint(tags::NO_RELATED_SYM, names.len() as u64);
+                }
                 for name in &names {
                     w.str(tags::SYMBOL, name.as_bytes());
                 }

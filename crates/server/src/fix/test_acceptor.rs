@@ -34,7 +34,7 @@ use rialto_fix::session::{
     BusinessReject, MemoryStore, Outcome, Reject, Session, SessionConfig, SessionError,
     business_reject_reason, reject_reason,
 };
-use rialto_fix::{Frame, Version, next_frame, tags};
+use rialto_fix::{ApplVersion, Frame, Version, next_frame, tags};
 
 use crate::pipeline::now_ns;
 
@@ -92,7 +92,8 @@ pub fn validate_app(session: &Session<MemoryStore>, frame: &Frame<'_>) -> Result
         ref_tag: tags::APPL_VER_ID,
         text: "ApplVerID (1128) not supported: only 7, 8 or 9",
     })?;
-    rialto_fix::dict::validate(version, frame).map_err(app::Invalid::from)
+    let options = session.config().validation();
+    rialto_fix::dict::validate_with(version, frame, options).map_err(app::Invalid::from)
 }
 
 /// The configuration of one session.
@@ -440,23 +441,31 @@ impl Connection {
         let Slot { session, app } = a.slot();
         let now = now_ns();
         let mut no_credentials = |_: &rialto_fix::session::Logon<'_>| Ok(());
-        match session.on_message(frame, now, &mut no_credentials, &mut self.out) {
-            Ok(Outcome::Handled) => Next::Continue,
-            Ok(Outcome::LoggedOn) => {
-                tracing::info!(
-                    peer = %self.peer,
-                    session = %session.config().session_name(),
-                    "test acceptor: logon"
-                );
-                Next::Continue
-            }
-            Ok(Outcome::Deliver) => match app.on_message(session, frame, now, &mut self.out) {
-                Ok(()) => Next::Continue,
-                Err(e) => store_failed(e),
-            },
-            Ok(Outcome::Disconnect) => Next::Close,
-            Err(e) => store_failed(e),
+        let outcome = session.on_message(frame, now, &mut no_credentials, &mut self.out);
+        let mut next = after(outcome, session, app, frame, now, &mut self.out, self.peer);
+        // Messages that arrived above a gap, in order, once it is filled.
+        while matches!(next, Next::Continue) {
+            let bytes = match session.next_queued(now, &mut self.out) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => break,
+                Err(e) => return store_failed(e),
+            };
+            let Ok(Some((queued, _))) = next_frame(&bytes, usize::MAX) else {
+                continue; // it was whole when it arrived
+            };
+            let outcome =
+                session.on_queued_message(&queued, now, &mut no_credentials, &mut self.out);
+            next = after(
+                outcome,
+                session,
+                app,
+                &queued,
+                now,
+                &mut self.out,
+                self.peer,
+            );
         }
+        next
     }
 
     /// The session, waiting a little if it is in use: the connection using it may be
@@ -512,6 +521,35 @@ fn session_index(frame: &Frame<'_>) -> Option<usize> {
     SESSIONS
         .iter()
         .position(|&(v, their)| v == version && sender == their.as_bytes())
+}
+
+/// What the connection does after the session handled a message.
+fn after(
+    outcome: Result<Outcome, SessionError>,
+    session: &mut Session<MemoryStore>,
+    app: &mut EchoApp,
+    frame: &Frame<'_>,
+    now: i64,
+    out: &mut Vec<u8>,
+    peer: SocketAddr,
+) -> Next {
+    match outcome {
+        Ok(Outcome::Handled) => Next::Continue,
+        Ok(Outcome::LoggedOn) => {
+            tracing::info!(
+                peer = %peer,
+                session = %session.config().session_name(),
+                "test acceptor: logon"
+            );
+            Next::Continue
+        }
+        Ok(Outcome::Deliver) => match app.on_message(session, frame, now, out) {
+            Ok(()) => Next::Continue,
+            Err(e) => store_failed(e),
+        },
+        Ok(Outcome::Disconnect) => Next::Close,
+        Err(e) => store_failed(e),
+    }
 }
 
 fn store_failed(e: SessionError) -> Next {
@@ -642,19 +680,47 @@ fn check_fields(frame: &Frame<'_>) -> Result<(), app::Invalid> {
     Ok(())
 }
 
-/// Sends the message back: its fields in their order under our standard header.
+/// A group count of 0: an empty group, which FIX leaves out (case 21 of QuickFIX's scripts).
+/// A count is a field that opens a group of the message, or one typed NumInGroup (FIX 4.2
+/// types counts as INT).
+fn is_empty_group(version: ApplVersion, msg_type: &[u8], field: rialto_fix::Field<'_>) -> bool {
+    use rialto_fix::dict;
+    if field.value != b"0" {
+        return false;
+    }
+    let (session, app) = dict::dictionaries(version);
+    let opens_group = [session, app]
+        .into_iter()
+        .filter_map(|d| d.message(msg_type))
+        .any(|m| {
+            m.body
+                .position(field.tag)
+                .and_then(|i| m.body.entries.get(i))
+                .is_some_and(|e| e.group.is_some())
+        });
+    opens_group || dict::field(version, field.tag).is_some_and(|d| d.kind == dict::Kind::NumInGroup)
+}
+
+/// Sends the message back: its fields in their order under our standard header, without
+/// empty repeating groups.
 fn echo(
     session: &mut Session<MemoryStore>,
     frame: &Frame<'_>,
     now_ns: i64,
     out: &mut Vec<u8>,
 ) -> Result<(), SessionError> {
+    // On FIXT.1.1 the message's ApplVerID (checked before the echo), or the Logon's default.
+    let version = session
+        .appl_version_of(frame)
+        .unwrap_or(session.default_appl_version());
     session.send_app(
         frame.msg_type,
         now_ns,
         |w| {
             for field in frame.fields().map_while(Result::ok) {
-                if !NOT_ECHOED.contains(&field.tag) {
+                if !NOT_ECHOED.contains(&field.tag)
+                    && !is_empty_group(version, frame.msg_type, field)
+                {
                     w.str(field.tag, field.value);
                 }
             }

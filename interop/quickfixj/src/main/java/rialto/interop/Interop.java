@@ -40,7 +40,7 @@ import quickfix.field.TransactTime;
  * The FIX interop test: two QuickFIX/J initiators (TRADER1 as user 1, TRADER2 as user 2) run a
  * scripted scenario against Rialto's acceptor and check every field of every reply.
  *
- * <p>Prints {@code ok step N: ...} per step (step 0 is the logon, step 11 the final logout) and
+ * <p>Prints {@code ok step N: ...} per step (step 0 is the logon, step 12 the final logout) and
  * exits 0; on the first failure prints {@code FAIL step N: expected ..., got ...}, dumps the
  * last raw messages of both sessions to stderr and exits 1; exits 2 when the overall timeout
  * passes; 3 on a bad command line.
@@ -56,7 +56,7 @@ public final class Interop {
             "  --memory-store     keep the sessions' messages in memory instead",
             "  --timeout          overall limit, default 60 s (exit 2 when passed)",
             "  --step-timeout-ms  how long to wait for each expected message, default 5000",
-            "  --steps            run only these of steps 1..10 (logon and logout always run);",
+            "  --steps            run only these of steps 1..11 (logon and logout always run);",
             "                     each of 2..5 needs the one before it",
             "  --allow-udf        accept user-defined tags (5000+) the dictionary does not know;",
             "                     every standard check stays on");
@@ -158,15 +158,15 @@ public final class Interop {
         storeDir = args.get("--store", null);
         stepTimeoutMs = args.integer("--step-timeout-ms", 5000, USAGE);
         allowUserDefinedFields = args.flag("--allow-udf");
-        for (String n : args.get("--steps", "1,2,3,4,5,6,7,8,9,10").split(",")) {
+        for (String n : args.get("--steps", "1,2,3,4,5,6,7,8,9,10,11").split(",")) {
             try {
                 steps.add(Integer.parseInt(n.trim()));
             } catch (NumberFormatException e) {
-                Args.usageError(USAGE, "--steps takes numbers 1..10 separated by commas");
+                Args.usageError(USAGE, "--steps takes numbers 1..11 separated by commas");
             }
         }
         for (int n : steps) {
-            if (n < 1 || n > 10 || (n >= 2 && n <= 5 && !steps.contains(n - 1))) {
+            if (n < 1 || n > 11 || (n >= 2 && n <= 5 && !steps.contains(n - 1))) {
                 Args.usageError(USAGE, "--steps: no step " + n + " without step " + (n - 1));
             }
         }
@@ -224,7 +224,8 @@ public final class Interop {
             List<Step> scenario = List.of(this::step1NewOrder, this::step2Fill,
                     this::step3ReplacePrice, this::step4ReplaceQtyDown, this::step5Cancel,
                     this::step6UnknownOrder, this::step7OffGridPrice, this::step8DuplicateClOrdId,
-                    this::step9GapFromClient, this::step10ResendFromAcceptor);
+                    this::step9GapFromClient, this::step10ResendFromAcceptor,
+                    this::step11MessagesLostOnTheWire);
             for (int n : steps) {
                 begin(n);
                 scenario.get(n - 1).run();
@@ -605,8 +606,64 @@ public final class Interop {
                 + ", got the Trade with PossDupFlag=Y");
     }
 
+    /**
+     * The test runs this through a proxy that drops, once per connection, the first
+     * NewOrderSingle whose ClOrdID ends in "-lost" (towards the acceptor) and the first
+     * ExecutionReport for it (towards QuickFIX/J). Both sides see a gap, ask for it, and
+     * recover without a sequence reset: the acceptor keeps the order that arrived above its gap
+     * and processes it after the resent one; QuickFIX/J does the same with the reports.
+     */
+    private void step11MessagesLostOnTheWire() throws Exception {
+        Session session = trader1.session();
+        int adminMark = trader1.adminLog.size();
+        int lostSeq = session.getExpectedSenderNum();
+        String lost = nextClOrdId() + "-lost";
+        String next = nextClOrdId();
+        send(trader1, newOrder(lost, '1', "0.001", "80.00", '1'));
+        send(trader1, newOrder(next, '1', "0.001", "81.00", '1'));
+        // Just the gap: the next order, held above it, is not asked for again.
+        Event resendRequest = expectAdmin(trader1, adminMark, true, "2",
+                m -> String.valueOf(lostSeq).equals(Fix.get(m, 7))
+                        && String.valueOf(lostSeq).equals(Fix.get(m, 16)),
+                "a ResendRequest(2) from the acceptor for " + lostSeq + ".." + lostSeq
+                        + " (the lost order's MsgSeqNum only)");
+        // The lost order first (resent), then the one that waited above the gap; QuickFIX/J
+        // gets the lost order's report by its own ResendRequest, before the next one's.
+        Message erLost = expectEr(trader1, er("New").execType('0').ordStatus('0').clOrdId(lost)
+                .side('1').orderQty("0.001").cum("0").leaves("0.001").avgPx("0").possDup());
+        Message erNext = expectEr(trader1, er("New").execType('0').ordStatus('0').clOrdId(next)
+                .side('1').orderQty("0.001").cum("0").leaves("0.001").avgPx("0"));
+        Event ourRequest = expectAdmin(trader1, adminMark, false, "2", m -> true,
+                "QuickFIX/J's ResendRequest(2) for the lost ExecutionReport");
+        expectQuiet(trader1, "no second report for either order (resent copies are duplicates)");
+        for (Event e : trader1.adminLog.subList(adminMark, trader1.adminLog.size())) {
+            // Messages QuickFIX/J resends (PossDupFlag=Y) are in the admin log too.
+            if (!e.incoming && e.msgType.equals("D") && next.equals(Fix.get(e.msg, 11))) {
+                throw new Failure("expected the order queued above the gap to be processed, not"
+                        + " asked for again, got its resend " + Fix.readable(e.msg));
+            }
+            boolean reset = e.msgType.equals("4") && !"Y".equals(Fix.get(e.msg, 123));
+            if (reset || e.msgType.equals("A")) {
+                throw new Failure("expected recovery without a sequence reset or a new Logon, got "
+                        + (e.incoming ? "in " : "out ") + Fix.readable(e.msg));
+            }
+        }
+        for (var order : List.of(List.of(lost, Fix.get(erLost, 37)), List.of(next, Fix.get(erNext, 37)))) {
+            String cancelId = nextClOrdId();
+            send(trader1, cancel(cancelId, order.get(0), '1', "0.001"));
+            expectEr(trader1, er("Canceled").execType('4').ordStatus('4').clOrdId(cancelId)
+                    .origClOrdId(order.get(0)).side('1').orderQty("0.001").cum("0").leaves("0")
+                    .avgPx("0").orderId(order.get(1)));
+        }
+        ok("an order and its report lost on the wire: the acceptor asked for "
+                + Fix.get(resendRequest.msg, 7) + ".." + Fix.get(resendRequest.msg, 16)
+                + " and processed the resent order, then the one queued above the gap;"
+                + " QuickFIX/J asked for " + Fix.get(ourRequest.msg, 7) + ".."
+                + Fix.get(ourRequest.msg, 16) + "; both reports in order, no sequence reset");
+    }
+
     private void logoutStep() throws Failure {
-        begin(11);
+        begin(12);
         for (Trader t : List.of(trader1, trader2)) {
             logout(t, "interop test done");
         }
