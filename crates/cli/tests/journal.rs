@@ -482,3 +482,63 @@ fn durability_none_accepts_a_lost_suffix_itself_and_records_it() {
     assert_eq!(verify.code, Some(0), "{}", verify.stdout);
     assert!(verify.stdout.contains("accepted loss"), "{}", verify.stdout);
 }
+
+/// A journal cut exactly at a record boundary, with no snapshot to show it: the segment's
+/// checkpoint does. `verify` reports the lost seqs, the server refuses to start until the loss
+/// is accepted, and then goes on after the lost seqs.
+#[test]
+fn a_journal_cut_at_a_record_boundary_is_reported_by_its_checkpoint() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let cmds = commands();
+    write_journal(dir.path(), &cmds);
+    let (_, last) = list_segments(&journal_dir(dir.path()))
+        .unwrap()
+        .pop()
+        .unwrap();
+    let bytes = fs::read(&last).unwrap();
+    let mut end = SEGMENT_HEADER_LEN;
+    let mut seq = 0;
+    for _ in 0..3 {
+        let r = parse_record(&bytes, end).unwrap();
+        end += r.size;
+        seq = r.seq;
+    }
+    assert!(end < bytes.len(), "records are cut off");
+    fs::write(&last, &bytes[..end]).unwrap();
+    let missing = format!("seqs {}..={} are missing", seq + 1, cmds.len());
+
+    let verify = rialto(&["journal", "verify", "--data", data], "");
+    assert_eq!(verify.code, Some(1), "{}", verify.stdout);
+    assert!(verify.stdout.contains(&missing), "{}", verify.stdout);
+    assert!(verify.stdout.contains("checkpoint"), "{}", verify.stdout);
+    let dump = rialto(&["journal", "dump", "--data", data], "");
+    assert_eq!(dump.code, Some(1), "{}", dump.stderr);
+    assert_eq!(dump.stdout.lines().count() as u64, seq);
+    let args = serve_args(data, "fsync", &[]);
+    let serve = rialto(&args.iter().map(String::as_str).collect::<Vec<_>>(), "");
+    assert_ne!(serve.code, Some(0));
+    assert!(serve.stderr.contains(&missing), "{}", serve.stderr);
+    assert!(
+        serve.stderr.contains("--accept-journal-loss"),
+        "{}",
+        serve.stderr
+    );
+
+    drop(common::serve_with(
+        dir.path(),
+        "fsync",
+        &["--accept-journal-loss"],
+    ));
+    let losses = rialto_journal::read_accepted_losses(dir.path()).unwrap();
+    assert_eq!(
+        losses.iter().map(|l| (l.from, l.to)).collect::<Vec<_>>(),
+        [(seq + 1, cmds.len() as u64)]
+    );
+    let verify = rialto(&["journal", "verify", "--data", data], "");
+    assert_eq!(verify.code, Some(0), "{}", verify.stdout);
+    assert!(verify.stdout.contains("accepted loss"), "{}", verify.stdout);
+    // The venue went on after the lost seqs: none is used twice.
+    let recovered = recover(dir.path(), EngineConfig::default()).unwrap();
+    assert!(recovered.last_seq >= cmds.len() as u64);
+}

@@ -150,6 +150,15 @@ pub fn recover_with(
         last_seq = record.seq;
         replayed += 1;
     }
+    // The newest segment may start after an accepted loss and hold nothing yet: the venue is
+    // past the loss all the same.
+    if let Some(next) = reader.expected_seq()
+        && next - 1 > last_seq
+    {
+        debug_assert!(reader.gaps_passed().iter().any(|l| l.to == next - 1));
+        last_seq = next - 1;
+        engine.pass_over_lost_seqs(last_seq);
+    }
     let lost = lost_suffix(&reader, base);
     // Before a loss the torn tail stays: the old segment is the evidence, and the reader
     // allows a torn tail before an accepted loss.

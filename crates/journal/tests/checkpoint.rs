@@ -222,6 +222,10 @@ fn an_accepted_loss_below_the_checkpoint_goes_on_after_it() {
         60,
         "the engine passes over the loss too"
     );
+    // Stopped before anything more was journaled, it recovers past the loss again.
+    drop(JournalWriter::open(dir.path(), config(1 << 20), 61).unwrap());
+    let again = recover(dir.path(), engine_config()).unwrap();
+    assert_eq!((again.last_seq, again.engine.last_seq()), (60, 60));
     let mut w = JournalWriter::open(dir.path(), config(1 << 20), 61).unwrap();
     for seq in 61..=70 {
         w.append(seq, ts(seq), &cmds[seq as usize - 1]);
