@@ -460,7 +460,7 @@ fn a_test_request_is_answered_with_its_id() {
 }
 
 /// QuickFIX's current scripts name the counterparty per version; a first message for no
-/// session gets no reply, only the close (cases 1c and 1d).
+/// session gets no reply, only the close (case 1S.c; QuickFIX's scripts 1c and 1d).
 /// Every version logs on, under TW and under its own CompID, and gets its order echoed; FIXT.1.1
 /// takes DefaultApplVerID 7, 8 and 9 and refuses others with a Logout naming the value.
 #[test]

@@ -1,5 +1,7 @@
-//! The FIX session test cases (FIX 4.2/4.4 "Session Protocol" test cases, numbers in the test
-//! names) driven through the session state machine with hand-built counterparty messages.
+//! The FIX Trading Community's "FIX Session Layer Test Cases"
+//! (https://www.fixtrading.org/standards/fix-session-testcases-online/; their numbers, such as
+//! 1S.a, 2S, 2b or 14h, are in the test names) driven through the session state machine with
+//! hand-built counterparty messages. docs/fix.md lists every case and how it is covered.
 
 use rialto_fix::session::store::MessageStore;
 use rialto_fix::session::{
@@ -229,7 +231,7 @@ fn types(msgs: &[Msg]) -> Vec<&str> {
     msgs.iter().map(|m| m.msg_type.as_str()).collect()
 }
 
-// ---- 1S: Logon (acceptor) ---------------------------------------------------------------
+// ---- 1S, 2S: Logon (acceptor) -------------------------------------------------------------
 
 #[test]
 fn t1s_a_valid_logon_is_answered_with_logon() {
@@ -273,8 +275,9 @@ fn t1s_c_refused_logon_gets_a_logout_with_the_reason() {
     assert_eq!(h.s.disconnect_reason(), Some("bad password"));
 }
 
+/// 1S.d, an invalid Logon: a Logout with a Text, then the disconnect.
 #[test]
-fn t1s_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
+fn t1s_d_logon_without_or_with_a_bad_heart_bt_int_is_logged_out() {
     let mut h = Harness::new(version());
     let no_hb = h.msg("A", 1, &[(tags::ENCRYPT_METHOD, "0")]);
     assert_eq!(h.feed(&no_hb), Outcome::Disconnect);
@@ -286,7 +289,13 @@ fn t1s_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
     let negative = h.msg("A", 1, &[(tags::HEART_BT_INT, "-5")]);
     assert_eq!(h.feed(&negative), Outcome::Disconnect);
     assert_eq!(types(&h.take()), ["5"]);
+}
 
+/// 1S.c, a Logon from an identity not configured: the session layer answers with a Logout
+/// (the test cases expect a disconnect without a message; the venue checks CompIDs before the
+/// session layer, see docs/fix.md).
+#[test]
+fn t1s_c_logon_with_wrong_comp_ids_is_logged_out() {
     let mut h = Harness::new(version());
     let t = ts(NOW);
     let wrong = raw(
@@ -307,7 +316,7 @@ fn t1s_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out() {
 }
 
 #[test]
-fn t1s_d_first_message_not_logon_disconnects_without_reply() {
+fn t2s_first_message_not_logon_disconnects_without_reply() {
     let mut h = Harness::new(version());
     assert_eq!(h.feed(&h.msg("0", 1, &[])), Outcome::Disconnect);
     assert!(h.out.is_empty());
@@ -315,7 +324,7 @@ fn t1s_d_first_message_not_logon_disconnects_without_reply() {
 }
 
 #[test]
-fn t1s_e_logon_with_seq_too_low_is_logged_out() {
+fn t2c_logon_with_seq_too_low_is_logged_out() {
     let mut store = MemoryStore::new();
     store.set_next_target_seq(10).unwrap();
     store.set_next_sender_seq(4).unwrap();
@@ -649,7 +658,7 @@ fn missing_msg_seq_num_logs_out() {
 }
 
 #[test]
-fn t2_unknown_msg_type_is_delivered_for_the_application_to_reject() {
+fn t2q_t2r_unknown_msg_type_is_delivered_for_the_application_to_reject() {
     let mut h = Harness::logged_on();
     let m = h.msg("ZZ", 2, &[]);
     assert_eq!(h.feed(&m), Outcome::Deliver);
@@ -937,7 +946,7 @@ fn t11_sequence_reset() {
 // ---- 12, 13: Logout -----------------------------------------------------------------------
 
 #[test]
-fn t12_our_logout_waits_for_theirs() {
+fn t12_t13a_our_logout_waits_for_theirs() {
     let mut h = Harness::logged_on();
     assert_eq!(
         h.s.logout("shutting down", h.now, &mut h.out).unwrap(),
@@ -969,7 +978,7 @@ fn t12_our_logout_waits_for_theirs() {
 }
 
 #[test]
-fn t13_their_logout_is_answered_then_disconnect() {
+fn t13b_their_logout_is_answered_then_disconnect() {
     let mut h = Harness::logged_on();
     assert_eq!(h.feed(&h.msg("5", 2, &[])), Outcome::Disconnect);
     let out = h.take();
@@ -1097,6 +1106,100 @@ fn t20_their_resend_request_is_served_before_ours_is_sent() {
     assert_eq!(types(&out), ["8", "2"]);
     assert_eq!(out[0].get(tags::POSS_DUP_FLAG), Some("Y"));
     assert_eq!(out[1].num(tags::BEGIN_SEQ_NO), 2);
+}
+
+/// Case 20 as the test cases put it: their ResendRequest comes while ours awaits its answer.
+/// It is served at once, and once our range has come, what is still missing (from the
+/// ResendRequest's own number on) is asked for.
+#[test]
+fn t20_a_resend_request_while_ours_is_pending_is_served_and_the_gap_asked_for_again() {
+    let mut h = Harness::logged_on();
+    h.send_order_ack("c2");
+    h.take();
+    // 2 and 3 are lost: 4 is queued and we ask for 2..=3.
+    assert_eq!(h.feed(&h.msg("D", 4, &[])), Outcome::Handled);
+    let out = h.take();
+    assert_eq!(types(&out), ["2"]);
+    assert_eq!(
+        (out[0].num(tags::BEGIN_SEQ_NO), out[0].num(tags::END_SEQ_NO)),
+        (2, 3)
+    );
+    // Their ResendRequest (5) while ours is pending: served, no second request yet.
+    let rr = h.msg(
+        "2",
+        5,
+        &[(tags::BEGIN_SEQ_NO, "2"), (tags::END_SEQ_NO, "0")],
+    );
+    assert_eq!(h.feed(&rr), Outcome::Handled);
+    let out = h.take();
+    assert_eq!(types(&out), ["8", "4"]);
+    assert_eq!(out[0].get(tags::CL_ORD_ID), Some("c2"));
+    assert_eq!(out[0].get(tags::POSS_DUP_FLAG), Some("Y"));
+    assert_eq!(out[1].num(tags::NEW_SEQ_NO), 4);
+    assert!(h.s.resend_pending());
+    // Our range comes; 4 comes from the queue; 5 (their ResendRequest) is still missing here.
+    let orig = ts(NOW - SEC);
+    let resent = [
+        (tags::POSS_DUP_FLAG, "Y"),
+        (tags::ORIG_SENDING_TIME, orig.as_str()),
+    ];
+    assert_eq!(h.feed(&h.msg("D", 2, &resent)), Outcome::Deliver);
+    assert_eq!(h.feed(&h.msg("D", 3, &resent)), Outcome::Deliver);
+    assert_eq!(h.drain_queue(), [(4, Outcome::Deliver)]);
+    let out = h.take();
+    assert_eq!(types(&out), ["2"]);
+    assert_eq!(
+        (out[0].num(tags::BEGIN_SEQ_NO), out[0].num(tags::END_SEQ_NO)),
+        (5, 0)
+    );
+    // Their ResendRequest comes back gap-filled: the session is in sequence again.
+    assert_eq!(h.feed(&gap_fill(&h, 5, "6", true)), Outcome::Handled);
+    assert!(!h.s.resend_pending());
+    assert_eq!(h.s.next_target_seq(), 6);
+    assert!(h.out.is_empty());
+}
+
+// ---- 15: fields in another order ----------------------------------------------------------
+
+/// Header fields in another order, and a session message's body fields in another order, are
+/// accepted, and the messages after them too.
+#[test]
+fn t15_header_and_body_fields_in_another_order_are_accepted() {
+    let mut h = Harness::logged_on();
+    let t = ts(h.now);
+    let order = raw(
+        version().name(),
+        "D",
+        &[
+            (tags::SENDING_TIME, &t),
+            (tags::MSG_SEQ_NUM, "2"),
+            (tags::TARGET_COMP_ID, "RIALTO"),
+            (tags::SENDER_COMP_ID, "TRADER1"),
+            (tags::CL_ORD_ID, "c1"),
+        ],
+    );
+    assert_eq!(h.feed(&order), Outcome::Deliver);
+    h.send_order_ack("c1");
+    h.take();
+    let rr = raw(
+        version().name(),
+        "2",
+        &[
+            (tags::MSG_SEQ_NUM, "3"),
+            (tags::TARGET_COMP_ID, "RIALTO"),
+            (tags::SENDING_TIME, &t),
+            (tags::SENDER_COMP_ID, "TRADER1"),
+            (tags::END_SEQ_NO, "0"),
+            (tags::BEGIN_SEQ_NO, "2"),
+        ],
+    );
+    assert_eq!(h.feed(&rr), Outcome::Handled);
+    let out = h.take();
+    assert_eq!(types(&out), ["8"]);
+    assert_eq!(out[0].get(tags::CL_ORD_ID), Some("c1"));
+    assert_eq!(h.feed(&h.msg("0", 4, &[])), Outcome::Handled);
+    assert!(h.out.is_empty());
+    assert_eq!(h.s.next_target_seq(), 5);
 }
 
 // ---- the file store and the message log ---------------------------------------------------
@@ -1322,8 +1425,8 @@ mod every_version {
         t1s_a_valid_logon_is_answered_with_logon,
         t1s_a_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested,
         t1s_c_refused_logon_gets_a_logout_with_the_reason,
-        t1s_d_first_message_not_logon_disconnects_without_reply,
-        t1s_e_logon_with_seq_too_low_is_logged_out,
+        t2s_first_message_not_logon_disconnects_without_reply,
+        t2c_logon_with_seq_too_low_is_logged_out,
         logon_timeout_disconnects,
         t2a_in_sequence_application_message_is_delivered,
         t2b_seq_too_high_asks_once_and_the_resend_fills_the_gap,
@@ -1336,18 +1439,20 @@ mod every_version {
         t5_heartbeat_is_accepted,
         t6_test_request_after_silence_then_disconnect,
         t7_reject_is_accepted_and_consumed,
-        t13_their_logout_is_answered_then_disconnect,
+        t13b_their_logout_is_answered_then_disconnect,
         t16_messages_sent_while_disconnected_come_by_resend_after_logon,
         reset_on_disconnect_starts_over,
         t20_their_resend_request_is_served_before_ours_is_sent,
+        t20_a_resend_request_while_ours_is_pending_is_served_and_the_gap_asked_for_again,
+        t15_header_and_body_fields_in_another_order_are_accepted,
         a_session_on_a_reopened_file_store_resends_from_disk,
         the_log_holds_every_message_and_answers_queries,
         t2b_messages_above_a_gap_are_queued_and_processed_in_order_once_it_is_filled,
         t2b_the_queue_is_bounded_and_what_it_drops_is_asked_for_again,
         t10a_a_gap_fill_above_the_gap_is_queued_and_applied_in_turn,
         t6_each_session_makes_its_own_test_req_ids,
-        t2m_t2t_t3b_bad_body_length_field_order_or_checksum_are_garbled_and_ignored,
-        t17_an_encrypted_logon_is_refused,
+        t2m_t2t_t3b_t3e_bad_body_length_field_order_or_checksum_are_garbled_and_ignored,
+        t17b_an_unsupported_encrypt_method_is_refused,
     );
 
     /// Those that check a Reject's SessionRejectReason (373) or RefTagID (371): FIX 4.2 on.
@@ -1369,10 +1474,11 @@ mod every_version {
         file_store_survives_reopen_and_a_torn_tail,
         t10_gap_fill,
         t11_sequence_reset,
-        t12_our_logout_waits_for_theirs,
+        t12_t13a_our_logout_waits_for_theirs,
         t14_field_errors_are_rejected_and_consumed,
-        t1s_c_logon_without_heart_bt_int_or_with_wrong_comp_ids_is_logged_out,
-        t2_unknown_msg_type_is_delivered_for_the_application_to_reject,
+        t1s_c_logon_with_wrong_comp_ids_is_logged_out,
+        t1s_d_logon_without_or_with_a_bad_heart_bt_int_is_logged_out,
+        t2q_t2r_unknown_msg_type_is_delivered_for_the_application_to_reject,
         t2f_orig_sending_time_after_sending_time_is_rejected_and_logged_out,
         t2g_poss_dup_without_orig_sending_time_is_rejected_and_consumed,
         t2k_wrong_comp_id_is_rejected_and_logged_out,
@@ -1383,7 +1489,7 @@ mod every_version {
         t14_session_messages_are_checked_against_the_dictionary,
         t14_user_defined_tags_pass_when_allowed,
         t2k_a_missing_or_empty_comp_id_is_rejected_and_the_session_goes_on,
-        t18_third_party_routing_is_reversed_on_rejects_and_replies,
+        t18a_third_party_addressed_messages_are_accepted_and_answers_reverse_the_routing,
     );
 }
 
@@ -1730,7 +1836,7 @@ impl EmptyTarget for Vec<u8> {
 }
 
 #[test]
-fn t18_third_party_routing_is_reversed_on_rejects_and_replies() {
+fn t18a_third_party_addressed_messages_are_accepted_and_answers_reverse_the_routing() {
     let mut h = Harness::logged_on();
     // A Reject: OnBehalfOf* come back as DeliverTo*.
     let m = with_raw_tail(&h, "0", 2, "115=CLIENT|116=DESK|144=LDN|999=HI|");
@@ -1812,7 +1918,7 @@ fn t6_each_session_makes_its_own_test_req_ids() {
 }
 
 #[test]
-fn t2m_t2t_t3b_bad_body_length_field_order_or_checksum_are_garbled_and_ignored() {
+fn t2m_t2t_t3b_t3e_bad_body_length_field_order_or_checksum_are_garbled_and_ignored() {
     let mut h = Harness::logged_on();
     let good = h.msg("D", 2, &[(tags::CL_ORD_ID, "c1")]);
     let text = String::from_utf8(good.clone()).unwrap();
@@ -1838,6 +1944,17 @@ fn t2m_t2t_t3b_bad_body_length_field_order_or_checksum_are_garbled_and_ignored()
             t.replace_range(t.len() - 4..t.len() - 1, &wrong);
             t
         },
+        // 3e: a CheckSum of four digits, then one not delimited by SOH.
+        {
+            let mut t = text.clone();
+            t.insert(t.len() - 4, '0');
+            t
+        },
+        {
+            let mut t = text.clone();
+            t.replace_range(t.len() - 1.., "|");
+            t
+        },
     ];
     for bad in cases {
         assert_ne!(bad.as_bytes(), &good[..]);
@@ -1847,12 +1964,12 @@ fn t2m_t2t_t3b_bad_body_length_field_order_or_checksum_are_garbled_and_ignored()
         assert!(h.out.is_empty());
         assert_eq!(h.s.next_target_seq(), 2, "no number used up");
     }
-    assert_eq!(h.s.garbled_count(), 3);
+    assert_eq!(h.s.garbled_count(), 5);
     assert_eq!(h.feed(&good), Outcome::Deliver);
 }
 
 #[test]
-fn t17_an_encrypted_logon_is_refused() {
+fn t17b_an_unsupported_encrypt_method_is_refused() {
     let mut h = Harness::new(version());
     let logon = h.msg(
         "A",

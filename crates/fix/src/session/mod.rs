@@ -28,16 +28,17 @@
 //! every MsgType that is not a session-level one (0 1 2 3 4 5 A), so that choice stays with the
 //! application.
 //!
-//! Rejects, BusinessMessageRejects and [`Session::send_reply`] carry the third-party routing of
-//! the message they answer back (case 18): OnBehalfOfCompID/SubID/LocationID (115/116/144) as
-//! DeliverToCompID/SubID/LocationID (128/129/145) and the other way round. A Reject's Text is
+//! Messages with third-party routing are accepted (case 18a). Rejects, BusinessMessageRejects
+//! and [`Session::send_reply`] carry the routing of the message they answer back:
+//! OnBehalfOfCompID/SubID/LocationID (115/116/144) as DeliverToCompID/SubID/LocationID
+//! (128/129/145) and the other way round. A Reject's Text is
 //! the reason's standard wording ([`reject_reason::text`]) with `, field=<RefTagID>` when
 //! there is a RefTagID, as QuickFIX/J words it: "Required tag missing, field=55".
 //!
 //! # What the session checks, in order (the FIX session test cases in parentheses)
 //!
 //! Before a Logon is accepted, anything but a Logon closes the connection without a reply
-//! (case 1S.d). For every message: a BeginString other than the configured one → Logout and
+//! (case 2S). For every message: a BeginString other than the configured one → Logout and
 //! disconnect (case 2i); a missing or invalid MsgSeqNum → Logout "MsgSeqNum (34) missing or
 //! invalid" and disconnect, except on a SequenceReset-Reset, which is processed whatever its
 //! MsgSeqNum (case 11). Then:
@@ -46,8 +47,9 @@
 //!   absent), DefaultApplVerID (FIXT.1.1 only: required, 7, 8 or 9 = FIX 5.0, 5.0 SP1 or
 //!   5.0 SP2; any other value is named in the Logout's Text), no malformed
 //!   field, the `auth` callback, then the sequence number: too low without ResetSeqNumFlag →
-//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 1S.e). Any failure: Logout with a
-//!   Text and disconnect (no Reject before logon). Accepted: we reply Logon (98=0, the same 108,
+//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 2c). Any failure: Logout with a
+//!   Text and disconnect (no Reject before logon; case 1S.d, and 1S.c, where the test cases
+//!   expect a disconnect without a message). Accepted: we reply Logon (98=0, the same 108,
 //!   141=Y when asked to reset, 1137 as received for FIXT); if its MsgSeqNum was too high, a
 //!   ResendRequest follows (case 1S.a). ResetSeqNumFlag=Y resets both directions to 1 first, also
 //!   during a session. A Logon without it while logged on → Logout and disconnect.
@@ -83,8 +85,9 @@
 //!   expected, NewSeqNo not above MsgSeqNum → Reject (reason 5, ref tag 36). SequenceReset-Reset
 //!   (case 11): MsgSeqNum ignored, even missing; NewSeqNo above the expected number moves it,
 //!   equal changes nothing, below → Reject (reason 5, ref tag 36); the session goes on.
-//!   Logout (case 13): answered with a Logout (unless it answers ours), then disconnect.
-//! - Garbled input (case 2d, 2j, 2n, 3) is ignored: [`Session::on_garbled`] only counts and logs it.
+//!   Logout (case 13b): answered with a Logout (unless it answers ours, case 13a), then disconnect.
+//! - Garbled input (cases 2d, 2m, 2t, 3b, 3c, 3e) is ignored: [`Session::on_garbled`] only
+//!   counts and logs it.
 //!
 //! Errors after logon disconnect right after the Logout instead of waiting for the
 //! counterparty's Logout: the caller writes `out` before closing, so it is still delivered.
@@ -114,8 +117,10 @@
 //! A TestRequest's TestReqID is the session's own: `TEST-<its MsgSeqNum>-<its SendingTime>`.
 //!
 //! # Not done here
-//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17), session schedules (start/end
-//!   times, daily reset). Third-party routing is only reversed on replies (case 18).
+//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17: another EncryptMethod gets a
+//!   Logout, without the Reject 7 of case 17b), session schedules (start/end times, daily
+//!   reset). Third-party routing is only reversed on replies: OnBehalfOfCompID and
+//!   DeliverToCompID are not checked against a list (case 18b).
 //! - PossResend (97) duplicates (case 19) are for the application (by ClOrdID): the session
 //!   delivers them like any in-sequence message.
 //! - Data fields with an embedded SOH (RawData 96 and the like) in the header scan.

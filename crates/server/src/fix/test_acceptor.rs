@@ -5,15 +5,15 @@
 //! - We are `ISLD`, the counterparty is `TW`. FIX.4.0, 4.1, 4.2, 4.3, 4.4 and FIXT.1.1
 //!   (DefaultApplVerID 7, 8 or 9: FIX 5.0, 5.0SP1, 5.0SP2) share one port: the first message's
 //!   BeginString and CompIDs pick the session, and a first message that names no session is
-//!   answered by closing the connection (cases 1c, 1d). The current QuickFIX scripts name the
-//!   counterparty per version instead (`TW40` ... `TW44`, `TW50`, `TW50SP1`, `TW50SP2`): those
-//!   are sessions too (the three FIXT.1.1 ones take any of the three DefaultApplVerIDs). A
-//!   second connection for a session in use is closed (case 1b).
+//!   answered by closing the connection (case 1S.c; QuickFIX's scripts 1c, 1d). The current
+//!   QuickFIX scripts name the counterparty per version instead (`TW40` ... `TW44`, `TW50`,
+//!   `TW50SP1`, `TW50SP2`): those are sessions too (the three FIXT.1.1 ones take any of the
+//!   three DefaultApplVerIDs). A second connection for a session in use is closed (case 1S.b).
 //! - No credentials. Sequence numbers go back to 1 on every disconnect, messages are kept in
 //!   memory only (for resends within a connection).
 //! - NewOrderSingle (D) and SecurityDefinition (d) are echoed: the same fields in the same
 //!   order under our header. A NewOrderSingle with PossResend (97) = Y whose ClOrdID was already
-//!   seen on this connection is ignored (case 19). Any other application message gets a
+//!   seen on this connection is ignored (case 19a). Any other application message gets a
 //!   BusinessMessageReject (j) with reason 3, unsupported message type.
 //!
 //! One thread per connection, blocking reads with a short timeout that drives the session
