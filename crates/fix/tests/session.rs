@@ -636,6 +636,33 @@ fn t2o_sending_time_off_or_missing_is_rejected_and_logged_out() {
 }
 
 #[test]
+fn t2o_a_sending_time_that_is_not_a_utc_timestamp_is_rejected_and_logged_out() {
+    for bad in [
+        "20261127-02:30:00.000+01:00",
+        "yesterday",
+        "20261127-25:00:00",
+    ] {
+        let mut h = Harness::logged_on();
+        let m = raw(
+            version().name(),
+            "D",
+            &[
+                (tags::SENDER_COMP_ID, "TRADER1"),
+                (tags::TARGET_COMP_ID, "RIALTO"),
+                (tags::MSG_SEQ_NUM, "2"),
+                (tags::SENDING_TIME, bad),
+            ],
+        );
+        assert_eq!(h.feed(&m), Outcome::Disconnect, "{bad}");
+        let out = h.take();
+        assert_eq!(types(&out), ["3", "5"]);
+        assert_eq!(out[0].num(tags::SESSION_REJECT_REASON), 10, "{bad}");
+        assert_eq!(out[0].num(tags::REF_TAG_ID), 52);
+        assert_eq!(out[0].num(tags::REF_SEQ_NUM), 2);
+    }
+}
+
+#[test]
 fn missing_msg_seq_num_logs_out() {
     let mut h = Harness::logged_on();
     let t = ts(NOW);
@@ -1483,6 +1510,7 @@ mod every_version {
         t2g_poss_dup_without_orig_sending_time_is_rejected_and_consumed,
         t2k_wrong_comp_id_is_rejected_and_logged_out,
         t2o_sending_time_off_or_missing_is_rejected_and_logged_out,
+        t2o_a_sending_time_that_is_not_a_utc_timestamp_is_rejected_and_logged_out,
         t8_a_bad_resend_request_is_rejected,
         t8_resend_request_resends_app_messages_and_gap_fills_admin_ones,
         t11_a_reset_is_processed_whatever_its_msg_seq_num_and_the_session_goes_on,

@@ -54,7 +54,8 @@
 //!   ResendRequest follows (case 1S.a). ResetSeqNumFlag=Y resets both directions to 1 first, also
 //!   during a session. A Logon without it while logged on → Logout and disconnect.
 //! - Other messages: SendingTime missing or more than `max_clock_skew_ns` from `now` → Reject
-//!   (reason 10, ref tag 52) and Logout, disconnect (case 2o) (an unparseable SendingTime: reason 6);
+//!   (reason 10, ref tag 52) and Logout, disconnect (case 2o; a SendingTime that is not a valid
+//!   UTCTimestamp too);
 //!   SenderCompID or TargetCompID missing → Reject reason 1, empty → reason 4, and the session
 //!   goes on (the number is used up if it was the expected one); wrong → Reject (reason 9) and
 //!   Logout, disconnect (case 2k).
@@ -1436,7 +1437,7 @@ impl<S: MessageStore> Session<S> {
         };
         let Some(sent) = time::parse_utc_timestamp(text) else {
             return Err((
-                reject_reason::INCORRECT_DATA_FORMAT,
+                reject_reason::SENDING_TIME_ACCURACY,
                 "SendingTime (52) is not a UTCTimestamp",
             ));
         };
