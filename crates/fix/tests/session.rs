@@ -263,16 +263,16 @@ fn t1s_a_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested() {
     assert!(h.s.resend_pending());
 }
 
+/// 1S.c, a Logon that is not authenticated: disconnect without a message.
 #[test]
-fn t1s_c_refused_logon_gets_a_logout_with_the_reason() {
+fn t1s_c_refused_logon_is_closed_without_a_message() {
     let mut h = Harness::new(version());
     h.auth_result = Err("bad password".into());
     assert_eq!(h.feed(&h.logon(1, &[])), Outcome::Disconnect);
-    let out = h.take();
-    assert_eq!(types(&out), ["5"]);
-    assert_eq!(out[0].get(tags::TEXT), Some("bad password"));
+    assert!(h.out.is_empty());
     assert!(!h.s.is_logged_on());
-    assert_eq!(h.s.disconnect_reason(), Some("bad password"));
+    assert_eq!(h.s.disconnect_reason(), Some("Logon refused: bad password"));
+    assert_eq!((h.s.next_sender_seq(), h.s.next_target_seq()), (1, 1));
 }
 
 /// 1S.d, an invalid Logon: a Logout with a Text, then the disconnect.
@@ -291,11 +291,9 @@ fn t1s_d_logon_without_or_with_a_bad_heart_bt_int_is_logged_out() {
     assert_eq!(types(&h.take()), ["5"]);
 }
 
-/// 1S.c, a Logon from an identity not configured: the session layer answers with a Logout
-/// (the test cases expect a disconnect without a message; the venue checks CompIDs before the
-/// session layer, see docs/fix.md).
+/// 1S.c, a Logon from an identity not configured: disconnect without a message.
 #[test]
-fn t1s_c_logon_with_wrong_comp_ids_is_logged_out() {
+fn t1s_c_logon_with_wrong_comp_ids_is_closed_without_a_message() {
     let mut h = Harness::new(version());
     let t = ts(NOW);
     let wrong = raw(
@@ -310,9 +308,12 @@ fn t1s_c_logon_with_wrong_comp_ids_is_logged_out() {
         ],
     );
     assert_eq!(h.feed(&wrong), Outcome::Disconnect);
-    let out = h.take();
-    assert_eq!(types(&out), ["5"]);
-    assert_eq!(out[0].get(tags::TEXT), Some("CompID problem"));
+    assert!(h.out.is_empty());
+    assert_eq!(
+        h.s.disconnect_reason(),
+        Some("Logon refused: CompID problem")
+    );
+    assert_eq!((h.s.next_sender_seq(), h.s.next_target_seq()), (1, 1));
 }
 
 #[test]
@@ -1451,7 +1452,8 @@ mod every_version {
     in_every_version!(
         t1s_a_valid_logon_is_answered_with_logon,
         t1s_a_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested,
-        t1s_c_refused_logon_gets_a_logout_with_the_reason,
+        t1s_c_logon_with_wrong_comp_ids_is_closed_without_a_message,
+        t1s_c_refused_logon_is_closed_without_a_message,
         t2s_first_message_not_logon_disconnects_without_reply,
         t2c_logon_with_seq_too_low_is_logged_out,
         logon_timeout_disconnects,
@@ -1503,7 +1505,6 @@ mod every_version {
         t11_sequence_reset,
         t12_t13a_our_logout_waits_for_theirs,
         t14_field_errors_are_rejected_and_consumed,
-        t1s_c_logon_with_wrong_comp_ids_is_logged_out,
         t1s_d_logon_without_or_with_a_bad_heart_bt_int_is_logged_out,
         t2q_t2r_unknown_msg_type_is_delivered_for_the_application_to_reject,
         t2f_orig_sending_time_after_sending_time_is_rejected_and_logged_out,

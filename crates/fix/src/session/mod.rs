@@ -47,9 +47,10 @@
 //!   absent), DefaultApplVerID (FIXT.1.1 only: required, 7, 8 or 9 = FIX 5.0, 5.0 SP1 or
 //!   5.0 SP2; any other value is named in the Logout's Text), no malformed
 //!   field, the `auth` callback, then the sequence number: too low without ResetSeqNumFlag →
-//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 2c). Any failure: Logout with a
-//!   Text and disconnect (no Reject before logon; case 1S.d, and 1S.c, where the test cases
-//!   expect a disconnect without a message). Accepted: we reply Logon (98=0, the same 108,
+//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 2c). Wrong CompIDs or a
+//!   refusal by `auth` (an identity not configured or not authenticated): disconnect without a
+//!   message (case 1S.c). Any other failure: Logout with a Text and disconnect (case 1S.d).
+//!   Accepted: we reply Logon (98=0, the same 108,
 //!   141=Y when asked to reset, 1137 as received for FIXT); if its MsgSeqNum was too high, a
 //!   ResendRequest follows (case 1S.a). ResetSeqNumFlag=Y resets both directions to 1 first, also
 //!   during a session. A Logon without it while logged on → Logout and disconnect.
@@ -686,7 +687,8 @@ impl<S: MessageStore> Session<S> {
 
     /// One whole message from the counterparty. Messages for the counterparty are appended to
     /// `out`. `auth` is called for a Logon that passed the session checks; an `Err(text)`
-    /// refuses it with a Logout carrying `text`.
+    /// refuses it: the connection is closed without a message (case 1S.c), and
+    /// [`Session::disconnect_reason`] is "Logon refused: `text`".
     pub fn on_message(
         &mut self,
         frame: &Frame<'_>,
@@ -1272,13 +1274,16 @@ impl<S: MessageStore> Session<S> {
         // ResetSeqNumFlag appeared in FIX 4.1: FIX 4.0 has no such field.
         let reset = self.config.version >= Version::Fix41
             && frame.get(tags::RESET_SEQ_NUM_FLAG) == Some(b"Y");
-        let refuse = |text: String| Err::<Logon<'_>, String>(text);
+        // A Logon refused: Logout with the Text (case 1S.d), or, for an identity not
+        // configured or not authenticated, closed without a message (case 1S.c).
+        let refuse = |text: String| Err::<Logon<'_>, (String, bool)>((text, true));
+        let unknown = |text: String| Err::<Logon<'_>, (String, bool)>((text, false));
         let checked = (|| {
             if matches!(self.state, State::LoggedOn | State::LogoutSent { .. }) && !reset {
                 return refuse("Logon received while logged on".into());
             }
             if self.check_comp_ids(h).is_err() {
-                return refuse("CompID problem".into());
+                return unknown("CompID problem".into());
             }
             if let Err((_, text)) = self.check_sending_time(h, now_ns) {
                 return refuse(text.into());
@@ -1328,9 +1333,14 @@ impl<S: MessageStore> Session<S> {
                 default_appl_ver_id,
             })
         })();
-        let logon = match checked.and_then(|logon| auth(&logon).map(|()| logon)) {
+        let checked = checked.and_then(|logon| match auth(&logon) {
+            Ok(()) => Ok(logon),
+            Err(text) => Err((text, false)),
+        });
+        let logon = match checked {
             Ok(logon) => logon,
-            Err(text) => return Ok(self.logout_and_disconnect(&text, now_ns, out)),
+            Err((text, true)) => return Ok(self.logout_and_disconnect(&text, now_ns, out)),
+            Err((text, false)) => return Ok(self.disconnect(&format!("Logon refused: {text}"))),
         };
         if reset {
             self.store.reset().map_err(SessionError::Store)?;
