@@ -1481,7 +1481,7 @@ mod every_version {
         t10a_a_gap_fill_above_the_gap_is_queued_and_applied_in_turn,
         t6_each_session_makes_its_own_test_req_ids,
         t2m_t2t_t3b_t3e_bad_body_length_field_order_or_checksum_are_garbled_and_ignored,
-        t17b_an_unsupported_encrypt_method_is_refused,
+        t17b_an_unsupported_encrypt_method_gets_reject_7_then_a_logout,
     );
 
     /// Those that check a Reject's SessionRejectReason (373) or RefTagID (371): FIX 4.2 on.
@@ -1998,7 +1998,7 @@ fn t2m_t2t_t3b_t3e_bad_body_length_field_order_or_checksum_are_garbled_and_ignor
 }
 
 #[test]
-fn t17b_an_unsupported_encrypt_method_is_refused() {
+fn t17b_an_unsupported_encrypt_method_gets_reject_7_then_a_logout() {
     let mut h = Harness::new(version());
     let logon = h.msg(
         "A",
@@ -2007,9 +2007,20 @@ fn t17b_an_unsupported_encrypt_method_is_refused() {
     );
     assert_eq!(h.feed(&logon), Outcome::Disconnect);
     let out = h.take();
-    assert_eq!(types(&out), ["5"]);
+    assert_eq!(types(&out), ["3", "5"]);
+    assert_eq!((out[0].seq(), out[1].seq()), (1, 2));
+    assert_eq!(out[0].num(tags::REF_SEQ_NUM), 1);
+    if version() >= Version::Fix42 {
+        assert_eq!(out[0].num(tags::SESSION_REJECT_REASON), 7);
+        assert_eq!(out[0].num(tags::REF_TAG_ID), 98);
+        assert_eq!(out[0].get(tags::REF_MSG_TYPE), Some("A"));
+    } else {
+        assert_eq!(out[0].get(tags::TEXT), Some("Decryption problem, field=98"));
+    }
     assert_eq!(
-        out[0].get(tags::TEXT),
+        out[1].get(tags::TEXT),
         Some("EncryptMethod (98) not supported: only 0 (none)")
     );
+    assert_eq!(h.s.next_target_seq(), 2, "the Logon's number is used");
+    assert_eq!(h.s.next_sender_seq(), 3);
 }

@@ -49,7 +49,9 @@
 //!   field, the `auth` callback, then the sequence number: too low without ResetSeqNumFlag →
 //!   Logout "MsgSeqNum too low, expecting X but received Y" (case 2c). Wrong CompIDs or a
 //!   refusal by `auth` (an identity not configured or not authenticated): disconnect without a
-//!   message (case 1S.c). Any other failure: Logout with a Text and disconnect (case 1S.d).
+//!   message (case 1S.c). An EncryptMethod other than 0 → Reject (reason 7, ref tag 98; sent
+//!   although not logged on), the Logon's number used, then Logout and disconnect (case 17b).
+//!   Any other failure: Logout with a Text and disconnect (case 1S.d).
 //!   Accepted: we reply Logon (98=0, the same 108,
 //!   141=Y when asked to reset, 1137 as received for FIXT); if its MsgSeqNum was too high, a
 //!   ResendRequest follows (case 1S.a). ResetSeqNumFlag=Y resets both directions to 1 first, also
@@ -119,8 +121,8 @@
 //! A TestRequest's TestReqID is the session's own: `TEST-<its MsgSeqNum>-<its SendingTime>`.
 //!
 //! # Not done here
-//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17: another EncryptMethod gets a
-//!   Logout, without the Reject 7 of case 17b), session schedules (start/end times, daily
+//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17: another EncryptMethod is
+//!   refused, case 17b), session schedules (start/end times, daily
 //!   reset). Third-party routing is only reversed on replies: OnBehalfOfCompID and
 //!   DeliverToCompID are not checked against a list (case 18b).
 //! - PossResend (97) duplicates (case 19) are for the application (by ClOrdID): the session
@@ -149,6 +151,7 @@ pub mod reject_reason {
     pub const TAG_WITHOUT_VALUE: u32 = 4;
     pub const VALUE_INCORRECT: u32 = 5;
     pub const INCORRECT_DATA_FORMAT: u32 = 6;
+    pub const DECRYPTION_PROBLEM: u32 = 7;
     pub const COMP_ID_PROBLEM: u32 = 9;
     pub const SENDING_TIME_ACCURACY: u32 = 10;
     pub const INVALID_MSG_TYPE: u32 = 11;
@@ -169,6 +172,7 @@ pub mod reject_reason {
             TAG_WITHOUT_VALUE => "Tag specified without a value",
             VALUE_INCORRECT => "Value is incorrect (out of range) for this tag",
             INCORRECT_DATA_FORMAT => "Incorrect data format for value",
+            DECRYPTION_PROBLEM => "Decryption problem",
             COMP_ID_PROBLEM => "CompID problem",
             SENDING_TIME_ACCURACY => "SendingTime accuracy problem",
             INVALID_MSG_TYPE => "Invalid MsgType",
@@ -1276,8 +1280,8 @@ impl<S: MessageStore> Session<S> {
             && frame.get(tags::RESET_SEQ_NUM_FLAG) == Some(b"Y");
         // A Logon refused: Logout with the Text (case 1S.d), or, for an identity not
         // configured or not authenticated, closed without a message (case 1S.c).
-        let refuse = |text: String| Err::<Logon<'_>, (String, bool)>((text, true));
-        let unknown = |text: String| Err::<Logon<'_>, (String, bool)>((text, false));
+        let refuse = |text: String| Err::<Logon<'_>, LogonRefusal>(LogonRefusal::Logout(text));
+        let unknown = |text: String| Err::<Logon<'_>, LogonRefusal>(LogonRefusal::Silent(text));
         let checked = (|| {
             if matches!(self.state, State::LoggedOn | State::LogoutSent { .. }) && !reset {
                 return refuse("Logon received while logged on".into());
@@ -1301,7 +1305,7 @@ impl<S: MessageStore> Session<S> {
             if let Some(method) = frame.get(tags::ENCRYPT_METHOD)
                 && method != b"0"
             {
-                return refuse("EncryptMethod (98) not supported: only 0 (none)".into());
+                return Err(LogonRefusal::Encrypt);
             }
             let default_appl_ver_id = frame.get(tags::DEFAULT_APPL_VER_ID);
             if self.config.version == Version::Fixt11 {
@@ -1335,12 +1339,33 @@ impl<S: MessageStore> Session<S> {
         })();
         let checked = checked.and_then(|logon| match auth(&logon) {
             Ok(()) => Ok(logon),
-            Err(text) => Err((text, false)),
+            Err(text) => Err(LogonRefusal::Silent(text)),
         });
         let logon = match checked {
             Ok(logon) => logon,
-            Err((text, true)) => return Ok(self.logout_and_disconnect(&text, now_ns, out)),
-            Err((text, false)) => return Ok(self.disconnect(&format!("Logon refused: {text}"))),
+            Err(LogonRefusal::Logout(text)) => {
+                return Ok(self.logout_and_disconnect(&text, now_ns, out));
+            }
+            Err(LogonRefusal::Silent(text)) => {
+                return Ok(self.disconnect(&format!("Logon refused: {text}")));
+            }
+            Err(LogonRefusal::Encrypt) => {
+                // Case 17b: Reject 7 (written although not logged on), the Logon's number
+                // used, then the Logout.
+                let r = Reject {
+                    ref_seq_num: seq,
+                    ref_tag: Some(tags::ENCRYPT_METHOD),
+                    ref_msg_type: Some(b"A"),
+                    reason: reject_reason::DECRYPTION_PROBLEM,
+                    text: reject_reason::text(reject_reason::DECRYPTION_PROBLEM),
+                };
+                self.write_reject(&r, now_ns, out)?;
+                if seq == self.store.next_target_seq() {
+                    self.advance_target(seq + 1)?;
+                }
+                let text = "EncryptMethod (98) not supported: only 0 (none)";
+                return Ok(self.logout_and_disconnect(text, now_ns, out));
+            }
         };
         if reset {
             self.store.reset().map_err(SessionError::Store)?;
@@ -1705,7 +1730,8 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// A message kept for resends: written to `out` when logged on (or, for session-level
-    /// ones, while our Logout waits for its answer), only stored otherwise.
+    /// ones, while a Logon is checked or our Logout waits for its answer), only stored
+    /// otherwise.
     fn send_stored(
         &mut self,
         msg_type: &[u8],
@@ -1718,7 +1744,7 @@ impl<S: MessageStore> Session<S> {
         let seq = self.store.next_sender_seq();
         let logged_on = match self.state {
             State::LoggedOn => true,
-            State::LogoutSent { .. } => session_level,
+            State::AwaitingLogon { .. } | State::LogoutSent { .. } => session_level,
             _ => false,
         };
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -1794,6 +1820,16 @@ fn reject_text(r: &Reject<'_>) -> String {
         Some(tag) => format!("{what}, field={tag}"),
         None => what.to_string(),
     }
+}
+
+/// Why a Logon is refused.
+enum LogonRefusal {
+    /// Logout with this Text, then disconnect (case 1S.d).
+    Logout(String),
+    /// Disconnect without a message (case 1S.c); the disconnect reason.
+    Silent(String),
+    /// An EncryptMethod other than 0: Reject 7, Logout, disconnect (case 17b).
+    Encrypt,
 }
 
 enum PossDupProblem {
