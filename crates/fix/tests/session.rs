@@ -1070,6 +1070,31 @@ fn t14_field_errors_are_rejected_and_consumed() {
     assert_eq!(out[0].num(tags::REF_TAG_ID), 112);
 }
 
+/// 14k: a non-data field whose value holds an SOH: Reject 17 with the field as RefTagID, the
+/// number used, and the session goes on.
+#[test]
+fn t14k_a_non_data_value_holding_soh_is_rejected_with_reason_17() {
+    let mut h = Harness::logged_on();
+    let mut seq = 2;
+    for (tail, tag) in [
+        ("58=ab|cd|", 58),
+        ("55=X|58=ab|cd|ef|", 58),
+        ("11=A1|more text|54=1|", 11),
+    ] {
+        let m = with_raw_tail(&h, "D", seq, tail);
+        assert_eq!(h.feed(&m), Outcome::Handled, "{tail}");
+        let out = h.take();
+        assert_eq!(types(&out), ["3"], "{tail}");
+        assert_eq!(out[0].num(tags::SESSION_REJECT_REASON), 17, "{tail}");
+        assert_eq!(out[0].num(tags::REF_TAG_ID), tag, "{tail}");
+        assert_eq!(out[0].num(tags::REF_SEQ_NUM), seq);
+        seq += 1;
+        assert_eq!(h.s.next_target_seq(), seq, "the number is used");
+    }
+    // The session goes on.
+    assert_eq!(h.feed(&h.msg("D", seq, &[])), Outcome::Deliver);
+}
+
 // ---- 16: queueing while disconnected ----------------------------------------------------
 
 #[test]
@@ -1505,6 +1530,7 @@ mod every_version {
         t11_sequence_reset,
         t12_t13a_our_logout_waits_for_theirs,
         t14_field_errors_are_rejected_and_consumed,
+        t14k_a_non_data_value_holding_soh_is_rejected_with_reason_17,
         t1s_d_logon_without_or_with_a_bad_heart_bt_int_is_logged_out,
         t2q_t2r_unknown_msg_type_is_delivered_for_the_application_to_reject,
         t2f_orig_sending_time_after_sending_time_is_rejected_and_logged_out,

@@ -75,7 +75,9 @@
 //!   (reason 1, ref tag 122) (case 2g); later than SendingTime → Reject (reason 10) and Logout,
 //!   disconnect (case 2f).
 //! - In sequence, a malformed field is rejected and the number consumed: invalid tag (reason 0),
-//!   tag without a value (4), a header tag twice (13), PossDupFlag not Y/N (6) (case 14).
+//!   tag without a value (4), a header tag twice (13), PossDupFlag not Y/N (6), a value that
+//!   holds an SOH (17, RefTagID the field: a chunk without `=` right after a field, as in
+//!   `58=ab<SOH>cd<SOH>`) (case 14).
 //!   Heartbeat, TestRequest, ResendRequest and SequenceReset-GapFill are then checked against
 //!   the version's dictionary ([`crate::dict::validate_with`]): any fault is a Reject with its
 //!   reason (0, 1, 2, 4, 5, 6, 13, 14, 15, 16) and RefTagID, the number consumed (case 14).
@@ -159,6 +161,7 @@ pub mod reject_reason {
     pub const TAG_OUT_OF_ORDER: u32 = 14;
     pub const REPEATING_GROUP_FIELDS_OUT_OF_ORDER: u32 = 15;
     pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
+    pub const NON_DATA_VALUE_INCLUDES_FIELD_DELIMITER: u32 = 17;
     pub const OTHER: u32 = 99;
 
     /// The standard wording of a reason (QuickFIX/J's), which a Reject's Text starts with;
@@ -180,6 +183,9 @@ pub mod reject_reason {
             TAG_OUT_OF_ORDER => "Tag specified out of required order",
             REPEATING_GROUP_FIELDS_OUT_OF_ORDER => "Repeating group fields out of order",
             INCORRECT_NUM_IN_GROUP => "Incorrect NumInGroup count for repeating group",
+            NON_DATA_VALUE_INCLUDES_FIELD_DELIMITER => {
+                "Non Data Value includes Field Delimiter (SOH character)"
+            }
             _ => "Other",
         }
     }
@@ -442,13 +448,21 @@ fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
     };
     let mut seen = [false; HEADER_TAGS.len()];
     let mut seq_seen = false;
+    // The tag of the last well-formed field: a chunk without `=` after it is the rest of its
+    // value, cut by an SOH (case 14k).
+    let mut last_tag = None;
     for chunk in frame.body_after_msg_type().split(|&b| b == SOH) {
         if chunk.is_empty() {
             continue; // the split after the last SOH
         }
         let Some(eq) = chunk.iter().position(|&b| b == b'=') else {
-            h.problem
-                .get_or_insert((reject_reason::INVALID_TAG_NUMBER, None));
+            h.problem.get_or_insert(match last_tag {
+                Some(tag) => (
+                    reject_reason::NON_DATA_VALUE_INCLUDES_FIELD_DELIMITER,
+                    Some(tag),
+                ),
+                None => (reject_reason::INVALID_TAG_NUMBER, None),
+            });
             continue;
         };
         let tag = match parse_uint(&chunk[..eq]) {
@@ -456,9 +470,11 @@ fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
             _ => {
                 h.problem
                     .get_or_insert((reject_reason::INVALID_TAG_NUMBER, None));
+                last_tag = None;
                 continue;
             }
         };
+        last_tag = Some(tag);
         let value = &chunk[eq + 1..];
         if value.is_empty() {
             h.problem
