@@ -1005,14 +1005,60 @@ fn t12_t13a_our_logout_waits_for_theirs() {
     assert!(h.out.is_empty());
 }
 
+/// 13b: an unsolicited Logout is answered with a Logout; then the session waits up to 10 s
+/// for the counterparty to disconnect, ignoring whatever comes meanwhile, and disconnects.
 #[test]
-fn t13b_their_logout_is_answered_then_disconnect() {
+fn t13b_their_logout_is_answered_then_we_wait_for_them_to_disconnect() {
     let mut h = Harness::logged_on();
-    assert_eq!(h.feed(&h.msg("5", 2, &[])), Outcome::Disconnect);
+    assert_eq!(h.feed(&h.msg("5", 2, &[])), Outcome::Handled);
     let out = h.take();
     assert_eq!(types(&out), ["5"]);
     assert_eq!(out[0].seq(), 2);
     assert_eq!(h.s.next_target_seq(), 3);
+    assert!(!h.s.is_logged_on());
+    assert!(h.s.is_connected());
+    assert_eq!(h.s.next_deadline_ns(), Some(h.now + 10 * SEC));
+
+    // Meanwhile: nothing is processed, nothing answered, no number used.
+    h.now += 3 * SEC;
+    assert_eq!(h.feed(&h.msg("D", 3, &[])), Outcome::Handled);
+    assert_eq!(
+        h.feed(&h.msg("1", 4, &[(tags::TEST_REQ_ID, "T")])),
+        Outcome::Handled
+    );
+    assert_eq!(h.feed(&h.msg("5", 5, &[])), Outcome::Handled);
+    assert_eq!(h.timer(), Outcome::Handled);
+    assert!(h.out.is_empty());
+    assert_eq!(h.s.next_target_seq(), 3);
+    // What the application sends is stored for a later resend, not written.
+    let seq =
+        h.s.send_app(
+            b"8",
+            h.now,
+            |w| {
+                w.str(tags::CL_ORD_ID, b"x");
+            },
+            &mut h.out,
+        )
+        .unwrap();
+    assert_eq!(seq, 3);
+    assert!(h.out.is_empty());
+
+    // They do not disconnect: we do, 10 s after our Logout.
+    h.now += 7 * SEC - 1;
+    assert_eq!(h.timer(), Outcome::Handled);
+    h.now += 1;
+    assert_eq!(h.timer(), Outcome::Disconnect);
+    assert!(h.out.is_empty());
+    assert!(!h.s.is_connected());
+
+    // They disconnect first: the session is simply disconnected.
+    let mut h = Harness::logged_on();
+    assert_eq!(h.feed(&h.msg("5", 2, &[])), Outcome::Handled);
+    h.take();
+    h.s.on_disconnect(h.now).unwrap();
+    assert!(!h.s.is_connected());
+    assert_eq!(h.timer(), Outcome::Handled);
 }
 
 // ---- 14: field errors ---------------------------------------------------------------------
@@ -1493,7 +1539,7 @@ mod every_version {
         t5_heartbeat_is_accepted,
         t6_test_request_after_silence_then_disconnect,
         t7_reject_is_accepted_and_consumed,
-        t13b_their_logout_is_answered_then_disconnect,
+        t13b_their_logout_is_answered_then_we_wait_for_them_to_disconnect,
         t16_messages_sent_while_disconnected_come_by_resend_after_logon,
         reset_on_disconnect_starts_over,
         t20_their_resend_request_is_served_before_ours_is_sent,

@@ -200,6 +200,40 @@ fn t1s_c_logon_needs_the_users_password_else_the_connection_closes_without_a_mes
     server.shutdown().unwrap();
 }
 
+/// 13b: an unsolicited Logout is answered with a Logout, and the venue keeps the connection
+/// until the counterparty closes it (or 10 s pass), ignoring what comes meanwhile.
+#[test]
+fn t13b_an_unsolicited_logout_is_answered_and_the_venue_waits_for_the_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    client.logon(&server, 1);
+    client.send("5", &[]);
+    let logout = client.expect("5");
+    assert_eq!(logout.req(tags::MSG_SEQ_NUM), "2");
+    // Ignored: no Heartbeat, and its number is not used.
+    client.send("1", &[(tags::TEST_REQ_ID, "after-logout")]);
+    let start = Instant::now();
+    assert!(client.recv_within(Duration::from_secs(2)).is_none());
+    assert!(start.elapsed() >= Duration::from_secs(2), "closed at once");
+    drop(client);
+    // Let the venue see the close before the next connection asks for the session (1S.b).
+    std::thread::sleep(Duration::from_millis(500));
+
+    // The session was given back when the client closed: it logs on again where it stopped.
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    client.seq = 3;
+    let logon = client.logon(&server, 1);
+    assert_eq!(logon.req(tags::MSG_SEQ_NUM), "3");
+    client.send("1", &[(tags::TEST_REQ_ID, "again")]);
+    let heartbeat = client
+        .recv_within(Duration::from_secs(5))
+        .expect("a Heartbeat");
+    assert_eq!(heartbeat.msg_type, "0", "{heartbeat:?}");
+    assert_eq!(heartbeat.req(tags::TEST_REQ_ID), "again");
+    server.shutdown().unwrap();
+}
+
 #[test]
 fn market_data_snapshot_then_increments_and_the_symbol_list() {
     let dir = tempfile::tempdir().unwrap();

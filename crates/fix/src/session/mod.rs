@@ -91,12 +91,20 @@
 //!   expected, NewSeqNo not above MsgSeqNum → Reject (reason 5, ref tag 36). SequenceReset-Reset
 //!   (case 11): MsgSeqNum ignored, even missing; NewSeqNo above the expected number moves it,
 //!   equal changes nothing, below → Reject (reason 5, ref tag 36); the session goes on.
-//!   Logout (case 13b): answered with a Logout (unless it answers ours, case 13a), then disconnect.
+//!   Logout (case 13b): answered with a Logout (unless it answers ours, case 13a: then
+//!   [`Outcome::Disconnect`]); then the session waits for the counterparty to disconnect, up to
+//!   `logout_timeout_ns` (10 s), after which [`Session::on_timer`] answers
+//!   [`Outcome::Disconnect`]. Whatever arrives meanwhile is ignored (logged, not processed, no
+//!   number consumed); application messages sent meanwhile are stored, not written, as when
+//!   not logged on.
 //! - Garbled input (cases 2d, 2m, 2t, 3b, 3c, 3e) is ignored: [`Session::on_garbled`] only
 //!   counts and logs it.
 //!
 //! Errors after logon disconnect right after the Logout instead of waiting for the
 //! counterparty's Logout: the caller writes `out` before closing, so it is still delivered.
+//! After an unsolicited Logout (case 13b) it is the other way round: our answer goes out and
+//! the caller keeps the connection open until the counterparty closes it or `on_timer` says
+//! [`Outcome::Disconnect`].
 //!
 //! # Versions
 //! FIX 4.0 to 4.4 and FIXT.1.1, one per session ([`SessionConfig::version`]). What differs:
@@ -217,7 +225,8 @@ pub struct SessionConfig {
     pub reset_on_disconnect: bool,
     /// How long a connection may stay without a Logon before it is closed (default 10 s).
     pub logon_timeout_ns: i64,
-    /// How long we wait for the reply to our Logout before closing (default 10 s).
+    /// How long we wait for the reply to our Logout before closing, and for the counterparty to
+    /// disconnect after we answered its Logout (default 10 s).
     pub logout_timeout_ns: i64,
     /// The largest HeartBtInt (108) a Logon may ask for, in seconds (default 3600). 0 means no
     /// heartbeats and is accepted.
@@ -347,9 +356,17 @@ pub struct BusinessReject<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Disconnected,
-    AwaitingLogon { since_ns: i64 },
+    AwaitingLogon {
+        since_ns: i64,
+    },
     LoggedOn,
-    LogoutSent { at_ns: i64 },
+    LogoutSent {
+        at_ns: i64,
+    },
+    /// Their Logout was answered with ours: waiting for them to disconnect (case 13b).
+    LogoutReceived {
+        at_ns: i64,
+    },
 }
 
 /// One FIX session (one counterparty), acceptor side. See the [module docs](self).
@@ -834,7 +851,7 @@ impl<S: MessageStore> Session<S> {
             State::AwaitingLogon { since_ns } => {
                 Some(since_ns.saturating_add(self.config.logon_timeout_ns))
             }
-            State::LogoutSent { at_ns } => {
+            State::LogoutSent { at_ns } | State::LogoutReceived { at_ns } => {
                 Some(at_ns.saturating_add(self.config.logout_timeout_ns))
             }
             State::LoggedOn if self.heart_bt_int_ns == 0 => None,
@@ -949,12 +966,19 @@ impl<S: MessageStore> Session<S> {
         now_ns: i64,
         out: &mut Vec<u8>,
     ) -> Result<Outcome, SessionError> {
-        if self.state != State::LoggedOn {
-            if self.state != State::Disconnected {
+        match self.state {
+            State::LoggedOn => {}
+            State::Disconnected => return Ok(Outcome::Disconnect),
+            State::LogoutReceived { .. } => {
+                // The Logouts were exchanged already.
+                self.state = State::Disconnected;
+                return Ok(Outcome::Disconnect);
+            }
+            State::AwaitingLogon { .. } | State::LogoutSent { .. } => {
                 self.state = State::Disconnected;
                 self.disconnect_reason = Some(format!("logout before logon: {text}"));
+                return Ok(Outcome::Disconnect);
             }
-            return Ok(Outcome::Disconnect);
         }
         self.write_logout(text, now_ns, out);
         self.state = State::LogoutSent { at_ns: now_ns };
@@ -1012,6 +1036,14 @@ impl<S: MessageStore> Session<S> {
                 }
                 Ok(Outcome::Handled)
             }
+            State::LogoutReceived { at_ns } => {
+                if now_ns.saturating_sub(at_ns) >= self.config.logout_timeout_ns {
+                    return Ok(self.disconnect(
+                        "the counterparty logged out and did not disconnect within the logout timeout",
+                    ));
+                }
+                Ok(Outcome::Handled)
+            }
             State::LoggedOn if self.heart_bt_int_ns == 0 => Ok(Outcome::Handled),
             State::LoggedOn => {
                 let limit = self.silence_limit_ns();
@@ -1061,6 +1093,8 @@ impl<S: MessageStore> Session<S> {
         self.reply_routing.clear();
         match self.state {
             State::Disconnected => return Ok(Outcome::Disconnect),
+            // Logouts exchanged: whatever comes before they disconnect is ignored (case 13b).
+            State::LogoutReceived { .. } => return Ok(Outcome::Handled),
             State::AwaitingLogon { .. } if frame.msg_type != b"A" => {
                 return Ok(self.disconnect("the first message was not a Logon"));
             }
@@ -1431,8 +1465,13 @@ impl<S: MessageStore> Session<S> {
         if let State::LogoutSent { .. } = self.state {
             return Ok(self.disconnect("Logout confirmed"));
         }
+        // Case 13b: answer, then wait for them to disconnect (or `logout_timeout_ns`).
         self.write_logout("", now_ns, out);
-        Ok(self.disconnect("the counterparty logged out"))
+        self.state = State::LogoutReceived { at_ns: now_ns };
+        self.disconnect_reason = Some("the counterparty logged out".into());
+        self.resending = None;
+        self.clear_queue();
+        Ok(Outcome::Handled)
     }
 
     /// SequenceReset; `gap_fill` ones arrive here in sequence, Reset ones whatever their number.
