@@ -234,6 +234,64 @@ fn t13b_an_unsolicited_logout_is_answered_and_the_venue_waits_for_the_close() {
     server.shutdown().unwrap();
 }
 
+/// 14m: a conditionally required field missing (a limit order without Price):
+/// BusinessMessageReject with BusinessRejectReason 5 naming the field; no order, and the
+/// session goes on.
+#[test]
+fn t14m_a_limit_order_without_price_gets_business_message_reject_5() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    for begin in ["FIX.4.2", "FIX.4.4", "FIXT.1.1"] {
+        let mut client = FixClient::connect(fix_addr(&server), "TRADER1", begin);
+        client.logon(&server, 1);
+        let now = transact_time();
+        client.send(
+            "D",
+            &[
+                (tags::CL_ORD_ID, "NP1"),
+                (tags::HANDL_INST, "1"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::TRANSACT_TIME, &now),
+                (tags::ORDER_QTY, "0.001"),
+                (tags::ORD_TYPE, "2"),
+                (tags::TIME_IN_FORCE, "1"),
+            ],
+        );
+        let reject = client.expect("j");
+        assert_eq!(reject.req(tags::BUSINESS_REJECT_REASON), "5", "{begin}");
+        assert_eq!(reject.req(tags::REF_MSG_TYPE), "D");
+        assert_eq!(reject.req(tags::REF_SEQ_NUM), "2");
+        assert_eq!(reject.req(tags::BUSINESS_REJECT_REF_ID), "NP1");
+        assert_eq!(
+            reject.req(tags::TEXT),
+            "Conditionally required field missing, field=44"
+        );
+        // The session goes on: the same ClOrdID with a Price is a new order.
+        client.new_order("NP1", "1", "0.001", "50.00");
+        let new = client.expect("8");
+        assert_eq!(new.req(tags::EXEC_TYPE), "0", "{begin}: {new:?}");
+        client.send(
+            "F",
+            &[
+                (tags::ORIG_CL_ORD_ID, "NP1"),
+                (tags::CL_ORD_ID, "NP1-C"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::TRANSACT_TIME, &now),
+                (tags::ORDER_QTY, "0.001"),
+            ],
+        );
+        let cancelled = client.expect("8");
+        assert_eq!(
+            cancelled.req(tags::EXEC_TYPE),
+            "4",
+            "{begin}: {cancelled:?}"
+        );
+    }
+    server.shutdown().unwrap();
+}
+
 #[test]
 fn market_data_snapshot_then_increments_and_the_symbol_list() {
     let dir = tempfile::tempdir().unwrap();

@@ -470,10 +470,31 @@ impl Core {
         // Each message either fails to decode (a session Reject), or gives a command for the
         // engine, a report to send at once, or nothing more to do here.
         let decided: Result<Result<Option<ToEngine>, Report>, app::Invalid> = match frame.msg_type {
-            b"D" => app::NewOrderSingle::decode_validated_with(version, frame, options).map(|m| {
-                let desk = &mut self.slots[slot].desk;
-                desk.new_order(&m, &self.instruments, now).map(Some)
-            }),
+            b"D" => match app::NewOrderSingle::decode_validated_with(version, frame, options) {
+                // A limit order without Price: a conditionally required field is missing
+                // (case 14m), BusinessMessageReject 5 naming it.
+                Ok(m) if m.ord_type == b'2' && m.price.is_none() => {
+                    let r = BusinessReject {
+                        ref_seq_num: ref_seq,
+                        ref_msg_type: b"D",
+                        ref_id: Some(m.cl_ord_id),
+                        reason: business_reject_reason::CONDITIONALLY_REQUIRED_FIELD_MISSING,
+                        text: "Conditionally required field missing, field=44",
+                    };
+                    if let Err(e) =
+                        self.slots[slot]
+                            .session
+                            .business_reject(&r, now, &mut conn.output)
+                    {
+                        tracing::error!("FIX store: {e}");
+                    }
+                    return;
+                }
+                decoded => decoded.map(|m| {
+                    let desk = &mut self.slots[slot].desk;
+                    desk.new_order(&m, &self.instruments, now).map(Some)
+                }),
+            },
             b"F" => app::OrderCancelRequest::decode(frame)
                 .map(|m| self.slots[slot].desk.cancel(&m).map(Some)),
             b"G" => app::OrderCancelReplaceRequest::decode(frame).map(|m| {
