@@ -216,9 +216,12 @@ impl FixClient {
         assert_eq!(hb.get(tags::TEST_REQ_ID), Some(id));
     }
 
+    /// Logs out and closes, as the initiator of case 13b does once the Logout is answered; the
+    /// acceptor then closes its side.
     fn logout(&mut self) {
         self.send("5", &[]);
         assert_eq!(self.recv().msg_type, "5");
+        self.stream.shutdown(std::net::Shutdown::Write).unwrap();
         assert!(self.closed_within(Duration::from_secs(5)));
     }
 }
@@ -666,4 +669,33 @@ fn the_command_prints_its_address_and_stops_on_sigterm() {
         thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status}");
+}
+
+/// 13b: an unsolicited Logout is answered with a Logout; the acceptor then waits up to 10 s
+/// for the counterparty to disconnect, ignoring what comes meanwhile, and closes after that.
+#[test]
+fn t13b_an_unsolicited_logout_is_answered_and_the_acceptor_waits_10_s_for_the_close() {
+    let acceptor = Acceptor::start();
+    let mut c = FixClient::connect(acceptor.addr, "FIX.4.4");
+    c.logon();
+    let start = Instant::now();
+    c.send("5", &[]);
+    assert_eq!(c.recv().msg_type, "5");
+    // Ignored: no Heartbeat, no echo.
+    c.send("1", &[(tags::TEST_REQ_ID, "after-logout")]);
+    c.send("D", &order("L1"));
+    assert!(
+        c.recv_within(Duration::from_secs(8)).is_none(),
+        "nothing answered, and still open"
+    );
+    assert!(
+        start.elapsed() >= Duration::from_secs(8),
+        "closed too early"
+    );
+    assert!(c.closed_within(Duration::from_secs(5)));
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_secs(10) && waited < Duration::from_secs(12),
+        "closed after {waited:?}"
+    );
 }

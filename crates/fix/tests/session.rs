@@ -263,16 +263,16 @@ fn t1s_a_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested() {
     assert!(h.s.resend_pending());
 }
 
+/// 1S.c, a Logon that is not authenticated: disconnect without a message.
 #[test]
-fn t1s_c_refused_logon_gets_a_logout_with_the_reason() {
+fn t1s_c_refused_logon_is_closed_without_a_message() {
     let mut h = Harness::new(version());
     h.auth_result = Err("bad password".into());
     assert_eq!(h.feed(&h.logon(1, &[])), Outcome::Disconnect);
-    let out = h.take();
-    assert_eq!(types(&out), ["5"]);
-    assert_eq!(out[0].get(tags::TEXT), Some("bad password"));
+    assert!(h.out.is_empty());
     assert!(!h.s.is_logged_on());
-    assert_eq!(h.s.disconnect_reason(), Some("bad password"));
+    assert_eq!(h.s.disconnect_reason(), Some("Logon refused: bad password"));
+    assert_eq!((h.s.next_sender_seq(), h.s.next_target_seq()), (1, 1));
 }
 
 /// 1S.d, an invalid Logon: a Logout with a Text, then the disconnect.
@@ -291,11 +291,9 @@ fn t1s_d_logon_without_or_with_a_bad_heart_bt_int_is_logged_out() {
     assert_eq!(types(&h.take()), ["5"]);
 }
 
-/// 1S.c, a Logon from an identity not configured: the session layer answers with a Logout
-/// (the test cases expect a disconnect without a message; the venue checks CompIDs before the
-/// session layer, see docs/fix.md).
+/// 1S.c, a Logon from an identity not configured: disconnect without a message.
 #[test]
-fn t1s_c_logon_with_wrong_comp_ids_is_logged_out() {
+fn t1s_c_logon_with_wrong_comp_ids_is_closed_without_a_message() {
     let mut h = Harness::new(version());
     let t = ts(NOW);
     let wrong = raw(
@@ -310,9 +308,12 @@ fn t1s_c_logon_with_wrong_comp_ids_is_logged_out() {
         ],
     );
     assert_eq!(h.feed(&wrong), Outcome::Disconnect);
-    let out = h.take();
-    assert_eq!(types(&out), ["5"]);
-    assert_eq!(out[0].get(tags::TEXT), Some("CompID problem"));
+    assert!(h.out.is_empty());
+    assert_eq!(
+        h.s.disconnect_reason(),
+        Some("Logon refused: CompID problem")
+    );
+    assert_eq!((h.s.next_sender_seq(), h.s.next_target_seq()), (1, 1));
 }
 
 #[test]
@@ -633,6 +634,33 @@ fn t2o_sending_time_off_or_missing_is_rejected_and_logged_out() {
     let out = h.take();
     assert_eq!(types(&out), ["3", "5"]);
     assert_eq!(out[0].num(tags::SESSION_REJECT_REASON), 10);
+}
+
+#[test]
+fn t2o_a_sending_time_that_is_not_a_utc_timestamp_is_rejected_and_logged_out() {
+    for bad in [
+        "20261127-02:30:00.000+01:00",
+        "yesterday",
+        "20261127-25:00:00",
+    ] {
+        let mut h = Harness::logged_on();
+        let m = raw(
+            version().name(),
+            "D",
+            &[
+                (tags::SENDER_COMP_ID, "TRADER1"),
+                (tags::TARGET_COMP_ID, "RIALTO"),
+                (tags::MSG_SEQ_NUM, "2"),
+                (tags::SENDING_TIME, bad),
+            ],
+        );
+        assert_eq!(h.feed(&m), Outcome::Disconnect, "{bad}");
+        let out = h.take();
+        assert_eq!(types(&out), ["3", "5"]);
+        assert_eq!(out[0].num(tags::SESSION_REJECT_REASON), 10, "{bad}");
+        assert_eq!(out[0].num(tags::REF_TAG_ID), 52);
+        assert_eq!(out[0].num(tags::REF_SEQ_NUM), 2);
+    }
 }
 
 #[test]
@@ -977,14 +1005,60 @@ fn t12_t13a_our_logout_waits_for_theirs() {
     assert!(h.out.is_empty());
 }
 
+/// 13b: an unsolicited Logout is answered with a Logout; then the session waits up to 10 s
+/// for the counterparty to disconnect, ignoring whatever comes meanwhile, and disconnects.
 #[test]
-fn t13b_their_logout_is_answered_then_disconnect() {
+fn t13b_their_logout_is_answered_then_we_wait_for_them_to_disconnect() {
     let mut h = Harness::logged_on();
-    assert_eq!(h.feed(&h.msg("5", 2, &[])), Outcome::Disconnect);
+    assert_eq!(h.feed(&h.msg("5", 2, &[])), Outcome::Handled);
     let out = h.take();
     assert_eq!(types(&out), ["5"]);
     assert_eq!(out[0].seq(), 2);
     assert_eq!(h.s.next_target_seq(), 3);
+    assert!(!h.s.is_logged_on());
+    assert!(h.s.is_connected());
+    assert_eq!(h.s.next_deadline_ns(), Some(h.now + 10 * SEC));
+
+    // Meanwhile: nothing is processed, nothing answered, no number used.
+    h.now += 3 * SEC;
+    assert_eq!(h.feed(&h.msg("D", 3, &[])), Outcome::Handled);
+    assert_eq!(
+        h.feed(&h.msg("1", 4, &[(tags::TEST_REQ_ID, "T")])),
+        Outcome::Handled
+    );
+    assert_eq!(h.feed(&h.msg("5", 5, &[])), Outcome::Handled);
+    assert_eq!(h.timer(), Outcome::Handled);
+    assert!(h.out.is_empty());
+    assert_eq!(h.s.next_target_seq(), 3);
+    // What the application sends is stored for a later resend, not written.
+    let seq =
+        h.s.send_app(
+            b"8",
+            h.now,
+            |w| {
+                w.str(tags::CL_ORD_ID, b"x");
+            },
+            &mut h.out,
+        )
+        .unwrap();
+    assert_eq!(seq, 3);
+    assert!(h.out.is_empty());
+
+    // They do not disconnect: we do, 10 s after our Logout.
+    h.now += 7 * SEC - 1;
+    assert_eq!(h.timer(), Outcome::Handled);
+    h.now += 1;
+    assert_eq!(h.timer(), Outcome::Disconnect);
+    assert!(h.out.is_empty());
+    assert!(!h.s.is_connected());
+
+    // They disconnect first: the session is simply disconnected.
+    let mut h = Harness::logged_on();
+    assert_eq!(h.feed(&h.msg("5", 2, &[])), Outcome::Handled);
+    h.take();
+    h.s.on_disconnect(h.now).unwrap();
+    assert!(!h.s.is_connected());
+    assert_eq!(h.timer(), Outcome::Handled);
 }
 
 // ---- 14: field errors ---------------------------------------------------------------------
@@ -1040,6 +1114,31 @@ fn t14_field_errors_are_rejected_and_consumed() {
     let out = h.take();
     assert_eq!(out[0].num(tags::SESSION_REJECT_REASON), 1);
     assert_eq!(out[0].num(tags::REF_TAG_ID), 112);
+}
+
+/// 14k: a non-data field whose value holds an SOH: Reject 17 with the field as RefTagID, the
+/// number used, and the session goes on.
+#[test]
+fn t14k_a_non_data_value_holding_soh_is_rejected_with_reason_17() {
+    let mut h = Harness::logged_on();
+    let mut seq = 2;
+    for (tail, tag) in [
+        ("58=ab|cd|", 58),
+        ("55=X|58=ab|cd|ef|", 58),
+        ("11=A1|more text|54=1|", 11),
+    ] {
+        let m = with_raw_tail(&h, "D", seq, tail);
+        assert_eq!(h.feed(&m), Outcome::Handled, "{tail}");
+        let out = h.take();
+        assert_eq!(types(&out), ["3"], "{tail}");
+        assert_eq!(out[0].num(tags::SESSION_REJECT_REASON), 17, "{tail}");
+        assert_eq!(out[0].num(tags::REF_TAG_ID), tag, "{tail}");
+        assert_eq!(out[0].num(tags::REF_SEQ_NUM), seq);
+        seq += 1;
+        assert_eq!(h.s.next_target_seq(), seq, "the number is used");
+    }
+    // The session goes on.
+    assert_eq!(h.feed(&h.msg("D", seq, &[])), Outcome::Deliver);
 }
 
 // ---- 16: queueing while disconnected ----------------------------------------------------
@@ -1424,7 +1523,8 @@ mod every_version {
     in_every_version!(
         t1s_a_valid_logon_is_answered_with_logon,
         t1s_a_logon_with_seq_too_high_is_accepted_then_a_resend_is_requested,
-        t1s_c_refused_logon_gets_a_logout_with_the_reason,
+        t1s_c_logon_with_wrong_comp_ids_is_closed_without_a_message,
+        t1s_c_refused_logon_is_closed_without_a_message,
         t2s_first_message_not_logon_disconnects_without_reply,
         t2c_logon_with_seq_too_low_is_logged_out,
         logon_timeout_disconnects,
@@ -1439,7 +1539,7 @@ mod every_version {
         t5_heartbeat_is_accepted,
         t6_test_request_after_silence_then_disconnect,
         t7_reject_is_accepted_and_consumed,
-        t13b_their_logout_is_answered_then_disconnect,
+        t13b_their_logout_is_answered_then_we_wait_for_them_to_disconnect,
         t16_messages_sent_while_disconnected_come_by_resend_after_logon,
         reset_on_disconnect_starts_over,
         t20_their_resend_request_is_served_before_ours_is_sent,
@@ -1452,7 +1552,7 @@ mod every_version {
         t10a_a_gap_fill_above_the_gap_is_queued_and_applied_in_turn,
         t6_each_session_makes_its_own_test_req_ids,
         t2m_t2t_t3b_t3e_bad_body_length_field_order_or_checksum_are_garbled_and_ignored,
-        t17b_an_unsupported_encrypt_method_is_refused,
+        t17b_an_unsupported_encrypt_method_gets_reject_7_then_a_logout,
     );
 
     /// Those that check a Reject's SessionRejectReason (373) or RefTagID (371): FIX 4.2 on.
@@ -1476,13 +1576,14 @@ mod every_version {
         t11_sequence_reset,
         t12_t13a_our_logout_waits_for_theirs,
         t14_field_errors_are_rejected_and_consumed,
-        t1s_c_logon_with_wrong_comp_ids_is_logged_out,
+        t14k_a_non_data_value_holding_soh_is_rejected_with_reason_17,
         t1s_d_logon_without_or_with_a_bad_heart_bt_int_is_logged_out,
         t2q_t2r_unknown_msg_type_is_delivered_for_the_application_to_reject,
         t2f_orig_sending_time_after_sending_time_is_rejected_and_logged_out,
         t2g_poss_dup_without_orig_sending_time_is_rejected_and_consumed,
         t2k_wrong_comp_id_is_rejected_and_logged_out,
         t2o_sending_time_off_or_missing_is_rejected_and_logged_out,
+        t2o_a_sending_time_that_is_not_a_utc_timestamp_is_rejected_and_logged_out,
         t8_a_bad_resend_request_is_rejected,
         t8_resend_request_resends_app_messages_and_gap_fills_admin_ones,
         t11_a_reset_is_processed_whatever_its_msg_seq_num_and_the_session_goes_on,
@@ -1969,7 +2070,7 @@ fn t2m_t2t_t3b_t3e_bad_body_length_field_order_or_checksum_are_garbled_and_ignor
 }
 
 #[test]
-fn t17b_an_unsupported_encrypt_method_is_refused() {
+fn t17b_an_unsupported_encrypt_method_gets_reject_7_then_a_logout() {
     let mut h = Harness::new(version());
     let logon = h.msg(
         "A",
@@ -1978,9 +2079,20 @@ fn t17b_an_unsupported_encrypt_method_is_refused() {
     );
     assert_eq!(h.feed(&logon), Outcome::Disconnect);
     let out = h.take();
-    assert_eq!(types(&out), ["5"]);
+    assert_eq!(types(&out), ["3", "5"]);
+    assert_eq!((out[0].seq(), out[1].seq()), (1, 2));
+    assert_eq!(out[0].num(tags::REF_SEQ_NUM), 1);
+    if version() >= Version::Fix42 {
+        assert_eq!(out[0].num(tags::SESSION_REJECT_REASON), 7);
+        assert_eq!(out[0].num(tags::REF_TAG_ID), 98);
+        assert_eq!(out[0].get(tags::REF_MSG_TYPE), Some("A"));
+    } else {
+        assert_eq!(out[0].get(tags::TEXT), Some("Decryption problem, field=98"));
+    }
     assert_eq!(
-        out[0].get(tags::TEXT),
+        out[1].get(tags::TEXT),
         Some("EncryptMethod (98) not supported: only 0 (none)")
     );
+    assert_eq!(h.s.next_target_seq(), 2, "the Logon's number is used");
+    assert_eq!(h.s.next_sender_seq(), 3);
 }

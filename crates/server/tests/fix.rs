@@ -150,8 +150,10 @@ fn two_sessions_trade_amend_and_cancel() {
     server.shutdown().unwrap();
 }
 
+/// 1S.c: a Logon that is not authenticated (a wrong Password, Username or TargetCompID) or
+/// names no configured session is closed without a message.
 #[test]
-fn logon_needs_the_users_password() {
+fn t1s_c_logon_needs_the_users_password_else_the_connection_closes_without_a_message() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path());
     let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
@@ -164,9 +166,29 @@ fn logon_needs_the_users_password() {
             (tags::PASSWORD, "wrong"),
         ],
     );
-    let logout = client.expect("5");
-    assert_eq!(logout.req(tags::TEXT), "Logon refused", "{logout:?}");
-    assert!(client.recv_within(Duration::from_secs(5)).is_none());
+    client.expect_closed_without_a_message();
+
+    // A wrong Username (another user's).
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    client.logon_with(2, &server.credentials.user_secret(2));
+    client.expect_closed_without_a_message();
+
+    // A wrong TargetCompID.
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    let secret = server.credentials.user_secret(1);
+    let mut logon = Vec::new();
+    let mut w = rialto_fix::MessageWriter::begin(&mut logon, b"FIX.4.4", b"A");
+    w.str(tags::SENDER_COMP_ID, b"TRADER1")
+        .str(tags::TARGET_COMP_ID, b"SOMEONE")
+        .uint(tags::MSG_SEQ_NUM, 1)
+        .timestamp(tags::SENDING_TIME, common::fix::now_ns())
+        .str(tags::ENCRYPT_METHOD, b"0")
+        .str(tags::HEART_BT_INT, b"30")
+        .str(tags::USERNAME, b"1")
+        .str(tags::PASSWORD, secret.as_bytes());
+    w.finish();
+    std::io::Write::write_all(&mut client.stream, &logon).unwrap();
+    client.expect_closed_without_a_message();
 
     // An unknown CompID gets no session at all.
     let mut stranger = FixClient::connect(fix_addr(&server), "NOBODY", "FIX.4.4");
@@ -174,7 +196,99 @@ fn logon_needs_the_users_password() {
         "A",
         &[(tags::ENCRYPT_METHOD, "0"), (tags::HEART_BT_INT, "30")],
     );
-    assert!(stranger.recv_within(Duration::from_secs(5)).is_none());
+    stranger.expect_closed_without_a_message();
+    server.shutdown().unwrap();
+}
+
+/// 13b: an unsolicited Logout is answered with a Logout, and the venue keeps the connection
+/// until the counterparty closes it (or 10 s pass), ignoring what comes meanwhile.
+#[test]
+fn t13b_an_unsolicited_logout_is_answered_and_the_venue_waits_for_the_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    client.logon(&server, 1);
+    client.send("5", &[]);
+    let logout = client.expect("5");
+    assert_eq!(logout.req(tags::MSG_SEQ_NUM), "2");
+    // Ignored: no Heartbeat, and its number is not used.
+    client.send("1", &[(tags::TEST_REQ_ID, "after-logout")]);
+    let start = Instant::now();
+    assert!(client.recv_within(Duration::from_secs(2)).is_none());
+    assert!(start.elapsed() >= Duration::from_secs(2), "closed at once");
+    drop(client);
+    // Let the venue see the close before the next connection asks for the session (1S.b).
+    std::thread::sleep(Duration::from_millis(500));
+
+    // The session was given back when the client closed: it logs on again where it stopped.
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    client.seq = 3;
+    let logon = client.logon(&server, 1);
+    assert_eq!(logon.req(tags::MSG_SEQ_NUM), "3");
+    client.send("1", &[(tags::TEST_REQ_ID, "again")]);
+    let heartbeat = client
+        .recv_within(Duration::from_secs(5))
+        .expect("a Heartbeat");
+    assert_eq!(heartbeat.msg_type, "0", "{heartbeat:?}");
+    assert_eq!(heartbeat.req(tags::TEST_REQ_ID), "again");
+    server.shutdown().unwrap();
+}
+
+/// 14m: a conditionally required field missing (a limit order without Price):
+/// BusinessMessageReject with BusinessRejectReason 5 naming the field; no order, and the
+/// session goes on.
+#[test]
+fn t14m_a_limit_order_without_price_gets_business_message_reject_5() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    for begin in ["FIX.4.2", "FIX.4.4", "FIXT.1.1"] {
+        let mut client = FixClient::connect(fix_addr(&server), "TRADER1", begin);
+        client.logon(&server, 1);
+        let now = transact_time();
+        client.send(
+            "D",
+            &[
+                (tags::CL_ORD_ID, "NP1"),
+                (tags::HANDL_INST, "1"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::TRANSACT_TIME, &now),
+                (tags::ORDER_QTY, "0.001"),
+                (tags::ORD_TYPE, "2"),
+                (tags::TIME_IN_FORCE, "1"),
+            ],
+        );
+        let reject = client.expect("j");
+        assert_eq!(reject.req(tags::BUSINESS_REJECT_REASON), "5", "{begin}");
+        assert_eq!(reject.req(tags::REF_MSG_TYPE), "D");
+        assert_eq!(reject.req(tags::REF_SEQ_NUM), "2");
+        assert_eq!(reject.req(tags::BUSINESS_REJECT_REF_ID), "NP1");
+        assert_eq!(
+            reject.req(tags::TEXT),
+            "Conditionally required field missing, field=44"
+        );
+        // The session goes on: the same ClOrdID with a Price is a new order.
+        client.new_order("NP1", "1", "0.001", "50.00");
+        let new = client.expect("8");
+        assert_eq!(new.req(tags::EXEC_TYPE), "0", "{begin}: {new:?}");
+        client.send(
+            "F",
+            &[
+                (tags::ORIG_CL_ORD_ID, "NP1"),
+                (tags::CL_ORD_ID, "NP1-C"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::TRANSACT_TIME, &now),
+                (tags::ORDER_QTY, "0.001"),
+            ],
+        );
+        let cancelled = client.expect("8");
+        assert_eq!(
+            cancelled.req(tags::EXEC_TYPE),
+            "4",
+            "{begin}: {cancelled:?}"
+        );
+    }
     server.shutdown().unwrap();
 }
 

@@ -47,14 +47,18 @@
 //!   absent), DefaultApplVerID (FIXT.1.1 only: required, 7, 8 or 9 = FIX 5.0, 5.0 SP1 or
 //!   5.0 SP2; any other value is named in the Logout's Text), no malformed
 //!   field, the `auth` callback, then the sequence number: too low without ResetSeqNumFlag →
-//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 2c). Any failure: Logout with a
-//!   Text and disconnect (no Reject before logon; case 1S.d, and 1S.c, where the test cases
-//!   expect a disconnect without a message). Accepted: we reply Logon (98=0, the same 108,
+//!   Logout "MsgSeqNum too low, expecting X but received Y" (case 2c). Wrong CompIDs or a
+//!   refusal by `auth` (an identity not configured or not authenticated): disconnect without a
+//!   message (case 1S.c). An EncryptMethod other than 0 → Reject (reason 7, ref tag 98; sent
+//!   although not logged on), the Logon's number used, then Logout and disconnect (case 17b).
+//!   Any other failure: Logout with a Text and disconnect (case 1S.d).
+//!   Accepted: we reply Logon (98=0, the same 108,
 //!   141=Y when asked to reset, 1137 as received for FIXT); if its MsgSeqNum was too high, a
 //!   ResendRequest follows (case 1S.a). ResetSeqNumFlag=Y resets both directions to 1 first, also
 //!   during a session. A Logon without it while logged on → Logout and disconnect.
 //! - Other messages: SendingTime missing or more than `max_clock_skew_ns` from `now` → Reject
-//!   (reason 10, ref tag 52) and Logout, disconnect (case 2o) (an unparseable SendingTime: reason 6);
+//!   (reason 10, ref tag 52) and Logout, disconnect (case 2o; a SendingTime that is not a valid
+//!   UTCTimestamp too);
 //!   SenderCompID or TargetCompID missing → Reject reason 1, empty → reason 4, and the session
 //!   goes on (the number is used up if it was the expected one); wrong → Reject (reason 9) and
 //!   Logout, disconnect (case 2k).
@@ -71,7 +75,9 @@
 //!   (reason 1, ref tag 122) (case 2g); later than SendingTime → Reject (reason 10) and Logout,
 //!   disconnect (case 2f).
 //! - In sequence, a malformed field is rejected and the number consumed: invalid tag (reason 0),
-//!   tag without a value (4), a header tag twice (13), PossDupFlag not Y/N (6) (case 14).
+//!   tag without a value (4), a header tag twice (13), PossDupFlag not Y/N (6), a value that
+//!   holds an SOH (17, RefTagID the field: a chunk without `=` right after a field, as in
+//!   `58=ab<SOH>cd<SOH>`) (case 14).
 //!   Heartbeat, TestRequest, ResendRequest and SequenceReset-GapFill are then checked against
 //!   the version's dictionary ([`crate::dict::validate_with`]): any fault is a Reject with its
 //!   reason (0, 1, 2, 4, 5, 6, 13, 14, 15, 16) and RefTagID, the number consumed (case 14).
@@ -85,12 +91,20 @@
 //!   expected, NewSeqNo not above MsgSeqNum → Reject (reason 5, ref tag 36). SequenceReset-Reset
 //!   (case 11): MsgSeqNum ignored, even missing; NewSeqNo above the expected number moves it,
 //!   equal changes nothing, below → Reject (reason 5, ref tag 36); the session goes on.
-//!   Logout (case 13b): answered with a Logout (unless it answers ours, case 13a), then disconnect.
+//!   Logout (case 13b): answered with a Logout (unless it answers ours, case 13a: then
+//!   [`Outcome::Disconnect`]); then the session waits for the counterparty to disconnect, up to
+//!   `logout_timeout_ns` (10 s), after which [`Session::on_timer`] answers
+//!   [`Outcome::Disconnect`]. Whatever arrives meanwhile is ignored (logged, not processed, no
+//!   number consumed); application messages sent meanwhile are stored, not written, as when
+//!   not logged on.
 //! - Garbled input (cases 2d, 2m, 2t, 3b, 3c, 3e) is ignored: [`Session::on_garbled`] only
 //!   counts and logs it.
 //!
 //! Errors after logon disconnect right after the Logout instead of waiting for the
 //! counterparty's Logout: the caller writes `out` before closing, so it is still delivered.
+//! After an unsolicited Logout (case 13b) it is the other way round: our answer goes out and
+//! the caller keeps the connection open until the counterparty closes it or `on_timer` says
+//! [`Outcome::Disconnect`].
 //!
 //! # Versions
 //! FIX 4.0 to 4.4 and FIXT.1.1, one per session ([`SessionConfig::version`]). What differs:
@@ -117,8 +131,8 @@
 //! A TestRequest's TestReqID is the session's own: `TEST-<its MsgSeqNum>-<its SendingTime>`.
 //!
 //! # Not done here
-//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17: another EncryptMethod gets a
-//!   Logout, without the Reject 7 of case 17b), session schedules (start/end times, daily
+//! - NextExpectedMsgSeqNum (789) on Logon, encryption (case 17: another EncryptMethod is
+//!   refused, case 17b), session schedules (start/end times, daily
 //!   reset). Third-party routing is only reversed on replies: OnBehalfOfCompID and
 //!   DeliverToCompID are not checked against a list (case 18b).
 //! - PossResend (97) duplicates (case 19) are for the application (by ClOrdID): the session
@@ -147,6 +161,7 @@ pub mod reject_reason {
     pub const TAG_WITHOUT_VALUE: u32 = 4;
     pub const VALUE_INCORRECT: u32 = 5;
     pub const INCORRECT_DATA_FORMAT: u32 = 6;
+    pub const DECRYPTION_PROBLEM: u32 = 7;
     pub const COMP_ID_PROBLEM: u32 = 9;
     pub const SENDING_TIME_ACCURACY: u32 = 10;
     pub const INVALID_MSG_TYPE: u32 = 11;
@@ -154,6 +169,7 @@ pub mod reject_reason {
     pub const TAG_OUT_OF_ORDER: u32 = 14;
     pub const REPEATING_GROUP_FIELDS_OUT_OF_ORDER: u32 = 15;
     pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
+    pub const NON_DATA_VALUE_INCLUDES_FIELD_DELIMITER: u32 = 17;
     pub const OTHER: u32 = 99;
 
     /// The standard wording of a reason (QuickFIX/J's), which a Reject's Text starts with;
@@ -167,6 +183,7 @@ pub mod reject_reason {
             TAG_WITHOUT_VALUE => "Tag specified without a value",
             VALUE_INCORRECT => "Value is incorrect (out of range) for this tag",
             INCORRECT_DATA_FORMAT => "Incorrect data format for value",
+            DECRYPTION_PROBLEM => "Decryption problem",
             COMP_ID_PROBLEM => "CompID problem",
             SENDING_TIME_ACCURACY => "SendingTime accuracy problem",
             INVALID_MSG_TYPE => "Invalid MsgType",
@@ -174,6 +191,9 @@ pub mod reject_reason {
             TAG_OUT_OF_ORDER => "Tag specified out of required order",
             REPEATING_GROUP_FIELDS_OUT_OF_ORDER => "Repeating group fields out of order",
             INCORRECT_NUM_IN_GROUP => "Incorrect NumInGroup count for repeating group",
+            NON_DATA_VALUE_INCLUDES_FIELD_DELIMITER => {
+                "Non Data Value includes Field Delimiter (SOH character)"
+            }
             _ => "Other",
         }
     }
@@ -205,7 +225,8 @@ pub struct SessionConfig {
     pub reset_on_disconnect: bool,
     /// How long a connection may stay without a Logon before it is closed (default 10 s).
     pub logon_timeout_ns: i64,
-    /// How long we wait for the reply to our Logout before closing (default 10 s).
+    /// How long we wait for the reply to our Logout before closing, and for the counterparty to
+    /// disconnect after we answered its Logout (default 10 s).
     pub logout_timeout_ns: i64,
     /// The largest HeartBtInt (108) a Logon may ask for, in seconds (default 3600). 0 means no
     /// heartbeats and is accepted.
@@ -335,9 +356,17 @@ pub struct BusinessReject<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Disconnected,
-    AwaitingLogon { since_ns: i64 },
+    AwaitingLogon {
+        since_ns: i64,
+    },
     LoggedOn,
-    LogoutSent { at_ns: i64 },
+    LogoutSent {
+        at_ns: i64,
+    },
+    /// Their Logout was answered with ours: waiting for them to disconnect (case 13b).
+    LogoutReceived {
+        at_ns: i64,
+    },
 }
 
 /// One FIX session (one counterparty), acceptor side. See the [module docs](self).
@@ -436,13 +465,21 @@ fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
     };
     let mut seen = [false; HEADER_TAGS.len()];
     let mut seq_seen = false;
+    // The tag of the last well-formed field: a chunk without `=` after it is the rest of its
+    // value, cut by an SOH (case 14k).
+    let mut last_tag = None;
     for chunk in frame.body_after_msg_type().split(|&b| b == SOH) {
         if chunk.is_empty() {
             continue; // the split after the last SOH
         }
         let Some(eq) = chunk.iter().position(|&b| b == b'=') else {
-            h.problem
-                .get_or_insert((reject_reason::INVALID_TAG_NUMBER, None));
+            h.problem.get_or_insert(match last_tag {
+                Some(tag) => (
+                    reject_reason::NON_DATA_VALUE_INCLUDES_FIELD_DELIMITER,
+                    Some(tag),
+                ),
+                None => (reject_reason::INVALID_TAG_NUMBER, None),
+            });
             continue;
         };
         let tag = match parse_uint(&chunk[..eq]) {
@@ -450,9 +487,11 @@ fn scan_header<'a>(frame: &Frame<'a>) -> Header<'a> {
             _ => {
                 h.problem
                     .get_or_insert((reject_reason::INVALID_TAG_NUMBER, None));
+                last_tag = None;
                 continue;
             }
         };
+        last_tag = Some(tag);
         let value = &chunk[eq + 1..];
         if value.is_empty() {
             h.problem
@@ -685,7 +724,8 @@ impl<S: MessageStore> Session<S> {
 
     /// One whole message from the counterparty. Messages for the counterparty are appended to
     /// `out`. `auth` is called for a Logon that passed the session checks; an `Err(text)`
-    /// refuses it with a Logout carrying `text`.
+    /// refuses it: the connection is closed without a message (case 1S.c), and
+    /// [`Session::disconnect_reason`] is "Logon refused: `text`".
     pub fn on_message(
         &mut self,
         frame: &Frame<'_>,
@@ -811,7 +851,7 @@ impl<S: MessageStore> Session<S> {
             State::AwaitingLogon { since_ns } => {
                 Some(since_ns.saturating_add(self.config.logon_timeout_ns))
             }
-            State::LogoutSent { at_ns } => {
+            State::LogoutSent { at_ns } | State::LogoutReceived { at_ns } => {
                 Some(at_ns.saturating_add(self.config.logout_timeout_ns))
             }
             State::LoggedOn if self.heart_bt_int_ns == 0 => None,
@@ -926,12 +966,19 @@ impl<S: MessageStore> Session<S> {
         now_ns: i64,
         out: &mut Vec<u8>,
     ) -> Result<Outcome, SessionError> {
-        if self.state != State::LoggedOn {
-            if self.state != State::Disconnected {
+        match self.state {
+            State::LoggedOn => {}
+            State::Disconnected => return Ok(Outcome::Disconnect),
+            State::LogoutReceived { .. } => {
+                // The Logouts were exchanged already.
+                self.state = State::Disconnected;
+                return Ok(Outcome::Disconnect);
+            }
+            State::AwaitingLogon { .. } | State::LogoutSent { .. } => {
                 self.state = State::Disconnected;
                 self.disconnect_reason = Some(format!("logout before logon: {text}"));
+                return Ok(Outcome::Disconnect);
             }
-            return Ok(Outcome::Disconnect);
         }
         self.write_logout(text, now_ns, out);
         self.state = State::LogoutSent { at_ns: now_ns };
@@ -989,6 +1036,14 @@ impl<S: MessageStore> Session<S> {
                 }
                 Ok(Outcome::Handled)
             }
+            State::LogoutReceived { at_ns } => {
+                if now_ns.saturating_sub(at_ns) >= self.config.logout_timeout_ns {
+                    return Ok(self.disconnect(
+                        "the counterparty logged out and did not disconnect within the logout timeout",
+                    ));
+                }
+                Ok(Outcome::Handled)
+            }
             State::LoggedOn if self.heart_bt_int_ns == 0 => Ok(Outcome::Handled),
             State::LoggedOn => {
                 let limit = self.silence_limit_ns();
@@ -1038,6 +1093,8 @@ impl<S: MessageStore> Session<S> {
         self.reply_routing.clear();
         match self.state {
             State::Disconnected => return Ok(Outcome::Disconnect),
+            // Logouts exchanged: whatever comes before they disconnect is ignored (case 13b).
+            State::LogoutReceived { .. } => return Ok(Outcome::Handled),
             State::AwaitingLogon { .. } if frame.msg_type != b"A" => {
                 return Ok(self.disconnect("the first message was not a Logon"));
             }
@@ -1271,13 +1328,16 @@ impl<S: MessageStore> Session<S> {
         // ResetSeqNumFlag appeared in FIX 4.1: FIX 4.0 has no such field.
         let reset = self.config.version >= Version::Fix41
             && frame.get(tags::RESET_SEQ_NUM_FLAG) == Some(b"Y");
-        let refuse = |text: String| Err::<Logon<'_>, String>(text);
+        // A Logon refused: Logout with the Text (case 1S.d), or, for an identity not
+        // configured or not authenticated, closed without a message (case 1S.c).
+        let refuse = |text: String| Err::<Logon<'_>, LogonRefusal>(LogonRefusal::Logout(text));
+        let unknown = |text: String| Err::<Logon<'_>, LogonRefusal>(LogonRefusal::Silent(text));
         let checked = (|| {
             if matches!(self.state, State::LoggedOn | State::LogoutSent { .. }) && !reset {
                 return refuse("Logon received while logged on".into());
             }
             if self.check_comp_ids(h).is_err() {
-                return refuse("CompID problem".into());
+                return unknown("CompID problem".into());
             }
             if let Err((_, text)) = self.check_sending_time(h, now_ns) {
                 return refuse(text.into());
@@ -1295,7 +1355,7 @@ impl<S: MessageStore> Session<S> {
             if let Some(method) = frame.get(tags::ENCRYPT_METHOD)
                 && method != b"0"
             {
-                return refuse("EncryptMethod (98) not supported: only 0 (none)".into());
+                return Err(LogonRefusal::Encrypt);
             }
             let default_appl_ver_id = frame.get(tags::DEFAULT_APPL_VER_ID);
             if self.config.version == Version::Fixt11 {
@@ -1327,9 +1387,35 @@ impl<S: MessageStore> Session<S> {
                 default_appl_ver_id,
             })
         })();
-        let logon = match checked.and_then(|logon| auth(&logon).map(|()| logon)) {
+        let checked = checked.and_then(|logon| match auth(&logon) {
+            Ok(()) => Ok(logon),
+            Err(text) => Err(LogonRefusal::Silent(text)),
+        });
+        let logon = match checked {
             Ok(logon) => logon,
-            Err(text) => return Ok(self.logout_and_disconnect(&text, now_ns, out)),
+            Err(LogonRefusal::Logout(text)) => {
+                return Ok(self.logout_and_disconnect(&text, now_ns, out));
+            }
+            Err(LogonRefusal::Silent(text)) => {
+                return Ok(self.disconnect(&format!("Logon refused: {text}")));
+            }
+            Err(LogonRefusal::Encrypt) => {
+                // Case 17b: Reject 7 (written although not logged on), the Logon's number
+                // used, then the Logout.
+                let r = Reject {
+                    ref_seq_num: seq,
+                    ref_tag: Some(tags::ENCRYPT_METHOD),
+                    ref_msg_type: Some(b"A"),
+                    reason: reject_reason::DECRYPTION_PROBLEM,
+                    text: reject_reason::text(reject_reason::DECRYPTION_PROBLEM),
+                };
+                self.write_reject(&r, now_ns, out)?;
+                if seq == self.store.next_target_seq() {
+                    self.advance_target(seq + 1)?;
+                }
+                let text = "EncryptMethod (98) not supported: only 0 (none)";
+                return Ok(self.logout_and_disconnect(text, now_ns, out));
+            }
         };
         if reset {
             self.store.reset().map_err(SessionError::Store)?;
@@ -1379,8 +1465,13 @@ impl<S: MessageStore> Session<S> {
         if let State::LogoutSent { .. } = self.state {
             return Ok(self.disconnect("Logout confirmed"));
         }
+        // Case 13b: answer, then wait for them to disconnect (or `logout_timeout_ns`).
         self.write_logout("", now_ns, out);
-        Ok(self.disconnect("the counterparty logged out"))
+        self.state = State::LogoutReceived { at_ns: now_ns };
+        self.disconnect_reason = Some("the counterparty logged out".into());
+        self.resending = None;
+        self.clear_queue();
+        Ok(Outcome::Handled)
     }
 
     /// SequenceReset; `gap_fill` ones arrive here in sequence, Reset ones whatever their number.
@@ -1436,7 +1527,7 @@ impl<S: MessageStore> Session<S> {
         };
         let Some(sent) = time::parse_utc_timestamp(text) else {
             return Err((
-                reject_reason::INCORRECT_DATA_FORMAT,
+                reject_reason::SENDING_TIME_ACCURACY,
                 "SendingTime (52) is not a UTCTimestamp",
             ));
         };
@@ -1694,7 +1785,8 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// A message kept for resends: written to `out` when logged on (or, for session-level
-    /// ones, while our Logout waits for its answer), only stored otherwise.
+    /// ones, while a Logon is checked or our Logout waits for its answer), only stored
+    /// otherwise.
     fn send_stored(
         &mut self,
         msg_type: &[u8],
@@ -1707,7 +1799,7 @@ impl<S: MessageStore> Session<S> {
         let seq = self.store.next_sender_seq();
         let logged_on = match self.state {
             State::LoggedOn => true,
-            State::LogoutSent { .. } => session_level,
+            State::AwaitingLogon { .. } | State::LogoutSent { .. } => session_level,
             _ => false,
         };
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -1783,6 +1875,16 @@ fn reject_text(r: &Reject<'_>) -> String {
         Some(tag) => format!("{what}, field={tag}"),
         None => what.to_string(),
     }
+}
+
+/// Why a Logon is refused.
+enum LogonRefusal {
+    /// Logout with this Text, then disconnect (case 1S.d).
+    Logout(String),
+    /// Disconnect without a message (case 1S.c); the disconnect reason.
+    Silent(String),
+    /// An EncryptMethod other than 0: Reject 7, Logout, disconnect (case 17b).
+    Encrypt,
 }
 
 enum PossDupProblem {

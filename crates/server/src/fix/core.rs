@@ -168,8 +168,8 @@ impl Core {
     /// is touched: its SenderCompID must be configured, its TargetCompID ours, its Username
     /// the session's user and its Password that user's secret, and its address and user must
     /// not be over their failed-logon budget. On failure nothing of the session changes (no
-    /// sequence number, no stored message, no log record, no cancel on disconnect), the peer
-    /// gets one Logout outside any session and the connection closes.
+    /// sequence number, no stored message, no log record, no cancel on disconnect) and the
+    /// connection closes without a message (case 1S.c): a guesser learns nothing.
     pub(super) fn authenticate(
         &mut self,
         id: SessionId,
@@ -194,9 +194,6 @@ impl Core {
                 "FIX logon refused (suppressed: refusals since the last such line)"
             )
         });
-        if refused.answer {
-            write_refusal(frame, &self.config.comp_id, &mut conn.output);
-        }
         conn.closing = true;
         None
     }
@@ -209,7 +206,6 @@ impl Core {
     ) -> Result<(&'f str, Version, SessionBinding), Refusal> {
         let silent = |reason| Refusal {
             reason,
-            answer: false,
             failed_user: None,
         };
         if frame.msg_type != b"A" {
@@ -229,7 +225,6 @@ impl Core {
         let user = binding.user;
         let refuse = |reason, failed: bool| Refusal {
             reason,
-            answer: true,
             failed_user: failed.then_some(user),
         };
         if let Err(throttled) = self.throttle.check(peer, Some(user), now) {
@@ -475,10 +470,31 @@ impl Core {
         // Each message either fails to decode (a session Reject), or gives a command for the
         // engine, a report to send at once, or nothing more to do here.
         let decided: Result<Result<Option<ToEngine>, Report>, app::Invalid> = match frame.msg_type {
-            b"D" => app::NewOrderSingle::decode_validated_with(version, frame, options).map(|m| {
-                let desk = &mut self.slots[slot].desk;
-                desk.new_order(&m, &self.instruments, now).map(Some)
-            }),
+            b"D" => match app::NewOrderSingle::decode_validated_with(version, frame, options) {
+                // A limit order without Price: a conditionally required field is missing
+                // (case 14m), BusinessMessageReject 5 naming it.
+                Ok(m) if m.ord_type == b'2' && m.price.is_none() => {
+                    let r = BusinessReject {
+                        ref_seq_num: ref_seq,
+                        ref_msg_type: b"D",
+                        ref_id: Some(m.cl_ord_id),
+                        reason: business_reject_reason::CONDITIONALLY_REQUIRED_FIELD_MISSING,
+                        text: "Conditionally required field missing, field=44",
+                    };
+                    if let Err(e) =
+                        self.slots[slot]
+                            .session
+                            .business_reject(&r, now, &mut conn.output)
+                    {
+                        tracing::error!("FIX store: {e}");
+                    }
+                    return;
+                }
+                decoded => decoded.map(|m| {
+                    let desk = &mut self.slots[slot].desk;
+                    desk.new_order(&m, &self.instruments, now).map(Some)
+                }),
+            },
             b"F" => app::OrderCancelRequest::decode(frame)
                 .map(|m| self.slots[slot].desk.cancel(&m).map(Some)),
             b"G" => app::OrderCancelReplaceRequest::decode(frame).map(|m| {
@@ -630,28 +646,11 @@ impl Core {
     }
 }
 
-/// Why a first message did not log on.
+/// Why a first message did not log on (the connection closes without a message).
 pub(super) struct Refusal {
     reason: &'static str,
-    /// Answer with a Logout (the Logon named a configured session); otherwise just close.
-    answer: bool,
     /// The user whose secret was tried, when the attempt counts as a failed logon.
     failed_user: Option<UserId>,
-}
-
-/// The Logout that refuses a Logon, outside any session: MsgSeqNum 1, nothing stored. Its
-/// Text does not say what was wrong, so that it tells a guesser nothing.
-fn write_refusal(logon: &Frame<'_>, our_comp_id: &str, out: &mut Vec<u8>) {
-    let mut w = MessageWriter::begin(out, logon.begin_string, b"5");
-    w.str(tags::SENDER_COMP_ID, our_comp_id.as_bytes())
-        .str(
-            tags::TARGET_COMP_ID,
-            logon.get(tags::SENDER_COMP_ID).unwrap_or_default(),
-        )
-        .uint(tags::MSG_SEQ_NUM, 1)
-        .timestamp(tags::SENDING_TIME, now_ns())
-        .str(tags::TEXT, b"Logon refused");
-    w.finish();
 }
 
 /// ExecID, unique across the venue: the engine sequence number behind the report, the

@@ -373,6 +373,7 @@ impl OrderDesk {
                 }
             };
             let price = match (order_type, msg.price) {
+                // The gateway answers this with BusinessMessageReject 5 first (case 14m).
                 (OrderType::Limit, None) => {
                     return reject(ord_rej::OTHER, "a limit order needs a Price");
                 }

@@ -127,6 +127,15 @@ impl FixClient {
         }
     }
 
+    /// Asserts that the connection closes without a message (well within 10 s, so that it is
+    /// the close and not a timeout).
+    pub fn expect_closed_without_a_message(&mut self) {
+        let start = Instant::now();
+        let msg = self.recv_within(Duration::from_secs(10));
+        assert!(msg.is_none(), "a close without a message, got {msg:?}");
+        assert!(start.elapsed() < Duration::from_secs(8), "not closed");
+    }
+
     /// The next message that is not a Heartbeat.
     pub fn recv(&mut self) -> Msg {
         loop {
