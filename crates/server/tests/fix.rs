@@ -217,13 +217,20 @@ fn t13b_an_unsolicited_logout_is_answered_and_the_venue_waits_for_the_close() {
     assert!(client.recv_within(Duration::from_secs(2)).is_none());
     assert!(start.elapsed() >= Duration::from_secs(2), "closed at once");
     drop(client);
-    // Let the venue see the close before the next connection asks for the session (1S.b).
-    std::thread::sleep(Duration::from_millis(500));
 
-    // The session was given back when the client closed: it logs on again where it stopped.
-    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
-    client.seq = 3;
-    let logon = client.logon(&server, 1);
+    // The session is given back once the venue sees the close: it logs on again where it
+    // stopped. Until then a second connection is closed as a session in use (1S.b), and the
+    // Logon is tried again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut client, logon) = loop {
+        let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+        client.seq = 3;
+        client.logon_with(1, &server.credentials.user_secret(1));
+        match client.recv_within(Duration::from_secs(5)) {
+            Some(logon) if logon.msg_type == "A" => break (client, logon),
+            other => assert!(Instant::now() < deadline, "no Logon: {other:?}"),
+        }
+    };
     assert_eq!(logon.req(tags::MSG_SEQ_NUM), "3");
     client.send("1", &[(tags::TEST_REQ_ID, "again")]);
     let heartbeat = client
@@ -594,6 +601,18 @@ fn market_data_sends_only_the_entry_types_asked_for() {
     maker.expect("8");
     maker.new_order("M2", "2", "0.004", "103.00");
     maker.expect("8");
+    // Market data comes from the feed, which may apply the orders a moment after they are
+    // acknowledged: another session watches the whole book until it holds both.
+    let mut warm_up = FixClient::connect(fix_addr(&server), "TRADER5", "FIX.4.4");
+    warm_up.logon(&server, 5);
+    market_data_request(&mut warm_up, "ALL", "1", "01");
+    let mut book: Vec<(String, String)> = Vec::new();
+    while book.len() < 2 {
+        let update = warm_up.recv();
+        assert!(["W", "X"].contains(&update.msg_type.as_str()), "{update:?}");
+        book.extend(md_entries(&update).into_iter().map(|e| (e.1, e.2)));
+    }
+    drop(warm_up);
 
     let mut watcher = FixClient::connect(fix_addr(&server), "TRADER3", "FIX.4.4");
     watcher.logon(&server, 3);
