@@ -56,6 +56,9 @@ pub enum Command {
     },
     /// Venue totals per currency, fees collected included.
     VenueReport,
+    /// Only moves the venue clock (docs/rules.md, "Time"): the time is the command's
+    /// timestamp, an argument of [`crate::Engine::apply`] like every command's.
+    Tick,
 }
 
 // Keeps the size the module's doc promises: a larger variant would grow every command.

@@ -347,6 +347,9 @@ pub struct Engine {
     pub(crate) levels: Levels,
     pub(crate) txs: HashSet<i64, FastHash>,
     pub(crate) last_seq: u64,
+    /// The venue clock, ns since the Unix epoch: the largest command timestamp seen so far
+    /// (0 before any). Time never goes back (docs/rules.md, "Time").
+    pub(crate) now: i64,
     /// Reused for book snapshots so that queries do not allocate once warm.
     scratch_bids: Vec<Level>,
     scratch_asks: Vec<Level>,
@@ -418,6 +421,7 @@ impl Engine {
             levels: Levels::with_capacity(config.expected_levels_per_side * 2),
             txs: HashSet::with_hasher(hash),
             last_seq: 0,
+            now: 0,
             scratch_bids: Vec::new(),
             scratch_asks: Vec::new(),
             scratch_mass_cancel: Vec::new(),
@@ -427,14 +431,21 @@ impl Engine {
 
     /// Applies one command. Events go to `sink` as they happen; the return value is the
     /// command's result. A rejected command changes nothing and reports no event.
+    ///
+    /// `timestamp_ns` is the command's time: the venue clock becomes the larger of it and the
+    /// clock (a timestamp below the clock counts as the clock, so time never goes back). A
+    /// command that carries no time passes anything at or below the clock, e.g. `i64::MIN`.
     pub fn apply(
         &mut self,
         seq: u64,
-        _timestamp_ns: i64,
+        timestamp_ns: i64,
         cmd: &Command,
         sink: &mut impl EventSink,
     ) -> Result<(), Reason> {
         self.last_seq = seq;
+        if timestamp_ns > self.now {
+            self.now = timestamp_ns;
+        }
         match *cmd {
             Command::Place(ref place) => self.place(place, sink),
             Command::Move { user, order, price } => self.move_order(user, order, price, sink),
@@ -459,6 +470,7 @@ impl Engine {
                 sink.on_event(&Event::VenueReport(&self.venue_totals()));
                 Ok(())
             }
+            Command::Tick => Ok(()),
         }
     }
 
@@ -1645,6 +1657,12 @@ impl Engine {
     /// but not part of the state hash.
     pub fn last_seq(&self) -> u64 {
         self.last_seq
+    }
+
+    /// The venue clock: the largest command timestamp applied so far, 0 before any. Part of
+    /// the state (and of the state hash).
+    pub fn now(&self) -> i64 {
+        self.now
     }
 }
 

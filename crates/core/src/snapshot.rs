@@ -16,7 +16,8 @@ use crate::engine::{Engine, EngineConfig};
 use crate::types::{CurrencyId, Name, Side, Stp};
 
 const MAGIC: &[u8; 8] = b"RIALTOSS";
-const VERSION: u32 = 1;
+/// 2 added the part-2 state (docs/snapshot-format.md, "Versions").
+const VERSION: u32 = 2;
 /// magic + version + last_seq + body length.
 const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 
@@ -152,6 +153,7 @@ impl Engine {
         let mut w = Writer(Vec::with_capacity(
             64 + self.orders.live() * 34 + self.accounts.len() * 40,
         ));
+        w.i64(self.now);
         w.u64(self.currencies.len() as u64);
         for c in &self.currencies {
             w.name(c.name);
@@ -221,6 +223,14 @@ impl Engine {
             return err("not a Rialto snapshot (bad magic)");
         }
         let version = r.u32("version")?;
+        if version == 1 {
+            // Version 1 has no venue clock (nor the rest of the part-2 state): guessing it would
+            // give this replica a state no other has. The journal has what is missing.
+            return err(
+                "version 1 predates the venue clock and the part-2 state; recover from the \
+                 journal instead",
+            );
+        }
         if version != VERSION {
             return err(format!("unsupported version {version}"));
         }
@@ -244,6 +254,7 @@ impl Engine {
 }
 
 fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotError> {
+    let now = r.i64("now")?;
     let currencies = r.count(25, "currencies")?;
     if currencies > crate::account::MAX_CURRENCIES {
         return err(format!(
@@ -398,7 +409,10 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
             }
         }
     }
-    check_invariants(engine, needs)
+    check_invariants(engine, needs)?;
+    // Last: rebuilding the state through `apply` above must not move the clock.
+    engine.now = now;
+    Ok(())
 }
 
 /// Books are uncrossed and every user's `held` is exactly what its resting orders need.

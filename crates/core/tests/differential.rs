@@ -36,6 +36,10 @@ impl View for Model {
     fn available(&self, user: UserId, currency: &str) -> i64 {
         self.balance(user, currency).map_or(0, |b| b.available)
     }
+
+    fn now(&self) -> i64 {
+        Model::now(self)
+    }
 }
 
 /// Everything a user or an operator can see, engine against model.
@@ -56,6 +60,7 @@ fn compare_state(engine: &Engine, model: &Model) -> Result<(), String> {
             model.resting_orders(id),
         )?;
     }
+    same("venue clock", engine.now(), model.now())?;
     same("users", engine.users(), model.users())?;
     for user in model.users() {
         same(
@@ -100,12 +105,13 @@ fn run_with(ops: &[Op], config: EngineConfig) -> Result<(), TestCaseError> {
     let mut history: Vec<Command> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let cmd = streams::command(op, &model);
+        let ts = streams::timestamp(op, &model);
         history.push(cmd.clone());
         let seq = i as u64 + 1;
         let mut engine_events: Vec<OwnedEvent> = Vec::new();
-        let engine_result = engine.apply(seq, 0, &cmd, &mut engine_events);
+        let engine_result = engine.apply(seq, ts.unwrap_or(i64::MIN), &cmd, &mut engine_events);
         let mut model_events: Vec<OwnedEvent> = Vec::new();
-        let model_result = model.apply(&cmd, &mut model_events);
+        let model_result = model.apply_at(ts, &cmd, &mut model_events);
         let mismatch = if (engine_result, &engine_events) != (model_result, &model_events) {
             Some(format!(
                 "result/events: engine {engine_result:?} {engine_events:#?}\n  model {model_result:?} {model_events:#?}"
@@ -183,8 +189,9 @@ fn coverage(streams_count: usize) -> BTreeMap<String, usize> {
         let mut engine = Engine::new(EngineConfig::default());
         for (i, op) in ops.iter().enumerate() {
             let cmd = streams::command(op, &engine);
+            let ts = streams::timestamp(op, &engine).unwrap_or(i64::MIN);
             let mut events = Vec::new();
-            let result = engine.apply(i as u64 + 1, 0, &cmd, &mut events);
+            let result = engine.apply(i as u64 + 1, ts, &cmd, &mut events);
             for key in outcomes(&engine, &cmd, result, &events) {
                 *seen.entry(key).or_default() += 1;
             }
@@ -215,6 +222,7 @@ fn outcomes(
         Command::Book { .. } => "book",
         Command::UserReport { .. } => "user_report",
         Command::VenueReport => "venue_report",
+        Command::Tick => "tick",
     };
     let mut out = vec![match result {
         Ok(()) => format!("{kind}: ok"),
@@ -332,6 +340,7 @@ fn streams_reach_every_rule() {
         "user_report: ok",
         "user_report: unknown_user",
         "venue_report: ok",
+        "tick: ok",
     ]
     .iter()
     .map(|s| s.to_string())

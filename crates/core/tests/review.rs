@@ -36,6 +36,7 @@ impl W {
 /// it deposited), and the given resting sells `(price, remaining)` in priority order.
 fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<u8> {
     let mut b = W(Vec::new());
+    b.i64(0); // now
     b.u64(2);
     for (name, deposits) in [("B", held), ("Q", 0)] {
         b.name(name);
@@ -69,7 +70,7 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
     }
     let mut out = W(Vec::new());
     out.0.extend_from_slice(b"RIALTOSS");
-    out.u32(1);
+    out.u32(2);
     out.u64(0);
     out.u64(b.0.len() as u64);
     out.0.extend_from_slice(&b.0);

@@ -199,6 +199,17 @@ impl Venue {
         self.check(cmd, Ok(()), events);
     }
 
+    /// As [`Self::expect`], for a command that carries the time `ts`.
+    fn expect_at(&mut self, ts: i64, cmd: Command, events: Vec<OwnedEvent>) {
+        self.check_at(Some(ts), cmd, Ok(()), events);
+    }
+
+    /// The venue clock, the same in both.
+    fn assert_now(&self, now: i64) {
+        assert_eq!(self.model.now(), now, "model: clock");
+        assert_eq!(self.engine.now(), now, "engine: clock");
+    }
+
     /// The command must be rejected with `reason`, emit nothing and change nothing.
     fn rejects(&mut self, cmd: Command, reason: Reason) {
         let hash = self.engine.state_hash();
@@ -211,16 +222,27 @@ impl Venue {
     }
 
     fn check(&mut self, cmd: Command, result: Result<(), Reason>, events: Vec<OwnedEvent>) {
+        self.check_at(None, cmd, result, events);
+    }
+
+    fn check_at(
+        &mut self,
+        ts: Option<i64>,
+        cmd: Command,
+        result: Result<(), Reason>,
+        events: Vec<OwnedEvent>,
+    ) {
         self.seq += 1;
         let mut model_events = Vec::new();
-        let model_result = self.model.apply(&cmd, &mut model_events);
+        let model_result = self.model.apply_at(ts, &cmd, &mut model_events);
         assert_eq!(
             (&model_result, &model_events),
             (&result, &events),
             "model: {cmd:?} (left: model, right: expected)"
         );
         let mut engine_events = Vec::new();
-        let engine_result = self.engine.apply(self.seq, 0, &cmd, &mut engine_events);
+        let ts = ts.unwrap_or(i64::MIN);
+        let engine_result = self.engine.apply(self.seq, ts, &cmd, &mut engine_events);
         assert_eq!(
             (&engine_result, &engine_events),
             (&result, &events),
@@ -2102,4 +2124,56 @@ fn reports_sort_names_as_text_not_by_length() {
         .map(|(_, spec)| spec.symbol.as_str().to_string())
         .collect();
     assert_eq!(symbols, ["BTC-EURO", "ZZ"], "engine: symbols_by_name");
+}
+
+// ----- part 2: time ---------------------------------------------------------------------------
+
+#[test]
+fn the_clock_takes_the_largest_time_and_never_goes_back() {
+    let mut v = Venue::standard();
+    v.assert_now(0);
+    // Example T1: a tick at 500, then one at 300 leaves the clock at 500.
+    v.expect_at(500, Command::Tick, vec![]);
+    v.assert_now(500);
+    v.expect_at(300, Command::Tick, vec![]);
+    v.assert_now(500);
+    // Any command may carry a time, whatever its result; one without leaves the clock alone.
+    v.expect(Command::Tick, vec![]);
+    v.assert_now(500);
+    v.expect_at(700, Command::AddUser { user: 4 }, vec![]);
+    v.assert_now(700);
+    v.check_at(
+        Some(900),
+        Command::Cancel { user: 1, order: 5 },
+        Err(Reason::UnknownOrder),
+        vec![],
+    );
+    v.assert_now(900);
+    v.check_at(
+        Some(i64::MIN),
+        Command::AddUser { user: 4 },
+        Err(Reason::DuplicateUser),
+        vec![],
+    );
+    v.assert_now(900);
+}
+
+#[test]
+fn the_clock_is_part_of_the_state_and_its_snapshot() {
+    let mut v = Venue::standard();
+    let at_zero = v.engine.state_hash();
+    v.expect_at(1_000, Command::Tick, vec![]);
+    assert_ne!(v.engine.state_hash(), at_zero, "the clock is in the hash");
+    let restored =
+        Engine::decode_snapshot(&v.engine.encode_snapshot(), EngineConfig::default()).unwrap();
+    assert_eq!(restored.now(), 1_000);
+    assert_eq!(restored.state_hash(), v.engine.state_hash());
+    // A snapshot of the format before the clock is refused, saying why (the journal has it).
+    let mut old = v.engine.encode_snapshot();
+    old[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let refused = Engine::decode_snapshot(&old, EngineConfig::default())
+        .err()
+        .expect("a version 1 snapshot is refused");
+    assert!(refused.0.contains("version 1"), "{refused}");
+    assert!(refused.0.contains("journal"), "{refused}");
 }

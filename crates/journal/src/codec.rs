@@ -25,6 +25,7 @@ const TAG_BOOK: u8 = 8;
 const TAG_USER_REPORT: u8 = 9;
 const TAG_VENUE_REPORT: u8 = 10;
 const TAG_MASS_CANCEL: u8 = 11;
+const TAG_TICK: u8 = 12;
 
 /// Bytes of an encoded `place`: tag, user, order, symbol, side, type, tif, price flag, price,
 /// qty, post_only, stp.
@@ -135,6 +136,8 @@ fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
             put.u8(u8::from(symbol.is_some()));
             put.bytes(&symbol.map_or(0, |s| s.0).to_le_bytes());
         }
+        // The time is the record's own timestamp: the command has no field.
+        Command::Tick => put.u8(TAG_TICK),
     }
     put.len
 }
@@ -194,6 +197,7 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
             };
             Command::MassCancel { user, symbol }
         }
+        TAG_TICK => Command::Tick,
         tag => return Err(r.bad(0, format!("unknown command tag {tag}"))),
     };
     if r.pos != bytes.len() {

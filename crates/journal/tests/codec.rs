@@ -76,6 +76,7 @@ fn command() -> impl Strategy<Value = Command> {
             user,
             symbol: s.map(SymbolId),
         }),
+        Just(Command::Tick),
     ]
 }
 

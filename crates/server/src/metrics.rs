@@ -65,7 +65,7 @@ impl Histogram {
 }
 
 /// The command kinds counted apart.
-const COMMAND_KINDS: [&str; 11] = [
+const COMMAND_KINDS: [&str; 12] = [
     "add_symbol",
     "add_user",
     "adjust_balance",
@@ -77,6 +77,7 @@ const COMMAND_KINDS: [&str; 11] = [
     "book",
     "user_report",
     "venue_report",
+    "tick",
 ];
 
 fn command_kind(cmd: &Command) -> usize {
@@ -92,6 +93,7 @@ fn command_kind(cmd: &Command) -> usize {
         Command::Book { .. } => 8,
         Command::UserReport { .. } => 9,
         Command::VenueReport => 10,
+        Command::Tick => 11,
     }
 }
 

@@ -147,6 +147,8 @@ pub struct Model {
     live: BTreeMap<(UserId, OrderId), SymbolId>,
     /// Number of live orders per user.
     open: BTreeMap<UserId, usize>,
+    /// The venue clock: the largest command time so far, 0 at the start.
+    now: i64,
     /// Checks the model's own invariants after every command (slow on big books).
     pub self_check: bool,
 }
@@ -201,8 +203,23 @@ impl Model {
         }
     }
 
-    /// Applies one command: its events go to `events`, the result is returned.
+    /// Applies one command that carries no time.
     pub fn apply(&mut self, cmd: &Command, events: &mut Vec<OwnedEvent>) -> Result<(), Reason> {
+        self.apply_at(None, cmd, events)
+    }
+
+    /// Applies one command at time `ts` (none: the clock stays): its events go to `events`,
+    /// the result is returned.
+    pub fn apply_at(
+        &mut self,
+        ts: Option<i64>,
+        cmd: &Command,
+        events: &mut Vec<OwnedEvent>,
+    ) -> Result<(), Reason> {
+        // Time first: a time below the clock counts as the clock.
+        if let Some(ts) = ts {
+            self.now = self.now.max(ts);
+        }
         let before = events.len();
         let result = match *cmd {
             Command::AddSymbol(ref spec) => self.add_symbol(**spec),
@@ -230,6 +247,7 @@ impl Model {
                 events.push(OwnedEvent::VenueReport(self.venue_totals()));
                 Ok(())
             }
+            Command::Tick => Ok(()),
         };
         assert!(
             result.is_ok() || events.len() == before,
@@ -817,6 +835,10 @@ impl Model {
     }
 
     // ----- views, for comparing with the engine ----------------------------------------------
+
+    pub fn now(&self) -> i64 {
+        self.now
+    }
 
     pub fn symbol_count(&self) -> u32 {
         self.symbols.len() as u32

@@ -153,6 +153,12 @@ pub enum Op {
         user: u8,
     },
     VenueReport,
+    /// Moves the clock forward by `step` microseconds, or one time in four tries to move it
+    /// back (which leaves it where it is).
+    Tick {
+        step: u16,
+        back: bool,
+    },
 }
 
 /// What an op needs to know about the venue to become a command.
@@ -163,6 +169,8 @@ pub trait View {
     /// Live orders `(user, order, symbol)`, sorted by user then order.
     fn live(&self) -> Vec<(UserId, OrderId, SymbolId)>;
     fn available(&self, user: UserId, currency: &str) -> i64;
+    /// The venue clock.
+    fn now(&self) -> i64;
 }
 
 impl View for Engine {
@@ -196,6 +204,10 @@ impl View for Engine {
 
     fn available(&self, user: UserId, currency: &str) -> i64 {
         self.balance(user, currency).map_or(0, |b| b.available)
+    }
+
+    fn now(&self) -> i64 {
+        Engine::now(self)
     }
 }
 
@@ -284,6 +296,7 @@ pub fn op() -> impl Strategy<Value = Op> {
             |(name, base, quote, profile)| Op::AddSymbol { name, base, quote, profile }
         ),
         1 => any::<u8>().prop_map(|user| Op::AddUser { user }),
+        1 => (any::<u16>(), prop::bool::weighted(0.25)).prop_map(|(step, back)| Op::Tick { step, back }),
     ]
 }
 
@@ -432,8 +445,24 @@ fn target_of(view: &impl View, t: Target) -> (UserId, OrderId, SymbolId) {
 }
 
 /// Turns an op into the command it means for the venue as `view` shows it now.
+/// The time an op's command carries, if any (the engine's `timestamp_ns`).
+pub fn timestamp(op: &Op, view: &impl View) -> Option<i64> {
+    match *op {
+        Op::Tick { step, back } => {
+            let step = step as i64 * 1000;
+            Some(if back {
+                view.now() - step
+            } else {
+                view.now() + step
+            })
+        }
+        _ => None,
+    }
+}
+
 pub fn command(op: &Op, view: &impl View) -> Command {
     match *op {
+        Op::Tick { .. } => Command::Tick,
         Op::AddSymbol {
             name: n,
             base,
