@@ -10,9 +10,9 @@
 use std::fmt;
 
 use rialto_core::{
-    Balance, BookSnapshot, Cancelled, Command, CurrencyTotals, Engine, Event, Level, Name,
-    OrderType, PlaceOrder, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif, Trade,
-    UserReport,
+    AmendOrder, Amended, Balance, BookSnapshot, Cancelled, Command, CurrencyTotals, Engine, Event,
+    Level, Name, OrderType, PlaceOrder, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
+    Trade, UserReport,
 };
 use serde_json::{Map, Value};
 
@@ -164,6 +164,13 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
             order: f.int("order")?,
             price: f.int("price")?,
         },
+        "amend" => Command::Amend(AmendOrder::with_fields(
+            f.int("user")?,
+            f.int("order")?,
+            f.opt_int("price")?,
+            f.opt_int("qty")?,
+            f.opt_int("stop_price")?,
+        )),
         "reduce" => Command::Reduce {
             user: f.int("user")?,
             order: f.int("order")?,
@@ -415,10 +422,23 @@ pub fn write_event(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, event: &Eve
     match event {
         Event::Trade(t) => write_trade(buf, seq, names, t),
         Event::Cancelled(c) => write_cancelled(buf, seq, c),
+        Event::Amended(a) => write_amended(buf, seq, a),
         Event::Book(b) => write_book(buf, seq, names, b),
         Event::UserReport(r) => write_user_report(buf, seq, r),
         Event::VenueReport(totals) => write_venue_report(buf, seq, totals),
     }
+}
+
+fn write_amended(buf: &mut Vec<u8>, seq: u64, a: &Amended) {
+    head(buf, "amended", seq);
+    int_field(buf, "user", a.user);
+    int_field(buf, "order", a.order);
+    int_field(buf, "price", a.price);
+    int_field(buf, "stop_price", a.stop_price);
+    int_field(buf, "qty", a.qty);
+    buf.extend_from_slice(b",\"priority\":");
+    write_json_str(buf, a.priority.as_str());
+    buf.extend_from_slice(b"}\n");
 }
 
 fn write_trade(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, t: &Trade) {
@@ -656,6 +676,20 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
                 str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
             }
         }
+        Command::Amend(ref a) => {
+            cmd_head(buf, "amend");
+            int_field(buf, "user", a.user);
+            int_field(buf, "order", a.order);
+            if let Some(price) = a.price() {
+                int_field(buf, "price", price);
+            }
+            if let Some(qty) = a.qty() {
+                int_field(buf, "qty", qty);
+            }
+            if let Some(stop_price) = a.stop_price() {
+                int_field(buf, "stop_price", stop_price);
+            }
+        }
         // Its time is the `ts` below, which a tick must carry.
         Command::Tick => cmd_head(buf, "tick"),
     }
@@ -741,7 +775,15 @@ pub fn write_final(buf: &mut Vec<u8>, engine: &Engine) {
         write_resting(buf, &asks);
         buf.push(b'}');
     }
-    buf.extend_from_slice(b"},\"now\":");
+    buf.extend_from_slice(b"},\"orders\":");
+    write_int_rows(
+        buf,
+        engine
+            .live_orders()
+            .iter()
+            .map(|o| [o.user, o.order, o.filled, o.shown, o.expire_ts]),
+    );
+    buf.extend_from_slice(b",\"now\":");
     write_int(buf, engine.now());
     buf.extend_from_slice(b",\"state_hash\":");
     write_json_str(buf, &engine.state_hash_hex());
@@ -1134,6 +1176,9 @@ mod tests {
                 symbol: Some(SymbolId::NONE),
             },
             Command::Tick,
+            Command::Amend(AmendOrder::new(1, 2)),
+            Command::Amend(AmendOrder::new(1, 2).with_qty(0).with_stop_price(-5)),
+            Command::Amend(AmendOrder::new(1, 2).with_price(7)),
         ];
         for tif in Tif::ALL {
             cmds.push(Command::Place(limit.with_tif(*tif)));

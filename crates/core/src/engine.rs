@@ -14,15 +14,16 @@ use rialto_prefetch::{prefetch, prefetch_first_line};
 
 use crate::account::{Accounts, MAX_CURRENCIES};
 use crate::book::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
-use crate::command::{Command, PlaceOrder, SymbolSpec};
+use crate::command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
 use crate::event::{
-    Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, OpenOrder, Trade,
-    UserReport,
+    Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
+    OpenOrder, Trade, UserReport,
 };
 use crate::hasher::FastHash;
 use crate::index::IdIndex;
 use crate::types::{
-    CancelReason, CurrencyId, Name, OrderId, OrderType, Reason, Side, Stp, SymbolId, Tif, UserId,
+    CancelReason, CurrencyId, Name, OrderId, OrderType, Priority, Reason, Side, Stp, SymbolId, Tif,
+    UserId,
 };
 
 /// Capacities and limits. Capacities are hints that are allocated at start so that steady-state
@@ -340,6 +341,11 @@ pub struct Engine {
     /// User id to account (see [`Engine::account_of`]).
     pub(crate) account_ids: IdIndex,
     pub(crate) orders: Orders,
+    /// Each order node's total quantity (filled + remaining), by node index: what `amend` needs
+    /// to know of the filled part. Kept beside the nodes, not in them, so that a node stays one
+    /// cache line; written when an order comes to rest and by `reduce` and `amend`, never by a
+    /// fill.
+    pub(crate) order_totals: Vec<i64>,
     /// `(user, order)` of every resting order to its node (see [`Engine::find_order`]).
     pub(crate) order_ids: IdIndex,
     /// Hashes the keys of both id indexes and of `txs`.
@@ -416,6 +422,7 @@ impl Engine {
             accounts: Accounts::with_capacity(config.expected_users),
             account_ids: IdIndex::with_capacity(config.expected_users),
             orders: Orders::with_capacity(config.expected_resting_orders),
+            order_totals: Vec::with_capacity(config.expected_resting_orders),
             order_ids: IdIndex::with_capacity(config.expected_resting_orders),
             hash,
             levels: Levels::with_capacity(config.expected_levels_per_side * 2),
@@ -451,6 +458,7 @@ impl Engine {
             Command::Move { user, order, price } => self.move_order(user, order, price, sink),
             Command::Cancel { user, order } => self.cancel(user, order, sink),
             Command::Reduce { user, order, qty } => self.reduce(user, order, qty, sink),
+            Command::Amend(ref amend) => self.amend(amend, sink),
             Command::MassCancel { user, symbol } => self.mass_cancel(user, symbol, sink),
             Command::AddSymbol(ref spec) => self.add_symbol(spec),
             Command::AddUser { user } => self.add_user(user),
@@ -811,7 +819,7 @@ impl Engine {
                 self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
             }
             (Some(idx), false) => self.forget_order(idx),
-            (None, true) => self.rest_new(symbol, &taker, rest_qty),
+            (None, true) => self.rest_new(symbol, &taker, rest_qty, taker.qty),
             (None, false) => {}
         }
     }
@@ -925,7 +933,8 @@ impl Engine {
     }
 
     /// Puts the rest of a new order on the book, holding nothing itself (the caller has).
-    fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64) {
+    /// `total` is its quantity with what it has filled.
+    fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64, total: i64) {
         let account = self.accounts.get_mut(taker.account);
         let idx = self.orders.alloc(OrderNode {
             user: taker.user,
@@ -948,9 +957,33 @@ impl Engine {
         }
         account.orders_head = idx;
         account.open_orders += 1;
+        self.set_order_total(idx, total);
         self.order_ids
             .insert(self.hash.hash_one((taker.user, taker.order)), idx);
         self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
+    }
+
+    /// Records the total quantity of the order in node `idx` (the arena hands out a new index
+    /// only at its end, so the side table grows with it).
+    #[inline]
+    fn set_order_total(&mut self, idx: u32, total: i64) {
+        let i = idx as usize;
+        if i < self.order_totals.len() {
+            self.order_totals[i] = total;
+        } else {
+            debug_assert_eq!(
+                i,
+                self.order_totals.len(),
+                "order nodes are handed out in order"
+            );
+            self.order_totals.push(total);
+        }
+    }
+
+    /// What the live order in node `idx` has filled since it was accepted.
+    #[inline]
+    fn order_filled(&self, idx: u32) -> i64 {
+        self.order_totals[idx as usize] - self.orders.get(idx).remaining
     }
 
     /// What a resting order of these terms holds, as (currency, amount), or `None` when that
@@ -981,6 +1014,7 @@ impl Engine {
         side: Side,
         price: i64,
         remaining: i64,
+        filled: i64,
         stp: Stp,
         post_only: bool,
     ) {
@@ -995,7 +1029,7 @@ impl Engine {
             post_only,
             leftover: None,
         };
-        self.rest_new(symbol, &taker, remaining);
+        self.rest_new(symbol, &taker, remaining, filled + remaining);
     }
 
     /// Frees a node that is out of its level: unlinks it from its account and the id index.
@@ -1112,6 +1146,7 @@ impl Engine {
         self.release_hold(&node, qty);
         self.orders.get_mut(idx).remaining -= qty;
         self.levels.get_mut(node.level).total -= qty;
+        self.order_totals[idx as usize] -= qty;
         sink.on_event(&Event::Cancelled(Cancelled {
             symbol: SymbolId(node.symbol),
             user,
@@ -1215,6 +1250,106 @@ impl Engine {
             leftover: None,
         };
         self.execute(symbol, taker, Some(idx), sink);
+        Ok(())
+    }
+
+    /// Amend: a new price and/or total quantity at once (docs/rules.md, "Amend"). Everything
+    /// is checked before anything changes, so a rejected amend leaves the order as it was.
+    fn amend(&mut self, amend: &AmendOrder, sink: &mut impl EventSink) -> Result<(), Reason> {
+        let (user, order) = (amend.user, amend.order);
+        let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
+        if amend.price().is_none() && amend.qty().is_none() && amend.stop_price().is_none() {
+            return Err(Reason::InvalidOrder);
+        }
+        if amend.stop_price().is_some() {
+            // Only a pending stop has a stop price, and every live order rests on a book.
+            return Err(Reason::InvalidOrder);
+        }
+        if amend.qty().is_some_and(|qty| qty <= 0) {
+            return Err(Reason::InvalidQty);
+        }
+        let node = *self.orders.get(idx);
+        let symbol = node.symbol as usize;
+        let terms = self.symbols[symbol].terms;
+        if let Some(price) = amend.price()
+            && (price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)))
+        {
+            return Err(Reason::InvalidPrice);
+        }
+        let filled = self.order_filled(idx);
+        let total = amend.qty().unwrap_or(filled + node.remaining);
+        if total <= filled {
+            // A total at or below what has filled ends the order, as a reduce would.
+            self.remove_resting(idx, CancelReason::Reduce, sink);
+            return Ok(());
+        }
+        let remaining = total - filled;
+        let price = amend.price().unwrap_or(node.price);
+        let keeps_priority = price == node.price && remaining <= node.remaining;
+        let crosses = !keeps_priority && self.crosses_best(symbol, node.side, Some(price));
+        if node.post_only && crosses {
+            return Err(Reason::WouldTake);
+        }
+        let (currency, old_hold) = self.resting_hold(&node, node.remaining);
+        let new_hold = match node.side {
+            Side::Buy => buy_hold(remaining, price, &terms),
+            Side::Sell => remaining.checked_mul(terms.base_scale),
+        }
+        .ok_or(Reason::Overflow)?;
+        // Both holds fit in i64 and are >= 0, so their difference does too.
+        let added_hold = new_hold - old_hold;
+        if added_hold > self.accounts.balance(node.account, currency).available {
+            return Err(Reason::InsufficientFunds);
+        }
+
+        self.order_totals[idx as usize] = total;
+        sink.on_event(&Event::Amended(Amended {
+            symbol: SymbolId(node.symbol),
+            user,
+            order,
+            side: node.side,
+            price,
+            stop_price: 0,
+            qty: remaining,
+            priority: if keeps_priority {
+                Priority::Kept
+            } else {
+                Priority::Lost
+            },
+        }));
+        if crosses {
+            // It may trade: re-entered exactly as a move enters it.
+            self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
+            self.release_hold(&node, node.remaining);
+            let taker = Taker {
+                account: node.account,
+                user,
+                order,
+                side: node.side,
+                limit: Some(price),
+                qty: remaining,
+                stp: node.stp,
+                post_only: node.post_only,
+                leftover: None,
+            };
+            self.execute(symbol, taker, Some(idx), sink);
+            return Ok(());
+        }
+        let balance = self.accounts.balance_mut(node.account, currency);
+        balance.available -= added_hold;
+        balance.held += added_hold;
+        if keeps_priority {
+            self.orders.get_mut(idx).remaining = remaining;
+            self.levels.get_mut(node.level).total -= node.remaining - remaining;
+        } else {
+            // The back of its (new) level, as a move that does not trade.
+            let sym = &mut self.symbols[symbol];
+            sym.unlink(node.side, &mut self.levels, &mut self.orders, idx);
+            let n = self.orders.get_mut(idx);
+            n.price = price;
+            n.remaining = remaining;
+            sym.push_back(node.side, &mut self.levels, &mut self.orders, idx);
+        }
         Ok(())
     }
 
@@ -1639,6 +1774,28 @@ impl Engine {
                 idx = node.next;
             }
         }
+        out
+    }
+
+    /// Every live order, by user id then order id, with what it has filled, what the book
+    /// shows of it and its expiry (0: never).
+    pub fn live_orders(&self) -> Vec<LiveOrder> {
+        let mut out = Vec::with_capacity(self.orders.live());
+        for account in 0..self.accounts.len() as u32 {
+            let mut idx = self.accounts.get(account).orders_head;
+            while idx != NIL {
+                let node = self.orders.get(idx);
+                out.push(LiveOrder {
+                    user: node.user,
+                    order: node.order,
+                    filled: self.order_filled(idx),
+                    shown: node.remaining,
+                    expire_ts: 0,
+                });
+                idx = node.account_next;
+            }
+        }
+        out.sort_unstable_by_key(|o| (o.user, o.order));
         out
     }
 

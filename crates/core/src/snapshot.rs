@@ -208,6 +208,7 @@ impl Engine {
                     w.i64(o.order);
                     w.i64(o.price);
                     w.i64(o.remaining);
+                    w.i64(self.order_totals[idx as usize] - o.remaining);
                     w.u8(node.stp.code());
                     w.u8(node.post_only as u8);
                 }
@@ -355,11 +356,12 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
     let mut needs: BTreeMap<(u32, u32), i64> = BTreeMap::new();
     for symbol in 0..engine.symbols.len() {
         for side in [Side::Buy, Side::Sell] {
-            let orders = r.count(34, "orders")?;
+            let orders = r.count(42, "orders")?;
             let mut previous_price: Option<i64> = None;
             for _ in 0..orders {
                 let (user, order) = (r.i64("order user")?, r.i64("order id")?);
                 let (price, remaining) = (r.i64("order price")?, r.i64("order remaining")?);
+                let filled = r.i64("order filled")?;
                 let stp = Stp::from_code(r.u8("order stp")?);
                 let post_only = r.u8("order post_only")?;
                 let what = format!("order ({user}, {order})");
@@ -371,6 +373,9 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                 };
                 if price <= 0 || remaining <= 0 {
                     return err(format!("{what}: price {price}, remaining {remaining}"));
+                }
+                if filled < 0 || filled.checked_add(remaining).is_none() {
+                    return err(format!("{what}: filled {filled}"));
                 }
                 let worse_than_previous = match side {
                     Side::Buy => previous_price.is_some_and(|p| price > p),
@@ -403,6 +408,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                     side,
                     price,
                     remaining,
+                    filled,
                     stp,
                     post_only == 1,
                 );

@@ -40,6 +40,13 @@ impl View for Model {
     fn now(&self) -> i64 {
         Model::now(self)
     }
+
+    fn order_state(&self, user: UserId, order: OrderId) -> Option<(i64, i64)> {
+        let remaining = self.order_remaining(user, order)?;
+        let live = self.live_order_details();
+        let o = live.iter().find(|o| (o.user, o.order) == (user, order))?;
+        Some((o.filled, remaining))
+    }
 }
 
 /// Everything a user or an operator can see, engine against model.
@@ -61,6 +68,11 @@ fn compare_state(engine: &Engine, model: &Model) -> Result<(), String> {
         )?;
     }
     same("venue clock", engine.now(), model.now())?;
+    same(
+        "live orders",
+        engine.live_orders(),
+        model.live_order_details(),
+    )?;
     same("users", engine.users(), model.users())?;
     for user in model.users() {
         same(
@@ -218,6 +230,7 @@ fn outcomes(
         Command::Cancel { .. } => "cancel",
         Command::Move { .. } => "move",
         Command::Reduce { .. } => "reduce",
+        Command::Amend(_) => "amend",
         Command::MassCancel { .. } => "mass_cancel",
         Command::Book { .. } => "book",
         Command::UserReport { .. } => "user_report",
@@ -232,6 +245,7 @@ fn outcomes(
     for e in events {
         match e {
             OwnedEvent::Trade(_) => out.push(format!("{kind}: trade")),
+            OwnedEvent::Amended(a) => out.push(format!("{kind}: {}", a.priority)),
             OwnedEvent::Cancelled(c) => {
                 out.push(format!("{kind}: cancelled {}", c.reason));
                 reasons.push(c.reason);
@@ -312,6 +326,17 @@ fn streams_reach_every_rule() {
         "move: would_take",
         "move: overflow",
         "move: insufficient_funds",
+        "amend: kept",
+        "amend: lost",
+        "amend: trade",
+        "amend: cancelled reduce",
+        "amend: unknown_order",
+        "amend: invalid_order",
+        "amend: invalid_qty",
+        "amend: invalid_price",
+        "amend: would_take",
+        "amend: overflow",
+        "amend: insufficient_funds",
         "reduce: cancelled reduce",
         "reduce: unknown_order",
         "reduce: invalid_qty",

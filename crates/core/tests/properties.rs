@@ -177,6 +177,15 @@ impl QtyLedger {
                     }
                     add((c.user, c.order), 0, c.qty)?;
                 }
+                OwnedEvent::Amended(a) => {
+                    // An amend sets a new total: what traded, what was cancelled, and the new
+                    // remaining.
+                    let rec = self
+                        .open
+                        .get_mut(&(a.user, a.order))
+                        .ok_or_else(|| format!("an amend names an order not live: {a:?}"))?;
+                    rec.0 = rec.1 + rec.2 + a.qty;
+                }
                 _ => {}
             }
         }
@@ -197,6 +206,12 @@ impl QtyLedger {
         }
         if self.open.len() != engine.resting_order_count() {
             return Err("a live order was never placed".into());
+        }
+        for o in engine.live_orders() {
+            let traded = self.open.get(&(o.user, o.order)).map_or(0, |rec| rec.1);
+            if o.filled != traded {
+                return Err(format!("{o:?} filled, but its trades add up to {traded}"));
+            }
         }
         Ok(())
     }

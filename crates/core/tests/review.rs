@@ -65,6 +65,7 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
         b.i64(i as i64);
         b.i64(price);
         b.i64(remaining);
+        b.i64(0); // filled
         b.u8(Stp::CancelTaker.code());
         b.u8(0);
     }

@@ -65,7 +65,7 @@ impl Histogram {
 }
 
 /// The command kinds counted apart.
-const COMMAND_KINDS: [&str; 12] = [
+const COMMAND_KINDS: [&str; 13] = [
     "add_symbol",
     "add_user",
     "adjust_balance",
@@ -78,6 +78,7 @@ const COMMAND_KINDS: [&str; 12] = [
     "user_report",
     "venue_report",
     "tick",
+    "amend",
 ];
 
 fn command_kind(cmd: &Command) -> usize {
@@ -94,6 +95,7 @@ fn command_kind(cmd: &Command) -> usize {
         Command::UserReport { .. } => 9,
         Command::VenueReport => 10,
         Command::Tick => 11,
+        Command::Amend(_) => 12,
     }
 }
 

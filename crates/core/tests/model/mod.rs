@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rialto_core::{
-    Balance, CancelReason, Cancelled, Command, CurrencyTotals, Level, Name, OpenOrder, OrderId,
-    OrderType, OwnedEvent, PlaceOrder, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
-    Trade, UserId, UserReport,
+    AmendOrder, Amended, Balance, CancelReason, Cancelled, Command, CurrencyTotals, Level,
+    LiveOrder, Name, OpenOrder, OrderId, OrderType, OwnedEvent, PlaceOrder, Priority, Reason,
+    RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif, Trade, UserId, UserReport,
 };
 
 /// 2^63 - 1: the largest amount, price, quantity or total the venue can hold.
@@ -43,6 +43,8 @@ struct Order {
     side: Side,
     price: i64,
     remaining: i64,
+    /// Executed since it was accepted (moves and amends keep it).
+    filled: i64,
     stp: Stp,
     post_only: bool,
 }
@@ -127,6 +129,8 @@ struct Taker {
     /// The limit or protection price; `None` for an unpriced market order.
     price: Option<i64>,
     remaining: i64,
+    /// Executed so far, since the order was first accepted.
+    filled: i64,
     tif: Tif,
     market: bool,
     stp: Stp,
@@ -234,6 +238,7 @@ impl Model {
             Command::Cancel { user, order } => self.cancel(user, order, events),
             Command::Move { user, order, price } => self.move_order(user, order, price, events),
             Command::Reduce { user, order, qty } => self.reduce(user, order, qty, events),
+            Command::Amend(ref amend) => self.amend(amend, events),
             Command::MassCancel { user, symbol } => self.mass_cancel(user, symbol, events),
             Command::Book { symbol, depth } => self.book(symbol, depth, events),
             Command::UserReport { user } => match self.user_report(user) {
@@ -434,6 +439,7 @@ impl Model {
             side,
             price: p.price,
             remaining: p.qty,
+            filled: 0,
             tif,
             market,
             stp,
@@ -552,6 +558,7 @@ impl Model {
                     side: taker.side,
                     price: taker.price.expect("model: a GTC order has a price"),
                     remaining: taker.remaining,
+                    filled: taker.filled,
                     stp: taker.stp,
                     post_only: taker.post_only,
                 };
@@ -647,11 +654,13 @@ impl Model {
         let s = taker.symbol.0 as usize;
         let resting = &mut self.books[s].side_mut(maker.side)[0];
         resting.remaining -= lots;
+        resting.filled += lots;
         if resting.remaining == 0 {
             self.books[s].side_mut(maker.side).remove(0);
             self.make_dead(maker.user, maker.order);
         }
         taker.remaining -= lots;
+        taker.filled += lots;
         events.push(OwnedEvent::Trade(Trade {
             symbol: taker.symbol,
             price,
@@ -790,6 +799,85 @@ impl Model {
             side,
             price: Some(price),
             remaining: o.remaining,
+            filled: o.filled,
+            tif: Tif::Gtc,
+            market: false,
+            stp: o.stp,
+            post_only: o.post_only,
+        };
+        self.execute(spec, taker, events);
+        Ok(())
+    }
+
+    /// Amend: the order's total (filled included) and/or price change at once. A total at or
+    /// below what has filled ends the order as a reduce; otherwise it keeps its place only at
+    /// the same price without growing, and is entered again as a move otherwise.
+    fn amend(&mut self, a: &AmendOrder, events: &mut Vec<OwnedEvent>) -> Result<(), Reason> {
+        let (symbol, side, i) = self.find(a.user, a.order).ok_or(Reason::UnknownOrder)?;
+        if a.price().is_none() && a.qty().is_none() && a.stop_price().is_none() {
+            return Err(Reason::InvalidOrder);
+        }
+        // Only a pending stop has a stop price; every live order here rests.
+        if a.stop_price().is_some() {
+            return Err(Reason::InvalidOrder);
+        }
+        if a.qty().is_some_and(|q| q <= 0) {
+            return Err(Reason::InvalidQty);
+        }
+        let spec = self.symbols[symbol.0 as usize];
+        let o = self.books[symbol.0 as usize].side(side)[i];
+        if let Some(price) = a.price()
+            && (price <= 0 || (side == Side::Sell && below_fee_floor(&spec, price)))
+        {
+            return Err(Reason::InvalidPrice);
+        }
+        let total = a.qty().unwrap_or(o.filled + o.remaining);
+        if total <= o.filled {
+            self.books[symbol.0 as usize].side_mut(side).remove(i);
+            self.unrest(&spec, symbol, &o, o.remaining);
+            events.push(cancelled(symbol, &o, CancelReason::Reduce));
+            return Ok(());
+        }
+        let remaining = total - o.filled;
+        let price = a.price().unwrap_or(o.price);
+        let kept = price == o.price && remaining <= o.remaining;
+        if !kept && o.post_only && self.books[symbol.0 as usize].would_take(side, price) {
+            return Err(Reason::WouldTake);
+        }
+        let new_hold = hold_of(&spec, side, Some(price), remaining).ok_or(Reason::Overflow)?;
+        let old_hold = hold_of(&spec, side, Some(o.price), o.remaining).expect("model: held");
+        let currency = match side {
+            Side::Buy => spec.quote,
+            Side::Sell => spec.base,
+        };
+        if new_hold > self.bal(a.user, currency.as_str()).available + old_hold {
+            return Err(Reason::InsufficientFunds);
+        }
+        events.push(OwnedEvent::Amended(Amended {
+            symbol,
+            user: a.user,
+            order: a.order,
+            side,
+            price,
+            stop_price: 0,
+            qty: remaining,
+            priority: if kept { Priority::Kept } else { Priority::Lost },
+        }));
+        self.hold(a.user, currency.as_str(), new_hold - old_hold);
+        if kept {
+            self.books[symbol.0 as usize].side_mut(side)[i].remaining = remaining;
+            return Ok(());
+        }
+        self.books[symbol.0 as usize].side_mut(side).remove(i);
+        self.make_dead(a.user, a.order);
+        let taker = Taker {
+            symbol,
+            user: a.user,
+            order: a.order,
+            side,
+            price: Some(price),
+            remaining,
+            filled: o.filled,
             tif: Tif::Gtc,
             market: false,
             stp: o.stp,
@@ -859,6 +947,24 @@ impl Model {
     /// Live orders: `(user, order, symbol)`, by user then order id.
     pub fn live_orders(&self) -> Vec<(UserId, OrderId, SymbolId)> {
         self.live.iter().map(|(&(u, o), &s)| (u, o, s)).collect()
+    }
+
+    /// Every live order with what it has filled, its shown part and expiry, by user and order.
+    pub fn live_order_details(&self) -> Vec<LiveOrder> {
+        self.live
+            .keys()
+            .map(|&(user, order)| {
+                let (symbol, side, i) = self.find(user, order).expect("model: live order");
+                let o = self.books[symbol.0 as usize].side(side)[i];
+                LiveOrder {
+                    user,
+                    order,
+                    filled: o.filled,
+                    shown: o.remaining,
+                    expire_ts: 0,
+                }
+            })
+            .collect()
     }
 
     pub fn order_remaining(&self, user: UserId, order: OrderId) -> Option<i64> {

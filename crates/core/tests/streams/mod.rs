@@ -10,8 +10,8 @@
 
 use proptest::prelude::*;
 use rialto_core::{
-    Command, Engine, Name, OrderId, OrderType, PlaceOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
-    UserId,
+    AmendOrder, Command, Engine, Name, OrderId, OrderType, PlaceOrder, Side, Stp, SymbolId,
+    SymbolSpec, Tif, UserId,
 };
 
 /// Names of different lengths, so that "sorted by name" is not the same as "sorted by length".
@@ -73,6 +73,16 @@ pub enum Qty {
     Small(u8),
     Huge(u8),
     Bad(u8),
+}
+
+/// The total quantity an amend asks for.
+#[derive(Clone, Copy, Debug)]
+pub enum AmendQty {
+    Absent,
+    /// The order's current total (filled + remaining) plus this: mostly a little less (keeps
+    /// priority), sometimes more, sometimes at or below what has filled (ends the order).
+    Delta(i8),
+    Raw(Qty),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -139,6 +149,14 @@ pub enum Op {
         target: Target,
         qty: Qty,
     },
+    Amend {
+        target: Target,
+        /// `None`: no new price.
+        price: Option<Px>,
+        qty: AmendQty,
+        /// One time in thirty a stop price too (only a pending stop takes one).
+        stop: u8,
+    },
     /// Rare, as on a real venue; its user and symbol are unknown more often than elsewhere so
     /// that its rejections show up too.
     MassCancel {
@@ -169,6 +187,8 @@ pub trait View {
     /// Live orders `(user, order, symbol)`, sorted by user then order.
     fn live(&self) -> Vec<(UserId, OrderId, SymbolId)>;
     fn available(&self, user: UserId, currency: &str) -> i64;
+    /// A live order's (filled, remaining).
+    fn order_state(&self, user: UserId, order: OrderId) -> Option<(i64, i64)>;
     /// The venue clock.
     fn now(&self) -> i64;
 }
@@ -209,6 +229,13 @@ impl View for Engine {
     fn now(&self) -> i64 {
         Engine::now(self)
     }
+
+    fn order_state(&self, user: UserId, order: OrderId) -> Option<(i64, i64)> {
+        let remaining = self.order_remaining(user, order)?;
+        let live = self.live_orders();
+        let o = live.iter().find(|o| (o.user, o.order) == (user, order))?;
+        Some((o.filled, remaining))
+    }
 }
 
 // ----- strategies -----------------------------------------------------------------------------
@@ -227,6 +254,14 @@ fn qty() -> impl Strategy<Value = Qty> {
         30 => any::<u8>().prop_map(Qty::Small),
         1 => any::<u8>().prop_map(Qty::Huge),
         1 => any::<u8>().prop_map(Qty::Bad),
+    ]
+}
+
+fn amend_qty() -> impl Strategy<Value = AmendQty> {
+    prop_oneof![
+        3 => Just(AmendQty::Absent),
+        6 => (-4i8..=3).prop_map(AmendQty::Delta),
+        1 => qty().prop_map(AmendQty::Raw),
     ]
 }
 
@@ -285,6 +320,9 @@ pub fn op() -> impl Strategy<Value = Op> {
         3 => target().prop_map(|target| Op::Cancel { target }),
         8 => (target(), px()).prop_map(|(target, price)| Op::Move { target, price }),
         3 => (target(), qty()).prop_map(|(target, qty)| Op::Reduce { target, qty }),
+        8 => (target(), prop::option::weighted(0.5, px()), amend_qty(), any::<u8>()).prop_map(
+            |(target, price, qty, stop)| Op::Amend { target, price, qty, stop }
+        ),
         1 => (any::<u8>(), any::<u8>()).prop_map(|(user, symbol)| Op::MassCancel { user, symbol }),
         10 => (any::<u8>(), any::<u8>(), amount(), 0u16..40).prop_map(
             |(user, currency, amount, tx)| Op::Adjust { user, currency, amount, tx }
@@ -574,6 +612,24 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 order,
                 qty: qty_of(&spec, qty),
             }
+        }
+        Op::Amend {
+            target,
+            price,
+            qty,
+            stop,
+        } => {
+            let (user, order, symbol) = target_of(view, target);
+            let spec = spec_or_plain(view, symbol);
+            let (filled, remaining) = view.order_state(user, order).unwrap_or((0, 1));
+            let qty = match qty {
+                AmendQty::Absent => None,
+                AmendQty::Delta(d) => Some(filled + remaining + d as i64),
+                AmendQty::Raw(q) => Some(qty_of(&spec, q)),
+            };
+            let price = price.map(|px| price_of(&spec, px).unwrap_or(0));
+            let stop_price = (stop % 30 == 0).then_some(100);
+            Command::Amend(AmendOrder::with_fields(user, order, price, qty, stop_price))
         }
         Op::MassCancel { user, symbol } => Command::MassCancel {
             user: if user % 8 == 7 {
