@@ -188,6 +188,9 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
             user: f.int("user")?,
         },
         "venue_report" => Command::VenueReport,
+        "set_order_id_window" => Command::SetOrderIdWindow {
+            window: f.int("window")?,
+        },
         "tick" => {
             // A tick is nothing but its time: `ts` is required here.
             f.int("ts")?;
@@ -690,6 +693,10 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
                 int_field(buf, "stop_price", stop_price);
             }
         }
+        Command::SetOrderIdWindow { window } => {
+            cmd_head(buf, "set_order_id_window");
+            int_field(buf, "window", window);
+        }
         // Its time is the `ts` below, which a tick must carry.
         Command::Tick => cmd_head(buf, "tick"),
     }
@@ -785,7 +792,20 @@ pub fn write_final(buf: &mut Vec<u8>, engine: &Engine) {
     );
     buf.extend_from_slice(b",\"now\":");
     write_int(buf, engine.now());
-    buf.extend_from_slice(b",\"state_hash\":");
+    buf.extend_from_slice(b",\"recent_ids\":{");
+    let recent = engine.recent_order_ids();
+    for (i, chunk) in recent.chunk_by(|a, b| a.0 == b.0).enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, &chunk[0].0.to_string());
+        buf.push(b':');
+        write_int_rows(
+            buf,
+            chunk.iter().map(|&(_, order, ended_at)| [order, ended_at]),
+        );
+    }
+    buf.extend_from_slice(b"},\"state_hash\":");
     write_json_str(buf, &engine.state_hash_hex());
     buf.extend_from_slice(b"}\n");
 }
@@ -1176,6 +1196,7 @@ mod tests {
                 symbol: Some(SymbolId::NONE),
             },
             Command::Tick,
+            Command::SetOrderIdWindow { window: -7 },
             Command::Amend(AmendOrder::new(1, 2)),
             Command::Amend(AmendOrder::new(1, 2).with_qty(0).with_stop_price(-5)),
             Command::Amend(AmendOrder::new(1, 2).with_price(7)),

@@ -58,6 +58,11 @@ pub enum Command {
     VenueReport,
     /// Changes a live order's price and/or total quantity at once (docs/rules.md, "Amend").
     Amend(AmendOrder),
+    /// Sets how long (ns of venue time) the id of an order that ended stays taken
+    /// (docs/rules.md, "Order ids are not reused within a window"). An operator command.
+    SetOrderIdWindow {
+        window: i64,
+    },
     /// Only moves the venue clock (docs/rules.md, "Time"): the time is the command's
     /// timestamp, an argument of [`crate::Engine::apply`] like every command's.
     Tick,

@@ -6,7 +6,7 @@
 //! an i64, so every balance fits too.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::num::NonZeroI64;
 
@@ -353,6 +353,15 @@ pub struct Engine {
     pub(crate) levels: Levels,
     pub(crate) txs: HashSet<i64, FastHash>,
     pub(crate) last_seq: u64,
+    /// How long, in ns of venue time, the id of an order that ended stays taken (0: only live
+    /// orders' ids are taken).
+    pub(crate) order_id_window: i64,
+    /// The orders that ended inside the window, as (ended at, user, order), oldest first (the
+    /// clock never goes back, so appending keeps them in time order), and the same ids as a
+    /// set to look up. Both hold only one window's worth: older ids are forgotten at the start
+    /// of every command.
+    pub(crate) recent_ids: VecDeque<(i64, UserId, OrderId)>,
+    pub(crate) recent_id_set: HashSet<(UserId, OrderId), FastHash>,
     /// The venue clock, ns since the Unix epoch: the largest command timestamp seen so far
     /// (0 before any). Time never goes back (docs/rules.md, "Time").
     pub(crate) now: i64,
@@ -429,6 +438,9 @@ impl Engine {
             txs: HashSet::with_hasher(hash),
             last_seq: 0,
             now: 0,
+            order_id_window: 0,
+            recent_ids: VecDeque::new(),
+            recent_id_set: HashSet::with_hasher(hash),
             scratch_bids: Vec::new(),
             scratch_asks: Vec::new(),
             scratch_mass_cancel: Vec::new(),
@@ -452,6 +464,9 @@ impl Engine {
         self.last_seq = seq;
         if timestamp_ns > self.now {
             self.now = timestamp_ns;
+        }
+        if !self.recent_ids.is_empty() {
+            self.forget_old_ids();
         }
         match *cmd {
             Command::Place(ref place) => self.place(place, sink),
@@ -479,6 +494,7 @@ impl Engine {
                 Ok(())
             }
             Command::Tick => Ok(()),
+            Command::SetOrderIdWindow { window } => self.set_order_id_window(window),
         }
     }
 
@@ -527,6 +543,45 @@ impl Engine {
         });
         self.currency_ids.insert(name, id);
         id
+    }
+
+    fn set_order_id_window(&mut self, window: i64) -> Result<(), Reason> {
+        if window < 0 {
+            return Err(Reason::InvalidQty);
+        }
+        self.order_id_window = window;
+        // A smaller window forgets for good what it no longer covers.
+        self.forget_old_ids();
+        Ok(())
+    }
+
+    /// Forgets the ids of orders that ended a window or more ago (all of them under a window
+    /// of 0).
+    fn forget_old_ids(&mut self) {
+        while let Some(&(ended_at, user, order)) = self.recent_ids.front() {
+            // Both are venue times, so 0 <= ended_at <= now: the difference fits.
+            if self.now - ended_at < self.order_id_window {
+                break;
+            }
+            self.recent_ids.pop_front();
+            self.recent_id_set.remove(&(user, order));
+        }
+    }
+
+    /// Notes that `(user, order)` ended now, so that its id stays taken for the window.
+    #[inline]
+    fn order_ended(&mut self, user: UserId, order: OrderId) {
+        if self.order_id_window > 0 {
+            self.recent_ids.push_back((self.now, user, order));
+            let fresh = self.recent_id_set.insert((user, order));
+            debug_assert!(fresh, "an id taken within the window was used again");
+        }
+    }
+
+    /// Whether `user` is within the window of an order `order` that ended.
+    #[inline]
+    fn id_recently_used(&self, user: UserId, order: OrderId) -> bool {
+        !self.recent_ids.is_empty() && self.recent_id_set.contains(&(user, order))
     }
 
     fn add_user(&mut self, user: UserId) -> Result<(), Reason> {
@@ -609,7 +664,9 @@ impl Engine {
         if side == Side::Sell && limit.is_some_and(|price| sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
-        if self.find_order(cmd.user, cmd.order).is_some() {
+        if self.find_order(cmd.user, cmd.order).is_some()
+            || self.id_recently_used(cmd.user, cmd.order)
+        {
             return Err(Reason::DuplicateOrderId);
         }
         if cmd.post_only && self.crosses_best(symbol, side, limit) {
@@ -660,6 +717,7 @@ impl Engine {
                 qty: cmd.qty,
                 reason: CancelReason::Fok,
             }));
+            self.order_ended(cmd.user, cmd.order);
             return Ok(());
         }
         self.execute(symbol, taker, None, sink);
@@ -820,7 +878,7 @@ impl Engine {
             }
             (Some(idx), false) => self.forget_order(idx),
             (None, true) => self.rest_new(symbol, &taker, rest_qty, taker.qty),
-            (None, false) => {}
+            (None, false) => self.order_ended(taker.user, taker.order),
         }
     }
 
@@ -1048,6 +1106,7 @@ impl Engine {
         self.order_ids
             .remove(self.hash.hash_one((node.user, node.order)), |i| i == idx);
         self.orders.free(idx);
+        self.order_ended(node.user, node.order);
     }
 
     /// The hold a resting order keeps for `qty` of its lots, in (currency, amount).
@@ -1814,6 +1873,22 @@ impl Engine {
     /// but not part of the state hash.
     pub fn last_seq(&self) -> u64 {
         self.last_seq
+    }
+
+    /// How long the id of an order that ended stays taken, ns of venue time.
+    pub fn order_id_window(&self) -> i64 {
+        self.order_id_window
+    }
+
+    /// The ids still inside the window, as (user, order, ended at), by user then order.
+    pub fn recent_order_ids(&self) -> Vec<(UserId, OrderId, i64)> {
+        let mut ids: Vec<_> = self
+            .recent_ids
+            .iter()
+            .map(|&(ended_at, user, order)| (user, order, ended_at))
+            .collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// The venue clock: the largest command timestamp applied so far, 0 before any. Part of

@@ -189,6 +189,15 @@ impl Engine {
                 w.i64(b.held);
             }
         }
+        w.i64(self.order_id_window);
+        let mut recent: Vec<(i64, i64, i64)> = self.recent_ids.iter().copied().collect();
+        recent.sort_unstable();
+        w.u64(recent.len() as u64);
+        for (ended_at, user, order) in recent {
+            w.i64(ended_at);
+            w.i64(user);
+            w.i64(order);
+        }
         let mut txs: Vec<i64> = self.txs.iter().copied().collect();
         txs.sort_unstable();
         w.u64(txs.len() as u64);
@@ -341,6 +350,32 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
     // currency's deposits, which fit in an i64, so restoring orders cannot overflow.
     check_conservation(engine)?;
 
+    let window = r.i64("order_id_window")?;
+    if window < 0 {
+        return err(format!("order_id_window {window}"));
+    }
+    engine.order_id_window = window;
+    let recent = r.count(24, "recent order ids")?;
+    let mut previous_recent = None;
+    for _ in 0..recent {
+        let entry = (r.i64("ended_at")?, r.i64("user")?, r.i64("order")?);
+        let (ended_at, user, order) = entry;
+        if previous_recent.is_some_and(|p| p >= entry) {
+            return err(format!(
+                "recent id ({user}, {order}) out of order or repeated"
+            ));
+        }
+        previous_recent = Some(entry);
+        // Only ids still inside the window are kept, and they ended at a venue time.
+        if ended_at < 0 || ended_at > now || now - ended_at >= window {
+            return err(format!("recent id ({user}, {order}): ended at {ended_at}"));
+        }
+        if !engine.recent_id_set.insert((user, order)) {
+            return err(format!("recent id ({user}, {order}) listed twice"));
+        }
+        engine.recent_ids.push_back(entry);
+    }
+
     let txs = r.count(8, "tx ids")?;
     let mut previous_tx = None;
     for _ in 0..txs {
@@ -387,6 +422,9 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                 previous_price = Some(price);
                 if engine.find_order(user, order).is_some() {
                     return err(format!("{what}: listed twice"));
+                }
+                if engine.recent_id_set.contains(&(user, order)) {
+                    return err(format!("{what}: its id is also a recently ended order's"));
                 }
                 let Some((currency, hold)) =
                     engine.resting_order_hold(symbol, side, price, remaining)

@@ -73,6 +73,16 @@ fn compare_state(engine: &Engine, model: &Model) -> Result<(), String> {
         engine.live_orders(),
         model.live_order_details(),
     )?;
+    same(
+        "order id window",
+        engine.order_id_window(),
+        model.order_id_window(),
+    )?;
+    same(
+        "recent ids",
+        engine.recent_order_ids(),
+        model.recent_order_ids(),
+    )?;
     same("users", engine.users(), model.users())?;
     for user in model.users() {
         same(
@@ -236,6 +246,7 @@ fn outcomes(
         Command::UserReport { .. } => "user_report",
         Command::VenueReport => "venue_report",
         Command::Tick => "tick",
+        Command::SetOrderIdWindow { .. } => "set_order_id_window",
     };
     let mut out = vec![match result {
         Ok(()) => format!("{kind}: ok"),
@@ -259,6 +270,11 @@ fn outcomes(
             1 => {}
             _ => out.push(format!("{kind}: several orders")),
         }
+    }
+    if let (Command::Place(p), Err(Reason::DuplicateOrderId)) = (cmd, result)
+        && engine.order_remaining(p.user, p.order).is_none()
+    {
+        out.push("place: duplicate_order_id of an ended order".into());
     }
     if let Command::Place(p) = cmd {
         let stp = p.stp.map_or("none", |s| s.as_str());
@@ -366,6 +382,9 @@ fn streams_reach_every_rule() {
         "user_report: unknown_user",
         "venue_report: ok",
         "tick: ok",
+        "set_order_id_window: ok",
+        "set_order_id_window: invalid_qty",
+        "place: duplicate_order_id of an ended order",
     ]
     .iter()
     .map(|s| s.to_string())

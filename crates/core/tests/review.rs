@@ -57,6 +57,8 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
     b.u32(0); // currency B
     b.i64(0);
     b.i64(held);
+    b.i64(0); // order_id_window
+    b.u64(0); // recent order ids
     b.u64(0); // tx ids
     b.u64(0); // bids
     b.u64(sells.len() as u64);

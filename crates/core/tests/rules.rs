@@ -2474,3 +2474,92 @@ fn amend_rejections_come_in_their_order_and_change_nothing() {
         vec![resting(2, 1, Side::Sell, 105, 2)],
     );
 }
+
+// ----- part 2: the order-id window ------------------------------------------------------------
+
+impl Venue {
+    fn assert_recent_ids(&self, ids: Vec<(UserId, OrderId, i64)>) {
+        assert_eq!(self.model.recent_order_ids(), ids, "model: recent ids");
+        assert_eq!(self.engine.recent_order_ids(), ids, "engine: recent ids");
+    }
+
+    /// As [`Self::rejects`], for a command that carries the time `ts` (which may move the
+    /// clock: that alone may change the state).
+    fn rejects_at(&mut self, ts: i64, cmd: Command, reason: Reason) {
+        self.expect_at(ts, Command::Tick, vec![]);
+        let hash = self.engine.state_hash();
+        self.check_at(Some(ts), cmd.clone(), Err(reason), Vec::new());
+        assert_eq!(
+            self.engine.state_hash(),
+            hash,
+            "engine: rejected {cmd:?} changed the state"
+        );
+    }
+}
+
+#[test]
+fn an_id_that_ended_stays_taken_for_the_window() {
+    let mut v = example_venue();
+    v.rejects(Command::SetOrderIdWindow { window: -1 }, Reason::InvalidQty);
+    v.expect(Command::SetOrderIdWindow { window: 1_000 }, vec![]);
+    v.expect_at(100, place(buy(1, 7, 100, 2)), vec![]);
+    v.expect(
+        Command::Cancel { user: 1, order: 7 },
+        vec![cancelled((1, 7), Side::Buy, 2, CancelReason::User)],
+    );
+    v.assert_recent_ids(vec![(1, 7, 100)]);
+    // The resend inside the window is refused; another user's order 7 is not.
+    v.rejects_at(1_099, place(buy(1, 7, 100, 2)), Reason::DuplicateOrderId);
+    v.expect(place(buy(2, 7, 100, 2)), vec![]);
+    // At 100 + 1000 the id is forgotten, and free again.
+    v.expect_at(1_100, place(buy(1, 7, 100, 2)), vec![]);
+    v.assert_recent_ids(vec![]);
+    // An order filled in full ends too (at the time of the fill), a killed fill-or-kill too; a
+    // rejected one never was an order.
+    v.expect_at(
+        1_200,
+        place(sell(3, 1, 100, 4)),
+        vec![
+            fill((2, 7), (3, 1), Side::Sell, 100, 2),
+            fill((1, 7), (3, 1), Side::Sell, 100, 2),
+        ],
+    );
+    v.expect(
+        place(buy(4, 1, 100, 1).with_tif(Tif::Fok)),
+        vec![cancelled((4, 1), Side::Buy, 1, CancelReason::Fok)],
+    );
+    v.rejects(place(buy(4, 2, 100, 0)), Reason::InvalidQty);
+    v.assert_recent_ids(vec![
+        (1, 7, 1_200),
+        (2, 7, 1_200),
+        (3, 1, 1_200),
+        (4, 1, 1_200),
+    ]);
+    v.expect(place(buy(4, 2, 100, 1)), vec![]);
+    // A smaller window forgets for good what it no longer covers; a window of 0 keeps nothing.
+    v.expect_at(1_700, Command::SetOrderIdWindow { window: 500 }, vec![]);
+    v.assert_recent_ids(vec![]);
+    v.expect(Command::SetOrderIdWindow { window: 0 }, vec![]);
+    v.expect(
+        Command::Cancel { user: 4, order: 2 },
+        vec![cancelled((4, 2), Side::Buy, 1, CancelReason::User)],
+    );
+    v.assert_recent_ids(vec![]);
+    v.expect(Command::SetOrderIdWindow { window: 1_000 }, vec![]);
+    v.expect(place(buy(4, 2, 100, 1)), vec![]);
+    // The window and the ids are state: in the hash and the snapshot.
+    v.expect(
+        Command::Reduce {
+            user: 4,
+            order: 2,
+            qty: 1,
+        },
+        vec![cancelled((4, 2), Side::Buy, 1, CancelReason::Reduce)],
+    );
+    v.assert_recent_ids(vec![(4, 2, 1_700)]);
+    let restored =
+        Engine::decode_snapshot(&v.engine.encode_snapshot(), EngineConfig::default()).unwrap();
+    assert_eq!(restored.recent_order_ids(), vec![(4, 2, 1_700)]);
+    assert_eq!(restored.order_id_window(), 1_000);
+    assert_eq!(restored.state_hash(), v.engine.state_hash());
+}

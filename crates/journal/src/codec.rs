@@ -29,6 +29,7 @@ const TAG_VENUE_REPORT: u8 = 10;
 const TAG_MASS_CANCEL: u8 = 11;
 const TAG_TICK: u8 = 12;
 const TAG_AMEND: u8 = 13;
+const TAG_SET_ORDER_ID_WINDOW: u8 = 14;
 
 /// Bytes of an encoded `place`: tag, user, order, symbol, side, type, tif, price flag, price,
 /// qty, post_only, stp.
@@ -141,6 +142,10 @@ fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
         }
         // The time is the record's own timestamp: the command has no field.
         Command::Tick => put.u8(TAG_TICK),
+        Command::SetOrderIdWindow { window } => {
+            put.u8(TAG_SET_ORDER_ID_WINDOW);
+            put.i64(window);
+        }
         Command::Amend(ref a) => {
             put.u8(TAG_AMEND);
             put.i64(a.user);
@@ -210,6 +215,9 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
             Command::MassCancel { user, symbol }
         }
         TAG_TICK => Command::Tick,
+        TAG_SET_ORDER_ID_WINDOW => Command::SetOrderIdWindow {
+            window: r.i64("window")?,
+        },
         TAG_AMEND => Command::Amend(AmendOrder::with_fields(
             r.i64("user")?,
             r.i64("order")?,

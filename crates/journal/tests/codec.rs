@@ -79,6 +79,7 @@ fn command() -> impl Strategy<Value = Command> {
             symbol: s.map(SymbolId),
         }),
         Just(Command::Tick),
+        i().prop_map(|window| Command::SetOrderIdWindow { window }),
         (
             i(),
             i(),

@@ -65,7 +65,7 @@ impl Histogram {
 }
 
 /// The command kinds counted apart.
-const COMMAND_KINDS: [&str; 13] = [
+const COMMAND_KINDS: [&str; 14] = [
     "add_symbol",
     "add_user",
     "adjust_balance",
@@ -79,6 +79,7 @@ const COMMAND_KINDS: [&str; 13] = [
     "venue_report",
     "tick",
     "amend",
+    "set_order_id_window",
 ];
 
 fn command_kind(cmd: &Command) -> usize {
@@ -96,6 +97,7 @@ fn command_kind(cmd: &Command) -> usize {
         Command::VenueReport => 10,
         Command::Tick => 11,
         Command::Amend(_) => 12,
+        Command::SetOrderIdWindow { .. } => 13,
     }
 }
 

@@ -153,6 +153,10 @@ pub struct Model {
     open: BTreeMap<UserId, usize>,
     /// The venue clock: the largest command time so far, 0 at the start.
     now: i64,
+    /// How long the id of an ended order stays taken.
+    order_id_window: i64,
+    /// Orders that ended inside the window: (user, order, ended at).
+    recent: Vec<(UserId, OrderId, i64)>,
     /// Checks the model's own invariants after every command (slow on big books).
     pub self_check: bool,
 }
@@ -224,6 +228,7 @@ impl Model {
         if let Some(ts) = ts {
             self.now = self.now.max(ts);
         }
+        self.forget_old_ids();
         let before = events.len();
         let result = match *cmd {
             Command::AddSymbol(ref spec) => self.add_symbol(**spec),
@@ -253,6 +258,15 @@ impl Model {
                 Ok(())
             }
             Command::Tick => Ok(()),
+            Command::SetOrderIdWindow { window } => {
+                if window < 0 {
+                    Err(Reason::InvalidQty)
+                } else {
+                    self.order_id_window = window;
+                    self.forget_old_ids();
+                    Ok(())
+                }
+            }
         };
         assert!(
             result.is_ok() || events.len() == before,
@@ -372,6 +386,20 @@ impl Model {
         *self.open.entry(user).or_default() += 1;
     }
 
+    /// Ids of orders that ended a window or more ago are free again.
+    fn forget_old_ids(&mut self) {
+        let (now, window) = (self.now, self.order_id_window);
+        self.recent
+            .retain(|&(_, _, ended_at)| now - ended_at < window);
+    }
+
+    /// An order ended (filled, cancelled, killed): its id stays taken for the window.
+    fn ended(&mut self, user: UserId, order: OrderId) {
+        if self.order_id_window > 0 {
+            self.recent.push((user, order, self.now));
+        }
+    }
+
     fn make_dead(&mut self, user: UserId, order: OrderId) {
         self.live.remove(&(user, order));
         *self
@@ -408,7 +436,12 @@ impl Model {
             }
             _ => {}
         }
-        if self.live.contains_key(&(p.user, p.order)) {
+        if self.live.contains_key(&(p.user, p.order))
+            || self
+                .recent
+                .iter()
+                .any(|&(u, o, _)| (u, o) == (p.user, p.order))
+        {
             return Err(Reason::DuplicateOrderId);
         }
         let book = &self.books[p.symbol.0 as usize];
@@ -454,6 +487,7 @@ impl Model {
                 qty: p.qty,
                 reason: CancelReason::Fok,
             }));
+            self.ended(p.user, p.order);
             return Ok(());
         }
         self.hold(p.user, hold_currency.as_str(), hold);
@@ -548,6 +582,7 @@ impl Model {
             self.fill(&spec, &mut taker, maker, lots, events);
         }
         if taker.remaining == 0 {
+            self.ended(taker.user, taker.order);
             return;
         }
         match taker.tif {
@@ -598,6 +633,7 @@ impl Model {
             reason,
         }));
         taker.remaining = 0;
+        self.ended(taker.user, taker.order);
     }
 
     /// Returns the hold of `qty` lots of a resting order (it is being reduced or removed).
@@ -609,6 +645,7 @@ impl Model {
         self.hold(order.user, currency.as_str(), -(per_lot * qty as i128));
         if qty == order.remaining {
             self.make_dead(order.user, order.order);
+            self.ended(order.user, order.order);
         }
     }
 
@@ -658,6 +695,7 @@ impl Model {
         if resting.remaining == 0 {
             self.books[s].side_mut(maker.side).remove(0);
             self.make_dead(maker.user, maker.order);
+            self.ended(maker.user, maker.order);
         }
         taker.remaining -= lots;
         taker.filled += lots;
@@ -926,6 +964,17 @@ impl Model {
 
     pub fn now(&self) -> i64 {
         self.now
+    }
+
+    pub fn order_id_window(&self) -> i64 {
+        self.order_id_window
+    }
+
+    /// Ids still inside the window: (user, order, ended at), by user then order.
+    pub fn recent_order_ids(&self) -> Vec<(UserId, OrderId, i64)> {
+        let mut ids = self.recent.clone();
+        ids.sort();
+        ids
     }
 
     pub fn symbol_count(&self) -> u32 {

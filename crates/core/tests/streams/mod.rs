@@ -63,6 +63,8 @@ pub enum Px {
     Near(u8),
     /// Near the 64-bit limit, to reach overflow.
     Huge(u8),
+    /// The fee floor times a power of ten: from affordable to far beyond any deposit.
+    Steep(u8),
     /// Zero or negative.
     Bad(u8),
     Missing,
@@ -82,6 +84,8 @@ pub enum AmendQty {
     /// The order's current total (filled + remaining) plus this: mostly a little less (keeps
     /// priority), sometimes more, sometimes at or below what has filled (ends the order).
     Delta(i8),
+    /// The current total plus a power of ten: from affordable to far beyond any deposit.
+    Steep(u8),
     Raw(Qty),
 }
 
@@ -171,6 +175,10 @@ pub enum Op {
         user: u8,
     },
     VenueReport,
+    /// Sets the order-id window: mostly some microseconds, sometimes 0, rarely negative.
+    SetWindow {
+        choice: u8,
+    },
     /// Moves the clock forward by `step` microseconds, or one time in four tries to move it
     /// back (which leaves it where it is).
     Tick {
@@ -244,6 +252,7 @@ fn px() -> impl Strategy<Value = Px> {
     prop_oneof![
         20 => any::<u8>().prop_map(Px::Near),
         1 => any::<u8>().prop_map(Px::Huge),
+        2 => any::<u8>().prop_map(Px::Steep),
         1 => any::<u8>().prop_map(Px::Bad),
         1 => Just(Px::Missing),
     ]
@@ -261,6 +270,7 @@ fn amend_qty() -> impl Strategy<Value = AmendQty> {
     prop_oneof![
         3 => Just(AmendQty::Absent),
         6 => (-4i8..=3).prop_map(AmendQty::Delta),
+        1 => any::<u8>().prop_map(AmendQty::Steep),
         1 => qty().prop_map(AmendQty::Raw),
     ]
 }
@@ -334,6 +344,7 @@ pub fn op() -> impl Strategy<Value = Op> {
             |(name, base, quote, profile)| Op::AddSymbol { name, base, quote, profile }
         ),
         1 => any::<u8>().prop_map(|user| Op::AddUser { user }),
+        1 => any::<u8>().prop_map(|choice| Op::SetWindow { choice }),
         1 => (any::<u16>(), prop::bool::weighted(0.25)).prop_map(|(step, back)| Op::Tick { step, back }),
     ]
 }
@@ -448,6 +459,7 @@ fn price_of(spec: &SymbolSpec, px: Px) -> Option<i64> {
             i64::MAX / 2,
             1 << 40,
         ][k as usize % 6],
+        Px::Steep(k) => floor.saturating_mul(10i64.pow((k % 16) as u32)),
         Px::Bad(k) => [0, -1, i64::MIN][k as usize % 3],
         Px::Missing => return None,
     })
@@ -501,6 +513,13 @@ pub fn timestamp(op: &Op, view: &impl View) -> Option<i64> {
 pub fn command(op: &Op, view: &impl View) -> Command {
     match *op {
         Op::Tick { .. } => Command::Tick,
+        Op::SetWindow { choice } => Command::SetOrderIdWindow {
+            window: match choice % 8 {
+                0 => 0,
+                1 => -1 - (choice / 8) as i64,
+                c => (c as i64) * 10_000_000,
+            },
+        },
         Op::AddSymbol {
             name: n,
             base,
@@ -625,6 +644,9 @@ pub fn command(op: &Op, view: &impl View) -> Command {
             let qty = match qty {
                 AmendQty::Absent => None,
                 AmendQty::Delta(d) => Some(filled + remaining + d as i64),
+                AmendQty::Steep(k) => {
+                    Some((filled + remaining).saturating_add(10i64.pow((k % 16) as u32)))
+                }
                 AmendQty::Raw(q) => Some(qty_of(&spec, q)),
             };
             let price = price.map(|px| price_of(&spec, px).unwrap_or(0));
