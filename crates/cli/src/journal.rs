@@ -67,7 +67,7 @@ pub fn dump(
             left_out += 1;
             continue;
         }
-        write_command(&mut buf, &engine, &record.command);
+        write_command(&mut buf, &engine, &record.command, Some(record.ts_ns));
         let _ = engine.apply(record.seq, record.ts_ns, &record.command, &mut ());
         written += 1;
         if buf.len() >= 60 * 1024 {

@@ -117,8 +117,8 @@ fn replay_inner(
                 max_bytes: MAX_LINE_BYTES,
             })
         };
-        let cmd = match parsed {
-            Ok(Some(cmd)) => cmd,
+        let line = match parsed {
+            Ok(Some(line)) => line,
             Ok(None) => continue,
             Err(problem) => {
                 let error = LineError { line: seq, problem };
@@ -137,13 +137,14 @@ fn replay_inner(
             buf: std::mem::take(&mut buf),
             error: None,
         };
-        let result = engine.apply(seq, 0, &cmd, &mut sink);
+        let cmd = &line.command;
+        let result = engine.apply(seq, line.timestamp(), cmd, &mut sink);
         buf = sink.buf;
         if let Some(e) = sink.error {
             return Err(e.into());
         }
         summary.commands += 1;
-        if let (Command::AddSymbol(spec), Ok(())) = (&cmd, result) {
+        if let (Command::AddSymbol(spec), Ok(())) = (cmd, result) {
             names.insert(engine.symbol_id(spec.symbol.as_str()), spec.symbol);
         }
         scenario::write_result(&mut buf, seq, result);

@@ -10,9 +10,9 @@
 use std::fmt;
 
 use rialto_core::{
-    Balance, BookSnapshot, Cancelled, Command, CurrencyTotals, Engine, Event, Level, Name,
-    OrderType, PlaceOrder, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif, Trade,
-    UserReport,
+    AmendOrder, Amended, Balance, BookSnapshot, Cancelled, Command, CurrencyTotals, Engine, Event,
+    Level, Name, OrderType, PlaceOrder, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
+    Trade, UserReport,
 };
 use serde_json::{Map, Value};
 
@@ -88,10 +88,26 @@ pub fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
-/// Parses one scenario line (without its line terminator) into a command. `Ok(None)` for a
-/// blank line. Symbol names of `place`, `book` and `mass_cancel` are resolved with `engine`; an
-/// unknown one becomes [`SymbolId::NONE`] so that the engine rejects it with `unknown_symbol`.
-pub fn parse_line(engine: &Engine, line: &[u8]) -> Result<Option<Command>, LineProblem> {
+/// One scenario line: a command and its optional time (`ts`, ns since the Unix epoch).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    pub command: Command,
+    pub ts: Option<i64>,
+}
+
+impl Line {
+    /// The timestamp to apply the command with: a line without `ts` leaves the venue clock
+    /// where it is, which any time at or below the clock does.
+    pub fn timestamp(&self) -> i64 {
+        self.ts.unwrap_or(i64::MIN)
+    }
+}
+
+/// Parses one scenario line (without its line terminator) into a command and its time.
+/// `Ok(None)` for a blank line. Symbol names of `place`, `book` and `mass_cancel` are resolved
+/// with `engine`; an unknown one becomes [`SymbolId::NONE`] so that the engine rejects it with
+/// `unknown_symbol`.
+pub fn parse_line(engine: &Engine, line: &[u8]) -> Result<Option<Line>, LineProblem> {
     if is_blank(line) {
         return Ok(None);
     }
@@ -99,7 +115,9 @@ pub fn parse_line(engine: &Engine, line: &[u8]) -> Result<Option<Command>, LineP
     let Value::Object(map) = value else {
         return Err(LineProblem::NotObject);
     };
-    parse_command(engine, &map).map(Some)
+    let command = parse_command(engine, &map)?;
+    let ts = Fields(&map).opt_int("ts")?;
+    Ok(Some(Line { command, ts }))
 }
 
 /// serde_json's message says "at line 1 column N"; within one scenario line only the column
@@ -146,6 +164,13 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
             order: f.int("order")?,
             price: f.int("price")?,
         },
+        "amend" => Command::Amend(AmendOrder::with_fields(
+            f.int("user")?,
+            f.int("order")?,
+            f.opt_int("price")?,
+            f.opt_int("qty")?,
+            f.opt_int("stop_price")?,
+        )),
         "reduce" => Command::Reduce {
             user: f.int("user")?,
             order: f.int("order")?,
@@ -163,6 +188,14 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
             user: f.int("user")?,
         },
         "venue_report" => Command::VenueReport,
+        "set_order_id_window" => Command::SetOrderIdWindow {
+            window: f.int("window")?,
+        },
+        "tick" => {
+            // A tick is nothing but its time: `ts` is required here.
+            f.int("ts")?;
+            Command::Tick
+        }
         other => return Err(LineProblem::UnknownCommand(other.to_owned())),
     })
 }
@@ -392,10 +425,23 @@ pub fn write_event(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, event: &Eve
     match event {
         Event::Trade(t) => write_trade(buf, seq, names, t),
         Event::Cancelled(c) => write_cancelled(buf, seq, c),
+        Event::Amended(a) => write_amended(buf, seq, a),
         Event::Book(b) => write_book(buf, seq, names, b),
         Event::UserReport(r) => write_user_report(buf, seq, r),
         Event::VenueReport(totals) => write_venue_report(buf, seq, totals),
     }
+}
+
+fn write_amended(buf: &mut Vec<u8>, seq: u64, a: &Amended) {
+    head(buf, "amended", seq);
+    int_field(buf, "user", a.user);
+    int_field(buf, "order", a.order);
+    int_field(buf, "price", a.price);
+    int_field(buf, "stop_price", a.stop_price);
+    int_field(buf, "qty", a.qty);
+    buf.extend_from_slice(b",\"priority\":");
+    write_json_str(buf, a.priority.as_str());
+    buf.extend_from_slice(b"}\n");
 }
 
 fn write_trade(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, t: &Trade) {
@@ -530,11 +576,11 @@ fn write_venue_report(buf: &mut Vec<u8>, seq: u64, totals: &[CurrencyTotals]) {
 }
 
 /// Appends `cmd` as one scenario line (the inverse of [`parse_line`]): every field written
-/// explicitly, `place` and `book` symbols by the name `engine` knows for the id. A word the
-/// gateway could not recognise (`None`) is written as `"?"`, which parses back to `None`; a
-/// symbol id the engine does not know is written as `""`, which parses to [`SymbolId::NONE`]
-/// and is rejected with `unknown_symbol` exactly as the id was.
-pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command) {
+/// explicitly, `place` and `book` symbols by the name `engine` knows for the id, and `ts` last
+/// when given. A word the gateway could not recognise (`None`) is written as `"?"`, which
+/// parses back to `None`; a symbol id the engine does not know is written as `""`, which parses
+/// to [`SymbolId::NONE`] and is rejected with `unknown_symbol` exactly as the id was.
+pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Option<i64>) {
     let cmd_head = |buf: &mut Vec<u8>, name: &str| {
         buf.extend_from_slice(b"{\"cmd\":\"");
         buf.extend_from_slice(name.as_bytes());
@@ -633,6 +679,33 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command) {
                 str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
             }
         }
+        Command::Amend(ref a) => {
+            cmd_head(buf, "amend");
+            int_field(buf, "user", a.user);
+            int_field(buf, "order", a.order);
+            if let Some(price) = a.price() {
+                int_field(buf, "price", price);
+            }
+            if let Some(qty) = a.qty() {
+                int_field(buf, "qty", qty);
+            }
+            if let Some(stop_price) = a.stop_price() {
+                int_field(buf, "stop_price", stop_price);
+            }
+        }
+        Command::SetOrderIdWindow { window } => {
+            cmd_head(buf, "set_order_id_window");
+            int_field(buf, "window", window);
+        }
+        // Its time is the `ts` below, which a tick must carry.
+        Command::Tick => cmd_head(buf, "tick"),
+    }
+    let ts = match (cmd, ts) {
+        (Command::Tick, None) => Some(engine.now()),
+        (_, ts) => ts,
+    };
+    if let Some(ts) = ts {
+        int_field(buf, "ts", ts);
     }
     buf.extend_from_slice(b"}\n");
 }
@@ -708,6 +781,29 @@ pub fn write_final(buf: &mut Vec<u8>, engine: &Engine) {
         buf.extend_from_slice(b",\"asks\":");
         write_resting(buf, &asks);
         buf.push(b'}');
+    }
+    buf.extend_from_slice(b"},\"orders\":");
+    write_int_rows(
+        buf,
+        engine
+            .live_orders()
+            .iter()
+            .map(|o| [o.user, o.order, o.filled, o.shown, o.expire_ts]),
+    );
+    buf.extend_from_slice(b",\"now\":");
+    write_int(buf, engine.now());
+    buf.extend_from_slice(b",\"recent_ids\":{");
+    let recent = engine.recent_order_ids();
+    for (i, chunk) in recent.chunk_by(|a, b| a.0 == b.0).enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, &chunk[0].0.to_string());
+        buf.push(b':');
+        write_int_rows(
+            buf,
+            chunk.iter().map(|&(_, order, ended_at)| [order, ended_at]),
+        );
     }
     buf.extend_from_slice(b"},\"state_hash\":");
     write_json_str(buf, &engine.state_hash_hex());
@@ -922,7 +1018,7 @@ mod tests {
         };
         let add = Command::AddSymbol(Box::new(spec));
         assert_eq!(engine.apply(1, 0, &add, &mut ()), Ok(()));
-        let parse = |l: &str| parse_line(&engine, l.as_bytes());
+        let parse = |l: &str| parse_line(&engine, l.as_bytes()).map(|l| l.map(|l| l.command));
         let mass = |user, symbol| Ok(Some(Command::MassCancel { user, symbol }));
         assert_eq!(parse(r#"{"cmd":"mass_cancel","user":-4}"#), mass(-4, None));
         assert_eq!(
@@ -961,9 +1057,51 @@ mod tests {
 
     fn parse_back(engine: &Engine, cmd: &Command) -> Command {
         let mut buf = Vec::new();
-        write_command(&mut buf, engine, cmd);
+        write_command(&mut buf, engine, cmd, None);
         assert_eq!(buf.last(), Some(&b'\n'));
-        parse_line(engine, &buf[..buf.len() - 1]).unwrap().unwrap()
+        parse_line(engine, &buf[..buf.len() - 1])
+            .unwrap()
+            .unwrap()
+            .command
+    }
+
+    #[test]
+    fn any_command_may_carry_a_time_and_a_tick_must() {
+        let engine = Engine::new(Default::default());
+        let parse = |l: &str| parse_line(&engine, l.as_bytes());
+        let line = |command, ts| Ok(Some(Line { command, ts }));
+        assert_eq!(
+            parse(r#"{"cmd":"tick","ts":500}"#),
+            line(Command::Tick, Some(500))
+        );
+        assert_eq!(
+            parse(r#"{"cmd":"tick"}"#),
+            Err(LineProblem::MissingField("ts"))
+        );
+        assert_eq!(
+            parse(r#"{"cmd":"add_user","user":1,"ts":-3}"#),
+            line(Command::AddUser { user: 1 }, Some(-3))
+        );
+        assert_eq!(
+            parse(r#"{"cmd":"add_user","user":1}"#),
+            line(Command::AddUser { user: 1 }, None)
+        );
+        assert_eq!(
+            parse(r#"{"cmd":"add_user","user":1,"ts":"5"}"#),
+            Err(LineProblem::WrongKind {
+                field: "ts",
+                expected: "an integer",
+                found: "a string"
+            })
+        );
+        // A time is written back, and a tick without one takes the clock's.
+        let mut buf = Vec::new();
+        write_command(&mut buf, &engine, &Command::AddUser { user: 1 }, Some(9));
+        write_command(&mut buf, &engine, &Command::Tick, None);
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "{\"cmd\":\"add_user\",\"user\":1,\"ts\":9}\n{\"cmd\":\"tick\",\"ts\":0}\n"
+        );
     }
 
     #[test]
@@ -1057,6 +1195,11 @@ mod tests {
                 user: 3,
                 symbol: Some(SymbolId::NONE),
             },
+            Command::Tick,
+            Command::SetOrderIdWindow { window: -7 },
+            Command::Amend(AmendOrder::new(1, 2)),
+            Command::Amend(AmendOrder::new(1, 2).with_qty(0).with_stop_price(-5)),
+            Command::Amend(AmendOrder::new(1, 2).with_price(7)),
         ];
         for tif in Tif::ALL {
             cmds.push(Command::Place(limit.with_tif(*tif)));

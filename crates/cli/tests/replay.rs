@@ -29,6 +29,16 @@ const MALFORMED: &[(&str, &str)] = &[
         "not valid JSON",
     ),
     ("hello", "not valid JSON"),
+    // A tick needs its time; a time of the wrong kind spoils any line (and moves no clock).
+    (r#"{"cmd":"tick"}"#, "missing field \"ts\""),
+    (
+        r#"{"cmd":"adjust_balance","user":1,"currency":"USD","amount":5000,"tx":5,"ts":"9"}"#,
+        "field \"ts\": expected an integer, found a string",
+    ),
+    (
+        r#"{"cmd":"tick","ts":1.5}"#,
+        "field \"ts\": expected an integer",
+    ),
     (r#"[1,2,3]"#, "expected a JSON object"),
     (
         r#"{"cmd":"adjust_balance","user":1,"currency":"USD","tx":5}"#,

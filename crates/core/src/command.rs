@@ -56,10 +56,113 @@ pub enum Command {
     },
     /// Venue totals per currency, fees collected included.
     VenueReport,
+    /// Changes a live order's price and/or total quantity at once (docs/rules.md, "Amend").
+    Amend(AmendOrder),
+    /// Sets how long (ns of venue time) the id of an order that ended stays taken
+    /// (docs/rules.md, "Order ids are not reused within a window"). An operator command.
+    SetOrderIdWindow {
+        window: i64,
+    },
+    /// Only moves the venue clock (docs/rules.md, "Time"): the time is the command's
+    /// timestamp, an argument of [`crate::Engine::apply`] like every command's.
+    Tick,
 }
 
 // Keeps the size the module's doc promises: a larger variant would grow every command.
 const _: () = assert!(std::mem::size_of::<Command>() == 56);
+
+/// An amend: which order, and the fields to change. A field left out keeps its value.
+///
+/// Kept as values and a mask of the fields present rather than as `Option`s so that the
+/// command stays within the size above; an absent field's value is always 0, so equal amends
+/// compare equal. Build one with [`AmendOrder::new`] and the `with_*` methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AmendOrder {
+    pub user: UserId,
+    pub order: OrderId,
+    price: i64,
+    qty: i64,
+    stop_price: i64,
+    present: u8,
+}
+
+impl AmendOrder {
+    const PRICE: u8 = 1;
+    const QTY: u8 = 2;
+    const STOP_PRICE: u8 = 4;
+
+    /// An amend of `(user, order)` that changes nothing yet (the engine rejects it as it is).
+    pub fn new(user: UserId, order: OrderId) -> Self {
+        AmendOrder {
+            user,
+            order,
+            price: 0,
+            qty: 0,
+            stop_price: 0,
+            present: 0,
+        }
+    }
+
+    /// An amend with the fields given, the others left out.
+    pub fn with_fields(
+        user: UserId,
+        order: OrderId,
+        price: Option<i64>,
+        qty: Option<i64>,
+        stop_price: Option<i64>,
+    ) -> Self {
+        let mut amend = AmendOrder::new(user, order);
+        if let Some(price) = price {
+            amend = amend.with_price(price);
+        }
+        if let Some(qty) = qty {
+            amend = amend.with_qty(qty);
+        }
+        if let Some(stop_price) = stop_price {
+            amend = amend.with_stop_price(stop_price);
+        }
+        amend
+    }
+
+    /// The new limit price.
+    pub fn with_price(self, price: i64) -> Self {
+        AmendOrder {
+            price,
+            present: self.present | Self::PRICE,
+            ..self
+        }
+    }
+
+    /// The new **total** quantity, the part already filled included (as FIX `OrderQty`).
+    pub fn with_qty(self, qty: i64) -> Self {
+        AmendOrder {
+            qty,
+            present: self.present | Self::QTY,
+            ..self
+        }
+    }
+
+    /// The new stop price of a pending stop order.
+    pub fn with_stop_price(self, stop_price: i64) -> Self {
+        AmendOrder {
+            stop_price,
+            present: self.present | Self::STOP_PRICE,
+            ..self
+        }
+    }
+
+    pub fn price(&self) -> Option<i64> {
+        (self.present & Self::PRICE != 0).then_some(self.price)
+    }
+
+    pub fn qty(&self) -> Option<i64> {
+        (self.present & Self::QTY != 0).then_some(self.qty)
+    }
+
+    pub fn stop_price(&self) -> Option<i64> {
+        (self.present & Self::STOP_PRICE != 0).then_some(self.stop_price)
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SymbolSpec {

@@ -6,7 +6,7 @@
 //! an i64, so every balance fits too.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::num::NonZeroI64;
 
@@ -14,15 +14,16 @@ use rialto_prefetch::{prefetch, prefetch_first_line};
 
 use crate::account::{Accounts, MAX_CURRENCIES};
 use crate::book::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
-use crate::command::{Command, PlaceOrder, SymbolSpec};
+use crate::command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
 use crate::event::{
-    Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, OpenOrder, Trade,
-    UserReport,
+    Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
+    OpenOrder, Trade, UserReport,
 };
 use crate::hasher::FastHash;
 use crate::index::IdIndex;
 use crate::types::{
-    CancelReason, CurrencyId, Name, OrderId, OrderType, Reason, Side, Stp, SymbolId, Tif, UserId,
+    CancelReason, CurrencyId, Name, OrderId, OrderType, Priority, Reason, Side, Stp, SymbolId, Tif,
+    UserId,
 };
 
 /// Capacities and limits. Capacities are hints that are allocated at start so that steady-state
@@ -340,6 +341,11 @@ pub struct Engine {
     /// User id to account (see [`Engine::account_of`]).
     pub(crate) account_ids: IdIndex,
     pub(crate) orders: Orders,
+    /// Each order node's total quantity (filled + remaining), by node index: what `amend` needs
+    /// to know of the filled part. Kept beside the nodes, not in them, so that a node stays one
+    /// cache line; written when an order comes to rest and by `reduce` and `amend`, never by a
+    /// fill.
+    pub(crate) order_totals: Vec<i64>,
     /// `(user, order)` of every resting order to its node (see [`Engine::find_order`]).
     pub(crate) order_ids: IdIndex,
     /// Hashes the keys of both id indexes and of `txs`.
@@ -347,6 +353,18 @@ pub struct Engine {
     pub(crate) levels: Levels,
     pub(crate) txs: HashSet<i64, FastHash>,
     pub(crate) last_seq: u64,
+    /// How long, in ns of venue time, the id of an order that ended stays taken (0: only live
+    /// orders' ids are taken).
+    pub(crate) order_id_window: i64,
+    /// The orders that ended inside the window, as (ended at, user, order), oldest first (the
+    /// clock never goes back, so appending keeps them in time order), and the same ids as a
+    /// set to look up. Both hold only one window's worth: older ids are forgotten at the start
+    /// of every command.
+    pub(crate) recent_ids: VecDeque<(i64, UserId, OrderId)>,
+    pub(crate) recent_id_set: HashSet<(UserId, OrderId), FastHash>,
+    /// The venue clock, ns since the Unix epoch: the largest command timestamp seen so far
+    /// (0 before any). Time never goes back (docs/rules.md, "Time").
+    pub(crate) now: i64,
     /// Reused for book snapshots so that queries do not allocate once warm.
     scratch_bids: Vec<Level>,
     scratch_asks: Vec<Level>,
@@ -413,11 +431,16 @@ impl Engine {
             accounts: Accounts::with_capacity(config.expected_users),
             account_ids: IdIndex::with_capacity(config.expected_users),
             orders: Orders::with_capacity(config.expected_resting_orders),
+            order_totals: Vec::with_capacity(config.expected_resting_orders),
             order_ids: IdIndex::with_capacity(config.expected_resting_orders),
             hash,
             levels: Levels::with_capacity(config.expected_levels_per_side * 2),
             txs: HashSet::with_hasher(hash),
             last_seq: 0,
+            now: 0,
+            order_id_window: 0,
+            recent_ids: VecDeque::new(),
+            recent_id_set: HashSet::with_hasher(hash),
             scratch_bids: Vec::new(),
             scratch_asks: Vec::new(),
             scratch_mass_cancel: Vec::new(),
@@ -427,19 +450,30 @@ impl Engine {
 
     /// Applies one command. Events go to `sink` as they happen; the return value is the
     /// command's result. A rejected command changes nothing and reports no event.
+    ///
+    /// `timestamp_ns` is the command's time: the venue clock becomes the larger of it and the
+    /// clock (a timestamp below the clock counts as the clock, so time never goes back). A
+    /// command that carries no time passes anything at or below the clock, e.g. `i64::MIN`.
     pub fn apply(
         &mut self,
         seq: u64,
-        _timestamp_ns: i64,
+        timestamp_ns: i64,
         cmd: &Command,
         sink: &mut impl EventSink,
     ) -> Result<(), Reason> {
         self.last_seq = seq;
+        if timestamp_ns > self.now {
+            self.now = timestamp_ns;
+        }
+        if !self.recent_ids.is_empty() {
+            self.forget_old_ids();
+        }
         match *cmd {
             Command::Place(ref place) => self.place(place, sink),
             Command::Move { user, order, price } => self.move_order(user, order, price, sink),
             Command::Cancel { user, order } => self.cancel(user, order, sink),
             Command::Reduce { user, order, qty } => self.reduce(user, order, qty, sink),
+            Command::Amend(ref amend) => self.amend(amend, sink),
             Command::MassCancel { user, symbol } => self.mass_cancel(user, symbol, sink),
             Command::AddSymbol(ref spec) => self.add_symbol(spec),
             Command::AddUser { user } => self.add_user(user),
@@ -459,6 +493,8 @@ impl Engine {
                 sink.on_event(&Event::VenueReport(&self.venue_totals()));
                 Ok(())
             }
+            Command::Tick => Ok(()),
+            Command::SetOrderIdWindow { window } => self.set_order_id_window(window),
         }
     }
 
@@ -507,6 +543,45 @@ impl Engine {
         });
         self.currency_ids.insert(name, id);
         id
+    }
+
+    fn set_order_id_window(&mut self, window: i64) -> Result<(), Reason> {
+        if window < 0 {
+            return Err(Reason::InvalidQty);
+        }
+        self.order_id_window = window;
+        // A smaller window forgets for good what it no longer covers.
+        self.forget_old_ids();
+        Ok(())
+    }
+
+    /// Forgets the ids of orders that ended a window or more ago (all of them under a window
+    /// of 0).
+    fn forget_old_ids(&mut self) {
+        while let Some(&(ended_at, user, order)) = self.recent_ids.front() {
+            // Both are venue times, so 0 <= ended_at <= now: the difference fits.
+            if self.now - ended_at < self.order_id_window {
+                break;
+            }
+            self.recent_ids.pop_front();
+            self.recent_id_set.remove(&(user, order));
+        }
+    }
+
+    /// Notes that `(user, order)` ended now, so that its id stays taken for the window.
+    #[inline]
+    fn order_ended(&mut self, user: UserId, order: OrderId) {
+        if self.order_id_window > 0 {
+            self.recent_ids.push_back((self.now, user, order));
+            let fresh = self.recent_id_set.insert((user, order));
+            debug_assert!(fresh, "an id taken within the window was used again");
+        }
+    }
+
+    /// Whether `user` is within the window of an order `order` that ended.
+    #[inline]
+    fn id_recently_used(&self, user: UserId, order: OrderId) -> bool {
+        !self.recent_ids.is_empty() && self.recent_id_set.contains(&(user, order))
     }
 
     fn add_user(&mut self, user: UserId) -> Result<(), Reason> {
@@ -589,7 +664,9 @@ impl Engine {
         if side == Side::Sell && limit.is_some_and(|price| sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
-        if self.find_order(cmd.user, cmd.order).is_some() {
+        if self.find_order(cmd.user, cmd.order).is_some()
+            || self.id_recently_used(cmd.user, cmd.order)
+        {
             return Err(Reason::DuplicateOrderId);
         }
         if cmd.post_only && self.crosses_best(symbol, side, limit) {
@@ -640,6 +717,7 @@ impl Engine {
                 qty: cmd.qty,
                 reason: CancelReason::Fok,
             }));
+            self.order_ended(cmd.user, cmd.order);
             return Ok(());
         }
         self.execute(symbol, taker, None, sink);
@@ -799,8 +877,8 @@ impl Engine {
                 self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
             }
             (Some(idx), false) => self.forget_order(idx),
-            (None, true) => self.rest_new(symbol, &taker, rest_qty),
-            (None, false) => {}
+            (None, true) => self.rest_new(symbol, &taker, rest_qty, taker.qty),
+            (None, false) => self.order_ended(taker.user, taker.order),
         }
     }
 
@@ -913,7 +991,8 @@ impl Engine {
     }
 
     /// Puts the rest of a new order on the book, holding nothing itself (the caller has).
-    fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64) {
+    /// `total` is its quantity with what it has filled.
+    fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64, total: i64) {
         let account = self.accounts.get_mut(taker.account);
         let idx = self.orders.alloc(OrderNode {
             user: taker.user,
@@ -936,9 +1015,33 @@ impl Engine {
         }
         account.orders_head = idx;
         account.open_orders += 1;
+        self.set_order_total(idx, total);
         self.order_ids
             .insert(self.hash.hash_one((taker.user, taker.order)), idx);
         self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
+    }
+
+    /// Records the total quantity of the order in node `idx` (the arena hands out a new index
+    /// only at its end, so the side table grows with it).
+    #[inline]
+    fn set_order_total(&mut self, idx: u32, total: i64) {
+        let i = idx as usize;
+        if i < self.order_totals.len() {
+            self.order_totals[i] = total;
+        } else {
+            debug_assert_eq!(
+                i,
+                self.order_totals.len(),
+                "order nodes are handed out in order"
+            );
+            self.order_totals.push(total);
+        }
+    }
+
+    /// What the live order in node `idx` has filled since it was accepted.
+    #[inline]
+    fn order_filled(&self, idx: u32) -> i64 {
+        self.order_totals[idx as usize] - self.orders.get(idx).remaining
     }
 
     /// What a resting order of these terms holds, as (currency, amount), or `None` when that
@@ -969,6 +1072,7 @@ impl Engine {
         side: Side,
         price: i64,
         remaining: i64,
+        filled: i64,
         stp: Stp,
         post_only: bool,
     ) {
@@ -983,7 +1087,7 @@ impl Engine {
             post_only,
             leftover: None,
         };
-        self.rest_new(symbol, &taker, remaining);
+        self.rest_new(symbol, &taker, remaining, filled + remaining);
     }
 
     /// Frees a node that is out of its level: unlinks it from its account and the id index.
@@ -1002,6 +1106,7 @@ impl Engine {
         self.order_ids
             .remove(self.hash.hash_one((node.user, node.order)), |i| i == idx);
         self.orders.free(idx);
+        self.order_ended(node.user, node.order);
     }
 
     /// The hold a resting order keeps for `qty` of its lots, in (currency, amount).
@@ -1100,6 +1205,7 @@ impl Engine {
         self.release_hold(&node, qty);
         self.orders.get_mut(idx).remaining -= qty;
         self.levels.get_mut(node.level).total -= qty;
+        self.order_totals[idx as usize] -= qty;
         sink.on_event(&Event::Cancelled(Cancelled {
             symbol: SymbolId(node.symbol),
             user,
@@ -1203,6 +1309,106 @@ impl Engine {
             leftover: None,
         };
         self.execute(symbol, taker, Some(idx), sink);
+        Ok(())
+    }
+
+    /// Amend: a new price and/or total quantity at once (docs/rules.md, "Amend"). Everything
+    /// is checked before anything changes, so a rejected amend leaves the order as it was.
+    fn amend(&mut self, amend: &AmendOrder, sink: &mut impl EventSink) -> Result<(), Reason> {
+        let (user, order) = (amend.user, amend.order);
+        let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
+        if amend.price().is_none() && amend.qty().is_none() && amend.stop_price().is_none() {
+            return Err(Reason::InvalidOrder);
+        }
+        if amend.stop_price().is_some() {
+            // Only a pending stop has a stop price, and every live order rests on a book.
+            return Err(Reason::InvalidOrder);
+        }
+        if amend.qty().is_some_and(|qty| qty <= 0) {
+            return Err(Reason::InvalidQty);
+        }
+        let node = *self.orders.get(idx);
+        let symbol = node.symbol as usize;
+        let terms = self.symbols[symbol].terms;
+        if let Some(price) = amend.price()
+            && (price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)))
+        {
+            return Err(Reason::InvalidPrice);
+        }
+        let filled = self.order_filled(idx);
+        let total = amend.qty().unwrap_or(filled + node.remaining);
+        if total <= filled {
+            // A total at or below what has filled ends the order, as a reduce would.
+            self.remove_resting(idx, CancelReason::Reduce, sink);
+            return Ok(());
+        }
+        let remaining = total - filled;
+        let price = amend.price().unwrap_or(node.price);
+        let keeps_priority = price == node.price && remaining <= node.remaining;
+        let crosses = !keeps_priority && self.crosses_best(symbol, node.side, Some(price));
+        if node.post_only && crosses {
+            return Err(Reason::WouldTake);
+        }
+        let (currency, old_hold) = self.resting_hold(&node, node.remaining);
+        let new_hold = match node.side {
+            Side::Buy => buy_hold(remaining, price, &terms),
+            Side::Sell => remaining.checked_mul(terms.base_scale),
+        }
+        .ok_or(Reason::Overflow)?;
+        // Both holds fit in i64 and are >= 0, so their difference does too.
+        let added_hold = new_hold - old_hold;
+        if added_hold > self.accounts.balance(node.account, currency).available {
+            return Err(Reason::InsufficientFunds);
+        }
+
+        self.order_totals[idx as usize] = total;
+        sink.on_event(&Event::Amended(Amended {
+            symbol: SymbolId(node.symbol),
+            user,
+            order,
+            side: node.side,
+            price,
+            stop_price: 0,
+            qty: remaining,
+            priority: if keeps_priority {
+                Priority::Kept
+            } else {
+                Priority::Lost
+            },
+        }));
+        if crosses {
+            // It may trade: re-entered exactly as a move enters it.
+            self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
+            self.release_hold(&node, node.remaining);
+            let taker = Taker {
+                account: node.account,
+                user,
+                order,
+                side: node.side,
+                limit: Some(price),
+                qty: remaining,
+                stp: node.stp,
+                post_only: node.post_only,
+                leftover: None,
+            };
+            self.execute(symbol, taker, Some(idx), sink);
+            return Ok(());
+        }
+        let balance = self.accounts.balance_mut(node.account, currency);
+        balance.available -= added_hold;
+        balance.held += added_hold;
+        if keeps_priority {
+            self.orders.get_mut(idx).remaining = remaining;
+            self.levels.get_mut(node.level).total -= node.remaining - remaining;
+        } else {
+            // The back of its (new) level, as a move that does not trade.
+            let sym = &mut self.symbols[symbol];
+            sym.unlink(node.side, &mut self.levels, &mut self.orders, idx);
+            let n = self.orders.get_mut(idx);
+            n.price = price;
+            n.remaining = remaining;
+            sym.push_back(node.side, &mut self.levels, &mut self.orders, idx);
+        }
         Ok(())
     }
 
@@ -1630,6 +1836,28 @@ impl Engine {
         out
     }
 
+    /// Every live order, by user id then order id, with what it has filled, what the book
+    /// shows of it and its expiry (0: never).
+    pub fn live_orders(&self) -> Vec<LiveOrder> {
+        let mut out = Vec::with_capacity(self.orders.live());
+        for account in 0..self.accounts.len() as u32 {
+            let mut idx = self.accounts.get(account).orders_head;
+            while idx != NIL {
+                let node = self.orders.get(idx);
+                out.push(LiveOrder {
+                    user: node.user,
+                    order: node.order,
+                    filled: self.order_filled(idx),
+                    shown: node.remaining,
+                    expire_ts: 0,
+                });
+                idx = node.account_next;
+            }
+        }
+        out.sort_unstable_by_key(|o| (o.user, o.order));
+        out
+    }
+
     /// The remaining quantity of a live order, if it is live.
     pub fn order_remaining(&self, user: UserId, order: OrderId) -> Option<i64> {
         self.find_order(user, order)
@@ -1656,6 +1884,28 @@ impl Engine {
             self.last_seq
         );
         self.last_seq = through;
+    }
+
+    /// How long the id of an order that ended stays taken, ns of venue time.
+    pub fn order_id_window(&self) -> i64 {
+        self.order_id_window
+    }
+
+    /// The ids still inside the window, as (user, order, ended at), by user then order.
+    pub fn recent_order_ids(&self) -> Vec<(UserId, OrderId, i64)> {
+        let mut ids: Vec<_> = self
+            .recent_ids
+            .iter()
+            .map(|&(ended_at, user, order)| (user, order, ended_at))
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The venue clock: the largest command timestamp applied so far, 0 before any. Part of
+    /// the state (and of the state hash).
+    pub fn now(&self) -> i64 {
+        self.now
     }
 }
 

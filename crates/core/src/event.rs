@@ -1,7 +1,7 @@
 //! Events: what the engine reports while it applies a command. The command's result (ok or a
 //! rejection reason) is the return value of [`crate::Engine::apply`] and comes after its events.
 
-use crate::types::{CancelReason, Name, OrderId, Side, SymbolId, UserId};
+use crate::types::{CancelReason, Name, OrderId, Priority, Side, SymbolId, UserId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Trade {
@@ -29,6 +29,33 @@ pub struct Cancelled {
     /// Quantity that left the book or was never executed.
     pub qty: i64,
     pub reason: CancelReason,
+}
+
+/// An accepted amend: the order's terms after it. When it lost priority, the trades and
+/// cancellations of its re-entry follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Amended {
+    pub symbol: SymbolId,
+    pub user: UserId,
+    pub order: OrderId,
+    pub side: Side,
+    pub price: i64,
+    /// 0 for an order that is not a pending stop.
+    pub stop_price: i64,
+    /// The new remaining quantity.
+    pub qty: i64,
+    pub priority: Priority,
+}
+
+/// A live order as the final state lists it: how much it has filled, how much of it the book
+/// shows, and when it expires (0: never).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveOrder {
+    pub user: UserId,
+    pub order: OrderId,
+    pub filled: i64,
+    pub shown: i64,
+    pub expire_ts: i64,
 }
 
 /// One aggregated price level: price and total remaining quantity.
@@ -85,6 +112,7 @@ pub struct CurrencyTotals {
 pub enum Event<'a> {
     Trade(Trade),
     Cancelled(Cancelled),
+    Amended(Amended),
     Book(BookSnapshot<'a>),
     UserReport(&'a UserReport),
     VenueReport(&'a [CurrencyTotals]),
@@ -106,6 +134,7 @@ impl EventSink for () {
 pub enum OwnedEvent {
     Trade(Trade),
     Cancelled(Cancelled),
+    Amended(Amended),
     Book {
         symbol: SymbolId,
         bids: Vec<Level>,
@@ -120,6 +149,7 @@ impl From<&Event<'_>> for OwnedEvent {
         match *event {
             Event::Trade(t) => OwnedEvent::Trade(t),
             Event::Cancelled(c) => OwnedEvent::Cancelled(c),
+            Event::Amended(a) => OwnedEvent::Amended(a),
             Event::Book(b) => OwnedEvent::Book {
                 symbol: b.symbol,
                 bids: b.bids.to_vec(),

@@ -17,16 +17,17 @@ mod hasher;
 mod index;
 mod snapshot;
 
-pub use command::{Command, PlaceOrder, SymbolSpec};
+pub use command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
 pub use engine::{
     Engine, EngineConfig, PREFETCH_DISTANCES, PREFETCH_LOOKAHEAD, PREFETCH_PAYS_BYTES, Prefetch,
     RestingOrder,
 };
 pub use event::{
-    Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, OpenOrder,
-    OwnedEvent, Trade, UserReport,
+    Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
+    OpenOrder, OwnedEvent, Trade, UserReport,
 };
 pub use snapshot::SnapshotError;
 pub use types::{
-    CancelReason, CurrencyId, Name, OrderId, OrderType, Reason, Side, Stp, SymbolId, Tif, UserId,
+    CancelReason, CurrencyId, Name, OrderId, OrderType, Priority, Reason, Side, Stp, SymbolId, Tif,
+    UserId,
 };

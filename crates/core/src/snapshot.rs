@@ -16,7 +16,8 @@ use crate::engine::{Engine, EngineConfig};
 use crate::types::{CurrencyId, Name, Side, Stp};
 
 const MAGIC: &[u8; 8] = b"RIALTOSS";
-const VERSION: u32 = 1;
+/// 2 added the part-2 state (docs/snapshot-format.md, "Versions").
+const VERSION: u32 = 2;
 /// magic + version + last_seq + body length.
 const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 
@@ -152,6 +153,7 @@ impl Engine {
         let mut w = Writer(Vec::with_capacity(
             64 + self.orders.live() * 34 + self.accounts.len() * 40,
         ));
+        w.i64(self.now);
         w.u64(self.currencies.len() as u64);
         for c in &self.currencies {
             w.name(c.name);
@@ -187,6 +189,15 @@ impl Engine {
                 w.i64(b.held);
             }
         }
+        w.i64(self.order_id_window);
+        let mut recent: Vec<(i64, i64, i64)> = self.recent_ids.iter().copied().collect();
+        recent.sort_unstable();
+        w.u64(recent.len() as u64);
+        for (ended_at, user, order) in recent {
+            w.i64(ended_at);
+            w.i64(user);
+            w.i64(order);
+        }
         let mut txs: Vec<i64> = self.txs.iter().copied().collect();
         txs.sort_unstable();
         w.u64(txs.len() as u64);
@@ -206,6 +217,7 @@ impl Engine {
                     w.i64(o.order);
                     w.i64(o.price);
                     w.i64(o.remaining);
+                    w.i64(self.order_totals[idx as usize] - o.remaining);
                     w.u8(node.stp.code());
                     w.u8(node.post_only as u8);
                 }
@@ -221,6 +233,14 @@ impl Engine {
             return err("not a Rialto snapshot (bad magic)");
         }
         let version = r.u32("version")?;
+        if version == 1 {
+            // Version 1 has no venue clock (nor the rest of the part-2 state): guessing it would
+            // give this replica a state no other has. The journal has what is missing.
+            return err(
+                "version 1 predates the venue clock and the part-2 state; recover from the \
+                 journal instead",
+            );
+        }
         if version != VERSION {
             return err(format!("unsupported version {version}"));
         }
@@ -244,6 +264,7 @@ impl Engine {
 }
 
 fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotError> {
+    let now = r.i64("now")?;
     let currencies = r.count(25, "currencies")?;
     if currencies > crate::account::MAX_CURRENCIES {
         return err(format!(
@@ -329,6 +350,32 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
     // currency's deposits, which fit in an i64, so restoring orders cannot overflow.
     check_conservation(engine)?;
 
+    let window = r.i64("order_id_window")?;
+    if window < 0 {
+        return err(format!("order_id_window {window}"));
+    }
+    engine.order_id_window = window;
+    let recent = r.count(24, "recent order ids")?;
+    let mut previous_recent = None;
+    for _ in 0..recent {
+        let entry = (r.i64("ended_at")?, r.i64("user")?, r.i64("order")?);
+        let (ended_at, user, order) = entry;
+        if previous_recent.is_some_and(|p| p >= entry) {
+            return err(format!(
+                "recent id ({user}, {order}) out of order or repeated"
+            ));
+        }
+        previous_recent = Some(entry);
+        // Only ids still inside the window are kept, and they ended at a venue time.
+        if ended_at < 0 || ended_at > now || now - ended_at >= window {
+            return err(format!("recent id ({user}, {order}): ended at {ended_at}"));
+        }
+        if !engine.recent_id_set.insert((user, order)) {
+            return err(format!("recent id ({user}, {order}) listed twice"));
+        }
+        engine.recent_ids.push_back(entry);
+    }
+
     let txs = r.count(8, "tx ids")?;
     let mut previous_tx = None;
     for _ in 0..txs {
@@ -344,11 +391,12 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
     let mut needs: BTreeMap<(u32, u32), i64> = BTreeMap::new();
     for symbol in 0..engine.symbols.len() {
         for side in [Side::Buy, Side::Sell] {
-            let orders = r.count(34, "orders")?;
+            let orders = r.count(42, "orders")?;
             let mut previous_price: Option<i64> = None;
             for _ in 0..orders {
                 let (user, order) = (r.i64("order user")?, r.i64("order id")?);
                 let (price, remaining) = (r.i64("order price")?, r.i64("order remaining")?);
+                let filled = r.i64("order filled")?;
                 let stp = Stp::from_code(r.u8("order stp")?);
                 let post_only = r.u8("order post_only")?;
                 let what = format!("order ({user}, {order})");
@@ -361,6 +409,9 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                 if price <= 0 || remaining <= 0 {
                     return err(format!("{what}: price {price}, remaining {remaining}"));
                 }
+                if filled < 0 || filled.checked_add(remaining).is_none() {
+                    return err(format!("{what}: filled {filled}"));
+                }
                 let worse_than_previous = match side {
                     Side::Buy => previous_price.is_some_and(|p| price > p),
                     Side::Sell => previous_price.is_some_and(|p| price < p),
@@ -371,6 +422,9 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                 previous_price = Some(price);
                 if engine.find_order(user, order).is_some() {
                     return err(format!("{what}: listed twice"));
+                }
+                if engine.recent_id_set.contains(&(user, order)) {
+                    return err(format!("{what}: its id is also a recently ended order's"));
                 }
                 let Some((currency, hold)) =
                     engine.resting_order_hold(symbol, side, price, remaining)
@@ -392,13 +446,17 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                     side,
                     price,
                     remaining,
+                    filled,
                     stp,
                     post_only == 1,
                 );
             }
         }
     }
-    check_invariants(engine, needs)
+    check_invariants(engine, needs)?;
+    // Last: rebuilding the state through `apply` above must not move the clock.
+    engine.now = now;
+    Ok(())
 }
 
 /// Books are uncrossed and every user's `held` is exactly what its resting orders need.

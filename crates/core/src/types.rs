@@ -106,6 +106,11 @@ word_enum!(
 );
 
 word_enum!(
+    /// Whether an amended order kept its place in its level's queue (docs/rules.md, "Amend").
+    Priority { Kept => "kept", Lost => "lost" }
+);
+
+word_enum!(
     /// Why a command was rejected. A rejected command changes nothing.
     Reason {
         UnknownSymbol => "unknown_symbol",

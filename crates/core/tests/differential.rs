@@ -36,6 +36,17 @@ impl View for Model {
     fn available(&self, user: UserId, currency: &str) -> i64 {
         self.balance(user, currency).map_or(0, |b| b.available)
     }
+
+    fn now(&self) -> i64 {
+        Model::now(self)
+    }
+
+    fn order_state(&self, user: UserId, order: OrderId) -> Option<(i64, i64)> {
+        let remaining = self.order_remaining(user, order)?;
+        let live = self.live_order_details();
+        let o = live.iter().find(|o| (o.user, o.order) == (user, order))?;
+        Some((o.filled, remaining))
+    }
 }
 
 /// Everything a user or an operator can see, engine against model.
@@ -56,6 +67,22 @@ fn compare_state(engine: &Engine, model: &Model) -> Result<(), String> {
             model.resting_orders(id),
         )?;
     }
+    same("venue clock", engine.now(), model.now())?;
+    same(
+        "live orders",
+        engine.live_orders(),
+        model.live_order_details(),
+    )?;
+    same(
+        "order id window",
+        engine.order_id_window(),
+        model.order_id_window(),
+    )?;
+    same(
+        "recent ids",
+        engine.recent_order_ids(),
+        model.recent_order_ids(),
+    )?;
     same("users", engine.users(), model.users())?;
     for user in model.users() {
         same(
@@ -100,12 +127,13 @@ fn run_with(ops: &[Op], config: EngineConfig) -> Result<(), TestCaseError> {
     let mut history: Vec<Command> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let cmd = streams::command(op, &model);
+        let ts = streams::timestamp(op, &model);
         history.push(cmd.clone());
         let seq = i as u64 + 1;
         let mut engine_events: Vec<OwnedEvent> = Vec::new();
-        let engine_result = engine.apply(seq, 0, &cmd, &mut engine_events);
+        let engine_result = engine.apply(seq, ts.unwrap_or(i64::MIN), &cmd, &mut engine_events);
         let mut model_events: Vec<OwnedEvent> = Vec::new();
-        let model_result = model.apply(&cmd, &mut model_events);
+        let model_result = model.apply_at(ts, &cmd, &mut model_events);
         let mismatch = if (engine_result, &engine_events) != (model_result, &model_events) {
             Some(format!(
                 "result/events: engine {engine_result:?} {engine_events:#?}\n  model {model_result:?} {model_events:#?}"
@@ -183,8 +211,9 @@ fn coverage(streams_count: usize) -> BTreeMap<String, usize> {
         let mut engine = Engine::new(EngineConfig::default());
         for (i, op) in ops.iter().enumerate() {
             let cmd = streams::command(op, &engine);
+            let ts = streams::timestamp(op, &engine).unwrap_or(i64::MIN);
             let mut events = Vec::new();
-            let result = engine.apply(i as u64 + 1, 0, &cmd, &mut events);
+            let result = engine.apply(i as u64 + 1, ts, &cmd, &mut events);
             for key in outcomes(&engine, &cmd, result, &events) {
                 *seen.entry(key).or_default() += 1;
             }
@@ -211,10 +240,13 @@ fn outcomes(
         Command::Cancel { .. } => "cancel",
         Command::Move { .. } => "move",
         Command::Reduce { .. } => "reduce",
+        Command::Amend(_) => "amend",
         Command::MassCancel { .. } => "mass_cancel",
         Command::Book { .. } => "book",
         Command::UserReport { .. } => "user_report",
         Command::VenueReport => "venue_report",
+        Command::Tick => "tick",
+        Command::SetOrderIdWindow { .. } => "set_order_id_window",
     };
     let mut out = vec![match result {
         Ok(()) => format!("{kind}: ok"),
@@ -224,6 +256,7 @@ fn outcomes(
     for e in events {
         match e {
             OwnedEvent::Trade(_) => out.push(format!("{kind}: trade")),
+            OwnedEvent::Amended(a) => out.push(format!("{kind}: {}", a.priority)),
             OwnedEvent::Cancelled(c) => {
                 out.push(format!("{kind}: cancelled {}", c.reason));
                 reasons.push(c.reason);
@@ -237,6 +270,11 @@ fn outcomes(
             1 => {}
             _ => out.push(format!("{kind}: several orders")),
         }
+    }
+    if let (Command::Place(p), Err(Reason::DuplicateOrderId)) = (cmd, result)
+        && engine.order_remaining(p.user, p.order).is_none()
+    {
+        out.push("place: duplicate_order_id of an ended order".into());
     }
     if let Command::Place(p) = cmd {
         let stp = p.stp.map_or("none", |s| s.as_str());
@@ -304,6 +342,17 @@ fn streams_reach_every_rule() {
         "move: would_take",
         "move: overflow",
         "move: insufficient_funds",
+        "amend: kept",
+        "amend: lost",
+        "amend: trade",
+        "amend: cancelled reduce",
+        "amend: unknown_order",
+        "amend: invalid_order",
+        "amend: invalid_qty",
+        "amend: invalid_price",
+        "amend: would_take",
+        "amend: overflow",
+        "amend: insufficient_funds",
         "reduce: cancelled reduce",
         "reduce: unknown_order",
         "reduce: invalid_qty",
@@ -332,6 +381,10 @@ fn streams_reach_every_rule() {
         "user_report: ok",
         "user_report: unknown_user",
         "venue_report: ok",
+        "tick: ok",
+        "set_order_id_window: ok",
+        "set_order_id_window: invalid_qty",
+        "place: duplicate_order_id of an ended order",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -36,6 +36,7 @@ impl W {
 /// it deposited), and the given resting sells `(price, remaining)` in priority order.
 fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<u8> {
     let mut b = W(Vec::new());
+    b.i64(0); // now
     b.u64(2);
     for (name, deposits) in [("B", held), ("Q", 0)] {
         b.name(name);
@@ -56,6 +57,8 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
     b.u32(0); // currency B
     b.i64(0);
     b.i64(held);
+    b.i64(0); // order_id_window
+    b.u64(0); // recent order ids
     b.u64(0); // tx ids
     b.u64(0); // bids
     b.u64(sells.len() as u64);
@@ -64,12 +67,13 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
         b.i64(i as i64);
         b.i64(price);
         b.i64(remaining);
+        b.i64(0); // filled
         b.u8(Stp::CancelTaker.code());
         b.u8(0);
     }
     let mut out = W(Vec::new());
     out.0.extend_from_slice(b"RIALTOSS");
-    out.u32(1);
+    out.u32(2);
     out.u64(0);
     out.u64(b.0.len() as u64);
     out.0.extend_from_slice(&b.0);

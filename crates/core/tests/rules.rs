@@ -6,9 +6,10 @@ mod model;
 
 use model::{Limits, Model};
 use rialto_core::{
-    Balance, CancelReason, Cancelled, Command, CurrencyTotals, Engine, EngineConfig, Level, Name,
-    OpenOrder, OrderId, OrderType, OwnedEvent, PlaceOrder, Reason, RestingOrder, Side, Stp,
-    SymbolId, SymbolSpec, Tif, Trade, UserId, UserReport,
+    AmendOrder, Amended, Balance, CancelReason, Cancelled, Command, CurrencyTotals, Engine,
+    EngineConfig, Level, LiveOrder, Name, OpenOrder, OrderId, OrderType, OwnedEvent, PlaceOrder,
+    Priority, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif, Trade, UserId,
+    UserReport,
 };
 
 // ----- the venue most tests use ---------------------------------------------------------------
@@ -199,6 +200,17 @@ impl Venue {
         self.check(cmd, Ok(()), events);
     }
 
+    /// As [`Self::expect`], for a command that carries the time `ts`.
+    fn expect_at(&mut self, ts: i64, cmd: Command, events: Vec<OwnedEvent>) {
+        self.check_at(Some(ts), cmd, Ok(()), events);
+    }
+
+    /// The venue clock, the same in both.
+    fn assert_now(&self, now: i64) {
+        assert_eq!(self.model.now(), now, "model: clock");
+        assert_eq!(self.engine.now(), now, "engine: clock");
+    }
+
     /// The command must be rejected with `reason`, emit nothing and change nothing.
     fn rejects(&mut self, cmd: Command, reason: Reason) {
         let hash = self.engine.state_hash();
@@ -211,16 +223,27 @@ impl Venue {
     }
 
     fn check(&mut self, cmd: Command, result: Result<(), Reason>, events: Vec<OwnedEvent>) {
+        self.check_at(None, cmd, result, events);
+    }
+
+    fn check_at(
+        &mut self,
+        ts: Option<i64>,
+        cmd: Command,
+        result: Result<(), Reason>,
+        events: Vec<OwnedEvent>,
+    ) {
         self.seq += 1;
         let mut model_events = Vec::new();
-        let model_result = self.model.apply(&cmd, &mut model_events);
+        let model_result = self.model.apply_at(ts, &cmd, &mut model_events);
         assert_eq!(
             (&model_result, &model_events),
             (&result, &events),
             "model: {cmd:?} (left: model, right: expected)"
         );
         let mut engine_events = Vec::new();
-        let engine_result = self.engine.apply(self.seq, 0, &cmd, &mut engine_events);
+        let ts = ts.unwrap_or(i64::MIN);
+        let engine_result = self.engine.apply(self.seq, ts, &cmd, &mut engine_events);
         assert_eq!(
             (&engine_result, &engine_events),
             (&result, &events),
@@ -2102,4 +2125,441 @@ fn reports_sort_names_as_text_not_by_length() {
         .map(|(_, spec)| spec.symbol.as_str().to_string())
         .collect();
     assert_eq!(symbols, ["BTC-EURO", "ZZ"], "engine: symbols_by_name");
+}
+
+// ----- part 2: time ---------------------------------------------------------------------------
+
+#[test]
+fn the_clock_takes_the_largest_time_and_never_goes_back() {
+    let mut v = Venue::standard();
+    v.assert_now(0);
+    // Example T1: a tick at 500, then one at 300 leaves the clock at 500.
+    v.expect_at(500, Command::Tick, vec![]);
+    v.assert_now(500);
+    v.expect_at(300, Command::Tick, vec![]);
+    v.assert_now(500);
+    // Any command may carry a time, whatever its result; one without leaves the clock alone.
+    v.expect(Command::Tick, vec![]);
+    v.assert_now(500);
+    v.expect_at(700, Command::AddUser { user: 4 }, vec![]);
+    v.assert_now(700);
+    v.check_at(
+        Some(900),
+        Command::Cancel { user: 1, order: 5 },
+        Err(Reason::UnknownOrder),
+        vec![],
+    );
+    v.assert_now(900);
+    v.check_at(
+        Some(i64::MIN),
+        Command::AddUser { user: 4 },
+        Err(Reason::DuplicateUser),
+        vec![],
+    );
+    v.assert_now(900);
+}
+
+#[test]
+fn the_clock_is_part_of_the_state_and_its_snapshot() {
+    let mut v = Venue::standard();
+    let at_zero = v.engine.state_hash();
+    v.expect_at(1_000, Command::Tick, vec![]);
+    assert_ne!(v.engine.state_hash(), at_zero, "the clock is in the hash");
+    let restored =
+        Engine::decode_snapshot(&v.engine.encode_snapshot(), EngineConfig::default()).unwrap();
+    assert_eq!(restored.now(), 1_000);
+    assert_eq!(restored.state_hash(), v.engine.state_hash());
+    // A snapshot of the format before the clock is refused, saying why (the journal has it).
+    let mut old = v.engine.encode_snapshot();
+    old[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let refused = Engine::decode_snapshot(&old, EngineConfig::default())
+        .err()
+        .expect("a version 1 snapshot is refused");
+    assert!(refused.0.contains("version 1"), "{refused}");
+    assert!(refused.0.contains("journal"), "{refused}");
+}
+
+// ----- part 2: amend --------------------------------------------------------------------------
+
+/// The part-2 examples' venue: symbol X (BTC/USD, both scales 1, no fees) as `S`, and users 1
+/// to 4 with 100000 USD and 100 BTC each.
+fn example_venue() -> Venue {
+    let mut v = Venue::empty();
+    let x = SymbolSpec {
+        base_scale: 1,
+        quote_scale: 1,
+        maker_fee: 0,
+        taker_fee: 0,
+        ..spec("X", "BTC", "USD")
+    };
+    v.setup(vec![Command::AddSymbol(Box::new(x))]);
+    for user in 1..=4 {
+        v.setup(vec![
+            Command::AddUser { user },
+            deposit(user, "USD", 100_000, user * 10),
+            deposit(user, "BTC", 100, user * 10 + 1),
+        ]);
+    }
+    v
+}
+
+/// A fill on the example venue (no fees).
+fn fill(
+    maker: (UserId, OrderId),
+    taker: (UserId, OrderId),
+    side: Side,
+    price: i64,
+    qty: i64,
+) -> OwnedEvent {
+    OwnedEvent::Trade(Trade {
+        maker_fee: 0,
+        taker_fee: 0,
+        ..match trade(maker, taker, side, price, qty) {
+            OwnedEvent::Trade(t) => t,
+            _ => unreachable!(),
+        }
+    })
+}
+
+fn amended(
+    (user, order): (UserId, OrderId),
+    side: Side,
+    price: i64,
+    qty: i64,
+    priority: Priority,
+) -> OwnedEvent {
+    OwnedEvent::Amended(Amended {
+        symbol: S,
+        user,
+        order,
+        side,
+        price,
+        stop_price: 0,
+        qty,
+        priority,
+    })
+}
+
+fn amend(user: UserId, order: OrderId) -> AmendOrder {
+    AmendOrder::new(user, order)
+}
+
+impl Venue {
+    /// What a live order has filled, the same in both.
+    fn assert_filled(&self, user: UserId, order: OrderId, filled: i64) {
+        let of = |live: Vec<LiveOrder>| {
+            live.iter()
+                .find(|o| (o.user, o.order) == (user, order))
+                .map(|o| o.filled)
+        };
+        assert_eq!(
+            of(self.model.live_order_details()),
+            Some(filled),
+            "model: filled"
+        );
+        assert_eq!(
+            of(self.engine.live_orders()),
+            Some(filled),
+            "engine: filled"
+        );
+    }
+}
+
+#[test]
+fn amend_examples_a1_and_a2() {
+    let mut v = example_venue();
+    v.expect(place(buy(1, 1, 100, 10)), vec![]);
+    v.expect(place(buy(2, 1, 100, 5)), vec![]);
+    v.expect(
+        place(market(3, 1, Side::Sell, 4)),
+        vec![fill((1, 1), (3, 1), Side::Sell, 100, 4)],
+    );
+    v.assert_filled(1, 1, 4);
+    // A new total of 8 leaves 8 - 4 filled = 4: fewer, same price, so it keeps its place.
+    v.expect(
+        Command::Amend(amend(1, 1).with_qty(8)),
+        vec![amended((1, 1), Side::Buy, 100, 4, Priority::Kept)],
+    );
+    v.assert_balance(1, "USD", bal(100_000 - 400 - 400, 400));
+    v.assert_book(
+        S,
+        vec![
+            resting(1, 1, Side::Buy, 100, 4),
+            resting(2, 1, Side::Buy, 100, 5),
+        ],
+        vec![],
+    );
+    // A total at or below what has filled ends the order, as a reduce.
+    v.expect(
+        Command::Amend(amend(1, 1).with_qty(3)),
+        vec![cancelled((1, 1), Side::Buy, 4, CancelReason::Reduce)],
+    );
+    v.assert_balance(1, "USD", bal(99_600, 0));
+
+    // A2: a new price that crosses trades at once as a taker; the rest rests at the back.
+    v.expect(place(buy(1, 2, 99, 5)), vec![]);
+    v.expect(place(sell(2, 2, 101, 3)), vec![]);
+    v.expect(
+        Command::Amend(amend(1, 2).with_price(101)),
+        vec![
+            amended((1, 2), Side::Buy, 101, 5, Priority::Lost),
+            fill((2, 2), (1, 2), Side::Buy, 101, 3),
+        ],
+    );
+    v.assert_filled(1, 2, 3);
+    v.rejects(
+        Command::Amend(amend(1, 2).with_qty(100_000)),
+        Reason::InsufficientFunds,
+    );
+    v.assert_book(
+        S,
+        vec![
+            resting(1, 2, Side::Buy, 101, 2),
+            resting(2, 1, Side::Buy, 100, 5),
+        ],
+        vec![],
+    );
+}
+
+#[test]
+fn an_amend_keeps_its_place_only_at_the_same_price_without_growing() {
+    let mut v = example_venue();
+    v.expect(place(sell(1, 1, 105, 5)), vec![]);
+    v.expect(place(sell(2, 1, 105, 5)), vec![]);
+    v.expect(place(sell(3, 1, 105, 5)), vec![]);
+    // Smaller: kept, and the sell's hold of base shrinks with it.
+    v.expect(
+        Command::Amend(amend(1, 1).with_qty(3)),
+        vec![amended((1, 1), Side::Sell, 105, 3, Priority::Kept)],
+    );
+    v.assert_balance(1, "BTC", bal(97, 3));
+    // The same total and price: kept, nothing moves.
+    v.expect(
+        Command::Amend(amend(1, 1).with_qty(3).with_price(105)),
+        vec![amended((1, 1), Side::Sell, 105, 3, Priority::Kept)],
+    );
+    // Larger: lost, to the back of the level.
+    v.expect(
+        Command::Amend(amend(2, 1).with_qty(6)),
+        vec![amended((2, 1), Side::Sell, 105, 6, Priority::Lost)],
+    );
+    v.assert_balance(2, "BTC", bal(94, 6));
+    v.assert_book(
+        S,
+        vec![],
+        vec![
+            resting(1, 1, Side::Sell, 105, 3),
+            resting(3, 1, Side::Sell, 105, 5),
+            resting(2, 1, Side::Sell, 105, 6),
+        ],
+    );
+    // A new price, even smaller: lost, at the back of the new level.
+    v.expect(place(sell(4, 1, 104, 1)), vec![]);
+    v.expect(
+        Command::Amend(amend(1, 1).with_price(104).with_qty(2)),
+        vec![amended((1, 1), Side::Sell, 104, 2, Priority::Lost)],
+    );
+    v.assert_book(
+        S,
+        vec![],
+        vec![
+            resting(4, 1, Side::Sell, 104, 1),
+            resting(1, 1, Side::Sell, 104, 2),
+            resting(3, 1, Side::Sell, 105, 5),
+            resting(2, 1, Side::Sell, 105, 6),
+        ],
+    );
+    v.assert_balance(1, "BTC", bal(98, 2));
+}
+
+#[test]
+fn filled_survives_move_and_amend_and_reduce_lowers_the_total() {
+    let mut v = example_venue();
+    v.expect(place(buy(1, 1, 100, 10)), vec![]);
+    v.expect(
+        place(sell(2, 1, 100, 3)),
+        vec![fill((1, 1), (2, 1), Side::Sell, 100, 3)],
+    );
+    v.expect(
+        Command::Move {
+            user: 1,
+            order: 1,
+            price: 98,
+        },
+        vec![],
+    );
+    v.assert_filled(1, 1, 3);
+    // Total 10, filled 3: a reduce of 2 makes the total 8.
+    v.expect(
+        Command::Reduce {
+            user: 1,
+            order: 1,
+            qty: 2,
+        },
+        vec![cancelled((1, 1), Side::Buy, 2, CancelReason::Reduce)],
+    );
+    // So a new total of 8 changes nothing, and of 4 leaves 1.
+    v.expect(
+        Command::Amend(amend(1, 1).with_qty(8)),
+        vec![amended((1, 1), Side::Buy, 98, 5, Priority::Kept)],
+    );
+    v.expect(
+        Command::Amend(amend(1, 1).with_qty(4)),
+        vec![amended((1, 1), Side::Buy, 98, 1, Priority::Kept)],
+    );
+    v.assert_filled(1, 1, 3);
+    v.assert_balance(1, "USD", bal(100_000 - 300 - 98, 98));
+}
+
+#[test]
+fn amend_rejections_come_in_their_order_and_change_nothing() {
+    let mut v = example_venue();
+    v.expect(place(buy(1, 1, 100, 2)), vec![]);
+    v.expect(place(sell(2, 1, 105, 2)), vec![]);
+    v.expect(place(buy(1, 2, 90, 2).with_post_only()), vec![]);
+    // Each line would also fail every later check.
+    let huge = i64::MAX / 2;
+    v.rejects(Command::Amend(amend(1, 9)), Reason::UnknownOrder);
+    v.rejects(
+        Command::Amend(amend(2, 2).with_qty(0)),
+        Reason::UnknownOrder,
+    );
+    v.rejects(Command::Amend(amend(1, 1)), Reason::InvalidOrder);
+    v.rejects(
+        Command::Amend(amend(1, 1).with_stop_price(99).with_qty(0)),
+        Reason::InvalidOrder,
+    );
+    v.rejects(
+        Command::Amend(amend(1, 1).with_qty(0).with_price(-1)),
+        Reason::InvalidQty,
+    );
+    v.rejects(Command::Amend(amend(1, 1).with_qty(-5)), Reason::InvalidQty);
+    // An invalid price is refused even with a total that would end the order.
+    v.rejects(
+        Command::Amend(amend(1, 1).with_price(0).with_qty(1)),
+        Reason::InvalidPrice,
+    );
+    v.rejects(
+        Command::Amend(amend(1, 2).with_price(105).with_qty(huge)),
+        Reason::WouldTake,
+    );
+    v.rejects(
+        Command::Amend(amend(1, 1).with_price(i64::MAX)),
+        Reason::Overflow,
+    );
+    v.rejects(Command::Amend(amend(1, 1).with_qty(huge)), Reason::Overflow);
+    v.rejects(
+        Command::Amend(amend(1, 1).with_qty(2_000)),
+        Reason::InsufficientFunds,
+    );
+    v.rejects(
+        Command::Amend(amend(2, 1).with_qty(101)),
+        Reason::InsufficientFunds,
+    );
+    // A post-only order that does not cross may move; a user touches only its own orders.
+    v.expect(
+        Command::Amend(amend(1, 2).with_price(104)),
+        vec![amended((1, 2), Side::Buy, 104, 2, Priority::Lost)],
+    );
+    v.rejects(
+        Command::Amend(amend(2, 2).with_qty(1)),
+        Reason::UnknownOrder,
+    );
+    v.assert_book(
+        S,
+        vec![
+            resting(1, 2, Side::Buy, 104, 2),
+            resting(1, 1, Side::Buy, 100, 2),
+        ],
+        vec![resting(2, 1, Side::Sell, 105, 2)],
+    );
+}
+
+// ----- part 2: the order-id window ------------------------------------------------------------
+
+impl Venue {
+    fn assert_recent_ids(&self, ids: Vec<(UserId, OrderId, i64)>) {
+        assert_eq!(self.model.recent_order_ids(), ids, "model: recent ids");
+        assert_eq!(self.engine.recent_order_ids(), ids, "engine: recent ids");
+    }
+
+    /// As [`Self::rejects`], for a command that carries the time `ts` (which may move the
+    /// clock: that alone may change the state).
+    fn rejects_at(&mut self, ts: i64, cmd: Command, reason: Reason) {
+        self.expect_at(ts, Command::Tick, vec![]);
+        let hash = self.engine.state_hash();
+        self.check_at(Some(ts), cmd.clone(), Err(reason), Vec::new());
+        assert_eq!(
+            self.engine.state_hash(),
+            hash,
+            "engine: rejected {cmd:?} changed the state"
+        );
+    }
+}
+
+#[test]
+fn an_id_that_ended_stays_taken_for_the_window() {
+    let mut v = example_venue();
+    v.rejects(Command::SetOrderIdWindow { window: -1 }, Reason::InvalidQty);
+    v.expect(Command::SetOrderIdWindow { window: 1_000 }, vec![]);
+    v.expect_at(100, place(buy(1, 7, 100, 2)), vec![]);
+    v.expect(
+        Command::Cancel { user: 1, order: 7 },
+        vec![cancelled((1, 7), Side::Buy, 2, CancelReason::User)],
+    );
+    v.assert_recent_ids(vec![(1, 7, 100)]);
+    // The resend inside the window is refused; another user's order 7 is not.
+    v.rejects_at(1_099, place(buy(1, 7, 100, 2)), Reason::DuplicateOrderId);
+    v.expect(place(buy(2, 7, 100, 2)), vec![]);
+    // At 100 + 1000 the id is forgotten, and free again.
+    v.expect_at(1_100, place(buy(1, 7, 100, 2)), vec![]);
+    v.assert_recent_ids(vec![]);
+    // An order filled in full ends too (at the time of the fill), a killed fill-or-kill too; a
+    // rejected one never was an order.
+    v.expect_at(
+        1_200,
+        place(sell(3, 1, 100, 4)),
+        vec![
+            fill((2, 7), (3, 1), Side::Sell, 100, 2),
+            fill((1, 7), (3, 1), Side::Sell, 100, 2),
+        ],
+    );
+    v.expect(
+        place(buy(4, 1, 100, 1).with_tif(Tif::Fok)),
+        vec![cancelled((4, 1), Side::Buy, 1, CancelReason::Fok)],
+    );
+    v.rejects(place(buy(4, 2, 100, 0)), Reason::InvalidQty);
+    v.assert_recent_ids(vec![
+        (1, 7, 1_200),
+        (2, 7, 1_200),
+        (3, 1, 1_200),
+        (4, 1, 1_200),
+    ]);
+    v.expect(place(buy(4, 2, 100, 1)), vec![]);
+    // A smaller window forgets for good what it no longer covers; a window of 0 keeps nothing.
+    v.expect_at(1_700, Command::SetOrderIdWindow { window: 500 }, vec![]);
+    v.assert_recent_ids(vec![]);
+    v.expect(Command::SetOrderIdWindow { window: 0 }, vec![]);
+    v.expect(
+        Command::Cancel { user: 4, order: 2 },
+        vec![cancelled((4, 2), Side::Buy, 1, CancelReason::User)],
+    );
+    v.assert_recent_ids(vec![]);
+    v.expect(Command::SetOrderIdWindow { window: 1_000 }, vec![]);
+    v.expect(place(buy(4, 2, 100, 1)), vec![]);
+    // The window and the ids are state: in the hash and the snapshot.
+    v.expect(
+        Command::Reduce {
+            user: 4,
+            order: 2,
+            qty: 1,
+        },
+        vec![cancelled((4, 2), Side::Buy, 1, CancelReason::Reduce)],
+    );
+    v.assert_recent_ids(vec![(4, 2, 1_700)]);
+    let restored =
+        Engine::decode_snapshot(&v.engine.encode_snapshot(), EngineConfig::default()).unwrap();
+    assert_eq!(restored.recent_order_ids(), vec![(4, 2, 1_700)]);
+    assert_eq!(restored.order_id_window(), 1_000);
+    assert_eq!(restored.state_hash(), v.engine.state_hash());
 }

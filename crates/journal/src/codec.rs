@@ -10,7 +10,9 @@
 //! Adding a variant: a new tag constant, one arm in `encode_command`, one in `decode_command`,
 //! and one line in docs/journal-format.md. Tags are never reused.
 
-use rialto_core::{Command, Name, OrderType, PlaceOrder, Side, Stp, SymbolId, SymbolSpec, Tif};
+use rialto_core::{
+    AmendOrder, Command, Name, OrderType, PlaceOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
+};
 
 use crate::JournalError;
 
@@ -25,6 +27,9 @@ const TAG_BOOK: u8 = 8;
 const TAG_USER_REPORT: u8 = 9;
 const TAG_VENUE_REPORT: u8 = 10;
 const TAG_MASS_CANCEL: u8 = 11;
+const TAG_TICK: u8 = 12;
+const TAG_AMEND: u8 = 13;
+const TAG_SET_ORDER_ID_WINDOW: u8 = 14;
 
 /// Bytes of an encoded `place`: tag, user, order, symbol, side, type, tif, price flag, price,
 /// qty, post_only, stp.
@@ -135,6 +140,21 @@ fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
             put.u8(u8::from(symbol.is_some()));
             put.bytes(&symbol.map_or(0, |s| s.0).to_le_bytes());
         }
+        // The time is the record's own timestamp: the command has no field.
+        Command::Tick => put.u8(TAG_TICK),
+        Command::SetOrderIdWindow { window } => {
+            put.u8(TAG_SET_ORDER_ID_WINDOW);
+            put.i64(window);
+        }
+        Command::Amend(ref a) => {
+            put.u8(TAG_AMEND);
+            put.i64(a.user);
+            put.i64(a.order);
+            for field in [a.price(), a.qty(), a.stop_price()] {
+                put.u8(u8::from(field.is_some()));
+                put.i64(field.unwrap_or(0));
+            }
+        }
     }
     put.len
 }
@@ -194,6 +214,17 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
             };
             Command::MassCancel { user, symbol }
         }
+        TAG_TICK => Command::Tick,
+        TAG_SET_ORDER_ID_WINDOW => Command::SetOrderIdWindow {
+            window: r.i64("window")?,
+        },
+        TAG_AMEND => Command::Amend(AmendOrder::with_fields(
+            r.i64("user")?,
+            r.i64("order")?,
+            r.opt_i64("price flag", "price")?,
+            r.opt_i64("qty flag", "qty")?,
+            r.opt_i64("stop_price flag", "stop_price")?,
+        )),
         tag => return Err(r.bad(0, format!("unknown command tag {tag}"))),
     };
     if r.pos != bytes.len() {
@@ -210,15 +241,7 @@ fn decode_place(r: &mut Reader<'_>) -> Result<PlaceOrder, JournalError> {
     let side = r.code("side", Side::from_code)?;
     let order_type = r.code("type", OrderType::from_code)?;
     let tif = r.code("tif", Tif::from_code)?;
-    let flag_at = r.pos;
-    let has_price = r.u8("price flag")?;
-    let value = r.i64("price")?;
-    let price = match (has_price, value) {
-        (1, v) => Some(v),
-        (0, 0) => None,
-        (0, _) => return Err(r.bad(flag_at, "price flag 0 with a non-zero price".into())),
-        (f, _) => return Err(r.bad(flag_at, format!("price flag {f} (expected 0 or 1)"))),
-    };
+    let price = r.opt_i64("price flag", "price")?;
     let qty = r.i64("qty")?;
     let post_only = match r.u8("post_only")? {
         0 => false,
@@ -298,6 +321,19 @@ impl<'a> Reader<'a> {
 
     fn u8(&mut self, what: &str) -> Result<u8, JournalError> {
         Ok(self.take(1, what)?[0])
+    }
+
+    /// A flag byte (0 or 1) and an `i64` that must be 0 under flag 0.
+    fn opt_i64(&mut self, flag_what: &str, what: &str) -> Result<Option<i64>, JournalError> {
+        let flag_at = self.pos;
+        let flag = self.u8(flag_what)?;
+        let value = self.i64(what)?;
+        match (flag, value) {
+            (1, v) => Ok(Some(v)),
+            (0, 0) => Ok(None),
+            (0, _) => Err(self.bad(flag_at, format!("{what} flag 0 with a non-zero {what}"))),
+            (f, _) => Err(self.bad(flag_at, format!("{what} flag {f} (expected 0 or 1)"))),
+        }
     }
 
     fn u32(&mut self, what: &str) -> Result<u32, JournalError> {

@@ -2,7 +2,9 @@
 //! canonical (anything that decodes re-encodes to the same bytes).
 
 use proptest::prelude::*;
-use rialto_core::{Command, Name, OrderType, PlaceOrder, Side, Stp, SymbolId, SymbolSpec, Tif};
+use rialto_core::{
+    AmendOrder, Command, Name, OrderType, PlaceOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
+};
 use rialto_journal::{MAX_COMMAND_BYTES, decode_command, encode_command};
 
 fn name() -> impl Strategy<Value = Name> {
@@ -76,6 +78,18 @@ fn command() -> impl Strategy<Value = Command> {
             user,
             symbol: s.map(SymbolId),
         }),
+        Just(Command::Tick),
+        i().prop_map(|window| Command::SetOrderIdWindow { window }),
+        (
+            i(),
+            i(),
+            any::<Option<i64>>(),
+            any::<Option<i64>>(),
+            any::<Option<i64>>()
+        )
+            .prop_map(|(user, order, price, qty, stop)| Command::Amend(
+                AmendOrder::with_fields(user, order, price, qty, stop)
+            )),
     ]
 }
 

@@ -501,7 +501,7 @@ fn durability_modes_say_what_may_be_acknowledged() {
         };
         let mut w = JournalWriter::open(dir.path(), cfg, 1).unwrap();
         for (i, cmd) in cmds.iter().enumerate().take(10) {
-            w.append(i as u64 + 1, 0, cmd);
+            w.append(i as u64 + 1, ts(i as u64 + 1), cmd);
         }
         let d = w.commit().unwrap();
         let len = fs::metadata(w.current_segment()).unwrap().len();
@@ -582,7 +582,7 @@ fn every_fsync_is_reported_to_the_observer_in_every_mode_that_syncs() {
             counter.fetch_add(1, Ordering::Relaxed);
         }));
         for (i, cmd) in cmds.iter().enumerate() {
-            w.append(i as u64 + 1, 0, cmd);
+            w.append(i as u64 + 1, ts(i as u64 + 1), cmd);
             w.commit().unwrap();
         }
         // Batch mode syncs on its own thread, every 1 ms here.
@@ -653,7 +653,7 @@ fn segments_are_preallocated_and_end_clean_when_closed() {
     let dir = TempDir::new().unwrap();
     let mut w = JournalWriter::open(dir.path(), cfg, 1).unwrap();
     for (i, cmd) in cmds.iter().enumerate() {
-        w.append(i as u64 + 1, 0, cmd);
+        w.append(i as u64 + 1, ts(i as u64 + 1), cmd);
         if i % 7 == 0 {
             w.commit().unwrap();
         }
@@ -680,7 +680,7 @@ fn segments_are_preallocated_and_end_clean_when_closed() {
     let dir = TempDir::new().unwrap();
     let mut w = JournalWriter::open(dir.path(), cfg, 1).unwrap();
     for (i, cmd) in cmds.iter().enumerate() {
-        w.append(i as u64 + 1, 0, cmd);
+        w.append(i as u64 + 1, ts(i as u64 + 1), cmd);
         w.commit().unwrap();
     }
     drop(w);

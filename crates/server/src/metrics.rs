@@ -65,7 +65,7 @@ impl Histogram {
 }
 
 /// The command kinds counted apart.
-const COMMAND_KINDS: [&str; 11] = [
+const COMMAND_KINDS: [&str; 14] = [
     "add_symbol",
     "add_user",
     "adjust_balance",
@@ -77,6 +77,9 @@ const COMMAND_KINDS: [&str; 11] = [
     "book",
     "user_report",
     "venue_report",
+    "tick",
+    "amend",
+    "set_order_id_window",
 ];
 
 fn command_kind(cmd: &Command) -> usize {
@@ -92,6 +95,9 @@ fn command_kind(cmd: &Command) -> usize {
         Command::Book { .. } => 8,
         Command::UserReport { .. } => 9,
         Command::VenueReport => 10,
+        Command::Tick => 11,
+        Command::Amend(_) => 12,
+        Command::SetOrderIdWindow { .. } => 13,
     }
 }
 

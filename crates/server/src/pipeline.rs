@@ -926,6 +926,8 @@ impl EngineStage {
                     };
                     self.send(Target::User(c.user), msg);
                 }
+                // No gateway sends an amend yet (issue 30's gateway part will show it).
+                OwnedEvent::Amended(_) => {}
                 // Queries are answered above; no other command reports these.
                 OwnedEvent::Book { .. }
                 | OwnedEvent::UserReport(_)

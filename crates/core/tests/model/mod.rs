@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rialto_core::{
-    Balance, CancelReason, Cancelled, Command, CurrencyTotals, Level, Name, OpenOrder, OrderId,
-    OrderType, OwnedEvent, PlaceOrder, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
-    Trade, UserId, UserReport,
+    AmendOrder, Amended, Balance, CancelReason, Cancelled, Command, CurrencyTotals, Level,
+    LiveOrder, Name, OpenOrder, OrderId, OrderType, OwnedEvent, PlaceOrder, Priority, Reason,
+    RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif, Trade, UserId, UserReport,
 };
 
 /// 2^63 - 1: the largest amount, price, quantity or total the venue can hold.
@@ -43,6 +43,8 @@ struct Order {
     side: Side,
     price: i64,
     remaining: i64,
+    /// Executed since it was accepted (moves and amends keep it).
+    filled: i64,
     stp: Stp,
     post_only: bool,
 }
@@ -127,6 +129,8 @@ struct Taker {
     /// The limit or protection price; `None` for an unpriced market order.
     price: Option<i64>,
     remaining: i64,
+    /// Executed so far, since the order was first accepted.
+    filled: i64,
     tif: Tif,
     market: bool,
     stp: Stp,
@@ -147,6 +151,12 @@ pub struct Model {
     live: BTreeMap<(UserId, OrderId), SymbolId>,
     /// Number of live orders per user.
     open: BTreeMap<UserId, usize>,
+    /// The venue clock: the largest command time so far, 0 at the start.
+    now: i64,
+    /// How long the id of an ended order stays taken.
+    order_id_window: i64,
+    /// Orders that ended inside the window: (user, order, ended at).
+    recent: Vec<(UserId, OrderId, i64)>,
     /// Checks the model's own invariants after every command (slow on big books).
     pub self_check: bool,
 }
@@ -201,8 +211,24 @@ impl Model {
         }
     }
 
-    /// Applies one command: its events go to `events`, the result is returned.
+    /// Applies one command that carries no time.
     pub fn apply(&mut self, cmd: &Command, events: &mut Vec<OwnedEvent>) -> Result<(), Reason> {
+        self.apply_at(None, cmd, events)
+    }
+
+    /// Applies one command at time `ts` (none: the clock stays): its events go to `events`,
+    /// the result is returned.
+    pub fn apply_at(
+        &mut self,
+        ts: Option<i64>,
+        cmd: &Command,
+        events: &mut Vec<OwnedEvent>,
+    ) -> Result<(), Reason> {
+        // Time first: a time below the clock counts as the clock.
+        if let Some(ts) = ts {
+            self.now = self.now.max(ts);
+        }
+        self.forget_old_ids();
         let before = events.len();
         let result = match *cmd {
             Command::AddSymbol(ref spec) => self.add_symbol(**spec),
@@ -217,6 +243,7 @@ impl Model {
             Command::Cancel { user, order } => self.cancel(user, order, events),
             Command::Move { user, order, price } => self.move_order(user, order, price, events),
             Command::Reduce { user, order, qty } => self.reduce(user, order, qty, events),
+            Command::Amend(ref amend) => self.amend(amend, events),
             Command::MassCancel { user, symbol } => self.mass_cancel(user, symbol, events),
             Command::Book { symbol, depth } => self.book(symbol, depth, events),
             Command::UserReport { user } => match self.user_report(user) {
@@ -229,6 +256,16 @@ impl Model {
             Command::VenueReport => {
                 events.push(OwnedEvent::VenueReport(self.venue_totals()));
                 Ok(())
+            }
+            Command::Tick => Ok(()),
+            Command::SetOrderIdWindow { window } => {
+                if window < 0 {
+                    Err(Reason::InvalidQty)
+                } else {
+                    self.order_id_window = window;
+                    self.forget_old_ids();
+                    Ok(())
+                }
             }
         };
         assert!(
@@ -349,6 +386,20 @@ impl Model {
         *self.open.entry(user).or_default() += 1;
     }
 
+    /// Ids of orders that ended a window or more ago are free again.
+    fn forget_old_ids(&mut self) {
+        let (now, window) = (self.now, self.order_id_window);
+        self.recent
+            .retain(|&(_, _, ended_at)| now - ended_at < window);
+    }
+
+    /// An order ended (filled, cancelled, killed): its id stays taken for the window.
+    fn ended(&mut self, user: UserId, order: OrderId) {
+        if self.order_id_window > 0 {
+            self.recent.push((user, order, self.now));
+        }
+    }
+
     fn make_dead(&mut self, user: UserId, order: OrderId) {
         self.live.remove(&(user, order));
         *self
@@ -385,7 +436,12 @@ impl Model {
             }
             _ => {}
         }
-        if self.live.contains_key(&(p.user, p.order)) {
+        if self.live.contains_key(&(p.user, p.order))
+            || self
+                .recent
+                .iter()
+                .any(|&(u, o, _)| (u, o) == (p.user, p.order))
+        {
             return Err(Reason::DuplicateOrderId);
         }
         let book = &self.books[p.symbol.0 as usize];
@@ -416,6 +472,7 @@ impl Model {
             side,
             price: p.price,
             remaining: p.qty,
+            filled: 0,
             tif,
             market,
             stp,
@@ -430,6 +487,7 @@ impl Model {
                 qty: p.qty,
                 reason: CancelReason::Fok,
             }));
+            self.ended(p.user, p.order);
             return Ok(());
         }
         self.hold(p.user, hold_currency.as_str(), hold);
@@ -524,6 +582,7 @@ impl Model {
             self.fill(&spec, &mut taker, maker, lots, events);
         }
         if taker.remaining == 0 {
+            self.ended(taker.user, taker.order);
             return;
         }
         match taker.tif {
@@ -534,6 +593,7 @@ impl Model {
                     side: taker.side,
                     price: taker.price.expect("model: a GTC order has a price"),
                     remaining: taker.remaining,
+                    filled: taker.filled,
                     stp: taker.stp,
                     post_only: taker.post_only,
                 };
@@ -573,6 +633,7 @@ impl Model {
             reason,
         }));
         taker.remaining = 0;
+        self.ended(taker.user, taker.order);
     }
 
     /// Returns the hold of `qty` lots of a resting order (it is being reduced or removed).
@@ -584,6 +645,7 @@ impl Model {
         self.hold(order.user, currency.as_str(), -(per_lot * qty as i128));
         if qty == order.remaining {
             self.make_dead(order.user, order.order);
+            self.ended(order.user, order.order);
         }
     }
 
@@ -629,11 +691,14 @@ impl Model {
         let s = taker.symbol.0 as usize;
         let resting = &mut self.books[s].side_mut(maker.side)[0];
         resting.remaining -= lots;
+        resting.filled += lots;
         if resting.remaining == 0 {
             self.books[s].side_mut(maker.side).remove(0);
             self.make_dead(maker.user, maker.order);
+            self.ended(maker.user, maker.order);
         }
         taker.remaining -= lots;
+        taker.filled += lots;
         events.push(OwnedEvent::Trade(Trade {
             symbol: taker.symbol,
             price,
@@ -772,6 +837,85 @@ impl Model {
             side,
             price: Some(price),
             remaining: o.remaining,
+            filled: o.filled,
+            tif: Tif::Gtc,
+            market: false,
+            stp: o.stp,
+            post_only: o.post_only,
+        };
+        self.execute(spec, taker, events);
+        Ok(())
+    }
+
+    /// Amend: the order's total (filled included) and/or price change at once. A total at or
+    /// below what has filled ends the order as a reduce; otherwise it keeps its place only at
+    /// the same price without growing, and is entered again as a move otherwise.
+    fn amend(&mut self, a: &AmendOrder, events: &mut Vec<OwnedEvent>) -> Result<(), Reason> {
+        let (symbol, side, i) = self.find(a.user, a.order).ok_or(Reason::UnknownOrder)?;
+        if a.price().is_none() && a.qty().is_none() && a.stop_price().is_none() {
+            return Err(Reason::InvalidOrder);
+        }
+        // Only a pending stop has a stop price; every live order here rests.
+        if a.stop_price().is_some() {
+            return Err(Reason::InvalidOrder);
+        }
+        if a.qty().is_some_and(|q| q <= 0) {
+            return Err(Reason::InvalidQty);
+        }
+        let spec = self.symbols[symbol.0 as usize];
+        let o = self.books[symbol.0 as usize].side(side)[i];
+        if let Some(price) = a.price()
+            && (price <= 0 || (side == Side::Sell && below_fee_floor(&spec, price)))
+        {
+            return Err(Reason::InvalidPrice);
+        }
+        let total = a.qty().unwrap_or(o.filled + o.remaining);
+        if total <= o.filled {
+            self.books[symbol.0 as usize].side_mut(side).remove(i);
+            self.unrest(&spec, symbol, &o, o.remaining);
+            events.push(cancelled(symbol, &o, CancelReason::Reduce));
+            return Ok(());
+        }
+        let remaining = total - o.filled;
+        let price = a.price().unwrap_or(o.price);
+        let kept = price == o.price && remaining <= o.remaining;
+        if !kept && o.post_only && self.books[symbol.0 as usize].would_take(side, price) {
+            return Err(Reason::WouldTake);
+        }
+        let new_hold = hold_of(&spec, side, Some(price), remaining).ok_or(Reason::Overflow)?;
+        let old_hold = hold_of(&spec, side, Some(o.price), o.remaining).expect("model: held");
+        let currency = match side {
+            Side::Buy => spec.quote,
+            Side::Sell => spec.base,
+        };
+        if new_hold > self.bal(a.user, currency.as_str()).available + old_hold {
+            return Err(Reason::InsufficientFunds);
+        }
+        events.push(OwnedEvent::Amended(Amended {
+            symbol,
+            user: a.user,
+            order: a.order,
+            side,
+            price,
+            stop_price: 0,
+            qty: remaining,
+            priority: if kept { Priority::Kept } else { Priority::Lost },
+        }));
+        self.hold(a.user, currency.as_str(), new_hold - old_hold);
+        if kept {
+            self.books[symbol.0 as usize].side_mut(side)[i].remaining = remaining;
+            return Ok(());
+        }
+        self.books[symbol.0 as usize].side_mut(side).remove(i);
+        self.make_dead(a.user, a.order);
+        let taker = Taker {
+            symbol,
+            user: a.user,
+            order: a.order,
+            side,
+            price: Some(price),
+            remaining,
+            filled: o.filled,
             tif: Tif::Gtc,
             market: false,
             stp: o.stp,
@@ -818,6 +962,21 @@ impl Model {
 
     // ----- views, for comparing with the engine ----------------------------------------------
 
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
+    pub fn order_id_window(&self) -> i64 {
+        self.order_id_window
+    }
+
+    /// Ids still inside the window: (user, order, ended at), by user then order.
+    pub fn recent_order_ids(&self) -> Vec<(UserId, OrderId, i64)> {
+        let mut ids = self.recent.clone();
+        ids.sort();
+        ids
+    }
+
     pub fn symbol_count(&self) -> u32 {
         self.symbols.len() as u32
     }
@@ -837,6 +996,24 @@ impl Model {
     /// Live orders: `(user, order, symbol)`, by user then order id.
     pub fn live_orders(&self) -> Vec<(UserId, OrderId, SymbolId)> {
         self.live.iter().map(|(&(u, o), &s)| (u, o, s)).collect()
+    }
+
+    /// Every live order with what it has filled, its shown part and expiry, by user and order.
+    pub fn live_order_details(&self) -> Vec<LiveOrder> {
+        self.live
+            .keys()
+            .map(|&(user, order)| {
+                let (symbol, side, i) = self.find(user, order).expect("model: live order");
+                let o = self.books[symbol.0 as usize].side(side)[i];
+                LiveOrder {
+                    user,
+                    order,
+                    filled: o.filled,
+                    shown: o.remaining,
+                    expire_ts: 0,
+                }
+            })
+            .collect()
     }
 
     pub fn order_remaining(&self, user: UserId, order: OrderId) -> Option<i64> {

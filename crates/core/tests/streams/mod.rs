@@ -10,8 +10,8 @@
 
 use proptest::prelude::*;
 use rialto_core::{
-    Command, Engine, Name, OrderId, OrderType, PlaceOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
-    UserId,
+    AmendOrder, Command, Engine, Name, OrderId, OrderType, PlaceOrder, Side, Stp, SymbolId,
+    SymbolSpec, Tif, UserId,
 };
 
 /// Names of different lengths, so that "sorted by name" is not the same as "sorted by length".
@@ -63,6 +63,8 @@ pub enum Px {
     Near(u8),
     /// Near the 64-bit limit, to reach overflow.
     Huge(u8),
+    /// The fee floor times a power of ten: from affordable to far beyond any deposit.
+    Steep(u8),
     /// Zero or negative.
     Bad(u8),
     Missing,
@@ -73,6 +75,18 @@ pub enum Qty {
     Small(u8),
     Huge(u8),
     Bad(u8),
+}
+
+/// The total quantity an amend asks for.
+#[derive(Clone, Copy, Debug)]
+pub enum AmendQty {
+    Absent,
+    /// The order's current total (filled + remaining) plus this: mostly a little less (keeps
+    /// priority), sometimes more, sometimes at or below what has filled (ends the order).
+    Delta(i8),
+    /// The current total plus a power of ten: from affordable to far beyond any deposit.
+    Steep(u8),
+    Raw(Qty),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -139,6 +153,14 @@ pub enum Op {
         target: Target,
         qty: Qty,
     },
+    Amend {
+        target: Target,
+        /// `None`: no new price.
+        price: Option<Px>,
+        qty: AmendQty,
+        /// One time in thirty a stop price too (only a pending stop takes one).
+        stop: u8,
+    },
     /// Rare, as on a real venue; its user and symbol are unknown more often than elsewhere so
     /// that its rejections show up too.
     MassCancel {
@@ -153,6 +175,16 @@ pub enum Op {
         user: u8,
     },
     VenueReport,
+    /// Sets the order-id window: mostly some microseconds, sometimes 0, rarely negative.
+    SetWindow {
+        choice: u8,
+    },
+    /// Moves the clock forward by `step` microseconds, or one time in four tries to move it
+    /// back (which leaves it where it is).
+    Tick {
+        step: u16,
+        back: bool,
+    },
 }
 
 /// What an op needs to know about the venue to become a command.
@@ -163,6 +195,10 @@ pub trait View {
     /// Live orders `(user, order, symbol)`, sorted by user then order.
     fn live(&self) -> Vec<(UserId, OrderId, SymbolId)>;
     fn available(&self, user: UserId, currency: &str) -> i64;
+    /// A live order's (filled, remaining).
+    fn order_state(&self, user: UserId, order: OrderId) -> Option<(i64, i64)>;
+    /// The venue clock.
+    fn now(&self) -> i64;
 }
 
 impl View for Engine {
@@ -197,6 +233,17 @@ impl View for Engine {
     fn available(&self, user: UserId, currency: &str) -> i64 {
         self.balance(user, currency).map_or(0, |b| b.available)
     }
+
+    fn now(&self) -> i64 {
+        Engine::now(self)
+    }
+
+    fn order_state(&self, user: UserId, order: OrderId) -> Option<(i64, i64)> {
+        let remaining = self.order_remaining(user, order)?;
+        let live = self.live_orders();
+        let o = live.iter().find(|o| (o.user, o.order) == (user, order))?;
+        Some((o.filled, remaining))
+    }
 }
 
 // ----- strategies -----------------------------------------------------------------------------
@@ -205,6 +252,7 @@ fn px() -> impl Strategy<Value = Px> {
     prop_oneof![
         20 => any::<u8>().prop_map(Px::Near),
         1 => any::<u8>().prop_map(Px::Huge),
+        2 => any::<u8>().prop_map(Px::Steep),
         1 => any::<u8>().prop_map(Px::Bad),
         1 => Just(Px::Missing),
     ]
@@ -215,6 +263,15 @@ fn qty() -> impl Strategy<Value = Qty> {
         30 => any::<u8>().prop_map(Qty::Small),
         1 => any::<u8>().prop_map(Qty::Huge),
         1 => any::<u8>().prop_map(Qty::Bad),
+    ]
+}
+
+fn amend_qty() -> impl Strategy<Value = AmendQty> {
+    prop_oneof![
+        3 => Just(AmendQty::Absent),
+        6 => (-4i8..=3).prop_map(AmendQty::Delta),
+        1 => any::<u8>().prop_map(AmendQty::Steep),
+        1 => qty().prop_map(AmendQty::Raw),
     ]
 }
 
@@ -273,6 +330,9 @@ pub fn op() -> impl Strategy<Value = Op> {
         3 => target().prop_map(|target| Op::Cancel { target }),
         8 => (target(), px()).prop_map(|(target, price)| Op::Move { target, price }),
         3 => (target(), qty()).prop_map(|(target, qty)| Op::Reduce { target, qty }),
+        8 => (target(), prop::option::weighted(0.5, px()), amend_qty(), any::<u8>()).prop_map(
+            |(target, price, qty, stop)| Op::Amend { target, price, qty, stop }
+        ),
         1 => (any::<u8>(), any::<u8>()).prop_map(|(user, symbol)| Op::MassCancel { user, symbol }),
         10 => (any::<u8>(), any::<u8>(), amount(), 0u16..40).prop_map(
             |(user, currency, amount, tx)| Op::Adjust { user, currency, amount, tx }
@@ -284,6 +344,8 @@ pub fn op() -> impl Strategy<Value = Op> {
             |(name, base, quote, profile)| Op::AddSymbol { name, base, quote, profile }
         ),
         1 => any::<u8>().prop_map(|user| Op::AddUser { user }),
+        1 => any::<u8>().prop_map(|choice| Op::SetWindow { choice }),
+        1 => (any::<u16>(), prop::bool::weighted(0.25)).prop_map(|(step, back)| Op::Tick { step, back }),
     ]
 }
 
@@ -397,6 +459,7 @@ fn price_of(spec: &SymbolSpec, px: Px) -> Option<i64> {
             i64::MAX / 2,
             1 << 40,
         ][k as usize % 6],
+        Px::Steep(k) => floor.saturating_mul(10i64.pow((k % 16) as u32)),
         Px::Bad(k) => [0, -1, i64::MIN][k as usize % 3],
         Px::Missing => return None,
     })
@@ -432,8 +495,31 @@ fn target_of(view: &impl View, t: Target) -> (UserId, OrderId, SymbolId) {
 }
 
 /// Turns an op into the command it means for the venue as `view` shows it now.
+/// The time an op's command carries, if any (the engine's `timestamp_ns`).
+pub fn timestamp(op: &Op, view: &impl View) -> Option<i64> {
+    match *op {
+        Op::Tick { step, back } => {
+            let step = step as i64 * 1000;
+            Some(if back {
+                view.now() - step
+            } else {
+                view.now() + step
+            })
+        }
+        _ => None,
+    }
+}
+
 pub fn command(op: &Op, view: &impl View) -> Command {
     match *op {
+        Op::Tick { .. } => Command::Tick,
+        Op::SetWindow { choice } => Command::SetOrderIdWindow {
+            window: match choice % 8 {
+                0 => 0,
+                1 => -1 - (choice / 8) as i64,
+                c => (c as i64) * 10_000_000,
+            },
+        },
         Op::AddSymbol {
             name: n,
             base,
@@ -545,6 +631,27 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 order,
                 qty: qty_of(&spec, qty),
             }
+        }
+        Op::Amend {
+            target,
+            price,
+            qty,
+            stop,
+        } => {
+            let (user, order, symbol) = target_of(view, target);
+            let spec = spec_or_plain(view, symbol);
+            let (filled, remaining) = view.order_state(user, order).unwrap_or((0, 1));
+            let qty = match qty {
+                AmendQty::Absent => None,
+                AmendQty::Delta(d) => Some(filled + remaining + d as i64),
+                AmendQty::Steep(k) => {
+                    Some((filled + remaining).saturating_add(10i64.pow((k % 16) as u32)))
+                }
+                AmendQty::Raw(q) => Some(qty_of(&spec, q)),
+            };
+            let price = price.map(|px| price_of(&spec, px).unwrap_or(0));
+            let stop_price = (stop % 30 == 0).then_some(100);
+            Command::Amend(AmendOrder::with_fields(user, order, price, qty, stop_price))
         }
         Op::MassCancel { user, symbol } => Command::MassCancel {
             user: if user % 8 == 7 {
