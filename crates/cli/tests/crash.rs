@@ -642,8 +642,16 @@ fn check_recovery(server: &Server, data: &Path, history: &History, context: &str
         .lines()
         .enumerate()
         .map(|(i, l)| {
-            serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("{context}: dump line {}: {e}: {l}", i + 1))
+            let mut line: Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{context}: dump line {}: {e}: {l}", i + 1));
+            // Each line carries the sequencer's time (`ts`); what a client sent does not.
+            let ts = line.as_object_mut().and_then(|o| o.remove("ts"));
+            assert!(
+                ts.is_some_and(|t| t.is_i64()),
+                "{context}: dump line {} has no ts: {l}",
+                i + 1
+            );
+            line
         })
         .collect();
     assert_eq!(
