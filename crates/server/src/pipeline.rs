@@ -928,6 +928,8 @@ impl EngineStage {
                 }
                 // No gateway sends an amend yet (issue 30's gateway part will show it).
                 OwnedEvent::Amended(_) => {}
+                // Rulebook part 2's events: the gateways' part of issue 30 will show them.
+                OwnedEvent::Triggered(_) | OwnedEvent::Auction(_) | OwnedEvent::Phase(_) => {}
                 // Queries are answered above; no other command reports these.
                 OwnedEvent::Book { .. }
                 | OwnedEvent::UserReport(_)

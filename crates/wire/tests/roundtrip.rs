@@ -33,6 +33,8 @@ fn spec() -> impl Strategy<Value = SymbolSpec> {
         quote_scale: n[1],
         maker_fee: n[2],
         taker_fee: n[3],
+        band_bps: 0,
+        day_end: 0,
     })
 }
 
@@ -124,8 +126,14 @@ fn report() -> impl Strategy<Value = UserReport> {
             symbol,
             order,
             side,
+            order_type: OrderType::Limit,
+            tif: Tif::Gtc,
             price,
+            stop_price: 0,
             remaining,
+            shown: remaining,
+            filled: 0,
+            expire_ts: 0,
         },
     );
     (
@@ -135,6 +143,7 @@ fn report() -> impl Strategy<Value = UserReport> {
     )
         .prop_map(|(user, balances, orders)| UserReport {
             user,
+            suspended: false,
             balances,
             orders,
         })

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use rialto_core::{Command, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId, UserReport};
+use rialto_core::{
+    Command, OrderExtras, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId, UserReport,
+};
 use rialto_wire::{RequestKind, ServerMsg};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -64,6 +66,7 @@ fn place_command(state: &AppState, user: UserId, order: i64, body: &PlaceBody) -
         qty: body.qty,
         post_only: body.post_only,
         stp,
+        extras: OrderExtras::NONE,
     }
 }
 
