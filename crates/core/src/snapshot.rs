@@ -555,6 +555,7 @@ fn decode_stops_and_icebergs(
                 || display <= 0
                 || node.remaining > display
                 || remaining < node.remaining
+                || (remaining - 1) / display >= crate::MAX_ICEBERG_SLICES
             {
                 return err(format!("{what}: display {display}, remaining {remaining}"));
             }

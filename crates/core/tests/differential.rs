@@ -66,6 +66,14 @@ fn compare_state(engine: &Engine, model: &Model) -> Result<(), String> {
             engine.resting_orders(id),
             model.resting_orders(id),
         )?;
+        let mut stops = Vec::new();
+        engine.pending_stops(id, &mut stops);
+        same("pending stops", stops, model.pending_stops(id))?;
+        same(
+            "last trade",
+            engine.symbol_status(id).map_or(0, |s| s.last),
+            model.last_trade(id),
+        )?;
     }
     same("venue clock", engine.now(), model.now())?;
     same(
@@ -236,6 +244,10 @@ fn outcomes(
         Command::Place(p) if p.order_type == Some(OrderType::Market) && p.price.is_none() => {
             "unpriced market"
         }
+        Command::Place(p) if matches!(p.order_type, Some(OrderType::Stop | OrderType::StopLimit)) => {
+            "stop"
+        }
+        Command::Place(p) if p.display_qty().is_some() => "iceberg",
         Command::Place(_) => "place",
         Command::Cancel { .. } => "cancel",
         Command::SetPhase { .. } => "set_phase",
@@ -262,6 +274,7 @@ fn outcomes(
         match e {
             OwnedEvent::Trade(_) => out.push(format!("{kind}: trade")),
             OwnedEvent::Amended(a) => out.push(format!("{kind}: {}", a.priority)),
+            OwnedEvent::Triggered(_) => out.push(format!("{kind}: triggered")),
             OwnedEvent::Cancelled(c) => {
                 out.push(format!("{kind}: cancelled {}", c.reason));
                 reasons.push(c.reason);
@@ -390,6 +403,20 @@ fn streams_reach_every_rule() {
         "set_order_id_window: ok",
         "set_order_id_window: invalid_qty",
         "place: duplicate_order_id of an ended order",
+        "stop: ok",
+        "stop: would_trigger",
+        "stop: invalid_order",
+        "stop: invalid_price",
+        "stop: insufficient_funds",
+        "place: triggered",
+        "move: triggered",
+        "amend: triggered",
+        "iceberg: ok",
+        "iceberg: invalid_qty",
+        "iceberg: invalid_order",
+        "iceberg: trade",
+        "move: invalid_order",
+        "cancel: ok",
     ]
     .iter()
     .map(|s| s.to_string())
