@@ -18,7 +18,6 @@ use crate::book::{BookSide, Levels, NIL, NodeKind, OrderNode, Orders, level_pric
 mod iceberg;
 mod stops;
 
-pub(crate) use stops::{OrderExtra, StopEntry};
 use crate::command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
 use crate::event::{
     Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
@@ -30,6 +29,7 @@ use crate::types::{
     CancelReason, CurrencyId, Name, OrderId, OrderType, Phase, Priority, Reason, Side, Stp,
     SymbolId, Tif, UserId,
 };
+pub(crate) use stops::{OrderExtra, StopEntry};
 
 /// Capacities and limits. Capacities are hints that are allocated at start so that steady-state
 /// trading does not allocate; limits are hard and reject with `limit_exceeded`.
@@ -475,8 +475,8 @@ fn check_order_extras(
     rests: bool,
 ) -> Result<(), Reason> {
     let stop_tif_ok = order_type != OrderType::Stop || matches!(tif, Tif::Ioc | Tif::Fok);
-    let stop_price_ok = cmd.stop_price().is_none()
-        || matches!(order_type, OrderType::Stop | OrderType::StopLimit);
+    let stop_price_ok =
+        cmd.stop_price().is_none() || matches!(order_type, OrderType::Stop | OrderType::StopLimit);
     let display_ok = cmd.display_qty().is_none() || rests;
     // GTD and DAY (docs/rules.md) are not offered yet.
     let expiry_ok = cmd.expire_ts().is_none() && !matches!(tif, Tif::Gtd | Tif::Day);

@@ -528,7 +528,9 @@ fn decode_stops_and_icebergs(
 ) -> Result<(), SnapshotError> {
     let mut add_need = |engine: &Engine, account: u32, hold: Option<(CurrencyId, i64)>, what| {
         let Some((currency, hold)) = hold else {
-            return err(format!("{what}: its hold overflows or its price is below the fee"));
+            return err(format!(
+                "{what}: its hold overflows or its price is below the fee"
+            ));
         };
         let held = engine.accounts.balance(account, currency).held;
         let need = needs.entry((account, currency.0)).or_insert(0);

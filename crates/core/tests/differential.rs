@@ -244,7 +244,9 @@ fn outcomes(
         Command::Place(p) if p.order_type == Some(OrderType::Market) && p.price.is_none() => {
             "unpriced market"
         }
-        Command::Place(p) if matches!(p.order_type, Some(OrderType::Stop | OrderType::StopLimit)) => {
+        Command::Place(p)
+            if matches!(p.order_type, Some(OrderType::Stop | OrderType::StopLimit)) =>
+        {
             "stop"
         }
         Command::Place(p) if p.display_qty().is_some() => "iceberg",

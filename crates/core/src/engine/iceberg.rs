@@ -45,7 +45,10 @@ impl Engine {
         let side = self.orders.get(idx).side;
         let extra = &mut self.order_extras[idx as usize];
         let slice = extra.display.min(extra.hidden);
-        debug_assert!(slice > 0, "a used-up slice with nothing hidden ends the order");
+        debug_assert!(
+            slice > 0,
+            "a used-up slice with nothing hidden ends the order"
+        );
         extra.hidden -= slice;
         let sym = &mut self.symbols[symbol];
         sym.unlink(side, &mut self.levels, &mut self.orders, idx);

@@ -718,7 +718,9 @@ impl Model {
         events
             .iter()
             .map(|e| match e {
-                OwnedEvent::Trade(t) if (t.taker_user, t.taker_order) == (taker.user, taker.order) => {
+                OwnedEvent::Trade(t)
+                    if (t.taker_user, t.taker_order) == (taker.user, taker.order) =>
+                {
                     t.qty as i128
                 }
                 _ => 0,
@@ -1554,7 +1556,9 @@ impl Model {
             for o in book.bids.iter().chain(&book.asks) {
                 assert!(o.remaining > 0, "model: an empty order rests");
                 assert!(
-                    o.shown > 0 && o.shown <= o.remaining && (o.display == 0 || o.shown <= o.display),
+                    o.shown > 0
+                        && o.shown <= o.remaining
+                        && (o.display == 0 || o.shown <= o.display),
                     "model: an order shows {} of {}",
                     o.shown,
                     o.remaining

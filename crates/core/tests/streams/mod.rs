@@ -676,7 +676,7 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 AmendQty::Raw(q) => Some(qty_of(&spec, q)),
             };
             let price = price.map(|px| price_of(&spec, px).unwrap_or(0));
-                        let stop_price =
+            let stop_price =
                 (stop % 3 == 0).then(|| price_of(&spec, Px::Near(stop / 3)).unwrap_or(1));
             Command::Amend(AmendOrder::with_fields(user, order, price, qty, stop_price))
         }
