@@ -246,7 +246,7 @@ impl Engine {
                 .filter_map(|o| {
                     let idx = self.find_order(o.user, o.order).expect("live");
                     let display = self.display_of(idx);
-                    (display > 0).then(|| (o.user, o.order, display, o.remaining))
+                    (display > 0).then_some((o.user, o.order, display, o.remaining))
                 })
                 .collect();
             w.u64(icebergs.len() as u64);

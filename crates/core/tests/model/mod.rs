@@ -511,7 +511,7 @@ impl Model {
             }
             _ => {}
         }
-        if stop && !p.stop_price().is_some_and(|sp| sp > 0) {
+        if stop && p.stop_price().is_none_or(|sp| sp <= 0) {
             return Err(Reason::InvalidPrice);
         }
         if self.live.contains_key(&(p.user, p.order))
