@@ -192,7 +192,7 @@ fn unknown_words_are_invalid_orders_not_malformed_lines() {
         place(r#","type":"trailing_stop""#),
         place(r#","tif":"gtx""#),
         place(r#","stp":"cancel_all""#),
-        place(r#","type":"trailing_stop","tif":"ioc""#),
+        place(r#","type":"stop_loss","tif":"ioc""#),
         place(r#","type":"market","tif":"gtc""#),
     ];
     let text = format!("{SETUP}{}\n", lines.join("\n"));

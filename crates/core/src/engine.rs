@@ -14,11 +14,15 @@ use std::num::NonZeroI64;
 use rialto_prefetch::{prefetch, prefetch_first_line};
 
 use crate::account::{Accounts, MAX_CURRENCIES};
-use crate::book::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
+use crate::book::{BookSide, Levels, NIL, NodeKind, OrderNode, Orders, level_price};
+
+mod iceberg;
+mod stops;
+
 use crate::command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
 use crate::event::{
     Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
-    OpenOrder, PendingStop, SymbolStatus, Trade, UserReport,
+    OpenOrder, SymbolStatus, Trade, UserReport,
 };
 use crate::hasher::FastHash;
 use crate::index::IdIndex;
@@ -26,6 +30,7 @@ use crate::types::{
     CancelReason, CurrencyId, Name, OrderId, OrderType, Phase, Priority, Reason, Side, Stp,
     SymbolId, Tif, UserId,
 };
+pub(crate) use stops::{OrderExtra, StopEntry};
 
 /// Capacities and limits. Capacities are hints that are allocated at start so that steady-state
 /// trading does not allocate; limits are hard and reject with `limit_exceeded`.
@@ -44,6 +49,8 @@ pub struct EngineConfig {
     /// with small windows: a fifth fewer lines prefetched a command on `multi large`.
     pub ladder_min_levels: usize,
     pub ladder_cells: usize,
+    /// Pending stop orders per symbol and side that fit before their list grows (a hint).
+    pub expected_stops_per_side: usize,
     /// Seeds the hash of the engine's id maps. Nothing the engine reports depends on it; a venue
     /// draws it at random and keeps it secret so that users cannot choose order ids that
     /// collide (docs/rules.md).
@@ -60,6 +67,7 @@ impl Default for EngineConfig {
             expected_levels_per_side: 16,
             ladder_min_levels: 32,
             ladder_cells: 8192,
+            expected_stops_per_side: 16,
             hash_seed: 0x243f_6a88_85a3_08d3,
         }
     }
@@ -74,6 +82,10 @@ impl Default for EngineConfig {
 /// [12, 8, 4, 2] slightly worse, and [20, 14, 9, 5, 2] was no better than these.
 /// Expiring orders the expiry heap has room for before it first grows.
 const EXPECTED_EXPIRING_ORDERS: usize = 1 << 12;
+/// The most slices an iceberg may be cut into: `ceil(remaining / display_qty)` above this is
+/// `invalid_qty` (docs/rules.md, "Iceberg orders"). Each slice a taker meets is its own trade,
+/// so without a bound one order could make a command report 2^63 trades.
+pub const MAX_ICEBERG_SLICES: i64 = 10_000;
 
 /// Nanoseconds in a day: DAY orders expire at a time of day (docs/rules.md, "GTD and DAY").
 pub const NS_PER_DAY: i64 = 86_400_000_000_000;
@@ -167,6 +179,12 @@ pub(crate) struct SymbolState {
     /// Levels in transit (price, level) while a ladder's window moves; kept to avoid allocating
     /// each time.
     scratch: Vec<(i64, u32)>,
+    /// Pending stops by side (bids first), each sorted so that the next to trigger is last.
+    pub stops: [Vec<StopEntry>; 2],
+    /// Trades not yet examined by the stop cascade, one (first price, last price) pair per walk
+    /// that traded (a walk's prices are monotonic, so its ends decide what it triggers). Only
+    /// kept while the symbol has pending stops.
+    pub unexamined: Vec<(i64, i64)>,
 }
 
 const _: () = assert!(std::mem::offset_of!(SymbolState, bids) == 64);
@@ -199,6 +217,11 @@ impl SymbolState {
             last_trade: 0,
             reference: 0,
             scratch: Vec::new(),
+            stops: [
+                Vec::with_capacity(config.expected_stops_per_side),
+                Vec::with_capacity(config.expected_stops_per_side),
+            ],
+            unexamined: Vec::with_capacity(8),
         }
     }
 
@@ -333,6 +356,8 @@ struct Taker {
     /// Where the unfilled rest goes: `None` rests on the book (limit gtc, gtd, day), else the
     /// reason for its cancellation.
     leftover: Option<CancelReason>,
+    /// An iceberg's display quantity (what each slice of its rest shows); 0 for any other order.
+    display: i64,
     /// When what rests expires, and whether because it is a DAY order.
     terms: OrderTerms,
 }
@@ -373,6 +398,10 @@ struct Fills {
     /// The price of the last trade; meaningless when nothing filled.
     last_price: i64,
     stopped_by_stp: bool,
+    /// The price of the first trade (a walk's prices only ever get worse for its taker, so
+    /// its first and last trades decide which stops it triggers); meaningless when nothing
+    /// filled.
+    first_price: i64,
 }
 
 pub struct Engine {
@@ -399,6 +428,16 @@ pub struct Engine {
     /// such entries are dropped: so it never holds more than twice the live expiring orders
     /// plus its reserved capacity.
     pub(crate) expiries: BinaryHeap<Reverse<(i64, UserId, OrderId, u32)>>,
+    /// What only icebergs and pending stops have, by node index (docs on [`OrderExtra`]); an
+    /// ordinary order never reads it.
+    pub(crate) order_extras: Vec<OrderExtra>,
+    /// Acceptance numbers of pending stops: ties in trigger order go to the lower.
+    pub(crate) stop_accepts: u64,
+    /// Symbols with unexamined trades (see [`SymbolState::unexamined`]); a symbol may repeat.
+    pub(crate) stop_dirty: Vec<u32>,
+    /// Reused by the stop cascade: the stops one round collects, and the walks it examines.
+    scratch_triggered: Vec<u32>,
+    scratch_walks: Vec<(i64, i64)>,
     /// `(user, order)` of every resting order to its node (see [`Engine::find_order`]).
     pub(crate) order_ids: IdIndex,
     /// Hashes the keys of both id indexes and of `txs`.
@@ -454,6 +493,53 @@ fn crosses(side: Side, limit: Option<i64>, price: i64) -> bool {
     }
 }
 
+/// Whether an iceberg of `remaining` lots shown `display` at a time has more slices than
+/// [`MAX_ICEBERG_SLICES`].
+#[inline]
+fn too_many_slices(remaining: i64, display: i64) -> bool {
+    (remaining - 1) / display >= MAX_ICEBERG_SLICES
+}
+
+/// Whether an order of this tif rests when it is a limit order.
+#[inline]
+fn tif_rests(tif: Tif) -> bool {
+    matches!(tif, Tif::Gtc | Tif::Gtd | Tif::Day)
+}
+
+/// The `invalid_order` checks of a place with a stop type or optional fields (docs/rules.md,
+/// "Stop and stop-limit orders", "Iceberg orders").
+#[cold]
+fn check_order_extras(
+    cmd: &PlaceOrder,
+    order_type: OrderType,
+    tif: Tif,
+    rests: bool,
+    now: i64,
+) -> Result<(), Reason> {
+    let stop_tif_ok = order_type != OrderType::Stop || matches!(tif, Tif::Ioc | Tif::Fok);
+    let stop_price_ok =
+        cmd.stop_price().is_none() || matches!(order_type, OrderType::Stop | OrderType::StopLimit);
+    let display_ok = cmd.display_qty().is_none() || rests;
+    // GTD needs an expiry after now; no other tif takes one (docs/rules.md, "GTD and DAY").
+    let expiry_ok = match (tif, cmd.expire_ts()) {
+        (Tif::Gtd, Some(expire_ts)) => expire_ts > now,
+        (Tif::Gtd, None) | (_, Some(_)) => false,
+        (_, None) => true,
+    };
+    if stop_tif_ok && stop_price_ok && display_ok && expiry_ok {
+        Ok(())
+    } else {
+        Err(Reason::InvalidOrder)
+    }
+}
+
+/// A stop's prices: a stop price > 0, and a protection price on a stop buy (whose hold is
+/// that of a buy at it).
+fn stop_prices_valid(cmd: &PlaceOrder, side: Side) -> bool {
+    cmd.stop_price().is_some_and(|stop| stop > 0)
+        && !(cmd.order_type == Some(OrderType::Stop) && side == Side::Buy && cmd.price.is_none())
+}
+
 /// Whether `price` is at or better than `best` for a resting order on `side`.
 #[inline]
 fn at_or_better(side: Side, price: i64, best: i64) -> bool {
@@ -487,6 +573,11 @@ impl Engine {
             order_totals: Vec::with_capacity(config.expected_resting_orders),
             order_terms: Vec::with_capacity(config.expected_resting_orders),
             expiries: BinaryHeap::with_capacity(EXPECTED_EXPIRING_ORDERS),
+            order_extras: Vec::new(),
+            stop_accepts: 0,
+            stop_dirty: Vec::with_capacity(8),
+            scratch_triggered: Vec::with_capacity(config.expected_stops_per_side),
+            scratch_walks: Vec::with_capacity(8),
             order_ids: IdIndex::with_capacity(config.expected_resting_orders),
             hash,
             levels: Levels::with_capacity(config.expected_levels_per_side * 2),
@@ -530,6 +621,17 @@ impl Engine {
         {
             self.expire_due(sink);
         }
+        let result = self.apply_command(cmd, sink);
+        // Knock-on work (docs/rules.md, "One command"): the stops its trades triggered.
+        if !self.stop_dirty.is_empty() {
+            self.run_stop_cascades(sink);
+        }
+        result
+    }
+
+    /// The command itself: checked and applied, or rejected.
+    #[inline]
+    fn apply_command(&mut self, cmd: &Command, sink: &mut impl EventSink) -> Result<(), Reason> {
         match *cmd {
             Command::Place(ref place) => self.place(place, sink),
             Command::Move { user, order, price } => self.move_order(user, order, price, sink),
@@ -729,33 +831,32 @@ impl Engine {
         else {
             return Err(Reason::InvalidOrder);
         };
-        // Stops and icebergs: not yet applied.
-        if !matches!(order_type, OrderType::Limit | OrderType::Market)
-            || cmd.stop_price().is_some()
-            || cmd.display_qty().is_some()
+        let rests = order_type == OrderType::Limit && tif_rests(tif);
+        let is_stop = matches!(order_type, OrderType::Stop | OrderType::StopLimit);
+        if (order_type == OrderType::Market && !matches!(tif, Tif::Ioc | Tif::Fok))
+            || (cmd.post_only && !rests)
         {
             return Err(Reason::InvalidOrder);
         }
-        let rests = order_type == OrderType::Limit && matches!(tif, Tif::Gtc | Tif::Gtd | Tif::Day);
-        let expiry_allowed = match (tif, cmd.expire_ts()) {
-            (Tif::Gtd, Some(expire_ts)) => expire_ts > self.now,
-            (Tif::Gtd, None) | (_, Some(_)) => false,
-            (_, None) => true,
-        };
-        if (order_type == OrderType::Market && !matches!(tif, Tif::Ioc | Tif::Fok))
-            || (cmd.post_only && !rests)
-            || !expiry_allowed
-        {
-            return Err(Reason::InvalidOrder);
+        if is_stop || !cmd.extras.is_none() || !matches!(tif, Tif::Gtc | Tif::Ioc | Tif::Fok) {
+            check_order_extras(cmd, order_type, tif, rests, self.now)?;
         }
         if cmd.qty <= 0 {
             return Err(Reason::InvalidQty);
         }
+        if cmd.display_qty().is_some_and(|display| {
+            display <= 0 || display >= cmd.qty || too_many_slices(cmd.qty, display)
+        }) {
+            return Err(Reason::InvalidQty);
+        }
         let limit = match (order_type, cmd.price) {
-            (OrderType::Limit, None) => return Err(Reason::InvalidPrice),
+            (OrderType::Limit | OrderType::StopLimit, None) => return Err(Reason::InvalidPrice),
             (_, Some(price)) if price <= 0 => return Err(Reason::InvalidPrice),
             (_, price) => price,
         };
+        if is_stop && !stop_prices_valid(cmd, side) {
+            return Err(Reason::InvalidPrice);
+        }
         if side == Side::Sell && limit.is_some_and(|price| sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
@@ -763,6 +864,11 @@ impl Engine {
             || self.id_recently_used(cmd.user, cmd.order)
         {
             return Err(Reason::DuplicateOrderId);
+        }
+        if let Some(stop_price) = cmd.stop_price()
+            && self.would_trigger(symbol, side, stop_price)
+        {
+            return Err(Reason::WouldTrigger);
         }
         if cmd.post_only && self.crosses_best(symbol, side, limit) {
             return Err(Reason::WouldTake);
@@ -788,15 +894,35 @@ impl Engine {
         if hold > self.accounts.balance(account, held_currency).available {
             return Err(Reason::InsufficientFunds);
         }
-        if rests && !self.has_room_for_order(account) {
+        if (rests || is_stop) && !self.has_room_for_order(account) {
             return Err(Reason::LimitExceeded);
+        }
+        if is_stop {
+            let balance = self.accounts.balance_mut(account, held_currency);
+            balance.available -= hold;
+            balance.held += hold;
+            let stop = stops::NewStop {
+                account,
+                user: cmd.user,
+                order: cmd.order,
+                side,
+                price: limit,
+                qty: cmd.qty,
+                stp,
+                stop_price: cmd.stop_price().expect("checked above"),
+                stop_limit: order_type == OrderType::StopLimit,
+                tif,
+                expire_ts,
+            };
+            self.accept_stop(symbol, stop);
+            return Ok(());
         }
 
         let leftover = match (order_type, tif) {
             (OrderType::Limit, Tif::Gtc | Tif::Gtd | Tif::Day) => None,
             (OrderType::Limit, _) => Some(CancelReason::Ioc),
             (OrderType::Market, _) => Some(CancelReason::Market),
-            (OrderType::Stop | OrderType::StopLimit, _) => unreachable!("rejected above"),
+            (OrderType::Stop | OrderType::StopLimit, _) => unreachable!("pending above"),
         };
         let taker = Taker {
             account,
@@ -809,6 +935,7 @@ impl Engine {
             post_only: cmd.post_only,
             leftover,
             terms: OrderTerms { expire_ts, tif },
+            display: cmd.display_qty().unwrap_or(0),
         };
         if tif == Tif::Fok && !self.fok_fillable(symbol, &taker) {
             sink.on_event(&Event::Cancelled(Cancelled {
@@ -847,6 +974,20 @@ impl Engine {
         let budget = self.market_buy_budget(sym, taker);
         let mut needed = taker.qty;
         let mut spent: i64 = 0;
+        // Takes up to `available` lots at `price`; true when that filled the order.
+        let mut take = |available: i64, price: i64| -> Option<bool> {
+            let mut qty = needed.min(available);
+            if let Some(budget) = budget {
+                let cost = Self::market_buy_lot_cost(terms, price)?;
+                qty = qty.min((budget - spent) / cost);
+                if qty == 0 {
+                    return None;
+                }
+                spent += qty * cost;
+            }
+            needed -= qty;
+            Some(needed == 0)
+        };
         for level_idx in sym
             .side(taker.side.opposite())
             .levels_best_first(&self.levels)
@@ -855,9 +996,14 @@ impl Engine {
             if !self.level_tradable(terms, taker, price) {
                 return false;
             }
+            // Icebergs' hidden quantity re-queues behind the level's last order (docs/rules.md,
+            // "Iceberg orders"): the walk reaches it only after the whole queue, so it counts
+            // only if no own order stopped the walk first.
+            let mut hidden: i64 = 0;
             let mut idx = self.levels.get(level_idx).head;
             while idx != NIL {
                 let maker = self.orders.get(idx);
+                let maker_idx = idx;
                 idx = maker.next;
                 if maker.account == taker.account {
                     if taker.stp == Stp::CancelMaker {
@@ -865,20 +1011,20 @@ impl Engine {
                     }
                     return false;
                 }
-                let mut qty = needed.min(maker.remaining);
-                if let Some(budget) = budget {
-                    let Some(cost) = Self::market_buy_lot_cost(terms, price) else {
-                        return false;
-                    };
-                    qty = qty.min((budget - spent) / cost);
-                    if qty == 0 {
-                        return false;
-                    }
-                    spent += qty * cost;
+                if maker.kind == NodeKind::Iceberg {
+                    hidden += self.order_extras[maker_idx as usize].hidden;
                 }
-                needed -= qty;
-                if needed == 0 {
-                    return true;
+                match take(maker.remaining, price) {
+                    None => return false,
+                    Some(true) => return true,
+                    Some(false) => {}
+                }
+            }
+            if hidden > 0 {
+                match take(hidden, price) {
+                    None => return false,
+                    Some(true) => return true,
+                    Some(false) => {}
                 }
             }
         }
@@ -922,8 +1068,8 @@ impl Engine {
     ) {
         let fills = self.match_taker(symbol, &taker, sink);
         if fills.filled > 0 {
-            let sym = &mut self.symbols[symbol];
-            (sym.last_trade, sym.reference) = (fills.last_price, fills.last_price);
+            self.symbols[symbol].reference = fills.last_price;
+            self.note_walk(symbol, fills.first_price, fills.last_price);
         }
         let sym = &self.symbols[symbol];
         let terms = sym.terms;
@@ -977,8 +1123,9 @@ impl Engine {
 
         match (node, rest_qty > 0) {
             (Some(idx), true) => {
+                let shown = self.set_slices(idx, taker.display, rest_qty);
                 let n = self.orders.get_mut(idx);
-                n.remaining = rest_qty;
+                n.remaining = shown;
                 n.price = taker.limit.expect("a resting order has a price");
                 self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
             }
@@ -1011,11 +1158,11 @@ impl Engine {
                         break;
                     }
                     Stp::CancelMaker => {
-                        self.remove_resting(maker_idx, CancelReason::Stp, sink);
+                        self.remove_live_order(maker_idx, CancelReason::Stp, sink);
                         continue;
                     }
                     Stp::CancelBoth => {
-                        self.remove_resting(maker_idx, CancelReason::Stp, sink);
+                        self.remove_live_order(maker_idx, CancelReason::Stp, sink);
                         fills.stopped_by_stp = true;
                         break;
                     }
@@ -1032,6 +1179,9 @@ impl Engine {
                 }
             }
             self.fill_maker(symbol, maker_idx, qty, taker, sink);
+            if fills.filled == 0 {
+                fills.first_price = maker.price;
+            }
             fills.filled += qty;
             fills.last_price = maker.price;
             let notional = maker.price * qty * terms.quote_scale;
@@ -1089,6 +1239,10 @@ impl Engine {
             taker_fee,
         }));
         if qty == maker.remaining {
+            if maker.kind == NodeKind::Iceberg && self.order_extras[maker_idx as usize].hidden > 0 {
+                self.next_slice(symbol, maker_idx);
+                return;
+            }
             self.symbols[symbol].unlink(maker.side, &mut self.levels, &mut self.orders, maker_idx);
             self.forget_order(maker_idx);
         } else {
@@ -1100,12 +1254,23 @@ impl Engine {
     /// Puts the rest of a new order on the book, holding nothing itself (the caller has).
     /// `total` is its quantity with what it has filled.
     fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64, total: i64) {
+        let idx = self.new_node(symbol, taker, total);
+        let shown = self.set_slices(idx, taker.display, qty);
+        let node = self.orders.get_mut(idx);
+        node.price = taker.limit.expect("a resting order has a price");
+        node.remaining = shown;
+        self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
+    }
+
+    /// A node for a new live order of the taker's (not in any level yet, `price` and
+    /// `remaining` to be set by the caller), linked to its account and the id index.
+    fn new_node(&mut self, symbol: usize, taker: &Taker, total: i64) -> u32 {
         let account = self.accounts.get_mut(taker.account);
         let idx = self.orders.alloc(OrderNode {
             user: taker.user,
             order: taker.order,
-            price: taker.limit.expect("a resting order has a price"),
-            remaining: qty,
+            price: 0,
+            remaining: 0,
             account: taker.account,
             symbol: symbol as u32,
             level: NIL,
@@ -1116,6 +1281,7 @@ impl Engine {
             side: taker.side,
             stp: taker.stp,
             post_only: taker.post_only,
+            kind: NodeKind::Plain,
         });
         if account.orders_head != NIL {
             self.orders.get_mut(account.orders_head).account_prev = idx;
@@ -1129,7 +1295,7 @@ impl Engine {
         }
         self.order_ids
             .insert(self.hash.hash_one((taker.user, taker.order)), idx);
-        self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
+        idx
     }
 
     /// Records the total quantity of the order in node `idx` (the arena hands out a new index
@@ -1193,15 +1359,26 @@ impl Engine {
             }
             self.expiries.pop();
             if self.expiry_is_live(expire_ts, user, order, idx) {
-                self.remove_resting(idx, CancelReason::Expired, sink);
+                self.remove_live_order(idx, CancelReason::Expired, sink);
             }
         }
     }
 
     /// What the live order in node `idx` has filled since it was accepted.
     #[inline]
-    fn order_filled(&self, idx: u32) -> i64 {
-        self.order_totals[idx as usize] - self.orders.get(idx).remaining
+    pub(crate) fn order_filled(&self, idx: u32) -> i64 {
+        self.order_totals[idx as usize] - self.live_remaining(idx)
+    }
+
+    /// The whole remaining quantity of the live order in node `idx`: an iceberg's hidden part
+    /// included.
+    #[inline]
+    pub(crate) fn live_remaining(&self, idx: u32) -> i64 {
+        let node = self.orders.get(idx);
+        match node.kind {
+            NodeKind::Iceberg => node.remaining + self.order_extras[idx as usize].hidden,
+            NodeKind::Plain | NodeKind::PendingStop => node.remaining,
+        }
     }
 
     /// What a resting order of these terms holds, as (currency, amount), or `None` when that
@@ -1248,6 +1425,7 @@ impl Engine {
             post_only,
             leftover: None,
             terms,
+            display: 0,
         };
         self.rest_new(symbol, &taker, remaining, filled + remaining);
     }
@@ -1292,23 +1470,35 @@ impl Engine {
         balance.available += amount;
     }
 
-    /// Cancels the whole rest of a resting order, releasing its hold and reporting it.
-    fn remove_resting(&mut self, idx: u32, reason: CancelReason, sink: &mut impl EventSink) {
+    /// Ends any live order, resting or pending stop: cancels its whole remaining quantity
+    /// (an iceberg's hidden part included) with `reason`, releases its hold and reports it.
+    /// Every way an order is cancelled comes here (cancel, reduce, mass cancel, self-trade
+    /// prevention, amend to at most its filled part; expiry and suspension too).
+    pub(crate) fn remove_live_order(
+        &mut self,
+        idx: u32,
+        reason: CancelReason,
+        sink: &mut impl EventSink,
+    ) {
         let node = *self.orders.get(idx);
-        self.symbols[node.symbol as usize].unlink(
-            node.side,
-            &mut self.levels,
-            &mut self.orders,
-            idx,
-        );
-        self.release_hold(&node, node.remaining);
+        let remaining = self.live_remaining(idx);
+        match node.kind {
+            NodeKind::PendingStop => self.unlist_stop(idx),
+            NodeKind::Plain | NodeKind::Iceberg => self.symbols[node.symbol as usize].unlink(
+                node.side,
+                &mut self.levels,
+                &mut self.orders,
+                idx,
+            ),
+        }
+        self.release_hold(&node, remaining);
         self.forget_order(idx);
         sink.on_event(&Event::Cancelled(Cancelled {
             symbol: SymbolId(node.symbol),
             user: node.user,
             order: node.order,
             side: node.side,
-            qty: node.remaining,
+            qty: remaining,
             reason,
         }));
     }
@@ -1344,7 +1534,7 @@ impl Engine {
         sink: &mut impl EventSink,
     ) -> Result<(), Reason> {
         let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
-        self.remove_resting(idx, CancelReason::User, sink);
+        self.remove_live_order(idx, CancelReason::User, sink);
         Ok(())
     }
 
@@ -1360,13 +1550,12 @@ impl Engine {
             return Err(Reason::InvalidQty);
         }
         let node = *self.orders.get(idx);
-        if qty >= node.remaining {
-            self.remove_resting(idx, CancelReason::Reduce, sink);
+        if qty >= self.live_remaining(idx) {
+            self.remove_live_order(idx, CancelReason::Reduce, sink);
             return Ok(());
         }
         self.release_hold(&node, qty);
-        self.orders.get_mut(idx).remaining -= qty;
-        self.levels.get_mut(node.level).total -= qty;
+        self.take_from_remaining(idx, qty);
         self.order_totals[idx as usize] -= qty;
         sink.on_event(&Event::Cancelled(Cancelled {
             symbol: SymbolId(node.symbol),
@@ -1434,7 +1623,7 @@ impl Engine {
         victims.sort_unstable_by_key(|&(name, order, _)| (name, order));
         // Nodes are only freed here, never reused or moved, so the collected indices stay valid.
         for &(_, _, idx) in &victims {
-            self.remove_resting(idx, reason, sink);
+            self.remove_live_order(idx, reason, sink);
         }
         assert!(
             symbol.is_some() || self.accounts.get(account).orders_head == NIL,
@@ -1462,10 +1651,16 @@ impl Engine {
         self.check_not_suspended(user)?;
         let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
         let node = *self.orders.get(idx);
+        if node.kind == NodeKind::PendingStop {
+            return Err(Reason::InvalidOrder);
+        }
         let symbol = node.symbol as usize;
         let terms = self.symbols[symbol].terms;
         if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
+        }
+        if node.kind == NodeKind::Iceberg {
+            return self.move_iceberg(idx, price, sink);
         }
         let crosses = self.crosses_best(symbol, node.side, Some(price));
         if node.post_only && crosses {
@@ -1506,6 +1701,7 @@ impl Engine {
             post_only: node.post_only,
             leftover: None,
             terms: self.order_terms[idx as usize],
+            display: 0,
         };
         self.execute(symbol, taker, Some(idx), sink);
         Ok(())
@@ -1520,14 +1716,24 @@ impl Engine {
         if amend.price().is_none() && amend.qty().is_none() && amend.stop_price().is_none() {
             return Err(Reason::InvalidOrder);
         }
+        let node = *self.orders.get(idx);
+        if node.kind == NodeKind::PendingStop {
+            return self.amend_stop(idx, amend, sink);
+        }
         if amend.stop_price().is_some() {
-            // Only a pending stop has a stop price, and every live order rests on a book.
+            // Only a pending stop has a stop price.
             return Err(Reason::InvalidOrder);
         }
         if amend.qty().is_some_and(|qty| qty <= 0) {
             return Err(Reason::InvalidQty);
         }
-        let node = *self.orders.get(idx);
+        let display = self.display_of(idx);
+        if display > 0
+            && let Some(qty) = amend.qty()
+            && too_many_slices(qty.saturating_sub(self.order_filled(idx)), display)
+        {
+            return Err(Reason::InvalidQty);
+        }
         let symbol = node.symbol as usize;
         let terms = self.symbols[symbol].terms;
         if let Some(price) = amend.price()
@@ -1535,21 +1741,22 @@ impl Engine {
         {
             return Err(Reason::InvalidPrice);
         }
-        let filled = self.order_filled(idx);
-        let total = amend.qty().unwrap_or(filled + node.remaining);
+        let old_remaining = self.live_remaining(idx);
+        let filled = self.order_totals[idx as usize] - old_remaining;
+        let total = amend.qty().unwrap_or(filled + old_remaining);
         if total <= filled {
             // A total at or below what has filled ends the order, as a reduce would.
-            self.remove_resting(idx, CancelReason::Reduce, sink);
+            self.remove_live_order(idx, CancelReason::Reduce, sink);
             return Ok(());
         }
         let remaining = total - filled;
         let price = amend.price().unwrap_or(node.price);
-        let keeps_priority = price == node.price && remaining <= node.remaining;
+        let keeps_priority = price == node.price && remaining <= old_remaining;
         let crosses = !keeps_priority && self.crosses_best(symbol, node.side, Some(price));
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
-        let (currency, old_hold) = self.resting_hold(&node, node.remaining);
+        let (currency, old_hold) = self.resting_hold(&node, old_remaining);
         let new_hold = match node.side {
             Side::Buy => buy_hold(remaining, price, &terms),
             Side::Sell => remaining.checked_mul(terms.base_scale),
@@ -1579,7 +1786,7 @@ impl Engine {
         if crosses {
             // It may trade: re-entered exactly as a move enters it.
             self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
-            self.release_hold(&node, node.remaining);
+            self.release_hold(&node, old_remaining);
             let taker = Taker {
                 account: node.account,
                 user,
@@ -1591,6 +1798,7 @@ impl Engine {
                 post_only: node.post_only,
                 leftover: None,
                 terms: self.order_terms[idx as usize],
+                display,
             };
             self.execute(symbol, taker, Some(idx), sink);
             return Ok(());
@@ -1599,16 +1807,17 @@ impl Engine {
         balance.available -= added_hold;
         balance.held += added_hold;
         if keeps_priority {
-            self.orders.get_mut(idx).remaining = remaining;
-            self.levels.get_mut(node.level).total -= node.remaining - remaining;
+            self.take_from_remaining(idx, old_remaining - remaining);
         } else {
-            // The back of its (new) level, as a move that does not trade.
+            // The back of its (new) level, as a move that does not trade; an iceberg shows a
+            // fresh slice.
             let sym = &mut self.symbols[symbol];
             sym.unlink(node.side, &mut self.levels, &mut self.orders, idx);
+            let shown = self.set_slices(idx, display, remaining);
             let n = self.orders.get_mut(idx);
             n.price = price;
-            n.remaining = remaining;
-            sym.push_back(node.side, &mut self.levels, &mut self.orders, idx);
+            n.remaining = shown;
+            self.symbols[symbol].push_back(node.side, &mut self.levels, &mut self.orders, idx);
         }
         Ok(())
     }
@@ -1969,16 +2178,20 @@ impl Engine {
         let mut idx = account.orders_head;
         while idx != NIL {
             let node = self.orders.get(idx);
+            let shown = match node.kind {
+                NodeKind::PendingStop => 0,
+                NodeKind::Plain | NodeKind::Iceberg => node.remaining,
+            };
             orders.push(OpenOrder {
                 symbol: self.symbols[node.symbol as usize].spec.symbol,
                 order: node.order,
                 side: node.side,
-                order_type: OrderType::Limit,
+                order_type: self.order_type_of(idx),
                 tif: self.order_terms[idx as usize].tif,
                 price: node.price,
-                stop_price: 0,
-                remaining: node.remaining,
-                shown: node.remaining,
+                stop_price: self.stop_price_of(idx),
+                remaining: self.live_remaining(idx),
+                shown,
                 filled: self.order_filled(idx),
                 expire_ts: self.order_terms[idx as usize].expire_ts,
             });
@@ -2036,7 +2249,7 @@ impl Engine {
                     order: node.order,
                     side: node.side,
                     price: node.price,
-                    remaining: node.remaining,
+                    remaining: self.live_remaining(idx),
                 });
                 idx = node.next;
             }
@@ -2056,7 +2269,10 @@ impl Engine {
                     user: node.user,
                     order: node.order,
                     filled: self.order_filled(idx),
-                    shown: node.remaining,
+                    shown: match node.kind {
+                        NodeKind::PendingStop => 0,
+                        NodeKind::Plain | NodeKind::Iceberg => node.remaining,
+                    },
                     expire_ts: self.order_terms[idx as usize].expire_ts,
                 });
                 idx = node.account_next;
@@ -2069,7 +2285,7 @@ impl Engine {
     /// The remaining quantity of a live order, if it is live.
     pub fn order_remaining(&self, user: UserId, order: OrderId) -> Option<i64> {
         self.find_order(user, order)
-            .map(|idx| self.orders.get(idx).remaining)
+            .map(|idx| self.live_remaining(idx))
     }
 
     /// Number of resting orders on the whole venue.
@@ -2129,12 +2345,6 @@ impl Engine {
             reference: sym.reference,
             band_bps: sym.spec.band_bps,
         })
-    }
-
-    /// A symbol's pending stop orders in trigger order (docs/rules.md, "Stop and stop-limit
-    /// orders"), appended to `out`.
-    pub fn pending_stops(&self, symbol: SymbolId, out: &mut Vec<PendingStop>) {
-        let _ = (symbol, out);
     }
 
     /// The ids of suspended users, ascending (docs/rules.md, "User suspension").

@@ -66,6 +66,14 @@ fn compare_state(engine: &Engine, model: &Model) -> Result<(), String> {
             engine.resting_orders(id),
             model.resting_orders(id),
         )?;
+        let mut stops = Vec::new();
+        engine.pending_stops(id, &mut stops);
+        same("pending stops", stops, model.pending_stops(id))?;
+        same(
+            "last trade",
+            engine.symbol_status(id).map_or(0, |s| s.last),
+            model.last_trade(id),
+        )?;
     }
     same("venue clock", engine.now(), model.now())?;
     same(
@@ -236,6 +244,12 @@ fn outcomes(
         Command::Place(p) if p.order_type == Some(OrderType::Market) && p.price.is_none() => {
             "unpriced market"
         }
+        Command::Place(p)
+            if matches!(p.order_type, Some(OrderType::Stop | OrderType::StopLimit)) =>
+        {
+            "stop"
+        }
+        Command::Place(p) if p.display_qty().is_some() => "iceberg",
         Command::Place(_) => "place",
         Command::Cancel { .. } => "cancel",
         Command::SetPhase { .. } => "set_phase",
@@ -262,6 +276,7 @@ fn outcomes(
         match e {
             OwnedEvent::Trade(_) => out.push(format!("{kind}: trade")),
             OwnedEvent::Amended(a) => out.push(format!("{kind}: {}", a.priority)),
+            OwnedEvent::Triggered(_) => out.push(format!("{kind}: triggered")),
             OwnedEvent::Cancelled(c) => {
                 out.push(format!("{kind}: cancelled {}", c.reason));
                 reasons.push(c.reason);
@@ -318,7 +333,7 @@ fn outcomes(
 
 #[test]
 fn streams_reach_every_rule() {
-    let seen = coverage(64);
+    let seen = coverage(192);
     let mut expected: Vec<String> = [
         "place: unknown_user",
         "place: unknown_symbol",
@@ -408,6 +423,20 @@ fn streams_reach_every_rule() {
         "place: cancelled expired",
         "place: gtd rested",
         "place: day rested",
+        "stop: ok",
+        "stop: would_trigger",
+        "stop: invalid_order",
+        "stop: invalid_price",
+        "stop: insufficient_funds",
+        "place: triggered",
+        "move: triggered",
+        "amend: triggered",
+        "iceberg: ok",
+        "iceberg: invalid_qty",
+        "iceberg: invalid_order",
+        "iceberg: trade",
+        "move: invalid_order",
+        "cancel: ok",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -415,7 +444,7 @@ fn streams_reach_every_rule() {
     expected.retain(|key| seen.get(key).copied().unwrap_or(0) < 5);
     assert!(
         expected.is_empty(),
-        "64 streams reach these fewer than 5 times: {expected:?}\nall: {seen:#?}"
+        "192 streams reach these fewer than 5 times: {expected:?}\nall: {seen:#?}"
     );
     let trades: usize = seen
         .iter()

@@ -75,6 +75,8 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
         b.u8(Tif::Gtc.code());
         b.i64(0); // expire_ts
     }
+    b.u64(0); // icebergs
+    b.u64(0); // pending stops
     let mut out = W(Vec::new());
     out.0.extend_from_slice(b"RIALTOSS");
     out.u32(3);
