@@ -17,10 +17,11 @@ use crate::book::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
 use crate::command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
 use crate::event::{
     Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
-    OpenOrder, PendingStop, SymbolStatus, Trade, UserReport,
+    OpenOrder, PendingStop, Trade, UserReport,
 };
 use crate::hasher::FastHash;
 use crate::index::IdIndex;
+use crate::phases::{MarketControls, beyond_edge, phase_admits_change, phase_admits_order};
 use crate::types::{
     CancelReason, CurrencyId, Name, OrderId, OrderType, Phase, Priority, Reason, Side, Stp,
     SymbolId, Tif, UserId,
@@ -140,8 +141,8 @@ pub(crate) struct Terms {
 }
 
 /// A symbol and its book, laid out by how hot each part is: on a big venue a command finds its
-/// symbol cold, and [`Engine::prefetch_ahead`] loads the first line and the side the command
-/// works on (three lines), not the whole (seven).
+/// symbol cold, and [`Engine::prefetch_ahead`] loads the first line, the side the command
+/// works on and the phase and band (four lines), not the whole (eight).
 #[repr(C, align(64))]
 pub(crate) struct SymbolState {
     // The first line: what every command on the symbol reads.
@@ -154,6 +155,9 @@ pub(crate) struct SymbolState {
     // Two lines each (aligned to one).
     bids: BookSide,
     asks: BookSide,
+    /// The phase and the band (crates/core/src/phases.rs): read by every new order, moved by
+    /// every trade; a line of its own.
+    pub controls: MarketControls,
     // Cold.
     pub spec: SymbolSpec,
     /// The last trade's price; 0 before the first.
@@ -166,6 +170,10 @@ pub(crate) struct SymbolState {
 }
 
 const _: () = assert!(std::mem::offset_of!(SymbolState, bids) == 64);
+const _: () = assert!(
+    std::mem::offset_of!(SymbolState, controls) % 64 == 0
+        && std::mem::size_of::<MarketControls>() <= 64
+);
 const _: () = assert!(Side::Buy as usize == 0 && Side::Sell as usize == 1);
 
 impl SymbolState {
@@ -191,6 +199,7 @@ impl SymbolState {
             best_levels: [NIL; 2],
             bids: side(Side::Buy),
             asks: side(Side::Sell),
+            controls: MarketControls::new(),
             spec,
             last_trade: 0,
             reference: 0,
@@ -211,6 +220,7 @@ impl SymbolState {
     pub fn prefetch_side(&self, side: Side) {
         prefetch_first_line(self);
         prefetch(self.side(side));
+        prefetch(&self.controls);
     }
 
     /// The best price on `side`, if any (from the first line: the side itself is not read).
@@ -259,6 +269,21 @@ impl SymbolState {
         let (book, scratch) = self.book_mut(side);
         book.reprice(levels, orders, scratch, idx, price);
         self.best_after(side, Some(old_price), Some(price));
+    }
+
+    /// A trade at `price`: the last price and the new reference, which the band follows.
+    #[inline]
+    pub fn traded_at(&mut self, price: i64) {
+        self.last_trade = price;
+        if self.reference != price {
+            self.set_reference(price);
+        }
+    }
+
+    /// A new reference price (a trade or `set_ref_price`): the band's edges move with it.
+    pub fn set_reference(&mut self, price: i64) {
+        self.reference = price;
+        self.controls.refresh_edges(price, self.spec.band_bps);
     }
 
     /// `side`'s book, and the scratch space its changes may need.
@@ -340,6 +365,8 @@ struct Fills {
     /// The price of the last trade; meaningless when nothing filled.
     last_price: i64,
     stopped_by_stp: bool,
+    /// The walk stopped at the band's edge (docs/rules.md, "Price bands").
+    stopped_by_band: bool,
 }
 
 pub struct Engine {
@@ -377,8 +404,8 @@ pub struct Engine {
     /// (0 before any). Time never goes back (docs/rules.md, "Time").
     pub(crate) now: i64,
     /// Reused for book snapshots so that queries do not allocate once warm.
-    scratch_bids: Vec<Level>,
-    scratch_asks: Vec<Level>,
+    pub(crate) scratch_bids: Vec<Level>,
+    pub(crate) scratch_asks: Vec<Level>,
     /// Reused by mass cancel to put a user's orders in canonical order: (symbol name, order id,
     /// node).
     scratch_mass_cancel: Vec<(Name, OrderId, u32)>,
@@ -506,12 +533,11 @@ impl Engine {
             }
             Command::Tick => Ok(()),
             Command::SetOrderIdWindow { window } => self.set_order_id_window(window),
-            // Rulebook part 2, not yet applied (docs/rules.md says which parts are offered).
-            Command::SetPhase { .. }
-            | Command::SetBand { .. }
-            | Command::SetRefPrice { .. }
-            | Command::SuspendUser { .. }
-            | Command::ResumeUser { .. } => Err(Reason::InvalidOrder),
+            Command::SetPhase { symbol, phase } => self.set_phase(symbol, phase, sink),
+            Command::SetBand { symbol, band_bps } => self.set_band(symbol, band_bps),
+            Command::SetRefPrice { symbol, price } => self.set_ref_price(symbol, price),
+            // §8, the lead's: not yet applied here.
+            Command::SuspendUser { .. } | Command::ResumeUser { .. } => Err(Reason::InvalidOrder),
         }
     }
 
@@ -695,7 +721,15 @@ impl Engine {
         {
             return Err(Reason::DuplicateOrderId);
         }
-        if cmd.post_only && self.crosses_best(symbol, side, limit) {
+        let phase = sym.controls.phase;
+        phase_admits_order(phase, order_type, tif)?;
+        if order_type != OrderType::Market
+            && let Some(price) = limit
+        {
+            self.check_band(symbol, side, price)?;
+        }
+        // Nothing takes during an auction's call, so post-only has nothing to refuse then.
+        if cmd.post_only && phase != Phase::Auction && self.crosses_best(symbol, side, limit) {
             return Err(Reason::WouldTake);
         }
         let hold = match (side, limit) {
@@ -770,6 +804,7 @@ impl Engine {
         let sym = &self.symbols[symbol];
         let terms = &sym.terms;
         let budget = self.market_buy_budget(sym, taker);
+        let band_edge = sym.controls.edge(taker.side);
         let mut needed = taker.qty;
         let mut spent: i64 = 0;
         for level_idx in sym
@@ -777,7 +812,10 @@ impl Engine {
             .levels_best_first(&self.levels)
         {
             let price = level_price(&self.levels, &self.orders, level_idx);
-            if !self.level_tradable(terms, taker, price) {
+            // Only liquidity inside the band counts.
+            if !self.level_tradable(terms, taker, price)
+                || beyond_edge(taker.side, band_edge, price)
+            {
                 return false;
             }
             let mut idx = self.levels.get(level_idx).head;
@@ -845,16 +883,31 @@ impl Engine {
         node: Option<u32>,
         sink: &mut impl EventSink,
     ) {
-        let fills = self.match_taker(symbol, &taker, sink);
+        // The band is fixed when the order enters: its own trades do not move it.
+        let band_edge = self.symbols[symbol].controls.edge(taker.side);
+        // Nothing trades outside `continuous` (in an auction orders rest, the book may cross).
+        let fills = if self.symbols[symbol].controls.phase == Phase::Continuous {
+            self.match_taker(symbol, &taker, band_edge, sink)
+        } else {
+            Fills::default()
+        };
         if fills.filled > 0 {
-            let sym = &mut self.symbols[symbol];
-            (sym.last_trade, sym.reference) = (fills.last_price, fills.last_price);
+            self.symbols[symbol].traded_at(fills.last_price);
         }
         let sym = &self.symbols[symbol];
         let terms = sym.terms;
         let (base, quote) = (terms.base, terms.quote);
         let unfilled = taker.qty - fills.filled;
-        let rest_qty = if unfilled > 0 && taker.leftover.is_none() && !fills.stopped_by_stp {
+        // An order whose own limit lies beyond the band's edge never rests there.
+        let limit_beyond_band = taker.leftover.is_none()
+            && taker
+                .limit
+                .is_some_and(|price| beyond_edge(taker.side, band_edge, price));
+        let rest_qty = if unfilled > 0
+            && taker.leftover.is_none()
+            && !fills.stopped_by_stp
+            && !limit_beyond_band
+        {
             unfilled
         } else {
             0
@@ -862,6 +915,8 @@ impl Engine {
         if unfilled > rest_qty {
             let reason = if fills.stopped_by_stp {
                 CancelReason::Stp
+            } else if fills.stopped_by_band || limit_beyond_band {
+                CancelReason::Band
             } else {
                 taker
                     .leftover
@@ -914,7 +969,13 @@ impl Engine {
     }
 
     /// The matching loop: trades while the taker crosses the best opposite level.
-    fn match_taker(&mut self, symbol: usize, taker: &Taker, sink: &mut impl EventSink) -> Fills {
+    fn match_taker(
+        &mut self,
+        symbol: usize,
+        taker: &Taker,
+        band_edge: i64,
+        sink: &mut impl EventSink,
+    ) -> Fills {
         let terms = self.symbols[symbol].terms;
         let budget = self.market_buy_budget(&self.symbols[symbol], taker);
         let opposite = taker.side.opposite();
@@ -927,6 +988,10 @@ impl Engine {
             let maker_idx = self.levels.get(level_idx).head;
             let maker = *self.orders.get(maker_idx);
             if !self.level_tradable(&terms, taker, maker.price) {
+                break;
+            }
+            if beyond_edge(taker.side, band_edge, maker.price) {
+                fills.stopped_by_band = true;
                 break;
             }
             if maker.account == taker.account {
@@ -1013,12 +1078,35 @@ impl Engine {
             maker_fee,
             taker_fee,
         }));
-        if qty == maker.remaining {
-            self.symbols[symbol].unlink(maker.side, &mut self.levels, &mut self.orders, maker_idx);
-            self.forget_order(maker_idx);
+        self.take_from_front(symbol, maker_idx, qty);
+    }
+
+    /// What the order at the front of its level offers a trade now: its remaining quantity.
+    /// (An iceberg would offer its shown slice.)
+    #[inline]
+    pub(crate) fn front_qty(&self, idx: u32) -> i64 {
+        self.orders.get(idx).remaining
+    }
+
+    /// The whole quantity of a level, hidden included: what an uncross can execute there.
+    #[inline]
+    pub(crate) fn level_quantity(&self, level: u32) -> i64 {
+        self.levels.get(level).total
+    }
+
+    /// Takes `qty` (at most [`Self::front_qty`]) from the order `idx` at the front of its
+    /// level, after a trade: the order leaves the book when nothing is left. The one place where
+    /// a fill changes the book, for a taker's walk and an uncross alike.
+    #[inline]
+    pub(crate) fn take_from_front(&mut self, symbol: usize, idx: u32, qty: i64) {
+        let node = *self.orders.get(idx);
+        debug_assert!(qty <= node.remaining);
+        if qty == node.remaining {
+            self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
+            self.forget_order(idx);
         } else {
-            self.orders.get_mut(maker_idx).remaining -= qty;
-            self.levels.get_mut(maker.level).total -= qty;
+            self.orders.get_mut(idx).remaining -= qty;
+            self.levels.get_mut(node.level).total -= qty;
         }
     }
 
@@ -1301,7 +1389,12 @@ impl Engine {
         if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
-        let crosses = self.crosses_best(symbol, node.side, Some(price));
+        let phase = self.symbols[symbol].controls.phase;
+        phase_admits_change(phase)?;
+        self.check_band(symbol, node.side, price)?;
+        // In an auction a move never trades: it rests at the back of its new level.
+        let crosses =
+            phase == Phase::Continuous && self.crosses_best(symbol, node.side, Some(price));
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
@@ -1377,7 +1470,18 @@ impl Engine {
         let remaining = total - filled;
         let price = amend.price().unwrap_or(node.price);
         let keeps_priority = price == node.price && remaining <= node.remaining;
-        let crosses = !keeps_priority && self.crosses_best(symbol, node.side, Some(price));
+        let phase = self.symbols[symbol].controls.phase;
+        // A halted or closed symbol takes only an amend that lowers the quantity.
+        if !(price == node.price && remaining < node.remaining) {
+            phase_admits_change(phase)?;
+        }
+        if price != node.price {
+            self.check_band(symbol, node.side, price)?;
+        }
+        // In an auction an amend never trades.
+        let crosses = !keeps_priority
+            && phase == Phase::Continuous
+            && self.crosses_best(symbol, node.side, Some(price));
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
@@ -1408,7 +1512,11 @@ impl Engine {
                 Priority::Lost
             },
         }));
-        if crosses {
+        // A re-entry whose own limit lies beyond the band's edge (the band moved since the
+        // order's price was checked) never rests there: `execute` cancels it (`band`).
+        let beyond_band =
+            !keeps_priority && self.symbols[symbol].controls.beyond_edge(node.side, price);
+        if crosses || beyond_band {
             // It may trade: re-entered exactly as a move enters it.
             self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
             self.release_hold(&node, node.remaining);
@@ -1943,18 +2051,6 @@ impl Engine {
 
     /// The venue clock: the largest command timestamp applied so far, 0 before any. Part of
     /// the state (and of the state hash).
-    /// A symbol's phase, last trade price, reference price and band (docs/rules.md, "Trading
-    /// phases" and "Price bands"); `None` for an unknown symbol.
-    pub fn symbol_status(&self, symbol: SymbolId) -> Option<SymbolStatus> {
-        let sym = self.symbols.get(symbol.0 as usize)?;
-        Some(SymbolStatus {
-            phase: Phase::Continuous,
-            last: sym.last_trade,
-            reference: sym.reference,
-            band_bps: sym.spec.band_bps,
-        })
-    }
-
     /// A symbol's pending stop orders in trigger order (docs/rules.md, "Stop and stop-limit
     /// orders"), appended to `out`.
     pub fn pending_stops(&self, symbol: SymbolId, out: &mut Vec<PendingStop>) {
