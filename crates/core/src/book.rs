@@ -35,6 +35,24 @@ pub(crate) struct OrderNode {
     pub side: Side,
     pub stp: Stp,
     pub post_only: bool,
+    /// What kind of live order the node holds; an ordinary order never reads more than this
+    /// byte of the others' state (which is in the engine's `order_extras`).
+    pub kind: NodeKind,
+}
+
+const _: () = assert!(std::mem::size_of::<OrderNode>() == 64);
+
+/// The kinds of live order an [`OrderNode`] can hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeKind {
+    /// A plain limit order on the book: `remaining` is its whole remaining quantity.
+    Plain,
+    /// An iceberg on the book: `remaining` is its shown slice; the hidden rest and the display
+    /// quantity are in the engine's `order_extras`.
+    Iceberg,
+    /// A stop or stop-limit order waiting for its trigger: not in any level (`level` is NIL),
+    /// `price` its limit or protection price (0 for none), `remaining` its quantity.
+    PendingStop,
 }
 
 /// Fixed items addressed by u32 in one `Vec`. A freed slot is reused by the next allocation,
@@ -1137,6 +1155,7 @@ mod tests {
             side: Side::Buy,
             stp: crate::types::Stp::CancelTaker,
             post_only: false,
+            kind: super::NodeKind::Plain,
         }
     }
 

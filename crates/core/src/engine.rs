@@ -13,11 +13,15 @@ use std::num::NonZeroI64;
 use rialto_prefetch::{prefetch, prefetch_first_line};
 
 use crate::account::{Accounts, MAX_CURRENCIES};
-use crate::book::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
+use crate::book::{BookSide, Levels, NIL, NodeKind, OrderNode, Orders, level_price};
+
+mod iceberg;
+mod stops;
+
 use crate::command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
 use crate::event::{
     Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
-    OpenOrder, PendingStop, Trade, UserReport,
+    OpenOrder, Trade, UserReport,
 };
 use crate::hasher::FastHash;
 use crate::index::IdIndex;
@@ -26,6 +30,7 @@ use crate::types::{
     CancelReason, CurrencyId, Name, OrderId, OrderType, Phase, Priority, Reason, Side, Stp,
     SymbolId, Tif, UserId,
 };
+pub(crate) use stops::{OrderExtra, StopEntry};
 
 /// Capacities and limits. Capacities are hints that are allocated at start so that steady-state
 /// trading does not allocate; limits are hard and reject with `limit_exceeded`.
@@ -44,6 +49,8 @@ pub struct EngineConfig {
     /// with small windows: a fifth fewer lines prefetched a command on `multi large`.
     pub ladder_min_levels: usize,
     pub ladder_cells: usize,
+    /// Pending stop orders per symbol and side that fit before their list grows (a hint).
+    pub expected_stops_per_side: usize,
     /// Seeds the hash of the engine's id maps. Nothing the engine reports depends on it; a venue
     /// draws it at random and keeps it secret so that users cannot choose order ids that
     /// collide (docs/rules.md).
@@ -60,6 +67,7 @@ impl Default for EngineConfig {
             expected_levels_per_side: 16,
             ladder_min_levels: 32,
             ladder_cells: 8192,
+            expected_stops_per_side: 16,
             hash_seed: 0x243f_6a88_85a3_08d3,
         }
     }
@@ -167,6 +175,12 @@ pub(crate) struct SymbolState {
     /// Levels in transit (price, level) while a ladder's window moves; kept to avoid allocating
     /// each time.
     scratch: Vec<(i64, u32)>,
+    /// Pending stops by side (bids first), each sorted so that the next to trigger is last.
+    pub stops: [Vec<StopEntry>; 2],
+    /// Trades not yet examined by the stop cascade, one (first price, last price) pair per walk
+    /// that traded (a walk's prices are monotonic, so its ends decide what it triggers). Only
+    /// kept while the symbol has pending stops.
+    pub unexamined: Vec<(i64, i64)>,
 }
 
 const _: () = assert!(std::mem::offset_of!(SymbolState, bids) == 64);
@@ -204,6 +218,11 @@ impl SymbolState {
             last_trade: 0,
             reference: 0,
             scratch: Vec::new(),
+            stops: [
+                Vec::with_capacity(config.expected_stops_per_side),
+                Vec::with_capacity(config.expected_stops_per_side),
+            ],
+            unexamined: Vec::with_capacity(8),
         }
     }
 
@@ -354,6 +373,8 @@ struct Taker {
     /// Where the unfilled rest goes: `None` rests on the book (limit gtc), else the reason for
     /// its cancellation.
     leftover: Option<CancelReason>,
+    /// An iceberg's display quantity (what each slice of its rest shows); 0 for any other order.
+    display: i64,
 }
 
 /// What the matching loop did for a taker.
@@ -365,6 +386,10 @@ struct Fills {
     /// The price of the last trade; meaningless when nothing filled.
     last_price: i64,
     stopped_by_stp: bool,
+    /// The price of the first trade (a walk's prices only ever get worse for its taker, so
+    /// its first and last trades decide which stops it triggers); meaningless when nothing
+    /// filled.
+    first_price: i64,
     /// The walk stopped at the band's edge (docs/rules.md, "Price bands").
     stopped_by_band: bool,
 }
@@ -384,6 +409,16 @@ pub struct Engine {
     /// cache line; written when an order comes to rest and by `reduce` and `amend`, never by a
     /// fill.
     pub(crate) order_totals: Vec<i64>,
+    /// What only icebergs and pending stops have, by node index (docs on [`OrderExtra`]); an
+    /// ordinary order never reads it.
+    pub(crate) order_extras: Vec<OrderExtra>,
+    /// Acceptance numbers of pending stops: ties in trigger order go to the lower.
+    pub(crate) stop_accepts: u64,
+    /// Symbols with unexamined trades (see [`SymbolState::unexamined`]); a symbol may repeat.
+    pub(crate) stop_dirty: Vec<u32>,
+    /// Reused by the stop cascade: the stops one round collects, and the walks it examines.
+    scratch_triggered: Vec<u32>,
+    scratch_walks: Vec<(i64, i64)>,
     /// `(user, order)` of every resting order to its node (see [`Engine::find_order`]).
     pub(crate) order_ids: IdIndex,
     /// Hashes the keys of both id indexes and of `txs`.
@@ -439,6 +474,41 @@ fn crosses(side: Side, limit: Option<i64>, price: i64) -> bool {
     }
 }
 
+/// Whether an order of this tif rests when it is a limit order.
+#[inline]
+fn tif_rests(tif: Tif) -> bool {
+    matches!(tif, Tif::Gtc | Tif::Gtd | Tif::Day)
+}
+
+/// The `invalid_order` checks of a place with a stop type or optional fields (docs/rules.md,
+/// "Stop and stop-limit orders", "Iceberg orders").
+#[cold]
+fn check_order_extras(
+    cmd: &PlaceOrder,
+    order_type: OrderType,
+    tif: Tif,
+    rests: bool,
+) -> Result<(), Reason> {
+    let stop_tif_ok = order_type != OrderType::Stop || matches!(tif, Tif::Ioc | Tif::Fok);
+    let stop_price_ok =
+        cmd.stop_price().is_none() || matches!(order_type, OrderType::Stop | OrderType::StopLimit);
+    let display_ok = cmd.display_qty().is_none() || rests;
+    // GTD and DAY (docs/rules.md) are not offered yet.
+    let expiry_ok = cmd.expire_ts().is_none() && !matches!(tif, Tif::Gtd | Tif::Day);
+    if stop_tif_ok && stop_price_ok && display_ok && expiry_ok {
+        Ok(())
+    } else {
+        Err(Reason::InvalidOrder)
+    }
+}
+
+/// A stop's prices: a stop price > 0, and a protection price on a stop buy (whose hold is
+/// that of a buy at it).
+fn stop_prices_valid(cmd: &PlaceOrder, side: Side) -> bool {
+    cmd.stop_price().is_some_and(|stop| stop > 0)
+        && !(cmd.order_type == Some(OrderType::Stop) && side == Side::Buy && cmd.price.is_none())
+}
+
 /// Whether `price` is at or better than `best` for a resting order on `side`.
 #[inline]
 fn at_or_better(side: Side, price: i64, best: i64) -> bool {
@@ -470,6 +540,11 @@ impl Engine {
             account_ids: IdIndex::with_capacity(config.expected_users),
             orders: Orders::with_capacity(config.expected_resting_orders),
             order_totals: Vec::with_capacity(config.expected_resting_orders),
+            order_extras: Vec::new(),
+            stop_accepts: 0,
+            stop_dirty: Vec::with_capacity(8),
+            scratch_triggered: Vec::with_capacity(config.expected_stops_per_side),
+            scratch_walks: Vec::with_capacity(8),
             order_ids: IdIndex::with_capacity(config.expected_resting_orders),
             hash,
             levels: Levels::with_capacity(config.expected_levels_per_side * 2),
@@ -506,6 +581,17 @@ impl Engine {
         if !self.recent_ids.is_empty() {
             self.forget_old_ids();
         }
+        let result = self.apply_command(cmd, sink);
+        // Knock-on work (docs/rules.md, "One command"): the stops its trades triggered.
+        if !self.stop_dirty.is_empty() {
+            self.run_stop_cascades(sink);
+        }
+        result
+    }
+
+    /// The command itself: checked and applied, or rejected.
+    #[inline]
+    fn apply_command(&mut self, cmd: &Command, sink: &mut impl EventSink) -> Result<(), Reason> {
         match *cmd {
             Command::Place(ref place) => self.place(place, sink),
             Command::Move { user, order, price } => self.move_order(user, order, price, sink),
@@ -694,25 +780,33 @@ impl Engine {
         else {
             return Err(Reason::InvalidOrder);
         };
-        // Rulebook part 2's order kinds, not yet applied.
-        if !matches!(order_type, OrderType::Limit | OrderType::Market)
-            || !matches!(tif, Tif::Gtc | Tif::Ioc | Tif::Fok)
-            || !cmd.extras.is_none()
+        let rests = order_type == OrderType::Limit && tif_rests(tif);
+        let is_stop = matches!(order_type, OrderType::Stop | OrderType::StopLimit);
+        if (order_type == OrderType::Market && !matches!(tif, Tif::Ioc | Tif::Fok))
+            || (cmd.post_only && !rests)
         {
             return Err(Reason::InvalidOrder);
         }
-        let rests = order_type == OrderType::Limit && tif == Tif::Gtc;
-        if (order_type == OrderType::Market && tif == Tif::Gtc) || (cmd.post_only && !rests) {
-            return Err(Reason::InvalidOrder);
+        if is_stop || !cmd.extras.is_none() || !matches!(tif, Tif::Gtc | Tif::Ioc | Tif::Fok) {
+            check_order_extras(cmd, order_type, tif, rests)?;
         }
         if cmd.qty <= 0 {
             return Err(Reason::InvalidQty);
         }
+        if cmd
+            .display_qty()
+            .is_some_and(|display| display <= 0 || display >= cmd.qty)
+        {
+            return Err(Reason::InvalidQty);
+        }
         let limit = match (order_type, cmd.price) {
-            (OrderType::Limit, None) => return Err(Reason::InvalidPrice),
+            (OrderType::Limit | OrderType::StopLimit, None) => return Err(Reason::InvalidPrice),
             (_, Some(price)) if price <= 0 => return Err(Reason::InvalidPrice),
             (_, price) => price,
         };
+        if is_stop && !stop_prices_valid(cmd, side) {
+            return Err(Reason::InvalidPrice);
+        }
         if side == Side::Sell && limit.is_some_and(|price| sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
@@ -723,10 +817,17 @@ impl Engine {
         }
         let phase = sym.controls.phase;
         phase_admits_order(phase, order_type, tif)?;
-        if order_type != OrderType::Market
+        // The band applies to a limit price: a limit or a stop-limit order's (a stop's
+        // protection price is not checked).
+        if matches!(order_type, OrderType::Limit | OrderType::StopLimit)
             && let Some(price) = limit
         {
             self.check_band(symbol, side, price)?;
+        }
+        if let Some(stop_price) = cmd.stop_price()
+            && self.would_trigger(symbol, side, stop_price)
+        {
+            return Err(Reason::WouldTrigger);
         }
         // Nothing takes during an auction's call, so post-only has nothing to refuse then.
         if cmd.post_only && phase != Phase::Auction && self.crosses_best(symbol, side, limit) {
@@ -748,15 +849,34 @@ impl Engine {
         if hold > self.accounts.balance(account, held_currency).available {
             return Err(Reason::InsufficientFunds);
         }
-        if rests && !self.has_room_for_order(account) {
+        if (rests || is_stop) && !self.has_room_for_order(account) {
             return Err(Reason::LimitExceeded);
+        }
+        if is_stop {
+            let balance = self.accounts.balance_mut(account, held_currency);
+            balance.available -= hold;
+            balance.held += hold;
+            let stop = stops::NewStop {
+                account,
+                user: cmd.user,
+                order: cmd.order,
+                side,
+                price: limit,
+                qty: cmd.qty,
+                stp,
+                stop_price: cmd.stop_price().expect("checked above"),
+                stop_limit: order_type == OrderType::StopLimit,
+                tif,
+            };
+            self.accept_stop(symbol, stop);
+            return Ok(());
         }
 
         let leftover = match (order_type, tif) {
-            (OrderType::Limit, Tif::Gtc) => None,
+            (OrderType::Limit, Tif::Gtc | Tif::Gtd | Tif::Day) => None,
             (OrderType::Limit, _) => Some(CancelReason::Ioc),
             (OrderType::Market, _) => Some(CancelReason::Market),
-            (OrderType::Stop | OrderType::StopLimit, _) => unreachable!("rejected above"),
+            (OrderType::Stop | OrderType::StopLimit, _) => unreachable!("pending above"),
         };
         let taker = Taker {
             account,
@@ -768,6 +888,7 @@ impl Engine {
             stp,
             post_only: cmd.post_only,
             leftover,
+            display: cmd.display_qty().unwrap_or(0),
         };
         if tif == Tif::Fok && !self.fok_fillable(symbol, &taker) {
             sink.on_event(&Event::Cancelled(Cancelled {
@@ -807,6 +928,20 @@ impl Engine {
         let band_edge = sym.controls.edge(taker.side);
         let mut needed = taker.qty;
         let mut spent: i64 = 0;
+        // Takes up to `available` lots at `price`; true when that filled the order.
+        let mut take = |available: i64, price: i64| -> Option<bool> {
+            let mut qty = needed.min(available);
+            if let Some(budget) = budget {
+                let cost = Self::market_buy_lot_cost(terms, price)?;
+                qty = qty.min((budget - spent) / cost);
+                if qty == 0 {
+                    return None;
+                }
+                spent += qty * cost;
+            }
+            needed -= qty;
+            Some(needed == 0)
+        };
         for level_idx in sym
             .side(taker.side.opposite())
             .levels_best_first(&self.levels)
@@ -818,9 +953,14 @@ impl Engine {
             {
                 return false;
             }
+            // Icebergs' hidden quantity re-queues behind the level's last order (docs/rules.md,
+            // "Iceberg orders"): the walk reaches it only after the whole queue, so it counts
+            // only if no own order stopped the walk first.
+            let mut hidden: i64 = 0;
             let mut idx = self.levels.get(level_idx).head;
             while idx != NIL {
                 let maker = self.orders.get(idx);
+                let maker_idx = idx;
                 idx = maker.next;
                 if maker.account == taker.account {
                     if taker.stp == Stp::CancelMaker {
@@ -828,20 +968,20 @@ impl Engine {
                     }
                     return false;
                 }
-                let mut qty = needed.min(maker.remaining);
-                if let Some(budget) = budget {
-                    let Some(cost) = Self::market_buy_lot_cost(terms, price) else {
-                        return false;
-                    };
-                    qty = qty.min((budget - spent) / cost);
-                    if qty == 0 {
-                        return false;
-                    }
-                    spent += qty * cost;
+                if maker.kind == NodeKind::Iceberg {
+                    hidden += self.order_extras[maker_idx as usize].hidden;
                 }
-                needed -= qty;
-                if needed == 0 {
-                    return true;
+                match take(maker.remaining, price) {
+                    None => return false,
+                    Some(true) => return true,
+                    Some(false) => {}
+                }
+            }
+            if hidden > 0 {
+                match take(hidden, price) {
+                    None => return false,
+                    Some(true) => return true,
+                    Some(false) => {}
                 }
             }
         }
@@ -892,7 +1032,8 @@ impl Engine {
             Fills::default()
         };
         if fills.filled > 0 {
-            self.symbols[symbol].traded_at(fills.last_price);
+            self.symbols[symbol].set_reference(fills.last_price);
+            self.note_walk(symbol, fills.first_price, fills.last_price);
         }
         let sym = &self.symbols[symbol];
         let terms = sym.terms;
@@ -957,8 +1098,9 @@ impl Engine {
 
         match (node, rest_qty > 0) {
             (Some(idx), true) => {
+                let shown = self.set_slices(idx, taker.display, rest_qty);
                 let n = self.orders.get_mut(idx);
-                n.remaining = rest_qty;
+                n.remaining = shown;
                 n.price = taker.limit.expect("a resting order has a price");
                 self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
             }
@@ -1001,11 +1143,11 @@ impl Engine {
                         break;
                     }
                     Stp::CancelMaker => {
-                        self.remove_resting(maker_idx, CancelReason::Stp, sink);
+                        self.remove_live_order(maker_idx, CancelReason::Stp, sink);
                         continue;
                     }
                     Stp::CancelBoth => {
-                        self.remove_resting(maker_idx, CancelReason::Stp, sink);
+                        self.remove_live_order(maker_idx, CancelReason::Stp, sink);
                         fills.stopped_by_stp = true;
                         break;
                     }
@@ -1022,6 +1164,9 @@ impl Engine {
                 }
             }
             self.fill_maker(symbol, maker_idx, qty, taker, sink);
+            if fills.filled == 0 {
+                fills.first_price = maker.price;
+            }
             fills.filled += qty;
             fills.last_price = maker.price;
             let notional = maker.price * qty * terms.quote_scale;
@@ -1081,27 +1226,41 @@ impl Engine {
         self.take_from_front(symbol, maker_idx, qty);
     }
 
-    /// What the order at the front of its level offers a trade now: its remaining quantity.
-    /// (An iceberg would offer its shown slice.)
+    /// What the order at the front of its level offers a trade now: its remaining quantity,
+    /// an iceberg's shown slice.
     #[inline]
     pub(crate) fn front_qty(&self, idx: u32) -> i64 {
         self.orders.get(idx).remaining
     }
 
-    /// The whole quantity of a level, hidden included: what an uncross can execute there.
-    #[inline]
+    /// The whole quantity of a level, icebergs' hidden parts included: what an uncross can
+    /// execute there (the level's total counts shown quantities only).
     pub(crate) fn level_quantity(&self, level: u32) -> i64 {
-        self.levels.get(level).total
+        let mut total = self.levels.get(level).total;
+        let mut idx = self.levels.get(level).head;
+        while idx != NIL {
+            let node = self.orders.get(idx);
+            if node.kind == NodeKind::Iceberg {
+                total += self.order_extras[idx as usize].hidden;
+            }
+            idx = node.next;
+        }
+        total
     }
 
     /// Takes `qty` (at most [`Self::front_qty`]) from the order `idx` at the front of its
-    /// level, after a trade: the order leaves the book when nothing is left. The one place where
-    /// a fill changes the book, for a taker's walk and an uncross alike.
+    /// level, after a trade: an iceberg whose slice is used up shows a new one at the back of
+    /// the level; an order with nothing left leaves the book. The one place where a fill
+    /// changes the book, for a taker's walk and an uncross alike.
     #[inline]
     pub(crate) fn take_from_front(&mut self, symbol: usize, idx: u32, qty: i64) {
         let node = *self.orders.get(idx);
         debug_assert!(qty <= node.remaining);
         if qty == node.remaining {
+            if node.kind == NodeKind::Iceberg && self.order_extras[idx as usize].hidden > 0 {
+                self.next_slice(symbol, idx);
+                return;
+            }
             self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
             self.forget_order(idx);
         } else {
@@ -1113,12 +1272,23 @@ impl Engine {
     /// Puts the rest of a new order on the book, holding nothing itself (the caller has).
     /// `total` is its quantity with what it has filled.
     fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64, total: i64) {
+        let idx = self.new_node(symbol, taker, total);
+        let shown = self.set_slices(idx, taker.display, qty);
+        let node = self.orders.get_mut(idx);
+        node.price = taker.limit.expect("a resting order has a price");
+        node.remaining = shown;
+        self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
+    }
+
+    /// A node for a new live order of the taker's (not in any level yet, `price` and
+    /// `remaining` to be set by the caller), linked to its account and the id index.
+    fn new_node(&mut self, symbol: usize, taker: &Taker, total: i64) -> u32 {
         let account = self.accounts.get_mut(taker.account);
         let idx = self.orders.alloc(OrderNode {
             user: taker.user,
             order: taker.order,
-            price: taker.limit.expect("a resting order has a price"),
-            remaining: qty,
+            price: 0,
+            remaining: 0,
             account: taker.account,
             symbol: symbol as u32,
             level: NIL,
@@ -1129,6 +1299,7 @@ impl Engine {
             side: taker.side,
             stp: taker.stp,
             post_only: taker.post_only,
+            kind: NodeKind::Plain,
         });
         if account.orders_head != NIL {
             self.orders.get_mut(account.orders_head).account_prev = idx;
@@ -1138,7 +1309,7 @@ impl Engine {
         self.set_order_total(idx, total);
         self.order_ids
             .insert(self.hash.hash_one((taker.user, taker.order)), idx);
-        self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
+        idx
     }
 
     /// Records the total quantity of the order in node `idx` (the arena hands out a new index
@@ -1160,8 +1331,19 @@ impl Engine {
 
     /// What the live order in node `idx` has filled since it was accepted.
     #[inline]
-    fn order_filled(&self, idx: u32) -> i64 {
-        self.order_totals[idx as usize] - self.orders.get(idx).remaining
+    pub(crate) fn order_filled(&self, idx: u32) -> i64 {
+        self.order_totals[idx as usize] - self.live_remaining(idx)
+    }
+
+    /// The whole remaining quantity of the live order in node `idx`: an iceberg's hidden part
+    /// included.
+    #[inline]
+    pub(crate) fn live_remaining(&self, idx: u32) -> i64 {
+        let node = self.orders.get(idx);
+        match node.kind {
+            NodeKind::Iceberg => node.remaining + self.order_extras[idx as usize].hidden,
+            NodeKind::Plain | NodeKind::PendingStop => node.remaining,
+        }
     }
 
     /// What a resting order of these terms holds, as (currency, amount), or `None` when that
@@ -1206,6 +1388,7 @@ impl Engine {
             stp,
             post_only,
             leftover: None,
+            display: 0,
         };
         self.rest_new(symbol, &taker, remaining, filled + remaining);
     }
@@ -1250,23 +1433,35 @@ impl Engine {
         balance.available += amount;
     }
 
-    /// Cancels the whole rest of a resting order, releasing its hold and reporting it.
-    fn remove_resting(&mut self, idx: u32, reason: CancelReason, sink: &mut impl EventSink) {
+    /// Ends any live order, resting or pending stop: cancels its whole remaining quantity
+    /// (an iceberg's hidden part included) with `reason`, releases its hold and reports it.
+    /// Every way an order is cancelled comes here (cancel, reduce, mass cancel, self-trade
+    /// prevention, amend to at most its filled part; expiry and suspension too).
+    pub(crate) fn remove_live_order(
+        &mut self,
+        idx: u32,
+        reason: CancelReason,
+        sink: &mut impl EventSink,
+    ) {
         let node = *self.orders.get(idx);
-        self.symbols[node.symbol as usize].unlink(
-            node.side,
-            &mut self.levels,
-            &mut self.orders,
-            idx,
-        );
-        self.release_hold(&node, node.remaining);
+        let remaining = self.live_remaining(idx);
+        match node.kind {
+            NodeKind::PendingStop => self.unlist_stop(idx),
+            NodeKind::Plain | NodeKind::Iceberg => self.symbols[node.symbol as usize].unlink(
+                node.side,
+                &mut self.levels,
+                &mut self.orders,
+                idx,
+            ),
+        }
+        self.release_hold(&node, remaining);
         self.forget_order(idx);
         sink.on_event(&Event::Cancelled(Cancelled {
             symbol: SymbolId(node.symbol),
             user: node.user,
             order: node.order,
             side: node.side,
-            qty: node.remaining,
+            qty: remaining,
             reason,
         }));
     }
@@ -1302,7 +1497,7 @@ impl Engine {
         sink: &mut impl EventSink,
     ) -> Result<(), Reason> {
         let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
-        self.remove_resting(idx, CancelReason::User, sink);
+        self.remove_live_order(idx, CancelReason::User, sink);
         Ok(())
     }
 
@@ -1318,13 +1513,12 @@ impl Engine {
             return Err(Reason::InvalidQty);
         }
         let node = *self.orders.get(idx);
-        if qty >= node.remaining {
-            self.remove_resting(idx, CancelReason::Reduce, sink);
+        if qty >= self.live_remaining(idx) {
+            self.remove_live_order(idx, CancelReason::Reduce, sink);
             return Ok(());
         }
         self.release_hold(&node, qty);
-        self.orders.get_mut(idx).remaining -= qty;
-        self.levels.get_mut(node.level).total -= qty;
+        self.take_from_remaining(idx, qty);
         self.order_totals[idx as usize] -= qty;
         sink.on_event(&Event::Cancelled(Cancelled {
             symbol: SymbolId(node.symbol),
@@ -1365,7 +1559,7 @@ impl Engine {
         victims.sort_unstable_by_key(|&(name, order, _)| (name, order));
         // Nodes are only freed here, never reused or moved, so the collected indices stay valid.
         for &(_, _, idx) in &victims {
-            self.remove_resting(idx, CancelReason::User, sink);
+            self.remove_live_order(idx, CancelReason::User, sink);
         }
         assert!(
             symbol.is_some() || self.accounts.get(account).orders_head == NIL,
@@ -1384,6 +1578,9 @@ impl Engine {
     ) -> Result<(), Reason> {
         let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
         let node = *self.orders.get(idx);
+        if node.kind == NodeKind::PendingStop {
+            return Err(Reason::InvalidOrder);
+        }
         let symbol = node.symbol as usize;
         let terms = self.symbols[symbol].terms;
         if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)) {
@@ -1392,6 +1589,9 @@ impl Engine {
         let phase = self.symbols[symbol].controls.phase;
         phase_admits_change(phase)?;
         self.check_band(symbol, node.side, price)?;
+        if node.kind == NodeKind::Iceberg {
+            return self.move_iceberg(idx, price, sink);
+        }
         // In an auction a move never trades: it rests at the back of its new level.
         let crosses =
             phase == Phase::Continuous && self.crosses_best(symbol, node.side, Some(price));
@@ -1432,6 +1632,7 @@ impl Engine {
             stp: node.stp,
             post_only: node.post_only,
             leftover: None,
+            display: 0,
         };
         self.execute(symbol, taker, Some(idx), sink);
         Ok(())
@@ -1445,14 +1646,17 @@ impl Engine {
         if amend.price().is_none() && amend.qty().is_none() && amend.stop_price().is_none() {
             return Err(Reason::InvalidOrder);
         }
+        let node = *self.orders.get(idx);
+        if node.kind == NodeKind::PendingStop {
+            return self.amend_stop(idx, amend, sink);
+        }
         if amend.stop_price().is_some() {
-            // Only a pending stop has a stop price, and every live order rests on a book.
+            // Only a pending stop has a stop price.
             return Err(Reason::InvalidOrder);
         }
         if amend.qty().is_some_and(|qty| qty <= 0) {
             return Err(Reason::InvalidQty);
         }
-        let node = *self.orders.get(idx);
         let symbol = node.symbol as usize;
         let terms = self.symbols[symbol].terms;
         if let Some(price) = amend.price()
@@ -1460,19 +1664,20 @@ impl Engine {
         {
             return Err(Reason::InvalidPrice);
         }
-        let filled = self.order_filled(idx);
-        let total = amend.qty().unwrap_or(filled + node.remaining);
+        let old_remaining = self.live_remaining(idx);
+        let filled = self.order_totals[idx as usize] - old_remaining;
+        let total = amend.qty().unwrap_or(filled + old_remaining);
         if total <= filled {
             // A total at or below what has filled ends the order, as a reduce would.
-            self.remove_resting(idx, CancelReason::Reduce, sink);
+            self.remove_live_order(idx, CancelReason::Reduce, sink);
             return Ok(());
         }
         let remaining = total - filled;
         let price = amend.price().unwrap_or(node.price);
-        let keeps_priority = price == node.price && remaining <= node.remaining;
+        let keeps_priority = price == node.price && remaining <= old_remaining;
         let phase = self.symbols[symbol].controls.phase;
         // A halted or closed symbol takes only an amend that lowers the quantity.
-        if !(price == node.price && remaining < node.remaining) {
+        if !(price == node.price && remaining < old_remaining) {
             phase_admits_change(phase)?;
         }
         if price != node.price {
@@ -1485,7 +1690,7 @@ impl Engine {
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
-        let (currency, old_hold) = self.resting_hold(&node, node.remaining);
+        let (currency, old_hold) = self.resting_hold(&node, old_remaining);
         let new_hold = match node.side {
             Side::Buy => buy_hold(remaining, price, &terms),
             Side::Sell => remaining.checked_mul(terms.base_scale),
@@ -1512,6 +1717,7 @@ impl Engine {
                 Priority::Lost
             },
         }));
+        let display = self.display_of(idx);
         // A re-entry whose own limit lies beyond the band's edge (the band moved since the
         // order's price was checked) never rests there: `execute` cancels it (`band`).
         let beyond_band =
@@ -1519,7 +1725,7 @@ impl Engine {
         if crosses || beyond_band {
             // It may trade: re-entered exactly as a move enters it.
             self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
-            self.release_hold(&node, node.remaining);
+            self.release_hold(&node, old_remaining);
             let taker = Taker {
                 account: node.account,
                 user,
@@ -1530,6 +1736,7 @@ impl Engine {
                 stp: node.stp,
                 post_only: node.post_only,
                 leftover: None,
+                display,
             };
             self.execute(symbol, taker, Some(idx), sink);
             return Ok(());
@@ -1538,16 +1745,17 @@ impl Engine {
         balance.available -= added_hold;
         balance.held += added_hold;
         if keeps_priority {
-            self.orders.get_mut(idx).remaining = remaining;
-            self.levels.get_mut(node.level).total -= node.remaining - remaining;
+            self.take_from_remaining(idx, old_remaining - remaining);
         } else {
-            // The back of its (new) level, as a move that does not trade.
+            // The back of its (new) level, as a move that does not trade; an iceberg shows a
+            // fresh slice.
             let sym = &mut self.symbols[symbol];
             sym.unlink(node.side, &mut self.levels, &mut self.orders, idx);
+            let shown = self.set_slices(idx, display, remaining);
             let n = self.orders.get_mut(idx);
             n.price = price;
-            n.remaining = remaining;
-            sym.push_back(node.side, &mut self.levels, &mut self.orders, idx);
+            n.remaining = shown;
+            self.symbols[symbol].push_back(node.side, &mut self.levels, &mut self.orders, idx);
         }
         Ok(())
     }
@@ -1908,16 +2116,20 @@ impl Engine {
         let mut idx = account.orders_head;
         while idx != NIL {
             let node = self.orders.get(idx);
+            let (tif, shown) = match node.kind {
+                NodeKind::PendingStop => (self.stop_terms(idx).1, 0),
+                NodeKind::Plain | NodeKind::Iceberg => (Tif::Gtc, node.remaining),
+            };
             orders.push(OpenOrder {
                 symbol: self.symbols[node.symbol as usize].spec.symbol,
                 order: node.order,
                 side: node.side,
-                order_type: OrderType::Limit,
-                tif: Tif::Gtc,
+                order_type: self.order_type_of(idx),
+                tif,
                 price: node.price,
-                stop_price: 0,
-                remaining: node.remaining,
-                shown: node.remaining,
+                stop_price: self.stop_price_of(idx),
+                remaining: self.live_remaining(idx),
+                shown,
                 filled: self.order_filled(idx),
                 expire_ts: 0,
             });
@@ -1975,7 +2187,7 @@ impl Engine {
                     order: node.order,
                     side: node.side,
                     price: node.price,
-                    remaining: node.remaining,
+                    remaining: self.live_remaining(idx),
                 });
                 idx = node.next;
             }
@@ -1995,7 +2207,10 @@ impl Engine {
                     user: node.user,
                     order: node.order,
                     filled: self.order_filled(idx),
-                    shown: node.remaining,
+                    shown: match node.kind {
+                        NodeKind::PendingStop => 0,
+                        NodeKind::Plain | NodeKind::Iceberg => node.remaining,
+                    },
                     expire_ts: 0,
                 });
                 idx = node.account_next;
@@ -2008,7 +2223,7 @@ impl Engine {
     /// The remaining quantity of a live order, if it is live.
     pub fn order_remaining(&self, user: UserId, order: OrderId) -> Option<i64> {
         self.find_order(user, order)
-            .map(|idx| self.orders.get(idx).remaining)
+            .map(|idx| self.live_remaining(idx))
     }
 
     /// Number of resting orders on the whole venue.
@@ -2049,19 +2264,13 @@ impl Engine {
         ids
     }
 
-    /// The venue clock: the largest command timestamp applied so far, 0 before any. Part of
-    /// the state (and of the state hash).
-    /// A symbol's pending stop orders in trigger order (docs/rules.md, "Stop and stop-limit
-    /// orders"), appended to `out`.
-    pub fn pending_stops(&self, symbol: SymbolId, out: &mut Vec<PendingStop>) {
-        let _ = (symbol, out);
-    }
-
     /// The ids of suspended users, ascending (docs/rules.md, "User suspension").
     pub fn suspended_users(&self) -> Vec<UserId> {
         Vec::new()
     }
 
+    /// The venue clock: the largest command timestamp applied so far, 0 before any. Part of
+    /// the state (and of the state hash).
     pub fn now(&self) -> i64 {
         self.now
     }

@@ -264,15 +264,20 @@ impl Engine {
             return Ok(());
         }
         self.symbols[s].controls.phase = phase;
-        let uncrossed = phase == Phase::Continuous && self.uncross(s, sink);
+        let uncrossed = if phase == Phase::Continuous {
+            self.uncross(s, sink)
+        } else {
+            None
+        };
         sink.on_event(&Event::Phase(PhaseChanged { symbol, phase }));
         if phase == Phase::Closed {
             // LEAD (§5 GTD/DAY): entering `closed` expires the symbol's DAY orders here, after
             // the `phase` event, by expire_ts, user id, order id.
         }
-        if uncrossed {
-            // STOPS (§3): the stop cascade of the uncross trades (all at E) runs here, after the
-            // `phase` event.
+        if let Some(price) = uncrossed {
+            // The stop cascade of the uncross trades (all at E): `apply` runs it after this
+            // command's own events, so after the `phase` event.
+            self.note_walk(s, price, price);
         }
         Ok(())
     }
@@ -329,16 +334,16 @@ impl Engine {
     }
 
     /// Uncrosses symbol `s`'s book, if crossed, at one price (§6): trades, then the `auction`
-    /// event. True when anything traded.
-    fn uncross(&mut self, s: usize, sink: &mut impl EventSink) -> bool {
+    /// event. The uncross price when anything traded.
+    fn uncross(&mut self, s: usize, sink: &mut impl EventSink) -> Option<i64> {
         let sym = &self.symbols[s];
         let (Some(best_bid), Some(best_ask)) =
             (sym.best_price(Side::Buy), sym.best_price(Side::Sell))
         else {
-            return false;
+            return None;
         };
         if best_bid < best_ask {
-            return false;
+            return None;
         }
         let (mut bids, mut asks) = (
             std::mem::take(&mut self.scratch_bids),
@@ -373,7 +378,7 @@ impl Engine {
             "the book is crossed after the uncross"
         );
         if volume == 0 {
-            return false;
+            return None;
         }
         sink.on_event(&Event::Auction(AuctionResult {
             symbol: SymbolId(s as u32),
@@ -381,7 +386,7 @@ impl Engine {
             qty: volume,
             imbalance: found.imbalance,
         }));
-        true
+        Some(found.price)
     }
 
     /// The levels of `side` that lie in the crossed part of the book (a bid at or above `limit`,

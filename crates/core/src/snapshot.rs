@@ -220,19 +220,65 @@ impl Engine {
                     w.i64(o.user);
                     w.i64(o.order);
                     w.i64(o.price);
-                    w.i64(o.remaining);
-                    w.i64(self.order_totals[idx as usize] - o.remaining);
+                    // What the level holds of it: an iceberg's shown slice (section 6 adds
+                    // its hidden part).
+                    w.i64(node.remaining);
+                    w.i64(self.order_filled(idx));
                     w.u8(node.stp.code());
                     w.u8(node.post_only as u8);
                 }
             }
         }
+        self.encode_stops_and_icebergs(&mut w);
         // Phases (docs/rules.md, "Trading phases, halts and auctions"): per symbol, by id. (The
         // band, the reference and the last price are with each symbol above.)
         for s in &self.symbols {
             w.u8(s.controls.phase.code());
         }
         w.0
+    }
+
+    /// Section 6 (docs/snapshot-format.md): per symbol its icebergs' hidden parts and its
+    /// pending stops.
+    fn encode_stops_and_icebergs(&self, w: &mut Writer) {
+        let mut pending = Vec::new();
+        for id in 0..self.symbols.len() {
+            let symbol = crate::SymbolId(id as u32);
+            let (bids, asks) = self.resting_orders(symbol);
+            let icebergs: Vec<_> = bids
+                .iter()
+                .chain(&asks)
+                .filter_map(|o| {
+                    let idx = self.find_order(o.user, o.order).expect("live");
+                    let display = self.display_of(idx);
+                    (display > 0).then(|| (o.user, o.order, display, o.remaining))
+                })
+                .collect();
+            w.u64(icebergs.len() as u64);
+            for (user, order, display, remaining) in icebergs {
+                w.i64(user);
+                w.i64(order);
+                w.i64(display);
+                w.i64(remaining);
+            }
+            pending.clear();
+            self.pending_stops(symbol, &mut pending);
+            w.u64(pending.len() as u64);
+            for stop in &pending {
+                let idx = self.find_order(stop.user, stop.order).expect("live");
+                let node = self.orders.get(idx);
+                let (stop_limit, tif) = self.stop_terms(idx);
+                w.i64(stop.user);
+                w.i64(stop.order);
+                w.u8(stop.side.code());
+                w.i64(stop.stop_price);
+                w.i64(stop.price);
+                w.i64(stop.remaining);
+                w.u8(node.stp.code());
+                w.u8(stop_limit as u8);
+                w.u8(tif.code());
+            }
+        }
     }
 
     /// Rebuilds an engine from [`Self::encode_snapshot`] output, validating everything.
@@ -471,10 +517,126 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
             }
         }
     }
+    decode_stops_and_icebergs(r, engine, &mut needs)?;
     decode_phases(r, engine)?;
     check_invariants(engine, needs)?;
     // Last: rebuilding the state through `apply` above must not move the clock.
     engine.now = now;
+    Ok(())
+}
+
+/// Section 6: icebergs' hidden parts and pending stops (their holds added to
+/// `needs`).
+fn decode_stops_and_icebergs(
+    r: &mut Reader<'_>,
+    engine: &mut Engine,
+    needs: &mut BTreeMap<(u32, u32), i64>,
+) -> Result<(), SnapshotError> {
+    let mut add_need = |engine: &Engine, account: u32, hold: Option<(CurrencyId, i64)>, what| {
+        let Some((currency, hold)) = hold else {
+            return err(format!(
+                "{what}: its hold overflows or its price is below the fee"
+            ));
+        };
+        let held = engine.accounts.balance(account, currency).held;
+        let need = needs.entry((account, currency.0)).or_insert(0);
+        match need.checked_add(hold) {
+            Some(total) if total <= held => {
+                *need = total;
+                Ok(())
+            }
+            _ => err(format!("{what}: orders need more than the user holds")),
+        }
+    };
+    for symbol in 0..engine.symbols.len() {
+        let icebergs = r.count(32, "icebergs")?;
+        for _ in 0..icebergs {
+            let (user, order) = (r.i64("iceberg user")?, r.i64("iceberg order")?);
+            let (display, remaining) = (r.i64("display_qty")?, r.i64("iceberg remaining")?);
+            let what = format!("iceberg ({user}, {order})");
+            let idx = engine
+                .find_order(user, order)
+                .filter(|&idx| engine.orders.get(idx).symbol as usize == symbol)
+                .ok_or_else(|| SnapshotError(format!("{what}: not a resting order here")))?;
+            let node = *engine.orders.get(idx);
+            if engine.display_of(idx) != 0
+                || display <= 0
+                || node.remaining > display
+                || remaining < node.remaining
+            {
+                return err(format!("{what}: display {display}, remaining {remaining}"));
+            }
+            let hidden = remaining - node.remaining;
+            let hold = engine.resting_order_hold(symbol, node.side, node.price, hidden);
+            add_need(engine, node.account, hold, what)?;
+            engine.restore_iceberg(idx, display, hidden);
+        }
+        let stops = r.count(43, "pending stops")?;
+        let mut previous: Option<(Side, i64)> = None;
+        for _ in 0..stops {
+            let (user, order) = (r.i64("stop user")?, r.i64("stop order")?);
+            let side = Side::from_code(r.u8("stop side")?);
+            let (stop_price, price) = (r.i64("stop price")?, r.i64("stop limit price")?);
+            let remaining = r.i64("stop remaining")?;
+            let stp = Stp::from_code(r.u8("stop stp")?);
+            let stop_limit = r.u8("stop type")?;
+            let tif = crate::types::Tif::from_code(r.u8("stop tif")?);
+            let what = format!("pending stop ({user}, {order})");
+            let (Some(side), Some(stp), Some(tif), true) = (side, stp, tif, stop_limit <= 1) else {
+                return err(format!("{what}: bad flags"));
+            };
+            let Some(account) = engine.account_of(user) else {
+                return err(format!("{what}: unknown user"));
+            };
+            let in_order = match previous {
+                None => true,
+                Some((Side::Buy, p)) => side == Side::Sell || stop_price >= p,
+                Some((Side::Sell, p)) => side == Side::Sell && stop_price <= p,
+            };
+            previous = Some((side, stop_price));
+            let tif_ok = match stop_limit {
+                0 => matches!(tif, crate::types::Tif::Ioc | crate::types::Tif::Fok),
+                _ => true,
+            };
+            if !in_order
+                || stop_price <= 0
+                || remaining <= 0
+                || price < 0
+                || !tif_ok
+                || (price == 0 && (stop_limit == 1 || side == Side::Buy))
+                || engine.would_trigger(symbol, side, stop_price)
+            {
+                return err(format!(
+                    "{what}: stop price {stop_price}, price {price}, qty {remaining}"
+                ));
+            }
+            if engine.find_order(user, order).is_some()
+                || engine.recent_id_set.contains(&(user, order))
+            {
+                return err(format!("{what}: its id is taken"));
+            }
+            let hold = if price == 0 {
+                remaining
+                    .checked_mul(engine.symbols[symbol].terms.base_scale)
+                    .map(|h| (engine.symbols[symbol].terms.base, h))
+            } else {
+                engine.resting_order_hold(symbol, side, price, remaining)
+            };
+            add_need(engine, account, hold, what)?;
+            engine.restore_stop(
+                symbol,
+                account,
+                order,
+                side,
+                (price > 0).then_some(price),
+                remaining,
+                stp,
+                stop_price,
+                stop_limit == 1,
+                tif,
+            );
+        }
+    }
     Ok(())
 }
 

@@ -3154,3 +3154,40 @@ fn phases_and_bands_survive_a_snapshot() {
     assert_eq!(restored.symbol_status(S), v.engine.symbol_status(S));
     assert_eq!(restored.resting_orders(S), v.engine.resting_orders(S));
 }
+
+/// The uncross meets an iceberg as a taker's walk does (each slice its own trade, the next
+/// slice at the back of its level) and counts its hidden part in V; its trades then trigger
+/// stops, after the `phase` event. A stop-limit IOC is accepted during the call: it waits.
+#[test]
+fn the_uncross_walks_iceberg_slices_and_triggers_stops() {
+    let mut v = Venue::funded();
+    v.expect(set_phase(Phase::Auction), vec![phase_event(Phase::Auction)]);
+    let stop = buy(3, 1, 106, 1)
+        .with_order_type(OrderType::StopLimit)
+        .with_stop_price(105)
+        .with_tif(Tif::Ioc);
+    v.expect(place(stop), vec![]);
+    v.expect(place(buy(1, 1, 105, 5).with_display_qty(2)), vec![]);
+    v.expect(place(sell(2, 1, 100, 4)), vec![]);
+    v.expect(place(sell(2, 2, 106, 1)), vec![]);
+    // V = 4 on [100, 105] with I = +1 (the hidden lots count): buy pressure, E = 105.
+    v.expect(
+        set_phase(Phase::Continuous),
+        vec![
+            uncross_fill((2, 1), (1, 1), 105, 2),
+            uncross_fill((2, 1), (1, 1), 105, 2),
+            auction_event(105, 4, 1),
+            phase_event(Phase::Continuous),
+            OwnedEvent::Triggered(rialto_core::Triggered {
+                symbol: S,
+                user: 3,
+                order: 1,
+                side: Side::Buy,
+                stop_price: 105,
+            }),
+            trade((2, 2), (3, 1), Side::Buy, 106, 1),
+        ],
+    );
+    v.assert_book(S, vec![resting(1, 1, Side::Buy, 105, 1)], vec![]);
+    v.assert_status(Phase::Continuous, 106, 106, 0);
+}

@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rialto_core::{
     AmendOrder, Amended, AuctionResult, Balance, CancelReason, Cancelled, Command, CurrencyTotals,
-    Level, LiveOrder, Name, OpenOrder, OrderId, OrderType, OwnedEvent, Phase, PhaseChanged,
-    PlaceOrder, Priority, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, SymbolStatus, Tif,
-    Trade, UserId, UserReport,
+    Level, LiveOrder, Name, OpenOrder, OrderId, OrderType, OwnedEvent, PendingStop, Phase,
+    PhaseChanged, PlaceOrder, Priority, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec,
+    SymbolStatus, Tif, Trade, Triggered, UserId, UserReport,
 };
 
 /// 2^63 - 1: the largest amount, price, quantity or total the venue can hold.
@@ -48,6 +48,27 @@ struct Order {
     filled: i64,
     stp: Stp,
     post_only: bool,
+    /// An iceberg's display quantity; 0 for any other order.
+    display: i64,
+    /// What the book shows of it: `remaining`, or an iceberg's current slice.
+    shown: i64,
+}
+
+/// A pending stop order (rules.md, "Stop and stop-limit orders"): not in the book.
+#[derive(Clone, Copy, Debug)]
+struct Stop {
+    user: UserId,
+    order: OrderId,
+    side: Side,
+    stop_price: i64,
+    /// Limit (stop_limit) or protection (stop) price.
+    price: Option<i64>,
+    remaining: i64,
+    stp: Stp,
+    stop_limit: bool,
+    tif: Tif,
+    /// Acceptance order: ties in trigger order go to the earlier.
+    accepted: u64,
 }
 
 #[derive(Clone, Default)]
@@ -167,6 +188,8 @@ struct Taker {
     market: bool,
     stp: Stp,
     post_only: bool,
+    /// An iceberg's display quantity (0: not an iceberg).
+    display: i64,
     /// The band as it stood when the order entered: `(lo, hi)`.
     band: Option<(i128, i128)>,
 }
@@ -205,6 +228,12 @@ pub struct Model {
     recent: Vec<(UserId, OrderId, i64)>,
     /// Checks the model's own invariants after every command (slow on big books).
     pub self_check: bool,
+    /// Pending stops per symbol, in acceptance order.
+    stops: Vec<Vec<Stop>>,
+    /// Acceptances of stops so far.
+    accepted: u64,
+    /// Last trade price per symbol (0: none).
+    last: Vec<i64>,
 }
 
 fn i64_of(amount: i128) -> i64 {
@@ -229,6 +258,15 @@ fn hold_of(spec: &SymbolSpec, side: Side, price: Option<i64>, qty: i64) -> Optio
     }
     let hold = per_lot * qty as i128;
     (hold <= MAX).then_some(hold)
+}
+
+/// What an order of display quantity `display` (0: not an iceberg) shows of `remaining`.
+fn slice(display: i64, remaining: i64) -> i64 {
+    if display == 0 {
+        remaining
+    } else {
+        display.min(remaining)
+    }
 }
 
 /// A sell whose `price * quote_scale` is below the taker fee would have negative proceeds.
@@ -338,6 +376,7 @@ impl Model {
             // §8, not yet applied.
             Command::SuspendUser { .. } | Command::ResumeUser { .. } => Err(Reason::InvalidOrder),
         };
+        self.stop_cascade(before, events);
         assert!(
             result.is_ok() || events.len() == before,
             "model: a rejected command emitted events"
@@ -372,6 +411,8 @@ impl Model {
             last: 0,
         });
         self.books.push(Book::default());
+        self.stops.push(Vec::new());
+        self.last.push(0);
         for currency in [spec.base, spec.quote] {
             self.currencies
                 .entry(currency.as_str().to_string())
@@ -496,32 +537,49 @@ impl Model {
         else {
             return Err(Reason::InvalidOrder);
         };
-        // Rulebook part 2's order kinds, not yet applied.
-        if !matches!(order_type, OrderType::Limit | OrderType::Market)
-            || !matches!(tif, Tif::Gtc | Tif::Ioc | Tif::Fok)
-            || p.stop_price().is_some()
-            || p.display_qty().is_some()
-            || p.expire_ts().is_some()
-        {
+        let market = order_type == OrderType::Market;
+        let stop = matches!(order_type, OrderType::Stop | OrderType::StopLimit);
+        // GTD and DAY are not offered yet.
+        if matches!(tif, Tif::Gtd | Tif::Day) || p.expire_ts().is_some() {
             return Err(Reason::InvalidOrder);
         }
-        let market = order_type == OrderType::Market;
+        let resting_limit = order_type == OrderType::Limit && tif == Tif::Gtc;
         if market && tif == Tif::Gtc {
             return Err(Reason::InvalidOrder);
         }
-        if p.post_only && (market || tif != Tif::Gtc) {
+        if order_type == OrderType::Stop && !matches!(tif, Tif::Ioc | Tif::Fok) {
+            return Err(Reason::InvalidOrder);
+        }
+        if p.post_only && !resting_limit {
+            return Err(Reason::InvalidOrder);
+        }
+        if p.stop_price().is_some() && !stop {
+            return Err(Reason::InvalidOrder);
+        }
+        if p.display_qty().is_some() && !resting_limit {
             return Err(Reason::InvalidOrder);
         }
         if p.qty <= 0 {
             return Err(Reason::InvalidQty);
         }
+        if let Some(display) = p.display_qty()
+            && (display <= 0 || display >= p.qty)
+        {
+            return Err(Reason::InvalidQty);
+        }
         match p.price {
-            None if !market => return Err(Reason::InvalidPrice),
+            None if !market && order_type != OrderType::Stop => return Err(Reason::InvalidPrice),
+            None if order_type == OrderType::Stop && side == Side::Buy => {
+                return Err(Reason::InvalidPrice);
+            }
             Some(price) if price <= 0 => return Err(Reason::InvalidPrice),
             Some(price) if side == Side::Sell && below_fee_floor(&spec, price) => {
                 return Err(Reason::InvalidPrice);
             }
             _ => {}
+        }
+        if stop && !p.stop_price().is_some_and(|sp| sp > 0) {
+            return Err(Reason::InvalidPrice);
         }
         if self.live.contains_key(&(p.user, p.order))
             || self
@@ -532,20 +590,27 @@ impl Model {
             return Err(Reason::DuplicateOrderId);
         }
         let controls = self.controls[p.symbol.0 as usize];
+        let pending_stop = matches!(order_type, OrderType::Stop | OrderType::StopLimit);
         match controls.phase {
             Phase::Continuous => {}
             Phase::Halted => return Err(Reason::SymbolHalted),
             Phase::Closed => return Err(Reason::SymbolClosed),
+            // Stops wait whatever their tif; what would take at once is refused.
             Phase::Auction => {
-                if market || tif == Tif::Ioc || tif == Tif::Fok {
+                if !pending_stop && (market || tif == Tif::Ioc || tif == Tif::Fok) {
                     return Err(Reason::SymbolInAuction);
                 }
             }
         }
-        if let (false, Some(price)) = (market, p.price)
+        if let (OrderType::Limit | OrderType::StopLimit, Some(price)) = (order_type, p.price)
             && controls.beyond(side, price)
         {
             return Err(Reason::PriceOutOfBand);
+        }
+        if let Some(stop_price) = p.stop_price()
+            && self.already_triggered(p.symbol, side, stop_price)
+        {
+            return Err(Reason::WouldTrigger);
         }
         let book = &self.books[p.symbol.0 as usize];
         if let (true, Some(price)) = (p.post_only, p.price)
@@ -562,13 +627,31 @@ impl Model {
         if hold > self.bal(p.user, hold_currency.as_str()).available {
             return Err(Reason::InsufficientFunds);
         }
-        if tif == Tif::Gtc
+        if (resting_limit || stop)
             && (self.open_orders_of(p.user) >= self.limits.max_open_orders_per_user
                 || self.live.len() >= self.limits.max_resting_orders)
         {
             return Err(Reason::LimitExceeded);
         }
 
+        if stop {
+            self.hold(p.user, hold_currency.as_str(), hold);
+            self.accepted += 1;
+            self.stops[p.symbol.0 as usize].push(Stop {
+                user: p.user,
+                order: p.order,
+                side,
+                stop_price: p.stop_price().expect("model: checked"),
+                price: p.price,
+                remaining: p.qty,
+                stp,
+                stop_limit: order_type == OrderType::StopLimit,
+                tif,
+                accepted: self.accepted,
+            });
+            self.make_live(p.user, p.order, p.symbol);
+            return Ok(());
+        }
         let taker = Taker {
             symbol: p.symbol,
             user: p.user,
@@ -581,9 +664,10 @@ impl Model {
             market,
             stp,
             post_only: p.post_only,
+            display: p.display_qty().unwrap_or(0),
             band: controls.band(),
         };
-        if tif == Tif::Fok && self.fok_fillable(&spec, &taker) < p.qty as i128 {
+        if tif == Tif::Fok && self.fok_fillable(&spec, &taker, hold) < p.qty as i128 {
             events.push(OwnedEvent::Cancelled(Cancelled {
                 symbol: p.symbol,
                 user: p.user,
@@ -598,6 +682,92 @@ impl Model {
         self.hold(p.user, hold_currency.as_str(), hold);
         self.execute(spec, taker, events);
         Ok(())
+    }
+
+    /// Would a `side` stop at `stop_price` already trigger on the symbol's last trade?
+    fn already_triggered(&self, symbol: SymbolId, side: Side, stop_price: i64) -> bool {
+        let last = self.last[symbol.0 as usize];
+        last != 0
+            && match side {
+                Side::Buy => last >= stop_price,
+                Side::Sell => last <= stop_price,
+            }
+    }
+
+    /// The stop cascade: the trades printed since event `from`, examined in print order, each
+    /// collecting the stops it triggers; then those enter one after another; their trades are
+    /// the next round's.
+    fn stop_cascade(&mut self, mut from: usize, events: &mut Vec<OwnedEvent>) {
+        loop {
+            let trades: Vec<(SymbolId, i64)> = events[from..]
+                .iter()
+                .filter_map(|e| match e {
+                    OwnedEvent::Trade(t) => Some((t.symbol, t.price)),
+                    _ => None,
+                })
+                .collect();
+            from = events.len();
+            let mut collected: Vec<(SymbolId, Stop)> = Vec::new();
+            for (symbol, price) in trades {
+                let stops = &mut self.stops[symbol.0 as usize];
+                let mut buys: Vec<Stop> = stops
+                    .iter()
+                    .filter(|s| s.side == Side::Buy && price >= s.stop_price)
+                    .copied()
+                    .collect();
+                buys.sort_by_key(|s| (s.stop_price, s.accepted));
+                let mut sells: Vec<Stop> = stops
+                    .iter()
+                    .filter(|s| s.side == Side::Sell && price <= s.stop_price)
+                    .copied()
+                    .collect();
+                sells.sort_by_key(|s| (-s.stop_price, s.accepted));
+                for s in buys.into_iter().chain(sells) {
+                    stops.retain(|o| (o.user, o.order) != (s.user, s.order));
+                    collected.push((symbol, s));
+                }
+            }
+            if collected.is_empty() {
+                return;
+            }
+            for (symbol, stop) in collected {
+                self.trigger(symbol, stop, events);
+            }
+        }
+    }
+
+    /// A triggered stop enters as an incoming order, its funds already held.
+    fn trigger(&mut self, symbol: SymbolId, stop: Stop, events: &mut Vec<OwnedEvent>) {
+        let spec = self.symbols[symbol.0 as usize];
+        events.push(OwnedEvent::Triggered(Triggered {
+            symbol,
+            user: stop.user,
+            order: stop.order,
+            side: stop.side,
+            stop_price: stop.stop_price,
+        }));
+        self.make_dead(stop.user, stop.order);
+        let mut taker = Taker {
+            symbol,
+            user: stop.user,
+            order: stop.order,
+            side: stop.side,
+            price: stop.price,
+            remaining: stop.remaining,
+            filled: 0,
+            tif: stop.tif,
+            market: !stop.stop_limit,
+            stp: stop.stp,
+            post_only: false,
+            display: 0,
+            // The band is fixed when the stop enters, at its trigger.
+            band: self.controls[symbol.0 as usize].band(),
+        };
+        if stop.tif == Tif::Fok && self.fok_fillable(&spec, &taker, 0) < stop.remaining as i128 {
+            self.end_taker(&spec, &mut taker, CancelReason::Fok, events);
+            return;
+        }
+        self.execute(spec, taker, events);
     }
 
     /// Lots an unpriced market buy can pay for at `price` out of `available`.
@@ -617,38 +787,34 @@ impl Model {
         }
     }
 
-    /// The fill-or-kill walk: the lots the taker would really get, without touching anything.
-    fn fok_fillable(&self, spec: &SymbolSpec, taker: &Taker) -> i128 {
-        let unpriced_buy = taker.price.is_none() && taker.side == Side::Buy;
-        let mut available = self.bal(taker.user, spec.quote.as_str()).available;
-        let mut got: i128 = 0;
-        let wanted = taker.remaining as i128;
-        let book = &self.books[taker.symbol.0 as usize];
-        for maker in book.side(taker.side.opposite()) {
-            if got >= wanted
-                || !Self::taker_crosses(spec, taker, maker.price)
-                || taker.beyond_band(maker.price)
-            {
-                break;
-            }
-            if maker.user == taker.user {
-                match taker.stp {
-                    Stp::CancelMaker => continue,
-                    Stp::CancelTaker | Stp::CancelBoth => break,
+    /// The fill-or-kill walk: the lots the taker would really get, decided by running the walk
+    /// itself on a copy of the venue (rules.md: iceberg slices re-queue, own orders stop the
+    /// walk or are skipped as its stp says). `hold` is what the taker would hold (0 when it
+    /// already does).
+    fn fok_fillable(&self, spec: &SymbolSpec, taker: &Taker, hold: i128) -> i128 {
+        let mut copy = self.clone();
+        let hold_currency = match taker.side {
+            Side::Buy => spec.quote,
+            Side::Sell => spec.base,
+        };
+        copy.hold(taker.user, hold_currency.as_str(), hold);
+        let mut events = Vec::new();
+        let walk = Taker {
+            tif: Tif::Ioc,
+            ..*taker
+        };
+        copy.execute(*spec, walk, &mut events);
+        events
+            .iter()
+            .map(|e| match e {
+                OwnedEvent::Trade(t)
+                    if (t.taker_user, t.taker_order) == (taker.user, taker.order) =>
+                {
+                    t.qty as i128
                 }
-            }
-            let mut lots = (wanted - got).min(maker.remaining as i128);
-            if unpriced_buy {
-                let afford = Self::affordable(spec, available, maker.price);
-                if afford == 0 {
-                    break;
-                }
-                lots = lots.min(afford);
-                available -= lots * buy_hold_per_lot(spec, maker.price);
-            }
-            got += lots;
-        }
-        got
+                _ => 0,
+            })
+            .sum()
     }
 
     /// Matches an accepted taker (its hold already taken), then rests or cancels the rest.
@@ -685,7 +851,7 @@ impl Model {
                 }
                 continue;
             }
-            let mut lots = taker.remaining.min(maker.remaining);
+            let mut lots = taker.remaining.min(maker.shown);
             if unpriced_buy {
                 let available = self.bal(taker.user, spec.quote.as_str()).available;
                 let afford = Self::affordable(&spec, available, maker.price);
@@ -718,6 +884,8 @@ impl Model {
                     filled: taker.filled,
                     stp: taker.stp,
                     post_only: taker.post_only,
+                    display: taker.display,
+                    shown: slice(taker.display, taker.remaining),
                 };
                 self.books[s].insert(order);
                 self.make_live(taker.user, taker.order, taker.symbol);
@@ -815,11 +983,18 @@ impl Model {
         let resting = &mut self.books[s].side_mut(maker.side)[0];
         resting.remaining -= lots;
         resting.filled += lots;
+        resting.shown -= lots;
         if resting.remaining == 0 {
             self.books[s].side_mut(maker.side).remove(0);
             self.make_dead(maker.user, maker.order);
             self.ended(maker.user, maker.order);
+        } else if resting.shown == 0 {
+            // An iceberg's used-up slice: a new one joins the back of the level.
+            let mut next = self.books[s].side_mut(maker.side).remove(0);
+            next.shown = slice(next.display, next.remaining);
+            self.books[s].insert(next);
         }
+        self.last[s] = price;
         taker.remaining -= lots;
         taker.filled += lots;
         self.controls[s].last = price;
@@ -841,10 +1016,53 @@ impl Model {
     /// The live order `(user, order)`: its symbol, side and index in its side.
     fn find(&self, user: UserId, order: OrderId) -> Option<(SymbolId, Side, usize)> {
         let symbol = *self.live.get(&(user, order))?;
-        let (side, i) = self.books[symbol.0 as usize]
-            .position(user, order)
-            .expect("model: a live order is on its book");
+        let (side, i) = self.books[symbol.0 as usize].position(user, order)?;
         Some((symbol, side, i))
+    }
+
+    /// The pending stop `(user, order)`: its symbol and index in the symbol's stops.
+    fn find_stop(&self, user: UserId, order: OrderId) -> Option<(SymbolId, usize)> {
+        let symbol = *self.live.get(&(user, order))?;
+        let i = self.stops[symbol.0 as usize]
+            .iter()
+            .position(|s| (s.user, s.order) == (user, order))?;
+        Some((symbol, i))
+    }
+
+    /// Returns the hold of `qty` lots of a pending stop.
+    fn unhold_stop(&mut self, spec: &SymbolSpec, stop: &Stop, qty: i64) {
+        let (currency, hold) = match stop.side {
+            Side::Buy => (
+                spec.quote,
+                buy_hold_per_lot(spec, stop.price.expect("model: a stop buy has a price"))
+                    * qty as i128,
+            ),
+            Side::Sell => (spec.base, spec.base_scale as i128 * qty as i128),
+        };
+        self.hold(stop.user, currency.as_str(), -hold);
+    }
+
+    /// Ends pending stop `i` of `symbol`: its hold back, `cancelled` with `reason`.
+    fn cancel_stop(
+        &mut self,
+        symbol: SymbolId,
+        i: usize,
+        reason: CancelReason,
+        events: &mut Vec<OwnedEvent>,
+    ) {
+        let spec = self.symbols[symbol.0 as usize];
+        let stop = self.stops[symbol.0 as usize].remove(i);
+        self.unhold_stop(&spec, &stop, stop.remaining);
+        self.make_dead(stop.user, stop.order);
+        self.ended(stop.user, stop.order);
+        events.push(OwnedEvent::Cancelled(Cancelled {
+            symbol,
+            user: stop.user,
+            order: stop.order,
+            side: stop.side,
+            qty: stop.remaining,
+            reason,
+        }));
     }
 
     fn cancel(
@@ -853,6 +1071,10 @@ impl Model {
         order: OrderId,
         events: &mut Vec<OwnedEvent>,
     ) -> Result<(), Reason> {
+        if let Some((symbol, i)) = self.find_stop(user, order) {
+            self.cancel_stop(symbol, i, CancelReason::User, events);
+            return Ok(());
+        }
         let (symbol, side, i) = self.find(user, order).ok_or(Reason::UnknownOrder)?;
         let spec = self.symbols[symbol.0 as usize];
         let o = self.books[symbol.0 as usize].side_mut(side).remove(i);
@@ -868,10 +1090,32 @@ impl Model {
         qty: i64,
         events: &mut Vec<OwnedEvent>,
     ) -> Result<(), Reason> {
-        let (symbol, side, i) = self.find(user, order).ok_or(Reason::UnknownOrder)?;
+        if !self.live.contains_key(&(user, order)) {
+            return Err(Reason::UnknownOrder);
+        }
         if qty <= 0 {
             return Err(Reason::InvalidQty);
         }
+        if let Some((symbol, i)) = self.find_stop(user, order) {
+            let stop = self.stops[symbol.0 as usize][i];
+            if qty >= stop.remaining {
+                self.cancel_stop(symbol, i, CancelReason::Reduce, events);
+                return Ok(());
+            }
+            let spec = self.symbols[symbol.0 as usize];
+            self.unhold_stop(&spec, &stop, qty);
+            self.stops[symbol.0 as usize][i].remaining -= qty;
+            events.push(OwnedEvent::Cancelled(Cancelled {
+                symbol,
+                user,
+                order,
+                side: stop.side,
+                qty,
+                reason: CancelReason::Reduce,
+            }));
+            return Ok(());
+        }
+        let (symbol, side, i) = self.find(user, order).expect("model: live");
         let spec = self.symbols[symbol.0 as usize];
         let o = self.books[symbol.0 as usize].side(side)[i];
         let removed = qty.min(o.remaining);
@@ -879,7 +1123,10 @@ impl Model {
         if removed == o.remaining {
             self.books[symbol.0 as usize].side_mut(side).remove(i);
         } else {
-            self.books[symbol.0 as usize].side_mut(side)[i].remaining -= removed;
+            // Hidden quantity goes first: the shown part only shrinks to the new remaining.
+            let r = &mut self.books[symbol.0 as usize].side_mut(side)[i];
+            r.remaining -= removed;
+            r.shown = r.shown.min(r.remaining);
         }
         events.push(OwnedEvent::Cancelled(Cancelled {
             qty: removed,
@@ -930,7 +1177,11 @@ impl Model {
         price: i64,
         events: &mut Vec<OwnedEvent>,
     ) -> Result<(), Reason> {
-        let (symbol, side, i) = self.find(user, order).ok_or(Reason::UnknownOrder)?;
+        if !self.live.contains_key(&(user, order)) {
+            return Err(Reason::UnknownOrder);
+        }
+        // A pending stop cannot be moved (amend changes its prices).
+        let (symbol, side, i) = self.find(user, order).ok_or(Reason::InvalidOrder)?;
         let spec = self.symbols[symbol.0 as usize];
         let book = &self.books[symbol.0 as usize];
         let o = book.side(side)[i];
@@ -976,6 +1227,7 @@ impl Model {
             market: false,
             stp: o.stp,
             post_only: o.post_only,
+            display: o.display,
             band: controls.band(),
         };
         self.execute(spec, taker, events);
@@ -986,10 +1238,16 @@ impl Model {
     /// below what has filled ends the order as a reduce; otherwise it keeps its place only at
     /// the same price without growing, and is entered again as a move otherwise.
     fn amend(&mut self, a: &AmendOrder, events: &mut Vec<OwnedEvent>) -> Result<(), Reason> {
-        let (symbol, side, i) = self.find(a.user, a.order).ok_or(Reason::UnknownOrder)?;
+        if !self.live.contains_key(&(a.user, a.order)) {
+            return Err(Reason::UnknownOrder);
+        }
         if a.price().is_none() && a.qty().is_none() && a.stop_price().is_none() {
             return Err(Reason::InvalidOrder);
         }
+        if let Some((symbol, i)) = self.find_stop(a.user, a.order) {
+            return self.amend_stop(symbol, i, a, events);
+        }
+        let (symbol, side, i) = self.find(a.user, a.order).expect("model: live");
         // Only a pending stop has a stop price; every live order here rests.
         if a.stop_price().is_some() {
             return Err(Reason::InvalidOrder);
@@ -1053,7 +1311,9 @@ impl Model {
         }));
         self.hold(a.user, currency.as_str(), new_hold - old_hold);
         if kept {
-            self.books[symbol.0 as usize].side_mut(side)[i].remaining = remaining;
+            let r = &mut self.books[symbol.0 as usize].side_mut(side)[i];
+            r.remaining = remaining;
+            r.shown = r.shown.min(remaining);
             return Ok(());
         }
         self.books[symbol.0 as usize].side_mut(side).remove(i);
@@ -1070,6 +1330,7 @@ impl Model {
             market: false,
             stp: o.stp,
             post_only: o.post_only,
+            display: o.display,
             band: controls.band(),
         };
         self.execute(spec, taker, events);
@@ -1183,7 +1444,8 @@ impl Model {
             if b.price < e || a.price > e {
                 break;
             }
-            let lots = b.remaining.min(a.remaining);
+            // Each side's front shows at most its slice (an iceberg's hidden part re-queues).
+            let lots = b.shown.min(a.shown);
             self.uncross_fill(&spec, symbol, b, a, e, lots, events);
             volume += lots as i128;
         }
@@ -1229,13 +1491,20 @@ impl Model {
             let front = &mut self.books[s].side_mut(side)[0];
             front.remaining -= lots;
             front.filled += lots;
+            front.shown -= lots;
             let front = *front;
             if front.remaining == 0 {
                 self.books[s].side_mut(side).remove(0);
                 self.make_dead(front.user, front.order);
                 self.ended(front.user, front.order);
+            } else if front.shown == 0 {
+                // An iceberg's used-up slice: a new one joins the back of the level.
+                let mut next = self.books[s].side_mut(side).remove(0);
+                next.shown = slice(next.display, next.remaining);
+                self.books[s].insert(next);
             }
         }
+        self.last[s] = e;
         self.controls[s].last = e;
         self.controls[s].reference = e;
         events.push(OwnedEvent::Trade(Trade {
@@ -1264,6 +1533,84 @@ impl Model {
         })
     }
 
+    /// Amend of a pending stop: new stop price, price and/or quantity; it keeps its place
+    /// among the stops only when both prices stay and the quantity does not grow, and is
+    /// checked against the last trade again.
+    fn amend_stop(
+        &mut self,
+        symbol: SymbolId,
+        i: usize,
+        a: &AmendOrder,
+        events: &mut Vec<OwnedEvent>,
+    ) -> Result<(), Reason> {
+        if a.qty().is_some_and(|q| q <= 0) {
+            return Err(Reason::InvalidQty);
+        }
+        let spec = self.symbols[symbol.0 as usize];
+        let stop = self.stops[symbol.0 as usize][i];
+        if let Some(price) = a.price()
+            && (price <= 0 || (stop.side == Side::Sell && below_fee_floor(&spec, price)))
+        {
+            return Err(Reason::InvalidPrice);
+        }
+        if a.stop_price().is_some_and(|sp| sp <= 0) {
+            return Err(Reason::InvalidPrice);
+        }
+        let remaining = a.qty().unwrap_or(stop.remaining);
+        let price = a.price().or(stop.price);
+        let stop_price = a.stop_price().unwrap_or(stop.stop_price);
+        let controls = self.controls[symbol.0 as usize];
+        let only_lowers_qty =
+            price == stop.price && stop_price == stop.stop_price && remaining < stop.remaining;
+        match controls.phase {
+            Phase::Halted if !only_lowers_qty => return Err(Reason::SymbolHalted),
+            Phase::Closed if !only_lowers_qty => return Err(Reason::SymbolClosed),
+            _ => {}
+        }
+        if let (true, Some(p)) = (stop.stop_limit && price != stop.price, price)
+            && controls.beyond(stop.side, p)
+        {
+            return Err(Reason::PriceOutOfBand);
+        }
+        if self.already_triggered(symbol, stop.side, stop_price) {
+            return Err(Reason::WouldTrigger);
+        }
+        let kept =
+            price == stop.price && stop_price == stop.stop_price && remaining <= stop.remaining;
+        let new_hold = hold_of(&spec, stop.side, price, remaining).ok_or(Reason::Overflow)?;
+        let old_hold = hold_of(&spec, stop.side, stop.price, stop.remaining).expect("model: held");
+        let currency = match stop.side {
+            Side::Buy => spec.quote,
+            Side::Sell => spec.base,
+        };
+        if new_hold > self.bal(a.user, currency.as_str()).available + old_hold {
+            return Err(Reason::InsufficientFunds);
+        }
+        self.hold(a.user, currency.as_str(), new_hold - old_hold);
+        if !kept {
+            self.accepted += 1;
+        }
+        let accepted = self.accepted;
+        let s = &mut self.stops[symbol.0 as usize][i];
+        s.remaining = remaining;
+        s.price = price;
+        s.stop_price = stop_price;
+        if !kept {
+            s.accepted = accepted;
+        }
+        events.push(OwnedEvent::Amended(Amended {
+            symbol,
+            user: a.user,
+            order: a.order,
+            side: stop.side,
+            price: price.unwrap_or(0),
+            stop_price,
+            qty: remaining,
+            priority: if kept { Priority::Kept } else { Priority::Lost },
+        }));
+        Ok(())
+    }
+
     fn book(
         &self,
         symbol: SymbolId,
@@ -1281,10 +1628,10 @@ impl Model {
             let mut levels: Vec<Level> = Vec::new();
             for o in orders {
                 match levels.last_mut() {
-                    Some(level) if level.price == o.price => level.qty += o.remaining,
+                    Some(level) if level.price == o.price => level.qty += o.shown,
                     _ => levels.push(Level {
                         price: o.price,
-                        qty: o.remaining,
+                        qty: o.shown,
                     }),
                 }
             }
@@ -1342,13 +1689,22 @@ impl Model {
         self.live
             .keys()
             .map(|&(user, order)| {
-                let (symbol, side, i) = self.find(user, order).expect("model: live order");
+                let Some((symbol, side, i)) = self.find(user, order) else {
+                    // A pending stop: nothing filled, nothing shown.
+                    return LiveOrder {
+                        user,
+                        order,
+                        filled: 0,
+                        shown: 0,
+                        expire_ts: 0,
+                    };
+                };
                 let o = self.books[symbol.0 as usize].side(side)[i];
                 LiveOrder {
                     user,
                     order,
                     filled: o.filled,
-                    shown: o.remaining,
+                    shown: o.shown,
                     expire_ts: 0,
                 }
             })
@@ -1356,8 +1712,39 @@ impl Model {
     }
 
     pub fn order_remaining(&self, user: UserId, order: OrderId) -> Option<i64> {
+        if let Some((symbol, i)) = self.find_stop(user, order) {
+            return Some(self.stops[symbol.0 as usize][i].remaining);
+        }
         let (symbol, side, i) = self.find(user, order)?;
         Some(self.books[symbol.0 as usize].side(side)[i].remaining)
+    }
+
+    /// A symbol's pending stops in trigger order: buy stops from the lowest stop price, then
+    /// sell stops from the highest, ties in acceptance order.
+    pub fn pending_stops(&self, symbol: SymbolId) -> Vec<PendingStop> {
+        let Some(stops) = self.stops.get(symbol.0 as usize) else {
+            return Vec::new();
+        };
+        let mut buys: Vec<&Stop> = stops.iter().filter(|s| s.side == Side::Buy).collect();
+        buys.sort_by_key(|s| (s.stop_price, s.accepted));
+        let mut sells: Vec<&Stop> = stops.iter().filter(|s| s.side == Side::Sell).collect();
+        sells.sort_by_key(|s| (-s.stop_price, s.accepted));
+        buys.into_iter()
+            .chain(sells)
+            .map(|s| PendingStop {
+                user: s.user,
+                order: s.order,
+                side: s.side,
+                stop_price: s.stop_price,
+                price: s.price.unwrap_or(0),
+                remaining: s.remaining,
+            })
+            .collect()
+    }
+
+    /// The symbol's last trade price, 0 before any.
+    pub fn last_trade(&self, symbol: SymbolId) -> i64 {
+        self.last.get(symbol.0 as usize).copied().unwrap_or(0)
     }
 
     pub fn resting_order_count(&self) -> usize {
@@ -1413,10 +1800,32 @@ impl Model {
             if u != user {
                 continue;
             }
+            let name = self.symbols[symbol.0 as usize].symbol;
+            if let Some((_, i)) = self.find_stop(u, order) {
+                let stop = self.stops[symbol.0 as usize][i];
+                orders.push(OpenOrder {
+                    symbol: name,
+                    order,
+                    side: stop.side,
+                    order_type: if stop.stop_limit {
+                        OrderType::StopLimit
+                    } else {
+                        OrderType::Stop
+                    },
+                    tif: stop.tif,
+                    price: stop.price.unwrap_or(0),
+                    stop_price: stop.stop_price,
+                    remaining: stop.remaining,
+                    shown: 0,
+                    filled: 0,
+                    expire_ts: 0,
+                });
+                continue;
+            }
             let (_, side, i) = self.find(u, order).expect("model: live order");
             let o = self.books[symbol.0 as usize].side(side)[i];
             orders.push(OpenOrder {
-                symbol: self.symbols[symbol.0 as usize].symbol,
+                symbol: name,
                 order,
                 side,
                 order_type: OrderType::Limit,
@@ -1424,7 +1833,7 @@ impl Model {
                 price: o.price,
                 stop_price: 0,
                 remaining: o.remaining,
-                shown: o.remaining,
+                shown: o.shown,
                 filled: o.filled,
                 expire_ts: 0,
             });
@@ -1466,8 +1875,26 @@ impl Model {
         let mut expected_held: BTreeMap<(UserId, String), i128> = BTreeMap::new();
         for (s, book) in self.books.iter().enumerate() {
             let spec = &self.symbols[s];
+            for stop in &self.stops[s] {
+                assert!(stop.remaining > 0, "model: an empty stop waits");
+                let (currency, per_lot) = match stop.side {
+                    Side::Buy => (spec.quote, buy_hold_per_lot(spec, stop.price.unwrap())),
+                    Side::Sell => (spec.base, spec.base_scale as i128),
+                };
+                *expected_held
+                    .entry((stop.user, currency.as_str().to_string()))
+                    .or_default() += per_lot * stop.remaining as i128;
+            }
             for o in book.bids.iter().chain(&book.asks) {
                 assert!(o.remaining > 0, "model: an empty order rests");
+                assert!(
+                    o.shown > 0
+                        && o.shown <= o.remaining
+                        && (o.display == 0 || o.shown <= o.display),
+                    "model: an order shows {} of {}",
+                    o.shown,
+                    o.remaining
+                );
                 let (currency, per_lot) = match o.side {
                     Side::Buy => (spec.quote, buy_hold_per_lot(spec, o.price)),
                     Side::Sell => (spec.base, spec.base_scale as i128),
