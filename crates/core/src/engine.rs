@@ -80,6 +80,11 @@ impl Default for EngineConfig {
 /// before the next link reads it. Tuned on `rialto bench engine --workload multi --size
 /// large`, where the first four at [12, 6, 3, 1] and [16, 10, 5, 2] did equally well and
 /// [12, 8, 4, 2] slightly worse, and [20, 14, 9, 5, 2] was no better than these.
+/// The most slices an iceberg may be cut into: `ceil(remaining / display_qty)` above this is
+/// `invalid_qty` (docs/rules.md, "Iceberg orders"). Each slice a taker meets is its own trade,
+/// so without a bound one order could make a command report 2^63 trades.
+pub const MAX_ICEBERG_SLICES: i64 = 10_000;
+
 /// Nanoseconds in a day: DAY orders expire at a time of day (docs/rules.md, "GTD and DAY").
 pub const NS_PER_DAY: i64 = 86_400_000_000_000;
 
@@ -474,6 +479,13 @@ fn crosses(side: Side, limit: Option<i64>, price: i64) -> bool {
     }
 }
 
+/// Whether an iceberg of `remaining` lots shown `display` at a time has more slices than
+/// [`MAX_ICEBERG_SLICES`].
+#[inline]
+fn too_many_slices(remaining: i64, display: i64) -> bool {
+    (remaining - 1) / display >= MAX_ICEBERG_SLICES
+}
+
 /// Whether an order of this tif rests when it is a limit order.
 #[inline]
 fn tif_rests(tif: Tif) -> bool {
@@ -793,10 +805,9 @@ impl Engine {
         if cmd.qty <= 0 {
             return Err(Reason::InvalidQty);
         }
-        if cmd
-            .display_qty()
-            .is_some_and(|display| display <= 0 || display >= cmd.qty)
-        {
+        if cmd.display_qty().is_some_and(|display| {
+            display <= 0 || display >= cmd.qty || too_many_slices(cmd.qty, display)
+        }) {
             return Err(Reason::InvalidQty);
         }
         let limit = match (order_type, cmd.price) {
@@ -1655,6 +1666,13 @@ impl Engine {
             return Err(Reason::InvalidOrder);
         }
         if amend.qty().is_some_and(|qty| qty <= 0) {
+            return Err(Reason::InvalidQty);
+        }
+        let display = self.display_of(idx);
+        if display > 0
+            && let Some(qty) = amend.qty()
+            && too_many_slices(qty.saturating_sub(self.order_filled(idx)), display)
+        {
             return Err(Reason::InvalidQty);
         }
         let symbol = node.symbol as usize;

@@ -20,8 +20,8 @@ mod snapshot;
 
 pub use command::{AmendOrder, Command, OrderExtras, PlaceOrder, SymbolSpec};
 pub use engine::{
-    Engine, EngineConfig, NS_PER_DAY, PREFETCH_DISTANCES, PREFETCH_LOOKAHEAD, PREFETCH_PAYS_BYTES,
-    Prefetch, RestingOrder,
+    Engine, EngineConfig, MAX_ICEBERG_SLICES, NS_PER_DAY, PREFETCH_DISTANCES, PREFETCH_LOOKAHEAD,
+    PREFETCH_PAYS_BYTES, Prefetch, RestingOrder,
 };
 pub use event::{
     Amended, AuctionResult, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink,

@@ -251,7 +251,7 @@ impl Engine {
                 .filter_map(|o| {
                     let idx = self.find_order(o.user, o.order).expect("live");
                     let display = self.display_of(idx);
-                    (display > 0).then(|| (o.user, o.order, display, o.remaining))
+                    (display > 0).then_some((o.user, o.order, display, o.remaining))
                 })
                 .collect();
             w.u64(icebergs.len() as u64);
@@ -563,6 +563,7 @@ fn decode_stops_and_icebergs(
                 || display <= 0
                 || node.remaining > display
                 || remaining < node.remaining
+                || (remaining - 1) / display >= crate::MAX_ICEBERG_SLICES
             {
                 return err(format!("{what}: display {display}, remaining {remaining}"));
             }

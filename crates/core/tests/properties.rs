@@ -30,7 +30,8 @@ fn fail(what: impl Into<String>) -> TestCaseError {
 }
 
 /// The state invariants: conservation per currency, no negative amount, every user's `held`
-/// equal to what its resting orders hold, books in priority order and never crossed.
+/// equal to what its live orders (resting and pending stops) hold, books in priority order and
+/// never crossed, stops in trigger order.
 fn check_state(engine: &Engine) -> Result<(), String> {
     let totals = engine.venue_totals();
     for t in &totals {
@@ -80,6 +81,37 @@ fn check_state(engine: &Engine) -> Result<(), String> {
                     .entry((o.user, currency.as_str().to_string()))
                     .or_default() += per_lot * o.remaining as i128;
             }
+        }
+        // Pending stops are live and hold funds too, and come in trigger order.
+        let mut stops = Vec::new();
+        engine.pending_stops(symbol, &mut stops);
+        resting += stops.len();
+        for pair in stops.windows(2) {
+            let in_order = match (pair[0].side, pair[1].side) {
+                (Side::Buy, Side::Buy) => pair[0].stop_price <= pair[1].stop_price,
+                (Side::Sell, Side::Sell) => pair[0].stop_price >= pair[1].stop_price,
+                (Side::Buy, Side::Sell) => true,
+                (Side::Sell, Side::Buy) => false,
+            };
+            if !in_order {
+                return Err(format!("{symbol:?} stops out of trigger order: {pair:?}"));
+            }
+        }
+        for stop in &stops {
+            if engine.order_remaining(stop.user, stop.order) != Some(stop.remaining) {
+                return Err(format!("order_remaining disagrees with the stop {stop:?}"));
+            }
+            let (currency, per_lot) = match stop.side {
+                Side::Buy if stop.price > 0 => (
+                    spec.quote,
+                    stop.price as i128 * spec.quote_scale as i128 + spec.taker_fee as i128,
+                ),
+                Side::Buy => return Err(format!("a stop buy without a price: {stop:?}")),
+                Side::Sell => (spec.base, spec.base_scale as i128),
+            };
+            *holds
+                .entry((stop.user, currency.as_str().to_string()))
+                .or_default() += per_lot * stop.remaining as i128;
         }
         // Only an auction's call (or a halt or close that follows one) leaves a book crossed:
         // entering `continuous` uncrosses it.

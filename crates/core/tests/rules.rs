@@ -2581,6 +2581,701 @@ fn an_id_that_ended_stays_taken_for_the_window() {
     assert_eq!(restored.state_hash(), v.engine.state_hash());
 }
 
+// ----- stop and stop-limit orders (part 2) -----------------------------------------------------
+
+/// A `stop` (market once triggered) on S, with its protection price if any.
+fn stop(
+    user: UserId,
+    order: OrderId,
+    side: Side,
+    stop_price: i64,
+    price: Option<i64>,
+    qty: i64,
+) -> PlaceOrder {
+    PlaceOrder {
+        price,
+        tif: Some(Tif::Ioc),
+        ..market(user, order, side, qty)
+    }
+    .with_order_type(OrderType::Stop)
+    .with_stop_price(stop_price)
+}
+
+/// A `stop_limit` gtc on S.
+fn stop_limit(
+    user: UserId,
+    order: OrderId,
+    side: Side,
+    stop_price: i64,
+    price: i64,
+    qty: i64,
+) -> PlaceOrder {
+    PlaceOrder::limit(user, order, S, side, price, qty)
+        .with_order_type(OrderType::StopLimit)
+        .with_stop_price(stop_price)
+}
+
+fn triggered((user, order): (UserId, OrderId), side: Side, stop_price: i64) -> OwnedEvent {
+    OwnedEvent::Triggered(rialto_core::Triggered {
+        symbol: S,
+        user,
+        order,
+        side,
+        stop_price,
+    })
+}
+
+fn pending(
+    (user, order): (UserId, OrderId),
+    side: Side,
+    stop_price: i64,
+    price: i64,
+    remaining: i64,
+) -> rialto_core::PendingStop {
+    rialto_core::PendingStop {
+        user,
+        order,
+        side,
+        stop_price,
+        price,
+        remaining,
+    }
+}
+
+impl Venue {
+    /// The pending stops of S in trigger order, the same in both.
+    fn assert_stops(&self, expected: Vec<rialto_core::PendingStop>) {
+        assert_eq!(self.model.pending_stops(S), expected, "model: stops");
+        let mut stops = Vec::new();
+        self.engine.pending_stops(S, &mut stops);
+        assert_eq!(stops, expected, "engine: stops");
+    }
+
+    /// One trade of 1 lot at `price` between users 3 (seller) and 4 (buyer), ids 900 and up.
+    fn print(&mut self, price: i64) {
+        let id = 900 + self.seq as i64;
+        self.expect(place(sell(3, id, price, 1)), vec![]);
+        self.expect(
+            place(buy(4, id, price, 1)),
+            vec![fill((3, id), (4, id), Side::Buy, price, 1)],
+        );
+    }
+}
+
+#[test]
+fn stop_example_s1_triggers_on_a_trade_at_its_stop_price() {
+    let mut v = example_venue();
+    v.print(100);
+    v.expect(place(stop_limit(3, 1, Side::Buy, 105, 106, 2)), vec![]);
+    v.assert_balance(3, "USD", bal(100_000 + 100 - 212, 212));
+    v.assert_book(S, vec![], vec![]);
+    v.expect(place(sell(2, 2, 105, 1)), vec![]);
+    v.expect(place(sell(2, 3, 106, 5)), vec![]);
+    v.expect(
+        place(buy(1, 2, 105, 1)),
+        vec![
+            fill((2, 2), (1, 2), Side::Buy, 105, 1),
+            triggered((3, 1), Side::Buy, 105),
+            fill((2, 3), (3, 1), Side::Buy, 106, 2),
+        ],
+    );
+    // It paid 212 out of its hold: nothing is left held.
+    v.assert_balance(3, "USD", bal(100_000 + 100 - 212, 0));
+    v.assert_stops(vec![]);
+    v.rejects(
+        place(stop(3, 2, Side::Sell, 107, None, 1)),
+        Reason::WouldTrigger,
+    );
+    v.rejects(
+        place(stop(3, 3, Side::Buy, 120, None, 1)),
+        Reason::InvalidPrice,
+    );
+}
+
+#[test]
+fn stop_example_s2_cascades_round_by_round() {
+    let mut v = example_venue();
+    v.print(100);
+    v.expect(place(buy(1, 11, 99, 1)), vec![]);
+    v.expect(place(buy(1, 12, 97, 2)), vec![]);
+    v.expect(place(buy(1, 13, 95, 5)), vec![]);
+    v.expect(place(stop(3, 1, Side::Sell, 99, None, 2)), vec![]);
+    v.expect(place(stop_limit(4, 1, Side::Sell, 97, 95, 3)), vec![]);
+    v.assert_stops(vec![
+        pending((3, 1), Side::Sell, 99, 0, 2),
+        pending((4, 1), Side::Sell, 97, 95, 3),
+    ]);
+    v.expect(
+        place(PlaceOrder {
+            tif: Some(Tif::Ioc),
+            ..sell(2, 9, 99, 1)
+        }),
+        vec![
+            fill((1, 11), (2, 9), Side::Sell, 99, 1),
+            triggered((3, 1), Side::Sell, 99),
+            fill((1, 12), (3, 1), Side::Sell, 97, 2),
+            triggered((4, 1), Side::Sell, 97),
+            fill((1, 13), (4, 1), Side::Sell, 95, 3),
+        ],
+    );
+    v.assert_book(S, vec![resting(1, 13, Side::Buy, 95, 2)], vec![]);
+    v.assert_stops(vec![]);
+}
+
+#[test]
+fn one_trade_triggers_buy_stops_lowest_first_then_sell_stops_highest_first_ties_by_acceptance() {
+    let mut v = example_venue();
+    v.print(100);
+    // Asks for the triggered buys to take; bids for the triggered sells.
+    v.expect(place(sell(2, 1, 110, 10)), vec![]);
+    v.expect(place(buy(2, 2, 90, 10)), vec![]);
+    v.expect(place(stop(1, 1, Side::Buy, 103, Some(110), 1)), vec![]);
+    v.expect(place(stop(1, 2, Side::Buy, 102, Some(110), 1)), vec![]);
+    v.expect(place(stop(3, 1, Side::Buy, 102, Some(110), 1)), vec![]);
+    v.expect(place(stop(1, 3, Side::Sell, 98, None, 1)), vec![]);
+    v.expect(place(stop(3, 2, Side::Sell, 99, None, 1)), vec![]);
+    v.assert_stops(vec![
+        pending((1, 2), Side::Buy, 102, 110, 1),
+        pending((3, 1), Side::Buy, 102, 110, 1),
+        pending((1, 1), Side::Buy, 103, 110, 1),
+        pending((3, 2), Side::Sell, 99, 0, 1),
+        pending((1, 3), Side::Sell, 98, 0, 1),
+    ]);
+    // A trade at 103 triggers the three buys; their trades at 110 trigger nothing more. The
+    // sells wait (a trade at 110 is above them).
+    v.expect(place(sell(3, 50, 103, 1)), vec![]);
+    v.expect(
+        place(buy(4, 2, 103, 1)),
+        vec![
+            fill((3, 50), (4, 2), Side::Buy, 103, 1),
+            triggered((1, 2), Side::Buy, 102),
+            fill((2, 1), (1, 2), Side::Buy, 110, 1),
+            triggered((3, 1), Side::Buy, 102),
+            fill((2, 1), (3, 1), Side::Buy, 110, 1),
+            triggered((1, 1), Side::Buy, 103),
+            fill((2, 1), (1, 1), Side::Buy, 110, 1),
+        ],
+    );
+    // A trade at 90 triggers both sells, the higher stop first.
+    v.expect(
+        place(sell(4, 3, 90, 1)),
+        vec![
+            fill((2, 2), (4, 3), Side::Sell, 90, 1),
+            triggered((3, 2), Side::Sell, 99),
+            fill((2, 2), (3, 2), Side::Sell, 90, 1),
+            triggered((1, 3), Side::Sell, 98),
+            fill((2, 2), (1, 3), Side::Sell, 90, 1),
+        ],
+    );
+    v.assert_stops(vec![]);
+}
+
+#[test]
+fn triggered_stops_end_as_the_orders_they_become() {
+    let mut v = example_venue();
+    v.print(100);
+    v.expect(place(sell(2, 1, 105, 1)), vec![]);
+    // A stop_limit gtc whose rest rests; a stop (market, protection 105) whose rest is cancelled
+    // `market`; a stop_limit ioc: `ioc`; a stop fok that cannot fill: `fok`, nothing traded.
+    v.expect(place(stop_limit(1, 1, Side::Buy, 101, 105, 3)), vec![]);
+    v.expect(place(stop(3, 1, Side::Buy, 101, Some(105), 2)), vec![]);
+    v.expect(
+        place(PlaceOrder {
+            tif: Some(Tif::Ioc),
+            ..stop_limit(4, 1, Side::Buy, 101, 105, 2)
+        }),
+        vec![],
+    );
+    v.expect(
+        place(PlaceOrder {
+            tif: Some(Tif::Fok),
+            ..stop(4, 2, Side::Buy, 101, Some(105), 2)
+        }),
+        vec![],
+    );
+    v.expect(place(sell(2, 2, 101, 1)), vec![]);
+    v.expect(
+        place(buy(3, 50, 101, 1)),
+        vec![
+            fill((2, 2), (3, 50), Side::Buy, 101, 1),
+            triggered((1, 1), Side::Buy, 101),
+            fill((2, 1), (1, 1), Side::Buy, 105, 1),
+            triggered((3, 1), Side::Buy, 101),
+            cancelled((3, 1), Side::Buy, 2, CancelReason::Market),
+            triggered((4, 1), Side::Buy, 101),
+            cancelled((4, 1), Side::Buy, 2, CancelReason::Ioc),
+            triggered((4, 2), Side::Buy, 101),
+            cancelled((4, 2), Side::Buy, 2, CancelReason::Fok),
+        ],
+    );
+    v.assert_book(S, vec![resting(1, 1, Side::Buy, 105, 2)], vec![]);
+    v.assert_filled(1, 1, 1);
+    // Every hold of the stops that ended came back.
+    v.assert_balance(3, "USD", bal(100_000 + 100 - 101, 0));
+    v.assert_balance(4, "USD", bal(100_000 - 100, 0));
+    v.assert_balance(1, "USD", bal(100_000 - 105 - 210, 210));
+}
+
+#[test]
+fn stop_placement_rejections_come_in_their_order_and_change_nothing() {
+    // The example venue, with room for two open orders per user.
+    let mut v = {
+        let mut w = Venue::with_config(EngineConfig {
+            max_open_orders_per_user: 2,
+            ..EngineConfig::default()
+        });
+        let x = SymbolSpec {
+            base_scale: 1,
+            quote_scale: 1,
+            maker_fee: 0,
+            taker_fee: 0,
+            ..spec("X", "BTC", "USD")
+        };
+        w.setup(vec![Command::AddSymbol(Box::new(x))]);
+        for user in 1..=4 {
+            w.setup(vec![
+                Command::AddUser { user },
+                deposit(user, "USD", 100_000, user * 10),
+                deposit(user, "BTC", 100, user * 10 + 1),
+            ]);
+        }
+        w
+    };
+    v.print(100);
+    v.expect(place(buy(1, 1, 90, 1)), vec![]);
+    let ok = stop(1, 2, Side::Buy, 105, Some(106), 1);
+    // Each line would also fail every later check.
+    v.rejects(place(PlaceOrder { user: 9, ..ok }), Reason::UnknownUser);
+    v.rejects(
+        place(PlaceOrder {
+            symbol: SymbolId(7),
+            ..ok
+        }),
+        Reason::UnknownSymbol,
+    );
+    let gtc = PlaceOrder {
+        tif: Some(Tif::Gtc),
+        qty: 0,
+        ..ok
+    };
+    v.rejects(place(gtc), Reason::InvalidOrder);
+    v.rejects(
+        place(ok.with_display_qty(1).with_stop_price(0)),
+        Reason::InvalidOrder,
+    );
+    v.rejects(
+        place(buy(1, 2, 106, 0).with_stop_price(105)),
+        Reason::InvalidOrder,
+    );
+    v.rejects(
+        place(PlaceOrder {
+            post_only: true,
+            qty: 0,
+            ..stop_limit(1, 2, Side::Buy, 105, 106, 1)
+        }),
+        Reason::InvalidOrder,
+    );
+    v.rejects(
+        place(PlaceOrder {
+            qty: 0,
+            price: None,
+            ..ok
+        }),
+        Reason::InvalidQty,
+    );
+    v.rejects(
+        place(PlaceOrder { price: None, ..ok }),
+        Reason::InvalidPrice,
+    );
+    v.rejects(place(ok.with_stop_price(0)), Reason::InvalidPrice);
+    v.rejects(
+        place(PlaceOrder {
+            price: None,
+            ..stop_limit(1, 2, Side::Sell, 95, 90, 1)
+        }),
+        Reason::InvalidPrice,
+    );
+    let mut no_stop_price = ok;
+    no_stop_price.extras = rialto_core::OrderExtras::NONE;
+    v.rejects(place(no_stop_price), Reason::InvalidPrice);
+    v.rejects(
+        place(PlaceOrder {
+            order: 1,
+            ..ok.with_stop_price(100)
+        }),
+        Reason::DuplicateOrderId,
+    );
+    v.rejects(place(ok.with_stop_price(100)), Reason::WouldTrigger);
+    v.rejects(
+        place(stop(1, 2, Side::Sell, 100, None, 1)),
+        Reason::WouldTrigger,
+    );
+    v.rejects(
+        place(PlaceOrder {
+            price: Some(i64::MAX),
+            qty: 2,
+            ..ok
+        }),
+        Reason::Overflow,
+    );
+    v.rejects(
+        place(PlaceOrder { qty: 1_000, ..ok }),
+        Reason::InsufficientFunds,
+    );
+    v.expect(place(ok), vec![]);
+    v.rejects(place(PlaceOrder { order: 3, ..ok }), Reason::LimitExceeded);
+    // Before a symbol's first trade any stop price is accepted.
+    let mut fresh = example_venue();
+    fresh.expect(place(stop(1, 1, Side::Sell, 1_000, None, 1)), vec![]);
+    fresh.expect(place(stop(1, 2, Side::Buy, 1, Some(5), 1)), vec![]);
+}
+
+#[test]
+fn a_pending_stop_is_a_live_order_off_the_book() {
+    let mut v = example_venue();
+    v.print(100);
+    v.expect(place(stop(1, 1, Side::Sell, 95, None, 4)), vec![]);
+    v.expect(place(stop_limit(1, 2, Side::Buy, 105, 106, 2)), vec![]);
+    v.assert_balance(1, "BTC", bal(96, 4));
+    v.assert_balance(1, "USD", bal(100_000 - 212, 212));
+    // Not in the book or L2.
+    v.assert_book(S, vec![], vec![]);
+    v.expect(
+        Command::Book {
+            symbol: S,
+            depth: 10,
+        },
+        vec![OwnedEvent::Book {
+            symbol: S,
+            bids: vec![],
+            asks: vec![],
+        }],
+    );
+    // Its id is taken; move is refused; reduce keeps its place; cancel ends it.
+    v.rejects(place(buy(1, 1, 90, 1)), Reason::DuplicateOrderId);
+    v.rejects(
+        Command::Move {
+            user: 1,
+            order: 1,
+            price: 90,
+        },
+        Reason::InvalidOrder,
+    );
+    v.expect(
+        Command::Reduce {
+            user: 1,
+            order: 1,
+            qty: 1,
+        },
+        vec![cancelled((1, 1), Side::Sell, 1, CancelReason::Reduce)],
+    );
+    v.assert_stops(vec![
+        pending((1, 2), Side::Buy, 105, 106, 2),
+        pending((1, 1), Side::Sell, 95, 0, 3),
+    ]);
+    let report = v.engine.user_report(1).unwrap();
+    assert_eq!(report, v.model.user_report(1).unwrap());
+    assert_eq!(
+        report.orders[0],
+        OpenOrder {
+            symbol: name("X"),
+            order: 1,
+            side: Side::Sell,
+            order_type: OrderType::Stop,
+            tif: Tif::Ioc,
+            price: 0,
+            stop_price: 95,
+            remaining: 3,
+            shown: 0,
+            filled: 0,
+            expire_ts: 0,
+        }
+    );
+    v.expect(
+        Command::Cancel { user: 1, order: 1 },
+        vec![cancelled((1, 1), Side::Sell, 3, CancelReason::User)],
+    );
+    v.expect(
+        Command::MassCancel {
+            user: 1,
+            symbol: None,
+        },
+        vec![cancelled((1, 2), Side::Buy, 2, CancelReason::User)],
+    );
+    v.assert_balance(1, "BTC", bal(100, 0));
+    v.assert_balance(1, "USD", bal(100_000, 0));
+    v.assert_stops(vec![]);
+}
+
+#[test]
+fn amending_a_stop_keeps_or_loses_its_place_among_the_stops() {
+    let mut v = example_venue();
+    v.print(100);
+    v.expect(place(stop(1, 1, Side::Sell, 95, None, 4)), vec![]);
+    v.expect(place(stop(2, 1, Side::Sell, 95, None, 4)), vec![]);
+    let stop_amended = |(user, order), price, stop_price, qty, priority| {
+        OwnedEvent::Amended(Amended {
+            symbol: S,
+            user,
+            order,
+            side: Side::Sell,
+            price,
+            stop_price,
+            qty,
+            priority,
+        })
+    };
+    // A smaller quantity keeps its place.
+    v.expect(
+        Command::Amend(amend(1, 1).with_qty(3)),
+        vec![stop_amended((1, 1), 0, 95, 3, Priority::Kept)],
+    );
+    v.assert_stops(vec![
+        pending((1, 1), Side::Sell, 95, 0, 3),
+        pending((2, 1), Side::Sell, 95, 0, 4),
+    ]);
+    // A protection price is a new price: a new acceptance, behind 2/1.
+    v.expect(
+        Command::Amend(amend(1, 1).with_price(90)),
+        vec![stop_amended((1, 1), 90, 95, 3, Priority::Lost)],
+    );
+    v.assert_stops(vec![
+        pending((2, 1), Side::Sell, 95, 0, 4),
+        pending((1, 1), Side::Sell, 95, 90, 3),
+    ]);
+    // A new stop price moves it; one that already holds against the last trade is refused.
+    v.rejects(
+        Command::Amend(amend(2, 1).with_stop_price(100)),
+        Reason::WouldTrigger,
+    );
+    v.rejects(
+        Command::Amend(amend(2, 1).with_stop_price(0)),
+        Reason::InvalidPrice,
+    );
+    v.rejects(Command::Amend(amend(2, 1).with_qty(0)), Reason::InvalidQty);
+    v.rejects(
+        Command::Amend(amend(2, 1).with_qty(101)),
+        Reason::InsufficientFunds,
+    );
+    v.expect(
+        Command::Amend(amend(2, 1).with_stop_price(94)),
+        vec![stop_amended((2, 1), 0, 94, 4, Priority::Lost)],
+    );
+    v.assert_stops(vec![
+        pending((1, 1), Side::Sell, 95, 90, 3),
+        pending((2, 1), Side::Sell, 94, 0, 4),
+    ]);
+    v.assert_balance(2, "BTC", bal(96, 4));
+}
+
+#[test]
+fn stops_and_icebergs_survive_a_snapshot() {
+    let mut v = example_venue();
+    v.print(100);
+    v.expect(place(stop(1, 1, Side::Sell, 95, None, 4)), vec![]);
+    v.expect(place(stop(2, 1, Side::Sell, 95, None, 4)), vec![]);
+    v.expect(place(sell(1, 2, 105, 10).with_display_qty(3)), vec![]);
+    v.expect(
+        place(buy(2, 2, 105, 4)),
+        vec![
+            fill((1, 2), (2, 2), Side::Buy, 105, 3),
+            fill((1, 2), (2, 2), Side::Buy, 105, 1),
+        ],
+    );
+    let restored =
+        Engine::decode_snapshot(&v.engine.encode_snapshot(), EngineConfig::default()).unwrap();
+    assert_eq!(restored.state_hash(), v.engine.state_hash());
+    assert_eq!(restored.live_orders(), v.engine.live_orders());
+    let mut stops = Vec::new();
+    restored.pending_stops(S, &mut stops);
+    assert_eq!(stops, v.model.pending_stops(S));
+    // The restored engine goes on as the original: the stops trigger in the same order.
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    let mut restored = restored;
+    let cmd = place(sell(3, 5, 90, 1));
+    let _ = v.engine.apply(1_000, 0, &place(buy(4, 5, 90, 10)), &mut a);
+    let _ = restored.apply(1_000, 0, &place(buy(4, 5, 90, 10)), &mut b);
+    let _ = v.engine.apply(1_001, 0, &cmd, &mut a);
+    let _ = restored.apply(1_001, 0, &cmd, &mut b);
+    assert_eq!(a, b);
+    assert!(a.iter().any(|e| matches!(e, OwnedEvent::Triggered(_))));
+    assert_eq!(restored.state_hash(), v.engine.state_hash());
+}
+
+// ----- iceberg orders (part 2) -----------------------------------------------------------------
+
+#[test]
+fn iceberg_example_i1_shows_slices_that_requeue_at_the_back() {
+    let mut v = example_venue();
+    let book = |v: &mut Venue, bids: Vec<Level>, asks: Vec<Level>| {
+        v.expect(
+            Command::Book {
+                symbol: S,
+                depth: 10,
+            },
+            vec![OwnedEvent::Book {
+                symbol: S,
+                bids,
+                asks,
+            }],
+        );
+    };
+    let level = |price, qty| Level { price, qty };
+    v.expect(place(sell(1, 1, 101, 10).with_display_qty(3)), vec![]);
+    v.expect(place(sell(2, 1, 101, 2)), vec![]);
+    book(&mut v, vec![], vec![level(101, 5)]);
+    v.expect(
+        place(buy(3, 1, 101, 4)),
+        vec![
+            fill((1, 1), (3, 1), Side::Buy, 101, 3),
+            fill((2, 1), (3, 1), Side::Buy, 101, 1),
+        ],
+    );
+    book(&mut v, vec![], vec![level(101, 4)]);
+    // The final state lists it once, at its slice's place, with its whole remaining.
+    v.assert_book(
+        S,
+        vec![],
+        vec![
+            resting(2, 1, Side::Sell, 101, 1),
+            resting(1, 1, Side::Sell, 101, 7),
+        ],
+    );
+    v.expect(
+        place(buy(4, 1, 101, 12)),
+        vec![
+            fill((2, 1), (4, 1), Side::Buy, 101, 1),
+            fill((1, 1), (4, 1), Side::Buy, 101, 3),
+            fill((1, 1), (4, 1), Side::Buy, 101, 3),
+            fill((1, 1), (4, 1), Side::Buy, 101, 1),
+        ],
+    );
+    v.assert_book(S, vec![resting(4, 1, Side::Buy, 101, 4)], vec![]);
+    v.assert_balance(1, "BTC", bal(90, 0));
+    v.assert_balance(1, "USD", bal(101_010, 0));
+}
+
+#[test]
+fn iceberg_rejections_and_what_it_shows() {
+    let mut v = example_venue();
+    v.rejects(
+        place(PlaceOrder {
+            tif: Some(Tif::Ioc),
+            ..sell(1, 1, 101, 10).with_display_qty(3)
+        }),
+        Reason::InvalidOrder,
+    );
+    v.rejects(
+        place(market(1, 1, Side::Sell, 10).with_display_qty(3)),
+        Reason::InvalidOrder,
+    );
+    v.rejects(
+        place(stop_limit(1, 1, Side::Sell, 90, 95, 10).with_display_qty(3)),
+        Reason::InvalidOrder,
+    );
+    v.rejects(
+        place(sell(1, 1, 101, 10).with_display_qty(10)),
+        Reason::InvalidQty,
+    );
+    v.rejects(
+        place(sell(1, 1, 101, 10).with_display_qty(0)),
+        Reason::InvalidQty,
+    );
+    v.rejects(
+        place(sell(1, 1, 101, 10).with_display_qty(-1)),
+        Reason::InvalidQty,
+    );
+    // Rialto's bound: at most MAX_ICEBERG_SLICES slices.
+    let slices = rialto_core::MAX_ICEBERG_SLICES;
+    v.rejects(
+        place(buy(1, 1, 1, slices + 1).with_display_qty(1)),
+        Reason::InvalidQty,
+    );
+    v.expect(place(buy(1, 1, 1, slices).with_display_qty(1)), vec![]);
+    // Reduce takes hidden quantity first; the shown part only shrinks to the new remaining.
+    v.expect(place(sell(2, 1, 101, 10).with_display_qty(4)), vec![]);
+    v.expect(
+        Command::Reduce {
+            user: 2,
+            order: 1,
+            qty: 5,
+        },
+        vec![cancelled((2, 1), Side::Sell, 5, CancelReason::Reduce)],
+    );
+    let shown = |v: &Venue| {
+        let of = |live: Vec<LiveOrder>| {
+            live.iter()
+                .find(|o| (o.user, o.order) == (2, 1))
+                .map(|o| o.shown)
+        };
+        let m = of(v.model.live_order_details());
+        assert_eq!(of(v.engine.live_orders()), m, "shown");
+        m
+    };
+    assert_eq!(shown(&v), Some(4));
+    v.expect(
+        Command::Reduce {
+            user: 2,
+            order: 1,
+            qty: 3,
+        },
+        vec![cancelled((2, 1), Side::Sell, 3, CancelReason::Reduce)],
+    );
+    assert_eq!(shown(&v), Some(2));
+    // An amend that keeps priority shows min(shown, new remaining); one that loses it, a fresh
+    // slice.
+    v.expect(
+        Command::Amend(amend(2, 1).with_qty(8)),
+        vec![amended((2, 1), Side::Sell, 101, 8, Priority::Lost)],
+    );
+    assert_eq!(shown(&v), Some(4));
+    v.assert_balance(2, "BTC", bal(92, 8));
+    // Cancel ends the whole of it.
+    v.expect(
+        Command::Cancel { user: 2, order: 1 },
+        vec![cancelled((2, 1), Side::Sell, 8, CancelReason::User)],
+    );
+    v.assert_balance(2, "BTC", bal(100, 0));
+}
+
+#[test]
+fn fill_or_kill_meets_hidden_quantity_only_where_the_walk_would() {
+    let mut v = example_venue();
+    // Level 101: user 1's iceberg (3 shown, 7 hidden), then user 2's own order.
+    v.expect(place(sell(1, 1, 101, 10).with_display_qty(3)), vec![]);
+    v.expect(place(sell(2, 1, 101, 5)), vec![]);
+    // cancel_taker: the walk takes 3, the iceberg's next slice goes behind 2/1, and 2/1 stops
+    // the walk: 3 < 5, killed.
+    let fok = |stp| PlaceOrder {
+        tif: Some(Tif::Fok),
+        stp: Some(stp),
+        ..buy(2, 2, 101, 5)
+    };
+    v.expect(
+        place(fok(Stp::CancelTaker)),
+        vec![cancelled((2, 2), Side::Buy, 5, CancelReason::Fok)],
+    );
+    // cancel_maker: 2/1 is skipped, the hidden quantity is reached: filled.
+    v.expect(
+        place(fok(Stp::CancelMaker)),
+        vec![
+            fill((1, 1), (2, 2), Side::Buy, 101, 3),
+            cancelled((2, 1), Side::Sell, 5, CancelReason::Stp),
+            fill((1, 1), (2, 2), Side::Buy, 101, 2),
+        ],
+    );
+    v.assert_book(S, vec![], vec![resting(1, 1, Side::Sell, 101, 5)]);
+    // Self-trade prevention cancels an iceberg's whole remaining.
+    v.expect(
+        place(PlaceOrder {
+            stp: Some(Stp::CancelMaker),
+            ..buy(1, 2, 101, 1)
+        }),
+        vec![cancelled((1, 1), Side::Sell, 5, CancelReason::Stp)],
+    );
+}
+
 // ----- trading phases, halts and auctions; price bands ------------------------------------------
 
 fn set_phase(phase: Phase) -> Command {

@@ -562,8 +562,12 @@ impl Model {
         if p.qty <= 0 {
             return Err(Reason::InvalidQty);
         }
+        // At most MAX_ICEBERG_SLICES slices (Rialto's bound on the trades one order can make).
         if let Some(display) = p.display_qty()
-            && (display <= 0 || display >= p.qty)
+            && (display <= 0
+                || display >= p.qty
+                || (p.qty as i128 + display as i128 - 1) / display as i128
+                    > rialto_core::MAX_ICEBERG_SLICES as i128)
         {
             return Err(Reason::InvalidQty);
         }
@@ -578,7 +582,7 @@ impl Model {
             }
             _ => {}
         }
-        if stop && !p.stop_price().is_some_and(|sp| sp > 0) {
+        if stop && p.stop_price().is_none_or(|sp| sp <= 0) {
             return Err(Reason::InvalidPrice);
         }
         if self.live.contains_key(&(p.user, p.order))
@@ -1257,6 +1261,14 @@ impl Model {
         }
         let spec = self.symbols[symbol.0 as usize];
         let o = self.books[symbol.0 as usize].side(side)[i];
+        // An iceberg stays within MAX_ICEBERG_SLICES slices.
+        if o.display > 0
+            && let Some(q) = a.qty()
+            && (q as i128 - o.filled as i128 + o.display as i128 - 1) / o.display as i128
+                > rialto_core::MAX_ICEBERG_SLICES as i128
+        {
+            return Err(Reason::InvalidQty);
+        }
         if let Some(price) = a.price()
             && (price <= 0 || (side == Side::Sell && below_fee_floor(&spec, price)))
         {

@@ -158,7 +158,7 @@ pub enum Op {
         /// `None`: no new price.
         price: Option<Px>,
         qty: AmendQty,
-        /// One time in thirty a stop price too (only a pending stop takes one).
+        /// One time in three a stop price too (only a pending stop takes one).
         stop: u8,
     },
     /// Rare, as on a real venue; its user and symbol are unknown more often than elsewhere so
@@ -604,21 +604,42 @@ pub fn command(op: &Op, view: &impl View) -> Command {
         } => {
             let symbol = symbol_of(view, symbol);
             let spec = spec_or_plain(view, symbol);
-            let (order_type, tif) = match kind % 40 {
+            let (order_type, tif) = match kind % 50 {
                 0..=23 => (OrderType::Limit, Tif::Gtc),
                 24..=28 => (OrderType::Limit, Tif::Ioc),
                 29..=32 => (OrderType::Limit, Tif::Fok),
                 33..=36 => (OrderType::Market, Tif::Ioc),
                 37..=38 => (OrderType::Market, Tif::Fok),
-                _ => (OrderType::Market, Tif::Gtc),
+                39 => (OrderType::Market, Tif::Gtc),
+                40..=43 => (OrderType::Stop, Tif::Ioc),
+                44 => (OrderType::Stop, Tif::Fok),
+                45..=47 => (OrderType::StopLimit, Tif::Gtc),
+                48 => (OrderType::StopLimit, Tif::Ioc),
+                _ => (OrderType::StopLimit, Tif::Fok),
             };
             let limit_gtc = (order_type, tif) == (OrderType::Limit, Tif::Gtc);
+            let stop = matches!(order_type, OrderType::Stop | OrderType::StopLimit);
             let post_only = post_only % 40 == 0 || (limit_gtc && post_only % 5 == 1);
             let price = match order_type {
-                OrderType::Market if !market_priced => None,
+                OrderType::Market | OrderType::Stop if !market_priced => None,
                 _ => price_of(&spec, price),
             };
             let garble = garble % 100;
+            // Stop prices near where trades happen; one time in five a limit GTC is an
+            // iceberg (display 1 to 3 of 1 to 6 lots: sometimes not below qty); rarely a field
+            // where the rules forbid it, or a stop price that is missing or not positive.
+            let stop_price = price_of(&spec, Px::Near(stp.wrapping_mul(7) ^ kind));
+            let mut extras = rialto_core::OrderExtras::NONE;
+            if (stop && garble != 6) || garble == 5 {
+                extras = extras.with_stop_price(if garble == 7 {
+                    -(stp as i64 % 2)
+                } else {
+                    stop_price.unwrap_or(1)
+                });
+            }
+            if (limit_gtc && kind / 50 == 1) || garble == 4 {
+                extras = extras.with_display_qty(1 + (stp / 3) as i64 % 3);
+            }
             Command::Place(PlaceOrder {
                 user: user_of(view, user),
                 order: ORDER_IDS[order as usize % ORDER_IDS.len()],
@@ -630,7 +651,7 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 qty: qty_of(&spec, qty),
                 post_only,
                 stp: (garble != 3).then_some(Stp::ALL[stp as usize % 3]),
-                extras: rialto_core::OrderExtras::NONE,
+                extras,
             })
         }
         Op::Cancel { target } => {
@@ -673,7 +694,8 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 AmendQty::Raw(q) => Some(qty_of(&spec, q)),
             };
             let price = price.map(|px| price_of(&spec, px).unwrap_or(0));
-            let stop_price = (stop % 30 == 0).then_some(100);
+            let stop_price =
+                (stop % 3 == 0).then(|| price_of(&spec, Px::Near(stop / 3)).unwrap_or(1));
             Command::Amend(AmendOrder::with_fields(user, order, price, qty, stop_price))
         }
         Op::MassCancel { user, symbol } => Command::MassCancel {
