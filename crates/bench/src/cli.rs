@@ -11,6 +11,9 @@ pub enum BenchCommand {
     /// generated before timing and applied on one thread. Prints
     /// throughput, per-command latency percentiles and peak resident memory.
     Engine(EngineArgs),
+    /// The opening auction: a book of 100,000 orders taken during a call (`set_phase auction`),
+    /// then `set_phase continuous`; prints the uncross time (the median of several passes).
+    Auction(crate::auction::AuctionArgs),
     /// The machine's memory as the engine meets it: ns per dependent random read over blocks
     /// of growing size, with one chain of reads and with several walked side by side, and what
     /// a prefetch adds to other work (where it grows, the TLB's reach ends). Run it beside
@@ -231,6 +234,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        BenchCommand::Auction(args) => crate::auction::run(&args),
         BenchCommand::Memory(args) => {
             if let Some(&mib) = args
                 .sizes_mib

@@ -1,6 +1,7 @@
-//! Benchmark workloads and harness: `rialto bench engine` and `rialto bench memory` (see
-//! docs/benchmarks.md).
+//! Benchmark workloads and harness: `rialto bench engine`, `rialto bench auction` and
+//! `rialto bench memory` (see docs/benchmarks.md).
 
+pub mod auction;
 pub mod cli;
 pub mod clock;
 pub mod harness;

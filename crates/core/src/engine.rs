@@ -22,10 +22,11 @@ mod stops;
 use crate::command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
 use crate::event::{
     Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
-    OpenOrder, SymbolStatus, Trade, UserReport,
+    OpenOrder, Trade, UserReport,
 };
 use crate::hasher::FastHash;
 use crate::index::IdIndex;
+use crate::phases::{MarketControls, beyond_edge, phase_admits_change, phase_admits_order};
 use crate::types::{
     CancelReason, CurrencyId, Name, OrderId, OrderType, Phase, Priority, Reason, Side, Stp,
     SymbolId, Tif, UserId,
@@ -156,8 +157,8 @@ pub(crate) struct Terms {
 }
 
 /// A symbol and its book, laid out by how hot each part is: on a big venue a command finds its
-/// symbol cold, and [`Engine::prefetch_ahead`] loads the first line and the side the command
-/// works on (three lines), not the whole (seven).
+/// symbol cold, and [`Engine::prefetch_ahead`] loads the first line, the side the command
+/// works on and the phase and band (four lines), not the whole (eight).
 #[repr(C, align(64))]
 pub(crate) struct SymbolState {
     // The first line: what every command on the symbol reads.
@@ -170,6 +171,9 @@ pub(crate) struct SymbolState {
     // Two lines each (aligned to one).
     bids: BookSide,
     asks: BookSide,
+    /// The phase and the band (crates/core/src/phases.rs): read by every new order, moved by
+    /// every trade; a line of its own.
+    pub controls: MarketControls,
     // Cold.
     pub spec: SymbolSpec,
     /// The last trade's price; 0 before the first.
@@ -188,6 +192,10 @@ pub(crate) struct SymbolState {
 }
 
 const _: () = assert!(std::mem::offset_of!(SymbolState, bids) == 64);
+const _: () = assert!(
+    std::mem::offset_of!(SymbolState, controls) % 64 == 0
+        && std::mem::size_of::<MarketControls>() <= 64
+);
 const _: () = assert!(Side::Buy as usize == 0 && Side::Sell as usize == 1);
 
 impl SymbolState {
@@ -213,6 +221,7 @@ impl SymbolState {
             best_levels: [NIL; 2],
             bids: side(Side::Buy),
             asks: side(Side::Sell),
+            controls: MarketControls::new(),
             spec,
             last_trade: 0,
             reference: 0,
@@ -238,6 +247,7 @@ impl SymbolState {
     pub fn prefetch_side(&self, side: Side) {
         prefetch_first_line(self);
         prefetch(self.side(side));
+        prefetch(&self.controls);
     }
 
     /// The best price on `side`, if any (from the first line: the side itself is not read).
@@ -286,6 +296,21 @@ impl SymbolState {
         let (book, scratch) = self.book_mut(side);
         book.reprice(levels, orders, scratch, idx, price);
         self.best_after(side, Some(old_price), Some(price));
+    }
+
+    /// A trade at `price`: the last price and the new reference, which the band follows.
+    #[inline]
+    pub fn traded_at(&mut self, price: i64) {
+        self.last_trade = price;
+        if self.reference != price {
+            self.set_reference(price);
+        }
+    }
+
+    /// A new reference price (a trade or `set_ref_price`): the band's edges move with it.
+    pub fn set_reference(&mut self, price: i64) {
+        self.reference = price;
+        self.controls.refresh_edges(price, self.spec.band_bps);
     }
 
     /// `side`'s book, and the scratch space its changes may need.
@@ -402,6 +427,8 @@ struct Fills {
     /// its first and last trades decide which stops it triggers); meaningless when nothing
     /// filled.
     first_price: i64,
+    /// The walk stopped at the band's edge (docs/rules.md, "Price bands").
+    stopped_by_band: bool,
 }
 
 pub struct Engine {
@@ -458,8 +485,8 @@ pub struct Engine {
     /// (0 before any). Time never goes back (docs/rules.md, "Time").
     pub(crate) now: i64,
     /// Reused for book snapshots so that queries do not allocate once warm.
-    scratch_bids: Vec<Level>,
-    scratch_asks: Vec<Level>,
+    pub(crate) scratch_bids: Vec<Level>,
+    pub(crate) scratch_asks: Vec<Level>,
     /// Reused by mass cancel to put a user's orders in canonical order: (symbol name, order id,
     /// node).
     scratch_mass_cancel: Vec<(Name, OrderId, u32)>,
@@ -659,10 +686,9 @@ impl Engine {
             }
             Command::Tick => Ok(()),
             Command::SetOrderIdWindow { window } => self.set_order_id_window(window),
-            // Rulebook part 2, not yet applied (docs/rules.md says which parts are offered).
-            Command::SetPhase { .. } | Command::SetBand { .. } | Command::SetRefPrice { .. } => {
-                Err(Reason::InvalidOrder)
-            }
+            Command::SetPhase { symbol, phase } => self.set_phase(symbol, phase, sink),
+            Command::SetBand { symbol, band_bps } => self.set_band(symbol, band_bps),
+            Command::SetRefPrice { symbol, price } => self.set_ref_price(symbol, price),
             Command::SuspendUser { user } => self.suspend_user(user, sink),
             Command::ResumeUser { user } => {
                 let account = self.account_of(user).ok_or(Reason::UnknownUser)?;
@@ -865,12 +891,22 @@ impl Engine {
         {
             return Err(Reason::DuplicateOrderId);
         }
+        let phase = sym.controls.phase;
+        phase_admits_order(phase, order_type, tif)?;
+        // The band applies to a limit price: a limit or a stop-limit order's (a stop's
+        // protection price is not checked).
+        if matches!(order_type, OrderType::Limit | OrderType::StopLimit)
+            && let Some(price) = limit
+        {
+            self.check_band(symbol, side, price)?;
+        }
         if let Some(stop_price) = cmd.stop_price()
             && self.would_trigger(symbol, side, stop_price)
         {
             return Err(Reason::WouldTrigger);
         }
-        if cmd.post_only && self.crosses_best(symbol, side, limit) {
+        // Nothing takes during an auction's call, so post-only has nothing to refuse then.
+        if cmd.post_only && phase != Phase::Auction && self.crosses_best(symbol, side, limit) {
             return Err(Reason::WouldTake);
         }
         let expire_ts = match tif {
@@ -972,6 +1008,7 @@ impl Engine {
         let sym = &self.symbols[symbol];
         let terms = &sym.terms;
         let budget = self.market_buy_budget(sym, taker);
+        let band_edge = sym.controls.edge(taker.side);
         let mut needed = taker.qty;
         let mut spent: i64 = 0;
         // Takes up to `available` lots at `price`; true when that filled the order.
@@ -993,7 +1030,10 @@ impl Engine {
             .levels_best_first(&self.levels)
         {
             let price = level_price(&self.levels, &self.orders, level_idx);
-            if !self.level_tradable(terms, taker, price) {
+            // Only liquidity inside the band counts.
+            if !self.level_tradable(terms, taker, price)
+                || beyond_edge(taker.side, band_edge, price)
+            {
                 return false;
             }
             // Icebergs' hidden quantity re-queues behind the level's last order (docs/rules.md,
@@ -1066,16 +1106,32 @@ impl Engine {
         node: Option<u32>,
         sink: &mut impl EventSink,
     ) {
-        let fills = self.match_taker(symbol, &taker, sink);
+        // The band is fixed when the order enters: its own trades do not move it.
+        let band_edge = self.symbols[symbol].controls.edge(taker.side);
+        // Nothing trades outside `continuous` (in an auction orders rest, the book may cross).
+        let fills = if self.symbols[symbol].controls.phase == Phase::Continuous {
+            self.match_taker(symbol, &taker, band_edge, sink)
+        } else {
+            Fills::default()
+        };
         if fills.filled > 0 {
-            self.symbols[symbol].reference = fills.last_price;
+            self.symbols[symbol].set_reference(fills.last_price);
             self.note_walk(symbol, fills.first_price, fills.last_price);
         }
         let sym = &self.symbols[symbol];
         let terms = sym.terms;
         let (base, quote) = (terms.base, terms.quote);
         let unfilled = taker.qty - fills.filled;
-        let rest_qty = if unfilled > 0 && taker.leftover.is_none() && !fills.stopped_by_stp {
+        // An order whose own limit lies beyond the band's edge never rests there.
+        let limit_beyond_band = taker.leftover.is_none()
+            && taker
+                .limit
+                .is_some_and(|price| beyond_edge(taker.side, band_edge, price));
+        let rest_qty = if unfilled > 0
+            && taker.leftover.is_none()
+            && !fills.stopped_by_stp
+            && !limit_beyond_band
+        {
             unfilled
         } else {
             0
@@ -1083,6 +1139,8 @@ impl Engine {
         if unfilled > rest_qty {
             let reason = if fills.stopped_by_stp {
                 CancelReason::Stp
+            } else if fills.stopped_by_band || limit_beyond_band {
+                CancelReason::Band
             } else {
                 taker
                     .leftover
@@ -1136,7 +1194,13 @@ impl Engine {
     }
 
     /// The matching loop: trades while the taker crosses the best opposite level.
-    fn match_taker(&mut self, symbol: usize, taker: &Taker, sink: &mut impl EventSink) -> Fills {
+    fn match_taker(
+        &mut self,
+        symbol: usize,
+        taker: &Taker,
+        band_edge: i64,
+        sink: &mut impl EventSink,
+    ) -> Fills {
         let terms = self.symbols[symbol].terms;
         let budget = self.market_buy_budget(&self.symbols[symbol], taker);
         let opposite = taker.side.opposite();
@@ -1149,6 +1213,10 @@ impl Engine {
             let maker_idx = self.levels.get(level_idx).head;
             let maker = *self.orders.get(maker_idx);
             if !self.level_tradable(&terms, taker, maker.price) {
+                break;
+            }
+            if beyond_edge(taker.side, band_edge, maker.price) {
+                fills.stopped_by_band = true;
                 break;
             }
             if maker.account == taker.account {
@@ -1238,16 +1306,49 @@ impl Engine {
             maker_fee,
             taker_fee,
         }));
-        if qty == maker.remaining {
-            if maker.kind == NodeKind::Iceberg && self.order_extras[maker_idx as usize].hidden > 0 {
-                self.next_slice(symbol, maker_idx);
+        self.take_from_front(symbol, maker_idx, qty);
+    }
+
+    /// What the order at the front of its level offers a trade now: its remaining quantity,
+    /// an iceberg's shown slice.
+    #[inline]
+    pub(crate) fn front_qty(&self, idx: u32) -> i64 {
+        self.orders.get(idx).remaining
+    }
+
+    /// The whole quantity of a level, icebergs' hidden parts included: what an uncross can
+    /// execute there (the level's total counts shown quantities only).
+    pub(crate) fn level_quantity(&self, level: u32) -> i64 {
+        let mut total = self.levels.get(level).total;
+        let mut idx = self.levels.get(level).head;
+        while idx != NIL {
+            let node = self.orders.get(idx);
+            if node.kind == NodeKind::Iceberg {
+                total += self.order_extras[idx as usize].hidden;
+            }
+            idx = node.next;
+        }
+        total
+    }
+
+    /// Takes `qty` (at most [`Self::front_qty`]) from the order `idx` at the front of its
+    /// level, after a trade: an iceberg whose slice is used up shows a new one at the back of
+    /// the level; an order with nothing left leaves the book. The one place where a fill
+    /// changes the book, for a taker's walk and an uncross alike.
+    #[inline]
+    pub(crate) fn take_from_front(&mut self, symbol: usize, idx: u32, qty: i64) {
+        let node = *self.orders.get(idx);
+        debug_assert!(qty <= node.remaining);
+        if qty == node.remaining {
+            if node.kind == NodeKind::Iceberg && self.order_extras[idx as usize].hidden > 0 {
+                self.next_slice(symbol, idx);
                 return;
             }
-            self.symbols[symbol].unlink(maker.side, &mut self.levels, &mut self.orders, maker_idx);
-            self.forget_order(maker_idx);
+            self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
+            self.forget_order(idx);
         } else {
-            self.orders.get_mut(maker_idx).remaining -= qty;
-            self.levels.get_mut(maker.level).total -= qty;
+            self.orders.get_mut(idx).remaining -= qty;
+            self.levels.get_mut(node.level).total -= qty;
         }
     }
 
@@ -1361,6 +1462,26 @@ impl Engine {
             if self.expiry_is_live(expire_ts, user, order, idx) {
                 self.remove_live_order(idx, CancelReason::Expired, sink);
             }
+        }
+    }
+
+    /// Entering `closed` ends a symbol's trading day: its DAY orders (resting or pending
+    /// stops) expire now, in expiry order (docs/rules.md, "GTD and DAY"). Every DAY order is in
+    /// the expiry heap, so this costs the expiring orders, not the book.
+    pub(crate) fn expire_day_orders(&mut self, symbol: usize, sink: &mut impl EventSink) {
+        let mut due: Vec<(i64, UserId, OrderId, u32)> = self
+            .expiries
+            .iter()
+            .map(|Reverse(entry)| *entry)
+            .filter(|&(ts, user, order, idx)| {
+                self.expiry_is_live(ts, user, order, idx)
+                    && self.orders.get(idx).symbol as usize == symbol
+                    && self.order_terms[idx as usize].tif == Tif::Day
+            })
+            .collect();
+        due.sort_unstable();
+        for (_, _, _, idx) in due {
+            self.remove_live_order(idx, CancelReason::Expired, sink);
         }
     }
 
@@ -1659,10 +1780,15 @@ impl Engine {
         if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
+        let phase = self.symbols[symbol].controls.phase;
+        phase_admits_change(phase)?;
+        self.check_band(symbol, node.side, price)?;
         if node.kind == NodeKind::Iceberg {
             return self.move_iceberg(idx, price, sink);
         }
-        let crosses = self.crosses_best(symbol, node.side, Some(price));
+        // In an auction a move never trades: it rests at the back of its new level.
+        let crosses =
+            phase == Phase::Continuous && self.crosses_best(symbol, node.side, Some(price));
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
@@ -1752,7 +1878,18 @@ impl Engine {
         let remaining = total - filled;
         let price = amend.price().unwrap_or(node.price);
         let keeps_priority = price == node.price && remaining <= old_remaining;
-        let crosses = !keeps_priority && self.crosses_best(symbol, node.side, Some(price));
+        let phase = self.symbols[symbol].controls.phase;
+        // A halted or closed symbol takes only an amend that lowers the quantity.
+        if !(price == node.price && remaining < old_remaining) {
+            phase_admits_change(phase)?;
+        }
+        if price != node.price {
+            self.check_band(symbol, node.side, price)?;
+        }
+        // In an auction an amend never trades.
+        let crosses = !keeps_priority
+            && phase == Phase::Continuous
+            && self.crosses_best(symbol, node.side, Some(price));
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
@@ -1783,7 +1920,12 @@ impl Engine {
                 Priority::Lost
             },
         }));
-        if crosses {
+        let display = self.display_of(idx);
+        // A re-entry whose own limit lies beyond the band's edge (the band moved since the
+        // order's price was checked) never rests there: `execute` cancels it (`band`).
+        let beyond_band =
+            !keeps_priority && self.symbols[symbol].controls.beyond_edge(node.side, price);
+        if crosses || beyond_band {
             // It may trade: re-entered exactly as a move enters it.
             self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
             self.release_hold(&node, old_remaining);
@@ -2333,20 +2475,6 @@ impl Engine {
         ids
     }
 
-    /// The venue clock: the largest command timestamp applied so far, 0 before any. Part of
-    /// the state (and of the state hash).
-    /// A symbol's phase, last trade price, reference price and band (docs/rules.md, "Trading
-    /// phases" and "Price bands"); `None` for an unknown symbol.
-    pub fn symbol_status(&self, symbol: SymbolId) -> Option<SymbolStatus> {
-        let sym = self.symbols.get(symbol.0 as usize)?;
-        Some(SymbolStatus {
-            phase: Phase::Continuous,
-            last: sym.last_trade,
-            reference: sym.reference,
-            band_bps: sym.spec.band_bps,
-        })
-    }
-
     /// The ids of suspended users, ascending (docs/rules.md, "User suspension").
     pub fn suspended_users(&self) -> Vec<UserId> {
         let mut users: Vec<UserId> = (0..self.accounts.len() as u32)
@@ -2357,6 +2485,8 @@ impl Engine {
         users
     }
 
+    /// The venue clock: the largest command timestamp applied so far, 0 before any. Part of
+    /// the state (and of the state hash).
     pub fn now(&self) -> i64 {
         self.now
     }

@@ -15,6 +15,7 @@ mod book;
 mod engine;
 mod hasher;
 mod index;
+mod phases;
 mod snapshot;
 
 pub use command::{AmendOrder, Command, OrderExtras, PlaceOrder, SymbolSpec};

@@ -238,6 +238,11 @@ impl Engine {
             }
         }
         self.encode_stops_and_icebergs(&mut w);
+        // Phases (docs/rules.md, "Trading phases, halts and auctions"): per symbol, by id. (The
+        // band, the reference and the last price are with each symbol above.)
+        for s in &self.symbols {
+            w.u8(s.controls.phase.code());
+        }
         w.0
     }
 
@@ -548,6 +553,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
         }
     }
     decode_stops_and_icebergs(r, engine, &mut needs, now)?;
+    decode_phases(r, engine)?;
     check_invariants(engine, needs)?;
     // Last: rebuilding the state through `apply` above must not move the clock.
     engine.now = now;
@@ -679,7 +685,22 @@ fn decode_stops_and_icebergs(
     Ok(())
 }
 
-/// Books are uncrossed and every user's `held` is exactly what its resting orders need.
+/// The section of phases: per symbol, its phase. Then each symbol's band edges are worked out
+/// from its band and reference price (read with the symbol).
+fn decode_phases(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotError> {
+    for sym in &mut engine.symbols {
+        let Some(phase) = crate::types::Phase::from_code(r.u8("phase")?) else {
+            return err(format!("symbol {}: bad phase", sym.spec.symbol));
+        };
+        sym.controls.phase = phase;
+        let reference = sym.reference;
+        sym.set_reference(reference);
+    }
+    Ok(())
+}
+
+/// Books are uncrossed (but in an auction, or a halt or close that followed one) and every
+/// user's `held` is exactly what its resting orders need.
 fn check_invariants(
     engine: &Engine,
     mut needs: BTreeMap<(u32, u32), i64>,
@@ -689,6 +710,7 @@ fn check_invariants(
             sym.side(Side::Buy).best_price(),
             sym.side(Side::Sell).best_price(),
         ) && bid >= ask
+            && sym.controls.phase == crate::types::Phase::Continuous
         {
             return err(format!(
                 "book {} is crossed",

@@ -77,6 +77,7 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
     }
     b.u64(0); // icebergs
     b.u64(0); // pending stops
+    b.u8(0); // the symbol's phase: continuous
     let mut out = W(Vec::new());
     out.0.extend_from_slice(b"RIALTOSS");
     out.u32(3);

@@ -6,10 +6,10 @@ mod model;
 
 use model::{Limits, Model};
 use rialto_core::{
-    AmendOrder, Amended, Balance, CancelReason, Cancelled, Command, CurrencyTotals, Engine,
-    EngineConfig, Level, LiveOrder, Name, OpenOrder, OrderId, OrderType, OwnedEvent, PlaceOrder,
-    Priority, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif, Trade, UserId,
-    UserReport,
+    AmendOrder, Amended, AuctionResult, Balance, CancelReason, Cancelled, Command, CurrencyTotals,
+    Engine, EngineConfig, Level, LiveOrder, Name, OpenOrder, OrderId, OrderType, OwnedEvent, Phase,
+    PhaseChanged, PlaceOrder, Priority, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec,
+    SymbolStatus, Tif, Trade, UserId, UserReport,
 };
 
 // ----- the venue most tests use ---------------------------------------------------------------
@@ -3276,6 +3276,617 @@ fn fill_or_kill_meets_hidden_quantity_only_where_the_walk_would() {
     );
 }
 
+// ----- trading phases, halts and auctions; price bands ------------------------------------------
+
+fn set_phase(phase: Phase) -> Command {
+    Command::SetPhase {
+        symbol: S,
+        phase: Some(phase),
+    }
+}
+
+fn phase_event(phase: Phase) -> OwnedEvent {
+    OwnedEvent::Phase(PhaseChanged { symbol: S, phase })
+}
+
+/// An uncross trade on S: the sell is the maker, the buy the taker, both pay the maker fee.
+fn uncross_fill(
+    sell: (UserId, OrderId),
+    buy: (UserId, OrderId),
+    price: i64,
+    qty: i64,
+) -> OwnedEvent {
+    OwnedEvent::Trade(Trade {
+        symbol: S,
+        price,
+        qty,
+        maker_user: sell.0,
+        maker_order: sell.1,
+        taker_user: buy.0,
+        taker_order: buy.1,
+        taker_side: Side::Buy,
+        maker_fee: qty * MAKER_FEE,
+        taker_fee: qty * MAKER_FEE,
+    })
+}
+
+fn auction_event(price: i64, qty: i64, imbalance: i64) -> OwnedEvent {
+    OwnedEvent::Auction(AuctionResult {
+        symbol: S,
+        price,
+        qty,
+        imbalance,
+    })
+}
+
+impl Venue {
+    /// The standard venue with users 1-3 funded: 100,000 USD and 100 lots of BTC each.
+    fn funded() -> Venue {
+        let mut v = Venue::standard();
+        for user in 1..=3 {
+            v.fund(user, 100 * BASE_SCALE, 100_000);
+        }
+        v
+    }
+
+    fn assert_status(&self, phase: Phase, last: i64, reference: i64, band_bps: i64) {
+        let expected = Some(SymbolStatus {
+            phase,
+            last,
+            reference,
+            band_bps,
+        });
+        assert_eq!(self.model.symbol_status(S), expected, "model: status");
+        assert_eq!(self.engine.symbol_status(S), expected, "engine: status");
+    }
+}
+
+#[test]
+fn set_phase_reports_a_change_and_nothing_else() {
+    let mut v = Venue::funded();
+    v.assert_status(Phase::Continuous, 0, 0, 0);
+    v.rejects(
+        Command::SetPhase {
+            symbol: SymbolId(1),
+            phase: None,
+        },
+        Reason::UnknownSymbol,
+    );
+    v.rejects(
+        Command::SetPhase {
+            symbol: S,
+            phase: None,
+        },
+        Reason::InvalidPhase,
+    );
+    // The same phase again: ok, no event.
+    v.expect(set_phase(Phase::Continuous), vec![]);
+    for phase in [
+        Phase::Halted,
+        Phase::Closed,
+        Phase::Auction,
+        Phase::Continuous,
+    ] {
+        v.expect(set_phase(phase), vec![phase_event(phase)]);
+        v.assert_status(phase, 0, 0, 0);
+    }
+}
+
+/// The rulebook's example P1 on the standard venue (fees 5 and 25): the call lets the book
+/// cross, and the uncross executes the most it can at one price, both sides at the maker fee.
+#[test]
+fn an_auction_rests_everything_and_uncrosses_at_one_price() {
+    let mut v = Venue::funded();
+    v.expect(set_phase(Phase::Auction), vec![phase_event(Phase::Auction)]);
+    v.expect(place(buy(1, 1, 102, 5)), vec![]);
+    v.expect(place(buy(1, 2, 101, 3)), vec![]);
+    // Crosses both bids, and post-only is not refused: nothing takes during the call.
+    v.expect(place(sell(2, 1, 100, 4).with_post_only()), vec![]);
+    v.expect(place(sell(3, 1, 102, 2)), vec![]);
+    v.rejects(place(market(3, 2, Side::Sell, 1)), Reason::SymbolInAuction);
+    v.rejects(
+        place(sell(3, 2, 100, 1).with_tif(Tif::Ioc)),
+        Reason::SymbolInAuction,
+    );
+    v.rejects(
+        place(sell(3, 2, 100, 1).with_tif(Tif::Fok)),
+        Reason::SymbolInAuction,
+    );
+    // Before the phase: a duplicate id is refused as such.
+    v.rejects(
+        place(sell(3, 1, 100, 1).with_tif(Tif::Ioc)),
+        Reason::DuplicateOrderId,
+    );
+    v.assert_book(
+        S,
+        vec![
+            resting(1, 1, Side::Buy, 102, 5),
+            resting(1, 2, Side::Buy, 101, 3),
+        ],
+        vec![
+            resting(2, 1, Side::Sell, 100, 4),
+            resting(3, 1, Side::Sell, 102, 2),
+        ],
+    );
+    // V(100) = V(101) = 4, V(102) = min(5, 6) = 5: E = 102, I(102) = 5 - 6 = -1.
+    v.expect(
+        set_phase(Phase::Continuous),
+        vec![
+            uncross_fill((2, 1), (1, 1), 102, 4),
+            uncross_fill((3, 1), (1, 1), 102, 1),
+            auction_event(102, 5, -1),
+            phase_event(Phase::Continuous),
+        ],
+    );
+    v.assert_book(
+        S,
+        vec![resting(1, 2, Side::Buy, 101, 3)],
+        vec![resting(3, 1, Side::Sell, 102, 1)],
+    );
+    // User 1 held 5 * (1020 + 25) for order 1 and paid 5 * (1020 + 5) from it; order 2 holds
+    // 3 * (1010 + 25).
+    v.assert_balance(1, "USD", bal(100_000 - 5 * 1025 - 3 * 1035, 3 * 1035));
+    v.assert_balance(1, "BTC", bal(105 * BASE_SCALE, 0));
+    v.assert_balance(2, "USD", bal(100_000 + 4 * (1020 - 5), 0));
+    v.assert_balance(2, "BTC", bal(96 * BASE_SCALE, 0));
+    v.assert_balance(3, "USD", bal(100_000 + 1020 - 5, 0));
+    v.assert_balance(3, "BTC", bal(98 * BASE_SCALE, BASE_SCALE));
+    v.assert_fees("USD", 2 * 5 * MAKER_FEE);
+    // The uncross price is the last price and the reference.
+    v.assert_status(Phase::Continuous, 102, 102, 0);
+    // Trading goes on as usual.
+    v.expect(
+        place(buy(2, 2, 102, 1)),
+        vec![trade((3, 1), (2, 2), Side::Buy, 102, 1)],
+    );
+}
+
+/// Example P2's rows: the largest volume, then the smallest imbalance, then market pressure,
+/// else the reference clamped into the range (or its middle without one).
+#[test]
+fn the_uncross_price_follows_volume_imbalance_pressure_and_reference() {
+    let cases: [(&[(i64, i64)], &[(i64, i64)], Option<i64>, i64, i64, i64); 6] = [
+        (&[(101, 3)], &[(99, 3)], Some(100), 100, 3, 0),
+        (&[(101, 3)], &[(99, 3)], Some(105), 101, 3, 0),
+        (&[(101, 3)], &[(99, 3)], None, 100, 3, 0),
+        (&[(101, 5)], &[(99, 3)], None, 101, 3, 2),
+        (
+            &[(101, 3), (100, 1)],
+            &[(99, 3), (101, 1)],
+            Some(100),
+            100,
+            3,
+            1,
+        ),
+        (
+            &[(101, 3), (100, 1)],
+            &[(99, 3), (101, 1)],
+            Some(110),
+            101,
+            3,
+            -1,
+        ),
+    ];
+    for (bids, asks, reference, price, qty, imbalance) in cases {
+        let mut v = Venue::funded();
+        if let Some(reference) = reference {
+            v.expect(
+                Command::SetRefPrice {
+                    symbol: S,
+                    price: reference,
+                },
+                vec![],
+            );
+        }
+        v.expect(set_phase(Phase::Auction), vec![phase_event(Phase::Auction)]);
+        for (i, &(p, q)) in bids.iter().enumerate() {
+            v.expect(place(buy(1, i as OrderId, p, q)), vec![]);
+        }
+        for (i, &(p, q)) in asks.iter().enumerate() {
+            v.expect(place(sell(2, i as OrderId, p, q)), vec![]);
+        }
+        let (_, events) = v.run(set_phase(Phase::Continuous));
+        let auction = events
+            .iter()
+            .find(|e| matches!(e, OwnedEvent::Auction(_)))
+            .cloned();
+        assert_eq!(
+            auction,
+            Some(auction_event(price, qty, imbalance)),
+            "bids {bids:?} asks {asks:?} reference {reference:?}"
+        );
+        assert_eq!(events.last(), Some(&phase_event(Phase::Continuous)));
+        assert_eq!(v.engine.symbol_status(S).unwrap().reference, price);
+    }
+}
+
+/// An auction that ends with the book uncrossed reports no auction; the uncross walks each side
+/// in price-time priority, from the front of each level.
+#[test]
+fn an_uncrossed_book_ends_its_auction_without_trades() {
+    let mut v = Venue::funded();
+    v.expect(set_phase(Phase::Auction), vec![phase_event(Phase::Auction)]);
+    v.expect(place(buy(1, 1, 100, 2)), vec![]);
+    v.expect(place(sell(2, 1, 101, 2)), vec![]);
+    v.expect(
+        set_phase(Phase::Continuous),
+        vec![phase_event(Phase::Continuous)],
+    );
+    v.assert_status(Phase::Continuous, 0, 0, 0);
+    // Bids 3 @101 (1/2 then 3/1) and 2 @100 (1/1); asks 2 @99 (2/2) and 2 @101 (2/1).
+    v.expect(set_phase(Phase::Auction), vec![phase_event(Phase::Auction)]);
+    v.expect(place(buy(1, 2, 101, 1)), vec![]);
+    v.expect(place(buy(3, 1, 101, 2)), vec![]);
+    v.expect(place(sell(2, 2, 99, 2)), vec![]);
+    // V(99) = V(100) = min(5, 2) = 2, V(101) = min(3, 4) = 3: E = 101, I = -1. Each side in
+    // priority: the ask at 99 before the one at 101, 1/2 before 3/1 at 101.
+    v.expect(
+        set_phase(Phase::Continuous),
+        vec![
+            uncross_fill((2, 2), (1, 2), 101, 1),
+            uncross_fill((2, 2), (3, 1), 101, 1),
+            uncross_fill((2, 1), (3, 1), 101, 1),
+            auction_event(101, 3, -1),
+            phase_event(Phase::Continuous),
+        ],
+    );
+    v.assert_book(
+        S,
+        vec![resting(1, 1, Side::Buy, 100, 2)],
+        vec![resting(2, 1, Side::Sell, 101, 1)],
+    );
+}
+
+/// Example P3: a halt refuses new orders and any amend but one that lowers the quantity;
+/// cancels go on; `closed` is the same with its own reason. Moves are refused too.
+#[test]
+fn a_halt_refuses_orders_but_not_cancels_or_reductions() {
+    let mut v = Venue::funded();
+    v.expect(place(buy(2, 1, 101, 3)), vec![]);
+    v.expect(place(sell(3, 1, 110, 3)), vec![]);
+    for (phase, reason) in [
+        (Phase::Halted, Reason::SymbolHalted),
+        (Phase::Closed, Reason::SymbolClosed),
+    ] {
+        v.expect(set_phase(phase), vec![phase_event(phase)]);
+        v.rejects(place(buy(1, 1, 100, 1)), reason);
+        v.rejects(place(market(1, 1, Side::Buy, 1)), reason);
+        // The id is checked first.
+        v.rejects(place(buy(2, 1, 100, 1)), Reason::DuplicateOrderId);
+        v.rejects(
+            Command::Move {
+                user: 2,
+                order: 1,
+                price: 100,
+            },
+            reason,
+        );
+        v.rejects(Command::Amend(amend(2, 1).with_price(100)), reason);
+        // Same price and a larger total is not a reduction.
+        v.rejects(Command::Amend(amend(2, 1).with_qty(5)), reason);
+        v.rejects(
+            Command::Amend(amend(2, 1).with_qty(5).with_price(101)),
+            reason,
+        );
+        // Bad fields are reported before the phase.
+        v.rejects(
+            Command::Amend(amend(2, 1).with_price(0)),
+            Reason::InvalidPrice,
+        );
+        v.rejects(Command::Amend(amend(2, 1).with_qty(0)), Reason::InvalidQty);
+    }
+    v.expect(
+        Command::Amend(amend(2, 1).with_qty(2).with_price(101)),
+        vec![amended((2, 1), Side::Buy, 101, 2, Priority::Kept)],
+    );
+    v.expect(
+        Command::Reduce {
+            user: 2,
+            order: 1,
+            qty: 1,
+        },
+        vec![cancelled((2, 1), Side::Buy, 1, CancelReason::Reduce)],
+    );
+    v.expect(
+        Command::Cancel { user: 2, order: 1 },
+        vec![cancelled((2, 1), Side::Buy, 1, CancelReason::User)],
+    );
+    v.expect(
+        Command::MassCancel {
+            user: 3,
+            symbol: None,
+        },
+        vec![cancelled((3, 1), Side::Sell, 3, CancelReason::User)],
+    );
+}
+
+/// In an auction, amends and moves never trade, and post-only is not checked.
+#[test]
+fn amends_and_moves_in_an_auction_rest_without_trading() {
+    let mut v = Venue::funded();
+    v.expect(place(buy(1, 1, 100, 2).with_post_only()), vec![]);
+    v.expect(place(sell(2, 1, 105, 2)), vec![]);
+    v.expect(set_phase(Phase::Auction), vec![phase_event(Phase::Auction)]);
+    v.expect(
+        Command::Move {
+            user: 1,
+            order: 1,
+            price: 106,
+        },
+        vec![],
+    );
+    v.expect(
+        Command::Amend(amend(2, 1).with_price(99)),
+        vec![amended((2, 1), Side::Sell, 99, 2, Priority::Lost)],
+    );
+    v.assert_book(
+        S,
+        vec![resting(1, 1, Side::Buy, 106, 2)],
+        vec![resting(2, 1, Side::Sell, 99, 2)],
+    );
+    v.assert_balance(1, "USD", bal(100_000 - 2 * 1085, 2 * 1085));
+    // E: V = 2 on [99, 106], I = 0: no reference, so the middle, 102.
+    v.expect(
+        set_phase(Phase::Continuous),
+        vec![
+            uncross_fill((2, 1), (1, 1), 102, 2),
+            auction_event(102, 2, 0),
+            phase_event(Phase::Continuous),
+        ],
+    );
+}
+
+/// Example B1 on the standard venue: the band refuses a buy above hi and a sell below lo,
+/// accepts the others, and stops a market order's walk at its edge.
+#[test]
+fn a_band_refuses_prices_beyond_it_and_stops_takers_at_its_edge() {
+    let mut v = Venue::funded();
+    v.fund(3, 0, 10_000_000);
+    v.rejects(
+        Command::SetRefPrice {
+            symbol: SymbolId(1),
+            price: 1000,
+        },
+        Reason::UnknownSymbol,
+    );
+    v.rejects(
+        Command::SetRefPrice {
+            symbol: S,
+            price: 0,
+        },
+        Reason::InvalidPrice,
+    );
+    v.rejects(
+        Command::SetBand {
+            symbol: SymbolId::NONE,
+            band_bps: -1,
+        },
+        Reason::UnknownSymbol,
+    );
+    v.rejects(
+        Command::SetBand {
+            symbol: S,
+            band_bps: -1,
+        },
+        Reason::InvalidQty,
+    );
+    // A band without a reference is no band.
+    v.expect(
+        Command::SetBand {
+            symbol: S,
+            band_bps: 500,
+        },
+        vec![],
+    );
+    v.expect(place(buy(1, 9, 5000, 1)), vec![]);
+    v.expect(
+        Command::Cancel { user: 1, order: 9 },
+        vec![cancelled((1, 9), Side::Buy, 1, CancelReason::User)],
+    );
+    v.expect(
+        Command::SetRefPrice {
+            symbol: S,
+            price: 1000,
+        },
+        vec![],
+    );
+    v.assert_status(Phase::Continuous, 0, 1000, 500);
+    // w = 50: lo 950, hi 1050.
+    v.rejects(place(buy(1, 1, 1051, 1)), Reason::PriceOutOfBand);
+    v.expect(place(buy(1, 1, 1050, 1)), vec![]);
+    v.expect(place(buy(1, 2, 900, 1)), vec![]);
+    v.rejects(place(sell(2, 1, 949, 1)), Reason::PriceOutOfBand);
+    // The band comes after the id, before would_take and funds.
+    v.rejects(place(sell(1, 1, 900, 1)), Reason::DuplicateOrderId);
+    v.rejects(
+        place(sell(2, 1, 940, 1).with_post_only()),
+        Reason::PriceOutOfBand,
+    );
+    v.rejects(place(buy(1, 3, 1060, 1_000_000)), Reason::PriceOutOfBand);
+    v.expect(
+        Command::Cancel { user: 1, order: 1 },
+        vec![cancelled((1, 1), Side::Buy, 1, CancelReason::User)],
+    );
+    v.expect(place(sell(2, 2, 1040, 5)), vec![]);
+    v.expect(place(sell(2, 3, 1060, 5)), vec![]);
+    // A fill-or-kill counts only what lies inside the band.
+    v.expect(
+        place(market(3, 9, Side::Buy, 6).with_tif(Tif::Fok)),
+        vec![cancelled((3, 9), Side::Buy, 6, CancelReason::Fok)],
+    );
+    v.expect(
+        place(market(3, 1, Side::Buy, 10)),
+        vec![
+            trade((2, 2), (3, 1), Side::Buy, 1040, 5),
+            cancelled((3, 1), Side::Buy, 5, CancelReason::Band),
+        ],
+    );
+    // The trade moved the reference: w = 52, hi 1092, so 1060 is inside now. The band is
+    // fixed when the order enters, so the order's own trades do not move it.
+    v.assert_status(Phase::Continuous, 1040, 1040, 500);
+    v.expect(
+        place(market(3, 2, Side::Buy, 1)),
+        vec![trade((2, 3), (3, 2), Side::Buy, 1060, 1)],
+    );
+    // lo is now 1060 - 53 = 1007: the bid at 900 lies beyond it, so a market sell stops there.
+    v.expect(
+        place(market(2, 4, Side::Sell, 1)),
+        vec![cancelled((2, 4), Side::Sell, 1, CancelReason::Band)],
+    );
+    // A walk that ends because the book ran out inside the band ends as usual.
+    v.expect(
+        place(market(3, 3, Side::Buy, 5)),
+        vec![
+            trade((2, 3), (3, 3), Side::Buy, 1060, 4),
+            cancelled((3, 3), Side::Buy, 1, CancelReason::Market),
+        ],
+    );
+    // Moves and amends are checked against the band for a price they change.
+    v.expect(place(sell(2, 5, 1100, 1)), vec![]);
+    v.rejects(
+        Command::Move {
+            user: 2,
+            order: 5,
+            price: 1000,
+        },
+        Reason::PriceOutOfBand,
+    );
+    v.expect(
+        Command::Amend(amend(2, 5).with_qty(2).with_price(1100)),
+        vec![amended((2, 5), Side::Sell, 1100, 2, Priority::Lost)],
+    );
+    v.rejects(
+        Command::Amend(amend(2, 5).with_price(1006)),
+        Reason::PriceOutOfBand,
+    );
+    // No band: anything goes again.
+    v.expect(
+        Command::SetBand {
+            symbol: S,
+            band_bps: 0,
+        },
+        vec![],
+    );
+    v.expect(
+        place(sell(2, 6, 3, 1)),
+        vec![trade((1, 2), (2, 6), Side::Sell, 900, 1)],
+    );
+}
+
+/// The uncross is not banded, and its price becomes the reference that the band follows.
+#[test]
+fn the_uncross_ignores_the_band_and_sets_the_reference() {
+    let mut v = Venue::funded();
+    v.expect(
+        Command::SetRefPrice {
+            symbol: S,
+            price: 100,
+        },
+        vec![],
+    );
+    v.expect(
+        Command::SetBand {
+            symbol: S,
+            band_bps: 1000,
+        },
+        vec![],
+    );
+    v.expect(set_phase(Phase::Auction), vec![phase_event(Phase::Auction)]);
+    // Inside the band at 100: hi 110.
+    v.expect(place(buy(1, 1, 110, 3)), vec![]);
+    v.expect(place(sell(2, 1, 95, 1)), vec![]);
+    // A new reference puts both orders' prices far outside the band (hi 55): the uncross
+    // trades there all the same.
+    v.expect(
+        Command::SetRefPrice {
+            symbol: S,
+            price: 50,
+        },
+        vec![],
+    );
+    // Buy pressure: E = 110, the top of the range.
+    v.expect(
+        set_phase(Phase::Continuous),
+        vec![
+            uncross_fill((2, 1), (1, 1), 110, 1),
+            auction_event(110, 1, 2),
+            phase_event(Phase::Continuous),
+        ],
+    );
+    // Reference 110, w = 11: a buy at 121 is inside now.
+    v.assert_status(Phase::Continuous, 110, 110, 1000);
+    v.expect(place(buy(1, 2, 121, 1)), vec![]);
+    v.rejects(place(buy(1, 3, 122, 1)), Reason::PriceOutOfBand);
+}
+
+/// Phases, bands and the prices behind them are state: in the hash and the snapshot, and a
+/// snapshot of a crossed book in an auction restores.
+#[test]
+fn phases_and_bands_survive_a_snapshot() {
+    let mut v = Venue::funded();
+    v.expect(
+        Command::SetRefPrice {
+            symbol: S,
+            price: 100,
+        },
+        vec![],
+    );
+    let before_band = v.engine.state_hash();
+    v.expect(
+        Command::SetBand {
+            symbol: S,
+            band_bps: 700,
+        },
+        vec![],
+    );
+    assert_ne!(v.engine.state_hash(), before_band);
+    v.expect(set_phase(Phase::Auction), vec![phase_event(Phase::Auction)]);
+    v.expect(place(buy(1, 1, 105, 3)), vec![]);
+    v.expect(place(sell(2, 1, 95, 1)), vec![]);
+    let restored =
+        Engine::decode_snapshot(&v.engine.encode_snapshot(), EngineConfig::default()).unwrap();
+    assert_eq!(restored.state_hash(), v.engine.state_hash());
+    assert_eq!(restored.symbol_status(S), v.engine.symbol_status(S));
+    assert_eq!(restored.resting_orders(S), v.engine.resting_orders(S));
+}
+
+/// The uncross meets an iceberg as a taker's walk does (each slice its own trade, the next
+/// slice at the back of its level) and counts its hidden part in V; its trades then trigger
+/// stops, after the `phase` event. A stop-limit IOC is accepted during the call: it waits.
+#[test]
+fn the_uncross_walks_iceberg_slices_and_triggers_stops() {
+    let mut v = Venue::funded();
+    v.expect(set_phase(Phase::Auction), vec![phase_event(Phase::Auction)]);
+    let stop = buy(3, 1, 106, 1)
+        .with_order_type(OrderType::StopLimit)
+        .with_stop_price(105)
+        .with_tif(Tif::Ioc);
+    v.expect(place(stop), vec![]);
+    v.expect(place(buy(1, 1, 105, 5).with_display_qty(2)), vec![]);
+    v.expect(place(sell(2, 1, 100, 4)), vec![]);
+    v.expect(place(sell(2, 2, 106, 1)), vec![]);
+    // V = 4 on [100, 105] with I = +1 (the hidden lots count): buy pressure, E = 105.
+    v.expect(
+        set_phase(Phase::Continuous),
+        vec![
+            uncross_fill((2, 1), (1, 1), 105, 2),
+            uncross_fill((2, 1), (1, 1), 105, 2),
+            auction_event(105, 4, 1),
+            phase_event(Phase::Continuous),
+            OwnedEvent::Triggered(rialto_core::Triggered {
+                symbol: S,
+                user: 3,
+                order: 1,
+                side: Side::Buy,
+                stop_price: 105,
+            }),
+            trade((2, 2), (3, 1), Side::Buy, 106, 1),
+        ],
+    );
+    v.assert_book(S, vec![resting(1, 1, Side::Buy, 105, 1)], vec![]);
+    v.assert_status(Phase::Continuous, 106, 106, 0);
+}
+
 // ----- GTD and DAY (part 2) -------------------------------------------------------------------
 
 fn gtd(p: PlaceOrder, expire_ts: i64) -> PlaceOrder {
@@ -3534,4 +4145,42 @@ fn suspension_survives_a_snapshot_and_is_in_the_state_hash() {
     assert_eq!(restored.suspended_users(), vec![2]);
     assert_eq!(restored.live_orders()[0].expire_ts, 5_000);
     assert_eq!(restored.next_expiry(), Some(5_000));
+}
+
+#[test]
+fn closing_a_symbol_expires_its_day_orders_after_the_phase_event() {
+    let mut v = example_venue();
+    v.expect(place(buy(2, 1, 90, 1).with_tif(Tif::Day)), vec![]);
+    v.expect(place(gtd(buy(1, 1, 90, 1), 5_000)), vec![]);
+    v.expect(place(buy(1, 2, 90, 1).with_tif(Tif::Day)), vec![]);
+    v.expect(place(buy(3, 1, 80, 1)), vec![]);
+    // A pending DAY stop-limit too (nothing has traded: every stop is accepted).
+    let day_stop = buy(1, 3, 120, 1)
+        .with_order_type(OrderType::StopLimit)
+        .with_stop_price(110)
+        .with_tif(Tif::Day);
+    v.expect(place(day_stop), vec![]);
+    v.expect(
+        Command::SetPhase {
+            symbol: S,
+            phase: Some(rialto_core::Phase::Closed),
+        },
+        vec![
+            OwnedEvent::Phase(rialto_core::PhaseChanged {
+                symbol: S,
+                phase: rialto_core::Phase::Closed,
+            }),
+            cancelled_x((1, 2), Side::Buy, 1, CancelReason::Expired),
+            cancelled_x((1, 3), Side::Buy, 1, CancelReason::Expired),
+            cancelled_x((2, 1), Side::Buy, 1, CancelReason::Expired),
+        ],
+    );
+    // The GTD and GTC orders stay.
+    let live: Vec<_> = v
+        .engine
+        .live_orders()
+        .iter()
+        .map(|o| (o.user, o.order))
+        .collect();
+    assert_eq!(live, vec![(1, 1), (3, 1)]);
 }

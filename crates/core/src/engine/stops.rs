@@ -332,6 +332,7 @@ impl Engine {
         let remaining = amend.qty().unwrap_or(node.remaining);
         let price = amend.price().unwrap_or(node.price);
         let stop_price = amend.stop_price().unwrap_or(extra.stop_price);
+        self.check_stop_amend_phase_and_band(idx, price, stop_price, remaining)?;
         if self.would_trigger(symbol, node.side, stop_price) {
             return Err(Reason::WouldTrigger);
         }
@@ -448,6 +449,30 @@ impl Engine {
     }
 
     /// The type a live order reports: a pending stop's, else `limit`.
+    /// The phase and the band for an amend of the pending stop in node `idx` to these terms: a
+    /// halted or closed symbol takes only one that lowers the quantity; a stop-limit's new
+    /// limit price must lie inside the band (docs/rules.md, "Trading phases", "Price bands").
+    fn check_stop_amend_phase_and_band(
+        &self,
+        idx: u32,
+        price: i64,
+        stop_price: i64,
+        remaining: i64,
+    ) -> Result<(), Reason> {
+        let node = self.orders.get(idx);
+        let symbol = node.symbol as usize;
+        let only_lowers_qty = price == node.price
+            && stop_price == self.order_extras[idx as usize].stop_price
+            && remaining < node.remaining;
+        if !only_lowers_qty {
+            crate::phases::phase_admits_change(self.symbols[symbol].controls.phase)?;
+        }
+        if price != node.price && self.order_type_of(idx) == OrderType::StopLimit {
+            self.check_band(symbol, node.side, price)?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn order_type_of(&self, idx: u32) -> OrderType {
         match self.orders.get(idx).kind {
             NodeKind::PendingStop if self.order_extras[idx as usize].stop_limit => {

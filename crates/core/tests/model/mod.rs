@@ -11,10 +11,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rialto_core::{
-    AmendOrder, Amended, Balance, CancelReason, Cancelled, Command, CurrencyTotals, Level,
-    LiveOrder, Name, OpenOrder, OrderId, OrderType, OwnedEvent, PendingStop, PlaceOrder, Priority,
-    Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif, Trade, Triggered, UserId,
-    UserReport,
+    AmendOrder, Amended, AuctionResult, Balance, CancelReason, Cancelled, Command, CurrencyTotals,
+    Level, LiveOrder, Name, OpenOrder, OrderId, OrderType, OwnedEvent, PendingStop, Phase,
+    PhaseChanged, PlaceOrder, Priority, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec,
+    SymbolStatus, Tif, Trade, Triggered, UserId, UserReport,
 };
 
 /// 2^63 - 1: the largest amount, price, quantity or total the venue can hold.
@@ -133,6 +133,37 @@ impl Book {
     }
 }
 
+/// A symbol's phase and band (rules "Trading phases, halts and auctions", "Price bands").
+#[derive(Clone, Copy, Debug)]
+struct Controls {
+    phase: Phase,
+    band_bps: i64,
+    /// The last trade price or the last `set_ref_price`, whichever came later; 0: none.
+    reference: i64,
+    /// The last trade price; 0: none yet.
+    last: i64,
+}
+
+impl Controls {
+    /// The band `(lo, hi)`, if there is one: `w = floor(R * band_bps / 10000)`.
+    fn band(&self) -> Option<(i128, i128)> {
+        if self.band_bps == 0 || self.reference == 0 {
+            return None;
+        }
+        let r = self.reference as i128;
+        let w = r * self.band_bps as i128 / 10_000;
+        Some((r - w, r + w))
+    }
+
+    /// Is `price` beyond the band's edge for a `side` order (a buy above hi, a sell below lo)?
+    fn beyond(&self, side: Side, price: i64) -> bool {
+        self.band().is_some_and(|(lo, hi)| match side {
+            Side::Buy => price as i128 > hi,
+            Side::Sell => (price as i128) < lo,
+        })
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Bal {
     available: i128,
@@ -166,12 +197,26 @@ struct Taker {
     post_only: bool,
     /// An iceberg's display quantity (0: not an iceberg).
     display: i64,
+    /// The band as it stood when the order entered: `(lo, hi)`.
+    band: Option<(i128, i128)>,
+}
+
+impl Taker {
+    /// Is a level at `price` beyond the band this taker entered with?
+    fn beyond_band(&self, price: i64) -> bool {
+        self.band.is_some_and(|(lo, hi)| match self.side {
+            Side::Buy => price as i128 > hi,
+            Side::Sell => (price as i128) < lo,
+        })
+    }
 }
 
 #[derive(Clone, Default)]
 pub struct Model {
     limits: Limits,
     symbols: Vec<SymbolSpec>,
+    /// Each symbol's phase and band, by symbol id.
+    controls: Vec<Controls>,
     books: Vec<Book>,
     /// Every currency the venue knows, by name.
     currencies: BTreeMap<String, Totals>,
@@ -320,6 +365,28 @@ impl Model {
                 Ok(())
             }
             Command::Tick => Ok(()),
+            Command::SetPhase { symbol, phase } => self.set_phase(symbol, phase, events),
+            Command::SetBand { symbol, band_bps } => {
+                if symbol.0 as usize >= self.symbols.len() {
+                    Err(Reason::UnknownSymbol)
+                } else if band_bps < 0 {
+                    Err(Reason::InvalidQty)
+                } else {
+                    self.symbols[symbol.0 as usize].band_bps = band_bps;
+                    self.controls[symbol.0 as usize].band_bps = band_bps;
+                    Ok(())
+                }
+            }
+            Command::SetRefPrice { symbol, price } => {
+                if symbol.0 as usize >= self.symbols.len() {
+                    Err(Reason::UnknownSymbol)
+                } else if price <= 0 {
+                    Err(Reason::InvalidPrice)
+                } else {
+                    self.controls[symbol.0 as usize].reference = price;
+                    Ok(())
+                }
+            }
             Command::SetOrderIdWindow { window } => {
                 if window < 0 {
                     Err(Reason::InvalidQty)
@@ -328,10 +395,6 @@ impl Model {
                     self.forget_old_ids();
                     Ok(())
                 }
-            }
-            // Rulebook part 2, not yet applied.
-            Command::SetPhase { .. } | Command::SetBand { .. } | Command::SetRefPrice { .. } => {
-                Err(Reason::InvalidOrder)
             }
             Command::SuspendUser { user } => self.suspend_user(user, events),
             Command::ResumeUser { user } => {
@@ -364,10 +427,18 @@ impl Model {
             || spec.maker_fee < 0
             || spec.taker_fee < spec.maker_fee
             || spec.base == spec.quote
+            || spec.band_bps < 0
+            || !(0..86_400_000_000_000).contains(&spec.day_end)
         {
             return Err(Reason::InvalidSymbol);
         }
         self.symbols.push(spec);
+        self.controls.push(Controls {
+            phase: Phase::Continuous,
+            band_bps: spec.band_bps,
+            reference: 0,
+            last: 0,
+        });
         self.books.push(Book::default());
         self.stops.push(Vec::new());
         self.last.push(0);
@@ -566,6 +637,24 @@ impl Model {
         {
             return Err(Reason::DuplicateOrderId);
         }
+        let controls = self.controls[p.symbol.0 as usize];
+        let pending_stop = matches!(order_type, OrderType::Stop | OrderType::StopLimit);
+        match controls.phase {
+            Phase::Continuous => {}
+            Phase::Halted => return Err(Reason::SymbolHalted),
+            Phase::Closed => return Err(Reason::SymbolClosed),
+            // Stops wait whatever their tif; what would take at once is refused.
+            Phase::Auction => {
+                if !pending_stop && (market || tif == Tif::Ioc || tif == Tif::Fok) {
+                    return Err(Reason::SymbolInAuction);
+                }
+            }
+        }
+        if let (OrderType::Limit | OrderType::StopLimit, Some(price)) = (order_type, p.price)
+            && controls.beyond(side, price)
+        {
+            return Err(Reason::PriceOutOfBand);
+        }
         if let Some(stop_price) = p.stop_price()
             && self.already_triggered(p.symbol, side, stop_price)
         {
@@ -573,6 +662,7 @@ impl Model {
         }
         let book = &self.books[p.symbol.0 as usize];
         if let (true, Some(price)) = (p.post_only, p.price)
+            && controls.phase != Phase::Auction
             && book.would_take(side, price)
         {
             return Err(Reason::WouldTake);
@@ -630,6 +720,7 @@ impl Model {
             stp,
             post_only: p.post_only,
             display: p.display_qty().unwrap_or(0),
+            band: controls.band(),
         };
         if tif == Tif::Fok && self.fok_fillable(&spec, &taker, hold) < p.qty as i128 {
             events.push(OwnedEvent::Cancelled(Cancelled {
@@ -725,6 +816,8 @@ impl Model {
             stp: stop.stp,
             post_only: false,
             display: 0,
+            // The band is fixed when the stop enters, at its trigger.
+            band: self.controls[symbol.0 as usize].band(),
         };
         if stop.tif == Tif::Fok && self.fok_fillable(&spec, &taker, 0) < stop.remaining as i128 {
             self.end_taker(&spec, &mut taker, CancelReason::Fok, events);
@@ -785,11 +878,18 @@ impl Model {
         let s = taker.symbol.0 as usize;
         let opposite = taker.side.opposite();
         let unpriced_buy = taker.price.is_none() && taker.side == Side::Buy;
-        while taker.remaining > 0 {
+        // Nothing trades outside `continuous`: the order rests (only resting orders get here).
+        let matching = self.controls[s].phase == Phase::Continuous;
+        let mut stopped_by_band = false;
+        while taker.remaining > 0 && matching {
             let Some(maker) = self.books[s].side(opposite).first().copied() else {
                 break;
             };
             if !Self::taker_crosses(&spec, &taker, maker.price) {
+                break;
+            }
+            if taker.beyond_band(maker.price) {
+                stopped_by_band = true;
                 break;
             }
             // Self-trade prevention is decided when the order meets its match, before the funds
@@ -820,6 +920,13 @@ impl Model {
         }
         if taker.remaining == 0 {
             self.ended(taker.user, taker.order);
+            return;
+        }
+        // Nothing rests beyond the band on the side that would take.
+        let rests = !taker.market && matches!(taker.tif, Tif::Gtc | Tif::Gtd | Tif::Day);
+        let limit_beyond_band = rests && taker.price.is_some_and(|p| taker.beyond_band(p));
+        if stopped_by_band || limit_beyond_band {
+            self.end_taker(&spec, &mut taker, CancelReason::Band, events);
             return;
         }
         match taker.tif {
@@ -947,6 +1054,8 @@ impl Model {
         self.last[s] = price;
         taker.remaining -= lots;
         taker.filled += lots;
+        self.controls[s].last = price;
+        self.controls[s].reference = price;
         events.push(OwnedEvent::Trade(Trade {
             symbol: taker.symbol,
             price,
@@ -1198,7 +1307,16 @@ impl Model {
         if price <= 0 || (side == Side::Sell && below_fee_floor(&spec, price)) {
             return Err(Reason::InvalidPrice);
         }
-        if o.post_only && book.would_take(side, price) {
+        let controls = self.controls[symbol.0 as usize];
+        match controls.phase {
+            Phase::Halted => return Err(Reason::SymbolHalted),
+            Phase::Closed => return Err(Reason::SymbolClosed),
+            Phase::Continuous | Phase::Auction => {}
+        }
+        if controls.beyond(side, price) {
+            return Err(Reason::PriceOutOfBand);
+        }
+        if o.post_only && controls.phase != Phase::Auction && book.would_take(side, price) {
             return Err(Reason::WouldTake);
         }
         let mut rehold = None;
@@ -1230,6 +1348,7 @@ impl Model {
             stp: o.stp,
             post_only: o.post_only,
             display: o.display,
+            band: controls.band(),
         };
         self.execute(spec, taker, events);
         Ok(())
@@ -1284,7 +1403,22 @@ impl Model {
         let remaining = total - o.filled;
         let price = a.price().unwrap_or(o.price);
         let kept = price == o.price && remaining <= o.remaining;
-        if !kept && o.post_only && self.books[symbol.0 as usize].would_take(side, price) {
+        let controls = self.controls[symbol.0 as usize];
+        // Halted or closed: only an amend that lowers the quantity, at the same price.
+        let only_lowers_qty = price == o.price && remaining < o.remaining;
+        match controls.phase {
+            Phase::Halted if !only_lowers_qty => return Err(Reason::SymbolHalted),
+            Phase::Closed if !only_lowers_qty => return Err(Reason::SymbolClosed),
+            _ => {}
+        }
+        if price != o.price && controls.beyond(side, price) {
+            return Err(Reason::PriceOutOfBand);
+        }
+        if !kept
+            && o.post_only
+            && controls.phase != Phase::Auction
+            && self.books[symbol.0 as usize].would_take(side, price)
+        {
             return Err(Reason::WouldTake);
         }
         let new_hold = hold_of(&spec, side, Some(price), remaining).ok_or(Reason::Overflow)?;
@@ -1329,9 +1463,228 @@ impl Model {
             stp: o.stp,
             post_only: o.post_only,
             display: o.display,
+            band: controls.band(),
         };
         self.execute(spec, taker, events);
         Ok(())
+    }
+
+    // ----- phases and auctions ---------------------------------------------------------------
+
+    fn set_phase(
+        &mut self,
+        symbol: SymbolId,
+        phase: Option<Phase>,
+        events: &mut Vec<OwnedEvent>,
+    ) -> Result<(), Reason> {
+        let s = symbol.0 as usize;
+        if s >= self.symbols.len() {
+            return Err(Reason::UnknownSymbol);
+        }
+        let phase = phase.ok_or(Reason::InvalidPhase)?;
+        if self.controls[s].phase == phase {
+            return Ok(());
+        }
+        self.controls[s].phase = phase;
+        if phase == Phase::Continuous {
+            self.uncross(symbol, events);
+        }
+        events.push(OwnedEvent::Phase(PhaseChanged { symbol, phase }));
+        if phase == Phase::Closed {
+            // The symbol's trading day ends: its DAY orders expire, in expiry order.
+            let book = &self.books[s];
+            let mut due: Vec<(i64, UserId, OrderId)> = book
+                .bids
+                .iter()
+                .chain(&book.asks)
+                .filter(|o| o.tif == Tif::Day)
+                .map(|o| (o.expire_ts, o.user, o.order))
+                .chain(
+                    self.stops[s]
+                        .iter()
+                        .filter(|st| st.tif == Tif::Day)
+                        .map(|st| (st.expire_ts, st.user, st.order)),
+                )
+                .collect();
+            due.sort();
+            for (_, user, order) in due {
+                self.cancel_for(user, order, CancelReason::Expired, events)
+                    .expect("model: a DAY order is live");
+            }
+        }
+        Ok(())
+    }
+
+    /// B(p) and S(p): the bids priced at or above p, the asks at or below it.
+    fn auction_sums(&self, s: usize, p: i64) -> (i128, i128) {
+        let book = &self.books[s];
+        let b = book.bids.iter().filter(|o| o.price >= p);
+        let a = book.asks.iter().filter(|o| o.price <= p);
+        (
+            b.map(|o| o.remaining as i128).sum(),
+            a.map(|o| o.remaining as i128).sum(),
+        )
+    }
+
+    /// The uncross: the price with the largest V, then the smallest |I|, then market pressure
+    /// or the reference price clamped into the range; then bids at or above it and asks at or
+    /// below it are paired off in priority order at that price.
+    fn uncross(&mut self, symbol: SymbolId, events: &mut Vec<OwnedEvent>) {
+        let s = symbol.0 as usize;
+        let book = &self.books[s];
+        let (Some(bid), Some(ask)) = (book.best_price(Side::Buy), book.best_price(Side::Sell))
+        else {
+            return;
+        };
+        if bid < ask {
+            return;
+        }
+        // V and I change only at order prices: every order price and its two neighbours
+        // cover every run of prices on which they are constant, and the ends of the range kept.
+        let mut candidates: BTreeSet<i64> = BTreeSet::new();
+        for o in book.bids.iter().chain(&book.asks) {
+            let neighbours = [
+                o.price.checked_sub(1),
+                Some(o.price),
+                o.price.checked_add(1),
+            ];
+            candidates.extend(neighbours.into_iter().flatten().filter(|&p| p > 0));
+        }
+        let at = |p: i64| {
+            let (b, s) = self.auction_sums(s, p);
+            (b.min(s), b - s)
+        };
+        let max_v = candidates
+            .iter()
+            .map(|&p| at(p).0)
+            .max()
+            .expect("model: prices");
+        let kept: Vec<i64> = candidates
+            .iter()
+            .copied()
+            .filter(|&p| at(p).0 == max_v)
+            .collect();
+        let min_i = kept
+            .iter()
+            .map(|&p| at(p).1.abs())
+            .min()
+            .expect("model: kept");
+        let kept: Vec<i64> = kept
+            .into_iter()
+            .filter(|&p| at(p).1.abs() == min_i)
+            .collect();
+        let (x1, x2) = (kept[0], kept[kept.len() - 1]);
+        let e = if kept.iter().all(|&p| at(p).1 > 0) {
+            x2
+        } else if kept.iter().all(|&p| at(p).1 < 0) {
+            x1
+        } else {
+            let r = self.controls[s].reference;
+            let r = if r > 0 {
+                r
+            } else {
+                ((x1 as i128 + x2 as i128) / 2) as i64
+            };
+            r.clamp(x1, x2)
+        };
+        let (v, imbalance) = at(e);
+        let spec = self.symbols[s];
+        let mut volume: i128 = 0;
+        loop {
+            let book = &self.books[s];
+            let (Some(&b), Some(&a)) = (book.bids.first(), book.asks.first()) else {
+                break;
+            };
+            if b.price < e || a.price > e {
+                break;
+            }
+            // Each side's front shows at most its slice (an iceberg's hidden part re-queues).
+            let lots = b.shown.min(a.shown);
+            self.uncross_fill(&spec, symbol, b, a, e, lots, events);
+            volume += lots as i128;
+        }
+        assert_eq!(volume, v, "model: the uncross executes V(E)");
+        if volume > 0 {
+            events.push(OwnedEvent::Auction(AuctionResult {
+                symbol,
+                price: e,
+                qty: i64_of(volume),
+                imbalance: i64_of(imbalance),
+            }));
+        }
+    }
+
+    /// One uncross trade: the buy pays `e` plus the maker fee out of its hold (taken at its
+    /// own price with the taker fee), the sell receives `e` less the maker fee.
+    #[allow(clippy::too_many_arguments)]
+    fn uncross_fill(
+        &mut self,
+        spec: &SymbolSpec,
+        symbol: SymbolId,
+        b: Order,
+        a: Order,
+        e: i64,
+        lots: i64,
+        events: &mut Vec<OwnedEvent>,
+    ) {
+        let q = lots as i128;
+        let notional = q * e as i128 * spec.quote_scale as i128;
+        let fee = q * spec.maker_fee as i128;
+        let (quote, base) = (spec.quote.as_str(), spec.base.as_str());
+        self.hold(b.user, quote, -(q * buy_hold_per_lot(spec, b.price)));
+        self.bal_mut(b.user, quote).available -= notional + fee;
+        self.bal_mut(b.user, base).available += q * spec.base_scale as i128;
+        self.bal_mut(a.user, base).held -= q * spec.base_scale as i128;
+        self.bal_mut(a.user, quote).available += notional - fee;
+        self.currencies
+            .get_mut(quote)
+            .expect("model: a symbol's quote currency is known")
+            .fees += 2 * fee;
+        let s = symbol.0 as usize;
+        for side in [Side::Buy, Side::Sell] {
+            let front = &mut self.books[s].side_mut(side)[0];
+            front.remaining -= lots;
+            front.filled += lots;
+            front.shown -= lots;
+            let front = *front;
+            if front.remaining == 0 {
+                self.books[s].side_mut(side).remove(0);
+                self.make_dead(front.user, front.order);
+                self.ended(front.user, front.order);
+            } else if front.shown == 0 {
+                // An iceberg's used-up slice: a new one joins the back of the level.
+                let mut next = self.books[s].side_mut(side).remove(0);
+                next.shown = slice(next.display, next.remaining);
+                self.books[s].insert(next);
+            }
+        }
+        self.last[s] = e;
+        self.controls[s].last = e;
+        self.controls[s].reference = e;
+        events.push(OwnedEvent::Trade(Trade {
+            symbol,
+            price: e,
+            qty: lots,
+            maker_user: a.user,
+            maker_order: a.order,
+            taker_user: b.user,
+            taker_order: b.order,
+            taker_side: Side::Buy,
+            maker_fee: i64_of(fee),
+            taker_fee: i64_of(fee),
+        }));
+    }
+
+    /// A symbol's phase, last trade price, reference price and band, as the engine's
+    /// `symbol_status` gives them.
+    pub fn symbol_status(&self, symbol: SymbolId) -> Option<SymbolStatus> {
+        let c = self.controls.get(symbol.0 as usize)?;
+        Some(SymbolStatus {
+            phase: c.phase,
+            last: c.last,
+            reference: c.reference,
+            band_bps: c.band_bps,
+        })
     }
 
     /// Amend of a pending stop: new stop price, price and/or quantity; it keeps its place
@@ -1360,6 +1713,19 @@ impl Model {
         let remaining = a.qty().unwrap_or(stop.remaining);
         let price = a.price().or(stop.price);
         let stop_price = a.stop_price().unwrap_or(stop.stop_price);
+        let controls = self.controls[symbol.0 as usize];
+        let only_lowers_qty =
+            price == stop.price && stop_price == stop.stop_price && remaining < stop.remaining;
+        match controls.phase {
+            Phase::Halted if !only_lowers_qty => return Err(Reason::SymbolHalted),
+            Phase::Closed if !only_lowers_qty => return Err(Reason::SymbolClosed),
+            _ => {}
+        }
+        if let (true, Some(p)) = (stop.stop_limit && price != stop.price, price)
+            && controls.beyond(stop.side, p)
+        {
+            return Err(Reason::PriceOutOfBand);
+        }
         if self.already_triggered(symbol, stop.side, stop_price) {
             return Err(Reason::WouldTrigger);
         }
@@ -1692,9 +2058,12 @@ impl Model {
                     .entry((o.user, currency.as_str().to_string()))
                     .or_default() += per_lot * o.remaining as i128;
             }
-            if let (Some(bid), Some(ask)) =
-                (book.best_price(Side::Buy), book.best_price(Side::Sell))
-            {
+            // Only an auction (or a halt after one) leaves a book crossed.
+            if let (Some(bid), Some(ask), Phase::Continuous) = (
+                book.best_price(Side::Buy),
+                book.best_price(Side::Sell),
+                self.controls[s].phase,
+            ) {
                 assert!(bid < ask, "model: crossed book");
             }
         }

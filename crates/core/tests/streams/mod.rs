@@ -10,7 +10,7 @@
 
 use proptest::prelude::*;
 use rialto_core::{
-    AmendOrder, Command, Engine, Name, OrderId, OrderType, PlaceOrder, Side, Stp, SymbolId,
+    AmendOrder, Command, Engine, Name, OrderId, OrderType, Phase, PlaceOrder, Side, Stp, SymbolId,
     SymbolSpec, Tif, UserId,
 };
 
@@ -195,6 +195,21 @@ pub enum Op {
         user: u8,
         resume: bool,
     },
+    /// A symbol's phase: mostly `continuous`, often `auction` (so that books cross in a call
+    /// and uncross when it ends), sometimes `halted` or `closed`, rarely an unknown word.
+    SetPhase {
+        symbol: u8,
+        phase: u8,
+    },
+    /// A band of some basis points, none, or sometimes a negative one.
+    SetBand {
+        symbol: u8,
+        choice: u8,
+    },
+    SetRefPrice {
+        symbol: u8,
+        price: Px,
+    },
 }
 
 /// What an op needs to know about the venue to become a command.
@@ -359,6 +374,9 @@ pub fn op() -> impl Strategy<Value = Op> {
         2 => (any::<u16>(), prop::bool::weighted(0.25), prop::bool::weighted(0.05))
             .prop_map(|(step, back, day)| Op::Tick { step, back, day }),
         1 => (any::<u8>(), prop::bool::weighted(0.75)).prop_map(|(user, resume)| Op::Suspend { user, resume }),
+        1 => (any::<u8>(), any::<u8>()).prop_map(|(symbol, phase)| Op::SetPhase { symbol, phase }),
+        1 => (any::<u8>(), any::<u8>()).prop_map(|(symbol, choice)| Op::SetBand { symbol, choice }),
+        1 => (any::<u8>(), px()).prop_map(|(symbol, price)| Op::SetRefPrice { symbol, price }),
     ]
 }
 
@@ -753,5 +771,32 @@ pub fn command(op: &Op, view: &impl View) -> Command {
             user: user_of(view, user),
         },
         Op::VenueReport => Command::VenueReport,
+        Op::SetPhase { symbol, phase } => Command::SetPhase {
+            symbol: symbol_of(view, symbol),
+            phase: match phase % 16 {
+                0..=6 => Some(Phase::Continuous),
+                7..=12 => Some(Phase::Auction),
+                13 => Some(Phase::Halted),
+                14 => Some(Phase::Closed),
+                _ => None,
+            },
+        },
+        Op::SetBand { symbol, choice } => Command::SetBand {
+            symbol: symbol_of(view, symbol),
+            // Prices are a few ticks: a band narrower than 20% is mostly a single price.
+            band_bps: match choice % 8 {
+                0..=3 => 0,
+                4 => -1 - (choice / 8) as i64,
+                c => [10_000, 30_000, 100_000][c as usize - 5],
+            },
+        },
+        Op::SetRefPrice { symbol, price } => {
+            let symbol = symbol_of(view, symbol);
+            let spec = spec_or_plain(view, symbol);
+            Command::SetRefPrice {
+                symbol,
+                price: price_of(&spec, price).unwrap_or(0),
+            }
+        }
     }
 }

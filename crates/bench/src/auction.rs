@@ -1,0 +1,223 @@
+//! `rialto bench auction`: the opening auction. One symbol's book takes `orders` limit orders
+//! during its call (`set_phase auction`: nothing matches, the book crosses), then `set_phase
+//! continuous` uncrosses it at one price; the timed part is that one command (docs/rules.md,
+//! "Trading phases, halts and auctions").
+//!
+//! The orders are generated before timing: bids and asks alike priced uniformly over
+//! `levels` ticks around a middle price, 1 to 10 lots each, from `users` users, so that about
+//! half of each side lies in the crossed part and trades at the uncross.
+
+use std::time::Instant;
+
+use rialto_core::{
+    Command, Engine, EngineConfig, Event, EventSink, Name, Phase, PlaceOrder, Side, SymbolId,
+    SymbolSpec,
+};
+
+use crate::rng::Rng;
+
+#[derive(clap::Args, Debug)]
+pub struct AuctionArgs {
+    /// Orders resting in the call when it ends.
+    #[arg(long, default_value_t = 100_000)]
+    pub orders: u32,
+    /// Distinct prices the orders are spread over (both sides alike).
+    #[arg(long, default_value_t = 2_000)]
+    pub levels: u32,
+    #[arg(long, default_value_t = 1_000)]
+    pub users: u32,
+    /// Uncrosses, each of a fresh engine and book; the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub passes: u32,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What the uncross reported, counted without allocating.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Uncross {
+    trades: u64,
+    lots: i64,
+    price: i64,
+    imbalance: i64,
+}
+
+impl EventSink for Uncross {
+    fn on_event(&mut self, event: &Event<'_>) {
+        match event {
+            Event::Trade(_) => self.trades += 1,
+            Event::Auction(a) => {
+                self.lots = a.qty;
+                self.price = a.price;
+                self.imbalance = a.imbalance;
+            }
+            _ => {}
+        }
+    }
+}
+
+const MIDDLE: i64 = 1_000_000;
+
+fn name(s: &str) -> Name {
+    Name::new(s).expect("a valid name")
+}
+
+/// The commands up to the end of the call: the symbol, funded users, `set_phase auction` and
+/// the orders.
+fn call(args: &AuctionArgs) -> Vec<Command> {
+    let mut cmds = vec![Command::AddSymbol(Box::new(SymbolSpec {
+        symbol: name("BTC-USD"),
+        base: name("BTC"),
+        quote: name("USD"),
+        base_scale: 1,
+        quote_scale: 1,
+        maker_fee: 1,
+        taker_fee: 2,
+        band_bps: 0,
+        day_end: 0,
+    }))];
+    let users = args.users.max(1) as i64;
+    for user in 0..users {
+        cmds.push(Command::AddUser { user });
+        for (i, currency) in ["USD", "BTC"].iter().enumerate() {
+            cmds.push(Command::AdjustBalance {
+                user,
+                currency: name(currency),
+                amount: 1 << 50,
+                tx: user * 2 + i as i64,
+            });
+        }
+    }
+    cmds.push(Command::SetPhase {
+        symbol: SymbolId(0),
+        phase: Some(Phase::Auction),
+    });
+    let mut rng = Rng::new(args.seed);
+    let low = MIDDLE - args.levels as i64 / 2;
+    for i in 0..args.orders as i64 {
+        let side = if rng.coin() { Side::Buy } else { Side::Sell };
+        let price = low + rng.below(args.levels.max(1) as u64) as i64;
+        let qty = 1 + rng.below(10) as i64;
+        cmds.push(Command::Place(PlaceOrder::limit(
+            i % users,
+            i,
+            SymbolId(0),
+            side,
+            price,
+            qty,
+        )));
+    }
+    cmds
+}
+
+/// One pass: a fresh engine takes the call, then the uncross is timed. Returns the seconds and
+/// what the uncross reported.
+fn pass(cmds: &[Command], args: &AuctionArgs) -> anyhow::Result<(f64, Uncross)> {
+    let mut engine = Engine::new(EngineConfig {
+        expected_resting_orders: args.orders as usize + 16,
+        expected_users: args.users as usize + 16,
+        expected_levels_per_side: args.levels as usize + 16,
+        ..EngineConfig::default()
+    });
+    let mut seq = 0;
+    for cmd in cmds {
+        seq += 1;
+        engine
+            .apply(seq, 0, cmd, &mut ())
+            .map_err(|r| anyhow::anyhow!("command {seq} rejected ({r}): {cmd:?}"))?;
+    }
+    let open = Command::SetPhase {
+        symbol: SymbolId(0),
+        phase: Some(Phase::Continuous),
+    };
+    let mut uncross = Uncross::default();
+    let start = Instant::now();
+    let result = engine.apply(seq + 1, 0, &open, &mut uncross);
+    let seconds = start.elapsed().as_secs_f64();
+    result.map_err(|r| anyhow::anyhow!("set_phase continuous rejected ({r})"))?;
+    Ok((seconds, uncross))
+}
+
+pub fn run(args: &AuctionArgs) -> anyhow::Result<()> {
+    let cmds = call(args);
+    let mut seconds = Vec::new();
+    let mut first = None;
+    for _ in 0..args.passes {
+        let (s, uncross) = pass(&cmds, args)?;
+        if *first.get_or_insert(uncross) != uncross {
+            anyhow::bail!("two uncrosses of the same book differ (engine not deterministic?)");
+        }
+        seconds.push(s);
+    }
+    let uncross = first.expect("at least one pass");
+    let mut sorted = seconds.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[(sorted.len() - 1) / 2];
+    let ms = |s: f64| s * 1e3;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "build": crate::harness::build_kind(),
+                "orders": args.orders,
+                "levels": args.levels,
+                "users": args.users,
+                "seed": args.seed,
+                "uncross_ms": ms(median),
+                "uncross_passes_ms": seconds.iter().map(|&s| ms(s)).collect::<Vec<_>>(),
+                "trades": uncross.trades,
+                "lots": uncross.lots,
+                "price": uncross.price,
+                "imbalance": uncross.imbalance,
+            })
+        );
+    } else {
+        println!(
+            "rialto bench auction: {} orders over {} prices from {} users, seed {}; {} build",
+            args.orders,
+            args.levels,
+            args.users,
+            args.seed,
+            crate::harness::build_kind()
+        );
+        println!(
+            "uncross:    {} trades, {} lots at {} (imbalance {})",
+            uncross.trades, uncross.lots, uncross.price, uncross.imbalance
+        );
+        let passes: Vec<String> = seconds.iter().map(|&s| format!("{:.2}", ms(s))).collect();
+        println!(
+            "time:       {:.2} ms, the median of {} passes: {} ms (set_phase continuous alone, events counted)",
+            ms(median),
+            passes.len(),
+            passes.join(", ")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small call uncrosses, trades, and leaves the same result on every pass.
+    #[test]
+    fn a_small_call_uncrosses() {
+        let args = AuctionArgs {
+            orders: 2_000,
+            levels: 100,
+            users: 10,
+            passes: 1,
+            seed: 7,
+            json: false,
+        };
+        let cmds = call(&args);
+        let (_, a) = pass(&cmds, &args).unwrap();
+        let (_, b) = pass(&cmds, &args).unwrap();
+        assert_eq!(a, b);
+        assert!(a.trades > 100 && a.lots > 0, "{a:?}");
+        assert!((MIDDLE - 50..MIDDLE + 50).contains(&a.price), "{a:?}");
+    }
+}
