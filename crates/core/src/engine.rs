@@ -1355,23 +1355,32 @@ impl Engine {
     /// Puts the rest of a new order on the book, holding nothing itself (the caller has).
     /// `total` is its quantity with what it has filled.
     fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64, total: i64) {
-        let idx = self.new_node(symbol, taker, total);
-        let shown = self.set_slices(idx, taker.display, qty);
-        let node = self.orders.get_mut(idx);
-        node.price = taker.limit.expect("a resting order has a price");
-        node.remaining = shown;
+        let price = taker.limit.expect("a resting order has a price");
+        let idx = self.new_node(symbol, taker, total, price, qty);
+        if taker.display > 0 {
+            let shown = self.set_slices(idx, taker.display, qty);
+            self.orders.get_mut(idx).remaining = shown;
+        }
         self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
     }
 
-    /// A node for a new live order of the taker's (not in any level yet, `price` and
-    /// `remaining` to be set by the caller), linked to its account and the id index.
-    fn new_node(&mut self, symbol: usize, taker: &Taker, total: i64) -> u32 {
+    /// A node for a new live order of the taker's at `price` with `remaining` (not in any level
+    /// yet), linked to its account and the id index.
+    #[inline]
+    fn new_node(
+        &mut self,
+        symbol: usize,
+        taker: &Taker,
+        total: i64,
+        price: i64,
+        remaining: i64,
+    ) -> u32 {
         let account = self.accounts.get_mut(taker.account);
         let idx = self.orders.alloc(OrderNode {
             user: taker.user,
             order: taker.order,
-            price: 0,
-            remaining: 0,
+            price,
+            remaining,
             account: taker.account,
             symbol: symbol as u32,
             level: NIL,
