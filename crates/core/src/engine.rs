@@ -177,6 +177,9 @@ pub(crate) struct SymbolState {
     pub last_trade: i64,
     /// The reference price of the price band (docs/rules.md, "Price bands"); 0 for none.
     pub reference: i64,
+    /// Live iceberg orders on the book, so that what does not concern icebergs need not look
+    /// for their hidden parts (the uncross's volumes).
+    pub icebergs: u32,
     /// Levels in transit (price, level) while a ladder's window moves; kept to avoid allocating
     /// each time.
     scratch: Vec<(i64, u32)>,
@@ -222,6 +225,7 @@ impl SymbolState {
             spec,
             last_trade: 0,
             reference: 0,
+            icebergs: 0,
             scratch: Vec::new(),
             stops: [
                 Vec::with_capacity(config.expected_stops_per_side),
@@ -1246,17 +1250,25 @@ impl Engine {
 
     /// The whole quantity of a level, icebergs' hidden parts included: what an uncross can
     /// execute there (the level's total counts shown quantities only).
-    pub(crate) fn level_quantity(&self, level: u32) -> i64 {
-        let mut total = self.levels.get(level).total;
+    pub(crate) fn level_quantity(&self, symbol: usize, level: u32) -> i64 {
+        let shown = self.levels.get(level).total;
+        let no_icebergs = self.symbols[symbol].icebergs == 0;
+        // Debug builds walk the level anyway, to check the count.
+        if no_icebergs && !cfg!(debug_assertions) {
+            return shown;
+        }
+        let (mut hidden, mut icebergs) = (0, 0);
         let mut idx = self.levels.get(level).head;
         while idx != NIL {
             let node = self.orders.get(idx);
             if node.kind == NodeKind::Iceberg {
-                total += self.order_extras[idx as usize].hidden;
+                hidden += self.order_extras[idx as usize].hidden;
+                icebergs += 1;
             }
             idx = node.next;
         }
-        total
+        debug_assert!(!no_icebergs || icebergs == 0, "an iceberg the count missed");
+        shown + hidden
     }
 
     /// Takes `qty` (at most [`Self::front_qty`]) from the order `idx` at the front of its
@@ -1404,9 +1416,34 @@ impl Engine {
         self.rest_new(symbol, &taker, remaining, filled + remaining);
     }
 
+    /// Starts loading what ending the order in node `idx` touches besides the node itself
+    /// (cached by the caller): its neighbours in its account's list, its id index slot, and the
+    /// next order of its level. For walks that end many orders one after another (the uncross).
+    #[inline]
+    pub(crate) fn prefetch_ending(&self, idx: u32) {
+        let node = self.orders.get(idx);
+        self.orders.prefetch(node.account_prev);
+        self.orders.prefetch(node.account_next);
+        self.orders.prefetch(node.next);
+        self.order_ids
+            .prefetch(self.hash.hash_one((node.user, node.order)));
+    }
+
+    /// Makes the order in node `idx` an iceberg, counted in its symbol's `icebergs`.
+    pub(crate) fn mark_iceberg(&mut self, idx: u32) {
+        let node = self.orders.get_mut(idx);
+        if node.kind != NodeKind::Iceberg {
+            node.kind = NodeKind::Iceberg;
+            self.symbols[node.symbol as usize].icebergs += 1;
+        }
+    }
+
     /// Frees a node that is out of its level: unlinks it from its account and the id index.
     fn forget_order(&mut self, idx: u32) {
         let node = *self.orders.get(idx);
+        if node.kind == NodeKind::Iceberg {
+            self.symbols[node.symbol as usize].icebergs -= 1;
+        }
         let account = self.accounts.get_mut(node.account);
         if node.account_prev == NIL {
             account.orders_head = node.account_next;

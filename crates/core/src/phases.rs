@@ -365,6 +365,10 @@ impl Engine {
             if bid.price < found.price || ask.price > found.price {
                 break;
             }
+            // Most uncross trades end an order: a chain of cache misses each (its account
+            // neighbours, its id slot, the next order), started here to overlap.
+            self.prefetch_ending(bid_idx);
+            self.prefetch_ending(ask_idx);
             let qty = self.front_qty(bid_idx).min(self.front_qty(ask_idx));
             self.uncross_trade(s, bid_idx, ask_idx, found.price, qty, sink);
             volume += qty;
@@ -402,7 +406,7 @@ impl Engine {
             }
             out.push(Level {
                 price,
-                qty: self.level_quantity(level),
+                qty: self.level_quantity(s, level),
             });
         }
     }
@@ -509,7 +513,7 @@ mod tests {
                 .map(|_| (90 + next(20) as i64, 1 + next(5) as i64))
                 .collect();
             let reference = [0, 85, 95, 100, 120][next(5) as usize];
-            bids.sort_by(|a, b| b.0.cmp(&a.0));
+            bids.sort_by_key(|l| std::cmp::Reverse(l.0));
             asks.sort();
             bids.dedup_by_key(|l| l.0);
             asks.dedup_by_key(|l| l.0);

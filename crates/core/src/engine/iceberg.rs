@@ -25,7 +25,7 @@ impl Engine {
         let extra = &mut self.order_extras[idx as usize];
         extra.display = display;
         extra.hidden = rest - shown;
-        self.orders.get_mut(idx).kind = NodeKind::Iceberg;
+        self.mark_iceberg(idx);
         shown
     }
 
@@ -133,7 +133,7 @@ impl Engine {
         let extra = &mut self.order_extras[idx as usize];
         extra.display = display;
         extra.hidden = hidden;
-        self.orders.get_mut(idx).kind = NodeKind::Iceberg;
+        self.mark_iceberg(idx);
         self.order_totals[idx as usize] += hidden;
         debug_assert!(shown <= display);
     }
