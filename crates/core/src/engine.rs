@@ -830,14 +830,16 @@ impl Engine {
         {
             return Err(Reason::DuplicateOrderId);
         }
-        let phase = sym.controls.phase;
-        phase_admits_order(phase, order_type, tif)?;
-        // The band applies to a limit price: a limit or a stop-limit order's (a stop's
-        // protection price is not checked).
-        if matches!(order_type, OrderType::Limit | OrderType::StopLimit)
-            && let Some(price) = limit
-        {
-            self.check_band(symbol, side, price)?;
+        let phase = sym.controls.phase();
+        if !sym.controls.unrestricted() {
+            phase_admits_order(phase, order_type, tif)?;
+            // The band applies to a limit price: a limit or a stop-limit order's (a stop's
+            // protection price is not checked).
+            if matches!(order_type, OrderType::Limit | OrderType::StopLimit)
+                && let Some(price) = limit
+            {
+                self.check_band(symbol, side, price)?;
+            }
         }
         if let Some(stop_price) = cmd.stop_price()
             && self.would_trigger(symbol, side, stop_price)
@@ -1041,7 +1043,7 @@ impl Engine {
         // The band is fixed when the order enters: its own trades do not move it.
         let band_edge = self.symbols[symbol].controls.edge(taker.side);
         // Nothing trades outside `continuous` (in an auction orders rest, the book may cross).
-        let fills = if self.symbols[symbol].controls.phase == Phase::Continuous {
+        let fills = if self.symbols[symbol].controls.phase() == Phase::Continuous {
             self.match_taker(symbol, &taker, band_edge, sink)
         } else {
             Fills::default()
@@ -1275,7 +1277,7 @@ impl Engine {
     /// level, after a trade: an iceberg whose slice is used up shows a new one at the back of
     /// the level; an order with nothing left leaves the book. The one place where a fill
     /// changes the book, for a taker's walk and an uncross alike.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take_from_front(&mut self, symbol: usize, idx: u32, qty: i64) {
         let node = *self.orders.get(idx);
         debug_assert!(qty <= node.remaining);
@@ -1634,7 +1636,7 @@ impl Engine {
         if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
-        let phase = self.symbols[symbol].controls.phase;
+        let phase = self.symbols[symbol].controls.phase();
         phase_admits_change(phase)?;
         self.check_band(symbol, node.side, price)?;
         if node.kind == NodeKind::Iceberg {
@@ -1730,7 +1732,7 @@ impl Engine {
         let remaining = total - filled;
         let price = amend.price().unwrap_or(node.price);
         let keeps_priority = price == node.price && remaining <= old_remaining;
-        let phase = self.symbols[symbol].controls.phase;
+        let phase = self.symbols[symbol].controls.phase();
         // A halted or closed symbol takes only an amend that lowers the quantity.
         if !(price == node.price && remaining < old_remaining) {
             phase_admits_change(phase)?;

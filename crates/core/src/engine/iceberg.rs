@@ -93,7 +93,7 @@ impl Engine {
         debug_assert!(!(node.side == Side::Sell && sell_price_below_fee(price, &terms)));
         let remaining = self.live_remaining(idx);
         // Nothing takes during an auction's call (docs/rules.md, "Trading phases").
-        let auction = self.symbols[symbol].controls.phase == crate::types::Phase::Auction;
+        let auction = self.symbols[symbol].controls.phase() == crate::types::Phase::Auction;
         if node.post_only && !auction && self.crosses_best(symbol, node.side, Some(price)) {
             return Err(Reason::WouldTake);
         }
