@@ -32,7 +32,7 @@ impl Engine {
         let extra = &mut self.order_extras[idx as usize];
         extra.display = display;
         extra.hidden = rest - shown;
-        self.orders.get_mut(idx).kind = NodeKind::Iceberg;
+        self.mark_iceberg(idx);
         shown
     }
 
@@ -104,7 +104,7 @@ impl Engine {
         debug_assert!(!(node.side == Side::Sell && sell_price_below_fee(price, &terms)));
         let remaining = self.live_remaining(idx);
         // Nothing takes during an auction's call (docs/rules.md, "Trading phases").
-        let auction = self.symbols[symbol].controls.phase == crate::types::Phase::Auction;
+        let auction = self.symbols[symbol].controls.phase() == crate::types::Phase::Auction;
         if node.post_only && !auction && self.crosses_best(symbol, node.side, Some(price)) {
             return Err(Reason::WouldTake);
         }
@@ -145,7 +145,7 @@ impl Engine {
         let extra = &mut self.order_extras[idx as usize];
         extra.display = display;
         extra.hidden = hidden;
-        self.orders.get_mut(idx).kind = NodeKind::Iceberg;
+        self.mark_iceberg(idx);
         self.order_totals[idx as usize] += hidden;
         debug_assert!(shown <= display);
     }

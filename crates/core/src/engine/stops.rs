@@ -478,7 +478,7 @@ impl Engine {
             && stop_price == self.order_extras[idx as usize].stop_price
             && remaining < node.remaining;
         if !only_lowers_qty {
-            crate::phases::phase_admits_change(self.symbols[symbol].controls.phase)?;
+            crate::phases::phase_admits_change(self.symbols[symbol].controls.phase())?;
         }
         if price != node.price && self.order_type_of(idx) == OrderType::StopLimit {
             self.check_band(symbol, node.side, price)?;
