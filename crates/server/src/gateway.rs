@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use rialto_core::{Command, PlaceOrder, UserId};
+use rialto_core::{AmendOrder, Command, PlaceOrder, UserId};
 use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
 use rustc_hash::FxHashMap;
 
@@ -948,6 +948,16 @@ impl Gateway {
                 let cmd = Command::Reduce { user, order, qty };
                 self.push(id, reply, Op::Command(cmd))
             }
+            ClientMsg::Amend {
+                order,
+                price,
+                qty,
+                stop_price,
+            } => {
+                let reply = order_reply(order, RequestKind::Amend);
+                let amend = AmendOrder::with_fields(user, order, price, qty, stop_price);
+                self.push(id, reply, Op::Command(Command::Amend(amend)))
+            }
             ClientMsg::MassCancel { symbol } => {
                 let reply = order_reply(0, RequestKind::MassCancel);
                 let cmd = Command::MassCancel { user, symbol };
@@ -1004,6 +1014,13 @@ impl Gateway {
             ),
             ClientMsg::ListUsers { request } => {
                 self.push(id, Reply::Users { request }, Op::ListUsers)
+            }
+            ClientMsg::SetOrderIdWindow { request, window_ns } => {
+                let cmd = Command::SetOrderIdWindow { window: window_ns };
+                self.push(id, Reply::Admin { request }, Op::Command(cmd))
+            }
+            ClientMsg::VenueSettings { request } => {
+                self.push(id, Reply::Settings { request }, Op::VenueSettings)
             }
             _ => {
                 self.reject(id, ErrorCode::NotLoggedIn, "an admin session cannot trade");

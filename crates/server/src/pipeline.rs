@@ -75,6 +75,10 @@ pub enum Reply {
     Snapshot {
         request: u64,
     },
+    /// VenueSettings.
+    Settings {
+        request: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +87,8 @@ pub enum Op {
     ListSymbols,
     ListUsers,
     TakeSnapshot,
+    /// The venue's settings (the order-id window), read from the engine.
+    VenueSettings,
 }
 
 /// A decoded, authenticated request on its way to the journal thread.
@@ -123,7 +129,7 @@ pub fn is_journaled(op: &Op) -> bool {
             cmd,
             Command::Book { .. } | Command::UserReport { .. } | Command::VenueReport
         ),
-        Op::ListSymbols | Op::ListUsers | Op::TakeSnapshot => false,
+        Op::ListSymbols | Op::ListUsers | Op::TakeSnapshot | Op::VenueSettings => false,
     }
 }
 
@@ -756,6 +762,18 @@ impl EngineStage {
                 self.send(session, ServerMsg::UserList { request, users });
                 return;
             }
+            Op::VenueSettings => {
+                let Reply::Settings { request } = request.reply else {
+                    return;
+                };
+                let msg = ServerMsg::VenueSettings {
+                    request,
+                    seq,
+                    order_id_window_ns: self.engine.order_id_window(),
+                };
+                self.send(session, msg);
+                return;
+            }
             Op::TakeSnapshot => {
                 let asked_by = match request.reply {
                     Reply::Snapshot { request: id } => Some((request.session, id)),
@@ -879,7 +897,10 @@ impl EngineStage {
                 self.send(session, msg);
                 return;
             }
-            Reply::Symbols { request } | Reply::Users { request } | Reply::Snapshot { request } => {
+            Reply::Symbols { request }
+            | Reply::Users { request }
+            | Reply::Snapshot { request }
+            | Reply::Settings { request } => {
                 self.send(
                     session,
                     ServerMsg::AdminResult {
@@ -926,8 +947,20 @@ impl EngineStage {
                     };
                     self.send(Target::User(c.user), msg);
                 }
-                // No gateway sends an amend yet (issue 30's gateway part will show it).
-                OwnedEvent::Amended(_) => {}
+                OwnedEvent::Amended(a) => {
+                    let msg = ServerMsg::Amended {
+                        seq,
+                        ts_ns,
+                        order: a.order,
+                        symbol: a.symbol,
+                        side: a.side,
+                        price: a.price,
+                        stop_price: a.stop_price,
+                        remaining: a.qty,
+                        priority: a.priority,
+                    };
+                    self.send(Target::User(a.user), msg);
+                }
                 // Queries are answered above; no other command reports these.
                 OwnedEvent::Book { .. }
                 | OwnedEvent::UserReport(_)

@@ -1,8 +1,8 @@
 //! Encoding and decoding of frames. Layouts: `docs/protocol.md`.
 
 use rialto_core::{
-    Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderType, Reason, Side, Stp,
-    SymbolId, SymbolSpec, Tif, UserReport,
+    Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderType, Priority, Reason,
+    Side, Stp, SymbolId, SymbolSpec, Tif, UserReport,
 };
 
 use crate::error::WireError;
@@ -19,6 +19,7 @@ mod ty {
     pub const MOVE: u8 = 0x12;
     pub const REDUCE: u8 = 0x13;
     pub const MASS_CANCEL: u8 = 0x14;
+    pub const AMEND: u8 = 0x15;
     pub const LIST_SYMBOLS: u8 = 0x20;
     pub const MY_REPORT: u8 = 0x21;
     pub const BOOK: u8 = 0x22;
@@ -29,6 +30,8 @@ mod ty {
     pub const USER_REPORT: u8 = 0x44;
     pub const VENUE_REPORT: u8 = 0x45;
     pub const LIST_USERS: u8 = 0x46;
+    pub const SET_ORDER_ID_WINDOW: u8 = 0x47;
+    pub const VENUE_SETTINGS: u8 = 0x48;
 
     pub const S_LOGIN_ACCEPTED: u8 = 0x81;
     pub const S_ERROR: u8 = 0x82;
@@ -37,6 +40,7 @@ mod ty {
     pub const S_REJECTED: u8 = 0x85;
     pub const S_TRADE: u8 = 0x86;
     pub const S_CANCELLED: u8 = 0x87;
+    pub const S_AMENDED: u8 = 0x88;
     pub const S_SYMBOL_LIST: u8 = 0x90;
     pub const S_REPORT: u8 = 0x91;
     pub const S_VENUE_REPORT: u8 = 0x92;
@@ -45,6 +49,7 @@ mod ty {
     pub const S_USER_ADDED: u8 = 0x95;
     pub const S_SNAPSHOT_TAKEN: u8 = 0x96;
     pub const S_USER_LIST: u8 = 0x97;
+    pub const S_VENUE_SETTINGS: u8 = 0x98;
 }
 
 /// Code written for an enum field of a new order that is `None`.
@@ -55,6 +60,10 @@ const ALL_SYMBOLS: u32 = u32::MAX;
 const RESULT_OK: u8 = 255;
 const FLAG_POST_ONLY: u8 = 0x01;
 const FLAG_HAS_PRICE: u8 = 0x02;
+// Amend: which fields are present.
+const AMEND_PRICE: u8 = 0x01;
+const AMEND_QTY: u8 = 0x02;
+const AMEND_STOP_PRICE: u8 = 0x04;
 
 // Largest encoded sizes of the variable parts, for the list limits below.
 const NAME_MAX: usize = 1 + Name::MAX_LEN;
@@ -102,12 +111,37 @@ pub fn encode_client(msg: &ClientMsg, out: &mut Vec<u8>) {
             put_i64(out, *order);
             put_i64(out, *qty);
         }
+        ClientMsg::Amend {
+            order,
+            price,
+            qty,
+            stop_price,
+        } => {
+            put_i64(out, *order);
+            let flags = [
+                (price, AMEND_PRICE),
+                (qty, AMEND_QTY),
+                (stop_price, AMEND_STOP_PRICE),
+            ]
+            .iter()
+            .filter(|(field, _)| field.is_some())
+            .fold(0, |flags, (_, bit)| flags | bit);
+            put_u8(out, flags);
+            put_i64(out, price.unwrap_or(0));
+            put_i64(out, qty.unwrap_or(0));
+            put_i64(out, stop_price.unwrap_or(0));
+        }
         ClientMsg::MassCancel { symbol } => put_u32(out, symbol.map_or(ALL_SYMBOLS, |s| s.0)),
         ClientMsg::ListSymbols { request }
         | ClientMsg::MyReport { request }
         | ClientMsg::TakeSnapshot { request }
         | ClientMsg::VenueReport { request }
-        | ClientMsg::ListUsers { request } => put_u64(out, *request),
+        | ClientMsg::ListUsers { request }
+        | ClientMsg::VenueSettings { request } => put_u64(out, *request),
+        ClientMsg::SetOrderIdWindow { request, window_ns } => {
+            put_u64(out, *request);
+            put_i64(out, *window_ns);
+        }
         ClientMsg::Book {
             request,
             symbol,
@@ -229,6 +263,36 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
             put_i64(out, *qty);
             put_u8(out, reason.code());
         }
+        ServerMsg::Amended {
+            seq,
+            ts_ns,
+            order,
+            symbol,
+            side,
+            price,
+            stop_price,
+            remaining,
+            priority,
+        } => {
+            put_u64(out, *seq);
+            put_i64(out, *ts_ns);
+            put_i64(out, *order);
+            put_u32(out, symbol.0);
+            put_u8(out, side.code());
+            put_i64(out, *price);
+            put_i64(out, *stop_price);
+            put_i64(out, *remaining);
+            put_u8(out, priority.code());
+        }
+        ServerMsg::VenueSettings {
+            request,
+            seq,
+            order_id_window_ns,
+        } => {
+            put_u64(out, *request);
+            put_u64(out, *seq);
+            put_i64(out, *order_id_window_ns);
+        }
         ServerMsg::SymbolList { request, symbols } => {
             put_u64(out, *request);
             put_count(out, symbols.len(), MAX_SYMBOL_LIST_ITEMS, "symbol list");
@@ -327,6 +391,9 @@ fn client_type(msg: &ClientMsg) -> u8 {
         ClientMsg::Move { .. } => ty::MOVE,
         ClientMsg::Reduce { .. } => ty::REDUCE,
         ClientMsg::MassCancel { .. } => ty::MASS_CANCEL,
+        ClientMsg::Amend { .. } => ty::AMEND,
+        ClientMsg::SetOrderIdWindow { .. } => ty::SET_ORDER_ID_WINDOW,
+        ClientMsg::VenueSettings { .. } => ty::VENUE_SETTINGS,
         ClientMsg::ListSymbols { .. } => ty::LIST_SYMBOLS,
         ClientMsg::ListUsers { .. } => ty::LIST_USERS,
         ClientMsg::MyReport { .. } => ty::MY_REPORT,
@@ -349,6 +416,8 @@ fn server_type(msg: &ServerMsg) -> u8 {
         ServerMsg::Rejected { .. } => ty::S_REJECTED,
         ServerMsg::Trade { .. } => ty::S_TRADE,
         ServerMsg::Cancelled { .. } => ty::S_CANCELLED,
+        ServerMsg::Amended { .. } => ty::S_AMENDED,
+        ServerMsg::VenueSettings { .. } => ty::S_VENUE_SETTINGS,
         ServerMsg::SymbolList { .. } => ty::S_SYMBOL_LIST,
         ServerMsg::UserList { .. } => ty::S_USER_LIST,
         ServerMsg::Report { .. } => ty::S_REPORT,
@@ -561,6 +630,14 @@ fn client_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ClientMsg, BodyErro
             order: r.i64("order")?,
             qty: r.i64("qty")?,
         },
+        ty::AMEND => amend(r)?,
+        ty::SET_ORDER_ID_WINDOW => ClientMsg::SetOrderIdWindow {
+            request: r.u64("request")?,
+            window_ns: r.i64("window_ns")?,
+        },
+        ty::VENUE_SETTINGS => ClientMsg::VenueSettings {
+            request: r.u64("request")?,
+        },
         ty::MASS_CANCEL => ClientMsg::MassCancel {
             symbol: match r.u32("symbol")? {
                 ALL_SYMBOLS => None,
@@ -645,6 +722,31 @@ fn new_order(r: &mut Reader<'_>) -> Result<NewOrder, &'static str> {
     })
 }
 
+fn amend(r: &mut Reader<'_>) -> Result<ClientMsg, &'static str> {
+    let order = r.i64("order")?;
+    let flags = r.u8("flags")?;
+    if flags & !(AMEND_PRICE | AMEND_QTY | AMEND_STOP_PRICE) != 0 {
+        return Err("flags");
+    }
+    // One encoding per amend: an absent field is written as 0.
+    let mut field = |bit: u8, name: &'static str| -> Result<Option<i64>, &'static str> {
+        let value = r.i64(name)?;
+        if flags & bit != 0 {
+            Ok(Some(value))
+        } else if value == 0 {
+            Ok(None)
+        } else {
+            Err(name)
+        }
+    };
+    Ok(ClientMsg::Amend {
+        order,
+        price: field(AMEND_PRICE, "price")?,
+        qty: field(AMEND_QTY, "qty")?,
+        stop_price: field(AMEND_STOP_PRICE, "stop_price")?,
+    })
+}
+
 fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyError> {
     let msg = match frame_type {
         ty::S_LOGIN_ACCEPTED => ServerMsg::LoginAccepted {
@@ -695,6 +797,22 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
             side: r.side()?,
             qty: r.i64("qty")?,
             reason: CancelReason::from_code(r.u8("reason")?).ok_or("reason")?,
+        },
+        ty::S_AMENDED => ServerMsg::Amended {
+            seq: r.u64("seq")?,
+            ts_ns: r.i64("ts_ns")?,
+            order: r.i64("order")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            side: r.side()?,
+            price: r.i64("price")?,
+            stop_price: r.i64("stop_price")?,
+            remaining: r.i64("remaining")?,
+            priority: Priority::from_code(r.u8("priority")?).ok_or("priority")?,
+        },
+        ty::S_VENUE_SETTINGS => ServerMsg::VenueSettings {
+            request: r.u64("request")?,
+            seq: r.u64("seq")?,
+            order_id_window_ns: r.i64("order_id_window_ns")?,
         },
         ty::S_SYMBOL_LIST => {
             let request = r.u64("request")?;

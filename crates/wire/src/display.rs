@@ -64,6 +64,30 @@ impl fmt::Display for ServerMsg {
                  reason={reason}",
                 symbol.0
             ),
+            ServerMsg::Amended {
+                seq,
+                ts_ns,
+                order,
+                symbol,
+                side,
+                price,
+                stop_price,
+                remaining,
+                priority,
+            } => write!(
+                f,
+                "amended seq={seq} ts_ns={ts_ns} order={order} symbol={} side={side} price={price} \
+                 stop_price={stop_price} remaining={remaining} priority={priority}",
+                symbol.0
+            ),
+            ServerMsg::VenueSettings {
+                request,
+                seq,
+                order_id_window_ns,
+            } => write!(
+                f,
+                "venue_settings request={request} seq={seq} order_id_window_ns={order_id_window_ns}"
+            ),
             ServerMsg::UserList { request, users } => {
                 write!(f, "user_list request={request} count={}", users.len())?;
                 for user in users {

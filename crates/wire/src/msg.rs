@@ -4,8 +4,8 @@
 use std::fmt;
 
 use rialto_core::{
-    CancelReason, CurrencyTotals, Level, Name, OrderId, OrderType, Reason, Side, Stp, SymbolId,
-    SymbolSpec, Tif, UserId, UserReport,
+    CancelReason, CurrencyTotals, Level, Name, OrderId, OrderType, Priority, Reason, Side, Stp,
+    SymbolId, SymbolSpec, Tif, UserId, UserReport,
 };
 
 /// Client → server.
@@ -35,6 +35,14 @@ pub enum ClientMsg {
     Reduce {
         order: OrderId,
         qty: i64,
+    },
+    /// Changes a live order's price, total quantity (filled + remaining, as FIX `OrderQty`)
+    /// and/or stop price at once (docs/rules.md, "Amend"). A field left `None` keeps its value.
+    Amend {
+        order: OrderId,
+        price: Option<i64>,
+        qty: Option<i64>,
+        stop_price: Option<i64>,
     },
     /// `None` cancels on every symbol (`u32::MAX` on the wire, so `Some(SymbolId::NONE)` is
     /// read back as `None`).
@@ -83,6 +91,16 @@ pub enum ClientMsg {
     VenueReport {
         request: u64,
     },
+    /// Admin: how long (ns of venue time) the id of an order that ended stays taken
+    /// (docs/rules.md, "Order ids are not reused within a window").
+    SetOrderIdWindow {
+        request: u64,
+        window_ns: i64,
+    },
+    /// Admin: the venue's settings (answered by [`ServerMsg::VenueSettings`]).
+    VenueSettings {
+        request: u64,
+    },
 }
 
 impl ClientMsg {
@@ -98,7 +116,9 @@ impl ClientMsg {
             | ClientMsg::AdjustBalance { request, .. }
             | ClientMsg::TakeSnapshot { request }
             | ClientMsg::UserReport { request, .. }
-            | ClientMsg::VenueReport { request } => Some(request),
+            | ClientMsg::VenueReport { request }
+            | ClientMsg::SetOrderIdWindow { request, .. }
+            | ClientMsg::VenueSettings { request } => Some(request),
             ClientMsg::Login { .. }
             | ClientMsg::AdminLogin { .. }
             | ClientMsg::Heartbeat { .. }
@@ -106,6 +126,7 @@ impl ClientMsg {
             | ClientMsg::Cancel { .. }
             | ClientMsg::Move { .. }
             | ClientMsg::Reduce { .. }
+            | ClientMsg::Amend { .. }
             | ClientMsg::MassCancel { .. } => None,
         }
     }
@@ -248,6 +269,20 @@ pub enum ServerMsg {
         qty: i64,
         reason: CancelReason,
     },
+    /// An order of the receiver's was amended (docs/rules.md, "Amend"): its price, stop price
+    /// (0 for an order that is not a pending stop), new remaining quantity, and whether it
+    /// kept its place in its level's queue.
+    Amended {
+        seq: u64,
+        ts_ns: i64,
+        order: OrderId,
+        symbol: SymbolId,
+        side: Side,
+        price: i64,
+        stop_price: i64,
+        remaining: i64,
+        priority: Priority,
+    },
     /// At most [`crate::MAX_SYMBOL_LIST_ITEMS`] symbols.
     SymbolList {
         request: u64,
@@ -294,6 +329,12 @@ pub enum ServerMsg {
         seq: u64,
         state_hash: [u8; 32],
     },
+    /// The venue's settings as of `seq`.
+    VenueSettings {
+        request: u64,
+        seq: u64,
+        order_id_window_ns: i64,
+    },
 }
 
 impl ServerMsg {
@@ -307,14 +348,16 @@ impl ServerMsg {
             | ServerMsg::Book { request, .. }
             | ServerMsg::AdminResult { request, .. }
             | ServerMsg::UserAdded { request, .. }
-            | ServerMsg::SnapshotTaken { request, .. } => Some(request),
+            | ServerMsg::SnapshotTaken { request, .. }
+            | ServerMsg::VenueSettings { request, .. } => Some(request),
             ServerMsg::LoginAccepted { .. }
             | ServerMsg::Error { .. }
             | ServerMsg::Heartbeat { .. }
             | ServerMsg::Accepted { .. }
             | ServerMsg::Rejected { .. }
             | ServerMsg::Trade { .. }
-            | ServerMsg::Cancelled { .. } => None,
+            | ServerMsg::Cancelled { .. }
+            | ServerMsg::Amended { .. } => None,
         }
     }
 }
@@ -362,6 +405,7 @@ code_enum!(
         Move = 2 => "move",
         Reduce = 3 => "reduce",
         MassCancel = 4 => "mass_cancel",
+        Amend = 5 => "amend",
     }
 );
 

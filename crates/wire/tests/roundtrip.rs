@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use rialto_core::{
-    Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderType, Reason, Side, Stp,
-    SymbolId, SymbolSpec, Tif, UserReport,
+    Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderType, Priority, Reason,
+    Side, Stp, SymbolId, SymbolSpec, Tif, UserReport,
 };
 use rialto_wire::{
     ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg, decode_client,
@@ -79,6 +79,18 @@ fn client_msg() -> BoxedStrategy<ClientMsg> {
         any::<i64>().prop_map(|order| ClientMsg::Cancel { order }),
         any::<(i64, i64)>().prop_map(|(order, price)| ClientMsg::Move { order, price }),
         any::<(i64, i64)>().prop_map(|(order, qty)| ClientMsg::Reduce { order, qty }),
+        (
+            any::<i64>(),
+            prop::option::of(any::<i64>()),
+            prop::option::of(any::<i64>()),
+            prop::option::of(any::<i64>())
+        )
+            .prop_map(|(order, price, qty, stop_price)| ClientMsg::Amend {
+                order,
+                price,
+                qty,
+                stop_price
+            }),
         // u32::MAX is the wire's "every symbol", so Some(SymbolId(u32::MAX)) reads back as None.
         prop::option::of((0..u32::MAX).prop_map(SymbolId))
             .prop_map(|symbol| ClientMsg::MassCancel { symbol }),
@@ -108,6 +120,9 @@ fn client_msg() -> BoxedStrategy<ClientMsg> {
         any::<(u64, i64)>().prop_map(|(request, user)| ClientMsg::UserReport { request, user }),
         any::<u64>().prop_map(|request| ClientMsg::VenueReport { request }),
         any::<u64>().prop_map(|request| ClientMsg::ListUsers { request }),
+        any::<(u64, i64)>()
+            .prop_map(|(request, window_ns)| ClientMsg::SetOrderIdWindow { request, window_ns }),
+        any::<u64>().prop_map(|request| ClientMsg::VenueSettings { request }),
     ];
     prop_oneof![sessions, queries].boxed()
 }
@@ -210,6 +225,26 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
                     reason,
                 }
             }),
+        (
+            head,
+            symbol(),
+            pick(Side::ALL),
+            any::<[i64; 3]>(),
+            pick(Priority::ALL)
+        )
+            .prop_map(|((seq, ts_ns, order), symbol, side, n, priority)| {
+                ServerMsg::Amended {
+                    seq,
+                    ts_ns,
+                    order,
+                    symbol,
+                    side,
+                    price: n[0],
+                    stop_price: n[1],
+                    remaining: n[2],
+                    priority,
+                }
+            }),
     ];
     let totals = (name(), any::<[i64; 5]>()).prop_map(|(currency, n)| CurrencyTotals {
         currency,
@@ -220,6 +255,13 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
         fees: n[4],
     });
     let replies = prop_oneof![
+        any::<(u64, u64, i64)>().prop_map(|(request, seq, order_id_window_ns)| {
+            ServerMsg::VenueSettings {
+                request,
+                seq,
+                order_id_window_ns,
+            }
+        }),
         (
             any::<u64>(),
             prop::collection::vec((symbol(), spec()), 0..4)
