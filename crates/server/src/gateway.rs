@@ -542,7 +542,7 @@ impl Gateway {
                         fix.on_reply(id, &msg);
                         continue;
                     }
-                    Target::User(user) => fix.on_user_message(user, &msg, &mut self.pipeline),
+                    Target::User(user) => fix.on_user_message(user, &msg),
                     Target::Session(_) => {}
                 }
             }

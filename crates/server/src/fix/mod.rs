@@ -512,7 +512,7 @@ impl FixGateway {
     }
 
     /// A message for a user's sessions (fills and cancels).
-    pub fn on_user_message(&mut self, user: UserId, msg: &ServerMsg, pipeline: &mut Pipeline) {
+    pub fn on_user_message(&mut self, user: UserId, msg: &ServerMsg) {
         let mut reports = std::mem::take(&mut self.core.reports);
         for slot in 0..self.core.slots.len() {
             if self.core.slots[slot].user != user {
@@ -536,11 +536,7 @@ impl FixGateway {
                     reason,
                     ..
                 } => {
-                    if let Some(follow_up) =
-                        desk.on_cancelled(order, qty, reason, seq, ts_ns, &mut reports)
-                    {
-                        self.core.push(slot, follow_up, pipeline);
-                    }
+                    desk.on_cancelled(order, qty, reason, seq, ts_ns, &mut reports);
                 }
                 _ => {}
             }

@@ -123,11 +123,10 @@ pub async fn run(
 
 /// Adds one fill or cancellation to its user's history and stream.
 fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
-    if !matches!(msg, ServerMsg::Trade { .. } | ServerMsg::Cancelled { .. }) {
-        return;
-    }
     let seq = match msg {
-        ServerMsg::Trade { seq, .. } | ServerMsg::Cancelled { seq, .. } => seq,
+        ServerMsg::Trade { seq, .. }
+        | ServerMsg::Cancelled { seq, .. }
+        | ServerMsg::Amended { seq, .. } => seq,
         _ => return,
     };
     if let Some(tx) = state.history.stream(user)
@@ -184,6 +183,21 @@ fn message_json(msg: &ServerMsg, name: &impl Fn(SymbolId) -> String) -> Option<V
         } => {
             json!({"type": "cancelled", "order": order, "symbol": name(symbol), "side": side.as_str(),
             "qty": qty, "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns})
+        }
+        ServerMsg::Amended {
+            seq,
+            ts_ns,
+            order,
+            symbol,
+            side,
+            price,
+            stop_price,
+            remaining,
+            priority,
+        } => {
+            json!({"type": "amended", "order": order, "symbol": name(symbol), "side": side.as_str(),
+            "price": price, "stop_price": stop_price, "remaining": remaining,
+            "priority": priority.as_str(), "seq": seq, "ts_ns": ts_ns})
         }
         _ => return None,
     })

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use rialto_core::{Command, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId, UserReport};
+use rialto_core::{
+    AmendOrder, Command, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId, UserReport,
+};
 use rialto_wire::{RequestKind, ServerMsg};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -142,6 +144,36 @@ pub async fn reduce(
 ) -> Result<Value, ApiError> {
     let cmd = Command::Reduce { user, order, qty };
     order_call(state, user, order, RequestKind::Reduce, cmd).await
+}
+
+/// An amend: a new price, total quantity (fills included) and/or stop price (docs/rules.md,
+/// "Amend"); a field left out keeps its value.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AmendBody {
+    #[serde(default)]
+    pub price: Option<i64>,
+    #[serde(default)]
+    pub qty: Option<i64>,
+    #[serde(default)]
+    pub stop_price: Option<i64>,
+}
+
+pub async fn amend(
+    state: &Arc<AppState>,
+    user: UserId,
+    order: i64,
+    body: &AmendBody,
+) -> Result<Value, ApiError> {
+    let amend = AmendOrder::with_fields(user, order, body.price, body.qty, body.stop_price);
+    order_call(
+        state,
+        user,
+        order,
+        RequestKind::Amend,
+        Command::Amend(amend),
+    )
+    .await
 }
 
 pub async fn mass_cancel(

@@ -39,7 +39,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/candles/{symbol}", get(candles))
         .route("/orders", post(place).get(open_orders).delete(mass_cancel))
         .route("/orders/history", get(history))
-        .route("/orders/{order}", delete(cancel))
+        .route("/orders/{order}", delete(cancel).patch(amend))
         .route("/orders/{order}/move", post(move_order))
         .route("/orders/{order}/reduce", post(reduce))
         .route("/balances", get(balances))
@@ -48,6 +48,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/admin/users", post(add_user).get(list_users))
         .route("/admin/symbols", post(add_symbol))
         .route("/admin/venue", get(venue))
+        .route("/admin/settings", get(settings))
+        .route("/admin/settings/order_id_window", post(set_order_id_window))
         .route("/admin/snapshot", post(snapshot))
         .route("/admin/balances/{user}", get(user_balances))
         .fallback(api_not_found);
@@ -351,6 +353,16 @@ async fn move_order(
     Ok(Json(orders::move_order(&state, user, order, price).await?))
 }
 
+async fn amend(
+    State(state): Shared,
+    Path(order): Path<String>,
+    Trader(user, body): Trader,
+) -> ApiResult {
+    let order = path_order(&order)?;
+    let body: orders::AmendBody = parse_json(&body)?;
+    Ok(Json(orders::amend(&state, user, order, &body).await?))
+}
+
 async fn reduce(
     State(state): Shared,
     Path(order): Path<String>,
@@ -554,6 +566,39 @@ async fn venue(State(state): Shared, _: Admin) -> ApiResult {
         ))),
         _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected reply")),
     }
+}
+
+/// The venue's settings, as of the `seq` the reply names.
+async fn settings(State(state): Shared, _: Admin) -> ApiResult {
+    match state
+        .bridge
+        .call(Reply::Settings { request: 0 }, Op::VenueSettings)
+        .await?
+    {
+        ServerMsg::VenueSettings {
+            seq,
+            order_id_window_ns,
+            ..
+        } => Ok(Json(
+            json!({"seq": seq, "order_id_window_ns": order_id_window_ns}),
+        )),
+        _ => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "unexpected reply",
+        )),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrderIdWindow {
+    window_ns: i64,
+}
+
+async fn set_order_id_window(State(state): Shared, Admin(body): Admin) -> ApiResult {
+    let OrderIdWindow { window_ns } = parse_json(&body)?;
+    admin_call(&state, Command::SetOrderIdWindow { window: window_ns }).await
 }
 
 async fn snapshot(State(state): Shared, _: Admin) -> ApiResult {

@@ -502,6 +502,18 @@ impl Connection {
                 )
                 .await
             }
+            "amend" => {
+                let user = self.trader()?;
+                let order = need_i64(args, "order")?;
+                let mut fields = without_meta(args);
+                if let Some(map) = fields.as_object_mut() {
+                    map.remove("order");
+                }
+                let body: orders::AmendBody = serde_json::from_value(fields).map_err(|e| {
+                    ApiError::bad_request("malformed_json", format!("not an amend: {e}"))
+                })?;
+                orders::amend(&state, user, order, &body).await
+            }
             "mass_cancel" => {
                 let user = self.trader()?;
                 let symbol = field(args, "symbol").and_then(Value::as_str);
