@@ -1254,7 +1254,10 @@ fn a_replace_is_one_amend_that_keeps_or_loses_priority() {
     assert_eq!(fill.req(tags::LEAVES_QTY), "0.002");
 
     // B's new price crosses a bid: Replaced first, then its fill as a taker.
+    assert_eq!(taker.expect("8").req(tags::EXEC_TYPE), "0");
+    assert_eq!(taker.expect("8").req(tags::EXEC_TYPE), "F");
     taker.new_order("T2", "1", "0.002", "49.00");
+    assert_eq!(taker.expect("8").req(tags::EXEC_TYPE), "0");
     replace(&mut second, "B1", "B2", "2", "0.005", "48.00");
     let replaced = second.expect("8");
     assert_eq!(replaced.req(tags::EXEC_TYPE), "5", "{replaced:?}");
