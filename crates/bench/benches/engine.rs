@@ -218,6 +218,8 @@ fn add_wide_book(f: &mut Fixture, name: &str) -> SymbolId {
         quote_scale: 1,
         maker_fee: 1,
         taker_fee: 2,
+        band_bps: 0,
+        day_end: 0,
     };
     f.apply(&Command::AddSymbol(Box::new(spec)));
     let symbol = f.engine.symbol_id(name);

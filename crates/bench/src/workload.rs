@@ -338,6 +338,8 @@ pub fn single(params: &SingleParams, seed: u64) -> Workload {
         quote_scale: 1,
         maker_fee: MAKER_FEE,
         taker_fee: TAKER_FEE,
+        band_bps: 0,
+        day_end: 0,
     }))];
     let books = vec![Book::new(
         SymbolId(0),
@@ -458,6 +460,8 @@ pub fn multi(params: &MultiParams, seed: u64) -> Workload {
             quote_scale: 1,
             maker_fee: MAKER_FEE,
             taker_fee: TAKER_FEE,
+            band_bps: 0,
+            day_end: 0,
         })));
         let price = 1_000 + rng.below(199_000) as i64;
         // The same relative deviation as the single book: a tenth of the start price.

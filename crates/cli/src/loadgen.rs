@@ -571,6 +571,8 @@ pub fn set_up(args: &LoadgenArgs) -> anyhow::Result<(SymbolId, Vec<(i64, Secret)
         quote_scale: 1,
         maker_fee: 0,
         taker_fee: 1,
+        band_bps: 0,
+        day_end: 0,
     };
     match admin_call(&mut admin, ClientMsg::AddSymbol { request: 1, spec })? {
         ServerMsg::AdminResult { result: Ok(()), .. }

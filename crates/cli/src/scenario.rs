@@ -11,8 +11,8 @@ use std::fmt;
 
 use rialto_core::{
     AmendOrder, Amended, Balance, BookSnapshot, Cancelled, Command, CurrencyTotals, Engine, Event,
-    Level, Name, OrderType, PlaceOrder, Reason, RestingOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
-    Trade, UserReport,
+    Level, Name, OrderExtras, OrderType, Phase, PlaceOrder, Reason, RestingOrder, Side, Stp,
+    SymbolId, SymbolSpec, Tif, Trade, UserReport,
 };
 use serde_json::{Map, Value};
 
@@ -144,6 +144,8 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
             quote_scale: f.int("quote_scale")?,
             maker_fee: f.int("maker_fee")?,
             taker_fee: f.int("taker_fee")?,
+            band_bps: f.opt_int("band_bps")?.unwrap_or(0),
+            day_end: f.opt_int("day_end")?.unwrap_or(0),
         })),
         "add_user" => Command::AddUser {
             user: f.int("user")?,
@@ -191,6 +193,24 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
         "set_order_id_window" => Command::SetOrderIdWindow {
             window: f.int("window")?,
         },
+        "set_phase" => Command::SetPhase {
+            symbol: f.symbol(engine)?,
+            phase: Phase::parse(f.str("phase")?),
+        },
+        "set_band" => Command::SetBand {
+            symbol: f.symbol(engine)?,
+            band_bps: f.int("band_bps")?,
+        },
+        "set_ref_price" => Command::SetRefPrice {
+            symbol: f.symbol(engine)?,
+            price: f.int("price")?,
+        },
+        "suspend_user" => Command::SuspendUser {
+            user: f.int("user")?,
+        },
+        "resume_user" => Command::ResumeUser {
+            user: f.int("user")?,
+        },
         "tick" => {
             // A tick is nothing but its time: `ts` is required here.
             f.int("ts")?;
@@ -211,8 +231,8 @@ fn parse_place(engine: &Engine, f: &Fields<'_>) -> Result<PlaceOrder, LineProble
     };
     let tif = match f.opt_str("tif")? {
         Some(word) => Tif::parse(word),
-        None if order_type == Some(OrderType::Market) => Some(Tif::Ioc),
-        // A limit order, or an unknown type word (which the engine rejects anyway).
+        None if matches!(order_type, Some(OrderType::Market | OrderType::Stop)) => Some(Tif::Ioc),
+        // A limit or stop-limit order, or an unknown type word (which the engine rejects anyway).
         None => Some(Tif::Gtc),
     };
     let price = f.opt_int("price")?;
@@ -233,6 +253,11 @@ fn parse_place(engine: &Engine, f: &Fields<'_>) -> Result<PlaceOrder, LineProble
         qty,
         post_only,
         stp,
+        extras: OrderExtras::with_fields(
+            f.opt_int("stop_price")?,
+            f.opt_int("display_qty")?,
+            f.opt_int("expire_ts")?,
+        ),
     })
 }
 
@@ -426,6 +451,35 @@ pub fn write_event(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, event: &Eve
         Event::Trade(t) => write_trade(buf, seq, names, t),
         Event::Cancelled(c) => write_cancelled(buf, seq, c),
         Event::Amended(a) => write_amended(buf, seq, a),
+        Event::Triggered(t) => {
+            head(buf, "triggered", seq);
+            buf.push(b',');
+            key(buf, "symbol");
+            write_symbol(buf, names, t.symbol);
+            int_field(buf, "user", t.user);
+            int_field(buf, "order", t.order);
+            int_field(buf, "stop_price", t.stop_price);
+            buf.extend_from_slice(b"}\n");
+        }
+        Event::Auction(a) => {
+            head(buf, "auction", seq);
+            buf.push(b',');
+            key(buf, "symbol");
+            write_symbol(buf, names, a.symbol);
+            int_field(buf, "price", a.price);
+            int_field(buf, "qty", a.qty);
+            int_field(buf, "imbalance", a.imbalance);
+            buf.extend_from_slice(b"}\n");
+        }
+        Event::Phase(p) => {
+            head(buf, "phase", seq);
+            buf.push(b',');
+            key(buf, "symbol");
+            write_symbol(buf, names, p.symbol);
+            buf.extend_from_slice(b",\"phase\":");
+            write_json_str(buf, p.phase.as_str());
+            buf.extend_from_slice(b"}\n");
+        }
         Event::Book(b) => write_book(buf, seq, names, b),
         Event::UserReport(r) => write_user_report(buf, seq, r),
         Event::VenueReport(totals) => write_venue_report(buf, seq, totals),
@@ -528,6 +582,11 @@ fn write_balances<'b>(buf: &mut Vec<u8>, balances: impl Iterator<Item = (&'b Nam
 fn write_user_report(buf: &mut Vec<u8>, seq: u64, r: &UserReport) {
     head(buf, "user_report", seq);
     int_field(buf, "user", r.user);
+    buf.extend_from_slice(if r.suspended {
+        b",\"suspended\":true"
+    } else {
+        b",\"suspended\":false"
+    });
     buf.push(b',');
     key(buf, "balances");
     write_balances(buf, r.balances.iter().map(|(n, b)| (n, b)));
@@ -602,6 +661,12 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
             int_field(buf, "quote_scale", s.quote_scale);
             int_field(buf, "maker_fee", s.maker_fee);
             int_field(buf, "taker_fee", s.taker_fee);
+            if s.band_bps != 0 {
+                int_field(buf, "band_bps", s.band_bps);
+            }
+            if s.day_end != 0 {
+                int_field(buf, "day_end", s.day_end);
+            }
         }
         Command::AddUser { user } => {
             cmd_head(buf, "add_user");
@@ -642,6 +707,16 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
                 b",\"post_only\":false"
             });
             str_field(buf, "stp", p.stp.map_or(UNKNOWN_WORD, Stp::as_str));
+            let extras = [
+                ("stop_price", p.stop_price()),
+                ("display_qty", p.display_qty()),
+                ("expire_ts", p.expire_ts()),
+            ];
+            for (name, value) in extras {
+                if let Some(value) = value {
+                    int_field(buf, name, value);
+                }
+            }
         }
         Command::Cancel { user, order } => {
             cmd_head(buf, "cancel");
@@ -699,6 +774,32 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
         }
         // Its time is the `ts` below, which a tick must carry.
         Command::Tick => cmd_head(buf, "tick"),
+        Command::SetPhase { symbol, phase } => {
+            cmd_head(buf, "set_phase");
+            let symbol = symbol_name(symbol);
+            str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            str_field(buf, "phase", phase.map_or(UNKNOWN_WORD, Phase::as_str));
+        }
+        Command::SetBand { symbol, band_bps } => {
+            cmd_head(buf, "set_band");
+            let symbol = symbol_name(symbol);
+            str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            int_field(buf, "band_bps", band_bps);
+        }
+        Command::SetRefPrice { symbol, price } => {
+            cmd_head(buf, "set_ref_price");
+            let symbol = symbol_name(symbol);
+            str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            int_field(buf, "price", price);
+        }
+        Command::SuspendUser { user } => {
+            cmd_head(buf, "suspend_user");
+            int_field(buf, "user", user);
+        }
+        Command::ResumeUser { user } => {
+            cmd_head(buf, "resume_user");
+            int_field(buf, "user", user);
+        }
     }
     let ts = match (cmd, ts) {
         (Command::Tick, None) => Some(engine.now()),
@@ -738,6 +839,56 @@ fn write_resting(buf: &mut Vec<u8>, orders: &[RestingOrder]) {
 /// Appends the final-state line: every user (ascending) with its non-zero balances, the fees of
 /// every currency, every symbol's resting orders in priority order, and the state hash. Names
 /// are sorted by their text here, whatever order the engine lists them in.
+/// The final line's `stops` and `symbols` keys: every symbol by name, its pending stops in
+/// trigger order, and its phase, last and reference prices and band.
+fn write_symbol_states(buf: &mut Vec<u8>, engine: &Engine, symbols: &[(SymbolId, SymbolSpec)]) {
+    buf.extend_from_slice(b",\"stops\":{");
+    let mut stops = Vec::new();
+    for (i, (id, spec)) in symbols.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, spec.symbol.as_str());
+        buf.push(b':');
+        stops.clear();
+        engine.pending_stops(*id, &mut stops);
+        buf.push(b'[');
+        for (j, stop) in stops.iter().enumerate() {
+            if j > 0 {
+                buf.push(b',');
+            }
+            buf.push(b'[');
+            write_int(buf, stop.user);
+            buf.push(b',');
+            write_int(buf, stop.order);
+            buf.push(b',');
+            write_json_str(buf, stop.side.as_str());
+            for v in [stop.stop_price, stop.price, stop.remaining] {
+                buf.push(b',');
+                write_int(buf, v);
+            }
+            buf.push(b']');
+        }
+        buf.push(b']');
+    }
+    buf.extend_from_slice(b"},\"symbols\":{");
+    for (i, (id, spec)) in symbols.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, spec.symbol.as_str());
+        let status = engine.symbol_status(*id).expect("a listed symbol");
+        buf.extend_from_slice(b":{\"type\":\"spot\",\"phase\":");
+        write_json_str(buf, status.phase.as_str());
+        int_field(buf, "last", status.last);
+        int_field(buf, "ref", status.reference);
+        int_field(buf, "band_bps", status.band_bps);
+        int_field(buf, "mark", 0);
+        buf.push(b'}');
+    }
+    buf.push(b'}');
+}
+
 pub fn write_final(buf: &mut Vec<u8>, engine: &Engine) {
     buf.extend_from_slice(b"{\"ev\":\"final\",\"balances\":{");
     let mut users = engine.users();
@@ -790,7 +941,25 @@ pub fn write_final(buf: &mut Vec<u8>, engine: &Engine) {
             .iter()
             .map(|o| [o.user, o.order, o.filled, o.shown, o.expire_ts]),
     );
-    buf.extend_from_slice(b",\"now\":");
+    write_symbol_states(buf, engine, &symbols);
+    // Futures (positions and the insurance fund) are not offered yet: no position is ever
+    // open and every fund is empty.
+    buf.extend_from_slice(b",\"positions\":{},\"insurance\":{");
+    for (i, t) in totals.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, t.currency.as_str());
+        buf.extend_from_slice(b":0");
+    }
+    buf.extend_from_slice(b"},\"suspended\":[");
+    for (i, user) in engine.suspended_users().iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_int(buf, *user);
+    }
+    buf.extend_from_slice(b"],\"now\":");
     write_int(buf, engine.now());
     buf.extend_from_slice(b",\"recent_ids\":{");
     let recent = engine.recent_order_ids();
@@ -892,6 +1061,7 @@ mod tests {
     fn reports_have_a_fixed_shape() {
         let report = UserReport {
             user: 301,
+            suspended: false,
             balances: vec![(
                 name("USD"),
                 Balance {
@@ -903,14 +1073,20 @@ mod tests {
                 symbol: name("BTC-USD"),
                 order: 5001,
                 side: Side::Buy,
+                order_type: OrderType::Limit,
+                tif: Tif::Gtc,
                 price: 15300,
+                stop_price: 0,
                 remaining: 10,
+                shown: 10,
+                filled: 0,
+                expire_ts: 0,
             }],
         };
         let names = SymbolNames::default();
         assert_eq!(
             line(|b| write_event(b, 3, &names, &Event::UserReport(&report))),
-            "{\"ev\":\"user_report\",\"seq\":3,\"user\":301,\"balances\":{\"USD\":{\"available\":1,\"held\":2}},\"orders\":[[\"BTC-USD\",5001,\"buy\",15300,10]]}\n"
+            "{\"ev\":\"user_report\",\"seq\":3,\"user\":301,\"suspended\":false,\"balances\":{\"USD\":{\"available\":1,\"held\":2}},\"orders\":[[\"BTC-USD\",5001,\"buy\",15300,10]]}\n"
         );
         let totals = [CurrencyTotals {
             currency: name("USD"),
@@ -1015,6 +1191,8 @@ mod tests {
             quote_scale: 1,
             maker_fee: 0,
             taker_fee: 0,
+            band_bps: 0,
+            day_end: 0,
         };
         let add = Command::AddSymbol(Box::new(spec));
         assert_eq!(engine.apply(1, 0, &add, &mut ()), Ok(()));
@@ -1115,6 +1293,8 @@ mod tests {
             quote_scale: 10,
             maker_fee: -2,
             taker_fee: 5,
+            band_bps: 0,
+            day_end: 0,
         };
         assert_eq!(
             parse_back(&engine, &Command::AddSymbol(Box::new(spec))),

@@ -30,6 +30,8 @@ fn commands() -> Vec<Command> {
             quote_scale: 10,
             maker_fee: 2,
             taker_fee: 5,
+            band_bps: 0,
+            day_end: 0,
         })));
     }
     let mut tx = 0;

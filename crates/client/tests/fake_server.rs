@@ -69,6 +69,7 @@ fn report(request: u64, user: i64) -> ServerMsg {
         seq: 7,
         report: UserReport {
             user,
+            suspended: false,
             balances: vec![(
                 Name::new("USD").unwrap(),
                 Balance {

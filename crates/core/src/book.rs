@@ -1021,6 +1021,8 @@ mod tests {
             quote_scale: 1,
             maker_fee: 0,
             taker_fee: 0,
+            band_bps: 0,
+            day_end: 0,
         };
         e.apply(0, 0, &Command::AddSymbol(Box::new(spec)), &mut ())
             .unwrap();

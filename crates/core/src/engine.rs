@@ -17,13 +17,13 @@ use crate::book::{BookSide, Levels, NIL, OrderNode, Orders, level_price};
 use crate::command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
 use crate::event::{
     Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
-    OpenOrder, Trade, UserReport,
+    OpenOrder, PendingStop, SymbolStatus, Trade, UserReport,
 };
 use crate::hasher::FastHash;
 use crate::index::IdIndex;
 use crate::types::{
-    CancelReason, CurrencyId, Name, OrderId, OrderType, Priority, Reason, Side, Stp, SymbolId, Tif,
-    UserId,
+    CancelReason, CurrencyId, Name, OrderId, OrderType, Phase, Priority, Reason, Side, Stp,
+    SymbolId, Tif, UserId,
 };
 
 /// Capacities and limits. Capacities are hints that are allocated at start so that steady-state
@@ -71,6 +71,9 @@ impl Default for EngineConfig {
 /// before the next link reads it. Tuned on `rialto bench engine --workload multi --size
 /// large`, where the first four at [12, 6, 3, 1] and [16, 10, 5, 2] did equally well and
 /// [12, 8, 4, 2] slightly worse, and [20, 14, 9, 5, 2] was no better than these.
+/// Nanoseconds in a day: DAY orders expire at a time of day (docs/rules.md, "GTD and DAY").
+pub const NS_PER_DAY: i64 = 86_400_000_000_000;
+
 pub const PREFETCH_DISTANCES: [usize; 5] = [16, 10, 5, 2, 1];
 
 /// How many commands past the one about to be applied [`Engine::prefetch_upcoming`] reads.
@@ -153,6 +156,10 @@ pub(crate) struct SymbolState {
     asks: BookSide,
     // Cold.
     pub spec: SymbolSpec,
+    /// The last trade's price; 0 before the first.
+    pub last_trade: i64,
+    /// The reference price of the price band (docs/rules.md, "Price bands"); 0 for none.
+    pub reference: i64,
     /// Levels in transit (price, level) while a ladder's window moves; kept to avoid allocating
     /// each time.
     scratch: Vec<(i64, u32)>,
@@ -185,6 +192,8 @@ impl SymbolState {
             bids: side(Side::Buy),
             asks: side(Side::Sell),
             spec,
+            last_trade: 0,
+            reference: 0,
             scratch: Vec::new(),
         }
     }
@@ -328,6 +337,8 @@ struct Fills {
     filled: i64,
     /// Buyer: quote paid, price plus fee. Seller: quote received, price minus fee.
     quote: i64,
+    /// The price of the last trade; meaningless when nothing filled.
+    last_price: i64,
     stopped_by_stp: bool,
 }
 
@@ -495,6 +506,12 @@ impl Engine {
             }
             Command::Tick => Ok(()),
             Command::SetOrderIdWindow { window } => self.set_order_id_window(window),
+            // Rulebook part 2, not yet applied (docs/rules.md says which parts are offered).
+            Command::SetPhase { .. }
+            | Command::SetBand { .. }
+            | Command::SetRefPrice { .. }
+            | Command::SuspendUser { .. }
+            | Command::ResumeUser { .. } => Err(Reason::InvalidOrder),
         }
     }
 
@@ -509,6 +526,8 @@ impl Engine {
             || spec.maker_fee < 0
             || spec.taker_fee < spec.maker_fee
             || spec.base == spec.quote
+            || spec.band_bps < 0
+            || !(0..NS_PER_DAY).contains(&spec.day_end)
         {
             return Err(Reason::InvalidSymbol);
         }
@@ -649,6 +668,13 @@ impl Engine {
         else {
             return Err(Reason::InvalidOrder);
         };
+        // Rulebook part 2's order kinds, not yet applied.
+        if !matches!(order_type, OrderType::Limit | OrderType::Market)
+            || !matches!(tif, Tif::Gtc | Tif::Ioc | Tif::Fok)
+            || !cmd.extras.is_none()
+        {
+            return Err(Reason::InvalidOrder);
+        }
         let rests = order_type == OrderType::Limit && tif == Tif::Gtc;
         if (order_type == OrderType::Market && tif == Tif::Gtc) || (cmd.post_only && !rests) {
             return Err(Reason::InvalidOrder);
@@ -696,6 +722,7 @@ impl Engine {
             (OrderType::Limit, Tif::Gtc) => None,
             (OrderType::Limit, _) => Some(CancelReason::Ioc),
             (OrderType::Market, _) => Some(CancelReason::Market),
+            (OrderType::Stop | OrderType::StopLimit, _) => unreachable!("rejected above"),
         };
         let taker = Taker {
             account,
@@ -819,6 +846,10 @@ impl Engine {
         sink: &mut impl EventSink,
     ) {
         let fills = self.match_taker(symbol, &taker, sink);
+        if fills.filled > 0 {
+            let sym = &mut self.symbols[symbol];
+            (sym.last_trade, sym.reference) = (fills.last_price, fills.last_price);
+        }
         let sym = &self.symbols[symbol];
         let terms = sym.terms;
         let (base, quote) = (terms.base, terms.quote);
@@ -927,6 +958,7 @@ impl Engine {
             }
             self.fill_maker(symbol, maker_idx, qty, taker, sink);
             fills.filled += qty;
+            fills.last_price = maker.price;
             let notional = maker.price * qty * terms.quote_scale;
             match taker.side {
                 Side::Buy => fills.quote += notional + qty * terms.taker_fee,
@@ -1772,14 +1804,21 @@ impl Engine {
                 symbol: self.symbols[node.symbol as usize].spec.symbol,
                 order: node.order,
                 side: node.side,
+                order_type: OrderType::Limit,
+                tif: Tif::Gtc,
                 price: node.price,
+                stop_price: 0,
                 remaining: node.remaining,
+                shown: node.remaining,
+                filled: self.order_filled(idx),
+                expire_ts: 0,
             });
             idx = node.account_next;
         }
         orders.sort_by_key(|o| (o.symbol, o.order));
         Some(UserReport {
             user,
+            suspended: false,
             balances,
             orders,
         })
@@ -1904,6 +1943,29 @@ impl Engine {
 
     /// The venue clock: the largest command timestamp applied so far, 0 before any. Part of
     /// the state (and of the state hash).
+    /// A symbol's phase, last trade price, reference price and band (docs/rules.md, "Trading
+    /// phases" and "Price bands"); `None` for an unknown symbol.
+    pub fn symbol_status(&self, symbol: SymbolId) -> Option<SymbolStatus> {
+        let sym = self.symbols.get(symbol.0 as usize)?;
+        Some(SymbolStatus {
+            phase: Phase::Continuous,
+            last: sym.last_trade,
+            reference: sym.reference,
+            band_bps: sym.spec.band_bps,
+        })
+    }
+
+    /// A symbol's pending stop orders in trigger order (docs/rules.md, "Stop and stop-limit
+    /// orders"), appended to `out`.
+    pub fn pending_stops(&self, symbol: SymbolId, out: &mut Vec<PendingStop>) {
+        let _ = (symbol, out);
+    }
+
+    /// The ids of suspended users, ascending (docs/rules.md, "User suspension").
+    pub fn suspended_users(&self) -> Vec<UserId> {
+        Vec::new()
+    }
+
     pub fn now(&self) -> i64 {
         self.now
     }
@@ -1932,6 +1994,8 @@ mod tests {
                 quote_scale: 10_000,
                 maker_fee: 700,
                 taker_fee: 1900,
+                band_bps: 0,
+                day_end: 0,
             })),
             Command::AddUser { user: 301 },
             Command::AddUser { user: 302 },

@@ -1,7 +1,9 @@
 //! Events: what the engine reports while it applies a command. The command's result (ok or a
 //! rejection reason) is the return value of [`crate::Engine::apply`] and comes after its events.
 
-use crate::types::{CancelReason, Name, OrderId, Priority, Side, SymbolId, UserId};
+use crate::types::{
+    CancelReason, Name, OrderId, OrderType, Phase, Priority, Side, SymbolId, Tif, UserId,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Trade {
@@ -47,6 +49,56 @@ pub struct Amended {
     pub priority: Priority,
 }
 
+/// A pending stop order has triggered: it enters the book now, as an incoming order; its own
+/// trades and cancellations follow (docs/rules.md, "Stop and stop-limit orders").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Triggered {
+    pub symbol: SymbolId,
+    pub user: UserId,
+    pub order: OrderId,
+    pub side: Side,
+    pub stop_price: i64,
+}
+
+/// The uncross of a call auction: its price, the lots executed and what was left over
+/// (`imbalance` = bids minus asks at that price; > 0: buyers left). Follows the uncross trades.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuctionResult {
+    pub symbol: SymbolId,
+    pub price: i64,
+    pub qty: i64,
+    pub imbalance: i64,
+}
+
+/// A symbol's trading phase changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhaseChanged {
+    pub symbol: SymbolId,
+    pub phase: Phase,
+}
+
+/// A symbol's trading state: its phase, last trade price and reference price (0: none yet),
+/// and its price band (basis points; 0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SymbolStatus {
+    pub phase: Phase,
+    pub last: i64,
+    pub reference: i64,
+    pub band_bps: i64,
+}
+
+/// A stop order waiting for its trigger, as the final state lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingStop {
+    pub user: UserId,
+    pub order: OrderId,
+    pub side: Side,
+    pub stop_price: i64,
+    /// 0 for a stop without a limit or protection price.
+    pub price: i64,
+    pub remaining: i64,
+}
+
 /// A live order as the final state lists it: how much it has filled, how much of it the book
 /// shows, and when it expires (0: never).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,14 +137,27 @@ pub struct OpenOrder {
     pub symbol: Name,
     pub order: OrderId,
     pub side: Side,
+    pub order_type: OrderType,
+    pub tif: Tif,
+    /// The limit price; 0 for a stop without one.
     pub price: i64,
+    /// 0 for an order that is not a pending stop.
+    pub stop_price: i64,
     pub remaining: i64,
+    /// The quantity the book shows: `remaining` but for an iceberg (its slice) or a pending
+    /// stop (0).
+    pub shown: i64,
+    /// Executed since it was accepted.
+    pub filled: i64,
+    /// 0 for an order that never expires.
+    pub expire_ts: i64,
 }
 
 /// A user's balances (by currency name, sorted) and open orders (by symbol, then order id).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UserReport {
     pub user: UserId,
+    pub suspended: bool,
     pub balances: Vec<(Name, Balance)>,
     pub orders: Vec<OpenOrder>,
 }
@@ -113,6 +178,9 @@ pub enum Event<'a> {
     Trade(Trade),
     Cancelled(Cancelled),
     Amended(Amended),
+    Triggered(Triggered),
+    Auction(AuctionResult),
+    Phase(PhaseChanged),
     Book(BookSnapshot<'a>),
     UserReport(&'a UserReport),
     VenueReport(&'a [CurrencyTotals]),
@@ -135,6 +203,9 @@ pub enum OwnedEvent {
     Trade(Trade),
     Cancelled(Cancelled),
     Amended(Amended),
+    Triggered(Triggered),
+    Auction(AuctionResult),
+    Phase(PhaseChanged),
     Book {
         symbol: SymbolId,
         bids: Vec<Level>,
@@ -150,6 +221,9 @@ impl From<&Event<'_>> for OwnedEvent {
             Event::Trade(t) => OwnedEvent::Trade(t),
             Event::Cancelled(c) => OwnedEvent::Cancelled(c),
             Event::Amended(a) => OwnedEvent::Amended(a),
+            Event::Triggered(t) => OwnedEvent::Triggered(t),
+            Event::Auction(a) => OwnedEvent::Auction(a),
+            Event::Phase(p) => OwnedEvent::Phase(p),
             Event::Book(b) => OwnedEvent::Book {
                 symbol: b.symbol,
                 bids: b.bids.to_vec(),

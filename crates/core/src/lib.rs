@@ -17,17 +17,18 @@ mod hasher;
 mod index;
 mod snapshot;
 
-pub use command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
+pub use command::{AmendOrder, Command, OrderExtras, PlaceOrder, SymbolSpec};
 pub use engine::{
-    Engine, EngineConfig, PREFETCH_DISTANCES, PREFETCH_LOOKAHEAD, PREFETCH_PAYS_BYTES, Prefetch,
-    RestingOrder,
+    Engine, EngineConfig, NS_PER_DAY, PREFETCH_DISTANCES, PREFETCH_LOOKAHEAD, PREFETCH_PAYS_BYTES,
+    Prefetch, RestingOrder,
 };
 pub use event::{
-    Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
-    OpenOrder, OwnedEvent, Trade, UserReport,
+    Amended, AuctionResult, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink,
+    Level, LiveOrder, OpenOrder, OwnedEvent, PendingStop, PhaseChanged, SymbolStatus, Trade,
+    Triggered, UserReport,
 };
 pub use snapshot::SnapshotError;
 pub use types::{
-    CancelReason, CurrencyId, Name, OrderId, OrderType, Priority, Reason, Side, Stp, SymbolId, Tif,
-    UserId,
+    CancelReason, CurrencyId, Name, OrderId, OrderType, Phase, Priority, Reason, Side, Stp,
+    SymbolId, Tif, UserId,
 };

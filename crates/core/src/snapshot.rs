@@ -17,7 +17,7 @@ use crate::types::{CurrencyId, Name, Side, Stp};
 
 const MAGIC: &[u8; 8] = b"RIALTOSS";
 /// 2 added the part-2 state (docs/snapshot-format.md, "Versions").
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// magic + version + last_seq + body length.
 const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 
@@ -170,6 +170,10 @@ impl Engine {
             w.i64(s.spec.quote_scale);
             w.i64(s.spec.maker_fee);
             w.i64(s.spec.taker_fee);
+            w.i64(s.spec.band_bps);
+            w.i64(s.spec.day_end);
+            w.i64(s.last_trade);
+            w.i64(s.reference);
         }
         let mut accounts: Vec<u32> = (0..self.accounts.len() as u32).collect();
         accounts.sort_unstable_by_key(|&a| self.accounts.user(a));
@@ -233,13 +237,14 @@ impl Engine {
             return err("not a Rialto snapshot (bad magic)");
         }
         let version = r.u32("version")?;
-        if version == 1 {
-            // Version 1 has no venue clock (nor the rest of the part-2 state): guessing it would
-            // give this replica a state no other has. The journal has what is missing.
-            return err(
-                "version 1 predates the venue clock and the part-2 state; recover from the \
-                 journal instead",
-            );
+        if version < VERSION {
+            // Versions 1 and 2 lack part of the rulebook's state (the venue clock, phases, bands,
+            // stops...): guessing it would give this replica a state no other has. The journal
+            // has what is missing.
+            return err(format!(
+                "version {version} predates part of the rulebook's state; recover from the \
+                 journal instead"
+            ));
         }
         if version != VERSION {
             return err(format!("unsupported version {version}"));
@@ -299,7 +304,13 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
             quote_scale: r.i64("quote_scale")?,
             maker_fee: r.i64("maker_fee")?,
             taker_fee: r.i64("taker_fee")?,
+            band_bps: r.i64("band_bps")?,
+            day_end: r.i64("day_end")?,
         };
+        let (last_trade, reference) = (r.i64("last trade")?, r.i64("reference price")?);
+        if last_trade < 0 || reference < 0 {
+            return err(format!("symbol {}: negative price", spec.symbol));
+        }
         if !engine.currency_ids.contains_key(&spec.base)
             || !engine.currency_ids.contains_key(&spec.quote)
         {
@@ -311,6 +322,8 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
             return err(format!("symbol {}: {reason}", spec.symbol));
         }
         debug_assert_eq!(before, engine.currencies.len());
+        let state = engine.symbols.last_mut().expect("just added");
+        (state.last_trade, state.reference) = (last_trade, reference);
     }
 
     let users = r.count(12, "users")?;

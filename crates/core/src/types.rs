@@ -78,13 +78,16 @@ impl Side {
 }
 
 word_enum!(
-    /// Limit orders carry a price; market orders never rest.
-    OrderType { Limit => "limit", Market => "market" }
+    /// Limit orders carry a price; market orders never rest; stop and stop-limit orders wait,
+    /// outside the book, for a trade at or through their stop price, then enter as a market or a
+    /// limit order (docs/rules.md, "Stop and stop-limit orders").
+    OrderType { Limit => "limit", Market => "market", Stop => "stop", StopLimit => "stop_limit" }
 );
 
 word_enum!(
-    /// Time in force.
-    Tif { Gtc => "gtc", Ioc => "ioc", Fok => "fok" }
+    /// Time in force. `gtd` and `day` rest like `gtc` until their expiry time (docs/rules.md,
+    /// "GTD and DAY").
+    Tif { Gtc => "gtc", Ioc => "ioc", Fok => "fok", Gtd => "gtd", Day => "day" }
 );
 
 word_enum!(
@@ -102,7 +105,16 @@ word_enum!(
         Stp => "stp",
         Market => "market",
         Reduce => "reduce",
+        Expired => "expired",
+        Band => "band",
+        Suspended => "suspended",
+        Liquidation => "liquidation",
     }
+);
+
+word_enum!(
+    /// A symbol's trading phase (docs/rules.md, "Trading phases, halts and auctions").
+    Phase { Continuous => "continuous", Auction => "auction", Halted => "halted", Closed => "closed" }
 );
 
 word_enum!(
@@ -130,6 +142,15 @@ word_enum!(
         InvalidSymbol => "invalid_symbol",
         // Added by Rialto (docs/rules.md): a configured limit (orders, levels, users) is reached.
         LimitExceeded => "limit_exceeded",
+        // Rulebook part 2 (docs/rules.md). Appended: a reason's code is its declaration index.
+        UserSuspended => "user_suspended",
+        SymbolHalted => "symbol_halted",
+        SymbolClosed => "symbol_closed",
+        SymbolInAuction => "symbol_in_auction",
+        PriceOutOfBand => "price_out_of_band",
+        WouldTrigger => "would_trigger",
+        InsufficientMargin => "insufficient_margin",
+        InvalidPhase => "invalid_phase",
     }
 );
 

@@ -238,6 +238,11 @@ fn outcomes(
         }
         Command::Place(_) => "place",
         Command::Cancel { .. } => "cancel",
+        Command::SetPhase { .. } => "set_phase",
+        Command::SetBand { .. } => "set_band",
+        Command::SetRefPrice { .. } => "set_ref_price",
+        Command::SuspendUser { .. } => "suspend_user",
+        Command::ResumeUser { .. } => "resume_user",
         Command::Move { .. } => "move",
         Command::Reduce { .. } => "reduce",
         Command::Amend(_) => "amend",

@@ -569,6 +569,8 @@ fn the_hex_hash_and_symbol_lookups_agree_with_the_state() {
         quote_scale: 1,
         maker_fee: 0,
         taker_fee: 0,
+        band_bps: 0,
+        day_end: 0,
     };
     assert_eq!(
         apply(&mut engine, 1, None, &Command::AddSymbol(Box::new(spec))).0,

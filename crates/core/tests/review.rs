@@ -48,7 +48,8 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
     b.name("B-Q");
     b.name("B");
     b.name("Q");
-    for v in [base_scale, 1, 0, 0] {
+    // scales, fees, band_bps, day_end, last trade, reference price
+    for v in [base_scale, 1, 0, 0, 0, 0, 0, 0] {
         b.i64(v);
     }
     b.u64(1); // users
@@ -73,7 +74,7 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
     }
     let mut out = W(Vec::new());
     out.0.extend_from_slice(b"RIALTOSS");
-    out.u32(2);
+    out.u32(3);
     out.u64(0);
     out.u64(b.0.len() as u64);
     out.0.extend_from_slice(&b.0);
@@ -160,6 +161,8 @@ fn deep_books_agree_with_the_model() {
             quote_scale: 2,
             maker_fee: 1,
             taker_fee: 4,
+            band_bps: 0,
+            day_end: 0,
         };
         let mut setup = vec![Command::AddSymbol(Box::new(spec))];
         for u in 1..=4 {

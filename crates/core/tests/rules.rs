@@ -35,6 +35,8 @@ fn spec(symbol: &str, base: &str, quote: &str) -> SymbolSpec {
         quote_scale: QUOTE_SCALE,
         maker_fee: MAKER_FEE,
         taker_fee: TAKER_FEE,
+        band_bps: 0,
+        day_end: 0,
     }
 }
 
@@ -1992,11 +1994,18 @@ fn user_report_lists_non_zero_balances_by_name_and_orders_by_symbol_then_id() {
         symbol: name(symbol),
         order,
         side,
+        order_type: OrderType::Limit,
+        tif: Tif::Gtc,
         price,
+        stop_price: 0,
         remaining,
+        shown: remaining,
+        filled: 0,
+        expire_ts: 0,
     };
     let report = UserReport {
         user: 1,
+        suspended: false,
         balances: vec![
             (name("B"), bal(300, 200)),
             (name("BTC"), bal(1_000, 0)),
@@ -2018,6 +2027,7 @@ fn user_report_lists_non_zero_balances_by_name_and_orders_by_symbol_then_id() {
         Command::UserReport { user: 2 },
         vec![OwnedEvent::UserReport(UserReport {
             user: 2,
+            suspended: false,
             balances: vec![],
             orders: vec![],
         })],
@@ -2107,13 +2117,20 @@ fn reports_sort_names_as_text_not_by_length() {
         symbol: name(symbol),
         order,
         side: Side::Buy,
+        order_type: OrderType::Limit,
+        tif: Tif::Gtc,
         price: 1,
+        stop_price: 0,
         remaining: 1,
+        shown: 1,
+        filled: 0,
+        expire_ts: 0,
     };
     v.expect(
         Command::UserReport { user: 1 },
         vec![OwnedEvent::UserReport(UserReport {
             user: 1,
+            suspended: false,
             balances: vec![(name("EURO"), bal(965, 35)), (name("USD"), bal(965, 35))],
             orders: vec![open("BTC-EURO", 2), open("ZZ", 1)],
         })],

@@ -11,7 +11,8 @@
 //! and one line in docs/journal-format.md. Tags are never reused.
 
 use rialto_core::{
-    AmendOrder, Command, Name, OrderType, PlaceOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
+    AmendOrder, Command, Name, OrderExtras, OrderType, Phase, PlaceOrder, Side, Stp, SymbolId,
+    SymbolSpec, Tif,
 };
 
 use crate::JournalError;
@@ -30,16 +31,29 @@ const TAG_MASS_CANCEL: u8 = 11;
 const TAG_TICK: u8 = 12;
 const TAG_AMEND: u8 = 13;
 const TAG_SET_ORDER_ID_WINDOW: u8 = 14;
+/// A `place` with at least one of stop_price, display_qty, expire_ts: `place`'s fields, then
+/// each of the three as a flag and 8 bytes. A place with none of them keeps [`TAG_PLACE`].
+const TAG_PLACE_WITH_EXTRAS: u8 = 15;
+/// An `add_symbol` with a band or a day end: tag 1's fields, then band_bps and day_end. One
+/// with neither keeps [`TAG_ADD_SYMBOL`].
+const TAG_ADD_SYMBOL_WITH_TRADING: u8 = 16;
+const TAG_SET_PHASE: u8 = 17;
+const TAG_SET_BAND: u8 = 18;
+const TAG_SET_REF_PRICE: u8 = 19;
+const TAG_SUSPEND_USER: u8 = 20;
+const TAG_RESUME_USER: u8 = 21;
 
 /// Bytes of an encoded `place`: tag, user, order, symbol, side, type, tif, price flag, price,
 /// qty, post_only, stp.
 const PLACE_LEN: usize = 1 + 8 + 8 + 4 + 3 + 1 + 8 + 8 + 1 + 1;
+/// Bytes of an encoded place with extras: the above, then three flags and values.
+const PLACE_WITH_EXTRAS_LEN: usize = PLACE_LEN + 3 * 9;
 
 /// The code of an absent (`None`) enum.
 const NONE_CODE: u8 = 255;
 
-/// The longest encoding of any command: `add_symbol` with three 23-byte names
-/// (1 + 3 * 24 + 4 * 8 = 105), rounded up to leave room for new variants.
+/// The longest encoding of any command: `add_symbol` with three 23-byte names and a band
+/// (1 + 3 * 24 + 6 * 8 = 121), rounded up.
 pub const MAX_COMMAND_BYTES: usize = 128;
 
 /// Appends the encoding of `cmd` to `out`. Allocates only if `out` has to grow.
@@ -68,7 +82,17 @@ pub(crate) fn encode_command_into(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTE
             out[33..41].copy_from_slice(&p.qty.to_le_bytes());
             out[41] = p.post_only as u8;
             out[42] = p.stp.map_or(NONE_CODE, Stp::code);
-            PLACE_LEN
+            if p.extras.is_none() {
+                return PLACE_LEN;
+            }
+            out[0] = TAG_PLACE_WITH_EXTRAS;
+            let extras = [p.stop_price(), p.display_qty(), p.expire_ts()];
+            for (i, field) in extras.into_iter().enumerate() {
+                let at = PLACE_LEN + 9 * i;
+                out[at] = field.is_some() as u8;
+                out[at + 1..at + 9].copy_from_slice(&field.unwrap_or(0).to_le_bytes());
+            }
+            PLACE_WITH_EXTRAS_LEN
         }
         _ => encode_other(cmd, out),
     }
@@ -80,12 +104,21 @@ fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
     let mut put = Put { out, len: 0 };
     match *cmd {
         Command::AddSymbol(ref s) => {
-            put.u8(TAG_ADD_SYMBOL);
+            let trading = s.band_bps != 0 || s.day_end != 0;
+            put.u8(if trading {
+                TAG_ADD_SYMBOL_WITH_TRADING
+            } else {
+                TAG_ADD_SYMBOL
+            });
             put.name(&s.symbol);
             put.name(&s.base);
             put.name(&s.quote);
             for v in [s.base_scale, s.quote_scale, s.maker_fee, s.taker_fee] {
                 put.i64(v);
+            }
+            if trading {
+                put.i64(s.band_bps);
+                put.i64(s.day_end);
             }
         }
         Command::AddUser { user } => {
@@ -155,6 +188,29 @@ fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
                 put.i64(field.unwrap_or(0));
             }
         }
+        Command::SetPhase { symbol, phase } => {
+            put.u8(TAG_SET_PHASE);
+            put.bytes(&symbol.0.to_le_bytes());
+            put.u8(phase.map_or(NONE_CODE, Phase::code));
+        }
+        Command::SetBand { symbol, band_bps } => {
+            put.u8(TAG_SET_BAND);
+            put.bytes(&symbol.0.to_le_bytes());
+            put.i64(band_bps);
+        }
+        Command::SetRefPrice { symbol, price } => {
+            put.u8(TAG_SET_REF_PRICE);
+            put.bytes(&symbol.0.to_le_bytes());
+            put.i64(price);
+        }
+        Command::SuspendUser { user } => {
+            put.u8(TAG_SUSPEND_USER);
+            put.i64(user);
+        }
+        Command::ResumeUser { user } => {
+            put.u8(TAG_RESUME_USER);
+            put.i64(user);
+        }
     }
     put.len
 }
@@ -163,15 +219,27 @@ fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
 pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
     let mut r = Reader { bytes, pos: 0 };
     let cmd = match r.u8("tag")? {
-        TAG_ADD_SYMBOL => Command::AddSymbol(Box::new(SymbolSpec {
-            symbol: r.name("symbol")?,
-            base: r.name("base")?,
-            quote: r.name("quote")?,
-            base_scale: r.i64("base_scale")?,
-            quote_scale: r.i64("quote_scale")?,
-            maker_fee: r.i64("maker_fee")?,
-            taker_fee: r.i64("taker_fee")?,
-        })),
+        tag @ (TAG_ADD_SYMBOL | TAG_ADD_SYMBOL_WITH_TRADING) => {
+            let mut spec = SymbolSpec {
+                symbol: r.name("symbol")?,
+                base: r.name("base")?,
+                quote: r.name("quote")?,
+                base_scale: r.i64("base_scale")?,
+                quote_scale: r.i64("quote_scale")?,
+                maker_fee: r.i64("maker_fee")?,
+                taker_fee: r.i64("taker_fee")?,
+                band_bps: 0,
+                day_end: 0,
+            };
+            if tag == TAG_ADD_SYMBOL_WITH_TRADING {
+                let at = r.pos;
+                (spec.band_bps, spec.day_end) = (r.i64("band_bps")?, r.i64("day_end")?);
+                if spec.band_bps == 0 && spec.day_end == 0 {
+                    return Err(r.bad(at, "no band nor day end under tag 16".into()));
+                }
+            }
+            Command::AddSymbol(Box::new(spec))
+        }
         TAG_ADD_USER => Command::AddUser {
             user: r.i64("user")?,
         },
@@ -182,6 +250,19 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
             tx: r.i64("tx")?,
         },
         TAG_PLACE => Command::Place(decode_place(&mut r)?),
+        TAG_PLACE_WITH_EXTRAS => {
+            let place = decode_place(&mut r)?;
+            let at = r.pos;
+            let extras = OrderExtras::with_fields(
+                r.opt_i64("stop_price flag", "stop_price")?,
+                r.opt_i64("display_qty flag", "display_qty")?,
+                r.opt_i64("expire_ts flag", "expire_ts")?,
+            );
+            if extras.is_none() {
+                return Err(r.bad(at, "no extra field under tag 15".into()));
+            }
+            Command::Place(PlaceOrder { extras, ..place })
+        }
         TAG_CANCEL => Command::Cancel {
             user: r.i64("user")?,
             order: r.i64("order")?,
@@ -225,6 +306,24 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
             r.opt_i64("qty flag", "qty")?,
             r.opt_i64("stop_price flag", "stop_price")?,
         )),
+        TAG_SET_PHASE => Command::SetPhase {
+            symbol: SymbolId(r.u32("symbol")?),
+            phase: r.code("phase", Phase::from_code)?,
+        },
+        TAG_SET_BAND => Command::SetBand {
+            symbol: SymbolId(r.u32("symbol")?),
+            band_bps: r.i64("band_bps")?,
+        },
+        TAG_SET_REF_PRICE => Command::SetRefPrice {
+            symbol: SymbolId(r.u32("symbol")?),
+            price: r.i64("price")?,
+        },
+        TAG_SUSPEND_USER => Command::SuspendUser {
+            user: r.i64("user")?,
+        },
+        TAG_RESUME_USER => Command::ResumeUser {
+            user: r.i64("user")?,
+        },
         tag => return Err(r.bad(0, format!("unknown command tag {tag}"))),
     };
     if r.pos != bytes.len() {
@@ -258,6 +357,7 @@ fn decode_place(r: &mut Reader<'_>) -> Result<PlaceOrder, JournalError> {
         tif,
         price,
         qty,
+        extras: OrderExtras::NONE,
         post_only,
         stp,
     })

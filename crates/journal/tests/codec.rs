@@ -3,7 +3,8 @@
 
 use proptest::prelude::*;
 use rialto_core::{
-    AmendOrder, Command, Name, OrderType, PlaceOrder, Side, Stp, SymbolId, SymbolSpec, Tif,
+    AmendOrder, Command, Name, OrderExtras, OrderType, Phase, PlaceOrder, Side, Stp, SymbolId,
+    SymbolSpec, Tif,
 };
 use rialto_journal::{MAX_COMMAND_BYTES, decode_command, encode_command};
 
@@ -19,8 +20,8 @@ fn opt<T: Copy + std::fmt::Debug + 'static>(all: &'static [T]) -> impl Strategy<
 fn command() -> impl Strategy<Value = Command> {
     let i = any::<i64>;
     prop_oneof![
-        (name(), name(), name(), i(), i(), i(), i()).prop_map(
-            |(symbol, base, quote, a, b, c, d)| {
+        (name(), name(), name(), i(), i(), i(), i(), (i(), i())).prop_map(
+            |(symbol, base, quote, a, b, c, d, (band_bps, day_end))| {
                 Command::AddSymbol(Box::new(SymbolSpec {
                     symbol,
                     base,
@@ -29,6 +30,9 @@ fn command() -> impl Strategy<Value = Command> {
                     quote_scale: b,
                     maker_fee: c,
                     taker_fee: d,
+                    // Both kinds: zero (tag 1) and not (tag 16).
+                    band_bps: band_bps % 3,
+                    day_end,
                 }))
             }
         ),
@@ -46,11 +50,16 @@ fn command() -> impl Strategy<Value = Command> {
                 any::<Option<i64>>(),
                 i(),
                 any::<bool>(),
-                opt(Stp::ALL)
-            )
+                opt(Stp::ALL),
+            ),
+            any::<(Option<i64>, Option<i64>, Option<i64>)>(),
         )
             .prop_map(
-                |((user, order, symbol, side, order_type), (tif, price, qty, post_only, stp))| {
+                |(
+                    (user, order, symbol, side, order_type),
+                    (tif, price, qty, post_only, stp),
+                    (stop_price, display_qty, expire_ts),
+                )| {
                     Command::Place(PlaceOrder {
                         user,
                         order,
@@ -62,6 +71,7 @@ fn command() -> impl Strategy<Value = Command> {
                         qty,
                         post_only,
                         stp,
+                        extras: OrderExtras::with_fields(stop_price, display_qty, expire_ts),
                     })
                 }
             ),
@@ -79,6 +89,20 @@ fn command() -> impl Strategy<Value = Command> {
             symbol: s.map(SymbolId),
         }),
         Just(Command::Tick),
+        (any::<u32>(), opt(Phase::ALL)).prop_map(|(s, phase)| Command::SetPhase {
+            symbol: SymbolId(s),
+            phase
+        }),
+        (any::<u32>(), i()).prop_map(|(s, band_bps)| Command::SetBand {
+            symbol: SymbolId(s),
+            band_bps
+        }),
+        (any::<u32>(), i()).prop_map(|(s, price)| Command::SetRefPrice {
+            symbol: SymbolId(s),
+            price
+        }),
+        i().prop_map(|user| Command::SuspendUser { user }),
+        i().prop_map(|user| Command::ResumeUser { user }),
         i().prop_map(|window| Command::SetOrderIdWindow { window }),
         (
             i(),
@@ -142,6 +166,8 @@ fn the_largest_command_fits() {
         quote_scale: i64::MIN,
         maker_fee: -1,
         taker_fee: 0,
+        band_bps: 0,
+        day_end: 0,
     }));
     let mut buf = Vec::new();
     encode_command(&cmd, &mut buf);

@@ -41,6 +41,8 @@ fn set_up(engine: &mut Engine, feed: &mut Feed, seq: &mut u64) {
             quote_scale: 1,
             maker_fee: 0,
             taker_fee: i as i64,
+            band_bps: 0,
+            day_end: 0,
         })));
     }
     for user in 1..=USERS {

@@ -29,6 +29,8 @@ pub fn demo_symbols() -> Vec<SymbolSpec> {
             quote_scale: 1,
             maker_fee: 0,
             taker_fee: 1,
+            band_bps: 0,
+            day_end: 0,
         })
         .collect()
 }

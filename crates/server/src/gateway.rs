@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use rialto_core::{AmendOrder, Command, PlaceOrder, UserId};
+use rialto_core::{AmendOrder, Command, OrderExtras, PlaceOrder, UserId};
 use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
 use rustc_hash::FxHashMap;
 
@@ -930,6 +930,7 @@ impl Gateway {
                     qty: o.qty,
                     post_only: o.post_only,
                     stp: o.stp,
+                    extras: OrderExtras::NONE,
                 };
                 let reply = order_reply(o.order, RequestKind::Place);
                 self.push(id, reply, Op::Command(Command::Place(place)))

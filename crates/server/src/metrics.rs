@@ -65,7 +65,7 @@ impl Histogram {
 }
 
 /// The command kinds counted apart.
-const COMMAND_KINDS: [&str; 14] = [
+const COMMAND_KINDS: [&str; 19] = [
     "add_symbol",
     "add_user",
     "adjust_balance",
@@ -80,6 +80,11 @@ const COMMAND_KINDS: [&str; 14] = [
     "tick",
     "amend",
     "set_order_id_window",
+    "set_phase",
+    "set_band",
+    "set_ref_price",
+    "suspend_user",
+    "resume_user",
 ];
 
 fn command_kind(cmd: &Command) -> usize {
@@ -98,6 +103,11 @@ fn command_kind(cmd: &Command) -> usize {
         Command::Tick => 11,
         Command::Amend(_) => 12,
         Command::SetOrderIdWindow { .. } => 13,
+        Command::SetPhase { .. } => 14,
+        Command::SetBand { .. } => 15,
+        Command::SetRefPrice { .. } => 16,
+        Command::SuspendUser { .. } => 17,
+        Command::ResumeUser { .. } => 18,
     }
 }
 

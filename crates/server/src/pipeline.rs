@@ -961,6 +961,8 @@ impl EngineStage {
                     };
                     self.send(Target::User(a.user), msg);
                 }
+                // Rulebook part 2's events: the gateways' part of issue 30 will show them.
+                OwnedEvent::Triggered(_) | OwnedEvent::Auction(_) | OwnedEvent::Phase(_) => {}
                 // Queries are answered above; no other command reports these.
                 OwnedEvent::Book { .. }
                 | OwnedEvent::UserReport(_)

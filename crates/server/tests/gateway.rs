@@ -448,6 +448,8 @@ fn admin_adds_a_symbol_and_a_user_who_can_then_trade() {
         quote_scale: 1,
         maker_fee: 0,
         taker_fee: 0,
+        band_bps: 0,
+        day_end: 0,
     };
     let ok = |m: ServerMsg| {
         assert!(

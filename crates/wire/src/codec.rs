@@ -968,6 +968,9 @@ impl<'a> Reader<'a> {
             quote_scale: self.i64("quote_scale")?,
             maker_fee: self.i64("maker_fee")?,
             taker_fee: self.i64("taker_fee")?,
+            // Not carried by this message yet: the defaults (no band, DAY orders end at 00:00).
+            band_bps: 0,
+            day_end: 0,
         })
     }
 
@@ -998,16 +1001,26 @@ impl<'a> Reader<'a> {
         let count = self.count("order count", 2 + 8 + 1 + 16)?;
         let mut orders = Vec::with_capacity(count);
         for _ in 0..count {
+            let (symbol, order, side) = (self.name("symbol")?, self.i64("order")?, self.side()?);
+            let (price, remaining) = (self.i64("price")?, self.i64("remaining")?);
+            // This message carries a resting limit order's fields only.
             orders.push(OpenOrder {
-                symbol: self.name("symbol")?,
-                order: self.i64("order")?,
-                side: self.side()?,
-                price: self.i64("price")?,
-                remaining: self.i64("remaining")?,
+                symbol,
+                order,
+                side,
+                order_type: OrderType::Limit,
+                tif: Tif::Gtc,
+                price,
+                stop_price: 0,
+                remaining,
+                shown: remaining,
+                filled: 0,
+                expire_ts: 0,
             });
         }
         Ok(UserReport {
             user,
+            suspended: false,
             balances,
             orders,
         })

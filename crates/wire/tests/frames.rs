@@ -431,9 +431,12 @@ fn full_lists_fit_in_a_frame() {
         quote_scale: 1,
         maker_fee: 0,
         taker_fee: 0,
+        band_bps: 0,
+        day_end: 0,
     };
     let report = UserReport {
         user: 1,
+        suspended: false,
         balances: vec![
             (
                 name,
@@ -449,8 +452,14 @@ fn full_lists_fit_in_a_frame() {
                 symbol: name,
                 order: 1,
                 side: Side::Buy,
+                order_type: OrderType::Limit,
+                tif: Tif::Gtc,
                 price: 1,
+                stop_price: 0,
                 remaining: 1,
+                shown: 1,
+                filled: 0,
+                expire_ts: 0,
             };
             MAX_REPORT_ORDERS
         ],

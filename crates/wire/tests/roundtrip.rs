@@ -33,6 +33,8 @@ fn spec() -> impl Strategy<Value = SymbolSpec> {
         quote_scale: n[1],
         maker_fee: n[2],
         taker_fee: n[3],
+        band_bps: 0,
+        day_end: 0,
     })
 }
 
@@ -139,8 +141,14 @@ fn report() -> impl Strategy<Value = UserReport> {
             symbol,
             order,
             side,
+            order_type: OrderType::Limit,
+            tif: Tif::Gtc,
             price,
+            stop_price: 0,
             remaining,
+            shown: remaining,
+            filled: 0,
+            expire_ts: 0,
         },
     );
     (
@@ -150,6 +158,7 @@ fn report() -> impl Strategy<Value = UserReport> {
     )
         .prop_map(|(user, balances, orders)| UserReport {
             user,
+            suspended: false,
             balances,
             orders,
         })

@@ -267,6 +267,12 @@ impl Model {
                     Ok(())
                 }
             }
+            // Rulebook part 2, not yet applied.
+            Command::SetPhase { .. }
+            | Command::SetBand { .. }
+            | Command::SetRefPrice { .. }
+            | Command::SuspendUser { .. }
+            | Command::ResumeUser { .. } => Err(Reason::InvalidOrder),
         };
         assert!(
             result.is_ok() || events.len() == before,
@@ -418,6 +424,15 @@ impl Model {
         else {
             return Err(Reason::InvalidOrder);
         };
+        // Rulebook part 2's order kinds, not yet applied.
+        if !matches!(order_type, OrderType::Limit | OrderType::Market)
+            || !matches!(tif, Tif::Gtc | Tif::Ioc | Tif::Fok)
+            || p.stop_price().is_some()
+            || p.display_qty().is_some()
+            || p.expire_ts().is_some()
+        {
+            return Err(Reason::InvalidOrder);
+        }
         let market = order_type == OrderType::Market;
         if market && tif == Tif::Gtc {
             return Err(Reason::InvalidOrder);
@@ -605,6 +620,7 @@ impl Model {
             }
             Tif::Ioc => self.end_taker(&spec, &mut taker, CancelReason::Ioc, events),
             Tif::Fok => panic!("model: the fill-or-kill walk promised a full fill"),
+            Tif::Gtd | Tif::Day => panic!("model: rulebook part 2's tifs are rejected at place"),
         }
     }
 
@@ -1080,13 +1096,20 @@ impl Model {
                 symbol: self.symbols[symbol.0 as usize].symbol,
                 order,
                 side,
+                order_type: OrderType::Limit,
+                tif: Tif::Gtc,
                 price: o.price,
+                stop_price: 0,
                 remaining: o.remaining,
+                shown: o.remaining,
+                filled: o.filled,
+                expire_ts: 0,
             });
         }
         orders.sort_by(|a, b| (a.symbol.as_str(), a.order).cmp(&(b.symbol.as_str(), b.order)));
         Some(UserReport {
             user,
+            suspended: false,
             balances,
             orders,
         })

@@ -443,6 +443,8 @@ fn spec_or_plain(view: &impl View, symbol: SymbolId) -> SymbolSpec {
         quote_scale: 1,
         maker_fee: 0,
         taker_fee: 0,
+        band_bps: 0,
+        day_end: 0,
     })
 }
 
@@ -537,6 +539,8 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 quote_scale,
                 maker_fee,
                 taker_fee,
+                band_bps: 0,
+                day_end: 0,
             }))
         }
         Op::AddUser { user } => Command::AddUser {
@@ -608,6 +612,7 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 qty: qty_of(&spec, qty),
                 post_only,
                 stp: (garble != 3).then_some(Stp::ALL[stp as usize % 3]),
+                extras: rialto_core::OrderExtras::NONE,
             })
         }
         Op::Cancel { target } => {

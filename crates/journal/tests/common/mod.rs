@@ -23,6 +23,8 @@ pub fn workload(n: usize) -> Vec<Command> {
         quote_scale: 10,
         maker_fee: 2,
         taker_fee: 5,
+        band_bps: 0,
+        day_end: 0,
     }))];
     let mut tx = 0;
     for user in 1..=USERS {

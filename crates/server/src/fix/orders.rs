@@ -18,8 +18,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use rialto_core::{
-    AmendOrder, CancelReason, Command, OrderId, OrderType, PlaceOrder, Reason, Side, Stp, SymbolId,
-    Tif, UserId,
+    AmendOrder, CancelReason, Command, OrderExtras, OrderId, OrderType, PlaceOrder, Reason, Side,
+    Stp, SymbolId, Tif, UserId,
 };
 use rialto_fix::Decimal;
 use rialto_fix::app::{self, NewOrderSingle, OrderCancelReplaceRequest, OrderCancelRequest};
@@ -392,7 +392,7 @@ impl OrderDesk {
                     Ok(t) => Some(t),
                     Err(_) => return reject(ord_rej::OTHER, "Price is not on the tick grid"),
                 },
-                (OrderType::Market, None) => None,
+                (_, None) => None,
             };
             Ok((instrument, qty, price, order_type, tif))
         })();
@@ -457,6 +457,7 @@ impl OrderDesk {
             qty,
             post_only: msg.post_only(),
             stp: Some(Stp::CancelTaker),
+            extras: OrderExtras::NONE,
         };
         self.orders.insert(
             order_id,
@@ -1190,6 +1191,8 @@ mod tests {
             quote_scale: 1,
             maker_fee: 0,
             taker_fee: 0,
+            band_bps: 0,
+            day_end: 0,
         };
         instruments.refresh(&[(SymbolId(0), spec)]);
         instruments

@@ -15,6 +15,7 @@ pub fn symbol(info: &SymbolInfo, instrument: Option<&InstrumentSettings>) -> Val
         quote_scale,
         maker_fee,
         taker_fee,
+        ..
     } = info.spec;
     let (tick, lot) =
         instrument.map_or(("1", "1"), |i| (i.price_tick.as_str(), i.qty_lot.as_str()));

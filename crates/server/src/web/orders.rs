@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use rialto_core::{
-    AmendOrder, Command, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId, UserReport,
+    AmendOrder, Command, OrderExtras, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId,
+    UserReport,
 };
 use rialto_wire::{RequestKind, ServerMsg};
 use serde::Deserialize;
@@ -66,6 +67,7 @@ fn place_command(state: &AppState, user: UserId, order: i64, body: &PlaceBody) -
         qty: body.qty,
         post_only: body.post_only,
         stp,
+        extras: OrderExtras::NONE,
     }
 }
 

@@ -525,6 +525,8 @@ async fn add_symbol(State(state): Shared, Admin(body): Admin) -> ApiResult {
         quote_scale: s.quote_scale,
         maker_fee: s.maker_fee,
         taker_fee: s.taker_fee,
+        band_bps: 0,
+        day_end: 0,
     };
     let answer = admin_call(&state, Command::AddSymbol(Box::new(spec))).await?;
     state
