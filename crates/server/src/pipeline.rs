@@ -114,6 +114,9 @@ pub enum Target {
     Session(SessionId),
     /// Every session logged in as this user (fills and cancels of its orders).
     User(UserId),
+    /// Everyone: every logged-in binary and FIX session and the web's public `status`
+    /// channel (phase changes and auction results).
+    Public,
 }
 
 #[derive(Clone, Debug)]
@@ -766,10 +769,19 @@ impl EngineStage {
                 let Reply::Settings { request } = request.reply else {
                     return;
                 };
+                let mut symbols: Vec<_> = self
+                    .engine
+                    .symbols_by_name()
+                    .into_iter()
+                    .filter_map(|(id, _)| Some((id, self.engine.symbol_status(id)?)))
+                    .collect();
+                symbols.sort_by_key(|(id, _)| *id);
+                symbols.truncate(rialto_wire::MAX_SYMBOL_LIST_ITEMS);
                 let msg = ServerMsg::VenueSettings {
                     request,
                     seq,
                     order_id_window_ns: self.engine.order_id_window(),
+                    symbols,
                 };
                 self.send(session, msg);
                 return;
@@ -961,8 +973,37 @@ impl EngineStage {
                     };
                     self.send(Target::User(a.user), msg);
                 }
-                // Rulebook part 2's events: the gateways' part of issue 30 will show them.
-                OwnedEvent::Triggered(_) | OwnedEvent::Auction(_) | OwnedEvent::Phase(_) => {}
+                OwnedEvent::Triggered(t) => {
+                    let msg = ServerMsg::Triggered {
+                        seq,
+                        ts_ns,
+                        order: t.order,
+                        symbol: t.symbol,
+                        side: t.side,
+                        stop_price: t.stop_price,
+                    };
+                    self.send(Target::User(t.user), msg);
+                }
+                OwnedEvent::Phase(p) => {
+                    let msg = ServerMsg::PhaseChanged {
+                        seq,
+                        ts_ns,
+                        symbol: p.symbol,
+                        phase: p.phase,
+                    };
+                    self.send(Target::Public, msg);
+                }
+                OwnedEvent::Auction(a) => {
+                    let msg = ServerMsg::Auction {
+                        seq,
+                        ts_ns,
+                        symbol: a.symbol,
+                        price: a.price,
+                        qty: a.qty,
+                        imbalance: a.imbalance,
+                    };
+                    self.send(Target::Public, msg);
+                }
                 // Queries are answered above; no other command reports these.
                 OwnedEvent::Book { .. }
                 | OwnedEvent::UserReport(_)

@@ -4,8 +4,8 @@
 use std::fmt;
 
 use rialto_core::{
-    CancelReason, CurrencyTotals, Level, Name, OrderId, OrderType, Priority, Reason, Side, Stp,
-    SymbolId, SymbolSpec, Tif, UserId, UserReport,
+    CancelReason, CurrencyTotals, Level, Name, OrderExtras, OrderId, OrderType, Phase, Priority,
+    Reason, Side, Stp, SymbolId, SymbolSpec, SymbolStatus, Tif, UserId, UserReport,
 };
 
 /// Client → server.
@@ -101,6 +101,34 @@ pub enum ClientMsg {
     VenueSettings {
         request: u64,
     },
+    /// Admin: a symbol's trading phase; `None` is a phase code this version does not know
+    /// (the engine rejects it `invalid_phase`).
+    SetPhase {
+        request: u64,
+        symbol: SymbolId,
+        phase: Option<Phase>,
+    },
+    /// Admin: a symbol's price band in basis points of its reference price (0: none).
+    SetBand {
+        request: u64,
+        symbol: SymbolId,
+        band_bps: i64,
+    },
+    /// Admin: a symbol's reference price.
+    SetRefPrice {
+        request: u64,
+        symbol: SymbolId,
+        price: i64,
+    },
+    /// Admin: cancels a user's orders and refuses new ones until resumed.
+    SuspendUser {
+        request: u64,
+        user: UserId,
+    },
+    ResumeUser {
+        request: u64,
+        user: UserId,
+    },
 }
 
 impl ClientMsg {
@@ -118,7 +146,12 @@ impl ClientMsg {
             | ClientMsg::UserReport { request, .. }
             | ClientMsg::VenueReport { request }
             | ClientMsg::SetOrderIdWindow { request, .. }
-            | ClientMsg::VenueSettings { request } => Some(request),
+            | ClientMsg::VenueSettings { request }
+            | ClientMsg::SetPhase { request, .. }
+            | ClientMsg::SetBand { request, .. }
+            | ClientMsg::SetRefPrice { request, .. }
+            | ClientMsg::SuspendUser { request, .. }
+            | ClientMsg::ResumeUser { request, .. } => Some(request),
             ClientMsg::Login { .. }
             | ClientMsg::AdminLogin { .. }
             | ClientMsg::Heartbeat { .. }
@@ -146,6 +179,9 @@ pub struct NewOrder {
     pub post_only: bool,
     pub price: Option<i64>,
     pub qty: i64,
+    /// Stop price, display quantity, expiry time (docs/rules.md); [`OrderExtras::NONE`] for
+    /// a plain order, which travels as NewOrder (0x10), any other as NewOrderExt (0x16).
+    pub extras: OrderExtras,
 }
 
 impl NewOrder {
@@ -161,6 +197,7 @@ impl NewOrder {
             post_only: false,
             price: Some(price),
             qty,
+            extras: OrderExtras::NONE,
         }
     }
 
@@ -283,6 +320,33 @@ pub enum ServerMsg {
         remaining: i64,
         priority: Priority,
     },
+    /// A pending stop order of the receiver's triggered: it enters the book now, as a market
+    /// (stop) or limit (stop-limit) order; its trades follow.
+    Triggered {
+        seq: u64,
+        ts_ns: i64,
+        order: OrderId,
+        symbol: SymbolId,
+        side: Side,
+        stop_price: i64,
+    },
+    /// A symbol's trading phase changed (to every logged-in session).
+    PhaseChanged {
+        seq: u64,
+        ts_ns: i64,
+        symbol: SymbolId,
+        phase: Phase,
+    },
+    /// A call auction uncrossed (to every logged-in session): its price, the lots executed
+    /// and the imbalance (bids minus asks at that price). Follows the uncross trades.
+    Auction {
+        seq: u64,
+        ts_ns: i64,
+        symbol: SymbolId,
+        price: i64,
+        qty: i64,
+        imbalance: i64,
+    },
     /// At most [`crate::MAX_SYMBOL_LIST_ITEMS`] symbols.
     SymbolList {
         request: u64,
@@ -329,11 +393,14 @@ pub enum ServerMsg {
         seq: u64,
         state_hash: [u8; 32],
     },
-    /// The venue's settings as of `seq`.
+    /// The venue's settings as of `seq`: the order-id window, and each symbol's trading
+    /// status (phase, last and reference price, band), by id; at most
+    /// [`crate::MAX_SYMBOL_LIST_ITEMS`] symbols.
     VenueSettings {
         request: u64,
         seq: u64,
         order_id_window_ns: i64,
+        symbols: Vec<(SymbolId, SymbolStatus)>,
     },
 }
 
@@ -357,7 +424,10 @@ impl ServerMsg {
             | ServerMsg::Rejected { .. }
             | ServerMsg::Trade { .. }
             | ServerMsg::Cancelled { .. }
-            | ServerMsg::Amended { .. } => None,
+            | ServerMsg::Amended { .. }
+            | ServerMsg::Triggered { .. }
+            | ServerMsg::PhaseChanged { .. }
+            | ServerMsg::Auction { .. } => None,
         }
     }
 }

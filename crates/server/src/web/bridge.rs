@@ -43,14 +43,15 @@ pub struct WebBridge {
     gateway_bell: OnceLock<Arc<Bell>>,
     next_session: AtomicU64,
     pending: Mutex<HashMap<SessionId, oneshot::Sender<ServerMsg>>>,
-    /// Fills and cancellations for users, in pipeline order, a few at a time.
-    user_messages: mpsc::UnboundedSender<Vec<(UserId, ServerMsg)>>,
+    /// Fills and cancellations for users (and, for `None`, public messages: phase changes and
+    /// auction results), in pipeline order, a few at a time.
+    user_messages: mpsc::UnboundedSender<Vec<(Option<UserId>, ServerMsg)>>,
 }
 
 impl WebBridge {
     pub fn new() -> (
         Arc<WebBridge>,
-        mpsc::UnboundedReceiver<Vec<(UserId, ServerMsg)>>,
+        mpsc::UnboundedReceiver<Vec<(Option<UserId>, ServerMsg)>>,
     ) {
         let (user_messages, receiver) = mpsc::unbounded_channel();
         let bridge = Arc::new(WebBridge {
@@ -127,7 +128,7 @@ impl WebBridge {
     /// Fills and cancellations of users' orders, in pipeline order. The gateway gathers them
     /// and sends a few at a time: each send may wake a web thread, which is a system call on
     /// the gateway's thread.
-    pub fn deliver_user_messages(&self, messages: Vec<(UserId, ServerMsg)>) {
+    pub fn deliver_user_messages(&self, messages: Vec<(Option<UserId>, ServerMsg)>) {
         let _ = self.user_messages.send(messages);
     }
 
