@@ -73,6 +73,43 @@ fn mass_cancel_of_every_symbol_is_u32_max() {
 }
 
 #[test]
+fn an_order_with_extras_is_a_new_order_ext_and_one_without_a_new_order() {
+    let plain = limit_order();
+    assert_eq!(client_frame(&ClientMsg::NewOrder(plain))[5], 0x10);
+    let stop = NewOrder {
+        order_type: Some(rialto_core::OrderType::StopLimit),
+        extras: rialto_core::OrderExtras::NONE
+            .with_stop_price(90)
+            .with_expire_ts(7),
+        ..plain
+    };
+    let frame = client_frame(&ClientMsg::NewOrder(stop));
+    let mut want = client_frame(&ClientMsg::NewOrder(NewOrder {
+        extras: rialto_core::OrderExtras::NONE,
+        ..stop
+    }));
+    want[0] += 25; // the extras
+    want[5] = 0x16;
+    want.push(0b101); // stop price and expiry present, display qty absent
+    for n in [90i64, 0, 7] {
+        want.extend_from_slice(&n.to_le_bytes());
+    }
+    assert_eq!(frame, want);
+    assert_eq!(frame[13], 3, "order type stop_limit");
+    assert_eq!(
+        decode_client(&frame),
+        Ok(Some((ClientMsg::NewOrder(stop), frame.len())))
+    );
+    // An absent extra must be 0; unknown flag bits are malformed.
+    let mut bad = frame.clone();
+    bad[6 + 42] = 1;
+    assert_eq!(decode_client(&bad), Err(malformed("display_qty", &bad)));
+    let mut bad = frame.clone();
+    bad[6 + 33] |= 0x08;
+    assert_eq!(decode_client(&bad), Err(malformed("ext_flags", &bad)));
+}
+
+#[test]
 fn amend_bytes_are_as_documented() {
     let amend = ClientMsg::Amend {
         order: 7,

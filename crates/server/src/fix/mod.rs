@@ -538,6 +538,9 @@ impl FixGateway {
                 } => {
                     desk.on_cancelled(order, qty, reason, seq, ts_ns, &mut reports);
                 }
+                ServerMsg::Triggered {
+                    seq, ts_ns, order, ..
+                } => desk.on_triggered(order, seq, ts_ns, &mut reports),
                 _ => {}
             }
             self.send_reports(slot, &mut reports);

@@ -174,8 +174,19 @@ pub struct ToEngine {
     pub command: Command,
 }
 
-/// A new order's checked terms (instrument, lots, ticks, type, time in force), or why not.
-type Checked<'i> = Result<(&'i Instrument, i64, Option<i64>, OrderType, Tif), (u32, &'static str)>;
+/// A new order's checked terms (instrument, lots, ticks, type, time in force, extras), or why
+/// not.
+type Checked<'i> = Result<
+    (
+        &'i Instrument,
+        i64,
+        Option<i64>,
+        OrderType,
+        Tif,
+        OrderExtras,
+    ),
+    (u32, &'static str),
+>;
 
 /// The order desk of one FIX session.
 pub struct OrderDesk {
@@ -351,26 +362,63 @@ impl OrderDesk {
             let order_type = match msg.ord_type {
                 b'1' => OrderType::Market,
                 b'2' => OrderType::Limit,
+                b'3' => OrderType::Stop,
+                b'4' => OrderType::StopLimit,
                 _ => {
                     return reject(
                         ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
-                        "only OrdType 1 (market) and 2 (limit) are supported",
+                        "only OrdType 1 (market), 2 (limit), 3 (stop) and 4 (stop limit) are supported",
                     );
                 }
             };
+            // A market or stop order without a TimeInForce is IOC, any other GTC; Day (0) and
+            // GTD (6) are the venue's `day` and `gtd` (docs/rules.md, "GTD and DAY").
             let tif = match (msg.time_in_force, order_type) {
-                // The venue trades around the clock: Day orders live until cancelled.
-                (None | Some(b'0') | Some(b'1'), OrderType::Limit) => Tif::Gtc,
-                (None | Some(b'0') | Some(b'3'), OrderType::Market) => Tif::Ioc,
+                (None, OrderType::Market | OrderType::Stop) => Tif::Ioc,
+                // A market order never rests: its day is its arrival.
+                (Some(b'0'), OrderType::Market) => Tif::Ioc,
+                (None, _) | (Some(b'1'), _) => Tif::Gtc,
+                (Some(b'0'), _) => Tif::Day,
                 (Some(b'3'), _) => Tif::Ioc,
                 (Some(b'4'), _) => Tif::Fok,
+                (Some(b'6'), _) => Tif::Gtd,
                 _ => {
                     return reject(
                         ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
-                        "TimeInForce must be 0 (day), 1 (GTC), 3 (IOC) or 4 (FOK)",
+                        "TimeInForce must be 0 (day), 1 (GTC), 3 (IOC), 4 (FOK) or 6 (GTD)",
                     );
                 }
             };
+            let mut extras = OrderExtras::NONE;
+            match (order_type, msg.stop_px) {
+                (OrderType::Stop | OrderType::StopLimit, None) => {
+                    return reject(ord_rej::OTHER, "a stop order needs a StopPx");
+                }
+                (_, Some(p)) => match instrument.ticks(p) {
+                    // On any other order the engine refuses it (invalid_order).
+                    Ok(t) => extras = extras.with_stop_price(t),
+                    Err(_) => return reject(ord_rej::OTHER, "StopPx is not on the tick grid"),
+                },
+                (_, None) => {}
+            }
+            match (tif, msg.expire_time) {
+                (Tif::Gtd, None) => {
+                    return reject(ord_rej::OTHER, "TimeInForce 6 (GTD) needs an ExpireTime");
+                }
+                (_, Some(ts)) => extras = extras.with_expire_ts(ts),
+                (_, None) => {}
+            }
+            if let Some(shown) = msg.display_qty {
+                match instrument.lots(shown) {
+                    Ok(l) => extras = extras.with_display_qty(l),
+                    Err(_) => {
+                        return reject(
+                            ord_rej::INCORRECT_QUANTITY,
+                            "DisplayQty is not a whole number of lots",
+                        );
+                    }
+                }
+            }
             let qty = match instrument.lots(msg.order_qty) {
                 Ok(q) if q > 0 => q,
                 Ok(_) => {
@@ -394,7 +442,7 @@ impl OrderDesk {
                 },
                 (_, None) => None,
             };
-            Ok((instrument, qty, price, order_type, tif))
+            Ok((instrument, qty, price, order_type, tif, extras))
         })();
         // A rejected order echoes what the client sent.
         let echo = |mut report: Report| {
@@ -406,7 +454,7 @@ impl OrderDesk {
             }
             report
         };
-        let (instrument, qty, price, order_type, tif) = match checked {
+        let (instrument, qty, price, order_type, tif, extras) = match checked {
             Ok(v) => v,
             Err((reason, text)) => {
                 let symbol = instruments
@@ -457,7 +505,7 @@ impl OrderDesk {
             qty,
             post_only: msg.post_only(),
             stp: Some(Stp::CancelTaker),
-            extras: OrderExtras::NONE,
+            extras,
         };
         self.orders.insert(
             order_id,
@@ -1046,6 +1094,31 @@ impl OrderDesk {
         }
     }
 
+    /// A pending stop order of this desk triggered: ExecutionReport ExecType L (triggered or
+    /// activated by system), its status unchanged; its fills follow.
+    pub fn on_triggered(
+        &mut self,
+        engine_id: OrderId,
+        seq: u64,
+        ts_ns: i64,
+        reports: &mut Vec<Report>,
+    ) {
+        let Some(order) = self
+            .by_engine_id
+            .get(&engine_id)
+            .and_then(|id| self.orders.get(id))
+        else {
+            return;
+        };
+        let order = order.clone();
+        reports.push(Report::Execution(self.execution(
+            &order,
+            app::exec_type::TRIGGERED,
+            seq,
+            ts_ns,
+        )));
+    }
+
     /// Quantity left the book (or never entered it). `None` when the order is not this
     /// desk's.
     pub fn on_cancelled(
@@ -1083,13 +1156,19 @@ impl OrderDesk {
         }
         let order = self.orders.get_mut(&order_id)?;
         order.leaves_lots = (order.leaves_lots - qty_lots).max(0);
-        order.status = if order.leaves_lots == 0 {
-            app::ord_status::CANCELED
-        } else {
-            order.status
+        let expired = reason == CancelReason::Expired;
+        order.status = match (order.leaves_lots, expired) {
+            (0, true) => app::ord_status::EXPIRED,
+            (0, false) => app::ord_status::CANCELED,
+            _ => order.status,
         };
         let order = order.clone();
-        let mut exec = self.execution(&order, app::exec_type::CANCELED, seq, ts_ns);
+        let exec_type = if expired {
+            app::exec_type::EXPIRED
+        } else {
+            app::exec_type::CANCELED
+        };
+        let mut exec = self.execution(&order, exec_type, seq, ts_ns);
         if let Some(Pending::Cancel { cl_ord_id }) = pending {
             self.by_cl_ord_id.remove(&cl_ord_id);
             exec.orig_cl_ord_id = Some(order.cl_ord_id);
