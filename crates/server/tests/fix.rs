@@ -1341,3 +1341,69 @@ fn t19a_a_poss_resend_of_a_seen_cl_ord_id_is_refused_as_a_duplicate() {
     assert_eq!(c.expect("8").req(tags::EXEC_TYPE), "0");
     server.shutdown().unwrap();
 }
+
+// ----- rulebook part 2 over FIX: these wait on the engine's parts ---------------------------
+
+/// Waits on the engine's stop orders: OrdType 3 with StopPx is New, then ExecType L when a
+/// trade reaches its stop price, then its fill.
+#[test]
+fn a_fix_stop_order_is_triggered_then_filled() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut stopper = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    let mut maker = FixClient::connect(fix_addr(&server), "TRADER2", "FIX.4.4");
+    let mut taker = FixClient::connect(fix_addr(&server), "TRADER3", "FIX.4.4");
+    stopper.logon(&server, 1);
+    maker.logon(&server, 2);
+    taker.logon(&server, 3);
+    stopper.send(
+        "D",
+        &[
+            (tags::CL_ORD_ID, "S1"),
+            (tags::HANDL_INST, "1"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &transact_time()),
+            (tags::ORDER_QTY, "0.001"),
+            (tags::ORD_TYPE, "3"),
+            (tags::STOP_PX, "51.00"),
+        ],
+    );
+    let new = stopper.expect("8");
+    assert_eq!(new.req(tags::EXEC_TYPE), "0", "{new:?}");
+    maker.new_order("M1", "2", "0.003", "51.00");
+    assert_eq!(maker.expect("8").req(tags::EXEC_TYPE), "0");
+    taker.new_order("T1", "1", "0.001", "51.00");
+    let triggered = stopper.expect("8");
+    assert_eq!(triggered.req(tags::EXEC_TYPE), "L", "{triggered:?}");
+    let fill = stopper.expect("8");
+    assert_eq!(fill.req(tags::EXEC_TYPE), "F", "{fill:?}");
+    assert_eq!(fill.req(tags::LAST_PX), "51.00");
+    server.shutdown().unwrap();
+}
+
+/// Waits on the engine's trading phases: a halt reaches every logged-on FIX session as
+/// SecurityStatus (f), SecurityTradingStatus 2.
+#[test]
+fn a_phase_change_is_a_security_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = FixClient::connect(fix_addr(&server), "TRADER1", "FIXT.1.1");
+    c.logon(&server, 1);
+    let mut a = common::admin(&server);
+    let result = a
+        .request(&rialto_wire::ClientMsg::SetPhase {
+            request: 1,
+            symbol: rialto_core::SymbolId(0),
+            phase: Some(rialto_core::Phase::Halted),
+        })
+        .unwrap();
+    assert!(
+        matches!(result, rialto_wire::ServerMsg::AdminResult { result: Ok(()), .. }),
+        "{result}"
+    );
+    let status = c.expect("f");
+    assert_eq!(status.req(tags::SYMBOL), "BTC-USD");
+    assert_eq!(status.req(326), "2");
+    server.shutdown().unwrap();
+}

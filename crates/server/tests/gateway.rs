@@ -1126,3 +1126,145 @@ fn the_admin_sets_the_order_id_window_and_a_resent_order_is_refused() {
     ));
     server.shutdown().unwrap();
 }
+
+// ----- rulebook part 2 over the binary protocol: these wait on the engine's parts ----------
+
+/// Waits on the engine's stop orders (docs/rules.md, "Stop and stop-limit orders").
+#[test]
+fn a_stop_order_sent_as_new_order_ext_triggers_on_a_trade_and_then_trades() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut stopper = trader(&server, 1);
+    let mut maker = trader(&server, 2);
+    let mut taker = trader(&server, 3);
+    let stop = NewOrder {
+        order_type: Some(rialto_core::OrderType::Stop),
+        tif: Some(rialto_core::Tif::Ioc),
+        price: None,
+        extras: rialto_core::OrderExtras::NONE.with_stop_price(5_100),
+        ..NewOrder::limit(1, BTC, Side::Buy, 0, 1)
+    };
+    stopper.place(stop).unwrap();
+    let accepted = stopper.recv().unwrap();
+    assert!(
+        matches!(accepted, ServerMsg::Accepted { order: 1, .. }),
+        "{accepted}"
+    );
+    maker
+        .place(NewOrder::limit(7, BTC, Side::Sell, 5_100, 3))
+        .unwrap();
+    assert!(matches!(maker.recv().unwrap(), ServerMsg::Accepted { .. }));
+    taker
+        .place(NewOrder::limit(8, BTC, Side::Buy, 5_100, 1))
+        .unwrap();
+    match stopper.recv().unwrap() {
+        ServerMsg::Triggered {
+            order: 1,
+            stop_price: 5_100,
+            side: Side::Buy,
+            ..
+        } => {}
+        other => panic!("triggered: {other}"),
+    }
+    match stopper.recv().unwrap() {
+        ServerMsg::Trade {
+            order: 1,
+            price: 5_100,
+            qty: 1,
+            liquidity: Liquidity::Taker,
+            ..
+        } => {}
+        other => panic!("the triggered stop's fill: {other}"),
+    }
+    server.shutdown().unwrap();
+}
+
+/// Waits on the engine's trading phases (docs/rules.md, "Trading phases, halts and auctions").
+#[test]
+fn the_admin_halts_a_symbol_and_every_session_hears_of_it() {
+    use rialto_core::Phase;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut a = admin(&server);
+    let mut t = trader(&server, 1);
+    let set = |a: &mut Client, request, phase| match a
+        .request(&ClientMsg::SetPhase {
+            request,
+            symbol: BTC,
+            phase,
+        })
+        .unwrap()
+    {
+        ServerMsg::AdminResult { result, .. } => result,
+        m => panic!("{m}"),
+    };
+    assert_eq!(set(&mut a, 1, None), Err(Reason::InvalidPhase));
+    assert_eq!(set(&mut a, 2, Some(Phase::Halted)), Ok(()));
+    match t.recv().unwrap() {
+        ServerMsg::PhaseChanged {
+            symbol,
+            phase: Phase::Halted,
+            ..
+        } => assert_eq!(symbol, BTC),
+        other => panic!("phase: {other}"),
+    }
+    t.place(NewOrder::limit(1, BTC, Side::Buy, 100, 1)).unwrap();
+    let (rejected, _) = recv_until(&mut t, |m| matches!(m, ServerMsg::Rejected { .. }));
+    assert!(
+        matches!(
+            rejected,
+            ServerMsg::Rejected {
+                reason: Reason::SymbolHalted,
+                ..
+            }
+        ),
+        "{rejected}"
+    );
+    match a.request(&ClientMsg::VenueSettings { request: 3 }).unwrap() {
+        ServerMsg::VenueSettings { symbols, .. } => {
+            assert_eq!(symbols[0].0, BTC);
+            assert_eq!(symbols[0].1.phase, Phase::Halted);
+            assert_eq!(symbols[1].1.phase, Phase::Continuous);
+        }
+        m => panic!("{m}"),
+    }
+    assert_eq!(set(&mut a, 4, Some(Phase::Continuous)), Ok(()));
+    t.place(NewOrder::limit(2, BTC, Side::Buy, 100, 1)).unwrap();
+    let (accepted, _) = recv_until(&mut t, |m| matches!(m, ServerMsg::Accepted { .. }));
+    assert!(matches!(accepted, ServerMsg::Accepted { order: 2, .. }), "{accepted}");
+    server.shutdown().unwrap();
+}
+
+/// Waits on the engine's suspension (docs/rules.md, "Suspended users").
+#[test]
+fn a_suspended_user_loses_its_orders_until_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut a = admin(&server);
+    let mut t = trader(&server, 1);
+    t.place(NewOrder::limit(1, BTC, Side::Buy, 100, 2)).unwrap();
+    assert!(matches!(t.recv().unwrap(), ServerMsg::Accepted { .. }));
+    let ok = |m: ServerMsg| assert!(matches!(m, ServerMsg::AdminResult { result: Ok(()), .. }), "{m}");
+    ok(a.request(&ClientMsg::SuspendUser { request: 1, user: 1 }).unwrap());
+    match t.recv().unwrap() {
+        ServerMsg::Cancelled {
+            order: 1,
+            qty: 2,
+            reason: CancelReason::Suspended,
+            ..
+        } => {}
+        other => panic!("cancelled: {other}"),
+    }
+    t.place(NewOrder::limit(2, BTC, Side::Buy, 100, 1)).unwrap();
+    assert!(matches!(
+        t.recv().unwrap(),
+        ServerMsg::Rejected {
+            reason: Reason::UserSuspended,
+            ..
+        }
+    ));
+    ok(a.request(&ClientMsg::ResumeUser { request: 2, user: 1 }).unwrap());
+    t.place(NewOrder::limit(3, BTC, Side::Buy, 100, 1)).unwrap();
+    assert!(matches!(t.recv().unwrap(), ServerMsg::Accepted { order: 3, .. }));
+    server.shutdown().unwrap();
+}
