@@ -189,10 +189,10 @@ fn unknown_words_are_invalid_orders_not_malformed_lines() {
     };
     let lines = [
         place(r#","side":"up""#),
-        place(r#","type":"stop""#),
-        place(r#","tif":"day""#),
+        place(r#","type":"trailing_stop""#),
+        place(r#","tif":"gtx""#),
         place(r#","stp":"cancel_all""#),
-        place(r#","type":"stop","tif":"ioc""#),
+        place(r#","type":"trailing_stop","tif":"ioc""#),
         place(r#","type":"market","tif":"gtc""#),
     ];
     let text = format!("{SETUP}{}\n", lines.join("\n"));

@@ -33,6 +33,9 @@ pub(crate) struct Account {
     /// Head of the intrusive list of this account's resting orders.
     pub orders_head: u32,
     pub open_orders: u32,
+    /// Suspended by the operator (docs/rules.md, "User suspension"): no new orders, no
+    /// withdrawals. In the line's spare byte.
+    pub suspended: bool,
     /// The currency of each inline balance, [`FREE_SLOT`] when unused. Slots fill in order and
     /// are never given back, so only an account whose last slot is taken can have balances in
     /// the overflow map.
@@ -47,6 +50,7 @@ impl Account {
         Account {
             orders_head: NIL,
             open_orders: 0,
+            suspended: false,
             currencies: [FREE_SLOT; INLINE_BALANCES],
             amounts: [Amounts::default(); INLINE_BALANCES],
         }

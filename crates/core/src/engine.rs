@@ -6,7 +6,8 @@
 //! an i64, so every balance fits too.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::num::NonZeroI64;
 
@@ -71,6 +72,9 @@ impl Default for EngineConfig {
 /// before the next link reads it. Tuned on `rialto bench engine --workload multi --size
 /// large`, where the first four at [12, 6, 3, 1] and [16, 10, 5, 2] did equally well and
 /// [12, 8, 4, 2] slightly worse, and [20, 14, 9, 5, 2] was no better than these.
+/// Expiring orders the expiry heap has room for before it first grows.
+const EXPECTED_EXPIRING_ORDERS: usize = 1 << 12;
+
 /// Nanoseconds in a day: DAY orders expire at a time of day (docs/rules.md, "GTD and DAY").
 pub const NS_PER_DAY: i64 = 86_400_000_000_000;
 
@@ -326,9 +330,38 @@ struct Taker {
     qty: i64,
     stp: Stp,
     post_only: bool,
-    /// Where the unfilled rest goes: `None` rests on the book (limit gtc), else the reason for
-    /// its cancellation.
+    /// Where the unfilled rest goes: `None` rests on the book (limit gtc, gtd, day), else the
+    /// reason for its cancellation.
     leftover: Option<CancelReason>,
+    /// When what rests expires, and whether because it is a DAY order.
+    terms: OrderTerms,
+}
+
+/// What a live order keeps beside its node (see [`Engine::order_terms`]): when it expires
+/// (0: never) and its time in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OrderTerms {
+    pub expire_ts: i64,
+    pub tif: Tif,
+}
+
+impl OrderTerms {
+    pub const GTC: OrderTerms = OrderTerms {
+        expire_ts: 0,
+        tif: Tif::Gtc,
+    };
+}
+
+/// The first instant strictly after `now` whose time of day (UTC) is `day_end`: when a DAY
+/// order placed at `now` expires. `None` past i64.
+fn next_day_end(now: i64, day_end: i64) -> Option<i64> {
+    let day = NS_PER_DAY as i128;
+    let now = now as i128;
+    let mut t = now - now.rem_euclid(day) + day_end as i128;
+    if t <= now {
+        t += day;
+    }
+    i64::try_from(t).ok()
 }
 
 /// What the matching loop did for a taker.
@@ -357,6 +390,15 @@ pub struct Engine {
     /// cache line; written when an order comes to rest and by `reduce` and `amend`, never by a
     /// fill.
     pub(crate) order_totals: Vec<i64>,
+    /// Each order node's expiry and time in force, by node index, beside the nodes for the
+    /// same reason; written when an order comes to rest.
+    pub(crate) order_terms: Vec<OrderTerms>,
+    /// Live orders that expire, as (expire_ts, user, order, node), soonest first: popped at
+    /// step 1 of every command (docs/rules.md, "GTD and DAY"). An entry whose order ended
+    /// early stays until it comes up (then it is skipped) or until the heap would grow, when
+    /// such entries are dropped: so it never holds more than twice the live expiring orders
+    /// plus its reserved capacity.
+    pub(crate) expiries: BinaryHeap<Reverse<(i64, UserId, OrderId, u32)>>,
     /// `(user, order)` of every resting order to its node (see [`Engine::find_order`]).
     pub(crate) order_ids: IdIndex,
     /// Hashes the keys of both id indexes and of `txs`.
@@ -443,6 +485,8 @@ impl Engine {
             account_ids: IdIndex::with_capacity(config.expected_users),
             orders: Orders::with_capacity(config.expected_resting_orders),
             order_totals: Vec::with_capacity(config.expected_resting_orders),
+            order_terms: Vec::with_capacity(config.expected_resting_orders),
+            expiries: BinaryHeap::with_capacity(EXPECTED_EXPIRING_ORDERS),
             order_ids: IdIndex::with_capacity(config.expected_resting_orders),
             hash,
             levels: Levels::with_capacity(config.expected_levels_per_side * 2),
@@ -479,6 +523,13 @@ impl Engine {
         if !self.recent_ids.is_empty() {
             self.forget_old_ids();
         }
+        if self
+            .expiries
+            .peek()
+            .is_some_and(|Reverse(first)| first.0 <= self.now)
+        {
+            self.expire_due(sink);
+        }
         match *cmd {
             Command::Place(ref place) => self.place(place, sink),
             Command::Move { user, order, price } => self.move_order(user, order, price, sink),
@@ -507,11 +558,15 @@ impl Engine {
             Command::Tick => Ok(()),
             Command::SetOrderIdWindow { window } => self.set_order_id_window(window),
             // Rulebook part 2, not yet applied (docs/rules.md says which parts are offered).
-            Command::SetPhase { .. }
-            | Command::SetBand { .. }
-            | Command::SetRefPrice { .. }
-            | Command::SuspendUser { .. }
-            | Command::ResumeUser { .. } => Err(Reason::InvalidOrder),
+            Command::SetPhase { .. } | Command::SetBand { .. } | Command::SetRefPrice { .. } => {
+                Err(Reason::InvalidOrder)
+            }
+            Command::SuspendUser { user } => self.suspend_user(user, sink),
+            Command::ResumeUser { user } => {
+                let account = self.account_of(user).ok_or(Reason::UnknownUser)?;
+                self.accounts.get_mut(account).suspended = false;
+                Ok(())
+            }
         }
     }
 
@@ -631,6 +686,9 @@ impl Engine {
         }
         let known = self.currency_ids.get(&currency).copied();
         let available = known.map_or(0, |c| self.accounts.balance(account, c).available);
+        if amount < 0 && self.accounts.get(account).suspended {
+            return Err(Reason::UserSuspended);
+        }
         if amount < 0 {
             // i64::MIN has no positive counterpart, and no balance can cover it anyway.
             let withdrawal = amount.checked_neg().ok_or(Reason::InsufficientFunds)?;
@@ -660,6 +718,9 @@ impl Engine {
 
     fn place(&mut self, cmd: &PlaceOrder, sink: &mut impl EventSink) -> Result<(), Reason> {
         let account = self.account_of(cmd.user).ok_or(Reason::UnknownUser)?;
+        if self.accounts.get(account).suspended {
+            return Err(Reason::UserSuspended);
+        }
         let symbol = cmd.symbol.0 as usize;
         let sym = self.symbols.get(symbol).ok_or(Reason::UnknownSymbol)?;
         let terms = sym.terms;
@@ -668,15 +729,23 @@ impl Engine {
         else {
             return Err(Reason::InvalidOrder);
         };
-        // Rulebook part 2's order kinds, not yet applied.
+        // Stops and icebergs: not yet applied.
         if !matches!(order_type, OrderType::Limit | OrderType::Market)
-            || !matches!(tif, Tif::Gtc | Tif::Ioc | Tif::Fok)
-            || !cmd.extras.is_none()
+            || cmd.stop_price().is_some()
+            || cmd.display_qty().is_some()
         {
             return Err(Reason::InvalidOrder);
         }
-        let rests = order_type == OrderType::Limit && tif == Tif::Gtc;
-        if (order_type == OrderType::Market && tif == Tif::Gtc) || (cmd.post_only && !rests) {
+        let rests = order_type == OrderType::Limit && matches!(tif, Tif::Gtc | Tif::Gtd | Tif::Day);
+        let expiry_allowed = match (tif, cmd.expire_ts()) {
+            (Tif::Gtd, Some(expire_ts)) => expire_ts > self.now,
+            (Tif::Gtd, None) | (_, Some(_)) => false,
+            (_, None) => true,
+        };
+        if (order_type == OrderType::Market && !matches!(tif, Tif::Ioc | Tif::Fok))
+            || (cmd.post_only && !rests)
+            || !expiry_allowed
+        {
             return Err(Reason::InvalidOrder);
         }
         if cmd.qty <= 0 {
@@ -698,6 +767,11 @@ impl Engine {
         if cmd.post_only && self.crosses_best(symbol, side, limit) {
             return Err(Reason::WouldTake);
         }
+        let expire_ts = match tif {
+            Tif::Gtd => cmd.expire_ts().expect("checked above"),
+            Tif::Day => next_day_end(self.now, sym.spec.day_end).ok_or(Reason::Overflow)?,
+            Tif::Gtc | Tif::Ioc | Tif::Fok => 0,
+        };
         let hold = match (side, limit) {
             (Side::Buy, Some(price)) => buy_hold(cmd.qty, price, &terms).ok_or(Reason::Overflow)?,
             (Side::Buy, None) => 0, // an unpriced market buy pays as it goes, within its funds
@@ -719,7 +793,7 @@ impl Engine {
         }
 
         let leftover = match (order_type, tif) {
-            (OrderType::Limit, Tif::Gtc) => None,
+            (OrderType::Limit, Tif::Gtc | Tif::Gtd | Tif::Day) => None,
             (OrderType::Limit, _) => Some(CancelReason::Ioc),
             (OrderType::Market, _) => Some(CancelReason::Market),
             (OrderType::Stop | OrderType::StopLimit, _) => unreachable!("rejected above"),
@@ -734,6 +808,7 @@ impl Engine {
             stp,
             post_only: cmd.post_only,
             leftover,
+            terms: OrderTerms { expire_ts, tif },
         };
         if tif == Tif::Fok && !self.fok_fillable(symbol, &taker) {
             sink.on_event(&Event::Cancelled(Cancelled {
@@ -1048,6 +1123,10 @@ impl Engine {
         account.orders_head = idx;
         account.open_orders += 1;
         self.set_order_total(idx, total);
+        self.set_order_terms(idx, taker.terms);
+        if taker.terms.expire_ts != 0 {
+            self.schedule_expiry(taker.terms.expire_ts, taker.user, taker.order, idx);
+        }
         self.order_ids
             .insert(self.hash.hash_one((taker.user, taker.order)), idx);
         self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
@@ -1067,6 +1146,55 @@ impl Engine {
                 "order nodes are handed out in order"
             );
             self.order_totals.push(total);
+        }
+    }
+
+    /// Records the expiry and tif of the order in node `idx` (as [`Self::set_order_total`]).
+    #[inline]
+    fn set_order_terms(&mut self, idx: u32, terms: OrderTerms) {
+        let i = idx as usize;
+        if i < self.order_terms.len() {
+            self.order_terms[i] = terms;
+        } else {
+            debug_assert_eq!(
+                i,
+                self.order_terms.len(),
+                "order nodes are handed out in order"
+            );
+            self.order_terms.push(terms);
+        }
+    }
+
+    /// Adds an order to the expiry heap, first dropping the entries of orders that ended early
+    /// when the heap is full (so that it grows only with the live expiring orders).
+    fn schedule_expiry(&mut self, expire_ts: i64, user: UserId, order: OrderId, idx: u32) {
+        if self.expiries.len() == self.expiries.capacity() {
+            let mut heap = std::mem::take(&mut self.expiries);
+            heap.retain(|&Reverse((ts, user, order, idx))| {
+                self.expiry_is_live(ts, user, order, idx)
+            });
+            self.expiries = heap;
+        }
+        self.expiries.push(Reverse((expire_ts, user, order, idx)));
+    }
+
+    /// Whether an expiry heap entry still stands for a live order.
+    fn expiry_is_live(&self, expire_ts: i64, user: UserId, order: OrderId, idx: u32) -> bool {
+        self.find_order(user, order) == Some(idx)
+            && self.order_terms[idx as usize].expire_ts == expire_ts
+    }
+
+    /// Step 1 of every command: cancels each live order whose expiry has come, by expiry time,
+    /// then user id, then order id (docs/rules.md, "GTD and DAY").
+    fn expire_due(&mut self, sink: &mut impl EventSink) {
+        while let Some(&Reverse((expire_ts, user, order, idx))) = self.expiries.peek() {
+            if expire_ts > self.now {
+                break;
+            }
+            self.expiries.pop();
+            if self.expiry_is_live(expire_ts, user, order, idx) {
+                self.remove_resting(idx, CancelReason::Expired, sink);
+            }
         }
     }
 
@@ -1107,6 +1235,7 @@ impl Engine {
         filled: i64,
         stp: Stp,
         post_only: bool,
+        terms: OrderTerms,
     ) {
         let taker = Taker {
             account,
@@ -1118,6 +1247,7 @@ impl Engine {
             stp,
             post_only,
             leftover: None,
+            terms,
         };
         self.rest_new(symbol, &taker, remaining, filled + remaining);
     }
@@ -1262,6 +1392,33 @@ impl Engine {
         if symbol.is_some_and(|s| self.symbols.get(s.0 as usize).is_none()) {
             return Err(Reason::UnknownSymbol);
         }
+        self.cancel_all(account, symbol, CancelReason::User, sink);
+        Ok(())
+    }
+
+    /// Suspends a user: cancels their live orders as a mass cancel would, with reason
+    /// `suspended`, then refuses their orders and withdrawals until resumed (docs/rules.md,
+    /// "User suspension"). Suspending a suspended user changes nothing.
+    fn suspend_user(&mut self, user: UserId, sink: &mut impl EventSink) -> Result<(), Reason> {
+        let account = self.account_of(user).ok_or(Reason::UnknownUser)?;
+        if self.accounts.get(account).suspended {
+            return Ok(());
+        }
+        self.cancel_all(account, None, CancelReason::Suspended, sink);
+        self.accounts.get_mut(account).suspended = true;
+        Ok(())
+    }
+
+    /// Cancels every live order of `account` (in `symbol` only, when given) with `reason`, one
+    /// after the other in canonical order: by symbol name, then order id.
+    fn cancel_all(
+        &mut self,
+        account: u32,
+        symbol: Option<SymbolId>,
+        reason: CancelReason,
+        sink: &mut impl EventSink,
+    ) {
+        let user = self.accounts.user(account);
         let mut victims = std::mem::take(&mut self.scratch_mass_cancel);
         victims.clear();
         let mut idx = self.accounts.get(account).orders_head;
@@ -1277,14 +1434,22 @@ impl Engine {
         victims.sort_unstable_by_key(|&(name, order, _)| (name, order));
         // Nodes are only freed here, never reused or moved, so the collected indices stay valid.
         for &(_, _, idx) in &victims {
-            self.remove_resting(idx, CancelReason::User, sink);
+            self.remove_resting(idx, reason, sink);
         }
         assert!(
             symbol.is_some() || self.accounts.get(account).orders_head == NIL,
             "mass cancel left an order of user {user} live"
         );
         self.scratch_mass_cancel = victims;
-        Ok(())
+    }
+
+    /// `user_suspended` for an order command of a suspended user; `Ok` for an unknown user,
+    /// whose command is then refused for what it names (`unknown_order`).
+    fn check_not_suspended(&self, user: UserId) -> Result<(), Reason> {
+        match self.account_of(user) {
+            Some(account) if self.accounts.get(account).suspended => Err(Reason::UserSuspended),
+            _ => Ok(()),
+        }
     }
 
     fn move_order(
@@ -1294,6 +1459,7 @@ impl Engine {
         price: i64,
         sink: &mut impl EventSink,
     ) -> Result<(), Reason> {
+        self.check_not_suspended(user)?;
         let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
         let node = *self.orders.get(idx);
         let symbol = node.symbol as usize;
@@ -1339,6 +1505,7 @@ impl Engine {
             stp: node.stp,
             post_only: node.post_only,
             leftover: None,
+            terms: self.order_terms[idx as usize],
         };
         self.execute(symbol, taker, Some(idx), sink);
         Ok(())
@@ -1348,6 +1515,7 @@ impl Engine {
     /// is checked before anything changes, so a rejected amend leaves the order as it was.
     fn amend(&mut self, amend: &AmendOrder, sink: &mut impl EventSink) -> Result<(), Reason> {
         let (user, order) = (amend.user, amend.order);
+        self.check_not_suspended(user)?;
         let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
         if amend.price().is_none() && amend.qty().is_none() && amend.stop_price().is_none() {
             return Err(Reason::InvalidOrder);
@@ -1422,6 +1590,7 @@ impl Engine {
                 stp: node.stp,
                 post_only: node.post_only,
                 leftover: None,
+                terms: self.order_terms[idx as usize],
             };
             self.execute(symbol, taker, Some(idx), sink);
             return Ok(());
@@ -1805,20 +1974,20 @@ impl Engine {
                 order: node.order,
                 side: node.side,
                 order_type: OrderType::Limit,
-                tif: Tif::Gtc,
+                tif: self.order_terms[idx as usize].tif,
                 price: node.price,
                 stop_price: 0,
                 remaining: node.remaining,
                 shown: node.remaining,
                 filled: self.order_filled(idx),
-                expire_ts: 0,
+                expire_ts: self.order_terms[idx as usize].expire_ts,
             });
             idx = node.account_next;
         }
         orders.sort_by_key(|o| (o.symbol, o.order));
         Some(UserReport {
             user,
-            suspended: false,
+            suspended: account.suspended,
             balances,
             orders,
         })
@@ -1888,7 +2057,7 @@ impl Engine {
                     order: node.order,
                     filled: self.order_filled(idx),
                     shown: node.remaining,
-                    expire_ts: 0,
+                    expire_ts: self.order_terms[idx as usize].expire_ts,
                 });
                 idx = node.account_next;
             }
@@ -1910,6 +2079,13 @@ impl Engine {
 
     /// The sequence number of the last command applied (0 before any). Carried in snapshots
     /// but not part of the state hash.
+    /// The earliest time at which a live order may expire (docs/rules.md, "GTD and DAY"): a
+    /// command at or after it expires something, or finds the order already gone. The server
+    /// sends a `tick` then when the venue is quiet.
+    pub fn next_expiry(&self) -> Option<i64> {
+        self.expiries.peek().map(|Reverse(first)| first.0)
+    }
+
     pub fn last_seq(&self) -> u64 {
         self.last_seq
     }
@@ -1963,7 +2139,12 @@ impl Engine {
 
     /// The ids of suspended users, ascending (docs/rules.md, "User suspension").
     pub fn suspended_users(&self) -> Vec<UserId> {
-        Vec::new()
+        let mut users: Vec<UserId> = (0..self.accounts.len() as u32)
+            .filter(|&a| self.accounts.get(a).suspended)
+            .map(|a| self.accounts.user(a))
+            .collect();
+        users.sort_unstable();
+        users
     }
 
     pub fn now(&self) -> i64 {

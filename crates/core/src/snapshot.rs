@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use sha2::{Digest, Sha256};
 
 use crate::command::SymbolSpec;
-use crate::engine::{Engine, EngineConfig};
-use crate::types::{CurrencyId, Name, Side, Stp};
+use crate::engine::{Engine, EngineConfig, OrderTerms};
+use crate::types::{CurrencyId, Name, Side, Stp, Tif};
 
 const MAGIC: &[u8; 8] = b"RIALTOSS";
 /// 2 added the part-2 state (docs/snapshot-format.md, "Versions").
@@ -202,6 +202,11 @@ impl Engine {
             w.i64(user);
             w.i64(order);
         }
+        let suspended = self.suspended_users();
+        w.u64(suspended.len() as u64);
+        for user in suspended {
+            w.i64(user);
+        }
         let mut txs: Vec<i64> = self.txs.iter().copied().collect();
         txs.sort_unstable();
         w.u64(txs.len() as u64);
@@ -224,6 +229,9 @@ impl Engine {
                     w.i64(self.order_totals[idx as usize] - o.remaining);
                     w.u8(node.stp.code());
                     w.u8(node.post_only as u8);
+                    let terms = self.order_terms[idx as usize];
+                    w.u8(terms.tif.code());
+                    w.i64(terms.expire_ts);
                 }
             }
         }
@@ -389,6 +397,20 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
         engine.recent_ids.push_back(entry);
     }
 
+    let suspended = r.count(8, "suspended users")?;
+    let mut previous_suspended = None;
+    for _ in 0..suspended {
+        let user = r.i64("suspended user")?;
+        if previous_suspended.is_some_and(|p| p >= user) {
+            return err(format!("suspended user {user} out of order or repeated"));
+        }
+        previous_suspended = Some(user);
+        let Some(account) = engine.account_of(user) else {
+            return err(format!("suspended user {user}: unknown user"));
+        };
+        engine.accounts.get_mut(account).suspended = true;
+    }
+
     let txs = r.count(8, "tx ids")?;
     let mut previous_tx = None;
     for _ in 0..txs {
@@ -404,7 +426,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
     let mut needs: BTreeMap<(u32, u32), i64> = BTreeMap::new();
     for symbol in 0..engine.symbols.len() {
         for side in [Side::Buy, Side::Sell] {
-            let orders = r.count(42, "orders")?;
+            let orders = r.count(51, "orders")?;
             let mut previous_price: Option<i64> = None;
             for _ in 0..orders {
                 let (user, order) = (r.i64("order user")?, r.i64("order id")?);
@@ -412,7 +434,18 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                 let filled = r.i64("order filled")?;
                 let stp = Stp::from_code(r.u8("order stp")?);
                 let post_only = r.u8("order post_only")?;
+                let tif = Tif::from_code(r.u8("order tif")?);
+                let expire_ts = r.i64("order expire_ts")?;
                 let what = format!("order ({user}, {order})");
+                // A resting order rests until cancelled or its expiry, which lies ahead: an
+                // order whose time had come was expired by the command that moved the clock.
+                let terms = match (tif, expire_ts) {
+                    (Some(Tif::Gtc), 0) => OrderTerms::GTC,
+                    (Some(tif @ (Tif::Gtd | Tif::Day)), ts) if ts > now => {
+                        OrderTerms { expire_ts: ts, tif }
+                    }
+                    _ => return err(format!("{what}: tif {tif:?} expiring at {expire_ts}")),
+                };
                 let Some(account) = engine.account_of(user) else {
                     return err(format!("{what}: unknown user"));
                 };
@@ -462,6 +495,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                     filled,
                     stp,
                     post_only == 1,
+                    terms,
                 );
             }
         }

@@ -281,6 +281,12 @@ fn outcomes(
     {
         out.push("place: duplicate_order_id of an ended order".into());
     }
+    if let (Command::Place(p), Ok(())) = (cmd, result)
+        && let Some(tif @ (Tif::Gtd | Tif::Day)) = p.tif
+        && engine.order_remaining(p.user, p.order).is_some()
+    {
+        out.push(format!("place: {tif} rested"));
+    }
     if let Command::Place(p) = cmd {
         let stp = p.stp.map_or("none", |s| s.as_str());
         if reasons.contains(&CancelReason::Stp) {
@@ -390,6 +396,18 @@ fn streams_reach_every_rule() {
         "set_order_id_window: ok",
         "set_order_id_window: invalid_qty",
         "place: duplicate_order_id of an ended order",
+        "place: user_suspended",
+        "move: user_suspended",
+        "amend: user_suspended",
+        "adjust_balance: user_suspended",
+        "suspend_user: ok",
+        "suspend_user: cancelled suspended",
+        "suspend_user: unknown_user",
+        "resume_user: ok",
+        "tick: cancelled expired",
+        "place: cancelled expired",
+        "place: gtd rested",
+        "place: day rested",
     ]
     .iter()
     .map(|s| s.to_string())

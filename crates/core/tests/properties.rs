@@ -31,6 +31,25 @@ fn fail(what: impl Into<String>) -> TestCaseError {
 /// The state invariants: conservation per currency, no negative amount, every user's `held`
 /// equal to what its resting orders hold, books in priority order and never crossed.
 fn check_state(engine: &Engine) -> Result<(), String> {
+    // Expiry comes first in every command: after one, no live order is past its time.
+    if let Some(o) = engine
+        .live_orders()
+        .iter()
+        .find(|o| o.expire_ts != 0 && o.expire_ts <= engine.now())
+    {
+        return Err(format!(
+            "order {o:?} is live at {} past its expiry",
+            engine.now()
+        ));
+    }
+    let suspended = engine.suspended_users();
+    if let Some(o) = engine
+        .live_orders()
+        .iter()
+        .find(|o| suspended.contains(&o.user))
+    {
+        return Err(format!("suspended user {} has a live order {o:?}", o.user));
+    }
     let totals = engine.venue_totals();
     for t in &totals {
         let name = t.currency;
@@ -146,6 +165,23 @@ struct QtyLedger {
 }
 
 impl QtyLedger {
+    /// Step 1's expiries: each ends its order in full.
+    fn expire(&mut self, events: &[OwnedEvent]) -> Result<(), String> {
+        for event in events {
+            let OwnedEvent::Cancelled(c) = event else {
+                return Err(format!("step 1 reported {event:?}"));
+            };
+            let (qty, traded, cancelled) = self
+                .open
+                .remove(&(c.user, c.order))
+                .ok_or_else(|| format!("expired an order not live: {c:?}"))?;
+            if traded + cancelled + c.qty != qty || c.reason != CancelReason::Expired {
+                return Err(format!("{c:?} of an order of {qty} with {traded} traded"));
+            }
+        }
+        Ok(())
+    }
+
     fn record(&mut self, engine: &Engine, cmd: &Command, outcome: &Outcome) -> Result<(), String> {
         let (result, events) = outcome;
         if let (Ok(()), Command::Place(p)) = (result, cmd)
@@ -276,18 +312,35 @@ fn check_stream(ops: &[Op]) -> Result<(), TestCaseError> {
         let ts = streams::timestamp(op, &engine);
         history.push(cmd.clone());
         let seq = i as u64 + 1;
-        let hash_before = engine.state_hash();
         let now_before = engine.now();
+        // Step 1 (the clock and the expiries it brings) stands even for a rejected command:
+        // compare with the state after a tick at the same time.
+        let (hash_before, step_one) = match ts {
+            None => (engine.state_hash(), Vec::new()),
+            Some(ts) => {
+                let mut twin =
+                    Engine::decode_snapshot(&engine.encode_snapshot(), EngineConfig::default())
+                        .map_err(|e| fail(format!("snapshot: {e}")))?;
+                let (_, events) = apply(&mut twin, seq, Some(ts), &Command::Tick);
+                (twin.state_hash(), events)
+            }
+        };
         let outcome = apply(&mut engine, seq, ts, &cmd);
         let checked = (|| {
             let (result, events) = &outcome;
+            if !events.starts_with(&step_one) {
+                return Err(format!(
+                    "expiries {step_one:?} do not come first in {events:?}"
+                ));
+            }
+            let events = &events[step_one.len()..].to_vec();
             let killed_fok = matches!(
                 events.as_slice(),
                 [OwnedEvent::Cancelled(c)] if c.reason == CancelReason::Fok
             );
             // A killed fill-or-kill changes nothing, but for its id under an order-id window.
             let killed_fok = killed_fok && engine.order_id_window() == 0;
-            if result.is_err() || is_query(&cmd) || killed_fok {
+            if result.is_err() || is_query(&cmd) || killed_fok || matches!(cmd, Command::Tick) {
                 if result.is_err() && !events.is_empty() {
                     return Err(format!("rejected, yet emitted {events:?}"));
                 }
@@ -309,7 +362,8 @@ fn check_stream(ops: &[Op]) -> Result<(), TestCaseError> {
             if let (Ok(()), &Command::MassCancel { user, symbol }) = (result, &cmd) {
                 check_mass_cancel(&engine, user, symbol, events, hash_before)?;
             }
-            ledger.record(&engine, &cmd, &outcome)
+            ledger.expire(&step_one)?;
+            ledger.record(&engine, &cmd, &(*result, events.clone()))
         })();
         if let Err(why) = checked {
             let commands: Vec<String> = history.iter().map(|c| format!("  {c:?}")).collect();

@@ -60,6 +60,7 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
     b.i64(held);
     b.i64(0); // order_id_window
     b.u64(0); // recent order ids
+    b.u64(0); // suspended users
     b.u64(0); // tx ids
     b.u64(0); // bids
     b.u64(sells.len() as u64);
@@ -71,6 +72,8 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
         b.i64(0); // filled
         b.u8(Stp::CancelTaker.code());
         b.u8(0);
+        b.u8(Tif::Gtc.code());
+        b.i64(0); // expire_ts
     }
     let mut out = W(Vec::new());
     out.0.extend_from_slice(b"RIALTOSS");

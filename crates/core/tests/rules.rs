@@ -2580,3 +2580,263 @@ fn an_id_that_ended_stays_taken_for_the_window() {
     assert_eq!(restored.order_id_window(), 1_000);
     assert_eq!(restored.state_hash(), v.engine.state_hash());
 }
+
+// ----- GTD and DAY (part 2) -------------------------------------------------------------------
+
+fn gtd(p: PlaceOrder, expire_ts: i64) -> PlaceOrder {
+    p.with_tif(Tif::Gtd).with_expire_ts(expire_ts)
+}
+
+#[test]
+fn gtd_example_e1_expires_before_the_command_and_stands_when_it_is_rejected() {
+    let mut v = example_venue();
+    v.expect_at(500, place(gtd(buy(1, 1, 100, 5), 1000)), vec![]);
+    v.rejects(place(gtd(buy(1, 2, 100, 5), 400)), Reason::InvalidOrder);
+    v.rejects(place(gtd(buy(1, 2, 100, 5), 500)), Reason::InvalidOrder);
+    let expired = OwnedEvent::Cancelled(Cancelled {
+        symbol: S,
+        user: 1,
+        order: 1,
+        side: Side::Buy,
+        qty: 5,
+        reason: CancelReason::Expired,
+    });
+    v.check_at(
+        Some(1000),
+        Command::Cancel { user: 9, order: 9 },
+        Err(Reason::UnknownOrder),
+        vec![expired],
+    );
+    v.assert_balance(1, "USD", bal(100_000, 0));
+}
+
+#[test]
+fn expiry_fields_are_checked_in_the_invalid_order_place() {
+    let mut v = example_venue();
+    // After unknown_user and unknown_symbol, before invalid_qty.
+    v.rejects(place(gtd(buy(9, 1, 100, 0), 0)), Reason::UnknownUser);
+    v.rejects(
+        place(PlaceOrder {
+            symbol: SymbolId(7),
+            ..gtd(buy(1, 1, 100, 0), 0)
+        }),
+        Reason::UnknownSymbol,
+    );
+    v.rejects(place(gtd(buy(1, 1, 100, 0), 0)), Reason::InvalidOrder);
+    v.rejects(
+        place(buy(1, 1, 100, 1).with_tif(Tif::Gtd)),
+        Reason::InvalidOrder,
+    );
+    for tif in [Tif::Gtc, Tif::Ioc, Tif::Fok, Tif::Day] {
+        v.rejects(
+            place(buy(1, 1, 100, 1).with_tif(tif).with_expire_ts(5)),
+            Reason::InvalidOrder,
+        );
+    }
+    for tif in [Tif::Gtd, Tif::Day, Tif::Gtc] {
+        let market = market(1, 1, Side::Buy, 1).with_tif(tif);
+        v.rejects(place(market), Reason::InvalidOrder);
+    }
+    // Post-only is allowed on a resting tif.
+    v.expect(
+        place(buy(1, 1, 100, 1).with_tif(Tif::Day).with_post_only()),
+        vec![],
+    );
+    v.expect(place(gtd(sell(2, 1, 101, 1), 9).with_post_only()), vec![]);
+}
+
+#[test]
+fn day_orders_expire_at_the_symbols_day_end_strictly_after_now() {
+    const DAY: i64 = rialto_core::NS_PER_DAY;
+    let mut v = example_venue();
+    let six = SymbolSpec {
+        day_end: 6 * 3_600_000_000_000,
+        ..spec("Y", "BTC", "USD")
+    };
+    v.setup(vec![Command::AddSymbol(Box::new(six))]);
+    let y = SymbolId(1);
+    v.expect_at(1000, place(buy(1, 1, 100, 1).with_tif(Tif::Day)), vec![]);
+    v.expect(
+        place(PlaceOrder {
+            symbol: y,
+            ..buy(1, 2, 1, 1).with_tif(Tif::Day)
+        }),
+        vec![],
+    );
+    let expiries: Vec<i64> = v.engine.live_orders().iter().map(|o| o.expire_ts).collect();
+    assert_eq!(expiries, vec![DAY, 6 * 3_600_000_000_000]);
+    // Placed exactly at a day end: the next one.
+    v.expect_at(
+        DAY,
+        place(buy(1, 3, 100, 1).with_tif(Tif::Day)),
+        vec![
+            OwnedEvent::Cancelled(Cancelled {
+                symbol: y,
+                user: 1,
+                order: 2,
+                side: Side::Buy,
+                qty: 1,
+                reason: CancelReason::Expired,
+            }),
+            cancelled_x((1, 1), Side::Buy, 1, CancelReason::Expired),
+        ],
+    );
+    assert_eq!(v.engine.live_orders()[0].expire_ts, 2 * DAY);
+    // A DAY order whose expiry would pass i64.
+    v.check_at(
+        Some(i64::MAX - 1),
+        place(buy(1, 4, 100, 1).with_tif(Tif::Day)),
+        Err(Reason::Overflow),
+        vec![cancelled_x((1, 3), Side::Buy, 1, CancelReason::Expired)],
+    );
+}
+
+/// A cancellation on the example venue's X.
+fn cancelled_x(
+    (user, order): (UserId, OrderId),
+    side: Side,
+    qty: i64,
+    reason: CancelReason,
+) -> OwnedEvent {
+    cancelled((user, order), side, qty, reason)
+}
+
+#[test]
+fn expiries_come_by_time_then_user_then_order_and_move_and_amend_keep_them() {
+    let mut v = example_venue();
+    v.expect(place(gtd(buy(2, 5, 90, 1), 300)), vec![]);
+    v.expect(place(gtd(buy(1, 7, 90, 1), 300)), vec![]);
+    v.expect(place(gtd(buy(1, 6, 90, 1), 300)), vec![]);
+    v.expect(place(gtd(buy(3, 1, 90, 1), 200)), vec![]);
+    v.expect(
+        Command::Move {
+            user: 2,
+            order: 5,
+            price: 91,
+        },
+        vec![],
+    );
+    v.expect(
+        Command::Amend(amend(1, 7).with_price(92)),
+        vec![amended((1, 7), Side::Buy, 92, 1, Priority::Lost)],
+    );
+    v.check_at(
+        Some(300),
+        Command::Tick,
+        Ok(()),
+        vec![
+            cancelled_x((3, 1), Side::Buy, 1, CancelReason::Expired),
+            cancelled_x((1, 6), Side::Buy, 1, CancelReason::Expired),
+            cancelled_x((1, 7), Side::Buy, 1, CancelReason::Expired),
+            cancelled_x((2, 5), Side::Buy, 1, CancelReason::Expired),
+        ],
+    );
+    assert!(v.engine.live_orders().is_empty());
+}
+
+#[test]
+fn an_expiry_that_was_filled_or_cancelled_first_reports_nothing() {
+    let mut v = example_venue();
+    v.expect(place(gtd(buy(1, 1, 100, 2), 50)), vec![]);
+    v.expect(place(gtd(buy(1, 2, 100, 2), 50)), vec![]);
+    v.expect(
+        place(sell(2, 1, 100, 2)),
+        vec![fill((1, 1), (2, 1), Side::Sell, 100, 2)],
+    );
+    v.expect(
+        Command::Cancel { user: 1, order: 2 },
+        vec![cancelled_x((1, 2), Side::Buy, 2, CancelReason::User)],
+    );
+    // The ids are free again and the new orders do not expire.
+    v.expect(place(buy(1, 1, 100, 1)), vec![]);
+    v.check_at(Some(60), Command::Tick, Ok(()), vec![]);
+    assert_eq!(v.engine.live_orders().len(), 1);
+}
+
+// ----- user suspension (part 2) ---------------------------------------------------------------
+
+#[test]
+fn suspension_cancels_every_live_order_and_refuses_orders_and_withdrawals() {
+    let mut v = example_venue();
+    v.expect(place(buy(1, 1, 99, 1)), vec![]);
+    v.expect(place(sell(1, 2, 110, 2)), vec![]);
+    v.expect(place(buy(2, 1, 98, 1)), vec![]);
+    v.expect(
+        Command::SuspendUser { user: 1 },
+        vec![
+            cancelled_x((1, 1), Side::Buy, 1, CancelReason::Suspended),
+            cancelled_x((1, 2), Side::Sell, 2, CancelReason::Suspended),
+        ],
+    );
+    v.rejects(place(buy(1, 3, 90, 1)), Reason::UserSuspended);
+    // user_suspended comes right after unknown_user: before unknown_symbol and invalid_qty.
+    v.rejects(
+        place(PlaceOrder {
+            symbol: SymbolId(7),
+            ..buy(1, 3, 90, 0)
+        }),
+        Reason::UserSuspended,
+    );
+    v.rejects(deposit(1, "USD", -10, 50), Reason::UserSuspended);
+    // Before insufficient_funds, after duplicate_tx.
+    v.rejects(deposit(1, "USD", -1_000_000, 51), Reason::UserSuspended);
+    v.rejects(deposit(1, "USD", -10, 20), Reason::DuplicateTx);
+    v.expect(deposit(1, "USD", 10, 52), vec![]);
+    v.rejects(Command::Cancel { user: 1, order: 1 }, Reason::UnknownOrder);
+    v.expect(
+        Command::MassCancel {
+            user: 1,
+            symbol: None,
+        },
+        vec![],
+    );
+    // Before unknown_order.
+    v.rejects(
+        Command::Amend(amend(1, 1).with_qty(1)),
+        Reason::UserSuspended,
+    );
+    v.rejects(
+        Command::Move {
+            user: 1,
+            order: 1,
+            price: 9,
+        },
+        Reason::UserSuspended,
+    );
+    v.rejects(
+        Command::Reduce {
+            user: 1,
+            order: 1,
+            qty: 1,
+        },
+        Reason::UnknownOrder,
+    );
+    // Idempotent, and the other user is untouched.
+    v.expect(Command::SuspendUser { user: 1 }, vec![]);
+    v.rejects(Command::SuspendUser { user: 9 }, Reason::UnknownUser);
+    v.rejects(Command::ResumeUser { user: 9 }, Reason::UnknownUser);
+    assert_eq!(v.engine.suspended_users(), vec![1]);
+    assert!(v.engine.user_report(1).unwrap().suspended);
+    assert_eq!(v.engine.live_orders().len(), 1);
+    v.assert_balance(1, "USD", bal(100_010, 0));
+    v.expect(Command::ResumeUser { user: 1 }, vec![]);
+    v.expect(Command::ResumeUser { user: 1 }, vec![]);
+    assert!(v.engine.suspended_users().is_empty());
+    v.expect(place(buy(1, 3, 90, 1)), vec![]);
+    v.expect(deposit(1, "USD", -10, 53), vec![]);
+}
+
+#[test]
+fn suspension_survives_a_snapshot_and_is_in_the_state_hash() {
+    let mut v = example_venue();
+    let before = v.engine.state_hash();
+    v.expect(Command::SuspendUser { user: 2 }, vec![]);
+    assert_ne!(v.engine.state_hash(), before);
+    v.expect(place(gtd(buy(1, 1, 100, 1), 5_000)), vec![]);
+    let restored =
+        Engine::decode_snapshot(&v.engine.encode_snapshot(), EngineConfig::default()).unwrap();
+    assert_eq!(restored.state_hash(), v.engine.state_hash());
+    assert_eq!(restored.suspended_users(), vec![2]);
+    assert_eq!(restored.live_orders()[0].expire_ts, 5_000);
+    assert_eq!(restored.next_expiry(), Some(5_000));
+}

@@ -19,7 +19,7 @@
 //! sequence number of their own.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -148,6 +148,9 @@ pub struct Shared {
     pub failed: AtomicBool,
     /// The engine's last applied sequence number.
     pub applied_seq: AtomicU64,
+    /// When the engine's next order expiry is due (ns since the epoch; `i64::MAX`: none), so
+    /// that the journal stage sends a `tick` on a quiet venue (docs/rules.md, "GTD and DAY").
+    pub next_expiry_ns: AtomicI64,
 }
 
 impl Shared {
@@ -210,6 +213,9 @@ impl Pipeline {
         shared
             .applied_seq
             .store(engine.last_seq(), Ordering::SeqCst);
+        shared
+            .next_expiry_ns
+            .store(engine.next_expiry().unwrap_or(i64::MAX), Ordering::SeqCst);
         let (snapshot_tx, snapshot_rx) = sync_channel::<SnapshotJob>(1);
         let journal_synced = match journal.config().durability {
             rialto_journal::Durability::None => None,
@@ -223,6 +229,7 @@ impl Pipeline {
             journal,
             seq: engine.last_seq(),
             last_ts_ns: config.last_ts_ns,
+            ticked_for: i64::MAX,
             batch: Vec::with_capacity(config.batch_max),
             batch_max: config.batch_max,
             wait: config.wait,
@@ -401,6 +408,8 @@ struct JournalStage {
     journal: JournalWriter,
     seq: u64,
     last_ts_ns: i64,
+    /// The expiry time the last expiry tick was sent for: one tick per expiry.
+    ticked_for: i64,
     batch: Vec<Sequenced>,
     batch_max: usize,
     wait: WaitStrategy,
@@ -470,7 +479,12 @@ impl JournalStage {
         // passing the batch on never waits (the engine may run on this very thread).
         let room = self.to_engine.capacity() - self.to_engine.len();
         let take = self.batch_max.min(room);
-        if take == 0 || self.inbound.is_empty() {
+        let mut tick = if self.inbound.is_empty() {
+            self.expiry_tick()
+        } else {
+            None
+        };
+        if take == 0 || (self.inbound.is_empty() && tick.is_none()) {
             // Quiet: in fsync mode, bring the journal's checkpoint up to the last commit.
             self.journal
                 .checkpoint_if_quiet(std::time::Instant::now())?;
@@ -482,7 +496,7 @@ impl JournalStage {
         self.last_ts_ns = ts_ns;
         let mut journaled = 0;
         while self.batch.len() < take {
-            let Some(request) = self.inbound.pop() else {
+            let Some(request) = tick.take().or_else(|| self.inbound.pop()) else {
                 break;
             };
             if is_journaled(&request.op) {
@@ -526,6 +540,23 @@ impl JournalStage {
             self.to_engine.ring();
         }
         Ok(n)
+    }
+}
+
+impl JournalStage {
+    /// A `tick` of the server's own when an order's expiry has come and nothing else is
+    /// coming in: expiry happens at the start of a command, and a quiet venue has none.
+    fn expiry_tick(&mut self) -> Option<Request> {
+        let due = self.shared.next_expiry_ns.load(Ordering::Acquire);
+        if due == self.ticked_for || due > now_ns() {
+            return None;
+        }
+        self.ticked_for = due;
+        Some(Request {
+            session: SYSTEM_SESSION,
+            reply: Reply::Admin { request: 0 },
+            op: Op::Command(Command::Tick),
+        })
     }
 }
 
@@ -713,6 +744,10 @@ impl EngineStage {
             self.shared
                 .applied_seq
                 .store(self.engine.last_seq(), Ordering::Release);
+            self.shared.next_expiry_ns.store(
+                self.engine.next_expiry().unwrap_or(i64::MAX),
+                Ordering::Release,
+            );
             if let Some(md) = &self.market_data {
                 md.chunks.ring();
             }

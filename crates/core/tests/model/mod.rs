@@ -47,6 +47,9 @@ struct Order {
     filled: i64,
     stp: Stp,
     post_only: bool,
+    /// Time in force (gtc, gtd or day) and when it expires (0: never).
+    tif: Tif,
+    expire_ts: i64,
 }
 
 #[derive(Clone, Default)]
@@ -132,6 +135,8 @@ struct Taker {
     /// Executed so far, since the order was first accepted.
     filled: i64,
     tif: Tif,
+    /// When what rests of it expires (0: never).
+    expire_ts: i64,
     market: bool,
     stp: Stp,
     post_only: bool,
@@ -157,6 +162,8 @@ pub struct Model {
     order_id_window: i64,
     /// Orders that ended inside the window: (user, order, ended at).
     recent: Vec<(UserId, OrderId, i64)>,
+    /// Suspended users.
+    suspended: BTreeSet<UserId>,
     /// Checks the model's own invariants after every command (slow on big books).
     pub self_check: bool,
 }
@@ -191,6 +198,18 @@ fn below_fee_floor(spec: &SymbolSpec, price: i64) -> bool {
 }
 
 /// Does a `side` order at `price` cross an opposite order at `other`?
+/// When a DAY order placed at `now` expires: the first instant strictly after `now` whose time
+/// of day is `day_end` (`None` past i64).
+fn day_expiry(now: i64, day_end: i64) -> Option<i64> {
+    let day = rialto_core::NS_PER_DAY as i128;
+    let midnight = (now as i128).div_euclid(day) * day;
+    let mut t = midnight + day_end as i128;
+    if t <= now as i128 {
+        t += day;
+    }
+    i64::try_from(t).ok()
+}
+
 fn crosses(side: Side, price: i64, other: i64) -> bool {
     match side {
         Side::Buy => price >= other,
@@ -229,6 +248,8 @@ impl Model {
             self.now = self.now.max(ts);
         }
         self.forget_old_ids();
+        self.expire_due(events);
+        // Expiries stand even when the command is then rejected.
         let before = events.len();
         let result = match *cmd {
             Command::AddSymbol(ref spec) => self.add_symbol(**spec),
@@ -268,11 +289,17 @@ impl Model {
                 }
             }
             // Rulebook part 2, not yet applied.
-            Command::SetPhase { .. }
-            | Command::SetBand { .. }
-            | Command::SetRefPrice { .. }
-            | Command::SuspendUser { .. }
-            | Command::ResumeUser { .. } => Err(Reason::InvalidOrder),
+            Command::SetPhase { .. } | Command::SetBand { .. } | Command::SetRefPrice { .. } => {
+                Err(Reason::InvalidOrder)
+            }
+            Command::SuspendUser { user } => self.suspend_user(user, events),
+            Command::ResumeUser { user } => {
+                if !self.users.contains_key(&user) {
+                    return Err(Reason::UnknownUser);
+                }
+                self.suspended.remove(&user);
+                Ok(())
+            }
         };
         assert!(
             result.is_ok() || events.len() == before,
@@ -331,6 +358,9 @@ impl Model {
         }
         if self.txs.contains(&tx) {
             return Err(Reason::DuplicateTx);
+        }
+        if amount < 0 && self.suspended.contains(&user) {
+            return Err(Reason::UserSuspended);
         }
         let currency = currency.as_str().to_string();
         let bal = self.bal(user, &currency);
@@ -418,27 +448,35 @@ impl Model {
         if !self.users.contains_key(&p.user) {
             return Err(Reason::UnknownUser);
         }
+        if self.suspended.contains(&p.user) {
+            return Err(Reason::UserSuspended);
+        }
         let spec = self.spec(p.symbol).ok_or(Reason::UnknownSymbol)?;
         let (Some(side), Some(order_type), Some(tif), Some(stp)) =
             (p.side, p.order_type, p.tif, p.stp)
         else {
             return Err(Reason::InvalidOrder);
         };
-        // Rulebook part 2's order kinds, not yet applied.
+        // Stops and icebergs: not yet applied.
         if !matches!(order_type, OrderType::Limit | OrderType::Market)
-            || !matches!(tif, Tif::Gtc | Tif::Ioc | Tif::Fok)
             || p.stop_price().is_some()
             || p.display_qty().is_some()
-            || p.expire_ts().is_some()
         {
             return Err(Reason::InvalidOrder);
         }
         let market = order_type == OrderType::Market;
-        if market && tif == Tif::Gtc {
+        let rests = !market && matches!(tif, Tif::Gtc | Tif::Gtd | Tif::Day);
+        if market && !matches!(tif, Tif::Ioc | Tif::Fok) {
             return Err(Reason::InvalidOrder);
         }
-        if p.post_only && (market || tif != Tif::Gtc) {
+        if p.post_only && !rests {
             return Err(Reason::InvalidOrder);
+        }
+        // GTD needs an expiry after now; no other tif takes one.
+        match (tif, p.expire_ts()) {
+            (Tif::Gtd, Some(ts)) if ts > self.now => {}
+            (Tif::Gtd, _) | (_, Some(_)) => return Err(Reason::InvalidOrder),
+            _ => {}
         }
         if p.qty <= 0 {
             return Err(Reason::InvalidQty);
@@ -465,6 +503,11 @@ impl Model {
         {
             return Err(Reason::WouldTake);
         }
+        let expire_ts = match tif {
+            Tif::Gtd => p.expire_ts().expect("model: checked above"),
+            Tif::Day => day_expiry(self.now, spec.day_end).ok_or(Reason::Overflow)?,
+            _ => 0,
+        };
         let hold = hold_of(&spec, side, p.price, p.qty).ok_or(Reason::Overflow)?;
         let hold_currency = match side {
             Side::Buy => spec.quote,
@@ -473,7 +516,7 @@ impl Model {
         if hold > self.bal(p.user, hold_currency.as_str()).available {
             return Err(Reason::InsufficientFunds);
         }
-        if tif == Tif::Gtc
+        if rests
             && (self.open_orders_of(p.user) >= self.limits.max_open_orders_per_user
                 || self.live.len() >= self.limits.max_resting_orders)
         {
@@ -489,6 +532,7 @@ impl Model {
             remaining: p.qty,
             filled: 0,
             tif,
+            expire_ts,
             market,
             stp,
             post_only: p.post_only,
@@ -601,16 +645,18 @@ impl Model {
             return;
         }
         match taker.tif {
-            Tif::Gtc => {
+            Tif::Gtc | Tif::Gtd | Tif::Day => {
                 let order = Order {
                     user: taker.user,
                     order: taker.order,
                     side: taker.side,
-                    price: taker.price.expect("model: a GTC order has a price"),
+                    price: taker.price.expect("model: a resting order has a price"),
                     remaining: taker.remaining,
                     filled: taker.filled,
                     stp: taker.stp,
                     post_only: taker.post_only,
+                    tif: taker.tif,
+                    expire_ts: taker.expire_ts,
                 };
                 self.books[s].insert(order);
                 self.make_live(taker.user, taker.order, taker.symbol);
@@ -620,7 +666,6 @@ impl Model {
             }
             Tif::Ioc => self.end_taker(&spec, &mut taker, CancelReason::Ioc, events),
             Tif::Fok => panic!("model: the fill-or-kill walk promised a full fill"),
-            Tif::Gtd | Tif::Day => panic!("model: rulebook part 2's tifs are rejected at place"),
         }
     }
 
@@ -744,11 +789,53 @@ impl Model {
         order: OrderId,
         events: &mut Vec<OwnedEvent>,
     ) -> Result<(), Reason> {
+        self.cancel_for(user, order, CancelReason::User, events)
+    }
+
+    fn cancel_for(
+        &mut self,
+        user: UserId,
+        order: OrderId,
+        reason: CancelReason,
+        events: &mut Vec<OwnedEvent>,
+    ) -> Result<(), Reason> {
         let (symbol, side, i) = self.find(user, order).ok_or(Reason::UnknownOrder)?;
         let spec = self.symbols[symbol.0 as usize];
         let o = self.books[symbol.0 as usize].side_mut(side).remove(i);
         self.unrest(&spec, symbol, &o, o.remaining);
-        events.push(cancelled(symbol, &o, CancelReason::User));
+        events.push(cancelled(symbol, &o, reason));
+        Ok(())
+    }
+
+    /// Step 1 of a command: every live order whose expiry has come is cancelled, by expiry
+    /// time, then user, then order.
+    fn expire_due(&mut self, events: &mut Vec<OwnedEvent>) {
+        let mut due: Vec<(i64, UserId, OrderId)> = Vec::new();
+        for book in &self.books {
+            for o in book.bids.iter().chain(&book.asks) {
+                if o.expire_ts != 0 && o.expire_ts <= self.now {
+                    due.push((o.expire_ts, o.user, o.order));
+                }
+            }
+        }
+        due.sort();
+        for (_, user, order) in due {
+            self.cancel_for(user, order, CancelReason::Expired, events)
+                .expect("model: a due order is live");
+        }
+    }
+
+    /// Cancels every live order of the user (reason `suspended`, in mass-cancel order), then
+    /// refuses their orders and withdrawals.
+    fn suspend_user(&mut self, user: UserId, events: &mut Vec<OwnedEvent>) -> Result<(), Reason> {
+        if !self.users.contains_key(&user) {
+            return Err(Reason::UnknownUser);
+        }
+        if self.suspended.contains(&user) {
+            return Ok(());
+        }
+        self.cancel_every(user, None, CancelReason::Suspended, events);
+        self.suspended.insert(user);
         Ok(())
     }
 
@@ -795,6 +882,17 @@ impl Model {
         {
             return Err(Reason::UnknownSymbol);
         }
+        self.cancel_every(user, symbol, CancelReason::User, events);
+        Ok(())
+    }
+
+    fn cancel_every(
+        &mut self,
+        user: UserId,
+        symbol: Option<SymbolId>,
+        reason: CancelReason,
+        events: &mut Vec<OwnedEvent>,
+    ) {
         let mut targets: Vec<(String, OrderId)> = self
             .live
             .iter()
@@ -808,10 +906,9 @@ impl Model {
             .collect();
         targets.sort();
         for (_, order) in targets {
-            self.cancel(user, order, events)
+            self.cancel_for(user, order, reason, events)
                 .expect("model: a live order can be cancelled");
         }
-        Ok(())
     }
 
     fn move_order(
@@ -821,6 +918,9 @@ impl Model {
         price: i64,
         events: &mut Vec<OwnedEvent>,
     ) -> Result<(), Reason> {
+        if self.suspended.contains(&user) {
+            return Err(Reason::UserSuspended);
+        }
         let (symbol, side, i) = self.find(user, order).ok_or(Reason::UnknownOrder)?;
         let spec = self.symbols[symbol.0 as usize];
         let book = &self.books[symbol.0 as usize];
@@ -854,7 +954,8 @@ impl Model {
             price: Some(price),
             remaining: o.remaining,
             filled: o.filled,
-            tif: Tif::Gtc,
+            tif: o.tif,
+            expire_ts: o.expire_ts,
             market: false,
             stp: o.stp,
             post_only: o.post_only,
@@ -867,6 +968,9 @@ impl Model {
     /// below what has filled ends the order as a reduce; otherwise it keeps its place only at
     /// the same price without growing, and is entered again as a move otherwise.
     fn amend(&mut self, a: &AmendOrder, events: &mut Vec<OwnedEvent>) -> Result<(), Reason> {
+        if self.suspended.contains(&a.user) {
+            return Err(Reason::UserSuspended);
+        }
         let (symbol, side, i) = self.find(a.user, a.order).ok_or(Reason::UnknownOrder)?;
         if a.price().is_none() && a.qty().is_none() && a.stop_price().is_none() {
             return Err(Reason::InvalidOrder);
@@ -932,7 +1036,8 @@ impl Model {
             price: Some(price),
             remaining,
             filled: o.filled,
-            tif: Tif::Gtc,
+            tif: o.tif,
+            expire_ts: o.expire_ts,
             market: false,
             stp: o.stp,
             post_only: o.post_only,
@@ -1026,7 +1131,7 @@ impl Model {
                     order,
                     filled: o.filled,
                     shown: o.remaining,
-                    expire_ts: 0,
+                    expire_ts: o.expire_ts,
                 }
             })
             .collect()
@@ -1097,19 +1202,19 @@ impl Model {
                 order,
                 side,
                 order_type: OrderType::Limit,
-                tif: Tif::Gtc,
+                tif: o.tif,
                 price: o.price,
                 stop_price: 0,
                 remaining: o.remaining,
                 shown: o.remaining,
                 filled: o.filled,
-                expire_ts: 0,
+                expire_ts: o.expire_ts,
             });
         }
         orders.sort_by(|a, b| (a.symbol.as_str(), a.order).cmp(&(b.symbol.as_str(), b.order)));
         Some(UserReport {
             user,
-            suspended: false,
+            suspended: self.suspended.contains(&user),
             balances,
             orders,
         })

@@ -141,6 +141,9 @@ pub enum Op {
         stp: u8,
         /// One time in a hundred each: no side, type, tif or stp word.
         garble: u8,
+        /// On a limit GTC, one time in eight GTD (expiring within 50 ms) and one in eight DAY;
+        /// rarely an expiry where none is allowed.
+        expiry: u8,
     },
     Cancel {
         target: Target,
@@ -184,6 +187,13 @@ pub enum Op {
     Tick {
         step: u16,
         back: bool,
+        /// Rarely a whole day forward, so that DAY orders expire.
+        day: bool,
+    },
+    /// Suspends or resumes a user (rare).
+    Suspend {
+        user: u8,
+        resume: bool,
     },
 }
 
@@ -300,13 +310,13 @@ fn place() -> impl Strategy<Value = Op> {
     (
         (any::<u8>(), any::<u8>(), any::<u8>(), any::<bool>()),
         (any::<u8>(), px(), 0u8..10, qty()),
-        (any::<u8>(), any::<u8>(), any::<u8>()),
+        (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()),
     )
         .prop_map(
             |(
                 (user, order, symbol, side),
                 (kind, price, market_priced, qty),
-                (post_only, stp, garble),
+                (post_only, stp, garble, expiry),
             )| Op::Place {
                 user,
                 order,
@@ -319,6 +329,7 @@ fn place() -> impl Strategy<Value = Op> {
                 post_only,
                 stp,
                 garble,
+                expiry,
             },
         )
 }
@@ -345,7 +356,9 @@ pub fn op() -> impl Strategy<Value = Op> {
         ),
         1 => any::<u8>().prop_map(|user| Op::AddUser { user }),
         1 => any::<u8>().prop_map(|choice| Op::SetWindow { choice }),
-        1 => (any::<u16>(), prop::bool::weighted(0.25)).prop_map(|(step, back)| Op::Tick { step, back }),
+        2 => (any::<u16>(), prop::bool::weighted(0.25), prop::bool::weighted(0.05))
+            .prop_map(|(step, back, day)| Op::Tick { step, back, day }),
+        1 => (any::<u8>(), prop::bool::weighted(0.5)).prop_map(|(user, resume)| Op::Suspend { user, resume }),
     ]
 }
 
@@ -500,14 +513,17 @@ fn target_of(view: &impl View, t: Target) -> (UserId, OrderId, SymbolId) {
 /// The time an op's command carries, if any (the engine's `timestamp_ns`).
 pub fn timestamp(op: &Op, view: &impl View) -> Option<i64> {
     match *op {
-        Op::Tick { step, back } => {
-            let step = step as i64 * 1000;
+        Op::Tick { step, back, day } => {
+            let step = step as i64 * 1000 + if day { rialto_core::NS_PER_DAY } else { 0 };
             Some(if back {
                 view.now() - step
             } else {
                 view.now() + step
             })
         }
+        // One place in ten carries a time a little ahead, so that expiries also come before
+        // an order (and stand when it is rejected).
+        Op::Place { garble, .. } if garble % 10 == 5 => Some(view.now() + 20_000_000),
         _ => None,
     }
 }
@@ -515,6 +531,19 @@ pub fn timestamp(op: &Op, view: &impl View) -> Option<i64> {
 pub fn command(op: &Op, view: &impl View) -> Command {
     match *op {
         Op::Tick { .. } => Command::Tick,
+        Op::Suspend { user, resume } => {
+            // As a mass cancel: the user is unknown more often than elsewhere.
+            let user = if user % 4 == 3 {
+                USERS[(user / 4) as usize % USERS.len()].wrapping_add(1000)
+            } else {
+                user_of(view, user)
+            };
+            if resume {
+                Command::ResumeUser { user }
+            } else {
+                Command::SuspendUser { user }
+            }
+        }
         Op::SetWindow { choice } => Command::SetOrderIdWindow {
             window: match choice % 8 {
                 0 => 0,
@@ -540,7 +569,12 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 maker_fee,
                 taker_fee,
                 band_bps: 0,
-                day_end: 0,
+                // Some symbols end their day at 06:00 UTC.
+                day_end: if profile % 2 == 0 {
+                    0
+                } else {
+                    6 * 3_600_000_000_000
+                },
             }))
         }
         Op::AddUser { user } => Command::AddUser {
@@ -583,18 +617,30 @@ pub fn command(op: &Op, view: &impl View) -> Command {
             post_only,
             stp,
             garble,
+            expiry,
         } => {
             let symbol = symbol_of(view, symbol);
             let spec = spec_or_plain(view, symbol);
             let (order_type, tif) = match kind % 40 {
-                0..=23 => (OrderType::Limit, Tif::Gtc),
+                0..=23 => match expiry % 8 {
+                    0 => (OrderType::Limit, Tif::Gtd),
+                    1 => (OrderType::Limit, Tif::Day),
+                    _ => (OrderType::Limit, Tif::Gtc),
+                },
                 24..=28 => (OrderType::Limit, Tif::Ioc),
                 29..=32 => (OrderType::Limit, Tif::Fok),
                 33..=36 => (OrderType::Market, Tif::Ioc),
                 37..=38 => (OrderType::Market, Tif::Fok),
                 _ => (OrderType::Market, Tif::Gtc),
             };
-            let limit_gtc = (order_type, tif) == (OrderType::Limit, Tif::Gtc);
+            let limit_gtc =
+                order_type == OrderType::Limit && matches!(tif, Tif::Gtc | Tif::Gtd | Tif::Day);
+            // GTD: from 50 ms ahead down to (rarely) already past; rarely one on another tif.
+            let expire_ts = match (tif, expiry / 8 % 32) {
+                (Tif::Gtd, e) => Some(view.now() + 1_000_000 * (e as i64 % 51) - 1_000_000),
+                (_, 0) => Some(view.now() + 1),
+                _ => None,
+            };
             let post_only = post_only % 40 == 0 || (limit_gtc && post_only % 5 == 1);
             let price = match order_type {
                 OrderType::Market if !market_priced => None,
@@ -612,7 +658,7 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 qty: qty_of(&spec, qty),
                 post_only,
                 stp: (garble != 3).then_some(Stp::ALL[stp as usize % 3]),
-                extras: rialto_core::OrderExtras::NONE,
+                extras: rialto_core::OrderExtras::with_fields(None, None, expire_ts),
             })
         }
         Op::Cancel { target } => {
