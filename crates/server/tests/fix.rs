@@ -1399,7 +1399,10 @@ fn a_phase_change_is_a_security_status() {
         })
         .unwrap();
     assert!(
-        matches!(result, rialto_wire::ServerMsg::AdminResult { result: Ok(()), .. }),
+        matches!(
+            result,
+            rialto_wire::ServerMsg::AdminResult { result: Ok(()), .. }
+        ),
         "{result}"
     );
     let status = c.expect("f");

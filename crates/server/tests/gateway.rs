@@ -1231,7 +1231,10 @@ fn the_admin_halts_a_symbol_and_every_session_hears_of_it() {
     assert_eq!(set(&mut a, 4, Some(Phase::Continuous)), Ok(()));
     t.place(NewOrder::limit(2, BTC, Side::Buy, 100, 1)).unwrap();
     let (accepted, _) = recv_until(&mut t, |m| matches!(m, ServerMsg::Accepted { .. }));
-    assert!(matches!(accepted, ServerMsg::Accepted { order: 2, .. }), "{accepted}");
+    assert!(
+        matches!(accepted, ServerMsg::Accepted { order: 2, .. }),
+        "{accepted}"
+    );
     server.shutdown().unwrap();
 }
 
@@ -1244,8 +1247,17 @@ fn a_suspended_user_loses_its_orders_until_resumed() {
     let mut t = trader(&server, 1);
     t.place(NewOrder::limit(1, BTC, Side::Buy, 100, 2)).unwrap();
     assert!(matches!(t.recv().unwrap(), ServerMsg::Accepted { .. }));
-    let ok = |m: ServerMsg| assert!(matches!(m, ServerMsg::AdminResult { result: Ok(()), .. }), "{m}");
-    ok(a.request(&ClientMsg::SuspendUser { request: 1, user: 1 }).unwrap());
+    let ok = |m: ServerMsg| {
+        assert!(
+            matches!(m, ServerMsg::AdminResult { result: Ok(()), .. }),
+            "{m}"
+        )
+    };
+    ok(a.request(&ClientMsg::SuspendUser {
+        request: 1,
+        user: 1,
+    })
+    .unwrap());
     match t.recv().unwrap() {
         ServerMsg::Cancelled {
             order: 1,
@@ -1263,8 +1275,15 @@ fn a_suspended_user_loses_its_orders_until_resumed() {
             ..
         }
     ));
-    ok(a.request(&ClientMsg::ResumeUser { request: 2, user: 1 }).unwrap());
+    ok(a.request(&ClientMsg::ResumeUser {
+        request: 2,
+        user: 1,
+    })
+    .unwrap());
     t.place(NewOrder::limit(3, BTC, Side::Buy, 100, 1)).unwrap();
-    assert!(matches!(t.recv().unwrap(), ServerMsg::Accepted { order: 3, .. }));
+    assert!(matches!(
+        t.recv().unwrap(),
+        ServerMsg::Accepted { order: 3, .. }
+    ));
     server.shutdown().unwrap();
 }

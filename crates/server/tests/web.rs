@@ -1874,12 +1874,23 @@ fn the_status_channel_and_endpoint_follow_the_phases() {
     ws_send(&mut ws, json!({"id": 1, "op": "subscribe", "ch": "status"}));
     let snap = ws_until(&mut ws, "the status snapshot", |v| v["type"] == "snapshot");
     assert_eq!(snap["symbols"][1]["phase"], "continuous");
-    let bad = admin.call("POST", "/api/v1/admin/symbols/BTC-USD/phase", json!({"phase": "nap"}));
+    let bad = admin.call(
+        "POST",
+        "/api/v1/admin/symbols/BTC-USD/phase",
+        json!({"phase": "nap"}),
+    );
     assert_eq!(error_code(&bad), "invalid_phase");
-    let set = admin.call("POST", "/api/v1/admin/symbols/BTC-USD/phase", json!({"phase": "auction"}));
+    let set = admin.call(
+        "POST",
+        "/api/v1/admin/symbols/BTC-USD/phase",
+        json!({"phase": "auction"}),
+    );
     assert_eq!(set.status, 200, "{:?}", set.body);
     let phase = ws_until(&mut ws, "the phase change", |v| v["type"] == "phase");
-    assert_eq!((&phase["symbol"], &phase["phase"]), (&json!("BTC-USD"), &json!("auction")));
+    assert_eq!(
+        (&phase["symbol"], &phase["phase"]),
+        (&json!("BTC-USD"), &json!("auction"))
+    );
     assert_eq!(phase["seq"], set.body["seq"]);
     // Crossing orders rest in the auction; opening uncrosses them.
     let seller = Trader::new(&http, &server, 1);
@@ -1888,10 +1899,17 @@ fn the_status_channel_and_endpoint_follow_the_phases() {
     let buy = json!({"symbol": "BTC-USD", "side": "buy", "price": 500_100, "qty": 2});
     assert_eq!(seller.call("POST", "/api/v1/orders", sell).status, 200);
     assert_eq!(buyer.call("POST", "/api/v1/orders", buy).status, 200);
-    let open = admin.call("POST", "/api/v1/admin/symbols/BTC-USD/phase", json!({"phase": "continuous"}));
+    let open = admin.call(
+        "POST",
+        "/api/v1/admin/symbols/BTC-USD/phase",
+        json!({"phase": "continuous"}),
+    );
     assert_eq!(open.status, 200, "{:?}", open.body);
     let auction = ws_until(&mut ws, "the auction result", |v| v["type"] == "auction");
-    assert_eq!((&auction["qty"], &auction["imbalance"]), (&json!(2), &json!(0)));
+    assert_eq!(
+        (&auction["qty"], &auction["imbalance"]),
+        (&json!(2), &json!(0))
+    );
     let status = http.get("/api/v1/status");
     assert_eq!(status.body["symbols"][0]["phase"], "continuous");
     server.shutdown().unwrap();
@@ -1904,15 +1922,27 @@ fn stop_and_gtd_orders_over_rest() {
     let server = common::start(dir.path(), |_| {});
     let http = Http::new(&server);
     let t = Trader::new(&http, &server, 1);
-    let stop = t.call("POST", "/api/v1/orders", json!({"symbol": "BTC-USD", "side": "buy",
-        "type": "stop_limit", "price": 510_000, "stop_price": 505_000, "qty": 1}));
+    let stop = t.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "buy",
+        "type": "stop_limit", "price": 510_000, "stop_price": 505_000, "qty": 1}),
+    );
     assert_eq!(stop.status, 200, "{:?}", stop.body);
     let far = 4_000_000_000_000_000_000_i64;
-    let gtd = t.call("POST", "/api/v1/orders", json!({"symbol": "BTC-USD", "side": "buy",
-        "tif": "gtd", "expire_ts": far, "price": 1, "qty": 1}));
+    let gtd = t.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "buy",
+        "tif": "gtd", "expire_ts": far, "price": 1, "qty": 1}),
+    );
     assert_eq!(gtd.status, 200, "{:?}", gtd.body);
-    let iceberg = t.call("POST", "/api/v1/orders", json!({"symbol": "BTC-USD", "side": "buy",
-        "price": 2, "qty": 10, "display_qty": 1}));
+    let iceberg = t.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "buy",
+        "price": 2, "qty": 10, "display_qty": 1}),
+    );
     assert_eq!(iceberg.status, 200, "{:?}", iceberg.body);
     eventually("the iceberg shows only its displayed part", || {
         book(&http)["bids"] == json!([[2, 1], [1, 1]])
