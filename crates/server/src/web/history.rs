@@ -112,7 +112,7 @@ impl Histories {
 /// Receives fills and cancellations from the gateway, in order.
 pub async fn run(
     state: Arc<AppState>,
-    mut batches: mpsc::UnboundedReceiver<Vec<(Option<UserId>, ServerMsg)>>,
+    mut batches: mpsc::UnboundedReceiver<super::bridge::WebMessages>,
 ) {
     while let Some(batch) = batches.recv().await {
         for (user, msg) in batch {
