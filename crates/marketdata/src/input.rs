@@ -84,17 +84,15 @@ impl Input {
 #[inline]
 pub fn record(out: &mut Vec<Input>, ts_ns: i64, cmd: &Command, events: &[OwnedEvent]) {
     match cmd {
-        Command::Place(_)
-        | Command::Move { .. }
-        | Command::Cancel { .. }
-        | Command::Reduce { .. }
-        | Command::Amend(_)
-        | Command::MassCancel { .. } => {}
         Command::AddSymbol(spec) => {
             out.push(Input::AddSymbol(spec.clone()));
             return;
         }
-        _ => return,
+        // Queries move no book.
+        Command::Book { .. } | Command::UserReport { .. } | Command::VenueReport => return,
+        // Every other command may trade or cancel: an order's own, or at its start the
+        // expiries its time brings, a suspension's cancellations, an uncross's trades.
+        _ => {}
     }
     let before = out.len();
     let mut amended = None;
@@ -118,7 +116,10 @@ pub fn record(out: &mut Vec<Input>, ts_ns: i64, cmd: &Command, events: &[OwnedEv
         }
     }
     match cmd {
-        Command::Place(p) if p.order_type == Some(OrderType::Limit) && p.tif == Some(Tif::Gtc) => {
+        Command::Place(p)
+            if p.order_type == Some(OrderType::Limit)
+                && matches!(p.tif, Some(Tif::Gtc | Tif::Gtd | Tif::Day)) =>
+        {
             if let (Some(side), Some(price)) = (p.side, p.price) {
                 out.push(Input::Placed {
                     ts_ns,

@@ -1342,10 +1342,10 @@ fn t19a_a_poss_resend_of_a_seen_cl_ord_id_is_refused_as_a_duplicate() {
     server.shutdown().unwrap();
 }
 
-// ----- rulebook part 2 over FIX: these wait on the engine's parts ---------------------------
+// ----- rulebook part 2 over FIX ---------------------------------------------------------------
 
-/// Waits on the engine's stop orders: OrdType 3 with StopPx is New, then ExecType L when a
-/// trade reaches its stop price, then its fill.
+/// A stop limit order (OrdType 4 with StopPx) is New, then ExecType L when a trade reaches its
+/// stop price, then its fill.
 #[test]
 fn a_fix_stop_order_is_triggered_then_filled() {
     let dir = tempfile::tempdir().unwrap();
@@ -1365,7 +1365,9 @@ fn a_fix_stop_order_is_triggered_then_filled() {
             (tags::SIDE, "1"),
             (tags::TRANSACT_TIME, &transact_time()),
             (tags::ORDER_QTY, "0.001"),
-            (tags::ORD_TYPE, "3"),
+            // A stop buy on a spot venue carries its limit (stop limit) or protection price.
+            (tags::ORD_TYPE, "4"),
+            (tags::PRICE, "52.00"),
             (tags::STOP_PX, "51.00"),
         ],
     );
@@ -1382,7 +1384,7 @@ fn a_fix_stop_order_is_triggered_then_filled() {
     server.shutdown().unwrap();
 }
 
-/// Waits on the engine's trading phases: a halt reaches every logged-on FIX session as
+/// Trading phases: a halt reaches every logged-on FIX session as
 /// SecurityStatus (f), SecurityTradingStatus 2.
 #[test]
 fn a_phase_change_is_a_security_status() {

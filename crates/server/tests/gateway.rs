@@ -1127,9 +1127,9 @@ fn the_admin_sets_the_order_id_window_and_a_resent_order_is_refused() {
     server.shutdown().unwrap();
 }
 
-// ----- rulebook part 2 over the binary protocol: these wait on the engine's parts ----------
+// ----- rulebook part 2 over the binary protocol ----------------------------------------------
 
-/// Waits on the engine's stop orders (docs/rules.md, "Stop and stop-limit orders").
+/// Stop orders (docs/rules.md, "Stop and stop-limit orders").
 #[test]
 fn a_stop_order_sent_as_new_order_ext_triggers_on_a_trade_and_then_trades() {
     let dir = tempfile::tempdir().unwrap();
@@ -1140,7 +1140,8 @@ fn a_stop_order_sent_as_new_order_ext_triggers_on_a_trade_and_then_trades() {
     let stop = NewOrder {
         order_type: Some(rialto_core::OrderType::Stop),
         tif: Some(rialto_core::Tif::Ioc),
-        price: None,
+        // A spot stop buy carries its protection price (the most it pays once triggered).
+        price: Some(5_200),
         extras: rialto_core::OrderExtras::NONE.with_stop_price(5_100),
         ..NewOrder::limit(1, BTC, Side::Buy, 0, 1)
     };
@@ -1179,7 +1180,7 @@ fn a_stop_order_sent_as_new_order_ext_triggers_on_a_trade_and_then_trades() {
     server.shutdown().unwrap();
 }
 
-/// Waits on the engine's trading phases (docs/rules.md, "Trading phases, halts and auctions").
+/// Trading phases (docs/rules.md, "Trading phases, halts and auctions").
 #[test]
 fn the_admin_halts_a_symbol_and_every_session_hears_of_it() {
     use rialto_core::Phase;
@@ -1238,7 +1239,7 @@ fn the_admin_halts_a_symbol_and_every_session_hears_of_it() {
     server.shutdown().unwrap();
 }
 
-/// Waits on the engine's suspension (docs/rules.md, "Suspended users").
+/// Suspension (docs/rules.md, "User suspension").
 #[test]
 fn a_suspended_user_loses_its_orders_until_resumed() {
     let dir = tempfile::tempdir().unwrap();
