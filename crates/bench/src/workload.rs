@@ -1158,7 +1158,21 @@ impl Generator {
             depth: i64::MAX,
         };
         self.sink.levels = 0;
-        self.apply(&cmd);
+        // A query the measured passes never see: it takes no sequence number or time of its
+        // own (with `--mix rulebook` a later time could expire orders here, unseen by `settle`),
+        // so that every command runs at the same time in the generator as in the passes.
+        let ok = self
+            .engine
+            .apply(
+                self.seq,
+                self.seq as i64 * self.ts_step,
+                &cmd,
+                &mut self.sink,
+            )
+            .is_ok();
+        if !ok {
+            self.stats.rejected += 1;
+        }
         self.sink.levels
     }
 
