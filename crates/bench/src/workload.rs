@@ -605,6 +605,8 @@ struct Live {
     order: OrderId,
     price: i64,
     side: Side,
+    /// A DAY order: it expires at the next day end.
+    day: bool,
 }
 
 /// The generator's view of one book.
@@ -830,6 +832,7 @@ impl Generator {
                         order,
                         price,
                         side,
+                        day: false,
                     },
                 );
             }
@@ -879,6 +882,7 @@ impl Generator {
                     order,
                     price,
                     side,
+                    day: tif == Tif::Day,
                 },
             );
         }
@@ -942,6 +946,7 @@ impl Generator {
                     order,
                     price,
                     side,
+                    day: false,
                 },
             );
         }
@@ -1008,6 +1013,22 @@ impl Generator {
 
     /// One benchmark command on book `b`.
     fn command(&mut self, b: usize) -> Command {
+        // A command at or after a day end first expires every DAY order (all live ones were
+        // placed since the last day end): forget them before choosing an order to act on.
+        let ts = (self.seq as i64 + 1) * self.ts_step;
+        if self.engine.next_expiry().is_some_and(|t| t <= ts) {
+            for book in 0..self.books.len() {
+                let day: Vec<OrderId> = self.books[book]
+                    .live
+                    .iter()
+                    .filter(|o| o.day)
+                    .map(|o| o.order)
+                    .collect();
+                for order in day {
+                    self.remove_live(book, order);
+                }
+            }
+        }
         let mut kind = self.mix.draw(&mut self.rng);
         if kind.needs_live_order() && self.books[b].live.is_empty() {
             kind = Kind::Gtc;
