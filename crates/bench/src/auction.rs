@@ -113,9 +113,25 @@ fn call(args: &AuctionArgs) -> Vec<Command> {
     cmds
 }
 
-/// One pass: a fresh engine takes the call, then the uncross is timed. Returns the seconds and
+/// This thread's time on a CPU so far, ns (Linux: the first field of
+/// /proc/thread-self/schedstat; `None` elsewhere). On a shared machine the wall time of a short
+/// region also counts the time the thread waited for a CPU; this does not.
+fn thread_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// One pass's timing of the uncross.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    wall_s: f64,
+    /// `None` where the CPU time cannot be read.
+    cpu_s: Option<f64>,
+}
+
+/// One pass: a fresh engine takes the call, then the uncross is timed. Returns its timing and
 /// what the uncross reported.
-fn pass(cmds: &[Command], args: &AuctionArgs) -> anyhow::Result<(f64, Uncross)> {
+fn pass(cmds: &[Command], args: &AuctionArgs) -> anyhow::Result<(Timing, Uncross)> {
     let mut engine = Engine::new(EngineConfig {
         expected_resting_orders: args.orders as usize + 16,
         expected_users: args.users as usize + 16,
@@ -134,28 +150,40 @@ fn pass(cmds: &[Command], args: &AuctionArgs) -> anyhow::Result<(f64, Uncross)> 
         phase: Some(Phase::Continuous),
     };
     let mut uncross = Uncross::default();
+    let cpu_start = thread_cpu_ns();
     let start = Instant::now();
     let result = engine.apply(seq + 1, 0, &open, &mut uncross);
-    let seconds = start.elapsed().as_secs_f64();
+    let wall_s = start.elapsed().as_secs_f64();
+    let cpu_s = cpu_start
+        .zip(thread_cpu_ns())
+        .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9);
     result.map_err(|r| anyhow::anyhow!("set_phase continuous rejected ({r})"))?;
-    Ok((seconds, uncross))
+    Ok((Timing { wall_s, cpu_s }, uncross))
+}
+
+/// The median of `values` (the lower middle one for an even count).
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[(sorted.len() - 1) / 2]
 }
 
 pub fn run(args: &AuctionArgs) -> anyhow::Result<()> {
     let cmds = call(args);
     let mut seconds = Vec::new();
+    let mut cpu_seconds = Vec::new();
     let mut first = None;
     for _ in 0..args.passes {
-        let (s, uncross) = pass(&cmds, args)?;
+        let (timing, uncross) = pass(&cmds, args)?;
         if *first.get_or_insert(uncross) != uncross {
             anyhow::bail!("two uncrosses of the same book differ (engine not deterministic?)");
         }
-        seconds.push(s);
+        seconds.push(timing.wall_s);
+        cpu_seconds.extend(timing.cpu_s);
     }
     let uncross = first.expect("at least one pass");
-    let mut sorted = seconds.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[(sorted.len() - 1) / 2];
+    let wall = median(&seconds);
+    let cpu = (cpu_seconds.len() == seconds.len()).then(|| median(&cpu_seconds));
     let ms = |s: f64| s * 1e3;
     if args.json {
         println!(
@@ -166,8 +194,10 @@ pub fn run(args: &AuctionArgs) -> anyhow::Result<()> {
                 "levels": args.levels,
                 "users": args.users,
                 "seed": args.seed,
-                "uncross_ms": ms(median),
+                "uncross_ms": ms(wall),
                 "uncross_passes_ms": seconds.iter().map(|&s| ms(s)).collect::<Vec<_>>(),
+                "uncross_cpu_ms": cpu.map(ms),
+                "uncross_cpu_passes_ms": cpu_seconds.iter().map(|&s| ms(s)).collect::<Vec<_>>(),
                 "trades": uncross.trades,
                 "lots": uncross.lots,
                 "price": uncross.price,
@@ -187,13 +217,26 @@ pub fn run(args: &AuctionArgs) -> anyhow::Result<()> {
             "uncross:    {} trades, {} lots at {} (imbalance {})",
             uncross.trades, uncross.lots, uncross.price, uncross.imbalance
         );
-        let passes: Vec<String> = seconds.iter().map(|&s| format!("{:.2}", ms(s))).collect();
+        let list = |values: &[f64]| {
+            values
+                .iter()
+                .map(|&s| format!("{:.2}", ms(s)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         println!(
-            "time:       {:.2} ms, the median of {} passes: {} ms (set_phase continuous alone, events counted)",
-            ms(median),
-            passes.len(),
-            passes.join(", ")
+            "wall time:  {:.2} ms, the median of {} passes: {} ms (set_phase continuous alone, events counted)",
+            ms(wall),
+            seconds.len(),
+            list(&seconds)
         );
+        if let Some(cpu) = cpu {
+            println!(
+                "on CPU:     {:.2} ms, the median of: {} ms (the same, less the time spent waiting for a CPU)",
+                ms(cpu),
+                list(&cpu_seconds)
+            );
+        }
     }
     Ok(())
 }

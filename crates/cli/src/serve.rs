@@ -71,6 +71,10 @@ pub struct ServeArgs {
     /// [default: 200000]
     #[arg(long, value_name = "N")]
     pub max_msgs_per_sec: Option<u64>,
+    /// Order ids stay taken this long after their order ended (docs/rules.md), journaled at
+    /// start as `set_order_id_window` when it differs from the venue's; --demo sets up 86400
+    #[arg(long, value_name = "SECONDS")]
+    pub order_id_window: Option<u64>,
     /// Any other setting, as in the TOML file: `--set gateway.burst=5000` (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
@@ -141,6 +145,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     config.market_data.udp |= args.udp_feed;
     config.demo |= args.demo;
+    if let Some(secs) = args.order_id_window {
+        config.engine.order_id_window_s = Some(secs);
+    }
     config.journal.accept_loss |= args.accept_journal_loss;
     config.tls.enabled |= args.tls;
     let unconfigured =

@@ -234,6 +234,22 @@ impl Client {
         self.send(&ClientMsg::Cancel { order })
     }
 
+    /// Amends a live order (docs/protocol.md, Amend): a new price and/or total quantity (fills
+    /// included); `None` keeps the field as it is.
+    pub fn amend(
+        &mut self,
+        order: OrderId,
+        price: Option<i64>,
+        qty: Option<i64>,
+    ) -> Result<(), ClientError> {
+        self.send(&ClientMsg::Amend {
+            order,
+            price,
+            qty,
+            stop_price: None,
+        })
+    }
+
     /// The next frame: a queued one, else one from the socket, waiting for it as long as the
     /// read timeout allows. A frame the client cannot decode is an error; when its end is
     /// known it is skipped, so the next call continues with the frame after it.

@@ -180,6 +180,9 @@ pub(crate) struct SymbolState {
     pub last_trade: i64,
     /// The reference price of the price band (docs/rules.md, "Price bands"); 0 for none.
     pub reference: i64,
+    /// Live iceberg orders on the book, so that what does not concern icebergs need not look
+    /// for their hidden parts (the uncross's volumes).
+    pub icebergs: u32,
     /// Levels in transit (price, level) while a ladder's window moves; kept to avoid allocating
     /// each time.
     scratch: Vec<(i64, u32)>,
@@ -225,6 +228,7 @@ impl SymbolState {
             spec,
             last_trade: 0,
             reference: 0,
+            icebergs: 0,
             scratch: Vec::new(),
             stops: [
                 Vec::with_capacity(config.expected_stops_per_side),
@@ -891,14 +895,16 @@ impl Engine {
         {
             return Err(Reason::DuplicateOrderId);
         }
-        let phase = sym.controls.phase;
-        phase_admits_order(phase, order_type, tif)?;
-        // The band applies to a limit price: a limit or a stop-limit order's (a stop's
-        // protection price is not checked).
-        if matches!(order_type, OrderType::Limit | OrderType::StopLimit)
-            && let Some(price) = limit
-        {
-            self.check_band(symbol, side, price)?;
+        let phase = sym.controls.phase();
+        if !sym.controls.unrestricted() {
+            phase_admits_order(phase, order_type, tif)?;
+            // The band applies to a limit price: a limit or a stop-limit order's (a stop's
+            // protection price is not checked).
+            if matches!(order_type, OrderType::Limit | OrderType::StopLimit)
+                && let Some(price) = limit
+            {
+                self.check_band(symbol, side, price)?;
+            }
         }
         if let Some(stop_price) = cmd.stop_price()
             && self.would_trigger(symbol, side, stop_price)
@@ -1109,7 +1115,7 @@ impl Engine {
         // The band is fixed when the order enters: its own trades do not move it.
         let band_edge = self.symbols[symbol].controls.edge(taker.side);
         // Nothing trades outside `continuous` (in an auction orders rest, the book may cross).
-        let fills = if self.symbols[symbol].controls.phase == Phase::Continuous {
+        let fills = if self.symbols[symbol].controls.phase() == Phase::Continuous {
             self.match_taker(symbol, &taker, band_edge, sink)
         } else {
             Fills::default()
@@ -1318,24 +1324,32 @@ impl Engine {
 
     /// The whole quantity of a level, icebergs' hidden parts included: what an uncross can
     /// execute there (the level's total counts shown quantities only).
-    pub(crate) fn level_quantity(&self, level: u32) -> i64 {
-        let mut total = self.levels.get(level).total;
+    pub(crate) fn level_quantity(&self, symbol: usize, level: u32) -> i64 {
+        let shown = self.levels.get(level).total;
+        let no_icebergs = self.symbols[symbol].icebergs == 0;
+        // Debug builds walk the level anyway, to check the count.
+        if no_icebergs && !cfg!(debug_assertions) {
+            return shown;
+        }
+        let (mut hidden, mut icebergs) = (0, 0);
         let mut idx = self.levels.get(level).head;
         while idx != NIL {
             let node = self.orders.get(idx);
             if node.kind == NodeKind::Iceberg {
-                total += self.order_extras[idx as usize].hidden;
+                hidden += self.order_extras[idx as usize].hidden;
+                icebergs += 1;
             }
             idx = node.next;
         }
-        total
+        debug_assert!(!no_icebergs || icebergs == 0, "an iceberg the count missed");
+        shown + hidden
     }
 
     /// Takes `qty` (at most [`Self::front_qty`]) from the order `idx` at the front of its
     /// level, after a trade: an iceberg whose slice is used up shows a new one at the back of
     /// the level; an order with nothing left leaves the book. The one place where a fill
     /// changes the book, for a taker's walk and an uncross alike.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take_from_front(&mut self, symbol: usize, idx: u32, qty: i64) {
         let node = *self.orders.get(idx);
         debug_assert!(qty <= node.remaining);
@@ -1355,23 +1369,32 @@ impl Engine {
     /// Puts the rest of a new order on the book, holding nothing itself (the caller has).
     /// `total` is its quantity with what it has filled.
     fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64, total: i64) {
-        let idx = self.new_node(symbol, taker, total);
-        let shown = self.set_slices(idx, taker.display, qty);
-        let node = self.orders.get_mut(idx);
-        node.price = taker.limit.expect("a resting order has a price");
-        node.remaining = shown;
+        let price = taker.limit.expect("a resting order has a price");
+        let idx = self.new_node(symbol, taker, total, price, qty);
+        if taker.display > 0 {
+            let shown = self.set_slices(idx, taker.display, qty);
+            self.orders.get_mut(idx).remaining = shown;
+        }
         self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
     }
 
-    /// A node for a new live order of the taker's (not in any level yet, `price` and
-    /// `remaining` to be set by the caller), linked to its account and the id index.
-    fn new_node(&mut self, symbol: usize, taker: &Taker, total: i64) -> u32 {
+    /// A node for a new live order of the taker's at `price` with `remaining` (not in any level
+    /// yet), linked to its account and the id index.
+    #[inline]
+    fn new_node(
+        &mut self,
+        symbol: usize,
+        taker: &Taker,
+        total: i64,
+        price: i64,
+        remaining: i64,
+    ) -> u32 {
         let account = self.accounts.get_mut(taker.account);
         let idx = self.orders.alloc(OrderNode {
             user: taker.user,
             order: taker.order,
-            price: 0,
-            remaining: 0,
+            price,
+            remaining,
             account: taker.account,
             symbol: symbol as u32,
             level: NIL,
@@ -1551,9 +1574,34 @@ impl Engine {
         self.rest_new(symbol, &taker, remaining, filled + remaining);
     }
 
+    /// Starts loading what ending the order in node `idx` touches besides the node itself
+    /// (cached by the caller): its neighbours in its account's list, its id index slot, and the
+    /// next order of its level. For walks that end many orders one after another (the uncross).
+    #[inline]
+    pub(crate) fn prefetch_ending(&self, idx: u32) {
+        let node = self.orders.get(idx);
+        self.orders.prefetch(node.account_prev);
+        self.orders.prefetch(node.account_next);
+        self.orders.prefetch(node.next);
+        self.order_ids
+            .prefetch(self.hash.hash_one((node.user, node.order)));
+    }
+
+    /// Makes the order in node `idx` an iceberg, counted in its symbol's `icebergs`.
+    pub(crate) fn mark_iceberg(&mut self, idx: u32) {
+        let node = self.orders.get_mut(idx);
+        if node.kind != NodeKind::Iceberg {
+            node.kind = NodeKind::Iceberg;
+            self.symbols[node.symbol as usize].icebergs += 1;
+        }
+    }
+
     /// Frees a node that is out of its level: unlinks it from its account and the id index.
     fn forget_order(&mut self, idx: u32) {
         let node = *self.orders.get(idx);
+        if node.kind == NodeKind::Iceberg {
+            self.symbols[node.symbol as usize].icebergs -= 1;
+        }
         let account = self.accounts.get_mut(node.account);
         if node.account_prev == NIL {
             account.orders_head = node.account_next;
@@ -1780,9 +1828,12 @@ impl Engine {
         if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)) {
             return Err(Reason::InvalidPrice);
         }
-        let phase = self.symbols[symbol].controls.phase;
-        phase_admits_change(phase)?;
-        self.check_band(symbol, node.side, price)?;
+        let controls = self.symbols[symbol].controls;
+        let phase = controls.phase();
+        if !controls.unrestricted() {
+            phase_admits_change(phase)?;
+            self.check_band(symbol, node.side, price)?;
+        }
         if node.kind == NodeKind::Iceberg {
             return self.move_iceberg(idx, price, sink);
         }
@@ -1878,7 +1929,7 @@ impl Engine {
         let remaining = total - filled;
         let price = amend.price().unwrap_or(node.price);
         let keeps_priority = price == node.price && remaining <= old_remaining;
-        let phase = self.symbols[symbol].controls.phase;
+        let phase = self.symbols[symbol].controls.phase();
         // A halted or closed symbol takes only an amend that lowers the quantity.
         if !(price == node.price && remaining < old_remaining) {
             phase_admits_change(phase)?;

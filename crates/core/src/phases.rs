@@ -22,7 +22,10 @@ use crate::types::{OrderType, Phase, Reason, Side, SymbolId, Tif};
 /// again whenever the band or the reference changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct MarketControls {
-    pub phase: Phase,
+    phase: Phase,
+    /// `continuous` with no band: what a new order need not check further (the common case,
+    /// one branch on the hot path).
+    unrestricted: bool,
     /// The highest price a buy may be placed at or trade at (`hi`), and the lowest for a sell
     /// (`lo`), clamped into i64 (a price is a positive i64, so clamping changes no comparison):
     /// `i64::MAX` and `i64::MIN` when there is no band.
@@ -35,9 +38,32 @@ impl MarketControls {
     pub fn new() -> MarketControls {
         MarketControls {
             phase: Phase::Continuous,
+            unrestricted: true,
             buy_edge: i64::MAX,
             sell_edge: i64::MIN,
         }
+    }
+
+    #[inline]
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// True in `continuous` with no band: nothing of this module applies to a new order.
+    #[inline]
+    pub fn unrestricted(&self) -> bool {
+        self.unrestricted
+    }
+
+    pub fn set_phase(&mut self, phase: Phase) {
+        self.phase = phase;
+        self.refresh_unrestricted();
+    }
+
+    fn refresh_unrestricted(&mut self) {
+        self.unrestricted = self.phase == Phase::Continuous
+            && self.buy_edge == i64::MAX
+            && self.sell_edge == i64::MIN;
     }
 
     /// Works the edges out for reference `reference` (0: none) and a band of `band_bps` (0:
@@ -45,6 +71,7 @@ impl MarketControls {
     pub fn refresh_edges(&mut self, reference: i64, band_bps: i64) {
         if band_bps == 0 || reference == 0 {
             (self.buy_edge, self.sell_edge) = (i64::MAX, i64::MIN);
+            self.refresh_unrestricted();
             return;
         }
         let reference = reference as i128;
@@ -53,6 +80,7 @@ impl MarketControls {
         let clamp = |v: i128| v.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
         self.buy_edge = clamp(reference + width);
         self.sell_edge = clamp(reference - width);
+        self.refresh_unrestricted();
     }
 
     /// The band's edge for an order on `side`: the worst price it may trade at.
@@ -260,10 +288,10 @@ impl Engine {
             return Err(Reason::UnknownSymbol);
         }
         let phase = phase.ok_or(Reason::InvalidPhase)?;
-        if self.symbols[s].controls.phase == phase {
+        if self.symbols[s].controls.phase() == phase {
             return Ok(());
         }
-        self.symbols[s].controls.phase = phase;
+        self.symbols[s].controls.set_phase(phase);
         let uncrossed = if phase == Phase::Continuous {
             self.uncross(s, sink)
         } else {
@@ -314,7 +342,7 @@ impl Engine {
     pub fn symbol_status(&self, symbol: SymbolId) -> Option<SymbolStatus> {
         let sym = self.symbols.get(symbol.0 as usize)?;
         Some(SymbolStatus {
-            phase: sym.controls.phase,
+            phase: sym.controls.phase(),
             last: sym.last_trade,
             reference: sym.reference,
             band_bps: sym.spec.band_bps,
@@ -364,6 +392,10 @@ impl Engine {
             if bid.price < found.price || ask.price > found.price {
                 break;
             }
+            // Most uncross trades end an order: a chain of cache misses each (its account
+            // neighbours, its id slot, the next order), started here to overlap.
+            self.prefetch_ending(bid_idx);
+            self.prefetch_ending(ask_idx);
             let qty = self.front_qty(bid_idx).min(self.front_qty(ask_idx));
             self.uncross_trade(s, bid_idx, ask_idx, found.price, qty, sink);
             volume += qty;
@@ -401,7 +433,7 @@ impl Engine {
             }
             out.push(Level {
                 price,
-                qty: self.level_quantity(level),
+                qty: self.level_quantity(s, level),
             });
         }
     }

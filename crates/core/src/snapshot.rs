@@ -241,7 +241,7 @@ impl Engine {
         // Phases (docs/rules.md, "Trading phases, halts and auctions"): per symbol, by id. (The
         // band, the reference and the last price are with each symbol above.)
         for s in &self.symbols {
-            w.u8(s.controls.phase.code());
+            w.u8(s.controls.phase().code());
         }
         w.0
     }
@@ -692,7 +692,7 @@ fn decode_phases(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), Snapshot
         let Some(phase) = crate::types::Phase::from_code(r.u8("phase")?) else {
             return err(format!("symbol {}: bad phase", sym.spec.symbol));
         };
-        sym.controls.phase = phase;
+        sym.controls.set_phase(phase);
         let reference = sym.reference;
         sym.set_reference(reference);
     }
@@ -710,7 +710,7 @@ fn check_invariants(
             sym.side(Side::Buy).best_price(),
             sym.side(Side::Sell).best_price(),
         ) && bid >= ask
-            && sym.controls.phase == crate::types::Phase::Continuous
+            && sym.controls.phase() == crate::types::Phase::Continuous
         {
             return err(format!(
                 "book {} is crossed",

@@ -3445,7 +3445,16 @@ fn an_auction_rests_everything_and_uncrosses_at_one_price() {
 /// else the reference clamped into the range (or its middle without one).
 #[test]
 fn the_uncross_price_follows_volume_imbalance_pressure_and_reference() {
-    let cases: [(&[(i64, i64)], &[(i64, i64)], Option<i64>, i64, i64, i64); 6] = [
+    // (bids, asks, reference, then the uncross price, qty and imbalance), levels as (price, qty).
+    type Case<'a> = (
+        &'a [(i64, i64)],
+        &'a [(i64, i64)],
+        Option<i64>,
+        i64,
+        i64,
+        i64,
+    );
+    let cases: [Case; 6] = [
         (&[(101, 3)], &[(99, 3)], Some(100), 100, 3, 0),
         (&[(101, 3)], &[(99, 3)], Some(105), 101, 3, 0),
         (&[(101, 3)], &[(99, 3)], None, 100, 3, 0),

@@ -74,6 +74,11 @@ fn decimal(field: Field<'_>) -> Result<Decimal, Invalid> {
     Decimal::parse(field.value).map_err(|_| bad_format(field.tag, "expected a decimal number"))
 }
 
+fn timestamp(field: Field<'_>) -> Result<i64, Invalid> {
+    crate::time::parse_utc_timestamp(field.value)
+        .ok_or(bad_format(field.tag, "expected a UTCTimestamp"))
+}
+
 fn int(field: Field<'_>) -> Result<i64, Invalid> {
     parse_int(field.value).ok_or(bad_format(field.tag, "expected an integer"))
 }
@@ -91,6 +96,12 @@ pub struct NewOrderSingle<'a> {
     pub time_in_force: Option<u8>,
     pub exec_inst: Option<&'a [u8]>,
     pub account: Option<&'a [u8]>,
+    /// StopPx (99): stop (OrdType 3) and stop-limit (4) orders.
+    pub stop_px: Option<Decimal>,
+    /// ExpireTime (126), ns since the Unix epoch: a GTD order (TimeInForce 6).
+    pub expire_time: Option<i64>,
+    /// The displayed quantity of an iceberg: DisplayQty (1138), else MaxFloor (111).
+    pub display_qty: Option<Decimal>,
 }
 
 impl<'a> NewOrderSingle<'a> {
@@ -102,9 +113,15 @@ impl<'a> NewOrderSingle<'a> {
         let (mut cl_ord_id, mut symbol, mut side, mut ord_type) = (None, None, None, None);
         let (mut price, mut order_qty, mut time_in_force) = (None, None, None);
         let (mut exec_inst, mut account) = (None, None);
+        let (mut stop_px, mut expire_time, mut display_qty, mut max_floor) =
+            (None, None, None, None);
         for field in frame.fields() {
             let field = field.map_err(field_error)?;
             match field.tag {
+                tags::STOP_PX => stop_px = Some(decimal(field)?),
+                tags::EXPIRE_TIME => expire_time = Some(timestamp(field)?),
+                tags::DISPLAY_QTY => display_qty = Some(decimal(field)?),
+                tags::MAX_FLOOR => max_floor = Some(decimal(field)?),
                 tags::CL_ORD_ID => cl_ord_id = Some(field.value),
                 tags::SYMBOL => symbol = Some(field.value),
                 tags::SIDE => side = Some(one_char(field)?),
@@ -127,6 +144,9 @@ impl<'a> NewOrderSingle<'a> {
             time_in_force,
             exec_inst,
             account,
+            stop_px,
+            expire_time,
+            display_qty: display_qty.or(max_floor),
         })
     }
 
@@ -167,6 +187,10 @@ struct NewOrderSingleFields<'a> {
     time_in_force: Option<&'a [u8]>,
     exec_inst: Option<&'a [u8]>,
     account: Option<&'a [u8]>,
+    stop_px: Option<&'a [u8]>,
+    expire_time: Option<&'a [u8]>,
+    display_qty: Option<&'a [u8]>,
+    max_floor: Option<&'a [u8]>,
 }
 
 impl<'a> dict::Visit<'a> for NewOrderSingleFields<'a> {
@@ -182,6 +206,10 @@ impl<'a> dict::Visit<'a> for NewOrderSingleFields<'a> {
             tags::TIME_IN_FORCE => &mut self.time_in_force,
             tags::EXEC_INST => &mut self.exec_inst,
             tags::ACCOUNT => &mut self.account,
+            tags::STOP_PX => &mut self.stop_px,
+            tags::EXPIRE_TIME => &mut self.expire_time,
+            tags::DISPLAY_QTY => &mut self.display_qty,
+            tags::MAX_FLOOR => &mut self.max_floor,
             _ => return,
         };
         *slot = Some(field.value);
@@ -213,6 +241,16 @@ impl<'a> NewOrderSingleFields<'a> {
                 .transpose()?,
             exec_inst: self.exec_inst,
             account: self.account,
+            stop_px: field(tags::STOP_PX, self.stop_px)
+                .map(decimal)
+                .transpose()?,
+            expire_time: field(tags::EXPIRE_TIME, self.expire_time)
+                .map(timestamp)
+                .transpose()?,
+            display_qty: field(tags::DISPLAY_QTY, self.display_qty)
+                .or(field(tags::MAX_FLOOR, self.max_floor))
+                .map(decimal)
+                .transpose()?,
         })
     }
 }
@@ -509,6 +547,10 @@ pub mod exec_type {
     pub const TRADE: u8 = b'F';
     /// FIX 4.3 and later; FIX 4.1 and 4.2 give the order's status.
     pub const ORDER_STATUS: u8 = b'I';
+    /// An order that ended at its expiry time (GTD, DAY).
+    pub const EXPIRED: u8 = b'C';
+    /// Triggered or activated by system (FIX 4.4 and later): a stop order triggered.
+    pub const TRIGGERED: u8 = b'L';
 }
 
 /// OrdStatus (39) values.
@@ -518,6 +560,7 @@ pub mod ord_status {
     pub const FILLED: u8 = b'2';
     pub const CANCELED: u8 = b'4';
     pub const REJECTED: u8 = b'8';
+    pub const EXPIRED: u8 = b'C';
 }
 
 /// An ExecutionReport (8), written field by field into the message.

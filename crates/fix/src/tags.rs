@@ -89,3 +89,7 @@ pub const APPL_VER_ID: u32 = 1128;
 pub const DEFAULT_APPL_VER_ID: u32 = 1137;
 pub const LAST_MSG_SEQ_NUM_PROCESSED: u32 = 369;
 pub const NEXT_EXPECTED_MSG_SEQ_NUM: u32 = 789;
+pub const STOP_PX: u32 = 99;
+pub const MAX_FLOOR: u32 = 111;
+pub const EXPIRE_TIME: u32 = 126;
+pub const DISPLAY_QTY: u32 = 1138;

@@ -231,6 +231,14 @@ impl Feed {
                     self.rest(symbol, key, before.order, before.side, price, rest);
                 }
             }
+            Input::Amended {
+                ts_ns,
+                user,
+                order,
+                price,
+                qty,
+                kept,
+            } => self.apply_amend(ts_ns, (user, order), price, qty, kept, events),
             Input::Done { ts_ns } => {
                 self.apply_events(ts_ns, events);
             }
@@ -240,6 +248,53 @@ impl Feed {
             }
         }
         self.finish_command();
+    }
+
+    /// An amend that left the order live: kept, it shrinks in place (an L3 reduce); lost, it
+    /// leaves its level and its re-entry rests what its trades left, as a move's does.
+    fn apply_amend(
+        &mut self,
+        ts_ns: i64,
+        key: (UserId, OrderId),
+        price: i64,
+        qty: i64,
+        kept: bool,
+        events: &[Input],
+    ) {
+        let Some(Resting { symbol, slot }) = self.live.get(key) else {
+            self.inconsistencies += 1;
+            return;
+        };
+        let before = *self.symbols[symbol.0 as usize].book.order_at(slot);
+        if kept {
+            if !events.is_empty() || qty > before.qty {
+                self.inconsistencies += 1; // a kept place never grows nor trades
+                return;
+            }
+            if qty < before.qty {
+                self.on_cancelled(key, before.qty - qty);
+            }
+            return;
+        }
+        self.live.remove(key);
+        let sym = &mut self.symbols[symbol.0 as usize];
+        sym.l3_seq += 1;
+        let seq = sym.l3_seq;
+        let Ok(change) = sym.book.delete_slot(slot) else {
+            self.inconsistencies += 1;
+            return;
+        };
+        self.touch(symbol, change);
+        self.out.push(Update::Deleted {
+            symbol,
+            seq,
+            order: before.order,
+        });
+        let taken = self.apply_events(ts_ns, events);
+        let rest = qty - taken;
+        if rest > 0 {
+            self.rest(symbol, key, before.order, before.side, price, rest);
+        }
     }
 
     /// The updates produced since the last [`Self::clear_updates`].

@@ -4,7 +4,7 @@
 //! applies them in one pass, without first copying the events aside.
 
 use rialto_core::{
-    Command, OrderId, OrderType, OwnedEvent, Side, SymbolId, SymbolSpec, Tif, UserId,
+    Command, OrderId, OrderType, OwnedEvent, Priority, Side, SymbolId, SymbolSpec, Tif, UserId,
 };
 
 /// One record. A command's trades and cancellations come first, then one record that ends the
@@ -44,6 +44,17 @@ pub enum Input {
         order: OrderId,
         price: i64,
     },
+    /// Ends an amend that left the order live (docs/rules.md, "Amend"): `qty` is its new
+    /// remaining before any trade of its re-entry. Kept, it shrinks where it is; lost, it
+    /// leaves its level and rests at `price` with what its re-entry's trades left.
+    Amended {
+        ts_ns: i64,
+        user: UserId,
+        order: OrderId,
+        price: i64,
+        qty: i64,
+        kept: bool,
+    },
     /// Ends any other command that changed a book.
     Done { ts_ns: i64 },
     /// A new symbol (boxed: rare, and it would double the size of every record).
@@ -59,9 +70,10 @@ impl Input {
     /// The time of the command this record ends.
     pub fn ts_ns(&self) -> Option<i64> {
         match *self {
-            Input::Placed { ts_ns, .. } | Input::Moved { ts_ns, .. } | Input::Done { ts_ns } => {
-                Some(ts_ns)
-            }
+            Input::Placed { ts_ns, .. }
+            | Input::Moved { ts_ns, .. }
+            | Input::Amended { ts_ns, .. }
+            | Input::Done { ts_ns } => Some(ts_ns),
             _ => None,
         }
     }
@@ -72,18 +84,18 @@ impl Input {
 #[inline]
 pub fn record(out: &mut Vec<Input>, ts_ns: i64, cmd: &Command, events: &[OwnedEvent]) {
     match cmd {
-        Command::Place(_)
-        | Command::Move { .. }
-        | Command::Cancel { .. }
-        | Command::Reduce { .. }
-        | Command::MassCancel { .. } => {}
         Command::AddSymbol(spec) => {
             out.push(Input::AddSymbol(spec.clone()));
             return;
         }
-        _ => return,
+        // Queries move no book.
+        Command::Book { .. } | Command::UserReport { .. } | Command::VenueReport => return,
+        // Every other command may trade or cancel: an order's own, or at its start the
+        // expiries its time brings, a suspension's cancellations, an uncross's trades.
+        _ => {}
     }
     let before = out.len();
+    let mut amended = None;
     for event in events {
         match event {
             OwnedEvent::Trade(t) => out.push(Input::Trade {
@@ -99,11 +111,15 @@ pub fn record(out: &mut Vec<Input>, ts_ns: i64, cmd: &Command, events: &[OwnedEv
                 order: c.order,
                 qty: c.qty,
             }),
+            OwnedEvent::Amended(a) => amended = Some(a),
             _ => {}
         }
     }
     match cmd {
-        Command::Place(p) if p.order_type == Some(OrderType::Limit) && p.tif == Some(Tif::Gtc) => {
+        Command::Place(p)
+            if p.order_type == Some(OrderType::Limit)
+                && matches!(p.tif, Some(Tif::Gtc | Tif::Gtd | Tif::Day)) =>
+        {
             if let (Some(side), Some(price)) = (p.side, p.price) {
                 out.push(Input::Placed {
                     ts_ns,
@@ -122,6 +138,18 @@ pub fn record(out: &mut Vec<Input>, ts_ns: i64, cmd: &Command, events: &[OwnedEv
             order,
             price,
         }),
+        Command::Amend(_) if amended.is_some() => {
+            let a = amended.expect("checked");
+            out.push(Input::Amended {
+                ts_ns,
+                user: a.user,
+                order: a.order,
+                price: a.price,
+                qty: a.qty,
+                kept: a.priority == Priority::Kept,
+            });
+        }
+        // An amend that ended the order reported its cancellation, as a reduce does.
         // Any other command ends with `Done`, unless it changed nothing (a cancel of an order
         // that had already left, say).
         _ if out.len() > before => out.push(Input::Done { ts_ns }),

@@ -2,8 +2,8 @@
 //! book: after a long random run, and after a gap it detected and recovered from.
 
 use rialto_core::{
-    Command, Engine, EngineConfig, Name, OrderType, OwnedEvent, PlaceOrder, Side, Stp, SymbolId,
-    SymbolSpec, Tif,
+    AmendOrder, Command, Engine, EngineConfig, Name, OrderType, OwnedEvent, PlaceOrder, Side, Stp,
+    SymbolId, SymbolSpec, Tif,
 };
 use rialto_marketdata::{Feed, L2Mirror, L3Mirror, MirrorError, Update};
 
@@ -121,9 +121,18 @@ fn random_command(rng: &mut Rng, live: &[(i64, i64)], next_order: &mut i64) -> C
             let (user, order) = pick(rng);
             Command::Cancel { user, order }
         }
-        65..=84 if !live.is_empty() => {
+        65..=74 if !live.is_empty() => {
             let (user, order) = pick(rng);
             Command::Move { user, order, price }
+        }
+        // Amends that keep the place (a smaller total), lose it (a new price or a larger
+        // total, trading at once when they cross) or end the order (a total at or below
+        // what has filled).
+        75..=84 if !live.is_empty() => {
+            let (user, order) = pick(rng);
+            let new_price = (rng.below(2) == 0).then_some(price);
+            let qty = (new_price.is_none() || rng.below(2) == 0).then(|| 1 + rng.below(9) as i64);
+            Command::Amend(AmendOrder::with_fields(user, order, new_price, qty, None))
         }
         85..=97 if !live.is_empty() => {
             let (user, order) = pick(rng);

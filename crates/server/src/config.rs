@@ -204,6 +204,10 @@ pub struct EngineSettings {
     pub max_resting_orders: u32,
     pub expected_resting_orders: usize,
     pub expected_users: usize,
+    /// The venue's order-id window in seconds (docs/rules.md, "Order ids are not reused
+    /// within a window"). When set and different from the venue's, it is journaled at start
+    /// as the operator command `set_order_id_window`; unset, the venue keeps what it has.
+    pub order_id_window_s: Option<u64>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -487,6 +491,20 @@ impl Default for GatewaySettings {
     }
 }
 
+impl EngineSettings {
+    /// `order_id_window_s` in nanoseconds; an error when that does not fit an `i64`.
+    pub fn order_id_window_ns(&self) -> anyhow::Result<Option<i64>> {
+        self.order_id_window_s
+            .map(|s| {
+                i64::try_from(s)
+                    .ok()
+                    .and_then(|s| s.checked_mul(1_000_000_000))
+                    .ok_or_else(|| anyhow::anyhow!("engine.order_id_window_s {s} is too large"))
+            })
+            .transpose()
+    }
+}
+
 impl Default for EngineSettings {
     fn default() -> Self {
         let core = rialto_core::EngineConfig::default();
@@ -495,6 +513,7 @@ impl Default for EngineSettings {
             max_resting_orders: core.max_resting_orders,
             expected_resting_orders: 1 << 16,
             expected_users: 1 << 12,
+            order_id_window_s: None,
         }
     }
 }

@@ -7,6 +7,8 @@ use crate::auth::Credentials;
 
 /// Demo users are 1..=DEMO_USERS.
 pub const DEMO_USERS: i64 = 8;
+/// The demo venue's order-id window: a day (issue 30's "a new user sees it at work").
+pub const DEMO_ORDER_ID_WINDOW_NS: i64 = 86_400 * 1_000_000_000;
 /// What each demo user is given of each currency, in minor units.
 pub const DEMO_FUNDS: i64 = 1_000_000_000_000;
 
@@ -49,6 +51,9 @@ pub fn demo_commands() -> Vec<Command> {
             });
         }
     }
+    commands.push(Command::SetOrderIdWindow {
+        window: DEMO_ORDER_ID_WINDOW_NS,
+    });
     commands
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use rialto_core::{Command, OrderExtras, PlaceOrder, UserId};
+use rialto_core::{AmendOrder, Command, PlaceOrder, UserId};
 use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
 use rustc_hash::FxHashMap;
 
@@ -128,7 +128,8 @@ pub struct Gateway {
     web: Option<Arc<WebBridge>>,
     web_waiting: Option<Request>,
     /// Users' fills and cancellations for the web side, and when it was last handed some.
-    web_messages: Vec<(UserId, ServerMsg)>,
+    /// For the web side: a user's messages, or (`None`) public ones.
+    web_messages: Vec<(Option<UserId>, ServerMsg)>,
     web_messages_sent: Instant,
     metrics: Arc<Metrics>,
     /// Replies routed, for sampling round trips.
@@ -542,7 +543,8 @@ impl Gateway {
                         fix.on_reply(id, &msg);
                         continue;
                     }
-                    Target::User(user) => fix.on_user_message(user, &msg, &mut self.pipeline),
+                    Target::User(user) => fix.on_user_message(user, &msg),
+                    Target::Public => fix.on_public_message(&msg),
                     Target::Session(_) => {}
                 }
             }
@@ -552,7 +554,8 @@ impl Gateway {
                         web.deliver_reply(id, msg);
                         continue;
                     }
-                    Target::User(user) => self.web_messages.push((user, msg.clone())),
+                    Target::User(user) => self.web_messages.push((Some(user), msg.clone())),
+                    Target::Public => self.web_messages.push((None, msg.clone())),
                     Target::Session(_) => {}
                 }
             }
@@ -565,6 +568,20 @@ impl Gateway {
                         }
                     }
                     self.queue(id, &msg)
+                }
+                Target::Public => {
+                    self.scratch.clear();
+                    self.scratch.extend(
+                        self.sessions
+                            .iter()
+                            .filter(|(_, s)| !matches!(s.role, Role::AwaitingLogin))
+                            .map(|(id, _)| *id),
+                    );
+                    // Every session in the same order, whatever the map's.
+                    self.scratch.sort_unstable();
+                    for i in 0..self.scratch.len() {
+                        self.queue(self.scratch[i], &msg);
+                    }
                 }
                 Target::User(user) => {
                     let Some(ids) = self.by_user.get(&user) else {
@@ -930,7 +947,7 @@ impl Gateway {
                     qty: o.qty,
                     post_only: o.post_only,
                     stp: o.stp,
-                    extras: OrderExtras::NONE,
+                    extras: o.extras,
                 };
                 let reply = order_reply(o.order, RequestKind::Place);
                 self.push(id, reply, Op::Command(Command::Place(place)))
@@ -948,6 +965,16 @@ impl Gateway {
                 let reply = order_reply(order, RequestKind::Reduce);
                 let cmd = Command::Reduce { user, order, qty };
                 self.push(id, reply, Op::Command(cmd))
+            }
+            ClientMsg::Amend {
+                order,
+                price,
+                qty,
+                stop_price,
+            } => {
+                let reply = order_reply(order, RequestKind::Amend);
+                let amend = AmendOrder::with_fields(user, order, price, qty, stop_price);
+                self.push(id, reply, Op::Command(Command::Amend(amend)))
             }
             ClientMsg::MassCancel { symbol } => {
                 let reply = order_reply(0, RequestKind::MassCancel);
@@ -1005,6 +1032,45 @@ impl Gateway {
             ),
             ClientMsg::ListUsers { request } => {
                 self.push(id, Reply::Users { request }, Op::ListUsers)
+            }
+            ClientMsg::SetOrderIdWindow { request, window_ns } => {
+                let cmd = Command::SetOrderIdWindow { window: window_ns };
+                self.push(id, Reply::Admin { request }, Op::Command(cmd))
+            }
+            ClientMsg::VenueSettings { request } => {
+                self.push(id, Reply::Settings { request }, Op::VenueSettings)
+            }
+            ClientMsg::SetPhase {
+                request,
+                symbol,
+                phase,
+            } => {
+                let cmd = Command::SetPhase { symbol, phase };
+                self.push(id, Reply::Admin { request }, Op::Command(cmd))
+            }
+            ClientMsg::SetBand {
+                request,
+                symbol,
+                band_bps,
+            } => {
+                let cmd = Command::SetBand { symbol, band_bps };
+                self.push(id, Reply::Admin { request }, Op::Command(cmd))
+            }
+            ClientMsg::SetRefPrice {
+                request,
+                symbol,
+                price,
+            } => {
+                let cmd = Command::SetRefPrice { symbol, price };
+                self.push(id, Reply::Admin { request }, Op::Command(cmd))
+            }
+            ClientMsg::SuspendUser { request, user } => {
+                let cmd = Command::SuspendUser { user };
+                self.push(id, Reply::Admin { request }, Op::Command(cmd))
+            }
+            ClientMsg::ResumeUser { request, user } => {
+                let cmd = Command::ResumeUser { user };
+                self.push(id, Reply::Admin { request }, Op::Command(cmd))
             }
             _ => {
                 self.reject(id, ErrorCode::NotLoggedIn, "an admin session cannot trade");

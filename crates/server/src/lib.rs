@@ -234,6 +234,23 @@ pub fn start_with_stop(
         let described = demo::write_secrets(&credentials, data_dir)?;
         tracing::info!("demo venue created: {described}");
     }
+    if let Some(window) = config.engine.order_id_window_ns()?
+        && window != engine.order_id_window()
+    {
+        // Journaled like any operator command, so a replay reaches the same venue.
+        let cmd = rialto_core::Command::SetOrderIdWindow { window };
+        let seq = engine.last_seq() + 1;
+        last_ts_ns = pipeline::now_ns().max(last_ts_ns);
+        journal.append(seq, last_ts_ns, &cmd);
+        if let Err(reason) = engine.apply(seq, last_ts_ns, &cmd, &mut ()) {
+            anyhow::bail!("engine.order_id_window_s: rejected: {reason:?}");
+        }
+        metrics.command(&cmd, Ok(()));
+        journal
+            .sync()
+            .with_context(|| format!("cannot write the journal in {}", data_dir.display()))?;
+        tracing::info!(window_ns = window, "order-id window set");
+    }
     let mut instruments = fix::instruments::Instruments::new(&config.instruments);
     instruments.refresh(&engine.symbols_by_name());
     let market_data = feed::MarketData::new(&engine);

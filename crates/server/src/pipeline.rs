@@ -75,6 +75,10 @@ pub enum Reply {
     Snapshot {
         request: u64,
     },
+    /// VenueSettings.
+    Settings {
+        request: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +87,8 @@ pub enum Op {
     ListSymbols,
     ListUsers,
     TakeSnapshot,
+    /// The venue's settings (the order-id window), read from the engine.
+    VenueSettings,
 }
 
 /// A decoded, authenticated request on its way to the journal thread.
@@ -108,6 +114,9 @@ pub enum Target {
     Session(SessionId),
     /// Every session logged in as this user (fills and cancels of its orders).
     User(UserId),
+    /// Everyone: every logged-in binary and FIX session and the web's public `status`
+    /// channel (phase changes and auction results).
+    Public,
 }
 
 #[derive(Clone, Debug)]
@@ -123,7 +132,7 @@ pub fn is_journaled(op: &Op) -> bool {
             cmd,
             Command::Book { .. } | Command::UserReport { .. } | Command::VenueReport
         ),
-        Op::ListSymbols | Op::ListUsers | Op::TakeSnapshot => false,
+        Op::ListSymbols | Op::ListUsers | Op::TakeSnapshot | Op::VenueSettings => false,
     }
 }
 
@@ -791,6 +800,27 @@ impl EngineStage {
                 self.send(session, ServerMsg::UserList { request, users });
                 return;
             }
+            Op::VenueSettings => {
+                let Reply::Settings { request } = request.reply else {
+                    return;
+                };
+                let mut symbols: Vec<_> = self
+                    .engine
+                    .symbols_by_name()
+                    .into_iter()
+                    .filter_map(|(id, _)| Some((id, self.engine.symbol_status(id)?)))
+                    .collect();
+                symbols.sort_by_key(|(id, _)| *id);
+                symbols.truncate(rialto_wire::MAX_SYMBOL_LIST_ITEMS);
+                let msg = ServerMsg::VenueSettings {
+                    request,
+                    seq,
+                    order_id_window_ns: self.engine.order_id_window(),
+                    symbols,
+                };
+                self.send(session, msg);
+                return;
+            }
             Op::TakeSnapshot => {
                 let asked_by = match request.reply {
                     Reply::Snapshot { request: id } => Some((request.session, id)),
@@ -914,7 +944,10 @@ impl EngineStage {
                 self.send(session, msg);
                 return;
             }
-            Reply::Symbols { request } | Reply::Users { request } | Reply::Snapshot { request } => {
+            Reply::Symbols { request }
+            | Reply::Users { request }
+            | Reply::Snapshot { request }
+            | Reply::Settings { request } => {
                 self.send(
                     session,
                     ServerMsg::AdminResult {
@@ -961,10 +994,51 @@ impl EngineStage {
                     };
                     self.send(Target::User(c.user), msg);
                 }
-                // No gateway sends an amend yet (issue 30's gateway part will show it).
-                OwnedEvent::Amended(_) => {}
-                // Rulebook part 2's events: the gateways' part of issue 30 will show them.
-                OwnedEvent::Triggered(_) | OwnedEvent::Auction(_) | OwnedEvent::Phase(_) => {}
+                OwnedEvent::Amended(a) => {
+                    let msg = ServerMsg::Amended {
+                        seq,
+                        ts_ns,
+                        order: a.order,
+                        symbol: a.symbol,
+                        side: a.side,
+                        price: a.price,
+                        stop_price: a.stop_price,
+                        remaining: a.qty,
+                        priority: a.priority,
+                    };
+                    self.send(Target::User(a.user), msg);
+                }
+                OwnedEvent::Triggered(t) => {
+                    let msg = ServerMsg::Triggered {
+                        seq,
+                        ts_ns,
+                        order: t.order,
+                        symbol: t.symbol,
+                        side: t.side,
+                        stop_price: t.stop_price,
+                    };
+                    self.send(Target::User(t.user), msg);
+                }
+                OwnedEvent::Phase(p) => {
+                    let msg = ServerMsg::PhaseChanged {
+                        seq,
+                        ts_ns,
+                        symbol: p.symbol,
+                        phase: p.phase,
+                    };
+                    self.send(Target::Public, msg);
+                }
+                OwnedEvent::Auction(a) => {
+                    let msg = ServerMsg::Auction {
+                        seq,
+                        ts_ns,
+                        symbol: a.symbol,
+                        price: a.price,
+                        qty: a.qty,
+                        imbalance: a.imbalance,
+                    };
+                    self.send(Target::Public, msg);
+                }
                 // Queries are answered above; no other command reports these.
                 OwnedEvent::Book { .. }
                 | OwnedEvent::UserReport(_)

@@ -1204,3 +1204,211 @@ fn orders_above_a_gap_are_kept_and_processed_in_order_once_it_is_filled() {
     assert_eq!(client.expect("8").req(tags::CL_ORD_ID), "G5");
     server.shutdown().unwrap();
 }
+
+fn replace(client: &mut FixClient, orig: &str, id: &str, side: &str, qty: &str, price: &str) {
+    client.send(
+        "G",
+        &[
+            (tags::ORIG_CL_ORD_ID, orig),
+            (tags::CL_ORD_ID, id),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, side),
+            (tags::ORDER_QTY, qty),
+            (tags::ORD_TYPE, "2"),
+            (tags::PRICE, price),
+            (tags::TRANSACT_TIME, &transact_time()),
+        ],
+    );
+}
+
+/// A replace is one `amend`: a smaller quantity keeps the order's place, a new price that
+/// crosses trades at once after the Replaced, a total at CumQty ends the order, and a refused
+/// amend is an OrderCancelReject that leaves the order as it was.
+#[test]
+fn a_replace_is_one_amend_that_keeps_or_loses_priority() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut first = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    let mut second = FixClient::connect(fix_addr(&server), "TRADER2", "FIX.4.4");
+    let mut taker = FixClient::connect(fix_addr(&server), "TRADER3", "FIXT.1.1");
+    first.logon(&server, 1);
+    second.logon(&server, 2);
+    taker.logon(&server, 3);
+    first.new_order("A1", "2", "0.005", "50.00");
+    assert_eq!(first.expect("8").req(tags::EXEC_TYPE), "0");
+    second.new_order("B1", "2", "0.005", "50.00");
+    assert_eq!(second.expect("8").req(tags::EXEC_TYPE), "0");
+
+    // Down to 0.003: Replaced, and A still trades before B.
+    replace(&mut first, "A1", "A2", "2", "0.003", "50.00");
+    let replaced = first.expect("8");
+    assert_eq!(replaced.req(tags::EXEC_TYPE), "5", "{replaced:?}");
+    assert_eq!(replaced.req(tags::ORD_STATUS), "0");
+    assert_eq!(replaced.req(tags::ORDER_QTY), "0.003");
+    assert_eq!(replaced.req(tags::LEAVES_QTY), "0.003");
+    assert_eq!(replaced.req(tags::CUM_QTY), "0.000");
+    taker.new_order("T1", "1", "0.001", "50.00");
+    let fill = first.expect("8");
+    assert_eq!(fill.req(tags::EXEC_TYPE), "F", "{fill:?}");
+    assert_eq!(fill.req(tags::CL_ORD_ID), "A2");
+    assert_eq!(fill.req(tags::LEAVES_QTY), "0.002");
+
+    // B's new price crosses a bid: Replaced first, then its fill as a taker.
+    assert_eq!(taker.expect("8").req(tags::EXEC_TYPE), "0");
+    assert_eq!(taker.expect("8").req(tags::EXEC_TYPE), "F");
+    taker.new_order("T2", "1", "0.002", "49.00");
+    assert_eq!(taker.expect("8").req(tags::EXEC_TYPE), "0");
+    replace(&mut second, "B1", "B2", "2", "0.005", "48.00");
+    let replaced = second.expect("8");
+    assert_eq!(replaced.req(tags::EXEC_TYPE), "5", "{replaced:?}");
+    assert_eq!(replaced.req(tags::PRICE), "48.00");
+    assert_eq!(replaced.req(tags::LEAVES_QTY), "0.005");
+    let fill = second.expect("8");
+    assert_eq!(fill.req(tags::EXEC_TYPE), "F", "{fill:?}");
+    assert_eq!(fill.req(tags::LAST_PX), "49.00");
+    assert_eq!(fill.req(tags::LAST_QTY), "0.002");
+    assert_eq!(fill.req(tags::ORD_STATUS), "1");
+    assert_eq!(fill.req(tags::LEAVES_QTY), "0.003");
+
+    // More than the seller holds: refused, CxlRejResponseTo 2, the order unchanged.
+    replace(&mut second, "B2", "B3", "2", "2000000000.000", "48.00");
+    let reject = second.expect("9");
+    assert_eq!(reject.req(tags::CXL_REJ_RESPONSE_TO), "2", "{reject:?}");
+    assert_eq!(reject.req(tags::CL_ORD_ID), "B3");
+    assert_eq!(reject.req(tags::ORIG_CL_ORD_ID), "B2");
+    assert_eq!(reject.req(tags::ORD_STATUS), "1");
+    // A total at CumQty ends the order: Replaced with OrdStatus Filled and nothing left.
+    replace(&mut second, "B2", "B4", "2", "0.002", "48.00");
+    let replaced = second.expect("8");
+    assert_eq!(replaced.req(tags::EXEC_TYPE), "5", "{replaced:?}");
+    assert_eq!(replaced.req(tags::ORD_STATUS), "2");
+    assert_eq!(replaced.req(tags::LEAVES_QTY), "0.000");
+    assert_eq!(replaced.req(tags::CUM_QTY), "0.002");
+    server.shutdown().unwrap();
+}
+
+/// Case 19a on the venue: a NewOrderSingle resent with PossResend=Y whose ClOrdID the venue
+/// has seen is refused as a duplicate (OrdRejReason 6), whether its order is still live or
+/// ended within the venue's order-id window (a day on the demo venue): it never trades twice.
+#[test]
+fn t19a_a_poss_resend_of_a_seen_cl_ord_id_is_refused_as_a_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    c.logon(&server, 1);
+    let resend = |c: &mut FixClient, id: &str| {
+        c.send(
+            "D",
+            &[
+                (tags::POSS_RESEND, "Y"),
+                (tags::CL_ORD_ID, id),
+                (tags::HANDL_INST, "1"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::TRANSACT_TIME, &transact_time()),
+                (tags::ORDER_QTY, "0.001"),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, "10.00"),
+                (tags::TIME_IN_FORCE, "1"),
+            ],
+        )
+    };
+    c.new_order("L1", "1", "0.001", "10.00");
+    assert_eq!(c.expect("8").req(tags::EXEC_TYPE), "0");
+    resend(&mut c, "L1");
+    let dup = c.expect("8");
+    assert_eq!(dup.req(tags::EXEC_TYPE), "8", "{dup:?}");
+    assert_eq!(dup.req(tags::ORD_REJ_REASON), "6");
+    c.send(
+        "F",
+        &[
+            (tags::ORIG_CL_ORD_ID, "L1"),
+            (tags::CL_ORD_ID, "L1-cancel"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &transact_time()),
+        ],
+    );
+    assert_eq!(c.expect("8").req(tags::EXEC_TYPE), "4");
+    // The order has ended; the resend is still refused, by the venue's order-id window.
+    resend(&mut c, "L1");
+    let dup = c.expect("8");
+    assert_eq!(dup.req(tags::EXEC_TYPE), "8", "{dup:?}");
+    assert_eq!(dup.req(tags::ORD_REJ_REASON), "6");
+    assert_eq!(dup.req(tags::TEXT), "duplicate_order_id");
+    // A ClOrdID not seen yet is a new order (case 19b).
+    resend(&mut c, "L2");
+    assert_eq!(c.expect("8").req(tags::EXEC_TYPE), "0");
+    server.shutdown().unwrap();
+}
+
+// ----- rulebook part 2 over FIX ---------------------------------------------------------------
+
+/// A stop limit order (OrdType 4 with StopPx) is New, then ExecType L when a trade reaches its
+/// stop price, then its fill.
+#[test]
+fn a_fix_stop_order_is_triggered_then_filled() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut stopper = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    let mut maker = FixClient::connect(fix_addr(&server), "TRADER2", "FIX.4.4");
+    let mut taker = FixClient::connect(fix_addr(&server), "TRADER3", "FIX.4.4");
+    stopper.logon(&server, 1);
+    maker.logon(&server, 2);
+    taker.logon(&server, 3);
+    stopper.send(
+        "D",
+        &[
+            (tags::CL_ORD_ID, "S1"),
+            (tags::HANDL_INST, "1"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &transact_time()),
+            (tags::ORDER_QTY, "0.001"),
+            // A stop buy on a spot venue carries its limit (stop limit) or protection price.
+            (tags::ORD_TYPE, "4"),
+            (tags::PRICE, "52.00"),
+            (tags::STOP_PX, "51.00"),
+        ],
+    );
+    let new = stopper.expect("8");
+    assert_eq!(new.req(tags::EXEC_TYPE), "0", "{new:?}");
+    maker.new_order("M1", "2", "0.003", "51.00");
+    assert_eq!(maker.expect("8").req(tags::EXEC_TYPE), "0");
+    taker.new_order("T1", "1", "0.001", "51.00");
+    let triggered = stopper.expect("8");
+    assert_eq!(triggered.req(tags::EXEC_TYPE), "L", "{triggered:?}");
+    let fill = stopper.expect("8");
+    assert_eq!(fill.req(tags::EXEC_TYPE), "F", "{fill:?}");
+    assert_eq!(fill.req(tags::LAST_PX), "51.00");
+    server.shutdown().unwrap();
+}
+
+/// Trading phases: a halt reaches every logged-on FIX session as
+/// SecurityStatus (f), SecurityTradingStatus 2.
+#[test]
+fn a_phase_change_is_a_security_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = FixClient::connect(fix_addr(&server), "TRADER1", "FIXT.1.1");
+    c.logon(&server, 1);
+    let mut a = common::admin(&server);
+    let result = a
+        .request(&rialto_wire::ClientMsg::SetPhase {
+            request: 1,
+            symbol: rialto_core::SymbolId(0),
+            phase: Some(rialto_core::Phase::Halted),
+        })
+        .unwrap();
+    assert!(
+        matches!(
+            result,
+            rialto_wire::ServerMsg::AdminResult { result: Ok(()), .. }
+        ),
+        "{result}"
+    );
+    let status = c.expect("f");
+    assert_eq!(status.req(tags::SYMBOL), "BTC-USD");
+    assert_eq!(status.req(326), "2");
+    server.shutdown().unwrap();
+}

@@ -881,3 +881,410 @@ fn the_protocol_docs_hold_on_the_wire() {
     );
     server.shutdown().unwrap();
 }
+
+fn amend(order: i64, price: Option<i64>, qty: Option<i64>) -> ClientMsg {
+    ClientMsg::Amend {
+        order,
+        price,
+        qty,
+        stop_price: None,
+    }
+}
+
+#[test]
+fn an_amend_keeps_or_loses_priority_trades_and_is_refused_as_the_rules_say() {
+    use rialto_core::Priority;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut first = trader(&server, 1);
+    let mut second = trader(&server, 2);
+    let mut buyer = trader(&server, 3);
+    first
+        .place(NewOrder::limit(1, BTC, Side::Sell, 5_000, 5))
+        .unwrap();
+    assert!(matches!(first.recv().unwrap(), ServerMsg::Accepted { .. }));
+    second
+        .place(NewOrder::limit(2, BTC, Side::Sell, 5_000, 5))
+        .unwrap();
+    assert!(matches!(second.recv().unwrap(), ServerMsg::Accepted { .. }));
+
+    // A smaller total at the same price keeps the order first in its level.
+    first.send(&amend(1, None, Some(3))).unwrap();
+    let ServerMsg::Accepted {
+        seq,
+        kind: RequestKind::Amend,
+        order: 1,
+        ..
+    } = first.recv().unwrap()
+    else {
+        panic!("the amend is accepted");
+    };
+    match first.recv().unwrap() {
+        ServerMsg::Amended {
+            seq: s,
+            order,
+            symbol,
+            side,
+            price,
+            stop_price,
+            remaining,
+            priority,
+            ..
+        } => assert_eq!(
+            (
+                s, order, symbol, side, price, stop_price, remaining, priority
+            ),
+            (seq, 1, BTC, Side::Sell, 5_000, 0, 3, Priority::Kept)
+        ),
+        other => panic!("amended: {other}"),
+    }
+    buyer
+        .place(NewOrder::limit(9, BTC, Side::Buy, 5_000, 1))
+        .unwrap();
+    assert!(matches!(buyer.recv().unwrap(), ServerMsg::Accepted { .. }));
+    match first.recv().unwrap() {
+        ServerMsg::Trade {
+            order: 1, qty: 1, ..
+        } => {}
+        other => panic!("the kept order trades first: {other}"),
+    }
+
+    // A new price loses priority and, crossing, trades at once as a taker.
+    buyer
+        .place(NewOrder::limit(10, BTC, Side::Buy, 4_500, 1))
+        .unwrap();
+    recv_until(&mut buyer, |m| {
+        matches!(m, ServerMsg::Accepted { order: 10, .. })
+    });
+    second.send(&amend(2, Some(4_000), None)).unwrap();
+    assert!(matches!(
+        second.recv().unwrap(),
+        ServerMsg::Accepted {
+            kind: RequestKind::Amend,
+            ..
+        }
+    ));
+    let amended = second.recv().unwrap();
+    assert!(
+        matches!(
+            amended,
+            ServerMsg::Amended {
+                price: 4_000,
+                remaining: 5,
+                priority: Priority::Lost,
+                ..
+            }
+        ),
+        "{amended}"
+    );
+    match second.recv().unwrap() {
+        ServerMsg::Trade {
+            order: 2,
+            price: 4_500,
+            qty: 1,
+            liquidity: Liquidity::Taker,
+            ..
+        } => {}
+        other => panic!("the amended order takes: {other}"),
+    }
+    // A total at or below what has filled ends the order (cancelled, reason reduce).
+    first.send(&amend(1, None, Some(1))).unwrap();
+    assert!(matches!(first.recv().unwrap(), ServerMsg::Accepted { .. }));
+    match first.recv().unwrap() {
+        ServerMsg::Cancelled {
+            order: 1,
+            qty: 2,
+            reason: CancelReason::Reduce,
+            ..
+        } => {}
+        other => panic!("ended by the amend: {other}"),
+    }
+    // Refusals, in the rules' order, leave the order as it was.
+    for (msg, reason) in [
+        (amend(1, Some(5_000), None), Reason::UnknownOrder),
+        (amend(2, None, None), Reason::InvalidOrder),
+        (
+            ClientMsg::Amend {
+                order: 2,
+                price: None,
+                qty: None,
+                stop_price: Some(4_500),
+            },
+            Reason::InvalidOrder,
+        ),
+        (amend(2, Some(-1), Some(0)), Reason::InvalidQty),
+        (amend(2, Some(-1), Some(2)), Reason::InvalidPrice),
+        (
+            amend(2, None, Some(1_000_000_000_000)),
+            Reason::InsufficientFunds,
+        ),
+    ] {
+        second.send(&msg).unwrap();
+        match second.recv().unwrap() {
+            ServerMsg::Rejected {
+                kind: RequestKind::Amend,
+                reason: r,
+                ..
+            } => assert_eq!(r, reason, "{msg:?}"),
+            other => panic!("{msg:?}: {other}"),
+        }
+    }
+    let orders = report(&mut second).orders;
+    assert_eq!(
+        (orders[0].order, orders[0].price, orders[0].remaining),
+        (2, 4_000, 4)
+    );
+    // Another user's order is unknown_order.
+    buyer.send(&amend(2, Some(4_100), None)).unwrap();
+    let (rejected, _) = recv_until(&mut buyer, |m| matches!(m, ServerMsg::Rejected { .. }));
+    assert!(
+        matches!(
+            rejected,
+            ServerMsg::Rejected {
+                reason: Reason::UnknownOrder,
+                ..
+            }
+        ),
+        "{rejected}"
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn the_admin_sets_the_order_id_window_and_a_resent_order_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut a = admin(&server);
+    let window =
+        |a: &mut Client, request| match a.request(&ClientMsg::VenueSettings { request }).unwrap() {
+            ServerMsg::VenueSettings {
+                request: r,
+                order_id_window_ns,
+                ..
+            } => {
+                assert_eq!(r, request);
+                order_id_window_ns
+            }
+            m => panic!("{m}"),
+        };
+    // The demo venue starts with a day.
+    assert_eq!(window(&mut a, 1), 86_400_000_000_000);
+    let mut t = trader(&server, 1);
+    let place_and_cancel = |t: &mut Client, order| {
+        t.place(NewOrder::limit(order, BTC, Side::Buy, 100, 1))
+            .unwrap();
+        assert!(matches!(t.recv().unwrap(), ServerMsg::Accepted { .. }));
+        t.cancel(order).unwrap();
+        assert!(matches!(t.recv().unwrap(), ServerMsg::Accepted { .. }));
+        assert!(matches!(t.recv().unwrap(), ServerMsg::Cancelled { .. }));
+    };
+    place_and_cancel(&mut t, 1);
+    // The same id again, as a client would resend after a lost acknowledgement.
+    t.place(NewOrder::limit(1, BTC, Side::Buy, 100, 1)).unwrap();
+    assert!(matches!(
+        t.recv().unwrap(),
+        ServerMsg::Rejected {
+            reason: Reason::DuplicateOrderId,
+            ..
+        }
+    ));
+    // A negative window is refused; 0 forgets every ended id.
+    match a
+        .request(&ClientMsg::SetOrderIdWindow {
+            request: 2,
+            window_ns: -1,
+        })
+        .unwrap()
+    {
+        ServerMsg::AdminResult { result, .. } => assert_eq!(result, Err(Reason::InvalidQty)),
+        m => panic!("{m}"),
+    }
+    match a
+        .request(&ClientMsg::SetOrderIdWindow {
+            request: 3,
+            window_ns: 0,
+        })
+        .unwrap()
+    {
+        ServerMsg::AdminResult { result, .. } => assert_eq!(result, Ok(())),
+        m => panic!("{m}"),
+    }
+    assert_eq!(window(&mut a, 4), 0);
+    place_and_cancel(&mut t, 1);
+    // Only an admin sets it.
+    t.send(&ClientMsg::SetOrderIdWindow {
+        request: 5,
+        window_ns: 1,
+    })
+    .unwrap();
+    assert!(matches!(
+        t.recv().unwrap(),
+        ServerMsg::Error {
+            code: ErrorCode::NotAdmin,
+            ..
+        }
+    ));
+    server.shutdown().unwrap();
+}
+
+// ----- rulebook part 2 over the binary protocol ----------------------------------------------
+
+/// Stop orders (docs/rules.md, "Stop and stop-limit orders").
+#[test]
+fn a_stop_order_sent_as_new_order_ext_triggers_on_a_trade_and_then_trades() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut stopper = trader(&server, 1);
+    let mut maker = trader(&server, 2);
+    let mut taker = trader(&server, 3);
+    let stop = NewOrder {
+        order_type: Some(rialto_core::OrderType::Stop),
+        tif: Some(rialto_core::Tif::Ioc),
+        // A spot stop buy carries its protection price (the most it pays once triggered).
+        price: Some(5_200),
+        extras: rialto_core::OrderExtras::NONE.with_stop_price(5_100),
+        ..NewOrder::limit(1, BTC, Side::Buy, 0, 1)
+    };
+    stopper.place(stop).unwrap();
+    let accepted = stopper.recv().unwrap();
+    assert!(
+        matches!(accepted, ServerMsg::Accepted { order: 1, .. }),
+        "{accepted}"
+    );
+    maker
+        .place(NewOrder::limit(7, BTC, Side::Sell, 5_100, 3))
+        .unwrap();
+    assert!(matches!(maker.recv().unwrap(), ServerMsg::Accepted { .. }));
+    taker
+        .place(NewOrder::limit(8, BTC, Side::Buy, 5_100, 1))
+        .unwrap();
+    match stopper.recv().unwrap() {
+        ServerMsg::Triggered {
+            order: 1,
+            stop_price: 5_100,
+            side: Side::Buy,
+            ..
+        } => {}
+        other => panic!("triggered: {other}"),
+    }
+    match stopper.recv().unwrap() {
+        ServerMsg::Trade {
+            order: 1,
+            price: 5_100,
+            qty: 1,
+            liquidity: Liquidity::Taker,
+            ..
+        } => {}
+        other => panic!("the triggered stop's fill: {other}"),
+    }
+    server.shutdown().unwrap();
+}
+
+/// Trading phases (docs/rules.md, "Trading phases, halts and auctions").
+#[test]
+fn the_admin_halts_a_symbol_and_every_session_hears_of_it() {
+    use rialto_core::Phase;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut a = admin(&server);
+    let mut t = trader(&server, 1);
+    let set = |a: &mut Client, request, phase| match a
+        .request(&ClientMsg::SetPhase {
+            request,
+            symbol: BTC,
+            phase,
+        })
+        .unwrap()
+    {
+        ServerMsg::AdminResult { result, .. } => result,
+        m => panic!("{m}"),
+    };
+    assert_eq!(set(&mut a, 1, None), Err(Reason::InvalidPhase));
+    assert_eq!(set(&mut a, 2, Some(Phase::Halted)), Ok(()));
+    match t.recv().unwrap() {
+        ServerMsg::PhaseChanged {
+            symbol,
+            phase: Phase::Halted,
+            ..
+        } => assert_eq!(symbol, BTC),
+        other => panic!("phase: {other}"),
+    }
+    t.place(NewOrder::limit(1, BTC, Side::Buy, 100, 1)).unwrap();
+    let (rejected, _) = recv_until(&mut t, |m| matches!(m, ServerMsg::Rejected { .. }));
+    assert!(
+        matches!(
+            rejected,
+            ServerMsg::Rejected {
+                reason: Reason::SymbolHalted,
+                ..
+            }
+        ),
+        "{rejected}"
+    );
+    match a.request(&ClientMsg::VenueSettings { request: 3 }).unwrap() {
+        ServerMsg::VenueSettings { symbols, .. } => {
+            assert_eq!(symbols[0].0, BTC);
+            assert_eq!(symbols[0].1.phase, Phase::Halted);
+            assert_eq!(symbols[1].1.phase, Phase::Continuous);
+        }
+        m => panic!("{m}"),
+    }
+    assert_eq!(set(&mut a, 4, Some(Phase::Continuous)), Ok(()));
+    t.place(NewOrder::limit(2, BTC, Side::Buy, 100, 1)).unwrap();
+    let (accepted, _) = recv_until(&mut t, |m| matches!(m, ServerMsg::Accepted { .. }));
+    assert!(
+        matches!(accepted, ServerMsg::Accepted { order: 2, .. }),
+        "{accepted}"
+    );
+    server.shutdown().unwrap();
+}
+
+/// Suspension (docs/rules.md, "User suspension").
+#[test]
+fn a_suspended_user_loses_its_orders_until_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut a = admin(&server);
+    let mut t = trader(&server, 1);
+    t.place(NewOrder::limit(1, BTC, Side::Buy, 100, 2)).unwrap();
+    assert!(matches!(t.recv().unwrap(), ServerMsg::Accepted { .. }));
+    let ok = |m: ServerMsg| {
+        assert!(
+            matches!(m, ServerMsg::AdminResult { result: Ok(()), .. }),
+            "{m}"
+        )
+    };
+    ok(a.request(&ClientMsg::SuspendUser {
+        request: 1,
+        user: 1,
+    })
+    .unwrap());
+    match t.recv().unwrap() {
+        ServerMsg::Cancelled {
+            order: 1,
+            qty: 2,
+            reason: CancelReason::Suspended,
+            ..
+        } => {}
+        other => panic!("cancelled: {other}"),
+    }
+    t.place(NewOrder::limit(2, BTC, Side::Buy, 100, 1)).unwrap();
+    assert!(matches!(
+        t.recv().unwrap(),
+        ServerMsg::Rejected {
+            reason: Reason::UserSuspended,
+            ..
+        }
+    ));
+    ok(a.request(&ClientMsg::ResumeUser {
+        request: 2,
+        user: 1,
+    })
+    .unwrap());
+    t.place(NewOrder::limit(3, BTC, Side::Buy, 100, 1)).unwrap();
+    assert!(matches!(
+        t.recv().unwrap(),
+        ServerMsg::Accepted { order: 3, .. }
+    ));
+    server.shutdown().unwrap();
+}

@@ -1,8 +1,8 @@
 //! Encoding and decoding of frames. Layouts: `docs/protocol.md`.
 
 use rialto_core::{
-    Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderType, Reason, Side, Stp,
-    SymbolId, SymbolSpec, Tif, UserReport,
+    Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderExtras, OrderType, Phase,
+    Priority, Reason, Side, Stp, SymbolId, SymbolSpec, SymbolStatus, Tif, UserReport,
 };
 
 use crate::error::WireError;
@@ -19,6 +19,8 @@ mod ty {
     pub const MOVE: u8 = 0x12;
     pub const REDUCE: u8 = 0x13;
     pub const MASS_CANCEL: u8 = 0x14;
+    pub const AMEND: u8 = 0x15;
+    pub const NEW_ORDER_EXT: u8 = 0x16;
     pub const LIST_SYMBOLS: u8 = 0x20;
     pub const MY_REPORT: u8 = 0x21;
     pub const BOOK: u8 = 0x22;
@@ -29,6 +31,13 @@ mod ty {
     pub const USER_REPORT: u8 = 0x44;
     pub const VENUE_REPORT: u8 = 0x45;
     pub const LIST_USERS: u8 = 0x46;
+    pub const SET_ORDER_ID_WINDOW: u8 = 0x47;
+    pub const VENUE_SETTINGS: u8 = 0x48;
+    pub const SET_PHASE: u8 = 0x49;
+    pub const SET_BAND: u8 = 0x4a;
+    pub const SET_REF_PRICE: u8 = 0x4b;
+    pub const SUSPEND_USER: u8 = 0x4c;
+    pub const RESUME_USER: u8 = 0x4d;
 
     pub const S_LOGIN_ACCEPTED: u8 = 0x81;
     pub const S_ERROR: u8 = 0x82;
@@ -37,6 +46,10 @@ mod ty {
     pub const S_REJECTED: u8 = 0x85;
     pub const S_TRADE: u8 = 0x86;
     pub const S_CANCELLED: u8 = 0x87;
+    pub const S_AMENDED: u8 = 0x88;
+    pub const S_TRIGGERED: u8 = 0x89;
+    pub const S_PHASE_CHANGED: u8 = 0x8a;
+    pub const S_AUCTION: u8 = 0x8b;
     pub const S_SYMBOL_LIST: u8 = 0x90;
     pub const S_REPORT: u8 = 0x91;
     pub const S_VENUE_REPORT: u8 = 0x92;
@@ -45,6 +58,7 @@ mod ty {
     pub const S_USER_ADDED: u8 = 0x95;
     pub const S_SNAPSHOT_TAKEN: u8 = 0x96;
     pub const S_USER_LIST: u8 = 0x97;
+    pub const S_VENUE_SETTINGS: u8 = 0x98;
 }
 
 /// Code written for an enum field of a new order that is `None`.
@@ -55,6 +69,14 @@ const ALL_SYMBOLS: u32 = u32::MAX;
 const RESULT_OK: u8 = 255;
 const FLAG_POST_ONLY: u8 = 0x01;
 const FLAG_HAS_PRICE: u8 = 0x02;
+// Amend: which fields are present.
+const AMEND_PRICE: u8 = 0x01;
+const AMEND_QTY: u8 = 0x02;
+const AMEND_STOP_PRICE: u8 = 0x04;
+// NewOrderExt: which extras are present (after the NewOrder flags).
+const EXT_STOP_PRICE: u8 = 0x01;
+const EXT_DISPLAY_QTY: u8 = 0x02;
+const EXT_EXPIRE_TS: u8 = 0x04;
 
 // Largest encoded sizes of the variable parts, for the list limits below.
 const NAME_MAX: usize = 1 + Name::MAX_LEN;
@@ -92,7 +114,12 @@ pub fn encode_client(msg: &ClientMsg, out: &mut Vec<u8>) {
         }
         ClientMsg::AdminLogin { secret } => put_secret(out, secret),
         ClientMsg::Heartbeat { nonce } => put_u64(out, *nonce),
-        ClientMsg::NewOrder(o) => put_new_order(out, o),
+        ClientMsg::NewOrder(o) => {
+            put_new_order(out, o);
+            if !o.extras.is_none() {
+                put_extras(out, &o.extras);
+            }
+        }
         ClientMsg::Cancel { order } => put_i64(out, *order),
         ClientMsg::Move { order, price } => {
             put_i64(out, *order);
@@ -102,12 +129,64 @@ pub fn encode_client(msg: &ClientMsg, out: &mut Vec<u8>) {
             put_i64(out, *order);
             put_i64(out, *qty);
         }
+        ClientMsg::Amend {
+            order,
+            price,
+            qty,
+            stop_price,
+        } => {
+            put_i64(out, *order);
+            let flags = [
+                (price, AMEND_PRICE),
+                (qty, AMEND_QTY),
+                (stop_price, AMEND_STOP_PRICE),
+            ]
+            .iter()
+            .filter(|(field, _)| field.is_some())
+            .fold(0, |flags, (_, bit)| flags | bit);
+            put_u8(out, flags);
+            put_i64(out, price.unwrap_or(0));
+            put_i64(out, qty.unwrap_or(0));
+            put_i64(out, stop_price.unwrap_or(0));
+        }
         ClientMsg::MassCancel { symbol } => put_u32(out, symbol.map_or(ALL_SYMBOLS, |s| s.0)),
         ClientMsg::ListSymbols { request }
         | ClientMsg::MyReport { request }
         | ClientMsg::TakeSnapshot { request }
         | ClientMsg::VenueReport { request }
-        | ClientMsg::ListUsers { request } => put_u64(out, *request),
+        | ClientMsg::ListUsers { request }
+        | ClientMsg::VenueSettings { request } => put_u64(out, *request),
+        ClientMsg::SetOrderIdWindow { request, window_ns } => {
+            put_u64(out, *request);
+            put_i64(out, *window_ns);
+        }
+        ClientMsg::SetPhase {
+            request,
+            symbol,
+            phase,
+        } => {
+            put_u64(out, *request);
+            put_u32(out, symbol.0);
+            put_u8(out, phase.map_or(NO_CODE, Phase::code));
+        }
+        ClientMsg::SetBand {
+            request,
+            symbol,
+            band_bps: value,
+        }
+        | ClientMsg::SetRefPrice {
+            request,
+            symbol,
+            price: value,
+        } => {
+            put_u64(out, *request);
+            put_u32(out, symbol.0);
+            put_i64(out, *value);
+        }
+        ClientMsg::SuspendUser { request, user } | ClientMsg::ResumeUser { request, user } => {
+            put_u64(out, *request);
+            put_i64(out, *user);
+        }
         ClientMsg::Book {
             request,
             symbol,
@@ -229,6 +308,86 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
             put_i64(out, *qty);
             put_u8(out, reason.code());
         }
+        ServerMsg::Amended {
+            seq,
+            ts_ns,
+            order,
+            symbol,
+            side,
+            price,
+            stop_price,
+            remaining,
+            priority,
+        } => {
+            put_u64(out, *seq);
+            put_i64(out, *ts_ns);
+            put_i64(out, *order);
+            put_u32(out, symbol.0);
+            put_u8(out, side.code());
+            put_i64(out, *price);
+            put_i64(out, *stop_price);
+            put_i64(out, *remaining);
+            put_u8(out, priority.code());
+        }
+        ServerMsg::Triggered {
+            seq,
+            ts_ns,
+            order,
+            symbol,
+            side,
+            stop_price,
+        } => {
+            put_u64(out, *seq);
+            put_i64(out, *ts_ns);
+            put_i64(out, *order);
+            put_u32(out, symbol.0);
+            put_u8(out, side.code());
+            put_i64(out, *stop_price);
+        }
+        ServerMsg::PhaseChanged {
+            seq,
+            ts_ns,
+            symbol,
+            phase,
+        } => {
+            put_u64(out, *seq);
+            put_i64(out, *ts_ns);
+            put_u32(out, symbol.0);
+            put_u8(out, phase.code());
+        }
+        ServerMsg::Auction {
+            seq,
+            ts_ns,
+            symbol,
+            price,
+            qty,
+            imbalance,
+        } => {
+            put_u64(out, *seq);
+            put_i64(out, *ts_ns);
+            put_u32(out, symbol.0);
+            put_i64(out, *price);
+            put_i64(out, *qty);
+            put_i64(out, *imbalance);
+        }
+        ServerMsg::VenueSettings {
+            request,
+            seq,
+            order_id_window_ns,
+            symbols,
+        } => {
+            put_u64(out, *request);
+            put_u64(out, *seq);
+            put_i64(out, *order_id_window_ns);
+            put_count(out, symbols.len(), MAX_SYMBOL_LIST_ITEMS, "venue settings");
+            for (id, status) in symbols {
+                put_u32(out, id.0);
+                put_u8(out, status.phase.code());
+                put_i64(out, status.last);
+                put_i64(out, status.reference);
+                put_i64(out, status.band_bps);
+            }
+        }
         ServerMsg::SymbolList { request, symbols } => {
             put_u64(out, *request);
             put_count(out, symbols.len(), MAX_SYMBOL_LIST_ITEMS, "symbol list");
@@ -322,11 +481,20 @@ fn client_type(msg: &ClientMsg) -> u8 {
         ClientMsg::Login { .. } => ty::LOGIN,
         ClientMsg::AdminLogin { .. } => ty::ADMIN_LOGIN,
         ClientMsg::Heartbeat { .. } => ty::HEARTBEAT,
-        ClientMsg::NewOrder(_) => ty::NEW_ORDER,
+        ClientMsg::NewOrder(o) if o.extras.is_none() => ty::NEW_ORDER,
+        ClientMsg::NewOrder(_) => ty::NEW_ORDER_EXT,
         ClientMsg::Cancel { .. } => ty::CANCEL,
         ClientMsg::Move { .. } => ty::MOVE,
         ClientMsg::Reduce { .. } => ty::REDUCE,
         ClientMsg::MassCancel { .. } => ty::MASS_CANCEL,
+        ClientMsg::Amend { .. } => ty::AMEND,
+        ClientMsg::SetOrderIdWindow { .. } => ty::SET_ORDER_ID_WINDOW,
+        ClientMsg::VenueSettings { .. } => ty::VENUE_SETTINGS,
+        ClientMsg::SetPhase { .. } => ty::SET_PHASE,
+        ClientMsg::SetBand { .. } => ty::SET_BAND,
+        ClientMsg::SetRefPrice { .. } => ty::SET_REF_PRICE,
+        ClientMsg::SuspendUser { .. } => ty::SUSPEND_USER,
+        ClientMsg::ResumeUser { .. } => ty::RESUME_USER,
         ClientMsg::ListSymbols { .. } => ty::LIST_SYMBOLS,
         ClientMsg::ListUsers { .. } => ty::LIST_USERS,
         ClientMsg::MyReport { .. } => ty::MY_REPORT,
@@ -349,6 +517,11 @@ fn server_type(msg: &ServerMsg) -> u8 {
         ServerMsg::Rejected { .. } => ty::S_REJECTED,
         ServerMsg::Trade { .. } => ty::S_TRADE,
         ServerMsg::Cancelled { .. } => ty::S_CANCELLED,
+        ServerMsg::Amended { .. } => ty::S_AMENDED,
+        ServerMsg::Triggered { .. } => ty::S_TRIGGERED,
+        ServerMsg::PhaseChanged { .. } => ty::S_PHASE_CHANGED,
+        ServerMsg::Auction { .. } => ty::S_AUCTION,
+        ServerMsg::VenueSettings { .. } => ty::S_VENUE_SETTINGS,
         ServerMsg::SymbolList { .. } => ty::S_SYMBOL_LIST,
         ServerMsg::UserList { .. } => ty::S_USER_LIST,
         ServerMsg::Report { .. } => ty::S_REPORT,
@@ -441,6 +614,22 @@ fn put_new_order(out: &mut Vec<u8>, o: &NewOrder) {
     put_u8(out, flags);
     put_i64(out, o.price.unwrap_or(0));
     put_i64(out, o.qty);
+}
+
+fn put_extras(out: &mut Vec<u8>, extras: &OrderExtras) {
+    let fields = [
+        (extras.stop_price(), EXT_STOP_PRICE),
+        (extras.display_qty(), EXT_DISPLAY_QTY),
+        (extras.expire_ts(), EXT_EXPIRE_TS),
+    ];
+    let flags = fields
+        .iter()
+        .filter(|(v, _)| v.is_some())
+        .fold(0, |flags, (_, bit)| flags | bit);
+    put_u8(out, flags);
+    for (value, _) in fields {
+        put_i64(out, value.unwrap_or(0));
+    }
 }
 
 fn put_report(out: &mut Vec<u8>, report: &UserReport) {
@@ -550,6 +739,37 @@ fn client_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ClientMsg, BodyErro
             nonce: r.u64("nonce")?,
         },
         ty::NEW_ORDER => ClientMsg::NewOrder(new_order(r)?),
+        ty::NEW_ORDER_EXT => {
+            let order = new_order(r)?;
+            ClientMsg::NewOrder(NewOrder {
+                extras: extras(r)?,
+                ..order
+            })
+        }
+        ty::SET_PHASE => ClientMsg::SetPhase {
+            request: r.u64("request")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            // An unknown code is the engine's `invalid_phase`, not a decoding matter.
+            phase: Phase::from_code(r.u8("phase")?),
+        },
+        ty::SET_BAND => ClientMsg::SetBand {
+            request: r.u64("request")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            band_bps: r.i64("band_bps")?,
+        },
+        ty::SET_REF_PRICE => ClientMsg::SetRefPrice {
+            request: r.u64("request")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            price: r.i64("price")?,
+        },
+        ty::SUSPEND_USER => ClientMsg::SuspendUser {
+            request: r.u64("request")?,
+            user: r.i64("user")?,
+        },
+        ty::RESUME_USER => ClientMsg::ResumeUser {
+            request: r.u64("request")?,
+            user: r.i64("user")?,
+        },
         ty::CANCEL => ClientMsg::Cancel {
             order: r.i64("order")?,
         },
@@ -560,6 +780,14 @@ fn client_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ClientMsg, BodyErro
         ty::REDUCE => ClientMsg::Reduce {
             order: r.i64("order")?,
             qty: r.i64("qty")?,
+        },
+        ty::AMEND => amend(r)?,
+        ty::SET_ORDER_ID_WINDOW => ClientMsg::SetOrderIdWindow {
+            request: r.u64("request")?,
+            window_ns: r.i64("window_ns")?,
+        },
+        ty::VENUE_SETTINGS => ClientMsg::VenueSettings {
+            request: r.u64("request")?,
         },
         ty::MASS_CANCEL => ClientMsg::MassCancel {
             symbol: match r.u32("symbol")? {
@@ -642,6 +870,55 @@ fn new_order(r: &mut Reader<'_>) -> Result<NewOrder, &'static str> {
         post_only: flags & FLAG_POST_ONLY != 0,
         price,
         qty: r.i64("qty")?,
+        extras: OrderExtras::NONE,
+    })
+}
+
+fn extras(r: &mut Reader<'_>) -> Result<OrderExtras, &'static str> {
+    let flags = r.u8("ext_flags")?;
+    if flags & !(EXT_STOP_PRICE | EXT_DISPLAY_QTY | EXT_EXPIRE_TS) != 0 {
+        return Err("ext_flags");
+    }
+    // One encoding per order: an absent field is written as 0.
+    let mut field = |bit: u8, name: &'static str| -> Result<Option<i64>, &'static str> {
+        let value = r.i64(name)?;
+        if flags & bit != 0 {
+            Ok(Some(value))
+        } else if value == 0 {
+            Ok(None)
+        } else {
+            Err(name)
+        }
+    };
+    Ok(OrderExtras::with_fields(
+        field(EXT_STOP_PRICE, "stop_price")?,
+        field(EXT_DISPLAY_QTY, "display_qty")?,
+        field(EXT_EXPIRE_TS, "expire_ts")?,
+    ))
+}
+
+fn amend(r: &mut Reader<'_>) -> Result<ClientMsg, &'static str> {
+    let order = r.i64("order")?;
+    let flags = r.u8("flags")?;
+    if flags & !(AMEND_PRICE | AMEND_QTY | AMEND_STOP_PRICE) != 0 {
+        return Err("flags");
+    }
+    // One encoding per amend: an absent field is written as 0.
+    let mut field = |bit: u8, name: &'static str| -> Result<Option<i64>, &'static str> {
+        let value = r.i64(name)?;
+        if flags & bit != 0 {
+            Ok(Some(value))
+        } else if value == 0 {
+            Ok(None)
+        } else {
+            Err(name)
+        }
+    };
+    Ok(ClientMsg::Amend {
+        order,
+        price: field(AMEND_PRICE, "price")?,
+        qty: field(AMEND_QTY, "qty")?,
+        stop_price: field(AMEND_STOP_PRICE, "stop_price")?,
     })
 }
 
@@ -696,6 +973,61 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
             qty: r.i64("qty")?,
             reason: CancelReason::from_code(r.u8("reason")?).ok_or("reason")?,
         },
+        ty::S_AMENDED => ServerMsg::Amended {
+            seq: r.u64("seq")?,
+            ts_ns: r.i64("ts_ns")?,
+            order: r.i64("order")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            side: r.side()?,
+            price: r.i64("price")?,
+            stop_price: r.i64("stop_price")?,
+            remaining: r.i64("remaining")?,
+            priority: Priority::from_code(r.u8("priority")?).ok_or("priority")?,
+        },
+        ty::S_TRIGGERED => ServerMsg::Triggered {
+            seq: r.u64("seq")?,
+            ts_ns: r.i64("ts_ns")?,
+            order: r.i64("order")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            side: r.side()?,
+            stop_price: r.i64("stop_price")?,
+        },
+        ty::S_PHASE_CHANGED => ServerMsg::PhaseChanged {
+            seq: r.u64("seq")?,
+            ts_ns: r.i64("ts_ns")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            phase: Phase::from_code(r.u8("phase")?).ok_or("phase")?,
+        },
+        ty::S_AUCTION => ServerMsg::Auction {
+            seq: r.u64("seq")?,
+            ts_ns: r.i64("ts_ns")?,
+            symbol: SymbolId(r.u32("symbol")?),
+            price: r.i64("price")?,
+            qty: r.i64("qty")?,
+            imbalance: r.i64("imbalance")?,
+        },
+        ty::S_VENUE_SETTINGS => {
+            let (request, seq) = (r.u64("request")?, r.u64("seq")?);
+            let order_id_window_ns = r.i64("order_id_window_ns")?;
+            let count = r.count("symbol count", 4 + 1 + 3 * 8)?;
+            let mut symbols = Vec::with_capacity(count);
+            for _ in 0..count {
+                let id = SymbolId(r.u32("symbol")?);
+                let status = SymbolStatus {
+                    phase: Phase::from_code(r.u8("phase")?).ok_or("phase")?,
+                    last: r.i64("last")?,
+                    reference: r.i64("reference")?,
+                    band_bps: r.i64("band_bps")?,
+                };
+                symbols.push((id, status));
+            }
+            ServerMsg::VenueSettings {
+                request,
+                seq,
+                order_id_window_ns,
+                symbols,
+            }
+        }
         ty::S_SYMBOL_LIST => {
             let request = r.u64("request")?;
             let count = r.count("symbol count", 4 + 3 * 2 + 4 * 8)?;

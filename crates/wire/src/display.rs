@@ -64,6 +64,78 @@ impl fmt::Display for ServerMsg {
                  reason={reason}",
                 symbol.0
             ),
+            ServerMsg::Amended {
+                seq,
+                ts_ns,
+                order,
+                symbol,
+                side,
+                price,
+                stop_price,
+                remaining,
+                priority,
+            } => write!(
+                f,
+                "amended seq={seq} ts_ns={ts_ns} order={order} symbol={} side={side} price={price} \
+                 stop_price={stop_price} remaining={remaining} priority={priority}",
+                symbol.0
+            ),
+            ServerMsg::Triggered {
+                seq,
+                ts_ns,
+                order,
+                symbol,
+                side,
+                stop_price,
+            } => write!(
+                f,
+                "triggered seq={seq} ts_ns={ts_ns} order={order} symbol={} side={side} \
+                 stop_price={stop_price}",
+                symbol.0
+            ),
+            ServerMsg::PhaseChanged {
+                seq,
+                ts_ns,
+                symbol,
+                phase,
+            } => write!(
+                f,
+                "phase seq={seq} ts_ns={ts_ns} symbol={} phase={phase}",
+                symbol.0
+            ),
+            ServerMsg::Auction {
+                seq,
+                ts_ns,
+                symbol,
+                price,
+                qty,
+                imbalance,
+            } => write!(
+                f,
+                "auction seq={seq} ts_ns={ts_ns} symbol={} price={price} qty={qty} \
+                 imbalance={imbalance}",
+                symbol.0
+            ),
+            ServerMsg::VenueSettings {
+                request,
+                seq,
+                order_id_window_ns,
+                symbols,
+            } => {
+                write!(
+                    f,
+                    "venue_settings request={request} seq={seq} \
+                     order_id_window_ns={order_id_window_ns}"
+                )?;
+                for (id, s) in symbols {
+                    write!(
+                        f,
+                        "\n  symbol_id={} phase={} last={} reference={} band_bps={}",
+                        id.0, s.phase, s.last, s.reference, s.band_bps
+                    )?;
+                }
+                Ok(())
+            }
             ServerMsg::UserList { request, users } => {
                 write!(f, "user_list request={request} count={}", users.len())?;
                 for user in users {

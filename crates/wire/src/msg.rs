@@ -4,8 +4,8 @@
 use std::fmt;
 
 use rialto_core::{
-    CancelReason, CurrencyTotals, Level, Name, OrderId, OrderType, Reason, Side, Stp, SymbolId,
-    SymbolSpec, Tif, UserId, UserReport,
+    CancelReason, CurrencyTotals, Level, Name, OrderExtras, OrderId, OrderType, Phase, Priority,
+    Reason, Side, Stp, SymbolId, SymbolSpec, SymbolStatus, Tif, UserId, UserReport,
 };
 
 /// Client → server.
@@ -35,6 +35,14 @@ pub enum ClientMsg {
     Reduce {
         order: OrderId,
         qty: i64,
+    },
+    /// Changes a live order's price, total quantity (filled + remaining, as FIX `OrderQty`)
+    /// and/or stop price at once (docs/rules.md, "Amend"). A field left `None` keeps its value.
+    Amend {
+        order: OrderId,
+        price: Option<i64>,
+        qty: Option<i64>,
+        stop_price: Option<i64>,
     },
     /// `None` cancels on every symbol (`u32::MAX` on the wire, so `Some(SymbolId::NONE)` is
     /// read back as `None`).
@@ -83,6 +91,44 @@ pub enum ClientMsg {
     VenueReport {
         request: u64,
     },
+    /// Admin: how long (ns of venue time) the id of an order that ended stays taken
+    /// (docs/rules.md, "Order ids are not reused within a window").
+    SetOrderIdWindow {
+        request: u64,
+        window_ns: i64,
+    },
+    /// Admin: the venue's settings (answered by [`ServerMsg::VenueSettings`]).
+    VenueSettings {
+        request: u64,
+    },
+    /// Admin: a symbol's trading phase; `None` is a phase code this version does not know
+    /// (the engine rejects it `invalid_phase`).
+    SetPhase {
+        request: u64,
+        symbol: SymbolId,
+        phase: Option<Phase>,
+    },
+    /// Admin: a symbol's price band in basis points of its reference price (0: none).
+    SetBand {
+        request: u64,
+        symbol: SymbolId,
+        band_bps: i64,
+    },
+    /// Admin: a symbol's reference price.
+    SetRefPrice {
+        request: u64,
+        symbol: SymbolId,
+        price: i64,
+    },
+    /// Admin: cancels a user's orders and refuses new ones until resumed.
+    SuspendUser {
+        request: u64,
+        user: UserId,
+    },
+    ResumeUser {
+        request: u64,
+        user: UserId,
+    },
 }
 
 impl ClientMsg {
@@ -98,7 +144,14 @@ impl ClientMsg {
             | ClientMsg::AdjustBalance { request, .. }
             | ClientMsg::TakeSnapshot { request }
             | ClientMsg::UserReport { request, .. }
-            | ClientMsg::VenueReport { request } => Some(request),
+            | ClientMsg::VenueReport { request }
+            | ClientMsg::SetOrderIdWindow { request, .. }
+            | ClientMsg::VenueSettings { request }
+            | ClientMsg::SetPhase { request, .. }
+            | ClientMsg::SetBand { request, .. }
+            | ClientMsg::SetRefPrice { request, .. }
+            | ClientMsg::SuspendUser { request, .. }
+            | ClientMsg::ResumeUser { request, .. } => Some(request),
             ClientMsg::Login { .. }
             | ClientMsg::AdminLogin { .. }
             | ClientMsg::Heartbeat { .. }
@@ -106,6 +159,7 @@ impl ClientMsg {
             | ClientMsg::Cancel { .. }
             | ClientMsg::Move { .. }
             | ClientMsg::Reduce { .. }
+            | ClientMsg::Amend { .. }
             | ClientMsg::MassCancel { .. } => None,
         }
     }
@@ -125,6 +179,9 @@ pub struct NewOrder {
     pub post_only: bool,
     pub price: Option<i64>,
     pub qty: i64,
+    /// Stop price, display quantity, expiry time (docs/rules.md); [`OrderExtras::NONE`] for
+    /// a plain order, which travels as NewOrder (0x10), any other as NewOrderExt (0x16).
+    pub extras: OrderExtras,
 }
 
 impl NewOrder {
@@ -140,6 +197,7 @@ impl NewOrder {
             post_only: false,
             price: Some(price),
             qty,
+            extras: OrderExtras::NONE,
         }
     }
 
@@ -248,6 +306,47 @@ pub enum ServerMsg {
         qty: i64,
         reason: CancelReason,
     },
+    /// An order of the receiver's was amended (docs/rules.md, "Amend"): its price, stop price
+    /// (0 for an order that is not a pending stop), new remaining quantity, and whether it
+    /// kept its place in its level's queue.
+    Amended {
+        seq: u64,
+        ts_ns: i64,
+        order: OrderId,
+        symbol: SymbolId,
+        side: Side,
+        price: i64,
+        stop_price: i64,
+        remaining: i64,
+        priority: Priority,
+    },
+    /// A pending stop order of the receiver's triggered: it enters the book now, as a market
+    /// (stop) or limit (stop-limit) order; its trades follow.
+    Triggered {
+        seq: u64,
+        ts_ns: i64,
+        order: OrderId,
+        symbol: SymbolId,
+        side: Side,
+        stop_price: i64,
+    },
+    /// A symbol's trading phase changed (to every logged-in session).
+    PhaseChanged {
+        seq: u64,
+        ts_ns: i64,
+        symbol: SymbolId,
+        phase: Phase,
+    },
+    /// A call auction uncrossed (to every logged-in session): its price, the lots executed
+    /// and the imbalance (bids minus asks at that price). Follows the uncross trades.
+    Auction {
+        seq: u64,
+        ts_ns: i64,
+        symbol: SymbolId,
+        price: i64,
+        qty: i64,
+        imbalance: i64,
+    },
     /// At most [`crate::MAX_SYMBOL_LIST_ITEMS`] symbols.
     SymbolList {
         request: u64,
@@ -294,6 +393,15 @@ pub enum ServerMsg {
         seq: u64,
         state_hash: [u8; 32],
     },
+    /// The venue's settings as of `seq`: the order-id window, and each symbol's trading
+    /// status (phase, last and reference price, band), by id; at most
+    /// [`crate::MAX_SYMBOL_LIST_ITEMS`] symbols.
+    VenueSettings {
+        request: u64,
+        seq: u64,
+        order_id_window_ns: i64,
+        symbols: Vec<(SymbolId, SymbolStatus)>,
+    },
 }
 
 impl ServerMsg {
@@ -307,14 +415,19 @@ impl ServerMsg {
             | ServerMsg::Book { request, .. }
             | ServerMsg::AdminResult { request, .. }
             | ServerMsg::UserAdded { request, .. }
-            | ServerMsg::SnapshotTaken { request, .. } => Some(request),
+            | ServerMsg::SnapshotTaken { request, .. }
+            | ServerMsg::VenueSettings { request, .. } => Some(request),
             ServerMsg::LoginAccepted { .. }
             | ServerMsg::Error { .. }
             | ServerMsg::Heartbeat { .. }
             | ServerMsg::Accepted { .. }
             | ServerMsg::Rejected { .. }
             | ServerMsg::Trade { .. }
-            | ServerMsg::Cancelled { .. } => None,
+            | ServerMsg::Cancelled { .. }
+            | ServerMsg::Amended { .. }
+            | ServerMsg::Triggered { .. }
+            | ServerMsg::PhaseChanged { .. }
+            | ServerMsg::Auction { .. } => None,
         }
     }
 }
@@ -362,6 +475,7 @@ code_enum!(
         Move = 2 => "move",
         Reduce = 3 => "reduce",
         MassCancel = 4 => "mass_cancel",
+        Amend = 5 => "amend",
     }
 );
 

@@ -73,6 +73,110 @@ fn mass_cancel_of_every_symbol_is_u32_max() {
 }
 
 #[test]
+fn an_order_with_extras_is_a_new_order_ext_and_one_without_a_new_order() {
+    let plain = limit_order();
+    assert_eq!(client_frame(&ClientMsg::NewOrder(plain))[5], 0x10);
+    let stop = NewOrder {
+        order_type: Some(rialto_core::OrderType::StopLimit),
+        extras: rialto_core::OrderExtras::NONE
+            .with_stop_price(90)
+            .with_expire_ts(7),
+        ..plain
+    };
+    let frame = client_frame(&ClientMsg::NewOrder(stop));
+    let mut want = client_frame(&ClientMsg::NewOrder(NewOrder {
+        extras: rialto_core::OrderExtras::NONE,
+        ..stop
+    }));
+    want[0] += 25; // the extras
+    want[5] = 0x16;
+    want.push(0b101); // stop price and expiry present, display qty absent
+    for n in [90i64, 0, 7] {
+        want.extend_from_slice(&n.to_le_bytes());
+    }
+    assert_eq!(frame, want);
+    assert_eq!(frame[13], 3, "order type stop_limit");
+    assert_eq!(
+        decode_client(&frame),
+        Ok(Some((ClientMsg::NewOrder(stop), frame.len())))
+    );
+    // An absent extra must be 0; unknown flag bits are malformed.
+    let mut bad = frame.clone();
+    bad[6 + 42] = 1;
+    assert_eq!(decode_client(&bad), Err(malformed("display_qty", &bad)));
+    let mut bad = frame.clone();
+    bad[6 + 33] |= 0x08;
+    assert_eq!(decode_client(&bad), Err(malformed("ext_flags", &bad)));
+}
+
+#[test]
+fn amend_bytes_are_as_documented() {
+    let amend = ClientMsg::Amend {
+        order: 7,
+        price: Some(100),
+        qty: None,
+        stop_price: None,
+    };
+    let frame = client_frame(&amend);
+    let mut want = vec![35, 0, 0, 0, 1, 0x15];
+    want.extend_from_slice(&7i64.to_le_bytes());
+    want.push(0b001); // price present; qty and stop_price absent
+    want.extend_from_slice(&100i64.to_le_bytes());
+    want.extend_from_slice(&[0; 16]);
+    assert_eq!(frame, want);
+    assert_eq!(decode_client(&frame), Ok(Some((amend, frame.len()))));
+}
+
+#[test]
+fn an_absent_amend_field_must_be_written_as_zero_and_unknown_bits_are_malformed() {
+    let amend = ClientMsg::Amend {
+        order: 7,
+        price: None,
+        qty: Some(3),
+        stop_price: None,
+    };
+    let good = client_frame(&amend);
+    let mut frame = good.clone();
+    frame[6 + 9] = 1; // low byte of the absent price
+    assert_eq!(decode_client(&frame), Err(malformed("price", &frame)));
+    let mut frame = good.clone();
+    frame[6 + 25] = 1; // low byte of the absent stop price
+    assert_eq!(decode_client(&frame), Err(malformed("stop_price", &frame)));
+    for bit in 3..8 {
+        let mut frame = good.clone();
+        frame[6 + 8] |= 1 << bit;
+        assert_eq!(decode_client(&frame), Err(malformed("flags", &frame)));
+    }
+}
+
+#[test]
+fn amended_bytes_are_as_documented() {
+    let msg = ServerMsg::Amended {
+        seq: 9,
+        ts_ns: 10,
+        order: 7,
+        symbol: SymbolId(2),
+        side: Side::Buy,
+        price: 100,
+        stop_price: 0,
+        remaining: 4,
+        priority: rialto_core::Priority::Lost,
+    };
+    let frame = server_frame(&msg);
+    let mut want = vec![56, 0, 0, 0, 1, 0x88];
+    for n in [9i64, 10, 7] {
+        want.extend_from_slice(&n.to_le_bytes());
+    }
+    want.extend_from_slice(&2u32.to_le_bytes());
+    want.push(0); // buy
+    for n in [100i64, 0, 4] {
+        want.extend_from_slice(&n.to_le_bytes());
+    }
+    want.push(1); // lost
+    assert_eq!(frame, want);
+}
+
+#[test]
 fn truncated_frames_ask_for_more() {
     let frame = client_frame(&ClientMsg::NewOrder(limit_order()));
     for cut in 0..frame.len() {

@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use rialto_core::{
-    Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderType, Reason, Side, Stp,
-    SymbolId, SymbolSpec, Tif, UserReport,
+    Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderExtras, OrderType, Phase,
+    Priority, Reason, Side, Stp, SymbolId, SymbolSpec, SymbolStatus, Tif, UserReport,
 };
 use rialto_wire::{
     ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg, decode_client,
@@ -56,9 +56,10 @@ fn new_order() -> impl Strategy<Value = NewOrder> {
         any::<bool>(),
         any::<Option<i64>>(),
         any::<i64>(),
+        any::<[Option<i64>; 3]>(),
     )
         .prop_map(
-            |(order, symbol, side, order_type, tif, stp, post_only, price, qty)| NewOrder {
+            |(order, symbol, side, order_type, tif, stp, post_only, price, qty, extras)| NewOrder {
                 order,
                 symbol,
                 side,
@@ -68,6 +69,7 @@ fn new_order() -> impl Strategy<Value = NewOrder> {
                 post_only,
                 price,
                 qty,
+                extras: OrderExtras::with_fields(extras[0], extras[1], extras[2]),
             },
         )
 }
@@ -81,6 +83,18 @@ fn client_msg() -> BoxedStrategy<ClientMsg> {
         any::<i64>().prop_map(|order| ClientMsg::Cancel { order }),
         any::<(i64, i64)>().prop_map(|(order, price)| ClientMsg::Move { order, price }),
         any::<(i64, i64)>().prop_map(|(order, qty)| ClientMsg::Reduce { order, qty }),
+        (
+            any::<i64>(),
+            prop::option::of(any::<i64>()),
+            prop::option::of(any::<i64>()),
+            prop::option::of(any::<i64>())
+        )
+            .prop_map(|(order, price, qty, stop_price)| ClientMsg::Amend {
+                order,
+                price,
+                qty,
+                stop_price
+            }),
         // u32::MAX is the wire's "every symbol", so Some(SymbolId(u32::MAX)) reads back as None.
         prop::option::of((0..u32::MAX).prop_map(SymbolId))
             .prop_map(|symbol| ClientMsg::MassCancel { symbol }),
@@ -110,6 +124,32 @@ fn client_msg() -> BoxedStrategy<ClientMsg> {
         any::<(u64, i64)>().prop_map(|(request, user)| ClientMsg::UserReport { request, user }),
         any::<u64>().prop_map(|request| ClientMsg::VenueReport { request }),
         any::<u64>().prop_map(|request| ClientMsg::ListUsers { request }),
+        any::<(u64, i64)>()
+            .prop_map(|(request, window_ns)| ClientMsg::SetOrderIdWindow { request, window_ns }),
+        any::<u64>().prop_map(|request| ClientMsg::VenueSettings { request }),
+        (any::<u64>(), symbol(), code_of(Phase::from_code)).prop_map(|(request, symbol, phase)| {
+            ClientMsg::SetPhase {
+                request,
+                symbol,
+                phase,
+            }
+        }),
+        (any::<u64>(), symbol(), any::<i64>()).prop_map(|(request, symbol, band_bps)| {
+            ClientMsg::SetBand {
+                request,
+                symbol,
+                band_bps,
+            }
+        }),
+        (any::<u64>(), symbol(), any::<i64>()).prop_map(|(request, symbol, price)| {
+            ClientMsg::SetRefPrice {
+                request,
+                symbol,
+                price,
+            }
+        }),
+        any::<(u64, i64)>().prop_map(|(request, user)| ClientMsg::SuspendUser { request, user }),
+        any::<(u64, i64)>().prop_map(|(request, user)| ClientMsg::ResumeUser { request, user }),
     ];
     prop_oneof![sessions, queries].boxed()
 }
@@ -219,6 +259,54 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
                     reason,
                 }
             }),
+        (
+            head,
+            symbol(),
+            pick(Side::ALL),
+            any::<[i64; 3]>(),
+            pick(Priority::ALL)
+        )
+            .prop_map(|((seq, ts_ns, order), symbol, side, n, priority)| {
+                ServerMsg::Amended {
+                    seq,
+                    ts_ns,
+                    order,
+                    symbol,
+                    side,
+                    price: n[0],
+                    stop_price: n[1],
+                    remaining: n[2],
+                    priority,
+                }
+            }),
+        (head, symbol(), pick(Side::ALL), any::<i64>()).prop_map(
+            |((seq, ts_ns, order), symbol, side, stop_price)| ServerMsg::Triggered {
+                seq,
+                ts_ns,
+                order,
+                symbol,
+                side,
+                stop_price,
+            }
+        ),
+        (head, symbol(), pick(Phase::ALL)).prop_map(|((seq, ts_ns, _), symbol, phase)| {
+            ServerMsg::PhaseChanged {
+                seq,
+                ts_ns,
+                symbol,
+                phase,
+            }
+        }),
+        (head, symbol(), any::<[i64; 3]>()).prop_map(|((seq, ts_ns, _), symbol, n)| {
+            ServerMsg::Auction {
+                seq,
+                ts_ns,
+                symbol,
+                price: n[0],
+                qty: n[1],
+                imbalance: n[2],
+            }
+        }),
     ];
     let totals = (name(), any::<[i64; 5]>()).prop_map(|(currency, n)| CurrencyTotals {
         currency,
@@ -229,6 +317,29 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
         fees: n[4],
     });
     let replies = prop_oneof![
+        (
+            any::<(u64, u64, i64)>(),
+            prop::collection::vec(
+                (symbol(), pick(Phase::ALL), any::<[i64; 3]>()).prop_map(|(id, phase, n)| {
+                    let status = SymbolStatus {
+                        phase,
+                        last: n[0],
+                        reference: n[1],
+                        band_bps: n[2],
+                    };
+                    (id, status)
+                }),
+                0..4
+            )
+        )
+            .prop_map(|((request, seq, order_id_window_ns), symbols)| {
+                ServerMsg::VenueSettings {
+                    request,
+                    seq,
+                    order_id_window_ns,
+                    symbols,
+                }
+            }),
         (
             any::<u64>(),
             prop::collection::vec((symbol(), spec()), 0..4)

@@ -20,12 +20,19 @@ impl Engine {
             debug_assert!(self.orders.get(idx).kind != NodeKind::Iceberg);
             return rest;
         }
+        self.set_iceberg_slices(idx, display, rest)
+    }
+
+    /// [`Self::set_slices`] for an iceberg.
+    #[cold]
+    #[inline(never)]
+    fn set_iceberg_slices(&mut self, idx: u32, display: i64, rest: i64) -> i64 {
         let shown = display.min(rest);
         self.ensure_extras(idx);
         let extra = &mut self.order_extras[idx as usize];
         extra.display = display;
         extra.hidden = rest - shown;
-        self.orders.get_mut(idx).kind = NodeKind::Iceberg;
+        self.mark_iceberg(idx);
         shown
     }
 
@@ -41,6 +48,8 @@ impl Engine {
     /// An iceberg's slice in node `idx` has just been used up (its `remaining` is still the
     /// slice's, as its level's total counts it) and quantity is hidden: a new slice joins the
     /// back of the same level.
+    #[cold]
+    #[inline(never)]
     pub(super) fn next_slice(&mut self, symbol: usize, idx: u32) {
         let side = self.orders.get(idx).side;
         let extra = &mut self.order_extras[idx as usize];
@@ -81,6 +90,8 @@ impl Engine {
     /// `move` of an iceberg (its price checked): it leaves its level and enters again at
     /// `price` for its whole remaining quantity, as a move enters any order; what rests shows a
     /// fresh slice.
+    #[cold]
+    #[inline(never)]
     pub(super) fn move_iceberg(
         &mut self,
         idx: u32,
@@ -93,7 +104,7 @@ impl Engine {
         debug_assert!(!(node.side == Side::Sell && sell_price_below_fee(price, &terms)));
         let remaining = self.live_remaining(idx);
         // Nothing takes during an auction's call (docs/rules.md, "Trading phases").
-        let auction = self.symbols[symbol].controls.phase == crate::types::Phase::Auction;
+        let auction = self.symbols[symbol].controls.phase() == crate::types::Phase::Auction;
         if node.post_only && !auction && self.crosses_best(symbol, node.side, Some(price)) {
             return Err(Reason::WouldTake);
         }
@@ -134,7 +145,7 @@ impl Engine {
         let extra = &mut self.order_extras[idx as usize];
         extra.display = display;
         extra.hidden = hidden;
-        self.orders.get_mut(idx).kind = NodeKind::Iceberg;
+        self.mark_iceberg(idx);
         self.order_totals[idx as usize] += hidden;
         debug_assert!(shown <= display);
     }

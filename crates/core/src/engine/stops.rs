@@ -116,6 +116,8 @@ impl Engine {
     }
 
     /// Accepts a new pending stop whose checks have passed and whose hold the caller has taken.
+    #[cold]
+    #[inline(never)]
     pub(super) fn accept_stop(&mut self, symbol: usize, stop: NewStop) {
         let taker = Taker {
             account: stop.account,
@@ -133,11 +135,8 @@ impl Engine {
                 tif: stop.tif,
             },
         };
-        let idx = self.new_node(symbol, &taker, stop.qty);
-        let node = self.orders.get_mut(idx);
-        node.kind = NodeKind::PendingStop;
-        node.price = stop.price.unwrap_or(0);
-        node.remaining = stop.qty;
+        let idx = self.new_node(symbol, &taker, stop.qty, stop.price.unwrap_or(0), stop.qty);
+        self.orders.get_mut(idx).kind = NodeKind::PendingStop;
         self.ensure_extras(idx);
         let extra = &mut self.order_extras[idx as usize];
         extra.stop_price = stop.stop_price;
@@ -164,6 +163,8 @@ impl Engine {
     }
 
     /// Takes pending stop `idx` out of its symbol's trigger list.
+    #[cold]
+    #[inline(never)]
     pub(super) fn unlist_stop(&mut self, idx: u32) {
         let node = *self.orders.get(idx);
         let extra = &self.order_extras[idx as usize];
@@ -189,6 +190,14 @@ impl Engine {
         if sym.stops[0].is_empty() && sym.stops[1].is_empty() {
             return;
         }
+        self.note_walk_for_stops(symbol, first_price, last_price);
+    }
+
+    /// The part of [`Self::note_walk`] only a symbol with pending stops pays for.
+    #[cold]
+    #[inline(never)]
+    fn note_walk_for_stops(&mut self, symbol: usize, first_price: i64, last_price: i64) {
+        let sym = &mut self.symbols[symbol];
         if sym.unexamined.is_empty() {
             self.stop_dirty.push(symbol as u32);
         }
@@ -198,6 +207,8 @@ impl Engine {
     /// The stop cascade (docs/rules.md, "One command", step 3a) of every symbol with
     /// unexamined trades, symbols by name, each until a round collects nothing. `apply` runs it
     /// after each command's own events; anything else that trades (an uncross) runs it too.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn run_stop_cascades(&mut self, sink: &mut impl EventSink) {
         while !self.stop_dirty.is_empty() {
             let (pos, _) = self
@@ -307,6 +318,8 @@ impl Engine {
     /// price and/or quantity. It keeps its place among the stops when its prices are unchanged
     /// and its quantity does not grow; otherwise it counts as a new acceptance. It never trades
     /// here.
+    #[cold]
+    #[inline(never)]
     pub(super) fn amend_stop(
         &mut self,
         idx: u32,
@@ -465,7 +478,7 @@ impl Engine {
             && stop_price == self.order_extras[idx as usize].stop_price
             && remaining < node.remaining;
         if !only_lowers_qty {
-            crate::phases::phase_admits_change(self.symbols[symbol].controls.phase)?;
+            crate::phases::phase_admits_change(self.symbols[symbol].controls.phase())?;
         }
         if price != node.price && self.order_type_of(idx) == OrderType::StopLimit {
             self.check_band(symbol, node.side, price)?;

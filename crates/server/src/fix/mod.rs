@@ -512,7 +512,7 @@ impl FixGateway {
     }
 
     /// A message for a user's sessions (fills and cancels).
-    pub fn on_user_message(&mut self, user: UserId, msg: &ServerMsg, pipeline: &mut Pipeline) {
+    pub fn on_user_message(&mut self, user: UserId, msg: &ServerMsg) {
         let mut reports = std::mem::take(&mut self.core.reports);
         for slot in 0..self.core.slots.len() {
             if self.core.slots[slot].user != user {
@@ -536,17 +536,59 @@ impl FixGateway {
                     reason,
                     ..
                 } => {
-                    if let Some(follow_up) =
-                        desk.on_cancelled(order, qty, reason, seq, ts_ns, &mut reports)
-                    {
-                        self.core.push(slot, follow_up, pipeline);
-                    }
+                    desk.on_cancelled(order, qty, reason, seq, ts_ns, &mut reports);
                 }
+                ServerMsg::Triggered {
+                    seq, ts_ns, order, ..
+                } => desk.on_triggered(order, seq, ts_ns, &mut reports),
                 _ => {}
             }
             self.send_reports(slot, &mut reports);
         }
         self.core.reports = reports;
+    }
+
+    /// A message for everyone: a symbol's phase change goes to every logged-on session as
+    /// SecurityStatus (f) with its SecurityTradingStatus (docs/fix.md, "Trading phases").
+    pub fn on_public_message(&mut self, msg: &ServerMsg) {
+        let ServerMsg::PhaseChanged {
+            symbol,
+            phase,
+            ts_ns,
+            ..
+        } = *msg
+        else {
+            return;
+        };
+        let Some(name) = self
+            .core
+            .instruments
+            .by_id(symbol)
+            .map(|i| i.name().to_string())
+        else {
+            return;
+        };
+        for slot in 0..self.core.slots.len() {
+            if !self.core.slots[slot].session.is_logged_on() {
+                continue;
+            }
+            let conn = self.core.slots[slot].conn;
+            let out = output_of(&mut self.conns, &mut self.offline, &mut self.dirty, conn);
+            let session = &mut self.core.slots[slot].session;
+            let result = session.send_app(
+                b"f",
+                now_ns(),
+                |w| {
+                    w.str(tags::SYMBOL, name.as_bytes());
+                    w.uint(SECURITY_TRADING_STATUS, security_trading_status(phase));
+                    w.timestamp(tags::TRANSACT_TIME, ts_ns);
+                },
+                out,
+            );
+            if let Err(e) = result {
+                tracing::error!("FIX store: {e}");
+            }
+        }
     }
 
     /// Every message the engine sends passes here once: a change of the symbols refreshes
@@ -883,4 +925,19 @@ const RPT_SEQ: u32 = 83;
 
 fn room(pipeline: &Pipeline) -> usize {
     pipeline.inbound.capacity() - pipeline.inbound.len()
+}
+
+/// SecurityTradingStatus (326).
+const SECURITY_TRADING_STATUS: u32 = 326;
+
+/// A phase as FIX's SecurityTradingStatus: 17 ready to trade, 21 pre-open (the call auction
+/// collecting orders), 2 trading halt, 18 not available for trading (closed).
+fn security_trading_status(phase: rialto_core::Phase) -> u64 {
+    use rialto_core::Phase;
+    match phase {
+        Phase::Continuous => 17,
+        Phase::Auction => 21,
+        Phase::Halted => 2,
+        Phase::Closed => 18,
+    }
 }

@@ -5,9 +5,11 @@
 //! Rules (docs/fix.md):
 //! - A ClOrdID is unique among the session's live orders and those with a request in flight.
 //! - OrderID (37) is the venue's id for the order and survives replaces.
-//! - Replace: a new price alone is a `move` (time priority lost); a lower quantity alone is a
-//!   `reduce` (priority kept); anything else (a higher quantity, or price and quantity
-//!   together) is a cancel followed, once the cancel is done, by a new order for the rest.
+//! - The engine's id of an order is derived from the session and the order's first ClOrdID
+//!   ([`OrderDesk::engine_id_for`]), so the venue's order-id window (docs/rules.md) refuses a
+//!   NewOrderSingle resent with a ClOrdID whose order ended within the window (case 19a).
+//! - Replace: one `amend` (docs/rules.md, "Amend"), answered by Replaced or by an
+//!   OrderCancelReject.
 
 // Reports are built and consumed in place, one at a time; boxing them to please these lints
 // would allocate for every report.
@@ -16,8 +18,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use rialto_core::{
-    CancelReason, Command, OrderExtras, OrderId, OrderType, PlaceOrder, Reason, Side, Stp,
-    SymbolId, Tif, UserId,
+    AmendOrder, CancelReason, Command, OrderExtras, OrderId, OrderType, PlaceOrder, Reason, Side,
+    Stp, SymbolId, Tif, UserId,
 };
 use rialto_fix::Decimal;
 use rialto_fix::app::{self, NewOrderSingle, OrderCancelReplaceRequest, OrderCancelRequest};
@@ -64,8 +66,7 @@ impl std::fmt::Debug for ClOrdId {
 pub struct FixOrder {
     /// OrderID (37).
     pub order_id: u64,
-    /// The engine's id of the order's current incarnation (a cancel-and-new replace makes a
-    /// new one).
+    /// The engine's id of the order (SecondaryOrderID), derived from its first ClOrdID.
     pub engine_id: OrderId,
     pub cl_ord_id: ClOrdId,
     pub symbol: SymbolId,
@@ -107,22 +108,11 @@ enum Pending {
     Cancel {
         cl_ord_id: ClOrdId,
     },
-    /// A move or reduce: the replace is done when the engine accepts it.
+    /// An amend: the replace is done when the engine accepts it.
     Replace {
         cl_ord_id: ClOrdId,
         price_ticks: Option<i64>,
         order_qty_lots: i64,
-    },
-    /// The cancel half of a cancel-and-new replace.
-    ReplaceCancel {
-        cl_ord_id: ClOrdId,
-        price_ticks: Option<i64>,
-        order_qty_lots: i64,
-    },
-    /// The new half: `engine_id` is the new incarnation.
-    ReplaceNew {
-        cl_ord_id: ClOrdId,
-        orig: ClOrdId,
     },
     MassCancel {
         cl_ord_id: ClOrdId,
@@ -184,8 +174,19 @@ pub struct ToEngine {
     pub command: Command,
 }
 
-/// A new order's checked terms (instrument, lots, ticks, type, time in force), or why not.
-type Checked<'i> = Result<(&'i Instrument, i64, Option<i64>, OrderType, Tif), (u32, &'static str)>;
+/// A new order's checked terms (instrument, lots, ticks, type, time in force, extras), or why
+/// not.
+type Checked<'i> = Result<
+    (
+        &'i Instrument,
+        i64,
+        Option<i64>,
+        OrderType,
+        Tif,
+        OrderExtras,
+    ),
+    (u32, &'static str),
+>;
 
 /// The order desk of one FIX session.
 pub struct OrderDesk {
@@ -199,10 +200,12 @@ pub struct OrderDesk {
     /// Mass cancels in flight (their replies carry no order id).
     pending_mass: VecDeque<Pending>,
     next_order_id: u64,
+    /// The start of this session's OrderID range: what sets its engine ids apart from other
+    /// sessions' (of the same user).
+    id_base: u64,
 }
 
-/// SecondaryOrderID (198): the engine's id of the order's current incarnation, so that a
-/// restart can find it again after a cancel-and-new replace.
+/// SecondaryOrderID (198): the engine's id of the order, so that a restart finds it again.
 pub const SECONDARY_ORDER_ID: u32 = 198;
 
 /// FIX OrderRejReason values used here.
@@ -242,7 +245,25 @@ impl OrderDesk {
             pending: HashMap::new(),
             pending_mass: VecDeque::new(),
             next_order_id: first_order_id,
+            id_base: first_order_id,
         }
+    }
+
+    /// The engine's id for an order whose first ClOrdID is `cl_ord_id`: 63 bits of
+    /// SHA-256(session's OrderID base, ClOrdID), never 0. The same ClOrdID on the same session
+    /// always gives the same id, so the engine's order-id window refuses an order resent
+    /// after its first one ended (docs/rules.md): it never trades twice. Two ClOrdIDs that
+    /// met on one id (about one chance in 10^7 after ten million orders in a window) could
+    /// only make the second order refused `duplicate_order_id`, never touch the first.
+    pub fn engine_id_for(&self, cl_ord_id: &ClOrdId) -> OrderId {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update(self.id_base.to_le_bytes());
+        hasher.update(cl_ord_id.as_bytes());
+        let digest = hasher.finalize();
+        let bytes = digest.first_chunk::<8>().expect("32 bytes");
+        let id = (u64::from_le_bytes(*bytes) >> 1) as OrderId;
+        id.max(1)
     }
 
     pub fn user(&self) -> UserId {
@@ -341,26 +362,63 @@ impl OrderDesk {
             let order_type = match msg.ord_type {
                 b'1' => OrderType::Market,
                 b'2' => OrderType::Limit,
+                b'3' => OrderType::Stop,
+                b'4' => OrderType::StopLimit,
                 _ => {
                     return reject(
                         ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
-                        "only OrdType 1 (market) and 2 (limit) are supported",
+                        "only OrdType 1 (market), 2 (limit), 3 (stop) and 4 (stop limit) are supported",
                     );
                 }
             };
+            // A market or stop order without a TimeInForce is IOC, any other GTC; Day (0) and
+            // GTD (6) are the venue's `day` and `gtd` (docs/rules.md, "GTD and DAY").
             let tif = match (msg.time_in_force, order_type) {
-                // The venue trades around the clock: Day orders live until cancelled.
-                (None | Some(b'0') | Some(b'1'), OrderType::Limit) => Tif::Gtc,
-                (None | Some(b'0') | Some(b'3'), OrderType::Market) => Tif::Ioc,
+                (None, OrderType::Market | OrderType::Stop) => Tif::Ioc,
+                // A market order never rests: its day is its arrival.
+                (Some(b'0'), OrderType::Market) => Tif::Ioc,
+                (None, _) | (Some(b'1'), _) => Tif::Gtc,
+                (Some(b'0'), _) => Tif::Day,
                 (Some(b'3'), _) => Tif::Ioc,
                 (Some(b'4'), _) => Tif::Fok,
+                (Some(b'6'), _) => Tif::Gtd,
                 _ => {
                     return reject(
                         ord_rej::UNSUPPORTED_ORDER_CHARACTERISTIC,
-                        "TimeInForce must be 0 (day), 1 (GTC), 3 (IOC) or 4 (FOK)",
+                        "TimeInForce must be 0 (day), 1 (GTC), 3 (IOC), 4 (FOK) or 6 (GTD)",
                     );
                 }
             };
+            let mut extras = OrderExtras::NONE;
+            match (order_type, msg.stop_px) {
+                (OrderType::Stop | OrderType::StopLimit, None) => {
+                    return reject(ord_rej::OTHER, "a stop order needs a StopPx");
+                }
+                (_, Some(p)) => match instrument.ticks(p) {
+                    // On any other order the engine refuses it (invalid_order).
+                    Ok(t) => extras = extras.with_stop_price(t),
+                    Err(_) => return reject(ord_rej::OTHER, "StopPx is not on the tick grid"),
+                },
+                (_, None) => {}
+            }
+            match (tif, msg.expire_time) {
+                (Tif::Gtd, None) => {
+                    return reject(ord_rej::OTHER, "TimeInForce 6 (GTD) needs an ExpireTime");
+                }
+                (_, Some(ts)) => extras = extras.with_expire_ts(ts),
+                (_, None) => {}
+            }
+            if let Some(shown) = msg.display_qty {
+                match instrument.lots(shown) {
+                    Ok(l) => extras = extras.with_display_qty(l),
+                    Err(_) => {
+                        return reject(
+                            ord_rej::INCORRECT_QUANTITY,
+                            "DisplayQty is not a whole number of lots",
+                        );
+                    }
+                }
+            }
             let qty = match instrument.lots(msg.order_qty) {
                 Ok(q) if q > 0 => q,
                 Ok(_) => {
@@ -384,7 +442,7 @@ impl OrderDesk {
                 },
                 (_, None) => None,
             };
-            Ok((instrument, qty, price, order_type, tif))
+            Ok((instrument, qty, price, order_type, tif, extras))
         })();
         // A rejected order echoes what the client sent.
         let echo = |mut report: Report| {
@@ -396,7 +454,7 @@ impl OrderDesk {
             }
             report
         };
-        let (instrument, qty, price, order_type, tif) = match checked {
+        let (instrument, qty, price, order_type, tif, extras) = match checked {
             Ok(v) => v,
             Err((reason, text)) => {
                 let symbol = instruments
@@ -419,8 +477,23 @@ impl OrderDesk {
                 ts_ns,
             )));
         }
+        let engine_id = self.engine_id_for(&cl_ord_id);
+        if self.by_engine_id.contains_key(&engine_id) {
+            // An order of this session that was first sent with this ClOrdID is still live
+            // (under a replace's ClOrdID now): the engine would refuse it too.
+            return Err(echo(self.reject_new(
+                cl_ord_id,
+                instrument.id,
+                side,
+                qty,
+                (
+                    ord_rej::DUPLICATE_ORDER,
+                    "duplicate ClOrdID: a live order was first sent with it",
+                ),
+                ts_ns,
+            )));
+        }
         let order_id = self.take_id();
-        let engine_id = order_id as OrderId;
         let place = PlaceOrder {
             user: self.user,
             order: engine_id,
@@ -432,7 +505,7 @@ impl OrderDesk {
             qty,
             post_only: msg.post_only(),
             stp: Some(Stp::CancelTaker),
-            extras: OrderExtras::NONE,
+            extras,
         };
         self.orders.insert(
             order_id,
@@ -592,52 +665,23 @@ impl OrderDesk {
                 }
             },
         };
-        let price_changed = price_ticks != order.price_ticks;
-        let qty_change = order_qty_lots - order.order_qty_lots;
+        // One amend carries the whole new state: the price (when the order has one) and the
+        // new total. The engine decides whether the order keeps its place, and ends it when
+        // the total is at or below what has filled.
         let engine_id = order.engine_id;
-        let replace = Pending::Replace {
+        let amend = AmendOrder::with_fields(
+            self.user,
+            engine_id,
+            price_ticks,
+            Some(order_qty_lots),
+            None,
+        );
+        let pending = Pending::Replace {
             cl_ord_id,
             price_ticks,
             order_qty_lots,
         };
-        let (pending, kind, command) = if qty_change == 0 {
-            // A new price, or nothing new at all (the ClOrdID still moves on): a move, to the
-            // same price in the second case, since a reduce by zero is not allowed. A price
-            // can only be missing when it was missing before (a market order): nothing to move.
-            let Some(price) = price_ticks else {
-                return reject(app::cxl_rej_reason::OTHER, "nothing to change");
-            };
-            let command = Command::Move {
-                user: self.user,
-                order: engine_id,
-                price,
-            };
-            (replace, RequestKind::Move, command)
-        } else if qty_change < 0 && !price_changed {
-            let command = Command::Reduce {
-                user: self.user,
-                order: engine_id,
-                qty: -qty_change,
-            };
-            (replace, RequestKind::Reduce, command)
-        } else {
-            if order_qty_lots <= order.cum_lots {
-                return reject(
-                    app::cxl_rej_reason::OTHER,
-                    "the new OrderQty is not above what already filled",
-                );
-            }
-            let pending = Pending::ReplaceCancel {
-                cl_ord_id,
-                price_ticks,
-                order_qty_lots,
-            };
-            let command = Command::Cancel {
-                user: self.user,
-                order: engine_id,
-            };
-            (pending, RequestKind::Cancel, command)
-        };
+        let (kind, command) = (RequestKind::Amend, Command::Amend(amend));
         self.by_cl_ord_id.insert(cl_ord_id, order_id);
         self.pending
             .entry(engine_id)
@@ -812,20 +856,15 @@ impl OrderDesk {
                 reports.push(Report::Execution(exec));
                 self.retire(order_id);
             }
-            (Pending::Cancel { .. } | Pending::ReplaceCancel { .. }, Ok(())) => {
-                // The Cancelled event that follows reports it (and carries a replace on).
+            (Pending::Cancel { .. }, Ok(())) => {
+                // The Cancelled event that follows reports it.
                 self.pending
                     .entry(engine_id)
                     .or_default()
                     .push_front(pending);
             }
             // A refused cancel or amend (of any kind): the order stays as it was.
-            (
-                Pending::Cancel { cl_ord_id }
-                | Pending::ReplaceCancel { cl_ord_id, .. }
-                | Pending::Replace { cl_ord_id, .. },
-                Err(reason),
-            ) => {
+            (Pending::Cancel { cl_ord_id } | Pending::Replace { cl_ord_id, .. }, Err(reason)) => {
                 let response_to = if matches!(pending, Pending::Cancel { .. }) {
                     b'1'
                 } else {
@@ -856,54 +895,21 @@ impl OrderDesk {
                 },
                 Ok(()),
             ) => {
+                // Every fill before the amend has been counted (the engine's events come in
+                // order), so what is left is the new total less CumQty; at or below it, the
+                // engine ended the order (its Cancelled, reason reduce, is this report).
                 let orig = order.cl_ord_id;
                 self.by_cl_ord_id.remove(&orig);
                 order.cl_ord_id = cl_ord_id;
                 order.price_ticks = price_ticks;
-                let removed = order.order_qty_lots - order_qty_lots;
                 order.order_qty_lots = order_qty_lots;
-                order.leaves_lots = (order.leaves_lots - removed).max(0);
+                order.leaves_lots = (order_qty_lots - order.cum_lots).max(0);
                 order.status = order.status_after_fill();
-                if order.leaves_lots == 0 && order.cum_lots == 0 {
-                    order.status = app::ord_status::CANCELED;
-                }
                 let order = order.clone();
                 let mut exec = self.execution(&order, app::exec_type::REPLACED, seq, ts_ns);
                 exec.orig_cl_ord_id = Some(orig);
                 reports.push(Report::Execution(exec));
                 if order.leaves_lots == 0 {
-                    self.retire(order_id);
-                }
-            }
-            (Pending::ReplaceNew { cl_ord_id, orig }, result) => {
-                let mut exec;
-                match result {
-                    Ok(()) => {
-                        self.by_cl_ord_id.remove(&orig);
-                        order.cl_ord_id = cl_ord_id;
-                        order.status = order.status_after_fill();
-                        let order = order.clone();
-                        exec = self.execution(&order, app::exec_type::REPLACED, seq, ts_ns);
-                    }
-                    Err(reason) => {
-                        // The old order is gone and the new one was refused: the order ends.
-                        order.leaves_lots = 0;
-                        order.status = app::ord_status::CANCELED;
-                        order.cl_ord_id = cl_ord_id;
-                        let order = order.clone();
-                        exec = self.execution(&order, app::exec_type::CANCELED, seq, ts_ns);
-                        exec.text = Some(match reason {
-                            Reason::InsufficientFunds => {
-                                "replaced order refused (insufficient_funds): the order is cancelled"
-                            }
-                            _ => "replaced order refused by the engine: the order is cancelled",
-                        });
-                    }
-                }
-                exec.orig_cl_ord_id = Some(orig);
-                let done = exec.order.leaves_lots == 0;
-                reports.push(Report::Execution(exec));
-                if done {
                     self.retire(order_id);
                 }
             }
@@ -989,8 +995,13 @@ impl OrderDesk {
         else {
             return;
         };
-        let engine_id = engine_id.unwrap_or(order_id);
-        self.next_order_id = self.next_order_id.max(order_id + 1).max(engine_id + 1);
+        // FIX 4.0 reports have no SecondaryOrderID: the id the order had (its first report,
+        // read before this one), else the one its ClOrdID gives.
+        let engine_id = engine_id
+            .map(|id| id as OrderId)
+            .or_else(|| self.orders.get(&order_id).map(|o| o.engine_id))
+            .unwrap_or_else(|| self.engine_id_for(&cl_ord_id));
+        self.next_order_id = self.next_order_id.max(order_id + 1);
         let lots = |d: Option<Decimal>| d.and_then(|d| instrument.lots(d).ok());
         let ticks = |d: Option<Decimal>| d.and_then(|d| instrument.ticks(d).ok());
         // FIX 4.0 reports have no LeavesQty: what is left is OrderQty − CumQty.
@@ -1019,7 +1030,7 @@ impl OrderDesk {
         };
         let order = FixOrder {
             order_id,
-            engine_id: engine_id as OrderId,
+            engine_id,
             cl_ord_id,
             symbol: instrument.id,
             side: if side == Some(b'2') {
@@ -1083,8 +1094,33 @@ impl OrderDesk {
         }
     }
 
-    /// Quantity left the book (or never entered it). Returns the new half of a
-    /// cancel-and-new replace when this was its cancel.
+    /// A pending stop order of this desk triggered: ExecutionReport ExecType L (triggered or
+    /// activated by system), its status unchanged; its fills follow.
+    pub fn on_triggered(
+        &mut self,
+        engine_id: OrderId,
+        seq: u64,
+        ts_ns: i64,
+        reports: &mut Vec<Report>,
+    ) {
+        let Some(order) = self
+            .by_engine_id
+            .get(&engine_id)
+            .and_then(|id| self.orders.get(id))
+        else {
+            return;
+        };
+        let order = order.clone();
+        reports.push(Report::Execution(self.execution(
+            &order,
+            app::exec_type::TRIGGERED,
+            seq,
+            ts_ns,
+        )));
+    }
+
+    /// Quantity left the book (or never entered it). `None` when the order is not this
+    /// desk's.
     pub fn on_cancelled(
         &mut self,
         engine_id: OrderId,
@@ -1093,16 +1129,14 @@ impl OrderDesk {
         seq: u64,
         ts_ns: i64,
         reports: &mut Vec<Report>,
-    ) -> Option<ToEngine> {
+    ) -> Option<()> {
         let order_id = *self.by_engine_id.get(&engine_id)?;
         if reason == CancelReason::Reduce {
-            return None; // reported as the Replaced of the reduce
+            return Some(()); // an amend ended it: reported as its Replaced
         }
         let queue = self.pending.entry(engine_id).or_default();
         let pending = match queue.front() {
-            Some(p @ (Pending::Cancel { .. } | Pending::ReplaceCancel { .. }))
-                if reason == CancelReason::User =>
-            {
+            Some(p @ Pending::Cancel { .. }) if reason == CancelReason::User => {
                 let p = *p;
                 queue.pop_front();
                 Some(p)
@@ -1122,62 +1156,19 @@ impl OrderDesk {
         }
         let order = self.orders.get_mut(&order_id)?;
         order.leaves_lots = (order.leaves_lots - qty_lots).max(0);
-        if let Some(Pending::ReplaceCancel {
-            cl_ord_id,
-            price_ticks,
-            order_qty_lots,
-        }) = pending
-        {
-            // The new half: the rest of the new quantity at the new price, as a new order.
-            let new_engine_id = self.next_order_id as OrderId;
-            self.next_order_id += 1;
-            let orig = order.cl_ord_id;
-            let remaining = order_qty_lots - order.cum_lots;
-            order.engine_id = new_engine_id;
-            order.price_ticks = price_ticks;
-            order.order_qty_lots = order_qty_lots;
-            order.leaves_lots = remaining;
-            let place = PlaceOrder {
-                user: self.user,
-                order: new_engine_id,
-                symbol: order.symbol,
-                side: Some(order.side),
-                order_type: Some(if order.ord_type == b'1' {
-                    OrderType::Market
-                } else {
-                    OrderType::Limit
-                }),
-                tif: Some(match order.time_in_force {
-                    Some(b'3') => Tif::Ioc,
-                    Some(b'4') => Tif::Fok,
-                    _ => Tif::Gtc,
-                }),
-                price: price_ticks,
-                qty: remaining,
-                post_only: false,
-                stp: Some(Stp::CancelTaker),
-                extras: OrderExtras::NONE,
-            };
-            self.by_engine_id.remove(&engine_id);
-            self.pending.remove(&engine_id);
-            self.by_engine_id.insert(new_engine_id, order_id);
-            self.pending
-                .entry(new_engine_id)
-                .or_default()
-                .push_back(Pending::ReplaceNew { cl_ord_id, orig });
-            return Some(ToEngine {
-                order: new_engine_id,
-                kind: RequestKind::Place,
-                command: Command::Place(place),
-            });
-        }
-        order.status = if order.leaves_lots == 0 {
-            app::ord_status::CANCELED
-        } else {
-            order.status
+        let expired = reason == CancelReason::Expired;
+        order.status = match (order.leaves_lots, expired) {
+            (0, true) => app::ord_status::EXPIRED,
+            (0, false) => app::ord_status::CANCELED,
+            _ => order.status,
         };
         let order = order.clone();
-        let mut exec = self.execution(&order, app::exec_type::CANCELED, seq, ts_ns);
+        let exec_type = if expired {
+            app::exec_type::EXPIRED
+        } else {
+            app::exec_type::CANCELED
+        };
+        let mut exec = self.execution(&order, exec_type, seq, ts_ns);
         if let Some(Pending::Cancel { cl_ord_id }) = pending {
             self.by_cl_ord_id.remove(&cl_ord_id);
             exec.orig_cl_ord_id = Some(order.cl_ord_id);
@@ -1191,7 +1182,7 @@ impl OrderDesk {
         if order.leaves_lots == 0 {
             self.retire(order_id);
         }
-        None
+        Some(())
     }
 }
 
@@ -1375,37 +1366,34 @@ mod tests {
     }
 
     #[test]
-    fn replaces_map_onto_move_reduce_and_cancel_then_new() {
+    fn a_replace_is_one_amend_and_its_report_counts_the_fills() {
         let mut desk = OrderDesk::new(1, 1 << 40);
         let t = place(&mut desk, "A", "1", "0.010", "100.00");
         let mut reports = Vec::new();
         desk.on_reply(t.order, RequestKind::Place, Ok(()), 1, 0, &mut reports);
 
         let m = replace(&mut desk, "A", "B", "0.010", "99.00").unwrap();
-        assert!(matches!(m.command, Command::Move { price: 9_900, .. }));
+        assert_eq!((m.order, m.kind), (t.order, RequestKind::Amend));
+        let Command::Amend(a) = m.command else {
+            panic!("an amend")
+        };
+        assert_eq!(
+            (a.order, a.price(), a.qty()),
+            (t.order, Some(9_900), Some(10))
+        );
         desk.on_reply(m.order, m.kind, Ok(()), 2, 0, &mut reports);
+        desk.on_trade(t.order, 9_900, 3, 3, 0, &mut reports);
 
+        // A new total of 6 with 3 filled leaves 3.
         let r = replace(&mut desk, "B", "C", "0.006", "99.00").unwrap();
-        assert!(matches!(r.command, Command::Reduce { qty: 4, .. }));
-        desk.on_reply(r.order, r.kind, Ok(()), 3, 0, &mut reports);
+        desk.on_reply(r.order, r.kind, Ok(()), 4, 0, &mut reports);
+        // A total at what has filled ends the order: Replaced, Filled, nothing left.
+        let d = replace(&mut desk, "C", "D", "0.003", "99.00").unwrap();
+        desk.on_reply(d.order, d.kind, Ok(()), 5, 0, &mut reports);
         assert!(
-            desk.on_cancelled(r.order, 4, CancelReason::Reduce, 3, 0, &mut reports)
+            desk.on_cancelled(d.order, 3, CancelReason::Reduce, 5, 0, &mut reports)
                 .is_none()
         );
-
-        // More quantity: cancel first, the new order only once the cancel is done.
-        let c = replace(&mut desk, "C", "D", "0.020", "98.00").unwrap();
-        assert!(matches!(c.command, Command::Cancel { .. }));
-        desk.on_reply(c.order, c.kind, Ok(()), 4, 0, &mut reports);
-        let new = desk
-            .on_cancelled(c.order, 6, CancelReason::User, 4, 0, &mut reports)
-            .expect("the new half");
-        let Command::Place(p) = new.command else {
-            panic!("a place")
-        };
-        assert_eq!((p.qty, p.price), (20, Some(9_800)));
-        assert_ne!(new.order, t.order);
-        desk.on_reply(new.order, new.kind, Ok(()), 5, 0, &mut reports);
 
         let e = executions(&reports);
         let replaced: Vec<_> = e
@@ -1413,40 +1401,99 @@ mod tests {
             .filter(|x| x.exec_type == app::exec_type::REPLACED)
             .collect();
         assert_eq!(replaced.len(), 3, "{reports:?}");
-        assert_eq!(replaced[1].order.leaves_lots, 6);
-        assert_eq!(replaced[2].cl_ord_id.as_bytes(), b"D");
-        assert_eq!(replaced[2].orig_cl_ord_id.unwrap().as_bytes(), b"C");
-        // The OrderID never changed.
+        let o = &replaced[1].order;
+        assert_eq!((o.order_qty_lots, o.cum_lots, o.leaves_lots), (6, 3, 3));
+        assert_eq!(o.status, app::ord_status::PARTIALLY_FILLED);
+        assert_eq!(replaced[1].cl_ord_id.as_bytes(), b"C");
+        assert_eq!(replaced[1].orig_cl_ord_id.unwrap().as_bytes(), b"B");
+        let o = &replaced[2].order;
+        assert_eq!((o.leaves_lots, o.status), (0, app::ord_status::FILLED));
+        assert_eq!(
+            e.len(),
+            5,
+            "no report for the reduce that ended it: {reports:?}"
+        );
+        // The OrderID and the engine's id never changed.
         assert!(e.iter().all(|x| x.order.order_id == 1 << 40));
-        // Old ClOrdIDs are free again; the live one is D.
-        assert!(desk.order_by_cl_ord_id(b"A").is_none());
-        assert_eq!(desk.order_by_cl_ord_id(b"D").unwrap().leaves_lots, 20);
+        assert!(e.iter().all(|x| x.order.engine_id == t.order));
+        assert!(desk.live_orders().next().is_none());
     }
 
     #[test]
-    fn a_refused_new_half_ends_the_order_and_rejects_are_answered() {
+    fn engine_ids_follow_the_session_and_the_first_cl_ord_id() {
+        let mut desk = OrderDesk::new(1, 1 << 40);
+        let other = OrderDesk::new(1, 2 << 40);
+        let id = |d: &OrderDesk, c: &str| d.engine_id_for(&ClOrdId::new(c.as_bytes()).unwrap());
+        assert_eq!(id(&desk, "A"), id(&desk, "A"));
+        assert_ne!(id(&desk, "A"), id(&desk, "B"));
+        assert_ne!(id(&desk, "A"), id(&other, "A"));
+        assert!(id(&desk, "A") > 0);
+        // A resend of an order that ended goes to the engine with the same id, for its
+        // order-id window to refuse.
+        let t = place(&mut desk, "A", "1", "0.001", "1");
+        assert_eq!(t.order, id(&desk, "A"));
+        let mut reports = Vec::new();
+        desk.on_reply(t.order, t.kind, Ok(()), 1, 0, &mut reports);
+        desk.on_cancelled(t.order, 1, CancelReason::Ioc, 1, 0, &mut reports);
+        assert!(desk.live_orders().next().is_none());
+        assert_eq!(place(&mut desk, "A", "1", "0.001", "1").order, t.order);
+        // While an order first sent as X lives on as Y, a new X is refused at once.
+        let x = place(&mut desk, "X", "1", "0.001", "1");
+        desk.on_reply(x.order, x.kind, Ok(()), 2, 0, &mut reports);
+        let r = replace(&mut desk, "X", "Y", "0.002", "1").unwrap();
+        desk.on_reply(r.order, r.kind, Ok(()), 3, 0, &mut reports);
+        let bytes = message(
+            "D",
+            &[
+                (tags::CL_ORD_ID, "X"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::ORDER_QTY, "0.001"),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, "1"),
+            ],
+        );
+        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+        let nos = NewOrderSingle::decode(&frame).unwrap();
+        let Err(Report::Execution(dup)) = desk.new_order(&nos, &instruments(), 0) else {
+            panic!("refused")
+        };
+        assert_eq!(dup.ord_rej_reason, Some(ord_rej::DUPLICATE_ORDER));
+    }
+
+    #[test]
+    fn a_refused_amend_leaves_the_order_and_rejects_are_answered() {
         let mut desk = OrderDesk::new(1, 1 << 40);
         let t = place(&mut desk, "A", "1", "0.010", "100.00");
         let mut reports = Vec::new();
         desk.on_reply(t.order, RequestKind::Place, Ok(()), 1, 0, &mut reports);
         let c = replace(&mut desk, "A", "B", "0.020", "100.00").unwrap();
-        desk.on_reply(c.order, c.kind, Ok(()), 2, 0, &mut reports);
-        let new = desk
-            .on_cancelled(c.order, 10, CancelReason::User, 2, 0, &mut reports)
-            .unwrap();
         reports.clear();
         desk.on_reply(
-            new.order,
-            new.kind,
+            c.order,
+            c.kind,
             Err(Reason::InsufficientFunds),
-            3,
+            2,
             0,
             &mut reports,
         );
-        let e = executions(&reports);
-        assert_eq!(e[0].exec_type, app::exec_type::CANCELED);
-        assert!(e[0].text.unwrap().contains("insufficient_funds"));
-        assert!(desk.live_orders().next().is_none());
+        match &reports[..] {
+            [
+                Report::CancelReject {
+                    response_to: b'2',
+                    ord_status,
+                    text,
+                    ..
+                },
+            ] => {
+                assert_eq!(*ord_status, app::ord_status::NEW);
+                assert_eq!(*text, "insufficient_funds");
+            }
+            other => panic!("{other:?}"),
+        }
+        let o = desk.order_by_cl_ord_id(b"A").expect("still A");
+        assert_eq!((o.order_qty_lots, o.leaves_lots), (10, 10));
+        assert!(desk.order_by_cl_ord_id(b"B").is_none());
 
         // Unknown orders and duplicate ClOrdIDs.
         assert!(matches!(

@@ -18,6 +18,10 @@ use tokio::sync::{mpsc, oneshot};
 use crate::idle::Bell;
 use crate::pipeline::{Op, Reply, Request, SessionId};
 
+/// Messages for the web side, in pipeline order: a user's (`Some`), or public ones (`None`:
+/// phase changes and auction results).
+pub type WebMessages = Vec<(Option<UserId>, ServerMsg)>;
+
 /// Web sessions are `WEB_SESSION_BASE + n`: above the binary gateway's, below FIX's.
 pub const WEB_SESSION_BASE: SessionId = 1 << 40;
 /// Requests waiting for the gateway to take them.
@@ -43,15 +47,13 @@ pub struct WebBridge {
     gateway_bell: OnceLock<Arc<Bell>>,
     next_session: AtomicU64,
     pending: Mutex<HashMap<SessionId, oneshot::Sender<ServerMsg>>>,
-    /// Fills and cancellations for users, in pipeline order, a few at a time.
-    user_messages: mpsc::UnboundedSender<Vec<(UserId, ServerMsg)>>,
+    /// Fills and cancellations for users (and, for `None`, public messages: phase changes and
+    /// auction results), in pipeline order, a few at a time.
+    user_messages: mpsc::UnboundedSender<WebMessages>,
 }
 
 impl WebBridge {
-    pub fn new() -> (
-        Arc<WebBridge>,
-        mpsc::UnboundedReceiver<Vec<(UserId, ServerMsg)>>,
-    ) {
+    pub fn new() -> (Arc<WebBridge>, mpsc::UnboundedReceiver<WebMessages>) {
         let (user_messages, receiver) = mpsc::unbounded_channel();
         let bridge = Arc::new(WebBridge {
             requests: ArrayQueue::new(QUEUE_CAPACITY),
@@ -127,7 +129,7 @@ impl WebBridge {
     /// Fills and cancellations of users' orders, in pipeline order. The gateway gathers them
     /// and sends a few at a time: each send may wake a web thread, which is a system call on
     /// the gateway's thread.
-    pub fn deliver_user_messages(&self, messages: Vec<(UserId, ServerMsg)>) {
+    pub fn deliver_user_messages(&self, messages: WebMessages) {
         let _ = self.user_messages.send(messages);
     }
 

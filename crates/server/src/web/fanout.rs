@@ -96,6 +96,16 @@ impl Topics {
         channels.values().any(|c| !c.lock().is_empty())
     }
 
+    /// Writes one text message to every subscriber of `channel` (a channel without a
+    /// snapshot rule of its own: `status`). A subscriber that takes no more leaves it.
+    pub fn publish(&self, channel: &str, text: &str) {
+        let Some(joined) = self.wanted(channel) else {
+            return;
+        };
+        let frame = text_frame(text);
+        joined.lock().retain(|s| s.outbox.send(frame.clone()));
+    }
+
     /// Subscribers of one channel.
     pub fn subscribers(&self, channel: &str) -> usize {
         let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());

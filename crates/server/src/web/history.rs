@@ -112,22 +112,52 @@ impl Histories {
 /// Receives fills and cancellations from the gateway, in order.
 pub async fn run(
     state: Arc<AppState>,
-    mut batches: mpsc::UnboundedReceiver<Vec<(UserId, ServerMsg)>>,
+    mut batches: mpsc::UnboundedReceiver<super::bridge::WebMessages>,
 ) {
     while let Some(batch) = batches.recv().await {
         for (user, msg) in batch {
-            record(&state, user, msg);
+            match user {
+                Some(user) => record(&state, user, msg),
+                None => publish_status(&state, &msg),
+            }
         }
     }
 }
 
+/// A phase change or an auction result, to the public `status` channel (docs/api.md).
+fn publish_status(state: &AppState, msg: &ServerMsg) {
+    let event = match *msg {
+        ServerMsg::PhaseChanged {
+            seq,
+            ts_ns,
+            symbol,
+            phase,
+        } => json!({"ch": "status", "type": "phase", "symbol": symbol_name(state, symbol),
+            "phase": phase.as_str(), "seq": seq, "ts_ns": ts_ns}),
+        ServerMsg::Auction {
+            seq,
+            ts_ns,
+            symbol,
+            price,
+            qty,
+            imbalance,
+        } => json!({"ch": "status", "type": "auction", "symbol": symbol_name(state, symbol),
+            "price": price, "qty": qty, "imbalance": imbalance, "seq": seq, "ts_ns": ts_ns}),
+        _ => return,
+    };
+    state.topics.publish(STATUS_CHANNEL, &event.to_string());
+}
+
+/// The public channel of phase changes and auction results.
+pub const STATUS_CHANNEL: &str = "status";
+
 /// Adds one fill or cancellation to its user's history and stream.
 fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
-    if !matches!(msg, ServerMsg::Trade { .. } | ServerMsg::Cancelled { .. }) {
-        return;
-    }
     let seq = match msg {
-        ServerMsg::Trade { seq, .. } | ServerMsg::Cancelled { seq, .. } => seq,
+        ServerMsg::Trade { seq, .. }
+        | ServerMsg::Cancelled { seq, .. }
+        | ServerMsg::Amended { seq, .. }
+        | ServerMsg::Triggered { seq, .. } => seq,
         _ => return,
     };
     if let Some(tx) = state.history.stream(user)
@@ -184,6 +214,32 @@ fn message_json(msg: &ServerMsg, name: &impl Fn(SymbolId) -> String) -> Option<V
         } => {
             json!({"type": "cancelled", "order": order, "symbol": name(symbol), "side": side.as_str(),
             "qty": qty, "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns})
+        }
+        ServerMsg::Amended {
+            seq,
+            ts_ns,
+            order,
+            symbol,
+            side,
+            price,
+            stop_price,
+            remaining,
+            priority,
+        } => {
+            json!({"type": "amended", "order": order, "symbol": name(symbol), "side": side.as_str(),
+            "price": price, "stop_price": stop_price, "remaining": remaining,
+            "priority": priority.as_str(), "seq": seq, "ts_ns": ts_ns})
+        }
+        ServerMsg::Triggered {
+            seq,
+            ts_ns,
+            order,
+            symbol,
+            side,
+            stop_price,
+        } => {
+            json!({"type": "triggered", "order": order, "symbol": name(symbol), "side": side.as_str(),
+            "stop_price": stop_price, "seq": seq, "ts_ns": ts_ns})
         }
         _ => return None,
     })

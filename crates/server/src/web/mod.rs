@@ -152,7 +152,7 @@ pub struct WebParts {
     pub credentials: Arc<Credentials>,
     pub admin_secret: String,
     pub bridge: Arc<WebBridge>,
-    pub user_messages: mpsc::UnboundedReceiver<Vec<(UserId, rialto_wire::ServerMsg)>>,
+    pub user_messages: mpsc::UnboundedReceiver<bridge::WebMessages>,
     pub md: Arc<MarketData>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// When this run of the server began (ms since the Unix epoch): requests signed earlier

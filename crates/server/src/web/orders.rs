@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use rialto_core::{
-    Command, OrderExtras, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId, UserReport,
+    AmendOrder, Command, OrderExtras, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId,
+    UserReport,
 };
 use rialto_wire::{RequestKind, ServerMsg};
 use serde::Deserialize;
@@ -31,6 +32,15 @@ pub struct PlaceBody {
     pub post_only: bool,
     #[serde(default)]
     pub stp: Option<String>,
+    /// Stop and stop-limit orders: the trade price that triggers them.
+    #[serde(default)]
+    pub stop_price: Option<i64>,
+    /// An iceberg's displayed quantity.
+    #[serde(default)]
+    pub display_qty: Option<i64>,
+    /// A GTD order's expiry time, ns of venue time.
+    #[serde(default)]
+    pub expire_ts: Option<i64>,
 }
 
 pub fn symbol_id(state: &AppState, name: &str) -> SymbolId {
@@ -66,7 +76,7 @@ fn place_command(state: &AppState, user: UserId, order: i64, body: &PlaceBody) -
         qty: body.qty,
         post_only: body.post_only,
         stp,
-        extras: OrderExtras::NONE,
+        extras: OrderExtras::with_fields(body.stop_price, body.display_qty, body.expire_ts),
     }
 }
 
@@ -147,6 +157,36 @@ pub async fn reduce(
     order_call(state, user, order, RequestKind::Reduce, cmd).await
 }
 
+/// An amend: a new price, total quantity (fills included) and/or stop price (docs/rules.md,
+/// "Amend"); a field left out keeps its value.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AmendBody {
+    #[serde(default)]
+    pub price: Option<i64>,
+    #[serde(default)]
+    pub qty: Option<i64>,
+    #[serde(default)]
+    pub stop_price: Option<i64>,
+}
+
+pub async fn amend(
+    state: &Arc<AppState>,
+    user: UserId,
+    order: i64,
+    body: &AmendBody,
+) -> Result<Value, ApiError> {
+    let amend = AmendOrder::with_fields(user, order, body.price, body.qty, body.stop_price);
+    order_call(
+        state,
+        user,
+        order,
+        RequestKind::Amend,
+        Command::Amend(amend),
+    )
+    .await
+}
+
 pub async fn mass_cancel(
     state: &Arc<AppState>,
     user: UserId,
@@ -155,6 +195,35 @@ pub async fn mass_cancel(
     let symbol = symbol.map(|name| symbol_id(state, name));
     let cmd = Command::MassCancel { user, symbol };
     order_call(state, user, 0, RequestKind::MassCancel, cmd).await
+}
+
+/// The venue's settings and each symbol's trading status, and the seq they are as of.
+pub async fn venue_status(state: &AppState) -> Result<(u64, Value), ApiError> {
+    match state
+        .bridge
+        .call(Reply::Settings { request: 0 }, Op::VenueSettings)
+        .await?
+    {
+        ServerMsg::VenueSettings {
+            seq,
+            order_id_window_ns,
+            symbols,
+            ..
+        } => {
+            let symbols: Vec<Value> = symbols
+                .iter()
+                .map(|(id, s)| {
+                    json!({"symbol": super::history::symbol_name(state, *id), "phase": s.phase.as_str(),
+                        "last": s.last, "reference": s.reference, "band_bps": s.band_bps})
+                })
+                .collect();
+            Ok((
+                seq,
+                json!({"seq": seq, "order_id_window_ns": order_id_window_ns, "symbols": symbols}),
+            ))
+        }
+        other => Err(unexpected(&other)),
+    }
 }
 
 /// A user's balances and open orders.

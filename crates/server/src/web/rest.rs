@@ -39,7 +39,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/candles/{symbol}", get(candles))
         .route("/orders", post(place).get(open_orders).delete(mass_cancel))
         .route("/orders/history", get(history))
-        .route("/orders/{order}", delete(cancel))
+        .route("/orders/{order}", delete(cancel).patch(amend))
         .route("/orders/{order}/move", post(move_order))
         .route("/orders/{order}/reduce", post(reduce))
         .route("/balances", get(balances))
@@ -48,6 +48,14 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/admin/users", post(add_user).get(list_users))
         .route("/admin/symbols", post(add_symbol))
         .route("/admin/venue", get(venue))
+        .route("/status", get(status))
+        .route("/admin/settings", get(settings))
+        .route("/admin/symbols/{symbol}/phase", post(set_phase))
+        .route("/admin/symbols/{symbol}/band", post(set_band))
+        .route("/admin/symbols/{symbol}/ref_price", post(set_ref_price))
+        .route("/admin/users/{user}/suspend", post(suspend_user))
+        .route("/admin/users/{user}/resume", post(resume_user))
+        .route("/admin/settings/order_id_window", post(set_order_id_window))
         .route("/admin/snapshot", post(snapshot))
         .route("/admin/balances/{user}", get(user_balances))
         .fallback(api_not_found);
@@ -351,6 +359,16 @@ async fn move_order(
     Ok(Json(orders::move_order(&state, user, order, price).await?))
 }
 
+async fn amend(
+    State(state): Shared,
+    Path(order): Path<String>,
+    Trader(user, body): Trader,
+) -> ApiResult {
+    let order = path_order(&order)?;
+    let body: orders::AmendBody = parse_json(&body)?;
+    Ok(Json(orders::amend(&state, user, order, &body).await?))
+}
+
 async fn reduce(
     State(state): Shared,
     Path(order): Path<String>,
@@ -556,6 +574,98 @@ async fn venue(State(state): Shared, _: Admin) -> ApiResult {
         ))),
         _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected reply")),
     }
+}
+
+/// The venue's settings, as of the `seq` the reply names.
+async fn settings(State(state): Shared, _: Admin) -> ApiResult {
+    Ok(Json(orders::venue_status(&state).await?.1))
+}
+
+/// Each symbol's trading status (public).
+async fn status(State(state): Shared) -> ApiResult {
+    let (seq, mut settings) = orders::venue_status(&state).await?;
+    Ok(Json(
+        json!({"seq": seq, "symbols": settings["symbols"].take()}),
+    ))
+}
+
+/// A symbol named in a path, or 404.
+fn path_symbol(state: &AppState, name: &str) -> Result<rialto_core::SymbolId, ApiError> {
+    state
+        .md
+        .feed()
+        .symbol_id(name)
+        .ok_or_else(|| ApiError::unknown_symbol(name))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PhaseBody {
+    phase: String,
+}
+
+async fn set_phase(
+    State(state): Shared,
+    Path(symbol): Path<String>,
+    Admin(body): Admin,
+) -> ApiResult {
+    let symbol = path_symbol(&state, &symbol)?;
+    let PhaseBody { phase } = parse_json(&body)?;
+    // An unknown word is the engine's `invalid_phase`.
+    let phase = rialto_core::Phase::parse(&phase);
+    admin_call(&state, Command::SetPhase { symbol, phase }).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BandBody {
+    band_bps: i64,
+}
+
+async fn set_band(
+    State(state): Shared,
+    Path(symbol): Path<String>,
+    Admin(body): Admin,
+) -> ApiResult {
+    let symbol = path_symbol(&state, &symbol)?;
+    let BandBody { band_bps } = parse_json(&body)?;
+    admin_call(&state, Command::SetBand { symbol, band_bps }).await
+}
+
+async fn set_ref_price(
+    State(state): Shared,
+    Path(symbol): Path<String>,
+    Admin(body): Admin,
+) -> ApiResult {
+    let symbol = path_symbol(&state, &symbol)?;
+    let PriceBody { price } = parse_json(&body)?;
+    admin_call(&state, Command::SetRefPrice { symbol, price }).await
+}
+
+fn path_user(user: &str) -> Result<UserId, ApiError> {
+    user.parse()
+        .map_err(|_| ApiError::bad_request("bad_request", "a user id is a 64-bit integer"))
+}
+
+async fn suspend_user(State(state): Shared, Path(user): Path<String>, _: Admin) -> ApiResult {
+    let user = path_user(&user)?;
+    admin_call(&state, Command::SuspendUser { user }).await
+}
+
+async fn resume_user(State(state): Shared, Path(user): Path<String>, _: Admin) -> ApiResult {
+    let user = path_user(&user)?;
+    admin_call(&state, Command::ResumeUser { user }).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrderIdWindow {
+    window_ns: i64,
+}
+
+async fn set_order_id_window(State(state): Shared, Admin(body): Admin) -> ApiResult {
+    let OrderIdWindow { window_ns } = parse_json(&body)?;
+    admin_call(&state, Command::SetOrderIdWindow { window: window_ns }).await
 }
 
 async fn snapshot(State(state): Shared, _: Admin) -> ApiResult {

@@ -502,6 +502,18 @@ impl Connection {
                 )
                 .await
             }
+            "amend" => {
+                let user = self.trader()?;
+                let order = need_i64(args, "order")?;
+                let mut fields = without_meta(args);
+                if let Some(map) = fields.as_object_mut() {
+                    map.remove("order");
+                }
+                let body: orders::AmendBody = serde_json::from_value(fields).map_err(|e| {
+                    ApiError::bad_request("malformed_json", format!("not an amend: {e}"))
+                })?;
+                orders::amend(&state, user, order, &body).await
+            }
             "mass_cancel" => {
                 let user = self.trader()?;
                 let symbol = field(args, "symbol").and_then(Value::as_str);
@@ -580,6 +592,28 @@ impl Connection {
             ));
             self.subscriptions
                 .insert(channel.to_string(), Subscription::User { active, task });
+            return Ok(json!({"subscribed": channel}));
+        }
+        if channel == super::history::STATUS_CHANNEL {
+            // The snapshot is read before joining (reading waits for the engine), so it is
+            // read again after: a phase change in between is in the second snapshot, and a
+            // message whose seq is at or below a snapshot's is already in it (docs/api.md).
+            let snapshot = |seq: u64, mut settings: Value| {
+                json!({"ch": channel, "type": "snapshot", "seq": seq,
+                    "symbols": settings["symbols"].take()})
+            };
+            let (seq, settings) = orders::venue_status(&state).await?;
+            let message = snapshot(seq, settings);
+            self.establish()?;
+            let joined = state.topics.subscribe(channel, self.id, &self.outbox, || {
+                (text_frame(&message.to_string()), seq)
+            });
+            self.subscriptions
+                .insert(channel.to_string(), Subscription::Channel(joined));
+            let (again, settings) = orders::venue_status(&state).await?;
+            if again != seq {
+                self.send(snapshot(again, settings));
+            }
             return Ok(json!({"subscribed": channel}));
         }
         let Some((kind, name)) = channel.split_once('.') else {
