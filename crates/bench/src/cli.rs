@@ -59,6 +59,9 @@ pub enum MixArg {
     Generator,
     /// exchange-core's published mix: 9% GTC, 3% IOC, 6% cancel, 82% move.
     Published,
+    /// 10% stop and stop-limit orders, 5% icebergs, 5% DAY orders, the rest in the generator
+    /// mix's proportions; a day end every 100,000 commands (--workload single only).
+    Rulebook,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,6 +141,7 @@ impl EngineArgs {
         let mix = match self.mix {
             MixArg::Generator => Mix::Generator,
             MixArg::Published => Mix::Published,
+            MixArg::Rulebook => Mix::Rulebook,
         };
         Ok(match self.workload {
             WorkloadArg::Single => {
@@ -160,6 +164,9 @@ impl EngineArgs {
             WorkloadArg::Multi => {
                 if self.users.is_some() {
                     anyhow::bail!("--users is for --workload single (multi has --accounts)");
+                }
+                if mix == Mix::Rulebook {
+                    anyhow::bail!("--mix rulebook is for --workload single");
                 }
                 let overrides = MultiOverrides {
                     symbols: self.symbols,

@@ -10,7 +10,7 @@ use rialto_core::{Command, Engine, Event, EventSink};
 
 use crate::clock::{Clock, InstantClock, TscClock};
 use crate::mem;
-use crate::workload::{self, MultiParams, SingleParams, Size, Workload};
+use crate::workload::{self, Mix, MultiParams, SingleParams, Size, Workload};
 
 /// Which workload to run.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -138,6 +138,8 @@ pub struct Report {
     pub trading_fraction: f64,
     /// Rejected benchmark commands (a sound workload has none).
     pub rejected: u64,
+    /// `--mix rulebook`: stops triggered, cascade trades and the cascade cost per stop.
+    pub cascade: Option<CascadeFigures>,
 }
 
 /// How this binary was built, for the reports: "debug", "release", or "release,
@@ -155,7 +157,7 @@ pub fn build_kind() -> &'static str {
 impl Report {
     pub fn to_json(&self) -> serde_json::Value {
         let p = &self.latency_ns;
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "build": build_kind(),
             "commands": self.commands,
             "seconds": self.seconds,
@@ -195,7 +197,19 @@ impl Report {
             "trades": self.trades,
             "trading_fraction": self.trading_fraction,
             "rejected": self.rejected,
-        })
+        });
+        if let Some(c) = &self.cascade {
+            v["stops_triggered"] = c.stops_triggered.into();
+            v["cascade_trades"] = c.cascade_trades.into();
+            v["cascade_ns_per_stop"] = c.cost_per_stop_ns.into();
+            v["triggering_commands"] = c.triggering_commands.into();
+            v["triggering_ns"] = c.triggering_ns.into();
+            v["triggering_baseline_ns"] = c.baseline_ns.into();
+            v["baseline_fallbacks"] = c.baseline_fallbacks.into();
+            v["expired"] = c.expired.into();
+            v["stops_pending_end"] = c.stops_pending_end.into();
+        }
+        v
     }
 
     pub fn to_table(&self) -> String {
@@ -278,6 +292,24 @@ impl Report {
             mb(self.anon_huge_bytes)
         );
         s += &format!("resting:    {} at the end\n", self.resting_end);
+        if let Some(c) = &self.cascade {
+            s += &format!(
+                "stops:      {} triggered by {} commands, {} cascade trades ({:.2} a stop); {} pending at the end; {} orders expired\n",
+                c.stops_triggered,
+                c.triggering_commands,
+                c.cascade_trades,
+                c.cascade_trades as f64 / c.stops_triggered.max(1) as f64,
+                c.stops_pending_end,
+                c.expired
+            );
+            s += &format!(
+                "cascade:    {:.1} ns a triggered stop (triggering commands {:.1} ms against {:.1} ms for their classes' medians; {} fallbacks)\n",
+                c.cost_per_stop_ns,
+                c.triggering_ns as f64 / 1e6,
+                c.baseline_ns as f64 / 1e6,
+                c.baseline_fallbacks
+            );
+        }
         s
     }
 }
@@ -294,6 +326,106 @@ impl EventSink for CountingSink {
         self.events += 1;
         if let Event::Trade(_) = event {
             self.trades += 1;
+        }
+    }
+}
+
+/// The sink of a measuring pass: told where each command starts, it reports what it counted.
+pub trait PassSink: EventSink {
+    fn new_pass(expected_stops: usize) -> Self;
+    /// Called before each command, outside any timed region.
+    fn begin(&mut self) {}
+    fn counts(&self, rejected: u64) -> PassCounts;
+}
+
+impl PassSink for CountingSink {
+    fn new_pass(_: usize) -> Self {
+        CountingSink::default()
+    }
+
+    fn counts(&self, rejected: u64) -> PassCounts {
+        PassCounts {
+            events: self.events,
+            trades: self.trades,
+            rejected,
+            ..PassCounts::default()
+        }
+    }
+}
+
+/// Counts events, and for `--mix rulebook` the stops triggered and their trades (a trade whose
+/// taker is a stop the same command triggered). Allocation free once built.
+pub struct RulebookSink {
+    pub events: u64,
+    pub trades: u64,
+    pub triggered: u64,
+    pub cascade_trades: u64,
+    pub expired: u64,
+    /// The stops the current command has triggered so far.
+    pub current: Vec<(rialto_core::UserId, rialto_core::OrderId)>,
+    /// Trades of the current command, of which `current_cascade` by triggered stops.
+    pub current_trades: u64,
+    pub current_cascade: u64,
+}
+
+impl EventSink for RulebookSink {
+    fn on_event(&mut self, event: &Event<'_>) {
+        self.events += 1;
+        match event {
+            Event::Trade(t) => {
+                self.trades += 1;
+                self.current_trades += 1;
+                if self
+                    .current
+                    .iter()
+                    .any(|&(u, o)| u == t.taker_user && o == t.taker_order)
+                {
+                    self.cascade_trades += 1;
+                    self.current_cascade += 1;
+                }
+            }
+            Event::Triggered(t) => {
+                self.triggered += 1;
+                if self.current.len() < self.current.capacity() {
+                    self.current.push((t.user, t.order));
+                }
+            }
+            Event::Cancelled(c) if c.reason == rialto_core::CancelReason::Expired => {
+                self.expired += 1;
+            }
+            _ => {}
+        }
+    }
+}
+
+impl PassSink for RulebookSink {
+    fn new_pass(expected_stops: usize) -> Self {
+        RulebookSink {
+            events: 0,
+            trades: 0,
+            triggered: 0,
+            cascade_trades: 0,
+            expired: 0,
+            current: Vec::with_capacity(expected_stops.max(16)),
+            current_trades: 0,
+            current_cascade: 0,
+        }
+    }
+
+    fn begin(&mut self) {
+        self.current.clear();
+        self.current_trades = 0;
+        self.current_cascade = 0;
+    }
+
+    fn counts(&self, rejected: u64) -> PassCounts {
+        PassCounts {
+            events: self.events,
+            trades: self.trades,
+            rejected,
+            triggered: self.triggered,
+            cascade_trades: self.cascade_trades,
+            expired: self.expired,
         }
     }
 }
@@ -319,7 +451,7 @@ pub fn prepare(w: &Workload) -> anyhow::Result<Prepared> {
     for cmd in w.setup_commands() {
         seq += 1;
         engine
-            .apply(seq, seq as i64, &cmd, &mut ())
+            .apply(seq, seq as i64 * w.ts_step, &cmd, &mut ())
             .map_err(|r| anyhow::anyhow!("setup command {seq} rejected ({r}): {cmd:?}"))?;
     }
     let setup_seconds = start.elapsed().as_secs_f64();
@@ -328,7 +460,7 @@ pub fn prepare(w: &Workload) -> anyhow::Result<Prepared> {
     for cmd in &w.prefill {
         seq += 1;
         engine
-            .apply(seq, seq as i64, cmd, &mut ())
+            .apply(seq, seq as i64 * w.ts_step, cmd, &mut ())
             .map_err(|r| anyhow::anyhow!("prefill command {seq} rejected ({r}): {cmd:?}"))?;
     }
     let prefill_seconds = start.elapsed().as_secs_f64();
@@ -349,6 +481,11 @@ pub struct PassCounts {
     pub events: u64,
     pub trades: u64,
     pub rejected: u64,
+    /// `--mix rulebook` only (0 otherwise): stops triggered, trades whose taker is a triggered
+    /// stop, orders expired.
+    pub triggered: u64,
+    pub cascade_trades: u64,
+    pub expired: u64,
 }
 
 /// Writes `command` to `perf record --control fifo:PATH`'s control pipe, when one is named, so
@@ -363,14 +500,26 @@ fn tell_perf(control: Option<&std::ffi::OsStr>, command: &str) {
 
 /// Applies `commands` without per-command timing; returns the elapsed time and counts. Never
 /// inlined, so that profilers can single it out (`valgrind --toggle-collect='*throughput_pass*'`).
-#[inline(never)]
 pub fn throughput_pass(
     engine: &mut Engine,
-    mut seq: u64,
+    seq: u64,
     commands: &[Command],
     prefetch: bool,
 ) -> (Duration, PassCounts) {
-    let mut sink = CountingSink::default();
+    throughput_pass_with::<CountingSink>(engine, seq, 1, 0, commands, prefetch)
+}
+
+/// [`throughput_pass`] with a sink of choice, command `seq` at time `seq * ts_step`.
+#[inline(never)]
+pub fn throughput_pass_with<S: PassSink>(
+    engine: &mut Engine,
+    mut seq: u64,
+    ts_step: i64,
+    expected_stops: usize,
+    commands: &[Command],
+    prefetch: bool,
+) -> (Duration, PassCounts) {
+    let mut sink = S::new_pass(expected_stops);
     let mut rejected = 0u64;
     let perf_control = std::env::var_os("RIALTO_PERF_CONTROL");
     tell_perf(perf_control.as_deref(), "enable");
@@ -380,18 +529,14 @@ pub fn throughput_pass(
         if prefetch {
             engine.prefetch_ahead(&commands[i..]);
         }
-        rejected += engine.apply(seq, seq as i64, cmd, &mut sink).is_err() as u64;
+        sink.begin();
+        rejected += engine
+            .apply(seq, seq as i64 * ts_step, cmd, &mut sink)
+            .is_err() as u64;
     }
     let elapsed = start.elapsed();
     tell_perf(perf_control.as_deref(), "disable");
-    (
-        elapsed,
-        PassCounts {
-            events: sink.events,
-            trades: sink.trades,
-            rejected,
-        },
-    )
+    (elapsed, sink.counts(rejected))
 }
 
 fn latency_histogram() -> Histogram<u64> {
@@ -402,36 +547,57 @@ fn latency_histogram() -> Histogram<u64> {
 /// Applies `commands` timing each one between a start and a stop read of `clock`. With
 /// `prefetch`, a command's time includes the prefetching for the commands after it that runs
 /// just before it.
-#[inline(never)]
 pub fn latency_pass<C: Clock>(
     clock: &C,
     engine: &mut Engine,
-    mut seq: u64,
+    seq: u64,
     commands: &[Command],
     prefetch: bool,
 ) -> (Histogram<u64>, PassCounts) {
-    let mut hist = latency_histogram();
     let mut sink = CountingSink::default();
+    latency_pass_with(
+        clock,
+        engine,
+        seq,
+        1,
+        commands,
+        prefetch,
+        &mut sink,
+        |_, _, _| {},
+    )
+}
+
+/// [`latency_pass`] with a sink of choice, command `seq` at time `seq * ts_step`; `after` sees
+/// each command's index, its time (ns) and the sink, outside the timed region.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub fn latency_pass_with<C: Clock, S: PassSink>(
+    clock: &C,
+    engine: &mut Engine,
+    mut seq: u64,
+    ts_step: i64,
+    commands: &[Command],
+    prefetch: bool,
+    sink: &mut S,
+    mut after: impl FnMut(usize, u64, &S),
+) -> (Histogram<u64>, PassCounts) {
+    let mut hist = latency_histogram();
     let mut rejected = 0u64;
     for (i, cmd) in commands.iter().enumerate() {
         seq += 1;
+        sink.begin();
         let t0 = clock.start();
         if prefetch {
             engine.prefetch_ahead(&commands[i..]);
         }
-        let result = engine.apply(seq, seq as i64, cmd, &mut sink);
+        let result = engine.apply(seq, seq as i64 * ts_step, cmd, sink);
         let t1 = clock.stop();
         rejected += result.is_err() as u64;
-        hist.saturating_record(clock.elapsed_ns(t0, t1));
+        let ns = clock.elapsed_ns(t0, t1);
+        hist.saturating_record(ns);
+        after(i, ns, sink);
     }
-    (
-        hist,
-        PassCounts {
-            events: sink.events,
-            trades: sink.trades,
-            rejected,
-        },
-    )
+    (hist, sink.counts(rejected))
 }
 
 /// Median cost of an empty timed region: what the clock adds to each latency sample.
@@ -524,7 +690,30 @@ pub fn measure(w: &Workload, generate_seconds: f64, opts: &EngineBench) -> anyho
         w.commands.len()
     ));
     let prefetch = prefetch.now(&p.engine);
-    let (elapsed, counts) = throughput_pass(&mut p.engine, p.seq, &w.commands, prefetch);
+    let rulebook = w.mix == Mix::Rulebook;
+    let expected_stops = w.stats.stops_pending_max as usize + 16;
+    let run_pass = |p: &mut Prepared| {
+        if rulebook {
+            throughput_pass_with::<RulebookSink>(
+                &mut p.engine,
+                p.seq,
+                w.ts_step,
+                expected_stops,
+                &w.commands,
+                prefetch,
+            )
+        } else {
+            throughput_pass_with::<CountingSink>(
+                &mut p.engine,
+                p.seq,
+                w.ts_step,
+                0,
+                &w.commands,
+                prefetch,
+            )
+        }
+    };
+    let (elapsed, counts) = run_pass(&mut p);
     let engine_rss_bytes = mem::rss_bytes().unwrap_or(0).saturating_sub(rss_before);
     let anon_huge_bytes = mem::anon_huge_bytes().unwrap_or(0);
     let resting_end = p.engine.resting_order_count() as u64;
@@ -542,7 +731,7 @@ pub fn measure(w: &Workload, generate_seconds: f64, opts: &EngineBench) -> anyho
             "throughput pass {pass} of {passes} on a fresh engine..."
         ));
         let mut p = prepare(w).context("throughput pass")?;
-        let (elapsed, again) = throughput_pass(&mut p.engine, p.seq, &w.commands, prefetch);
+        let (elapsed, again) = run_pass(&mut p);
         if again != counts {
             bail!(
                 "throughput passes disagree: {counts:?} vs {again:?} (engine not deterministic?)"
@@ -561,14 +750,15 @@ pub fn measure(w: &Workload, generate_seconds: f64, opts: &EngineBench) -> anyho
     if clock == ClockChoice::Tsc && tsc.is_none() {
         say("no invariant TSC here: timing with Instant");
     }
+    let mut cascade = rulebook.then(|| CascadeCost::new(w.stats.stops_triggered as usize));
     let (hist, latency_counts, clock_name, clock_overhead_ns) = match &tsc {
         Some(c) => {
-            let (h, n) = latency_pass(c, &mut p.engine, p.seq, &w.commands, prefetch);
+            let (h, n) = timed_pass(c, &mut p, w, prefetch, cascade.as_mut());
             (h, n, c.name(), clock_overhead_ns(c, 1_000_000))
         }
         None => {
             let c = &InstantClock;
-            let (h, n) = latency_pass(c, &mut p.engine, p.seq, &w.commands, prefetch);
+            let (h, n) = timed_pass(c, &mut p, w, prefetch, cascade.as_mut());
             (h, n, c.name(), clock_overhead_ns(c, 1_000_000))
         }
     };
@@ -623,5 +813,139 @@ pub fn measure(w: &Workload, generate_seconds: f64, opts: &EngineBench) -> anyho
         trades: counts.trades,
         trading_fraction: w.stats.trading_fraction(),
         rejected: counts.rejected,
+        cascade: cascade.map(|c| c.figures(&counts, w.stats.stops_pending_end)),
     })
+}
+
+/// The latency pass: with `cascade` (`--mix rulebook`), also sorts each command's time into
+/// [`CascadeCost`].
+fn timed_pass<C: Clock>(
+    clock: &C,
+    p: &mut Prepared,
+    w: &Workload,
+    prefetch: bool,
+    cascade: Option<&mut CascadeCost>,
+) -> (Histogram<u64>, PassCounts) {
+    match cascade {
+        None => latency_pass(clock, &mut p.engine, p.seq, &w.commands, prefetch),
+        Some(cost) => {
+            let mut sink = RulebookSink::new_pass(w.stats.stops_pending_max as usize + 16);
+            latency_pass_with(
+                clock,
+                &mut p.engine,
+                p.seq,
+                w.ts_step,
+                &w.commands,
+                prefetch,
+                &mut sink,
+                |i, ns, s| cost.record(&w.commands[i], ns, s),
+            )
+        }
+    }
+}
+
+/// Own-trade counts told apart in [`CascadeCost`]'s baselines (the last one is "this many or
+/// more").
+const OWN_TRADE_CLASSES: usize = 16;
+
+/// The cascade cost per triggered stop (docs/benchmarks.md, "The rulebook mix"): each command
+/// that triggered stops is compared with the median time of the commands that triggered none
+/// and were of the same kind (place, move, other) with as many trades of their own (trades
+/// whose taker is not a triggered stop); the excess, summed over the triggering commands, is
+/// divided by the stops they triggered.
+pub struct CascadeCost {
+    /// Times of the commands that triggered nothing, by class.
+    baseline: Vec<Histogram<u32>>,
+    /// Class, time and stops triggered of each command that triggered some.
+    triggering: Vec<(usize, u64, u64)>,
+}
+
+impl CascadeCost {
+    fn new(expected_triggering: usize) -> CascadeCost {
+        CascadeCost {
+            baseline: (0..3 * OWN_TRADE_CLASSES)
+                .map(|_| Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid bounds"))
+                .collect(),
+            triggering: Vec::with_capacity(expected_triggering + 16),
+        }
+    }
+
+    fn class(cmd: &Command, own_trades: u64) -> usize {
+        let kind = match cmd {
+            Command::Place(_) => 0,
+            Command::Move { .. } => 1,
+            _ => 2,
+        };
+        kind * OWN_TRADE_CLASSES + (own_trades as usize).min(OWN_TRADE_CLASSES - 1)
+    }
+
+    fn record(&mut self, cmd: &Command, ns: u64, s: &RulebookSink) {
+        let class = Self::class(cmd, s.current_trades - s.current_cascade);
+        if s.current.is_empty() {
+            self.baseline[class].saturating_record(ns);
+        } else {
+            self.triggering.push((class, ns, s.current.len() as u64));
+        }
+    }
+
+    /// The median of a class, or of the nearest class of the same kind with fewer own trades
+    /// that has samples (counted in `fallbacks`).
+    fn median(&self, class: usize, fallbacks: &mut u64) -> u64 {
+        let first = class - class % OWN_TRADE_CLASSES;
+        for c in (first..=class).rev() {
+            if !self.baseline[c].is_empty() {
+                if c != class {
+                    *fallbacks += 1;
+                }
+                return self.baseline[c].value_at_quantile(0.5);
+            }
+        }
+        *fallbacks += 1;
+        0
+    }
+
+    fn figures(&self, counts: &PassCounts, stops_pending_end: u64) -> CascadeFigures {
+        let mut fallbacks = 0;
+        let mut time_ns = 0u64;
+        let mut baseline_ns = 0u64;
+        let mut stops = 0u64;
+        for &(class, ns, n) in &self.triggering {
+            time_ns += ns;
+            baseline_ns += self.median(class, &mut fallbacks);
+            stops += n;
+        }
+        CascadeFigures {
+            stops_triggered: counts.triggered,
+            cascade_trades: counts.cascade_trades,
+            expired: counts.expired,
+            stops_pending_end,
+            triggering_commands: self.triggering.len() as u64,
+            triggering_ns: time_ns,
+            baseline_ns,
+            baseline_fallbacks: fallbacks,
+            cost_per_stop_ns: (time_ns as f64 - baseline_ns as f64) / stops.max(1) as f64,
+        }
+    }
+}
+
+/// What `--mix rulebook` adds to a report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CascadeFigures {
+    /// `triggered` events (stops that triggered), the same in every pass.
+    pub stops_triggered: u64,
+    /// Trades whose taker is a stop triggered by the same command.
+    pub cascade_trades: u64,
+    /// Orders cancelled with reason `expired` (DAY orders at the day ends).
+    pub expired: u64,
+    pub stops_pending_end: u64,
+    /// Commands that triggered at least one stop, and their summed time (latency pass).
+    pub triggering_commands: u64,
+    pub triggering_ns: u64,
+    /// The sum of their classes' medians among commands that triggered nothing.
+    pub baseline_ns: u64,
+    /// Triggering commands whose own class had no such commands (a class with fewer own trades
+    /// stood in).
+    pub baseline_fallbacks: u64,
+    /// `(triggering_ns - baseline_ns) / stops_triggered`.
+    pub cost_per_stop_ns: f64,
 }

@@ -8,11 +8,12 @@
 //! Everything is drawn from one seeded [`Rng`]: the same parameters and seed give the same
 //! commands on every machine.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use rialto_core::{
-    Command, Engine, EngineConfig, Event, EventSink, Name, OrderId, PlaceOrder, Side, SymbolId,
-    SymbolSpec, Tif, UserId,
+    CancelReason, Command, Engine, EngineConfig, Event, EventSink, Name, OrderId, OrderType,
+    PlaceOrder, Side, SymbolId, SymbolSpec, Tif, UserId,
 };
 
 use crate::rng::Rng;
@@ -26,16 +27,28 @@ pub enum Kind {
     Cancel,
     Move,
     Reduce,
+    /// `--mix rulebook`: a stop or stop-limit order, its stop price near the last trade.
+    Stop,
+    /// `--mix rulebook`: an iceberg (limit GTC with a `display_qty`).
+    Iceberg,
+    /// `--mix rulebook`: a limit DAY order, placed as a GTC would be.
+    Day,
 }
 
+/// Number of [`Kind`]s.
+pub const KINDS: usize = 9;
+
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; KINDS] = [
         Kind::Gtc,
         Kind::Ioc,
         Kind::Fok,
         Kind::Cancel,
         Kind::Move,
         Kind::Reduce,
+        Kind::Stop,
+        Kind::Iceberg,
+        Kind::Day,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -46,6 +59,9 @@ impl Kind {
             Kind::Cancel => "cancel",
             Kind::Move => "move",
             Kind::Reduce => "reduce",
+            Kind::Stop => "stop",
+            Kind::Iceberg => "iceberg",
+            Kind::Day => "day",
         }
     }
 
@@ -64,14 +80,24 @@ pub enum Mix {
     Generator,
     /// exchange-core's published proportions: 9% GTC, 3% IOC, 6% cancel, 82% move.
     Published,
+    /// The rulebook mix (issue 30): 10% stop and stop-limit orders, 5% icebergs, 5% DAY
+    /// orders, the other 80% in the generator mix's proportions; the venue clock passes the
+    /// symbol's day end every [`RULEBOOK_COMMANDS_PER_DAY`] commands. `single` only.
+    Rulebook,
 }
+
+/// `--mix rulebook`: commands between two day ends of the venue clock.
+pub const RULEBOOK_COMMANDS_PER_DAY: i64 = 100_000;
+const NS_PER_DAY: i64 = 86_400_000_000_000;
 
 impl Mix {
     /// Weights per 10,000 commands, in [`Kind::ALL`] order.
-    pub fn weights(self) -> [u32; 6] {
+    pub fn weights(self) -> [u32; KINDS] {
         match self {
-            Mix::Generator => [1260, 180, 6, 720, 7114, 720],
-            Mix::Published => [900, 300, 0, 600, 8200, 0],
+            Mix::Generator => [1260, 180, 6, 720, 7114, 720, 0, 0, 0],
+            Mix::Published => [900, 300, 0, 600, 8200, 0, 0, 0, 0],
+            // The generator mix scaled to 80%, then 10% stops, 5% icebergs, 5% DAY.
+            Mix::Rulebook => [1008, 144, 5, 576, 5691, 576, 1000, 500, 500],
         }
     }
 
@@ -79,6 +105,18 @@ impl Mix {
         match self {
             Mix::Generator => "generator",
             Mix::Published => "published",
+            Mix::Rulebook => "rulebook",
+        }
+    }
+
+    /// Nanoseconds of venue time between two consecutive commands: command `seq` (setup and
+    /// prefill included, from 1) runs at `seq * ts_step()`. 1 for the exchange-core mixes (as
+    /// before); for `rulebook`, a day over [`RULEBOOK_COMMANDS_PER_DAY`] commands, so that the
+    /// symbol's day end (midnight UTC) passes at every multiple of it.
+    pub fn ts_step(self) -> i64 {
+        match self {
+            Mix::Generator | Mix::Published => 1,
+            Mix::Rulebook => NS_PER_DAY / RULEBOOK_COMMANDS_PER_DAY,
         }
     }
 
@@ -89,6 +127,11 @@ impl Mix {
                  move 71.1%, reduce 7.2%"
             }
             Mix::Published => "exchange-core published mix: GTC 9%, IOC 3%, cancel 6%, move 82%",
+            Mix::Rulebook => {
+                "rulebook mix: stop/stop-limit 10%, iceberg 5%, DAY 5%, and the generator mix \
+                 scaled to 80% (GTC 10.1%, IOC 1.4%, FOK 0.05%, cancel 5.8%, move 56.9%, \
+                 reduce 5.8%); a day end every 100,000 commands"
+            }
         }
     }
 
@@ -219,11 +262,11 @@ impl Accounts {
 pub struct GenStats {
     /// Benchmark commands per kind, in [`Kind::ALL`] order (a cancel, move or reduce drawn for a
     /// book with no live order becomes a GTC and is counted as one).
-    pub kinds: [u64; 6],
+    pub kinds: [u64; KINDS],
     /// Benchmark commands that caused at least one trade.
     pub trading_commands: u64,
     /// The same, per kind.
-    pub trading_by_kind: [u64; 6],
+    pub trading_by_kind: [u64; KINDS],
     /// Trades caused by the benchmark commands.
     pub trades: u64,
     /// Events of the benchmark commands.
@@ -240,6 +283,16 @@ pub struct GenStats {
     pub levels_end: u64,
     /// Price levels of the busiest book after prefill (bids + asks).
     pub levels_after_prefill: u64,
+    /// Stop orders that triggered (`triggered` events of the benchmark commands).
+    pub stops_triggered: u64,
+    /// Trades whose taker is a triggered stop (the cascades' trades).
+    pub cascade_trades: u64,
+    /// Orders that expired (DAY orders at a day end).
+    pub expired: u64,
+    /// Stop orders still pending at the end.
+    pub stops_pending_end: u64,
+    /// Most stop orders pending at once.
+    pub stops_pending_max: u64,
 }
 
 impl GenStats {
@@ -249,6 +302,7 @@ impl GenStats {
         Kind::ALL
             .iter()
             .zip(self.kinds)
+            .filter(|&(k, n)| n > 0 || (*k as usize) < 6)
             .map(|(k, n)| format!("{} {:.2}%", k.as_str(), n as f64 * 100.0 / total as f64))
             .collect::<Vec<_>>()
             .join(", ")
@@ -266,6 +320,9 @@ pub struct Workload {
     /// "single", "multi medium", ...
     pub name: String,
     pub mix: Mix,
+    /// Venue time between consecutive commands ([`Mix::ts_step`]): command `seq` runs at
+    /// `seq * ts_step`.
+    pub ts_step: i64,
     pub symbols: usize,
     /// `add_symbol` commands.
     pub setup: Vec<Command>,
@@ -389,7 +446,15 @@ const MULTI_CURRENCIES: [(&str, u32); 10] = [
 const CURRENCIES_PER_USER: usize = 3;
 
 /// Generates the `multi` workload.
+///
+/// # Panics
+///
+/// With [`Mix::Rulebook`], which is for `single` only.
 pub fn multi(params: &MultiParams, seed: u64) -> Workload {
+    assert!(
+        params.mix != Mix::Rulebook,
+        "the rulebook mix is for the single workload"
+    );
     let mut rng = Rng::new(seed);
     let n_cur = MULTI_CURRENCIES.len();
     let currencies: Vec<Name> = MULTI_CURRENCIES.iter().map(|(n, _)| name(n)).collect();
@@ -540,6 +605,8 @@ struct Live {
     order: OrderId,
     price: i64,
     side: Side,
+    /// A DAY order: it expires at the next day end.
+    day: bool,
 }
 
 /// The generator's view of one book.
@@ -585,8 +652,13 @@ fn side_index(side: Side) -> usize {
 #[derive(Default)]
 struct GenSink {
     touched: Vec<(UserId, OrderId)>,
+    /// Stop orders the command triggered.
+    triggered: Vec<(UserId, OrderId)>,
     last_trade_price: Option<i64>,
     trades: u64,
+    /// Trades whose taker is one of `triggered`.
+    cascade_trades: u64,
+    expired: u64,
     events: u64,
     levels: u64,
 }
@@ -594,8 +666,11 @@ struct GenSink {
 impl GenSink {
     fn clear(&mut self) {
         self.touched.clear();
+        self.triggered.clear();
         self.last_trade_price = None;
         self.trades = 0;
+        self.cascade_trades = 0;
+        self.expired = 0;
         self.events = 0;
     }
 }
@@ -609,8 +684,21 @@ impl EventSink for GenSink {
                 self.touched.push((t.taker_user, t.taker_order));
                 self.last_trade_price = Some(t.price);
                 self.trades += 1;
+                if self
+                    .triggered
+                    .iter()
+                    .any(|&(u, o)| u == t.taker_user && o == t.taker_order)
+                {
+                    self.cascade_trades += 1;
+                }
             }
-            Event::Cancelled(c) => self.touched.push((c.user, c.order)),
+            Event::Cancelled(c) => {
+                self.touched.push((c.user, c.order));
+                if c.reason == CancelReason::Expired {
+                    self.expired += 1;
+                }
+            }
+            Event::Triggered(t) => self.triggered.push((t.user, t.order)),
             Event::Book(b) => self.levels = (b.bids.len() + b.asks.len()) as u64,
             _ => {}
         }
@@ -629,6 +717,11 @@ struct Generator {
     sink: GenSink,
     users: Users,
     mix: Mix,
+    /// Venue time between commands ([`Mix::ts_step`]).
+    ts_step: i64,
+    /// Pending stop orders by id: their side and limit (or protection) price, to track a
+    /// triggered stop-limit that rests.
+    stops: HashMap<OrderId, (Side, i64)>,
     stats: GenStats,
     config: EngineConfig,
     prefill: Vec<Command>,
@@ -661,6 +754,8 @@ impl Generator {
             sink: GenSink::default(),
             users,
             mix,
+            ts_step: mix.ts_step(),
+            stops: HashMap::new(),
             stats: GenStats::default(),
             config,
             prefill: Vec::with_capacity(prefill_len),
@@ -677,7 +772,12 @@ impl Generator {
         self.sink.clear();
         let ok = self
             .engine
-            .apply(self.seq, self.seq as i64, cmd, &mut self.sink)
+            .apply(
+                self.seq,
+                self.seq as i64 * self.ts_step,
+                cmd,
+                &mut self.sink,
+            )
             .is_ok();
         if !ok {
             self.stats.rejected += 1;
@@ -717,6 +817,26 @@ impl Generator {
         if let Some(price) = self.sink.last_trade_price {
             self.books[b].last_price = price;
         }
+        // Triggered stops are no longer pending; a stop-limit that rested is live.
+        for i in 0..self.sink.triggered.len() {
+            let (user, order) = self.sink.triggered[i];
+            let (side, price) = self
+                .stops
+                .remove(&order)
+                .expect("a triggered stop was placed by the generator");
+            if self.engine.order_remaining(user, order).is_some() {
+                self.add_live(
+                    b,
+                    Live {
+                        user,
+                        order,
+                        price,
+                        side,
+                        day: false,
+                    },
+                );
+            }
+        }
         for i in 0..self.sink.touched.len() {
             let (user, order) = self.sink.touched[i];
             if self.live_index[order as usize] != NOT_LIVE
@@ -751,7 +871,10 @@ impl Generator {
         );
         let ok = self.apply(&cmd);
         self.settle(b);
-        if ok && tif == Tif::Gtc && self.engine.order_remaining(user, order).is_some() {
+        if ok
+            && matches!(tif, Tif::Gtc | Tif::Day)
+            && self.engine.order_remaining(user, order).is_some()
+        {
             self.add_live(
                 b,
                 Live {
@@ -759,6 +882,7 @@ impl Generator {
                     order,
                     price,
                     side,
+                    day: tif == Tif::Day,
                 },
             );
         }
@@ -792,6 +916,88 @@ impl Generator {
         self.place(b, side, price, tif)
     }
 
+    /// An iceberg GTC on a random side, passive while that side is short of its target: 11 to
+    /// 136 lots showing a fifth of them.
+    fn place_iceberg(&mut self, b: usize) -> Command {
+        let side = self.random_side();
+        let short =
+            self.books[b].live_per_side[side_index(side)] < self.books[b].target_half as u64;
+        let offset = self.bell_offset(self.books[b].deviation);
+        let last = self.books[b].last_price;
+        let (side, price) = match (short, side) {
+            (true, Side::Buy) | (false, Side::Sell) => (Side::Buy, last - offset),
+            (true, Side::Sell) | (false, Side::Buy) => (Side::Sell, last + offset),
+        };
+        let user = self.users.pick(&mut self.rng, self.books[b].pair);
+        let order = self.new_order_id();
+        let price = price.max(self.books[b].min_price());
+        let qty = self.size() + 10;
+        let cmd = Command::Place(
+            PlaceOrder::limit(user, order, self.books[b].id, side, price, qty)
+                .with_display_qty(qty / 5),
+        );
+        let ok = self.apply(&cmd);
+        self.settle(b);
+        if ok && self.engine.order_remaining(user, order).is_some() {
+            self.add_live(
+                b,
+                Live {
+                    user,
+                    order,
+                    price,
+                    side,
+                    day: false,
+                },
+            );
+        }
+        cmd
+    }
+
+    /// A stop (market on trigger, IOC, with a protection price a deviation beyond the stop) or
+    /// a stop-limit GTC (its limit up to a hundredth of a deviation beyond the stop), half
+    /// each, its stop price 1 to a hundredth of a deviation beyond the last trade price, on the
+    /// side that has not triggered yet (a buy stop above, a sell stop below).
+    fn place_stop(&mut self, b: usize) -> Command {
+        let side = self.random_side();
+        let near = (self.books[b].deviation / 100).max(1) as u64;
+        let last = self.books[b].last_price;
+        let min = self.books[b].min_price();
+        let offset = 1 + self.rng.below(near) as i64;
+        let limit_stop = self.rng.coin();
+        let user = self.users.pick(&mut self.rng, self.books[b].pair);
+        let order = self.new_order_id();
+        let qty = self.size();
+        let (stop, price, order_type, tif) = if limit_stop {
+            let beyond = self.rng.below(near) as i64;
+            let (stop, price) = match side {
+                Side::Buy => (last + offset, last + offset + beyond),
+                Side::Sell => (last - offset, last - offset - beyond),
+            };
+            (stop, price, OrderType::StopLimit, Tif::Gtc)
+        } else {
+            let reach = self.books[b].deviation;
+            let (stop, price) = match side {
+                Side::Buy => (last + offset, last + offset + reach),
+                Side::Sell => (last - offset, last - offset - reach),
+            };
+            (stop, price, OrderType::Stop, Tif::Ioc)
+        };
+        let stop = stop.max(min);
+        let price = price.max(min);
+        let cmd = Command::Place(
+            PlaceOrder::limit(user, order, self.books[b].id, side, price, qty)
+                .with_order_type(order_type)
+                .with_tif(tif)
+                .with_stop_price(stop),
+        );
+        let ok = self.apply(&cmd);
+        self.settle(b);
+        if ok {
+            self.stops.insert(order, (side, price));
+        }
+        cmd
+    }
+
     fn random_side(&mut self) -> Side {
         if self.rng.coin() {
             Side::Buy
@@ -807,6 +1013,22 @@ impl Generator {
 
     /// One benchmark command on book `b`.
     fn command(&mut self, b: usize) -> Command {
+        // A command at or after a day end first expires every DAY order (all live ones were
+        // placed since the last day end): forget them before choosing an order to act on.
+        let ts = (self.seq as i64 + 1) * self.ts_step;
+        if self.engine.next_expiry().is_some_and(|t| t <= ts) {
+            for book in 0..self.books.len() {
+                let day: Vec<OrderId> = self.books[book]
+                    .live
+                    .iter()
+                    .filter(|o| o.day)
+                    .map(|o| o.order)
+                    .collect();
+                for order in day {
+                    self.remove_live(book, order);
+                }
+            }
+        }
         let mut kind = self.mix.draw(&mut self.rng);
         if kind.needs_live_order() && self.books[b].live.is_empty() {
             kind = Kind::Gtc;
@@ -823,6 +1045,19 @@ impl Generator {
                     self.place_aggressive(b, side.opposite(), Tif::Gtc, deviation)
                 }
             }
+            Kind::Day => {
+                // As a GTC: grow a short side, else take from a full one.
+                let side = self.random_side();
+                if self.books[b].live_per_side[side_index(side)] < self.books[b].target_half as u64
+                {
+                    self.place_passive(b, side, Tif::Day, false)
+                } else {
+                    let deviation = self.books[b].deviation;
+                    self.place_aggressive(b, side.opposite(), Tif::Day, deviation)
+                }
+            }
+            Kind::Iceberg => self.place_iceberg(b),
+            Kind::Stop => self.place_stop(b),
             Kind::Ioc => {
                 let side = self.random_side();
                 let book = &self.books[b];
@@ -919,6 +1154,9 @@ impl Generator {
         self.stats.kinds[kind as usize] += 1;
         self.stats.events += self.sink.events;
         self.stats.trades += self.sink.trades;
+        self.stats.stops_triggered += self.sink.triggered.len() as u64;
+        self.stats.cascade_trades += self.sink.cascade_trades;
+        self.stats.expired += self.sink.expired;
         if self.sink.trades > 0 {
             self.stats.trading_commands += 1;
             self.stats.trading_by_kind[kind as usize] += 1;
@@ -926,8 +1164,9 @@ impl Generator {
         cmd
     }
 
+    /// Live orders: resting ones and pending stops (the engine counts both).
     fn resting(&self) -> u64 {
-        self.books.iter().map(|b| b.live.len() as u64).sum()
+        self.books.iter().map(|b| b.live.len() as u64).sum::<u64>() + self.stops.len() as u64
     }
 
     /// Levels (bids + asks) of the busiest book, from an L2 query on the generation engine.
@@ -940,7 +1179,21 @@ impl Generator {
             depth: i64::MAX,
         };
         self.sink.levels = 0;
-        self.apply(&cmd);
+        // A query the measured passes never see: it takes no sequence number or time of its
+        // own (with `--mix rulebook` a later time could expire orders here, unseen by `settle`),
+        // so that every command runs at the same time in the generator as in the passes.
+        let ok = self
+            .engine
+            .apply(
+                self.seq,
+                self.seq as i64 * self.ts_step,
+                &cmd,
+                &mut self.sink,
+            )
+            .is_ok();
+        if !ok {
+            self.stats.rejected += 1;
+        }
         self.sink.levels
     }
 
@@ -980,10 +1233,13 @@ impl Generator {
             let resting = self.engine.resting_order_count() as u64;
             resting_min = resting_min.min(resting);
             resting_max = resting_max.max(resting);
+            self.stats.stops_pending_max =
+                self.stats.stops_pending_max.max(self.stops.len() as u64);
         }
         self.stats.resting_min = resting_min;
         self.stats.resting_max = resting_max;
         self.stats.resting_end = self.resting();
+        self.stats.stops_pending_end = self.stops.len() as u64;
         debug_assert_eq!(
             self.stats.resting_end,
             self.engine.resting_order_count() as u64
@@ -998,11 +1254,18 @@ impl Generator {
             } else {
                 self.config.expected_levels_per_side
             },
+            expected_stops_per_side: if self.stats.stops_pending_max > 0 {
+                let most = self.stats.stops_pending_max as usize;
+                most + most / 4 + 16
+            } else {
+                self.config.expected_stops_per_side
+            },
             ..self.config
         };
         Workload {
             name,
             mix: self.mix,
+            ts_step: self.mix.ts_step(),
             symbols: self.books.len(),
             setup,
             accounts,

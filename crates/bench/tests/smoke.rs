@@ -253,3 +253,57 @@ fn the_memory_command_measures_each_size_and_refuses_unusable_ones() {
     }
     assert!(parse(&["--sizes-mib", "-1"]).is_err());
 }
+
+#[test]
+fn the_rulebook_mix_triggers_stops_and_expires_day_orders() {
+    // 110,000 commands after about 300 of setup and prefill: one day end passes.
+    let opts = EngineBench {
+        workload: WorkloadSpec::Single(SingleParams {
+            users: 100,
+            resting_orders: 200,
+            commands: 110_000,
+            mix: Mix::Rulebook,
+        }),
+        seed: 3,
+        clock: ClockChoice::Instant,
+        prefetch: Prefetch::Off,
+        passes: 2,
+        progress: false,
+    };
+    let report = harness::run(&opts).unwrap();
+    check(&report, 110_000);
+    let c = report
+        .cascade
+        .clone()
+        .expect("the rulebook mix reports its cascades");
+    assert!(c.stops_triggered > 1_000, "{c:?}");
+    assert!(c.cascade_trades > 0, "{c:?}");
+    assert!(c.triggering_commands > 0 && c.triggering_commands <= c.stops_triggered);
+    assert!(
+        c.expired > 0,
+        "the day end expires the resting DAY orders: {c:?}"
+    );
+    assert!(c.cost_per_stop_ns.is_finite());
+    let json = report.to_json();
+    for field in [
+        "stops_triggered",
+        "cascade_trades",
+        "cascade_ns_per_stop",
+        "expired",
+    ] {
+        assert!(json.get(field).is_some(), "JSON has {field}: {json}");
+    }
+    assert!(report.to_table().contains("a triggered stop"));
+    // The exchange-core mixes report no cascades.
+    let plain = harness::run(&EngineBench {
+        workload: WorkloadSpec::Single(SingleParams {
+            commands: 2_000,
+            mix: Mix::Generator,
+            users: 100,
+            resting_orders: 200,
+        }),
+        ..opts
+    })
+    .unwrap();
+    assert!(plain.cascade.is_none() && plain.to_json().get("stops_triggered").is_none());
+}
