@@ -1816,9 +1816,7 @@ impl Engine {
                 Ok(idx)
             }
             None => match self.account_of(user) {
-                Some(account) if self.accounts.get(account).suspended => {
-                    Err(Reason::UserSuspended)
-                }
+                Some(account) if self.accounts.get(account).suspended => Err(Reason::UserSuspended),
                 _ => Err(Reason::UnknownOrder),
             },
         }
