@@ -95,7 +95,7 @@ fn an_order_with_extras_is_a_new_order_ext_and_one_without_a_new_order() {
         want.extend_from_slice(&n.to_le_bytes());
     }
     assert_eq!(frame, want);
-    assert_eq!(frame[13], 3, "order type stop_limit");
+    assert_eq!(frame[19], 3, "order type stop_limit");
     assert_eq!(
         decode_client(&frame),
         Ok(Some((ClientMsg::NewOrder(stop), frame.len())))
