@@ -325,6 +325,31 @@ fn market_data_snapshot_then_increments_and_the_symbol_list() {
     trader.logon(&server, 4);
     trader.new_order("T1", "1", "0.005", "101.00");
     trader.expect("8");
+    // Market data follows the engine a little later: ask for snapshots until the feed has
+    // the order, then subscribe.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for attempt in 0.. {
+        let id = format!("P{attempt}");
+        watcher.send(
+            "V",
+            &[
+                (tags::MD_REQ_ID, id.as_str()),
+                (tags::SUBSCRIPTION_REQUEST_TYPE, "0"),
+                (tags::MARKET_DEPTH, "0"),
+                (tags::NO_MD_ENTRY_TYPES, "1"),
+                (tags::MD_ENTRY_TYPE, "0"),
+                (tags::NO_RELATED_SYM, "1"),
+                (tags::SYMBOL, "BTC-USD"),
+            ],
+        );
+        if watcher.expect("W").req(tags::NO_MD_ENTRIES) == "1" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the feed never showed the order"
+        );
+    }
 
     watcher.send(
         "V",
