@@ -416,7 +416,10 @@ fn write_int(buf: &mut Vec<u8>, n: i64) {
     buf.extend_from_slice(n.to_string().as_bytes());
 }
 
-fn write_symbol(buf: &mut Vec<u8>, names: &SymbolNames, id: SymbolId) {
+/// `,"symbol":NAME`
+fn symbol_field(buf: &mut Vec<u8>, names: &SymbolNames, id: SymbolId) {
+    buf.push(b',');
+    key(buf, "symbol");
     match names.get(id) {
         Some(name) => write_json_str(buf, name.as_str()),
         // The engine only reports symbols it has; keep the line valid JSON regardless.
@@ -453,9 +456,7 @@ pub fn write_event(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, event: &Eve
         Event::Amended(a) => write_amended(buf, seq, a),
         Event::Triggered(t) => {
             head(buf, "triggered", seq);
-            buf.push(b',');
-            key(buf, "symbol");
-            write_symbol(buf, names, t.symbol);
+            symbol_field(buf, names, t.symbol);
             int_field(buf, "user", t.user);
             int_field(buf, "order", t.order);
             int_field(buf, "stop_price", t.stop_price);
@@ -463,9 +464,7 @@ pub fn write_event(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, event: &Eve
         }
         Event::Auction(a) => {
             head(buf, "auction", seq);
-            buf.push(b',');
-            key(buf, "symbol");
-            write_symbol(buf, names, a.symbol);
+            symbol_field(buf, names, a.symbol);
             int_field(buf, "price", a.price);
             int_field(buf, "qty", a.qty);
             int_field(buf, "imbalance", a.imbalance);
@@ -473,9 +472,7 @@ pub fn write_event(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, event: &Eve
         }
         Event::Phase(p) => {
             head(buf, "phase", seq);
-            buf.push(b',');
-            key(buf, "symbol");
-            write_symbol(buf, names, p.symbol);
+            symbol_field(buf, names, p.symbol);
             buf.extend_from_slice(b",\"phase\":");
             write_json_str(buf, p.phase.as_str());
             buf.extend_from_slice(b"}\n");
@@ -500,9 +497,7 @@ fn write_amended(buf: &mut Vec<u8>, seq: u64, a: &Amended) {
 
 fn write_trade(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, t: &Trade) {
     head(buf, "trade", seq);
-    buf.push(b',');
-    key(buf, "symbol");
-    write_symbol(buf, names, t.symbol);
+    symbol_field(buf, names, t.symbol);
     int_field(buf, "price", t.price);
     int_field(buf, "qty", t.qty);
     int_field(buf, "maker_user", t.maker_user);
@@ -550,9 +545,7 @@ fn write_levels(buf: &mut Vec<u8>, levels: &[Level]) {
 
 fn write_book(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, b: &BookSnapshot<'_>) {
     head(buf, "book", seq);
-    buf.push(b',');
-    key(buf, "symbol");
-    write_symbol(buf, names, b.symbol);
+    symbol_field(buf, names, b.symbol);
     buf.push(b',');
     key(buf, "bids");
     write_levels(buf, b.bids);
@@ -650,7 +643,10 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
         key(buf, k);
         write_json_str(buf, v);
     };
-    let symbol_name = |id: SymbolId| engine.symbol(id).map(|s| s.symbol);
+    let symbol_field = |buf: &mut Vec<u8>, id: SymbolId| {
+        let name = engine.symbol(id).map(|s| s.symbol);
+        str_field(buf, "symbol", name.as_ref().map_or("", Name::as_str));
+    };
     match *cmd {
         Command::AddSymbol(ref s) => {
             cmd_head(buf, "add_symbol");
@@ -688,8 +684,7 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
             cmd_head(buf, "place");
             int_field(buf, "user", p.user);
             int_field(buf, "order", p.order);
-            let symbol = symbol_name(p.symbol);
-            str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            symbol_field(buf, p.symbol);
             str_field(buf, "side", p.side.map_or(UNKNOWN_WORD, Side::as_str));
             str_field(
                 buf,
@@ -737,8 +732,7 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
         }
         Command::Book { symbol, depth } => {
             cmd_head(buf, "book");
-            let symbol = symbol_name(symbol);
-            str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            symbol_field(buf, symbol);
             int_field(buf, "depth", depth);
         }
         Command::UserReport { user } => {
@@ -750,8 +744,7 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
             cmd_head(buf, "mass_cancel");
             int_field(buf, "user", user);
             if let Some(symbol) = symbol {
-                let symbol = symbol_name(symbol);
-                str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+                symbol_field(buf, symbol);
             }
         }
         Command::Amend(ref a) => {
@@ -776,20 +769,17 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
         Command::Tick => cmd_head(buf, "tick"),
         Command::SetPhase { symbol, phase } => {
             cmd_head(buf, "set_phase");
-            let symbol = symbol_name(symbol);
-            str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            symbol_field(buf, symbol);
             str_field(buf, "phase", phase.map_or(UNKNOWN_WORD, Phase::as_str));
         }
         Command::SetBand { symbol, band_bps } => {
             cmd_head(buf, "set_band");
-            let symbol = symbol_name(symbol);
-            str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            symbol_field(buf, symbol);
             int_field(buf, "band_bps", band_bps);
         }
         Command::SetRefPrice { symbol, price } => {
             cmd_head(buf, "set_ref_price");
-            let symbol = symbol_name(symbol);
-            str_field(buf, "symbol", symbol.as_ref().map_or("", Name::as_str));
+            symbol_field(buf, symbol);
             int_field(buf, "price", price);
         }
         Command::SuspendUser { user } => {
