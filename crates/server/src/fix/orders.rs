@@ -1289,6 +1289,17 @@ mod tests {
     }
 
     fn place(desk: &mut OrderDesk, id: &str, side: &str, qty: &str, price: &str) -> ToEngine {
+        try_place(desk, id, side, qty, price).unwrap()
+    }
+
+    /// A NewOrderSingle (limit, BTC-USD) through the desk: what it sends on, or its refusal.
+    fn try_place(
+        desk: &mut OrderDesk,
+        id: &str,
+        side: &str,
+        qty: &str,
+        price: &str,
+    ) -> Result<ToEngine, Report> {
         let bytes = message(
             "D",
             &[
@@ -1302,7 +1313,7 @@ mod tests {
         );
         let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
         let nos = NewOrderSingle::decode(&frame).unwrap();
-        desk.new_order(&nos, &instruments(), 0).unwrap()
+        desk.new_order(&nos, &instruments(), 0)
     }
 
     fn replace(
@@ -1442,20 +1453,7 @@ mod tests {
         desk.on_reply(x.order, x.kind, Ok(()), 2, 0, &mut reports);
         let r = replace(&mut desk, "X", "Y", "0.002", "1").unwrap();
         desk.on_reply(r.order, r.kind, Ok(()), 3, 0, &mut reports);
-        let bytes = message(
-            "D",
-            &[
-                (tags::CL_ORD_ID, "X"),
-                (tags::SYMBOL, "BTC-USD"),
-                (tags::SIDE, "1"),
-                (tags::ORDER_QTY, "0.001"),
-                (tags::ORD_TYPE, "2"),
-                (tags::PRICE, "1"),
-            ],
-        );
-        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
-        let nos = NewOrderSingle::decode(&frame).unwrap();
-        let Err(Report::Execution(dup)) = desk.new_order(&nos, &instruments(), 0) else {
+        let Err(Report::Execution(dup)) = try_place(&mut desk, "X", "1", "0.001", "1") else {
             panic!("refused")
         };
         assert_eq!(dup.ord_rej_reason, Some(ord_rej::DUPLICATE_ORDER));
@@ -1502,20 +1500,7 @@ mod tests {
         ));
         let t = place(&mut desk, "L", "2", "0.001", "1");
         desk.on_reply(t.order, t.kind, Ok(()), 4, 0, &mut reports);
-        let bytes = message(
-            "D",
-            &[
-                (tags::CL_ORD_ID, "L"),
-                (tags::SYMBOL, "BTC-USD"),
-                (tags::SIDE, "2"),
-                (tags::ORDER_QTY, "0.001"),
-                (tags::ORD_TYPE, "2"),
-                (tags::PRICE, "1"),
-            ],
-        );
-        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
-        let nos = NewOrderSingle::decode(&frame).unwrap();
-        let Err(Report::Execution(dup)) = desk.new_order(&nos, &instruments(), 0) else {
+        let Err(Report::Execution(dup)) = try_place(&mut desk, "L", "2", "0.001", "1") else {
             panic!("a duplicate is refused")
         };
         assert_eq!(dup.ord_rej_reason, Some(ord_rej::DUPLICATE_ORDER));
