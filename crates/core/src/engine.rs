@@ -314,7 +314,10 @@ impl SymbolState {
     /// A new reference price (a trade or `set_ref_price`): the band's edges move with it.
     pub fn set_reference(&mut self, price: i64) {
         self.reference = price;
-        self.controls.refresh_edges(price, self.spec.band_bps);
+        // Without a band the edges stay open whatever the reference: no work per trade.
+        if self.spec.band_bps != 0 {
+            self.controls.refresh_edges(price, self.spec.band_bps);
+        }
     }
 
     /// `side`'s book, and the scratch space its changes may need.
@@ -848,6 +851,20 @@ impl Engine {
 
     // ----- trading --------------------------------------------------------------------------
 
+    /// When a GTD or DAY order placed now expires.
+    #[cold]
+    #[inline(never)]
+    fn expiry_of(&self, cmd: &PlaceOrder, tif: Tif) -> Result<i64, Reason> {
+        match tif {
+            Tif::Gtd => Ok(cmd.expire_ts().expect("checked at entry")),
+            Tif::Day => {
+                let day_end = self.symbols[cmd.symbol.0 as usize].spec.day_end;
+                next_day_end(self.now, day_end).ok_or(Reason::Overflow)
+            }
+            Tif::Gtc | Tif::Ioc | Tif::Fok => Ok(0),
+        }
+    }
+
     fn place(&mut self, cmd: &PlaceOrder, sink: &mut impl EventSink) -> Result<(), Reason> {
         let account = self.account_of(cmd.user).ok_or(Reason::UnknownUser)?;
         if self.accounts.get(account).suspended {
@@ -916,9 +933,8 @@ impl Engine {
             return Err(Reason::WouldTake);
         }
         let expire_ts = match tif {
-            Tif::Gtd => cmd.expire_ts().expect("checked above"),
-            Tif::Day => next_day_end(self.now, sym.spec.day_end).ok_or(Reason::Overflow)?,
             Tif::Gtc | Tif::Ioc | Tif::Fok => 0,
+            Tif::Gtd | Tif::Day => self.expiry_of(cmd, tif)?,
         };
         let hold = match (side, limit) {
             (Side::Buy, Some(price)) => buy_hold(cmd.qty, price, &terms).ok_or(Reason::Overflow)?,
@@ -991,7 +1007,7 @@ impl Engine {
             self.order_ended(cmd.user, cmd.order);
             return Ok(());
         }
-        self.execute(symbol, taker, None, sink);
+        self.execute(symbol, &taker, None, sink);
         Ok(())
     }
 
@@ -1108,7 +1124,7 @@ impl Engine {
     fn execute(
         &mut self,
         symbol: usize,
-        taker: Taker,
+        taker: &Taker,
         node: Option<u32>,
         sink: &mut impl EventSink,
     ) {
@@ -1116,7 +1132,7 @@ impl Engine {
         let band_edge = self.symbols[symbol].controls.edge(taker.side);
         // Nothing trades outside `continuous` (in an auction orders rest, the book may cross).
         let fills = if self.symbols[symbol].controls.phase() == Phase::Continuous {
-            self.match_taker(symbol, &taker, band_edge, sink)
+            self.match_taker(symbol, taker, band_edge, sink)
         } else {
             Fills::default()
         };
@@ -1194,7 +1210,7 @@ impl Engine {
                 self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
             }
             (Some(idx), false) => self.forget_order(idx),
-            (None, true) => self.rest_new(symbol, &taker, rest_qty, taker.qty),
+            (None, true) => self.rest_new(symbol, taker, rest_qty, taker.qty),
             (None, false) => self.order_ended(taker.user, taker.order),
         }
     }
@@ -1380,7 +1396,7 @@ impl Engine {
 
     /// A node for a new live order of the taker's at `price` with `remaining` (not in any level
     /// yet), linked to its account and the id index.
-    #[inline]
+    #[inline(always)]
     fn new_node(
         &mut self,
         symbol: usize,
@@ -1805,7 +1821,7 @@ impl Engine {
     /// cancels them all and refuses new ones), so only a miss needs to ask whether the user is
     /// suspended: `user_suspended` comes before `unknown_order`, and the hot path of a found
     /// order pays no account lookup.
-    #[inline]
+    #[inline(always)]
     fn find_own_live_order(&self, user: UserId, order: OrderId) -> Result<u32, Reason> {
         match self.find_order(user, order) {
             Some(idx) => {
@@ -1815,10 +1831,17 @@ impl Engine {
                 );
                 Ok(idx)
             }
-            None => match self.account_of(user) {
-                Some(account) if self.accounts.get(account).suspended => Err(Reason::UserSuspended),
-                _ => Err(Reason::UnknownOrder),
-            },
+            None => Err(self.no_live_order(user)),
+        }
+    }
+
+    /// Why `user` has no such live order: suspended, or it is unknown.
+    #[cold]
+    #[inline(never)]
+    fn no_live_order(&self, user: UserId) -> Reason {
+        match self.account_of(user) {
+            Some(account) if self.accounts.get(account).suspended => Reason::UserSuspended,
+            _ => Reason::UnknownOrder,
         }
     }
 
@@ -1831,14 +1854,42 @@ impl Engine {
     ) -> Result<(), Reason> {
         let idx = self.find_own_live_order(user, order)?;
         let node = *self.orders.get(idx);
+        let symbol = node.symbol as usize;
+        if node.kind != NodeKind::Plain || !self.symbols[symbol].controls.unrestricted() {
+            return self.move_with_controls(idx, price, sink);
+        }
+        // A plain order in `continuous` with no band (the common case).
+        if !self.move_price_valid(&node, price) {
+            return Err(Reason::InvalidPrice);
+        }
+        self.move_plain(idx, &node, price, Phase::Continuous, sink)
+    }
+
+    /// Whether `price` is a price the order in `node` may move to.
+    #[inline]
+    fn move_price_valid(&self, node: &OrderNode, price: i64) -> bool {
+        let terms = &self.symbols[node.symbol as usize].terms;
+        price > 0 && !(node.side == Side::Sell && sell_price_below_fee(price, terms))
+    }
+
+    /// `move` of a pending stop or an iceberg, or in a symbol with a phase other than
+    /// `continuous` or a band: the checks in their order, then the move.
+    #[cold]
+    #[inline(never)]
+    fn move_with_controls(
+        &mut self,
+        idx: u32,
+        price: i64,
+        sink: &mut impl EventSink,
+    ) -> Result<(), Reason> {
+        let node = *self.orders.get(idx);
         if node.kind == NodeKind::PendingStop {
             return Err(Reason::InvalidOrder);
         }
-        let symbol = node.symbol as usize;
-        let terms = self.symbols[symbol].terms;
-        if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)) {
+        if !self.move_price_valid(&node, price) {
             return Err(Reason::InvalidPrice);
         }
+        let symbol = node.symbol as usize;
         let controls = self.symbols[symbol].controls;
         let phase = controls.phase();
         if !controls.unrestricted() {
@@ -1848,6 +1899,23 @@ impl Engine {
         if node.kind == NodeKind::Iceberg {
             return self.move_iceberg(idx, price, sink);
         }
+        self.move_plain(idx, &node, price, phase, sink)
+    }
+
+    /// `move` of a plain resting order whose new price passed every check but funds and
+    /// post-only.
+    #[inline(always)]
+    fn move_plain(
+        &mut self,
+        idx: u32,
+        node: &OrderNode,
+        price: i64,
+        phase: Phase,
+        sink: &mut impl EventSink,
+    ) -> Result<(), Reason> {
+        let (user, order) = (node.user, node.order);
+        let symbol = node.symbol as usize;
+        let terms = self.symbols[symbol].terms;
         // In an auction a move never trades: it rests at the back of its new level.
         let crosses =
             phase == Phase::Continuous && self.crosses_best(symbol, node.side, Some(price));
@@ -1877,7 +1945,7 @@ impl Engine {
             return Ok(());
         }
         self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
-        self.release_hold(&node, node.remaining);
+        self.release_hold(node, node.remaining);
         let taker = Taker {
             account: node.account,
             user,
@@ -1891,7 +1959,7 @@ impl Engine {
             terms: self.order_terms[idx as usize],
             display: 0,
         };
-        self.execute(symbol, taker, Some(idx), sink);
+        self.execute(symbol, &taker, Some(idx), sink);
         Ok(())
     }
 
@@ -2003,7 +2071,7 @@ impl Engine {
                 terms: self.order_terms[idx as usize],
                 display,
             };
-            self.execute(symbol, taker, Some(idx), sink);
+            self.execute(symbol, &taker, Some(idx), sink);
             return Ok(());
         }
         let balance = self.accounts.balance_mut(node.account, currency);

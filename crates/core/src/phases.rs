@@ -319,8 +319,7 @@ impl Engine {
             return Err(Reason::InvalidQty);
         }
         sym.spec.band_bps = band_bps;
-        let reference = sym.reference;
-        sym.set_reference(reference);
+        sym.controls.refresh_edges(sym.reference, band_bps);
         Ok(())
     }
 

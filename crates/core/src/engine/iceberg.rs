@@ -69,6 +69,7 @@ impl Engine {
     /// without moving it: an iceberg loses hidden quantity first, so what it shows becomes
     /// `min(shown, new remaining)` (docs/rules.md: a reduce keeps priority). The caller keeps
     /// holds and totals.
+    #[inline]
     pub(super) fn take_from_remaining(&mut self, idx: u32, mut qty: i64) {
         let node = *self.orders.get(idx);
         if node.kind == NodeKind::Iceberg {
@@ -131,7 +132,7 @@ impl Engine {
             display: self.order_extras[idx as usize].display,
             terms: self.order_terms[idx as usize],
         };
-        self.execute(symbol, taker, Some(idx), sink);
+        self.execute(symbol, &taker, Some(idx), sink);
         Ok(())
     }
 }

@@ -311,7 +311,7 @@ impl Engine {
             self.forget_order(idx);
             return;
         }
-        self.execute(symbol, taker, Some(idx), sink);
+        self.execute(symbol, &taker, Some(idx), sink);
     }
 
     /// `amend` of a pending stop (its user and fields checked for presence): a new stop price,
