@@ -93,7 +93,7 @@ export class AdminView {
   constructor({ api, symbols, status, units, log }) {
     this.api = api;
     this.symbols = symbols;
-    this.status = status; // symbol -> { phase, last, reference, band_bps }, kept live by app.js
+    this.statuses = status; // symbol -> { phase, last, reference, band_bps }, kept live by app.js
     this.units = units;
     this.log = log;
     this.visible = false;
@@ -227,19 +227,15 @@ export class AdminView {
       if (names.includes(chosen)) select.value = chosen;
     }
     const rows = names.map((name) => {
-      const s = this.status().get(name);
+      const s = this.statuses().get(name);
       const units = this.units(name);
       const price = (p) => (p && units ? units.price.format(p) : p ? String(p) : '—');
       const limits = s && bandLimits(s.reference, s.band_bps);
-      return [name, {
-        phase: s ? s.phase : '?',
-        last: s ? price(s.last) : '',
-        reference: s ? price(s.reference) : '',
-        band_bps: s ? s.band_bps : '',
-        band: limits ? `${price(limits.lo)}–${price(limits.hi)}` : 'none',
-      }];
+      let band = 'none';
+      if (s && s.band_bps) band = `${formatInt(s.band_bps)} bps${limits ? `: ${price(limits.lo)}–${price(limits.hi)}` : ''}`;
+      return [name, { phase: s ? s.phase : '?', reference: s ? price(s.reference) : '', band }];
     });
-    const t = table(rows, ['phase', 'last', 'reference', 'band_bps', 'band'], 'symbol');
+    const t = table(rows, ['phase', 'reference', 'band'], 'symbol');
     t.querySelectorAll('tbody tr').forEach((tr, i) => {
       tr.dataset.testid = 'admin-phase-row';
       tr.dataset.symbol = rows[i][0];

@@ -303,6 +303,7 @@ async function main() {
 
   const browser = await chromium.launch({ executablePath: opts.chromium, args: CHROMIUM_ARGS });
   let page1 = null;
+  let admin = null;
   try {
     let page2;
     await step(`Chromium ${browser.version()} opens the console at ${BASE}/ and syncs the ${SYMBOL} book`, async () => {
@@ -497,7 +498,6 @@ async function main() {
       return `volume ${candles[0].volume}`;
     });
 
-    let admin = null;
     if (opts['admin-secret']) {
       await step('admin logs in: users, the detail of user 1, symbols, a snapshot, a deposit user 1 sees, the latency histograms', async () => {
         admin = await openConsole(browser, 'admin');
@@ -642,6 +642,14 @@ async function main() {
       if (events) console.log(`user 1's console events:\n${events}`);
       await page1.screenshot({ path: opts.screenshot }).catch(() => {});
       console.log(`screenshot of the failure saved to ${opts.screenshot}`);
+    }
+    if (admin) {
+      const status = await admin.evaluate(() => ['admin-status', 'control-status']
+        .map((id) => `${id}: ${document.getElementById(id).textContent}`).join('\n')).catch(() => '');
+      console.log(`the admin page says:\n${status}`);
+      const path = opts.screenshot.replace(/(\.png)?$/, '-admin.png');
+      await admin.screenshot({ path }).catch(() => {});
+      console.log(`screenshot of the admin page saved to ${path}`);
     }
   } finally {
     await browser.close();

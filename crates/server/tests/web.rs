@@ -2089,13 +2089,13 @@ fn open_orders_carry_type_tif_stop_shown_filled_and_expiry() {
     assert_eq!(by_id(32)["expire_ts"], far);
     // A DAY order expires at the next day end: after now, at most a day away.
     let day = by_id(33);
-    assert_eq!((&day["tif"], &day["type"]), (&json!("day"), &json!("limit")));
+    assert_eq!(
+        (&day["tif"], &day["type"]),
+        (&json!("day"), &json!("limit"))
+    );
     let now = http.get("/api/v1/time").body["ts_ns"].as_i64().unwrap();
     let expiry = day["expire_ts"].as_i64().unwrap();
-    assert!(
-        expiry > now && expiry <= now + 86_400_000_000_000,
-        "{day}"
-    );
+    assert!(expiry > now && expiry <= now + 86_400_000_000_000, "{day}");
     assert_eq!(
         fields(&by_id(34)),
         [

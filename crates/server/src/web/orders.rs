@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use rialto_core::{
-    AmendOrder, Command, OpenOrder, OrderExtras, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId,
-    UserReport,
+    AmendOrder, Command, OpenOrder, OrderExtras, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif,
+    UserId, UserReport,
 };
 use rialto_wire::{RequestKind, ServerMsg};
 use serde::Deserialize;
