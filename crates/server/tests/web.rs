@@ -319,7 +319,9 @@ fn traders_place_trade_move_reduce_and_cancel_over_rest() {
     let open = seller.call("GET", "/api/v1/orders", Value::Null);
     assert_eq!(
         open.body,
-        json!([{"symbol": "BTC-USD", "order": 11, "side": "sell", "price": 500_000, "remaining": 3}])
+        json!([{"symbol": "BTC-USD", "order": 11, "side": "sell", "type": "limit", "tif": "gtc",
+            "price": 500_000, "stop_price": 0, "pending": false, "remaining": 3, "shown": 3,
+            "filled": 2, "expire_ts": 0}])
     );
     eventually("the fill in the history", || {
         let h = seller
@@ -891,7 +893,9 @@ fn websocket_login_failures_order_entry_and_bad_input() {
     assert_eq!(reduced["result"]["status"], "accepted", "{reduced}");
     assert_eq!(
         open_orders(),
-        json!([{"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_100, "remaining": 2}])
+        json!([{"symbol": "BTC-USD", "order": 1, "side": "sell", "type": "limit", "tif": "gtc",
+            "price": 600_100, "stop_price": 0, "pending": false, "remaining": 2, "shown": 2,
+            "filled": 0, "expire_ts": 0}])
     );
 
     // Another user cannot touch it.
@@ -960,7 +964,9 @@ fn websocket_login_failures_order_entry_and_bad_input() {
     }
     assert_eq!(
         open_orders(),
-        json!([{"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_100, "remaining": 2}])
+        json!([{"symbol": "BTC-USD", "order": 1, "side": "sell", "type": "limit", "tif": "gtc",
+            "price": 600_100, "stop_price": 0, "pending": false, "remaining": 2, "shown": 2,
+            "filled": 0, "expire_ts": 0}])
     );
 
     assert_eq!(
@@ -1792,7 +1798,9 @@ fn traders_amend_over_rest_and_websocket_and_hear_it_on_the_user_channel() {
     let open = seller.call("GET", "/api/v1/orders", Value::Null);
     assert_eq!(
         open.body,
-        json!([{"symbol": "BTC-USD", "order": 21, "side": "sell", "price": 600_100, "remaining": 3}])
+        json!([{"symbol": "BTC-USD", "order": 21, "side": "sell", "type": "limit", "tif": "gtc",
+            "price": 600_100, "stop_price": 0, "pending": false, "remaining": 3, "shown": 3,
+            "filled": 0, "expire_ts": 0}])
     );
     // The history has it too.
     let h = seller
@@ -2021,8 +2029,9 @@ fn open_orders_carry_type_tif_stop_shown_filled_and_expiry() {
     let buyer = Trader::new(&http, &server, 2);
     let far = 4_000_000_000_000_000_000_i64;
     for body in [
+        // Above the trades below (at 600_000), so it stays pending.
         json!({"symbol": "BTC-USD", "order": 31, "side": "buy", "type": "stop_limit",
-            "price": 510_000, "stop_price": 505_000, "qty": 1}),
+            "price": 710_000, "stop_price": 700_000, "qty": 1}),
         json!({"symbol": "BTC-USD", "order": 32, "side": "buy", "tif": "gtd",
             "expire_ts": far, "price": 1, "qty": 1}),
         json!({"symbol": "BTC-USD", "order": 33, "side": "buy", "tif": "day", "price": 3, "qty": 1}),
@@ -2064,8 +2073,8 @@ fn open_orders_carry_type_tif_stop_shown_filled_and_expiry() {
         [
             json!("stop_limit"),
             json!("gtc"),
-            json!(510_000),
-            json!(505_000),
+            json!(710_000),
+            json!(700_000),
             json!(true),
             json!(1),
             json!(0),
