@@ -248,9 +248,13 @@ async function control(admin, fill, button, expect) {
   return text;
 }
 
-/** The local "YYYY-MM-DDTHH:MM:SS" a datetime-local field takes, `ms` from now. */
+/**
+ * The local "YYYY-MM-DDTHH:MM:SS" a datetime-local field takes, about `ms` from now, at 30 s
+ * past the minute (the browser writes a time at :00 without its seconds).
+ */
 function localInput(msFromNow) {
   const d = new Date(Date.now() + msFromNow);
+  d.setSeconds(30);
   const two = (n) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}T${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
 }
