@@ -1,5 +1,6 @@
 // The logged-in side: login (the secret lives only in the signer, in memory), balances and
-// open orders (REST, then kept current from the `user` channel), order entry, move and cancel.
+// open orders (REST, then kept current from the `user` channel), order entry (limit, market,
+// stop, stop-limit, iceberg; GTC, IOC, FOK, GTD, DAY), amend and cancel.
 
 import { formatInt } from './decimal.js';
 import { clockTime } from './tape.js';
@@ -11,6 +12,17 @@ function cell(text, className) {
   if (className) td.className = className;
   td.textContent = text;
   return td;
+}
+
+const TYPE_NAMES = { limit: 'limit', market: 'market', stop: 'stop', stop_limit: 'stop limit' };
+// Orders that never rest take only these; a market or stop order is IOC or FOK.
+const RESTING_TIFS = ['gtc', 'gtd', 'day'];
+
+/** ns since the epoch (a Number, maybe inexact past 2^53) as local "YYYY-MM-DD HH:MM:SS". */
+function localTime(ns) {
+  const d = new Date(Math.floor(ns / 1e6));
+  const two = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
 }
 
 function describeError(error) {
@@ -28,7 +40,7 @@ export class Account {
     this.onAdmin = onAdmin;
     this.mode = null; // null, 'trader' or 'admin'
     this.balances = new Map(); // currency -> { available, held }
-    this.orders = new Map(); // order id -> { symbol, order, side, price, remaining }
+    this.orders = new Map(); // order id -> GET /api/v1/orders's row (docs/api.md)
     this.orderRows = new Map(); // order id -> row elements
     this.balanceRows = new Map();
     this.fills = [];
@@ -51,7 +63,7 @@ export class Account {
       e.preventDefault();
       this.place();
     });
-    for (const id of ['order-side', 'order-type', 'order-price', 'order-qty']) {
+    for (const id of ['order-side', 'order-type', 'order-tif', 'order-price', 'order-qty', 'order-stop', 'order-display', 'order-expiry']) {
       $(id).addEventListener('input', () => this.updateForm());
     }
     $('cancel-all').addEventListener('click', () => this.cancelAll());
@@ -185,6 +197,8 @@ export class Account {
         const open = this.orders.get(msg.order);
         if (open) {
           open.remaining -= msg.qty;
+          open.filled = (open.filled || 0) + msg.qty;
+          open.shown = Math.min(open.shown, open.remaining); // an iceberg's next slice comes with the refresh
           if (open.remaining <= 0) this.orders.delete(msg.order);
           this.markDirty('orders');
         }
@@ -193,6 +207,13 @@ export class Account {
       }
       case 'cancelled':
         this.log(`cancelled order ${msg.order} ${msg.side} ${this.fmtQty(msg.symbol, msg.qty)} (${msg.reason})`);
+        break;
+      case 'triggered':
+        this.log(`triggered stop order ${msg.order} ${msg.side} at stop ${this.fmtPrice(msg.symbol, msg.stop_price)}`);
+        break;
+      case 'amended':
+        this.log(`amended order ${msg.order}: ${this.fmtQty(msg.symbol, msg.remaining)} left @ ${this.fmtPrice(msg.symbol, msg.price)}` +
+          `${msg.stop_price ? ` stop ${this.fmtPrice(msg.symbol, msg.stop_price)}` : ''}, priority ${msg.priority}`);
         break;
       case 'accepted':
         this.log(`accepted ${msg.kind} order ${msg.order} seq ${msg.seq}`);
@@ -256,7 +277,7 @@ export class Account {
   ownPrices() {
     const set = new Set();
     const symbol = this.symbol();
-    for (const o of this.orders.values()) if (o.symbol === symbol) set.add(`${o.side}:${o.price}`);
+    for (const o of this.orders.values()) if (o.symbol === symbol && !o.pending) set.add(`${o.side}:${o.price}`);
     return set;
   }
 
@@ -267,22 +288,50 @@ export class Account {
     const units = this.units(symbol);
     const side = $('order-side').value;
     const type = $('order-type').value;
-    const body = { symbol, side, type, tif: $('order-tif').value };
+    const tif = $('order-tif').value;
+    const body = { symbol, side, type, tif };
     const qtyText = $('order-qty').value.trim();
     const priceText = $('order-price').value.trim();
     if (!qtyText) return { error: 'enter a quantity' };
     const qty = units.qty.parse(qtyText);
     if (qty.error) return { error: `qty: ${qty.error}` };
     body.qty = qty.value;
+    if (type === 'stop' || type === 'stop_limit') {
+      const stopText = $('order-stop').value.trim();
+      if (!stopText) return { error: 'enter a stop price' };
+      const stop = units.price.parse(stopText);
+      if (stop.error) return { error: `stop price: ${stop.error}` };
+      body.stop_price = stop.value;
+    }
     if (priceText) {
       const price = units.price.parse(priceText);
       if (price.error) return { error: `price: ${price.error}` };
       body.price = price.value;
-    } else if (type === 'limit') {
+    } else if (type === 'limit' || type === 'stop_limit') {
       return { error: 'enter a price' };
     }
+    const displayText = $('order-display').value.trim();
+    if (displayText && type === 'limit') {
+      const display = units.qty.parse(displayText);
+      if (display.error) return { error: `display qty: ${display.error}` };
+      body.display_qty = display.value;
+    }
     if ($('order-post-only').checked) body.post_only = true;
+    if (tif === 'gtd') {
+      const text = $('order-expiry').value;
+      const ms = text ? new Date(text).getTime() : NaN;
+      if (!Number.isFinite(ms)) return { error: 'enter when the order expires' };
+      // ns exceed 2^53: the body is written with the expiry as exact integer text.
+      const expireNs = BigInt(ms) * 1000000n;
+      return { body, expireNs };
+    }
     return { body };
+  }
+
+  /** The form's order as JSON text (a GTD expiry in ns is an integer past 2^53). */
+  static bodyText(form) {
+    const json = JSON.stringify(form.body);
+    return form.expireNs === undefined ? json : `${json.slice(0, -1)},"expire_ts":${form.expireNs}}`;
   }
 
   updateForm() {
@@ -291,16 +340,34 @@ export class Account {
     button.className = `place ${side}`;
     button.textContent = `${side === 'buy' ? 'Buy' : 'Sell'} ${this.symbol() || ''}`;
     const type = $('order-type').value;
-    // A market order never rests: GTC is not a choice for it (the engine says invalid_order).
-    const gtc = $('order-tif').querySelector('option[value="gtc"]');
-    gtc.disabled = type === 'market';
-    if (type === 'market' && $('order-tif').value === 'gtc') $('order-tif').value = 'ioc';
-    if (type === 'limit' && $('order-tif').value === 'ioc' && this.lastType === 'market') $('order-tif').value = 'gtc';
+    const tifSelect = $('order-tif');
+    // A market or stop order never rests: GTC, GTD and DAY are not choices for it (the engine
+    // says invalid_order).
+    const neverRests = type === 'market' || type === 'stop';
+    for (const tif of RESTING_TIFS) tifSelect.querySelector(`option[value="${tif}"]`).disabled = neverRests;
+    if (neverRests && RESTING_TIFS.includes(tifSelect.value)) tifSelect.value = 'ioc';
+    const wasNeverRests = this.lastType === 'market' || this.lastType === 'stop';
+    if (!neverRests && wasNeverRests && tifSelect.value === 'ioc') tifSelect.value = 'gtc';
     this.lastType = type;
-    $('order-price').placeholder = type === 'market' ? 'protection price (optional)' : 'limit price';
+    const stop = type === 'stop' || type === 'stop_limit';
+    $('stop-field').hidden = !stop;
+    // An iceberg is a limit order (docs/rules.md, "Iceberg orders").
+    $('display-field').hidden = type !== 'limit';
+    $('expiry-field').hidden = tifSelect.value !== 'gtd';
+    $('order-price').placeholder = {
+      market: 'protection price (optional)',
+      stop: 'protection price (a buy needs one)',
+    }[type] || 'limit price';
     const form = this.units(this.symbol()) ? this.readForm() : { error: '' };
-    $('order-preview').textContent = form.body
-      ? `${formatInt(form.body.qty)} lots${form.body.price !== undefined ? ` @ ${formatInt(form.body.price)} ticks` : ' at market'}`
+    const b = form.body;
+    $('order-preview').textContent = b
+      ? [
+        `${formatInt(b.qty)} lots`,
+        b.price !== undefined ? `@ ${formatInt(b.price)} ticks` : 'at market',
+        b.stop_price !== undefined ? `stop ${formatInt(b.stop_price)}` : '',
+        b.display_qty !== undefined ? `showing ${formatInt(b.display_qty)}` : '',
+        form.expireNs !== undefined ? `until ${form.expireNs} ns` : '',
+      ].filter(Boolean).join(' ')
       : '';
   }
 
@@ -312,7 +379,7 @@ export class Account {
     }
     this.status('order-status', 'sending…');
     try {
-      const answer = await this.api.signed('POST', '/api/v1/orders', form.body);
+      const answer = await this.api.signed('POST', '/api/v1/orders', Account.bodyText(form));
       this.status('order-status', `${answer.status} order ${answer.order} (seq ${answer.seq})`, 'ok');
       this.log(`placed ${form.body.side} ${form.body.type} order ${answer.order}`);
     } catch (error) {
@@ -331,20 +398,38 @@ export class Account {
     this.scheduleRefresh();
   }
 
-  async move(order, priceText) {
+  /**
+   * Amends an order (PATCH, docs/api.md): the fields whose text differs from the order's, a
+   * new price, a new total quantity (filled + remaining) and, for a pending stop, a new stop price.
+   */
+  async amend(order, { priceText, qtyText, stopText }) {
     const o = this.orders.get(order);
     const units = o && this.units(o.symbol);
     if (!units) return;
-    const price = units.price.parse(priceText);
-    if (price.error) {
-      this.status('order-status', `move: ${price.error}`, 'error');
+    const body = {};
+    const fields = [
+      ['price', priceText, units.price, o.price],
+      ['qty', qtyText, units.qty, o.filled + o.remaining],
+      ['stop_price', stopText, units.price, o.stop_price],
+    ];
+    for (const [name, text, unit, now] of fields) {
+      if (!text) continue;
+      const parsed = unit.parse(text);
+      if (parsed.error) {
+        this.status('order-status', `amend order ${order}: ${name}: ${parsed.error}`, 'error');
+        return;
+      }
+      if (parsed.value !== now) body[name] = parsed.value;
+    }
+    if (Object.keys(body).length === 0) {
+      this.status('order-status', `amend order ${order}: nothing changed`, 'error');
       return;
     }
     try {
-      const answer = await this.api.signed('POST', `/api/v1/orders/${order}/move`, { price: price.value });
-      this.status('order-status', `move order ${order}: ${answer.status}`, 'ok');
+      const answer = await this.api.signed('PATCH', `/api/v1/orders/${order}`, body);
+      this.status('order-status', `amend order ${order}: ${answer.status}`, 'ok');
     } catch (error) {
-      this.status('order-status', `move order ${order}: ${describeError(error)}`, 'error');
+      this.status('order-status', `amend order ${order}: ${describeError(error)}`, 'error');
     }
     this.scheduleRefresh();
   }
@@ -419,48 +504,105 @@ export class Account {
     }
     const sorted = [...this.orders.values()].sort((a, b) => a.order - b.order);
     for (const o of sorted) {
-      let row = this.orderRows.get(o.order);
-      if (!row) row = this.orderRow(o, body);
+      let row = this.orderRow(o, body);
       const units = this.units(o.symbol);
-      const priceText = units ? units.price.format(o.price) : String(o.price);
-      row.tr.dataset.price = String(o.price);
-      row.tr.dataset.remaining = String(o.remaining);
-      row.price.textContent = priceText;
-      row.remaining.textContent = units ? units.qty.format(o.remaining) : String(o.remaining);
-      if (document.activeElement !== row.moveInput && row.shownPrice !== o.price) row.moveInput.value = priceText;
-      row.shownPrice = o.price;
+      const price = (p) => (units ? units.price.format(p) : String(p));
+      const qty = (q) => (units ? units.qty.format(q) : String(q));
+      const total = o.filled + o.remaining;
+      const iceberg = !o.pending && o.shown < o.remaining;
+      const d = row.tr.dataset;
+      d.type = o.type;
+      d.tif = o.tif;
+      d.price = String(o.price);
+      d.stopPrice = String(o.stop_price);
+      d.pending = String(o.pending);
+      d.remaining = String(o.remaining);
+      d.shown = String(o.shown);
+      d.filled = String(o.filled);
+      d.iceberg = String(iceberg);
+      row.type.textContent = `${TYPE_NAMES[o.type] || o.type}${iceberg ? ' iceberg' : ''}`;
+      row.tif.textContent = o.tif.toUpperCase();
+      row.price.textContent = o.price ? price(o.price) : '—';
+      row.stop.textContent = o.pending ? `${price(o.stop_price)} pending` : '';
+      row.stop.className = o.pending ? 'num pending' : 'num';
+      row.qty.textContent = o.pending ? `— / ${qty(o.remaining)}` : `${qty(o.shown)} / ${qty(o.remaining)}`;
+      row.filled.textContent = qty(o.filled);
+      row.expires.textContent = o.expire_ts ? localTime(o.expire_ts) : '';
+      // The amend fields show the order as it is, unless the user is typing in them.
+      const shown = `${o.price}:${total}:${o.stop_price}`;
+      const typing = [row.priceInput, row.qtyInput, row.stopInput].includes(document.activeElement);
+      if (row.shownTerms !== shown && !typing) {
+        row.priceInput.value = o.price ? price(o.price) : '';
+        row.qtyInput.value = qty(total);
+        row.stopInput.value = o.pending ? price(o.stop_price) : '';
+        row.shownTerms = shown;
+      }
+      row.stopInput.hidden = !o.pending;
     }
     $('open-count').textContent = this.orders.size ? `(${this.orders.size})` : '';
     $('orders-empty').hidden = this.orders.size > 0;
   }
 
+  /** The row of an order, made on first sight: its cells, amend fields and buttons. */
   orderRow(o, body) {
+    const existing = this.orderRows.get(o.order);
+    if (existing) return existing;
     const tr = document.createElement('tr');
     tr.dataset.testid = 'open-order';
     tr.dataset.order = String(o.order);
     tr.dataset.side = o.side;
     tr.dataset.symbol = o.symbol;
-    const moveInput = document.createElement('input');
-    moveInput.dataset.testid = 'move-price';
-    const moveButton = document.createElement('button');
-    moveButton.className = 'small';
-    moveButton.textContent = 'Move';
-    moveButton.dataset.testid = 'move-button';
-    moveButton.addEventListener('click', () => this.move(o.order, moveInput.value.trim()));
-    moveInput.addEventListener('keydown', (e) => {
-      if (e.key === 'Enter') this.move(o.order, moveInput.value.trim());
+    const input = (testid, className, placeholder) => {
+      const node = document.createElement('input');
+      node.dataset.testid = testid;
+      if (className) node.className = className;
+      node.placeholder = placeholder;
+      node.spellcheck = false;
+      return node;
+    };
+    const priceInput = input('amend-price', '', 'price');
+    const qtyInput = input('amend-qty', 'qty', 'total qty');
+    const stopInput = input('amend-stop', '', 'stop price');
+    const amend = () => this.amend(o.order, {
+      priceText: priceInput.value.trim(),
+      qtyText: qtyInput.value.trim(),
+      stopText: stopInput.hidden ? '' : stopInput.value.trim(),
     });
+    const amendButton = document.createElement('button');
+    amendButton.className = 'small';
+    amendButton.textContent = 'Amend';
+    amendButton.dataset.testid = 'amend-button';
+    amendButton.addEventListener('click', amend);
+    for (const node of [priceInput, qtyInput, stopInput]) {
+      node.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter') amend();
+      });
+    }
     const cancelButton = document.createElement('button');
     cancelButton.className = 'small danger';
     cancelButton.textContent = 'Cancel';
     cancelButton.dataset.testid = 'cancel-button';
     cancelButton.addEventListener('click', () => this.cancel(o.order));
-    const moveCell = cell('');
-    moveCell.append(moveInput, ' ', moveButton);
+    const amendCell = cell('');
+    amendCell.append(priceInput, ' ', qtyInput, ' ', stopInput, ' ', amendButton);
     const cancelCell = cell('');
     cancelCell.append(cancelButton);
-    const row = { tr, price: cell('', 'num'), remaining: cell('', 'num'), moveInput, shownPrice: null };
-    tr.append(cell(String(o.order)), cell(o.symbol), cell(o.side, o.side), row.price, row.remaining, moveCell, cancelCell);
+    const row = {
+      tr,
+      type: cell(''),
+      tif: cell(''),
+      price: cell('', 'num'),
+      stop: cell('', 'num'),
+      qty: cell('', 'num'),
+      filled: cell('', 'num'),
+      expires: cell('', 'num'),
+      priceInput,
+      qtyInput,
+      stopInput,
+      shownTerms: null,
+    };
+    tr.append(cell(String(o.order)), cell(o.symbol), cell(o.side, o.side), row.type, row.tif, row.price, row.stop,
+      row.qty, row.filled, row.expires, amendCell, cancelCell);
     body.append(tr);
     this.orderRows.set(o.order, row);
     return row;

@@ -1,7 +1,8 @@
 // The admin view: venue totals, symbols, users and their balances, deposits and withdrawals,
-// snapshots, and the latency histograms the server exposes on /metrics.
+// snapshots, the trading controls (phase, band, reference price, user suspension, order-id
+// window), and the latency histograms the server exposes on /metrics.
 
-import { formatInt } from './decimal.js';
+import { formatInt, bandLimits } from './decimal.js';
 import { HistogramChart, formatSeconds } from './charts.js';
 import { parseHistograms, parseScalars, delta, quantile } from './metrics.js';
 
@@ -89,9 +90,11 @@ export function renderJson(container, data) {
 const PREFERRED = [/engine/, /roundtrip|round_trip|gateway/, /journal|fsync/];
 
 export class AdminView {
-  constructor({ api, symbols, log }) {
+  constructor({ api, symbols, status, units, log }) {
     this.api = api;
     this.symbols = symbols;
+    this.statuses = status; // symbol -> { phase, last, reference, band_bps }, kept live by app.js
+    this.units = units;
     this.log = log;
     this.visible = false;
     this.timer = null;
@@ -113,6 +116,132 @@ export class AdminView {
       this.addUser();
     });
     $('metrics-window').addEventListener('change', () => this.scrape());
+    this.bindControls();
+  }
+
+  // Trading controls: each sends one operator command and shows the venue's answer.
+
+  bindControls() {
+    const onSubmit = (id, run) => $(id).addEventListener('submit', (e) => {
+      e.preventDefault();
+      run();
+    });
+    const symbol = () => $('control-symbol').value;
+    const path = (what) => `/api/v1/admin/symbols/${encodeURIComponent(symbol())}/${what}`;
+    onSubmit('phase-form', () => {
+      const phase = $('control-phase').value;
+      this.control(`set_phase ${symbol()} ${phase}`, path('phase'), { phase });
+    });
+    onSubmit('band-form', () => {
+      const text = $('control-band').value.trim();
+      const bps = Number(text);
+      if (!text || !Number.isSafeInteger(bps)) {
+        this.controlStatus('the band is a whole number of basis points (0: none)', 'error');
+        return;
+      }
+      this.control(`set_band ${symbol()} ${bps} bps`, path('band'), { band_bps: bps });
+    });
+    onSubmit('ref-form', () => {
+      const units = this.units(symbol());
+      const text = $('control-ref').value.trim();
+      const price = units ? units.price.parse(text) : { error: 'unknown symbol' };
+      if (price.error) {
+        this.controlStatus(`reference price: ${price.error}`, 'error');
+        return;
+      }
+      this.control(`set_ref_price ${symbol()} ${text}`, path('ref_price'), { price: price.value });
+    });
+    const user = () => {
+      const text = $('control-user').value.trim();
+      const id = Number(text);
+      if (!text || !Number.isSafeInteger(id)) {
+        this.controlStatus('the user id must be a whole number', 'error');
+        return null;
+      }
+      return id;
+    };
+    onSubmit('suspend-form', () => {
+      const id = user();
+      if (id !== null) this.control(`suspend_user ${id}`, `/api/v1/admin/users/${id}/suspend`);
+    });
+    $('resume-button').addEventListener('click', () => {
+      const id = user();
+      if (id !== null) this.control(`resume_user ${id}`, `/api/v1/admin/users/${id}/resume`);
+    });
+    onSubmit('window-form', async () => {
+      const text = $('control-window').value.trim();
+      if (!/^-?\d+$/.test(text)) {
+        this.controlStatus('the window is a whole number of ns', 'error');
+        return;
+      }
+      // Written as integer text: a window in ns may exceed 2^53.
+      await this.control(`set_order_id_window ${text} ns`, '/api/v1/admin/settings/order_id_window', `{"window_ns":${text}}`);
+      this.loadSettings();
+    });
+  }
+
+  controlStatus(text, kind) {
+    const node = $('control-status');
+    node.textContent = text;
+    node.className = `status ${kind || ''}`;
+  }
+
+  /** One operator command: `accepted (seq N)` or the engine's reason, under the controls. */
+  async control(label, path, body) {
+    this.controlStatus(`${label}: sending…`);
+    try {
+      const answer = await this.api.signed('POST', path, body);
+      const seq = answer && answer.seq !== undefined ? ` (seq ${answer.seq})` : '';
+      this.controlStatus(`${label}: accepted${seq}`, 'ok');
+      this.log(`${label}: accepted${seq}`);
+    } catch (error) {
+      this.controlStatus(`${label}: rejected ${describeError(error)}`, 'error');
+    }
+  }
+
+  async loadSettings() {
+    try {
+      const settings = await this.api.signed('GET', '/api/v1/admin/settings');
+      const ns = settings.order_id_window_ns;
+      $('current-window').textContent = `${formatInt(ns)} ns${ns ? ` (${(ns / 1e9).toLocaleString('en-US')} s)` : ''}`;
+    } catch (error) {
+      $('current-window').textContent = describeError(error);
+    }
+  }
+
+  /** Each symbol's phase, last and reference price and band, as the status channel says. */
+  renderStatus() {
+    if (!this.visible) return;
+    const select = $('control-symbol');
+    const names = this.symbols().map((s) => s.symbol);
+    if ([...select.options].map((o) => o.value).join() !== names.join()) {
+      const chosen = select.value;
+      select.replaceChildren(
+        ...names.map((name) => {
+          const option = document.createElement('option');
+          option.value = name;
+          option.textContent = name;
+          return option;
+        }),
+      );
+      if (names.includes(chosen)) select.value = chosen;
+    }
+    const rows = names.map((name) => {
+      const s = this.statuses().get(name);
+      const units = this.units(name);
+      const price = (p) => (p && units ? units.price.format(p) : p ? String(p) : '—');
+      const limits = s && bandLimits(s.reference, s.band_bps);
+      let band = 'none';
+      if (s && s.band_bps) band = `${formatInt(s.band_bps)} bps${limits ? `: ${price(limits.lo)}–${price(limits.hi)}` : ''}`;
+      return [name, { phase: s ? s.phase : '?', reference: s ? price(s.reference) : '', band }];
+    });
+    const t = table(rows, ['phase', 'reference', 'band'], 'symbol');
+    t.querySelectorAll('tbody tr').forEach((tr, i) => {
+      tr.dataset.testid = 'admin-phase-row';
+      tr.dataset.symbol = rows[i][0];
+      tr.dataset.phase = rows[i][1].phase;
+    });
+    $('admin-phases').replaceChildren(t);
   }
 
   status(text, kind) {
@@ -135,7 +264,8 @@ export class AdminView {
 
   async refresh() {
     this.renderSymbols();
-    await Promise.all([this.loadVenue(), this.loadUsers(), this.scrape()]);
+    this.renderStatus();
+    await Promise.all([this.loadVenue(), this.loadUsers(), this.loadSettings(), this.scrape()]);
   }
 
   renderSymbols() {

@@ -93,7 +93,10 @@ export class Api {
     return { op: 'login', key: this.key, ts, nonce, sig };
   }
 
-  /** A signed request; resolves to the answer's JSON or throws ApiError. */
+  /**
+   * A signed request; resolves to the answer's JSON or throws ApiError. The body is an object,
+   * or JSON text already made (for integers past 2^53, such as a GTD expiry in ns).
+   */
   signed(method, pathAndQuery, bodyObject) {
     const run = () => this.sendSigned(method, pathAndQuery, bodyObject, true);
     const result = this.queue.then(run, run);
@@ -103,7 +106,7 @@ export class Api {
 
   async sendSigned(method, pathAndQuery, bodyObject, retry) {
     if (!this.signer) throw new ApiError(0, 'not_logged_in', 'log in first');
-    const body = bodyObject === undefined ? '' : JSON.stringify(bodyObject);
+    const body = bodyObject === undefined ? '' : typeof bodyObject === 'string' ? bodyObject : JSON.stringify(bodyObject);
     const { ts, nonce } = this.stamp();
     const sig = await this.signer.sign(`${this.key}\n${ts}\n${nonce}\n${method}\n${pathAndQuery}\n${body}`);
     const headers = {

@@ -2,7 +2,7 @@
 // over signed REST. Messages only change state and mark views dirty; one animation frame then
 // draws whatever changed, however many messages arrived since the last frame.
 
-import { Unit, formatInt } from './decimal.js';
+import { Unit, formatInt, bandLimits } from './decimal.js';
 import { Api } from './api.js';
 import { Feed } from './feed.js';
 import { Book } from './book.js';
@@ -23,8 +23,12 @@ const state = {
   bbo: null,
   lastTrade: null,
   candle: null,
+  // symbol -> { phase, last, reference, band_bps }, from the `status` channel (and the
+  // reference from each new trade of the shown symbol), and the seq it is as of.
+  status: new Map(),
+  statusSeq: null,
 };
-const dirty = { book: false, bbo: false, header: false, charts: false, held: false };
+const dirty = { book: false, bbo: false, header: false, charts: false, held: false, status: false };
 const stats = { messages: 0, frameMs: 0, gaps: 0 };
 
 const ladder = new LadderView($('ladder'), {
@@ -62,7 +66,13 @@ const account = new Account({
   onOwnOrdersChanged: () => markDirty('book'),
   onAdmin: (isAdmin) => showAdminTab(isAdmin),
 });
-const admin = new AdminView({ api, symbols: () => state.symbols, log: (line) => account.log(line) });
+const admin = new AdminView({
+  api,
+  symbols: () => state.symbols,
+  status: () => state.status,
+  units: (symbol) => state.unitsBySymbol.get(symbol),
+  log: (line) => account.log(line),
+});
 
 let frameRequested = false;
 function markDirty(what) {
@@ -92,6 +102,12 @@ function frame() {
   if (dirty.bbo) {
     dirty.bbo = false;
     renderBbo();
+  }
+  if (dirty.status) {
+    dirty.status = false;
+    dirty.header = true;
+    renderSymbolOptions();
+    admin.renderStatus();
   }
   if (dirty.header) {
     dirty.header = false;
@@ -127,6 +143,44 @@ function renderHeader() {
   lastNode.textContent = last ? units.price.format(last.price) : '—';
   lastNode.className = `num ${last ? (last.taker_side === 'buy' ? 'bid' : 'ask') : ''}`;
   $('minute-volume').textContent = state.candle ? units.qty.format(state.candle.volume) : '—';
+  renderStatus(units);
+}
+
+function renderStatus(units) {
+  const status = state.status.get(state.symbol);
+  const phase = $('phase');
+  const band = $('band');
+  if (!status) {
+    phase.textContent = '—';
+    phase.className = 'phase';
+    delete phase.dataset.phase;
+    band.textContent = '—';
+    return;
+  }
+  phase.textContent = status.phase;
+  phase.className = `phase phase-${status.phase}`;
+  phase.dataset.phase = status.phase;
+  band.dataset.bandBps = String(status.band_bps);
+  band.dataset.reference = String(status.reference);
+  const limits = bandLimits(status.reference, status.band_bps);
+  band.dataset.lo = limits ? String(limits.lo) : '';
+  band.dataset.hi = limits ? String(limits.hi) : '';
+  if (!status.band_bps) band.textContent = 'none';
+  else {
+    const pct = `±${(status.band_bps / 100).toFixed(2)}%`;
+    band.textContent = limits
+      ? `${pct} ${units.price.format(limits.lo)}–${units.price.format(limits.hi)}`
+      : `${pct} (no reference yet)`;
+  }
+}
+
+/** The symbol selector names each symbol's phase when it is not continuous. */
+function renderSymbolOptions() {
+  for (const option of $('symbol').options) {
+    const status = state.status.get(option.value);
+    const text = status && status.phase !== 'continuous' ? `${option.value} · ${status.phase}` : option.value;
+    if (option.textContent !== text) option.textContent = text;
+  }
 }
 
 // Market data handlers: state changes only.
@@ -154,7 +208,49 @@ function onTrades(msg) {
   const trades = msg.trades || [];
   tape.push(trades);
   if (trades.length) state.lastTrade = trades[trades.length - 1];
+  // A new trade is the symbol's last and reference price, so it moves the band (a snapshot's
+  // trades are older than the status they came with).
+  const status = state.status.get(state.symbol);
+  if (msg.type === 'trades' && trades.length && status) {
+    status.last = status.reference = trades[trades.length - 1].price;
+    statusChanged();
+  }
   markDirty('header');
+}
+
+// The public `status` channel: every symbol's phase and band.
+function onStatus(msg) {
+  if (msg.type === 'snapshot') {
+    state.status.clear();
+    for (const s of msg.symbols || []) state.status.set(s.symbol, { ...s });
+    state.statusSeq = msg.seq;
+  } else {
+    // A message at or below the snapshot's seq is already in it (docs/api.md).
+    if (state.statusSeq !== null && msg.seq <= state.statusSeq) return;
+    const status = state.status.get(msg.symbol);
+    if (!status) return;
+    const units = state.unitsBySymbol.get(msg.symbol);
+    if (msg.type === 'phase') {
+      status.phase = msg.phase;
+      account.log(`${msg.symbol}: phase ${msg.phase} (seq ${msg.seq})`);
+    } else if (msg.type === 'auction') {
+      status.last = status.reference = msg.price;
+      const price = units ? units.price.format(msg.price) : msg.price;
+      const qty = units ? units.qty.format(msg.qty) : msg.qty;
+      account.log(`${msg.symbol}: auction uncrossed ${qty} @ ${price}, imbalance ${msg.imbalance} (seq ${msg.seq})`);
+    } else if (msg.type === 'band') {
+      status.band_bps = msg.band_bps;
+      status.reference = msg.reference;
+      status.last = msg.last;
+      account.log(`${msg.symbol}: band ${msg.band_bps} bps, reference ${units ? units.price.format(msg.reference) : msg.reference} (seq ${msg.seq})`);
+    }
+  }
+  statusChanged();
+}
+
+// Drawn on the next frame, however many trades and status messages came before it.
+function statusChanged() {
+  markDirty('status');
 }
 
 function onCandles(msg) {
@@ -256,6 +352,9 @@ async function start() {
   }
   const wanted = decodeURIComponent(location.hash.slice(1));
   selectSymbol(state.unitsBySymbol.has(wanted) ? wanted : symbols[0].symbol);
+  feed.subscribe('status', onStatus, {
+    onSubscribed: (error) => error && account.log(`subscribe status: ${error.code || error.message}`),
+  });
   document.body.dataset.ready = 'true';
 }
 

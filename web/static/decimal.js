@@ -80,3 +80,14 @@ export function formatInt(n) {
   if (n === null || n === undefined) return '';
   return group(BigInt(n).toString()).replace(/^-,/, '-');
 }
+
+/**
+ * A symbol's price band in ticks, as docs/rules.md computes it: [R - w, R + w] with
+ * w = floor(R * band_bps / 10000); null with no band or no reference price.
+ */
+export function bandLimits(reference, bandBps) {
+  if (!bandBps || !reference) return null;
+  const r = BigInt(reference);
+  const w = (r * BigInt(bandBps)) / 10000n;
+  return { lo: r - w, hi: r + w };
+}

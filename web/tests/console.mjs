@@ -2,10 +2,12 @@
 // The web console in a real browser (Debian's Chromium, headless), against a fresh
 // `rialto serve --demo`: user 1 rests a sell, sees it on the ladder and in its open orders; user 2
 // (a second browser context) crosses it; both tapes show the trade; user 1's order, the ladder
-// and both users' balances move by exactly what the rules say; user 1 moves and cancels the rest;
-// a signed REST call from here checks the server agrees; the admin view shows users, takes a
-// snapshot, books a deposit and draws the latency histograms from /metrics. Prints every step,
-// saves a screenshot, and exits 0 only if every step passed.
+// and both users' balances move by exactly what the rules say; user 1 amends and cancels the
+// rest, then places a pending stop-limit GTD order and an iceberg; a signed REST call from here
+// checks the server agrees; the admin view shows users, takes a snapshot, books a deposit, draws
+// the latency histograms from /metrics, sets a band, a reference price, the order-id window,
+// suspends and resumes a user, and runs an opening auction that both traders' pages follow.
+// Prints every step, saves a screenshot, and exits 0 only if every step passed.
 //
 //   node web/tests/console.mjs --url http://127.0.0.1:8080/ --secret1 S1 --secret2 S2 \
 //     [--admin-secret A] --screenshot console.png [--chromium /usr/bin/chromium]
@@ -61,6 +63,22 @@ const SELL_QTY = '0.003';
 const BUY_PRICE = '5100.00';
 const BUY_QTY = '0.002';
 const MOVE_PRICE = '5001.00';
+const ONE_LOT = '0.001';
+// The amend: a new price and a total of 4 lots (2 filled, so 2 left).
+const AMEND_TOTAL = '0.004';
+// A stop-limit buy that waits above the last trade, and an iceberg sell far from the book.
+const STOP_PRICE = '5200.00';
+const STOP_LIMIT = '5210.00';
+const ICEBERG_PRICE = '5600.00';
+const ICEBERG_QTY = '0.010';
+const ICEBERG_SHOWN = '0.002';
+// The opening auction: a sell and a buy that cross each other only (the book then holds bids up
+// to 4992.00 and asks from 5002.00); the uncross price is the reference, 5000.00, clamped into
+// [4995.00, 4998.00] (docs/rules.md, "The uncross").
+const AUCTION_SELL = '4995.00';
+const AUCTION_BUY = '4998.00';
+const REFERENCE = '5000.00';
+const BAND_BPS = 1000;
 
 let stepNumber = 0;
 let failed = false;
@@ -172,11 +190,16 @@ async function login(page, key, secret) {
   check((await page.getByTestId('login-secret').inputValue()) === '', 'the secret field was not cleared');
 }
 
-async function placeOrder(page, side, price, qty) {
+/** Places an order through the form; `extra` may give type, tif, stop, display and expiry. */
+async function placeOrder(page, side, price, qty, extra = {}) {
   await page.getByTestId('order-side').selectOption(side);
-  await page.getByTestId('order-type').selectOption('limit');
+  await page.getByTestId('order-type').selectOption(extra.type || 'limit');
+  await page.getByTestId('order-tif').selectOption(extra.tif || 'gtc');
   await page.getByTestId('order-price').fill(price);
   await page.getByTestId('order-qty').fill(qty);
+  if (extra.stop) await page.getByTestId('order-stop').fill(extra.stop);
+  if ((extra.type || 'limit') === 'limit') await page.getByTestId('order-display').fill(extra.display || '');
+  if (extra.expiry) await page.getByTestId('order-expiry').fill(extra.expiry);
   await page.getByTestId('order-status').evaluate((node) => {
     node.textContent = '';
   });
@@ -186,6 +209,54 @@ async function placeOrder(page, side, price, qty) {
   const text = await page.getByTestId('order-status').textContent();
   check(text.startsWith('accepted'), `${side} ${qty} @ ${price}: ${text}`);
   return Number(/order (-?\d+)/.exec(text)[1]);
+}
+
+/** An open order's row (its data-* attributes) once `wanted` (attribute -> text) all hold. */
+async function waitForOrderRow(page, order, wanted) {
+  try {
+    await page.waitForFunction(
+      ([o, w]) => {
+        const row = document.querySelector(`[data-testid="open-order"][data-order="${o}"]`);
+        return row && Object.entries(w).every(([k, v]) => row.dataset[k] === String(v));
+      },
+      [order, wanted],
+    );
+  } catch {
+    const now = await page.$$eval('[data-testid="open-order"]', (rows) => rows.map((r) => ({ ...r.dataset })));
+    throw new Error(`order ${order}: expected ${JSON.stringify(wanted)}, open orders show ${JSON.stringify(now)}`);
+  }
+  return page.locator(`[data-testid="open-order"][data-order="${order}"]`);
+}
+
+/** Submits one admin control and returns the venue's answer shown under the controls. */
+async function control(admin, fill, button, expect) {
+  for (const [testid, value] of Object.entries(fill)) {
+    const node = admin.getByTestId(testid);
+    if ((await node.evaluate((n) => n.tagName)) === 'SELECT') await node.selectOption(value);
+    else await node.fill(value);
+  }
+  await admin.getByTestId('control-status').evaluate((node) => {
+    node.textContent = '';
+  });
+  await admin.getByTestId(button).click();
+  await admin.waitForFunction(() => {
+    const text = document.querySelector('[data-testid="control-status"]').textContent;
+    return text !== '' && !text.endsWith('sending…');
+  });
+  const text = (await admin.getByTestId('control-status').textContent()).trim();
+  check(text.includes(expect), `${button}: expected "${expect}", the page says "${text}"`);
+  return text;
+}
+
+/**
+ * The local "YYYY-MM-DDTHH:MM:SS" a datetime-local field takes, about `ms` from now, at 30 s
+ * past the minute (the browser writes a time at :00 without its seconds).
+ */
+function localInput(msFromNow) {
+  const d = new Date(Date.now() + msFromNow);
+  d.setSeconds(30);
+  const two = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}T${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
 }
 
 /** Balances shown on the page: currency -> { available, held } (integers, minor units). */
@@ -236,6 +307,7 @@ async function main() {
 
   const browser = await chromium.launch({ executablePath: opts.chromium, args: CHROMIUM_ARGS });
   let page1 = null;
+  let admin = null;
   try {
     let page2;
     await step(`Chromium ${browser.version()} opens the console at ${BASE}/ and syncs the ${SYMBOL} book`, async () => {
@@ -243,8 +315,11 @@ async function main() {
       const selected = await page1.getByTestId('symbol-select').inputValue();
       check(selected === SYMBOL, `symbol selector shows ${selected}`);
       await page1.waitForFunction(() => document.querySelector('[data-testid="conn-status"]').textContent === 'live');
+      // The status channel: the symbol is trading continuously, without a band.
+      await page1.waitForSelector('[data-testid="phase"][data-phase="continuous"]');
+      await page1.waitForFunction(() => document.querySelector('[data-testid="band"]').textContent === 'none');
       const options = await page1.$$eval('[data-testid="symbol-select"] option', (o) => o.map((x) => x.value));
-      return `symbols ${options.join(', ')}`;
+      return `symbols ${options.join(', ')}, phase continuous, band none`;
     });
 
     let before1;
@@ -353,14 +428,23 @@ async function main() {
       return JSON.stringify(mine[0]);
     });
 
-    await step(`user 1 moves the rest to ${MOVE_PRICE}`, async () => {
+    await step(`user 1 amends the rest to ${MOVE_PRICE} and a total of ${AMEND_TOTAL}`, async () => {
       const row = page1.locator(`[data-testid="open-order"][data-order="${order1}"]`);
-      await row.getByTestId('move-price').fill(MOVE_PRICE);
-      await row.getByTestId('move-button').click();
-      await page1.waitForSelector(`[data-testid="open-order"][data-order="${order1}"][data-price="${moveTicks}"]`);
-      await page1.waitForSelector(`[data-testid="ladder-ask"][data-price="${moveTicks}"][data-qty="${restLots}"]`);
+      const total = toUnits(AMEND_TOTAL, info.qty_lot);
+      const left = total - buyLots;
+      // The amend fields start at the order's terms: its price and its total (filled + left).
+      check((await row.getByTestId('amend-qty').inputValue()) === SELL_QTY, 'the amend qty field does not show the total');
+      await row.getByTestId('amend-price').fill(MOVE_PRICE);
+      await row.getByTestId('amend-qty').fill(AMEND_TOTAL);
+      await row.getByTestId('amend-button').click();
+      await waitForOrderRow(page1, order1, { price: moveTicks, remaining: left, filled: buyLots, shown: left });
+      await page1.waitForSelector(`[data-testid="ladder-ask"][data-price="${moveTicks}"][data-qty="${left}"]`);
       await page1.waitForFunction((p) => !document.querySelector(`[data-testid="ladder-ask"][data-price="${p}"]`), sellTicks);
-      return (await page1.getByTestId('order-status').textContent()).trim();
+      const text = (await row.innerText()).replace(/\s+/g, ' ');
+      check(text.includes(MOVE_PRICE), `the row reads ${text}`);
+      const status = (await page1.getByTestId('order-status').textContent()).trim();
+      check(status === `amend order ${order1}: accepted`, status);
+      return status;
     });
 
     await step('user 1 cancels it: the order, the level and the hold are gone', async () => {
@@ -376,6 +460,41 @@ async function main() {
       return (await page1.getByTestId('order-status').textContent()).trim();
     });
 
+    let stopOrder;
+    await step('user 1 places a stop-limit GTD buy and an iceberg sell: open orders show the stop pending and the iceberg\'s slice', async () => {
+      const expiry = localInput(2 * 86_400_000);
+      stopOrder = await placeOrder(page1, 'buy', STOP_LIMIT, ONE_LOT, {
+        type: 'stop_limit', tif: 'gtd', stop: STOP_PRICE, expiry,
+      });
+      const stopRow = await waitForOrderRow(page1, stopOrder, {
+        type: 'stop_limit', tif: 'gtd', pending: true, shown: 0,
+        stopPrice: toUnits(STOP_PRICE, info.price_tick), price: toUnits(STOP_LIMIT, info.price_tick),
+      });
+      const stopText = (await stopRow.innerText()).replace(/\s+/g, ' ');
+      check(stopText.includes(`${STOP_PRICE} pending`) && stopText.includes('stop limit') && stopText.includes('GTD'),
+        `the stop's row reads ${stopText}`);
+      check(stopText.includes(expiry.replace('T', ' ')), `the stop's row does not show its expiry ${expiry}: ${stopText}`);
+      // A pending stop is in no book: the ladder has no bid at its limit price.
+      check(await page1.locator(`[data-testid="ladder-bid"][data-price="${toUnits(STOP_LIMIT, info.price_tick)}"]`).count() === 0,
+        'the pending stop is on the ladder');
+      const iceberg = await placeOrder(page1, 'sell', ICEBERG_PRICE, ICEBERG_QTY, { display: ICEBERG_SHOWN });
+      const shown = toUnits(ICEBERG_SHOWN, info.qty_lot);
+      const total = toUnits(ICEBERG_QTY, info.qty_lot);
+      const iceRow = await waitForOrderRow(page1, iceberg, { type: 'limit', iceberg: true, shown, remaining: total, pending: false });
+      const iceText = (await iceRow.innerText()).replace(/\s+/g, ' ');
+      check(iceText.includes(`${ICEBERG_SHOWN} / ${ICEBERG_QTY}`) && iceText.includes('iceberg'), `the iceberg's row reads ${iceText}`);
+      // The server says the same (REST from node).
+      const rest = await signedRest('1', opts.secret1, 'GET', '/api/v1/orders');
+      const s = rest.find((o) => o.order === stopOrder);
+      const i = rest.find((o) => o.order === iceberg);
+      check(s && s.pending === true && s.type === 'stop_limit' && s.tif === 'gtd' && s.expire_ts > Date.now() * 1e6, `REST: ${JSON.stringify(s)}`);
+      check(i && i.shown === shown && i.remaining === total && i.filled === 0, `REST: ${JSON.stringify(i)}`);
+      // The iceberg goes again (the deeper book below counts the levels).
+      await iceRow.getByTestId('cancel-button').click();
+      await page1.waitForFunction((o) => !document.querySelector(`[data-testid="open-order"][data-order="${o}"]`), iceberg);
+      return `stop ${stopOrder}: ${stopText.trim()}; iceberg ${iceberg}: ${iceText.trim()}`;
+    });
+
     await step('the candle chart holds the trade\'s 1-minute candle', async () => {
       await page1.waitForFunction(() => Number(document.querySelector('[data-testid="candles"]').dataset.count) >= 1);
       const candles = await publicGet(`/api/v1/candles/${SYMBOL}?limit=1`);
@@ -385,7 +504,7 @@ async function main() {
 
     if (opts['admin-secret']) {
       await step('admin logs in: users, the detail of user 1, symbols, a snapshot, a deposit user 1 sees, the latency histograms', async () => {
-        const admin = await openConsole(browser, 'admin');
+        admin = await openConsole(browser, 'admin');
         await login(admin, 'admin', opts['admin-secret']);
         await admin.waitForSelector('[data-testid="admin-view"]:not([hidden])');
         try {
@@ -415,8 +534,35 @@ async function main() {
         await admin.waitForSelector('[data-testid="histogram"]');
         const names = await admin.$$eval('[data-testid="histogram"]', (h) => [...new Set(h.map((x) => x.dataset.metric))]);
         check(names.length > 0, 'no latency histogram drawn from /metrics');
-        await admin.screenshot({ path: opts.screenshot.replace(/(\.png)?$/, '-admin.png') });
         return `histograms: ${names.join(', ')}`;
+      });
+
+      await step('the operator sets a band and a reference price (both traders\' headers follow), the order-id window, and suspends and resumes a user', async () => {
+        await admin.waitForSelector(`[data-testid="admin-phase-row"][data-symbol="${SYMBOL}"][data-phase="continuous"]`);
+        await control(admin, { 'control-symbol': SYMBOL, 'control-band': String(BAND_BPS) }, 'set-band-button', 'accepted');
+        const answers = [await control(admin, { 'control-ref': REFERENCE }, 'set-ref-button', 'accepted')];
+        const ref = toUnits(REFERENCE, info.price_tick);
+        const w = Math.floor((ref * BAND_BPS) / 10000);
+        const bandText = `±${(BAND_BPS / 100).toFixed(2)}% ${fromUnits(ref - w, info.price_tick)}–${fromUnits(ref + w, info.price_tick)}`;
+        for (const page of [page1, page2]) {
+          try {
+            await page.waitForFunction((t) => document.querySelector('[data-testid="band"]').textContent === t, bandText);
+          } catch {
+            throw new Error(`the band reads ${await page.getByTestId('band').textContent()}, expected ${bandText}`);
+          }
+        }
+        answers.push(await control(admin, { 'control-band': '-5' }, 'set-band-button', 'rejected invalid_qty'));
+        answers.push(await control(admin, { 'control-user': '3' }, 'suspend-button', 'accepted'));
+        answers.push(await control(admin, { 'control-user': '3' }, 'resume-button', 'accepted'));
+        answers.push(await control(admin, { 'control-user': '99999' }, 'suspend-button', 'rejected'));
+        answers.push(await control(admin, { 'control-window': '3600000000000' }, 'set-window-button', 'accepted'));
+        await admin.waitForFunction(() => document.querySelector('[data-testid="current-window"]').textContent.startsWith('3,600,000,000,000 ns'));
+        answers.push(await control(admin, { 'control-window': '-1' }, 'set-window-button', 'rejected invalid_qty'));
+        const settings = await signedRest('admin', opts['admin-secret'], 'GET', '/api/v1/admin/settings');
+        check(settings.order_id_window_ns === 3600000000000, `settings: ${JSON.stringify(settings)}`);
+        const status = (await publicGet('/api/v1/status')).symbols.find((x) => x.symbol === SYMBOL);
+        check(status.band_bps === BAND_BPS && status.reference === ref, `status: ${JSON.stringify(status)}`);
+        return `${bandText}; ${answers.join('; ')}`;
       });
     }
 
@@ -447,9 +593,43 @@ async function main() {
       check(spread.includes(spreadText), `spread reads ${spread}, expected ${spreadText}`);
       await page1.waitForFunction(() => Number(document.querySelector('[data-testid="depth"]').dataset.askLevels) === 3 &&
         Number(document.querySelector('[data-testid="depth"]').dataset.bidLevels) === 3);
-      await page1.waitForTimeout(300); // the charts redraw at most every 250 ms
       return spread;
     });
+
+    if (admin) {
+      await step('the operator runs an opening auction: orders collect while nothing trades, then continuous uncrosses them', async () => {
+        await control(admin, { 'control-symbol': SYMBOL, 'control-phase': 'auction' }, 'set-phase-button', 'accepted');
+        for (const page of [page1, page2]) await page.waitForSelector('[data-testid="phase"][data-phase="auction"]');
+        const option = await page1.locator(`[data-testid="symbol-select"] option[value="${SYMBOL}"]`).textContent();
+        check(option.includes('auction'), `the symbol list reads ${option}`);
+        await admin.waitForSelector(`[data-testid="admin-phase-row"][data-symbol="${SYMBOL}"][data-phase="auction"]`);
+        const qty = ONE_LOT;
+        const lots = toUnits(qty, info.qty_lot);
+        const sell = await placeOrder(page1, 'sell', AUCTION_SELL, qty);
+        const buy = await placeOrder(page2, 'buy', AUCTION_BUY, qty);
+        // They cross, but nothing trades in the call: both rest.
+        await waitForOrderRow(page1, sell, { remaining: lots, filled: 0 });
+        await waitForOrderRow(page2, buy, { remaining: lots, filled: 0 });
+        await control(admin, { 'control-phase': 'continuous' }, 'set-phase-button', 'accepted');
+        for (const page of [page1, page2]) await page.waitForSelector('[data-testid="phase"][data-phase="continuous"]');
+        const price = toUnits(AUCTION_BUY, info.price_tick);
+        for (const page of [page1, page2]) {
+          await page.waitForSelector(`[data-testid="tape-row"][data-price="${price}"][data-qty="${lots}"]`);
+          await page.waitForFunction((p) => document.querySelector('[data-testid="last-price"]').textContent === p, AUCTION_BUY);
+        }
+        await page1.waitForFunction((o) => !document.querySelector(`[data-testid="open-order"][data-order="${o}"]`), sell);
+        await page2.waitForFunction((o) => !document.querySelector(`[data-testid="open-order"][data-order="${o}"]`), buy);
+        // The uncross price is the new reference: the band moves with it.
+        await page1.waitForSelector(`[data-testid="band"][data-reference="${price}"]`);
+        const events = await page1.getByTestId('events').textContent();
+        const result = events.split('\n').find((line) => line.includes('auction uncrossed'));
+        check(result && result.includes(`${qty} @ ${AUCTION_BUY}`), `user 1's events: ${events.slice(0, 500)}`);
+        // The pending stop above did not trigger.
+        await waitForOrderRow(page1, stopOrder, { pending: true });
+        await admin.screenshot({ path: opts.screenshot.replace(/(\.png)?$/, '-admin.png') });
+        return result.trim().replace(/^\S+\s+/, '');
+      });
+    }
 
     await step('no script errors in any page', async () => {
       check(pageErrors.length === 0, pageErrors.join('\n'));
@@ -466,6 +646,14 @@ async function main() {
       if (events) console.log(`user 1's console events:\n${events}`);
       await page1.screenshot({ path: opts.screenshot }).catch(() => {});
       console.log(`screenshot of the failure saved to ${opts.screenshot}`);
+    }
+    if (admin) {
+      const status = await admin.evaluate(() => ['admin-status', 'control-status']
+        .map((id) => `${id}: ${document.getElementById(id).textContent}`).join('\n')).catch(() => '');
+      console.log(`the admin page says:\n${status}`);
+      const path = opts.screenshot.replace(/(\.png)?$/, '-admin.png');
+      await admin.screenshot({ path }).catch(() => {});
+      console.log(`screenshot of the admin page saved to ${path}`);
     }
   } finally {
     await browser.close();

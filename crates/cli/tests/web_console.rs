@@ -1,9 +1,12 @@
 //! The web console in a real browser: `web/tests/console.mjs` drives Debian's Chromium
 //! (headless, through playwright-core) against `rialto serve --demo`: user 1 rests a sell and
 //! sees it on the ladder, user 2 crosses it from a second browser context, both tapes show the
-//! trade, balances move by exactly the fill and its fees, user 1 moves and cancels the rest, and
-//! the admin view takes a snapshot, books a deposit and draws the latency histograms. The
-//! script prints each step and exits 0 only if every step passed.
+//! trade, balances move by exactly the fill and its fees, user 1 amends and cancels the rest and
+//! sees a stop-limit order pending and an iceberg's slice in its open orders, and the admin view
+//! takes a snapshot, books a deposit, draws the latency histograms, sets a band, a reference
+//! price and the order-id window, suspends and resumes a user, and runs an opening auction that
+//! both traders' pages follow (phase, band, the uncross trade). The script prints each step and
+//! exits 0 only if every step passed.
 //!
 //! Needs Node.js with npm and Chromium (`apt-get install nodejs npm chromium`; `.ci/run`
 //! installs them). It fails, rather than skips, when they are missing. The screenshots are left
@@ -18,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Every step the script reports when given the admin secret.
-const STEPS: usize = 17;
+const STEPS: usize = 20;
 /// The whole browser run, launch to screenshot; each of its waits has its own 15 s limit.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(300);
 

@@ -545,7 +545,7 @@ impl Gateway {
                     }
                     Target::User(user) => fix.on_user_message(user, &msg),
                     Target::Public => fix.on_public_message(&msg),
-                    Target::Session(_) => {}
+                    Target::Session(_) | Target::WebStatus => {}
                 }
             }
             if let Some(web) = &self.web {
@@ -556,10 +556,15 @@ impl Gateway {
                     }
                     Target::User(user) => self.web_messages.push((Some(user), msg.clone())),
                     Target::Public => self.web_messages.push((None, msg.clone())),
+                    Target::WebStatus => {
+                        self.web_messages.push((None, msg));
+                        continue;
+                    }
                     Target::Session(_) => {}
                 }
             }
             match target {
+                Target::WebStatus => {}
                 Target::Session(id) => {
                     if let Some(s) = self.sessions.get_mut(&id) {
                         s.in_flight = s.in_flight.saturating_sub(1);

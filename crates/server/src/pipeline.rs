@@ -26,7 +26,9 @@ use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use rialto_core::Prefetch;
-use rialto_core::{Command, Engine, OrderId, OwnedEvent, PREFETCH_LOOKAHEAD, Reason, UserId};
+use rialto_core::{
+    Command, Engine, OrderId, OwnedEvent, PREFETCH_LOOKAHEAD, Reason, SymbolId, UserId,
+};
 use rialto_journal::JournalWriter;
 use rialto_wire::{ErrorCode, Liquidity, RequestKind, Secret, ServerMsg};
 
@@ -117,6 +119,9 @@ pub enum Target {
     /// Everyone: every logged-in binary and FIX session and the web's public `status`
     /// channel (phase changes and auction results).
     Public,
+    /// The web's public `status` channel only: a symbol's new band or reference price, which no
+    /// binary or FIX message carries (a `VenueSettings` of that one symbol).
+    WebStatus,
 }
 
 #[derive(Clone, Debug)]
@@ -846,6 +851,11 @@ impl EngineStage {
             self.journaled_since_snapshot += 1;
         }
         self.reply(session, request.reply, seq, ts_ns, cmd, result);
+        if let (Ok(()), Command::SetBand { symbol, .. } | Command::SetRefPrice { symbol, .. }) =
+            (result, cmd)
+        {
+            self.announce_band(seq, *symbol);
+        }
         if self.snapshot_every > 0 && self.journaled_since_snapshot >= self.snapshot_every {
             self.take_snapshot(None);
         }
@@ -853,6 +863,19 @@ impl EngineStage {
 }
 
 impl EngineStage {
+    /// A symbol's band or reference price changed: its status, to the web's `status` channel.
+    fn announce_band(&mut self, seq: u64, symbol: SymbolId) {
+        if let Some(status) = self.engine.symbol_status(symbol) {
+            let msg = ServerMsg::VenueSettings {
+                request: 0,
+                seq,
+                order_id_window_ns: self.engine.order_id_window(),
+                symbols: vec![(symbol, status)],
+            };
+            self.send(Target::WebStatus, msg);
+        }
+    }
+
     /// Answers one applied command: the sender's reply first, then the events, so a trader
     /// sees Accepted before the fills it caused.
     fn reply(

@@ -319,7 +319,9 @@ fn traders_place_trade_move_reduce_and_cancel_over_rest() {
     let open = seller.call("GET", "/api/v1/orders", Value::Null);
     assert_eq!(
         open.body,
-        json!([{"symbol": "BTC-USD", "order": 11, "side": "sell", "price": 500_000, "remaining": 3}])
+        json!([{"symbol": "BTC-USD", "order": 11, "side": "sell", "type": "limit", "tif": "gtc",
+            "price": 500_000, "stop_price": 0, "pending": false, "remaining": 3, "shown": 3,
+            "filled": 2, "expire_ts": 0}])
     );
     eventually("the fill in the history", || {
         let h = seller
@@ -891,7 +893,9 @@ fn websocket_login_failures_order_entry_and_bad_input() {
     assert_eq!(reduced["result"]["status"], "accepted", "{reduced}");
     assert_eq!(
         open_orders(),
-        json!([{"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_100, "remaining": 2}])
+        json!([{"symbol": "BTC-USD", "order": 1, "side": "sell", "type": "limit", "tif": "gtc",
+            "price": 600_100, "stop_price": 0, "pending": false, "remaining": 2, "shown": 2,
+            "filled": 0, "expire_ts": 0}])
     );
 
     // Another user cannot touch it.
@@ -960,7 +964,9 @@ fn websocket_login_failures_order_entry_and_bad_input() {
     }
     assert_eq!(
         open_orders(),
-        json!([{"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_100, "remaining": 2}])
+        json!([{"symbol": "BTC-USD", "order": 1, "side": "sell", "type": "limit", "tif": "gtc",
+            "price": 600_100, "stop_price": 0, "pending": false, "remaining": 2, "shown": 2,
+            "filled": 0, "expire_ts": 0}])
     );
 
     assert_eq!(
@@ -1792,7 +1798,9 @@ fn traders_amend_over_rest_and_websocket_and_hear_it_on_the_user_channel() {
     let open = seller.call("GET", "/api/v1/orders", Value::Null);
     assert_eq!(
         open.body,
-        json!([{"symbol": "BTC-USD", "order": 21, "side": "sell", "price": 600_100, "remaining": 3}])
+        json!([{"symbol": "BTC-USD", "order": 21, "side": "sell", "type": "limit", "tif": "gtc",
+            "price": 600_100, "stop_price": 0, "pending": false, "remaining": 3, "shown": 3,
+            "filled": 0, "expire_ts": 0}])
     );
     // The history has it too.
     let h = seller
@@ -1912,6 +1920,61 @@ fn the_status_channel_and_endpoint_follow_the_phases() {
     );
     let status = http.get("/api/v1/status");
     assert_eq!(status.body["symbols"][0]["phase"], "continuous");
+    // A new band or reference price is announced with the symbol's band and reference.
+    let band = admin.call(
+        "POST",
+        "/api/v1/admin/symbols/BTC-USD/band",
+        json!({"band_bps": 500}),
+    );
+    assert_eq!(band.status, 200, "{:?}", band.body);
+    let message = ws_until(&mut ws, "the band message", |v| v["type"] == "band");
+    assert_eq!(
+        (
+            &message["symbol"],
+            &message["band_bps"],
+            &message["reference"],
+            &message["seq"]
+        ),
+        (
+            &json!("BTC-USD"),
+            &json!(500),
+            &auction["price"],
+            &band.body["seq"]
+        )
+    );
+    let reference = admin.call(
+        "POST",
+        "/api/v1/admin/symbols/BTC-USD/ref_price",
+        json!({"price": 480_000}),
+    );
+    assert_eq!(reference.status, 200, "{:?}", reference.body);
+    let message = ws_until(&mut ws, "the reference message", |v| {
+        v["type"] == "band" && v["reference"] == 480_000
+    });
+    assert_eq!(
+        (&message["band_bps"], &message["seq"]),
+        (&json!(500), &reference.body["seq"])
+    );
+    // A refused one is not: the next band message is the next accepted change's.
+    let refused = admin.call(
+        "POST",
+        "/api/v1/admin/symbols/BTC-USD/band",
+        json!({"band_bps": -1}),
+    );
+    assert_eq!(error_code(&refused), "invalid_qty");
+    let band = admin.call(
+        "POST",
+        "/api/v1/admin/symbols/BTC-USD/band",
+        json!({"band_bps": 300}),
+    );
+    assert_eq!(band.status, 200, "{:?}", band.body);
+    let message = ws_until(&mut ws, "the next band message", |v| v["type"] == "band");
+    assert_eq!(
+        (&message["band_bps"], &message["seq"]),
+        (&json!(300), &band.body["seq"])
+    );
+    let status = http.get("/api/v1/status");
+    assert_eq!(status.body["symbols"][0]["band_bps"], 300);
     server.shutdown().unwrap();
 }
 
@@ -1951,5 +2014,120 @@ fn stop_and_gtd_orders_over_rest() {
         let levels = bids.as_array().cloned().unwrap_or_default();
         levels.contains(&json!([1, 1])) && !levels.iter().any(|l| l[0] == json!(510_000))
     });
+    server.shutdown().unwrap();
+}
+
+/// "My open orders" says what each order is: its type and time in force, a pending stop as
+/// pending with its stop price, an iceberg's shown slice, what has filled and when it expires;
+/// REST, the `user` channel's snapshot and the admin's view of the user agree.
+#[test]
+fn open_orders_carry_type_tif_stop_shown_filled_and_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let t = Trader::new(&http, &server, 1);
+    let buyer = Trader::new(&http, &server, 2);
+    let far = 4_000_000_000_000_000_000_i64;
+    for body in [
+        // Above the trades below (at 600_000), so it stays pending.
+        json!({"symbol": "BTC-USD", "order": 31, "side": "buy", "type": "stop_limit",
+            "price": 710_000, "stop_price": 700_000, "qty": 1}),
+        json!({"symbol": "BTC-USD", "order": 32, "side": "buy", "tif": "gtd",
+            "expire_ts": far, "price": 1, "qty": 1}),
+        json!({"symbol": "BTC-USD", "order": 33, "side": "buy", "tif": "day", "price": 3, "qty": 1}),
+        json!({"symbol": "BTC-USD", "order": 34, "side": "sell", "price": 600_000, "qty": 10,
+            "display_qty": 2}),
+    ] {
+        let placed = t.call("POST", "/api/v1/orders", body);
+        assert_eq!(placed.status, 200, "{:?}", placed.body);
+    }
+    // 3 lots off the iceberg: its first slice of 2, then 1 of the next.
+    let take = json!({"symbol": "BTC-USD", "side": "buy", "price": 600_000, "qty": 3});
+    assert_eq!(buyer.call("POST", "/api/v1/orders", take).status, 200);
+
+    let open = t.call("GET", "/api/v1/orders", Value::Null);
+    assert_eq!(open.status, 200, "{:?}", open.body);
+    let orders = open.body.as_array().unwrap().clone();
+    let by_id = |id: i64| {
+        orders
+            .iter()
+            .find(|o| o["order"] == id)
+            .unwrap_or_else(|| panic!("order {id} not in {orders:?}"))
+            .clone()
+    };
+    let fields = |o: &Value| {
+        [
+            "type",
+            "tif",
+            "price",
+            "stop_price",
+            "pending",
+            "remaining",
+            "shown",
+            "filled",
+        ]
+        .map(|k| o[k].clone())
+    };
+    assert_eq!(
+        fields(&by_id(31)),
+        [
+            json!("stop_limit"),
+            json!("gtc"),
+            json!(710_000),
+            json!(700_000),
+            json!(true),
+            json!(1),
+            json!(0),
+            json!(0)
+        ]
+    );
+    assert_eq!(by_id(31)["expire_ts"], 0);
+    assert_eq!(
+        fields(&by_id(32)),
+        [
+            json!("limit"),
+            json!("gtd"),
+            json!(1),
+            json!(0),
+            json!(false),
+            json!(1),
+            json!(1),
+            json!(0)
+        ]
+    );
+    assert_eq!(by_id(32)["expire_ts"], far);
+    // A DAY order expires at the next day end: after now, at most a day away.
+    let day = by_id(33);
+    assert_eq!(
+        (&day["tif"], &day["type"]),
+        (&json!("day"), &json!("limit"))
+    );
+    let now = http.get("/api/v1/time").body["ts_ns"].as_i64().unwrap();
+    let expiry = day["expire_ts"].as_i64().unwrap();
+    assert!(expiry > now && expiry <= now + 86_400_000_000_000, "{day}");
+    assert_eq!(
+        fields(&by_id(34)),
+        [
+            json!("limit"),
+            json!("gtc"),
+            json!(600_000),
+            json!(0),
+            json!(false),
+            json!(7),
+            json!(1),
+            json!(3)
+        ]
+    );
+
+    // The `user` channel's snapshot of open orders is the same list.
+    let mut ws = ws_connect(&server);
+    ws_login(&mut ws, &server, 1);
+    ws_send(&mut ws, json!({"id": "u", "op": "subscribe", "ch": "user"}));
+    let snapshot = ws_until(&mut ws, "the open orders", |v| v["type"] == "orders");
+    assert_eq!(snapshot["orders"], open.body);
+    // So is the admin's view of the user.
+    let admin = admin(&http, &server);
+    let detail = admin.call("GET", "/api/v1/admin/balances/1", Value::Null);
+    assert_eq!(detail.body["orders"], open.body);
     server.shutdown().unwrap();
 }

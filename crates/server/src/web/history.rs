@@ -124,9 +124,20 @@ pub async fn run(
     }
 }
 
-/// A phase change or an auction result, to the public `status` channel (docs/api.md).
+/// A phase change, an auction result or a new band or reference price, to the public `status`
+/// channel (docs/api.md).
 fn publish_status(state: &AppState, msg: &ServerMsg) {
     let event = match *msg {
+        ServerMsg::VenueSettings {
+            seq, ref symbols, ..
+        } => {
+            for (symbol, s) in symbols {
+                let event = json!({"ch": "status", "type": "band", "symbol": symbol_name(state, *symbol),
+                    "band_bps": s.band_bps, "reference": s.reference, "last": s.last, "seq": seq});
+                state.topics.publish(STATUS_CHANNEL, &event.to_string());
+            }
+            return;
+        }
         ServerMsg::PhaseChanged {
             seq,
             ts_ns,

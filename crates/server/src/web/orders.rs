@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use rialto_core::{
-    AmendOrder, Command, OrderExtras, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif, UserId,
-    UserReport,
+    AmendOrder, Command, OpenOrder, OrderExtras, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif,
+    UserId, UserReport,
 };
 use rialto_wire::{RequestKind, ServerMsg};
 use serde::Deserialize;
@@ -250,12 +250,27 @@ pub fn balances_json(report: &UserReport) -> Value {
     )
 }
 
+/// Open orders as docs/api.md shows them: each with its type, time in force, stop price (a
+/// pending stop is `pending`: it waits for its trigger and is in no book), the quantity the book
+/// shows (an iceberg's slice), what has filled and its expiry.
 pub fn open_orders_json(report: &UserReport) -> Value {
-    Value::Array(
-        report
-            .orders
-            .iter()
-            .map(|o| json!({"symbol": o.symbol.as_str(), "order": o.order, "side": o.side.as_str(), "price": o.price, "remaining": o.remaining}))
-            .collect(),
-    )
+    Value::Array(report.orders.iter().map(open_order_json).collect())
+}
+
+fn open_order_json(o: &OpenOrder) -> Value {
+    let pending = matches!(o.order_type, OrderType::Stop | OrderType::StopLimit);
+    json!({
+        "symbol": o.symbol.as_str(),
+        "order": o.order,
+        "side": o.side.as_str(),
+        "type": o.order_type.as_str(),
+        "tif": o.tif.as_str(),
+        "price": o.price,
+        "stop_price": o.stop_price,
+        "pending": pending,
+        "remaining": o.remaining,
+        "shown": o.shown,
+        "filled": o.filled,
+        "expire_ts": o.expire_ts,
+    })
 }
