@@ -251,7 +251,14 @@ fn random_command(rng: &mut Rng, venue: &Venue, next_order: &mut i64) -> Command
         // Stops and stop-limits, around the prices that trade.
         400..=519 => {
             *next_order += 1;
-            let stop_price = 95 + rng.below(11) as i64;
+            // Mostly on the side of the last trade where it waits (else `would_trigger`).
+            let last = venue.engine.symbol_status(symbol).unwrap().last;
+            let away = 1 + rng.below(3) as i64;
+            let stop_price = match side {
+                _ if last == 0 || rng.chance(10) => 95 + rng.below(11) as i64,
+                Side::Buy => last + away,
+                Side::Sell => (last - away).max(1),
+            };
             let limit = rng.chance(60);
             let p = PlaceOrder::limit(user, *next_order, symbol, side, price, qty);
             let p = if limit {
@@ -294,8 +301,8 @@ fn random_command(rng: &mut Rng, venue: &Venue, next_order: &mut i64) -> Command
         }
         820..=869 => {
             let phase = match rng.below(10) {
-                0..=3 => Phase::Continuous,
-                4..=7 => Phase::Auction,
+                0..=4 => Phase::Continuous,
+                5..=7 => Phase::Auction,
                 8 => Phase::Halted,
                 _ => Phase::Closed,
             };
@@ -309,8 +316,8 @@ fn random_command(rng: &mut Rng, venue: &Venue, next_order: &mut i64) -> Command
             band_bps: [0, 100, 300, 500][rng.below(4) as usize],
         },
         890..=899 => Command::SetRefPrice { symbol, price },
-        900..=914 => Command::SuspendUser { user },
-        915..=939 => Command::ResumeUser { user },
+        900..=905 => Command::SuspendUser { user },
+        906..=939 => Command::ResumeUser { user },
         940..=989 => Command::Tick,
         990..=994 => Command::MassCancel {
             user,
@@ -320,11 +327,37 @@ fn random_command(rng: &mut Rng, venue: &Venue, next_order: &mut i64) -> Command
     }
 }
 
+impl Venue {
+    /// A restart: the feed begins again from the engine as it stands (icebergs part-hidden,
+    /// stops pending, symbols in any phase), and the clients from its snapshots.
+    fn restart_feed(&mut self) {
+        self.feed = Feed::from_engine(&self.engine);
+        for s in 0..SYMBOLS {
+            self.l2[s as usize].load(&self.feed.l2(SymbolId(s), usize::MAX).unwrap());
+            self.l3[s as usize]
+                .load(&self.feed.l3(SymbolId(s)).unwrap())
+                .unwrap();
+        }
+    }
+}
+
 fn run(seed: u64, commands: usize) -> HashMap<&'static str, u64> {
+    run_with_restart(seed, commands, None)
+}
+
+fn run_with_restart(
+    seed: u64,
+    commands: usize,
+    restart_at: Option<usize>,
+) -> HashMap<&'static str, u64> {
     let mut venue = Venue::new();
     let mut rng = Rng(seed);
     let mut next_order = 0;
     for step in 0..commands {
+        if restart_at == Some(step) {
+            venue.restart_feed();
+            venue.check(step, &Command::Tick);
+        }
         // Time moves on: a few ms a command, now and then past a day's end (DAY orders).
         venue.ts_ns += match rng.below(500) {
             0 => rialto_core::NS_PER_DAY,
@@ -359,5 +392,13 @@ fn the_feed_is_the_engine_book_under_the_whole_rulebook() {
         "stp",
     ] {
         assert!(seen.get(case).copied().unwrap_or(0) > 0, "{case}: {seen:?}");
+    }
+}
+
+#[test]
+fn a_feed_started_from_the_engine_continues_its_book() {
+    for seed in 5..=6u64 {
+        let seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        run_with_restart(seed, 3_000, Some(1_500));
     }
 }
