@@ -41,6 +41,9 @@ fn name(s: &str) -> Name {
     Name::new(s).unwrap()
 }
 
+/// (bids, asks), best first: (price, qty) of each order or level.
+type Sides = (Vec<(i64, i64)>, Vec<(i64, i64)>);
+
 struct Venue {
     engine: Engine,
     feed: Feed,
@@ -136,7 +139,7 @@ impl Venue {
 
     /// The engine's book as a client should see it: each resting order's (price, shown) in
     /// queue order, and the levels its `book` query gives.
-    fn engine_book(&mut self, symbol: SymbolId) -> [(Vec<(i64, i64)>, Vec<(i64, i64)>); 2] {
+    fn engine_book(&mut self, symbol: SymbolId) -> [Sides; 2] {
         let shown: HashMap<(UserId, i64), i64> = self
             .engine
             .live_orders()
