@@ -2559,6 +2559,13 @@ impl Engine {
             .map(|idx| self.live_remaining(idx))
     }
 
+    /// A live iceberg's display quantity; 0 for any other live order, `None` when the order
+    /// is not live. (A market data feed that starts from the engine needs it to show the
+    /// iceberg's next slices.)
+    pub fn order_display_qty(&self, user: UserId, order: OrderId) -> Option<i64> {
+        self.find_order(user, order).map(|idx| self.display_of(idx))
+    }
+
     /// Number of resting orders on the whole venue.
     pub fn resting_order_count(&self) -> usize {
         self.orders.live()

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::collections::hash_map::Entry;
 
-use rialto_core::Side;
+use rialto_core::{Phase, Side};
 use rustc_hash::FxHashMap;
 
 use crate::update::{L2Snapshot, L3Order, L3Snapshot};
@@ -368,17 +368,19 @@ impl L3Book {
         out
     }
 
-    pub fn l2_snapshot(&self, seq: u64, depth: usize) -> L2Snapshot {
+    pub fn l2_snapshot(&self, seq: u64, depth: usize, phase: Phase) -> L2Snapshot {
         L2Snapshot {
             seq,
+            phase,
             bids: self.depth(Side::Buy, depth),
             asks: self.depth(Side::Sell, depth),
         }
     }
 
-    pub fn l3_snapshot(&self, seq: u64) -> L3Snapshot {
+    pub fn l3_snapshot(&self, seq: u64, phase: Phase) -> L3Snapshot {
         L3Snapshot {
             seq,
+            phase,
             bids: self.orders_in_priority(Side::Buy),
             asks: self.orders_in_priority(Side::Sell),
         }
@@ -437,7 +439,7 @@ mod tests {
                 }
                 prop_assert_eq!(indexed.order_count(), live.len());
                 prop_assert_eq!(by_slot.order_count(), live.len());
-                prop_assert_eq!(indexed.l3_snapshot(0), by_slot.l3_snapshot(0));
+                prop_assert_eq!(indexed.l3_snapshot(0, Phase::Continuous), by_slot.l3_snapshot(0, Phase::Continuous));
                 prop_assert!(by_slot.order(next).is_none());
             }
         }

@@ -7,7 +7,7 @@
 //! message = type:u8 length:u8 body                                          (length counts all)
 //! ```
 
-use rialto_core::{Name, Side, SymbolId};
+use rialto_core::{Name, Phase, Side, SymbolId};
 
 use crate::candles::Candle;
 use crate::update::Update;
@@ -54,13 +54,14 @@ pub enum Message {
         name: Name,
     },
     /// Snapshot channel: a symbol's book follows, `orders` orders in priority order, taken
-    /// after L3 update `l3_seq`, L2 update `l2_seq` and trade `last_trade`.
+    /// after L3 update `l3_seq`, L2 update `l2_seq` and trade `last_trade`, in `phase`.
     SnapshotBegin {
         symbol: SymbolId,
         l3_seq: u64,
         l2_seq: u64,
         last_trade: u64,
         orders: u32,
+        phase: Phase,
     },
     SnapshotOrder {
         symbol: SymbolId,
@@ -117,6 +118,26 @@ impl Out<'_> {
 
 fn side_code(side: Side) -> u8 {
     side.code()
+}
+
+/// A phase on the wire: 0 continuous, 1 auction, 2 halted, 3 closed.
+pub fn phase_code(phase: Phase) -> u8 {
+    match phase {
+        Phase::Continuous => 0,
+        Phase::Auction => 1,
+        Phase::Halted => 2,
+        Phase::Closed => 3,
+    }
+}
+
+pub fn phase_from_code(code: u8) -> Option<Phase> {
+    Some(match code {
+        0 => Phase::Continuous,
+        1 => Phase::Auction,
+        2 => Phase::Halted,
+        3 => Phase::Closed,
+        _ => return None,
+    })
 }
 
 /// Appends one message.
@@ -190,6 +211,24 @@ pub fn encode_message(message: &Message, buf: &mut Vec<u8>) {
                 o.u32(symbol.0).u64(seq).i64(bp).i64(bq).i64(ap).i64(aq);
                 b'B'
             }
+            Update::Phase { symbol, seq, phase } => {
+                o.u32(symbol.0).u64(seq).u8(phase_code(phase));
+                b'P'
+            }
+            Update::Auction {
+                symbol,
+                ts_ns,
+                price,
+                qty,
+                imbalance,
+            } => {
+                o.u32(symbol.0)
+                    .i64(ts_ns)
+                    .i64(price)
+                    .i64(qty)
+                    .i64(imbalance);
+                b'X'
+            }
             Update::Candle { symbol, candle: c } => {
                 o.u32(symbol.0)
                     .i64(c.start_ns)
@@ -231,12 +270,14 @@ pub fn encode_message(message: &Message, buf: &mut Vec<u8>) {
             l2_seq,
             last_trade,
             orders,
+            phase,
         } => {
             o.u32(symbol.0)
                 .u64(l3_seq)
                 .u64(l2_seq)
                 .u64(last_trade)
-                .u32(orders);
+                .u32(orders)
+                .u8(phase_code(phase));
             b'b'
         }
         Message::SnapshotOrder {
@@ -385,6 +426,9 @@ impl In<'_> {
     fn side(&mut self) -> Result<Side, CodecError> {
         Side::from_code(self.u8()?).ok_or(CodecError::BadValue)
     }
+    fn phase(&mut self) -> Result<Phase, CodecError> {
+        phase_from_code(self.u8()?).ok_or(CodecError::BadValue)
+    }
 }
 
 pub fn decode_header(packet: &[u8]) -> Result<Header, CodecError> {
@@ -486,6 +530,18 @@ fn decode_body(kind: u8, i: &mut In<'_>) -> Result<Message, CodecError> {
                 ask: level(ap, aq),
             }
         }
+        b'P' => Update::Phase {
+            symbol: i.symbol()?,
+            seq: i.u64()?,
+            phase: i.phase()?,
+        },
+        b'X' => Update::Auction {
+            symbol: i.symbol()?,
+            ts_ns: i.i64()?,
+            price: i.i64()?,
+            qty: i.i64()?,
+            imbalance: i.i64()?,
+        },
         b'C' => Update::Candle {
             symbol: i.symbol()?,
             candle: Candle {
@@ -521,6 +577,7 @@ fn decode_body(kind: u8, i: &mut In<'_>) -> Result<Message, CodecError> {
                 l2_seq: i.u64()?,
                 last_trade: i.u64()?,
                 orders: i.u32()?,
+                phase: i.phase()?,
             });
         }
         b'o' => {
@@ -588,6 +645,18 @@ mod tests {
                 bid: Some((100, 2)),
                 ask: None,
             }),
+            Message::Update(Update::Phase {
+                symbol: s,
+                seq: 6,
+                phase: Phase::Auction,
+            }),
+            Message::Update(Update::Auction {
+                symbol: s,
+                ts_ns: 99,
+                price: 102,
+                qty: 5,
+                imbalance: -1,
+            }),
             Message::Update(Update::Trade {
                 symbol: s,
                 trade: 7,
@@ -618,6 +687,7 @@ mod tests {
                 l2_seq: 5,
                 last_trade: 7,
                 orders: 1,
+                phase: Phase::Halted,
             },
             Message::SnapshotOrder {
                 symbol: s,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use rialto_core::Side;
+use rialto_core::{Phase, Side};
 
 use crate::book::{BookError, L3Book};
 use crate::update::{L2Snapshot, L3Snapshot, Update};
@@ -50,10 +50,11 @@ fn next_in_line(last: Option<u64>, seq: u64) -> Result<bool, MirrorError> {
     }
 }
 
-/// Aggregated depth of one symbol.
+/// Aggregated depth of one symbol, and its phase (a phase change takes an L2 number).
 #[derive(Clone, Debug, Default)]
 pub struct L2Mirror {
     seq: Option<u64>,
+    phase: Option<Phase>,
     bids: BTreeMap<i64, i64>,
     asks: BTreeMap<i64, i64>,
 }
@@ -66,6 +67,7 @@ impl L2Mirror {
     /// Replaces the book with a full-depth snapshot.
     pub fn load(&mut self, snapshot: &L2Snapshot) {
         self.seq = Some(snapshot.seq);
+        self.phase = Some(snapshot.phase);
         self.bids = snapshot.bids.iter().copied().collect();
         self.asks = snapshot.asks.iter().copied().collect();
     }
@@ -75,8 +77,22 @@ impl L2Mirror {
         self.seq
     }
 
-    /// Applies an L2 update; other updates are ignored (`Ok(false)`).
+    /// The symbol's phase (none before a snapshot).
+    pub fn phase(&self) -> Option<Phase> {
+        self.phase
+    }
+
+    /// Applies an L2 update (a level or a phase change); other updates are ignored
+    /// (`Ok(false)`).
     pub fn apply(&mut self, update: &Update) -> Result<bool, MirrorError> {
+        if let Update::Phase { seq, phase, .. } = *update {
+            if !next_in_line(self.seq, seq)? {
+                return Ok(false);
+            }
+            self.phase = Some(phase);
+            self.seq = Some(seq);
+            return Ok(true);
+        }
         let Update::Level {
             seq,
             side,

@@ -22,9 +22,12 @@ const MAX_HELD: usize = 1 << 16;
 
 #[derive(Default)]
 pub struct Book {
+    /// The levels and the phase.
     pub l2: L2Mirror,
     pub l3: L3Mirror,
     pub last_trade: u64,
+    /// The last auction result heard since the book was synced: (price, qty, imbalance).
+    pub last_auction: Option<(i64, i64, i64)>,
     synced: bool,
     /// Updates seen while not synced, to apply after the next snapshot.
     buffered: Vec<Update>,
@@ -40,6 +43,7 @@ impl Book {
 struct Partial {
     l3_seq: u64,
     l2_seq: u64,
+    phase: rialto_core::Phase,
     last_trade: u64,
     expected: u32,
     bids: Vec<L3Order>,
@@ -179,12 +183,14 @@ impl Receiver {
                 l2_seq,
                 last_trade,
                 orders,
+                phase,
             } => {
                 self.partial.insert(
                     symbol,
                     Partial {
                         l3_seq,
                         l2_seq,
+                        phase,
                         last_trade,
                         expected: orders,
                         bids: Vec::new(),
@@ -226,6 +232,7 @@ impl Receiver {
 fn load(book: &mut Book, p: Partial) {
     let snapshot = L3Snapshot {
         seq: p.l3_seq,
+        phase: p.phase,
         bids: p.bids,
         asks: p.asks,
     };
@@ -234,6 +241,7 @@ fn load(book: &mut Book, p: Partial) {
     }
     book.l2.load(&crate::update::L2Snapshot {
         seq: p.l2_seq,
+        phase: p.phase,
         bids: levels(&snapshot.bids),
         asks: levels(&snapshot.asks),
     });
@@ -274,7 +282,16 @@ fn apply(book: &mut Book, update: &Update) -> Result<(), MirrorError> {
             book.last_trade = trade;
             Ok(())
         }
-        Update::Level { .. } => book.l2.apply(update).map(|_| ()),
+        Update::Level { .. } | Update::Phase { .. } => book.l2.apply(update).map(|_| ()),
+        Update::Auction {
+            price,
+            qty,
+            imbalance,
+            ..
+        } => {
+            book.last_auction = Some((price, qty, imbalance));
+            Ok(())
+        }
         Update::Bbo { .. } | Update::Candle { .. } => Ok(()),
         _ => book.l3.apply(update).map(|_| ()),
     }

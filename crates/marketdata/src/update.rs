@@ -6,7 +6,7 @@
 //! numbered by their own consecutive id. A snapshot carries the sequence number of the last
 //! update it includes.
 
-use rialto_core::{Side, SymbolId};
+use rialto_core::{Phase, Side, SymbolId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Update {
@@ -48,6 +48,22 @@ pub enum Update {
         price: i64,
         qty: i64,
     },
+    /// The symbol's trading phase changed (docs/rules.md, "Trading phases"). It takes an L2
+    /// sequence number of its own, so an L2 snapshot's phase is exact at its number.
+    Phase {
+        symbol: SymbolId,
+        seq: u64,
+        phase: Phase,
+    },
+    /// A call auction uncrossed at `price`, executing `qty` lots (its trades come before it),
+    /// leaving `imbalance` (bids minus asks at that price; > 0: buyers left).
+    Auction {
+        symbol: SymbolId,
+        ts_ns: i64,
+        price: i64,
+        qty: i64,
+        imbalance: i64,
+    },
     /// L1: the best bid and offer after L2 update `seq` (price, qty), when either changed.
     Bbo {
         symbol: SymbolId,
@@ -79,6 +95,8 @@ impl Update {
             | Update::Executed { symbol, .. }
             | Update::Deleted { symbol, .. }
             | Update::Level { symbol, .. }
+            | Update::Phase { symbol, .. }
+            | Update::Auction { symbol, .. }
             | Update::Bbo { symbol, .. }
             | Update::Candle { symbol, .. }
             | Update::Trade { symbol, .. } => symbol,
@@ -96,19 +114,21 @@ impl Update {
         }
     }
 
-    /// The L2 sequence number, for an L2 level update.
+    /// The L2 sequence number, for an L2 level update or a phase change.
     pub fn l2_seq(&self) -> Option<u64> {
         match *self {
-            Update::Level { seq, .. } => Some(seq),
+            Update::Level { seq, .. } | Update::Phase { seq, .. } => Some(seq),
             _ => None,
         }
     }
 }
 
-/// Aggregated depth after L2 update `seq`: (price, qty) per level, best first.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Aggregated depth after L2 update `seq`: (price, qty) per level, best first, and the
+/// symbol's phase then.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct L2Snapshot {
     pub seq: u64,
+    pub phase: Phase,
     pub bids: Vec<(i64, i64)>,
     pub asks: Vec<(i64, i64)>,
 }
@@ -120,10 +140,24 @@ pub struct L3Order {
     pub qty: i64,
 }
 
-/// Every resting order after L3 update `seq`, in priority order (best price, then oldest).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Every resting order after L3 update `seq`, in priority order (best price, then oldest),
+/// and the symbol's phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct L3Snapshot {
     pub seq: u64,
+    pub phase: Phase,
     pub bids: Vec<L3Order>,
     pub asks: Vec<L3Order>,
+}
+
+/// An empty book in continuous trading.
+impl Default for L2Snapshot {
+    fn default() -> Self {
+        L2Snapshot {
+            seq: 0,
+            phase: Phase::Continuous,
+            bids: Vec::new(),
+            asks: Vec::new(),
+        }
+    }
 }

@@ -61,8 +61,7 @@ fn set_up(engine: &mut Engine, feed: &mut Feed, seq: &mut u64) {
     }
 }
 
-/// Applies a command to the engine and, when accepted, to the feed; returns the feed's
-/// updates.
+/// Applies a command to the engine and then to the feed; returns the feed's updates.
 fn apply(engine: &mut Engine, feed: &mut Feed, seq: &mut u64, cmd: &Command) -> Vec<Update> {
     *seq += 1;
     let mut events: Vec<OwnedEvent> = Vec::new();
@@ -72,9 +71,8 @@ fn apply(engine: &mut Engine, feed: &mut Feed, seq: &mut u64, cmd: &Command) -> 
     // the order it names, its symbol, its slot); the books rebuilt below show they change
     // nothing.
     feed.prefetch_upcoming(|_| Some(cmd));
-    if engine.apply(*seq, ts_ns, cmd, &mut events).is_ok() {
-        feed.apply(ts_ns, cmd, &events);
-    }
+    let accepted = engine.apply(*seq, ts_ns, cmd, &mut events).is_ok();
+    feed.apply(ts_ns, cmd, accepted, &events);
     feed.updates().to_vec()
 }
 

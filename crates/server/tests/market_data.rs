@@ -385,3 +385,111 @@ fn market_data_follows_the_engine_in_either_thread_layout() {
         assert_eq!(l2.asks, vec![(105, 4)], "{layout:?}");
     }
 }
+
+/// The phase and the auction result on the UDP feed: a receiver that follows from the start
+/// sees the call auction open and uncross (its result, then continuous trading), one that
+/// joins during the call learns the phase from the snapshot channel; both end with the
+/// venue's books, both sides of the uncross filled.
+#[test]
+fn receivers_see_the_phase_and_the_auction_result() {
+    use rialto_core::Phase;
+    use rialto_wire::ServerMsg;
+
+    let dir = tempfile::tempdir().unwrap();
+    let group = Ipv4Addr::new(239, 255, 77, 8);
+    let incremental = SocketAddrV4::new(group, free_udp_port());
+    let snapshot = SocketAddrV4::new(group, free_udp_port());
+    let server = common::start(dir.path(), |c| {
+        c.market_data.udp = true;
+        c.market_data.udp_incremental = incremental;
+        c.market_data.udp_snapshot = snapshot;
+        c.market_data.replay_listen = "127.0.0.1:0".parse().unwrap();
+        c.market_data.snapshot_interval_ms = 50;
+    });
+    let replay_addr = server.replay_addr.expect("the UDP feed is on");
+    let stop = Arc::new(AtomicBool::new(false));
+    let follower = |stop: &Arc<AtomicBool>| Follower {
+        receiver: Receiver::new(),
+        packets: listen([incremental, snapshot], stop.clone()),
+        drop_every: 0,
+        dropped: 0,
+        replayed: 0,
+        seen: 0,
+    };
+    let mut early = follower(&stop);
+    early.pump(replay_addr, Duration::from_millis(200));
+    let btc = SymbolId(0);
+    let mut admin = common::admin(&server);
+    let mut set = |request, phase| match admin
+        .request(&ClientMsg::SetPhase {
+            request,
+            symbol: btc,
+            phase: Some(phase),
+        })
+        .unwrap()
+    {
+        ServerMsg::AdminResult { result, .. } => assert_eq!(result, Ok(())),
+        m => panic!("{m}"),
+    };
+    set(1, Phase::Auction);
+    // Crossing orders rest during the call.
+    let mut seller = common::trader(&server, 1);
+    let mut buyer = common::trader(&server, 2);
+    seller
+        .send_batch(&[ClientMsg::NewOrder(NewOrder::limit(
+            1,
+            btc,
+            Side::Sell,
+            500_000,
+            3,
+        ))])
+        .unwrap();
+    buyer
+        .send_batch(&[ClientMsg::NewOrder(NewOrder::limit(
+            1,
+            btc,
+            Side::Buy,
+            500_100,
+            5,
+        ))])
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let crossed = |server: &RunningServer| {
+        let book = server.market_data.feed().l2(btc, usize::MAX).unwrap();
+        book.bids == [(500_100, 5)] && book.asks == [(500_000, 3)]
+    };
+    let mut late = follower(&stop);
+    while !crossed(&server) || !late.receiver.books.get(&btc).is_some_and(|b| b.synced()) {
+        early.pump(replay_addr, Duration::from_millis(20));
+        late.pump(replay_addr, Duration::from_millis(20));
+        assert!(Instant::now() < deadline, "the call did not fill");
+    }
+    // The late receiver learnt the phase from a snapshot taken during the call.
+    assert_eq!(late.receiver.books[&btc].l2.phase(), Some(Phase::Auction));
+    set(2, Phase::Continuous);
+    // The uncross: 3 lots at 500_100 (buy pressure), 2 lots of buyers left.
+    let opened = |r: &Receiver| {
+        r.books.get(&btc).is_some_and(|b| {
+            b.l2.phase() == Some(Phase::Continuous) && b.last_auction == Some((500_100, 3, 2))
+        })
+    };
+    loop {
+        early.pump(replay_addr, Duration::from_millis(20));
+        late.pump(replay_addr, Duration::from_millis(20));
+        if opened(&early.receiver)
+            && opened(&late.receiver)
+            && matches(&server, &early.receiver)
+            && matches(&server, &late.receiver)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the receivers did not see the open"
+        );
+    }
+    let book = server.market_data.feed().l2(btc, usize::MAX).unwrap();
+    assert_eq!((book.bids, book.asks), (vec![(500_100, 2)], vec![]));
+    stop.store(true, Ordering::SeqCst);
+    server.shutdown().unwrap();
+}

@@ -1978,6 +1978,96 @@ fn the_status_channel_and_endpoint_follow_the_phases() {
     server.shutdown().unwrap();
 }
 
+/// The public book through a call auction: the WebSocket book channel's snapshot and diffs
+/// carry the phase, and after the uncross both sides of each trade are filled (the book is the
+/// engine's); an iceberg shows only its slice, before and after.
+#[test]
+fn the_book_channel_carries_the_phase_and_the_uncross_fills_both_sides() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let admin = admin(&http, &server);
+    let phase = |p: &str| {
+        let set = admin.call(
+            "POST",
+            "/api/v1/admin/symbols/BTC-USD/phase",
+            json!({ "phase": p }),
+        );
+        assert_eq!(set.status, 200, "{:?}", set.body);
+    };
+    phase("auction");
+    eventually("the book's phase", || book(&http)["phase"] == "auction");
+    let mut ws = ws_connect(&server);
+    ws_send(
+        &mut ws,
+        json!({"id": 1, "op": "subscribe", "ch": "book.BTC-USD"}),
+    );
+    let snap = ws_until(&mut ws, "the book snapshot", |v| v["type"] == "snapshot");
+    assert_eq!(snap["phase"], "auction", "{snap}");
+    ws_send(&mut ws, json!({"id": 2, "op": "subscribe", "ch": "status"}));
+    ws_until(&mut ws, "the status snapshot", |v| {
+        v["ch"] == "status" && v["type"] == "snapshot"
+    });
+    // Crossing orders rest: a buy of 5 @500_100 (an iceberg showing 2), sells of 3 @500_000
+    // and 4 @500_100.
+    let buyer = Trader::new(&http, &server, 2);
+    let seller = Trader::new(&http, &server, 1);
+    let place = |t: &Trader, body: Value| {
+        let a = t.call("POST", "/api/v1/orders", body);
+        assert_eq!(a.status, 200, "{:?}", a.body);
+    };
+    place(
+        &buyer,
+        json!({"symbol": "BTC-USD", "side": "buy", "price": 500_100, "qty": 5, "display_qty": 2}),
+    );
+    place(
+        &seller,
+        json!({"symbol": "BTC-USD", "side": "sell", "price": 500_000, "qty": 3}),
+    );
+    place(
+        &seller,
+        json!({"symbol": "BTC-USD", "side": "sell", "price": 500_100, "qty": 4}),
+    );
+    eventually("the crossed book", || {
+        let b = book(&http);
+        b["bids"] == json!([[500_100, 2]]) && b["asks"] == json!([[500_000, 3], [500_100, 4]])
+    });
+    phase("continuous");
+    // The uncross: 5 lots at 500_100 (buy pressure), the buyer filled in full, 2 left of the
+    // second sell.
+    // The status channel and the book channel travel apart: either may come first.
+    let (mut auction, mut diff) = (Value::Null, Value::Null);
+    while auction.is_null() || diff.is_null() {
+        let v = ws_until(
+            &mut ws,
+            "the auction result and the diff with the phase",
+            |v| v["type"] == "auction" || (v["type"] == "diff" && v.get("phase").is_some()),
+        );
+        if v["type"] == "auction" {
+            auction = v;
+        } else {
+            diff = v;
+        }
+    }
+    assert_eq!(
+        (&auction["price"], &auction["qty"], &auction["imbalance"]),
+        (&json!(500_100), &json!(5), &json!(-2)),
+        "{auction}"
+    );
+    assert_eq!(diff["phase"], "continuous", "{diff}");
+    assert_eq!(
+        (&diff["bids"], &diff["asks"]),
+        (&json!([[500_100, 0]]), &json!([[500_000, 0], [500_100, 2]])),
+        "{diff}"
+    );
+    let b = book(&http);
+    assert_eq!(
+        (&b["phase"], &b["bids"], &b["asks"]),
+        (&json!("continuous"), &json!([]), &json!([[500_100, 2]]))
+    );
+    server.shutdown().unwrap();
+}
+
 /// Stop orders and GTD orders (docs/rules.md).
 #[test]
 fn stop_and_gtd_orders_over_rest() {
@@ -2007,13 +2097,18 @@ fn stop_and_gtd_orders_over_rest() {
         "price": 2, "qty": 10, "display_qty": 1}),
     );
     assert_eq!(iceberg.status, 200, "{:?}", iceberg.body);
-    // The GTD order rests in the public book; the pending stop does not. (The feed does not
-    // slice icebergs yet: docs/api.md, "Market data".)
-    eventually("the GTD order in the book, the stop not", || {
-        let bids = book(&http)["bids"].clone();
-        let levels = bids.as_array().cloned().unwrap_or_default();
-        levels.contains(&json!([1, 1])) && !levels.iter().any(|l| l[0] == json!(510_000))
-    });
+    // The GTD order rests in the public book, the iceberg shows its slice of 1 (its 9 hidden
+    // lots nowhere); the pending stop is not in it.
+    eventually(
+        "the GTD order and the iceberg's slice in the book, the stop not",
+        || {
+            let bids = book(&http)["bids"].clone();
+            let levels = bids.as_array().cloned().unwrap_or_default();
+            levels.contains(&json!([1, 1]))
+                && levels.contains(&json!([2, 1]))
+                && !levels.iter().any(|l| l[0] == json!(510_000))
+        },
+    );
     server.shutdown().unwrap();
 }
 

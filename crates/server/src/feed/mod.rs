@@ -1,5 +1,5 @@
 //! The market data thread: replays the journaled commands on a replica of the engine, applies
-//! what the replica accepted (with its trades and cancellations) to the [`Feed`], and
+//! each with its events (trades, cancellations, phases) to the [`Feed`], and
 //! publishes each round's updates as one batch to whoever listens (the WebSocket fan-out,
 //! the UDP feed).
 //!
@@ -205,13 +205,12 @@ impl MarketData {
             }
             replay.events.clear();
             let (seq, ts_ns, cmd) = (record.seq, record.ts_ns, record.command);
-            if replay
+            // A rejected command's events (the expiries its time brought) count too.
+            let accepted = replay
                 .engine
                 .apply(seq, ts_ns, &cmd, &mut replay.events)
-                .is_ok()
-            {
-                feed.apply(ts_ns, &cmd, &replay.events);
-            }
+                .is_ok();
+            feed.apply(ts_ns, &cmd, accepted, &replay.events);
             oldest_ts.get_or_insert(ts_ns);
             n += 1;
         }

@@ -205,6 +205,7 @@ impl Publisher {
                     l2_seq,
                     last_trade: feed.last_trade(id).expect("listed"),
                     orders: (book.bids.len() + book.asks.len()) as u32,
+                    phase: book.phase,
                 });
                 for (side, orders) in [(Side::Buy, &book.bids), (Side::Sell, &book.asks)] {
                     for o in orders {

@@ -236,6 +236,14 @@ impl SymbolBook {
                 }
                 self.levels_changed = true;
             }
+            // A phase change takes an L2 number (FIX market data does not carry phases).
+            Update::Phase { seq, .. } if seq > self.l2_seq => {
+                if seq != self.l2_seq + 1 {
+                    self.broken = true;
+                    return;
+                }
+                self.l2_seq = seq;
+            }
             Update::Trade {
                 trade, price, qty, ..
             } if trade > self.last_trade => {

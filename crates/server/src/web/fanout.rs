@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rialto_core::{Side, SymbolId};
+use rialto_core::{Phase, Side, SymbolId};
 use rialto_marketdata::feed::Quote;
 use rialto_marketdata::{Candle, Update};
 use serde_json::{Value, json};
@@ -158,6 +158,10 @@ impl Channel {
 struct SymbolRound {
     /// L2 updates in seq order: (seq, side, price, total after).
     levels: Vec<(u64, Side, i64, i64)>,
+    /// The first and last L2 seq of the round: its levels' and its phase changes'.
+    l2_range: Option<(u64, u64)>,
+    /// The round's last phase change, with its L2 seq.
+    phase: Option<(u64, Phase)>,
     /// Raw updates: encoded only for a channel someone follows.
     l3: Vec<Update>,
     trades: Vec<Update>,
@@ -169,6 +173,11 @@ struct SymbolRound {
 }
 
 impl SymbolRound {
+    fn widen_l2(&mut self, seq: u64) {
+        let first = self.l2_range.map_or(seq, |r| r.0);
+        self.l2_range = Some((first, seq));
+    }
+
     /// The final total of each level changed after L2 seq `as_of`.
     fn levels_after(&self, as_of: u64) -> BTreeMap<(Side, i64), i64> {
         self.levels
@@ -270,7 +279,14 @@ fn collect(rounds: &mut BTreeMap<SymbolId, SymbolRound>, batch: &Batch) {
             } => {
                 debug_assert!(round.levels.last().is_none_or(|l| l.0 < seq));
                 round.levels.push((seq, side, price, qty));
+                round.widen_l2(seq);
             }
+            Update::Phase { seq, phase, .. } => {
+                round.phase = Some((seq, phase));
+                round.widen_l2(seq);
+            }
+            // Auction results go out on the `status` channel, from the engine's events.
+            Update::Auction { .. } => {}
             Update::Bbo { seq, bid, ask, .. } => round.bbo = Some((seq, bid, ask)),
             // A candle changes only with a trade, which comes before it in the same batch.
             Update::Candle { candle, .. } => round.candle = Some((round.last_trade, candle)),
@@ -298,6 +314,7 @@ pub fn book_diff(
     first: u64,
     last: u64,
     ts_ns: i64,
+    phase: Option<Phase>,
     levels: &BTreeMap<(Side, i64), i64>,
 ) -> String {
     use std::fmt::Write;
@@ -306,8 +323,12 @@ pub fn book_diff(
     let mut text = String::with_capacity(96 + levels.len() * 16);
     let _ = write!(
         text,
-        r#"{{"ch":{channel},"type":"diff","first":{first},"last":{last},"ts_ns":{ts_ns},"bids":["#
+        r#"{{"ch":{channel},"type":"diff","first":{first},"last":{last},"ts_ns":{ts_ns},"#
     );
+    if let Some(phase) = phase {
+        let _ = write!(text, r#""phase":"{}","#, phase.as_str());
+    }
+    text.push_str(r#""bids":["#);
     for (i, want) in [Side::Buy, Side::Sell].into_iter().enumerate() {
         if i == 1 {
             text.push_str(r#"],"asks":["#);
@@ -335,14 +356,14 @@ fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>, ts_ns
     for (id, round) in std::mem::take(rounds) {
         let Some(name) = names.get(&id) else { continue };
         let topics = &state.topics;
-        if let (Some(&(first, ..)), Some(&(last, ..)), Some(tx)) = (
-            round.levels.first(),
-            round.levels.last(),
-            topics.wanted(&format!("book.{name}")),
-        ) {
+        if let (Some((first, last)), Some(tx)) =
+            (round.l2_range, topics.wanted(&format!("book.{name}")))
+        {
             let diff = |as_of: u64| {
                 let from = first.max(as_of + 1);
-                book_diff(name, from, last, ts_ns, &round.levels_after(as_of))
+                let phase = round.phase.filter(|p| p.0 > as_of).map(|p| p.1);
+                let levels = round.levels_after(as_of);
+                book_diff(name, from, last, ts_ns, phase, &levels)
             };
             tx.publish(first, last, &diff(0), diff);
         }
@@ -410,7 +431,7 @@ mod tests {
             ((Side::Buy, 100), 0),
             ((Side::Sell, 101), 7),
         ]);
-        let text = book_diff("A\"B", 3, 5, -1, &levels);
+        let text = book_diff("A\"B", 3, 5, -1, None, &levels);
         let parsed: Value = serde_json::from_str(&text).expect("valid JSON");
         assert_eq!(
             parsed,
@@ -419,8 +440,23 @@ mod tests {
         );
         assert!(text.starts_with(r#"{"ch":"book.A\"B","type":"diff","first":3,"#));
         let empty: Value =
-            serde_json::from_str(&book_diff("X", 1, 1, 0, &BTreeMap::new())).unwrap();
+            serde_json::from_str(&book_diff("X", 1, 1, 0, None, &BTreeMap::new())).unwrap();
         assert_eq!(empty["bids"], json!([]));
         assert_eq!(empty["asks"], json!([]));
+        // A phase change in the diff's range.
+        let phased: Value = serde_json::from_str(&book_diff(
+            "X",
+            4,
+            4,
+            0,
+            Some(Phase::Auction),
+            &BTreeMap::new(),
+        ))
+        .unwrap();
+        assert_eq!(phased["phase"], json!("auction"));
+        assert_eq!(
+            (phased["first"].clone(), phased["last"].clone()),
+            (json!(4), json!(4))
+        );
     }
 }

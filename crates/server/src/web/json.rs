@@ -38,7 +38,7 @@ fn pairs(levels: &[(i64, i64)]) -> Value {
 }
 
 pub fn l2(symbol: &str, snapshot: &L2Snapshot) -> Value {
-    json!({"symbol": symbol, "seq": snapshot.seq, "bids": pairs(&snapshot.bids), "asks": pairs(&snapshot.asks)})
+    json!({"symbol": symbol, "seq": snapshot.seq, "phase": snapshot.phase.as_str(), "bids": pairs(&snapshot.bids), "asks": pairs(&snapshot.asks)})
 }
 
 pub fn l3_orders(snapshot: &L3Snapshot) -> (Value, Value) {
@@ -55,7 +55,7 @@ pub fn l3_orders(snapshot: &L3Snapshot) -> (Value, Value) {
 
 pub fn l3(symbol: &str, snapshot: &L3Snapshot) -> Value {
     let (bids, asks) = l3_orders(snapshot);
-    json!({"symbol": symbol, "seq": snapshot.seq, "bids": bids, "asks": asks})
+    json!({"symbol": symbol, "seq": snapshot.seq, "phase": snapshot.phase.as_str(), "bids": bids, "asks": asks})
 }
 
 pub fn trade(update: &Update) -> Value {
