@@ -699,8 +699,8 @@ fn decode_phases(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), Snapshot
     Ok(())
 }
 
-/// Books are uncrossed (but in an auction, or a halt or close that followed one) and every
-/// user's `held` is exactly what its resting orders need.
+/// Books are uncrossed (but in an auction, or a halt or close that followed one), no suspended
+/// user has a live order, and every user's `held` is exactly what its resting orders need.
 fn check_invariants(
     engine: &Engine,
     mut needs: BTreeMap<(u32, u32), i64>,
@@ -717,6 +717,14 @@ fn check_invariants(
                 engine.symbols[symbol].spec.symbol
             ));
         }
+    }
+    // Suspension cancels all of a user's orders and refuses new ones.
+    if let Some(user) = engine.suspended_users().into_iter().find(|&user| {
+        engine
+            .account_of(user)
+            .is_some_and(|account| engine.accounts.get(account).open_orders > 0)
+    }) {
+        return err(format!("suspended user {user} has live orders"));
     }
     for (account, currency, b) in engine.accounts.all_balances() {
         let need = needs.remove(&(account, currency.0)).unwrap_or(0);
