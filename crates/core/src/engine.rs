@@ -1472,14 +1472,18 @@ impl Engine {
     }
 
     /// Adds an order to the expiry heap, first dropping the entries of orders that ended early
-    /// when the heap is full (so that it grows only with the live expiring orders).
+    /// when the heap is full (so that it grows only with the live expiring orders). An order id
+    /// placed again into the same node with the same expiry (a DAY order cancelled and placed
+    /// again) leaves an entry equal to the live one's: those are dropped too.
     fn schedule_expiry(&mut self, expire_ts: i64, user: UserId, order: OrderId, idx: u32) {
         if self.expiries.len() == self.expiries.capacity() {
-            let mut heap = std::mem::take(&mut self.expiries);
-            heap.retain(|&Reverse((ts, user, order, idx))| {
+            let mut entries = std::mem::take(&mut self.expiries).into_vec();
+            entries.sort_unstable();
+            entries.dedup();
+            entries.retain(|&Reverse((ts, user, order, idx))| {
                 self.expiry_is_live(ts, user, order, idx)
             });
-            self.expiries = heap;
+            self.expiries = BinaryHeap::from(entries);
         }
         self.expiries.push(Reverse((expire_ts, user, order, idx)));
     }
@@ -1519,6 +1523,8 @@ impl Engine {
             })
             .collect();
         due.sort_unstable();
+        // The same live order may have two equal entries (see `schedule_expiry`): it ends once.
+        due.dedup();
         for (_, _, _, idx) in due {
             self.remove_live_order(idx, CancelReason::Expired, sink);
         }

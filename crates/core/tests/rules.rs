@@ -4193,3 +4193,33 @@ fn closing_a_symbol_expires_its_day_orders_after_the_phase_event() {
         .collect();
     assert_eq!(live, vec![(1, 1), (3, 1)]);
 }
+
+/// A DAY order cancelled and placed again under the same id lands in the same node with the
+/// same expiry: closing the symbol still ends it once (a found bug: it was cancelled twice).
+#[test]
+fn closing_ends_a_day_order_placed_again_under_its_id_once() {
+    let mut v = example_venue();
+    let day = buy(1, 1, 90, 1).with_tif(Tif::Day);
+    for _ in 0..3 {
+        v.expect(place(day), vec![]);
+        v.expect(
+            Command::Cancel { user: 1, order: 1 },
+            vec![cancelled_x((1, 1), Side::Buy, 1, CancelReason::User)],
+        );
+    }
+    v.expect(place(day), vec![]);
+    v.expect(
+        Command::SetPhase {
+            symbol: S,
+            phase: Some(rialto_core::Phase::Closed),
+        },
+        vec![
+            OwnedEvent::Phase(rialto_core::PhaseChanged {
+                symbol: S,
+                phase: rialto_core::Phase::Closed,
+            }),
+            cancelled_x((1, 1), Side::Buy, 1, CancelReason::Expired),
+        ],
+    );
+    assert!(v.engine.live_orders().is_empty());
+}
