@@ -1,5 +1,6 @@
 //! Steady-state trading must not touch the heap: after warm-up, the engine applies at least
-//! 100,000 commands of the `single` mix without one allocation.
+//! 100,000 commands of the `single` workload without one allocation, in the generator mix and
+//! in the rulebook mix (stops, icebergs, DAY orders).
 //!
 //! The counting allocator counts per thread, and only on a thread that opened a window, so
 //! the test harness' own threads and the other test cannot disturb the count. To find an allocation, run with
@@ -11,7 +12,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rialto_bench::harness::{CountingSink, prepare};
-use rialto_bench::workload::{SingleParams, single};
+use rialto_bench::workload::{Mix, SingleParams, single};
 
 struct CountingAlloc;
 
@@ -76,8 +77,20 @@ const MEASURED: usize = 150_000;
 
 #[test]
 fn steady_state_trading_does_not_allocate() {
+    assert_steady_state_allocates_nothing(Mix::Generator);
+}
+
+/// The rulebook mix: stops pending and triggering in cascades, icebergs refilling, DAY orders
+/// expiring at the day ends that pass during the window (every 100,000 commands).
+#[test]
+fn steady_state_trading_with_the_rulebook_does_not_allocate() {
+    assert_steady_state_allocates_nothing(Mix::Rulebook);
+}
+
+fn assert_steady_state_allocates_nothing(mix: Mix) {
     let params = SingleParams {
         commands: (WARM_UP + MEASURED) as u64,
+        mix,
         ..SingleParams::default()
     };
     let w = single(&params, 42);
@@ -85,10 +98,11 @@ fn steady_state_trading_does_not_allocate() {
     let mut p = prepare(&w).expect("setup and prefill apply");
     let mut sink = CountingSink::default();
     let mut seq = p.seq;
+    let ts = |seq: u64| seq as i64 * mix.ts_step();
     let (warm_up, measured) = w.commands.split_at(WARM_UP);
     for cmd in warm_up {
         seq += 1;
-        let _ = p.engine.apply(seq, seq as i64, cmd, &mut sink);
+        let _ = p.engine.apply(seq, ts(seq), cmd, &mut sink);
     }
     let events_before = sink.events;
 
@@ -97,7 +111,7 @@ fn steady_state_trading_does_not_allocate() {
     let mut rejected = 0u64;
     for cmd in measured {
         seq += 1;
-        rejected += p.engine.apply(seq, seq as i64, cmd, &mut sink).is_err() as u64;
+        rejected += p.engine.apply(seq, ts(seq), cmd, &mut sink).is_err() as u64;
     }
     COUNTING.with(|c| c.set(false));
 
@@ -112,8 +126,8 @@ fn steady_state_trading_does_not_allocate() {
     );
     assert_eq!(
         allocations, 0,
-        "{allocations} allocations ({bytes} bytes) over {MEASURED} steady-state commands; \
-         rerun with RIALTO_ALLOC_BACKTRACE=1 and --nocapture to see where"
+        "{mix:?}: {allocations} allocations ({bytes} bytes) over {MEASURED} steady-state \
+         commands; rerun with RIALTO_ALLOC_BACKTRACE=1 and --nocapture to see where"
     );
 }
 

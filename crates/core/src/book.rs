@@ -908,7 +908,11 @@ impl BookSide {
     }
 
     fn start_ladder(&mut self, levels: &mut Levels, scratch: &mut Vec<(i64, u32)>) {
-        self.ahead.slots.reserve(AHEAD_MAX_LEVELS + 1);
+        // At most AHEAD_MAX_LEVELS + 1 levels ahead, and the empty slots an array keeps until
+        // it compacts: the array never grows once trading runs.
+        self.ahead
+            .slots
+            .reserve(AHEAD_MAX_LEVELS + 1 + EMPTY_SLOTS_SLACK);
         let cells = (self.ladder_cells as usize / LADDER_START_SHARE).max(2);
         self.resize_window(levels, scratch, cells);
     }
