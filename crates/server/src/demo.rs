@@ -9,6 +9,9 @@ use crate::auth::Credentials;
 pub const DEMO_USERS: i64 = 8;
 /// The demo venue's order-id window: a day (issue 30's "a new user sees it at work").
 pub const DEMO_ORDER_ID_WINDOW_NS: i64 = 86_400 * 1_000_000_000;
+/// The demo symbols' price band: 10% either side of the reference price (the last trade, or an
+/// operator's `set_ref_price`), so a fat-fingered price is refused `price_out_of_band`.
+pub const DEMO_BAND_BPS: i64 = 1_000;
 /// What each demo user is given of each currency, in minor units.
 pub const DEMO_FUNDS: i64 = 1_000_000_000_000;
 
@@ -29,7 +32,7 @@ pub fn demo_symbols() -> Vec<SymbolSpec> {
             quote_scale: 1,
             maker_fee: 0,
             taker_fee: 1,
-            band_bps: 0,
+            band_bps: DEMO_BAND_BPS,
             day_end: 0,
         })
         .collect()

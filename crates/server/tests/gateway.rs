@@ -735,6 +735,7 @@ fn the_engine_stage_answers_the_same_with_and_without_prefetching() {
     let run = |prefetch: Prefetch| {
         let dir = tempfile::tempdir().unwrap();
         let server = start(dir.path(), |c| c.pipeline.prefetch = prefetch);
+        common::without_band(&server, BTC);
         let mut seller = trader(&server, 4);
         let sells: Vec<ClientMsg> = (1..=300)
             .map(|i| ClientMsg::NewOrder(NewOrder::limit(i, BTC, Side::Sell, 30 + i % 40, 2)))
@@ -896,6 +897,7 @@ fn an_amend_keeps_or_loses_priority_trades_and_is_refused_as_the_rules_say() {
     use rialto_core::Priority;
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), |_| {});
+    common::without_band(&server, BTC);
     let mut first = trader(&server, 1);
     let mut second = trader(&server, 2);
     let mut buyer = trader(&server, 3);

@@ -2226,3 +2226,38 @@ fn open_orders_carry_type_tif_stop_shown_filled_and_expiry() {
     assert_eq!(detail.body["orders"], open.body);
     server.shutdown().unwrap();
 }
+
+/// The demo venue's symbols have a 10% band: once BTC-USD has traded, a price more than 10%
+/// from that trade is refused, one inside is accepted.
+#[test]
+fn the_demo_symbols_refuse_prices_outside_their_band() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let status = http.get("/api/v1/status");
+    assert_eq!(
+        status.body["symbols"][0]["band_bps"], 1_000,
+        "{:?}",
+        status.body
+    );
+    let seller = Trader::new(&http, &server, 1);
+    let buyer = Trader::new(&http, &server, 2);
+    // Before any trade there is no reference: even a far price is accepted.
+    let far = json!({"symbol": "BTC-USD", "side": "sell", "price": 900_000_000, "qty": 1});
+    assert_eq!(seller.call("POST", "/api/v1/orders", far).status, 200);
+    let sell = json!({"symbol": "BTC-USD", "side": "sell", "price": 500_000, "qty": 1});
+    let buy = json!({"symbol": "BTC-USD", "side": "buy", "price": 500_000, "qty": 1});
+    assert_eq!(seller.call("POST", "/api/v1/orders", sell).status, 200);
+    assert_eq!(buyer.call("POST", "/api/v1/orders", buy).status, 200);
+    // The trade at 500,000 is the reference: the band is [450,000, 550,000].
+    let outside = json!({"symbol": "BTC-USD", "side": "buy", "price": 550_001, "qty": 1});
+    let refused = buyer.call("POST", "/api/v1/orders", outside);
+    assert_eq!(
+        error_code(&refused),
+        "price_out_of_band",
+        "{:?}",
+        refused.body
+    );
+    let inside = json!({"symbol": "BTC-USD", "side": "buy", "price": 550_000, "qty": 1});
+    assert_eq!(buyer.call("POST", "/api/v1/orders", inside).status, 200);
+}

@@ -67,3 +67,19 @@ pub fn state_hash(server: &RunningServer) -> [u8; 32] {
         other => panic!("snapshot: {other}"),
     }
 }
+
+/// Takes the demo venue's price band off a symbol (an operator's `set_band` 0), for tests of
+/// other rules that trade across prices more than 10% apart.
+pub fn without_band(server: &RunningServer, symbol: rialto_core::SymbolId) {
+    let reply = admin(server)
+        .request(&rialto_wire::ClientMsg::SetBand {
+            request: 1,
+            symbol,
+            band_bps: 0,
+        })
+        .unwrap();
+    assert!(
+        matches!(reply, ServerMsg::AdminResult { result: Ok(()), .. }),
+        "set_band 0: {reply}"
+    );
+}
