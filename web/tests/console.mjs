@@ -315,11 +315,12 @@ async function main() {
       const selected = await page1.getByTestId('symbol-select').inputValue();
       check(selected === SYMBOL, `symbol selector shows ${selected}`);
       await page1.waitForFunction(() => document.querySelector('[data-testid="conn-status"]').textContent === 'live');
-      // The status channel: the symbol is trading continuously, without a band.
+      // The status channel: the symbol is trading continuously; the demo's 10% band waits
+      // for its first reference price.
       await page1.waitForSelector('[data-testid="phase"][data-phase="continuous"]');
-      await page1.waitForFunction(() => document.querySelector('[data-testid="band"]').textContent === 'none');
+      await page1.waitForFunction(() => document.querySelector('[data-testid="band"]').textContent === '±10.00% (no reference yet)');
       const options = await page1.$$eval('[data-testid="symbol-select"] option', (o) => o.map((x) => x.value));
-      return `symbols ${options.join(', ')}, phase continuous, band none`;
+      return `symbols ${options.join(', ')}, phase continuous, band ±10% without a reference yet`;
     });
 
     let before1;
