@@ -22,7 +22,9 @@ use rialto_core::{
     Stp, SymbolId, Tif, UserId,
 };
 use rialto_fix::Decimal;
-use rialto_fix::app::{self, NewOrderSingle, OrderCancelReplaceRequest, OrderCancelRequest};
+use rialto_fix::app::{
+    self, NewOrderSingle, OrderCancelReplaceRequest, OrderCancelRequest, ShownQtyTag,
+};
 use rialto_wire::RequestKind;
 
 use super::instruments::{Instrument, Instruments};
@@ -74,6 +76,12 @@ pub struct FixOrder {
     pub ord_type: u8,
     pub time_in_force: Option<u8>,
     pub price_ticks: Option<i64>,
+    /// StopPx of a stop or stop-limit order, in ticks.
+    pub stop_ticks: Option<i64>,
+    /// An iceberg's shown quantity in lots, with the tag the client gave it in.
+    pub shown: Option<(ShownQtyTag, i64)>,
+    /// ExpireTime of a GTD order, ns since the Unix epoch.
+    pub expire_ts: Option<i64>,
     /// OrderQty: the total, fills included.
     pub order_qty_lots: i64,
     pub cum_lots: i64,
@@ -304,6 +312,9 @@ impl OrderDesk {
                 ord_type: b'2',
                 time_in_force: None,
                 price_ticks: None,
+                stop_ticks: None,
+                shown: None,
+                expire_ts: None,
                 order_qty_lots: qty_lots,
                 cum_lots: 0,
                 notional: 0,
@@ -408,7 +419,7 @@ impl OrderDesk {
                 (_, Some(ts)) => extras = extras.with_expire_ts(ts),
                 (_, None) => {}
             }
-            if let Some(shown) = msg.display_qty {
+            if let Some((_, shown)) = msg.display_qty {
                 match instrument.lots(shown) {
                     Ok(l) => extras = extras.with_display_qty(l),
                     Err(_) => {
@@ -518,6 +529,11 @@ impl OrderDesk {
                 ord_type: msg.ord_type,
                 time_in_force: msg.time_in_force,
                 price_ticks: price,
+                stop_ticks: extras.stop_price(),
+                shown: msg
+                    .display_qty
+                    .and_then(|(tag, _)| Some((tag, extras.display_qty()?))),
+                expire_ts: extras.expire_ts(),
                 order_qty_lots: qty,
                 cum_lots: 0,
                 notional: 0,
@@ -966,6 +982,7 @@ impl OrderDesk {
         let (mut order_id, mut engine_id, mut cl_ord_id, mut status, mut exec_type) =
             (None, None, None, None, None);
         let (mut symbol, mut side, mut ord_type, mut tif) = (None, None, None, None);
+        let (mut stop_px, mut shown, mut expire_ts) = (None, None, None);
         let (mut price, mut order_qty, mut leaves, mut cum, mut last_px, mut last_qty) =
             (None, None, None, None, None, None);
         for field in frame.fields().filter_map(Result::ok) {
@@ -987,6 +1004,10 @@ impl OrderDesk {
                 tags::CUM_QTY => cum = dec(),
                 tags::LAST_PX => last_px = dec(),
                 tags::LAST_QTY => last_qty = dec(),
+                tags::STOP_PX => stop_px = dec(),
+                tags::MAX_FLOOR => shown = dec().map(|d| (ShownQtyTag::MaxFloor, d)),
+                tags::DISPLAY_QTY => shown = dec().map(|d| (ShownQtyTag::DisplayQty, d)),
+                tags::EXPIRE_TIME => expire_ts = rialto_fix::time::parse_utc_timestamp(v),
                 _ => {}
             }
         }
@@ -1041,6 +1062,9 @@ impl OrderDesk {
             ord_type: ord_type.unwrap_or(b'2'),
             time_in_force: tif,
             price_ticks: ticks(price),
+            stop_ticks: ticks(stop_px),
+            shown: shown.and_then(|(tag, d)| Some((tag, lots(Some(d))?))),
+            expire_ts,
             order_qty_lots: lots(order_qty).unwrap_or(0),
             cum_lots: lots(cum).unwrap_or(0),
             notional: notional + fill,
@@ -1201,6 +1225,8 @@ pub struct Figures {
     pub cum_qty: Decimal,
     pub avg_px: Decimal,
     pub last: Option<(Decimal, Decimal)>,
+    pub stop_px: Option<Decimal>,
+    pub shown_qty: Option<(ShownQtyTag, Decimal)>,
 }
 
 impl Execution {
@@ -1225,6 +1251,8 @@ impl Execution {
             cum_qty: qty(o.cum_lots),
             avg_px,
             last: self.last.map(|(p, q)| (instrument.price(p), qty(q))),
+            stop_px: o.stop_ticks.map(|t| instrument.price(t)),
+            shown_qty: o.shown.map(|(tag, lots)| (tag, qty(lots))),
         }
     }
 }
