@@ -697,8 +697,9 @@ impl ExecutionReport<'_> {
                 exec_type::TRADE | exec_type::ORDER_STATUS if version <= ApplVersion::Fix42 => {
                     self.ord_status
                 }
-                exec_type::TRIGGERED => triggered_exec_type(version)
-                    .map_or(exec_type::TRIGGERED, |(t, _)| t),
+                exec_type::TRIGGERED => {
+                    triggered_exec_type(version).map_or(exec_type::TRIGGERED, |(t, _)| t)
+                }
                 t => t,
             };
             w.char(tags::EXEC_TYPE, exec_type);
@@ -1061,8 +1062,16 @@ mod tests {
                         }
                         (true, _) => (Some(b"L".to_vec()), None),
                     };
-                    assert_eq!(frame.get(tags::EXEC_TYPE).map(<[u8]>::to_vec), want_type, "{what}");
-                    assert_eq!(frame.get(tags::EXEC_RESTATEMENT_REASON), want_reason, "{what}");
+                    assert_eq!(
+                        frame.get(tags::EXEC_TYPE).map(<[u8]>::to_vec),
+                        want_type,
+                        "{what}"
+                    );
+                    assert_eq!(
+                        frame.get(tags::EXEC_RESTATEMENT_REASON),
+                        want_reason,
+                        "{what}"
+                    );
                 }
             }
         }

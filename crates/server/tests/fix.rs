@@ -1380,7 +1380,11 @@ fn assert_valid(version: ApplVersion, msg: &common::fix::Msg) {
     let (frame, _) = rialto_fix::next_frame(&msg.bytes, 1 << 20)
         .unwrap()
         .unwrap();
-    assert_eq!(rialto_fix::dict::validate(version, &frame), Ok(()), "{version:?}: {msg:?}");
+    assert_eq!(
+        rialto_fix::dict::validate(version, &frame),
+        Ok(()),
+        "{version:?}: {msg:?}"
+    );
 }
 
 /// A stop limit GTD order (OrdType 4, StopPx, TimeInForce 6, ExpireTime) is New, then reported
@@ -1399,9 +1403,27 @@ fn a_fix_stop_order_is_triggered_then_filled_in_every_version() {
     // (BeginString, version, CompID, user, the trigger's ExecType and restatement reason).
     let cases = [
         ("FIX.4.1", ApplVersion::Fix41, "TRADER1", 1, None),
-        ("FIX.4.2", ApplVersion::Fix42, "TRADER1", 1, Some(("D", Some("4")))),
-        ("FIX.4.4", ApplVersion::Fix44, "TRADER1", 1, Some(("D", Some("8")))),
-        ("FIXT.1.1", ApplVersion::Fix50Sp2, "TRADER4", 4, Some(("L", None))),
+        (
+            "FIX.4.2",
+            ApplVersion::Fix42,
+            "TRADER1",
+            1,
+            Some(("D", Some("4"))),
+        ),
+        (
+            "FIX.4.4",
+            ApplVersion::Fix44,
+            "TRADER1",
+            1,
+            Some(("D", Some("8"))),
+        ),
+        (
+            "FIXT.1.1",
+            ApplVersion::Fix50Sp2,
+            "TRADER4",
+            4,
+            Some(("L", None)),
+        ),
     ];
     // A day from now, to the second: reports echo it.
     let expire_ns = (common::fix::now_ns() / 1_000_000_000 + 86_400) * 1_000_000_000;
@@ -1458,7 +1480,10 @@ fn a_fix_stop_order_is_triggered_then_filled_in_every_version() {
         let fill = stopper.expect("8");
         echoes(&fill);
         assert_eq!(fill.req(tags::ORD_STATUS), "2", "{fill:?}");
-        assert!(fill.req(tags::LAST_PX).starts_with(&format!("{}", 51 + n)), "{fill:?}");
+        assert!(
+            fill.req(tags::LAST_PX).starts_with(&format!("{}", 51 + n)),
+            "{fill:?}"
+        );
         // The taker and the maker's two fills.
         taker.expect("8");
         taker.expect("8");
@@ -1479,7 +1504,13 @@ fn an_iceberg_gtd_order_echoes_its_terms_until_it_expires() {
     taker.logon(&server, 3);
     let cases = [
         ("FIX.4.4", ApplVersion::Fix44, "TRADER1", 1, tags::MAX_FLOOR),
-        ("FIXT.1.1", ApplVersion::Fix50Sp2, "TRADER2", 2, tags::DISPLAY_QTY),
+        (
+            "FIXT.1.1",
+            ApplVersion::Fix50Sp2,
+            "TRADER2",
+            2,
+            tags::DISPLAY_QTY,
+        ),
     ];
     for (n, (begin, version, comp_id, user, shown_tag)) in cases.into_iter().enumerate() {
         let mut c = FixClient::connect(fix_addr(&server), comp_id, begin);

@@ -1241,15 +1241,22 @@ fn report_ext_lists_each_open_orders_type_tif_stop_shown_filled_and_expiry() {
         );
     };
     match t.request(&ClientMsg::MyReportExt { request: 7 }).unwrap() {
-        ServerMsg::ReportExt { request: 7, report, .. } => check(&report),
+        ServerMsg::ReportExt {
+            request: 7, report, ..
+        } => check(&report),
         other => panic!("report ext: {other}"),
     }
     let mut a = admin(&server);
     match a
-        .request(&ClientMsg::UserReportExt { request: 8, user: 1 })
+        .request(&ClientMsg::UserReportExt {
+            request: 8,
+            user: 1,
+        })
         .unwrap()
     {
-        ServerMsg::ReportExt { request: 8, report, .. } => check(&report),
+        ServerMsg::ReportExt {
+            request: 8, report, ..
+        } => check(&report),
         other => panic!("user report ext: {other}"),
     }
     // The old frame: the same orders, as an old client reads them.

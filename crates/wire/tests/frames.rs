@@ -6,9 +6,9 @@ use rialto_core::{
 };
 use rialto_wire::{
     ClientMsg, ErrorCode, MAX_BOOK_LEVELS, MAX_CLIENT_FRAME, MAX_ERROR_MESSAGE,
-    MAX_REPORT_BALANCES, MAX_REPORT_EXT_ORDERS, MAX_REPORT_ORDERS, MAX_SERVER_FRAME, MAX_SYMBOL_LIST_ITEMS,
-    MAX_USER_LIST_ITEMS, MAX_VENUE_CURRENCIES, NewOrder, Secret, ServerMsg, WireError,
-    decode_client, decode_server, encode_client, encode_server,
+    MAX_REPORT_BALANCES, MAX_REPORT_EXT_ORDERS, MAX_REPORT_ORDERS, MAX_SERVER_FRAME,
+    MAX_SYMBOL_LIST_ITEMS, MAX_USER_LIST_ITEMS, MAX_VENUE_CURRENCIES, NewOrder, Secret, ServerMsg,
+    WireError, decode_client, decode_server, encode_client, encode_server,
 };
 
 fn client_frame(msg: &ClientMsg) -> Vec<u8> {
@@ -630,7 +630,14 @@ fn report_ext_bytes_are_as_documented_and_report_is_unchanged() {
         orders: vec![order],
     };
     let i64le = |v: i64| v.to_le_bytes().to_vec();
-    let head = [i64le(1), i64le(2), i64le(5), vec![0, 0, 0, 0], vec![1, 0, 0, 0]].concat();
+    let head = [
+        i64le(1),
+        i64le(2),
+        i64le(5),
+        vec![0, 0, 0, 0],
+        vec![1, 0, 0, 0],
+    ]
+    .concat();
     let name_and_id = [vec![3], b"BTC".to_vec(), i64le(9)].concat();
 
     let old = [
