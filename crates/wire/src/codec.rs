@@ -1267,7 +1267,8 @@ impl<'a> Reader<'a> {
         Ok(levels)
     }
 
-    fn balances(&mut self) -> Result<(i64, Vec<(Name, Balance)>), &'static str> {
+    /// A report's user and balances; its orders follow, in either layout.
+    fn report_head(&mut self) -> Result<UserReport, &'static str> {
         let user = self.i64("user")?;
         let count = self.count("balance count", 2 + 16)?;
         let mut balances = Vec::with_capacity(count);
@@ -1279,11 +1280,16 @@ impl<'a> Reader<'a> {
             };
             balances.push((currency, balance));
         }
-        Ok((user, balances))
+        Ok(UserReport {
+            user,
+            suspended: false,
+            balances,
+            orders: Vec::new(),
+        })
     }
 
     fn report(&mut self) -> Result<UserReport, &'static str> {
-        let (user, balances) = self.balances()?;
+        let mut report = self.report_head()?;
         let count = self.count("order count", 2 + 8 + 1 + 16)?;
         let mut orders = Vec::with_capacity(count);
         for _ in 0..count {
@@ -1304,16 +1310,12 @@ impl<'a> Reader<'a> {
                 expire_ts: 0,
             });
         }
-        Ok(UserReport {
-            user,
-            suspended: false,
-            balances,
-            orders,
-        })
+        report.orders = orders;
+        Ok(report)
     }
 
     fn report_ext(&mut self) -> Result<UserReport, &'static str> {
-        let (user, balances) = self.balances()?;
+        let mut report = self.report_head()?;
         let count = self.count("order count", 2 + 8 + 3 + 6 * 8)?;
         let mut orders = Vec::with_capacity(count);
         for _ in 0..count {
@@ -1334,12 +1336,8 @@ impl<'a> Reader<'a> {
                 expire_ts: self.i64("expire_ts")?,
             });
         }
-        Ok(UserReport {
-            user,
-            suspended: false,
-            balances,
-            orders,
-        })
+        report.orders = orders;
+        Ok(report)
     }
 
     fn finish(&self) -> Result<(), &'static str> {
