@@ -1400,6 +1400,28 @@ fn a_fix_stop_order_is_triggered_then_filled_in_every_version() {
     let mut taker = FixClient::connect(fix_addr(&server), "TRADER3", "FIX.4.4");
     maker.logon(&server, 2);
     taker.logon(&server, 3);
+    // A stop the gateway refuses (StopPx off the grid) is echoed as sent too.
+    maker.send(
+        "D",
+        &[
+            (tags::CL_ORD_ID, "BAD"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "2"),
+            (tags::TRANSACT_TIME, &transact_time()),
+            (tags::ORDER_QTY, "0.001"),
+            (tags::ORD_TYPE, "3"),
+            (tags::STOP_PX, "40.005"),
+            (tags::MAX_FLOOR, "0.001"),
+            (tags::TIME_IN_FORCE, "1"),
+        ],
+    );
+    let rejected = maker.expect("8");
+    assert_valid(ApplVersion::Fix44, &rejected);
+    assert_eq!(rejected.req(tags::EXEC_TYPE), "8", "{rejected:?}");
+    assert_eq!(rejected.req(tags::ORD_TYPE), "3", "{rejected:?}");
+    assert_eq!(rejected.req(tags::STOP_PX), "40.005", "{rejected:?}");
+    assert_eq!(rejected.req(tags::MAX_FLOOR), "0.001", "{rejected:?}");
+    assert_eq!(rejected.req(tags::TIME_IN_FORCE), "1", "{rejected:?}");
     // (BeginString, version, CompID, user, the trigger's ExecType and restatement reason).
     let cases = [
         ("FIX.4.1", ApplVersion::Fix41, "TRADER1", 1, None),
@@ -1494,8 +1516,8 @@ fn a_fix_stop_order_is_triggered_then_filled_in_every_version() {
 }
 
 /// An iceberg GTD order: every report echoes its shown quantity in the tag the client sent
-/// (MaxFloor in FIX 4.4, DisplayQty in FIX 5.0 SP2), its TimeInForce and ExpireTime, through
-/// a fill, a replace and its expiry (ExecType C, OrdStatus C).
+/// (MaxFloor in FIX 4.2 and 4.4, DisplayQty in FIX 5.0 SP2), its TimeInForce and ExpireTime,
+/// through a fill, a replace and its expiry (ExecType C, OrdStatus C).
 #[test]
 fn an_iceberg_gtd_order_echoes_its_terms_until_it_expires() {
     let dir = tempfile::tempdir().unwrap();
@@ -1503,6 +1525,7 @@ fn an_iceberg_gtd_order_echoes_its_terms_until_it_expires() {
     let mut taker = FixClient::connect(fix_addr(&server), "TRADER3", "FIX.4.4");
     taker.logon(&server, 3);
     let cases = [
+        ("FIX.4.2", ApplVersion::Fix42, "TRADER4", 4, tags::MAX_FLOOR),
         ("FIX.4.4", ApplVersion::Fix44, "TRADER1", 1, tags::MAX_FLOOR),
         (
             "FIXT.1.1",

@@ -755,8 +755,12 @@ pub(super) fn write_execution(
         ord_rej_reason: exec.ord_rej_reason,
         transact_time_ns: exec.ts_ns,
         text: exec.text.map(str::as_bytes),
-        stop_px: figures.as_ref().and_then(|f| f.stop_px),
-        shown_qty: figures.as_ref().and_then(|f| f.shown_qty),
+        stop_px: exec
+            .raw_stop_px
+            .or(figures.as_ref().and_then(|f| f.stop_px)),
+        shown_qty: exec
+            .raw_shown
+            .or(figures.as_ref().and_then(|f| f.shown_qty)),
         expire_time_ns: o.expire_ts,
     };
     report.write(version, w);

@@ -169,6 +169,9 @@ pub struct Execution {
     pub raw_qty: Option<Decimal>,
     pub raw_price: Option<Decimal>,
     pub raw_side: Option<u8>,
+    /// StopPx and the iceberg's shown quantity as the client sent them (a rejected new order).
+    pub raw_stop_px: Option<Decimal>,
+    pub raw_shown: Option<(ShownQtyTag, Decimal)>,
     /// The engine sequence number behind the report (0 for a gateway-side rejection).
     pub seq: u64,
     pub ts_ns: i64,
@@ -332,6 +335,8 @@ impl OrderDesk {
             raw_qty: None,
             raw_price: None,
             raw_side: None,
+            raw_stop_px: None,
+            raw_shown: None,
             seq: 0,
             ts_ns,
         })
@@ -462,6 +467,11 @@ impl OrderDesk {
                 exec.raw_qty = Some(msg.order_qty);
                 exec.raw_price = msg.price;
                 exec.raw_side = Some(msg.side);
+                exec.raw_stop_px = msg.stop_px;
+                exec.raw_shown = msg.display_qty;
+                exec.order.ord_type = msg.ord_type;
+                exec.order.time_in_force = msg.time_in_force;
+                exec.order.expire_ts = msg.expire_time;
             }
             report
         };
@@ -793,6 +803,8 @@ impl OrderDesk {
             raw_qty: None,
             raw_price: None,
             raw_side: None,
+            raw_stop_px: None,
+            raw_shown: None,
             seq,
             ts_ns,
         }
@@ -1532,6 +1544,53 @@ mod tests {
             panic!("a duplicate is refused")
         };
         assert_eq!(dup.ord_rej_reason, Some(ord_rej::DUPLICATE_ORDER));
+    }
+
+    /// After a restart the desk reads an order's terms back from its reports, so the reports
+    /// that follow go on echoing them.
+    #[test]
+    fn a_restored_order_keeps_its_stop_price_shown_quantity_and_expiry() {
+        let mut desk = OrderDesk::new(1, 1 << 40);
+        let expire = "20261127-10:00:00.000";
+        for (shown_tag, shown) in [
+            (tags::MAX_FLOOR, ShownQtyTag::MaxFloor),
+            (1138, ShownQtyTag::DisplayQty),
+        ] {
+            let bytes = message(
+                "8",
+                &[
+                    (tags::ORDER_ID, "1099511627776"),
+                    (SECONDARY_ORDER_ID, "77"),
+                    (tags::CL_ORD_ID, "A"),
+                    (tags::EXEC_TYPE, "0"),
+                    (tags::ORD_STATUS, "0"),
+                    (tags::SYMBOL, "BTC-USD"),
+                    (tags::SIDE, "2"),
+                    (tags::ORD_TYPE, "4"),
+                    (tags::PRICE, "99.00"),
+                    (tags::STOP_PX, "100.00"),
+                    (tags::TIME_IN_FORCE, "6"),
+                    (tags::EXPIRE_TIME, expire),
+                    (shown_tag, "0.002"),
+                    (tags::ORDER_QTY, "0.010"),
+                    (tags::LEAVES_QTY, "0.010"),
+                    (tags::CUM_QTY, "0"),
+                ],
+            );
+            let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+            desk.restore(&frame, &instruments());
+            let o = desk.order_by_cl_ord_id(b"A").expect("restored");
+            assert_eq!(
+                (o.engine_id, o.ord_type, o.time_in_force),
+                (77, b'4', Some(b'6'))
+            );
+            assert_eq!((o.price_ticks, o.stop_ticks), (Some(9_900), Some(10_000)));
+            assert_eq!(o.shown, Some((shown, 2)));
+            assert_eq!(
+                o.expire_ts,
+                rialto_fix::time::parse_utc_timestamp(expire.as_bytes())
+            );
+        }
     }
 
     #[test]
