@@ -1,8 +1,10 @@
 //! QuickFIX/J against `rialto serve`: the Java initiator in interop/quickfixj logs on over
 //! FIX 4.4 and FIXT.1.1/5.0SP2, trades between two sessions, amends, cancels, checks every
 //! ExecutionReport, forces a sequence gap each way, loses an order and its report on the wire
-//! (a proxy here drops them) and recovers without a sequence reset, and exits 0 only if every
-//! step passed.
+//! (a proxy here drops them) and recovers without a sequence reset, trades the rulebook's
+//! orders (a stop triggered by a trade, an iceberg filled across a refill, a GTD order that
+//! expires, a replace of a stop-limit GTD order), and exits 0 only if every step passed. The
+//! iceberg it leaves resting is checked here, in the engine's book: only its slice shows.
 //! Needs a JDK 17 and Maven (`.ci/run` installs them); the first build downloads QuickFIX/J.
 
 mod common;
@@ -62,10 +64,61 @@ fn quickfixj_trades_amends_cancels_and_resends_against_rialto() {
             String::from_utf8_lossy(&output.stderr)
         );
         // Every step reported, the forced gaps and the messages lost on the wire among them.
-        for step in 0..=12 {
+        for step in 0..=16 {
             assert!(stdout.contains(&format!("ok step {step}:")), "{stdout}");
         }
+        // Step 13 left TRADER2's iceberg (0.005, showing 0.002, 0.003 filled) resting at this
+        // price: the book shows its slice, 0.001, not the 0.002 it still has.
+        let price_ticks = if begin == "FIX.4.4" { 13_000 } else { 12_000 };
+        assert_iceberg_shows_its_slice_only(&server, &credentials, price_ticks);
     }
+}
+
+fn assert_iceberg_shows_its_slice_only(
+    server: &common::Served,
+    credentials: &rialto_server::auth::Credentials,
+    price_ticks: i64,
+) {
+    use rialto_wire::{ClientMsg, ServerMsg};
+    let btc = rialto_core::SymbolId(0);
+    let mut trader = rialto_client::Client::connect(server.address_after("orders on ")).unwrap();
+    trader
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    trader
+        .login(1, credentials.user_secret(1).as_bytes())
+        .unwrap();
+    let book = trader.request(&ClientMsg::Book {
+        request: 1,
+        symbol: btc,
+        depth: 100,
+    });
+    let Ok(ServerMsg::Book { asks, .. }) = book else {
+        panic!("book: {book:?}")
+    };
+    let level = asks.iter().find(|l| l.price == price_ticks);
+    assert_eq!(level.map(|l| l.qty), Some(1), "asks {asks:?}");
+
+    let mut admin = rialto_client::Client::connect(server.address_after("admin on ")).unwrap();
+    admin
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    admin
+        .admin_login(credentials.admin_secret().as_bytes())
+        .unwrap();
+    let report = admin.request(&ClientMsg::UserReportExt {
+        request: 2,
+        user: 2,
+    });
+    let Ok(ServerMsg::ReportExt { report, .. }) = report else {
+        panic!("report: {report:?}")
+    };
+    let iceberg = report.orders.iter().find(|o| o.price == price_ticks);
+    assert_eq!(
+        iceberg.map(|o| (o.remaining, o.shown, o.filled)),
+        Some((2, 1, 3)),
+        "{report:?}"
+    );
 }
 
 /// Forwards FIX connections to `upstream`, dropping, once per connection, the first

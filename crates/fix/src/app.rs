@@ -100,8 +100,9 @@ pub struct NewOrderSingle<'a> {
     pub stop_px: Option<Decimal>,
     /// ExpireTime (126), ns since the Unix epoch: a GTD order (TimeInForce 6).
     pub expire_time: Option<i64>,
-    /// The displayed quantity of an iceberg: DisplayQty (1138), else MaxFloor (111).
-    pub display_qty: Option<Decimal>,
+    /// The displayed quantity of an iceberg: DisplayQty (1138), else MaxFloor (111), with the
+    /// tag it came in (reports echo it there).
+    pub display_qty: Option<(ShownQtyTag, Decimal)>,
 }
 
 impl<'a> NewOrderSingle<'a> {
@@ -120,8 +121,10 @@ impl<'a> NewOrderSingle<'a> {
             match field.tag {
                 tags::STOP_PX => stop_px = Some(decimal(field)?),
                 tags::EXPIRE_TIME => expire_time = Some(timestamp(field)?),
-                tags::DISPLAY_QTY => display_qty = Some(decimal(field)?),
-                tags::MAX_FLOOR => max_floor = Some(decimal(field)?),
+                tags::DISPLAY_QTY => {
+                    display_qty = Some((ShownQtyTag::DisplayQty, decimal(field)?));
+                }
+                tags::MAX_FLOOR => max_floor = Some((ShownQtyTag::MaxFloor, decimal(field)?)),
                 tags::CL_ORD_ID => cl_ord_id = Some(field.value),
                 tags::SYMBOL => symbol = Some(field.value),
                 tags::SIDE => side = Some(one_char(field)?),
@@ -247,10 +250,13 @@ impl<'a> NewOrderSingleFields<'a> {
             expire_time: field(tags::EXPIRE_TIME, self.expire_time)
                 .map(timestamp)
                 .transpose()?,
-            display_qty: field(tags::DISPLAY_QTY, self.display_qty)
-                .or(field(tags::MAX_FLOOR, self.max_floor))
-                .map(decimal)
-                .transpose()?,
+            display_qty: match (self.display_qty, self.max_floor) {
+                (Some(v), _) => Some((ShownQtyTag::DisplayQty, v, tags::DISPLAY_QTY)),
+                (None, Some(v)) => Some((ShownQtyTag::MaxFloor, v, tags::MAX_FLOOR)),
+                (None, None) => None,
+            }
+            .map(|(which, value, tag)| decimal(Field { tag, value }).map(|d| (which, d)))
+            .transpose()?,
         })
     }
 }
@@ -549,8 +555,63 @@ pub mod exec_type {
     pub const ORDER_STATUS: u8 = b'I';
     /// An order that ended at its expiry time (GTD, DAY).
     pub const EXPIRED: u8 = b'C';
-    /// Triggered or activated by system (FIX 4.4 and later): a stop order triggered.
+    /// Triggered or activated by system (FIX 5.0 and later): a stop order triggered. Older
+    /// versions have no such value: see [`super::triggered_exec_type`].
     pub const TRIGGERED: u8 = b'L';
+    /// Restated (FIX 4.2 and later): an unsolicited report, with ExecRestatementReason (378).
+    pub const RESTATED: u8 = b'D';
+}
+
+/// ExecRestatementReason (378) values Rialto sends.
+pub mod exec_restatement_reason {
+    /// Broker option (FIX 4.2's closest to a venue's own decision).
+    pub const BROKER_OPTION: u32 = 4;
+    /// Market (Exchange) option (FIX 4.3 and later).
+    pub const MARKET_OPTION: u32 = 8;
+}
+
+/// How `version` reports a stop order that triggered: its ExecType and, for Restated, its
+/// ExecRestatementReason; `None` where the version has no report for it (FIX 4.0 and 4.1:
+/// the fills that follow tell it). ExecType L (Triggered or activated by system) came with
+/// FIX 5.0; FIX 4.2 to 4.4 report the order Restated (D), which their ExecType defines as an
+/// unsolicited report of the sell side, with the reason the version offers: 4 (broker
+/// option) in FIX 4.2, 8 (market, i.e. exchange, option) from FIX 4.3.
+pub fn triggered_exec_type(version: ApplVersion) -> Option<(u8, Option<u32>)> {
+    use exec_restatement_reason::*;
+    match version {
+        ApplVersion::Fix40 | ApplVersion::Fix41 => None,
+        ApplVersion::Fix42 => Some((exec_type::RESTATED, Some(BROKER_OPTION))),
+        ApplVersion::Fix43 | ApplVersion::Fix44 => Some((exec_type::RESTATED, Some(MARKET_OPTION))),
+        ApplVersion::Fix50 | ApplVersion::Fix50Sp1 | ApplVersion::Fix50Sp2 => {
+            Some((exec_type::TRIGGERED, None))
+        }
+    }
+}
+
+/// The tag an iceberg's shown quantity came in: DisplayQty (1138, FIX 5.0 on) or MaxFloor
+/// (111). Reports echo it in the same tag, where their version's ExecutionReport has it
+/// (MaxFloor from FIX 4.2, DisplayQty from FIX 5.0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShownQtyTag {
+    DisplayQty,
+    MaxFloor,
+}
+
+impl ShownQtyTag {
+    pub fn tag(self) -> u32 {
+        match self {
+            ShownQtyTag::DisplayQty => tags::DISPLAY_QTY,
+            ShownQtyTag::MaxFloor => tags::MAX_FLOOR,
+        }
+    }
+
+    /// Whether an ExecutionReport of `version` has this field.
+    pub fn in_execution_report(self, version: ApplVersion) -> bool {
+        match self {
+            ShownQtyTag::DisplayQty => version >= ApplVersion::Fix50,
+            ShownQtyTag::MaxFloor => version >= ApplVersion::Fix42,
+        }
+    }
 }
 
 /// OrdStatus (39) values.
@@ -587,6 +648,12 @@ pub struct ExecutionReport<'a> {
     pub ord_rej_reason: Option<u32>,
     pub transact_time_ns: i64,
     pub text: Option<&'a [u8]>,
+    /// StopPx (99) of a stop or stop-limit order.
+    pub stop_px: Option<Decimal>,
+    /// An iceberg's shown quantity, in the tag the client sent it in.
+    pub shown_qty: Option<(ShownQtyTag, Decimal)>,
+    /// ExpireTime (126) of a GTD order, ns since the Unix epoch.
+    pub expire_time_ns: Option<i64>,
 }
 
 impl ExecutionReport<'_> {
@@ -599,7 +666,11 @@ impl ExecutionReport<'_> {
     /// - FIX 4.0 and 4.1 require OrderQty, LastShares (32) and LastPx (31): 0 when none;
     /// - TransactTime to the second in FIX 4.0 and 4.1;
     /// - quantities in FIX 4.0 and 4.1 are integers (shares): a whole one is written without
-    ///   its decimals ("2", not "2.000"), and one that is not whole as it is (docs/fix.md).
+    ///   its decimals ("2", not "2.000"), and one that is not whole as it is (docs/fix.md);
+    /// - the order's own terms on every report: OrdType, TimeInForce, StopPx, ExpireTime, and
+    ///   the shown quantity of an iceberg where the version's report has its tag;
+    /// - a triggered stop as [`triggered_exec_type`] says (the caller sends no report where
+    ///   it says `None`).
     pub fn write(&self, version: ApplVersion, w: &mut MessageWriter<'_>) {
         let qty = |q: Decimal| {
             if version <= ApplVersion::Fix41 {
@@ -626,9 +697,17 @@ impl ExecutionReport<'_> {
                 exec_type::TRADE | exec_type::ORDER_STATUS if version <= ApplVersion::Fix42 => {
                     self.ord_status
                 }
+                exec_type::TRIGGERED => {
+                    triggered_exec_type(version).map_or(exec_type::TRIGGERED, |(t, _)| t)
+                }
                 t => t,
             };
             w.char(tags::EXEC_TYPE, exec_type);
+            if self.exec_type == exec_type::TRIGGERED
+                && let Some((_, Some(reason))) = triggered_exec_type(version)
+            {
+                w.uint(tags::EXEC_RESTATEMENT_REASON, u64::from(reason));
+            }
         }
         w.char(tags::ORD_STATUS, self.ord_status);
         if let Some(reason) = self.ord_rej_reason
@@ -657,6 +736,17 @@ impl ExecutionReport<'_> {
         }
         if let Some(t) = self.time_in_force {
             w.char(tags::TIME_IN_FORCE, t);
+        }
+        if let Some(p) = self.stop_px {
+            w.decimal(tags::STOP_PX, p);
+        }
+        if let Some(ts) = self.expire_time_ns {
+            w.timestamp_in(version.session_version(), tags::EXPIRE_TIME, ts);
+        }
+        if let Some((tag, shown)) = self.shown_qty
+            && tag.in_execution_report(version)
+        {
+            w.decimal(tag.tag(), qty(shown));
         }
         match self.last {
             Some((px, last_qty)) => {
@@ -872,6 +962,9 @@ mod tests {
             ord_rej_reason: None,
             transact_time_ns: 0,
             text: None,
+            stop_px: None,
+            shown_qty: None,
+            expire_time_ns: None,
         };
         let expected_exec_type = |v: ApplVersion| match v {
             ApplVersion::Fix40 => None,
@@ -893,6 +986,94 @@ mod tests {
                 version <= ApplVersion::Fix42
             );
             assert_eq!(dict::validate(version, &frame), Ok(()), "{version:?}");
+        }
+    }
+
+    /// A stop-limit iceberg GTD order's reports echo its terms in every version, each field
+    /// only where the version's ExecutionReport has it; a triggered stop is L from FIX 5.0,
+    /// Restated with its reason in FIX 4.2 to 4.4.
+    #[test]
+    fn reports_echo_the_orders_terms_and_triggers_per_version() {
+        for shown_tag in [ShownQtyTag::MaxFloor, ShownQtyTag::DisplayQty] {
+            for exec_type in [exec_type::NEW, exec_type::TRIGGERED, exec_type::EXPIRED] {
+                let er = ExecutionReport {
+                    order_id: b"42",
+                    exec_id: b"71",
+                    cl_ord_id: b"A1",
+                    orig_cl_ord_id: None,
+                    exec_type,
+                    ord_status: if exec_type == exec_type::EXPIRED {
+                        ord_status::EXPIRED
+                    } else {
+                        ord_status::NEW
+                    },
+                    symbol: b"BTC-USD",
+                    side: b'1',
+                    ord_type: Some(b'4'),
+                    time_in_force: Some(b'6'),
+                    price: Some(Decimal::new(10100, 2)),
+                    order_qty: Some(Decimal::new(10_000, 3)),
+                    last: None,
+                    leaves_qty: Decimal::new(10_000, 3),
+                    cum_qty: Decimal::new(0, 3),
+                    avg_px: Decimal::new(0, 2),
+                    ord_rej_reason: None,
+                    transact_time_ns: 1_700_000_000_000_000_000,
+                    text: None,
+                    stop_px: Some(Decimal::new(10000, 2)),
+                    shown_qty: Some((shown_tag, Decimal::new(2_000, 3))),
+                    expire_time_ns: Some(1_700_000_060_000_000_000),
+                };
+                for version in ApplVersion::ALL {
+                    let triggered = exec_type == exec_type::TRIGGERED;
+                    if triggered && triggered_exec_type(version).is_none() {
+                        assert!(version <= ApplVersion::Fix41);
+                        continue;
+                    }
+                    let bytes = written(version, b"8", |w| er.write(version, w));
+                    let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+                    let what = format!("{version:?} {shown_tag:?} {}", exec_type as char);
+                    assert_eq!(dict::validate(version, &frame), Ok(()), "{what}");
+                    assert_eq!(frame.get(tags::ORD_TYPE), Some(&b"4"[..]), "{what}");
+                    assert_eq!(frame.get(tags::TIME_IN_FORCE), Some(&b"6"[..]), "{what}");
+                    assert_eq!(frame.get(tags::STOP_PX), Some(&b"100.00"[..]), "{what}");
+                    let expire = if version <= ApplVersion::Fix41 {
+                        &b"20231114-22:14:20"[..]
+                    } else {
+                        &b"20231114-22:14:20.000"[..]
+                    };
+                    assert_eq!(frame.get(tags::EXPIRE_TIME), Some(expire), "{what}");
+                    let (other, has) = match shown_tag {
+                        ShownQtyTag::MaxFloor => (tags::DISPLAY_QTY, version >= ApplVersion::Fix42),
+                        ShownQtyTag::DisplayQty => (tags::MAX_FLOOR, version >= ApplVersion::Fix50),
+                    };
+                    let shown = frame.get(shown_tag.tag());
+                    assert_eq!(shown.is_some(), has, "{what}");
+                    if has {
+                        assert_eq!(shown, Some(&b"2.000"[..]), "{what}");
+                    }
+                    assert_eq!(frame.get(other), None, "{what}");
+                    let (want_type, want_reason) = match (triggered, version) {
+                        (false, ApplVersion::Fix40) => (None, None),
+                        (false, _) => (Some(vec![exec_type]), None),
+                        (true, ApplVersion::Fix42) => (Some(b"D".to_vec()), Some(&b"4"[..])),
+                        (true, ApplVersion::Fix43 | ApplVersion::Fix44) => {
+                            (Some(b"D".to_vec()), Some(&b"8"[..]))
+                        }
+                        (true, _) => (Some(b"L".to_vec()), None),
+                    };
+                    assert_eq!(
+                        frame.get(tags::EXEC_TYPE).map(<[u8]>::to_vec),
+                        want_type,
+                        "{what}"
+                    );
+                    assert_eq!(
+                        frame.get(tags::EXEC_RESTATEMENT_REASON),
+                        want_reason,
+                        "{what}"
+                    );
+                }
+            }
         }
     }
 
@@ -937,6 +1118,9 @@ mod tests {
             ord_rej_reason: Some(11),
             transact_time_ns: 1_700_000_000_123_000_000,
             text: Some(b"unsupported"),
+            stop_px: None,
+            shown_qty: None,
+            expire_time_ns: None,
         };
         let cancel_reject = OrderCancelReject {
             order_id: b"42",

@@ -33,6 +33,9 @@ pub fn fill_report() -> ExecutionReport<'static> {
         ord_rej_reason: None,
         transact_time_ns: 1_795_322_669_123_000_000,
         text: None,
+        stop_px: None,
+        shown_qty: None,
+        expire_time_ns: None,
     }
 }
 

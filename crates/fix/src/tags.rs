@@ -93,3 +93,4 @@ pub const STOP_PX: u32 = 99;
 pub const MAX_FLOOR: u32 = 111;
 pub const EXPIRE_TIME: u32 = 126;
 pub const DISPLAY_QTY: u32 = 1138;
+pub const EXEC_RESTATEMENT_REASON: u32 = 378;

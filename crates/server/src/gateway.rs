@@ -990,6 +990,10 @@ impl Gateway {
                 let cmd = Command::UserReport { user };
                 self.push(id, Reply::Report { request }, Op::Command(cmd))
             }
+            ClientMsg::MyReportExt { request } => {
+                let cmd = Command::UserReport { user };
+                self.push(id, Reply::ReportExt { request }, Op::Command(cmd))
+            }
             _ => {
                 self.reject(id, ErrorCode::NotAdmin, "admin frames go to the admin port");
                 Handled::Done
@@ -1029,6 +1033,10 @@ impl Gateway {
             ClientMsg::UserReport { request, user } => {
                 let cmd = Command::UserReport { user };
                 self.push(id, Reply::Report { request }, Op::Command(cmd))
+            }
+            ClientMsg::UserReportExt { request, user } => {
+                let cmd = Command::UserReport { user };
+                self.push(id, Reply::ReportExt { request }, Op::Command(cmd))
             }
             ClientMsg::VenueReport { request } => self.push(
                 id,

@@ -62,6 +62,10 @@ pub enum Reply {
     Report {
         request: u64,
     },
+    /// ReportExt (the same, every field of each open order).
+    ReportExt {
+        request: u64,
+    },
     VenueReport {
         request: u64,
     },
@@ -887,6 +891,7 @@ impl EngineStage {
         cmd: &Command,
         result: Result<(), Reason>,
     ) {
+        let ext = matches!(reply, Reply::ReportExt { .. });
         match reply {
             Reply::Order { order, kind } => {
                 let msg = match result {
@@ -934,17 +939,27 @@ impl EngineStage {
                 self.send(session, msg);
             }
             Reply::Report { request }
+            | Reply::ReportExt { request }
             | Reply::VenueReport { request }
             | Reply::Book { request } => {
                 let msg = match self.events.pop() {
                     Some(OwnedEvent::UserReport(mut report)) => {
                         // Lists are capped to fit one frame (docs/protocol.md).
-                        report.orders.truncate(rialto_wire::MAX_REPORT_ORDERS);
                         report.balances.truncate(rialto_wire::MAX_REPORT_BALANCES);
-                        ServerMsg::Report {
-                            request,
-                            seq,
-                            report,
+                        if ext {
+                            report.orders.truncate(rialto_wire::MAX_REPORT_EXT_ORDERS);
+                            ServerMsg::ReportExt {
+                                request,
+                                seq,
+                                report,
+                            }
+                        } else {
+                            report.orders.truncate(rialto_wire::MAX_REPORT_ORDERS);
+                            ServerMsg::Report {
+                                request,
+                                seq,
+                                report,
+                            }
                         }
                     }
                     Some(OwnedEvent::VenueReport(mut totals)) => {

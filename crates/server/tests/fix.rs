@@ -1369,43 +1369,255 @@ fn t19a_a_poss_resend_of_a_seen_cl_ord_id_is_refused_as_a_duplicate() {
 
 // ----- rulebook part 2 over FIX ---------------------------------------------------------------
 
-/// A stop limit order (OrdType 4 with StopPx) is New, then ExecType L when a trade reaches its
-/// stop price, then its fill.
+/// The ExpireTime (126) of a report, in ns since the Unix epoch.
+fn expire_time(msg: &common::fix::Msg) -> i64 {
+    let text = msg.req(tags::EXPIRE_TIME);
+    rialto_fix::time::parse_utc_timestamp(text.as_bytes()).expect("a UTCTimestamp")
+}
+
+/// `msg` holds only fields its version defines, as a validating counterparty checks it.
+fn assert_valid(version: ApplVersion, msg: &common::fix::Msg) {
+    let (frame, _) = rialto_fix::next_frame(&msg.bytes, 1 << 20)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        rialto_fix::dict::validate(version, &frame),
+        Ok(()),
+        "{version:?}: {msg:?}"
+    );
+}
+
+/// A stop limit GTD order (OrdType 4, StopPx, TimeInForce 6, ExpireTime) is New, then reported
+/// triggered when a trade reaches its stop price, then filled; every report echoes OrdType,
+/// StopPx, TimeInForce and ExpireTime. The trigger is ExecType L from FIX 5.0, Restated (D)
+/// with ExecRestatementReason 4 (FIX 4.2) or 8 (FIX 4.3, 4.4) before, and no report in FIX
+/// 4.0 and 4.1, which have neither: there the fill comes next.
 #[test]
-fn a_fix_stop_order_is_triggered_then_filled() {
+fn a_fix_stop_order_is_triggered_then_filled_in_every_version() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path());
-    let mut stopper = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
     let mut maker = FixClient::connect(fix_addr(&server), "TRADER2", "FIX.4.4");
     let mut taker = FixClient::connect(fix_addr(&server), "TRADER3", "FIX.4.4");
-    stopper.logon(&server, 1);
     maker.logon(&server, 2);
     taker.logon(&server, 3);
-    stopper.send(
+    // A stop the gateway refuses (StopPx off the grid) is echoed as sent too.
+    maker.send(
         "D",
         &[
-            (tags::CL_ORD_ID, "S1"),
+            (tags::CL_ORD_ID, "BAD"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "2"),
+            (tags::TRANSACT_TIME, &transact_time()),
+            (tags::ORDER_QTY, "0.001"),
+            (tags::ORD_TYPE, "3"),
+            (tags::STOP_PX, "40.005"),
+            (tags::MAX_FLOOR, "0.001"),
+            (tags::TIME_IN_FORCE, "1"),
+        ],
+    );
+    let rejected = maker.expect("8");
+    assert_valid(ApplVersion::Fix44, &rejected);
+    assert_eq!(rejected.req(tags::EXEC_TYPE), "8", "{rejected:?}");
+    assert_eq!(rejected.req(tags::ORD_TYPE), "3", "{rejected:?}");
+    assert_eq!(rejected.req(tags::STOP_PX), "40.005", "{rejected:?}");
+    assert_eq!(rejected.req(tags::MAX_FLOOR), "0.001", "{rejected:?}");
+    assert_eq!(rejected.req(tags::TIME_IN_FORCE), "1", "{rejected:?}");
+    // (BeginString, version, CompID, user, the trigger's ExecType and restatement reason).
+    let cases = [
+        ("FIX.4.1", ApplVersion::Fix41, "TRADER1", 1, None),
+        (
+            "FIX.4.2",
+            ApplVersion::Fix42,
+            "TRADER1",
+            1,
+            Some(("D", Some("4"))),
+        ),
+        (
+            "FIX.4.4",
+            ApplVersion::Fix44,
+            "TRADER1",
+            1,
+            Some(("D", Some("8"))),
+        ),
+        (
+            "FIXT.1.1",
+            ApplVersion::Fix50Sp2,
+            "TRADER4",
+            4,
+            Some(("L", None)),
+        ),
+    ];
+    // A day from now, to the second: reports echo it.
+    let expire_ns = (common::fix::now_ns() / 1_000_000_000 + 86_400) * 1_000_000_000;
+    let mut expire_text = Vec::new();
+    rialto_fix::time::write_utc_timestamp(&mut expire_text, expire_ns);
+    let expire_text = String::from_utf8(expire_text).unwrap();
+    for (n, (begin, version, comp_id, user, trigger)) in cases.into_iter().enumerate() {
+        let mut stopper = FixClient::connect(fix_addr(&server), comp_id, begin);
+        stopper.default_appl_ver_id = std::str::from_utf8(version.appl_ver_id()).unwrap();
+        stopper.logon(&server, user);
+        // Each case's stop is above the last trade of the case before it.
+        let stop = format!("{}.00", 51 + n);
+        let limit = format!("{}.00", 52 + n);
+        let cl_ord_id = format!("S{n}");
+        let now = transact_time();
+        let mut fields = vec![
+            (tags::CL_ORD_ID, cl_ord_id.as_str()),
             (tags::HANDL_INST, "1"),
             (tags::SYMBOL, "BTC-USD"),
             (tags::SIDE, "1"),
-            (tags::TRANSACT_TIME, &transact_time()),
-            (tags::ORDER_QTY, "0.001"),
+            (tags::ORDER_QTY, "1"),
             // A stop buy on a spot venue carries its limit (stop limit) or protection price.
             (tags::ORD_TYPE, "4"),
-            (tags::PRICE, "52.00"),
-            (tags::STOP_PX, "51.00"),
-        ],
-    );
-    let new = stopper.expect("8");
-    assert_eq!(new.req(tags::EXEC_TYPE), "0", "{new:?}");
-    maker.new_order("M1", "2", "0.003", "51.00");
-    assert_eq!(maker.expect("8").req(tags::EXEC_TYPE), "0");
-    taker.new_order("T1", "1", "0.001", "51.00");
-    let triggered = stopper.expect("8");
-    assert_eq!(triggered.req(tags::EXEC_TYPE), "L", "{triggered:?}");
-    let fill = stopper.expect("8");
-    assert_eq!(fill.req(tags::EXEC_TYPE), "F", "{fill:?}");
-    assert_eq!(fill.req(tags::LAST_PX), "51.00");
+            (tags::PRICE, limit.as_str()),
+            (tags::STOP_PX, stop.as_str()),
+            (tags::TIME_IN_FORCE, "6"),
+            (tags::EXPIRE_TIME, expire_text.as_str()),
+        ];
+        // TransactTime on orders came with FIX 4.2.
+        if version >= ApplVersion::Fix42 {
+            fields.push((tags::TRANSACT_TIME, &now));
+        }
+        stopper.send("D", &fields);
+        let echoes = |msg: &common::fix::Msg| {
+            assert_valid(version, msg);
+            assert_eq!(msg.req(tags::ORD_TYPE), "4", "{msg:?}");
+            assert_eq!(msg.req(tags::STOP_PX), stop, "{msg:?}");
+            assert_eq!(msg.req(tags::TIME_IN_FORCE), "6", "{msg:?}");
+            assert_eq!(expire_time(msg), expire_ns, "{msg:?}");
+        };
+        let new = stopper.expect("8");
+        echoes(&new);
+        assert_eq!(new.req(tags::ORD_STATUS), "0", "{new:?}");
+        maker.new_order(&format!("M{n}"), "2", "2", &stop);
+        assert_eq!(maker.expect("8").req(tags::EXEC_TYPE), "0");
+        taker.new_order(&format!("T{n}"), "1", "1", &stop);
+        if let Some((exec_type, reason)) = trigger {
+            let triggered = stopper.expect("8");
+            echoes(&triggered);
+            assert_eq!(triggered.req(tags::EXEC_TYPE), exec_type, "{triggered:?}");
+            assert_eq!(triggered.get(378), reason, "{triggered:?}");
+            assert_eq!(triggered.req(tags::ORD_STATUS), "0", "{triggered:?}");
+        }
+        let fill = stopper.expect("8");
+        echoes(&fill);
+        assert_eq!(fill.req(tags::ORD_STATUS), "2", "{fill:?}");
+        assert!(
+            fill.req(tags::LAST_PX).starts_with(&format!("{}", 51 + n)),
+            "{fill:?}"
+        );
+        // The taker and the maker's two fills.
+        taker.expect("8");
+        taker.expect("8");
+        maker.expect("8");
+        maker.expect("8");
+    }
+    server.shutdown().unwrap();
+}
+
+/// An iceberg GTD order: every report echoes its shown quantity in the tag the client sent
+/// (MaxFloor in FIX 4.2 and 4.4, DisplayQty in FIX 5.0 SP2), its TimeInForce and ExpireTime,
+/// through a fill, a replace and its expiry (ExecType C, OrdStatus C).
+#[test]
+fn an_iceberg_gtd_order_echoes_its_terms_until_it_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut taker = FixClient::connect(fix_addr(&server), "TRADER3", "FIX.4.4");
+    taker.logon(&server, 3);
+    let cases = [
+        ("FIX.4.2", ApplVersion::Fix42, "TRADER4", 4, tags::MAX_FLOOR),
+        ("FIX.4.4", ApplVersion::Fix44, "TRADER1", 1, tags::MAX_FLOOR),
+        (
+            "FIXT.1.1",
+            ApplVersion::Fix50Sp2,
+            "TRADER2",
+            2,
+            tags::DISPLAY_QTY,
+        ),
+    ];
+    for (n, (begin, version, comp_id, user, shown_tag)) in cases.into_iter().enumerate() {
+        let mut c = FixClient::connect(fix_addr(&server), comp_id, begin);
+        c.default_appl_ver_id = std::str::from_utf8(version.appl_ver_id()).unwrap();
+        c.logon(&server, user);
+        // Three seconds from now, to the millisecond.
+        let expire_ns = (common::fix::now_ns() / 1_000_000 + 3_000) * 1_000_000;
+        let mut expire_text = Vec::new();
+        rialto_fix::time::write_utc_timestamp(&mut expire_text, expire_ns);
+        let expire_text = String::from_utf8(expire_text).unwrap();
+        let (first, second) = (format!("I{n}"), format!("J{n}"));
+        c.send(
+            "D",
+            &[
+                (tags::CL_ORD_ID, first.as_str()),
+                (tags::HANDL_INST, "1"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "2"),
+                (tags::TRANSACT_TIME, &transact_time()),
+                (tags::ORDER_QTY, "0.005"),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, "300.00"),
+                (shown_tag, "0.002"),
+                (tags::TIME_IN_FORCE, "6"),
+                (tags::EXPIRE_TIME, expire_text.as_str()),
+            ],
+        );
+        let echoes = |msg: &common::fix::Msg| {
+            assert_valid(version, msg);
+            assert_eq!(msg.req(tags::ORD_TYPE), "2", "{msg:?}");
+            assert_eq!(msg.req(shown_tag), "0.002", "{msg:?}");
+            assert_eq!(msg.req(tags::TIME_IN_FORCE), "6", "{msg:?}");
+            assert_eq!(expire_time(msg), expire_ns, "{msg:?}");
+        };
+        let new = c.expect("8");
+        echoes(&new);
+        assert_eq!(new.req(tags::EXEC_TYPE), "0", "{new:?}");
+        taker.new_order(&format!("T{n}"), "1", "0.003", "300.00");
+        // The shown 0.002, then 0.001 of the refill.
+        for (cum, leaves) in [("0.002", "0.003"), ("0.003", "0.002")] {
+            let fill = c.expect("8");
+            echoes(&fill);
+            // FIX 4.2 reports a partial fill as 1, Trade (F) came with FIX 4.3.
+            let partial_fill = if version == ApplVersion::Fix42 {
+                "1"
+            } else {
+                "F"
+            };
+            assert_eq!(fill.req(tags::EXEC_TYPE), partial_fill, "{fill:?}");
+            assert_eq!(fill.req(tags::CUM_QTY), cum, "{fill:?}");
+            assert_eq!(fill.req(tags::LEAVES_QTY), leaves, "{fill:?}");
+        }
+        c.send(
+            "G",
+            &[
+                (tags::ORIG_CL_ORD_ID, first.as_str()),
+                (tags::CL_ORD_ID, second.as_str()),
+                // Required in FIX 4.2.
+                (tags::HANDL_INST, "1"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "2"),
+                (tags::TRANSACT_TIME, &transact_time()),
+                (tags::ORDER_QTY, "0.005"),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, "301.00"),
+            ],
+        );
+        let replaced = c.expect("8");
+        echoes(&replaced);
+        assert_eq!(replaced.req(tags::EXEC_TYPE), "5", "{replaced:?}");
+        assert_eq!(replaced.req(tags::PRICE), "301.00", "{replaced:?}");
+        // The server expires it on its own at ExpireTime.
+        let expired = c.expect("8");
+        echoes(&expired);
+        assert_eq!(expired.req(tags::EXEC_TYPE), "C", "{expired:?}");
+        assert_eq!(expired.req(tags::ORD_STATUS), "C", "{expired:?}");
+        assert_eq!(expired.req(tags::CL_ORD_ID), second, "{expired:?}");
+        assert_eq!(expired.req(tags::LEAVES_QTY), "0.000", "{expired:?}");
+        assert_eq!(expired.req(tags::CUM_QTY), "0.003", "{expired:?}");
+        // The taker's New and two fills.
+        for _ in 0..3 {
+            taker.expect("8");
+        }
+    }
     server.shutdown().unwrap();
 }
 

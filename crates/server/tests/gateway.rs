@@ -830,12 +830,13 @@ fn the_protocol_docs_hold_on_the_wire() {
     ));
     assert_eq!(read_frame(&mut s), None);
 
-    // The admin port: order frames and MyReport are refused and the session goes on;
+    // The admin port: order frames, MyReport and MyReportExt are refused and the session goes on;
     // ListSymbols and Book work.
     let mut a = admin(&server);
     for frame in [
         ClientMsg::Cancel { order: 1 },
         ClientMsg::MyReport { request: 3 },
+        ClientMsg::MyReportExt { request: 3 },
     ] {
         a.send(&frame).unwrap();
         match a.recv() {
@@ -1179,6 +1180,96 @@ fn a_stop_order_sent_as_new_order_ext_triggers_on_a_trade_and_then_trades() {
         } => {}
         other => panic!("the triggered stop's fill: {other}"),
     }
+    server.shutdown().unwrap();
+}
+
+/// MyReportExt and UserReportExt answer with every field of each open order (a pending stop,
+/// a part-filled GTD iceberg); MyReport keeps answering with the old Report, which has none
+/// of them.
+#[test]
+fn report_ext_lists_each_open_orders_type_tif_stop_shown_filled_and_expiry() {
+    use rialto_core::{OrderExtras, OrderType, Tif};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut t = trader(&server, 1);
+    let mut taker = trader(&server, 2);
+    let expire_ts = 4_102_444_800_000_000_000; // 2100-01-01
+    let iceberg = NewOrder {
+        tif: Some(Tif::Gtd),
+        extras: OrderExtras::NONE
+            .with_display_qty(2)
+            .with_expire_ts(expire_ts),
+        ..NewOrder::limit(1, BTC, Side::Sell, 6_000, 10)
+    };
+    let stop = NewOrder {
+        order_type: Some(OrderType::StopLimit),
+        extras: OrderExtras::NONE.with_stop_price(4_000),
+        ..NewOrder::limit(2, BTC, Side::Sell, 3_900, 1)
+    };
+    for order in [iceberg, stop] {
+        t.place(order).unwrap();
+        let (accepted, _) = recv_until(&mut t, |m| {
+            matches!(m, ServerMsg::Accepted { .. } | ServerMsg::Rejected { .. })
+        });
+        assert!(matches!(accepted, ServerMsg::Accepted { .. }), "{accepted}");
+    }
+    taker
+        .place(NewOrder::limit(9, BTC, Side::Buy, 6_000, 3))
+        .unwrap();
+    recv_until(&mut t, |m| matches!(m, ServerMsg::Trade { qty: 1, .. }));
+
+    let check = |report: &rialto_core::UserReport| {
+        let [ice, stop] = &report.orders[..] else {
+            panic!("two open orders: {report:?}")
+        };
+        assert_eq!(ice.order, 1);
+        assert_eq!(
+            (ice.order_type, ice.tif, ice.price, ice.stop_price),
+            (OrderType::Limit, Tif::Gtd, 6_000, 0)
+        );
+        // 3 filled: the shown 2, then 1 of the refill, which shows the 1 left of it.
+        assert_eq!(
+            (ice.remaining, ice.shown, ice.filled, ice.expire_ts),
+            (7, 1, 3, expire_ts)
+        );
+        assert_eq!(stop.order, 2);
+        assert_eq!(
+            (stop.order_type, stop.tif, stop.price, stop.stop_price),
+            (OrderType::StopLimit, Tif::Gtc, 3_900, 4_000)
+        );
+        assert_eq!(
+            (stop.remaining, stop.shown, stop.filled, stop.expire_ts),
+            (1, 0, 0, 0)
+        );
+    };
+    match t.request(&ClientMsg::MyReportExt { request: 7 }).unwrap() {
+        ServerMsg::ReportExt {
+            request: 7, report, ..
+        } => check(&report),
+        other => panic!("report ext: {other}"),
+    }
+    let mut a = admin(&server);
+    match a
+        .request(&ClientMsg::UserReportExt {
+            request: 8,
+            user: 1,
+        })
+        .unwrap()
+    {
+        ServerMsg::ReportExt {
+            request: 8, report, ..
+        } => check(&report),
+        other => panic!("user report ext: {other}"),
+    }
+    // The old frame: the same orders, as an old client reads them.
+    let old = report(&mut t);
+    assert_eq!(
+        old.orders
+            .iter()
+            .map(|o| (o.order, o.price, o.remaining))
+            .collect::<Vec<_>>(),
+        [(1, 6_000, 7), (2, 3_900, 1)]
+    );
     server.shutdown().unwrap();
 }
 

@@ -24,6 +24,7 @@ mod ty {
     pub const LIST_SYMBOLS: u8 = 0x20;
     pub const MY_REPORT: u8 = 0x21;
     pub const BOOK: u8 = 0x22;
+    pub const MY_REPORT_EXT: u8 = 0x23;
     pub const ADD_SYMBOL: u8 = 0x40;
     pub const ADD_USER: u8 = 0x41;
     pub const ADJUST_BALANCE: u8 = 0x42;
@@ -38,6 +39,7 @@ mod ty {
     pub const SET_REF_PRICE: u8 = 0x4b;
     pub const SUSPEND_USER: u8 = 0x4c;
     pub const RESUME_USER: u8 = 0x4d;
+    pub const USER_REPORT_EXT: u8 = 0x4e;
 
     pub const S_LOGIN_ACCEPTED: u8 = 0x81;
     pub const S_ERROR: u8 = 0x82;
@@ -59,6 +61,7 @@ mod ty {
     pub const S_SNAPSHOT_TAKEN: u8 = 0x96;
     pub const S_USER_LIST: u8 = 0x97;
     pub const S_VENUE_SETTINGS: u8 = 0x98;
+    pub const S_REPORT_EXT: u8 = 0x99;
 }
 
 /// Code written for an enum field of a new order that is `None`.
@@ -96,6 +99,12 @@ pub const MAX_REPORT_BALANCES: usize = 1024;
 pub const MAX_REPORT_ORDERS: usize =
     (MAX_SERVER_FRAME - VT - (8 + 8 + 8 + 4 + 4) - MAX_REPORT_BALANCES * (NAME_MAX + 16))
         / (NAME_MAX + 8 + 1 + 8 + 8);
+/// Most open orders in one `ReportExt` (with [`MAX_REPORT_BALANCES`] balances beside them):
+/// each carries symbol, order, side, type, tif, price, stop price, remaining, shown, filled
+/// and expiry.
+pub const MAX_REPORT_EXT_ORDERS: usize =
+    (MAX_SERVER_FRAME - VT - (8 + 8 + 8 + 4 + 4) - MAX_REPORT_BALANCES * (NAME_MAX + 16))
+        / (NAME_MAX + 8 + 3 + 6 * 8);
 /// Most currencies in one `VenueReport`.
 pub const MAX_VENUE_CURRENCIES: usize = (MAX_SERVER_FRAME - VT - 8 - 4) / (NAME_MAX + 5 * 8);
 /// Most levels a side in one `Book`.
@@ -152,6 +161,7 @@ pub fn encode_client(msg: &ClientMsg, out: &mut Vec<u8>) {
         ClientMsg::MassCancel { symbol } => put_u32(out, symbol.map_or(ALL_SYMBOLS, |s| s.0)),
         ClientMsg::ListSymbols { request }
         | ClientMsg::MyReport { request }
+        | ClientMsg::MyReportExt { request }
         | ClientMsg::TakeSnapshot { request }
         | ClientMsg::VenueReport { request }
         | ClientMsg::ListUsers { request }
@@ -200,7 +210,9 @@ pub fn encode_client(msg: &ClientMsg, out: &mut Vec<u8>) {
             put_u64(out, *request);
             put_spec(out, spec);
         }
-        ClientMsg::AddUser { request, user } | ClientMsg::UserReport { request, user } => {
+        ClientMsg::AddUser { request, user }
+        | ClientMsg::UserReport { request, user }
+        | ClientMsg::UserReportExt { request, user } => {
             put_u64(out, *request);
             put_i64(out, *user);
         }
@@ -412,6 +424,15 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
             put_u64(out, *seq);
             put_report(out, report);
         }
+        ServerMsg::ReportExt {
+            request,
+            seq,
+            report,
+        } => {
+            put_u64(out, *request);
+            put_u64(out, *seq);
+            put_report_ext(out, report);
+        }
         ServerMsg::VenueReport { request, totals } => {
             put_u64(out, *request);
             put_count(out, totals.len(), MAX_VENUE_CURRENCIES, "venue report");
@@ -498,12 +519,14 @@ fn client_type(msg: &ClientMsg) -> u8 {
         ClientMsg::ListSymbols { .. } => ty::LIST_SYMBOLS,
         ClientMsg::ListUsers { .. } => ty::LIST_USERS,
         ClientMsg::MyReport { .. } => ty::MY_REPORT,
+        ClientMsg::MyReportExt { .. } => ty::MY_REPORT_EXT,
         ClientMsg::Book { .. } => ty::BOOK,
         ClientMsg::AddSymbol { .. } => ty::ADD_SYMBOL,
         ClientMsg::AddUser { .. } => ty::ADD_USER,
         ClientMsg::AdjustBalance { .. } => ty::ADJUST_BALANCE,
         ClientMsg::TakeSnapshot { .. } => ty::TAKE_SNAPSHOT,
         ClientMsg::UserReport { .. } => ty::USER_REPORT,
+        ClientMsg::UserReportExt { .. } => ty::USER_REPORT_EXT,
         ClientMsg::VenueReport { .. } => ty::VENUE_REPORT,
     }
 }
@@ -525,6 +548,7 @@ fn server_type(msg: &ServerMsg) -> u8 {
         ServerMsg::SymbolList { .. } => ty::S_SYMBOL_LIST,
         ServerMsg::UserList { .. } => ty::S_USER_LIST,
         ServerMsg::Report { .. } => ty::S_REPORT,
+        ServerMsg::ReportExt { .. } => ty::S_REPORT_EXT,
         ServerMsg::VenueReport { .. } => ty::S_VENUE_REPORT,
         ServerMsg::Book { .. } => ty::S_BOOK,
         ServerMsg::AdminResult { .. } => ty::S_ADMIN_RESULT,
@@ -632,7 +656,7 @@ fn put_extras(out: &mut Vec<u8>, extras: &OrderExtras) {
     }
 }
 
-fn put_report(out: &mut Vec<u8>, report: &UserReport) {
+fn put_balances(out: &mut Vec<u8>, report: &UserReport) {
     put_i64(out, report.user);
     put_count(
         out,
@@ -645,6 +669,10 @@ fn put_report(out: &mut Vec<u8>, report: &UserReport) {
         put_i64(out, balance.available);
         put_i64(out, balance.held);
     }
+}
+
+fn put_report(out: &mut Vec<u8>, report: &UserReport) {
+    put_balances(out, report);
     put_count(out, report.orders.len(), MAX_REPORT_ORDERS, "report orders");
     for o in &report.orders {
         put_name(out, &o.symbol);
@@ -652,6 +680,33 @@ fn put_report(out: &mut Vec<u8>, report: &UserReport) {
         put_u8(out, o.side.code());
         put_i64(out, o.price);
         put_i64(out, o.remaining);
+    }
+}
+
+fn put_report_ext(out: &mut Vec<u8>, report: &UserReport) {
+    put_balances(out, report);
+    put_count(
+        out,
+        report.orders.len(),
+        MAX_REPORT_EXT_ORDERS,
+        "report orders",
+    );
+    for o in &report.orders {
+        put_name(out, &o.symbol);
+        put_i64(out, o.order);
+        put_u8(out, o.side.code());
+        put_u8(out, o.order_type.code());
+        put_u8(out, o.tif.code());
+        for value in [
+            o.price,
+            o.stop_price,
+            o.remaining,
+            o.shown,
+            o.filled,
+            o.expire_ts,
+        ] {
+            put_i64(out, value);
+        }
     }
 }
 
@@ -804,6 +859,9 @@ fn client_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ClientMsg, BodyErro
         ty::MY_REPORT => ClientMsg::MyReport {
             request: r.u64("request")?,
         },
+        ty::MY_REPORT_EXT => ClientMsg::MyReportExt {
+            request: r.u64("request")?,
+        },
         ty::BOOK => ClientMsg::Book {
             request: r.u64("request")?,
             symbol: SymbolId(r.u32("symbol")?),
@@ -828,6 +886,10 @@ fn client_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ClientMsg, BodyErro
             request: r.u64("request")?,
         },
         ty::USER_REPORT => ClientMsg::UserReport {
+            request: r.u64("request")?,
+            user: r.i64("user")?,
+        },
+        ty::USER_REPORT_EXT => ClientMsg::UserReportExt {
             request: r.u64("request")?,
             user: r.i64("user")?,
         },
@@ -1051,6 +1113,11 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
             seq: r.u64("seq")?,
             report: r.report()?,
         },
+        ty::S_REPORT_EXT => ServerMsg::ReportExt {
+            request: r.u64("request")?,
+            seq: r.u64("seq")?,
+            report: r.report_ext()?,
+        },
         ty::S_VENUE_REPORT => {
             let request = r.u64("request")?;
             let count = r.count("currency count", 2 + 5 * 8)?;
@@ -1200,7 +1267,8 @@ impl<'a> Reader<'a> {
         Ok(levels)
     }
 
-    fn report(&mut self) -> Result<UserReport, &'static str> {
+    /// A report's user and balances; its orders follow, in either layout.
+    fn report_head(&mut self) -> Result<UserReport, &'static str> {
         let user = self.i64("user")?;
         let count = self.count("balance count", 2 + 16)?;
         let mut balances = Vec::with_capacity(count);
@@ -1212,6 +1280,16 @@ impl<'a> Reader<'a> {
             };
             balances.push((currency, balance));
         }
+        Ok(UserReport {
+            user,
+            suspended: false,
+            balances,
+            orders: Vec::new(),
+        })
+    }
+
+    fn report(&mut self) -> Result<UserReport, &'static str> {
+        let mut report = self.report_head()?;
         let count = self.count("order count", 2 + 8 + 1 + 16)?;
         let mut orders = Vec::with_capacity(count);
         for _ in 0..count {
@@ -1232,12 +1310,34 @@ impl<'a> Reader<'a> {
                 expire_ts: 0,
             });
         }
-        Ok(UserReport {
-            user,
-            suspended: false,
-            balances,
-            orders,
-        })
+        report.orders = orders;
+        Ok(report)
+    }
+
+    fn report_ext(&mut self) -> Result<UserReport, &'static str> {
+        let mut report = self.report_head()?;
+        let count = self.count("order count", 2 + 8 + 3 + 6 * 8)?;
+        let mut orders = Vec::with_capacity(count);
+        for _ in 0..count {
+            let (symbol, order, side) = (self.name("symbol")?, self.i64("order")?, self.side()?);
+            let order_type = OrderType::from_code(self.u8("order type")?).ok_or("order type")?;
+            let tif = Tif::from_code(self.u8("tif")?).ok_or("tif")?;
+            orders.push(OpenOrder {
+                symbol,
+                order,
+                side,
+                order_type,
+                tif,
+                price: self.i64("price")?,
+                stop_price: self.i64("stop price")?,
+                remaining: self.i64("remaining")?,
+                shown: self.i64("shown")?,
+                filled: self.i64("filled")?,
+                expire_ts: self.i64("expire_ts")?,
+            });
+        }
+        report.orders = orders;
+        Ok(report)
     }
 
     fn finish(&self) -> Result<(), &'static str> {

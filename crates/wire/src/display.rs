@@ -190,6 +190,45 @@ impl fmt::Display for ServerMsg {
                 }
                 Ok(())
             }
+            ServerMsg::ReportExt {
+                request,
+                seq,
+                report,
+            } => {
+                write!(
+                    f,
+                    "report_ext request={request} seq={seq} user={} balances={} orders={}",
+                    report.user,
+                    report.balances.len(),
+                    report.orders.len()
+                )?;
+                for (currency, b) in &report.balances {
+                    write!(
+                        f,
+                        "\n  balance currency={currency} available={} held={}",
+                        b.available, b.held
+                    )?;
+                }
+                for o in &report.orders {
+                    write!(
+                        f,
+                        "\n  order symbol={} order={} side={} type={} tif={} price={} \
+                         stop_price={} remaining={} shown={} filled={} expire_ts={}",
+                        o.symbol,
+                        o.order,
+                        o.side,
+                        o.order_type,
+                        o.tif,
+                        o.price,
+                        o.stop_price,
+                        o.remaining,
+                        o.shown,
+                        o.filled,
+                        o.expire_ts
+                    )?;
+                }
+                Ok(())
+            }
             ServerMsg::VenueReport { request, totals } => {
                 write!(
                     f,

@@ -60,6 +60,11 @@ pub enum ClientMsg {
     MyReport {
         request: u64,
     },
+    /// [`ClientMsg::MyReport`] answered by [`ServerMsg::ReportExt`]: every field of each open
+    /// order (type, tif, stop price, shown quantity, filled, expiry).
+    MyReportExt {
+        request: u64,
+    },
     Book {
         request: u64,
         symbol: SymbolId,
@@ -85,6 +90,11 @@ pub enum ClientMsg {
         request: u64,
     },
     UserReport {
+        request: u64,
+        user: UserId,
+    },
+    /// Admin: [`ClientMsg::UserReport`] answered by [`ServerMsg::ReportExt`].
+    UserReportExt {
         request: u64,
         user: UserId,
     },
@@ -138,12 +148,14 @@ impl ClientMsg {
             ClientMsg::ListSymbols { request }
             | ClientMsg::ListUsers { request }
             | ClientMsg::MyReport { request }
+            | ClientMsg::MyReportExt { request }
             | ClientMsg::Book { request, .. }
             | ClientMsg::AddSymbol { request, .. }
             | ClientMsg::AddUser { request, .. }
             | ClientMsg::AdjustBalance { request, .. }
             | ClientMsg::TakeSnapshot { request }
             | ClientMsg::UserReport { request, .. }
+            | ClientMsg::UserReportExt { request, .. }
             | ClientMsg::VenueReport { request }
             | ClientMsg::SetOrderIdWindow { request, .. }
             | ClientMsg::VenueSettings { request }
@@ -364,6 +376,14 @@ pub enum ServerMsg {
         seq: u64,
         report: UserReport,
     },
+    /// A [`ServerMsg::Report`] whose open orders carry all their fields, answering the `Ext`
+    /// requests. At most [`crate::MAX_REPORT_BALANCES`] balances and
+    /// [`crate::MAX_REPORT_EXT_ORDERS`] orders.
+    ReportExt {
+        request: u64,
+        seq: u64,
+        report: UserReport,
+    },
     /// At most [`crate::MAX_VENUE_CURRENCIES`] currencies.
     VenueReport {
         request: u64,
@@ -411,6 +431,7 @@ impl ServerMsg {
             ServerMsg::SymbolList { request, .. }
             | ServerMsg::UserList { request, .. }
             | ServerMsg::Report { request, .. }
+            | ServerMsg::ReportExt { request, .. }
             | ServerMsg::VenueReport { request, .. }
             | ServerMsg::Book { request, .. }
             | ServerMsg::AdminResult { request, .. }

@@ -6,9 +6,9 @@ use rialto_core::{
 };
 use rialto_wire::{
     ClientMsg, ErrorCode, MAX_BOOK_LEVELS, MAX_CLIENT_FRAME, MAX_ERROR_MESSAGE,
-    MAX_REPORT_BALANCES, MAX_REPORT_ORDERS, MAX_SERVER_FRAME, MAX_SYMBOL_LIST_ITEMS,
-    MAX_USER_LIST_ITEMS, MAX_VENUE_CURRENCIES, NewOrder, Secret, ServerMsg, WireError,
-    decode_client, decode_server, encode_client, encode_server,
+    MAX_REPORT_BALANCES, MAX_REPORT_EXT_ORDERS, MAX_REPORT_ORDERS, MAX_SERVER_FRAME,
+    MAX_SYMBOL_LIST_ITEMS, MAX_USER_LIST_ITEMS, MAX_VENUE_CURRENCIES, NewOrder, Secret, ServerMsg,
+    WireError, decode_client, decode_server, encode_client, encode_server,
 };
 
 fn client_frame(msg: &ClientMsg) -> Vec<u8> {
@@ -518,7 +518,15 @@ fn full_lists_fit_in_a_frame() {
         ServerMsg::Report {
             request: 2,
             seq: u64::MAX,
-            report,
+            report: report.clone(),
+        },
+        ServerMsg::ReportExt {
+            request: 7,
+            seq: u64::MAX,
+            report: UserReport {
+                orders: vec![report.orders[0].clone(); MAX_REPORT_EXT_ORDERS],
+                ..report
+            },
         },
         ServerMsg::UserList {
             request: 6,
@@ -589,9 +597,105 @@ fn list_limits_are_as_documented() {
             MAX_SYMBOL_LIST_ITEMS,
             MAX_REPORT_BALANCES,
             MAX_REPORT_ORDERS,
+            MAX_REPORT_EXT_ORDERS,
             MAX_VENUE_CURRENCIES,
             MAX_BOOK_LEVELS,
         ),
-        (9_708, 1_024, 20_562, 16_383, 32_767)
+        (9_708, 1_024, 20_562, 12_139, 16_383, 32_767)
     );
+}
+
+/// A stop-limit GTD iceberg, part filled, as both report frames carry it: the old Report
+/// (0x91) keeps its layout, so an old client reads it as before; ReportExt (0x99), asked for
+/// by MyReportExt (0x23) or UserReportExt (0x4e), carries every field.
+#[test]
+fn report_ext_bytes_are_as_documented_and_report_is_unchanged() {
+    let order = OpenOrder {
+        symbol: Name::new("BTC").unwrap(),
+        order: 9,
+        side: Side::Sell,
+        order_type: OrderType::StopLimit,
+        tif: Tif::Gtd,
+        price: 100,
+        stop_price: 101,
+        remaining: 6,
+        shown: 2,
+        filled: 4,
+        expire_ts: 0x0102,
+    };
+    let report = UserReport {
+        user: 5,
+        suspended: false,
+        balances: vec![],
+        orders: vec![order],
+    };
+    let i64le = |v: i64| v.to_le_bytes().to_vec();
+    let head = [
+        i64le(1),
+        i64le(2),
+        i64le(5),
+        vec![0, 0, 0, 0],
+        vec![1, 0, 0, 0],
+    ]
+    .concat();
+    let name_and_id = [vec![3], b"BTC".to_vec(), i64le(9)].concat();
+
+    let old = [
+        head.clone(),
+        name_and_id.clone(),
+        vec![1],
+        i64le(100),
+        i64le(6),
+    ]
+    .concat();
+    let msg = ServerMsg::Report {
+        request: 1,
+        seq: 2,
+        report: report.clone(),
+    };
+    assert_eq!(server_frame(&msg), raw(0x91, &old));
+
+    let ext = [
+        head,
+        name_and_id,
+        // side sell, type stop_limit, tif gtd
+        vec![1, 3, 3],
+        i64le(100),
+        i64le(101),
+        i64le(6),
+        i64le(2),
+        i64le(4),
+        i64le(0x0102),
+    ]
+    .concat();
+    let msg = ServerMsg::ReportExt {
+        request: 1,
+        seq: 2,
+        report,
+    };
+    let frame = server_frame(&msg);
+    assert_eq!(frame, raw(0x99, &ext));
+    assert_eq!(decode_server(&frame), Ok(Some((msg, frame.len()))));
+    // An order type or tif code this version does not know is malformed.
+    let mut bad = raw(0x99, &ext);
+    let type_at = 6 + head_len() + 1 + 3 + 8 + 1;
+    bad[type_at] = 9;
+    assert_eq!(decode_server(&bad), Err(malformed("order type", &bad)));
+
+    assert_eq!(
+        client_frame(&ClientMsg::MyReportExt { request: 3 }),
+        raw(0x23, &i64le(3))
+    );
+    assert_eq!(
+        client_frame(&ClientMsg::UserReportExt {
+            request: 3,
+            user: 5
+        }),
+        raw(0x4e, &[i64le(3), i64le(5)].concat())
+    );
+}
+
+/// request, seq, user, balance count, order count.
+fn head_len() -> usize {
+    8 + 8 + 8 + 4 + 4
 }

@@ -102,6 +102,7 @@ fn client_msg() -> BoxedStrategy<ClientMsg> {
     let queries = prop_oneof![
         any::<u64>().prop_map(|request| ClientMsg::ListSymbols { request }),
         any::<u64>().prop_map(|request| ClientMsg::MyReport { request }),
+        any::<u64>().prop_map(|request| ClientMsg::MyReportExt { request }),
         (any::<u64>(), symbol(), any::<u32>()).prop_map(|(request, symbol, depth)| {
             ClientMsg::Book {
                 request,
@@ -122,6 +123,7 @@ fn client_msg() -> BoxedStrategy<ClientMsg> {
         ),
         any::<u64>().prop_map(|request| ClientMsg::TakeSnapshot { request }),
         any::<(u64, i64)>().prop_map(|(request, user)| ClientMsg::UserReport { request, user }),
+        any::<(u64, i64)>().prop_map(|(request, user)| ClientMsg::UserReportExt { request, user }),
         any::<u64>().prop_map(|request| ClientMsg::VenueReport { request }),
         any::<u64>().prop_map(|request| ClientMsg::ListUsers { request }),
         any::<(u64, i64)>()
@@ -176,6 +178,49 @@ fn report() -> impl Strategy<Value = UserReport> {
             expire_ts: 0,
         },
     );
+    (
+        any::<i64>(),
+        prop::collection::vec(balance, 0..5),
+        prop::collection::vec(order, 0..5),
+    )
+        .prop_map(|(user, balances, orders)| UserReport {
+            user,
+            suspended: false,
+            balances,
+            orders,
+        })
+}
+
+/// A report whose open orders have any value in every field, as a ReportExt carries them.
+fn report_ext() -> impl Strategy<Value = UserReport> {
+    let balance = (name(), any::<(i64, i64)>())
+        .prop_map(|(c, (available, held))| (c, Balance { available, held }));
+    let order = (
+        (name(), any::<i64>(), pick(Side::ALL)),
+        (pick(OrderType::ALL), pick(Tif::ALL)),
+        any::<(i64, i64, i64)>(),
+        any::<(i64, i64, i64)>(),
+    )
+        .prop_map(
+            |(
+                (symbol, order, side),
+                (order_type, tif),
+                (price, stop_price, remaining),
+                (shown, filled, expire_ts),
+            )| OpenOrder {
+                symbol,
+                order,
+                side,
+                order_type,
+                tif,
+                price,
+                stop_price,
+                remaining,
+                shown,
+                filled,
+                expire_ts,
+            },
+        );
     (
         any::<i64>(),
         prop::collection::vec(balance, 0..5),
@@ -347,6 +392,13 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
             .prop_map(|(request, symbols)| ServerMsg::SymbolList { request, symbols }),
         (any::<u64>(), any::<u64>(), report()).prop_map(|(request, seq, report)| {
             ServerMsg::Report {
+                request,
+                seq,
+                report,
+            }
+        }),
+        (any::<u64>(), any::<u64>(), report_ext()).prop_map(|(request, seq, report)| {
+            ServerMsg::ReportExt {
                 request,
                 seq,
                 report,

@@ -85,6 +85,14 @@ impl Core {
         let version = self.slots[slot].session.default_appl_version();
         let now = now_ns();
         let result = match report {
+            // A version without a report for a triggered stop (FIX 4.0, 4.1) gets none: its
+            // fills tell it.
+            Report::Execution(exec)
+                if exec.exec_type == app::exec_type::TRIGGERED
+                    && app::triggered_exec_type(version).is_none() =>
+            {
+                return;
+            }
             Report::Execution(exec) => {
                 let instrument = self.instruments.by_id(exec.order.symbol).copied();
                 let session = &mut self.slots[slot].session;
@@ -747,6 +755,13 @@ pub(super) fn write_execution(
         ord_rej_reason: exec.ord_rej_reason,
         transact_time_ns: exec.ts_ns,
         text: exec.text.map(str::as_bytes),
+        stop_px: exec
+            .raw_stop_px
+            .or(figures.as_ref().and_then(|f| f.stop_px)),
+        shown_qty: exec
+            .raw_shown
+            .or(figures.as_ref().and_then(|f| f.shown_qty)),
+        expire_time_ns: o.expire_ts,
     };
     report.write(version, w);
     // FIX 4.0 has no SecondaryOrderID: after a restart such a session's orders are found by

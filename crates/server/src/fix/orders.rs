@@ -22,7 +22,9 @@ use rialto_core::{
     Stp, SymbolId, Tif, UserId,
 };
 use rialto_fix::Decimal;
-use rialto_fix::app::{self, NewOrderSingle, OrderCancelReplaceRequest, OrderCancelRequest};
+use rialto_fix::app::{
+    self, NewOrderSingle, OrderCancelReplaceRequest, OrderCancelRequest, ShownQtyTag,
+};
 use rialto_wire::RequestKind;
 
 use super::instruments::{Instrument, Instruments};
@@ -74,6 +76,12 @@ pub struct FixOrder {
     pub ord_type: u8,
     pub time_in_force: Option<u8>,
     pub price_ticks: Option<i64>,
+    /// StopPx of a stop or stop-limit order, in ticks.
+    pub stop_ticks: Option<i64>,
+    /// An iceberg's shown quantity in lots, with the tag the client gave it in.
+    pub shown: Option<(ShownQtyTag, i64)>,
+    /// ExpireTime of a GTD order, ns since the Unix epoch.
+    pub expire_ts: Option<i64>,
     /// OrderQty: the total, fills included.
     pub order_qty_lots: i64,
     pub cum_lots: i64,
@@ -161,6 +169,9 @@ pub struct Execution {
     pub raw_qty: Option<Decimal>,
     pub raw_price: Option<Decimal>,
     pub raw_side: Option<u8>,
+    /// StopPx and the iceberg's shown quantity as the client sent them (a rejected new order).
+    pub raw_stop_px: Option<Decimal>,
+    pub raw_shown: Option<(ShownQtyTag, Decimal)>,
     /// The engine sequence number behind the report (0 for a gateway-side rejection).
     pub seq: u64,
     pub ts_ns: i64,
@@ -304,6 +315,9 @@ impl OrderDesk {
                 ord_type: b'2',
                 time_in_force: None,
                 price_ticks: None,
+                stop_ticks: None,
+                shown: None,
+                expire_ts: None,
                 order_qty_lots: qty_lots,
                 cum_lots: 0,
                 notional: 0,
@@ -321,6 +335,8 @@ impl OrderDesk {
             raw_qty: None,
             raw_price: None,
             raw_side: None,
+            raw_stop_px: None,
+            raw_shown: None,
             seq: 0,
             ts_ns,
         })
@@ -408,7 +424,7 @@ impl OrderDesk {
                 (_, Some(ts)) => extras = extras.with_expire_ts(ts),
                 (_, None) => {}
             }
-            if let Some(shown) = msg.display_qty {
+            if let Some((_, shown)) = msg.display_qty {
                 match instrument.lots(shown) {
                     Ok(l) => extras = extras.with_display_qty(l),
                     Err(_) => {
@@ -451,6 +467,11 @@ impl OrderDesk {
                 exec.raw_qty = Some(msg.order_qty);
                 exec.raw_price = msg.price;
                 exec.raw_side = Some(msg.side);
+                exec.raw_stop_px = msg.stop_px;
+                exec.raw_shown = msg.display_qty;
+                exec.order.ord_type = msg.ord_type;
+                exec.order.time_in_force = msg.time_in_force;
+                exec.order.expire_ts = msg.expire_time;
             }
             report
         };
@@ -518,6 +539,11 @@ impl OrderDesk {
                 ord_type: msg.ord_type,
                 time_in_force: msg.time_in_force,
                 price_ticks: price,
+                stop_ticks: extras.stop_price(),
+                shown: msg
+                    .display_qty
+                    .and_then(|(tag, _)| Some((tag, extras.display_qty()?))),
+                expire_ts: extras.expire_ts(),
                 order_qty_lots: qty,
                 cum_lots: 0,
                 notional: 0,
@@ -777,6 +803,8 @@ impl OrderDesk {
             raw_qty: None,
             raw_price: None,
             raw_side: None,
+            raw_stop_px: None,
+            raw_shown: None,
             seq,
             ts_ns,
         }
@@ -966,6 +994,7 @@ impl OrderDesk {
         let (mut order_id, mut engine_id, mut cl_ord_id, mut status, mut exec_type) =
             (None, None, None, None, None);
         let (mut symbol, mut side, mut ord_type, mut tif) = (None, None, None, None);
+        let (mut stop_px, mut shown, mut expire_ts) = (None, None, None);
         let (mut price, mut order_qty, mut leaves, mut cum, mut last_px, mut last_qty) =
             (None, None, None, None, None, None);
         for field in frame.fields().filter_map(Result::ok) {
@@ -987,6 +1016,10 @@ impl OrderDesk {
                 tags::CUM_QTY => cum = dec(),
                 tags::LAST_PX => last_px = dec(),
                 tags::LAST_QTY => last_qty = dec(),
+                tags::STOP_PX => stop_px = dec(),
+                tags::MAX_FLOOR => shown = dec().map(|d| (ShownQtyTag::MaxFloor, d)),
+                tags::DISPLAY_QTY => shown = dec().map(|d| (ShownQtyTag::DisplayQty, d)),
+                tags::EXPIRE_TIME => expire_ts = rialto_fix::time::parse_utc_timestamp(v),
                 _ => {}
             }
         }
@@ -1041,6 +1074,9 @@ impl OrderDesk {
             ord_type: ord_type.unwrap_or(b'2'),
             time_in_force: tif,
             price_ticks: ticks(price),
+            stop_ticks: ticks(stop_px),
+            shown: shown.and_then(|(tag, d)| Some((tag, lots(Some(d))?))),
+            expire_ts,
             order_qty_lots: lots(order_qty).unwrap_or(0),
             cum_lots: lots(cum).unwrap_or(0),
             notional: notional + fill,
@@ -1201,6 +1237,8 @@ pub struct Figures {
     pub cum_qty: Decimal,
     pub avg_px: Decimal,
     pub last: Option<(Decimal, Decimal)>,
+    pub stop_px: Option<Decimal>,
+    pub shown_qty: Option<(ShownQtyTag, Decimal)>,
 }
 
 impl Execution {
@@ -1225,6 +1263,8 @@ impl Execution {
             cum_qty: qty(o.cum_lots),
             avg_px,
             last: self.last.map(|(p, q)| (instrument.price(p), qty(q))),
+            stop_px: o.stop_ticks.map(|t| instrument.price(t)),
+            shown_qty: o.shown.map(|(tag, lots)| (tag, qty(lots))),
         }
     }
 }
@@ -1504,6 +1544,53 @@ mod tests {
             panic!("a duplicate is refused")
         };
         assert_eq!(dup.ord_rej_reason, Some(ord_rej::DUPLICATE_ORDER));
+    }
+
+    /// After a restart the desk reads an order's terms back from its reports, so the reports
+    /// that follow go on echoing them.
+    #[test]
+    fn a_restored_order_keeps_its_stop_price_shown_quantity_and_expiry() {
+        let mut desk = OrderDesk::new(1, 1 << 40);
+        let expire = "20261127-10:00:00.000";
+        for (shown_tag, shown) in [
+            (tags::MAX_FLOOR, ShownQtyTag::MaxFloor),
+            (1138, ShownQtyTag::DisplayQty),
+        ] {
+            let bytes = message(
+                "8",
+                &[
+                    (tags::ORDER_ID, "1099511627776"),
+                    (SECONDARY_ORDER_ID, "77"),
+                    (tags::CL_ORD_ID, "A"),
+                    (tags::EXEC_TYPE, "0"),
+                    (tags::ORD_STATUS, "0"),
+                    (tags::SYMBOL, "BTC-USD"),
+                    (tags::SIDE, "2"),
+                    (tags::ORD_TYPE, "4"),
+                    (tags::PRICE, "99.00"),
+                    (tags::STOP_PX, "100.00"),
+                    (tags::TIME_IN_FORCE, "6"),
+                    (tags::EXPIRE_TIME, expire),
+                    (shown_tag, "0.002"),
+                    (tags::ORDER_QTY, "0.010"),
+                    (tags::LEAVES_QTY, "0.010"),
+                    (tags::CUM_QTY, "0"),
+                ],
+            );
+            let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+            desk.restore(&frame, &instruments());
+            let o = desk.order_by_cl_ord_id(b"A").expect("restored");
+            assert_eq!(
+                (o.engine_id, o.ord_type, o.time_in_force),
+                (77, b'4', Some(b'6'))
+            );
+            assert_eq!((o.price_ticks, o.stop_ticks), (Some(9_900), Some(10_000)));
+            assert_eq!(o.shown, Some((shown, 2)));
+            assert_eq!(
+                o.expire_ts,
+                rialto_fix::time::parse_utc_timestamp(expire.as_bytes())
+            );
+        }
     }
 
     #[test]

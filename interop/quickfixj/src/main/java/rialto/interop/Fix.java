@@ -88,7 +88,9 @@ final class Fix {
             Map.entry(151, "LeavesQty"), Map.entry(371, "RefTagID"), Map.entry(372, "RefMsgType"),
             Map.entry(373, "SessionRejectReason"), Map.entry(434, "CxlRejResponseTo"),
             Map.entry(45, "RefSeqNum"), Map.entry(7, "BeginSeqNo"), Map.entry(16, "EndSeqNo"),
-            Map.entry(36, "NewSeqNo"), Map.entry(123, "GapFillFlag"));
+            Map.entry(36, "NewSeqNo"), Map.entry(123, "GapFillFlag"), Map.entry(99, "StopPx"),
+            Map.entry(111, "MaxFloor"), Map.entry(126, "ExpireTime"),
+            Map.entry(378, "ExecRestatementReason"), Map.entry(1138, "DisplayQty"));
 
     static String tagName(int tag) {
         String name = NAMES.get(tag);

@@ -5,6 +5,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.LocalDateTime;
 import java.time.ZoneOffset;
+import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -34,13 +35,15 @@ import quickfix.Session;
 import quickfix.SessionID;
 import quickfix.SessionSettings;
 import quickfix.SocketInitiator;
+import quickfix.field.ExpireTime;
 import quickfix.field.TransactTime;
+import quickfix.field.converter.UtcTimestampConverter;
 
 /**
  * The FIX interop test: two QuickFIX/J initiators (TRADER1 as user 1, TRADER2 as user 2) run a
  * scripted scenario against Rialto's acceptor and check every field of every reply.
  *
- * <p>Prints {@code ok step N: ...} per step (step 0 is the logon, step 12 the final logout) and
+ * <p>Prints {@code ok step N: ...} per step (step 0 is the logon, step 16 the final logout) and
  * exits 0; on the first failure prints {@code FAIL step N: expected ..., got ...}, dumps the
  * last raw messages of both sessions to stderr and exits 1; exits 2 when the overall timeout
  * passes; 3 on a bad command line.
@@ -56,7 +59,7 @@ public final class Interop {
             "  --memory-store     keep the sessions' messages in memory instead",
             "  --timeout          overall limit, default 60 s (exit 2 when passed)",
             "  --step-timeout-ms  how long to wait for each expected message, default 5000",
-            "  --steps            run only these of steps 1..11 (logon and logout always run);",
+            "  --steps            run only these of steps 1..15 (logon and logout always run);",
             "                     each of 2..5 needs the one before it",
             "  --allow-udf        accept user-defined tags (5000+) the dictionary does not know;",
             "                     every standard check stays on");
@@ -158,15 +161,15 @@ public final class Interop {
         storeDir = args.get("--store", null);
         stepTimeoutMs = args.integer("--step-timeout-ms", 5000, USAGE);
         allowUserDefinedFields = args.flag("--allow-udf");
-        for (String n : args.get("--steps", "1,2,3,4,5,6,7,8,9,10,11").split(",")) {
+        for (String n : args.get("--steps", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15").split(",")) {
             try {
                 steps.add(Integer.parseInt(n.trim()));
             } catch (NumberFormatException e) {
-                Args.usageError(USAGE, "--steps takes numbers 1..11 separated by commas");
+                Args.usageError(USAGE, "--steps takes numbers 1..15 separated by commas");
             }
         }
         for (int n : steps) {
-            if (n < 1 || n > 11 || (n >= 2 && n <= 5 && !steps.contains(n - 1))) {
+            if (n < 1 || n > 15 || (n >= 2 && n <= 5 && !steps.contains(n - 1))) {
                 Args.usageError(USAGE, "--steps: no step " + n + " without step " + (n - 1));
             }
         }
@@ -225,7 +228,9 @@ public final class Interop {
                     this::step3ReplacePrice, this::step4ReplaceQtyDown, this::step5Cancel,
                     this::step6UnknownOrder, this::step7OffGridPrice, this::step8DuplicateClOrdId,
                     this::step9GapFromClient, this::step10ResendFromAcceptor,
-                    this::step11MessagesLostOnTheWire);
+                    this::step11MessagesLostOnTheWire, this::step12StopTriggeredByATrade,
+                    this::step13IcebergFilledAcrossRefills, this::step14GtdExpires,
+                    this::step15ReplaceOfAStopLimitGtd);
             for (int n : steps) {
                 begin(n);
                 scenario.get(n - 1).run();
@@ -662,8 +667,170 @@ public final class Interop {
                 + Fix.get(ourRequest.msg, 16) + "; both reports in order, no sequence reset");
     }
 
+    /** ExecType of a triggered stop: L came with FIX 5.0; FIX 4.4 reports it Restated (D). */
+    private char triggeredExecType() {
+        return begin.equals(Fix.FIX44) ? 'D' : 'L';
+    }
+
+    /** Where the version's NewOrderSingle and ExecutionReport carry an iceberg's shown quantity. */
+    private int shownQtyTag() {
+        return begin.equals(Fix.FIX44) ? 111 : 1138;
+    }
+
+    /**
+     * The price of step 13's iceberg, which this run leaves resting for the Rust test to check
+     * the book: lower on the second run (FIXT.1.1), so that its buyer does not reach the first
+     * run's iceberg.
+     */
+    private String icebergPrice() {
+        return begin.equals(Fix.FIX44) ? "130.00" : "120.00";
+    }
+
+    private void step12StopTriggeredByATrade() throws Exception {
+        // Steps 2 and 10 traded at 100.00: a buy stop at 110.00 waits for a trade up there.
+        String stopId = nextClOrdId();
+        Message stop = order(stopId, '1', "0.001", '4', "111.00", '1');
+        stop.setString(99, "110.00");
+        send(trader1, stop);
+        Message er = expectEr(trader1, er("New stop limit").execType('0').ordStatus('0')
+                .clOrdId(stopId).side('1').orderQty("0.001").cum("0").leaves("0.001").avgPx("0")
+                .price("111.00").field(40, "4").field(59, "1").decimalField(99, "110.00"));
+        String stopOrderId = Fix.get(er, 37);
+        live.put(stopId, new LiveOrder(trader1, '1', "0.001"));
+        String sellId = nextClOrdId();
+        send(trader2, newOrder(sellId, '2', "0.002", "110.00", '1'));
+        er = expectEr(trader2, er("New").execType('0').ordStatus('0').clOrdId(sellId).side('2')
+                .orderQty("0.002").cum("0").leaves("0.002").avgPx("0"));
+        String sellOrderId = Fix.get(er, 37);
+        live.put(sellId, new LiveOrder(trader2, '2', "0.002"));
+        // A trade at 110.00 triggers the stop, which then buys the rest of the sell order.
+        String buyId = nextClOrdId();
+        send(trader1, newOrder(buyId, '1', "0.001", "110.00", '1'));
+        expectEr(trader1, er("New").execType('0').ordStatus('0').clOrdId(buyId).side('1')
+                .orderQty("0.001").cum("0").leaves("0.001").avgPx("0"));
+        expectEr(trader1, er("Trade").execType('F').ordStatus('2').clOrdId(buyId).side('1')
+                .orderQty("0.001").last("110", "0.001").cum("0.001").leaves("0").avgPx("110"));
+        Er triggered = er("Triggered").execType(triggeredExecType()).ordStatus('0')
+                .clOrdId(stopId).side('1').orderQty("0.001").cum("0").leaves("0.001")
+                .avgPx("0").orderId(stopOrderId).field(40, "4").decimalField(99, "110.00");
+        if (begin.equals(Fix.FIX44)) {
+            triggered.field(378, "8"); // ExecRestatementReason: market (exchange) option
+        } else {
+            triggered.absent(378);
+        }
+        expectEr(trader1, triggered);
+        expectEr(trader1, er("Trade of the triggered stop").execType('F').ordStatus('2')
+                .clOrdId(stopId).side('1').orderQty("0.001").last("110", "0.001").cum("0.001")
+                .leaves("0").avgPx("110").orderId(stopOrderId).field(40, "4")
+                .decimalField(99, "110.00"));
+        live.remove(stopId);
+        expectEr(trader2, er("Trade").execType('F').ordStatus('1').clOrdId(sellId).side('2')
+                .orderQty("0.002").last("110", "0.001").cum("0.001").leaves("0.001")
+                .avgPx("110").orderId(sellOrderId));
+        expectEr(trader2, er("Trade").execType('F').ordStatus('2').clOrdId(sellId).side('2')
+                .orderQty("0.002").last("110", "0.001").cum("0.002").leaves("0").avgPx("110")
+                .orderId(sellOrderId));
+        live.remove(sellId);
+        ok("TRADER1 stop limit buy StopPx 110.00: New; a trade at 110.00 -> ExecType "
+                + triggeredExecType() + (begin.equals(Fix.FIX44) ? " ExecRestatementReason 8" : "")
+                + ", then its fill at 110; StopPx and OrdType 4 on every report");
+    }
+
+    private void step13IcebergFilledAcrossRefills() throws Exception {
+        String price = icebergPrice();
+        int shownTag = shownQtyTag();
+        String iceId = nextClOrdId();
+        Message ice = order(iceId, '2', "0.005", '2', price, '1');
+        ice.setString(shownTag, "0.002");
+        send(trader2, ice);
+        Message er = expectEr(trader2, er("New iceberg").execType('0').ordStatus('0')
+                .clOrdId(iceId).side('2').orderQty("0.005").cum("0").leaves("0.005").avgPx("0")
+                .decimalField(shownTag, "0.002"));
+        String iceOrderId = Fix.get(er, 37);
+        live.put(iceId, new LiveOrder(trader2, '2', "0.005"));
+        String buyId = nextClOrdId();
+        send(trader1, newOrder(buyId, '1', "0.003", price, '3'));
+        expectEr(trader1, er("New").execType('0').ordStatus('0').clOrdId(buyId).side('1')
+                .orderQty("0.003").cum("0").leaves("0.003").avgPx("0"));
+        // The taker meets the shown 0.002, then the refilled slice: two fills.
+        expectEr(trader1, er("Trade of the shown slice").execType('F').ordStatus('1')
+                .clOrdId(buyId).side('1').orderQty("0.003").last(price, "0.002").cum("0.002")
+                .leaves("0.001").avgPx(price));
+        expectEr(trader1, er("Trade of the refill").execType('F').ordStatus('2').clOrdId(buyId)
+                .side('1').orderQty("0.003").last(price, "0.001").cum("0.003").leaves("0")
+                .avgPx(price));
+        expectEr(trader2, er("Trade").execType('F').ordStatus('1').clOrdId(iceId).side('2')
+                .orderQty("0.005").last(price, "0.002").cum("0.002").leaves("0.003")
+                .avgPx(price).orderId(iceOrderId).decimalField(shownTag, "0.002"));
+        expectEr(trader2, er("Trade").execType('F').ordStatus('1').clOrdId(iceId).side('2')
+                .orderQty("0.005").last(price, "0.001").cum("0.003").leaves("0.002")
+                .avgPx(price).orderId(iceOrderId).decimalField(shownTag, "0.002"));
+        ok("TRADER2 iceberg sell 0.005 @ " + price + " showing 0.002 (" + Fix.tagName(shownTag)
+                + "); TRADER1 IOC buy 0.003 filled 0.002 + 0.001 across the refill; the iceberg"
+                + " rests with 0.002, showing 0.001, OrderID " + iceOrderId);
+    }
+
+    private void step14GtdExpires() throws Exception {
+        LocalDateTime expire = LocalDateTime.now(ZoneOffset.UTC).plusSeconds(2)
+                .truncatedTo(ChronoUnit.MILLIS);
+        String gtdId = nextClOrdId();
+        Message gtd = order(gtdId, '1', "0.001", '2', "90.00", '6');
+        gtd.setField(new ExpireTime(expire));
+        send(trader1, gtd);
+        Message er = expectEr(trader1, er("New GTD").execType('0').ordStatus('0').clOrdId(gtdId)
+                .side('1').orderQty("0.001").cum("0").leaves("0.001").avgPx("0").field(59, "6")
+                .timestamp(126, expire));
+        String orderId = Fix.get(er, 37);
+        live.put(gtdId, new LiveOrder(trader1, '1', "0.001"));
+        expectEr(trader1, er("Expired").execType('C').ordStatus('C').clOrdId(gtdId).side('1')
+                .orderQty("0.001").cum("0").leaves("0").avgPx("0").orderId(orderId)
+                .field(59, "6").timestamp(126, expire));
+        live.remove(gtdId);
+        ok("TRADER1 GTD buy, ExpireTime in 2 s: New, then Expired (ExecType C, OrdStatus C) by"
+                + " itself; TimeInForce 6 and ExpireTime on both");
+    }
+
+    private void step15ReplaceOfAStopLimitGtd() throws Exception {
+        LocalDateTime expire = LocalDateTime.now(ZoneOffset.UTC).plusHours(1)
+                .truncatedTo(ChronoUnit.MILLIS);
+        String first = nextClOrdId();
+        Message stop = order(first, '2', "0.002", '4', "49.00", '6');
+        stop.setString(99, "50.00");
+        stop.setField(new ExpireTime(expire));
+        send(trader1, stop);
+        Message er = expectEr(trader1, er("New stop limit GTD").execType('0').ordStatus('0')
+                .clOrdId(first).side('2').orderQty("0.002").cum("0").leaves("0.002").avgPx("0")
+                .price("49.00").field(40, "4").decimalField(99, "50.00").field(59, "6")
+                .timestamp(126, expire));
+        String orderId = Fix.get(er, 37);
+        live.put(first, new LiveOrder(trader1, '2', "0.002"));
+        String second = nextClOrdId();
+        Message replace = replace(second, first, '2', "0.003", "48.00");
+        replace.setChar(40, '4');
+        replace.setString(99, "50.00");
+        replace.setChar(59, '6');
+        replace.setField(new ExpireTime(expire));
+        send(trader1, replace);
+        expectEr(trader1, er("Replaced").execType('5').ordStatus('0').clOrdId(second)
+                .origClOrdId(first).side('2').orderQty("0.003").cum("0").leaves("0.003")
+                .avgPx("0").price("48.00").orderId(orderId).field(40, "4")
+                .decimalField(99, "50.00").field(59, "6").timestamp(126, expire));
+        rename(first, second, "0.003");
+        expectQuiet(trader1, "no other report: the replace is one order, not a cancel and a new");
+        String cancelId = nextClOrdId();
+        send(trader1, cancel(cancelId, second, '2', "0.003"));
+        expectEr(trader1, er("Canceled").execType('4').ordStatus('4').clOrdId(cancelId)
+                .origClOrdId(second).side('2').orderQty("0.003").cum("0").leaves("0").avgPx("0")
+                .orderId(orderId).field(40, "4").decimalField(99, "50.00").field(59, "6")
+                .timestamp(126, expire));
+        live.remove(second);
+        ok("TRADER1 stop limit GTD sell replaced 0.002 @ 49.00 -> 0.003 @ 48.00: Replaced"
+                + " (ExecType 5), same OrderID " + orderId + ", nothing else; then canceled;"
+                + " OrdType, StopPx, TimeInForce and ExpireTime on every report");
+    }
+
     private void logoutStep() throws Failure {
-        begin(12);
+        begin(16);
         for (Trader t : List.of(trader1, trader2)) {
             logout(t, "interop test done");
         }
@@ -684,6 +851,14 @@ public final class Interop {
         m.setChar(40, '2');
         m.setString(44, price);
         m.setChar(59, tif);
+        return m;
+    }
+
+    /** A NewOrderSingle of any OrdType and TimeInForce; the caller adds StopPx and the like. */
+    private Message order(String clOrdId, char side, String qty, char ordType, String price,
+            char tif) {
+        Message m = newOrder(clOrdId, side, qty, price, tif);
+        m.setChar(40, ordType);
         return m;
     }
 
@@ -899,6 +1074,8 @@ public final class Interop {
         private final String kind;
         private final Map<Integer, String> exact = new LinkedHashMap<>();
         private final Map<Integer, String> decimals = new LinkedHashMap<>();
+        private final Map<Integer, LocalDateTime> timestamps = new LinkedHashMap<>();
+        private final Set<Integer> absent = new TreeSet<>();
         private String priceIfPresent;
         private String orderId;
         private boolean trade;
@@ -977,6 +1154,30 @@ public final class Interop {
             return this;
         }
 
+        /** Any other field that must be exactly this. */
+        Er field(int tag, String value) {
+            exact.put(tag, value);
+            return this;
+        }
+
+        /** Any other decimal field, compared by value. */
+        Er decimalField(int tag, String value) {
+            decimals.put(tag, value);
+            return this;
+        }
+
+        /** A UTCTimestamp field that must be this instant. */
+        Er timestamp(int tag, LocalDateTime value) {
+            timestamps.put(tag, value);
+            return this;
+        }
+
+        /** A field the report must not have. */
+        Er absent(int tag) {
+            absent.add(tag);
+            return this;
+        }
+
         Er possDup() {
             possDup = true;
             return this;
@@ -999,6 +1200,23 @@ public final class Interop {
             List<String> problems = new ArrayList<>();
             exact.forEach((tag, want) -> exact(m, tag, want, problems));
             decimals.forEach((tag, want) -> decimal(m, tag, want, problems));
+            timestamps.forEach((tag, want) -> {
+                String got = Fix.get(m, tag);
+                try {
+                    if (got == null) {
+                        problems.add(Fix.tagName(tag) + " missing, expected " + want);
+                    } else if (!UtcTimestampConverter.convertToLocalDateTime(got).equals(want)) {
+                        problems.add(Fix.tagName(tag) + "=" + got + ", expected " + want);
+                    }
+                } catch (quickfix.FieldConvertError e) {
+                    problems.add(Fix.tagName(tag) + "=" + got + " is not a UTCTimestamp");
+                }
+            });
+            for (int tag : absent) {
+                if (Fix.get(m, tag) != null) {
+                    problems.add(Fix.tagName(tag) + "=" + Fix.get(m, tag) + ", expected none");
+                }
+            }
             if (priceIfPresent != null && m.isSetField(44)) {
                 decimal(m, 44, priceIfPresent, problems);
             }
