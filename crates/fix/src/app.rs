@@ -308,6 +308,10 @@ pub struct OrderCancelReplaceRequest<'a> {
     pub price: Option<Decimal>,
     pub order_qty: Option<Decimal>,
     pub time_in_force: Option<u8>,
+    /// StopPx (99): a pending stop's new trigger price.
+    pub stop_px: Option<Decimal>,
+    /// ExpireTime (126), ns since the Unix epoch.
+    pub expire_time: Option<i64>,
 }
 
 impl<'a> OrderCancelReplaceRequest<'a> {
@@ -322,6 +326,8 @@ impl<'a> OrderCancelReplaceRequest<'a> {
             price: None,
             order_qty: None,
             time_in_force: None,
+            stop_px: None,
+            expire_time: None,
         };
         let (mut cl_ord_id, mut orig) = (None, None);
         for field in frame.fields() {
@@ -336,6 +342,8 @@ impl<'a> OrderCancelReplaceRequest<'a> {
                 tags::PRICE => m.price = Some(decimal(field)?),
                 tags::ORDER_QTY => m.order_qty = Some(decimal(field)?),
                 tags::TIME_IN_FORCE => m.time_in_force = Some(one_char(field)?),
+                tags::STOP_PX => m.stop_px = Some(decimal(field)?),
+                tags::EXPIRE_TIME => m.expire_time = Some(timestamp(field)?),
                 _ => {}
             }
         }

@@ -121,6 +121,8 @@ enum Pending {
         cl_ord_id: ClOrdId,
         price_ticks: Option<i64>,
         order_qty_lots: i64,
+        /// A new StopPx, if the replace changes it.
+        stop_ticks: Option<i64>,
     },
     MassCancel {
         cl_ord_id: ClOrdId,
@@ -691,21 +693,61 @@ impl OrderDesk {
                 }
             },
         };
-        // One amend carries the whole new state: the price (when the order has one) and the
-        // new total. The engine decides whether the order keeps its place, and ends it when
-        // the total is at or below what has filled.
+        // TimeInForce and ExpireTime are the order's for its life: a replace may repeat them,
+        // not change them (an `amend` has no such field).
+        let effective_tif = |tif: Option<u8>| match (tif, order.ord_type) {
+            (None, b'1' | b'3') => b'3',
+            (None, _) => b'1',
+            (Some(t), _) => t,
+        };
+        if msg.time_in_force.is_some()
+            && effective_tif(msg.time_in_force) != effective_tif(order.time_in_force)
+        {
+            return reject(
+                app::cxl_rej_reason::BROKER_OPTION,
+                "TimeInForce cannot change",
+            );
+        }
+        if msg.expire_time.is_some() && msg.expire_time != order.expire_ts {
+            return reject(
+                app::cxl_rej_reason::BROKER_OPTION,
+                "ExpireTime cannot change",
+            );
+        }
+        // A new StopPx re-prices a pending stop's trigger (the engine refuses it once the stop
+        // has triggered).
+        let stop_ticks = match (msg.stop_px, order.stop_ticks) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return reject(
+                    app::cxl_rej_reason::BROKER_OPTION,
+                    "StopPx on an order that is not a stop",
+                );
+            }
+            (Some(p), Some(old)) => match instrument.ticks(p) {
+                Ok(t) if t == old => None,
+                Ok(t) => Some(t),
+                Err(_) => {
+                    return reject(app::cxl_rej_reason::OTHER, "StopPx is not on the tick grid");
+                }
+            },
+        };
+        // One amend carries the whole new state: the price (when the order has one), the new
+        // total and any new trigger price. The engine decides whether the order keeps its
+        // place, and ends it when the total is at or below what has filled.
         let engine_id = order.engine_id;
         let amend = AmendOrder::with_fields(
             self.user,
             engine_id,
             price_ticks,
             Some(order_qty_lots),
-            None,
+            stop_ticks,
         );
         let pending = Pending::Replace {
             cl_ord_id,
             price_ticks,
             order_qty_lots,
+            stop_ticks,
         };
         let (kind, command) = (RequestKind::Amend, Command::Amend(amend));
         self.by_cl_ord_id.insert(cl_ord_id, order_id);
@@ -920,6 +962,7 @@ impl OrderDesk {
                     cl_ord_id,
                     price_ticks,
                     order_qty_lots,
+                    stop_ticks,
                 },
                 Ok(()),
             ) => {
@@ -930,6 +973,9 @@ impl OrderDesk {
                 self.by_cl_ord_id.remove(&orig);
                 order.cl_ord_id = cl_ord_id;
                 order.price_ticks = price_ticks;
+                if stop_ticks.is_some() {
+                    order.stop_ticks = stop_ticks;
+                }
                 order.order_qty_lots = order_qty_lots;
                 order.leaves_lots = (order_qty_lots - order.cum_lots).max(0);
                 order.status = order.status_after_fill();
@@ -1468,6 +1514,113 @@ mod tests {
         assert!(e.iter().all(|x| x.order.order_id == 1 << 40));
         assert!(e.iter().all(|x| x.order.engine_id == t.order));
         assert!(desk.live_orders().next().is_none());
+    }
+
+    /// A replace may re-price a pending stop's trigger; TimeInForce and ExpireTime may be
+    /// repeated but not changed, and StopPx on an order that is not a stop is refused.
+    #[test]
+    fn a_replace_moves_a_stops_trigger_and_refuses_new_terms() {
+        let mut desk = OrderDesk::new(1, 1 << 40);
+        let stop = message(
+            "D",
+            &[
+                (tags::CL_ORD_ID, "S"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::ORDER_QTY, "0.002"),
+                (tags::ORD_TYPE, "4"),
+                (tags::PRICE, "101.00"),
+                (tags::STOP_PX, "100.00"),
+                (tags::TIME_IN_FORCE, "6"),
+                (tags::EXPIRE_TIME, "20261127-12:00:00.000"),
+            ],
+        );
+        let (frame, _) = next_frame(&stop, 4096).unwrap().unwrap();
+        let t = desk
+            .new_order(&NewOrderSingle::decode(&frame).unwrap(), &instruments(), 0)
+            .unwrap();
+        let mut reports = Vec::new();
+        desk.on_reply(t.order, RequestKind::Place, Ok(()), 1, 0, &mut reports);
+        let replace_with = |desk: &mut OrderDesk, id: &str, extra: &[(u32, &str)]| {
+            let mut fields = vec![
+                (tags::ORIG_CL_ORD_ID, "S"),
+                (tags::CL_ORD_ID, id),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::ORDER_QTY, "0.002"),
+                (tags::ORD_TYPE, "4"),
+                (tags::PRICE, "101.00"),
+            ];
+            fields.extend_from_slice(extra);
+            let bytes = message("G", &fields);
+            let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+            desk.replace(
+                &OrderCancelReplaceRequest::decode(&frame).unwrap(),
+                &instruments(),
+            )
+        };
+        let refusal = |r: Result<ToEngine, Report>| match r {
+            Err(Report::CancelReject { text, .. }) => text.to_string(),
+            other => panic!("a cancel reject: {other:?}"),
+        };
+        assert_eq!(
+            refusal(replace_with(&mut desk, "T1", &[(tags::TIME_IN_FORCE, "1")])),
+            "TimeInForce cannot change"
+        );
+        assert_eq!(
+            refusal(replace_with(
+                &mut desk,
+                "T2",
+                &[(tags::EXPIRE_TIME, "20261127-13:00:00.000")]
+            )),
+            "ExpireTime cannot change"
+        );
+        // The same terms repeated, and a new trigger: one amend with the stop price.
+        let m = replace_with(
+            &mut desk,
+            "T3",
+            &[
+                (tags::TIME_IN_FORCE, "6"),
+                (tags::EXPIRE_TIME, "20261127-12:00:00.000"),
+                (tags::STOP_PX, "100.50"),
+            ],
+        )
+        .unwrap();
+        let Command::Amend(a) = m.command else {
+            panic!("an amend")
+        };
+        assert_eq!(
+            (a.price(), a.qty(), a.stop_price()),
+            (Some(10_100), Some(2), Some(10_050))
+        );
+        desk.on_reply(m.order, m.kind, Ok(()), 2, 0, &mut reports);
+        let replaced = executions(&reports)
+            .into_iter()
+            .find(|x| x.exec_type == app::exec_type::REPLACED)
+            .expect("a Replaced report");
+        assert_eq!(replaced.order.stop_ticks, Some(10_050));
+
+        // StopPx on a plain limit order is refused.
+        place(&mut desk, "L", "1", "0.001", "99.00");
+        let bytes = message(
+            "G",
+            &[
+                (tags::ORIG_CL_ORD_ID, "L"),
+                (tags::CL_ORD_ID, "L2"),
+                (tags::SYMBOL, "BTC-USD"),
+                (tags::SIDE, "1"),
+                (tags::ORDER_QTY, "0.001"),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, "99.00"),
+                (tags::STOP_PX, "98.00"),
+            ],
+        );
+        let (frame, _) = next_frame(&bytes, 4096).unwrap().unwrap();
+        let r = desk.replace(
+            &OrderCancelReplaceRequest::decode(&frame).unwrap(),
+            &instruments(),
+        );
+        assert_eq!(refusal(r), "StopPx on an order that is not a stop");
     }
 
     #[test]
