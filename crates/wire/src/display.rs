@@ -167,20 +167,7 @@ impl fmt::Display for ServerMsg {
                 seq,
                 report,
             } => {
-                write!(
-                    f,
-                    "report request={request} seq={seq} user={} balances={} orders={}",
-                    report.user,
-                    report.balances.len(),
-                    report.orders.len()
-                )?;
-                for (currency, b) in &report.balances {
-                    write!(
-                        f,
-                        "\n  balance currency={currency} available={} held={}",
-                        b.available, b.held
-                    )?;
-                }
+                write_report_head(f, "report", *request, *seq, report)?;
                 for o in &report.orders {
                     write!(
                         f,
@@ -195,20 +182,7 @@ impl fmt::Display for ServerMsg {
                 seq,
                 report,
             } => {
-                write!(
-                    f,
-                    "report_ext request={request} seq={seq} user={} balances={} orders={}",
-                    report.user,
-                    report.balances.len(),
-                    report.orders.len()
-                )?;
-                for (currency, b) in &report.balances {
-                    write!(
-                        f,
-                        "\n  balance currency={currency} available={} held={}",
-                        b.available, b.held
-                    )?;
-                }
+                write_report_head(f, "report_ext", *request, *seq, report)?;
                 for o in &report.orders {
                     write!(
                         f,
@@ -299,4 +273,29 @@ impl fmt::Display for ServerMsg {
             }
         }
     }
+}
+
+/// A report's first line and its balances, the same in both report forms.
+fn write_report_head(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    request: u64,
+    seq: u64,
+    report: &rialto_core::UserReport,
+) -> fmt::Result {
+    write!(
+        f,
+        "{name} request={request} seq={seq} user={} balances={} orders={}",
+        report.user,
+        report.balances.len(),
+        report.orders.len()
+    )?;
+    for (currency, b) in &report.balances {
+        write!(
+            f,
+            "\n  balance currency={currency} available={} held={}",
+            b.available, b.held
+        )?;
+    }
+    Ok(())
 }
