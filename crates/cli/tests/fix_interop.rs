@@ -41,6 +41,8 @@ fn quickfixj_trades_amends_cancels_and_resends_against_rialto() {
     let fix: SocketAddr = server.address_after("FIX on ").parse().unwrap();
     let proxy = LossyProxy::start(fix);
     let credentials = rialto_server::auth::Credentials::load_or_create(data.path()).unwrap();
+    // The run trades BTC-USD from 90 to 130: more than the demo's 10% band allows.
+    take_the_band_off(&server, &credentials);
     for begin in ["FIX.4.4", "FIXT.1.1"] {
         let store = tempfile::tempdir().unwrap();
         let output = Command::new("java")
@@ -74,6 +76,34 @@ fn quickfixj_trades_amends_cancels_and_resends_against_rialto() {
     }
 }
 
+fn admin_client(
+    server: &common::Served,
+    credentials: &rialto_server::auth::Credentials,
+) -> rialto_client::Client {
+    let mut admin = rialto_client::Client::connect(server.address_after("admin on ")).unwrap();
+    admin
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    admin
+        .admin_login(credentials.admin_secret().as_bytes())
+        .unwrap();
+    admin
+}
+
+/// An operator's `set_band` 0 on BTC-USD.
+fn take_the_band_off(server: &common::Served, credentials: &rialto_server::auth::Credentials) {
+    use rialto_wire::{ClientMsg, ServerMsg};
+    let reply = admin_client(server, credentials).request(&ClientMsg::SetBand {
+        request: 1,
+        symbol: rialto_core::SymbolId(0),
+        band_bps: 0,
+    });
+    assert!(
+        matches!(reply, Ok(ServerMsg::AdminResult { result: Ok(()), .. })),
+        "set_band 0: {reply:?}"
+    );
+}
+
 fn assert_iceberg_shows_its_slice_only(
     server: &common::Served,
     credentials: &rialto_server::auth::Credentials,
@@ -99,14 +129,7 @@ fn assert_iceberg_shows_its_slice_only(
     let level = asks.iter().find(|l| l.price == price_ticks);
     assert_eq!(level.map(|l| l.qty), Some(1), "asks {asks:?}");
 
-    let mut admin = rialto_client::Client::connect(server.address_after("admin on ")).unwrap();
-    admin
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    admin
-        .admin_login(credentials.admin_secret().as_bytes())
-        .unwrap();
-    let report = admin.request(&ClientMsg::UserReportExt {
+    let report = admin_client(server, credentials).request(&ClientMsg::UserReportExt {
         request: 2,
         user: 2,
     });
