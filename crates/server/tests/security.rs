@@ -294,7 +294,10 @@ fn a_resend_storm_costs_what_its_sender_reads() {
     // The baseline: the worse of the p99s before and after the storm (this machine is shared).
     let after = round_trips(&mut other, 2_000);
     let baseline = p99(&before).max(p99(&after)).max(1);
-    let ratio = p99(&during) as f64 / baseline as f64;
+    // The stall this guards against took seconds (issue 27: 3.3 s against 0.3 ms); a shared
+    // 2-core machine moves a p99 by several times on its own, so the bound is ten times the
+    // baseline, and never below 20 ms.
+    let bound = (10 * baseline).max(20_000);
     eprintln!(
         "resend storm: p99 {} µs before, {} µs during, {} µs after; the log grew {log_grew} bytes",
         p99(&before),
@@ -302,7 +305,7 @@ fn a_resend_storm_costs_what_its_sender_reads() {
         p99(&after)
     );
     assert!(
-        ratio <= 2.0,
+        p99(&during) <= bound,
         "p99 {} µs during the storm against {} µs before and {} µs after",
         p99(&during),
         p99(&before),
