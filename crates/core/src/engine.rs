@@ -394,17 +394,8 @@ struct Taker {
     terms: OrderTerms,
 }
 
-/// What a live order keeps beside its node (in [`Engine::order_side`]): its total quantity
-/// (filled + remaining), what `amend` needs to know of the filled part, written when the order
-/// comes to rest and by `reduce` and `amend`, never by a fill; and its terms, written when it
-/// comes to rest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct OrderSide {
-    pub total: i64,
-    pub terms: OrderTerms,
-}
-
-/// A live order's expiry (0: never) and time in force.
+/// What a live order keeps beside its node (see [`Engine::order_terms`]): when it expires
+/// (0: never) and its time in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct OrderTerms {
     pub expire_ts: i64,
@@ -457,10 +448,14 @@ pub struct Engine {
     /// User id to account (see [`Engine::account_of`]).
     pub(crate) account_ids: IdIndex,
     pub(crate) orders: Orders,
-    /// What each order node keeps beside it, by node index ([`OrderSide`]): kept beside the
-    /// nodes, not in them, so that a node stays one cache line, and in one table, so that an
-    /// order coming to rest touches one more line, not two.
-    pub(crate) order_side: Vec<OrderSide>,
+    /// Each order node's total quantity (filled + remaining), by node index: what `amend` needs
+    /// to know of the filled part. Kept beside the nodes, not in them, so that a node stays one
+    /// cache line; written when an order comes to rest and by `reduce` and `amend`, never by a
+    /// fill.
+    pub(crate) order_totals: Vec<i64>,
+    /// Each order node's expiry and time in force, by node index, beside the nodes for the
+    /// same reason; written when an order comes to rest.
+    pub(crate) order_terms: Vec<OrderTerms>,
     /// Live orders that expire, as (expire_ts, user, order, node), soonest first: popped at
     /// step 1 of every command (docs/rules.md, "GTD and DAY"). An entry whose order ended
     /// early stays until it comes up (then it is skipped) or until the heap would grow, when
@@ -609,7 +604,8 @@ impl Engine {
             accounts: Accounts::with_capacity(config.expected_users),
             account_ids: IdIndex::with_capacity(config.expected_users),
             orders: Orders::with_capacity(config.expected_resting_orders),
-            order_side: Vec::with_capacity(config.expected_resting_orders),
+            order_totals: Vec::with_capacity(config.expected_resting_orders),
+            order_terms: Vec::with_capacity(config.expected_resting_orders),
             expiries: BinaryHeap::with_capacity(EXPECTED_EXPIRING_ORDERS),
             order_extras: Vec::new(),
             stop_accepts: 0,
@@ -1432,13 +1428,8 @@ impl Engine {
         }
         account.orders_head = idx;
         account.open_orders += 1;
-        self.set_order_side(
-            idx,
-            OrderSide {
-                total,
-                terms: taker.terms,
-            },
-        );
+        self.set_order_total(idx, total);
+        self.set_order_terms(idx, taker.terms);
         if taker.terms.expire_ts != 0 {
             self.schedule_expiry(taker.terms.expire_ts, taker.user, taker.order, idx);
         }
@@ -1447,20 +1438,36 @@ impl Engine {
         idx
     }
 
-    /// Records the total quantity and the terms of the order in node `idx` (the arena hands
-    /// out a new index only at its end, so the side table grows with it).
+    /// Records the total quantity of the order in node `idx` (the arena hands out a new index
+    /// only at its end, so the side table grows with it).
     #[inline]
-    fn set_order_side(&mut self, idx: u32, side: OrderSide) {
+    fn set_order_total(&mut self, idx: u32, total: i64) {
         let i = idx as usize;
-        if i < self.order_side.len() {
-            self.order_side[i] = side;
+        if i < self.order_totals.len() {
+            self.order_totals[i] = total;
         } else {
             debug_assert_eq!(
                 i,
-                self.order_side.len(),
+                self.order_totals.len(),
                 "order nodes are handed out in order"
             );
-            self.order_side.push(side);
+            self.order_totals.push(total);
+        }
+    }
+
+    /// Records the expiry and tif of the order in node `idx` (as [`Self::set_order_total`]).
+    #[inline]
+    fn set_order_terms(&mut self, idx: u32, terms: OrderTerms) {
+        let i = idx as usize;
+        if i < self.order_terms.len() {
+            self.order_terms[i] = terms;
+        } else {
+            debug_assert_eq!(
+                i,
+                self.order_terms.len(),
+                "order nodes are handed out in order"
+            );
+            self.order_terms.push(terms);
         }
     }
 
@@ -1484,7 +1491,7 @@ impl Engine {
     /// Whether an expiry heap entry still stands for a live order.
     fn expiry_is_live(&self, expire_ts: i64, user: UserId, order: OrderId, idx: u32) -> bool {
         self.find_order(user, order) == Some(idx)
-            && self.order_side[idx as usize].terms.expire_ts == expire_ts
+            && self.order_terms[idx as usize].expire_ts == expire_ts
     }
 
     /// Step 1 of every command: cancels each live order whose expiry has come, by expiry time,
@@ -1512,7 +1519,7 @@ impl Engine {
             .filter(|&(ts, user, order, idx)| {
                 self.expiry_is_live(ts, user, order, idx)
                     && self.orders.get(idx).symbol as usize == symbol
-                    && self.order_side[idx as usize].terms.tif == Tif::Day
+                    && self.order_terms[idx as usize].tif == Tif::Day
             })
             .collect();
         due.sort_unstable();
@@ -1526,7 +1533,7 @@ impl Engine {
     /// What the live order in node `idx` has filled since it was accepted.
     #[inline]
     pub(crate) fn order_filled(&self, idx: u32) -> i64 {
-        self.order_side[idx as usize].total - self.live_remaining(idx)
+        self.order_totals[idx as usize] - self.live_remaining(idx)
     }
 
     /// The whole remaining quantity of the live order in node `idx`: an iceberg's hidden part
@@ -1740,7 +1747,7 @@ impl Engine {
         }
         self.release_hold(&node, qty);
         self.take_from_remaining(idx, qty);
-        self.order_side[idx as usize].total -= qty;
+        self.order_totals[idx as usize] -= qty;
         sink.on_event(&Event::Cancelled(Cancelled {
             symbol: SymbolId(node.symbol),
             user,
@@ -1955,7 +1962,7 @@ impl Engine {
             stp: node.stp,
             post_only: node.post_only,
             leftover: None,
-            terms: self.order_side[idx as usize].terms,
+            terms: self.order_terms[idx as usize],
             display: 0,
         };
         self.execute(symbol, &taker, Some(idx), sink);
@@ -1996,7 +2003,7 @@ impl Engine {
             return Err(Reason::InvalidPrice);
         }
         let old_remaining = self.live_remaining(idx);
-        let filled = self.order_side[idx as usize].total - old_remaining;
+        let filled = self.order_totals[idx as usize] - old_remaining;
         let total = amend.qty().unwrap_or(filled + old_remaining);
         if total <= filled {
             // A total at or below what has filled ends the order, as a reduce would.
@@ -2033,7 +2040,7 @@ impl Engine {
             return Err(Reason::InsufficientFunds);
         }
 
-        self.order_side[idx as usize].total = total;
+        self.order_totals[idx as usize] = total;
         sink.on_event(&Event::Amended(Amended {
             symbol: SymbolId(node.symbol),
             user,
@@ -2067,7 +2074,7 @@ impl Engine {
                 stp: node.stp,
                 post_only: node.post_only,
                 leftover: None,
-                terms: self.order_side[idx as usize].terms,
+                terms: self.order_terms[idx as usize],
                 display,
             };
             self.execute(symbol, &taker, Some(idx), sink);
@@ -2457,13 +2464,13 @@ impl Engine {
                 order: node.order,
                 side: node.side,
                 order_type: self.order_type_of(idx),
-                tif: self.order_side[idx as usize].terms.tif,
+                tif: self.order_terms[idx as usize].tif,
                 price: node.price,
                 stop_price: self.stop_price_of(idx),
                 remaining: self.live_remaining(idx),
                 shown,
                 filled: self.order_filled(idx),
-                expire_ts: self.order_side[idx as usize].terms.expire_ts,
+                expire_ts: self.order_terms[idx as usize].expire_ts,
             });
             idx = node.account_next;
         }
@@ -2543,7 +2550,7 @@ impl Engine {
                         NodeKind::PendingStop => 0,
                         NodeKind::Plain | NodeKind::Iceberg => node.remaining,
                     },
-                    expire_ts: self.order_side[idx as usize].terms.expire_ts,
+                    expire_ts: self.order_terms[idx as usize].expire_ts,
                 });
                 idx = node.account_next;
             }

@@ -130,7 +130,7 @@ impl Engine {
             post_only: node.post_only,
             leftover: None,
             display: self.order_extras[idx as usize].display,
-            terms: self.order_side[idx as usize].terms,
+            terms: self.order_terms[idx as usize],
         };
         self.execute(symbol, &taker, Some(idx), sink);
         Ok(())
@@ -147,7 +147,7 @@ impl Engine {
         extra.display = display;
         extra.hidden = hidden;
         self.mark_iceberg(idx);
-        self.order_side[idx as usize].total += hidden;
+        self.order_totals[idx as usize] += hidden;
         debug_assert!(shown <= display);
     }
 }
