@@ -1771,14 +1771,23 @@ fn traders_amend_over_rest_and_websocket_and_hear_it_on_the_user_channel() {
         book(&http)["asks"] == json!([[600_000, 3]])
     });
     // WebSocket: the amend op, a new price: priority lost.
-    let answer = ws_call(
+    // The op's answer and the user channel's event come on the same socket, in either order.
+    ws_send(
         &mut ws,
         json!({"id": 5, "op": "amend", "order": 21, "price": 600_100}),
     );
+    let (mut answer, mut event) = (Value::Null, Value::Null);
+    while answer.is_null() || event.is_null() {
+        let v = ws_until(&mut ws, "the amend's answer and its event", |v| {
+            v["id"] == 5 || (v["type"] == "amended" && v["price"] == 600_100)
+        });
+        if v["id"] == 5 {
+            answer = v;
+        } else {
+            event = v;
+        }
+    }
     assert_eq!(answer["result"]["status"], "accepted", "{answer}");
-    let event = ws_until(&mut ws, "the second amended event", |v| {
-        v["type"] == "amended" && v["price"] == 600_100
-    });
     assert_eq!(event["priority"], "lost");
     eventually("the moved ask", || {
         book(&http)["asks"] == json!([[600_100, 3]])
