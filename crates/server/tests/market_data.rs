@@ -142,13 +142,19 @@ fn matches(server: &RunningServer, receiver: &Receiver) -> bool {
     })
 }
 
-#[test]
-fn receivers_recover_from_loss_by_replay_and_from_a_late_start_by_snapshot() {
-    let dir = tempfile::tempdir().unwrap();
-    let group = Ipv4Addr::new(239, 255, 77, 7);
+/// A server with the UDP feed on: both channels on `group` (free ports), the replay service,
+/// and a snapshot every 50 ms.
+struct UdpFeedServer {
+    server: RunningServer,
+    incremental: SocketAddrV4,
+    snapshot: SocketAddrV4,
+    replay_addr: SocketAddr,
+}
+
+fn start_with_udp_feed(dir: &std::path::Path, group: Ipv4Addr) -> UdpFeedServer {
     let incremental = SocketAddrV4::new(group, free_udp_port());
     let snapshot = SocketAddrV4::new(group, free_udp_port());
-    let server = common::start(dir.path(), |c| {
+    let server = common::start(dir, |c| {
         c.market_data.udp = true;
         c.market_data.udp_incremental = incremental;
         c.market_data.udp_snapshot = snapshot;
@@ -156,6 +162,24 @@ fn receivers_recover_from_loss_by_replay_and_from_a_late_start_by_snapshot() {
         c.market_data.snapshot_interval_ms = 50;
     });
     let replay_addr = server.replay_addr.expect("the UDP feed is on");
+    UdpFeedServer {
+        server,
+        incremental,
+        snapshot,
+        replay_addr,
+    }
+}
+
+#[test]
+fn receivers_recover_from_loss_by_replay_and_from_a_late_start_by_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = start_with_udp_feed(dir.path(), Ipv4Addr::new(239, 255, 77, 7));
+    let (server, incremental, snapshot, replay_addr) = (
+        feed.server,
+        feed.incremental,
+        feed.snapshot,
+        feed.replay_addr,
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let mut lossy = Follower {
         receiver: Receiver::new(),
@@ -396,17 +420,13 @@ fn receivers_see_the_phase_and_the_auction_result() {
     use rialto_wire::ServerMsg;
 
     let dir = tempfile::tempdir().unwrap();
-    let group = Ipv4Addr::new(239, 255, 77, 8);
-    let incremental = SocketAddrV4::new(group, free_udp_port());
-    let snapshot = SocketAddrV4::new(group, free_udp_port());
-    let server = common::start(dir.path(), |c| {
-        c.market_data.udp = true;
-        c.market_data.udp_incremental = incremental;
-        c.market_data.udp_snapshot = snapshot;
-        c.market_data.replay_listen = "127.0.0.1:0".parse().unwrap();
-        c.market_data.snapshot_interval_ms = 50;
-    });
-    let replay_addr = server.replay_addr.expect("the UDP feed is on");
+    let feed = start_with_udp_feed(dir.path(), Ipv4Addr::new(239, 255, 77, 8));
+    let (server, incremental, snapshot, replay_addr) = (
+        feed.server,
+        feed.incremental,
+        feed.snapshot,
+        feed.replay_addr,
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let follower = |stop: &Arc<AtomicBool>| Follower {
         receiver: Receiver::new(),
