@@ -4156,6 +4156,22 @@ fn suspension_survives_a_snapshot_and_is_in_the_state_hash() {
     assert_eq!(restored.next_expiry(), Some(5_000));
 }
 
+/// `set_phase closed` on S: the `phase` event, then the DAY orders' expiries `expiries`.
+fn close_expecting(v: &mut Venue, expiries: Vec<OwnedEvent>) {
+    let mut events = vec![OwnedEvent::Phase(rialto_core::PhaseChanged {
+        symbol: S,
+        phase: rialto_core::Phase::Closed,
+    })];
+    events.extend(expiries);
+    v.expect(
+        Command::SetPhase {
+            symbol: S,
+            phase: Some(rialto_core::Phase::Closed),
+        },
+        events,
+    );
+}
+
 #[test]
 fn closing_a_symbol_expires_its_day_orders_after_the_phase_event() {
     let mut v = example_venue();
@@ -4169,16 +4185,9 @@ fn closing_a_symbol_expires_its_day_orders_after_the_phase_event() {
         .with_stop_price(110)
         .with_tif(Tif::Day);
     v.expect(place(day_stop), vec![]);
-    v.expect(
-        Command::SetPhase {
-            symbol: S,
-            phase: Some(rialto_core::Phase::Closed),
-        },
+    close_expecting(
+        &mut v,
         vec![
-            OwnedEvent::Phase(rialto_core::PhaseChanged {
-                symbol: S,
-                phase: rialto_core::Phase::Closed,
-            }),
             cancelled_x((1, 2), Side::Buy, 1, CancelReason::Expired),
             cancelled_x((1, 3), Side::Buy, 1, CancelReason::Expired),
             cancelled_x((2, 1), Side::Buy, 1, CancelReason::Expired),
@@ -4208,18 +4217,9 @@ fn closing_ends_a_day_order_placed_again_under_its_id_once() {
         );
     }
     v.expect(place(day), vec![]);
-    v.expect(
-        Command::SetPhase {
-            symbol: S,
-            phase: Some(rialto_core::Phase::Closed),
-        },
-        vec![
-            OwnedEvent::Phase(rialto_core::PhaseChanged {
-                symbol: S,
-                phase: rialto_core::Phase::Closed,
-            }),
-            cancelled_x((1, 1), Side::Buy, 1, CancelReason::Expired),
-        ],
+    close_expecting(
+        &mut v,
+        vec![cancelled_x((1, 1), Side::Buy, 1, CancelReason::Expired)],
     );
     assert!(v.engine.live_orders().is_empty());
 }
