@@ -7,21 +7,8 @@ use rialto_core::{
 };
 use rialto_marketdata::{Feed, L2Mirror, L3Mirror, MirrorError, Update};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 const USERS: i64 = 6;
 const SYMBOLS: u32 = 2;
