@@ -252,12 +252,26 @@ impl Server {
     }
 
     /// `(last_seq, state_hash)` from the `recovered` log line.
+    /// The line comes on stderr, read by its own thread, so it may follow the `serving` line of
+    /// stdout by a moment: wait for it (seen once in CI).
     fn recovered(&self) -> (u64, String) {
-        let log = self.log.lock().unwrap();
-        let line = log
-            .iter()
-            .find(|l| l.contains("recovered") && l.contains("state_hash="))
-            .unwrap_or_else(|| panic!("no `recovered` line in:\n{}", log.join("\n")));
+        let deadline = Instant::now() + START_TIMEOUT;
+        let line = loop {
+            let log = self.log.lock().unwrap();
+            if let Some(line) = log
+                .iter()
+                .find(|l| l.contains("recovered") && l.contains("state_hash="))
+            {
+                break line.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no `recovered` line in:\n{}",
+                log.join("\n")
+            );
+            drop(log);
+            std::thread::sleep(POLL);
+        };
         let field = |name: &str| -> String {
             let at = line
                 .find(&format!(" {name}="))
