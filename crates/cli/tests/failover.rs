@@ -1,0 +1,146 @@
+//! Fail-over with the command log on NATS JetStream (docs/replication.md): two
+//! `rialto serve --log jetstream --role auto` processes over a real three-node cluster on
+//! loopback. The leader is killed with SIGKILL; the hot standby takes the lease, and serves
+//! the user's earlier orders, each exactly once.
+
+mod common;
+
+#[path = "../../server/tests/common/nats.rs"]
+mod nats;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::ON_FREE_PORTS;
+use nats::NatsCluster;
+use rialto_client::Client;
+use rialto_core::{Reason, Side, SymbolId};
+use rialto_server::auth::Credentials;
+use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
+
+/// A `rialto serve` node; killed (SIGKILL) when dropped.
+struct Node {
+    child: Child,
+    /// Its first stdout line, "rialto serving: orders on ...", once it leads.
+    serving: mpsc::Receiver<String>,
+}
+
+impl Node {
+    fn start(data: &Path, cluster: &NatsCluster) -> Node {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
+            .args(["serve", "--demo", "--log", "jetstream", "--role", "auto"])
+            .args(["--nats", &cluster.urls_arg()])
+            .args(["--set", "log.lease_ms=1000", "--set", "log.venue=failover"])
+            .args(ON_FREE_PORTS)
+            .arg("--data")
+            .arg(data)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start rialto serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, serving) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            for _ in lines {}
+        });
+        Node { child, serving }
+    }
+
+    /// The order gateway's address, once the node leads (within `limit`).
+    fn leads_within(&self, limit: Duration) -> Option<String> {
+        let line = self.serving.recv_timeout(limit).ok()?;
+        let addr = line
+            .split("orders on ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .unwrap_or_else(|| panic!("no order address in {line:?}"));
+        Some(addr.to_owned())
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn login(addr: &str, data: &Path, user: i64) -> Client {
+    let mut c = Client::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let secret = Credentials::load_or_create(data).unwrap().user_secret(user);
+    c.login(user, secret.as_bytes()).unwrap();
+    c
+}
+
+fn order(id: i64) -> NewOrder {
+    NewOrder::limit(id, SymbolId(0), Side::Buy, 990, 1)
+}
+
+#[test]
+fn after_a_sigkill_of_the_leader_the_standby_serves_every_acknowledged_order_once() {
+    let cluster = NatsCluster::start();
+    let dir_a = tempfile::tempdir().unwrap();
+    let dir_b = tempfile::tempdir().unwrap();
+    let leader = Node::start(dir_a.path(), &cluster);
+    let addr_a = leader
+        .leads_within(Duration::from_secs(30))
+        .expect("the first node leads");
+    // Every node holds the venue's key (docs/replication.md): a user's secret works on each.
+    std::fs::copy(
+        dir_a.path().join("venue.key"),
+        dir_b.path().join("venue.key"),
+    )
+    .unwrap();
+    let standby = Node::start(dir_b.path(), &cluster);
+
+    let mut t = login(&addr_a, dir_a.path(), 1);
+    let mut acked = Vec::new();
+    for id in 1..=5 {
+        t.place(order(id)).unwrap();
+        match t.recv().unwrap() {
+            ServerMsg::Accepted { order, seq, .. } if order == id => acked.push(seq),
+            other => panic!("order {id}: {other}"),
+        }
+    }
+    assert!(
+        standby.leads_within(Duration::from_millis(1_500)).is_none(),
+        "the standby must not lead while the leader holds the lease"
+    );
+
+    drop(leader); // SIGKILL
+    let addr_b = standby
+        .leads_within(Duration::from_secs(30))
+        .expect("the standby takes over within 30 s");
+    let mut t = login(&addr_b, dir_b.path(), 1);
+    let open: Vec<i64> = match t.request(&ClientMsg::MyReport { request: 1 }).unwrap() {
+        ServerMsg::Report { report, .. } => report.orders.iter().map(|o| o.order).collect(),
+        other => panic!("report: {other}"),
+    };
+    assert_eq!(open, [1, 2, 3, 4, 5], "each acknowledged order once");
+    // Resending an acknowledged order after the fail-over does not place it twice.
+    t.place(order(5)).unwrap();
+    match t.recv().unwrap() {
+        ServerMsg::Rejected {
+            order: 5, reason, ..
+        } => {
+            assert_eq!(reason, Reason::DuplicateOrderId)
+        }
+        other => panic!("resent order 5: {other}"),
+    }
+    // And the new leader appends after the old one's last command.
+    t.place(order(6)).unwrap();
+    match t.recv().unwrap() {
+        ServerMsg::Accepted { order: 6, seq, .. } => {
+            assert!(seq > *acked.last().unwrap(), "seq {seq} after {acked:?}")
+        }
+        other => panic!("order 6: {other}"),
+    }
+}
