@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::ON_FREE_PORTS;
+use common::{ON_FREE_PORTS, replay, rialto, split_hash};
 use nats::NatsCluster;
 use rialto_client::Client;
 use rialto_core::{Reason, Side, SymbolId};
@@ -142,5 +142,32 @@ fn after_a_sigkill_of_the_leader_the_standby_serves_every_acknowledged_order_onc
             assert!(seq > *acked.last().unwrap(), "seq {seq} after {acked:?}")
         }
         other => panic!("order 6: {other}"),
-    }
+    };
+    let last_seq = match t.request(&ClientMsg::MyReport { request: 2 }).unwrap() {
+        ServerMsg::Report { seq, .. } => seq,
+        other => panic!("report: {other}"),
+    };
+
+    // The stream reads back as a journal does: verified record by record, and dumped as a
+    // scenario that replays to the state the log's own reading reaches.
+    let nats = cluster.urls_arg();
+    let stream = ["--nats", &nats, "--venue", "failover"];
+    let verify = rialto(&[&["journal", "verify"][..], &stream].concat(), "");
+    assert_eq!(verify.code, Some(0), "{}{}", verify.stdout, verify.stderr);
+    assert!(
+        verify.stdout.contains(&format!("seq: 1..={last_seq}\n")),
+        "{}",
+        verify.stdout
+    );
+    let hash = verify
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("state_hash: "))
+        .expect("verify prints the state hash");
+    let dump = rialto(&[&["journal", "dump"][..], &stream].concat(), "");
+    assert_eq!(dump.code, Some(0), "{}", dump.stderr);
+    assert_eq!(dump.stdout.lines().count() as u64, last_seq);
+    let replayed = replay(&dump.stdout, &[]);
+    let final_line = replayed.stdout.lines().last().expect("a final line");
+    assert_eq!(split_hash(final_line).1, hash);
 }
