@@ -22,7 +22,7 @@ pub struct StreamArgs {
     #[arg(long, value_name = "NAME", default_value = "main", requires = "nats")]
     pub venue: String,
     /// With --nats: the venue's `log.checkpoint_every`, to compare its checkpoints
-    #[arg(long, value_name = "N", default_value_t = 10_000, requires = "nats")]
+    #[arg(long, value_name = "N", default_value_t = 100_000, requires = "nats")]
     pub checkpoint_every: u64,
 }
 

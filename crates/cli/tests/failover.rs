@@ -1,7 +1,8 @@
 //! Fail-over with the command log on NATS JetStream (docs/replication.md): two
 //! `rialto serve --log jetstream --role auto` processes over a real three-node cluster on
 //! loopback. The leader is killed with SIGKILL; the hot standby takes the lease, and serves
-//! the user's earlier orders, each exactly once.
+//! the user's earlier orders, each exactly once. A leader paused past its lease (SIGSTOP) and
+//! resumed acknowledges nothing more, appends nothing, and exits.
 
 mod common;
 
@@ -51,6 +52,28 @@ impl Node {
             for _ in lines {}
         });
         Node { child, serving }
+    }
+
+    /// Sends the node a signal (`STOP`, `CONT`) with kill(1).
+    fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -{signal}");
+    }
+
+    /// The node's exit status, once it exits (within `limit`).
+    fn exits_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     /// The order gateway's address, once the node leads (within `limit`).
@@ -170,4 +193,57 @@ fn after_a_sigkill_of_the_leader_the_standby_serves_every_acknowledged_order_onc
     let replayed = replay(&dump.stdout, &[]);
     let final_line = replayed.stdout.lines().last().expect("a final line");
     assert_eq!(split_hash(final_line).1, hash);
+}
+
+#[test]
+fn a_leader_paused_past_its_lease_acknowledges_and_appends_nothing_when_it_resumes() {
+    let cluster = NatsCluster::start();
+    let dir_a = tempfile::tempdir().unwrap();
+    let dir_b = tempfile::tempdir().unwrap();
+    let mut leader = Node::start(dir_a.path(), &cluster);
+    let addr_a = leader
+        .leads_within(Duration::from_secs(30))
+        .expect("the first node leads");
+    std::fs::copy(
+        dir_a.path().join("venue.key"),
+        dir_b.path().join("venue.key"),
+    )
+    .unwrap();
+    let standby = Node::start(dir_b.path(), &cluster);
+    let mut t = login(&addr_a, dir_a.path(), 1);
+    t.place(order(1)).unwrap();
+    assert!(matches!(
+        t.recv().unwrap(),
+        ServerMsg::Accepted { order: 1, .. }
+    ));
+
+    // Paused, the leader cannot renew its lease: the standby takes over.
+    leader.signal("STOP");
+    t.place(order(2)).unwrap(); // waits in the paused leader's socket
+    let addr_b = standby
+        .leads_within(Duration::from_secs(30))
+        .expect("the standby takes over from a paused leader");
+    leader.signal("CONT");
+    // The old leader reads order 2 but never acknowledges it, and stops.
+    loop {
+        match t.recv() {
+            Ok(ServerMsg::Accepted { order: 2, .. }) => {
+                panic!("a leader that lost its lease acknowledged an order")
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let status = leader
+        .exits_within(Duration::from_secs(30))
+        .expect("the old leader exits");
+    assert!(!status.success(), "it exits with an error: {status}");
+
+    // Nothing of the old leader's after the pause reached the log.
+    let mut t = login(&addr_b, dir_b.path(), 1);
+    let open: Vec<i64> = match t.request(&ClientMsg::MyReport { request: 1 }).unwrap() {
+        ServerMsg::Report { report, .. } => report.orders.iter().map(|o| o.order).collect(),
+        other => panic!("report: {other}"),
+    };
+    assert_eq!(open, [1]);
 }

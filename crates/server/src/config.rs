@@ -169,7 +169,7 @@ impl Default for LogSettings {
             replicas: 3,
             role: Role::Auto,
             lease_ms: 2_000,
-            checkpoint_every: 10_000,
+            checkpoint_every: 100_000,
             ack_timeout_ms: 5_000,
         }
     }

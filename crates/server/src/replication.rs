@@ -60,6 +60,9 @@ impl Names {
 // ----- the backend the sequencer appends to --------------------------------------------------
 
 /// Where the journal stage appends stamped commands: the same sequencing code drives both.
+// One value per server, owned by the journal stage: its size does not matter, and boxing the
+// local journal would put a pointer chase on its hot path.
+#[allow(clippy::large_enum_variant)]
 pub enum CommandLog {
     Local(JournalWriter),
     JetStream(JetStreamLog),
@@ -550,7 +553,7 @@ pub struct JetStreamLog {
     last_stream_seq: u64,
     batch: Vec<u8>,
     lease: Option<Arc<LeaseHold>>,
-    bucket: Option<kv::Store>,
+    bucket: Option<Box<kv::Store>>,
 }
 
 impl JetStreamLog {
@@ -786,7 +789,7 @@ pub fn start_node(
     );
     let mut log = JetStreamLog::new(connection, last);
     log.lease = Some(lease);
-    log.bucket = Some(bucket);
+    log.bucket = Some(Box::new(bucket));
     Ok(Leading {
         engine: follower.engine,
         last_ts_ns: follower.last_ts_ns,
