@@ -175,16 +175,31 @@ impl Connection {
             addrs.push(addr);
         }
         let js = runtime.block_on(async {
-            let client = async_nats::ConnectOptions::new()
-                .connection_timeout(timeout)
-                .request_timeout(Some(timeout))
-                .connect(addrs.as_slice())
-                .await
-                .with_context(|| format!("cannot connect to NATS at {:?}", settings.nats))?;
+            let deadline = Instant::now() + within;
+            // NATS may be starting too: try again until the deadline.
+            let client = loop {
+                let connected = async_nats::ConnectOptions::new()
+                    .connection_timeout(timeout)
+                    .request_timeout(Some(timeout))
+                    .connect(addrs.as_slice())
+                    .await;
+                match connected {
+                    Ok(client) => break client,
+                    Err(e) if Instant::now() < deadline => {
+                        tracing::debug!("NATS not reachable yet: {e}");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(e) => {
+                        return Err(anyhow::Error::new(e).context(format!(
+                            "cannot connect to NATS at {} within {within:?}",
+                            settings.nats.join(",")
+                        )));
+                    }
+                }
+            };
             let js = jetstream::ContextBuilder::new()
                 .timeout(timeout)
                 .build(client);
-            let deadline = Instant::now() + within;
             loop {
                 match ensure_stream_and_bucket(&js, &names, settings).await {
                     Ok(()) => break,
