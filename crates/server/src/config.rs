@@ -878,4 +878,28 @@ mod tests {
         assert!(ServerConfig::from_toml_str("[journal]\ndurability = \"maybe\"").is_err());
         assert!(ServerConfig::from_toml_str("[pipeline]\nring_capacity = 1").is_err());
     }
+
+    #[test]
+    fn a_jetstream_log_needs_servers_a_plain_venue_name_and_batches_that_fit_a_message() {
+        let ok = "[log]\nbackend = \"jetstream\"\nnats = [\"nats://127.0.0.1:4222\"]\n";
+        let config = ServerConfig::from_toml_str(ok).unwrap();
+        assert_eq!(config.log.backend, LogBackend::Jetstream);
+        assert_eq!(config.log.role, Role::Auto);
+        let refused = |extra: &str| {
+            let text = format!("{ok}{extra}");
+            ServerConfig::from_toml_str(&text)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        let no_servers = ServerConfig::from_toml_str("[log]\nbackend = \"jetstream\"\n");
+        assert!(no_servers.unwrap_err().to_string().contains("log.nats"));
+        assert!(refused("venue = \"a.b\"\n").contains("log.venue"));
+        assert!(refused("role = \"boss\"\n").contains("boss"));
+        assert!(refused("lease_ms = 10\n").contains("log.lease_ms"));
+        let big = "[pipeline]\nbatch_max = 8192\n";
+        assert!(refused(big).contains("pipeline.batch_max"));
+        // The local journal takes any batch that fits the ring.
+        assert!(ServerConfig::from_toml_str(big).is_ok());
+    }
 }

@@ -81,7 +81,7 @@ impl NatsCluster {
             .iter()
             .map(|p| format!("nats://127.0.0.1:{p}"))
             .collect();
-        let cluster = NatsCluster { nodes, urls, dir };
+        let mut cluster = NatsCluster { nodes, urls, dir };
         let deadline = Instant::now() + Duration::from_secs(20);
         for port in &client_ports {
             while TcpStream::connect(("127.0.0.1", *port)).is_err() {
@@ -93,6 +93,20 @@ impl NatsCluster {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
+        // A port taken by someone else between our probe and the server's bind: the server
+        // exits, and the port answers for another process.
+        let exited: Vec<String> = (cluster.nodes.iter_mut().enumerate())
+            .filter_map(|(i, node)| match node.try_wait() {
+                Ok(Some(status)) => Some(format!("n{i} ({status})")),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            exited.is_empty(),
+            "nats-server exited: {}; the logs: {}",
+            exited.join(", "),
+            cluster.logs()
+        );
         cluster
     }
 
