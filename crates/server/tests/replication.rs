@@ -147,3 +147,37 @@ fn the_expected_sequence_fence_refuses_a_second_writer() {
     let why = format!("{:#}", stopped.unwrap_err());
     assert!(why.contains("DEPOSED"), "{why}");
 }
+
+#[test]
+fn a_standby_whose_state_differs_at_a_checkpoint_stops_loudly() {
+    let cluster = NatsCluster::start();
+    let settings = log_settings(&cluster, "diverge");
+    let dir_a = tempfile::tempdir().unwrap();
+    let leader = start(dir_a.path(), on_jetstream(&settings));
+    let dir_b = tempfile::tempdir().unwrap();
+    let path_b = dir_b.path().to_path_buf();
+    let standby_settings = settings.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut config = ServerConfig {
+            data_dir: path_b,
+            ..ServerConfig::default()
+        };
+        on_jetstream(&standby_settings)(&mut config);
+        let _ = tx.send(rialto_server::start(config).map(|_| ()));
+    });
+    // The standby follows (the demo set-up's seqs, hashed at every 5th) and does not lead.
+    assert!(rx.recv_timeout(Duration::from_millis(1_500)).is_err());
+
+    // A checkpoint that is not the venue's state: the standby must not go on from it.
+    let connection = Arc::new(Connection::open(&settings, Duration::from_secs(10)).unwrap());
+    let end = connection.last_stream_seq().unwrap();
+    let mut writer = JetStreamLog::new(connection, end);
+    writer.publish_checkpoint(5, &[0xee; 32]).unwrap();
+    let stopped = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the standby stops");
+    let why = format!("{:#}", stopped.unwrap_err());
+    assert!(why.contains("DIVERGED at seq 5"), "{why}");
+    let _ = leader.shutdown();
+}
