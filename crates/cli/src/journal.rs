@@ -11,6 +11,99 @@ use rialto_journal::{
 
 use crate::scenario::write_command;
 
+/// `--nats`: read the venue's log on NATS JetStream instead of a data directory.
+#[derive(clap::Args, Debug, Default)]
+pub struct StreamArgs {
+    /// Read the command log on NATS JetStream at these servers (comma-separated) instead of
+    /// the data directory (docs/replication.md)
+    #[arg(long, value_name = "URLS", value_delimiter = ',')]
+    pub nats: Vec<String>,
+    /// With --nats: the venue's name in NATS (`log.venue`)
+    #[arg(long, value_name = "NAME", default_value = "main", requires = "nats")]
+    pub venue: String,
+    /// With --nats: the venue's `log.checkpoint_every`, to compare its checkpoints
+    #[arg(long, value_name = "N", default_value_t = 100_000, requires = "nats")]
+    pub checkpoint_every: u64,
+}
+
+impl StreamArgs {
+    pub fn is_set(&self) -> bool {
+        !self.nats.is_empty()
+    }
+
+    fn settings(&self) -> rialto_server::config::LogSettings {
+        rialto_server::config::LogSettings {
+            backend: rialto_server::config::LogBackend::Jetstream,
+            nats: self.nats.clone(),
+            venue: self.venue.clone(),
+            checkpoint_every: self.checkpoint_every,
+            ..Default::default()
+        }
+    }
+}
+
+/// [`dump`] of the log on NATS JetStream: every record of the stream, from seq 1, as scenario
+/// lines. Fails on a damaged record, a hole or a checkpoint that differs.
+pub fn dump_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<u64> {
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let mut written = 0u64;
+    let mut failed: Option<std::io::Error> = None;
+    let mut each = |engine: &Engine, _seq: u64, ts_ns: i64, cmd: &rialto_core::Command| {
+        if failed.is_some() {
+            return;
+        }
+        write_command(&mut buf, engine, cmd, Some(ts_ns));
+        written += 1;
+        if buf.len() >= 60 * 1024 {
+            if let Err(e) = out.write_all(&buf) {
+                failed = Some(e);
+            }
+            buf.clear();
+        }
+    };
+    let result = rialto_server::replication::rebuild_each(
+        &args.settings(),
+        EngineConfig::default(),
+        &mut each,
+    );
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    out.write_all(&buf)?;
+    out.flush()?;
+    result?;
+    Ok(written)
+}
+
+/// [`verify`] of the log on NATS JetStream: reads every message, checks every record's CRC,
+/// the seqs' continuity and the leader's checkpoints, and prints a summary.
+pub fn verify_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<bool> {
+    let settings = args.settings();
+    writeln!(
+        out,
+        "stream: {} on {}",
+        rialto_server::replication::Names::of(&settings.venue).stream,
+        settings.nats.join(",")
+    )?;
+    match rialto_server::replication::rebuild(&settings, EngineConfig::default()) {
+        Ok(follower) => {
+            writeln!(out, "messages: {}", follower.stream_seq)?;
+            writeln!(out, "records: {}", follower.applied)?;
+            match follower.engine.last_seq() {
+                0 => writeln!(out, "seq: none")?,
+                last => writeln!(out, "seq: 1..={last}")?,
+            }
+            writeln!(out, "checkpoints matched: {}", follower.checkpoints_matched)?;
+            writeln!(out, "state_hash: {}", follower.engine.state_hash_hex())?;
+            Ok(true)
+        }
+        Err(e) => {
+            writeln!(out, "error: {e:#}")?;
+            Ok(false)
+        }
+    }
+}
+
 /// Writes the journal as scenario lines, one command a line from seq 1, so that
 /// `rialto replay` (which numbers lines from 1) applies each with its journaled seq. Symbol ids
 /// are written as the names an engine applying the same commands alongside knows them by, so

@@ -112,6 +112,8 @@ before the newest snapshot; --allow-gaps writes it up to the hole instead, with 
         /// warning, instead of failing: the output then does not replay to the venue's state
         #[arg(long)]
         allow_gaps: bool,
+        #[command(flatten)]
+        stream: journal::StreamArgs,
     },
     /// Check every segment and snapshot, recover without changing anything, print a summary;
     /// exit status 1 on corruption
@@ -119,6 +121,8 @@ before the newest snapshot; --allow-gaps writes it up to the hole instead, with 
         /// Data directory (holds journal/ and snapshots/)
         #[arg(long, default_value = "data")]
         data: PathBuf,
+        #[command(flatten)]
+        stream: journal::StreamArgs,
     },
 }
 
@@ -236,17 +240,28 @@ fn run_journal(cmd: JournalCmd) -> anyhow::Result<ExitCode> {
             data,
             include_archive,
             allow_gaps,
+            stream,
         } => {
             let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
             let diag = &mut io::stderr();
+            if stream.is_set() {
+                return match journal::dump_stream(&stream, &mut out) {
+                    Ok(_) => Ok(ExitCode::SUCCESS),
+                    Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
+                    Err(e) => Err(e.context("dumping the log on NATS JetStream")),
+                };
+            }
             match journal::dump(&data, include_archive, allow_gaps, &mut out, diag) {
                 Ok(_) => Ok(ExitCode::SUCCESS),
                 Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
                 Err(e) => Err(e.context(format!("dumping the journal of {}", data.display()))),
             }
         }
-        JournalCmd::Verify { data } => {
-            let ok = journal::verify(&data, &mut io::stdout().lock())?;
+        JournalCmd::Verify { data, stream } => {
+            let ok = match stream.is_set() {
+                true => journal::verify_stream(&stream, &mut io::stdout().lock())?,
+                false => journal::verify(&data, &mut io::stdout().lock())?,
+            };
             Ok(if ok {
                 ExitCode::SUCCESS
             } else {

@@ -109,6 +109,7 @@ fn start_pipeline(
             market_data: None,
             metrics: Default::default(),
             prefetch: args.prefetch.into(),
+            checkpoint_every: 0,
         },
         Engine::new(w.config),
         journal,

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use clap::Args;
-use rialto_server::config::{DurabilityMode, ServerConfig, ThreadLayout};
+use rialto_server::config::{DurabilityMode, LogBackend, Role, ServerConfig, ThreadLayout};
 use rialto_server::idle::WaitStrategy;
 
 #[derive(Args, Debug, Default)]
@@ -85,6 +85,18 @@ pub struct ServeArgs {
     /// --durability none when only the snapshot shows the loss
     #[arg(long)]
     pub accept_journal_loss: bool,
+    /// The command log: local (the journal in DATA, default) or jetstream (a replicated
+    /// stream on NATS JetStream, shared by a leader and its standbys; docs/replication.md)
+    #[arg(long, value_name = "BACKEND")]
+    pub log: Option<LogBackend>,
+    /// NATS servers for --log jetstream, comma-separated: nats://127.0.0.1:4222,...
+    #[arg(long, value_name = "URLS", value_delimiter = ',')]
+    pub nats: Vec<String>,
+    /// With --log jetstream: auto (follow as a hot standby, lead when the lease is free),
+    /// leader (lead now or refuse to start) or standby (take over only from another leader)
+    /// [default: auto]
+    #[arg(long, value_name = "ROLE")]
+    pub role: Option<Role>,
     /// Print the settings these arguments give, as a TOML file, and exit without serving
     #[arg(long)]
     pub print_config: bool,
@@ -149,6 +161,15 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
         config.engine.order_id_window_s = Some(secs);
     }
     config.journal.accept_loss |= args.accept_journal_loss;
+    if let Some(backend) = args.log {
+        config.log.backend = backend;
+    }
+    if !args.nats.is_empty() {
+        config.log.nats = args.nats.clone();
+    }
+    if let Some(role) = args.role {
+        config.log.role = role;
+    }
     config.tls.enabled |= args.tls;
     let unconfigured =
         config.tls.cert.as_os_str().is_empty() && config.tls.key.as_os_str().is_empty();
@@ -230,7 +251,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         signal_hook::flag::register(signal, stop.clone())
             .context("cannot install a signal handler")?;
     }
-    let server = rialto_server::start_with_stop(config, stop)?;
+    let server = match rialto_server::start_with_stop(config, stop) {
+        Ok(server) => server,
+        Err(e) if e.is::<rialto_server::replication::StoppedAsStandby>() => {
+            tracing::info!("{e}");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     let fix = match server.fix_addr {
         Some(addr) => format!(", FIX on {addr}"),
         None => String::new(),
@@ -333,6 +361,7 @@ mod tests {
         let table: toml::Table = listed.parse().unwrap();
         let sections = [
             "journal",
+            "log",
             "pipeline",
             "gateway",
             "engine",

@@ -53,6 +53,9 @@ pub struct ServerConfig {
     /// (`rialto secret --admin` prints it).
     pub admin_secret: Option<String>,
     pub journal: JournalSettings,
+    /// Where the command log lives: the local journal (default) or a NATS JetStream stream
+    /// shared by a leader and its standbys (docs/replication.md).
+    pub log: LogSettings,
     pub pipeline: PipelineSettings,
     pub gateway: GatewaySettings,
     pub engine: EngineSettings,
@@ -82,6 +85,94 @@ pub struct JournalSettings {
     /// decision for one start, so it is not read from or written to the TOML file.
     #[serde(skip)]
     pub accept_loss: bool,
+}
+
+/// Which command log the sequencer appends to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogBackend {
+    /// The journal in the data directory (`[journal]`).
+    Local,
+    /// A replicated stream on NATS JetStream (`log.nats`), one per venue.
+    Jetstream,
+}
+
+impl std::str::FromStr for LogBackend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "local" => Ok(LogBackend::Local),
+            "jetstream" => Ok(LogBackend::Jetstream),
+            _ => Err(format!("unknown log `{s}` (expected local or jetstream)")),
+        }
+    }
+}
+
+/// What a node does with a JetStream log (docs/replication.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Follow the log as a hot standby while another node holds the lease; take the lease
+    /// when it is free and lead.
+    Auto,
+    /// Take the lease at start and lead; refuse to start while another node holds it.
+    Leader,
+    /// Like `auto`, but never lead a venue whose lease nobody held since this node started:
+    /// it takes over only after it has seen another node lead and lose the lease.
+    Standby,
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Role::Auto),
+            "leader" => Ok(Role::Leader),
+            "standby" => Ok(Role::Standby),
+            _ => Err(format!(
+                "unknown role `{s}` (expected auto, leader or standby)"
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSettings {
+    /// `local` or `jetstream`.
+    pub backend: LogBackend,
+    /// NATS server URLs (`jetstream`): any of the cluster's nodes.
+    pub nats: Vec<String>,
+    /// The venue's name in NATS: stream `RIALTO_<venue>` on subject `rialto.<venue>.log`,
+    /// lease in the key-value bucket `rialto_<venue>_lease`. Letters, digits, `-` and `_`.
+    pub venue: String,
+    /// Copies JetStream keeps of the stream and the lease (3 on a three-node cluster).
+    pub replicas: usize,
+    /// What this node does: `auto`, `leader` or `standby`.
+    pub role: Role,
+    /// The leader's lease: it renews it every quarter of this, stops acknowledging once it
+    /// could not renew it for 80% of it, and a standby takes over when it lapses.
+    pub lease_ms: u64,
+    /// The leader writes a checkpoint (seq and state hash) into the log after every this many
+    /// commands; every node compares it with its own (0: none).
+    pub checkpoint_every: u64,
+    /// The longest wait for JetStream to acknowledge an append, or to answer any request.
+    pub ack_timeout_ms: u64,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            backend: LogBackend::Local,
+            nats: Vec::new(),
+            venue: "main".into(),
+            replicas: 3,
+            role: Role::Auto,
+            lease_ms: 2_000,
+            checkpoint_every: 100_000,
+            ack_timeout_ms: 5_000,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -436,6 +527,7 @@ impl Default for ServerConfig {
             demo: false,
             admin_secret: None,
             journal: JournalSettings::default(),
+            log: LogSettings::default(),
             pipeline: PipelineSettings::default(),
             gateway: GatewaySettings::default(),
             engine: EngineSettings::default(),
@@ -534,6 +626,7 @@ impl ServerConfig {
 
     /// Refuses settings that cannot work, with a message naming the setting.
     pub fn validate(&self) -> anyhow::Result<()> {
+        self.validate_log()?;
         let p = &self.pipeline;
         anyhow::ensure!(
             p.ring_capacity >= 2 && p.ring_capacity <= 1 << 24,
@@ -646,6 +739,43 @@ impl ServerConfig {
         Ok(())
     }
 
+    fn validate_log(&self) -> anyhow::Result<()> {
+        let l = &self.log;
+        if l.backend == LogBackend::Local {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            !l.nats.is_empty(),
+            "log.backend = \"jetstream\" needs log.nats, the NATS servers (--nats URL,URL,...)"
+        );
+        anyhow::ensure!(
+            !l.venue.is_empty()
+                && l.venue.len() <= 64
+                && l.venue
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+            "log.venue must be 1 to 64 letters, digits, `-` or `_`"
+        );
+        anyhow::ensure!((1..=5).contains(&l.replicas), "log.replicas must be 1..=5");
+        anyhow::ensure!(
+            (100..=60_000).contains(&l.lease_ms),
+            "log.lease_ms must be 100..=60000"
+        );
+        anyhow::ensure!(
+            (100..=60_000).contains(&l.ack_timeout_ms),
+            "log.ack_timeout_ms must be 100..=60000"
+        );
+        // One batch is one message: its records must fit NATS's default 1 MiB payload.
+        let batch_bytes = self.pipeline.batch_max * rialto_journal::format::RECORD_MAX_BYTES;
+        anyhow::ensure!(
+            batch_bytes <= crate::replication::MAX_BATCH_BYTES,
+            "pipeline.batch_max must be at most {} with log.backend = \"jetstream\" (a batch \
+             is one NATS message)",
+            crate::replication::MAX_BATCH_BYTES / rialto_journal::format::RECORD_MAX_BYTES
+        );
+        Ok(())
+    }
+
     fn validate_fix(&self) -> anyhow::Result<()> {
         let f = &self.fix;
         let comp_id_ok = |id: &str| {
@@ -747,5 +877,29 @@ mod tests {
         assert!(ServerConfig::from_toml_str("lisen = \"x\"").is_err());
         assert!(ServerConfig::from_toml_str("[journal]\ndurability = \"maybe\"").is_err());
         assert!(ServerConfig::from_toml_str("[pipeline]\nring_capacity = 1").is_err());
+    }
+
+    #[test]
+    fn a_jetstream_log_needs_servers_a_plain_venue_name_and_batches_that_fit_a_message() {
+        let ok = "[log]\nbackend = \"jetstream\"\nnats = [\"nats://127.0.0.1:4222\"]\n";
+        let config = ServerConfig::from_toml_str(ok).unwrap();
+        assert_eq!(config.log.backend, LogBackend::Jetstream);
+        assert_eq!(config.log.role, Role::Auto);
+        let refused = |extra: &str| {
+            let text = format!("{ok}{extra}");
+            ServerConfig::from_toml_str(&text)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        let no_servers = ServerConfig::from_toml_str("[log]\nbackend = \"jetstream\"\n");
+        assert!(no_servers.unwrap_err().to_string().contains("log.nats"));
+        assert!(refused("venue = \"a.b\"\n").contains("log.venue"));
+        assert!(refused("role = \"boss\"\n").contains("boss"));
+        assert!(refused("lease_ms = 10\n").contains("log.lease_ms"));
+        let big = "[pipeline]\nbatch_max = 8192\n";
+        assert!(refused(big).contains("pipeline.batch_max"));
+        // The local journal takes any batch that fits the ring.
+        assert!(ServerConfig::from_toml_str(big).is_ok());
     }
 }

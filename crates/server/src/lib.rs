@@ -15,6 +15,7 @@ pub mod idle;
 pub mod metrics;
 pub mod pipeline;
 pub mod process;
+pub mod replication;
 pub mod ring;
 pub mod sockets;
 pub mod tls;
@@ -30,9 +31,10 @@ use anyhow::Context;
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
 
 use crate::auth::Credentials;
-use crate::config::{DurabilityMode, ServerConfig};
+use crate::config::{DurabilityMode, LogBackend, ServerConfig};
 use crate::gateway::{Gateway, GatewayConfig};
 use crate::pipeline::{Pipeline, PipelineConfig};
+use crate::replication::CommandLog;
 
 /// A server that is accepting connections.
 pub struct RunningServer {
@@ -109,6 +111,59 @@ fn journal_config(config: &ServerConfig) -> JournalConfig {
     }
 }
 
+/// Recovery from the local journal (snapshot + journal tail) and the journal opened after it.
+fn recover_local(
+    config: &ServerConfig,
+    metrics: &Arc<metrics::Metrics>,
+) -> anyhow::Result<(rialto_core::Engine, i64, CommandLog)> {
+    let data_dir = &config.data_dir;
+    let started = Instant::now();
+    let options = rialto_journal::RecoverOptions {
+        repair: true,
+        durability: journal_config(config).durability,
+        accept_loss: config.journal.accept_loss,
+    };
+    let recovered = match rialto_journal::recover_with(data_dir, config.engine_config(), options) {
+        Ok(recovered) => recovered,
+        Err(e @ rialto_journal::JournalError::LostSuffix { .. }) => anyhow::bail!(
+            "cannot recover the venue from {}: {e}. To start anyway, after the lost seqs, and \
+             record the loss in {}/journal/accepted-losses, start once with \
+             `rialto serve --accept-journal-loss` (`rialto journal verify` shows what is there)",
+            data_dir.display(),
+            data_dir.display()
+        ),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "cannot recover the venue from {}",
+                data_dir.display()
+            )));
+        }
+    };
+    tracing::info!(
+        snapshot_seq = ?recovered.snapshot_seq,
+        replayed = recovered.replayed,
+        last_seq = recovered.last_seq,
+        state_hash = %auth::hex(&recovered.state_hash),
+        ms = started.elapsed().as_millis() as u64,
+        "recovered"
+    );
+    let mut journal = JournalWriter::open(
+        data_dir,
+        journal_config(config),
+        recovered.engine.last_seq() + 1,
+    )
+    .with_context(|| format!("cannot open the journal in {}", data_dir.display()))?;
+    let fsync_metrics = metrics.clone();
+    journal.observe_syncs(Arc::new(move |took| {
+        fsync_metrics.journal_fsync.record(took.as_nanos() as u64)
+    }));
+    Ok((
+        recovered.engine,
+        recovered.last_ts_ns,
+        CommandLog::Local(journal),
+    ))
+}
+
 /// Recovers the venue from `config.data_dir`, starts the pipeline and the gateway, and
 /// returns once both listeners accept connections.
 pub fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
@@ -167,52 +222,30 @@ pub fn start_with_stop(
         true => Some(tls::server_config(&config.tls)?),
         false => None,
     };
-    let web_listener = match config.web.enabled {
-        true => Some(
-            web::bind(config.web.listen)
-                .with_context(|| format!("cannot listen for HTTP on {}", config.web.listen))?,
-        ),
-        false => None,
-    };
-    let started = Instant::now();
-    let options = rialto_journal::RecoverOptions {
-        repair: true,
-        durability: journal_config(&config).durability,
-        accept_loss: config.journal.accept_loss,
-    };
-    let recovered = match rialto_journal::recover_with(data_dir, config.engine_config(), options) {
-        Ok(recovered) => recovered,
-        Err(e @ rialto_journal::JournalError::LostSuffix { .. }) => anyhow::bail!(
-            "cannot recover the venue from {}: {e}. To start anyway, after the lost seqs, and \
-             record the loss in {}/journal/accepted-losses, start once with \
-             `rialto serve --accept-journal-loss` (`rialto journal verify` shows what is there)",
-            data_dir.display(),
-            data_dir.display()
-        ),
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!(
-                "cannot recover the venue from {}",
-                data_dir.display()
-            )));
+    let bind_web = || -> anyhow::Result<_> {
+        match config.web.enabled {
+            true => Ok(Some(web::bind(config.web.listen).with_context(|| {
+                format!("cannot listen for HTTP on {}", config.web.listen)
+            })?)),
+            false => Ok(None),
         }
     };
-    tracing::info!(
-        snapshot_seq = ?recovered.snapshot_seq,
-        replayed = recovered.replayed,
-        last_seq = recovered.last_seq,
-        state_hash = %auth::hex(&recovered.state_hash),
-        ms = started.elapsed().as_millis() as u64,
-        "recovered"
-    );
-    let mut last_ts_ns = recovered.last_ts_ns;
-    let mut engine = recovered.engine;
     let metrics = Arc::new(metrics::Metrics::default());
-    let mut journal = JournalWriter::open(data_dir, journal_config(&config), engine.last_seq() + 1)
-        .with_context(|| format!("cannot open the journal in {}", data_dir.display()))?;
-    let fsync_metrics = metrics.clone();
-    journal.observe_syncs(Arc::new(move |took| {
-        fsync_metrics.journal_fsync.record(took.as_nanos() as u64)
-    }));
+    let (web_listener, mut engine, mut last_ts_ns, mut journal) = match config.log.backend {
+        LogBackend::Local => {
+            // Bound before recovery, which may take a while: a taken port fails at once.
+            let web_listener = bind_web()?;
+            let (engine, last_ts_ns, journal) = recover_local(&config, &metrics)?;
+            (web_listener, engine, last_ts_ns, journal)
+        }
+        LogBackend::Jetstream => {
+            // A standby opens no listener until it leads.
+            let leading =
+                replication::start_node(&config.log, data_dir, config.engine_config(), &stop)?;
+            let log = CommandLog::JetStream(leading.log);
+            (bind_web()?, leading.engine, leading.last_ts_ns, log)
+        }
+    };
     let fresh = engine.last_seq() == 0;
     if config.demo && fresh {
         // Journaled and synced before anything else runs, whatever the durability mode: a
@@ -274,6 +307,10 @@ pub fn start_with_stop(
             market_data: Some(md_channel.clone()),
             metrics: metrics.clone(),
             prefetch: config.pipeline.prefetch,
+            checkpoint_every: match config.log.backend {
+                LogBackend::Local => 0,
+                LogBackend::Jetstream => config.log.checkpoint_every,
+            },
         },
         engine,
         journal,

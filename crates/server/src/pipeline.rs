@@ -29,12 +29,12 @@ pub use rialto_core::Prefetch;
 use rialto_core::{
     Command, Engine, OrderId, OwnedEvent, PREFETCH_LOOKAHEAD, Reason, SymbolId, UserId,
 };
-use rialto_journal::JournalWriter;
 use rialto_wire::{ErrorCode, Liquidity, RequestKind, Secret, ServerMsg};
 
 use crate::auth::Credentials;
 use crate::idle::{Bell, Idler, MAX_SLEEP, WaitStrategy};
 use crate::metrics::{Metrics, SAMPLE_EVERY};
+use crate::replication::CommandLog;
 use crate::ring::Ring;
 
 /// Identifies a gateway session; never reused while the server runs.
@@ -147,7 +147,6 @@ pub fn is_journaled(op: &Op) -> bool {
 
 /// Flags the threads use to stop in order: intake closes, the journal drains and syncs, the
 /// engine drains, the gateway flushes its sessions.
-#[derive(Default)]
 pub struct Shared {
     pub intake_closed: AtomicBool,
     pub journal_done: AtomicBool,
@@ -160,6 +159,24 @@ pub struct Shared {
     /// When the engine's next order expiry is due (ns since the epoch; `i64::MAX`: none), so
     /// that the journal stage sends a `tick` on a quiet venue (docs/rules.md, "GTD and DAY").
     pub next_expiry_ns: AtomicI64,
+    /// State hashes the engine took at checkpoint seqs, for the journal stage to write into a
+    /// replicated log (`log.checkpoint_every`).
+    pub checkpoints: crossbeam_queue::ArrayQueue<(u64, [u8; 32])>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            intake_closed: AtomicBool::new(false),
+            journal_done: AtomicBool::new(false),
+            engine_done: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            failed: AtomicBool::new(false),
+            applied_seq: AtomicU64::new(0),
+            next_expiry_ns: AtomicI64::new(0),
+            checkpoints: crossbeam_queue::ArrayQueue::new(64),
+        }
+    }
 }
 
 impl Shared {
@@ -194,6 +211,9 @@ pub struct PipelineConfig {
     pub metrics: Arc<Metrics>,
     /// `pipeline.prefetch`: for the engine stage, and for the market data replica.
     pub prefetch: Prefetch,
+    /// Take the state hash after every this many commands, for the log's checkpoint record
+    /// (0: never; the local journal has none).
+    pub checkpoint_every: u64,
 }
 
 /// The running pipeline: the gateway pushes into `inbound` and drains `outbound`.
@@ -212,9 +232,10 @@ impl Pipeline {
     pub fn start(
         config: PipelineConfig,
         engine: Engine,
-        journal: JournalWriter,
+        journal: impl Into<CommandLog>,
         credentials: Arc<Credentials>,
     ) -> std::io::Result<Pipeline> {
+        let journal: CommandLog = journal.into();
         let inbound = Ring::new(config.ring_capacity);
         let to_engine = Ring::new(config.ring_capacity);
         let outbound = Ring::new(config.ring_capacity);
@@ -226,10 +247,9 @@ impl Pipeline {
             .next_expiry_ns
             .store(engine.next_expiry().unwrap_or(i64::MAX), Ordering::SeqCst);
         let (snapshot_tx, snapshot_rx) = sync_channel::<SnapshotJob>(1);
-        let journal_synced = match journal.config().durability {
-            rialto_journal::Durability::None => None,
-            _ => Some(journal.synced_progress()),
-        };
+        let journal_synced = journal.synced_progress();
+        // There are no journal segments to archive with a replicated log.
+        let archive = config.archive && journal.is_local();
 
         let journal_stage = JournalStage {
             inbound: inbound.clone(),
@@ -262,6 +282,7 @@ impl Pipeline {
             market_data: config.market_data.clone(),
             prefetch: config.prefetch,
             in_hand: VecDeque::with_capacity(PREFETCH_LOOKAHEAD + 1),
+            checkpoint_every: config.checkpoint_every,
         };
         let writer = SnapshotWriter {
             jobs: snapshot_rx,
@@ -269,7 +290,7 @@ impl Pipeline {
             outbound: outbound.clone(),
             shared: shared.clone(),
             data_dir: config.data_dir.clone(),
-            archive: config.archive,
+            archive,
         };
         let mut threads = vec![
             std::thread::Builder::new()
@@ -414,7 +435,7 @@ struct JournalStage {
     inbound: Arc<Ring<Request>>,
     to_engine: Arc<Ring<Sequenced>>,
     shared: Arc<Shared>,
-    journal: JournalWriter,
+    journal: CommandLog,
     seq: u64,
     last_ts_ns: i64,
     /// The expiry time the last expiry tick was sent for: one tick per expiry.
@@ -493,10 +514,15 @@ impl JournalStage {
         } else {
             None
         };
+        // The engine's checkpoint hashes go into the log (a replicated one) behind the
+        // batches they follow.
+        while let Some((seq, hash)) = self.shared.checkpoints.pop() {
+            self.journal.checkpoint(seq, &hash)?;
+        }
         if take == 0 || (self.inbound.is_empty() && tick.is_none()) {
-            // Quiet: in fsync mode, bring the journal's checkpoint up to the last commit.
-            self.journal
-                .checkpoint_if_quiet(std::time::Instant::now())?;
+            // Quiet: in fsync mode, bring the journal's checkpoint up to the last commit (with
+            // a replicated log: stop if the lease is lost).
+            self.journal.on_quiet(std::time::Instant::now())?;
             return Ok(0);
         }
         // One time for the whole batch: the moment the sequencer took it. Time never runs
@@ -603,6 +629,7 @@ struct EngineStage {
     /// Commands taken from `from_journal` and not applied yet, in order: the next ones, whose
     /// memory the engine prefetches while it applies the one before.
     in_hand: VecDeque<Sequenced>,
+    checkpoint_every: u64,
 }
 
 /// The journal → market data hand-off: chunks of journal records, exactly as the journal
@@ -853,6 +880,13 @@ impl EngineStage {
         self.metrics.command(cmd, result);
         if is_journaled(&request.op) {
             self.journaled_since_snapshot += 1;
+            if self.checkpoint_every > 0 && seq.is_multiple_of(self.checkpoint_every) {
+                // Full only if the journal stage stopped taking them: it fails then anyway.
+                let _ = self
+                    .shared
+                    .checkpoints
+                    .push((seq, self.engine.state_hash()));
+            }
         }
         self.reply(session, request.reply, seq, ts_ns, cmd, result);
         if let (Ok(()), Command::SetBand { symbol, .. } | Command::SetRefPrice { symbol, .. }) =

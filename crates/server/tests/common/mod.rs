@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fix;
+pub mod nats;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,0 +1,924 @@
+//! The command log on NATS JetStream, a leader's lease and hot standbys (docs/replication.md).
+//!
+//! The sequencer's log is one of two backends behind [`CommandLog`]: the local journal, or a
+//! JetStream stream (`RIALTO_<venue>`, R3, file storage) to which the leader appends each
+//! group-commit batch as one message, its records encoded exactly as in a journal segment
+//! (a CRC per record), with `Nats-Expected-Last-Sequence` on every append: a node whose
+//! append finds the stream longer than it knew was deposed, and stops.
+//!
+//! Which node leads is decided by a lease, the key `leader` of the key-value bucket
+//! `rialto_<venue>_lease` (TTL = `log.lease_ms`, taken with create, renewed with
+//! compare-and-set on its revision). The lease gives liveness (one node at a time tries to
+//! lead); safety comes from the expected-sequence fence alone.
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use async_nats::HeaderMap;
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::{self, consumer, kv, stream};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use rialto_core::{Command, Engine, EngineConfig};
+use rialto_journal::JournalWriter;
+use rialto_journal::format::{RECORD_MAX_BYTES, encode_record, parse_record};
+
+use crate::config::{LogSettings, Role};
+
+/// The largest batch message: NATS's default `max_payload` is 1 MiB; headers need room too.
+pub const MAX_BATCH_BYTES: usize = 1_000_000;
+/// The header that marks a checkpoint message: `<seq> <state hash, 64 hex digits>`.
+pub const CHECKPOINT_HEADER: &str = "Rialto-Checkpoint";
+/// The lease's key in its bucket.
+const LEASE_KEY: &str = "leader";
+/// State hashes a node remembers for checkpoints still to come.
+const HASHES_KEPT: usize = 64;
+
+/// The stream, subject and lease bucket of a venue.
+#[derive(Clone, Debug)]
+pub struct Names {
+    pub stream: String,
+    pub subject: String,
+    pub bucket: String,
+}
+
+impl Names {
+    pub fn of(venue: &str) -> Names {
+        Names {
+            stream: format!("RIALTO_{venue}"),
+            subject: format!("rialto.{venue}.log"),
+            bucket: format!("rialto_{venue}_lease"),
+        }
+    }
+}
+
+// ----- the backend the sequencer appends to --------------------------------------------------
+
+/// Where the journal stage appends stamped commands: the same sequencing code drives both.
+// One value per server, owned by the journal stage: its size does not matter, and boxing the
+// local journal would put a pointer chase on its hot path.
+#[allow(clippy::large_enum_variant)]
+pub enum CommandLog {
+    Local(JournalWriter),
+    JetStream(JetStreamLog),
+}
+
+impl From<JournalWriter> for CommandLog {
+    fn from(journal: JournalWriter) -> CommandLog {
+        CommandLog::Local(journal)
+    }
+}
+
+impl CommandLog {
+    pub fn append(&mut self, seq: u64, ts_ns: i64, cmd: &Command) {
+        match self {
+            CommandLog::Local(j) => j.append(seq, ts_ns, cmd),
+            CommandLog::JetStream(j) => j.append(seq, ts_ns, cmd),
+        }
+    }
+
+    /// The records appended since the last commit, as encoded.
+    pub fn uncommitted(&mut self) -> &[u8] {
+        match self {
+            CommandLog::Local(j) => j.uncommitted(),
+            CommandLog::JetStream(j) => &j.batch,
+        }
+    }
+
+    /// Makes the appended records durable as the backend promises (local: the durability
+    /// mode; JetStream: acknowledged by the stream, so stored on a majority of its replicas).
+    pub fn commit(&mut self) -> io::Result<()> {
+        match self {
+            CommandLog::Local(j) => j.commit().map(|_| ()),
+            CommandLog::JetStream(j) => j.commit(),
+        }
+    }
+
+    /// Called when the sequencer is quiet.
+    pub fn on_quiet(&mut self, now: Instant) -> io::Result<()> {
+        match self {
+            CommandLog::Local(j) => j.checkpoint_if_quiet(now).map(|_| ()),
+            CommandLog::JetStream(j) => j.check_lease(),
+        }
+    }
+
+    /// Everything appended, durable (at shutdown, and after the start-up commands).
+    pub fn sync(&mut self) -> io::Result<()> {
+        match self {
+            CommandLog::Local(j) => j.sync().map(|_| ()),
+            CommandLog::JetStream(j) => j.commit(),
+        }
+    }
+
+    /// How far the local journal is synced, for a snapshot to wait on (`None`: a snapshot need
+    /// not wait, as under durability `none` or with JetStream, whose commit is synchronous).
+    pub fn synced_progress(&self) -> Option<rialto_journal::SyncedProgress> {
+        match self {
+            CommandLog::Local(j) => match j.config().durability {
+                rialto_journal::Durability::None => None,
+                _ => Some(j.synced_progress()),
+            },
+            CommandLog::JetStream(_) => None,
+        }
+    }
+
+    /// Whether snapshots may archive journal segments (there are none with JetStream).
+    pub fn is_local(&self) -> bool {
+        matches!(self, CommandLog::Local(_))
+    }
+
+    /// Writes a checkpoint (the state hash after `seq`) into the log; the local journal has
+    /// no such record.
+    pub fn checkpoint(&mut self, seq: u64, state_hash: &[u8; 32]) -> io::Result<()> {
+        match self {
+            CommandLog::Local(_) => Ok(()),
+            CommandLog::JetStream(j) => j.publish_checkpoint(seq, state_hash),
+        }
+    }
+}
+
+// ----- connecting ----------------------------------------------------------------------------
+
+/// A connection to the cluster, with the runtime its client runs on.
+pub struct Connection {
+    pub runtime: Arc<tokio::runtime::Runtime>,
+    pub js: jetstream::Context,
+    pub names: Names,
+    timeout: Duration,
+}
+
+impl Connection {
+    /// Connects to `settings.nats` and makes sure the venue's stream and lease bucket exist
+    /// (created with `settings.replicas` copies if not), retrying for up to `within` while the
+    /// cluster elects its leaders.
+    pub fn open(settings: &LogSettings, within: Duration) -> anyhow::Result<Connection> {
+        let runtime = Arc::new(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("rialto-nats")
+                .enable_all()
+                .build()
+                .context("cannot start the NATS client's runtime")?,
+        );
+        let names = Names::of(&settings.venue);
+        let timeout = Duration::from_millis(settings.ack_timeout_ms);
+        let mut addrs = Vec::new();
+        for url in &settings.nats {
+            let addr: async_nats::ServerAddr = url
+                .parse()
+                .with_context(|| format!("log.nats: `{url}` is not a NATS URL"))?;
+            addrs.push(addr);
+        }
+        let js = runtime.block_on(async {
+            let deadline = Instant::now() + within;
+            // NATS may be starting too: try again until the deadline.
+            let client = loop {
+                let connected = async_nats::ConnectOptions::new()
+                    .connection_timeout(timeout)
+                    .request_timeout(Some(timeout))
+                    .connect(addrs.as_slice())
+                    .await;
+                match connected {
+                    Ok(client) => break client,
+                    Err(e) if Instant::now() < deadline => {
+                        tracing::debug!("NATS not reachable yet: {e}");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(e) => {
+                        return Err(anyhow::Error::new(e).context(format!(
+                            "cannot connect to NATS at {} within {within:?}",
+                            settings.nats.join(",")
+                        )));
+                    }
+                }
+            };
+            let js = jetstream::ContextBuilder::new()
+                .timeout(timeout)
+                .build(client);
+            loop {
+                match ensure_stream_and_bucket(&js, &names, settings).await {
+                    Ok(()) => break,
+                    Err(e) if Instant::now() < deadline => {
+                        tracing::debug!("JetStream not ready yet: {e:#}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            anyhow::Ok(js)
+        })?;
+        Ok(Connection {
+            runtime,
+            js,
+            names,
+            timeout,
+        })
+    }
+
+    /// The stream's last message sequence (0: empty).
+    pub fn last_stream_seq(&self) -> anyhow::Result<u64> {
+        self.runtime.block_on(async {
+            let stream = self.js.get_stream(&self.names.stream).await?;
+            let info = stream.get_info().await?;
+            anyhow::Ok(info.state.last_sequence)
+        })
+    }
+
+    pub fn lease_bucket(&self) -> anyhow::Result<kv::Store> {
+        self.runtime
+            .block_on(self.js.get_key_value(&self.names.bucket))
+            .with_context(|| format!("cannot open the lease bucket {}", self.names.bucket))
+    }
+
+    /// Reads the stream from its first message, for [`Follower::follow`].
+    pub fn reader(&self) -> anyhow::Result<StreamReader> {
+        let messages = self.runtime.block_on(async {
+            let stream = self.js.get_stream(&self.names.stream).await?;
+            let consumer = stream
+                .create_consumer(consumer::pull::OrderedConfig {
+                    deliver_policy: consumer::DeliverPolicy::All,
+                    ..Default::default()
+                })
+                .await?;
+            anyhow::Ok(consumer.messages().await?)
+        })?;
+        Ok(StreamReader { messages })
+    }
+}
+
+async fn ensure_stream_and_bucket(
+    js: &jetstream::Context,
+    names: &Names,
+    settings: &LogSettings,
+) -> anyhow::Result<()> {
+    js.get_or_create_stream(stream::Config {
+        name: names.stream.clone(),
+        subjects: vec![names.subject.clone()],
+        num_replicas: settings.replicas,
+        storage: stream::StorageType::File,
+        max_message_size: MAX_BATCH_BYTES as i32 + 4096,
+        ..Default::default()
+    })
+    .await
+    .with_context(|| format!("cannot create or open the stream {}", names.stream))?;
+    if js.get_key_value(&names.bucket).await.is_err() {
+        js.create_key_value(kv::Config {
+            bucket: names.bucket.clone(),
+            history: 1,
+            max_age: Duration::from_millis(settings.lease_ms),
+            num_replicas: settings.replicas,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .with_context(|| format!("cannot create the lease bucket {}", names.bucket))?;
+    }
+    Ok(())
+}
+
+/// The stream's messages in order, from the first.
+pub struct StreamReader {
+    messages: consumer::pull::Ordered,
+}
+
+/// One message of the stream.
+pub struct LogMessage {
+    pub stream_seq: u64,
+    pub headers: Option<HeaderMap>,
+    pub payload: Bytes,
+}
+
+impl StreamReader {
+    /// The next message, or `None` if none came within `wait`.
+    pub fn next(
+        &mut self,
+        connection: &Connection,
+        wait: Duration,
+    ) -> anyhow::Result<Option<LogMessage>> {
+        connection.runtime.block_on(async {
+            match tokio::time::timeout(wait, self.messages.next()).await {
+                Err(_) => Ok(None),
+                Ok(None) => anyhow::bail!("the stream's consumer ended"),
+                Ok(Some(Err(e))) => Err(anyhow::anyhow!("reading the stream: {e}")),
+                Ok(Some(Ok(message))) => {
+                    let stream_seq = message
+                        .info()
+                        .map_err(|e| anyhow::anyhow!("a stream message without its info: {e}"))?
+                        .stream_sequence;
+                    Ok(Some(LogMessage {
+                        stream_seq,
+                        headers: message.headers.clone(),
+                        payload: message.payload.clone(),
+                    }))
+                }
+            }
+        })
+    }
+}
+
+// ----- following the log ---------------------------------------------------------------------
+
+/// An engine kept up with the log: recovery, a hot standby, `rialto journal verify --nats`.
+pub struct Follower {
+    pub engine: Engine,
+    /// The latest sequencer time seen.
+    pub last_ts_ns: i64,
+    /// The last stream message applied (0: none).
+    pub stream_seq: u64,
+    /// Commands applied from the log.
+    pub applied: u64,
+    /// Checkpoints found equal to this node's own state hash.
+    pub checkpoints_matched: u64,
+    checkpoint_every: u64,
+    /// This node's state hash at recent checkpoint seqs, oldest first.
+    hashes: VecDeque<(u64, [u8; 32])>,
+}
+
+impl Follower {
+    pub fn new(engine: Engine, checkpoint_every: u64) -> Follower {
+        Follower {
+            engine,
+            last_ts_ns: 0,
+            stream_seq: 0,
+            applied: 0,
+            checkpoints_matched: 0,
+            checkpoint_every,
+            hashes: VecDeque::with_capacity(HASHES_KEPT),
+        }
+    }
+
+    /// Applies one stream message: a batch of records (those at or below the engine's seq,
+    /// which a snapshot covers, are passed over) or a checkpoint, compared with this node's
+    /// state hash at its seq. An error is a log this node cannot follow: stop loudly.
+    pub fn apply(&mut self, message: &LogMessage) -> Result<(), String> {
+        self.apply_each(message, &mut |_, _, _, _| {})
+    }
+
+    /// [`Self::apply`], calling `each` with the engine, the seq, the time and the command of
+    /// every record just before the record is applied (`rialto journal dump --nats`).
+    pub fn apply_each(
+        &mut self,
+        message: &LogMessage,
+        each: &mut dyn FnMut(&Engine, u64, i64, &Command),
+    ) -> Result<(), String> {
+        if message.stream_seq <= self.stream_seq {
+            return Ok(());
+        }
+        let checkpoint = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(CHECKPOINT_HEADER))
+            .map(|v| v.as_str().to_owned());
+        match checkpoint {
+            Some(text) => self.check(&text)?,
+            None => self
+                .apply_records(&message.payload, each)
+                .map_err(|e| format!("stream message {} of the log: {e}", message.stream_seq))?,
+        }
+        self.stream_seq = message.stream_seq;
+        Ok(())
+    }
+
+    /// Applies a batch's records, exactly as recovery applies a journal's.
+    fn apply_records(
+        &mut self,
+        payload: &[u8],
+        each: &mut dyn FnMut(&Engine, u64, i64, &Command),
+    ) -> Result<(), String> {
+        let mut pos = 0;
+        while pos < payload.len() {
+            let record = parse_record(payload, pos).map_err(|p| format!("{p:?}"))?;
+            pos += record.size;
+            let last = self.engine.last_seq();
+            if record.seq <= last {
+                continue;
+            }
+            if record.seq != last + 1 {
+                return Err(format!(
+                    "seq {} follows seq {last}: the log has a hole",
+                    record.seq
+                ));
+            }
+            self.last_ts_ns = self.last_ts_ns.max(record.ts_ns);
+            each(&self.engine, record.seq, record.ts_ns, &record.command);
+            // A rejection is part of the history: it changed nothing then and changes nothing now.
+            let _ = self
+                .engine
+                .apply(record.seq, record.ts_ns, &record.command, &mut ());
+            self.applied += 1;
+            if self.checkpoint_every > 0 && record.seq.is_multiple_of(self.checkpoint_every) {
+                if self.hashes.len() == HASHES_KEPT {
+                    self.hashes.pop_front();
+                }
+                self.hashes
+                    .push_back((record.seq, self.engine.state_hash()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares a checkpoint (`<seq> <hash>`) with this node's own hash at that seq.
+    fn check(&mut self, text: &str) -> Result<(), String> {
+        let (seq, hash) = parse_checkpoint(text)
+            .ok_or_else(|| format!("a malformed checkpoint in the log: {text:?}"))?;
+        if seq > self.engine.last_seq() {
+            return Err(format!(
+                "a checkpoint at seq {seq} before the command itself (this node is at seq {})",
+                self.engine.last_seq()
+            ));
+        }
+        // Seqs a snapshot covers, or older than the hashes kept, cannot be compared.
+        let Some((_, own)) = self.hashes.iter().find(|(s, _)| *s == seq) else {
+            return Ok(());
+        };
+        if *own != hash {
+            return Err(format!(
+                "DIVERGED at seq {seq}: the leader's state hash is {}, this node's is {}; this \
+                 node's state is not the venue's and it stops",
+                crate::auth::hex(&hash),
+                crate::auth::hex(own)
+            ));
+        }
+        self.checkpoints_matched += 1;
+        Ok(())
+    }
+}
+
+/// `<seq> <64 hex digits>`.
+pub fn parse_checkpoint(text: &str) -> Option<(u64, [u8; 32])> {
+    let (seq, hex) = text.trim().split_once(' ')?;
+    let seq = seq.parse().ok()?;
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut hash = [0u8; 32];
+    for (i, byte) in hash.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some((seq, hash))
+}
+
+// ----- the lease -----------------------------------------------------------------------------
+
+/// The leader's hold on the lease, renewed by a task on the client's runtime.
+struct LeaseHold {
+    /// Set when a renewal found the lease taken: another node may lead.
+    lost: AtomicBool,
+    /// Until when (ms after `epoch`) the lease surely holds: the start of the last successful
+    /// renewal plus 80% of the TTL.
+    valid_until_ms: AtomicU64,
+    revision: AtomicU64,
+    epoch: Instant,
+}
+
+impl LeaseHold {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+}
+
+/// A node's identity in the lease: its pid and a random number.
+fn node_id() -> String {
+    let mut random = [0u8; 6];
+    let _ = getrandom::getrandom(&mut random);
+    format!("{}-{}", std::process::id(), crate::auth::hex(&random))
+}
+
+/// What the lease holds now: `Some(holder)` while a node holds it.
+fn lease_holder(connection: &Connection, bucket: &kv::Store) -> anyhow::Result<Option<String>> {
+    let entry = connection.runtime.block_on(bucket.entry(LEASE_KEY))?;
+    Ok(entry
+        .filter(|e| e.operation == kv::Operation::Put)
+        .map(|e| String::from_utf8_lossy(&e.value).into_owned()))
+}
+
+/// Tries to take the lease; its revision if taken.
+fn try_take_lease(
+    connection: &Connection,
+    bucket: &kv::Store,
+    node: &str,
+) -> anyhow::Result<Option<u64>> {
+    let value = Bytes::from(node.to_owned());
+    match connection.runtime.block_on(bucket.create(LEASE_KEY, value)) {
+        Ok(revision) => Ok(Some(revision)),
+        Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(anyhow::anyhow!("taking the lease: {e}")),
+    }
+}
+
+/// Starts renewing a lease just taken at `revision` (taken at `taken_at`).
+fn hold_lease(
+    connection: &Connection,
+    bucket: kv::Store,
+    node: String,
+    revision: u64,
+    taken_at: Instant,
+    ttl: Duration,
+) -> Arc<LeaseHold> {
+    let epoch = taken_at;
+    let margin = ttl / 5;
+    let hold = Arc::new(LeaseHold {
+        lost: AtomicBool::new(false),
+        valid_until_ms: AtomicU64::new((ttl - margin).as_millis() as u64),
+        revision: AtomicU64::new(revision),
+        epoch,
+    });
+    let task_hold = hold.clone();
+    connection.runtime.spawn(async move {
+        let hold = task_hold;
+        let value = Bytes::from(node);
+        loop {
+            tokio::time::sleep(ttl / 4).await;
+            if hold.lost.load(Ordering::SeqCst) {
+                return;
+            }
+            let sent_ms = hold.now_ms();
+            let revision = hold.revision.load(Ordering::SeqCst);
+            match bucket.update(LEASE_KEY, value.clone(), revision).await {
+                Ok(next) => {
+                    hold.revision.store(next, Ordering::SeqCst);
+                    let until = sent_ms + (ttl - margin).as_millis() as u64;
+                    hold.valid_until_ms.store(until, Ordering::SeqCst);
+                }
+                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                    tracing::error!("the lease was taken by another node: this node stops leading");
+                    hold.lost.store(true, Ordering::SeqCst);
+                    return;
+                }
+                // Perhaps a moment's trouble: the next renewal may work; the sequencer stops
+                // appending once the lease may have lapsed.
+                Err(e) => tracing::warn!("renewing the lease failed: {e}"),
+            }
+        }
+    });
+    hold
+}
+
+// ----- the leader's writer -------------------------------------------------------------------
+
+/// The leader's appender: one message per batch, fenced by the stream's last sequence.
+pub struct JetStreamLog {
+    connection: Arc<Connection>,
+    /// The stream's last sequence as this node knows it: every append expects it.
+    last_stream_seq: u64,
+    batch: Vec<u8>,
+    lease: Option<Arc<LeaseHold>>,
+    bucket: Option<Box<kv::Store>>,
+}
+
+impl JetStreamLog {
+    /// A writer that appends after stream message `last_stream_seq`; `None` for a lease means
+    /// the fence alone guards the log (tests of the fence).
+    pub fn new(connection: Arc<Connection>, last_stream_seq: u64) -> JetStreamLog {
+        JetStreamLog {
+            connection,
+            last_stream_seq,
+            batch: Vec::with_capacity(MAX_BATCH_BYTES),
+            lease: None,
+            bucket: None,
+        }
+    }
+
+    pub fn last_stream_seq(&self) -> u64 {
+        self.last_stream_seq
+    }
+
+    pub fn append(&mut self, seq: u64, ts_ns: i64, cmd: &Command) {
+        debug_assert!(self.batch.len() + RECORD_MAX_BYTES <= MAX_BATCH_BYTES);
+        encode_record(&mut self.batch, seq, ts_ns, cmd);
+    }
+
+    /// Refuses once the lease was lost or may have lapsed: this node must not acknowledge.
+    pub fn check_lease(&self) -> io::Result<()> {
+        let Some(lease) = &self.lease else {
+            return Ok(());
+        };
+        if lease.lost.load(Ordering::SeqCst) {
+            return Err(io::Error::other(
+                "the lease was taken by another node: this node no longer leads",
+            ));
+        }
+        if lease.now_ms() > lease.valid_until_ms.load(Ordering::SeqCst) {
+            return Err(io::Error::other(
+                "the lease could not be renewed in time and may have lapsed: this node no \
+                 longer leads",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Appends the batch as one message and waits for JetStream's acknowledgement.
+    pub fn commit(&mut self) -> io::Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let payload = Bytes::copy_from_slice(&self.batch);
+        self.publish(PublishMessage::build().payload(payload))?;
+        self.batch.clear();
+        Ok(())
+    }
+
+    pub fn publish_checkpoint(&mut self, seq: u64, state_hash: &[u8; 32]) -> io::Result<()> {
+        let text = format!("{seq} {}", crate::auth::hex(state_hash));
+        self.publish(PublishMessage::build().header(CHECKPOINT_HEADER, text.as_str()))
+    }
+
+    fn publish(&mut self, message: PublishMessage) -> io::Result<()> {
+        self.check_lease()?;
+        let expected = self.last_stream_seq;
+        let message = message.expected_last_sequence(expected);
+        let connection = &self.connection;
+        let acked = connection.runtime.block_on(async {
+            let ack = connection
+                .js
+                .send_publish(connection.names.subject.clone(), message)
+                .await?;
+            ack.await
+        });
+        match acked {
+            Ok(ack) if ack.sequence == expected + 1 => {
+                self.last_stream_seq = ack.sequence;
+                Ok(())
+            }
+            Ok(ack) => Err(io::Error::other(format!(
+                "JetStream stored the batch at stream seq {} where {} was expected",
+                ack.sequence,
+                expected + 1
+            ))),
+            Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
+                if let Some(lease) = &self.lease {
+                    lease.lost.store(true, Ordering::SeqCst);
+                }
+                Err(io::Error::other(format!(
+                    "DEPOSED: another writer extended the log past stream seq {expected}; this \
+                     node stops and acknowledges nothing more"
+                )))
+            }
+            Err(e) => Err(io::Error::other(format!(
+                "JetStream did not acknowledge the batch: {e}"
+            ))),
+        }
+    }
+}
+
+impl Drop for JetStreamLog {
+    /// A leader that stops cleanly gives the lease up at once, so a standby need not wait for
+    /// it to lapse.
+    fn drop(&mut self) {
+        let (Some(lease), Some(bucket)) = (&self.lease, &self.bucket) else {
+            return;
+        };
+        if lease.lost.load(Ordering::SeqCst) {
+            return;
+        }
+        lease.lost.store(true, Ordering::SeqCst);
+        let revision = lease.revision.load(Ordering::SeqCst);
+        let released = self.connection.runtime.block_on(async {
+            tokio::time::timeout(
+                self.connection.timeout,
+                bucket.delete_expect_revision(LEASE_KEY, Some(revision)),
+            )
+            .await
+        });
+        match released {
+            Ok(Ok(())) => tracing::info!("gave up the lease"),
+            _ => tracing::warn!("could not give up the lease; it lapses by itself"),
+        }
+    }
+}
+
+// ----- starting a node -----------------------------------------------------------------------
+
+/// A node that stopped (SIGINT/SIGTERM) while it was a standby: it never led.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped while a standby (this node did not lead)")]
+pub struct StoppedAsStandby;
+
+/// What a node that is to lead starts from: the engine at the end of the log, the sequencer's
+/// last time, and the writer holding the lease.
+pub struct Leading {
+    pub engine: Engine,
+    pub last_ts_ns: i64,
+    pub log: JetStreamLog,
+}
+
+/// Recovers from the newest local snapshot and the stream after it, follows the log as a
+/// standby until this node takes the lease (as `settings.role` allows), applies the log to its
+/// end, and returns a writer that appends after it. Errors with [`StoppedAsStandby`] if `stop`
+/// turns true first.
+pub fn start_node(
+    settings: &LogSettings,
+    data_dir: &Path,
+    engine_config: EngineConfig,
+    stop: &AtomicBool,
+) -> anyhow::Result<Leading> {
+    let connection = Arc::new(Connection::open(settings, Duration::from_secs(30))?);
+    let bucket = connection.lease_bucket()?;
+    let engine = match rialto_journal::load_newest_snapshot(data_dir, engine_config)? {
+        Some((engine, seq)) => {
+            tracing::info!(seq, "starting from the local snapshot");
+            engine
+        }
+        None => Engine::new(engine_config),
+    };
+    let mut follower = Follower::new(engine, settings.checkpoint_every);
+    let mut reader = connection.reader()?;
+    let node = node_id();
+    let ttl = Duration::from_millis(settings.lease_ms);
+    let mut seen_another_leader = false;
+    let mut announced = false;
+    let (revision, taken_at) = loop {
+        if stop.load(Ordering::SeqCst) {
+            return Err(StoppedAsStandby.into());
+        }
+        let may_lead = match settings.role {
+            Role::Auto | Role::Leader => true,
+            Role::Standby => seen_another_leader,
+        };
+        if may_lead {
+            let taken_at = Instant::now();
+            if let Some(revision) = try_take_lease(&connection, &bucket, &node)? {
+                break (revision, taken_at);
+            }
+        }
+        let holder = lease_holder(&connection, &bucket)?;
+        if let Some(holder) = &holder {
+            seen_another_leader = true;
+            if settings.role == Role::Leader {
+                anyhow::bail!(
+                    "--role leader: node {holder} holds the lease of venue {}; start this node \
+                     with --role auto to follow it as a standby",
+                    settings.venue
+                );
+            }
+            if !announced {
+                tracing::info!(leader = %holder, "following the log as a hot standby");
+                announced = true;
+            }
+        }
+        // Follow for a quarter of the lease, then look at the lease again.
+        let until = Instant::now() + ttl / 4;
+        while let Some(wait) = until.checked_duration_since(Instant::now()) {
+            match reader.next(&connection, wait)? {
+                Some(message) => follower.apply(&message).map_err(anyhow::Error::msg)?,
+                None => break,
+            }
+        }
+    };
+    let lease = hold_lease(
+        &connection,
+        bucket.clone(),
+        node.clone(),
+        revision,
+        taken_at,
+        ttl,
+    );
+    // Only now is the end of the log known: nothing is appended by a node that lost the lease
+    // (and were one to try, the fence would refuse it).
+    let last = connection.last_stream_seq()?;
+    while follower.stream_seq < last {
+        if lease.lost.load(Ordering::SeqCst) {
+            anyhow::bail!("lost the lease while catching up with the log");
+        }
+        match reader.next(&connection, connection.timeout)? {
+            Some(message) => follower.apply(&message).map_err(anyhow::Error::msg)?,
+            None => anyhow::bail!(
+                "the log's messages up to stream seq {last} did not arrive within {:?}",
+                connection.timeout
+            ),
+        }
+    }
+    tracing::info!(
+        node = %node,
+        stream_seq = last,
+        seq = follower.engine.last_seq(),
+        applied = follower.applied,
+        checkpoints_matched = follower.checkpoints_matched,
+        state_hash = %crate::auth::hex(&follower.engine.state_hash()),
+        "took the lease and applied the log to its end: leading"
+    );
+    let mut log = JetStreamLog::new(connection, last);
+    log.lease = Some(lease);
+    log.bucket = Some(Box::new(bucket));
+    Ok(Leading {
+        engine: follower.engine,
+        last_ts_ns: follower.last_ts_ns,
+        log,
+    })
+}
+
+/// Reads the whole stream into a fresh engine (`rialto journal verify --nats`, tests): the
+/// follower at the log's end. `each` sees every record just before it is applied.
+pub fn rebuild(settings: &LogSettings, engine_config: EngineConfig) -> anyhow::Result<Follower> {
+    rebuild_each(settings, engine_config, &mut |_, _, _, _| {})
+}
+
+/// [`rebuild`], calling `each` with the engine, seq, time and command of every record just
+/// before it is applied (`rialto journal dump --nats`).
+pub fn rebuild_each(
+    settings: &LogSettings,
+    engine_config: EngineConfig,
+    each: &mut dyn FnMut(&Engine, u64, i64, &Command),
+) -> anyhow::Result<Follower> {
+    let connection = Connection::open(settings, Duration::from_secs(10))?;
+    let last = connection.last_stream_seq()?;
+    let mut reader = connection.reader()?;
+    let mut follower = Follower::new(Engine::new(engine_config), settings.checkpoint_every);
+    while follower.stream_seq < last {
+        match reader.next(&connection, connection.timeout)? {
+            Some(message) => follower
+                .apply_each(&message, each)
+                .map_err(anyhow::Error::msg)?,
+            None => anyhow::bail!("the log's messages up to stream seq {last} did not arrive"),
+        }
+    }
+    Ok(follower)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(records: &[(u64, Command)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (seq, cmd) in records {
+            encode_record(&mut out, *seq, 1_000 + *seq as i64, cmd);
+        }
+        out
+    }
+
+    fn message(stream_seq: u64, payload: Vec<u8>) -> LogMessage {
+        LogMessage {
+            stream_seq,
+            headers: None,
+            payload: payload.into(),
+        }
+    }
+
+    fn checkpoint(stream_seq: u64, seq: u64, hash: &[u8; 32]) -> LogMessage {
+        let mut headers = HeaderMap::new();
+        let text = format!("{seq} {}", crate::auth::hex(hash));
+        headers.insert(CHECKPOINT_HEADER, text.as_str());
+        LogMessage {
+            stream_seq,
+            headers: Some(headers),
+            payload: Bytes::new(),
+        }
+    }
+
+    fn add_user(user: i64) -> Command {
+        Command::AddUser { user }
+    }
+
+    #[test]
+    fn a_follower_applies_batches_in_order_and_refuses_a_hole_or_damage() {
+        let mut f = Follower::new(Engine::new(EngineConfig::default()), 2);
+        f.apply(&message(1, batch(&[(1, add_user(1)), (2, add_user(2))])))
+            .unwrap();
+        assert_eq!(
+            (f.engine.last_seq(), f.stream_seq, f.last_ts_ns),
+            (2, 1, 1_002)
+        );
+        // A message already applied is passed over.
+        f.apply(&message(1, batch(&[(3, add_user(3))]))).unwrap();
+        assert_eq!(f.engine.last_seq(), 2);
+        let hole = f.apply(&message(2, batch(&[(4, add_user(4))])));
+        assert!(hole.unwrap_err().contains("hole"));
+        let mut damaged = batch(&[(3, add_user(3))]);
+        let last = damaged.len() - 1;
+        damaged[last] ^= 0xff;
+        assert!(f.apply(&message(2, damaged)).is_err());
+        assert_eq!(f.engine.last_seq(), 2);
+    }
+
+    #[test]
+    fn a_checkpoint_that_differs_stops_the_follower_and_an_equal_one_counts() {
+        let mut f = Follower::new(Engine::new(EngineConfig::default()), 2);
+        f.apply(&message(1, batch(&[(1, add_user(1)), (2, add_user(2))])))
+            .unwrap();
+        let own = f.engine.state_hash();
+        f.apply(&checkpoint(2, 2, &own)).unwrap();
+        assert_eq!(f.checkpoints_matched, 1);
+        let mut other = own;
+        other[0] ^= 1;
+        let diverged = f.apply(&checkpoint(3, 2, &other)).unwrap_err();
+        assert!(diverged.contains("DIVERGED at seq 2"), "{diverged}");
+        let ahead = f.apply(&checkpoint(3, 9, &own)).unwrap_err();
+        assert!(ahead.contains("before the command"), "{ahead}");
+    }
+
+    #[test]
+    fn checkpoints_parse_only_when_well_formed() {
+        let hash = [0xabu8; 32];
+        let text = format!("42 {}", crate::auth::hex(&hash));
+        assert_eq!(parse_checkpoint(&text), Some((42, hash)));
+        assert_eq!(parse_checkpoint("42 abc"), None);
+        assert_eq!(parse_checkpoint("x 00"), None);
+        assert_eq!(parse_checkpoint(""), None);
+    }
+}

@@ -1,0 +1,142 @@
+//! A three-node NATS JetStream cluster on free loopback ports, for tests of the replicated
+//! log. Each node has its own store directory in a temporary directory; the processes are
+//! killed (by their own PIDs) when the cluster is dropped.
+//!
+//! `nats-server` is found on PATH or in ~/go/bin. Without it a test fails (CI installs it:
+//! `go install github.com/nats-io/nats-server/v2@v2.15.2`, as .ci/run does).
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct NatsCluster {
+    nodes: Vec<Child>,
+    /// Each node's client URL, `nats://127.0.0.1:PORT`.
+    pub urls: Vec<String>,
+    dir: tempfile::TempDir,
+}
+
+/// The nats-server binary: on PATH, else in ~/go/bin; a clear failure otherwise.
+pub fn nats_server_binary() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("nats-server"))
+        .find(|p| p.is_file());
+    let in_go_bin = std::env::var_os("HOME")
+        .map(|home| PathBuf::from(home).join("go/bin/nats-server"))
+        .filter(|p| p.is_file());
+    on_path.or(in_go_bin).unwrap_or_else(|| {
+        panic!(
+            "nats-server is neither on PATH nor in ~/go/bin: the replicated log's tests need \
+             it. Install it with `go install github.com/nats-io/nats-server/v2@v2.15.2` \
+             (.ci/run does)"
+        )
+    })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+impl NatsCluster {
+    /// Starts three nodes and waits until each accepts connections.
+    pub fn start() -> NatsCluster {
+        let binary = nats_server_binary();
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let client_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let cluster_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let mut nodes = Vec::new();
+        for i in 0..3 {
+            let routes: Vec<String> = (0..3)
+                .filter(|&j| j != i)
+                .map(|j| format!("nats://127.0.0.1:{}", cluster_ports[j]))
+                .collect();
+            let store = dir.path().join(format!("n{i}"));
+            let log = std::fs::File::create(dir.path().join(format!("n{i}.log")))
+                .expect("a log file for nats-server");
+            let child = Command::new(&binary)
+                .args(["-a", "127.0.0.1", "-p", &client_ports[i].to_string()])
+                .args(["-n", &format!("n{i}"), "-js", "-sd"])
+                .arg(&store)
+                .args(["--cluster_name", "rialto-test"])
+                .args([
+                    "--cluster",
+                    &format!("nats://127.0.0.1:{}", cluster_ports[i]),
+                ])
+                .args(["--routes", &routes.join(",")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+            nodes.push(child);
+        }
+        let urls: Vec<String> = client_ports
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect();
+        let mut cluster = NatsCluster { nodes, urls, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for port in &client_ports {
+            while TcpStream::connect(("127.0.0.1", *port)).is_err() {
+                assert!(
+                    Instant::now() < deadline,
+                    "nats-server did not listen on port {port} within 20 s; its log: {}",
+                    cluster.logs()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        // A port taken by someone else between our probe and the server's bind: the server
+        // exits, and the port answers for another process.
+        let exited: Vec<String> = (cluster.nodes.iter_mut().enumerate())
+            .filter_map(|(i, node)| match node.try_wait() {
+                Ok(Some(status)) => Some(format!("n{i} ({status})")),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            exited.is_empty(),
+            "nats-server exited: {}; the logs: {}",
+            exited.join(", "),
+            cluster.logs()
+        );
+        cluster
+    }
+
+    /// The URLs as `--nats` takes them.
+    pub fn urls_arg(&self) -> String {
+        self.urls.join(",")
+    }
+
+    /// The nodes' logs, for a failure message.
+    pub fn logs(&self) -> String {
+        (0..self.nodes.len())
+            .map(|i| {
+                let path = self.dir.path().join(format!("n{i}.log"));
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(20).collect();
+                format!(
+                    "--- n{i}:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            let _ = node.kill();
+            let _ = node.wait();
+        }
+    }
+}
