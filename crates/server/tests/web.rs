@@ -94,10 +94,27 @@ impl Http {
     }
 
     fn get(&self, target: &str) -> Answer {
+        self.raw("GET", &common::int_units(target), &[], b"")
+    }
+
+    /// A GET in the default units (decimal strings).
+    fn get_decimal(&self, target: &str) -> Answer {
         self.raw("GET", target, &[], b"")
     }
 
     fn signed(&self, key: &str, secret: &str, method: &str, target: &str, body: &str) -> Answer {
+        self.signed_as_is(key, secret, method, &common::int_units(target), body)
+    }
+
+    /// A signed request to `target` as given (the default units unless it asks).
+    fn signed_as_is(
+        &self,
+        key: &str,
+        secret: &str,
+        method: &str,
+        target: &str,
+        body: &str,
+    ) -> Answer {
         let now = now_ms();
         let mut headers = signed_headers(key, secret, now, method, target, body.as_bytes());
         headers.push(("Content-Type".to_string(), "application/json".to_string()));
@@ -288,7 +305,7 @@ fn traders_place_trade_move_reduce_and_cancel_over_rest() {
         json!({"symbol": "BTC-USD", "order": 11, "side": "sell", "price": 500_000, "qty": 5}),
     );
     assert_eq!(sell.status, 200, "{:?}", sell.body);
-    assert_eq!(sell.body["status"], "accepted");
+    assert_eq!(sell.body["status"], "new");
     assert_eq!(sell.body["order"], 11);
     eventually("the ask on the book", || {
         book(&http)["asks"] == json!([[500_000, 5]])
@@ -393,7 +410,7 @@ fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
     let order =
         json!({"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_000, "qty": 1})
             .to_string();
-    let target = "/api/v1/orders";
+    let target = "/api/v1/orders?units=int";
 
     let unsigned = http.raw("POST", target, &[], order.as_bytes());
     assert_eq!(
@@ -497,7 +514,7 @@ fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
 #[test]
 fn a_request_signed_before_a_restart_cannot_be_replayed_after_it() {
     let dir = tempfile::tempdir().unwrap();
-    let target = "/api/v1/orders";
+    let target = "/api/v1/orders?units=int";
     let order =
         json!({"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_000, "qty": 1})
             .to_string();
@@ -607,7 +624,7 @@ fn admins_move_money_add_users_and_symbols_and_take_snapshots() {
 type Ws = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
 
 fn ws_connect(server: &RunningServer) -> Ws {
-    let url = format!("ws://{}/ws", server.web_addr.unwrap());
+    let url = format!("ws://{}/ws?units=int", server.web_addr.unwrap());
     let (ws, _) = tungstenite::connect(url).unwrap();
     if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -627,7 +644,7 @@ fn ws_connect_small(server: &RunningServer) -> Ws {
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let plain = tungstenite::stream::MaybeTlsStream::Plain(stream);
-    let (ws, _) = tungstenite::client(format!("ws://{addr}/ws"), plain).unwrap();
+    let (ws, _) = tungstenite::client(format!("ws://{addr}/ws?units=int"), plain).unwrap();
     ws
 }
 
@@ -729,7 +746,7 @@ fn websocket_streams_book_trades_and_private_fills_and_takes_orders() {
             fill = v;
         }
     }
-    assert_eq!(placed["result"]["status"], "accepted", "{placed}");
+    assert_eq!(placed["result"]["status"], "filled", "{placed}");
     assert_eq!(
         (
             fill["order"].clone(),
@@ -877,10 +894,7 @@ fn websocket_login_failures_order_entry_and_bad_input() {
             json!({"id": id, "op": "place", "symbol": "BTC-USD", "order": order, "side": "sell", "price": price, "qty": 3}),
         )
     };
-    assert_eq!(
-        place(&mut ws, 1, 1, 600_000)["result"]["status"],
-        "accepted"
-    );
+    assert_eq!(place(&mut ws, 1, 1, 600_000)["result"]["status"], "new");
     let moved = ws_call(
         &mut ws,
         json!({"id": 2, "op": "move", "order": 1, "price": 600_100}),
@@ -969,18 +983,12 @@ fn websocket_login_failures_order_entry_and_bad_input() {
             "filled": 0, "expire_ts": 0}])
     );
 
-    assert_eq!(
-        place(&mut ws, 30, 2, 600_200)["result"]["status"],
-        "accepted"
-    );
+    assert_eq!(place(&mut ws, 30, 2, 600_200)["result"]["status"], "new");
     let cancelled = ws_call(&mut ws, json!({"id": 31, "op": "cancel", "order": 2}));
     assert_eq!(cancelled["result"]["status"], "accepted", "{cancelled}");
     let again = ws_call(&mut ws, json!({"id": 32, "op": "cancel", "order": 2}));
     assert_eq!(again["error"]["code"], "unknown_order");
-    assert_eq!(
-        place(&mut ws, 33, 3, 600_300)["result"]["status"],
-        "accepted"
-    );
+    assert_eq!(place(&mut ws, 33, 3, 600_300)["result"]["status"], "new");
     let mass = ws_call(
         &mut ws,
         json!({"id": 34, "op": "mass_cancel", "symbol": "BTC-USD"}),
@@ -1329,7 +1337,7 @@ fn a_request_replayed_under_another_spelling_of_its_key_is_refused() {
     let server = common::start(dir.path(), |c| c.web.login_failures_burst = 100);
     let http = Http::new(&server);
     let trader = Trader::new(&http, &server, 1);
-    let target = "/api/v1/orders";
+    let target = "/api/v1/orders?units=int";
     let order =
         json!({"symbol": "BTC-USD", "side": "sell", "price": 600_000, "qty": 1}).to_string();
     let headers = signed_headers(
@@ -1420,7 +1428,7 @@ fn a_huge_nonce_locks_its_key_only_until_its_timestamp_has_expired() {
     let server = common::start(dir.path(), |c| c.web.max_clock_skew_ms = 300);
     let http = Http::new(&server);
     let secret = server.credentials.user_secret(1);
-    let target = "/api/v1/orders";
+    let target = "/api/v1/orders?units=int";
     let signed = |n: u64| {
         let ts = now_ms().to_string();
         let n = n.to_string();
@@ -2269,4 +2277,466 @@ fn the_demo_symbols_refuse_prices_outside_their_band() {
     );
     let inside = json!({"symbol": "BTC-USD", "side": "buy", "price": 550_000, "qty": 1});
     assert_eq!(buyer.call("POST", "/api/v1/orders", inside).status, 200);
+}
+
+// ----- decimal strings (the default units) ------------------------------------------------------
+
+/// A trader's signed call in the default units.
+fn call_decimal(t: &Trader, method: &str, target: &str, body: Value) -> Answer {
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    t.http
+        .signed_as_is(&t.key, &t.secret, method, target, &body)
+}
+
+#[test]
+fn prices_quantities_balances_and_times_are_decimal_strings_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let (seller, buyer) = (
+        Trader::new(&http, &server, 1),
+        Trader::new(&http, &server, 2),
+    );
+
+    // The demo symbols: a tick of 0.01, a lot of 0.001 BTC (1,000 minor units), one tick of
+    // one lot is one USD minor unit, so USD has 5 decimals and BTC 6.
+    let info = http.get_decimal("/api/v1/exchange-info");
+    assert_eq!(info.status, 200, "{:?}", info.body);
+    let btc = &info.body["symbols"][0];
+    assert_eq!(
+        (&btc["symbol"], &btc["price_tick"], &btc["qty_lot"]),
+        (&json!("BTC-USD"), &json!("0.01"), &json!("0.001"))
+    );
+    assert_eq!(
+        (&btc["price_decimals"], &btc["qty_decimals"]),
+        (&json!(2), &json!(3))
+    );
+    assert_eq!(
+        (&btc["band_bps"], &btc["phase"]),
+        (&json!(1000), &json!("continuous"))
+    );
+    assert_eq!(btc["taker_fee"], "0.00001", "a quote minor unit per lot");
+    assert_eq!(btc["limits"]["min_qty"], "0.001");
+    let currencies = &info.body["currencies"];
+    let decimals = |name: &str| {
+        currencies
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["currency"] == name)
+            .unwrap()["decimals"]
+            .clone()
+    };
+    assert_eq!((decimals("USD"), decimals("BTC")), (json!(5), json!(6)));
+
+    // Orders in decimals; off the tick or lot, or a JSON number, is refused and says why.
+    let off_tick = call_decimal(
+        &seller,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "sell", "price": "65000.505", "qty": "0.002"}),
+    );
+    assert_eq!(
+        (off_tick.status, error_code(&off_tick)),
+        (400, "invalid_price")
+    );
+    let message = off_tick.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("tick 0.01"), "{message}");
+    let off_lot = call_decimal(
+        &seller,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "sell", "price": "65000.50", "qty": "0.0025"}),
+    );
+    assert_eq!((off_lot.status, error_code(&off_lot)), (400, "invalid_qty"));
+    let number = call_decimal(
+        &seller,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "sell", "price": 6500050, "qty": "0.002"}),
+    );
+    assert_eq!(
+        (number.status, error_code(&number)),
+        (400, "malformed_json")
+    );
+    assert_eq!(
+        balance(&seller, "BTC"),
+        (1_000_000_000_000, 0),
+        "nothing was held"
+    );
+
+    let placed = call_decimal(
+        &seller,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "sell", "price": "65000.50", "qty": "0.002"}),
+    );
+    assert_eq!(placed.status, 200, "{:?}", placed.body);
+    assert!(placed.body["ts_ns"].is_string(), "{:?}", placed.body);
+    let ts_ns: i64 = placed.body["ts_ns"].as_str().unwrap().parse().unwrap();
+    assert_eq!(placed.body["ts"], ts_ns / 1_000_000);
+    let open = call_decimal(&seller, "GET", "/api/v1/orders", Value::Null);
+    assert_eq!(
+        (
+            &open.body[0]["price"],
+            &open.body[0]["remaining"],
+            &open.body[0]["expire_ts"]
+        ),
+        (&json!("65000.50"), &json!("0.002"), &json!("0"))
+    );
+    eventually("the ask in decimals", || {
+        http.get_decimal("/api/v1/book/BTC-USD").body["asks"] == json!([["65000.50", "0.002"]])
+    });
+    // The same book in the engine's integers, when asked.
+    assert_eq!(
+        http.get_decimal("/api/v1/book/BTC-USD?units=int").body["asks"],
+        json!([[6500050, 2]])
+    );
+
+    let taken = call_decimal(
+        &buyer,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "buy", "type": "market", "qty": "0.001"}),
+    );
+    assert_eq!(taken.status, 200, "{:?}", taken.body);
+    eventually("the trade in decimals", || {
+        http.get_decimal("/api/v1/trades/BTC-USD").body[0]["price"] == "65000.50"
+    });
+    let trade = &http.get_decimal("/api/v1/trades/BTC-USD").body[0];
+    assert_eq!(trade["qty"], "0.001");
+    assert!(
+        trade["ts_ns"].is_string() && trade["ts"].is_i64(),
+        "{trade}"
+    );
+    // Balances in each currency's decimals: the buyer paid 65.00050 USD and a taker fee of
+    // 0.00001, and got 0.001 BTC.
+    let balances = call_decimal(&buyer, "GET", "/api/v1/balances", Value::Null).body;
+    let row = |c: &str| {
+        balances
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["currency"] == c)
+            .cloned()
+    };
+    assert_eq!(row("USD").unwrap()["available"], "9999934.99949");
+    assert_eq!(row("BTC").unwrap()["available"], "1000000.001000");
+    assert_eq!(row("BTC").unwrap()["held"], "0.000000");
+    let bad_units = http.get_decimal("/api/v1/time?units=cents");
+    assert_eq!(
+        (bad_units.status, error_code(&bad_units)),
+        (400, "bad_request")
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn websocket_speaks_decimal_strings_unless_the_connection_asks_for_integers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let url = format!("ws://{}/ws", server.web_addr.unwrap());
+    let (mut ws, _) = tungstenite::connect(url).unwrap();
+    let mut ints = ws_connect(&server);
+    for socket in [&mut ws, &mut ints] {
+        let answer = ws_call(
+            socket,
+            json!({"id": 1, "op": "subscribe", "ch": "book.BTC-USD"}),
+        );
+        assert_eq!(answer["result"]["subscribed"], "book.BTC-USD", "{answer}");
+    }
+    ws_login(&mut ws, &server, 1);
+    // The answer and the diff may come in either order.
+    ws_send(
+        &mut ws,
+        json!({"id": 2, "op": "place", "symbol": "BTC-USD", "order": 77,
+        "side": "buy", "price": "64999.99", "qty": "0.010"}),
+    );
+    let diff = ws_until(&mut ws, "a decimal diff", |v| v["type"] == "diff");
+    assert_eq!(diff["bids"], json!([["64999.99", "0.010"]]), "{diff}");
+    assert!(diff["ts_ns"].is_string() && diff["ts"].is_i64(), "{diff}");
+    let diff = ws_until(&mut ints, "an integer diff", |v| v["type"] == "diff");
+    assert_eq!(diff["bids"], json!([[6499999, 10]]), "{diff}");
+    let refused = ws_call(
+        &mut ws,
+        json!({"id": 3, "op": "place", "symbol": "BTC-USD",
+        "side": "buy", "price": "64999.991", "qty": "0.010"}),
+    );
+    assert_eq!(refused["error"]["code"], "invalid_price", "{refused}");
+    // A move in decimals reads the order's own symbol's tick.
+    // Its answer and the diff may come in either order.
+    ws_send(
+        &mut ws,
+        json!({"id": 4, "op": "move", "order": 77, "price": "64999.50"}),
+    );
+    let (mut moved, mut diff) = (Value::Null, Value::Null);
+    while moved.is_null() || diff.is_null() {
+        let v = ws_until(&mut ws, "the move's answer and diff", |v| {
+            v["id"] == 4 || (v["type"] == "diff" && v["bids"].to_string().contains("64999.50"))
+        });
+        match v["id"] == 4 {
+            true => moved = v,
+            false => diff = v,
+        }
+    }
+    assert_eq!(moved["result"]["status"], "accepted", "{moved}");
+    assert!(
+        diff["bids"].to_string().contains(r#"["64999.99","0.000"]"#),
+        "{diff}"
+    );
+    server.shutdown().unwrap();
+}
+
+// ----- client order ids and safe retries -------------------------------------------------------
+
+#[test]
+fn a_client_order_id_sent_twice_trades_once_and_the_resend_carries_the_first_orders_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let seller = Trader::new(&http, &server, 1);
+    let rests = call_decimal(
+        &seller,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "order": 5, "side": "sell", "price": "65000.00", "qty": "0.005"}),
+    );
+    assert_eq!(rests.body["status"], "new", "{:?}", rests.body);
+    let seller_left = |server: &RunningServer| {
+        let http = Http::new(server);
+        let seller = Trader::new(&http, server, 1);
+        call_decimal(&seller, "GET", "/api/v1/orders", Value::Null).body[0]["remaining"].clone()
+    };
+
+    let buyer = Trader::new(&http, &server, 2);
+    let ioc = json!({"symbol": "BTC-USD", "client_order_id": "retry-1", "side": "buy",
+        "tif": "ioc", "price": "65000.00", "qty": "0.002"});
+    let first = call_decimal(&buyer, "POST", "/api/v1/orders", ioc.clone());
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    assert_eq!(
+        (
+            &first.body["status"],
+            &first.body["filled"],
+            &first.body["client_order_id"]
+        ),
+        (&json!("filled"), &json!("0.002"), &json!("retry-1"))
+    );
+    assert_eq!(
+        first.body["fills"][0]["price"], "65000.00",
+        "{:?}",
+        first.body
+    );
+    // The resend (a client that timed out and retried) is refused and told what happened.
+    let again = call_decimal(&buyer, "POST", "/api/v1/orders", ioc.clone());
+    assert_eq!(
+        (again.status, error_code(&again)),
+        (400, "duplicate_order_id")
+    );
+    let original = &again.body["error"]["order"];
+    assert_eq!(
+        (&original["order"], &original["status"], &original["filled"]),
+        (&first.body["order"], &json!("filled"), &json!("0.002")),
+        "{:?}",
+        again.body
+    );
+    assert_eq!(original["fills"].as_array().map(Vec::len), Some(1));
+    assert_eq!(seller_left(&server), "0.003", "the resend did not trade");
+
+    // One order by either id.
+    let by_cid = call_decimal(
+        &buyer,
+        "GET",
+        "/api/v1/orders/by-client-id/retry-1",
+        Value::Null,
+    );
+    assert_eq!(by_cid.status, 200, "{:?}", by_cid.body);
+    assert_eq!(
+        (
+            &by_cid.body["original_qty"],
+            &by_cid.body["remaining"],
+            &by_cid.body["side"]
+        ),
+        (&json!("0.002"), &json!("0.000"), &json!("buy"))
+    );
+    let id = first.body["order"].as_i64().unwrap();
+    let by_id = call_decimal(&buyer, "GET", &format!("/api/v1/orders/{id}"), Value::Null);
+    assert_eq!(by_id.body["client_order_id"], "retry-1", "{:?}", by_id.body);
+    assert_eq!(by_id.body["status"], "filled");
+    let nobody = call_decimal(
+        &buyer,
+        "GET",
+        "/api/v1/orders/by-client-id/never",
+        Value::Null,
+    );
+    assert_eq!((nobody.status, error_code(&nobody)), (404, "not_found"));
+    let bad = call_decimal(
+        &buyer,
+        "GET",
+        "/api/v1/orders/by-client-id/not%20valid",
+        Value::Null,
+    );
+    assert_eq!((bad.status, error_code(&bad)), (400, "bad_request"));
+    let long = json!({"symbol": "BTC-USD", "client_order_id": "x".repeat(37), "side": "buy",
+        "price": "1.00", "qty": "0.001"});
+    let long = call_decimal(&buyer, "POST", "/api/v1/orders", long);
+    assert_eq!((long.status, error_code(&long)), (400, "malformed_json"));
+
+    // A fill-or-kill that cannot fill is killed, and says so.
+    let fok = call_decimal(
+        &buyer,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD",
+        "client_order_id": "fok-1", "side": "buy", "tif": "fok", "price": "65000.00", "qty": "1.000"}),
+    );
+    assert_eq!(
+        (&fok.body["status"], &fok.body["filled"]),
+        (&json!("killed"), &json!("0.000"))
+    );
+    // A resting order with a client id, then a restart.
+    let resting = json!({"symbol": "BTC-USD", "client_order_id": "rest-1", "side": "buy",
+        "price": "64000.00", "qty": "0.001"});
+    let rested = call_decimal(&buyer, "POST", "/api/v1/orders", resting.clone());
+    assert_eq!(rested.body["status"], "new", "{:?}", rested.body);
+    server.shutdown().unwrap();
+
+    server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let buyer = Trader::new(&http, &server, 2);
+    let after = call_decimal(&buyer, "POST", "/api/v1/orders", ioc);
+    assert_eq!(
+        (after.status, error_code(&after)),
+        (400, "duplicate_order_id")
+    );
+    assert_eq!(
+        after.body["error"]["order"]["order"], id,
+        "{:?}",
+        after.body
+    );
+    assert_eq!(
+        seller_left(&server),
+        "0.003",
+        "the resend after the restart did not trade"
+    );
+    // A live order's status comes from the engine, so it survives the restart.
+    let again = call_decimal(&buyer, "POST", "/api/v1/orders", resting);
+    assert_eq!(
+        (again.status, error_code(&again)),
+        (400, "duplicate_order_id")
+    );
+    let original = &again.body["error"]["order"];
+    assert_eq!(
+        (
+            &original["status"],
+            &original["remaining"],
+            &original["price"]
+        ),
+        (&json!("new"), &json!("0.001"), &json!("64000.00")),
+        "{:?}",
+        again.body
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn websocket_orders_carry_client_order_ids_and_a_resend_is_answered_with_the_original() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let url = format!("ws://{}/ws", server.web_addr.unwrap());
+    let (mut ws, _) = tungstenite::connect(url).unwrap();
+    ws_login(&mut ws, &server, 1);
+    let order = json!({"id": 1, "op": "place", "symbol": "BTC-USD", "client_order_id": "ws-1",
+        "side": "sell", "price": "70000.00", "qty": "0.004"});
+    let placed = ws_call(&mut ws, order.clone());
+    assert_eq!(placed["result"]["status"], "new", "{placed}");
+    let again = ws_call(&mut ws, order);
+    assert_eq!(again["error"]["code"], "duplicate_order_id", "{again}");
+    assert_eq!(again["error"]["order"]["status"], "new", "{again}");
+    assert_eq!(again["error"]["order"]["remaining"], "0.004", "{again}");
+    let status = ws_call(
+        &mut ws,
+        json!({"id": 2, "op": "order_status", "client_order_id": "ws-1"}),
+    );
+    assert_eq!(
+        status["result"]["order"], placed["result"]["order"],
+        "{status}"
+    );
+    assert_eq!(status["result"]["original_qty"], "0.004", "{status}");
+    let unknown = ws_call(
+        &mut ws,
+        json!({"id": 3, "op": "order_status", "order": 12345}),
+    );
+    assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
+    server.shutdown().unwrap();
+}
+
+// ----- the small things ------------------------------------------------------------------------
+
+/// A GET's status line and headers, lowercased.
+fn head_of(server: &RunningServer, target: &str) -> String {
+    let mut s = TcpStream::connect(server.web_addr.unwrap()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).to_ascii_lowercase();
+    text.split_once("\r\n\r\n")
+        .map_or(text.clone(), |(h, _)| h.to_string())
+}
+
+#[test]
+fn wrong_methods_and_unknown_query_parameters_are_json_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let put = http.raw("PUT", "/api/v1/time", &[], b"");
+    assert_eq!((put.status, error_code(&put)), (405, "method_not_allowed"));
+    let interval = http.get_decimal("/api/v1/candles/BTC-USD?interval=5m");
+    assert_eq!(
+        (interval.status, error_code(&interval)),
+        (400, "bad_request")
+    );
+    let message = interval.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("interval") && message.contains("limit"),
+        "{message}"
+    );
+    let twice = http.get_decimal("/api/v1/book/BTC-USD?depth=1&depth=2");
+    assert_eq!((twice.status, error_code(&twice)), (400, "bad_request"));
+    assert_eq!(
+        http.get_decimal("/api/v1/book/BTC-USD?depth=1&units=int")
+            .status,
+        200
+    );
+    let trader = Trader::new(&http, &server, 1);
+    let unknown = call_decimal(&trader, "GET", "/api/v1/balances?currency=USD", Value::Null);
+    assert_eq!((unknown.status, error_code(&unknown)), (400, "bad_request"));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_rate_limited_answer_says_when_to_retry_and_every_answer_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |c| {
+        c.web.max_requests_per_sec = 1;
+        c.web.burst = 2;
+    });
+    let first = head_of(&server, "/api/v1/time");
+    assert!(first.starts_with("http/1.1 200"), "{first}");
+    assert!(first.contains("x-ratelimit-limit: 1"), "{first}");
+    assert!(first.contains("x-ratelimit-remaining: 1"), "{first}");
+    let _ = head_of(&server, "/api/v1/time");
+    let refused = head_of(&server, "/api/v1/time");
+    assert!(refused.starts_with("http/1.1 429"), "{refused}");
+    assert!(refused.contains("retry-after: 1"), "{refused}");
+    assert!(refused.contains("x-ratelimit-remaining: 0"), "{refused}");
+    server.shutdown().unwrap();
 }
