@@ -2,7 +2,7 @@
 // open orders (REST, then kept current from the `user` channel), order entry (limit, market,
 // stop, stop-limit, iceberg; GTC, IOC, FOK, GTD, DAY), amend and cancel.
 
-import { formatInt } from './decimal.js';
+import { formatInt, Unit } from './decimal.js';
 import { clockTime } from './tape.js';
 
 const $ = (id) => document.getElementById(id);
@@ -40,6 +40,7 @@ export class Account {
     this.onAdmin = onAdmin;
     this.mode = null; // null, 'trader' or 'admin'
     this.balances = new Map(); // currency -> { available, held }
+    this.currencyUnits = new Map(); // currency -> Unit of its minor unit (exchange-info)
     this.orders = new Map(); // order id -> GET /api/v1/orders's row (docs/api.md)
     this.orderRows = new Map(); // order id -> row elements
     this.balanceRows = new Map();
@@ -122,6 +123,7 @@ export class Account {
         await this.api.signed('GET', '/api/v1/admin/venue');
         this.mode = 'admin';
       } else {
+        await this.loadCurrencies();
         const balances = await this.api.signed('GET', '/api/v1/balances');
         this.mode = 'trader';
         this.setBalances(balances);
@@ -468,6 +470,22 @@ export class Account {
     this.dirty = { balances: false, orders: false, fills: false, events: false };
   }
 
+  /** Each currency's minor unit, so that balances show in its decimals ("10,000,000.00000"). */
+  async loadCurrencies() {
+    try {
+      const info = await this.api.get('/api/v1/exchange-info');
+      for (const c of info.currencies || []) this.currencyUnits.set(c.currency, new Unit(c.minor_unit));
+    } catch (error) {
+      this.log(`exchange-info: ${describeError(error)}`);
+    }
+  }
+
+  /** An amount of `currency` in its decimals (minor units when they are not known). */
+  amount(currency, minor) {
+    const unit = this.currencyUnits.get(currency);
+    return unit ? unit.format(minor, { grouped: true }) : formatInt(minor);
+  }
+
   renderBalances() {
     const body = $('balances');
     for (const [currency, row] of this.balanceRows) {
@@ -489,8 +507,8 @@ export class Account {
       }
       row.tr.dataset.available = String(b.available);
       row.tr.dataset.held = String(b.held);
-      row.available.textContent = formatInt(b.available);
-      row.held.textContent = formatInt(b.held);
+      row.available.textContent = this.amount(b.currency, b.available);
+      row.held.textContent = this.amount(b.currency, b.held);
     }
   }
 

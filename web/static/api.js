@@ -33,6 +33,15 @@ async function parseAnswer(response) {
   return body;
 }
 
+/**
+ * The console works in the engine's integers (ticks, lots, minor units: `units=int`, docs/api.md
+ * "Units") and formats them exactly itself (decimal.js), with BigInt where they may be large.
+ */
+export function intUnits(pathAndQuery) {
+  if (!pathAndQuery.startsWith('/api/') || /[?&]units=/.test(pathAndQuery)) return pathAndQuery;
+  return `${pathAndQuery}${pathAndQuery.includes('?') ? '&' : '?'}units=int`;
+}
+
 export class Api {
   constructor(base = '') {
     this.base = base;
@@ -46,7 +55,7 @@ export class Api {
   }
 
   async get(path) {
-    return parseAnswer(await fetch(this.base + path, { cache: 'no-store' }));
+    return parseAnswer(await fetch(this.base + intUnits(path), { cache: 'no-store' }));
   }
 
   async getText(path) {
@@ -98,7 +107,8 @@ export class Api {
    * or JSON text already made (for integers past 2^53, such as a GTD expiry in ns).
    */
   signed(method, pathAndQuery, bodyObject) {
-    const run = () => this.sendSigned(method, pathAndQuery, bodyObject, true);
+    const target = intUnits(pathAndQuery);
+    const run = () => this.sendSigned(method, target, bodyObject, true);
     const result = this.queue.then(run, run);
     this.queue = result.catch(() => {});
     return result;

@@ -50,7 +50,7 @@ function setStatus(text) {
   pill.className = `pill ${text === 'live' ? 'live' : text === 'down' ? 'down' : ''}`;
 }
 
-const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws`;
+const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws?units=int`;
 const feed = new Feed(wsUrl, {
   onStatus: setStatus,
   onMessageCount: (n) => {

@@ -422,7 +422,7 @@ fn floor_server(
             );
             continue;
         };
-        let diff = book_diff("BTC-USD", first, seq, oldest_ns, None, &round);
+        let diff = book_diff("BTC-USD", first, seq, oldest_ns, None, &round, None);
         let frame = text_frame(&diff);
         for socket in &mut sockets {
             match socket.write_all(&frame) {

@@ -548,12 +548,20 @@ impl Gateway {
                     Target::Session(_) | Target::WebStatus => {}
                 }
             }
-            if let Some(web) = &self.web {
+            if let Target::Session(id) = target
+                && is_web_session(id)
+                && self.web.is_some()
+            {
+                // The web side hears of every event before this reply first: a web call that
+                // waits for them (an order's outcome) then knows it has them all.
+                self.send_web_messages(true);
+                if let Some(web) = &self.web {
+                    web.deliver_reply(id, msg);
+                }
+                continue;
+            }
+            if self.web.is_some() {
                 match target {
-                    Target::Session(id) if is_web_session(id) => {
-                        web.deliver_reply(id, msg);
-                        continue;
-                    }
                     Target::User(user) => self.web_messages.push((Some(user), msg.clone())),
                     Target::Public => self.web_messages.push((None, msg.clone())),
                     Target::WebStatus => {

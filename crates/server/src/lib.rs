@@ -387,6 +387,7 @@ pub fn start_with_stop(
             metrics: metrics.clone(),
             started_ms,
             tls: tls_config.clone(),
+            max_open_orders_per_user: config.engine.max_open_orders_per_user,
         };
         Some(web::start(parts, listener, stop.clone())?)
     } else {

@@ -798,6 +798,7 @@ fn rest_get(addr: SocketAddr, target: &str) -> serde_json::Value {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let target = common::int_units(target);
     let request = format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     s.write_all(request.as_bytes()).unwrap();
     let mut text = String::new();

@@ -94,10 +94,27 @@ impl Http {
     }
 
     fn get(&self, target: &str) -> Answer {
+        self.raw("GET", &common::int_units(target), &[], b"")
+    }
+
+    /// A GET in the default units (decimal strings).
+    fn get_decimal(&self, target: &str) -> Answer {
         self.raw("GET", target, &[], b"")
     }
 
     fn signed(&self, key: &str, secret: &str, method: &str, target: &str, body: &str) -> Answer {
+        self.signed_as_is(key, secret, method, &common::int_units(target), body)
+    }
+
+    /// A signed request to `target` as given (the default units unless it asks).
+    fn signed_as_is(
+        &self,
+        key: &str,
+        secret: &str,
+        method: &str,
+        target: &str,
+        body: &str,
+    ) -> Answer {
         let now = now_ms();
         let mut headers = signed_headers(key, secret, now, method, target, body.as_bytes());
         headers.push(("Content-Type".to_string(), "application/json".to_string()));
@@ -288,7 +305,7 @@ fn traders_place_trade_move_reduce_and_cancel_over_rest() {
         json!({"symbol": "BTC-USD", "order": 11, "side": "sell", "price": 500_000, "qty": 5}),
     );
     assert_eq!(sell.status, 200, "{:?}", sell.body);
-    assert_eq!(sell.body["status"], "accepted");
+    assert_eq!(sell.body["status"], "new");
     assert_eq!(sell.body["order"], 11);
     eventually("the ask on the book", || {
         book(&http)["asks"] == json!([[500_000, 5]])
@@ -393,7 +410,7 @@ fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
     let order =
         json!({"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_000, "qty": 1})
             .to_string();
-    let target = "/api/v1/orders";
+    let target = "/api/v1/orders?units=int";
 
     let unsigned = http.raw("POST", target, &[], order.as_bytes());
     assert_eq!(
@@ -497,7 +514,7 @@ fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
 #[test]
 fn a_request_signed_before_a_restart_cannot_be_replayed_after_it() {
     let dir = tempfile::tempdir().unwrap();
-    let target = "/api/v1/orders";
+    let target = "/api/v1/orders?units=int";
     let order =
         json!({"symbol": "BTC-USD", "order": 1, "side": "sell", "price": 600_000, "qty": 1})
             .to_string();
@@ -607,7 +624,7 @@ fn admins_move_money_add_users_and_symbols_and_take_snapshots() {
 type Ws = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
 
 fn ws_connect(server: &RunningServer) -> Ws {
-    let url = format!("ws://{}/ws", server.web_addr.unwrap());
+    let url = format!("ws://{}/ws?units=int", server.web_addr.unwrap());
     let (ws, _) = tungstenite::connect(url).unwrap();
     if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -627,7 +644,7 @@ fn ws_connect_small(server: &RunningServer) -> Ws {
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let plain = tungstenite::stream::MaybeTlsStream::Plain(stream);
-    let (ws, _) = tungstenite::client(format!("ws://{addr}/ws"), plain).unwrap();
+    let (ws, _) = tungstenite::client(format!("ws://{addr}/ws?units=int"), plain).unwrap();
     ws
 }
 
@@ -729,7 +746,7 @@ fn websocket_streams_book_trades_and_private_fills_and_takes_orders() {
             fill = v;
         }
     }
-    assert_eq!(placed["result"]["status"], "accepted", "{placed}");
+    assert_eq!(placed["result"]["status"], "filled", "{placed}");
     assert_eq!(
         (
             fill["order"].clone(),
@@ -877,10 +894,7 @@ fn websocket_login_failures_order_entry_and_bad_input() {
             json!({"id": id, "op": "place", "symbol": "BTC-USD", "order": order, "side": "sell", "price": price, "qty": 3}),
         )
     };
-    assert_eq!(
-        place(&mut ws, 1, 1, 600_000)["result"]["status"],
-        "accepted"
-    );
+    assert_eq!(place(&mut ws, 1, 1, 600_000)["result"]["status"], "new");
     let moved = ws_call(
         &mut ws,
         json!({"id": 2, "op": "move", "order": 1, "price": 600_100}),
@@ -969,18 +983,12 @@ fn websocket_login_failures_order_entry_and_bad_input() {
             "filled": 0, "expire_ts": 0}])
     );
 
-    assert_eq!(
-        place(&mut ws, 30, 2, 600_200)["result"]["status"],
-        "accepted"
-    );
+    assert_eq!(place(&mut ws, 30, 2, 600_200)["result"]["status"], "new");
     let cancelled = ws_call(&mut ws, json!({"id": 31, "op": "cancel", "order": 2}));
     assert_eq!(cancelled["result"]["status"], "accepted", "{cancelled}");
     let again = ws_call(&mut ws, json!({"id": 32, "op": "cancel", "order": 2}));
     assert_eq!(again["error"]["code"], "unknown_order");
-    assert_eq!(
-        place(&mut ws, 33, 3, 600_300)["result"]["status"],
-        "accepted"
-    );
+    assert_eq!(place(&mut ws, 33, 3, 600_300)["result"]["status"], "new");
     let mass = ws_call(
         &mut ws,
         json!({"id": 34, "op": "mass_cancel", "symbol": "BTC-USD"}),
@@ -1329,7 +1337,7 @@ fn a_request_replayed_under_another_spelling_of_its_key_is_refused() {
     let server = common::start(dir.path(), |c| c.web.login_failures_burst = 100);
     let http = Http::new(&server);
     let trader = Trader::new(&http, &server, 1);
-    let target = "/api/v1/orders";
+    let target = "/api/v1/orders?units=int";
     let order =
         json!({"symbol": "BTC-USD", "side": "sell", "price": 600_000, "qty": 1}).to_string();
     let headers = signed_headers(
@@ -1420,7 +1428,7 @@ fn a_huge_nonce_locks_its_key_only_until_its_timestamp_has_expired() {
     let server = common::start(dir.path(), |c| c.web.max_clock_skew_ms = 300);
     let http = Http::new(&server);
     let secret = server.credentials.user_secret(1);
-    let target = "/api/v1/orders";
+    let target = "/api/v1/orders?units=int";
     let signed = |n: u64| {
         let ts = now_ms().to_string();
         let n = n.to_string();
@@ -2269,4 +2277,208 @@ fn the_demo_symbols_refuse_prices_outside_their_band() {
     );
     let inside = json!({"symbol": "BTC-USD", "side": "buy", "price": 550_000, "qty": 1});
     assert_eq!(buyer.call("POST", "/api/v1/orders", inside).status, 200);
+}
+
+// ----- decimal strings (the default units) ------------------------------------------------------
+
+/// A trader's signed call in the default units.
+fn call_decimal(t: &Trader, method: &str, target: &str, body: Value) -> Answer {
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    t.http
+        .signed_as_is(&t.key, &t.secret, method, target, &body)
+}
+
+#[test]
+fn prices_quantities_balances_and_times_are_decimal_strings_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let (seller, buyer) = (
+        Trader::new(&http, &server, 1),
+        Trader::new(&http, &server, 2),
+    );
+
+    // The demo symbols: a tick of 0.01, a lot of 0.001 BTC (1,000 minor units), one tick of
+    // one lot is one USD minor unit, so USD has 5 decimals and BTC 6.
+    let info = http.get_decimal("/api/v1/exchange-info");
+    assert_eq!(info.status, 200, "{:?}", info.body);
+    let btc = &info.body["symbols"][0];
+    assert_eq!(
+        (&btc["symbol"], &btc["price_tick"], &btc["qty_lot"]),
+        (&json!("BTC-USD"), &json!("0.01"), &json!("0.001"))
+    );
+    assert_eq!(
+        (&btc["price_decimals"], &btc["qty_decimals"]),
+        (&json!(2), &json!(3))
+    );
+    assert_eq!(
+        (&btc["band_bps"], &btc["phase"]),
+        (&json!(1000), &json!("continuous"))
+    );
+    assert_eq!(btc["taker_fee"], "0.00001", "a quote minor unit per lot");
+    assert_eq!(btc["limits"]["min_qty"], "0.001");
+    let currencies = &info.body["currencies"];
+    let decimals = |name: &str| {
+        currencies
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["currency"] == name)
+            .unwrap()["decimals"]
+            .clone()
+    };
+    assert_eq!((decimals("USD"), decimals("BTC")), (json!(5), json!(6)));
+
+    // Orders in decimals; off the tick or lot, or a JSON number, is refused and says why.
+    let off_tick = call_decimal(
+        &seller,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "sell", "price": "65000.505", "qty": "0.002"}),
+    );
+    assert_eq!(
+        (off_tick.status, error_code(&off_tick)),
+        (400, "invalid_price")
+    );
+    let message = off_tick.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("tick 0.01"), "{message}");
+    let off_lot = call_decimal(
+        &seller,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "sell", "price": "65000.50", "qty": "0.0025"}),
+    );
+    assert_eq!((off_lot.status, error_code(&off_lot)), (400, "invalid_qty"));
+    let number = call_decimal(
+        &seller,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "sell", "price": 6500050, "qty": "0.002"}),
+    );
+    assert_eq!(
+        (number.status, error_code(&number)),
+        (400, "malformed_json")
+    );
+    assert_eq!(
+        balance(&seller, "BTC"),
+        (1_000_000_000_000, 0),
+        "nothing was held"
+    );
+
+    let placed = call_decimal(
+        &seller,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "sell", "price": "65000.50", "qty": "0.002"}),
+    );
+    assert_eq!(placed.status, 200, "{:?}", placed.body);
+    assert!(placed.body["ts_ns"].is_string(), "{:?}", placed.body);
+    let ts_ns: i64 = placed.body["ts_ns"].as_str().unwrap().parse().unwrap();
+    assert_eq!(placed.body["ts"], ts_ns / 1_000_000);
+    let open = call_decimal(&seller, "GET", "/api/v1/orders", Value::Null);
+    assert_eq!(
+        (
+            &open.body[0]["price"],
+            &open.body[0]["remaining"],
+            &open.body[0]["expire_ts"]
+        ),
+        (&json!("65000.50"), &json!("0.002"), &json!("0"))
+    );
+    eventually("the ask in decimals", || {
+        http.get_decimal("/api/v1/book/BTC-USD").body["asks"] == json!([["65000.50", "0.002"]])
+    });
+    // The same book in the engine's integers, when asked.
+    assert_eq!(
+        http.get_decimal("/api/v1/book/BTC-USD?units=int").body["asks"],
+        json!([[6500050, 2]])
+    );
+
+    let taken = call_decimal(
+        &buyer,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "side": "buy", "type": "market", "qty": "0.001"}),
+    );
+    assert_eq!(taken.status, 200, "{:?}", taken.body);
+    eventually("the trade in decimals", || {
+        http.get_decimal("/api/v1/trades/BTC-USD").body[0]["price"] == "65000.50"
+    });
+    let trade = &http.get_decimal("/api/v1/trades/BTC-USD").body[0];
+    assert_eq!(trade["qty"], "0.001");
+    assert!(
+        trade["ts_ns"].is_string() && trade["ts"].is_i64(),
+        "{trade}"
+    );
+    // Balances in each currency's decimals: the buyer paid 65.00050 USD and a taker fee of
+    // 0.00001, and got 0.001 BTC.
+    let balances = call_decimal(&buyer, "GET", "/api/v1/balances", Value::Null).body;
+    let row = |c: &str| {
+        balances
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["currency"] == c)
+            .cloned()
+    };
+    assert_eq!(row("USD").unwrap()["available"], "9999934.99949");
+    assert_eq!(row("BTC").unwrap()["available"], "1000000.001000");
+    assert_eq!(row("BTC").unwrap()["held"], "0.000000");
+    let bad_units = http.get_decimal("/api/v1/time?units=cents");
+    assert_eq!(
+        (bad_units.status, error_code(&bad_units)),
+        (400, "bad_request")
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn websocket_speaks_decimal_strings_unless_the_connection_asks_for_integers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let url = format!("ws://{}/ws", server.web_addr.unwrap());
+    let (mut ws, _) = tungstenite::connect(url).unwrap();
+    let mut ints = ws_connect(&server);
+    for socket in [&mut ws, &mut ints] {
+        let answer = ws_call(
+            socket,
+            json!({"id": 1, "op": "subscribe", "ch": "book.BTC-USD"}),
+        );
+        assert_eq!(answer["result"]["subscribed"], "book.BTC-USD", "{answer}");
+    }
+    ws_login(&mut ws, &server, 1);
+    // The answer and the diff may come in either order.
+    ws_send(
+        &mut ws,
+        json!({"id": 2, "op": "place", "symbol": "BTC-USD", "order": 77,
+        "side": "buy", "price": "64999.99", "qty": "0.010"}),
+    );
+    let diff = ws_until(&mut ws, "a decimal diff", |v| v["type"] == "diff");
+    assert_eq!(diff["bids"], json!([["64999.99", "0.010"]]), "{diff}");
+    assert!(diff["ts_ns"].is_string() && diff["ts"].is_i64(), "{diff}");
+    let diff = ws_until(&mut ints, "an integer diff", |v| v["type"] == "diff");
+    assert_eq!(diff["bids"], json!([[6499999, 10]]), "{diff}");
+    let refused = ws_call(
+        &mut ws,
+        json!({"id": 3, "op": "place", "symbol": "BTC-USD",
+        "side": "buy", "price": "64999.991", "qty": "0.010"}),
+    );
+    assert_eq!(refused["error"]["code"], "invalid_price", "{refused}");
+    // A move in decimals reads the order's own symbol's tick.
+    let moved = ws_call(
+        &mut ws,
+        json!({"id": 4, "op": "move", "order": 77, "price": "64999.50"}),
+    );
+    assert_eq!(moved["result"]["status"], "accepted", "{moved}");
+    let diff = ws_until(&mut ws, "the moved level", |v| {
+        v["type"] == "diff" && v["bids"].to_string().contains("64999.50")
+    });
+    assert!(
+        diff["bids"].to_string().contains(r#"["64999.99","0.000"]"#),
+        "{diff}"
+    );
+    server.shutdown().unwrap();
 }

@@ -29,7 +29,7 @@ const MARKER_PRICE: i64 = 1;
 type Ws = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
 
 fn ws_connect(server: &RunningServer) -> Ws {
-    let url = format!("ws://{}/ws", server.web_addr.unwrap());
+    let url = format!("ws://{}/ws?units=int", server.web_addr.unwrap());
     let (ws, _) = tungstenite::connect(url).unwrap();
     if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -56,6 +56,7 @@ fn ws_read(ws: &mut Ws) -> Value {
 fn get(addr: SocketAddr, target: &str) -> Value {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let target = common::int_units(target);
     let req = format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).unwrap();
     let mut out = Vec::new();

@@ -50,6 +50,8 @@ pub struct WebBridge {
     /// Fills and cancellations for users (and, for `None`, public messages: phase changes and
     /// auction results), in pipeline order, a few at a time.
     user_messages: mpsc::UnboundedSender<WebMessages>,
+    /// Batches of user messages handed over so far.
+    batches_sent: AtomicU64,
 }
 
 impl WebBridge {
@@ -62,6 +64,7 @@ impl WebBridge {
             next_session: AtomicU64::new(WEB_SESSION_BASE),
             pending: Mutex::new(HashMap::new()),
             user_messages,
+            batches_sent: AtomicU64::new(0),
         });
         (bridge, receiver)
     }
@@ -130,7 +133,15 @@ impl WebBridge {
     /// and sends a few at a time: each send may wake a web thread, which is a system call on
     /// the gateway's thread.
     pub fn deliver_user_messages(&self, messages: WebMessages) {
+        self.batches_sent.fetch_add(1, Ordering::SeqCst);
         let _ = self.user_messages.send(messages);
+    }
+
+    /// Batches of user messages handed over so far. The gateway hands over what it gathered
+    /// before it delivers a web reply, so once a reply is in, every event the pipeline sent
+    /// before it is in one of these batches.
+    pub fn batches_sent(&self) -> u64 {
+        self.batches_sent.load(Ordering::SeqCst)
     }
 
     /// The gateway is gone: every waiting caller learns it.

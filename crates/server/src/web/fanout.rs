@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::outbox::{Outbox, text_frame};
+use super::units::{Catalog, Scales, Units, decimalize};
 use super::{AppState, json as j};
 use crate::feed::Batch;
 
@@ -32,11 +33,15 @@ const TICK: Duration = Duration::from_millis(1);
 /// thousands): rarely, so that a venue without WebSocket subscribers spends next to nothing.
 const UNFOLLOWED_TICK: Duration = Duration::from_millis(20);
 
-/// Channels by name (`book.BTC-USD`), created when first subscribed.
+/// Channels by name (`book.BTC-USD`) and units (each message is encoded once per units that
+/// someone follows), created when first subscribed.
 #[derive(Default)]
 pub struct Topics {
-    channels: Mutex<HashMap<String, Arc<Channel>>>,
+    channels: Mutex<HashMap<(String, Units), Arc<Channel>>>,
 }
+
+/// Both units, in the order the fan-out encodes them.
+const BOTH: [Units; 2] = [Units::Decimal, Units::Int];
 
 /// One channel's subscribers: the outboxes its messages are written into, by connection.
 #[derive(Default)]
@@ -60,13 +65,15 @@ impl Topics {
     pub fn subscribe(
         &self,
         channel: &str,
+        units: Units,
         connection: u64,
         outbox: &Arc<Outbox>,
         snapshot: impl FnOnce() -> (Bytes, u64),
     ) -> Arc<Channel> {
         let joined = {
             let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-            channels.entry(channel.to_string()).or_default().clone()
+            let key = (channel.to_string(), units);
+            channels.entry(key).or_default().clone()
         };
         let mut subscribers = joined.lock();
         let (frame, as_of) = snapshot();
@@ -82,10 +89,10 @@ impl Topics {
     }
 
     /// A channel someone follows (else nothing is encoded for it).
-    fn wanted(&self, channel: &str) -> Option<Arc<Channel>> {
+    fn wanted(&self, channel: &str, units: Units) -> Option<Arc<Channel>> {
         let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         channels
-            .get(channel)
+            .get(&(channel.to_string(), units))
             .filter(|c| !c.lock().is_empty())
             .cloned()
     }
@@ -98,18 +105,33 @@ impl Topics {
 
     /// Writes one text message to every subscriber of `channel` (a channel without a
     /// snapshot rule of its own: `status`). A subscriber that takes no more leaves it.
-    pub fn publish(&self, channel: &str, text: &str) {
-        let Some(joined) = self.wanted(channel) else {
-            return;
-        };
-        let frame = text_frame(text);
-        joined.lock().retain(|s| s.outbox.send(frame.clone()));
+    /// `message` is in engine integers; `catalog` makes its decimal form.
+    pub fn publish(&self, channel: &str, message: &Value, catalog: impl FnOnce() -> Catalog) {
+        let mut catalog = Some(catalog);
+        for units in BOTH {
+            let Some(joined) = self.wanted(channel, units) else {
+                continue;
+            };
+            let text = match (units, catalog.take()) {
+                (Units::Decimal, Some(catalog)) => {
+                    let mut message = message.clone();
+                    decimalize(&mut message, &catalog(), None);
+                    message.to_string()
+                }
+                _ => message.to_string(),
+            };
+            let frame = text_frame(&text);
+            joined.lock().retain(|s| s.outbox.send(frame.clone()));
+        }
     }
 
-    /// Subscribers of one channel.
+    /// Subscribers of one channel, in either units.
     pub fn subscribers(&self, channel: &str) -> usize {
         let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        channels.get(channel).map_or(0, |c| c.lock().len())
+        BOTH.iter()
+            .filter_map(|&u| channels.get(&(channel.to_string(), u)))
+            .map(|c| c.lock().len())
+            .sum()
     }
 }
 
@@ -309,6 +331,8 @@ fn seq_of(update: &Update) -> u64 {
 
 /// A book diff, written by hand: it is the busiest stream, and the fields a client checks
 /// first (sequence numbers and time) come before the levels, in the order of docs/api.md.
+/// With `scales`, prices and quantities are decimal strings and the time is `ts` (ms) and
+/// `ts_ns` as a string; without, the engine's integers.
 pub fn book_diff(
     name: &str,
     first: u64,
@@ -316,15 +340,24 @@ pub fn book_diff(
     ts_ns: i64,
     phase: Option<Phase>,
     levels: &BTreeMap<(Side, i64), i64>,
+    scales: Option<&Scales>,
 ) -> String {
     use std::fmt::Write;
     // A symbol name may hold any character: the channel goes through the JSON encoder.
     let channel = Value::String(format!("book.{name}"));
-    let mut text = String::with_capacity(96 + levels.len() * 16);
+    let mut text = String::with_capacity(96 + levels.len() * 24);
     let _ = write!(
         text,
-        r#"{{"ch":{channel},"type":"diff","first":{first},"last":{last},"ts_ns":{ts_ns},"#
+        r#"{{"ch":{channel},"type":"diff","first":{first},"last":{last},"#
     );
+    let _ = match scales {
+        Some(_) => write!(
+            text,
+            r#""ts":{},"ts_ns":"{ts_ns}","#,
+            ts_ns.div_euclid(1_000_000)
+        ),
+        None => write!(text, r#""ts_ns":{ts_ns},"#),
+    };
     if let Some(phase) = phase {
         let _ = write!(text, r#""phase":"{}","#, phase.as_str());
     }
@@ -335,7 +368,10 @@ pub fn book_diff(
         }
         let mut sep = "";
         for (&(_, price), &qty) in levels.iter().filter(|((side, _), _)| *side == want) {
-            let _ = write!(text, "{sep}[{price},{qty}]");
+            let _ = match scales {
+                Some(s) => write!(text, "{sep}[{},{}]", s.price(price), s.qty(qty)),
+                None => write!(text, "{sep}[{price},{qty}]"),
+            };
             sep = ",";
         }
     }
@@ -353,70 +389,98 @@ fn publish(state: &AppState, rounds: &mut BTreeMap<SymbolId, SymbolRound>, ts_ns
             .filter_map(|&id| Some((id, feed.symbol(id)?.spec.symbol.as_str().to_string())))
             .collect()
     };
+    let catalog = Catalog::of(state);
     for (id, round) in std::mem::take(rounds) {
         let Some(name) = names.get(&id) else { continue };
-        let topics = &state.topics;
-        if let (Some((first, last)), Some(tx)) =
-            (round.l2_range, topics.wanted(&format!("book.{name}")))
-        {
-            let diff = |as_of: u64| {
-                let from = first.max(as_of + 1);
-                let phase = round.phase.filter(|p| p.0 > as_of).map(|p| p.1);
-                let levels = round.levels_after(as_of);
-                book_diff(name, from, last, ts_ns, phase, &levels)
+        for units in BOTH {
+            let scales = match units {
+                Units::Decimal => Some(catalog.scales(name).copied().unwrap_or(Scales::ONE)),
+                Units::Int => None,
             };
-            tx.publish(first, last, &diff(0), diff);
+            publish_symbol(state, name, &round, ts_ns, units, scales.as_ref(), &catalog);
         }
-        if let (Some(first), Some(last), Some(tx)) = (
-            round.l3.first(),
-            round.l3.last(),
-            topics.wanted(&format!("orders.{name}")),
-        ) {
-            let ch = format!("orders.{name}");
-            let updates = |as_of: u64| {
-                let updates: Vec<Value> = round
-                    .l3
-                    .iter()
-                    .filter(|u| seq_of(u) > as_of)
-                    .map(j::l3_update)
-                    .collect();
-                json!({"ch": ch, "type": "update", "updates": updates}).to_string()
-            };
-            tx.publish(seq_of(first), seq_of(last), &updates(0), updates);
+    }
+}
+
+/// One symbol's round to the subscribers of one units.
+fn publish_symbol(
+    state: &AppState,
+    name: &str,
+    round: &SymbolRound,
+    ts_ns: i64,
+    units: Units,
+    scales: Option<&Scales>,
+    catalog: &Catalog,
+) {
+    let topics = &state.topics;
+    // A message in engine integers, in this units.
+    let encode = |mut message: Value| {
+        if scales.is_some() {
+            decimalize(&mut message, catalog, Some(name));
         }
-        if let (Some(first), Some(last), Some(tx)) = (
-            round.trades.first(),
-            round.trades.last(),
-            topics.wanted(&format!("trades.{name}")),
-        ) {
-            let ch = format!("trades.{name}");
-            let trades = |as_of: u64| {
-                let trades: Vec<Value> = round
-                    .trades
-                    .iter()
-                    .filter(|t| seq_of(t) > as_of)
-                    .map(j::trade)
-                    .collect();
-                json!({"ch": ch, "type": "trades", "trades": trades}).to_string()
-            };
-            tx.publish(seq_of(first), seq_of(last), &trades(0), trades);
-        }
-        if let (Some((seq, bid, ask)), Some(tx)) =
-            (round.bbo, topics.wanted(&format!("bbo.{name}")))
-        {
-            // The BBO and the candle are whole states, each sent as of one seq or trade id:
-            // there is nothing to cut, only to skip when the snapshot is as new.
-            let bbo = j::bbo(&format!("bbo.{name}"), seq, bid, ask).to_string();
-            tx.publish(seq, seq, &bbo, |_| bbo.clone());
-        }
-        if let (Some((trade, candle)), Some(tx)) =
-            (round.candle, topics.wanted(&format!("candles.{name}")))
-        {
-            let message = json!({"ch": format!("candles.{name}"), "type": "candle",
-                "last_trade": trade, "candle": j::candle(&candle)})
-            .to_string();
-            tx.publish(trade, trade, &message, |_| message.clone());
-        }
+        message.to_string()
+    };
+    if let (Some((first, last)), Some(tx)) = (
+        round.l2_range,
+        topics.wanted(&format!("book.{name}"), units),
+    ) {
+        let diff = |as_of: u64| {
+            let from = first.max(as_of + 1);
+            let phase = round.phase.filter(|p| p.0 > as_of).map(|p| p.1);
+            let levels = round.levels_after(as_of);
+            book_diff(name, from, last, ts_ns, phase, &levels, scales)
+        };
+        tx.publish(first, last, &diff(0), diff);
+    }
+    if let (Some(first), Some(last), Some(tx)) = (
+        round.l3.first(),
+        round.l3.last(),
+        topics.wanted(&format!("orders.{name}"), units),
+    ) {
+        let ch = format!("orders.{name}");
+        let updates = |as_of: u64| {
+            let updates: Vec<Value> = round
+                .l3
+                .iter()
+                .filter(|u| seq_of(u) > as_of)
+                .map(j::l3_update)
+                .collect();
+            encode(json!({"ch": ch, "type": "update", "updates": updates}))
+        };
+        tx.publish(seq_of(first), seq_of(last), &updates(0), updates);
+    }
+    if let (Some(first), Some(last), Some(tx)) = (
+        round.trades.first(),
+        round.trades.last(),
+        topics.wanted(&format!("trades.{name}"), units),
+    ) {
+        let ch = format!("trades.{name}");
+        let trades = |as_of: u64| {
+            let trades: Vec<Value> = round
+                .trades
+                .iter()
+                .filter(|t| seq_of(t) > as_of)
+                .map(j::trade)
+                .collect();
+            encode(json!({"ch": ch, "type": "trades", "trades": trades}))
+        };
+        tx.publish(seq_of(first), seq_of(last), &trades(0), trades);
+    }
+    if let (Some((seq, bid, ask)), Some(tx)) =
+        (round.bbo, topics.wanted(&format!("bbo.{name}"), units))
+    {
+        // The BBO and the candle are whole states, each sent as of one seq or trade id:
+        // there is nothing to cut, only to skip when the snapshot is as new.
+        let bbo = encode(j::bbo(&format!("bbo.{name}"), seq, bid, ask));
+        tx.publish(seq, seq, &bbo, |_| bbo.clone());
+    }
+    if let (Some((trade, candle)), Some(tx)) = (
+        round.candle,
+        topics.wanted(&format!("candles.{name}"), units),
+    ) {
+        let message = encode(json!({"ch": format!("candles.{name}"), "type": "candle",
+            "last_trade": trade, "candle": j::candle(&candle)}));
+        tx.publish(trade, trade, &message, |_| message.clone());
     }
 }
 
@@ -431,7 +495,7 @@ mod tests {
             ((Side::Buy, 100), 0),
             ((Side::Sell, 101), 7),
         ]);
-        let text = book_diff("A\"B", 3, 5, -1, None, &levels);
+        let text = book_diff("A\"B", 3, 5, -1, None, &levels, None);
         let parsed: Value = serde_json::from_str(&text).expect("valid JSON");
         assert_eq!(
             parsed,
@@ -440,7 +504,7 @@ mod tests {
         );
         assert!(text.starts_with(r#"{"ch":"book.A\"B","type":"diff","first":3,"#));
         let empty: Value =
-            serde_json::from_str(&book_diff("X", 1, 1, 0, None, &BTreeMap::new())).unwrap();
+            serde_json::from_str(&book_diff("X", 1, 1, 0, None, &BTreeMap::new(), None)).unwrap();
         assert_eq!(empty["bids"], json!([]));
         assert_eq!(empty["asks"], json!([]));
         // A phase change in the diff's range.
@@ -451,6 +515,7 @@ mod tests {
             0,
             Some(Phase::Auction),
             &BTreeMap::new(),
+            None,
         ))
         .unwrap();
         assert_eq!(phased["phase"], json!("auction"));

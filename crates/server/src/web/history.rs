@@ -9,13 +9,13 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use axum::extract::ws::Utf8Bytes;
 use rialto_core::{SymbolId, UserId};
 use rialto_wire::ServerMsg;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 use super::AppState;
+use super::units::Catalog;
 
 pub const HISTORY_LEN: usize = 1000;
 /// Messages a user's stream holds for a subscriber that has not forwarded them yet; beyond it
@@ -32,10 +32,11 @@ enum Entry {
 
 /// One message of a user's stream, with the seq of the venue state it is as of: a
 /// subscription drops those at or below its snapshot's seq, which the snapshot already shows.
+/// In engine integers: each subscriber writes it in its connection's units.
 #[derive(Clone, Debug)]
 pub struct UserMessage {
     pub seq: u64,
-    pub text: Utf8Bytes,
+    pub message: Arc<Value>,
 }
 
 #[derive(Default)]
@@ -44,6 +45,9 @@ pub struct Histories {
     streams: Mutex<HashMap<UserId, broadcast::Sender<UserMessage>>>,
     /// Users whose balances are being fetched for their stream.
     refreshing: Mutex<HashSet<UserId>>,
+    /// Batches from the gateway recorded so far, and a bell for those who wait for one.
+    batches_done: std::sync::atomic::AtomicU64,
+    batch_bell: tokio::sync::Notify,
 }
 
 impl Histories {
@@ -85,6 +89,22 @@ impl Histories {
         })
     }
 
+    /// Waits (a second at most) until the first `batches` batches from the gateway are
+    /// recorded ([`super::bridge::WebBridge::batches_sent`]).
+    pub async fn caught_up(&self, batches: u64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let wait = async {
+            loop {
+                let bell = self.batch_bell.notified();
+                if self.batches_done.load(SeqCst) >= batches {
+                    return;
+                }
+                bell.await;
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wait).await;
+    }
+
     pub fn subscribe(&self, user: UserId) -> broadcast::Receiver<UserMessage> {
         let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
         streams
@@ -103,8 +123,8 @@ impl Histories {
 
     pub fn send_to_stream(&self, user: UserId, seq: u64, message: Value) {
         if let Some(tx) = self.stream(user) {
-            let text = Utf8Bytes::from(message.to_string());
-            let _ = tx.send(UserMessage { seq, text });
+            let message = Arc::new(message);
+            let _ = tx.send(UserMessage { seq, message });
         }
     }
 }
@@ -121,6 +141,11 @@ pub async fn run(
                 None => publish_status(&state, &msg),
             }
         }
+        state
+            .history
+            .batches_done
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        state.history.batch_bell.notify_waiters();
     }
 }
 
@@ -134,7 +159,9 @@ fn publish_status(state: &AppState, msg: &ServerMsg) {
             for (symbol, s) in symbols {
                 let event = json!({"ch": "status", "type": "band", "symbol": symbol_name(state, *symbol),
                     "band_bps": s.band_bps, "reference": s.reference, "last": s.last, "seq": seq});
-                state.topics.publish(STATUS_CHANNEL, &event.to_string());
+                state
+                    .topics
+                    .publish(STATUS_CHANNEL, &event, || Catalog::of(state));
             }
             return;
         }
@@ -156,7 +183,9 @@ fn publish_status(state: &AppState, msg: &ServerMsg) {
             "price": price, "qty": qty, "imbalance": imbalance, "seq": seq, "ts_ns": ts_ns}),
         _ => return,
     };
-    state.topics.publish(STATUS_CHANNEL, &event.to_string());
+    state
+        .topics
+        .publish(STATUS_CHANNEL, &event, || Catalog::of(state));
 }
 
 /// The public channel of phase changes and auction results.
@@ -164,6 +193,12 @@ pub const STATUS_CHANNEL: &str = "status";
 
 /// Adds one fill or cancellation to its user's history and stream.
 fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
+    state.orders.observe(user, &msg, || match msg {
+        ServerMsg::Trade { symbol, .. }
+        | ServerMsg::Cancelled { symbol, .. }
+        | ServerMsg::Amended { symbol, .. } => symbol_name(state, symbol),
+        _ => String::new(),
+    });
     let seq = match msg {
         ServerMsg::Trade { seq, .. }
         | ServerMsg::Cancelled { seq, .. }
@@ -184,8 +219,8 @@ fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
 fn send_event(tx: &broadcast::Sender<UserMessage>, seq: u64, event: &Value) {
     let mut message = event.clone();
     message["ch"] = json!("user");
-    let text = Utf8Bytes::from(message.to_string());
-    let _ = tx.send(UserMessage { seq, text });
+    let message = Arc::new(message);
+    let _ = tx.send(UserMessage { seq, message });
 }
 
 /// A symbol's name as the feed knows it (`?` for none).

@@ -33,6 +33,42 @@ pub fn symbol(info: &SymbolInfo, instrument: Option<&InstrumentSettings>) -> Val
     })
 }
 
+/// A symbol as `GET /api/v1/exchange-info` shows it, in engine integers (fees in quote minor
+/// units per lot); `status` is its entry of `GET /api/v1/status`.
+pub fn exchange_symbol(
+    info: &SymbolInfo,
+    scales: Option<&crate::web::units::Scales>,
+    status: &Value,
+    max_open_orders: u32,
+) -> Value {
+    let spec = info.spec;
+    let one = rialto_fix::Decimal::new(1, 0);
+    let (tick, lot) = scales.map_or((one, one), |s| (s.tick, s.lot));
+    json!({
+        "symbol": spec.symbol.as_str(),
+        "id": info.id.0,
+        "base": spec.base.as_str(),
+        "quote": spec.quote.as_str(),
+        "price_tick": tick.to_string(),
+        "qty_lot": lot.to_string(),
+        "price_decimals": tick.scale,
+        "qty_decimals": lot.scale,
+        "base_scale": spec.base_scale,
+        "quote_scale": spec.quote_scale,
+        "maker_fee": spec.maker_fee,
+        "taker_fee": spec.taker_fee,
+        "phase": status["phase"],
+        "band_bps": status["band_bps"],
+        "reference": status["reference"],
+        "last": status["last"],
+        "limits": {
+            "min_price": 1,
+            "min_qty": 1,
+            "max_open_orders_per_user": max_open_orders,
+        },
+    })
+}
+
 fn pairs(levels: &[(i64, i64)]) -> Value {
     Value::Array(levels.iter().map(|&(p, q)| json!([p, q])).collect())
 }

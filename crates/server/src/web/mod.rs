@@ -11,9 +11,11 @@ pub mod fanout;
 mod history;
 mod json;
 pub mod listener;
+mod order_status;
 mod orders;
 pub mod outbox;
 mod rest;
+pub mod units;
 mod ws;
 
 use std::collections::BTreeMap;
@@ -40,11 +42,14 @@ pub const MAX_BODY_BYTES: usize = 64 << 10;
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An error as the API reports it: an HTTP status and a stable code (docs/api.md).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// More about the refusal, beside `code` and `message` (a resent order's original: its
+    /// status, under `order`).
+    pub detail: Option<(&'static str, serde_json::Value)>,
 }
 
 impl ApiError {
@@ -53,6 +58,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            detail: None,
         }
     }
 
@@ -75,8 +81,22 @@ impl ApiError {
         ApiError::not_found(format!("no symbol named {name:?}"))
     }
 
+    pub fn with_detail(mut self, name: &'static str, value: serde_json::Value) -> ApiError {
+        self.detail = Some((name, value));
+        self
+    }
+
+    /// The `error` object of an answer.
+    pub fn error_json(&self) -> serde_json::Value {
+        let mut error = serde_json::json!({"code": self.code, "message": self.message});
+        if let Some((name, value)) = &self.detail {
+            error[*name] = value.clone();
+        }
+        error
+    }
+
     pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({"error": {"code": self.code, "message": self.message}})
+        serde_json::json!({"error": self.error_json()})
     }
 }
 
@@ -126,6 +146,8 @@ pub struct AppState {
     pub instruments: Mutex<BTreeMap<String, InstrumentSettings>>,
     pub auth: auth::Guard,
     pub history: history::Histories,
+    /// What became of each order (GET /api/v1/orders/{id}, place answers).
+    pub orders: order_status::OrderStatuses,
     pub topics: fanout::Topics,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub shutdown: watch::Receiver<bool>,
@@ -135,6 +157,8 @@ pub struct AppState {
     pub queue_stats: Arc<outbox::QueueStats>,
     /// Whether the listener speaks TLS.
     pub tls: bool,
+    /// The engine's limit on a user's open orders (`[engine] max_open_orders_per_user`).
+    pub max_open_orders_per_user: u32,
     /// Server-chosen order ids: clock-based so that they do not repeat across restarts.
     next_order_id: std::sync::atomic::AtomicI64,
 }
@@ -160,6 +184,8 @@ pub struct WebParts {
     pub started_ms: i64,
     /// TLS for the listener (`[tls]`), when on.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The engine's limit, for exchange-info.
+    pub max_open_orders_per_user: u32,
 }
 
 pub struct WebServer {
@@ -208,6 +234,7 @@ async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<Atomi
         connections: Arc::new(listener::Connections::new(&parts.settings)),
         queue_stats: Arc::default(),
         tls: parts.tls.is_some(),
+        max_open_orders_per_user: parts.max_open_orders_per_user,
         settings: parts.settings,
         bridge: parts.bridge,
         md: parts.md.clone(),
@@ -215,6 +242,7 @@ async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<Atomi
         admin_secret: parts.admin_secret,
         instruments: Mutex::new(parts.instruments),
         history: history::Histories::default(),
+        orders: order_status::OrderStatuses::default(),
         topics: fanout::Topics::default(),
         metrics: parts.metrics,
         shutdown: shutdown_rx,

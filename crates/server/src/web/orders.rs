@@ -3,13 +3,15 @@
 use std::sync::Arc;
 
 use rialto_core::{
-    AmendOrder, Command, OpenOrder, OrderExtras, OrderType, PlaceOrder, Side, Stp, SymbolId, Tif,
-    UserId, UserReport,
+    AmendOrder, Command, OpenOrder, OrderExtras, OrderType, PlaceOrder, Reason, Side, Stp,
+    SymbolId, Tif, UserId, UserReport,
 };
 use rialto_wire::{RequestKind, ServerMsg};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::order_status::{self, Terms};
+use super::units::{Amount, Catalog, Measure, Scales, Units};
 use super::{ApiError, AppState};
 use crate::pipeline::{Op, Reply};
 
@@ -26,21 +28,24 @@ pub struct PlaceBody {
     #[serde(default)]
     pub tif: Option<String>,
     #[serde(default)]
-    pub price: Option<i64>,
-    pub qty: i64,
+    pub price: Option<Amount>,
+    pub qty: Amount,
     #[serde(default)]
     pub post_only: bool,
     #[serde(default)]
     pub stp: Option<String>,
     /// Stop and stop-limit orders: the trade price that triggers them.
     #[serde(default)]
-    pub stop_price: Option<i64>,
+    pub stop_price: Option<Amount>,
     /// An iceberg's displayed quantity.
     #[serde(default)]
-    pub display_qty: Option<i64>,
+    pub display_qty: Option<Amount>,
     /// A GTD order's expiry time, ns of venue time.
     #[serde(default)]
     pub expire_ts: Option<i64>,
+    /// The client's own id for the order (docs/api.md, "Client order ids").
+    #[serde(default)]
+    pub client_order_id: Option<String>,
 }
 
 pub fn symbol_id(state: &AppState, name: &str) -> SymbolId {
@@ -49,9 +54,46 @@ pub fn symbol_id(state: &AppState, name: &str) -> SymbolId {
     state.md.feed().symbol_id(name).unwrap_or(SymbolId::NONE)
 }
 
+/// An optional request amount in the engine's integers.
+fn engine_value(
+    amount: Option<&Amount>,
+    name: &str,
+    measure: Measure,
+    units: Units,
+    scales: Option<&Scales>,
+) -> Result<Option<i64>, ApiError> {
+    amount
+        .map(|a| a.to_engine(name, measure, units, scales))
+        .transpose()
+}
+
 /// The engine's words; a word it does not know becomes `None`, which it rejects
-/// `invalid_order` (as the binary gateway does).
-fn place_command(state: &AppState, user: UserId, order: i64, body: &PlaceBody) -> PlaceOrder {
+/// `invalid_order` (as the binary gateway does). Prices and quantities are read in `units`.
+fn place_command(
+    state: &AppState,
+    user: UserId,
+    order: i64,
+    body: &PlaceBody,
+    units: Units,
+) -> Result<PlaceOrder, ApiError> {
+    let catalog = Catalog::of(state);
+    let scales = catalog.scales(&body.symbol);
+    let price = engine_value(body.price.as_ref(), "price", Measure::Price, units, scales)?;
+    let qty = body.qty.to_engine("qty", Measure::Qty, units, scales)?;
+    let stop_price = engine_value(
+        body.stop_price.as_ref(),
+        "stop_price",
+        Measure::Price,
+        units,
+        scales,
+    )?;
+    let display_qty = engine_value(
+        body.display_qty.as_ref(),
+        "display_qty",
+        Measure::Qty,
+        units,
+        scales,
+    )?;
     let order_type = match body.order_type.as_deref() {
         None => Some(OrderType::Limit),
         Some(word) => OrderType::parse(word),
@@ -65,19 +107,19 @@ fn place_command(state: &AppState, user: UserId, order: i64, body: &PlaceBody) -
         None => Some(Stp::CancelTaker),
         Some(word) => Stp::parse(word),
     };
-    PlaceOrder {
+    Ok(PlaceOrder {
         user,
         order,
         symbol: symbol_id(state, &body.symbol),
         side: Side::parse(&body.side),
         order_type,
         tif,
-        price: body.price,
-        qty: body.qty,
+        price,
+        qty,
         post_only: body.post_only,
         stp,
-        extras: OrderExtras::with_fields(body.stop_price, body.display_qty, body.expire_ts),
-    }
+        extras: OrderExtras::with_fields(stop_price, display_qty, body.expire_ts),
+    })
 }
 
 /// Sends an order command; answers what the engine did, and records it in the history.
@@ -91,26 +133,49 @@ async fn order_call(
     let reply = Reply::Order { order, kind };
     match state.bridge.call(reply, Op::Command(cmd)).await? {
         ServerMsg::Accepted { seq, ts_ns, .. } => {
-            state.history.record(
-                user,
-                seq,
-                json!({"type": "accepted", "order": order, "kind": kind.as_str(), "seq": seq, "ts_ns": ts_ns}),
-            );
-            super::history::refresh_balances(state, user);
+            record_accepted(state, user, order, kind, seq, ts_ns);
             Ok(json!({"order": order, "seq": seq, "ts_ns": ts_ns, "status": "accepted"}))
         }
         ServerMsg::Rejected {
             seq, ts_ns, reason, ..
         } => {
-            state.history.record(
-                user,
-                seq,
-                json!({"type": "rejected", "order": order, "kind": kind.as_str(), "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns}),
-            );
+            record_rejected(state, user, order, kind, reason, seq, ts_ns);
             Err(ApiError::rejected(reason))
         }
         other => Err(unexpected(&other)),
     }
+}
+
+fn record_accepted(
+    state: &Arc<AppState>,
+    user: UserId,
+    order: i64,
+    kind: RequestKind,
+    seq: u64,
+    ts_ns: i64,
+) {
+    state.history.record(
+        user,
+        seq,
+        json!({"type": "accepted", "order": order, "kind": kind.as_str(), "seq": seq, "ts_ns": ts_ns}),
+    );
+    super::history::refresh_balances(state, user);
+}
+
+fn record_rejected(
+    state: &AppState,
+    user: UserId,
+    order: i64,
+    kind: RequestKind,
+    reason: Reason,
+    seq: u64,
+    ts_ns: i64,
+) {
+    state.history.record(
+        user,
+        seq,
+        json!({"type": "rejected", "order": order, "kind": kind.as_str(), "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns}),
+    );
 }
 
 fn unexpected(msg: &ServerMsg) -> ApiError {
@@ -122,14 +187,92 @@ fn unexpected(msg: &ServerMsg) -> ApiError {
     )
 }
 
+/// The engine's id of a new order: the client's `order`, the one its `client_order_id` maps
+/// onto, or one the server picks.
+fn new_order_id(state: &AppState, user: UserId, body: &PlaceBody) -> Result<i64, ApiError> {
+    match (body.order, body.client_order_id.as_deref()) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            "malformed_json",
+            "give `order` or `client_order_id`, not both",
+        )),
+        (Some(order), None) => Ok(order),
+        (None, Some(cid)) if order_status::valid_client_order_id(cid) => {
+            Ok(order_status::order_id_for(user, cid))
+        }
+        (None, Some(_)) => Err(ApiError::bad_request(
+            "malformed_json",
+            format!(
+                "`client_order_id` is 1 to {} ASCII letters, digits and . _ - : /",
+                order_status::MAX_CLIENT_ORDER_ID
+            ),
+        )),
+        (None, None) => Ok(state.next_order_id()),
+    }
+}
+
+/// Places an order and answers what became of it: its status (`new`, `partially_filled`,
+/// `filled`, `expired`, `killed`, `cancelled`) and its fills. A resent order (the engine's
+/// `duplicate_order_id`) is answered with the original's status.
 pub async fn place(
     state: &Arc<AppState>,
     user: UserId,
     body: &PlaceBody,
+    units: Units,
 ) -> Result<Value, ApiError> {
-    let order = body.order.unwrap_or_else(|| state.next_order_id());
-    let cmd = Command::Place(place_command(state, user, order, body));
-    order_call(state, user, order, RequestKind::Place, cmd).await
+    let order = new_order_id(state, user, body)?;
+    let cmd = place_command(state, user, order, body, units)?;
+    let terms = Terms {
+        client_order_id: body.client_order_id.clone(),
+        symbol: body.symbol.clone(),
+        side: body.side.clone(),
+        order_type: cmd.order_type.map_or("", |t| t.as_str()).to_string(),
+        tif: cmd.tif.map_or("", |t| t.as_str()).to_string(),
+        price: cmd.price,
+        qty: cmd.qty,
+    };
+    let kind = RequestKind::Place;
+    let reply = Reply::Order { order, kind };
+    match state
+        .bridge
+        .call(reply, Op::Command(Command::Place(cmd)))
+        .await?
+    {
+        ServerMsg::Accepted { seq, ts_ns, .. } => {
+            record_accepted(state, user, order, kind, seq, ts_ns);
+            state.orders.placed(user, order, terms, ts_ns);
+            let mut answer = outcome(state, user, order).await?;
+            answer["seq"] = json!(seq);
+            answer["ts_ns"] = json!(ts_ns);
+            Ok(answer)
+        }
+        ServerMsg::Rejected {
+            seq, ts_ns, reason, ..
+        } => {
+            record_rejected(state, user, order, kind, reason, seq, ts_ns);
+            let refusal = ApiError::rejected(reason);
+            if reason != Reason::DuplicateOrderId {
+                return Err(refusal);
+            }
+            let original = outcome(state, user, order).await?;
+            Err(refusal.with_detail("order", original))
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// What became of one of the user's orders, once every event the engine sent for it before
+/// now is recorded; `status` `unknown` for an order this server has no record of (one that
+/// ended before its last start: docs/api.md).
+pub async fn outcome(state: &AppState, user: UserId, order: i64) -> Result<Value, ApiError> {
+    // The report's reply follows every event of the commands before it, and the gateway hands
+    // those to the web side before the reply: wait until they are recorded.
+    let (_, report) = report(state, user).await?;
+    state.history.caught_up(state.bridge.batches_sent()).await;
+    let live = report.orders.iter().find(|o| o.order == order);
+    Ok(state
+        .orders
+        .status(user, order, live)
+        .unwrap_or_else(|| json!({"order": order, "status": "unknown"})))
 }
 
 pub async fn cancel(state: &Arc<AppState>, user: UserId, order: i64) -> Result<Value, ApiError> {
@@ -137,12 +280,35 @@ pub async fn cancel(state: &Arc<AppState>, user: UserId, order: i64) -> Result<V
     order_call(state, user, order, RequestKind::Cancel, cmd).await
 }
 
+/// The sizes of the symbol of one of the user's live orders, to read a decimal price or
+/// quantity for it (an order that is not live is the engine's `unknown_order`).
+async fn order_scales(
+    state: &AppState,
+    user: UserId,
+    order: i64,
+    units: Units,
+) -> Result<Option<Scales>, ApiError> {
+    if units == Units::Int {
+        return Ok(None);
+    }
+    let (_, report) = report(state, user).await?;
+    let symbol = report
+        .orders
+        .iter()
+        .find(|o| o.order == order)
+        .map(|o| o.symbol.as_str().to_string());
+    Ok(symbol.and_then(|s| Catalog::of(state).scales(&s).copied()))
+}
+
 pub async fn move_order(
     state: &Arc<AppState>,
     user: UserId,
     order: i64,
-    price: i64,
+    price: &Amount,
+    units: Units,
 ) -> Result<Value, ApiError> {
+    let scales = order_scales(state, user, order, units).await?;
+    let price = price.to_engine("price", Measure::Price, units, scales.as_ref())?;
     let cmd = Command::Move { user, order, price };
     order_call(state, user, order, RequestKind::Move, cmd).await
 }
@@ -151,8 +317,11 @@ pub async fn reduce(
     state: &Arc<AppState>,
     user: UserId,
     order: i64,
-    qty: i64,
+    qty: &Amount,
+    units: Units,
 ) -> Result<Value, ApiError> {
+    let scales = order_scales(state, user, order, units).await?;
+    let qty = qty.to_engine("qty", Measure::Qty, units, scales.as_ref())?;
     let cmd = Command::Reduce { user, order, qty };
     order_call(state, user, order, RequestKind::Reduce, cmd).await
 }
@@ -163,11 +332,11 @@ pub async fn reduce(
 #[serde(deny_unknown_fields)]
 pub struct AmendBody {
     #[serde(default)]
-    pub price: Option<i64>,
+    pub price: Option<Amount>,
     #[serde(default)]
-    pub qty: Option<i64>,
+    pub qty: Option<Amount>,
     #[serde(default)]
-    pub stop_price: Option<i64>,
+    pub stop_price: Option<Amount>,
 }
 
 pub async fn amend(
@@ -175,8 +344,20 @@ pub async fn amend(
     user: UserId,
     order: i64,
     body: &AmendBody,
+    units: Units,
 ) -> Result<Value, ApiError> {
-    let amend = AmendOrder::with_fields(user, order, body.price, body.qty, body.stop_price);
+    let scales = order_scales(state, user, order, units).await?;
+    let s = scales.as_ref();
+    let price = engine_value(body.price.as_ref(), "price", Measure::Price, units, s)?;
+    let qty = engine_value(body.qty.as_ref(), "qty", Measure::Qty, units, s)?;
+    let stop = engine_value(
+        body.stop_price.as_ref(),
+        "stop_price",
+        Measure::Price,
+        units,
+        s,
+    )?;
+    let amend = AmendOrder::with_fields(user, order, price, qty, stop);
     order_call(
         state,
         user,

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::auth::Payer;
+use super::units::{self, Amount, Catalog, Measure, Units};
 use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
 use crate::admission::PeerKey;
 use crate::config::InstrumentSettings;
@@ -33,6 +34,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let api = Router::new()
         .route("/time", get(time))
         .route("/symbols", get(symbols))
+        .route("/exchange-info", get(exchange_info))
         .route("/book/{symbol}", get(book))
         .route("/book/{symbol}/orders", get(book_orders))
         .route("/trades/{symbol}", get(trades))
@@ -243,7 +245,7 @@ fn query_number(uri: &Uri, name: &str, default: usize, max: usize) -> Result<usi
     }
 }
 
-fn query_value(uri: &Uri, name: &str) -> Option<String> {
+pub fn query_value(uri: &Uri, name: &str) -> Option<String> {
     uri.query()?.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         (k == name).then(|| v.to_string())
@@ -266,25 +268,69 @@ fn known_symbol(state: &AppState, name: &str) -> Result<rialto_core::SymbolId, A
 
 // ----- public ---------------------------------------------------------------------------------
 
-async fn time() -> Json<Value> {
-    Json(json!({"ts_ns": crate::pipeline::now_ns()}))
+/// An answer made in engine integers, in the units the request asked for.
+fn reply(state: &AppState, uri: &Uri, value: Value, symbol: Option<&str>) -> ApiResult {
+    Ok(Json(units::answer(value, Units::of(uri)?, state, symbol)))
 }
 
-async fn symbols(State(state): Shared) -> Json<Value> {
-    let instruments = state.instruments.lock().unwrap_or_else(|e| e.into_inner());
-    let feed = state.md.feed();
-    let list: Vec<Value> = feed
-        .symbols()
-        .map(|info| j::symbol(&info, instruments.get(info.spec.symbol.as_str())))
+async fn time(State(state): Shared, uri: Uri) -> ApiResult {
+    reply(
+        &state,
+        &uri,
+        json!({"ts_ns": crate::pipeline::now_ns()}),
+        None,
+    )
+}
+
+async fn symbols(State(state): Shared, uri: Uri) -> ApiResult {
+    let list: Vec<Value> = {
+        let instruments = state.instruments.lock().unwrap_or_else(|e| e.into_inner());
+        let feed = state.md.feed();
+        feed.symbols()
+            .map(|info| j::symbol(&info, instruments.get(info.spec.symbol.as_str())))
+            .collect()
+    };
+    reply(&state, &uri, Value::Array(list), None)
+}
+
+/// Every symbol's sizes, decimals, band, limits and phase, and every currency's decimals
+/// (docs/api.md, "Exchange info").
+async fn exchange_info(State(state): Shared, uri: Uri) -> ApiResult {
+    let units = Units::of(&uri)?;
+    let (seq, status) = orders::venue_status(&state).await?;
+    let catalog = Catalog::of(&state);
+    let max_open = state.max_open_orders_per_user;
+    let symbols: Vec<Value> = {
+        let feed = state.md.feed();
+        feed.symbols()
+            .map(|info| {
+                let name = info.spec.symbol.as_str();
+                let status = status["symbols"]
+                    .as_array()
+                    .and_then(|list| list.iter().find(|s| s["symbol"] == name))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                j::exchange_symbol(&info, catalog.scales(name), &status, max_open)
+            })
+            .collect()
+    };
+    let currencies: Vec<Value> = catalog
+        .currencies
+        .iter()
+        .map(|(name, minor)| {
+            json!({"currency": name, "decimals": minor.scale, "minor_unit": minor.to_string()})
+        })
         .collect();
-    Json(Value::Array(list))
+    let info = json!({"seq": seq, "ts_ns": crate::pipeline::now_ns(),
+        "symbols": symbols, "currencies": currencies});
+    Ok(Json(units::answer(info, units, &state, None)))
 }
 
 async fn book(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
     let depth = query_number(&uri, "depth", 50, 1000)?;
     let id = known_symbol(&state, &symbol)?;
     let snapshot = state.md.feed().l2(id, depth).expect("a known symbol");
-    Ok(Json(j::l2(&symbol, &snapshot)))
+    reply(&state, &uri, j::l2(&symbol, &snapshot), Some(&symbol))
 }
 
 /// Orders a side of the L3 book answers at most (and by default).
@@ -299,7 +345,7 @@ async fn book_orders(State(state): Shared, Path(symbol): Path<String>, uri: Uri)
     snapshot.asks.truncate(limit);
     let mut answer = j::l3(&symbol, &snapshot);
     answer["truncated"] = json!(truncated);
-    Ok(Json(answer))
+    reply(&state, &uri, answer, Some(&symbol))
 }
 
 async fn trades(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
@@ -310,96 +356,106 @@ async fn trades(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> A
         .feed()
         .recent_trades(id, limit)
         .expect("a known symbol");
-    Ok(Json(Value::Array(trades.iter().map(j::trade).collect())))
+    let trades = Value::Array(trades.iter().map(j::trade).collect());
+    reply(&state, &uri, trades, Some(&symbol))
 }
 
 async fn candles(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
     let limit = query_number(&uri, "limit", 60, 1440)?;
     let id = known_symbol(&state, &symbol)?;
     let candles = state.md.feed().candles(id, limit).expect("a known symbol");
-    Ok(Json(Value::Array(candles.iter().map(j::candle).collect())))
+    let candles = Value::Array(candles.iter().map(j::candle).collect());
+    reply(&state, &uri, candles, Some(&symbol))
 }
 
 // ----- private --------------------------------------------------------------------------------
 
-async fn place(State(state): Shared, Trader(user, body): Trader) -> ApiResult {
+async fn place(State(state): Shared, uri: Uri, Trader(user, body): Trader) -> ApiResult {
+    let units = Units::of(&uri)?;
     let order: orders::PlaceBody = parse_json(&body)?;
-    Ok(Json(orders::place(&state, user, &order).await?))
+    let answer = orders::place(&state, user, &order, units).await?;
+    reply(&state, &uri, answer, Some(&order.symbol))
 }
 
 async fn cancel(
     State(state): Shared,
     Path(order): Path<String>,
+    uri: Uri,
     Trader(user, _): Trader,
 ) -> ApiResult {
-    Ok(Json(
-        orders::cancel(&state, user, path_order(&order)?).await?,
-    ))
+    let answer = orders::cancel(&state, user, path_order(&order)?).await?;
+    reply(&state, &uri, answer, None)
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PriceBody {
-    price: i64,
+    price: Amount,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct QtyBody {
-    qty: i64,
+    qty: Amount,
 }
 
 async fn move_order(
     State(state): Shared,
     Path(order): Path<String>,
+    uri: Uri,
     Trader(user, body): Trader,
 ) -> ApiResult {
-    let order = path_order(&order)?;
+    let (order, units) = (path_order(&order)?, Units::of(&uri)?);
     let PriceBody { price } = parse_json(&body)?;
-    Ok(Json(orders::move_order(&state, user, order, price).await?))
+    let answer = orders::move_order(&state, user, order, &price, units).await?;
+    reply(&state, &uri, answer, None)
 }
 
 async fn amend(
     State(state): Shared,
     Path(order): Path<String>,
+    uri: Uri,
     Trader(user, body): Trader,
 ) -> ApiResult {
-    let order = path_order(&order)?;
+    let (order, units) = (path_order(&order)?, Units::of(&uri)?);
     let body: orders::AmendBody = parse_json(&body)?;
-    Ok(Json(orders::amend(&state, user, order, &body).await?))
+    let answer = orders::amend(&state, user, order, &body, units).await?;
+    reply(&state, &uri, answer, None)
 }
 
 async fn reduce(
     State(state): Shared,
     Path(order): Path<String>,
+    uri: Uri,
     Trader(user, body): Trader,
 ) -> ApiResult {
-    let order = path_order(&order)?;
+    let (order, units) = (path_order(&order)?, Units::of(&uri)?);
     let QtyBody { qty } = parse_json(&body)?;
-    Ok(Json(orders::reduce(&state, user, order, qty).await?))
+    let answer = orders::reduce(&state, user, order, &qty, units).await?;
+    reply(&state, &uri, answer, None)
 }
 
 async fn mass_cancel(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
     let symbol = query_value(&uri, "symbol");
-    Ok(Json(
-        orders::mass_cancel(&state, user, symbol.as_deref()).await?,
-    ))
+    let answer = orders::mass_cancel(&state, user, symbol.as_deref()).await?;
+    reply(&state, &uri, answer, None)
 }
 
-async fn open_orders(State(state): Shared, Trader(user, _): Trader) -> ApiResult {
+async fn open_orders(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
     let (_, report) = orders::report(&state, user).await?;
-    Ok(Json(orders::open_orders_json(&report)))
+    reply(&state, &uri, orders::open_orders_json(&report), None)
 }
 
-async fn balances(State(state): Shared, Trader(user, _): Trader) -> ApiResult {
+async fn balances(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
     let (_, report) = orders::report(&state, user).await?;
-    Ok(Json(orders::balances_json(&report)))
+    reply(&state, &uri, orders::balances_json(&report), None)
 }
 
 async fn history(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
     let limit = query_number(&uri, "limit", 100, super::history::HISTORY_LEN)?;
     let name = |symbol| super::history::symbol_name(&state, symbol);
-    Ok(Json(Value::Array(state.history.recent(user, limit, name))))
+    let events = Value::Array(state.history.recent(user, limit, name));
+    reply(&state, &uri, events, None)
 }
 
 // ----- admin ----------------------------------------------------------------------------------
@@ -409,7 +465,7 @@ async fn history(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> Api
 struct Transfer {
     user: UserId,
     currency: String,
-    amount: i64,
+    amount: Amount,
     tx: i64,
 }
 
@@ -438,12 +494,14 @@ fn currency(name: &str) -> Result<Name, ApiError> {
     })
 }
 
-async fn transfer(state: &Arc<AppState>, body: &[u8], deposit: bool) -> ApiResult {
+async fn transfer(state: &Arc<AppState>, uri: &Uri, body: &[u8], deposit: bool) -> ApiResult {
     let t: Transfer = parse_json(body)?;
-    if t.amount <= 0 {
+    let minor = Measure::Amount(Catalog::of(state).currency_minor(&t.currency));
+    let amount = t.amount.to_engine("amount", minor, Units::of(uri)?, None)?;
+    if amount <= 0 {
         return Err(ApiError::rejected(rialto_core::Reason::InvalidQty));
     }
-    let amount = if deposit { t.amount } else { -t.amount };
+    let amount = if deposit { amount } else { -amount };
     let cmd = Command::AdjustBalance {
         user: t.user,
         currency: currency(&t.currency)?,
@@ -456,12 +514,12 @@ async fn transfer(state: &Arc<AppState>, body: &[u8], deposit: bool) -> ApiResul
     Ok(answer)
 }
 
-async fn deposit(State(state): Shared, Admin(body): Admin) -> ApiResult {
-    transfer(&state, &body, true).await
+async fn deposit(State(state): Shared, uri: Uri, Admin(body): Admin) -> ApiResult {
+    transfer(&state, &uri, &body, true).await
 }
 
-async fn withdraw(State(state): Shared, Admin(body): Admin) -> ApiResult {
-    transfer(&state, &body, false).await
+async fn withdraw(State(state): Shared, uri: Uri, Admin(body): Admin) -> ApiResult {
+    transfer(&state, &uri, &body, false).await
 }
 
 #[derive(Deserialize)]
@@ -560,10 +618,10 @@ async fn list_users(State(state): Shared, _: Admin) -> ApiResult {
     }
 }
 
-async fn venue(State(state): Shared, _: Admin) -> ApiResult {
+async fn venue(State(state): Shared, uri: Uri, _: Admin) -> ApiResult {
     let op = Op::Command(Command::VenueReport);
     match state.bridge.call(Reply::VenueReport { request: 0 }, op).await? {
-        ServerMsg::VenueReport { totals, .. } => Ok(Json(Value::Array(
+        ServerMsg::VenueReport { totals, .. } => reply(&state, &uri, Value::Array(
             totals
                 .iter()
                 .map(|t| {
@@ -571,22 +629,22 @@ async fn venue(State(state): Shared, _: Admin) -> ApiResult {
                         "available": t.available, "held": t.held, "fees": t.fees})
                 })
                 .collect(),
-        ))),
+        ), None),
         _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected reply")),
     }
 }
 
 /// The venue's settings, as of the `seq` the reply names.
-async fn settings(State(state): Shared, _: Admin) -> ApiResult {
-    Ok(Json(orders::venue_status(&state).await?.1))
+async fn settings(State(state): Shared, uri: Uri, _: Admin) -> ApiResult {
+    let settings = orders::venue_status(&state).await?.1;
+    reply(&state, &uri, settings, None)
 }
 
 /// Each symbol's trading status (public).
-async fn status(State(state): Shared) -> ApiResult {
+async fn status(State(state): Shared, uri: Uri) -> ApiResult {
     let (seq, mut settings) = orders::venue_status(&state).await?;
-    Ok(Json(
-        json!({"seq": seq, "symbols": settings["symbols"].take()}),
-    ))
+    let status = json!({"seq": seq, "symbols": settings["symbols"].take()});
+    reply(&state, &uri, status, None)
 }
 
 /// A symbol named in a path, or 404.
@@ -634,11 +692,19 @@ async fn set_band(
 
 async fn set_ref_price(
     State(state): Shared,
-    Path(symbol): Path<String>,
+    Path(name): Path<String>,
+    uri: Uri,
     Admin(body): Admin,
 ) -> ApiResult {
-    let symbol = path_symbol(&state, &symbol)?;
+    let symbol = path_symbol(&state, &name)?;
     let PriceBody { price } = parse_json(&body)?;
+    let catalog = Catalog::of(&state);
+    let price = price.to_engine(
+        "price",
+        Measure::Price,
+        Units::of(&uri)?,
+        catalog.scales(&name),
+    )?;
     admin_call(&state, Command::SetRefPrice { symbol, price }).await
 }
 
@@ -691,16 +757,22 @@ async fn snapshot(State(state): Shared, _: Admin) -> ApiResult {
     }
 }
 
-async fn user_balances(State(state): Shared, Path(user): Path<String>, _: Admin) -> ApiResult {
+async fn user_balances(
+    State(state): Shared,
+    Path(user): Path<String>,
+    uri: Uri,
+    _: Admin,
+) -> ApiResult {
     let user: UserId = user
         .parse()
         .map_err(|_| ApiError::bad_request("bad_request", "the user id must be an i64"))?;
     let (_, report) = orders::report(&state, user).await?;
-    Ok(Json(json!({
+    let answer = json!({
         "user": user,
         "balances": orders::balances_json(&report),
         "orders": orders::open_orders_json(&report),
-    })))
+    });
+    reply(&state, &uri, answer, None)
 }
 
 #[cfg(test)]
@@ -730,6 +802,33 @@ mod tests {
             }
         }
         operations
+    }
+
+    /// The checked-in description is valid OpenAPI 3 by a real validator (Python's
+    /// openapi-spec-validator, which .ci/run installs), not only parseable JSON.
+    #[test]
+    fn the_openapi_description_passes_a_validator() {
+        use std::io::Write;
+        let script = "import json, sys\n\
+                      from openapi_spec_validator import validate\n\
+                      validate(json.load(sys.stdin))\n\
+                      print('valid')";
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs (with openapi-spec-validator: see .ci/run)");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(OPENAPI.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success() && out.stdout.starts_with(b"valid"),
+            "docs/openapi.json is not valid OpenAPI: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@ use super::auth::Payer;
 use super::fanout::Channel;
 use super::listener::{Slot, Transport};
 use super::outbox::{Duplex, Input, Outbox, SLOW_WRITE, text_frame};
+use super::units::{self, Amount, Units};
 use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
 use crate::admission::PeerKey;
 
@@ -70,6 +71,11 @@ pub async fn upgrade(State(state): State<Arc<AppState>>, mut request: Request) -
         )
         .into_response_body();
     }
+    // `/ws?units=int`: the engine's integers on this connection (docs/api.md, "Units").
+    let units = match Units::of(request.uri()) {
+        Ok(units) => units,
+        Err(e) => return e.into_response_body(),
+    };
     let Some(key) = websocket_key(&request) else {
         return ApiError::bad_request(
             "bad_request",
@@ -101,7 +107,7 @@ pub async fn upgrade(State(state): State<Arc<AppState>>, mut request: Request) -
         match upgraded.downcast::<TokioIo<Transport>>() {
             Ok(parts) => {
                 let transport = parts.io.into_inner();
-                connection(state, transport, parts.read_buf, slot, peer).await
+                connection(state, transport, parts.read_buf, slot, peer, units).await
             }
             Err(_) => tracing::error!("a WebSocket upgrade over an unknown transport"),
         }
@@ -190,6 +196,8 @@ struct Connection {
     user: Option<UserId>,
     peer: PeerKey,
     slot: Arc<Slot>,
+    /// How this connection writes and reads prices, quantities and amounts.
+    units: Units,
     /// Set when the connection must end after its current answer.
     ending: Option<Ending>,
 }
@@ -200,6 +208,7 @@ async fn connection(
     already_read: bytes::Bytes,
     slot: Arc<Slot>,
     peer: SocketAddr,
+    units: Units,
 ) {
     state.metrics.ws_opened();
     let settings = &state.settings;
@@ -243,6 +252,7 @@ async fn connection(
         user: None,
         peer: PeerKey::of(peer.ip()),
         slot,
+        units,
         ending: None,
     };
     let login_deadline = Instant::now() + Duration::from_millis(settings.ws_login_timeout_ms);
@@ -345,6 +355,8 @@ fn too_big() -> Ending {
 /// were overwritten makes a slow consumer.
 async fn forward_user_stream(
     mut rx: broadcast::Receiver<super::history::UserMessage>,
+    state: Arc<AppState>,
+    units: Units,
     outbox: Arc<Outbox>,
     snapshot_seq: u64,
     active: Arc<std::sync::Mutex<bool>>,
@@ -353,8 +365,9 @@ async fn forward_user_stream(
         match rx.recv().await {
             Ok(message) if message.seq <= snapshot_seq => {}
             Ok(message) => {
+                let text = units::answer((*message.message).clone(), units, &state, None);
                 let active = active.lock().unwrap_or_else(|e| e.into_inner());
-                if !*active || !outbox.send(text_frame(&message.text)) {
+                if !*active || !outbox.send(text_frame(&text.to_string())) {
                     return;
                 }
             }
@@ -368,6 +381,19 @@ fn field<'a>(args: &'a Value, name: &str) -> Option<&'a Value> {
     args.get(name)
 }
 
+/// A price or quantity field, read in the connection's units by the order calls.
+fn need_amount(args: &Value, name: &str) -> Result<Amount, ApiError> {
+    field(args, name)
+        .cloned()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "malformed_json",
+                format!("`{name}` must be a decimal string (an integer with ?units=int)"),
+            )
+        })
+}
+
 fn need_i64(args: &Value, name: &str) -> Result<i64, ApiError> {
     field(args, name)
         .and_then(Value::as_i64)
@@ -378,6 +404,11 @@ impl Connection {
     /// Sends a reply or a snapshot; when the connection takes no more, it is closing anyway.
     fn send(&self, message: Value) {
         self.outbox.send(text_frame(&message.to_string()));
+    }
+
+    /// Sends a message made in engine integers, in the connection's units.
+    fn send_in_units(&self, message: Value) {
+        self.send(units::answer(message, self.units, &self.state, None));
     }
 
     fn unsubscribe(&mut self, channel: &str) -> bool {
@@ -434,6 +465,7 @@ impl Connection {
             }
         };
         let result = self.handle(&request).await;
+        let result = result.map(|v| units::answer(v, self.units, &self.state, None));
         self.reply(id, result);
     }
 
@@ -476,7 +508,7 @@ impl Connection {
                     serde_json::from_value(without_meta(args)).map_err(|e| {
                         ApiError::bad_request("malformed_json", format!("not an order: {e}"))
                     })?;
-                orders::place(&state, user, &body).await
+                orders::place(&state, user, &body, self.units).await
             }
             "cancel" => {
                 let user = self.trader()?;
@@ -484,23 +516,13 @@ impl Connection {
             }
             "move" => {
                 let user = self.trader()?;
-                orders::move_order(
-                    &state,
-                    user,
-                    need_i64(args, "order")?,
-                    need_i64(args, "price")?,
-                )
-                .await
+                let price = need_amount(args, "price")?;
+                orders::move_order(&state, user, need_i64(args, "order")?, &price, self.units).await
             }
             "reduce" => {
                 let user = self.trader()?;
-                orders::reduce(
-                    &state,
-                    user,
-                    need_i64(args, "order")?,
-                    need_i64(args, "qty")?,
-                )
-                .await
+                let qty = need_amount(args, "qty")?;
+                orders::reduce(&state, user, need_i64(args, "order")?, &qty, self.units).await
             }
             "amend" => {
                 let user = self.trader()?;
@@ -512,7 +534,7 @@ impl Connection {
                 let body: orders::AmendBody = serde_json::from_value(fields).map_err(|e| {
                     ApiError::bad_request("malformed_json", format!("not an amend: {e}"))
                 })?;
-                orders::amend(&state, user, order, &body).await
+                orders::amend(&state, user, order, &body, self.units).await
             }
             "mass_cancel" => {
                 let user = self.trader()?;
@@ -581,11 +603,13 @@ impl Connection {
             // Subscribe first, then read: nothing falls between.
             let rx = state.history.subscribe(user);
             let (seq, report) = orders::report(&state, user).await?;
-            self.send(json!({"ch": "user", "type": "balances", "seq": seq, "balances": orders::balances_json(&report)}));
-            self.send(json!({"ch": "user", "type": "orders", "seq": seq, "orders": orders::open_orders_json(&report)}));
+            self.send_in_units(json!({"ch": "user", "type": "balances", "seq": seq, "balances": orders::balances_json(&report)}));
+            self.send_in_units(json!({"ch": "user", "type": "orders", "seq": seq, "orders": orders::open_orders_json(&report)}));
             let active = Arc::new(std::sync::Mutex::new(true));
             let task = tokio::spawn(forward_user_stream(
                 rx,
+                state.clone(),
+                self.units,
                 self.outbox.clone(),
                 seq,
                 active.clone(),
@@ -603,16 +627,18 @@ impl Connection {
                     "symbols": settings["symbols"].take()})
             };
             let (seq, settings) = orders::venue_status(&state).await?;
-            let message = snapshot(seq, settings);
+            let message = units::answer(snapshot(seq, settings), self.units, &state, None);
             self.establish()?;
-            let joined = state.topics.subscribe(channel, self.id, &self.outbox, || {
-                (text_frame(&message.to_string()), seq)
-            });
+            let joined = state
+                .topics
+                .subscribe(channel, self.units, self.id, &self.outbox, || {
+                    (text_frame(&message.to_string()), seq)
+                });
             self.subscriptions
                 .insert(channel.to_string(), Subscription::Channel(joined));
             let (again, settings) = orders::venue_status(&state).await?;
             if again != seq {
-                self.send(snapshot(again, settings));
+                self.send_in_units(snapshot(again, settings));
             }
             return Ok(json!({"subscribed": channel}));
         }
@@ -639,6 +665,7 @@ impl Connection {
         // the channel's lock: no stream message comes before it, and none falls between. The
         // feed runs ahead of the fan-out, so the snapshot also says what it is as of (an L2 or
         // L3 seq, or a trade id), and the fan-out sends nothing at or below that after it.
+        let catalog = (self.units == Units::Decimal).then(|| units::Catalog::of(&state));
         let snapshot = || {
             let feed = state.md.feed();
             let (message, as_of) = match kind {
@@ -675,12 +702,17 @@ impl Connection {
                     (m, last_trade)
                 }
             };
+            // The catalog was read before: the feed is locked here.
+            let mut message = message;
+            if let Some(catalog) = &catalog {
+                units::decimalize(&mut message, catalog, Some(name));
+            }
             (text_frame(&message.to_string()), as_of)
         };
         self.establish()?;
         let joined = state
             .topics
-            .subscribe(channel, self.id, &self.outbox, snapshot);
+            .subscribe(channel, self.units, self.id, &self.outbox, snapshot);
         self.subscriptions
             .insert(channel.to_string(), Subscription::Channel(joined));
         Ok(json!({"subscribed": channel}))

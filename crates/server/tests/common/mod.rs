@@ -83,3 +83,13 @@ pub fn without_band(server: &RunningServer, symbol: rialto_core::SymbolId) {
         "set_band 0: {reply}"
     );
 }
+
+/// `target` asking for the engine's integers (`units=int`, docs/api.md "Units"): the tests
+/// written before decimal strings check the engine's numbers as they are.
+pub fn int_units(target: &str) -> String {
+    if !(target.starts_with("/api/") || target.starts_with("/ws")) || target.contains("units=") {
+        return target.to_string();
+    }
+    let sep = if target.contains('?') { '&' } else { '?' };
+    format!("{target}{sep}units=int")
+}
