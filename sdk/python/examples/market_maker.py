@@ -1,5 +1,6 @@
 """A market maker: quotes both sides of BTC-USD around the mid and requotes when the mid moves.
 Run beside `rialto serve --demo` (RIALTO_URL, RIALTO_KEY, RIALTO_SECRETS to point elsewhere)."""
+
 import os
 from decimal import Decimal
 

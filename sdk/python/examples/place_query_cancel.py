@@ -1,6 +1,7 @@
 """Place an order, look it up, cancel it, and show the balances it held.
 Run beside `rialto serve --demo` (RIALTO_URL, RIALTO_KEY, RIALTO_SECRETS, RIALTO_CA_FILE for
 `--tls`: data/tls/cert.pem)."""
+
 import os
 
 import rialto

@@ -24,10 +24,14 @@ from rialto import load_demo_secrets
 
 READY_DEADLINE_S = 60.0
 FREE_PORTS = [
-    "--listen", "127.0.0.1:0",
-    "--admin-listen", "127.0.0.1:0",
-    "--fix-listen", "127.0.0.1:0",
-    "--web-listen", "127.0.0.1:0",
+    "--listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    "--fix-listen",
+    "127.0.0.1:0",
+    "--web-listen",
+    "127.0.0.1:0",
 ]
 
 

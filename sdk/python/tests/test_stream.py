@@ -56,13 +56,13 @@ def test_book_resyncs_from_a_snapshot_after_a_forced_reconnect(venue) -> None:  
         assert any(isinstance(e, Reconnected) for e in events), events
         # The new snapshot may predate the newest change; then diffs follow. Either way the kept
         # book converges on the venue's.
-        expected = poll(lambda: maker.book("ETH-USD"), "the REST book")
-        book = poll(
-            lambda: (lambda b: b if b is not None and b.asks == expected.asks and b.bids == expected.bids else None)(
-                _drain_book(stream, "ETH-USD")
-            ),
-            "the resynchronised book to match the venue's",
-        )
+        expected = maker.book("ETH-USD")
+
+        def caught_up():  # type: ignore[no-untyped-def]
+            book = _drain_book(stream, "ETH-USD")
+            return book if book is not None and (book.bids, book.asks) == (expected.bids, expected.asks) else None
+
+        book = poll(caught_up, "the resynchronised book to match the venue's")
         assert book.bids == [] and book.asks == [(Decimal("3010.00"), Decimal("0.007"))]
         maker.cancel(ask.order)
 

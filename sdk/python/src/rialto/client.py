@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any, TypeVar
 
 import httpx
@@ -76,108 +75,7 @@ def _order_from_open(orders: list[Order], order_id: int) -> Order:
     raise RialtoError("unknown_order", f"no open order {order_id}")
 
 
-class _Api:
-    """The methods both clients share, written once over ``_run`` (sync or async)."""
-
-    def _run(self, call: calls.Call[T]) -> Any:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def server_time_ns(self) -> Any:
-        """The venue's clock, ns since the Unix epoch."""
-        return self._run(calls.server_time())
-
-    def status(self) -> Any:
-        """Each symbol's phase, last and reference price and band, as the server writes them."""
-        return self._run(calls.status())
-
-    def book(self, symbol: str, depth: int | None = None) -> Any:
-        """The L2 book, best first (Book)."""
-        return self._run(calls.book(symbol, depth))
-
-    def trades(self, symbol: str, limit: int | None = None) -> Any:
-        """The symbol's recent trades, oldest first (list of Trade)."""
-        return self._run(calls.trades(symbol, limit))
-
-    def place(
-        self,
-        symbol: str,
-        side: str,
-        qty: DecimalLike,
-        price: DecimalLike | None = None,
-        *,
-        type: str = "limit",
-        tif: str | None = None,
-        order_id: int | None = None,
-        client_order_id: str | None = None,
-        post_only: bool | None = None,
-        stp: str | None = None,
-        stop_price: DecimalLike | None = None,
-        display_qty: DecimalLike | None = None,
-        expire_ts_ns: int | None = None,
-    ) -> Any:
-        """Places an order (Ack). Prices and quantities are Decimals (or decimal strings).
-
-        ``order_id`` is the engine's order id (the server picks one when it is None);
-        ``client_order_id`` a string id of up to 36 characters, on servers that have them."""
-        return self._run(
-            calls.place(
-                symbol,
-                side,
-                qty,
-                price,
-                type,
-                tif,
-                order_id,
-                client_order_id,
-                post_only,
-                stp,
-                stop_price,
-                display_qty,
-                expire_ts_ns,
-            )
-        )
-
-    def cancel(self, order_id: int) -> Any:
-        return self._run(calls.cancel(order_id))
-
-    def move(self, order_id: int, price: DecimalLike, *, symbol: str | None = None) -> Any:
-        """Moves an order to ``price`` (``symbol`` is needed only by an integer-speaking server)."""
-        return self._run(calls.move(order_id, price, symbol))
-
-    def reduce(self, order_id: int, qty: DecimalLike, *, symbol: str | None = None) -> Any:
-        """Takes ``qty`` off an order."""
-        return self._run(calls.reduce(order_id, qty, symbol))
-
-    def amend(
-        self,
-        order_id: int,
-        *,
-        price: DecimalLike | None = None,
-        qty: DecimalLike | None = None,
-        stop_price: DecimalLike | None = None,
-        symbol: str | None = None,
-    ) -> Any:
-        """Amends an order: ``qty`` is the new total (docs/api.md, "Amend")."""
-        return self._run(calls.amend(order_id, price, qty, stop_price, symbol))
-
-    def cancel_all(self, symbol: str | None = None) -> Any:
-        """Mass cancel: every open order of ``symbol``, or of every symbol."""
-        return self._run(calls.mass_cancel(symbol))
-
-    def open_orders(self) -> Any:
-        """Open orders and pending stops (list of Order)."""
-        return self._run(calls.open_orders())
-
-    def history(self, limit: int | None = None) -> Any:
-        """The key's recent order events, newest last (list of OrderEvent)."""
-        return self._run(calls.history(limit))
-
-    def balances(self) -> Any:
-        """Balances by currency (dict of Balance), every amount a Decimal."""
-        return self._run(calls.balances())
-
-
-class Client(_Api):
+class Client:
     """The REST API, blocking.
 
     >>> client = Client("http://127.0.0.1:8080", key="1", secret="...")
@@ -198,9 +96,7 @@ class Client(_Api):
         timeout: float = 10.0,
     ) -> None:
         self.credentials = _credentials(key, secret)
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"), verify=_tls.context(ca_file, verify), timeout=timeout
-        )
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), verify=_tls.context(ca_file, verify), timeout=timeout)
         self._units: Units | None = None
 
     def __enter__(self) -> Client:
@@ -250,24 +146,103 @@ class Client(_Api):
                 raise
         return _order_from_open(self._run(calls.open_orders()), order_id)
 
-    # Typed wrappers for the shared methods (mypy sees T, not Any).
+    def server_time_ns(self) -> int:
+        """The venue's clock, ns since the Unix epoch."""
+        return self._run(calls.server_time())
+
+    def status(self) -> Any:
+        """Each symbol's phase, last and reference price and band, as the server writes them."""
+        return self._run(calls.status())
+
     def book(self, symbol: str, depth: int | None = None) -> Book:
-        return super().book(symbol, depth)  # type: ignore[no-any-return]
+        """The L2 book, best levels first."""
+        return self._run(calls.book(symbol, depth))
 
     def trades(self, symbol: str, limit: int | None = None) -> list[Trade]:
-        return super().trades(symbol, limit)  # type: ignore[no-any-return]
+        """The symbol's recent trades, oldest first."""
+        return self._run(calls.trades(symbol, limit))
 
-    def balances(self) -> dict[str, Balance]:
-        return super().balances()  # type: ignore[no-any-return]
+    def place(
+        self,
+        symbol: str,
+        side: str,
+        qty: DecimalLike,
+        price: DecimalLike | None = None,
+        *,
+        type: str = "limit",
+        tif: str | None = None,
+        order_id: int | None = None,
+        client_order_id: str | None = None,
+        post_only: bool | None = None,
+        stp: str | None = None,
+        stop_price: DecimalLike | None = None,
+        display_qty: DecimalLike | None = None,
+        expire_ts_ns: int | None = None,
+    ) -> Ack:
+        """Places an order. Prices and quantities are Decimals (or decimal strings).
+
+        ``order_id`` is the engine's order id (the server picks one when it is None);
+        ``client_order_id`` a string id of up to 36 characters, on servers that have them."""
+        return self._run(
+            calls.place(
+                symbol,
+                side,
+                qty,
+                price,
+                type,
+                tif,
+                order_id,
+                client_order_id,
+                post_only,
+                stp,
+                stop_price,
+                display_qty,
+                expire_ts_ns,
+            )
+        )
+
+    def cancel(self, order_id: int) -> Ack:
+        """Cancels an order."""
+        return self._run(calls.cancel(order_id))
+
+    def move(self, order_id: int, price: DecimalLike, *, symbol: str | None = None) -> Ack:
+        """Moves an order to ``price`` (``symbol`` is needed only by an integer-speaking server)."""
+        return self._run(calls.move(order_id, price, symbol))
+
+    def reduce(self, order_id: int, qty: DecimalLike, *, symbol: str | None = None) -> Ack:
+        """Takes ``qty`` off an order."""
+        return self._run(calls.reduce(order_id, qty, symbol))
+
+    def amend(
+        self,
+        order_id: int,
+        *,
+        price: DecimalLike | None = None,
+        qty: DecimalLike | None = None,
+        stop_price: DecimalLike | None = None,
+        symbol: str | None = None,
+    ) -> Ack:
+        """Amends an order: ``qty`` is the new total (docs/api.md, "Amend")."""
+        return self._run(calls.amend(order_id, price, qty, stop_price, symbol))
+
+    def cancel_all(self, symbol: str | None = None) -> Ack:
+        """Mass cancel: every open order of ``symbol``, or of every symbol."""
+        return self._run(calls.mass_cancel(symbol))
 
     def open_orders(self) -> list[Order]:
-        return super().open_orders()  # type: ignore[no-any-return]
+        """Open orders and pending stops."""
+        return self._run(calls.open_orders())
 
     def history(self, limit: int | None = None) -> list[OrderEvent]:
-        return super().history(limit)  # type: ignore[no-any-return]
+        """The key's recent order events, newest last."""
+        return self._run(calls.history(limit))
+
+    def balances(self) -> dict[str, Balance]:
+        """Balances by currency, every amount a Decimal."""
+        return self._run(calls.balances())
 
 
-class AsyncClient(_Api):
+class AsyncClient:
     """The REST API for asyncio: the same methods as :class:`Client`, each awaited.
 
     >>> async with AsyncClient("http://127.0.0.1:8080", key="1", secret="...") as client:
@@ -312,7 +287,7 @@ class AsyncClient(_Api):
         except httpx.HTTPError as e:
             raise TransportError(f"{method} {target}: {e}") from e
 
-    async def _run(self, call: calls.Call[T]) -> T:  # type: ignore[override]
+    async def _run(self, call: calls.Call[T]) -> T:
         units = await self.units()
         for attempt in range(2):
             target, content, headers = _request_parts(call, units, self.credentials)
@@ -332,5 +307,100 @@ class AsyncClient(_Api):
                 raise
         return _order_from_open(await self._run(calls.open_orders()), order_id)
 
+    async def server_time_ns(self) -> int:
+        """The venue's clock, ns since the Unix epoch."""
+        return await self._run(calls.server_time())
 
-__all__ = ["AsyncClient", "Client", "Decimal"]
+    async def status(self) -> Any:
+        """Each symbol's phase, last and reference price and band, as the server writes them."""
+        return await self._run(calls.status())
+
+    async def book(self, symbol: str, depth: int | None = None) -> Book:
+        """The L2 book, best levels first."""
+        return await self._run(calls.book(symbol, depth))
+
+    async def trades(self, symbol: str, limit: int | None = None) -> list[Trade]:
+        """The symbol's recent trades, oldest first."""
+        return await self._run(calls.trades(symbol, limit))
+
+    async def place(
+        self,
+        symbol: str,
+        side: str,
+        qty: DecimalLike,
+        price: DecimalLike | None = None,
+        *,
+        type: str = "limit",
+        tif: str | None = None,
+        order_id: int | None = None,
+        client_order_id: str | None = None,
+        post_only: bool | None = None,
+        stp: str | None = None,
+        stop_price: DecimalLike | None = None,
+        display_qty: DecimalLike | None = None,
+        expire_ts_ns: int | None = None,
+    ) -> Ack:
+        """Places an order. Prices and quantities are Decimals (or decimal strings).
+
+        ``order_id`` is the engine's order id (the server picks one when it is None);
+        ``client_order_id`` a string id of up to 36 characters, on servers that have them."""
+        return await self._run(
+            calls.place(
+                symbol,
+                side,
+                qty,
+                price,
+                type,
+                tif,
+                order_id,
+                client_order_id,
+                post_only,
+                stp,
+                stop_price,
+                display_qty,
+                expire_ts_ns,
+            )
+        )
+
+    async def cancel(self, order_id: int) -> Ack:
+        """Cancels an order."""
+        return await self._run(calls.cancel(order_id))
+
+    async def move(self, order_id: int, price: DecimalLike, *, symbol: str | None = None) -> Ack:
+        """Moves an order to ``price`` (``symbol`` is needed only by an integer-speaking server)."""
+        return await self._run(calls.move(order_id, price, symbol))
+
+    async def reduce(self, order_id: int, qty: DecimalLike, *, symbol: str | None = None) -> Ack:
+        """Takes ``qty`` off an order."""
+        return await self._run(calls.reduce(order_id, qty, symbol))
+
+    async def amend(
+        self,
+        order_id: int,
+        *,
+        price: DecimalLike | None = None,
+        qty: DecimalLike | None = None,
+        stop_price: DecimalLike | None = None,
+        symbol: str | None = None,
+    ) -> Ack:
+        """Amends an order: ``qty`` is the new total (docs/api.md, "Amend")."""
+        return await self._run(calls.amend(order_id, price, qty, stop_price, symbol))
+
+    async def cancel_all(self, symbol: str | None = None) -> Ack:
+        """Mass cancel: every open order of ``symbol``, or of every symbol."""
+        return await self._run(calls.mass_cancel(symbol))
+
+    async def open_orders(self) -> list[Order]:
+        """Open orders and pending stops."""
+        return await self._run(calls.open_orders())
+
+    async def history(self, limit: int | None = None) -> list[OrderEvent]:
+        """The key's recent order events, newest last."""
+        return await self._run(calls.history(limit))
+
+    async def balances(self) -> dict[str, Balance]:
+        """Balances by currency, every amount a Decimal."""
+        return await self._run(calls.balances())
+
+
+__all__ = ["AsyncClient", "Client"]

@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import websockets
@@ -80,7 +80,7 @@ class Message:
     raw: dict[str, Any] = field(repr=False)
 
 
-Event = Union[BookUpdate, TradesUpdate, UserUpdate, Reconnected, Message]
+Event = BookUpdate | TradesUpdate | UserUpdate | Reconnected | Message
 
 
 def _urls(url: str) -> tuple[str, str]:
@@ -222,7 +222,9 @@ class _Core:
         return Ack.parse(msg.get("result", {}), self.units)
 
 
-def _place_fields(units: Units, symbol: str, side: str, qty: DecimalLike, price: DecimalLike | None, **kw: Any) -> dict[str, Any]:
+def _place_fields(
+    units: Units, symbol: str, side: str, qty: DecimalLike, price: DecimalLike | None, **kw: Any
+) -> dict[str, Any]:
     call = calls.place(
         symbol,
         side,

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Union
+from typing import Any
 
 from .errors import RialtoError
 
-DecimalLike = Union[Decimal, str, int]
+DecimalLike = Decimal | str | int
 """What the SDK takes for a price, quantity or amount: a Decimal, a decimal string or an int."""
 
 
 def to_decimal(value: DecimalLike, what: str) -> Decimal:
     """``value`` as a Decimal; floats and non-numbers are refused with a TypeError/ValueError."""
-    if isinstance(value, bool) or isinstance(value, float):
+    if isinstance(value, (bool, float)):
         raise TypeError(f"{what} must be a Decimal, a decimal string or an int, not {type(value).__name__}")
     if isinstance(value, Decimal):
         result = value
@@ -43,6 +43,12 @@ def to_decimal(value: DecimalLike, what: str) -> Decimal:
 def plain(value: Decimal) -> str:
     """A decimal written without an exponent (``Decimal("1E+3")`` is ``"1000"``)."""
     return format(value, "f")
+
+
+def _decimals(unit: Decimal) -> int:
+    """The digits after the point of ``unit`` (0.00001: 5)."""
+    exponent = unit.normalize().as_tuple().exponent
+    return max(0, -exponent) if isinstance(exponent, int) else 0
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ class Units:
             lot = Decimal(str(s.get("qty_lot", "1")))
             minor.setdefault(s["base"], lot / int(s["base_scale"]))
             minor.setdefault(s["quote"], tick * lot / int(s["quote_scale"]))
-        currencies = [CurrencyInfo(c, max(0, -unit.normalize().as_tuple().exponent), unit) for c, unit in minor.items()]
+        currencies = [CurrencyInfo(c, _decimals(unit), unit) for c, unit in minor.items()]
         symbols = []
         for s in raw:
             quote_unit = minor[s["quote"]]
