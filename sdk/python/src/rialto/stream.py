@@ -294,8 +294,13 @@ class Stream:
         return self._ws
 
     def connect(self) -> None:
+        """Connects, retrying a refused or broken handshake for up to ``timeout`` seconds as a
+        reconnect would (a TLS server has been seen closing a fresh connection at start-up)."""
         self._core.units = self._rest.units()
-        self._open()
+        try:
+            self._open()
+        except TransportError as e:
+            self._retry_open(str(e), self._timeout, announce=False)
 
     def _open(self) -> None:
         try:
@@ -317,19 +322,24 @@ class Stream:
         self._ws.send(json.dumps(msg, separators=(",", ":")))
 
     def _reconnect(self, reason: str) -> None:
+        self._retry_open(reason, self._reconnect_timeout, announce=True)
+
+    def _retry_open(self, reason: str, timeout: float | None, announce: bool) -> None:
         started = time.monotonic()
         for attempt in range(1_000_000):
             delay = RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)]
-            if self._reconnect_timeout is not None and time.monotonic() - started + delay > self._reconnect_timeout:
+            if timeout is not None and time.monotonic() - started + delay > timeout:
                 break
             time.sleep(delay)
             try:
                 self._open()
-            except TransportError:
+            except TransportError as e:
+                reason = str(e)
                 continue
-            self._core.events.append(Reconnected(reason))
+            if announce:
+                self._core.events.append(Reconnected(reason))
             return
-        raise TransportError(f"could not reconnect to {self._url} ({reason})")
+        raise TransportError(f"could not connect to {self._url} ({reason})")
 
     def _pump(self, deadline: float | None) -> None:
         """Reads one message (or reconnects after a break); TimeoutError past ``deadline``."""
@@ -445,8 +455,12 @@ class AsyncStream:
         return self._ws
 
     async def connect(self) -> None:
+        """Connects, retrying for up to ``timeout`` seconds (as :meth:`Stream.connect`)."""
         self._core.units = await self._rest.units()
-        await self._open()
+        try:
+            await self._open()
+        except TransportError as e:
+            await self._retry_open(str(e), self._timeout, announce=False)
 
     async def _open(self) -> None:
         try:
@@ -466,19 +480,24 @@ class AsyncStream:
         await self._ws.send(json.dumps(msg, separators=(",", ":")))
 
     async def _reconnect(self, reason: str) -> None:
+        await self._retry_open(reason, self._reconnect_timeout, announce=True)
+
+    async def _retry_open(self, reason: str, timeout: float | None, announce: bool) -> None:
         started = time.monotonic()
         for attempt in range(1_000_000):
             delay = RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)]
-            if self._reconnect_timeout is not None and time.monotonic() - started + delay > self._reconnect_timeout:
+            if timeout is not None and time.monotonic() - started + delay > timeout:
                 break
             await asyncio.sleep(delay)
             try:
                 await self._open()
-            except TransportError:
+            except TransportError as e:
+                reason = str(e)
                 continue
-            self._core.events.append(Reconnected(reason))
+            if announce:
+                self._core.events.append(Reconnected(reason))
             return
-        raise TransportError(f"could not reconnect to {self._url} ({reason})")
+        raise TransportError(f"could not connect to {self._url} ({reason})")
 
     async def _pump(self, deadline: float | None) -> None:
         assert self._ws is not None
