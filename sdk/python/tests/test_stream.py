@@ -129,6 +129,14 @@ def test_async_stream_logs_in_trades_and_sees_its_fill(venue) -> None:  # type: 
                 if isinstance(event, UserUpdate) and event.balances is not None:
                     assert all(isinstance(b.available, Decimal) for b in event.balances.values())
                     break
+            # Order entry over the WebSocket: rest a bid, amend it, cancel it.
+            bid = await stream.place("ETH-USD", "buy", "0.004", "2900.00")
+            await stream.amend(bid.order, price="2950.00", qty="0.002")
+            with Client(venue.url, "5", venue.secrets["5"]) as api:
+                amended = api.get_order(bid.order)
+                assert (amended.price, amended.remaining) == (Decimal("2950.00"), Decimal("0.002"))
+                await stream.cancel(bid.order)
+                assert api.open_orders() == []
         with Client(venue.url, "6", venue.secrets["6"]) as other:
             other.cancel(rest.order)
 

@@ -246,6 +246,12 @@ def _place_fields(
     return call.body(units)
 
 
+def _body(call: calls.Call[Ack], core: _Core) -> dict[str, Any]:
+    """The fields of a REST call's body, for the WebSocket op of the same name."""
+    assert call.body is not None and core.units is not None
+    return call.body(core.units)
+
+
 RECONNECT_DELAYS_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 """How long to wait before each reconnect attempt; the last repeats."""
 
@@ -414,6 +420,24 @@ class Stream:
     def cancel_all(self, symbol: str | None = None) -> Ack:
         return self._order("mass_cancel", {} if symbol is None else {"symbol": symbol})
 
+    def move(self, order_id: int, price: DecimalLike, *, symbol: str | None = None) -> Ack:
+        return self._order("move", {"order": order_id, **_body(calls.move(order_id, price, symbol), self._core)})
+
+    def reduce(self, order_id: int, qty: DecimalLike, *, symbol: str | None = None) -> Ack:
+        return self._order("reduce", {"order": order_id, **_body(calls.reduce(order_id, qty, symbol), self._core)})
+
+    def amend(
+        self,
+        order_id: int,
+        *,
+        price: DecimalLike | None = None,
+        qty: DecimalLike | None = None,
+        stop_price: DecimalLike | None = None,
+        symbol: str | None = None,
+    ) -> Ack:
+        call = calls.amend(order_id, price, qty, stop_price, symbol)
+        return self._order("amend", {"order": order_id, **_body(call, self._core)})
+
 
 class AsyncStream:
     """The WebSocket API for asyncio: the same as :class:`Stream`, awaited.
@@ -566,3 +590,23 @@ class AsyncStream:
 
     async def cancel_all(self, symbol: str | None = None) -> Ack:
         return await self._order("mass_cancel", {} if symbol is None else {"symbol": symbol})
+
+    async def move(self, order_id: int, price: DecimalLike, *, symbol: str | None = None) -> Ack:
+        return await self._order("move", {"order": order_id, **_body(calls.move(order_id, price, symbol), self._core)})
+
+    async def reduce(self, order_id: int, qty: DecimalLike, *, symbol: str | None = None) -> Ack:
+        return await self._order(
+            "reduce", {"order": order_id, **_body(calls.reduce(order_id, qty, symbol), self._core)}
+        )
+
+    async def amend(
+        self,
+        order_id: int,
+        *,
+        price: DecimalLike | None = None,
+        qty: DecimalLike | None = None,
+        stop_price: DecimalLike | None = None,
+        symbol: str | None = None,
+    ) -> Ack:
+        call = calls.amend(order_id, price, qty, stop_price, symbol)
+        return await self._order("amend", {"order": order_id, **_body(call, self._core)})
