@@ -2468,17 +2468,208 @@ fn websocket_speaks_decimal_strings_unless_the_connection_asks_for_integers() {
     );
     assert_eq!(refused["error"]["code"], "invalid_price", "{refused}");
     // A move in decimals reads the order's own symbol's tick.
-    let moved = ws_call(
+    // Its answer and the diff may come in either order.
+    ws_send(
         &mut ws,
         json!({"id": 4, "op": "move", "order": 77, "price": "64999.50"}),
     );
+    let (mut moved, mut diff) = (Value::Null, Value::Null);
+    while moved.is_null() || diff.is_null() {
+        let v = ws_until(&mut ws, "the move's answer and diff", |v| {
+            v["id"] == 4 || (v["type"] == "diff" && v["bids"].to_string().contains("64999.50"))
+        });
+        match v["id"] == 4 {
+            true => moved = v,
+            false => diff = v,
+        }
+    }
     assert_eq!(moved["result"]["status"], "accepted", "{moved}");
-    let diff = ws_until(&mut ws, "the moved level", |v| {
-        v["type"] == "diff" && v["bids"].to_string().contains("64999.50")
-    });
     assert!(
         diff["bids"].to_string().contains(r#"["64999.99","0.000"]"#),
         "{diff}"
     );
+    server.shutdown().unwrap();
+}
+
+// ----- client order ids and safe retries -------------------------------------------------------
+
+#[test]
+fn a_client_order_id_sent_twice_trades_once_and_the_resend_carries_the_first_orders_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let seller = Trader::new(&http, &server, 1);
+    let rests = call_decimal(
+        &seller,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "order": 5, "side": "sell", "price": "65000.00", "qty": "0.005"}),
+    );
+    assert_eq!(rests.body["status"], "new", "{:?}", rests.body);
+    let seller_left = |server: &RunningServer| {
+        let http = Http::new(server);
+        let seller = Trader::new(&http, server, 1);
+        call_decimal(&seller, "GET", "/api/v1/orders", Value::Null).body[0]["remaining"].clone()
+    };
+
+    let buyer = Trader::new(&http, &server, 2);
+    let ioc = json!({"symbol": "BTC-USD", "client_order_id": "retry-1", "side": "buy",
+        "tif": "ioc", "price": "65000.00", "qty": "0.002"});
+    let first = call_decimal(&buyer, "POST", "/api/v1/orders", ioc.clone());
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    assert_eq!(
+        (
+            &first.body["status"],
+            &first.body["filled"],
+            &first.body["client_order_id"]
+        ),
+        (&json!("filled"), &json!("0.002"), &json!("retry-1"))
+    );
+    assert_eq!(
+        first.body["fills"][0]["price"], "65000.00",
+        "{:?}",
+        first.body
+    );
+    // The resend (a client that timed out and retried) is refused and told what happened.
+    let again = call_decimal(&buyer, "POST", "/api/v1/orders", ioc.clone());
+    assert_eq!(
+        (again.status, error_code(&again)),
+        (400, "duplicate_order_id")
+    );
+    let original = &again.body["error"]["order"];
+    assert_eq!(
+        (&original["order"], &original["status"], &original["filled"]),
+        (&first.body["order"], &json!("filled"), &json!("0.002")),
+        "{:?}",
+        again.body
+    );
+    assert_eq!(original["fills"].as_array().map(Vec::len), Some(1));
+    assert_eq!(seller_left(&server), "0.003", "the resend did not trade");
+
+    // One order by either id.
+    let by_cid = call_decimal(
+        &buyer,
+        "GET",
+        "/api/v1/orders/by-client-id/retry-1",
+        Value::Null,
+    );
+    assert_eq!(by_cid.status, 200, "{:?}", by_cid.body);
+    assert_eq!(
+        (
+            &by_cid.body["original_qty"],
+            &by_cid.body["remaining"],
+            &by_cid.body["side"]
+        ),
+        (&json!("0.002"), &json!("0.000"), &json!("buy"))
+    );
+    let id = first.body["order"].as_i64().unwrap();
+    let by_id = call_decimal(&buyer, "GET", &format!("/api/v1/orders/{id}"), Value::Null);
+    assert_eq!(by_id.body["client_order_id"], "retry-1", "{:?}", by_id.body);
+    assert_eq!(by_id.body["status"], "filled");
+    let nobody = call_decimal(
+        &buyer,
+        "GET",
+        "/api/v1/orders/by-client-id/never",
+        Value::Null,
+    );
+    assert_eq!((nobody.status, error_code(&nobody)), (404, "not_found"));
+    let bad = call_decimal(
+        &buyer,
+        "GET",
+        "/api/v1/orders/by-client-id/not%20valid",
+        Value::Null,
+    );
+    assert_eq!((bad.status, error_code(&bad)), (400, "bad_request"));
+    let long = json!({"symbol": "BTC-USD", "client_order_id": "x".repeat(37), "side": "buy",
+        "price": "1.00", "qty": "0.001"});
+    let long = call_decimal(&buyer, "POST", "/api/v1/orders", long);
+    assert_eq!((long.status, error_code(&long)), (400, "malformed_json"));
+
+    // A fill-or-kill that cannot fill is killed, and says so.
+    let fok = call_decimal(
+        &buyer,
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD",
+        "client_order_id": "fok-1", "side": "buy", "tif": "fok", "price": "65000.00", "qty": "1.000"}),
+    );
+    assert_eq!(
+        (&fok.body["status"], &fok.body["filled"]),
+        (&json!("killed"), &json!("0.000"))
+    );
+    // A resting order with a client id, then a restart.
+    let resting = json!({"symbol": "BTC-USD", "client_order_id": "rest-1", "side": "buy",
+        "price": "64000.00", "qty": "0.001"});
+    let rested = call_decimal(&buyer, "POST", "/api/v1/orders", resting.clone());
+    assert_eq!(rested.body["status"], "new", "{:?}", rested.body);
+    server.shutdown().unwrap();
+
+    server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let buyer = Trader::new(&http, &server, 2);
+    let after = call_decimal(&buyer, "POST", "/api/v1/orders", ioc);
+    assert_eq!(
+        (after.status, error_code(&after)),
+        (400, "duplicate_order_id")
+    );
+    assert_eq!(
+        after.body["error"]["order"]["order"], id,
+        "{:?}",
+        after.body
+    );
+    assert_eq!(
+        seller_left(&server),
+        "0.003",
+        "the resend after the restart did not trade"
+    );
+    // A live order's status comes from the engine, so it survives the restart.
+    let again = call_decimal(&buyer, "POST", "/api/v1/orders", resting);
+    assert_eq!(
+        (again.status, error_code(&again)),
+        (400, "duplicate_order_id")
+    );
+    let original = &again.body["error"]["order"];
+    assert_eq!(
+        (
+            &original["status"],
+            &original["remaining"],
+            &original["price"]
+        ),
+        (&json!("new"), &json!("0.001"), &json!("64000.00")),
+        "{:?}",
+        again.body
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn websocket_orders_carry_client_order_ids_and_a_resend_is_answered_with_the_original() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let url = format!("ws://{}/ws", server.web_addr.unwrap());
+    let (mut ws, _) = tungstenite::connect(url).unwrap();
+    ws_login(&mut ws, &server, 1);
+    let order = json!({"id": 1, "op": "place", "symbol": "BTC-USD", "client_order_id": "ws-1",
+        "side": "sell", "price": "70000.00", "qty": "0.004"});
+    let placed = ws_call(&mut ws, order.clone());
+    assert_eq!(placed["result"]["status"], "new", "{placed}");
+    let again = ws_call(&mut ws, order);
+    assert_eq!(again["error"]["code"], "duplicate_order_id", "{again}");
+    assert_eq!(again["error"]["order"]["status"], "new", "{again}");
+    assert_eq!(again["error"]["order"]["remaining"], "0.004", "{again}");
+    let status = ws_call(
+        &mut ws,
+        json!({"id": 2, "op": "order_status", "client_order_id": "ws-1"}),
+    );
+    assert_eq!(
+        status["result"]["order"], placed["result"]["order"],
+        "{status}"
+    );
+    assert_eq!(status["result"]["original_qty"], "0.004", "{status}");
+    let unknown = ws_call(
+        &mut ws,
+        json!({"id": 3, "op": "order_status", "order": 12345}),
+    );
+    assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
     server.shutdown().unwrap();
 }

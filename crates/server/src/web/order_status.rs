@@ -37,7 +37,7 @@ pub fn valid_client_order_id(text: &str) -> bool {
 /// (docs/rules.md) refuses a resend of an order that ended, and the engine refuses one of a
 /// live order: it never trades twice. (FIX maps a ClOrdID the same way, per session: see
 /// `fix::orders::OrderDesk::engine_id_for`.) Two client ids that met on one order id (about
-/// one chance in 10^5 among ten million of a user's orders in one window) could only make the
+/// one chance in 20,000 among a million of a user's orders in one window) could only make the
 /// second refused `duplicate_order_id`, never touch the first.
 pub fn order_id_for(user: UserId, client_order_id: &str) -> i64 {
     use sha2::{Digest, Sha256};

@@ -253,7 +253,18 @@ pub async fn place(
             if reason != Reason::DuplicateOrderId {
                 return Err(refusal);
             }
+            // An error answer is not converted on its way out: the detail is, here.
             let original = outcome(state, user, order).await?;
+            let theirs = original["client_order_id"].as_str();
+            if let (Some(theirs), Some(ours)) = (theirs, body.client_order_id.as_deref())
+                && theirs != ours
+            {
+                return Err(ApiError::bad_request(
+                    "duplicate_order_id",
+                    "another order has the same order id as this client order id: use another",
+                ));
+            }
+            let original = super::units::answer(original, units, state, None);
             Err(refusal.with_detail("order", original))
         }
         other => Err(unexpected(&other)),

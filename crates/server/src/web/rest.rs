@@ -10,7 +10,7 @@ use axum::extract::{ConnectInfo, FromRequest, Path, Request, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use rialto_core::{Command, Name, SymbolSpec, UserId};
 use rialto_wire::ServerMsg;
 use serde::Deserialize;
@@ -41,7 +41,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/candles/{symbol}", get(candles))
         .route("/orders", post(place).get(open_orders).delete(mass_cancel))
         .route("/orders/history", get(history))
-        .route("/orders/{order}", delete(cancel).patch(amend))
+        .route(
+            "/orders/{order}",
+            get(one_order).delete(cancel).patch(amend),
+        )
+        .route("/orders/by-client-id/{cid}", get(by_client_id))
         .route("/orders/{order}/move", post(move_order))
         .route("/orders/{order}/reduce", post(reduce))
         .route("/balances", get(balances))
@@ -375,6 +379,48 @@ async fn place(State(state): Shared, uri: Uri, Trader(user, body): Trader) -> Ap
     let order: orders::PlaceBody = parse_json(&body)?;
     let answer = orders::place(&state, user, &order, units).await?;
     reply(&state, &uri, answer, Some(&order.symbol))
+}
+
+/// One of the user's orders, by the engine's id: its terms, status, quantities, times and fills.
+async fn one_order(
+    State(state): Shared,
+    Path(order): Path<String>,
+    uri: Uri,
+    Trader(user, _): Trader,
+) -> ApiResult {
+    let order = path_order(&order)?;
+    let answer = known_order(orders::outcome(&state, user, order).await?)?;
+    reply(&state, &uri, answer, None)
+}
+
+/// One of the user's orders, by the client order id it was placed with.
+async fn by_client_id(
+    State(state): Shared,
+    Path(cid): Path<String>,
+    uri: Uri,
+    Trader(user, _): Trader,
+) -> ApiResult {
+    if !super::order_status::valid_client_order_id(&cid) {
+        return Err(ApiError::bad_request(
+            "bad_request",
+            "a client order id is 1 to 36 ASCII letters, digits and . _ - : /",
+        ));
+    }
+    let order = super::order_status::order_id_for(user, &cid);
+    let mut answer = known_order(orders::outcome(&state, user, order).await?)?;
+    answer["client_order_id"] = json!(cid);
+    reply(&state, &uri, answer, None)
+}
+
+/// A status the server has a record of, or 404.
+fn known_order(status: Value) -> Result<Value, ApiError> {
+    match status["status"].as_str() {
+        Some("unknown") => Err(ApiError::not_found(format!(
+            "no order {} of this user is live or known to this run of the server",
+            status["order"]
+        ))),
+        _ => Ok(status),
+    }
 }
 
 async fn cancel(
@@ -783,8 +829,24 @@ mod tests {
     /// route's path with the methods its line names (`post(place).get(open_orders)`).
     fn routed_operations() -> std::collections::BTreeSet<(String, String)> {
         let mut operations = std::collections::BTreeSet::new();
+        // A route that rustfmt wrapped (`.route(` alone on its line) is joined into one line.
+        let mut lines = Vec::new();
+        let mut wrapped: Option<String> = None;
         for line in include_str!("rest.rs").lines() {
-            let Some(rest) = line.trim().strip_prefix(".route(\"/") else {
+            let line = line.trim();
+            match wrapped.as_mut() {
+                Some(joined) if line.starts_with(')') => {
+                    lines.push(std::mem::take(joined) + ")");
+                    wrapped = None;
+                }
+                Some(joined) if joined.ends_with('(') => joined.push_str(line),
+                Some(joined) => *joined = format!("{joined} {line}"),
+                None if line == ".route(" => wrapped = Some(line.to_string()),
+                None => lines.push(line.to_string()),
+            }
+        }
+        for line in &lines {
+            let Some(rest) = line.strip_prefix(".route(\"/") else {
                 continue;
             };
             let Some((path, handlers)) = rest.split_once('"') else {

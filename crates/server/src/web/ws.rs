@@ -434,7 +434,7 @@ impl Connection {
         let id = id.unwrap_or(Value::Null);
         self.send(match result {
             Ok(result) => json!({"id": id, "result": result}),
-            Err(e) => json!({"id": id, "error": {"code": e.code, "message": e.message}}),
+            Err(e) => json!({"id": id, "error": e.error_json()}),
         });
     }
 
@@ -535,6 +535,28 @@ impl Connection {
                     ApiError::bad_request("malformed_json", format!("not an amend: {e}"))
                 })?;
                 orders::amend(&state, user, order, &body, self.units).await
+            }
+            "order_status" => {
+                let user = self.trader()?;
+                let order = match field(args, "client_order_id").and_then(Value::as_str) {
+                    Some(cid) if super::order_status::valid_client_order_id(cid) => {
+                        super::order_status::order_id_for(user, cid)
+                    }
+                    Some(_) => {
+                        return Err(ApiError::bad_request(
+                            "bad_request",
+                            "a client order id is 1 to 36 ASCII letters, digits and . _ - : /",
+                        ));
+                    }
+                    None => need_i64(args, "order")?,
+                };
+                let status = orders::outcome(&state, user, order).await?;
+                match status["status"].as_str() {
+                    Some("unknown") => Err(ApiError::not_found(format!(
+                        "no order {order} of this user is live or known to this run of the server"
+                    ))),
+                    _ => Ok(status),
+                }
             }
             "mass_cancel" => {
                 let user = self.trader()?;
