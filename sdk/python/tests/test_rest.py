@@ -40,9 +40,27 @@ def test_place_query_cancel(venue) -> None:  # type: ignore[no-untyped-def]
         assert alice.cancel(ack.order).order == ack.order
         assert ack.order not in [o.order for o in alice.open_orders()]
         assert alice.balances()["USD"] == usd_before
-        with pytest.raises(RialtoError) as refused:
-            alice.get_order(ack.order)
-        assert refused.value.code == "unknown_order"
+        ended = alice.get_order(ack.order)
+        assert (ended.status, ended.original_qty, ended.filled) == ("cancelled", Decimal("0.003"), Decimal("0.000"))
+
+
+def test_a_resent_client_order_id_trades_once_and_tells_the_first_outcome(venue) -> None:  # type: ignore[no-untyped-def]
+    with client(venue, "3") as seller, client(venue, "4") as buyer:
+        rest = seller.place("BTC-USD", "sell", "0.001", "5000.00")
+        first = buyer.place("BTC-USD", "buy", "0.001", "5000.00", tif="ioc", client_order_id="sdk-retry-1")
+        assert (first.status, first.client_order_id) == ("filled", "sdk-retry-1")
+        with pytest.raises(RialtoError) as resent:
+            buyer.place("BTC-USD", "buy", "0.001", "5000.00", tif="ioc", client_order_id="sdk-retry-1")
+        assert resent.value.code == "duplicate_order_id"
+        assert resent.value.order is not None
+        assert (resent.value.order.order, resent.value.order.status) == (first.order, "filled")
+        by_cid = buyer.get_order_by_client_id("sdk-retry-1")
+        assert (by_cid.order, by_cid.filled, by_cid.fills[0].price) == (
+            first.order,
+            Decimal("0.001"),
+            Decimal("5000.00"),
+        )
+        assert rest.order not in [o.order for o in seller.open_orders()]
 
 
 def test_fill_between_two_users_moves_balances_by_exactly_the_trade(venue) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from .client import AsyncClient, Client
 from .errors import RialtoError, TransportError
 from .signing import Credentials
 from .stream import AsyncStream, BookUpdate, Event, Message, Reconnected, Stream, TradesUpdate, UserUpdate
-from .types import Ack, Balance, Book, Fill, Order, OrderEvent, Trade
+from .types import Ack, Balance, Book, Fill, Order, OrderEvent, OrderStatus, Trade
 from .units import CurrencyInfo, SymbolInfo, Units
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Message",
     "Order",
     "OrderEvent",
+    "OrderStatus",
     "Reconnected",
     "RialtoError",
     "Stream",

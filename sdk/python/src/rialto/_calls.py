@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote, urlencode
 
 from .errors import RialtoError
-from .types import Ack, Balance, Book, Order, OrderEvent, Trade
+from .types import Ack, Balance, Book, Order, OrderEvent, OrderStatus, Trade
 from .units import DecimalLike, Units
 
 T = TypeVar("T")
@@ -197,9 +197,13 @@ def open_orders() -> Call[list[Order]]:
     return Call("GET", "/orders", None, None, True, lambda p, u: [Order.parse(o, u) for o in p])
 
 
-def order(order_id: int) -> Call[Order]:
-    """``GET /api/v1/orders/{order}`` (a server with it answers one order, live or ended)."""
-    return Call("GET", f"/orders/{_seg(order_id)}", None, None, True, Order.parse)
+def order(order_id: int) -> Call[OrderStatus]:
+    """``GET /api/v1/orders/{order}``: one order, live or ended."""
+    return Call("GET", f"/orders/{_seg(order_id)}", None, None, True, OrderStatus.parse)
+
+
+def order_by_client_id(client_order_id: str) -> Call[OrderStatus]:
+    return Call("GET", f"/orders/by-client-id/{_seg(client_order_id)}", None, None, True, OrderStatus.parse)
 
 
 def history(limit: int | None) -> Call[list[OrderEvent]]:

@@ -13,7 +13,7 @@ from . import _calls as calls
 from . import _tls
 from .errors import RialtoError, TransportError, from_response
 from .signing import Credentials, rest_headers
-from .types import Ack, Balance, Book, Order, OrderEvent, Trade
+from .types import Ack, Balance, Book, Order, OrderEvent, OrderStatus, Trade
 from .units import DecimalLike, Units
 
 T = TypeVar("T")
@@ -68,11 +68,29 @@ def _units_from(info: httpx.Response, symbols: httpx.Response | None) -> Units:
     return Units.from_legacy_symbols(_check(symbols))
 
 
-def _order_from_open(orders: list[Order], order_id: int) -> Order:
+def _order_from_open(orders: list[Order], order_id: int) -> OrderStatus:
     for order in orders:
         if order.order == order_id:
-            return order
-    raise RialtoError("unknown_order", f"no open order {order_id}")
+            return OrderStatus.from_open(order)
+    raise RialtoError("not_found", f"no open order {order_id}")
+
+
+def _with_order_checked(response: httpx.Response, units: Units) -> Any:
+    try:
+        return _check(response)
+    except RialtoError as e:
+        raise _with_order(e, units) from None
+
+
+def _with_order(error: RialtoError, units: Units) -> RialtoError:
+    """A ``duplicate_order_id`` refusal carries the first order's status: parse it."""
+    details = error.body.get("error") if isinstance(error.body, dict) else None
+    if isinstance(details, dict) and isinstance(details.get("order"), dict) and "symbol" in details["order"]:
+        try:
+            error.order = OrderStatus.parse(details["order"], units)
+        except (KeyError, ValueError, RialtoError):
+            pass
+    return error
 
 
 class Client:
@@ -128,7 +146,7 @@ class Client:
             target, content, headers = _request_parts(call, units, self.credentials)
             response = self._send(call.method, target, content, headers)
             try:
-                return call.read(_check(response), units)
+                return call.read(_with_order_checked(response, units), units)
             except RialtoError as e:
                 # Another client of the same key (another process) took this nonce: the request
                 # was refused unseen, so it is safe to sign it again once.
@@ -136,15 +154,19 @@ class Client:
                     raise
         raise AssertionError("unreachable")
 
-    def get_order(self, order_id: int) -> Order:
-        """One order by id: ``GET /api/v1/orders/{order}``; on a server without that endpoint
-        (405), the open order of that id (``unknown_order`` when it is not open)."""
+    def get_order(self, order_id: int) -> OrderStatus:
+        """One order, live or ended, by the engine's id (``GET /api/v1/orders/{order}``); on a
+        server without that endpoint (405), the open order of that id (else ``not_found``)."""
         try:
             return self._run(calls.order(order_id))
         except RialtoError as e:
             if e.status != 405:
                 raise
         return _order_from_open(self._run(calls.open_orders()), order_id)
+
+    def get_order_by_client_id(self, client_order_id: str) -> OrderStatus:
+        """One order by its client order id (``GET /api/v1/orders/by-client-id/{id}``)."""
+        return self._run(calls.order_by_client_id(client_order_id))
 
     def server_time_ns(self) -> int:
         """The venue's clock, ns since the Unix epoch."""
@@ -293,19 +315,22 @@ class AsyncClient:
             target, content, headers = _request_parts(call, units, self.credentials)
             response = await self._send(call.method, target, content, headers)
             try:
-                return call.read(_check(response), units)
+                return call.read(_with_order_checked(response, units), units)
             except RialtoError as e:
                 if e.code != "replayed_nonce" or attempt == 1:
                     raise
         raise AssertionError("unreachable")
 
-    async def get_order(self, order_id: int) -> Order:
+    async def get_order(self, order_id: int) -> OrderStatus:
         try:
             return await self._run(calls.order(order_id))
         except RialtoError as e:
             if e.status != 405:
                 raise
         return _order_from_open(await self._run(calls.open_orders()), order_id)
+
+    async def get_order_by_client_id(self, client_order_id: str) -> OrderStatus:
+        return await self._run(calls.order_by_client_id(client_order_id))
 
     async def server_time_ns(self) -> int:
         """The venue's clock, ns since the Unix epoch."""

@@ -11,7 +11,8 @@ class RialtoError(Exception):
     ``code`` is the API's stable code (``insufficient_funds``, ``unknown_order``,
     ``bad_signature``, ``rate_limited``, ...); ``status`` the HTTP status (None for a WebSocket
     answer or a refusal made by the SDK itself); ``retry_after`` the seconds a 429 asks to wait,
-    when the server said.
+    when the server said; ``order`` the first order's status (an ``OrderStatus``) when a resent
+    client order id is refused ``duplicate_order_id``.
     """
 
     def __init__(
@@ -28,6 +29,7 @@ class RialtoError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.body = body
+        self.order: Any = None
 
 
 class TransportError(RialtoError):

@@ -31,7 +31,7 @@ from .book import Gap, LocalBook
 from .client import AsyncClient, Client
 from .errors import RialtoError, TransportError, from_ws_answer
 from .signing import Credentials, ws_login
-from .types import Ack, Balance, Book, Order, OrderEvent, Trade
+from .types import Ack, Balance, Book, Order, OrderEvent, OrderStatus, Trade
 from .units import DecimalLike, Units
 
 
@@ -214,12 +214,20 @@ class _Core:
         else:
             self.events.append(UserUpdate(kind, seq, event=OrderEvent.parse(msg, self.units)))
 
-    def answer(self, ident: int) -> Ack:
-        assert self.units is not None
+    def result(self, ident: int) -> dict[str, Any]:
         msg = self.answers.pop(ident)
         if "error" in msg:
             raise from_ws_answer(msg["error"])
-        return Ack.parse(msg.get("result", {}), self.units)
+        result = msg.get("result", {})
+        return result if isinstance(result, dict) else {}
+
+    def answer(self, ident: int) -> Ack:
+        assert self.units is not None
+        return Ack.parse(self.result(ident), self.units)
+
+    def order_status(self, ident: int) -> OrderStatus:
+        assert self.units is not None
+        return OrderStatus.parse(self.result(ident), self.units)
 
 
 def _place_fields(
@@ -417,6 +425,12 @@ class Stream:
     def cancel(self, order_id: int) -> Ack:
         return self._order("cancel", {"order": order_id})
 
+    def order_status(self, order_id: int | None = None, *, client_order_id: str | None = None) -> OrderStatus:
+        """One order's status (the op ``order_status``), by the engine's or the client's id."""
+        fields = {"order": order_id} if client_order_id is None else {"client_order_id": client_order_id}
+        answer = self._call("order_status", fields)
+        return self._core.order_status(answer["id"])
+
     def cancel_all(self, symbol: str | None = None) -> Ack:
         return self._order("mass_cancel", {} if symbol is None else {"symbol": symbol})
 
@@ -587,6 +601,11 @@ class AsyncStream:
 
     async def cancel(self, order_id: int) -> Ack:
         return await self._order("cancel", {"order": order_id})
+
+    async def order_status(self, order_id: int | None = None, *, client_order_id: str | None = None) -> OrderStatus:
+        fields = {"order": order_id} if client_order_id is None else {"client_order_id": client_order_id}
+        answer = await self._call("order_status", fields)
+        return self._core.order_status(answer["id"])
 
     async def cancel_all(self, symbol: str | None = None) -> Ack:
         return await self._order("mass_cancel", {} if symbol is None else {"symbol": symbol})

@@ -147,6 +147,73 @@ class Order:
 
 
 @dataclass(frozen=True)
+class OrderStatus:
+    """What became of one order (``GET /api/v1/orders/{order}``, by client order id, or the
+    ``order`` of a ``duplicate_order_id`` refusal): ``status`` is ``new``,
+    ``partially_filled``, ``filled``, ``expired``, ``killed`` or ``cancelled``."""
+
+    order: int
+    client_order_id: str | None
+    symbol: str
+    side: str
+    type: str
+    tif: str
+    price: Decimal
+    status: str
+    original_qty: Decimal
+    filled: Decimal
+    remaining: Decimal
+    placed_ns: int
+    updated_ns: int
+    fills: list[Fill]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, row: dict[str, Any], units: Units) -> OrderStatus:
+        symbol = row["symbol"]
+        parent = {"order": row.get("order"), "symbol": symbol, "side": row.get("side")}
+        return cls(
+            order=int(row["order"]),
+            client_order_id=row.get("client_order_id"),
+            symbol=symbol,
+            side=row.get("side", ""),
+            type=row.get("type", ""),
+            tif=row.get("tif", ""),
+            price=units.price(symbol, row.get("price", 0)),
+            status=row.get("status", ""),
+            original_qty=units.qty(symbol, row.get("original_qty", 0)),
+            filled=units.qty(symbol, row.get("filled", 0)),
+            remaining=units.qty(symbol, row.get("remaining", 0)),
+            placed_ns=units.ts_ns(row.get("placed_ns", 0)),
+            updated_ns=units.ts_ns(row.get("updated_ns", 0)),
+            fills=[Fill.parse(f, units, parent) for f in row.get("fills", [])],
+            raw=row,
+        )
+
+    @classmethod
+    def from_open(cls, order: Order) -> OrderStatus:
+        """The status of an open order as ``GET /api/v1/orders`` lists it (for a server
+        without the order status endpoints: no fills, no times)."""
+        return cls(
+            order=order.order,
+            client_order_id=order.client_order_id,
+            symbol=order.symbol,
+            side=order.side,
+            type=order.type,
+            tif=order.tif,
+            price=order.price,
+            status="partially_filled" if order.filled else "new",
+            original_qty=order.filled + order.remaining,
+            filled=order.filled,
+            remaining=order.remaining,
+            placed_ns=0,
+            updated_ns=0,
+            fills=[],
+            raw=order.raw,
+        )
+
+
+@dataclass(frozen=True)
 class OrderEvent:
     """One event of a user's order history or user stream (docs/api.md): ``type`` is
     ``accepted``, ``rejected``, ``fill``, ``cancelled``, ``triggered`` or ``amended``. The
