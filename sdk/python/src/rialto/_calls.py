@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 
 from .errors import RialtoError
 from .types import Ack, Balance, Book, Order, OrderEvent, OrderStatus, Trade
-from .units import DecimalLike, Units
+from .units import DecimalLike, Units, plain, to_decimal
 
 T = TypeVar("T")
 
@@ -68,8 +68,6 @@ def _needs_symbol(symbol: str | None, units: Units, what: str) -> str | None:
 def _num(units: Units, symbol: str | None, value: DecimalLike, encode: Callable[[str, DecimalLike], Any]) -> Any:
     if symbol is None:
         # The server reads decimal strings, so no symbol is needed to write one.
-        from .units import plain, to_decimal
-
         return plain(to_decimal(value, "value"))
     return encode(symbol, value)
 

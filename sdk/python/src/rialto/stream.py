@@ -333,7 +333,10 @@ class Stream:
 
     def _send(self, msg: dict[str, Any]) -> None:
         assert self._ws is not None
-        self._ws.send(json.dumps(msg, separators=(",", ":")))
+        try:
+            self._ws.send(json.dumps(msg, separators=(",", ":")))
+        except (websockets.ConnectionClosed, OSError) as e:
+            raise TransportError(f"the connection broke while sending: {e}") from e
 
     def _reconnect(self, reason: str) -> None:
         self._retry_open(reason, self._reconnect_timeout, announce=True)
@@ -367,8 +370,11 @@ class Stream:
         except OSError as e:
             self._reconnect(f"connection broke: {e}")
             return
-        for reply in self._core.handle(json.loads(text)):
-            self._send(reply)
+        try:
+            for reply in self._core.handle(json.loads(text)):
+                self._send(reply)
+        except TransportError as e:
+            self._reconnect(str(e))
 
     def next_event(self, timeout: float | None = None) -> Event:
         """The next event; TimeoutError when none came within ``timeout`` seconds."""
@@ -515,7 +521,10 @@ class AsyncStream:
 
     async def _send(self, msg: dict[str, Any]) -> None:
         assert self._ws is not None
-        await self._ws.send(json.dumps(msg, separators=(",", ":")))
+        try:
+            await self._ws.send(json.dumps(msg, separators=(",", ":")))
+        except (websockets.ConnectionClosed, OSError) as e:
+            raise TransportError(f"the connection broke while sending: {e}") from e
 
     async def _reconnect(self, reason: str) -> None:
         await self._retry_open(reason, self._reconnect_timeout, announce=True)
@@ -548,8 +557,11 @@ class AsyncStream:
         except OSError as e:
             await self._reconnect(f"connection broke: {e}")
             return
-        for reply in self._core.handle(json.loads(text)):
-            await self._send(reply)
+        try:
+            for reply in self._core.handle(json.loads(text)):
+                await self._send(reply)
+        except TransportError as e:
+            await self._reconnect(str(e))
 
     async def next_event(self, timeout: float | None = None) -> Event:
         deadline = None if timeout is None else time.monotonic() + timeout
