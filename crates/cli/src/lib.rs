@@ -11,6 +11,7 @@ pub mod huge_pages;
 pub mod journal;
 pub mod loadgen;
 pub mod md_bench;
+pub mod order;
 pub mod pipeline_bench;
 pub mod replay;
 pub mod scenario;

@@ -34,16 +34,20 @@ pub enum IoMode {
 
 #[derive(Args, Debug)]
 pub struct LoadgenArgs {
-    /// The server's order gateway
-    #[arg(long, default_value = "127.0.0.1:9100")]
-    pub addr: SocketAddr,
-    /// The server's admin listener (the load generator creates its own symbol and users)
+    /// A running server's order gateway (127.0.0.1:9100 for `rialto serve`): the load goes
+    /// there, and its LOADGEN symbol and users stay in that venue's journal. Without it the
+    /// load generator starts a venue of its own (`rialto serve` on a temporary data directory,
+    /// stopped and removed at the end)
+    #[arg(long)]
+    pub addr: Option<SocketAddr>,
+    /// The running server's admin listener (the load generator creates its own symbol and
+    /// users); only with --addr
     #[arg(long, default_value = "127.0.0.1:9101")]
     pub admin_addr: SocketAddr,
-    /// Admin secret [default: derived from the venue key in --data]
+    /// Admin secret [default: derived from the venue key in --data]; only with --addr
     #[arg(long)]
     pub admin_secret: Option<String>,
-    /// The server's data directory, to read the venue key from
+    /// The running server's data directory, to read the venue key from; only with --addr
     #[arg(long, default_value = "data")]
     pub data: PathBuf,
     /// Connections, each logged in as its own user
@@ -540,7 +544,11 @@ fn name(text: &str) -> Name {
     Name::new(text).expect("short name")
 }
 
-fn admin_secret(args: &LoadgenArgs) -> anyhow::Result<String> {
+fn admin_secret(args: &LoadgenArgs, venue: &Venue) -> anyhow::Result<String> {
+    if let Some(own) = &venue.own {
+        let data = own.dir.path();
+        return Ok(rialto_server::auth::Credentials::load_or_create(data)?.admin_secret());
+    }
     if let Some(secret) = &args.admin_secret {
         return Ok(secret.clone());
     }
@@ -558,11 +566,11 @@ fn admin_call(admin: &mut Client, msg: ClientMsg) -> anyhow::Result<ServerMsg> {
 
 /// Creates the load generator's symbol (once) and fresh funded users (every run, with ids
 /// from the clock so that runs never collide). Returns the symbol and (user, secret) pairs.
-pub fn set_up(args: &LoadgenArgs) -> anyhow::Result<(SymbolId, Vec<(i64, Secret)>)> {
-    let mut admin = Client::connect(args.admin_addr)
-        .with_context(|| format!("cannot connect to the admin listener {}", args.admin_addr))?;
+fn set_up(args: &LoadgenArgs, venue: &Venue) -> anyhow::Result<(SymbolId, Vec<(i64, Secret)>)> {
+    let mut admin = Client::connect(venue.admin_addr)
+        .with_context(|| format!("cannot connect to the admin listener {}", venue.admin_addr))?;
     admin.set_read_timeout(Some(Duration::from_secs(10)))?;
-    admin.admin_login(admin_secret(args)?.as_bytes())?;
+    admin.admin_login(admin_secret(args, venue)?.as_bytes())?;
     let spec = SymbolSpec {
         symbol: name(SYMBOL),
         base: name("LGB"),
@@ -900,10 +908,11 @@ pub fn run(args: &LoadgenArgs) -> anyhow::Result<()> {
             eprintln!("{}", table(&rows).trim_end());
         }
     }
-    let (symbol, users) = set_up(args)?;
+    let venue = Venue::of(args)?;
+    let (symbol, users) = set_up(args, &venue)?;
     let mut conns = Vec::new();
     for (i, (user, secret)) in users.iter().enumerate() {
-        conns.push(login(args.addr, *user, secret, 0x5eed + i as u64)?);
+        conns.push(login(venue.addr, *user, secret, 0x5eed + i as u64)?);
     }
     for &rate in &args.rates {
         if !args.no_rate_floor {
@@ -937,4 +946,78 @@ pub fn run(args: &LoadgenArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Where the load goes: a running server (`--addr`), or a venue of the load generator's own.
+struct Venue {
+    addr: SocketAddr,
+    admin_addr: SocketAddr,
+    own: Option<OwnVenue>,
+}
+
+/// A `rialto serve` child on a temporary data directory, killed and removed when dropped, so that a measurement leaves nothing in anyone's venue.
+struct OwnVenue {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl Venue {
+    fn of(args: &LoadgenArgs) -> anyhow::Result<Venue> {
+        if let Some(addr) = args.addr {
+            return Ok(Venue {
+                addr,
+                admin_addr: args.admin_addr,
+                own: None,
+            });
+        }
+        use std::io::BufRead;
+        let dir = tempfile::Builder::new()
+            .prefix("rialto-loadgen-")
+            .tempdir()?;
+        let data = dir.path().to_str().context("a temporary path in UTF-8")?;
+        let mut child = std::process::Command::new(std::env::current_exe()?)
+            .args(["serve", "--data", data, "--listen", "127.0.0.1:0"])
+            .args(["--admin-listen", "127.0.0.1:0"])
+            .args(["--set", "fix.enabled=false", "--set", "web.enabled=false"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("cannot start a venue of the load generator's own")?;
+        let stdout = child.stdout.take().context("the venue's output")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let own = OwnVenue { child, dir };
+        let line = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_default();
+        let after = |label: &str| -> anyhow::Result<SocketAddr> {
+            let word = line
+                .split(label)
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .map(|w| w.trim_end_matches(','))
+                .with_context(|| format!("the load generator's venue did not start: {line:?}"))?;
+            Ok(word.parse()?)
+        };
+        let (addr, admin_addr) = (after("orders on ")?, after("admin on ")?);
+        eprintln!(
+            "a venue of the load generator's own: orders on {addr}, data in {} (removed after)",
+            own.dir.path().display()
+        );
+        Ok(Venue {
+            addr,
+            admin_addr,
+            own: Some(own),
+        })
+    }
+}
+
+impl Drop for OwnVenue {
+    fn drop(&mut self) {
+        // Its journal is thrown away with its directory: nothing to stop cleanly for.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

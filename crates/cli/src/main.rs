@@ -47,6 +47,11 @@ The first row is the floor: a bare 64-byte ping-pong over loopback in the same s
     Loadgen(LoadgenArgs),
     /// Print a user's login secret, or the admin secret, derived from the venue key
     Secret(SecretArgs),
+    /// Sign and place one order over a running venue's REST API; print what became of it
+    #[command(
+        after_help = "Prices and quantities are decimals (docs/api.md, \"Units\"). Example, on `rialto serve --demo` (the secret is read from ./data):\n  rialto order --user 1 --side sell --price 5000.00 --qty 0.003"
+    )]
+    Order(rialto_cli::order::OrderArgs),
     /// Apply a scenario (JSON Lines commands) to a fresh engine and write its events as JSON Lines
     #[command(
         after_help = "The format is described in docs/scenario-format.md. A malformed line is \
@@ -197,6 +202,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Cmd::Serve(args) => rialto_cli::serve::run(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Secret(args) => run_secret(&args),
+        Cmd::Order(args) => rialto_cli::order::run(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Loadgen(args) => rialto_cli::loadgen::run(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Replay(args) => run_replay(&args),
         Cmd::Bench(BenchCmd::Core(cmd)) => rialto_bench::cli::run(cmd).map(|()| ExitCode::SUCCESS),

@@ -203,3 +203,43 @@ fn the_rate_floor_answers_every_ping_in_either_socket_mode() {
         assert!(row.p50 > 0 && row.p50 <= row.max, "{io}");
     }
 }
+
+#[test]
+fn loadgen_runs_on_a_venue_of_its_own_unless_given_a_server() {
+    let args = [
+        "loadgen",
+        "--connections",
+        "1",
+        "--rates",
+        "1000",
+        "--seconds",
+        "0.2",
+        "--warmup-seconds",
+        "0.1",
+        "--floor-round-trips",
+        "0",
+        "--no-rate-floor",
+        "--io",
+        "block",
+        "--json",
+    ];
+    let run = rialto(&args, "");
+    let report = json_of(&run);
+    assert_eq!(report["rows"][0]["label"], "rialto 1000/s", "{report}");
+    assert!(
+        run.stderr.contains("a venue of the load generator's own"),
+        "{}",
+        run.stderr
+    );
+    // Its data directory is gone afterwards.
+    let data = run
+        .stderr
+        .split("data in ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the venue's data directory is named");
+    assert!(
+        !std::path::Path::new(data).exists(),
+        "{data} was left behind"
+    );
+}

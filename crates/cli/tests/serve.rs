@@ -129,3 +129,79 @@ fn a_client_trades_on_the_readme_server_which_stops_cleanly_and_recovers() {
     let log = stop(server, "-INT");
     assert!(log.contains("stopped cleanly"), "{log}");
 }
+
+/// The README's tour with the binary alone: `rialto order` signs and places orders over REST,
+/// reading the secret from the data directory, and prints what became of each.
+#[test]
+fn rialto_order_places_signed_orders_and_prints_their_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
+        .args(["serve", "--demo", "--data", data.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args(["--fix-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let server = Server {
+        child,
+        orders: "127.0.0.1:1".parse().unwrap(),
+    };
+    let web = line
+        .split("web on http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|w| w.trim_end_matches([',', '/']).to_string())
+        .unwrap_or_else(|| panic!("no web address in {line:?}"));
+    let order = |user: &str, extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rialto"))
+            .args(["order", "--web", &web, "--data", data.to_str().unwrap()])
+            .args(["--user", user])
+            .args(extra)
+            .output()
+            .unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (
+            out.status.success(),
+            answer,
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, sell, err) = order(
+        "1",
+        &["--side", "sell", "--price", "5000.00", "--qty", "0.003"],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(sell["status"], "new", "{sell}");
+    let buy = [
+        "--side",
+        "buy",
+        "--price",
+        "5100.00",
+        "--qty",
+        "0.002",
+        "--client-order-id",
+        "tour-1",
+    ];
+    let (ok, bought, err) = order("2", &buy);
+    assert!(ok, "{err}");
+    assert_eq!(bought["status"], "filled", "{bought}");
+    assert_eq!(bought["fills"][0]["price"], "5000.00", "{bought}");
+    // The same client order id again: refused, with the first order's status.
+    let (ok, _, err) = order("2", &buy);
+    assert!(
+        !ok && err.contains("duplicate_order_id") && err.contains("filled"),
+        "{err}"
+    );
+    let (ok, _, err) = order(
+        "1",
+        &["--side", "sell", "--price", "5000.001", "--qty", "0.001"],
+    );
+    assert!(!ok && err.contains("invalid_price"), "{err}");
+    drop(server);
+}

@@ -62,6 +62,17 @@ impl TokenBucket {
         }
     }
 
+    /// Whole tokens left (as of the last take).
+    pub fn left(&self) -> u64 {
+        self.tokens.max(0.0) as u64
+    }
+
+    /// Seconds until the next token, at `rate` a second (at least 1: HTTP's Retry-After counts
+    /// whole seconds).
+    pub fn seconds_to_next(&self, rate: u64) -> u64 {
+        ((1.0 - self.tokens) / rate.max(1) as f64).ceil().max(1.0) as u64
+    }
+
     /// Returns the token of a message that will be handled again later (and charged then).
     pub fn give_back(&mut self) {
         self.tokens += 1.0;

@@ -2673,3 +2673,70 @@ fn websocket_orders_carry_client_order_ids_and_a_resend_is_answered_with_the_ori
     assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
     server.shutdown().unwrap();
 }
+
+// ----- the small things ------------------------------------------------------------------------
+
+/// A GET's status line and headers, lowercased.
+fn head_of(server: &RunningServer, target: &str) -> String {
+    let mut s = TcpStream::connect(server.web_addr.unwrap()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).to_ascii_lowercase();
+    text.split_once("\r\n\r\n")
+        .map_or(text.clone(), |(h, _)| h.to_string())
+}
+
+#[test]
+fn wrong_methods_and_unknown_query_parameters_are_json_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let put = http.raw("PUT", "/api/v1/time", &[], b"");
+    assert_eq!((put.status, error_code(&put)), (405, "method_not_allowed"));
+    let interval = http.get_decimal("/api/v1/candles/BTC-USD?interval=5m");
+    assert_eq!(
+        (interval.status, error_code(&interval)),
+        (400, "bad_request")
+    );
+    let message = interval.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("interval") && message.contains("limit"),
+        "{message}"
+    );
+    let twice = http.get_decimal("/api/v1/book/BTC-USD?depth=1&depth=2");
+    assert_eq!((twice.status, error_code(&twice)), (400, "bad_request"));
+    assert_eq!(
+        http.get_decimal("/api/v1/book/BTC-USD?depth=1&units=int")
+            .status,
+        200
+    );
+    let trader = Trader::new(&http, &server, 1);
+    let unknown = call_decimal(&trader, "GET", "/api/v1/balances?currency=USD", Value::Null);
+    assert_eq!((unknown.status, error_code(&unknown)), (400, "bad_request"));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_rate_limited_answer_says_when_to_retry_and_every_answer_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |c| {
+        c.web.max_requests_per_sec = 1;
+        c.web.burst = 2;
+    });
+    let first = head_of(&server, "/api/v1/time");
+    assert!(first.starts_with("http/1.1 200"), "{first}");
+    assert!(first.contains("x-ratelimit-limit: 1"), "{first}");
+    assert!(first.contains("x-ratelimit-remaining: 1"), "{first}");
+    let _ = head_of(&server, "/api/v1/time");
+    let refused = head_of(&server, "/api/v1/time");
+    assert!(refused.starts_with("http/1.1 429"), "{refused}");
+    assert!(refused.contains("retry-after: 1"), "{refused}");
+    assert!(refused.contains("x-ratelimit-remaining: 0"), "{refused}");
+    server.shutdown().unwrap();
+}

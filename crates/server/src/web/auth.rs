@@ -303,9 +303,11 @@ impl Guard {
     }
 
     /// Takes one request from the payer's rate.
-    pub fn allow(&self, payer: Payer) -> Result<(), ApiError> {
+    /// Charges one request to `payer`'s rate; answers the whole requests left in its burst
+    /// (`u64::MAX` without a rate), or `rate_limited` with the seconds until the next.
+    pub fn allow(&self, payer: Payer) -> Result<u64, ApiError> {
         if self.rate == 0 {
-            return Ok(());
+            return Ok(u64::MAX);
         }
         let now = Instant::now();
         // A bucket unused this long is full again: forgetting it changes nothing.
@@ -329,17 +331,22 @@ impl Guard {
             .or_insert_with(|| (TokenBucket::new(self.burst), now));
         *used = now;
         if bucket.take(self.rate, self.burst) {
-            return Ok(());
+            return Ok(bucket.left());
         }
+        let retry_after_s = bucket.seconds_to_next(self.rate);
         let message = match payer {
             Payer::Principal(_) => "too many requests for this key: slow down",
             Payer::Address(_) => "too many requests from this address: slow down",
         };
-        Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            message,
-        ))
+        Err(
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+                .retry_after(retry_after_s),
+        )
+    }
+
+    /// Requests a second a rate allows (0: no limit).
+    pub fn rate(&self) -> u64 {
+        self.rate
     }
 
     /// Entries held: principals' nonces and rate buckets (for tests and metrics).

@@ -50,6 +50,8 @@ pub struct ApiError {
     /// More about the refusal, beside `code` and `message` (a resent order's original: its
     /// status, under `order`).
     pub detail: Option<(&'static str, serde_json::Value)>,
+    /// A 429's `Retry-After`, in seconds.
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -59,6 +61,7 @@ impl ApiError {
             code,
             message: message.into(),
             detail: None,
+            retry_after_s: None,
         }
     }
 
@@ -79,6 +82,11 @@ impl ApiError {
 
     pub fn unknown_symbol(name: &str) -> ApiError {
         ApiError::not_found(format!("no symbol named {name:?}"))
+    }
+
+    pub fn retry_after(mut self, seconds: u64) -> ApiError {
+        self.retry_after_s = Some(seconds);
+        self
     }
 
     pub fn with_detail(mut self, name: &'static str, value: serde_json::Value) -> ApiError {
@@ -124,7 +132,13 @@ impl From<CallError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        let mut response = (self.status, Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after_s {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

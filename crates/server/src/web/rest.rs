@@ -64,7 +64,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/admin/settings/order_id_window", post(set_order_id_window))
         .route("/admin/snapshot", post(snapshot))
         .route("/admin/balances/{user}", get(user_balances))
-        .fallback(api_not_found);
+        .route_layer(middleware::from_fn(known_query))
+        .fallback(api_not_found)
+        .method_not_allowed_fallback(method_not_allowed);
     Router::new()
         .nest("/api/v1", api)
         .route("/ws", get(super::ws::upgrade))
@@ -77,6 +79,63 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 async fn api_not_found(uri: Uri) -> ApiError {
     ApiError::not_found(format!("no endpoint {}", uri.path()))
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not a method of {}", uri.path()),
+    )
+}
+
+/// The query parameters each endpoint reads, besides `units` (every endpoint's).
+fn query_parameters(route: &str) -> &'static [&'static str] {
+    match route {
+        "/book/{symbol}" => &["depth"],
+        "/book/{symbol}/orders" | "/trades/{symbol}" | "/candles/{symbol}" => &["limit"],
+        "/orders/history" => &["limit"],
+        "/orders" => &["symbol"],
+        _ => &[],
+    }
+}
+
+/// Refuses a query parameter the endpoint does not read (`/candles/X?interval=5m` would
+/// otherwise answer 1-minute candles as if asked), or one given twice.
+async fn known_query(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|m| m.as_str().trim_start_matches("/api/v1").to_string())
+        .unwrap_or_default();
+    let allowed = query_parameters(&route);
+    let mut seen: Vec<&str> = Vec::new();
+    for pair in request.uri().query().unwrap_or("").split('&') {
+        if pair.is_empty() {
+            continue;
+        }
+        let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+        if name != "units" && !allowed.contains(&name) {
+            let known = match allowed {
+                [] => "none but units".to_string(),
+                names => format!("{} and units", names.join(", ")),
+            };
+            return ApiError::bad_request(
+                "bad_request",
+                format!("unknown query parameter {name:?} (this endpoint reads {known})"),
+            )
+            .into_response();
+        }
+        if seen.contains(&name) {
+            return ApiError::bad_request(
+                "bad_request",
+                format!("the query parameter {name:?} is given twice"),
+            )
+            .into_response();
+        }
+        seen.push(name);
+    }
+    next.run(request).await
 }
 
 /// Who signed a request, as [`admission`] found it; private endpoints read it.
@@ -124,12 +183,24 @@ async fn admission(
         Ok(principal) => Payer::Principal(principal),
         Err(_) => Payer::Address(peer),
     };
-    if let Err(e) = state.auth.allow(payer) {
-        return e.into_response();
-    }
+    let left = match state.auth.allow(payer) {
+        Ok(left) => left,
+        Err(e) => return rate_headers(e.into_response(), state.auth.rate(), 0),
+    };
     let mut request = Request::from_parts(parts, body);
     request.extensions_mut().insert(Signer(signer));
-    next.run(request).await
+    rate_headers(next.run(request).await, state.auth.rate(), left)
+}
+
+/// The payer's rate (`X-RateLimit-Limit`, requests a second) and what is left of its burst
+/// (`X-RateLimit-Remaining`), on every answer of a server with a rate.
+fn rate_headers(mut response: Response, rate: u64, left: u64) -> Response {
+    if rate > 0 {
+        let headers = response.headers_mut();
+        headers.insert("x-ratelimit-limit", rate.into());
+        headers.insert("x-ratelimit-remaining", left.into());
+    }
+    response
 }
 
 async fn openapi() -> impl IntoResponse {

@@ -1,0 +1,141 @@
+//! `rialto order`: signs and places one order over a running venue's REST API (docs/api.md),
+//! and prints the answer: what became of the order, with its fills. The README's tour uses it,
+//! so that the venue can be tried with the binary alone.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::{Value, json};
+
+#[derive(Args, Debug)]
+pub struct OrderArgs {
+    /// The venue's HTTP address ([web] listen)
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub web: String,
+    /// The user who places the order
+    #[arg(long)]
+    pub user: i64,
+    /// The user's secret; without it, it is read from --data's venue key (as `rialto secret`)
+    #[arg(long)]
+    pub secret: Option<String>,
+    /// Data directory holding venue.key (only without --secret)
+    #[arg(long, default_value = "data")]
+    pub data: PathBuf,
+    #[arg(long, default_value = "BTC-USD")]
+    pub symbol: String,
+    /// buy or sell
+    #[arg(long)]
+    pub side: String,
+    /// The limit price as a decimal ("5000.00"); without it, a market order
+    #[arg(long)]
+    pub price: Option<String>,
+    /// The quantity as a decimal ("0.003")
+    #[arg(long)]
+    pub qty: String,
+    /// gtc, ioc, fok, day (the API's default without it)
+    #[arg(long)]
+    pub tif: Option<String>,
+    /// The client's own id: a resend is refused and answered with the first order's status
+    #[arg(long)]
+    pub client_order_id: Option<String>,
+}
+
+/// The order's JSON body, prices and quantities as decimal strings.
+pub fn body(args: &OrderArgs) -> Value {
+    let mut body = json!({"symbol": args.symbol, "side": args.side, "qty": args.qty});
+    match &args.price {
+        Some(price) => body["price"] = json!(price),
+        None => body["type"] = json!("market"),
+    }
+    if let Some(tif) = &args.tif {
+        body["tif"] = json!(tif);
+    }
+    if let Some(id) = &args.client_order_id {
+        body["client_order_id"] = json!(id);
+    }
+    body
+}
+
+/// Places the order; prints the answer, and fails on a refusal (its JSON error on stderr).
+pub fn run(args: &OrderArgs) -> anyhow::Result<()> {
+    let secret = match &args.secret {
+        Some(secret) => secret.clone(),
+        None => {
+            anyhow::ensure!(
+                args.data.join("venue.key").exists(),
+                "{} has no venue.key: give --secret, or --data of the running venue",
+                args.data.display()
+            );
+            let credentials = rialto_server::auth::Credentials::load_or_create(&args.data)?;
+            credentials.user_secret(args.user)
+        }
+    };
+    let body = body(args).to_string();
+    let (status, answer) = post_signed(&args.web, &args.user.to_string(), &secret, &body)?;
+    if status != 200 {
+        bail!("HTTP {status}: {answer}");
+    }
+    println!("{answer}");
+    Ok(())
+}
+
+/// A signed `POST /api/v1/orders` over plain HTTP/1.1 (docs/api.md, "Authentication"); the
+/// status and the body.
+fn post_signed(web: &str, key: &str, secret: &str, body: &str) -> anyhow::Result<(u16, String)> {
+    use rialto_server::web::auth::{now_ms, sign, signed_text};
+    let target = "/api/v1/orders";
+    // A timestamp in ms as the nonce, as the console signs: a larger nonce (µs) would lock the
+    // console out for a minute (docs/api.md, "Nonces").
+    let ts = now_ms().to_string();
+    let sig = sign(
+        secret,
+        &signed_text(key, &ts, &ts, "POST", target, body.as_bytes()),
+    );
+    let mut stream = TcpStream::connect(web).with_context(|| format!("cannot connect to {web}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(15)))?;
+    let request = format!(
+        "POST {target} HTTP/1.1\r\nHost: {web}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nRialto-Key: {key}\r\nRialto-Timestamp: {ts}\r\nRialto-Nonce: {ts}\r\n\
+         Rialto-Signature: {sig}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes())?;
+    let mut out = Vec::new();
+    stream.read_to_end(&mut out)?;
+    let text = String::from_utf8_lossy(&out);
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .context("the answer has no header")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("the answer has no status")?;
+    let body = match head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        true => dechunk(rest),
+        false => rest.to_string(),
+    };
+    Ok((status, body))
+}
+
+fn dechunk(mut text: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = text.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        text = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
