@@ -1,12 +1,12 @@
 """A market maker: quotes both sides of BTC-USD around the mid and requotes when the mid moves.
-Run beside `rialto serve --demo` (RIALTO_URL, RIALTO_KEY, RIALTO_SECRETS to point elsewhere)."""
+Run beside `rialto serve --demo` as user 3 (RIALTO_URL, RIALTO_KEY, RIALTO_SECRETS to change that)."""
 
 import os
 from decimal import Decimal
 
 import rialto
 
-url, key = os.environ.get("RIALTO_URL", "http://127.0.0.1:8080"), os.environ.get("RIALTO_KEY", "1")
+url, key = os.environ.get("RIALTO_URL", "http://127.0.0.1:8080"), os.environ.get("RIALTO_KEY", "3")
 secret = rialto.load_demo_secrets(os.environ.get("RIALTO_SECRETS", "data/demo-secrets.txt"))[key]
 SYMBOL, HALF_SPREAD, SIZE, TICK = "BTC-USD", Decimal("0.001"), Decimal("0.010"), Decimal("0.01")
 with rialto.Client(url, key, secret) as rest, rialto.Stream(url) as stream:

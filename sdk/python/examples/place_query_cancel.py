@@ -11,7 +11,7 @@ key = os.environ.get("RIALTO_KEY", "1")
 secret = rialto.load_demo_secrets(os.environ.get("RIALTO_SECRETS", "data/demo-secrets.txt"))[key]
 
 with rialto.Client(url, key, secret, ca_file=os.environ.get("RIALTO_CA_FILE")) as client:
-    ack = client.place("BTC-USD", "buy", qty="0.003", price="4500.00")
+    ack = client.place("BTC-USD", "buy", qty="0.003", price="4900.00")
     print(f"placed order {ack.order}: {ack.status}")
     order = client.get_order(ack.order)
     print(f"open: {order.side} {order.remaining} {order.symbol} at {order.price}")

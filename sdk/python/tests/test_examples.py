@@ -35,8 +35,8 @@ def test_place_query_cancel_example(venue) -> None:  # type: ignore[no-untyped-d
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("placed order ") and lines[0].endswith(": new"), lines
-    assert lines[1] == "open: buy 0.003 BTC-USD at 4500.00", lines
-    assert lines[2] == "USD held: 13.50003", lines  # 4,500 x 0.003 and the taker fee of 3 lots
+    assert lines[1] == "open: buy 0.003 BTC-USD at 4900.00", lines
+    assert lines[2] == "USD held: 14.70003", lines  # 4,900 x 0.003 and the taker fee of 3 lots
     assert lines[3] == "cancelled; USD held: 0.00000", lines
     assert lines[4] == "cancelling again is refused: unknown_order", lines
 
