@@ -1,4 +1,5 @@
-"""A market maker: quotes both sides of BTC-USD around the mid and requotes when the mid moves.
+"""A market maker: quotes both sides of BTC-USD around the mid, and again when the mid moves by
+more than its half spread.
 Run beside `rialto serve --demo` as user 3 (RIALTO_URL, RIALTO_KEY, RIALTO_SECRETS to change that)."""
 
 import os
@@ -16,7 +17,7 @@ with rialto.Client(url, key, secret) as rest, rialto.Stream(url) as stream:
         if isinstance(event, rialto.BookUpdate):
             bid, ask = event.book.best_bid, event.book.best_ask
             mid = (bid[0] + ask[0]) / 2 if bid and ask else quoted_mid or Decimal("5000")
-            if mid != quoted_mid:
+            if quoted_mid is None or abs(mid - quoted_mid) > mid * HALF_SPREAD:  # not our own quotes
                 rest.cancel_all(SYMBOL)
                 rest.place(SYMBOL, "buy", SIZE, (mid * (1 - HALF_SPREAD)).quantize(TICK))
                 rest.place(SYMBOL, "sell", SIZE, (mid * (1 + HALF_SPREAD)).quantize(TICK))
