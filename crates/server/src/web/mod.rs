@@ -126,6 +126,8 @@ pub struct AppState {
     pub instruments: Mutex<BTreeMap<String, InstrumentSettings>>,
     pub auth: auth::Guard,
     pub history: history::Histories,
+    /// The history database, when `[history]` is on (history.rs serves it).
+    pub db: Option<Arc<crate::history::Store>>,
     pub topics: fanout::Topics,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub shutdown: watch::Receiver<bool>,
@@ -155,6 +157,8 @@ pub struct WebParts {
     pub user_messages: mpsc::UnboundedReceiver<bridge::WebMessages>,
     pub md: Arc<MarketData>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The history database, when `[history]` is on.
+    pub history: Option<Arc<crate::history::Store>>,
     /// When this run of the server began (ms since the Unix epoch): requests signed earlier
     /// are refused.
     pub started_ms: i64,
@@ -215,6 +219,7 @@ async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<Atomi
         admin_secret: parts.admin_secret,
         instruments: Mutex::new(parts.instruments),
         history: history::Histories::default(),
+        db: parts.history,
         topics: fanout::Topics::default(),
         metrics: parts.metrics,
         shutdown: shutdown_rx,

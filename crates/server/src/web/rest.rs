@@ -37,6 +37,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/book/{symbol}/orders", get(book_orders))
         .route("/trades/{symbol}", get(trades))
         .route("/candles/{symbol}", get(candles))
+        .route("/ticker/24h", get(ticker))
+        .route("/fills", get(fills))
         .route("/orders", post(place).get(open_orders).delete(mass_cancel))
         .route("/orders/history", get(history))
         .route("/orders/{order}", delete(cancel).patch(amend))
@@ -230,7 +232,7 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 }
 
 /// A numeric query parameter, `default` when absent, at most `max`.
-fn query_number(uri: &Uri, name: &str, default: usize, max: usize) -> Result<usize, ApiError> {
+pub(super) fn query_number(uri: &Uri, name: &str, default: usize, max: usize) -> Result<usize, ApiError> {
     match query_value(uri, name) {
         None => Ok(default),
         Some(text) => match text.parse::<usize>() {
@@ -243,7 +245,7 @@ fn query_number(uri: &Uri, name: &str, default: usize, max: usize) -> Result<usi
     }
 }
 
-fn query_value(uri: &Uri, name: &str) -> Option<String> {
+pub(super) fn query_value(uri: &Uri, name: &str) -> Option<String> {
     uri.query()?.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         (k == name).then(|| v.to_string())
@@ -303,8 +305,12 @@ async fn book_orders(State(state): Shared, Path(symbol): Path<String>, uri: Uri)
 }
 
 async fn trades(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
-    let limit = query_number(&uri, "limit", 100, 1000)?;
     let id = known_symbol(&state, &symbol)?;
+    if let Some(db) = &state.db {
+        let range = super::history::range(&uri, 100, super::history::MAX_LIMIT)?;
+        return Ok(Json(super::history::db_trades(db, id, range).await?));
+    }
+    let limit = query_number(&uri, "limit", 100, 1000)?;
     let trades = state
         .md
         .feed()
@@ -314,10 +320,43 @@ async fn trades(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> A
 }
 
 async fn candles(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
-    let limit = query_number(&uri, "limit", 60, 1440)?;
     let id = known_symbol(&state, &symbol)?;
+    let interval = query_value(&uri, "interval").unwrap_or_else(|| "1m".to_string());
+    let Some(interval_s) = crate::history::query::interval_seconds(&interval) else {
+        return Err(ApiError::bad_request(
+            "bad_request",
+            "interval must be one of 1m, 5m, 15m, 1h, 4h, 1d",
+        ));
+    };
+    if let Some(db) = &state.db {
+        let range = super::history::range(&uri, 60, 1440)?;
+        return Ok(Json(
+            super::history::db_candles(db, id, interval_s, range).await?,
+        ));
+    }
+    if interval_s != 60 {
+        return Err(super::history::history_off());
+    }
+    let limit = query_number(&uri, "limit", 60, 1440)?;
     let candles = state.md.feed().candles(id, limit).expect("a known symbol");
     Ok(Json(Value::Array(candles.iter().map(j::candle).collect())))
+}
+
+/// The 24 h ticker of every symbol, or of `?symbol=` (one object).
+async fn ticker(State(state): Shared, uri: Uri) -> ApiResult {
+    let db = state.db.clone().ok_or_else(super::history::history_off)?;
+    match query_value(&uri, "symbol") {
+        Some(name) => {
+            let id = known_symbol(&state, &name)?;
+            let mut list = super::history::db_tickers(&state, &db, vec![id]).await?;
+            Ok(Json(list.pop().unwrap_or(Value::Null)))
+        }
+        None => {
+            let ids: Vec<_> = state.md.feed().symbols().map(|s| s.id).collect();
+            let list = super::history::db_tickers(&state, &db, ids).await?;
+            Ok(Json(Value::Array(list)))
+        }
+    }
 }
 
 // ----- private --------------------------------------------------------------------------------
@@ -397,9 +436,28 @@ async fn balances(State(state): Shared, Trader(user, _): Trader) -> ApiResult {
 }
 
 async fn history(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
+    if let Some(db) = &state.db {
+        let range = super::history::range(&uri, 100, super::history::MAX_LIMIT)?;
+        return Ok(Json(
+            super::history::db_order_history(&state, db, user, range).await?,
+        ));
+    }
     let limit = query_number(&uri, "limit", 100, super::history::HISTORY_LEN)?;
     let name = |symbol| super::history::symbol_name(&state, symbol);
     Ok(Json(Value::Array(state.history.recent(user, limit, name))))
+}
+
+/// The key's fills (of `?symbol=`, or all), from the history database.
+async fn fills(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
+    let db = state.db.clone().ok_or_else(super::history::history_off)?;
+    let symbol = match query_value(&uri, "symbol") {
+        Some(name) => Some(known_symbol(&state, &name)?),
+        None => None,
+    };
+    let range = super::history::range(&uri, 100, super::history::MAX_LIMIT)?;
+    Ok(Json(
+        super::history::db_fills(&state, &db, user, symbol, range).await?,
+    ))
 }
 
 // ----- admin ----------------------------------------------------------------------------------

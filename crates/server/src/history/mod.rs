@@ -1,0 +1,361 @@
+//! Durable history: trades, candles, each user's fills and order events in SQLite
+//! (`<data>/history.sqlite`), written by a thread of its own (docs/api.md, "Durable history").
+//!
+//! ```text
+//! journal stage ──records──▶ market data thread (replica) ──Rows──▶ [bounded queue] ──▶ writer
+//!                                                                                       │
+//!                                   journal files (+ a snapshot at or before) ◀──gap────┘
+//! ```
+//!
+//! The market data thread already replays every journaled command on its replica of the
+//! engine; [`HistoryTap`] turns each command's result and events into [`rows::Rows`] there, and
+//! hands one batch per round to the writer through a queue of [`HistorySettings::queue_batches`].
+//! It never waits: a batch that finds the queue full is kept and grown by the next rounds up
+//! to [`HistorySettings::pending_rows`] rows, and past that dropped. The writer checks that
+//! every batch starts at the seq after the last one it wrote; a gap (a dropped batch, or the
+//! start-up, when the database is behind the journal after a crash, or missing) it fills
+//! from the journal itself, replaying it from the newest snapshot at or before the gap on an
+//! engine of its own ([`rebuild`]). The journal stays the single source of truth; the
+//! database's `meta.last_seq` is written in the same transaction as the rows it covers.
+
+pub mod db;
+pub mod query;
+pub mod rebuild;
+pub mod rows;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use rialto_core::{Command, EngineConfig, OwnedEvent, Reason};
+use rusqlite::Connection;
+use serde::{Deserialize, Serialize};
+
+pub use rows::{ID_PER_SEQ, Rows};
+
+/// The database's file name in the data directory.
+pub const FILE_NAME: &str = "history.sqlite";
+
+/// `[history]` in the configuration.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HistorySettings {
+    /// Keep trades, candles, fills and order events in `<data>/history.sqlite`. Off: the order
+    /// history is the last 1,000 events per user in memory, trades and 1 m candles are the
+    /// feed's recent ones, and `/fills` and `/ticker/24h` answer `history_off`.
+    pub enabled: bool,
+    /// Batches (one per market data round) the queue to the writer holds.
+    pub queue_batches: usize,
+    /// Rows the market data thread keeps while the queue is full; past this it drops them and
+    /// the writer rebuilds them from the journal.
+    pub pending_rows: usize,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        HistorySettings {
+            enabled: true,
+            queue_batches: 1_024,
+            pending_rows: 1_000_000,
+        }
+    }
+}
+
+impl HistorySettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1..=1 << 20).contains(&self.queue_batches),
+            "history.queue_batches must be from 1 to 1048576"
+        );
+        anyhow::ensure!(
+            (1..=1 << 26).contains(&self.pending_rows),
+            "history.pending_rows must be from 1 to 67108864"
+        );
+        Ok(())
+    }
+}
+
+/// What the writer and the readers share.
+pub struct Store {
+    path: PathBuf,
+    /// Read connections not in use.
+    readers: Mutex<Vec<Connection>>,
+    /// The last seq whose rows are all written.
+    pub written_seq: AtomicU64,
+    /// Batches the market data thread dropped (the writer rebuilt them from the journal).
+    pub dropped_batches: AtomicU64,
+    /// Commands replayed from the journal to fill gaps.
+    pub rebuilt_commands: AtomicU64,
+    /// The writer stopped on an error (logged): the history stays where it was.
+    pub failed: AtomicBool,
+}
+
+/// Read connections kept open for reuse.
+const IDLE_READERS: usize = 4;
+
+impl Store {
+    /// Runs `f` on a read connection.
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> anyhow::Result<T> {
+        let conn = self
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        let conn = match conn {
+            Some(conn) => conn,
+            None => db::open(&self.path)?,
+        };
+        let result = f(&conn);
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        if readers.len() < IDLE_READERS {
+            readers.push(conn);
+        }
+        Ok(result?)
+    }
+}
+
+/// The market data thread's side: collects rows, hands them over without ever waiting.
+pub struct HistoryTap {
+    queue: Arc<ArrayQueue<Rows>>,
+    pending: Rows,
+    pending_rows: usize,
+    writer: Thread,
+    store: Arc<Store>,
+    closed: Arc<AtomicBool>,
+}
+
+impl HistoryTap {
+    /// Adds one replayed command.
+    pub fn record(
+        &mut self,
+        seq: u64,
+        ts_ns: i64,
+        cmd: &Command,
+        result: Result<(), Reason>,
+        events: &[OwnedEvent],
+    ) {
+        self.pending.add(seq, ts_ns, cmd, result, events);
+    }
+
+    /// Hands what was recorded to the writer (at the end of a round).
+    pub fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        match self.queue.push(std::mem::take(&mut self.pending)) {
+            Ok(()) => self.writer.unpark(),
+            Err(rows) if rows.row_count() < self.pending_rows => self.pending = rows,
+            Err(_) => {
+                // The writer sees the gap and replays it from the journal.
+                self.store.dropped_batches.fetch_add(1, Ordering::Relaxed);
+                self.writer.unpark();
+            }
+        }
+    }
+}
+
+impl Drop for HistoryTap {
+    fn drop(&mut self) {
+        // The market data thread is done: what is left goes, waiting for room if need be (it
+        // no longer holds anything up).
+        let mut rows = std::mem::take(&mut self.pending);
+        while !rows.is_empty() {
+            match self.queue.push(rows) {
+                Ok(()) => break,
+                Err(back) if self.store.failed.load(Ordering::Relaxed) => {
+                    drop(back);
+                    break;
+                }
+                Err(back) => {
+                    rows = back;
+                    self.writer.unpark();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        self.closed.store(true, Ordering::Release);
+        self.writer.unpark();
+    }
+}
+
+/// The running history: the tap for the market data thread, the store for readers, the
+/// writer thread to join.
+pub struct History {
+    pub store: Arc<Store>,
+    pub tap: HistoryTap,
+    pub writer: JoinHandle<()>,
+}
+
+/// Opens `<data_dir>/history.sqlite` and starts its writer, which first brings it to
+/// `venue_seq` (the seq the venue recovered to) from the journal.
+pub fn start(
+    settings: &HistorySettings,
+    data_dir: &Path,
+    engine_config: EngineConfig,
+    venue_seq: u64,
+) -> anyhow::Result<History> {
+    let path = data_dir.join(FILE_NAME);
+    let mut conn = db::open_writer(&path)
+        .map_err(|e| anyhow::anyhow!("cannot open the history database {}: {e}", path.display()))?;
+    let mut written = db::last_seq(&conn)?;
+    if written > venue_seq {
+        // The journal ends before what the database holds (an accepted loss): the journal is
+        // the truth, so the history is rebuilt from it.
+        tracing::warn!(
+            written,
+            venue_seq,
+            "the history database is ahead of the journal: rebuilding it"
+        );
+        db::clear(&mut conn)?;
+        written = 0;
+    }
+    let store = Arc::new(Store {
+        path,
+        readers: Mutex::new(Vec::new()),
+        written_seq: AtomicU64::new(written),
+        dropped_batches: AtomicU64::new(0),
+        rebuilt_commands: AtomicU64::new(0),
+        failed: AtomicBool::new(false),
+    });
+    let queue = Arc::new(ArrayQueue::new(settings.queue_batches));
+    let closed = Arc::new(AtomicBool::new(false));
+    let mut writer = Writer {
+        conn,
+        store: store.clone(),
+        queue: queue.clone(),
+        closed: closed.clone(),
+        data_dir: data_dir.to_path_buf(),
+        engine_config,
+    };
+    let handle = std::thread::Builder::new()
+        .name("rialto-history".into())
+        .spawn(move || {
+            if let Err(e) = writer.run(venue_seq) {
+                writer.store.failed.store(true, Ordering::Relaxed);
+                tracing::error!("history writer stopped: {e:#}");
+                // Keep taking batches so that the tap never waits on a stopped writer.
+                while !writer.closed.load(Ordering::Acquire) || !writer.queue.is_empty() {
+                    while writer.queue.pop().is_some() {}
+                    std::thread::park_timeout(Duration::from_millis(10));
+                }
+            }
+        })?;
+    let tap = HistoryTap {
+        queue,
+        pending: Rows::default(),
+        pending_rows: settings.pending_rows,
+        writer: handle.thread().clone(),
+        store: store.clone(),
+        closed,
+    };
+    Ok(History {
+        store,
+        tap,
+        writer: handle,
+    })
+}
+
+struct Writer {
+    conn: Connection,
+    store: Arc<Store>,
+    queue: Arc<ArrayQueue<Rows>>,
+    closed: Arc<AtomicBool>,
+    data_dir: PathBuf,
+    engine_config: EngineConfig,
+}
+
+impl Writer {
+    fn written(&self) -> u64 {
+        self.store.written_seq.load(Ordering::Acquire)
+    }
+
+    fn run(&mut self, venue_seq: u64) -> anyhow::Result<()> {
+        if self.written() < venue_seq {
+            let from = self.written();
+            self.fill_gap(venue_seq)?;
+            tracing::info!(from, to = venue_seq, "history rebuilt from the journal");
+        }
+        loop {
+            match self.queue.pop() {
+                Some(rows) => self.write(rows)?,
+                None if self.closed.load(Ordering::Acquire) && self.queue.is_empty() => {
+                    return Ok(());
+                }
+                None => std::thread::park_timeout(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    fn write(&mut self, mut rows: Rows) -> anyhow::Result<()> {
+        let written = self.written();
+        if rows.last_seq <= written {
+            return Ok(());
+        }
+        if rows.first_seq > written + 1 {
+            self.fill_gap(rows.first_seq - 1)?;
+        }
+        if rows.first_seq <= self.written() {
+            anyhow::bail!(
+                "a history batch from seq {} overlaps what is written (through {})",
+                rows.first_seq,
+                self.written()
+            );
+        }
+        if rows.left_out > 0 {
+            tracing::error!(
+                left_out = rows.left_out,
+                "a command had more than {} trades or events: the rest are not in the history",
+                ID_PER_SEQ - 1
+            );
+            rows.left_out = 0;
+        }
+        db::write(&mut self.conn, &rows)?;
+        self.store
+            .written_seq
+            .store(rows.last_seq, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes the history of `written + 1 ..= through` from the journal. The records may
+    /// not be in the journal's files yet (under `durability = "none"` they wait in the
+    /// writer's buffer): it waits for them, and meanwhile the queue fills and the tap drops,
+    /// which later gaps fill the same way.
+    fn fill_gap(&mut self, through: u64) -> anyhow::Result<()> {
+        let mut waited = Duration::ZERO;
+        while self.written() < through {
+            let after = self.written();
+            let store = self.store.clone();
+            let conn = &mut self.conn;
+            let reached = rebuild::replay(
+                &self.data_dir,
+                self.engine_config,
+                after,
+                through,
+                |rows| {
+                    db::write(conn, rows)?;
+                    store.written_seq.store(rows.last_seq, Ordering::Release);
+                    store
+                        .rebuilt_commands
+                        .fetch_add(rows.last_seq - rows.first_seq + 1, Ordering::Relaxed);
+                    Ok(())
+                },
+            )?;
+            if reached < through {
+                if waited >= Duration::from_secs(60) && self.closed.load(Ordering::Acquire) {
+                    anyhow::bail!(
+                        "the journal ends at seq {reached}, before seq {through} that market \
+                         data replayed"
+                    );
+                }
+                // Each try replays from a snapshot: back off.
+                let pause = Duration::from_millis(20).max(waited / 4).min(Duration::from_secs(1));
+                std::thread::sleep(pause);
+                waited += pause;
+            }
+        }
+        Ok(())
+    }
+}
