@@ -97,6 +97,18 @@ pub struct Store {
 const IDLE_READERS: usize = 4;
 
 impl Store {
+    /// Readers of the database at `path` (for tools; the server makes its own in [`start`]).
+    pub fn open_readers(path: &Path) -> Store {
+        Store {
+            path: path.to_path_buf(),
+            readers: Mutex::new(Vec::new()),
+            written_seq: AtomicU64::new(0),
+            dropped_batches: AtomicU64::new(0),
+            rebuilt_commands: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+        }
+    }
+
     /// Runs `f` on a read connection.
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> anyhow::Result<T> {
         let conn = self
@@ -212,14 +224,8 @@ pub fn start(
         db::clear(&mut conn)?;
         written = 0;
     }
-    let store = Arc::new(Store {
-        path,
-        readers: Mutex::new(Vec::new()),
-        written_seq: AtomicU64::new(written),
-        dropped_batches: AtomicU64::new(0),
-        rebuilt_commands: AtomicU64::new(0),
-        failed: AtomicBool::new(false),
-    });
+    let store = Arc::new(Store::open_readers(&path));
+    store.written_seq.store(written, Ordering::Release);
     let queue = Arc::new(ArrayQueue::new(settings.queue_batches));
     let closed = Arc::new(AtomicBool::new(false));
     let mut writer = Writer {
