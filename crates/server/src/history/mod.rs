@@ -264,6 +264,9 @@ pub fn start(
     })
 }
 
+/// Rows the writer gathers from the queue into one transaction, at most (about).
+const ROWS_PER_TRANSACTION: usize = 100_000;
+
 struct Writer {
     conn: Connection,
     store: Arc<Store>,
@@ -286,7 +289,17 @@ impl Writer {
         }
         loop {
             match self.queue.pop() {
-                Some(rows) => self.write(rows)?,
+                Some(mut rows) => {
+                    // What queued up meanwhile goes in the same transaction, up to a bound.
+                    while rows.row_count() < ROWS_PER_TRANSACTION
+                        && let Some(next) = self.queue.pop()
+                    {
+                        if let Err(next) = rows.append(next) {
+                            self.write(std::mem::replace(&mut rows, next))?;
+                        }
+                    }
+                    self.write(rows)?
+                }
                 None if self.closed.load(Ordering::Acquire) && self.queue.is_empty() => {
                     return Ok(());
                 }
@@ -363,5 +376,98 @@ impl Writer {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rialto_core::{Engine, PlaceOrder, Side, SymbolId};
+    use rialto_journal::{JournalConfig, JournalWriter};
+
+    /// A journal of the demo set-up and `trades` crossing pairs; returns each command's rows.
+    fn journal(dir: &Path, trades: i64) -> Vec<Rows> {
+        let mut journal = JournalWriter::open(dir, JournalConfig::default(), 1).unwrap();
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut commands = crate::demo::demo_commands();
+        for i in 0..trades {
+            let (sym, price) = (SymbolId(0), 500_000 + i);
+            commands.push(Command::Place(PlaceOrder::limit(1, 100 + i, sym, Side::Sell, price, 1)));
+            commands.push(Command::Place(PlaceOrder::limit(2, 100 + i, sym, Side::Buy, price, 1)));
+        }
+        let mut all = Vec::new();
+        for (i, cmd) in commands.iter().enumerate() {
+            let (seq, ts_ns) = (i as u64 + 1, 1_000_000_000 * (i as i64 + 1));
+            journal.append(seq, ts_ns, cmd);
+            let mut events = Vec::new();
+            let result = engine.apply(seq, ts_ns, cmd, &mut events);
+            let mut rows = Rows::default();
+            rows.add(seq, ts_ns, cmd, result, &events);
+            all.push(rows);
+        }
+        journal.commit().unwrap();
+        journal.sync().unwrap();
+        all
+    }
+
+    fn settings(queue_batches: usize, pending_rows: usize) -> HistorySettings {
+        HistorySettings {
+            enabled: true,
+            queue_batches,
+            pending_rows,
+        }
+    }
+
+    fn trade_count(store: &Store) -> i64 {
+        store
+            .read(|c| c.query_row("SELECT count(*) FROM trades", [], |r| r.get(0)))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_full_queue_keeps_rows_then_drops_them_and_never_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = journal(dir.path(), 3);
+        let store = Arc::new(Store::open_readers(&dir.path().join(FILE_NAME)));
+        let mut tap = HistoryTap {
+            queue: Arc::new(ArrayQueue::new(1)),
+            pending: Rows::default(),
+            pending_rows: 3,
+            writer: std::thread::current(),
+            store: store.clone(),
+            closed: Arc::new(AtomicBool::new(false)),
+        };
+        let mut batches = rows.into_iter();
+        tap.pending = batches.next().unwrap();
+        tap.flush();
+        assert!(tap.pending.is_empty(), "the first batch is queued");
+        // Nobody takes from the queue: the next rows wait in the tap, then are dropped.
+        let trade = batches.by_ref().find(|r| !r.trades.is_empty()).unwrap();
+        tap.pending = trade;
+        tap.flush();
+        assert_eq!(tap.pending.row_count(), 2, "kept while under pending_rows");
+        assert_eq!(store.dropped_batches.load(Ordering::Relaxed), 0);
+        let next = batches.next().unwrap();
+        tap.pending.append(next).unwrap();
+        tap.flush();
+        assert!(tap.pending.is_empty());
+        assert_eq!(store.dropped_batches.load(Ordering::Relaxed), 1);
+        drop(tap);
+    }
+
+    #[test]
+    fn the_writer_fills_a_gap_before_a_batch_from_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = journal(dir.path(), 4);
+        let last = rows.last().unwrap().last_seq;
+        let history = start(&settings(4, 10), dir.path(), EngineConfig::default(), 0).unwrap();
+        // Only the last command's rows arrive: everything before is a gap.
+        history.tap.queue.push(rows.last().unwrap().clone()).unwrap();
+        let store = history.store.clone();
+        drop(history.tap);
+        history.writer.join().unwrap();
+        assert_eq!(store.written_seq.load(Ordering::Acquire), last);
+        assert!(store.rebuilt_commands.load(Ordering::Relaxed) >= last - 1);
+        assert_eq!(trade_count(&store), 4);
     }
 }

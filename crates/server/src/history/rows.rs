@@ -94,6 +94,25 @@ impl Rows {
         self.trades.len() + self.events.len()
     }
 
+    /// Appends `next`, which must start right after this run; gives it back otherwise.
+    pub fn append(&mut self, next: Rows) -> Result<(), Rows> {
+        if self.is_empty() || next.is_empty() || next.first_seq != self.last_seq + 1 {
+            return Err(next);
+        }
+        self.last_seq = next.last_seq;
+        self.trades.extend(next.trades);
+        self.events.extend(next.events);
+        let mut seconds = next.seconds.into_iter();
+        if let (Some(&(last, _)), Some(first)) = (self.seconds.last(), seconds.as_slice().first())
+            && first.0 <= last
+        {
+            seconds.next();
+        }
+        self.seconds.extend(seconds);
+        self.left_out += next.left_out;
+        Ok(())
+    }
+
     /// Adds the command at `seq` (the one after `last_seq`, or the first).
     pub fn add(
         &mut self,
