@@ -8,6 +8,9 @@
 //! the replica, deterministic like the engine, produces the very same events. A record is
 //! replayed only once the engine has applied it, so market data never shows a command that
 //! is not durable as the journal's mode says.
+//!
+//! With `[history]` on, each command's result and events also become rows of the durable
+//! history, handed to its writer once per round without waiting ([`crate::history`]).
 
 pub mod udp;
 
