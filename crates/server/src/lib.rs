@@ -315,6 +315,7 @@ pub fn start_with_stop(
         metrics.add_gauge("rialto_ring_occupancy", &format!("ring=\"{name}\""), ring);
     }
     if let Some(store) = &history_store {
+        store.follow(pipeline.shared.clone());
         let (written, shared) = (store.clone(), pipeline.shared.clone());
         let lag = move || {
             let applied = shared.applied_seq.load(Ordering::Acquire);

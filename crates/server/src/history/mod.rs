@@ -91,6 +91,8 @@ pub struct Store {
     pub rebuilt_commands: AtomicU64,
     /// The writer stopped on an error (logged): the history stays where it was.
     pub failed: AtomicBool,
+    /// The last seq the engine applied, for readers that want the history as of now.
+    venue_seq: std::sync::OnceLock<Arc<crate::pipeline::Shared>>,
 }
 
 /// Read connections kept open for reuse.
@@ -106,6 +108,22 @@ impl Store {
             dropped_batches: AtomicU64::new(0),
             rebuilt_commands: AtomicU64::new(0),
             failed: AtomicBool::new(false),
+            venue_seq: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Follows the engine's applied seq (see [`Self::seq_to_wait_for`]).
+    pub fn follow(&self, shared: Arc<crate::pipeline::Shared>) {
+        let _ = self.venue_seq.set(shared);
+    }
+
+    /// The seq a reader waits for so that the history includes every command the engine had
+    /// applied when it asked (0 when not following, or when the writer stopped).
+    pub fn seq_to_wait_for(&self) -> u64 {
+        match self.venue_seq.get() {
+            Some(_) if self.failed.load(Ordering::Relaxed) => 0,
+            Some(shared) => shared.applied_seq.load(Ordering::Acquire),
+            None => 0,
         }
     }
 

@@ -298,6 +298,9 @@ use axum::http::Uri;
 
 use super::ApiError;
 
+/// How long a history read waits for the writer to reach the venue's seq as of the request.
+const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Most entries one history call answers.
 pub const MAX_LIMIT: usize = 1_000;
 
@@ -349,6 +352,14 @@ async fn read<T: Send + 'static>(
             "the history database could not answer",
         )
     };
+    // Read-your-writes: the history as of the request, unless the writer is far behind.
+    let seq = db.seq_to_wait_for();
+    let deadline = tokio::time::Instant::now() + CATCH_UP_WAIT;
+    while db.written_seq.load(std::sync::atomic::Ordering::Acquire) < seq
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
     tokio::task::spawn_blocking(move || db.read(f))
         .await
         .map_err(|e| internal(e.to_string()))?
