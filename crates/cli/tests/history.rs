@@ -66,12 +66,12 @@ fn trade(orders: &str, data: &Path, first_order: i64, n: i64) -> Vec<i64> {
 fn served_ids_become(web: &str, want: &[i64]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let trades = get(web, "/api/v1/trades/BTC-USD?limit=1000");
+        let trades = get(web, "/api/v1/trades/BTC-USD/history?limit=1000");
         let ids: Vec<i64> = trades
             .as_array()
             .unwrap()
             .iter()
-            .map(|t| t["trade"].as_i64().unwrap())
+            .map(|t| t["trade_id"].as_i64().unwrap())
             .collect();
         if ids == want {
             return;

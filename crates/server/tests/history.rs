@@ -138,42 +138,42 @@ fn trades_fills_order_events_candles_and_the_ticker_come_from_the_database() {
         next_ms();
         let seq = trade(&server, 100 + i, PRICE + i * 10);
         seqs.push(seq);
-        let trades = ok(get(&server, "/api/v1/trades/BTC-USD?limit=1"));
+        let trades = ok(get(&server, "/api/v1/trades/BTC-USD/history?limit=1"));
         ts_ms.push(trades[0]["ts_ns"].as_i64().unwrap() / 1_000_000);
     }
     let trade_ids: Vec<i64> = seqs.iter().map(|&s| s as i64 * ID_PER_SEQ).collect();
 
     // Ids are the seq's, the newest `limit` by default, oldest first; from_id pages forward.
-    let all = ok(get(&server, "/api/v1/trades/BTC-USD"));
-    assert_eq!(ids(&all, "trade"), trade_ids);
+    let all = ok(get(&server, "/api/v1/trades/BTC-USD/history"));
+    assert_eq!(ids(&all, "trade_id"), trade_ids);
     assert_eq!(all[4]["price"], PRICE + 40);
     assert_eq!(all[4]["taker_side"], "buy");
-    let last_two = ok(get(&server, "/api/v1/trades/BTC-USD?limit=2"));
-    assert_eq!(ids(&last_two, "trade"), trade_ids[3..]);
+    let last_two = ok(get(&server, "/api/v1/trades/BTC-USD/history?limit=2"));
+    assert_eq!(ids(&last_two, "trade_id"), trade_ids[3..]);
     let page = ok(get(
         &server,
-        &format!("/api/v1/trades/BTC-USD?from_id={}&limit=2", trade_ids[1]),
+        &format!("/api/v1/trades/BTC-USD/history?from_id={}&limit=2", trade_ids[1]),
     ));
-    assert_eq!(ids(&page, "trade"), trade_ids[1..3]);
+    assert_eq!(ids(&page, "trade_id"), trade_ids[1..3]);
     // start_time inclusive, end_time exclusive, in ms.
     let window = ok(get(
         &server,
         &format!(
-            "/api/v1/trades/BTC-USD?start_time={}&end_time={}",
+            "/api/v1/trades/BTC-USD/history?start_time={}&end_time={}",
             ts_ms[1], ts_ms[3]
         ),
     ));
-    assert_eq!(ids(&window, "trade"), trade_ids[1..3]);
+    assert_eq!(ids(&window, "trade_id"), trade_ids[1..3]);
     let since = ok(get(
         &server,
-        &format!("/api/v1/trades/BTC-USD?start_time={}&limit=1", ts_ms[2]),
+        &format!("/api/v1/trades/BTC-USD/history?start_time={}&limit=1", ts_ms[2]),
     ));
-    assert_eq!(ids(&since, "trade"), trade_ids[2..3]);
-    assert_eq!(ok(get(&server, "/api/v1/trades/ETH-USD")), Value::Array(vec![]));
+    assert_eq!(ids(&since, "trade_id"), trade_ids[2..3]);
+    assert_eq!(ok(get(&server, "/api/v1/trades/ETH-USD/history")), Value::Array(vec![]));
 
     // The taker's fills, paged by the fill's id.
     let fills = ok(get_as(&server, 2, "/api/v1/fills"));
-    assert_eq!(ids(&fills, "trade"), trade_ids);
+    assert_eq!(ids(&fills, "trade_id"), trade_ids);
     assert!(fills.as_array().unwrap().iter().all(|f| f["liquidity"] == "taker"
         && f["side"] == "buy"
         && f["symbol"] == "BTC-USD"));
@@ -245,11 +245,11 @@ fn trades_fills_order_events_candles_and_the_ticker_come_from_the_database() {
 
     // Bad ranges are refused.
     for target in [
-        "/api/v1/trades/BTC-USD?start_time=soon",
-        "/api/v1/trades/BTC-USD?limit=0",
-        "/api/v1/trades/BTC-USD?limit=1001",
-        "/api/v1/trades/BTC-USD?start_time=5&end_time=5",
-        "/api/v1/trades/BTC-USD?from_id=-1",
+        "/api/v1/trades/BTC-USD/history?start_time=soon",
+        "/api/v1/trades/BTC-USD/history?limit=0",
+        "/api/v1/trades/BTC-USD/history?limit=1001",
+        "/api/v1/trades/BTC-USD/history?start_time=5&end_time=5",
+        "/api/v1/trades/BTC-USD/history?from_id=-1",
     ] {
         let (status, body) = get(&server, target);
         assert_eq!(status, 400, "{target}: {body}");
@@ -260,7 +260,7 @@ fn trades_fills_order_events_candles_and_the_ticker_come_from_the_database() {
 /// Everything the history serves for users 1 and 2.
 fn everything(server: &RunningServer) -> Vec<Value> {
     vec![
-        ok(get(&server, "/api/v1/trades/BTC-USD?limit=1000")),
+        ok(get(&server, "/api/v1/trades/BTC-USD/history?limit=1000")),
         ok(get(&server, "/api/v1/candles/BTC-USD?interval=1m")),
         ok(get(&server, "/api/v1/candles/BTC-USD?interval=1d")),
         ok(get_as(&server, 1, "/api/v1/orders/history?limit=1000")),
@@ -288,10 +288,10 @@ fn history_survives_a_restart_and_trade_ids_never_repeat() {
     let server = restart(dir.path());
     assert_eq!(everything(&server), before);
     let seq = trade(&server, 20, PRICE);
-    let trades = ok(get(&server, "/api/v1/trades/BTC-USD"));
-    let now = ids(&trades, "trade");
+    let trades = ok(get(&server, "/api/v1/trades/BTC-USD/history"));
+    let now = ids(&trades, "trade_id");
     assert_eq!(now.len(), 4);
-    assert_eq!(now[..3], ids(&before[0], "trade")[..]);
+    assert_eq!(now[..3], ids(&before[0], "trade_id")[..]);
     assert_eq!(now[3], seq as i64 * ID_PER_SEQ);
     assert!(now.windows(2).all(|w| w[0] < w[1]), "{now:?}");
     server.shutdown().unwrap();
@@ -369,8 +369,10 @@ fn with_history_off_there_is_no_database_and_the_feed_answers() {
     }
     let (status, body) = get_as(&server, 2, "/api/v1/fills");
     assert_eq!((status, &body["error"]["code"]), (404, &Value::from("history_off")));
-    let (status, _) = get(&server, "/api/v1/ticker/24h");
-    assert_eq!(status, 404);
+    for target in ["/api/v1/ticker/24h", "/api/v1/trades/BTC-USD/history"] {
+        let (status, body) = get(&server, target);
+        assert_eq!((status, &body["error"]["code"]), (404, &Value::from("history_off")));
+    }
     assert!(!dir.path().join("history.sqlite").exists());
     server.shutdown().unwrap();
 }

@@ -381,7 +381,7 @@ pub async fn db_trades(db: &Arc<Store>, symbol: SymbolId, range: Range) -> Resul
         trades
             .iter()
             .map(|t| {
-                json!({"trade": t.id, "ts_ns": t.ts_ns, "price": t.price, "qty": t.qty,
+                json!({"trade_id": t.id, "ts_ns": t.ts_ns, "price": t.price, "qty": t.qty,
                     "taker_side": t.taker_side.as_str()})
             })
             .collect(),
@@ -389,7 +389,7 @@ pub async fn db_trades(db: &Arc<Store>, symbol: SymbolId, range: Range) -> Resul
 }
 
 fn fill_json(f: &FillOut, name: &impl Fn(SymbolId) -> String) -> Value {
-    json!({"type": "fill", "id": f.id, "trade": f.trade, "order": f.order,
+    json!({"type": "fill", "id": f.id, "trade_id": f.trade, "order": f.order,
         "symbol": name(SymbolId(f.symbol)), "side": f.side.as_str(), "price": f.price,
         "qty": f.qty, "fee": f.fee, "liquidity": if f.maker { "maker" } else { "taker" },
         "seq": f.id / ID_PER_SEQ, "ts_ns": f.ts_ns})
@@ -461,9 +461,9 @@ pub async fn db_candles(
         candles
             .iter()
             .map(|c| {
+                // The shape of the feed's candles (`json::candle`), as on the candle channel.
                 json!({"start_ns": c.start_ns, "open": c.open, "high": c.high, "low": c.low,
-                    "close": c.close, "volume": c.volume, "quote_volume": c.quote_volume,
-                    "trades": c.trades})
+                    "close": c.close, "volume": c.volume, "trades": c.trades})
             })
             .collect(),
     ))

@@ -36,6 +36,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/book/{symbol}", get(book))
         .route("/book/{symbol}/orders", get(book_orders))
         .route("/trades/{symbol}", get(trades))
+        .route("/trades/{symbol}/history", get(trade_history))
         .route("/candles/{symbol}", get(candles))
         .route("/ticker/24h", get(ticker))
         .route("/fills", get(fills))
@@ -305,18 +306,22 @@ async fn book_orders(State(state): Shared, Path(symbol): Path<String>, uri: Uri)
 }
 
 async fn trades(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
-    let id = known_symbol(&state, &symbol)?;
-    if let Some(db) = &state.db {
-        let range = super::history::range(&uri, 100, super::history::MAX_LIMIT)?;
-        return Ok(Json(super::history::db_trades(db, id, range).await?));
-    }
     let limit = query_number(&uri, "limit", 100, 1000)?;
+    let id = known_symbol(&state, &symbol)?;
     let trades = state
         .md
         .feed()
         .recent_trades(id, limit)
         .expect("a known symbol");
     Ok(Json(Value::Array(trades.iter().map(j::trade).collect())))
+}
+
+/// Every trade since the venue began, from the history database, by stable trade id.
+async fn trade_history(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
+    let id = known_symbol(&state, &symbol)?;
+    let db = state.db.clone().ok_or_else(super::history::history_off)?;
+    let range = super::history::range(&uri, 100, super::history::MAX_LIMIT)?;
+    Ok(Json(super::history::db_trades(&db, id, range).await?))
 }
 
 async fn candles(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
