@@ -45,7 +45,10 @@ pub fn run(args: &HistoryBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.users >= 2, "--users must be at least 2");
     anyhow::ensure!(args.batch >= 1, "--batch must be at least 1");
     let temp = tempfile::tempdir()?;
-    let dir = args.dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(rialto_server::history::FILE_NAME);
     let mut conn = db::open_writer(&path)?;
@@ -82,7 +85,11 @@ pub fn run(args: &HistoryBenchArgs) -> anyhow::Result<()> {
                 taker_order: seq as i64,
                 taker_fee: 1,
             });
-            if rows.seconds.last().is_none_or(|s| s.0 < ts_ns / 1_000_000_000) {
+            if rows
+                .seconds
+                .last()
+                .is_none_or(|s| s.0 < ts_ns / 1_000_000_000)
+            {
                 rows.seconds.push((ts_ns / 1_000_000_000, seq));
             }
         }

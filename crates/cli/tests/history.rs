@@ -93,7 +93,10 @@ fn history_survives_sigkill_and_trade_ids_never_repeat() {
         let server = serve_with(data, "fsync", &[]);
         let (orders, web) = (
             server.address_after("orders on ").to_string(),
-            server.address_after("web on http://").trim_end_matches('/').to_string(),
+            server
+                .address_after("web on http://")
+                .trim_end_matches('/')
+                .to_string(),
         );
         // Everything from before the kill, rebuilt from the journal if the database was behind.
         served_ids_become(&web, &want);
@@ -103,7 +106,10 @@ fn history_survives_sigkill_and_trade_ids_never_repeat() {
         drop(server);
     }
     let server = serve_with(data, "fsync", &["--history", "on"]);
-    let web = server.address_after("web on http://").trim_end_matches('/').to_string();
+    let web = server
+        .address_after("web on http://")
+        .trim_end_matches('/')
+        .to_string();
     served_ids_become(&web, &want);
     let mut sorted = want.clone();
     sorted.sort_unstable();
@@ -115,7 +121,10 @@ fn history_survives_sigkill_and_trade_ids_never_repeat() {
 fn history_off_serves_no_fills_and_leaves_no_database() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve_with(dir.path(), "batch", &["--history", "off"]);
-    let web = server.address_after("web on http://").trim_end_matches('/').to_string();
+    let web = server
+        .address_after("web on http://")
+        .trim_end_matches('/')
+        .to_string();
     let mut s = TcpStream::connect(&web).unwrap();
     s.write_all(b"GET /api/v1/ticker/24h HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();

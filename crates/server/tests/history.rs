@@ -93,7 +93,10 @@ fn written(server: &RunningServer, seq: u64) {
     let store = server.history.as_ref().expect("history is on");
     let deadline = Instant::now() + Duration::from_secs(30);
     while store.written_seq.load(Ordering::Acquire) < seq {
-        assert!(Instant::now() < deadline, "the history never wrote seq {seq}");
+        assert!(
+            Instant::now() < deadline,
+            "the history never wrote seq {seq}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -152,7 +155,10 @@ fn trades_fills_order_events_candles_and_the_ticker_come_from_the_database() {
     assert_eq!(ids(&last_two, "trade_id"), trade_ids[3..]);
     let page = ok(get(
         &server,
-        &format!("/api/v1/trades/BTC-USD/history?from_id={}&limit=2", trade_ids[1]),
+        &format!(
+            "/api/v1/trades/BTC-USD/history?from_id={}&limit=2",
+            trade_ids[1]
+        ),
     ));
     assert_eq!(ids(&page, "trade_id"), trade_ids[1..3]);
     // start_time inclusive, end_time exclusive, in ms.
@@ -166,17 +172,27 @@ fn trades_fills_order_events_candles_and_the_ticker_come_from_the_database() {
     assert_eq!(ids(&window, "trade_id"), trade_ids[1..3]);
     let since = ok(get(
         &server,
-        &format!("/api/v1/trades/BTC-USD/history?start_time={}&limit=1", ts_ms[2]),
+        &format!(
+            "/api/v1/trades/BTC-USD/history?start_time={}&limit=1",
+            ts_ms[2]
+        ),
     ));
     assert_eq!(ids(&since, "trade_id"), trade_ids[2..3]);
-    assert_eq!(ok(get(&server, "/api/v1/trades/ETH-USD/history")), Value::Array(vec![]));
+    assert_eq!(
+        ok(get(&server, "/api/v1/trades/ETH-USD/history")),
+        Value::Array(vec![])
+    );
 
     // The taker's fills, paged by the fill's id.
     let fills = ok(get_as(&server, 2, "/api/v1/fills"));
     assert_eq!(ids(&fills, "trade_id"), trade_ids);
-    assert!(fills.as_array().unwrap().iter().all(|f| f["liquidity"] == "taker"
-        && f["side"] == "buy"
-        && f["symbol"] == "BTC-USD"));
+    assert!(
+        fills
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["liquidity"] == "taker" && f["side"] == "buy" && f["symbol"] == "BTC-USD")
+    );
     let fill_ids = ids(&fills, "id");
     let page = ok(get_as(
         &server,
@@ -222,7 +238,10 @@ fn trades_fills_order_events_candles_and_the_ticker_come_from_the_database() {
         assert_eq!((sum("volume"), sum("trades")), (5, 5), "{interval}");
     }
     let (status, bad) = get(&server, "/api/v1/candles/BTC-USD?interval=2m");
-    assert_eq!((status, &bad["error"]["code"]), (400, &Value::from("bad_request")));
+    assert_eq!(
+        (status, &bad["error"]["code"]),
+        (400, &Value::from("bad_request"))
+    );
 
     // The ticker.
     let t = ok(get(&server, "/api/v1/ticker/24h?symbol=BTC-USD"));
@@ -235,7 +254,10 @@ fn trades_fills_order_events_candles_and_the_ticker_come_from_the_database() {
             &Value::from(PRICE + 40)
         )
     );
-    assert_eq!((&t["volume"], &t["change"]), (&Value::from(5), &Value::from(40)));
+    assert_eq!(
+        (&t["volume"], &t["change"]),
+        (&Value::from(5), &Value::from(40))
+    );
     assert_eq!(t["quote_volume"], 5 * PRICE + 100);
     assert_eq!(t["change_percent"], "0.008");
     let every = ok(get(&server, "/api/v1/ticker/24h"));
@@ -260,11 +282,11 @@ fn trades_fills_order_events_candles_and_the_ticker_come_from_the_database() {
 /// Everything the history serves for users 1 and 2.
 fn everything(server: &RunningServer) -> Vec<Value> {
     vec![
-        ok(get(&server, "/api/v1/trades/BTC-USD/history?limit=1000")),
-        ok(get(&server, "/api/v1/candles/BTC-USD?interval=1m")),
-        ok(get(&server, "/api/v1/candles/BTC-USD?interval=1d")),
-        ok(get_as(&server, 1, "/api/v1/orders/history?limit=1000")),
-        ok(get_as(&server, 2, "/api/v1/fills?limit=1000")),
+        ok(get(server, "/api/v1/trades/BTC-USD/history?limit=1000")),
+        ok(get(server, "/api/v1/candles/BTC-USD?interval=1m")),
+        ok(get(server, "/api/v1/candles/BTC-USD?interval=1d")),
+        ok(get_as(server, 1, "/api/v1/orders/history?limit=1000")),
+        ok(get_as(server, 2, "/api/v1/fills?limit=1000")),
     ]
 }
 
@@ -328,7 +350,10 @@ fn a_lost_or_behind_database_is_rebuilt_from_the_journal() {
     // Candles have no seq: the test took them all, so only those of trades after seq[1]
     // come back; the rest of the history is whole again.
     let after = everything(&server);
-    assert_eq!([&after[0], &after[3], &after[4]], [&before[0], &before[3], &before[4]]);
+    assert_eq!(
+        [&after[0], &after[3], &after[4]],
+        [&before[0], &before[3], &before[4]]
+    );
     let volume: i64 = after[1]
         .as_array()
         .unwrap()
@@ -368,10 +393,16 @@ fn with_history_off_there_is_no_database_and_the_feed_answers() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let (status, body) = get_as(&server, 2, "/api/v1/fills");
-    assert_eq!((status, &body["error"]["code"]), (404, &Value::from("history_off")));
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &Value::from("history_off"))
+    );
     for target in ["/api/v1/ticker/24h", "/api/v1/trades/BTC-USD/history"] {
         let (status, body) = get(&server, target);
-        assert_eq!((status, &body["error"]["code"]), (404, &Value::from("history_off")));
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (404, &Value::from("history_off"))
+        );
     }
     assert!(!dir.path().join("history.sqlite").exists());
     server.shutdown().unwrap();

@@ -182,7 +182,9 @@ pub fn write(conn: &mut Connection, rows: &Rows) -> rusqlite::Result<()> {
         for e in &rows.events {
             let (word, kind, reason, priority) = match e.kind {
                 EventKind::Accepted { kind } => ("accepted", Some(kind), None, None),
-                EventKind::Rejected { kind, reason } => ("rejected", Some(kind), Some(reason), None),
+                EventKind::Rejected { kind, reason } => {
+                    ("rejected", Some(kind), Some(reason), None)
+                }
                 EventKind::Cancelled { reason } => ("cancelled", None, Some(reason), None),
                 EventKind::Amended { priority } => ("amended", None, None, Some(priority)),
                 EventKind::Triggered => ("triggered", None, None, None),
@@ -203,9 +205,8 @@ pub fn write(conn: &mut Connection, rows: &Rows) -> rusqlite::Result<()> {
                 e.ts_ns
             ])?;
         }
-        let mut second = tx.prepare_cached(
-            "INSERT OR IGNORE INTO seconds (second, first_seq) VALUES (?1, ?2)",
-        )?;
+        let mut second =
+            tx.prepare_cached("INSERT OR IGNORE INTO seconds (second, first_seq) VALUES (?1, ?2)")?;
         for &(s, seq) in &rows.seconds {
             second.execute(params![s, seq as i64])?;
         }

@@ -129,11 +129,7 @@ impl Store {
 
     /// Runs `f` on a read connection.
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> anyhow::Result<T> {
-        let conn = self
-            .readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
+        let conn = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let conn = match conn {
             Some(conn) => conn,
             None => db::open(&self.path)?,
@@ -366,20 +362,15 @@ impl Writer {
             let after = self.written();
             let store = self.store.clone();
             let conn = &mut self.conn;
-            let reached = rebuild::replay(
-                &self.data_dir,
-                self.engine_config,
-                after,
-                through,
-                |rows| {
+            let reached =
+                rebuild::replay(&self.data_dir, self.engine_config, after, through, |rows| {
                     db::write(conn, rows)?;
                     store.written_seq.store(rows.last_seq, Ordering::Release);
                     store
                         .rebuilt_commands
                         .fetch_add(rows.last_seq - rows.first_seq + 1, Ordering::Relaxed);
                     Ok(())
-                },
-            )?;
+                })?;
             if reached < through {
                 if waited >= Duration::from_secs(60) && self.closed.load(Ordering::Acquire) {
                     anyhow::bail!(
@@ -388,7 +379,9 @@ impl Writer {
                     );
                 }
                 // Each try replays from a snapshot: back off.
-                let pause = Duration::from_millis(20).max(waited / 4).min(Duration::from_secs(1));
+                let pause = Duration::from_millis(20)
+                    .max(waited / 4)
+                    .min(Duration::from_secs(1));
                 std::thread::sleep(pause);
                 waited += pause;
             }
@@ -410,8 +403,22 @@ mod tests {
         let mut commands = crate::demo::demo_commands();
         for i in 0..trades {
             let (sym, price) = (SymbolId(0), 500_000 + i);
-            commands.push(Command::Place(PlaceOrder::limit(1, 100 + i, sym, Side::Sell, price, 1)));
-            commands.push(Command::Place(PlaceOrder::limit(2, 100 + i, sym, Side::Buy, price, 1)));
+            commands.push(Command::Place(PlaceOrder::limit(
+                1,
+                100 + i,
+                sym,
+                Side::Sell,
+                price,
+                1,
+            )));
+            commands.push(Command::Place(PlaceOrder::limit(
+                2,
+                100 + i,
+                sym,
+                Side::Buy,
+                price,
+                1,
+            )));
         }
         let mut all = Vec::new();
         for (i, cmd) in commands.iter().enumerate() {
@@ -480,7 +487,11 @@ mod tests {
         let last = rows.last().unwrap().last_seq;
         let history = start(&settings(4, 10), dir.path(), EngineConfig::default(), 0).unwrap();
         // Only the last command's rows arrive: everything before is a gap.
-        history.tap.queue.push(rows.last().unwrap().clone()).unwrap();
+        history
+            .tap
+            .queue
+            .push(rows.last().unwrap().clone())
+            .unwrap();
         let store = history.store.clone();
         drop(history.tap);
         history.writer.join().unwrap();

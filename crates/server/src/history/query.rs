@@ -175,10 +175,9 @@ fn list<T>(
     let ascending = range.ascending();
     let sql = sql.replace("{}", if ascending { "ASC" } else { "DESC" });
     let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(
-        params![key, lo, hi, start, end, range.limit as i64],
-        |r| map(r),
-    )?;
+    let rows = stmt.query_map(params![key, lo, hi, start, end, range.limit as i64], |r| {
+        map(r)
+    })?;
     let mut out = rows.collect::<rusqlite::Result<Vec<T>>>()?;
     if !ascending {
         out.reverse();

@@ -13,11 +13,7 @@ use super::rows::Rows;
 const COMMANDS_PER_WRITE: u64 = 50_000;
 
 /// The engine as of the newest usable snapshot at or before `seq`, or a fresh one.
-fn engine_at_or_before(
-    data_dir: &Path,
-    config: EngineConfig,
-    seq: u64,
-) -> anyhow::Result<Engine> {
+fn engine_at_or_before(data_dir: &Path, config: EngineConfig, seq: u64) -> anyhow::Result<Engine> {
     let snapshots = rialto_journal::list_snapshots(data_dir)?;
     for (snapshot_seq, path) in snapshots.into_iter().rev() {
         if snapshot_seq > seq {
@@ -76,12 +72,14 @@ pub fn replay(
     // Seqs lost and accepted at the journal's end are covered too: nothing happened in them.
     if let Some(next) = reader.expected_seq()
         && next > covered + 1
-        && next - 1 >= through
+        && next > through
         && engine.last_seq() < through
     {
-        let mut empty = Rows::default();
-        empty.first_seq = covered + 1;
-        empty.last_seq = through;
+        let empty = Rows {
+            first_seq: covered + 1,
+            last_seq: through,
+            ..Rows::default()
+        };
         write(&empty)?;
         covered = through;
     }

@@ -11,7 +11,10 @@ pub const ID_PER_SEQ: i64 = 1_000_000;
 /// The id of the `index`th trade (or event) of the command at `seq`, `None` past the limit.
 pub fn id_of(seq: u64, index: usize) -> Option<i64> {
     let index = i64::try_from(index).ok().filter(|&i| i < ID_PER_SEQ)?;
-    i64::try_from(seq).ok()?.checked_mul(ID_PER_SEQ)?.checked_add(index)
+    i64::try_from(seq)
+        .ok()?
+        .checked_mul(ID_PER_SEQ)?
+        .checked_add(index)
 }
 
 /// One trade, with both sides.
@@ -40,7 +43,9 @@ pub struct TradeRow {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
     /// An order command the engine applied; `kind` is the command's word.
-    Accepted { kind: &'static str },
+    Accepted {
+        kind: &'static str,
+    },
     Rejected {
         kind: &'static str,
         reason: &'static str,
@@ -303,13 +308,19 @@ mod tests {
         let t = &rows.trades[0];
         let taker_seq = set_up as i64 + 2;
         assert_eq!(t.id, taker_seq * ID_PER_SEQ);
-        assert_eq!((t.maker_user, t.maker_order, t.taker_user, t.taker_order), (1, 11, 2, 21));
+        assert_eq!(
+            (t.maker_user, t.maker_order, t.taker_user, t.taker_order),
+            (1, 11, 2, 21)
+        );
         assert_eq!((t.price, t.qty, t.taker_side), (price, 1, Side::Buy));
         // The two places were accepted; the second one's result comes after its trade.
         let accepted: Vec<_> = rows.events.iter().map(|e| (e.user, e.id)).collect();
         assert_eq!(
             accepted,
-            vec![(1, (taker_seq - 1) * ID_PER_SEQ), (2, taker_seq * ID_PER_SEQ + 1)]
+            vec![
+                (1, (taker_seq - 1) * ID_PER_SEQ),
+                (2, taker_seq * ID_PER_SEQ + 1)
+            ]
         );
         assert_eq!(rows.seconds.first().map(|s| s.1), Some(1));
     }

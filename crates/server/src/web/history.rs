@@ -402,9 +402,14 @@ pub async fn db_fills(
     symbol: Option<SymbolId>,
     range: Range,
 ) -> Result<Value, ApiError> {
-    let fills = read(db, move |c| query::fills(c, user, symbol.map(|s| s.0), &range)).await?;
+    let fills = read(db, move |c| {
+        query::fills(c, user, symbol.map(|s| s.0), &range)
+    })
+    .await?;
     let name = |symbol| symbol_name(state, symbol);
-    Ok(Value::Array(fills.iter().map(|f| fill_json(f, &name)).collect()))
+    Ok(Value::Array(
+        fills.iter().map(|f| fill_json(f, &name)).collect(),
+    ))
 }
 
 pub async fn db_order_history(
