@@ -370,6 +370,28 @@ fn a_lost_or_behind_database_is_rebuilt_from_the_journal() {
     let server = restart(dir.path());
     assert_eq!(everything(&server), before);
     server.shutdown().unwrap();
+
+    // Unusable: not a database at all. It is put aside, and the history rebuilt.
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    std::fs::write(
+        &db,
+        b"not a database, but long enough to look like a header of one",
+    )
+    .unwrap();
+    let server = restart(dir.path());
+    assert_eq!(everything(&server), before);
+    server.shutdown().unwrap();
+    let aside = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy()
+                .starts_with("history.sqlite.unusable-")
+        })
+        .count();
+    assert_eq!(aside, 1);
 }
 
 #[test]

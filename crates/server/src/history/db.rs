@@ -78,8 +78,7 @@ pub fn open_writer(path: &Path) -> anyhow::Result<Connection> {
         }
         Some(SCHEMA_VERSION) => {}
         Some(other) => anyhow::bail!(
-            "{} has history schema version {other}, this server knows {SCHEMA_VERSION}: move the \
-             file away and it is rebuilt from the journal",
+            "{} has history schema version {other}, this server knows {SCHEMA_VERSION}",
             path.display()
         ),
     }

@@ -224,8 +224,29 @@ pub fn start(
     venue_seq: u64,
 ) -> anyhow::Result<History> {
     let path = data_dir.join(FILE_NAME);
-    let mut conn = db::open_writer(&path)
-        .map_err(|e| anyhow::anyhow!("cannot open the history database {}: {e}", path.display()))?;
+    let mut conn = match db::open_writer(&path) {
+        Ok(conn) => conn,
+        Err(e) => {
+            // A cache of the journal: a file that cannot be used is put aside and rebuilt.
+            let aside = data_dir.join(format!(
+                "{FILE_NAME}.unusable-{}",
+                crate::pipeline::now_ns()
+            ));
+            tracing::warn!(
+                "the history database {} cannot be used ({e:#}): moved to {}, rebuilding it \
+                 from the journal",
+                path.display(),
+                aside.display()
+            );
+            std::fs::rename(&path, &aside)?;
+            for suffix in ["-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+            db::open_writer(&path).map_err(|e| {
+                anyhow::anyhow!("cannot open the history database {}: {e:#}", path.display())
+            })?
+        }
+    };
     let mut written = db::last_seq(&conn)?;
     if written > venue_seq {
         // The journal ends before what the database holds (an accepted loss): the journal is
