@@ -1,6 +1,6 @@
 //! Commands: everything that can change or query the state of the venue.
 //!
-//! Commands are plain values: every trading command keeps its data inline, with no heap, in 88
+//! Commands are plain values: every trading command keeps its data inline, with no heap, in 80
 //! bytes (56 before stops, icebergs and GTD added an order's optional fields), so a command
 //! stream or a ring of them costs about a cache line a command. Only `add_symbol`, an
 //! administrative command, keeps its spec (three names and six numbers, 120 bytes) on the heap:
@@ -95,7 +95,7 @@ pub enum Command {
 }
 
 // Keeps the size the module's doc promises: a larger variant would grow every command.
-const _: () = assert!(std::mem::size_of::<Command>() == 88);
+const _: () = assert!(std::mem::size_of::<Command>() == 80);
 
 /// An amend: which order, and the fields to change. A field left out keeps its value.
 ///
@@ -212,26 +212,25 @@ pub struct SymbolSpec {
 /// The optional fields of an order beyond a plain limit or market order: the stop price of a
 /// stop, the displayed quantity of an iceberg, the expiry time of a GTD order.
 ///
-/// Kept as values and a mask of the fields present, as [`AmendOrder`] is, so that a command
-/// stays small; an absent field's value is always 0. [`OrderExtras::NONE`] has none.
+/// Each field is a value with [`i64::MIN`] standing for "absent", so that the three take 24
+/// bytes and a command stays small (a mask of the fields present would cost a padded word).
+/// A field given as `i64::MIN` is kept as `i64::MIN + 1`: both are refused alike (a stop
+/// price or displayed quantity must be above 0, an expiry after now), so the engine's answer
+/// is the same. [`OrderExtras::NONE`] has no field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OrderExtras {
     stop_price: i64,
     display_qty: i64,
     expire_ts: i64,
-    present: u8,
 }
 
 impl OrderExtras {
-    const STOP_PRICE: u8 = 1;
-    const DISPLAY_QTY: u8 = 2;
-    const EXPIRE_TS: u8 = 4;
+    const ABSENT: i64 = i64::MIN;
 
     pub const NONE: OrderExtras = OrderExtras {
-        stop_price: 0,
-        display_qty: 0,
-        expire_ts: 0,
-        present: 0,
+        stop_price: Self::ABSENT,
+        display_qty: Self::ABSENT,
+        expire_ts: Self::ABSENT,
     };
 
     /// Extras with the fields given, the others left out.
@@ -253,45 +252,59 @@ impl OrderExtras {
         extras
     }
 
+    /// `value` as a present field: anything but the marker of an absent one.
+    const fn present(value: i64) -> i64 {
+        if value == Self::ABSENT {
+            Self::ABSENT + 1
+        } else {
+            value
+        }
+    }
+
+    const fn field(value: i64) -> Option<i64> {
+        if value == Self::ABSENT {
+            None
+        } else {
+            Some(value)
+        }
+    }
+
     pub fn with_stop_price(self, stop_price: i64) -> Self {
         OrderExtras {
-            stop_price,
-            present: self.present | Self::STOP_PRICE,
+            stop_price: Self::present(stop_price),
             ..self
         }
     }
 
     pub fn with_display_qty(self, display_qty: i64) -> Self {
         OrderExtras {
-            display_qty,
-            present: self.present | Self::DISPLAY_QTY,
+            display_qty: Self::present(display_qty),
             ..self
         }
     }
 
     pub fn with_expire_ts(self, expire_ts: i64) -> Self {
         OrderExtras {
-            expire_ts,
-            present: self.present | Self::EXPIRE_TS,
+            expire_ts: Self::present(expire_ts),
             ..self
         }
     }
 
     pub fn stop_price(&self) -> Option<i64> {
-        (self.present & Self::STOP_PRICE != 0).then_some(self.stop_price)
+        Self::field(self.stop_price)
     }
 
     pub fn display_qty(&self) -> Option<i64> {
-        (self.present & Self::DISPLAY_QTY != 0).then_some(self.display_qty)
+        Self::field(self.display_qty)
     }
 
     pub fn expire_ts(&self) -> Option<i64> {
-        (self.present & Self::EXPIRE_TS != 0).then_some(self.expire_ts)
+        Self::field(self.expire_ts)
     }
 
     /// No field present: a plain limit or market order.
     pub fn is_none(&self) -> bool {
-        self.present == 0
+        *self == Self::NONE
     }
 }
 
@@ -404,5 +417,25 @@ impl PlaceOrder {
 
     pub fn expire_ts(&self) -> Option<i64> {
         self.extras.expire_ts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OrderExtras;
+
+    #[test]
+    fn an_extra_given_as_the_absent_marker_stays_present() {
+        let extras = OrderExtras::with_fields(Some(i64::MIN), Some(i64::MIN), Some(i64::MIN));
+        assert!(!extras.is_none());
+        assert_eq!(extras.stop_price(), Some(i64::MIN + 1));
+        assert_eq!(extras.display_qty(), Some(i64::MIN + 1));
+        assert_eq!(extras.expire_ts(), Some(i64::MIN + 1));
+        let one = OrderExtras::NONE.with_display_qty(5);
+        assert_eq!(
+            (one.stop_price(), one.display_qty(), one.expire_ts()),
+            (None, Some(5), None)
+        );
+        assert!(OrderExtras::with_fields(None, None, None).is_none());
     }
 }
