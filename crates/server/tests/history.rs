@@ -225,7 +225,7 @@ fn trades_fills_order_events_candles_and_the_ticker_come_from_the_database() {
     for interval in ["1m", "5m", "15m", "1h", "4h", "1d"] {
         let candles = ok(get(
             &server,
-            &format!("/api/v1/candles/BTC-USD?interval={interval}"),
+            &format!("/api/v1/candles/BTC-USD?interval={interval}&start_time=0"),
         ));
         let sum = |field: &str| -> i64 {
             candles
@@ -283,7 +283,10 @@ fn trades_fills_order_events_candles_and_the_ticker_come_from_the_database() {
 fn everything(server: &RunningServer) -> Vec<Value> {
     vec![
         ok(get(server, "/api/v1/trades/BTC-USD/history?limit=1000")),
-        ok(get(server, "/api/v1/candles/BTC-USD?interval=1m")),
+        ok(get(
+            server,
+            "/api/v1/candles/BTC-USD?interval=1m&start_time=0",
+        )),
         ok(get(server, "/api/v1/candles/BTC-USD?interval=1d")),
         ok(get_as(server, 1, "/api/v1/orders/history?limit=1000")),
         ok(get_as(server, 2, "/api/v1/fills?limit=1000")),

@@ -338,16 +338,19 @@ async fn candles(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> 
             "interval must be one of 1m, 5m, 15m, 1h, 4h, 1d",
         ));
     };
-    if let Some(db) = &state.db {
-        let range = super::history::range(&uri, 60, 1440)?;
+    let range = super::history::range(&uri, 60, 1440)?;
+    // The last 1 m candles are the feed's, as on the candle channel (the database may lag
+    // behind it under load); other intervals and time ranges are the database's.
+    let recent = interval_s == 60 && range.start_ns.is_none() && range.end_ns.is_none();
+    if let Some(db) = state.db.as_ref().filter(|_| !recent) {
         return Ok(Json(
             super::history::db_candles(db, id, interval_s, range).await?,
         ));
     }
-    if interval_s != 60 {
+    if !recent {
         return Err(super::history::history_off());
     }
-    let limit = query_number(&uri, "limit", 60, 1440)?;
+    let limit = range.limit;
     let candles = state.md.feed().candles(id, limit).expect("a known symbol");
     Ok(Json(Value::Array(candles.iter().map(j::candle).collect())))
 }
