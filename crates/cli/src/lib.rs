@@ -7,6 +7,7 @@ pub mod fix;
 pub mod fix_bench;
 pub mod fix_loadgen;
 pub mod fix_md_bench;
+pub mod history_bench;
 pub mod huge_pages;
 pub mod journal;
 pub mod loadgen;

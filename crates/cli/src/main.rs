@@ -93,6 +93,9 @@ enum BenchCmd {
     /// FIX market data (X) against the WebSocket feed (diffs): latency from each order's
     /// sequencer time, p50/p99, in one server
     FixMd(rialto_cli::fix_md_bench::FixMdBenchArgs),
+    /// The history database: fill it with --fills fills, then time reads of a user's last
+    /// 100 fills (p50/p99/max, in process)
+    History(rialto_cli::history_bench::HistoryBenchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -221,6 +224,9 @@ fn main() -> ExitCode {
         }
         Cmd::Bench(BenchCmd::Ws(args)) => {
             rialto_cli::ws_bench::run(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Bench(BenchCmd::History(args)) => {
+            rialto_cli::history_bench::run(&args).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Bench(BenchCmd::FixMd(args)) => {
             rialto_cli::fix_md_bench::run(&args).map(|()| ExitCode::SUCCESS)

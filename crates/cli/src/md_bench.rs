@@ -165,7 +165,7 @@ fn one_run(
     } else {
         let replica = Engine::decode_snapshot(&engine.encode_snapshot(), w.config)
             .map_err(|e| anyhow::anyhow!("cannot copy the engine: {e:?}"))?;
-        Some(market_data.spawn(channel.clone(), shared.clone(), replica, prefetch)?)
+        Some(market_data.spawn(channel.clone(), shared.clone(), replica, prefetch, None)?)
     };
     let mut tap = feed.then(|| JournalTap::new(channel.clone()));
 

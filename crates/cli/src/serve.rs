@@ -97,9 +97,19 @@ pub struct ServeArgs {
     /// [default: auto]
     #[arg(long, value_name = "ROLE")]
     pub role: Option<Role>,
+    /// Durable history in DATA/history.sqlite (`[history]`, docs/api.md): on (default) or off
+    #[arg(long, value_name = "on|off")]
+    pub history: Option<Switch>,
     /// Print the settings these arguments give, as a TOML file, and exit without serving
     #[arg(long)]
     pub print_config: bool,
+}
+
+/// A setting turned on or off by a flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
 }
 
 /// What `rialto serve --help` ends with: every setting and its default, as a TOML file.
@@ -177,6 +187,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
         config.tls = rialto_server::tls::self_signed(&config.data_dir.join("tls"))?;
         // The certificate's path only (clients trust it); the key stays where it is.
         tracing::info!(cert = %config.tls.cert.display(), "TLS with a self-signed certificate");
+    }
+    if let Some(switch) = args.history {
+        config.history.enabled = switch == Switch::On;
     }
     if let Some(mode) = args.durability {
         config.journal.durability = mode;

@@ -64,6 +64,8 @@ pub struct ServerConfig {
     /// TLS for the HTTP listener (off by default).
     pub tls: crate::tls::TlsSettings,
     pub market_data: MarketDataSettings,
+    /// Durable history in `<data>/history.sqlite` (docs/api.md, "Durable history").
+    pub history: crate::history::HistorySettings,
     /// How FIX, REST and the console write prices and quantities of each symbol as decimals. A
     /// symbol not listed here uses 1 and 1: prices in ticks, quantities in lots.
     pub instruments: BTreeMap<String, InstrumentSettings>,
@@ -535,6 +537,7 @@ impl Default for ServerConfig {
             web: WebSettings::default(),
             tls: crate::tls::TlsSettings::default(),
             market_data: MarketDataSettings::default(),
+            history: crate::history::HistorySettings::default(),
             instruments: demo_instruments(),
         }
     }
@@ -627,6 +630,7 @@ impl ServerConfig {
     /// Refuses settings that cannot work, with a message naming the setting.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.validate_log()?;
+        self.history.validate()?;
         let p = &self.pipeline;
         anyhow::ensure!(
             p.ring_capacity >= 2 && p.ring_capacity <= 1 << 24,

@@ -11,6 +11,7 @@ pub mod demo;
 pub mod feed;
 pub mod fix;
 pub mod gateway;
+pub mod history;
 pub mod idle;
 pub mod metrics;
 pub mod pipeline;
@@ -54,6 +55,9 @@ pub struct RunningServer {
     web: Option<web::WebServer>,
     udp: Option<feed::udp::UdpFeed>,
     md_thread: JoinHandle<()>,
+    /// The history database (`[history]`), when on.
+    pub history: Option<Arc<history::Store>>,
+    history_writer: Option<JoinHandle<()>>,
     pipeline_shared: Arc<pipeline::Shared>,
     /// Held until the server is dropped (after it stopped).
     _data_dir_lock: rialto_journal::DataDirLock,
@@ -88,6 +92,10 @@ impl RunningServer {
             udp.join();
         }
         let _ = self.md_thread.join();
+        // The market data thread handed the writer its last rows when it ended.
+        if let Some(writer) = self.history_writer {
+            let _ = writer.join();
+        }
         match gateway {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(anyhow::anyhow!(e)),
@@ -293,6 +301,19 @@ pub fn start_with_stop(
         rialto_core::Engine::decode_snapshot(&engine.encode_snapshot(), config.engine_config())
             .context("cannot copy the engine for the market data replica")?;
     let md_channel = pipeline::MdChannel::new(config.market_data.ring_capacity);
+    let history = match config.history.enabled {
+        true => Some(history::start(
+            &config.history,
+            data_dir,
+            config.engine_config(),
+            engine.last_seq(),
+        )?),
+        false => None,
+    };
+    let (history_store, history_tap, history_writer) = match history {
+        Some(h) => (Some(h.store), Some(h.tap), Some(h.writer)),
+        None => (None, None, None),
+    };
 
     let pipeline = Pipeline::start(
         PipelineConfig {
@@ -321,6 +342,7 @@ pub fn start_with_stop(
         pipeline.shared.clone(),
         replica,
         config.pipeline.prefetch,
+        history_tap,
     )?;
     for (name, ring) in [
         ("inbound", pipeline.inbound.len_probe()),
@@ -328,6 +350,18 @@ pub fn start_with_stop(
         ("market_data", md_channel.chunks.len_probe()),
     ] {
         metrics.add_gauge("rialto_ring_occupancy", &format!("ring=\"{name}\""), ring);
+    }
+    if let Some(store) = &history_store {
+        store.follow(pipeline.shared.clone());
+        let (written, shared) = (store.clone(), pipeline.shared.clone());
+        let lag = move || {
+            let applied = shared.applied_seq.load(Ordering::Acquire);
+            applied.saturating_sub(written.written_seq.load(Ordering::Acquire))
+        };
+        metrics.add_gauge("rialto_history_lag_seqs", "", Box::new(lag));
+        let store_too = store.clone();
+        let dropped = move || store_too.dropped_batches.load(Ordering::Relaxed);
+        metrics.add_gauge("rialto_history_dropped_batches", "", Box::new(dropped));
     }
     market_data.settle(&pipeline.shared, Duration::from_secs(5));
     let pipeline_shared = pipeline.shared.clone();
@@ -422,6 +456,7 @@ pub fn start_with_stop(
             user_messages,
             md: market_data.clone(),
             metrics: metrics.clone(),
+            history: history_store.clone(),
             started_ms,
             tls: tls_config.clone(),
             max_open_orders_per_user: config.engine.max_open_orders_per_user,
@@ -484,6 +519,8 @@ pub fn start_with_stop(
         web,
         udp,
         md_thread,
+        history: history_store,
+        history_writer,
         pipeline_shared,
         _data_dir_lock: data_dir_lock,
     })

@@ -8,6 +8,9 @@
 //! the replica, deterministic like the engine, produces the very same events. A record is
 //! replayed only once the engine has applied it, so market data never shows a command that
 //! is not durable as the journal's mode says.
+//!
+//! With `[history]` on, each command's result and events also become rows of the durable
+//! history, handed to its writer once per round without waiting ([`crate::history`]).
 
 pub mod udp;
 
@@ -124,6 +127,7 @@ impl MarketData {
         shared: Arc<Shared>,
         replica: Engine,
         prefetch: Prefetch,
+        history: Option<crate::history::HistoryTap>,
     ) -> std::io::Result<JoinHandle<()>> {
         let md = self.clone();
         let mut replay = Replay {
@@ -133,6 +137,7 @@ impl MarketData {
             pos: 0,
             ahead: VecDeque::with_capacity(PREFETCH_LOOKAHEAD + 1),
             prefetch,
+            history,
         };
         std::thread::Builder::new()
             .name("rialto-md".into())
@@ -206,15 +211,18 @@ impl MarketData {
             replay.events.clear();
             let (seq, ts_ns, cmd) = (record.seq, record.ts_ns, record.command);
             // A rejected command's events (the expiries its time brought) count too.
-            let accepted = replay
-                .engine
-                .apply(seq, ts_ns, &cmd, &mut replay.events)
-                .is_ok();
-            feed.apply(ts_ns, &cmd, accepted, &replay.events);
+            let result = replay.engine.apply(seq, ts_ns, &cmd, &mut replay.events);
+            feed.apply(ts_ns, &cmd, result.is_ok(), &replay.events);
+            if let Some(history) = &mut replay.history {
+                history.record(seq, ts_ns, &cmd, result, &replay.events);
+            }
             oldest_ts.get_or_insert(ts_ns);
             n += 1;
         }
         if n > 0 {
+            if let Some(history) = &mut replay.history {
+                history.flush();
+            }
             self.applied_seq
                 .store(replay.engine.last_seq(), Ordering::Release);
         }
@@ -245,6 +253,8 @@ struct Replay {
     ahead: VecDeque<RawRecord>,
     /// `pipeline.prefetch`, as for the engine stage.
     prefetch: Prefetch,
+    /// Each command's rows for the history writer (`[history]`), when on.
+    history: Option<crate::history::HistoryTap>,
 }
 
 impl Replay {

@@ -324,3 +324,217 @@ pub fn refresh_balances(state: &Arc<AppState>, user: UserId) {
         }
     });
 }
+
+// ----- the history database (`[history]`) ------------------------------------------------------
+
+use crate::history::query::{self, FillOut, HistoryOut, Range};
+use crate::history::{ID_PER_SEQ, Store};
+use axum::http::Uri;
+
+use super::ApiError;
+
+/// How long a history read waits for the writer to reach the venue's seq as of the request.
+const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Most entries one history call answers.
+pub const MAX_LIMIT: usize = 1_000;
+
+fn query_i64(uri: &Uri, name: &str, min: i64, max: i64) -> Result<Option<i64>, ApiError> {
+    match super::rest::query_value(uri, name) {
+        None => Ok(None),
+        Some(text) => match text.parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(ApiError::bad_request(
+                "bad_request",
+                format!("{name} must be a whole number from {min} to {max}"),
+            )),
+        },
+    }
+}
+
+/// `start_time`, `end_time` (ms), `from_id` and `limit` of a history request.
+pub fn range(uri: &Uri, default_limit: usize, max_limit: usize) -> Result<Range, ApiError> {
+    const MAX_MS: i64 = i64::MAX / 1_000_000;
+    let start_ms = query_i64(uri, "start_time", 0, MAX_MS)?;
+    let end_ms = query_i64(uri, "end_time", 0, MAX_MS)?;
+    if let (Some(start), Some(end)) = (start_ms, end_ms)
+        && start >= end
+    {
+        return Err(ApiError::bad_request(
+            "bad_request",
+            "start_time must be before end_time",
+        ));
+    }
+    Ok(Range {
+        start_ns: start_ms.map(|ms| ms * 1_000_000),
+        end_ns: end_ms.map(|ms| ms * 1_000_000),
+        from_id: query_i64(uri, "from_id", 0, i64::MAX)?,
+        limit: super::rest::query_number(uri, "limit", default_limit, max_limit)?,
+    })
+}
+
+/// Runs a query on a read connection, off the async workers.
+async fn read<T: Send + 'static>(
+    db: &Arc<Store>,
+    f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+) -> Result<T, ApiError> {
+    let db = db.clone();
+    let internal = |e: String| {
+        tracing::error!("history query: {e}");
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the history database could not answer",
+        )
+    };
+    // Read-your-writes: the history as of the request, unless the writer is far behind.
+    let seq = db.seq_to_wait_for();
+    let deadline = tokio::time::Instant::now() + CATCH_UP_WAIT;
+    while db.written_seq.load(std::sync::atomic::Ordering::Acquire) < seq
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    tokio::task::spawn_blocking(move || db.read(f))
+        .await
+        .map_err(|e| internal(e.to_string()))?
+        .map_err(|e| internal(format!("{e:#}")))
+}
+
+/// `history_off` for an endpoint that only the history database serves.
+pub fn history_off() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        "history_off",
+        "the server runs without its history database ([history] enabled = false)",
+    )
+}
+
+pub async fn db_trades(db: &Arc<Store>, symbol: SymbolId, range: Range) -> Result<Value, ApiError> {
+    let trades = read(db, move |c| query::trades(c, symbol.0, &range)).await?;
+    Ok(Value::Array(
+        trades
+            .iter()
+            .map(|t| {
+                json!({"trade_id": t.id, "ts_ns": t.ts_ns, "price": t.price, "qty": t.qty,
+                    "taker_side": t.taker_side.as_str()})
+            })
+            .collect(),
+    ))
+}
+
+fn fill_json(f: &FillOut, name: &impl Fn(SymbolId) -> String) -> Value {
+    json!({"type": "fill", "id": f.id, "trade_id": f.trade, "order": f.order,
+        "symbol": name(SymbolId(f.symbol)), "side": f.side.as_str(), "price": f.price,
+        "qty": f.qty, "fee": f.fee, "liquidity": if f.maker { "maker" } else { "taker" },
+        "seq": f.id / ID_PER_SEQ, "ts_ns": f.ts_ns})
+}
+
+pub async fn db_fills(
+    state: &AppState,
+    db: &Arc<Store>,
+    user: UserId,
+    symbol: Option<SymbolId>,
+    range: Range,
+) -> Result<Value, ApiError> {
+    let fills = read(db, move |c| {
+        query::fills(c, user, symbol.map(|s| s.0), &range)
+    })
+    .await?;
+    let name = |symbol| symbol_name(state, symbol);
+    Ok(Value::Array(
+        fills.iter().map(|f| fill_json(f, &name)).collect(),
+    ))
+}
+
+pub async fn db_order_history(
+    state: &AppState,
+    db: &Arc<Store>,
+    user: UserId,
+    range: Range,
+) -> Result<Value, ApiError> {
+    let entries = read(db, move |c| query::order_history(c, user, &range)).await?;
+    let name = |symbol| symbol_name(state, symbol);
+    let list = entries
+        .iter()
+        .map(|entry| match entry {
+            HistoryOut::Fill(f) => fill_json(f, &name),
+            HistoryOut::Event(e) => {
+                let mut v = json!({"type": e.word, "id": e.id, "order": e.order,
+                    "seq": e.id / ID_PER_SEQ, "ts_ns": e.ts_ns});
+                if let Some(kind) = &e.kind {
+                    v["kind"] = json!(kind);
+                }
+                if let Some(reason) = &e.reason {
+                    v["reason"] = json!(reason);
+                }
+                if let (Some(symbol), Some(side)) = (e.symbol, e.side) {
+                    v["symbol"] = json!(name(SymbolId(symbol)));
+                    v["side"] = json!(side.as_str());
+                }
+                match e.word.as_str() {
+                    "cancelled" => v["qty"] = json!(e.qty),
+                    "triggered" => v["stop_price"] = json!(e.stop_price),
+                    "amended" => {
+                        v["price"] = json!(e.price);
+                        v["stop_price"] = json!(e.stop_price);
+                        v["remaining"] = json!(e.qty);
+                        v["priority"] = json!(e.priority);
+                    }
+                    _ => {}
+                }
+                v
+            }
+        })
+        .collect();
+    Ok(Value::Array(list))
+}
+
+pub async fn db_candles(
+    db: &Arc<Store>,
+    symbol: SymbolId,
+    interval_s: i64,
+    range: Range,
+) -> Result<Value, ApiError> {
+    let candles = read(db, move |c| query::candles(c, symbol.0, interval_s, &range)).await?;
+    Ok(Value::Array(
+        candles
+            .iter()
+            .map(|c| {
+                // The shape of the feed's candles (`json::candle`), as on the candle channel.
+                json!({"start_ns": c.start_ns, "open": c.open, "high": c.high, "low": c.low,
+                    "close": c.close, "volume": c.volume, "trades": c.trades})
+            })
+            .collect(),
+    ))
+}
+
+/// The 24 h ticker of each symbol in `symbols`.
+pub async fn db_tickers(
+    state: &AppState,
+    db: &Arc<Store>,
+    symbols: Vec<SymbolId>,
+) -> Result<Vec<Value>, ApiError> {
+    let now_ns = crate::pipeline::now_ns();
+    let ids = symbols.clone();
+    let tickers = read(db, move |c| {
+        ids.iter()
+            .map(|s| query::ticker(c, s.0, now_ns))
+            .collect::<rusqlite::Result<Vec<_>>>()
+    })
+    .await?;
+    Ok(symbols
+        .iter()
+        .zip(tickers)
+        .map(|(symbol, t)| {
+            let change = t.last.zip(t.open).map(|(last, open)| last - open);
+            let percent = change.zip(t.open).and_then(|(change, open)| {
+                (open != 0).then(|| format!("{:.3}", change as f64 * 100.0 / open as f64))
+            });
+            json!({"symbol": symbol_name(state, *symbol), "open": t.open, "high": t.high,
+                "low": t.low, "last": t.last, "volume": t.volume, "quote_volume": t.quote_volume,
+                "trades": t.trades, "change": change, "change_percent": percent,
+                "ts_ns": now_ns})
+        })
+        .collect())
+}

@@ -162,6 +162,8 @@ pub struct AppState {
     pub history: history::Histories,
     /// What became of each order (GET /api/v1/orders/{id}, place answers).
     pub orders: order_status::OrderStatuses,
+    /// The history database, when `[history]` is on (history.rs serves it).
+    pub db: Option<Arc<crate::history::Store>>,
     pub topics: fanout::Topics,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub shutdown: watch::Receiver<bool>,
@@ -193,6 +195,8 @@ pub struct WebParts {
     pub user_messages: mpsc::UnboundedReceiver<bridge::WebMessages>,
     pub md: Arc<MarketData>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The history database, when `[history]` is on.
+    pub history: Option<Arc<crate::history::Store>>,
     /// When this run of the server began (ms since the Unix epoch): requests signed earlier
     /// are refused.
     pub started_ms: i64,
@@ -257,6 +261,7 @@ async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<Atomi
         instruments: Mutex::new(parts.instruments),
         history: history::Histories::default(),
         orders: order_status::OrderStatuses::default(),
+        db: parts.history,
         topics: fanout::Topics::default(),
         metrics: parts.metrics,
         shutdown: shutdown_rx,

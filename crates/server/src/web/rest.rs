@@ -38,7 +38,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/book/{symbol}", get(book))
         .route("/book/{symbol}/orders", get(book_orders))
         .route("/trades/{symbol}", get(trades))
+        .route("/trades/{symbol}/history", get(trade_history))
         .route("/candles/{symbol}", get(candles))
+        .route("/ticker/24h", get(ticker))
+        .route("/fills", get(fills))
         .route("/orders", post(place).get(open_orders).delete(mass_cancel))
         .route("/orders/history", get(history))
         .route(
@@ -93,8 +96,13 @@ async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> ApiError {
 fn query_parameters(route: &str) -> &'static [&'static str] {
     match route {
         "/book/{symbol}" => &["depth"],
-        "/book/{symbol}/orders" | "/trades/{symbol}" | "/candles/{symbol}" => &["limit"],
-        "/orders/history" => &["limit"],
+        "/book/{symbol}/orders" | "/trades/{symbol}" => &["limit"],
+        "/candles/{symbol}" => &["limit", "interval", "start_time", "end_time"],
+        "/trades/{symbol}/history" | "/orders/history" => {
+            &["limit", "start_time", "end_time", "from_id"]
+        }
+        "/fills" => &["limit", "start_time", "end_time", "from_id", "symbol"],
+        "/ticker/24h" => &["symbol"],
         "/orders" => &["symbol"],
         _ => &[],
     }
@@ -307,7 +315,7 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 }
 
 /// A numeric query parameter, `default` when absent, at most `max`.
-fn query_number(uri: &Uri, name: &str, default: usize, max: usize) -> Result<usize, ApiError> {
+pub(super) fn query_number(uri: &Uri, name: &str, default: usize, max: usize) -> Result<usize, ApiError> {
     match query_value(uri, name) {
         None => Ok(default),
         Some(text) => match text.parse::<usize>() {
@@ -435,12 +443,58 @@ async fn trades(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> A
     reply(&state, &uri, trades, Some(&symbol))
 }
 
-async fn candles(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
-    let limit = query_number(&uri, "limit", 60, 1440)?;
+/// Every trade since the venue began, from the history database, by stable trade id.
+async fn trade_history(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
     let id = known_symbol(&state, &symbol)?;
-    let candles = state.md.feed().candles(id, limit).expect("a known symbol");
-    let candles = Value::Array(candles.iter().map(j::candle).collect());
+    let db = state.db.clone().ok_or_else(super::history::history_off)?;
+    let range = super::history::range(&uri, 100, super::history::MAX_LIMIT)?;
+    let trades = super::history::db_trades(&db, id, range).await?;
+    reply(&state, &uri, trades, Some(&symbol))
+}
+
+async fn candles(State(state): Shared, Path(symbol): Path<String>, uri: Uri) -> ApiResult {
+    let id = known_symbol(&state, &symbol)?;
+    let interval = query_value(&uri, "interval").unwrap_or_else(|| "1m".to_string());
+    let Some(interval_s) = crate::history::query::interval_seconds(&interval) else {
+        return Err(ApiError::bad_request(
+            "bad_request",
+            "interval must be one of 1m, 5m, 15m, 1h, 4h, 1d",
+        ));
+    };
+    let range = super::history::range(&uri, 60, 1440)?;
+    // The last 1 m candles are the feed's, as on the candle channel (the database may lag
+    // behind it under load); other intervals and time ranges are the database's.
+    let recent = interval_s == 60 && range.start_ns.is_none() && range.end_ns.is_none();
+    let candles = if let Some(db) = state.db.as_ref().filter(|_| !recent) {
+        super::history::db_candles(db, id, interval_s, range).await?
+    } else if recent {
+        let candles = state
+            .md
+            .feed()
+            .candles(id, range.limit)
+            .expect("a known symbol");
+        Value::Array(candles.iter().map(j::candle).collect())
+    } else {
+        return Err(super::history::history_off());
+    };
     reply(&state, &uri, candles, Some(&symbol))
+}
+
+/// The 24 h ticker of every symbol, or of `?symbol=` (one object).
+async fn ticker(State(state): Shared, uri: Uri) -> ApiResult {
+    let db = state.db.clone().ok_or_else(super::history::history_off)?;
+    let tickers = match query_value(&uri, "symbol") {
+        Some(name) => {
+            let id = known_symbol(&state, &name)?;
+            let mut list = super::history::db_tickers(&state, &db, vec![id]).await?;
+            list.pop().unwrap_or(Value::Null)
+        }
+        None => {
+            let ids: Vec<_> = state.md.feed().symbols().map(|s| s.id).collect();
+            Value::Array(super::history::db_tickers(&state, &db, ids).await?)
+        }
+    };
+    reply(&state, &uri, tickers, None)
 }
 
 // ----- private --------------------------------------------------------------------------------
@@ -569,10 +623,27 @@ async fn balances(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> Ap
 }
 
 async fn history(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
+    if let Some(db) = &state.db {
+        let range = super::history::range(&uri, 100, super::history::MAX_LIMIT)?;
+        let events = super::history::db_order_history(&state, db, user, range).await?;
+        return reply(&state, &uri, events, None);
+    }
     let limit = query_number(&uri, "limit", 100, super::history::HISTORY_LEN)?;
     let name = |symbol| super::history::symbol_name(&state, symbol);
     let events = Value::Array(state.history.recent(user, limit, name));
     reply(&state, &uri, events, None)
+}
+
+/// The key's fills (of `?symbol=`, or all), from the history database.
+async fn fills(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
+    let db = state.db.clone().ok_or_else(super::history::history_off)?;
+    let symbol = match query_value(&uri, "symbol") {
+        Some(name) => Some(known_symbol(&state, &name)?),
+        None => None,
+    };
+    let range = super::history::range(&uri, 100, super::history::MAX_LIMIT)?;
+    let fills = super::history::db_fills(&state, &db, user, symbol, range).await?;
+    reply(&state, &uri, fills, None)
 }
 
 // ----- admin ----------------------------------------------------------------------------------

@@ -195,6 +195,8 @@ const PRICES: &[&str] = &[
     "close",
     "avg_price",
     "min_price",
+    // The 24 h ticker's last price less its open.
+    "change",
 ];
 /// Fields that hold a quantity in lots.
 const QTYS: &[&str] = &[

@@ -1,0 +1,523 @@
+//! Durable history: trades, candles, each user's fills and order events in SQLite
+//! (`<data>/history.sqlite`), written by a thread of its own (docs/api.md, "Durable history").
+//!
+//! ```text
+//! journal stage ──records──▶ market data thread (replica) ──Rows──▶ [bounded queue] ──▶ writer
+//!                                                                                       │
+//!                                   journal files (+ a snapshot at or before) ◀──gap────┘
+//! ```
+//!
+//! The market data thread already replays every journaled command on its replica of the
+//! engine; [`HistoryTap`] turns each command's result and events into [`rows::Rows`] there, and
+//! hands one batch per round to the writer through a queue of [`HistorySettings::queue_batches`].
+//! It never waits: a batch that finds the queue full is kept and grown by the next rounds up
+//! to [`HistorySettings::pending_rows`] rows, and past that dropped. The writer checks that
+//! every batch starts at the seq after the last one it wrote; a gap (a dropped batch, or the
+//! start-up, when the database is behind the journal after a crash, or missing) it fills
+//! from the journal itself, replaying it from the newest snapshot at or before the gap on an
+//! engine of its own ([`rebuild`]). The journal stays the single source of truth; the
+//! database's `meta.last_seq` is written in the same transaction as the rows it covers.
+
+pub mod db;
+pub mod query;
+pub mod rebuild;
+pub mod rows;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use rialto_core::{Command, EngineConfig, OwnedEvent, Reason};
+use rusqlite::Connection;
+use serde::{Deserialize, Serialize};
+
+pub use rows::{ID_PER_SEQ, Rows};
+
+/// The database's file name in the data directory.
+pub const FILE_NAME: &str = "history.sqlite";
+
+/// `[history]` in the configuration.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HistorySettings {
+    /// Keep trades, candles, fills and order events in `<data>/history.sqlite`. Off: the order
+    /// history is the last 1,000 events per user in memory, trades and 1 m candles are the
+    /// feed's recent ones, and `/fills` and `/ticker/24h` answer `history_off`.
+    pub enabled: bool,
+    /// Batches (one per market data round) the queue to the writer holds.
+    pub queue_batches: usize,
+    /// Rows the market data thread keeps while the queue is full; past this it drops them and
+    /// the writer rebuilds them from the journal.
+    pub pending_rows: usize,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        HistorySettings {
+            enabled: true,
+            queue_batches: 1_024,
+            pending_rows: 1_000_000,
+        }
+    }
+}
+
+impl HistorySettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1..=1 << 20).contains(&self.queue_batches),
+            "history.queue_batches must be from 1 to 1048576"
+        );
+        anyhow::ensure!(
+            (1..=1 << 26).contains(&self.pending_rows),
+            "history.pending_rows must be from 1 to 67108864"
+        );
+        Ok(())
+    }
+}
+
+/// What the writer and the readers share.
+pub struct Store {
+    path: PathBuf,
+    /// Read connections not in use.
+    readers: Mutex<Vec<Connection>>,
+    /// The last seq whose rows are all written.
+    pub written_seq: AtomicU64,
+    /// Batches the market data thread dropped (the writer rebuilt them from the journal).
+    pub dropped_batches: AtomicU64,
+    /// Commands replayed from the journal to fill gaps.
+    pub rebuilt_commands: AtomicU64,
+    /// The writer stopped on an error (logged): the history stays where it was.
+    pub failed: AtomicBool,
+    /// The last seq the engine applied, for readers that want the history as of now.
+    venue_seq: std::sync::OnceLock<Arc<crate::pipeline::Shared>>,
+}
+
+/// Read connections kept open for reuse.
+const IDLE_READERS: usize = 4;
+
+impl Store {
+    /// Readers of the database at `path` (for tools; the server makes its own in [`start`]).
+    pub fn open_readers(path: &Path) -> Store {
+        Store {
+            path: path.to_path_buf(),
+            readers: Mutex::new(Vec::new()),
+            written_seq: AtomicU64::new(0),
+            dropped_batches: AtomicU64::new(0),
+            rebuilt_commands: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            venue_seq: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Follows the engine's applied seq (see [`Self::seq_to_wait_for`]).
+    pub fn follow(&self, shared: Arc<crate::pipeline::Shared>) {
+        let _ = self.venue_seq.set(shared);
+    }
+
+    /// The seq a reader waits for so that the history includes every command the engine had
+    /// applied when it asked (0 when not following, or when the writer stopped).
+    pub fn seq_to_wait_for(&self) -> u64 {
+        match self.venue_seq.get() {
+            Some(_) if self.failed.load(Ordering::Relaxed) => 0,
+            Some(shared) => shared.applied_seq.load(Ordering::Acquire),
+            None => 0,
+        }
+    }
+
+    /// Runs `f` on a read connection.
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> anyhow::Result<T> {
+        let conn = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let conn = match conn {
+            Some(conn) => conn,
+            None => db::open(&self.path)?,
+        };
+        let result = f(&conn);
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        if readers.len() < IDLE_READERS {
+            readers.push(conn);
+        }
+        Ok(result?)
+    }
+}
+
+/// The market data thread's side: collects rows, hands them over without ever waiting.
+pub struct HistoryTap {
+    queue: Arc<ArrayQueue<Rows>>,
+    pending: Rows,
+    pending_rows: usize,
+    writer: Thread,
+    store: Arc<Store>,
+    closed: Arc<AtomicBool>,
+}
+
+impl HistoryTap {
+    /// Adds one replayed command.
+    pub fn record(
+        &mut self,
+        seq: u64,
+        ts_ns: i64,
+        cmd: &Command,
+        result: Result<(), Reason>,
+        events: &[OwnedEvent],
+    ) {
+        self.pending.add(seq, ts_ns, cmd, result, events);
+    }
+
+    /// Hands what was recorded to the writer (at the end of a round).
+    pub fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        match self.queue.push(std::mem::take(&mut self.pending)) {
+            Ok(()) => self.writer.unpark(),
+            Err(rows) if rows.row_count() < self.pending_rows => self.pending = rows,
+            Err(_) => {
+                // The writer sees the gap and replays it from the journal.
+                self.store.dropped_batches.fetch_add(1, Ordering::Relaxed);
+                self.writer.unpark();
+            }
+        }
+    }
+}
+
+impl Drop for HistoryTap {
+    fn drop(&mut self) {
+        // The market data thread is done: what is left goes, waiting for room if need be (it
+        // no longer holds anything up).
+        let mut rows = std::mem::take(&mut self.pending);
+        while !rows.is_empty() {
+            match self.queue.push(rows) {
+                Ok(()) => break,
+                Err(back) if self.store.failed.load(Ordering::Relaxed) => {
+                    drop(back);
+                    break;
+                }
+                Err(back) => {
+                    rows = back;
+                    self.writer.unpark();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        self.closed.store(true, Ordering::Release);
+        self.writer.unpark();
+    }
+}
+
+/// The running history: the tap for the market data thread, the store for readers, the
+/// writer thread to join.
+pub struct History {
+    pub store: Arc<Store>,
+    pub tap: HistoryTap,
+    pub writer: JoinHandle<()>,
+}
+
+/// Opens `<data_dir>/history.sqlite` and starts its writer, which first brings it to
+/// `venue_seq` (the seq the venue recovered to) from the journal.
+pub fn start(
+    settings: &HistorySettings,
+    data_dir: &Path,
+    engine_config: EngineConfig,
+    venue_seq: u64,
+) -> anyhow::Result<History> {
+    let path = data_dir.join(FILE_NAME);
+    let mut conn = match db::open_writer(&path) {
+        Ok(conn) => conn,
+        Err(e) => {
+            // A cache of the journal: a file that cannot be used is put aside and rebuilt.
+            let aside = data_dir.join(format!(
+                "{FILE_NAME}.unusable-{}",
+                crate::pipeline::now_ns()
+            ));
+            tracing::warn!(
+                "the history database {} cannot be used ({e:#}): moved to {}, rebuilding it \
+                 from the journal",
+                path.display(),
+                aside.display()
+            );
+            std::fs::rename(&path, &aside)?;
+            for suffix in ["-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+            db::open_writer(&path).map_err(|e| {
+                anyhow::anyhow!("cannot open the history database {}: {e:#}", path.display())
+            })?
+        }
+    };
+    let mut written = db::last_seq(&conn)?;
+    if written > venue_seq {
+        // The journal ends before what the database holds (an accepted loss): the journal is
+        // the truth, so the history is rebuilt from it.
+        tracing::warn!(
+            written,
+            venue_seq,
+            "the history database is ahead of the journal: rebuilding it"
+        );
+        db::clear(&mut conn)?;
+        written = 0;
+    }
+    let store = Arc::new(Store::open_readers(&path));
+    store.written_seq.store(written, Ordering::Release);
+    let queue = Arc::new(ArrayQueue::new(settings.queue_batches));
+    let closed = Arc::new(AtomicBool::new(false));
+    let mut writer = Writer {
+        conn,
+        store: store.clone(),
+        queue: queue.clone(),
+        closed: closed.clone(),
+        data_dir: data_dir.to_path_buf(),
+        engine_config,
+    };
+    let handle = std::thread::Builder::new()
+        .name("rialto-history".into())
+        .spawn(move || {
+            if let Err(e) = writer.run(venue_seq) {
+                writer.store.failed.store(true, Ordering::Relaxed);
+                tracing::error!("history writer stopped: {e:#}");
+                // Keep taking batches so that the tap never waits on a stopped writer.
+                while !writer.closed.load(Ordering::Acquire) || !writer.queue.is_empty() {
+                    while writer.queue.pop().is_some() {}
+                    std::thread::park_timeout(Duration::from_millis(10));
+                }
+            }
+        })?;
+    let tap = HistoryTap {
+        queue,
+        pending: Rows::default(),
+        pending_rows: settings.pending_rows,
+        writer: handle.thread().clone(),
+        store: store.clone(),
+        closed,
+    };
+    Ok(History {
+        store,
+        tap,
+        writer: handle,
+    })
+}
+
+/// Rows the writer gathers from the queue into one transaction, at most (about).
+const ROWS_PER_TRANSACTION: usize = 100_000;
+
+struct Writer {
+    conn: Connection,
+    store: Arc<Store>,
+    queue: Arc<ArrayQueue<Rows>>,
+    closed: Arc<AtomicBool>,
+    data_dir: PathBuf,
+    engine_config: EngineConfig,
+}
+
+impl Writer {
+    fn written(&self) -> u64 {
+        self.store.written_seq.load(Ordering::Acquire)
+    }
+
+    fn run(&mut self, venue_seq: u64) -> anyhow::Result<()> {
+        if self.written() < venue_seq {
+            let from = self.written();
+            self.fill_gap(venue_seq)?;
+            tracing::info!(from, to = venue_seq, "history rebuilt from the journal");
+        }
+        loop {
+            match self.queue.pop() {
+                Some(mut rows) => {
+                    // What queued up meanwhile goes in the same transaction, up to a bound.
+                    while rows.row_count() < ROWS_PER_TRANSACTION
+                        && let Some(next) = self.queue.pop()
+                    {
+                        if let Err(next) = rows.append(next) {
+                            self.write(std::mem::replace(&mut rows, next))?;
+                        }
+                    }
+                    self.write(rows)?
+                }
+                None if self.closed.load(Ordering::Acquire) && self.queue.is_empty() => {
+                    return Ok(());
+                }
+                None => std::thread::park_timeout(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    fn write(&mut self, mut rows: Rows) -> anyhow::Result<()> {
+        let written = self.written();
+        if rows.last_seq <= written {
+            return Ok(());
+        }
+        if rows.first_seq > written + 1 {
+            self.fill_gap(rows.first_seq - 1)?;
+        }
+        if rows.first_seq <= self.written() {
+            anyhow::bail!(
+                "a history batch from seq {} overlaps what is written (through {})",
+                rows.first_seq,
+                self.written()
+            );
+        }
+        if rows.left_out > 0 {
+            tracing::error!(
+                left_out = rows.left_out,
+                "a command had more than {} trades or events: the rest are not in the history",
+                ID_PER_SEQ - 1
+            );
+            rows.left_out = 0;
+        }
+        db::write(&mut self.conn, &rows)?;
+        self.store
+            .written_seq
+            .store(rows.last_seq, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes the history of `written + 1 ..= through` from the journal. The records may
+    /// not be in the journal's files yet (under `durability = "none"` they wait in the
+    /// writer's buffer): it waits for them, and meanwhile the queue fills and the tap drops,
+    /// which later gaps fill the same way.
+    fn fill_gap(&mut self, through: u64) -> anyhow::Result<()> {
+        let mut waited = Duration::ZERO;
+        while self.written() < through {
+            let after = self.written();
+            let store = self.store.clone();
+            let conn = &mut self.conn;
+            let reached =
+                rebuild::replay(&self.data_dir, self.engine_config, after, through, |rows| {
+                    db::write(conn, rows)?;
+                    store.written_seq.store(rows.last_seq, Ordering::Release);
+                    store
+                        .rebuilt_commands
+                        .fetch_add(rows.last_seq - rows.first_seq + 1, Ordering::Relaxed);
+                    Ok(())
+                })?;
+            if reached < through {
+                if waited >= Duration::from_secs(60) && self.closed.load(Ordering::Acquire) {
+                    anyhow::bail!(
+                        "the journal ends at seq {reached}, before seq {through} that market \
+                         data replayed"
+                    );
+                }
+                // Each try replays from a snapshot: back off.
+                let pause = Duration::from_millis(20)
+                    .max(waited / 4)
+                    .min(Duration::from_secs(1));
+                std::thread::sleep(pause);
+                waited += pause;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rialto_core::{Engine, PlaceOrder, Side, SymbolId};
+    use rialto_journal::{JournalConfig, JournalWriter};
+
+    /// A journal of the demo set-up and `trades` crossing pairs; returns each command's rows.
+    fn journal(dir: &Path, trades: i64) -> Vec<Rows> {
+        let mut journal = JournalWriter::open(dir, JournalConfig::default(), 1).unwrap();
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut commands = crate::demo::demo_commands();
+        for i in 0..trades {
+            let (sym, price) = (SymbolId(0), 500_000 + i);
+            commands.push(Command::Place(PlaceOrder::limit(
+                1,
+                100 + i,
+                sym,
+                Side::Sell,
+                price,
+                1,
+            )));
+            commands.push(Command::Place(PlaceOrder::limit(
+                2,
+                100 + i,
+                sym,
+                Side::Buy,
+                price,
+                1,
+            )));
+        }
+        let mut all = Vec::new();
+        for (i, cmd) in commands.iter().enumerate() {
+            let (seq, ts_ns) = (i as u64 + 1, 1_000_000_000 * (i as i64 + 1));
+            journal.append(seq, ts_ns, cmd);
+            let mut events = Vec::new();
+            let result = engine.apply(seq, ts_ns, cmd, &mut events);
+            let mut rows = Rows::default();
+            rows.add(seq, ts_ns, cmd, result, &events);
+            all.push(rows);
+        }
+        journal.commit().unwrap();
+        journal.sync().unwrap();
+        all
+    }
+
+    fn settings(queue_batches: usize, pending_rows: usize) -> HistorySettings {
+        HistorySettings {
+            enabled: true,
+            queue_batches,
+            pending_rows,
+        }
+    }
+
+    fn trade_count(store: &Store) -> i64 {
+        store
+            .read(|c| c.query_row("SELECT count(*) FROM trades", [], |r| r.get(0)))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_full_queue_keeps_rows_then_drops_them_and_never_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = journal(dir.path(), 3);
+        let store = Arc::new(Store::open_readers(&dir.path().join(FILE_NAME)));
+        let mut tap = HistoryTap {
+            queue: Arc::new(ArrayQueue::new(1)),
+            pending: Rows::default(),
+            pending_rows: 3,
+            writer: std::thread::current(),
+            store: store.clone(),
+            closed: Arc::new(AtomicBool::new(false)),
+        };
+        let mut batches = rows.into_iter();
+        tap.pending = batches.next().unwrap();
+        tap.flush();
+        assert!(tap.pending.is_empty(), "the first batch is queued");
+        // Nobody takes from the queue: the next rows wait in the tap, then are dropped.
+        let trade = batches.by_ref().find(|r| !r.trades.is_empty()).unwrap();
+        tap.pending = trade;
+        tap.flush();
+        assert_eq!(tap.pending.row_count(), 2, "kept while under pending_rows");
+        assert_eq!(store.dropped_batches.load(Ordering::Relaxed), 0);
+        let next = batches.next().unwrap();
+        tap.pending.append(next).unwrap();
+        tap.flush();
+        assert!(tap.pending.is_empty());
+        assert_eq!(store.dropped_batches.load(Ordering::Relaxed), 1);
+        drop(tap);
+    }
+
+    #[test]
+    fn the_writer_fills_a_gap_before_a_batch_from_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = journal(dir.path(), 4);
+        let last = rows.last().unwrap().last_seq;
+        let history = start(&settings(4, 10), dir.path(), EngineConfig::default(), 0).unwrap();
+        // Only the last command's rows arrive: everything before is a gap.
+        history
+            .tap
+            .queue
+            .push(rows.last().unwrap().clone())
+            .unwrap();
+        let store = history.store.clone();
+        drop(history.tap);
+        history.writer.join().unwrap();
+        assert_eq!(store.written_seq.load(Ordering::Acquire), last);
+        assert!(store.rebuilt_commands.load(Ordering::Relaxed) >= last - 1);
+        assert_eq!(trade_count(&store), 4);
+    }
+}
