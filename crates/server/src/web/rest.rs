@@ -315,7 +315,12 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 }
 
 /// A numeric query parameter, `default` when absent, at most `max`.
-pub(super) fn query_number(uri: &Uri, name: &str, default: usize, max: usize) -> Result<usize, ApiError> {
+pub(super) fn query_number(
+    uri: &Uri,
+    name: &str,
+    default: usize,
+    max: usize,
+) -> Result<usize, ApiError> {
     match query_value(uri, name) {
         None => Ok(default),
         Some(text) => match text.parse::<usize>() {
