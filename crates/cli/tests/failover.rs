@@ -62,6 +62,29 @@ impl Node {
             .status()
             .expect("run kill");
         assert!(sent.success(), "kill -{signal}");
+        // A signal is delivered a moment after kill returns: wait until every thread of the
+        // node is stopped (or running again), so that what the test sends next finds it so.
+        let stopped = signal == "STOP";
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while self.stopped() != stopped {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kill -{signal} took effect"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Whether every thread of the node is stopped (state `T` in /proc).
+    fn stopped(&self) -> bool {
+        let tasks = format!("/proc/{}/task", self.child.id());
+        std::fs::read_dir(tasks).unwrap().all(|task| {
+            let stat =
+                std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap_or_default();
+            // The state follows the command name in parentheses.
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T'))
+        })
     }
 
     /// The node's exit status, once it exits (within `limit`).

@@ -301,7 +301,13 @@ pub fn start_with_stop(
         rialto_core::Engine::decode_snapshot(&engine.encode_snapshot(), config.engine_config())
             .context("cannot copy the engine for the market data replica")?;
     let md_channel = pipeline::MdChannel::new(config.market_data.ring_capacity);
-    let history = match config.history.enabled {
+    // The history database fills its gaps from the local journal, which a node of the
+    // replicated log does not write: history is off there for now (docs/replication.md).
+    let history_on = config.history.enabled && config.log.backend == LogBackend::Local;
+    if config.history.enabled && !history_on {
+        tracing::warn!("[history] is not offered with --log jetstream yet: history is off");
+    }
+    let history = match history_on {
         true => Some(history::start(
             &config.history,
             data_dir,
