@@ -2699,15 +2699,19 @@ fn wrong_methods_and_unknown_query_parameters_are_json_errors() {
     let http = Http::new(&server);
     let put = http.raw("PUT", "/api/v1/time", &[], b"");
     assert_eq!((put.status, error_code(&put)), (405, "method_not_allowed"));
-    let interval = http.get_decimal("/api/v1/candles/BTC-USD?interval=5m");
+    // `levels` is no parameter of the book (it reads `depth`): refused, not ignored.
+    let unknown = http.get_decimal("/api/v1/book/BTC-USD?levels=5");
+    assert_eq!((unknown.status, error_code(&unknown)), (400, "bad_request"));
+    let message = unknown.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("levels") && message.contains("depth"),
+        "{message}"
+    );
+    // Candles read `interval` (and refuse a value they do not know).
+    let interval = http.get_decimal("/api/v1/candles/BTC-USD?interval=7m");
     assert_eq!(
         (interval.status, error_code(&interval)),
         (400, "bad_request")
-    );
-    let message = interval.body["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("interval") && message.contains("limit"),
-        "{message}"
     );
     let twice = http.get_decimal("/api/v1/book/BTC-USD?depth=1&depth=2");
     assert_eq!((twice.status, error_code(&twice)), (400, "bad_request"));

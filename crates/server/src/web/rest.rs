@@ -108,8 +108,8 @@ fn query_parameters(route: &str) -> &'static [&'static str] {
     }
 }
 
-/// Refuses a query parameter the endpoint does not read (`/candles/X?interval=5m` would
-/// otherwise answer 1-minute candles as if asked), or one given twice.
+/// Refuses a query parameter the endpoint does not read (`/book/X?levels=5` would
+/// otherwise answer 50 levels as if asked), or one given twice.
 async fn known_query(request: Request, next: Next) -> Response {
     let route = request
         .extensions()
