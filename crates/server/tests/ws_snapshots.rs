@@ -601,6 +601,11 @@ fn no_subscription_gets_what_its_snapshot_holds_and_snapshot_plus_stream_is_the_
     let server = common::start(dir.path(), |c| {
         c.web.max_requests_per_sec = 0;
         c.gateway.max_msgs_per_sec = 0;
+        // The follower reads every message of a busy venue on a shared machine: what is
+        // tested is what it receives, not how slow a reader may be (web_limits.rs tests that).
+        c.web.max_ws_queue = 1 << 20;
+        c.web.max_ws_queue_bytes_public = 256 << 20;
+        c.web.max_ws_queue_bytes = 256 << 20;
     });
     let begun = Instant::now();
     let stop = AtomicBool::new(false);
@@ -650,6 +655,11 @@ fn the_user_channel_sends_nothing_its_snapshot_holds() {
     let server = common::start(dir.path(), |c| {
         c.web.max_requests_per_sec = 0;
         c.gateway.max_msgs_per_sec = 0;
+        // The follower reads every message of a busy venue on a shared machine: what is
+        // tested is what it receives, not how slow a reader may be (web_limits.rs tests that).
+        c.web.max_ws_queue = 1 << 20;
+        c.web.max_ws_queue_bytes_public = 256 << 20;
+        c.web.max_ws_queue_bytes = 256 << 20;
     });
     let stop = AtomicBool::new(false);
     let (rounds, streamed) = std::thread::scope(|s| {
