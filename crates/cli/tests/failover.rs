@@ -130,22 +130,24 @@ fn order(id: i64) -> NewOrder {
     NewOrder::limit(id, SymbolId(0), Side::Buy, 990, 1)
 }
 
+/// A node that leads on `dir_a` (its order address) and a standby on `dir_b` holding the
+/// same venue key (docs/replication.md: a user's secret works on each node).
+fn leader_and_standby(cluster: &NatsCluster, dir_a: &Path, dir_b: &Path) -> (Node, String, Node) {
+    let leader = Node::start(dir_a, cluster);
+    let addr_a = leader
+        .leads_within(Duration::from_secs(30))
+        .expect("the first node leads");
+    std::fs::copy(dir_a.join("venue.key"), dir_b.join("venue.key")).unwrap();
+    let standby = Node::start(dir_b, cluster);
+    (leader, addr_a, standby)
+}
+
 #[test]
 fn after_a_sigkill_of_the_leader_the_standby_serves_every_acknowledged_order_once() {
     let cluster = NatsCluster::start();
     let dir_a = tempfile::tempdir().unwrap();
     let dir_b = tempfile::tempdir().unwrap();
-    let leader = Node::start(dir_a.path(), &cluster);
-    let addr_a = leader
-        .leads_within(Duration::from_secs(30))
-        .expect("the first node leads");
-    // Every node holds the venue's key (docs/replication.md): a user's secret works on each.
-    std::fs::copy(
-        dir_a.path().join("venue.key"),
-        dir_b.path().join("venue.key"),
-    )
-    .unwrap();
-    let standby = Node::start(dir_b.path(), &cluster);
+    let (leader, addr_a, standby) = leader_and_standby(&cluster, dir_a.path(), dir_b.path());
 
     let mut t = login(&addr_a, dir_a.path(), 1);
     let mut acked = Vec::new();
@@ -223,16 +225,7 @@ fn a_leader_paused_past_its_lease_acknowledges_and_appends_nothing_when_it_resum
     let cluster = NatsCluster::start();
     let dir_a = tempfile::tempdir().unwrap();
     let dir_b = tempfile::tempdir().unwrap();
-    let mut leader = Node::start(dir_a.path(), &cluster);
-    let addr_a = leader
-        .leads_within(Duration::from_secs(30))
-        .expect("the first node leads");
-    std::fs::copy(
-        dir_a.path().join("venue.key"),
-        dir_b.path().join("venue.key"),
-    )
-    .unwrap();
-    let standby = Node::start(dir_b.path(), &cluster);
+    let (mut leader, addr_a, standby) = leader_and_standby(&cluster, dir_a.path(), dir_b.path());
     let mut t = login(&addr_a, dir_a.path(), 1);
     t.place(order(1)).unwrap();
     assert!(matches!(
