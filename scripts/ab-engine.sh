@@ -9,7 +9,7 @@ shift $(( $# < 3 ? $# : 3 ))
 run() { local bin=$1; shift; "$bin" bench engine --json "$@" 2>/dev/null | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-print(f"{r['throughput_per_s'] / 1e6:.3f}", r["latency_ns"]["p50"], r["latency_ns"]["p99"])'; }
+print(round(r["throughput_per_s"] / 1e6, 3), r["latency_ns"]["p50"], r["latency_ns"]["p99"])'; }
 out=$(mktemp)
 for i in $(seq "$pairs"); do
     for side in base new; do
