@@ -103,6 +103,17 @@ impl<T: Slot> Arena<T> {
         self.free_head = idx;
     }
 
+    /// The index the next [`Arena::alloc`] hands out, if a freed slot waits (else the arena
+    /// grows, and the new slot is at its end).
+    #[inline]
+    pub fn next_slot(&self) -> u32 {
+        if self.free_head != NIL {
+            self.free_head
+        } else {
+            self.items.len() as u32
+        }
+    }
+
     /// Starts loading item `idx` into the cache (nothing when there is none).
     #[inline]
     pub fn prefetch(&self, idx: u32) {

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::num::NonZeroI64;
 
-use rialto_prefetch::{prefetch, prefetch_first_line};
+use rialto_prefetch::{prefetch, prefetch_first_line, prefetch_index};
 
 use crate::account::{Accounts, MAX_CURRENCIES};
 use crate::book::{BookSide, Levels, NIL, NodeKind, OrderNode, Orders, level_price};
@@ -394,13 +394,27 @@ struct Taker {
     terms: OrderTerms,
 }
 
-/// What a live order keeps beside its node (see [`Engine::order_terms`]): when it expires
+/// What a live order keeps beside its node (see [`Engine::order_info`]): when it expires
 /// (0: never) and its time in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct OrderTerms {
     pub expire_ts: i64,
     pub tif: Tif,
 }
+
+/// What a live order keeps beside its node, by node index ([`Engine::order_info`]): its total
+/// quantity (filled + remaining), which `amend` needs to know the filled part, and its terms.
+/// Kept beside the nodes, not in them, so that a node stays one cache line; written when an
+/// order comes to rest and by `reduce` and `amend`, never by a fill. One entry is half a cache
+/// line and never straddles two: resting an order touches one line here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(align(32))]
+pub(crate) struct OrderInfo {
+    pub total: i64,
+    pub terms: OrderTerms,
+}
+
+const _: () = assert!(std::mem::size_of::<OrderInfo>() == 32);
 
 impl OrderTerms {
     pub const GTC: OrderTerms = OrderTerms {
@@ -448,14 +462,8 @@ pub struct Engine {
     /// User id to account (see [`Engine::account_of`]).
     pub(crate) account_ids: IdIndex,
     pub(crate) orders: Orders,
-    /// Each order node's total quantity (filled + remaining), by node index: what `amend` needs
-    /// to know of the filled part. Kept beside the nodes, not in them, so that a node stays one
-    /// cache line; written when an order comes to rest and by `reduce` and `amend`, never by a
-    /// fill.
-    pub(crate) order_totals: Vec<i64>,
-    /// Each order node's expiry and time in force, by node index, beside the nodes for the
-    /// same reason; written when an order comes to rest.
-    pub(crate) order_terms: Vec<OrderTerms>,
+    /// What each order node keeps beside it, by node index (docs on [`OrderInfo`]).
+    pub(crate) order_info: Vec<OrderInfo>,
     /// Live orders that expire, as (expire_ts, user, order, node), soonest first: popped at
     /// step 1 of every command (docs/rules.md, "GTD and DAY"). An entry whose order ended
     /// early stays until it comes up (then it is skipped) or until the heap would grow, when
@@ -604,8 +612,7 @@ impl Engine {
             accounts: Accounts::with_capacity(config.expected_users),
             account_ids: IdIndex::with_capacity(config.expected_users),
             orders: Orders::with_capacity(config.expected_resting_orders),
-            order_totals: Vec::with_capacity(config.expected_resting_orders),
-            order_terms: Vec::with_capacity(config.expected_resting_orders),
+            order_info: Vec::with_capacity(config.expected_resting_orders),
             expiries: BinaryHeap::with_capacity(EXPECTED_EXPIRING_ORDERS),
             order_extras: Vec::new(),
             stop_accepts: 0,
@@ -1428,8 +1435,13 @@ impl Engine {
         }
         account.orders_head = idx;
         account.open_orders += 1;
-        self.set_order_total(idx, total);
-        self.set_order_terms(idx, taker.terms);
+        self.set_order_info(
+            idx,
+            OrderInfo {
+                total,
+                terms: taker.terms,
+            },
+        );
         if taker.terms.expire_ts != 0 {
             self.schedule_expiry(taker.terms.expire_ts, taker.user, taker.order, idx);
         }
@@ -1438,36 +1450,20 @@ impl Engine {
         idx
     }
 
-    /// Records the total quantity of the order in node `idx` (the arena hands out a new index
-    /// only at its end, so the side table grows with it).
+    /// Records what the order in node `idx` keeps beside its node (the arena hands out a new
+    /// index only at its end, so the side table grows with it).
     #[inline]
-    fn set_order_total(&mut self, idx: u32, total: i64) {
+    fn set_order_info(&mut self, idx: u32, info: OrderInfo) {
         let i = idx as usize;
-        if i < self.order_totals.len() {
-            self.order_totals[i] = total;
+        if i < self.order_info.len() {
+            self.order_info[i] = info;
         } else {
             debug_assert_eq!(
                 i,
-                self.order_totals.len(),
+                self.order_info.len(),
                 "order nodes are handed out in order"
             );
-            self.order_totals.push(total);
-        }
-    }
-
-    /// Records the expiry and tif of the order in node `idx` (as [`Self::set_order_total`]).
-    #[inline]
-    fn set_order_terms(&mut self, idx: u32, terms: OrderTerms) {
-        let i = idx as usize;
-        if i < self.order_terms.len() {
-            self.order_terms[i] = terms;
-        } else {
-            debug_assert_eq!(
-                i,
-                self.order_terms.len(),
-                "order nodes are handed out in order"
-            );
-            self.order_terms.push(terms);
+            self.order_info.push(info);
         }
     }
 
@@ -1491,7 +1487,7 @@ impl Engine {
     /// Whether an expiry heap entry still stands for a live order.
     fn expiry_is_live(&self, expire_ts: i64, user: UserId, order: OrderId, idx: u32) -> bool {
         self.find_order(user, order) == Some(idx)
-            && self.order_terms[idx as usize].expire_ts == expire_ts
+            && self.order_info[idx as usize].terms.expire_ts == expire_ts
     }
 
     /// Step 1 of every command: cancels each live order whose expiry has come, by expiry time,
@@ -1519,7 +1515,7 @@ impl Engine {
             .filter(|&(ts, user, order, idx)| {
                 self.expiry_is_live(ts, user, order, idx)
                     && self.orders.get(idx).symbol as usize == symbol
-                    && self.order_terms[idx as usize].tif == Tif::Day
+                    && self.order_info[idx as usize].terms.tif == Tif::Day
             })
             .collect();
         due.sort_unstable();
@@ -1533,7 +1529,7 @@ impl Engine {
     /// What the live order in node `idx` has filled since it was accepted.
     #[inline]
     pub(crate) fn order_filled(&self, idx: u32) -> i64 {
-        self.order_totals[idx as usize] - self.live_remaining(idx)
+        self.order_info[idx as usize].total - self.live_remaining(idx)
     }
 
     /// The whole remaining quantity of the live order in node `idx`: an iceberg's hidden part
@@ -1747,7 +1743,7 @@ impl Engine {
         }
         self.release_hold(&node, qty);
         self.take_from_remaining(idx, qty);
-        self.order_totals[idx as usize] -= qty;
+        self.order_info[idx as usize].total -= qty;
         sink.on_event(&Event::Cancelled(Cancelled {
             symbol: SymbolId(node.symbol),
             user,
@@ -1962,7 +1958,7 @@ impl Engine {
             stp: node.stp,
             post_only: node.post_only,
             leftover: None,
-            terms: self.order_terms[idx as usize],
+            terms: self.order_info[idx as usize].terms,
             display: 0,
         };
         self.execute(symbol, &taker, Some(idx), sink);
@@ -2003,7 +1999,7 @@ impl Engine {
             return Err(Reason::InvalidPrice);
         }
         let old_remaining = self.live_remaining(idx);
-        let filled = self.order_totals[idx as usize] - old_remaining;
+        let filled = self.order_info[idx as usize].total - old_remaining;
         let total = amend.qty().unwrap_or(filled + old_remaining);
         if total <= filled {
             // A total at or below what has filled ends the order, as a reduce would.
@@ -2040,7 +2036,7 @@ impl Engine {
             return Err(Reason::InsufficientFunds);
         }
 
-        self.order_totals[idx as usize] = total;
+        self.order_info[idx as usize].total = total;
         sink.on_event(&Event::Amended(Amended {
             symbol: SymbolId(node.symbol),
             user,
@@ -2074,7 +2070,7 @@ impl Engine {
                 stp: node.stp,
                 post_only: node.post_only,
                 leftover: None,
-                terms: self.order_terms[idx as usize],
+                terms: self.order_info[idx as usize].terms,
                 display,
             };
             self.execute(symbol, &taker, Some(idx), sink);
@@ -2225,7 +2221,8 @@ impl Engine {
     /// The third link. For an order named by the command (its node is cached by now): what
     /// taking it out of its level and settling it touches. For a new order that trades: the
     /// first order it meets, and the other side's best ends (where an emptied level goes); for
-    /// one that rests, the level it joins.
+    /// one that rests, the level it joins and the side-table entry of the node it will likely
+    /// get.
     fn prefetch_neighbours(&self, cmd: &Command, found: &Cell<u32>) {
         match *cmd {
             Command::Move { user, order, .. }
@@ -2238,6 +2235,10 @@ impl Engine {
                 self.levels.prefetch(node.level);
                 self.orders.prefetch(node.prev);
                 self.orders.prefetch(node.next);
+                if matches!(cmd, Command::Reduce { .. }) {
+                    // `reduce` lowers the order's total.
+                    prefetch_index(&self.order_info, idx as usize);
+                }
                 // A sell that moves without trading holds the same lots: its account stays
                 // untouched (should it trade, `prefetch_book` loads the account).
                 let sell_move = matches!(cmd, Command::Move { .. }) && node.side == Side::Sell;
@@ -2256,10 +2257,14 @@ impl Engine {
                 if let Some(level) = self.level_taken(sym, side, p.price) {
                     self.orders.prefetch(self.levels.get(level).head);
                     sym.side(side.opposite()).prefetch_best();
-                } else if let Some(level) = p.price.and_then(|price| sym.side(side).level_at(price))
-                {
-                    // It rests: the level it joins.
-                    self.levels.prefetch(level);
+                } else {
+                    // It rests: the level it joins and what it keeps beside its node, in the
+                    // slot it will likely be given (the node itself was freed lately, so it is
+                    // cached).
+                    if let Some(level) = p.price.and_then(|price| sym.side(side).level_at(price)) {
+                        self.levels.prefetch(level);
+                    }
+                    prefetch_index(&self.order_info, self.orders.next_slot() as usize);
                 }
             }
             _ => {}
@@ -2291,8 +2296,10 @@ impl Engine {
                 Self::prefetch_level_leaving(sym, node);
                 sym.side(node.side).prefetch_price(price);
                 if let Some(level) = self.level_taken(sym, node.side, Some(price)) {
+                    // It trades, as a taker with the order's terms.
                     prefetch(sym.side(node.side.opposite()));
                     self.levels.prefetch(level);
+                    prefetch_index(&self.order_info, idx as usize);
                     if node.side == Side::Sell {
                         self.accounts.prefetch(node.account);
                     }
@@ -2464,13 +2471,13 @@ impl Engine {
                 order: node.order,
                 side: node.side,
                 order_type: self.order_type_of(idx),
-                tif: self.order_terms[idx as usize].tif,
+                tif: self.order_info[idx as usize].terms.tif,
                 price: node.price,
                 stop_price: self.stop_price_of(idx),
                 remaining: self.live_remaining(idx),
                 shown,
                 filled: self.order_filled(idx),
-                expire_ts: self.order_terms[idx as usize].expire_ts,
+                expire_ts: self.order_info[idx as usize].terms.expire_ts,
             });
             idx = node.account_next;
         }
@@ -2550,7 +2557,7 @@ impl Engine {
                         NodeKind::PendingStop => 0,
                         NodeKind::Plain | NodeKind::Iceberg => node.remaining,
                     },
-                    expire_ts: self.order_terms[idx as usize].expire_ts,
+                    expire_ts: self.order_info[idx as usize].terms.expire_ts,
                 });
                 idx = node.account_next;
             }

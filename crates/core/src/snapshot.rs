@@ -231,7 +231,7 @@ impl Engine {
                     w.i64(self.order_filled(idx));
                     w.u8(node.stp.code());
                     w.u8(node.post_only as u8);
-                    let terms = self.order_terms[idx as usize];
+                    let terms = self.order_info[idx as usize].terms;
                     w.u8(terms.tif.code());
                     w.i64(terms.expire_ts);
                 }
@@ -285,7 +285,7 @@ impl Engine {
                 w.u8(node.stp.code());
                 w.u8(stop_limit as u8);
                 w.u8(tif.code());
-                w.i64(self.order_terms[idx as usize].expire_ts);
+                w.i64(self.order_info[idx as usize].terms.expire_ts);
             }
         }
     }

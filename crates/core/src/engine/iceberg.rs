@@ -130,7 +130,7 @@ impl Engine {
             post_only: node.post_only,
             leftover: None,
             display: self.order_extras[idx as usize].display,
-            terms: self.order_terms[idx as usize],
+            terms: self.order_info[idx as usize].terms,
         };
         self.execute(symbol, &taker, Some(idx), sink);
         Ok(())
@@ -147,7 +147,7 @@ impl Engine {
         extra.display = display;
         extra.hidden = hidden;
         self.mark_iceberg(idx);
-        self.order_totals[idx as usize] += hidden;
+        self.order_info[idx as usize].total += hidden;
         debug_assert!(shown <= display);
     }
 }

@@ -297,7 +297,7 @@ impl Engine {
             post_only: false,
             leftover,
             display: 0,
-            terms: self.order_terms[idx as usize],
+            terms: self.order_info[idx as usize].terms,
         };
         if extra.tif == Tif::Fok && !self.fok_fillable(symbol, &taker) {
             sink.on_event(&Event::Cancelled(Cancelled {
@@ -365,7 +365,7 @@ impl Engine {
         let balance = self.accounts.balance_mut(node.account, currency);
         balance.available -= added_hold;
         balance.held += added_hold;
-        self.order_totals[idx as usize] = remaining;
+        self.order_info[idx as usize].total = remaining;
         if !keeps_priority {
             self.unlist_stop(idx);
         }
