@@ -2612,15 +2612,49 @@ fn a_client_order_id_sent_twice_trades_once_and_the_resend_carries_the_first_ord
         (after.status, error_code(&after)),
         (400, "duplicate_order_id")
     );
+    // The order ended before the restart: its status comes from the history database.
+    let original = &after.body["error"]["order"];
     assert_eq!(
-        after.body["error"]["order"]["order"], id,
+        (
+            &original["order"],
+            &original["status"],
+            &original["filled"],
+            &original["original_qty"],
+            &original["tif"],
+            &original["price"],
+        ),
+        (
+            &json!(id),
+            &json!("filled"),
+            &json!("0.002"),
+            &json!("0.002"),
+            &json!("ioc"),
+            &json!("65000.00")
+        ),
         "{:?}",
         after.body
     );
+    assert_eq!(original["fills"][0]["qty"], "0.002", "{:?}", after.body);
     assert_eq!(
         seller_left(&server),
         "0.003",
         "the resend after the restart did not trade"
+    );
+    let killed = call_decimal(
+        &buyer,
+        "GET",
+        "/api/v1/orders/by-client-id/fok-1",
+        Value::Null,
+    );
+    assert_eq!(
+        (
+            &killed.body["status"],
+            &killed.body["filled"],
+            &killed.body["side"]
+        ),
+        (&json!("killed"), &json!("0.000"), &json!("buy")),
+        "{:?}",
+        killed.body
     );
     // A live order's status comes from the engine, so it survives the restart.
     let again = call_decimal(&buyer, "POST", "/api/v1/orders", resting);

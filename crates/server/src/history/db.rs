@@ -22,7 +22,7 @@ pub const INTERVALS: [(i64, &str); 6] = [
     (86_400, "1d"),
 ];
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -42,7 +42,10 @@ CREATE TABLE IF NOT EXISTS order_events (
     user INTEGER NOT NULL, id INTEGER NOT NULL, type TEXT NOT NULL, order_id INTEGER NOT NULL,
     symbol INTEGER, side INTEGER, price INTEGER NOT NULL, qty INTEGER NOT NULL,
     stop_price INTEGER NOT NULL, kind TEXT, reason TEXT, priority TEXT, ts_ns INTEGER NOT NULL,
+    order_type TEXT, tif TEXT,
     PRIMARY KEY (user, id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS order_events_by_order ON order_events (user, order_id, id);
+CREATE INDEX IF NOT EXISTS fills_by_order ON fills (user, order_id, id);
 CREATE TABLE IF NOT EXISTS candles (
     symbol INTEGER NOT NULL, interval_s INTEGER NOT NULL, start_ns INTEGER NOT NULL,
     open INTEGER NOT NULL, high INTEGER NOT NULL, low INTEGER NOT NULL, close INTEGER NOT NULL,
@@ -175,8 +178,8 @@ pub fn write(conn: &mut Connection, rows: &Rows) -> rusqlite::Result<()> {
         }
         let mut event = tx.prepare_cached(
             "INSERT OR REPLACE INTO order_events (user, id, type, order_id, symbol, side, price,
-             qty, stop_price, kind, reason, priority, ts_ns)
-             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+             qty, stop_price, kind, reason, priority, ts_ns, order_type, tif)
+             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
         )?;
         for e in &rows.events {
             let (word, kind, reason, priority) = match e.kind {
@@ -201,7 +204,9 @@ pub fn write(conn: &mut Connection, rows: &Rows) -> rusqlite::Result<()> {
                 kind,
                 reason,
                 priority,
-                e.ts_ns
+                e.ts_ns,
+                e.order_type,
+                e.tif
             ])?;
         }
         let mut second =

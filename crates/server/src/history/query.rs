@@ -69,6 +69,18 @@ pub struct EventOut {
     pub reason: Option<String>,
     pub priority: Option<String>,
     pub ts_ns: i64,
+    /// A `place` event's order type and time in force.
+    pub order_type: Option<String>,
+    pub tif: Option<String>,
+}
+
+/// Everything the history holds of one of a user's orders: its events and its first fills,
+/// oldest first, and what all its fills add up to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderRecord {
+    pub events: Vec<EventOut>,
+    pub fills: Vec<FillOut>,
+    pub filled: i64,
 }
 
 /// One entry of a user's order history.
@@ -245,6 +257,61 @@ pub fn fills(
     )
 }
 
+const EVENT_COLUMNS: &str = "id, type, order_id, symbol, side, price, qty, stop_price, kind, \
+    reason, priority, ts_ns, order_type, tif";
+
+fn event_row(r: &Row) -> rusqlite::Result<EventOut> {
+    Ok(EventOut {
+        id: r.get(0)?,
+        word: r.get(1)?,
+        order: r.get(2)?,
+        symbol: r.get(3)?,
+        side: r.get::<_, Option<i64>>(4)?.map(side).transpose()?,
+        price: r.get(5)?,
+        qty: r.get(6)?,
+        stop_price: r.get(7)?,
+        kind: r.get(8)?,
+        reason: r.get(9)?,
+        priority: r.get(10)?,
+        ts_ns: r.get(11)?,
+        order_type: r.get(12)?,
+        tif: r.get(13)?,
+    })
+}
+
+/// One order of a user's: its events (all: an order has a few) and its first `max_fills`
+/// fills (through the indexes by order, so the user's other history is not read).
+pub fn order_record(
+    conn: &Connection,
+    user: i64,
+    order: i64,
+    max_fills: usize,
+) -> rusqlite::Result<OrderRecord> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLUMNS} FROM order_events WHERE user = ?1 AND order_id = ?2 ORDER BY id"
+    ))?;
+    let events = stmt
+        .query_map(params![user, order], event_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, liquidity, trade, order_id, symbol, side, price, qty, fee, ts_ns FROM fills
+         WHERE user = ?1 AND order_id = ?2 ORDER BY id, liquidity LIMIT ?3",
+    )?;
+    let fills = stmt
+        .query_map(params![user, order, max_fills as i64], fill_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let filled: i64 = conn.query_row(
+        "SELECT COALESCE(SUM(qty), 0) FROM fills WHERE user = ?1 AND order_id = ?2",
+        params![user, order],
+        |r| r.get(0),
+    )?;
+    Ok(OrderRecord {
+        events,
+        fills,
+        filled,
+    })
+}
+
 /// A user's order history: fills and order events merged by id, bounded by `range.limit`.
 pub fn order_history(
     conn: &Connection,
@@ -254,28 +321,14 @@ pub fn order_history(
     let fills = fills(conn, user, None, range)?;
     let events = list(
         conn,
-        "SELECT id, type, order_id, symbol, side, price, qty, stop_price, kind, reason, priority,
-         ts_ns FROM order_events
-         WHERE user = ?1 AND id >= ?2 AND id < ?3 AND ts_ns >= ?4 AND ts_ns < ?5
-         ORDER BY id {} LIMIT ?6",
+        &format!(
+            "SELECT {EVENT_COLUMNS} FROM order_events
+             WHERE user = ?1 AND id >= ?2 AND id < ?3 AND ts_ns >= ?4 AND ts_ns < ?5
+             ORDER BY id {{}} LIMIT ?6"
+        ),
         user,
         range,
-        |r| {
-            Ok(EventOut {
-                id: r.get(0)?,
-                word: r.get(1)?,
-                order: r.get(2)?,
-                symbol: r.get(3)?,
-                side: r.get::<_, Option<i64>>(4)?.map(side).transpose()?,
-                price: r.get(5)?,
-                qty: r.get(6)?,
-                stop_price: r.get(7)?,
-                kind: r.get(8)?,
-                reason: r.get(9)?,
-                priority: r.get(10)?,
-                ts_ns: r.get(11)?,
-            })
-        },
+        event_row,
     )?;
     let mut all: Vec<HistoryOut> = fills
         .into_iter()

@@ -74,6 +74,9 @@ pub struct EventRow {
     pub price: i64,
     pub qty: i64,
     pub stop_price: i64,
+    /// A placed order's type and time in force (its accepted `place` event only).
+    pub order_type: Option<&'static str>,
+    pub tif: Option<&'static str>,
 }
 
 /// The rows of a run of consecutive commands, `first_seq..=last_seq` (every command in it,
@@ -154,6 +157,8 @@ impl Rows {
                 price,
                 qty,
                 stop_price,
+                order_type: None,
+                tif: None,
             };
             match *event {
                 OwnedEvent::Trade(t) => {
@@ -228,7 +233,7 @@ impl Rows {
                     reason: reason.as_str(),
                 },
             };
-            self.events.push(EventRow {
+            let mut row = EventRow {
                 user,
                 id,
                 seq,
@@ -240,7 +245,21 @@ impl Rows {
                 price: 0,
                 qty: 0,
                 stop_price: 0,
-            });
+                order_type: None,
+                tif: None,
+            };
+            if let (Ok(()), Command::Place(p)) = (result, cmd) {
+                // The terms as placed: what the order's status shows once it has ended, after
+                // a restart too (docs/api.md, "Order status").
+                row.symbol = Some(p.symbol.0);
+                row.side = p.side;
+                row.price = p.price.unwrap_or(0);
+                row.qty = p.qty;
+                row.stop_price = p.stop_price().unwrap_or(0);
+                row.order_type = p.order_type.map(|t| t.as_str());
+                row.tif = p.tif.map(|t| t.as_str());
+            }
+            self.events.push(row);
         }
     }
 }

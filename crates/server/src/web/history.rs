@@ -473,6 +473,13 @@ pub async fn db_order_history(
                     v["side"] = json!(side.as_str());
                 }
                 match e.word.as_str() {
+                    "accepted" if e.kind.as_deref() == Some("place") => {
+                        v["order_type"] = json!(e.order_type);
+                        v["tif"] = json!(e.tif);
+                        v["price"] = json!((e.price != 0).then_some(e.price));
+                        v["qty"] = json!(e.qty);
+                        v["stop_price"] = json!((e.stop_price != 0).then_some(e.stop_price));
+                    }
                     "cancelled" => v["qty"] = json!(e.qty),
                     "triggered" => v["stop_price"] = json!(e.stop_price),
                     "amended" => {
@@ -488,6 +495,68 @@ pub async fn db_order_history(
         })
         .collect();
     Ok(Value::Array(list))
+}
+
+/// An ended order's status from the history database, in the shape of
+/// [`super::order_status::OrderStatuses::status`] (engine integers; the client order id is
+/// not kept there): `None` for an order the history does not hold.
+pub async fn db_order_status(
+    state: &AppState,
+    db: &Arc<Store>,
+    user: UserId,
+    order: i64,
+) -> Result<Option<Value>, ApiError> {
+    let record = read(db, move |c| {
+        query::order_record(c, user, order, super::order_status::FILLS_KEPT)
+    })
+    .await?;
+    let placed = record
+        .events
+        .iter()
+        .find(|e| e.word == "accepted" && e.kind.as_deref() == Some("place"));
+    let Some(placed) = placed else {
+        // Never accepted (a rejected place, or another user's id): nothing to show.
+        return Ok(None);
+    };
+    let cancelled = record.events.iter().rev().find(|e| e.word == "cancelled");
+    let status = match cancelled.and_then(|e| e.reason.as_deref()) {
+        Some("fok") => "killed",
+        Some("ioc" | "market" | "expired") => "expired",
+        Some(_) => "cancelled",
+        None => "filled",
+    };
+    let updated_ns = record
+        .events
+        .iter()
+        .map(|e| e.ts_ns)
+        .chain(record.fills.iter().map(|f| f.ts_ns))
+        .max();
+    let fills: Vec<Value> = record
+        .fills
+        .iter()
+        .map(|f| {
+            json!({"price": f.price, "qty": f.qty, "fee": f.fee,
+                "liquidity": if f.maker { "maker" } else { "taker" },
+                "seq": f.id / ID_PER_SEQ, "ts_ns": f.ts_ns})
+        })
+        .collect();
+    let name = |symbol| symbol_name(state, SymbolId(symbol));
+    Ok(Some(json!({
+        "order": order,
+        "client_order_id": null,
+        "symbol": placed.symbol.map(name),
+        "side": placed.side.map(|s| s.as_str()),
+        "type": placed.order_type,
+        "tif": placed.tif,
+        "price": (placed.price != 0).then_some(placed.price),
+        "status": status,
+        "original_qty": placed.qty,
+        "filled": record.filled,
+        "remaining": 0,
+        "placed_ns": placed.ts_ns,
+        "updated_ns": updated_ns,
+        "fills": fills,
+    })))
 }
 
 pub async fn db_candles(

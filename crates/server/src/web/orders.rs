@@ -280,10 +280,18 @@ pub async fn outcome(state: &AppState, user: UserId, order: i64) -> Result<Value
     let (_, report) = report(state, user).await?;
     state.history.caught_up(state.bridge.batches_sent()).await;
     let live = report.orders.iter().find(|o| o.order == order);
-    Ok(state
-        .orders
-        .status(user, order, live)
-        .unwrap_or_else(|| json!({"order": order, "status": "unknown"})))
+    let known = state.orders.status(user, order, live);
+    // An ended order this server has no whole record of (it was placed before the last
+    // start): the history database has its terms and fills.
+    let partial = known.as_ref().is_none_or(|k| k["original_qty"].is_null());
+    if live.is_none()
+        && partial
+        && let Some(db) = &state.db
+        && let Some(from_history) = super::history::db_order_status(state, db, user, order).await?
+    {
+        return Ok(from_history);
+    }
+    Ok(known.unwrap_or_else(|| json!({"order": order, "status": "unknown"})))
 }
 
 pub async fn cancel(state: &Arc<AppState>, user: UserId, order: i64) -> Result<Value, ApiError> {
