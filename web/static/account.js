@@ -1,9 +1,10 @@
 // The logged-in side: login (the secret lives only in the signer, in memory), balances and
 // open orders (REST, then kept current from the `user` channel), order entry (limit, market,
-// stop, stop-limit, iceberg; GTC, IOC, FOK, GTD, DAY), amend and cancel.
+// stop, stop-limit, iceberg; GTC, IOC, FOK, GTD, DAY) with its total and % of balance, amend
+// and cancel, and the order history and fills of the history database (history.js).
 
 import { formatInt, Unit } from './decimal.js';
-import { clockTime } from './tape.js';
+import { HistoryList, orderHistoryRow, fillRow } from './history.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -31,8 +32,9 @@ function describeError(error) {
 }
 
 export class Account {
-  constructor({ api, feed, symbol, units, onOwnOrdersChanged, onAdmin }) {
+  constructor({ api, feed, symbol, units, bestPrice, onOwnOrdersChanged, onAdmin }) {
     this.api = api;
+    this.bestPrice = bestPrice;
     this.feed = feed;
     this.symbol = symbol;
     this.units = units;
@@ -44,13 +46,30 @@ export class Account {
     this.orders = new Map(); // order id -> GET /api/v1/orders's row (docs/api.md)
     this.orderRows = new Map(); // order id -> row elements
     this.balanceRows = new Map();
-    this.fills = [];
     this.events = [];
+    this.history = new HistoryList({
+      api,
+      path: '/api/v1/orders/history',
+      body: $('order-history'),
+      note: $('history-note'),
+      more: $('history-more'),
+      rowOf: orderHistoryRow,
+      emptyText: 'log in to see your order history',
+    });
+    this.fillList = new HistoryList({
+      api,
+      path: '/api/v1/fills',
+      body: $('fills'),
+      note: $('fills-note'),
+      more: $('fills-more'),
+      rowOf: fillRow,
+      emptyText: 'log in to see your fills',
+    });
     this.refreshing = false;
     this.refreshAgain = false;
     this.refreshTimer = null;
     this.frameRequested = false;
-    this.dirty = { balances: false, orders: false, fills: false, events: false };
+    this.dirty = { balances: false, orders: false, events: false };
     this.bind();
   }
 
@@ -68,6 +87,9 @@ export class Account {
       $(id).addEventListener('input', () => this.updateForm());
     }
     $('cancel-all').addEventListener('click', () => this.cancelAll());
+    for (const button of document.querySelectorAll('[data-percent]')) {
+      button.addEventListener('click', () => this.fillPercent(Number(button.dataset.percent)));
+    }
     for (const tab of document.querySelectorAll('.subtab')) {
       tab.addEventListener('click', () => {
         for (const other of document.querySelectorAll('.subtab')) {
@@ -153,6 +175,10 @@ export class Account {
     $('cancel-all').hidden = !trader;
     $('orders-empty').textContent = trader ? 'no open orders' : 'log in as a trader to see orders';
     this.log(`logged in as ${key}${this.api.signer.webcrypto ? '' : ' (signing without WebCrypto)'}`);
+    if (trader) {
+      this.history.start();
+      this.fillList.start();
+    }
     this.onAdmin(this.mode === 'admin');
     this.markDirty('orders');
   }
@@ -164,7 +190,8 @@ export class Account {
     this.mode = null;
     this.balances.clear();
     this.orders.clear();
-    this.fills = [];
+    this.history.stop();
+    this.fillList.stop();
     $('login-form').hidden = false;
     $('logged-in').hidden = true;
     $('order-form').hidden = true;
@@ -175,7 +202,7 @@ export class Account {
     delete document.body.dataset.account;
     this.status('login-status', 'logged out');
     if (wasAdmin) this.onAdmin(false);
-    for (const what of ['balances', 'orders', 'fills']) this.markDirty(what);
+    for (const what of ['balances', 'orders']) this.markDirty(what);
     this.onOwnOrdersChanged();
   }
 
@@ -193,9 +220,6 @@ export class Account {
         this.markDirty('orders');
         return;
       case 'fill': {
-        this.fills.unshift(msg);
-        if (this.fills.length > 200) this.fills.length = 200;
-        this.markDirty('fills');
         const open = this.orders.get(msg.order);
         if (open) {
           open.remaining -= msg.qty;
@@ -245,12 +269,17 @@ export class Account {
     this.markDirty('balances');
   }
 
-  /** The open orders from REST, at most a few times a second however busy the stream is. */
+  /**
+   * The open orders, the order history and the fills from REST, at most a few times a second
+   * however busy the stream is.
+   */
   scheduleRefresh() {
     if (this.refreshTimer !== null) return;
     this.refreshTimer = setTimeout(() => {
       this.refreshTimer = null;
       this.refreshOrders().catch((error) => this.log(`open orders: ${describeError(error)}`));
+      this.history.refresh();
+      this.fillList.refresh();
     }, 150);
   }
 
@@ -371,6 +400,74 @@ export class Account {
         form.expireNs !== undefined ? `until ${form.expireNs} ns` : '',
       ].filter(Boolean).join(' ')
       : '';
+    this.renderTotal();
+  }
+
+  /**
+   * The price a buy is costed at: the form's price, else (a market or stop order without a
+   * protection price) the best price it would take, in ticks; null when there is neither.
+   */
+  costPrice(units, side) {
+    const text = $('order-price').value.trim();
+    if (text) {
+      const price = units.price.parse(text);
+      return price.error ? null : { ticks: BigInt(price.value), estimate: false };
+    }
+    const best = this.bestPrice(side);
+    return best ? { ticks: BigInt(best), estimate: true } : null;
+  }
+
+  /** Price x qty in the quote currency's decimals, exactly (quote minor units in BigInt). */
+  renderTotal() {
+    const node = $('order-total');
+    const units = this.units(this.symbol());
+    const qtyText = $('order-qty').value.trim();
+    const qty = units && qtyText ? units.qty.parse(qtyText) : null;
+    const price = units ? this.costPrice(units, $('order-side').value) : null;
+    if (!units || !qty || qty.error || !price) {
+      node.textContent = '—';
+      delete node.dataset.minor;
+      return;
+    }
+    const info = units.info;
+    const minor = price.ticks * BigInt(qty.value) * BigInt(info.quote_scale);
+    node.dataset.minor = String(minor);
+    node.textContent = `${price.estimate ? '≈ ' : ''}${this.amount(info.quote, minor)} ${info.quote}`;
+  }
+
+  /**
+   * The % of balance buttons: the largest whole number of lots that `percent` of the available
+   * balance holds (docs/rules.md, "The hold"): a sell `qty × base_scale` base, a buy
+   * `qty × (price × quote_scale + taker_fee)` quote. BigInt throughout: balances pass 2^53.
+   */
+  fillPercent(percent) {
+    const units = this.units(this.symbol());
+    if (!units || this.mode !== 'trader') return;
+    const info = units.info;
+    const side = $('order-side').value;
+    const currency = side === 'sell' ? info.base : info.quote;
+    const balance = this.balances.get(currency);
+    const available = balance ? BigInt(balance.available) : 0n;
+    let perLot;
+    if (side === 'sell') {
+      perLot = BigInt(info.base_scale);
+    } else {
+      const price = this.costPrice(units, side);
+      if (!price) {
+        this.status('order-status', `enter a price to buy ${percent}% of the ${currency} available`, 'error');
+        return;
+      }
+      const fee = BigInt(info.taker_fee || 0);
+      perLot = price.ticks * BigInt(info.quote_scale) + (fee > 0n ? fee : 0n);
+    }
+    const lots = perLot > 0n ? (available * BigInt(percent)) / 100n / perLot : 0n;
+    if (lots <= 0n) {
+      this.status('order-status', `${percent}% of the ${currency} available is less than one lot`, 'error');
+      return;
+    }
+    $('order-qty').value = units.qty.format(lots);
+    this.status('order-status', '');
+    this.updateForm();
   }
 
   async place() {
@@ -465,9 +562,8 @@ export class Account {
       this.renderOrders();
       this.onOwnOrdersChanged();
     }
-    if (this.dirty.fills) this.renderFills();
     if (this.dirty.events) $('events').textContent = this.events.join('\n');
-    this.dirty = { balances: false, orders: false, fills: false, events: false };
+    this.dirty = { balances: false, orders: false, events: false };
   }
 
   /** Each currency's minor unit, so that balances show in its decimals ("10,000,000.00000"). */
@@ -624,25 +720,5 @@ export class Account {
     body.append(tr);
     this.orderRows.set(o.order, row);
     return row;
-  }
-
-  renderFills() {
-    const body = $('fills');
-    const rows = this.fills.map((f) => {
-      const tr = document.createElement('tr');
-      tr.dataset.testid = 'fill-row';
-      tr.append(
-        cell(f.ts_ns ? clockTime(f.ts_ns) : ''),
-        cell(String(f.order)),
-        cell(f.symbol || ''),
-        cell(f.side, f.side),
-        cell(this.fmtPrice(f.symbol, f.price)),
-        cell(this.fmtQty(f.symbol, f.qty)),
-        cell(formatInt(f.fee)),
-        cell(f.liquidity),
-      );
-      return tr;
-    });
-    body.replaceChildren(...rows);
   }
 }

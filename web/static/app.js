@@ -8,9 +8,10 @@ import { Feed } from './feed.js';
 import { Book } from './book.js';
 import { LadderView } from './ladder.js';
 import { TapeView } from './tape.js';
-import { DepthChart, CandleChart } from './charts.js';
+import { DepthChart, CandleChart, CANDLE_INTERVALS_MS, upsertCandle } from './charts.js';
 import { Account } from './account.js';
 import { AdminView } from './admin.js';
+import { MarketList } from './markets.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -23,6 +24,10 @@ const state = {
   bbo: null,
   lastTrade: null,
   candle: null,
+  // The candle chart's interval; 1 m candles come from the `candles` channel (kept in
+  // `minute`), the others from GET /api/v1/candles (the history database).
+  interval: '1m',
+  minute: [],
   // symbol -> { phase, last, reference, band_bps }, from the `status` channel (and the
   // reference from each new trade of the shown symbol), and the seq it is as of.
   status: new Map(),
@@ -63,8 +68,19 @@ const account = new Account({
   feed,
   symbol: () => state.symbol,
   units: (symbol) => state.unitsBySymbol.get(symbol),
+  // The best price a market order of `side` would take, in ticks (for its estimated total).
+  bestPrice: (side) => (side === 'buy' ? state.book.asks.best : state.book.bids.best),
   onOwnOrdersChanged: () => markDirty('book'),
   onAdmin: (isAdmin) => showAdminTab(isAdmin),
+});
+const markets = new MarketList($('markets'), {
+  api,
+  onPick: (symbol) => selectSymbol(symbol),
+  fallbackLast: (symbol) => {
+    const status = state.status.get(symbol);
+    const units = state.unitsBySymbol.get(symbol);
+    return status && status.last && units ? units.price.format(status.last) : '';
+  },
 });
 const admin = new AdminView({
   api,
@@ -108,6 +124,7 @@ function frame() {
     dirty.header = true;
     renderSymbolOptions();
     admin.renderStatus();
+    if (markets.historyOff) markets.render();
   }
   if (dirty.header) {
     dirty.header = false;
@@ -133,6 +150,8 @@ function renderBbo() {
   $('bbo-ask').textContent = ask ? units.price.format(ask[0]) : '—';
   $('bbo-ask-qty').textContent = ask ? units.qty.format(ask[1]) : '';
   $('bbo-spread').textContent = bid && ask ? units.price.format(ask[0] - bid[0]) : '—';
+  // A market order's estimated total follows the best price.
+  account.renderTotal();
 }
 
 function renderHeader() {
@@ -208,6 +227,10 @@ function onTrades(msg) {
   const trades = msg.trades || [];
   tape.push(trades);
   if (trades.length) state.lastTrade = trades[trades.length - 1];
+  if (msg.type === 'trades' && trades.length) {
+    markets.soon();
+    if (state.interval !== '1m') candlesSoon();
+  }
   // A new trade is the symbol's last and reference price, so it moves the band (a snapshot's
   // trades are older than the status they came with).
   const status = state.status.get(state.symbol);
@@ -255,11 +278,68 @@ function statusChanged() {
 
 function onCandles(msg) {
   if (msg.type === 'snapshot') {
-    candles.reset(msg.candles || []);
-    state.candle = msg.candles && msg.candles.length ? msg.candles[msg.candles.length - 1] : null;
+    state.minute = (msg.candles || []).slice();
+    state.candle = state.minute.length ? state.minute[state.minute.length - 1] : null;
+    if (state.interval === '1m') candles.reset(state.minute, CANDLE_INTERVALS_MS['1m']);
   } else if (msg.candle) {
-    candles.upsert(msg.candle);
+    upsertCandle(state.minute, msg.candle, candles.maxCandles);
     state.candle = msg.candle;
+    if (state.interval === '1m') candles.reset(state.minute, CANDLE_INTERVALS_MS['1m']);
+  }
+  markDirty('header');
+}
+
+// Candles of other intervals: fetched when chosen, every CANDLES_REFRESH_MS while shown, and
+// soon after a trade of the symbol. An answer for an interval or symbol no longer shown is
+// dropped.
+const CANDLES_REFRESH_MS = 10000;
+const CANDLES_LIMIT = 500;
+let candlesTimer = null;
+let candlesRequest = 0;
+
+function candlesSoon() {
+  scheduleCandles(1000);
+}
+
+function scheduleCandles(ms) {
+  if (candlesTimer !== null) clearTimeout(candlesTimer);
+  candlesTimer = state.interval === '1m' ? null : setTimeout(loadCandles, ms);
+}
+
+async function loadCandles() {
+  candlesTimer = null;
+  const { symbol, interval } = state;
+  if (interval === '1m' || !symbol) return;
+  const request = ++candlesRequest;
+  try {
+    const list = await api.get(`/api/v1/candles/${encodeURIComponent(symbol)}?interval=${interval}&limit=${CANDLES_LIMIT}`);
+    if (request !== candlesRequest || state.symbol !== symbol || state.interval !== interval) return;
+    candles.reset(list || [], CANDLE_INTERVALS_MS[interval]);
+    $('candles').dataset.loaded = interval;
+    markDirty('header');
+  } catch (error) {
+    if (request === candlesRequest) account.log(`candles ${symbol} ${interval}: ${error.code || error.message}`);
+  }
+  if (request === candlesRequest && candlesTimer === null) scheduleCandles(CANDLES_REFRESH_MS);
+}
+
+function setCandleInterval(interval) {
+  if (!CANDLE_INTERVALS_MS[interval]) return;
+  state.interval = interval;
+  for (const button of document.querySelectorAll('#candle-intervals .interval')) {
+    button.classList.toggle('active', button.dataset.interval === interval);
+  }
+  const canvas = $('candles');
+  canvas.dataset.interval = interval;
+  delete canvas.dataset.loaded;
+  candlesRequest++;
+  if (interval === '1m') {
+    scheduleCandles(0);
+    candles.reset(state.minute, CANDLE_INTERVALS_MS['1m']);
+    canvas.dataset.loaded = '1m';
+  } else {
+    candles.reset([], CANDLE_INTERVALS_MS[interval]);
+    scheduleCandles(0);
   }
   markDirty('header');
 }
@@ -279,10 +359,12 @@ function selectSymbol(symbol) {
   state.bbo = null;
   state.lastTrade = null;
   state.candle = null;
+  state.minute = [];
   const units = state.unitsBySymbol.get(symbol);
   for (const view of [ladder, tape, depth, candles]) view.setUnits(units.price, units.qty);
-  candles.reset([]);
+  setCandleInterval(state.interval);
   account.setSymbol(symbol);
+  markets.select(symbol);
   $('symbol').value = symbol;
   document.body.dataset.symbol = symbol;
   if (location.hash !== `#${symbol}`) history.replaceState(null, '', `#${symbol}`);
@@ -313,6 +395,11 @@ function showView(which) {
 $('view-trade').addEventListener('click', () => showView('trade'));
 $('view-admin').addEventListener('click', () => showView('admin'));
 $('symbol').addEventListener('change', (e) => selectSymbol(e.target.value));
+for (const button of document.querySelectorAll('#candle-intervals .interval')) {
+  button.addEventListener('click', () => setCandleInterval(button.dataset.interval));
+}
+$('zoom-in').addEventListener('click', () => candles.zoom(1));
+$('zoom-out').addEventListener('click', () => candles.zoom(-1));
 
 setInterval(() => {
   $('rate').textContent = `${formatInt(stats.messages)} msg/s · ${stats.frameMs.toFixed(1)} ms`;
@@ -350,6 +437,8 @@ async function start() {
     setStatus('no symbols');
     return;
   }
+  markets.setSymbols(symbols);
+  markets.start();
   const wanted = decodeURIComponent(location.hash.slice(1));
   selectSymbol(state.unitsBySymbol.has(wanted) ? wanted : symbols[0].symbol);
   feed.subscribe('status', onStatus, {
@@ -364,6 +453,6 @@ window.addEventListener('hashchange', () => {
 });
 
 // For the browser test and for poking at the console from devtools.
-window.rialto = { state, stats, feed, api, account, views: { ladder, tape, depth, candles } };
+window.rialto = { state, stats, feed, api, account, markets, views: { ladder, tape, depth, candles } };
 
 start();
