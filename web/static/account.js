@@ -146,7 +146,7 @@ export class Account {
         this.mode = 'admin';
       } else {
         await this.loadCurrencies();
-        const balances = await this.api.signed('GET', '/api/v1/balances');
+        const balances = await this.api.signed('GET', '/api/v1/balances?units=decimal');
         this.mode = 'trader';
         this.setBalances(balances);
         await this.refreshOrders();
@@ -209,6 +209,7 @@ export class Account {
   // The private stream.
 
   onUser(msg) {
+    this.eventUnits(msg);
     switch (msg.type) {
       case 'balances':
         this.setBalances(msg.balances);
@@ -216,7 +217,7 @@ export class Account {
       case 'orders':
         // The open orders, sent with the balances on subscribing.
         this.orders.clear();
-        for (const o of msg.orders || []) this.orders.set(o.order, o);
+        for (const o of msg.orders || []) this.orders.set(o.order, this.orderUnits(o));
         this.markDirty('orders');
         return;
       case 'fill': {
@@ -263,9 +264,33 @@ export class Account {
     return units && qty !== undefined ? units.qty.format(qty) : String(qty);
   }
 
+  // Decimal strings from the API -> integer ticks, lots and minor units (Unit.units, exact).
+
+  /** An open order (GET /api/v1/orders, the `orders` message) in ticks and lots. */
+  orderUnits(o) {
+    const units = this.units(o.symbol);
+    if (!units) return o;
+    for (const field of ['price', 'stop_price']) o[field] = units.price.units(o[field]);
+    for (const field of ['remaining', 'shown', 'filled']) o[field] = units.qty.units(o[field]);
+    o.expire_ts = Number(o.expire_ts);
+    return o;
+  }
+
+  /** An order event of the `user` channel (fill, cancelled, triggered, amended) in ticks and lots. */
+  eventUnits(msg) {
+    const units = msg.symbol && this.units(msg.symbol);
+    if (!units) return;
+    for (const field of ['price', 'stop_price']) if (field in msg) msg[field] = units.price.units(msg[field]);
+    for (const field of ['qty', 'remaining']) if (field in msg) msg[field] = units.qty.units(msg[field]);
+  }
+
+  /** Balances in each currency's minor units (its decimals when it has no known unit). */
   setBalances(list) {
     this.balances.clear();
-    for (const b of list || []) this.balances.set(b.currency, b);
+    for (const b of list || []) {
+      const unit = this.currencyUnits.get(b.currency);
+      this.balances.set(b.currency, unit ? { ...b, available: unit.units(b.available), held: unit.units(b.held) } : b);
+    }
     this.markDirty('balances');
   }
 
@@ -293,10 +318,10 @@ export class Account {
     try {
       do {
         this.refreshAgain = false;
-        const list = await this.api.signed('GET', '/api/v1/orders');
+        const list = await this.api.signed('GET', '/api/v1/orders?units=decimal');
         if (this.mode !== 'trader') return;
         this.orders.clear();
-        for (const o of list || []) this.orders.set(o.order, o);
+        for (const o of list || []) this.orders.set(o.order, this.orderUnits(o));
         this.markDirty('orders');
       } while (this.refreshAgain);
     } finally {
@@ -359,9 +384,15 @@ export class Account {
     return { body };
   }
 
-  /** The form's order as JSON text (a GTD expiry in ns is an integer past 2^53). */
-  static bodyText(form) {
-    const json = JSON.stringify(form.body);
+  /**
+   * The form's order as JSON text: prices and quantities as decimal strings in the symbol's
+   * tick and lot (the API's units), a GTD expiry in ns as an integer (it passes 2^53).
+   */
+  static bodyText(form, units) {
+    const body = { ...form.body };
+    for (const field of ['price', 'stop_price']) if (field in body) body[field] = units.price.format(body[field]);
+    for (const field of ['qty', 'display_qty']) if (field in body) body[field] = units.qty.format(body[field]);
+    const json = JSON.stringify(body);
     return form.expireNs === undefined ? json : `${json.slice(0, -1)},"expire_ts":${form.expireNs}}`;
   }
 
@@ -457,7 +488,7 @@ export class Account {
         this.status('order-status', `enter a price to buy ${percent}% of the ${currency} available`, 'error');
         return;
       }
-      const fee = BigInt(info.taker_fee || 0);
+      const fee = BigInt(info.taker_fee_units || 0);
       perLot = price.ticks * BigInt(info.quote_scale) + (fee > 0n ? fee : 0n);
     }
     const lots = perLot > 0n ? (available * BigInt(percent)) / 100n / perLot : 0n;
@@ -478,7 +509,8 @@ export class Account {
     }
     this.status('order-status', 'sending…');
     try {
-      const answer = await this.api.signed('POST', '/api/v1/orders', Account.bodyText(form));
+      const text = Account.bodyText(form, this.units(form.body.symbol));
+      const answer = await this.api.signed('POST', '/api/v1/orders?units=decimal', text);
       this.status('order-status', `${answer.status} order ${answer.order} (seq ${answer.seq})`, 'ok');
       this.log(`placed ${form.body.side} ${form.body.type} order ${answer.order}`);
     } catch (error) {
@@ -518,14 +550,14 @@ export class Account {
         this.status('order-status', `amend order ${order}: ${name}: ${parsed.error}`, 'error');
         return;
       }
-      if (parsed.value !== now) body[name] = parsed.value;
+      if (parsed.value !== now) body[name] = unit.format(parsed.value);
     }
     if (Object.keys(body).length === 0) {
       this.status('order-status', `amend order ${order}: nothing changed`, 'error');
       return;
     }
     try {
-      const answer = await this.api.signed('PATCH', `/api/v1/orders/${order}`, body);
+      const answer = await this.api.signed('PATCH', `/api/v1/orders/${order}?units=decimal`, body);
       this.status('order-status', `amend order ${order}: ${answer.status}`, 'ok');
     } catch (error) {
       this.status('order-status', `amend order ${order}: ${describeError(error)}`, 'error');
@@ -569,7 +601,7 @@ export class Account {
   /** Each currency's minor unit, so that balances show in its decimals ("10,000,000.00000"). */
   async loadCurrencies() {
     try {
-      const info = await this.api.get('/api/v1/exchange-info');
+      const info = await this.api.get('/api/v1/exchange-info?units=decimal');
       for (const c of info.currencies || []) this.currencyUnits.set(c.currency, new Unit(c.minor_unit));
     } catch (error) {
       this.log(`exchange-info: ${describeError(error)}`);
@@ -579,6 +611,7 @@ export class Account {
   /** An amount of `currency` in its decimals (minor units when they are not known). */
   amount(currency, minor) {
     const unit = this.currencyUnits.get(currency);
+    if (typeof minor === 'string') return minor; // a currency without a known unit: as written
     return unit ? unit.format(minor, { grouped: true }) : formatInt(minor);
   }
 

@@ -1,6 +1,10 @@
 // The console: market data for the chosen symbol over one WebSocket, account and admin views
 // over signed REST. Messages only change state and mark views dirty; one animation frame then
 // draws whatever changed, however many messages arrived since the last frame.
+//
+// The API speaks decimal strings (docs/api.md, "Units"); each message's prices, quantities and
+// amounts are turned into integer ticks, lots and minor units as it arrives (Unit.units, exact),
+// and the views count in those and format them back with the symbol's tick and lot.
 
 import { Unit, formatInt, bandLimits } from './decimal.js';
 import { Api } from './api.js';
@@ -55,7 +59,7 @@ function setStatus(text) {
   pill.className = `pill ${text === 'live' ? 'live' : text === 'down' ? 'down' : ''}`;
 }
 
-const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws?units=int`;
+const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws`;
 const feed = new Feed(wsUrl, {
   onStatus: setStatus,
   onMessageCount: (n) => {
@@ -204,7 +208,40 @@ function renderSymbolOptions() {
 
 // Market data handlers: state changes only.
 
+/** The units of the symbol a channel (`book.BTC-USD`) or message is about. */
+function unitsOf(chOrSymbol) {
+  const dot = chOrSymbol.indexOf('.');
+  return state.unitsBySymbol.get(dot < 0 ? chOrSymbol : chOrSymbol.slice(dot + 1));
+}
+
+/** [[price, qty]…] as decimal strings -> integer ticks and lots, in place. */
+function levelUnits(levels, units) {
+  if (!levels) return;
+  for (const level of levels) {
+    level[0] = units.price.units(level[0]);
+    level[1] = units.qty.units(level[1]);
+  }
+}
+
+/** A trade or candle's decimal fields -> ticks and lots, and its ns time as a Number. */
+function tradeUnits(trade, units) {
+  trade.price = units.price.units(trade.price);
+  trade.qty = units.qty.units(trade.qty);
+  trade.ts_ns = Number(trade.ts_ns);
+  return trade;
+}
+
+function candleUnits(candle, units) {
+  for (const field of ['open', 'high', 'low', 'close']) candle[field] = units.price.units(candle[field]);
+  candle.volume = units.qty.units(candle.volume);
+  candle.start_ns = Number(candle.start_ns);
+  return candle;
+}
+
 function onBook(msg) {
+  const units = unitsOf(msg.ch);
+  levelUnits(msg.bids, units);
+  levelUnits(msg.asks, units);
   if (msg.type === 'snapshot') {
     state.book.applySnapshot(msg);
   } else if (msg.type === 'diff') {
@@ -218,13 +255,17 @@ function onBook(msg) {
 }
 
 function onBbo(msg) {
+  const units = unitsOf(msg.ch);
+  levelUnits([msg.bid, msg.ask].filter(Boolean), units);
   state.bbo = msg;
   markDirty('bbo');
 }
 
 function onTrades(msg) {
   if (msg.type === 'snapshot') tape.clear();
+  const units = unitsOf(msg.ch);
   const trades = msg.trades || [];
+  for (const trade of trades) tradeUnits(trade, units);
   tape.push(trades);
   if (trades.length) state.lastTrade = trades[trades.length - 1];
   if (msg.type === 'trades' && trades.length) {
@@ -245,7 +286,11 @@ function onTrades(msg) {
 function onStatus(msg) {
   if (msg.type === 'snapshot') {
     state.status.clear();
-    for (const s of msg.symbols || []) state.status.set(s.symbol, { ...s });
+    for (const s of msg.symbols || []) {
+      const units = state.unitsBySymbol.get(s.symbol);
+      if (!units) continue;
+      state.status.set(s.symbol, { ...s, last: units.price.units(s.last), reference: units.price.units(s.reference) });
+    }
     state.statusSeq = msg.seq;
   } else {
     // A message at or below the snapshot's seq is already in it (docs/api.md).
@@ -253,19 +298,20 @@ function onStatus(msg) {
     const status = state.status.get(msg.symbol);
     if (!status) return;
     const units = state.unitsBySymbol.get(msg.symbol);
+    for (const field of ['price', 'reference', 'last']) if (field in msg) msg[field] = units.price.units(msg[field]);
+    for (const field of ['qty', 'imbalance']) if (field in msg) msg[field] = units.qty.units(msg[field]);
     if (msg.type === 'phase') {
       status.phase = msg.phase;
       account.log(`${msg.symbol}: phase ${msg.phase} (seq ${msg.seq})`);
     } else if (msg.type === 'auction') {
       status.last = status.reference = msg.price;
-      const price = units ? units.price.format(msg.price) : msg.price;
-      const qty = units ? units.qty.format(msg.qty) : msg.qty;
-      account.log(`${msg.symbol}: auction uncrossed ${qty} @ ${price}, imbalance ${msg.imbalance} (seq ${msg.seq})`);
+      account.log(`${msg.symbol}: auction uncrossed ${units.qty.format(msg.qty)} @ ${units.price.format(msg.price)}, ` +
+        `imbalance ${units.qty.format(msg.imbalance)} (seq ${msg.seq})`);
     } else if (msg.type === 'band') {
       status.band_bps = msg.band_bps;
       status.reference = msg.reference;
       status.last = msg.last;
-      account.log(`${msg.symbol}: band ${msg.band_bps} bps, reference ${units ? units.price.format(msg.reference) : msg.reference} (seq ${msg.seq})`);
+      account.log(`${msg.symbol}: band ${msg.band_bps} bps, reference ${units.price.format(msg.reference)} (seq ${msg.seq})`);
     }
   }
   statusChanged();
@@ -277,6 +323,9 @@ function statusChanged() {
 }
 
 function onCandles(msg) {
+  const units = unitsOf(msg.ch);
+  for (const candle of msg.candles || []) candleUnits(candle, units);
+  if (msg.candle) candleUnits(msg.candle, units);
   if (msg.type === 'snapshot') {
     state.minute = (msg.candles || []).slice();
     state.candle = state.minute.length ? state.minute[state.minute.length - 1] : null;
@@ -312,9 +361,10 @@ async function loadCandles() {
   if (interval === '1m' || !symbol) return;
   const request = ++candlesRequest;
   try {
-    const list = await api.get(`/api/v1/candles/${encodeURIComponent(symbol)}?interval=${interval}&limit=${CANDLES_LIMIT}`);
+    const list = await api.get(`/api/v1/candles/${encodeURIComponent(symbol)}?interval=${interval}&limit=${CANDLES_LIMIT}&units=decimal`);
     if (request !== candlesRequest || state.symbol !== symbol || state.interval !== interval) return;
-    candles.reset(list || [], CANDLE_INTERVALS_MS[interval]);
+    const units = state.unitsBySymbol.get(symbol);
+    candles.reset((list || []).map((c) => candleUnits(c, units)), CANDLE_INTERVALS_MS[interval]);
     $('candles').dataset.loaded = interval;
     markDirty('header');
   } catch (error) {
@@ -406,10 +456,11 @@ setInterval(() => {
   stats.messages = 0;
 }, 1000);
 
-async function loadSymbols() {
+/** The symbols and currencies, with their ticks, lots and decimals (retried until it answers). */
+async function loadExchangeInfo() {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await api.get('/api/v1/symbols');
+      return await api.get('/api/v1/exchange-info?units=decimal');
     } catch (error) {
       setStatus(`symbols: ${error.code || error.message}`);
       await new Promise((r) => setTimeout(r, Math.min(5000, 250 * 2 ** attempt)));
@@ -418,11 +469,16 @@ async function loadSymbols() {
 }
 
 async function start() {
-  const symbols = await loadSymbols();
+  const exchange = await loadExchangeInfo();
+  const symbols = exchange.symbols || [];
   state.symbols = symbols;
+  for (const c of exchange.currencies || []) account.currencyUnits.set(c.currency, new Unit(c.minor_unit));
   const select = $('symbol');
   select.replaceChildren();
   for (const info of symbols) {
+    const quote = account.currencyUnits.get(info.quote);
+    // The taker fee per lot in quote minor units, for the buy hold of the % of balance buttons.
+    info.taker_fee_units = quote ? quote.units(info.taker_fee) : 0;
     state.unitsBySymbol.set(info.symbol, {
       price: new Unit(info.price_tick || '1'),
       qty: new Unit(info.qty_lot || '1'),
