@@ -7,7 +7,11 @@
 // checks the server agrees; the admin view shows users, takes a snapshot, books a deposit, draws
 // the latency histograms from /metrics, sets a band, a reference price, the order-id window,
 // suspends and resumes a user, and runs an opening auction that both traders' pages follow.
-// Prints every step, saves a screenshot, and exits 0 only if every step passed.
+// On the way: the order form's % of balance and total, the market list's last price and 24 h
+// change, the order history and fills, the candle interval selector (its request) and zoom, a
+// symbol picked in the market list, and the layout at 360, 768 and 1440 px (no horizontal
+// overflow, every panel and control within the viewport), photographed at each width.
+// Prints every step, saves the screenshots, and exits 0 only if every step passed.
 //
 //   node web/tests/console.mjs --url http://127.0.0.1:8080/ --secret1 S1 --secret2 S2 \
 //     [--admin-secret A] --screenshot console.png [--chromium /usr/bin/chromium]
