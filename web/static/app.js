@@ -368,7 +368,15 @@ async function loadCandles() {
     $('candles').dataset.loaded = interval;
     markDirty('header');
   } catch (error) {
-    if (request === candlesRequest) account.log(`candles ${symbol} ${interval}: ${error.code || error.message}`);
+    if (request !== candlesRequest) return;
+    if (error.code === 'history_off') {
+      // Only the feed's 1 m candles exist without the history database: say so, once.
+      candles.emptyText = `no ${interval} candles: the history database is off (1m only)`;
+      candles.dirty = true;
+      markDirty('header');
+      return;
+    }
+    account.log(`candles ${symbol} ${interval}: ${error.code || error.message}`);
   }
   if (request === candlesRequest && candlesTimer === null) scheduleCandles(CANDLES_REFRESH_MS);
 }

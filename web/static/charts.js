@@ -240,6 +240,7 @@ export class CandleChart extends CanvasChart {
   reset(candles, intervalMs = this.intervalMs) {
     this.candles = candles.slice(-this.maxCandles);
     this.intervalMs = intervalMs;
+    this.emptyText = null;
     this.dirty = true;
   }
 
@@ -262,7 +263,7 @@ export class CandleChart extends CanvasChart {
   draw(ctx) {
     this.canvas.dataset.count = String(this.candles.length);
     if (this.candles.length === 0) {
-      this.message(ctx, 'no trades yet: candles appear with the first trade');
+      this.message(ctx, this.emptyText || 'no trades yet: candles appear with the first trade');
       return;
     }
     const pad = { left: 6, right: 72, top: 10, bottom: 20 };

@@ -40,6 +40,9 @@ export class HistoryList {
     this.entries = []; // newest first
     this.ids = new Set();
     this.hasOlder = false;
+    // Without the history database the order history is the server's memory of the last
+    // events, without ids (docs/api.md): the newest page is then fetched whole each time.
+    this.withoutIds = false;
     this.active = false;
     this.busy = Promise.resolve();
     more.addEventListener('click', () => this.run(() => this.loadOlder()));
@@ -74,6 +77,7 @@ export class HistoryList {
     this.entries = [];
     this.ids.clear();
     this.hasOlder = false;
+    this.withoutIds = false;
     this.body.replaceChildren();
   }
 
@@ -84,9 +88,15 @@ export class HistoryList {
 
   async loadNewer() {
     if (!this.active) return;
-    if (this.entries.length === 0) {
-      const page = await this.fetchPage('');
+    if (this.entries.length === 0 || this.withoutIds) {
+      const page = (await this.fetchPage('')) || [];
       if (!this.active) return;
+      this.withoutIds = page.some((entry) => entry.id === undefined);
+      if (this.withoutIds) {
+        this.entries = page.slice().reverse();
+        this.render();
+        return;
+      }
       this.hasOlder = page.length === PAGE;
       this.add(page);
       return;
@@ -131,7 +141,8 @@ export class HistoryList {
 
   render() {
     this.body.replaceChildren(...this.entries.map((entry) => this.rowOf(entry)));
-    this.note.textContent = this.entries.length ? `${this.entries.length} shown` : 'none yet';
+    const count = this.entries.length ? `${this.entries.length} shown` : 'none yet';
+    this.note.textContent = this.withoutIds ? `${count} (the server's memory since it started: the history database is off)` : count;
     this.more.hidden = !this.hasOlder;
   }
 
