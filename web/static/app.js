@@ -223,7 +223,7 @@ function levelUnits(levels, units) {
   }
 }
 
-/** A trade or candle's decimal fields -> ticks and lots, and its ns time as a Number. */
+/** A trade's decimal fields -> ticks and lots, and its ns time as a Number. */
 function tradeUnits(trade, units) {
   trade.price = units.price.units(trade.price);
   trade.qty = units.qty.units(trade.qty);
