@@ -521,7 +521,7 @@ export class Account {
 
   async cancel(order) {
     try {
-      const answer = await this.api.signed('DELETE', `/api/v1/orders/${order}`);
+      const answer = await this.api.signed('DELETE', `/api/v1/orders/${order}?units=decimal`);
       this.status('order-status', `cancel order ${order}: ${answer.status}`, 'ok');
     } catch (error) {
       this.status('order-status', `cancel order ${order}: ${describeError(error)}`, 'error');
@@ -568,7 +568,7 @@ export class Account {
   async cancelAll() {
     const symbol = this.symbol();
     try {
-      const answer = await this.api.signed('DELETE', `/api/v1/orders?symbol=${encodeURIComponent(symbol)}`);
+      const answer = await this.api.signed('DELETE', `/api/v1/orders?symbol=${encodeURIComponent(symbol)}&units=decimal`);
       this.status('order-status', `mass cancel ${symbol}: ${answer.status}`, 'ok');
     } catch (error) {
       this.status('order-status', `mass cancel: ${describeError(error)}`, 'error');
