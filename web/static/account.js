@@ -1,9 +1,10 @@
 // The logged-in side: login (the secret lives only in the signer, in memory), balances and
 // open orders (REST, then kept current from the `user` channel), order entry (limit, market,
-// stop, stop-limit, iceberg; GTC, IOC, FOK, GTD, DAY), amend and cancel.
+// stop, stop-limit, iceberg; GTC, IOC, FOK, GTD, DAY) with its total and % of balance, amend
+// and cancel, and the order history and fills of the history database (history.js).
 
 import { formatInt, Unit } from './decimal.js';
-import { clockTime } from './tape.js';
+import { HistoryList, orderHistoryRow, fillRow } from './history.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -31,8 +32,9 @@ function describeError(error) {
 }
 
 export class Account {
-  constructor({ api, feed, symbol, units, onOwnOrdersChanged, onAdmin }) {
+  constructor({ api, feed, symbol, units, bestPrice, onOwnOrdersChanged, onAdmin }) {
     this.api = api;
+    this.bestPrice = bestPrice;
     this.feed = feed;
     this.symbol = symbol;
     this.units = units;
@@ -44,13 +46,30 @@ export class Account {
     this.orders = new Map(); // order id -> GET /api/v1/orders's row (docs/api.md)
     this.orderRows = new Map(); // order id -> row elements
     this.balanceRows = new Map();
-    this.fills = [];
     this.events = [];
+    this.history = new HistoryList({
+      api,
+      path: '/api/v1/orders/history',
+      body: $('order-history'),
+      note: $('history-note'),
+      more: $('history-more'),
+      rowOf: orderHistoryRow,
+      emptyText: 'log in to see your order history',
+    });
+    this.fillList = new HistoryList({
+      api,
+      path: '/api/v1/fills',
+      body: $('fills'),
+      note: $('fills-note'),
+      more: $('fills-more'),
+      rowOf: fillRow,
+      emptyText: 'log in to see your fills',
+    });
     this.refreshing = false;
     this.refreshAgain = false;
     this.refreshTimer = null;
     this.frameRequested = false;
-    this.dirty = { balances: false, orders: false, fills: false, events: false };
+    this.dirty = { balances: false, orders: false, events: false };
     this.bind();
   }
 
@@ -68,6 +87,9 @@ export class Account {
       $(id).addEventListener('input', () => this.updateForm());
     }
     $('cancel-all').addEventListener('click', () => this.cancelAll());
+    for (const button of document.querySelectorAll('[data-percent]')) {
+      button.addEventListener('click', () => this.fillPercent(Number(button.dataset.percent)));
+    }
     for (const tab of document.querySelectorAll('.subtab')) {
       tab.addEventListener('click', () => {
         for (const other of document.querySelectorAll('.subtab')) {
@@ -124,7 +146,7 @@ export class Account {
         this.mode = 'admin';
       } else {
         await this.loadCurrencies();
-        const balances = await this.api.signed('GET', '/api/v1/balances');
+        const balances = await this.api.signed('GET', '/api/v1/balances?units=decimal');
         this.mode = 'trader';
         this.setBalances(balances);
         await this.refreshOrders();
@@ -153,6 +175,10 @@ export class Account {
     $('cancel-all').hidden = !trader;
     $('orders-empty').textContent = trader ? 'no open orders' : 'log in as a trader to see orders';
     this.log(`logged in as ${key}${this.api.signer.webcrypto ? '' : ' (signing without WebCrypto)'}`);
+    if (trader) {
+      this.history.start();
+      this.fillList.start();
+    }
     this.onAdmin(this.mode === 'admin');
     this.markDirty('orders');
   }
@@ -164,7 +190,8 @@ export class Account {
     this.mode = null;
     this.balances.clear();
     this.orders.clear();
-    this.fills = [];
+    this.history.stop();
+    this.fillList.stop();
     $('login-form').hidden = false;
     $('logged-in').hidden = true;
     $('order-form').hidden = true;
@@ -175,13 +202,14 @@ export class Account {
     delete document.body.dataset.account;
     this.status('login-status', 'logged out');
     if (wasAdmin) this.onAdmin(false);
-    for (const what of ['balances', 'orders', 'fills']) this.markDirty(what);
+    for (const what of ['balances', 'orders']) this.markDirty(what);
     this.onOwnOrdersChanged();
   }
 
   // The private stream.
 
   onUser(msg) {
+    this.eventUnits(msg);
     switch (msg.type) {
       case 'balances':
         this.setBalances(msg.balances);
@@ -189,13 +217,10 @@ export class Account {
       case 'orders':
         // The open orders, sent with the balances on subscribing.
         this.orders.clear();
-        for (const o of msg.orders || []) this.orders.set(o.order, o);
+        for (const o of msg.orders || []) this.orders.set(o.order, this.orderUnits(o));
         this.markDirty('orders');
         return;
       case 'fill': {
-        this.fills.unshift(msg);
-        if (this.fills.length > 200) this.fills.length = 200;
-        this.markDirty('fills');
         const open = this.orders.get(msg.order);
         if (open) {
           open.remaining -= msg.qty;
@@ -239,18 +264,47 @@ export class Account {
     return units && qty !== undefined ? units.qty.format(qty) : String(qty);
   }
 
+  // Decimal strings from the API -> integer ticks, lots and minor units (Unit.units, exact).
+
+  /** An open order (GET /api/v1/orders, the `orders` message) in ticks and lots. */
+  orderUnits(o) {
+    const units = this.units(o.symbol);
+    if (!units) return o;
+    for (const field of ['price', 'stop_price']) o[field] = units.price.units(o[field]);
+    for (const field of ['remaining', 'shown', 'filled']) o[field] = units.qty.units(o[field]);
+    o.expire_ts = Number(o.expire_ts);
+    return o;
+  }
+
+  /** An order event of the `user` channel (fill, cancelled, triggered, amended) in ticks and lots. */
+  eventUnits(msg) {
+    const units = msg.symbol && this.units(msg.symbol);
+    if (!units) return;
+    for (const field of ['price', 'stop_price']) if (field in msg) msg[field] = units.price.units(msg[field]);
+    for (const field of ['qty', 'remaining']) if (field in msg) msg[field] = units.qty.units(msg[field]);
+  }
+
+  /** Balances in each currency's minor units (its decimals when it has no known unit). */
   setBalances(list) {
     this.balances.clear();
-    for (const b of list || []) this.balances.set(b.currency, b);
+    for (const b of list || []) {
+      const unit = this.currencyUnits.get(b.currency);
+      this.balances.set(b.currency, unit ? { ...b, available: unit.units(b.available), held: unit.units(b.held) } : b);
+    }
     this.markDirty('balances');
   }
 
-  /** The open orders from REST, at most a few times a second however busy the stream is. */
+  /**
+   * The open orders, the order history and the fills from REST, at most a few times a second
+   * however busy the stream is.
+   */
   scheduleRefresh() {
     if (this.refreshTimer !== null) return;
     this.refreshTimer = setTimeout(() => {
       this.refreshTimer = null;
       this.refreshOrders().catch((error) => this.log(`open orders: ${describeError(error)}`));
+      this.history.refresh();
+      this.fillList.refresh();
     }, 150);
   }
 
@@ -264,10 +318,10 @@ export class Account {
     try {
       do {
         this.refreshAgain = false;
-        const list = await this.api.signed('GET', '/api/v1/orders');
+        const list = await this.api.signed('GET', '/api/v1/orders?units=decimal');
         if (this.mode !== 'trader') return;
         this.orders.clear();
-        for (const o of list || []) this.orders.set(o.order, o);
+        for (const o of list || []) this.orders.set(o.order, this.orderUnits(o));
         this.markDirty('orders');
       } while (this.refreshAgain);
     } finally {
@@ -330,9 +384,15 @@ export class Account {
     return { body };
   }
 
-  /** The form's order as JSON text (a GTD expiry in ns is an integer past 2^53). */
-  static bodyText(form) {
-    const json = JSON.stringify(form.body);
+  /**
+   * The form's order as JSON text: prices and quantities as decimal strings in the symbol's
+   * tick and lot (the API's units), a GTD expiry in ns as an integer (it passes 2^53).
+   */
+  static bodyText(form, units) {
+    const body = { ...form.body };
+    for (const field of ['price', 'stop_price']) if (field in body) body[field] = units.price.format(body[field]);
+    for (const field of ['qty', 'display_qty']) if (field in body) body[field] = units.qty.format(body[field]);
+    const json = JSON.stringify(body);
     return form.expireNs === undefined ? json : `${json.slice(0, -1)},"expire_ts":${form.expireNs}}`;
   }
 
@@ -371,6 +431,74 @@ export class Account {
         form.expireNs !== undefined ? `until ${form.expireNs} ns` : '',
       ].filter(Boolean).join(' ')
       : '';
+    this.renderTotal();
+  }
+
+  /**
+   * The price a buy is costed at: the form's price, else (a market or stop order without a
+   * protection price) the best price it would take, in ticks; null when there is neither.
+   */
+  costPrice(units, side) {
+    const text = $('order-price').value.trim();
+    if (text) {
+      const price = units.price.parse(text);
+      return price.error ? null : { ticks: BigInt(price.value), estimate: false };
+    }
+    const best = this.bestPrice(side);
+    return best ? { ticks: BigInt(best), estimate: true } : null;
+  }
+
+  /** Price x qty in the quote currency's decimals, exactly (quote minor units in BigInt). */
+  renderTotal() {
+    const node = $('order-total');
+    const units = this.units(this.symbol());
+    const qtyText = $('order-qty').value.trim();
+    const qty = units && qtyText ? units.qty.parse(qtyText) : null;
+    const price = units ? this.costPrice(units, $('order-side').value) : null;
+    if (!units || !qty || qty.error || !price) {
+      node.textContent = '—';
+      delete node.dataset.minor;
+      return;
+    }
+    const info = units.info;
+    const minor = price.ticks * BigInt(qty.value) * BigInt(info.quote_scale);
+    node.dataset.minor = String(minor);
+    node.textContent = `${price.estimate ? '≈ ' : ''}${this.amount(info.quote, minor)} ${info.quote}`;
+  }
+
+  /**
+   * The % of balance buttons: the largest whole number of lots that `percent` of the available
+   * balance holds (docs/rules.md, "The hold"): a sell `qty × base_scale` base, a buy
+   * `qty × (price × quote_scale + taker_fee)` quote. BigInt throughout: balances pass 2^53.
+   */
+  fillPercent(percent) {
+    const units = this.units(this.symbol());
+    if (!units || this.mode !== 'trader') return;
+    const info = units.info;
+    const side = $('order-side').value;
+    const currency = side === 'sell' ? info.base : info.quote;
+    const balance = this.balances.get(currency);
+    const available = balance ? BigInt(balance.available) : 0n;
+    let perLot;
+    if (side === 'sell') {
+      perLot = BigInt(info.base_scale);
+    } else {
+      const price = this.costPrice(units, side);
+      if (!price) {
+        this.status('order-status', `enter a price to buy ${percent}% of the ${currency} available`, 'error');
+        return;
+      }
+      const fee = BigInt(info.taker_fee_units || 0);
+      perLot = price.ticks * BigInt(info.quote_scale) + (fee > 0n ? fee : 0n);
+    }
+    const lots = perLot > 0n ? (available * BigInt(percent)) / 100n / perLot : 0n;
+    if (lots <= 0n) {
+      this.status('order-status', `${percent}% of the ${currency} available is less than one lot`, 'error');
+      return;
+    }
+    $('order-qty').value = units.qty.format(lots);
+    this.status('order-status', '');
+    this.updateForm();
   }
 
   async place() {
@@ -381,7 +509,8 @@ export class Account {
     }
     this.status('order-status', 'sending…');
     try {
-      const answer = await this.api.signed('POST', '/api/v1/orders', Account.bodyText(form));
+      const text = Account.bodyText(form, this.units(form.body.symbol));
+      const answer = await this.api.signed('POST', '/api/v1/orders?units=decimal', text);
       this.status('order-status', `${answer.status} order ${answer.order} (seq ${answer.seq})`, 'ok');
       this.log(`placed ${form.body.side} ${form.body.type} order ${answer.order}`);
     } catch (error) {
@@ -392,7 +521,7 @@ export class Account {
 
   async cancel(order) {
     try {
-      const answer = await this.api.signed('DELETE', `/api/v1/orders/${order}`);
+      const answer = await this.api.signed('DELETE', `/api/v1/orders/${order}?units=decimal`);
       this.status('order-status', `cancel order ${order}: ${answer.status}`, 'ok');
     } catch (error) {
       this.status('order-status', `cancel order ${order}: ${describeError(error)}`, 'error');
@@ -421,14 +550,14 @@ export class Account {
         this.status('order-status', `amend order ${order}: ${name}: ${parsed.error}`, 'error');
         return;
       }
-      if (parsed.value !== now) body[name] = parsed.value;
+      if (parsed.value !== now) body[name] = unit.format(parsed.value);
     }
     if (Object.keys(body).length === 0) {
       this.status('order-status', `amend order ${order}: nothing changed`, 'error');
       return;
     }
     try {
-      const answer = await this.api.signed('PATCH', `/api/v1/orders/${order}`, body);
+      const answer = await this.api.signed('PATCH', `/api/v1/orders/${order}?units=decimal`, body);
       this.status('order-status', `amend order ${order}: ${answer.status}`, 'ok');
     } catch (error) {
       this.status('order-status', `amend order ${order}: ${describeError(error)}`, 'error');
@@ -439,7 +568,7 @@ export class Account {
   async cancelAll() {
     const symbol = this.symbol();
     try {
-      const answer = await this.api.signed('DELETE', `/api/v1/orders?symbol=${encodeURIComponent(symbol)}`);
+      const answer = await this.api.signed('DELETE', `/api/v1/orders?symbol=${encodeURIComponent(symbol)}&units=decimal`);
       this.status('order-status', `mass cancel ${symbol}: ${answer.status}`, 'ok');
     } catch (error) {
       this.status('order-status', `mass cancel: ${describeError(error)}`, 'error');
@@ -465,15 +594,14 @@ export class Account {
       this.renderOrders();
       this.onOwnOrdersChanged();
     }
-    if (this.dirty.fills) this.renderFills();
     if (this.dirty.events) $('events').textContent = this.events.join('\n');
-    this.dirty = { balances: false, orders: false, fills: false, events: false };
+    this.dirty = { balances: false, orders: false, events: false };
   }
 
   /** Each currency's minor unit, so that balances show in its decimals ("10,000,000.00000"). */
   async loadCurrencies() {
     try {
-      const info = await this.api.get('/api/v1/exchange-info');
+      const info = await this.api.get('/api/v1/exchange-info?units=decimal');
       for (const c of info.currencies || []) this.currencyUnits.set(c.currency, new Unit(c.minor_unit));
     } catch (error) {
       this.log(`exchange-info: ${describeError(error)}`);
@@ -483,6 +611,7 @@ export class Account {
   /** An amount of `currency` in its decimals (minor units when they are not known). */
   amount(currency, minor) {
     const unit = this.currencyUnits.get(currency);
+    if (typeof minor === 'string') return minor; // a currency without a known unit: as written
     return unit ? unit.format(minor, { grouped: true }) : formatInt(minor);
   }
 
@@ -624,25 +753,5 @@ export class Account {
     body.append(tr);
     this.orderRows.set(o.order, row);
     return row;
-  }
-
-  renderFills() {
-    const body = $('fills');
-    const rows = this.fills.map((f) => {
-      const tr = document.createElement('tr');
-      tr.dataset.testid = 'fill-row';
-      tr.append(
-        cell(f.ts_ns ? clockTime(f.ts_ns) : ''),
-        cell(String(f.order)),
-        cell(f.symbol || ''),
-        cell(f.side, f.side),
-        cell(this.fmtPrice(f.symbol, f.price)),
-        cell(this.fmtQty(f.symbol, f.qty)),
-        cell(formatInt(f.fee)),
-        cell(f.liquidity),
-      );
-      return tr;
-    });
-    body.replaceChildren(...rows);
   }
 }

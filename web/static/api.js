@@ -34,8 +34,9 @@ async function parseAnswer(response) {
 }
 
 /**
- * The console works in the engine's integers (ticks, lots, minor units: `units=int`, docs/api.md
- * "Units") and formats them exactly itself (decimal.js), with BigInt where they may be large.
+ * A path that names no `units` asks for the engine's integers (`units=int`, docs/api.md
+ * "Units"), as the admin view does; the trading views name `units=decimal` and turn the
+ * answers into integers exactly themselves (decimal.js).
  */
 export function intUnits(pathAndQuery) {
   if (!pathAndQuery.startsWith('/api/') || /[?&]units=/.test(pathAndQuery)) return pathAndQuery;

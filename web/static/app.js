@@ -1,6 +1,10 @@
 // The console: market data for the chosen symbol over one WebSocket, account and admin views
 // over signed REST. Messages only change state and mark views dirty; one animation frame then
 // draws whatever changed, however many messages arrived since the last frame.
+//
+// The API speaks decimal strings (docs/api.md, "Units"); each message's prices, quantities and
+// amounts are turned into integer ticks, lots and minor units as it arrives (Unit.units, exact),
+// and the views count in those and format them back with the symbol's tick and lot.
 
 import { Unit, formatInt, bandLimits } from './decimal.js';
 import { Api } from './api.js';
@@ -8,9 +12,10 @@ import { Feed } from './feed.js';
 import { Book } from './book.js';
 import { LadderView } from './ladder.js';
 import { TapeView } from './tape.js';
-import { DepthChart, CandleChart } from './charts.js';
+import { DepthChart, CandleChart, CANDLE_INTERVALS_MS, upsertCandle } from './charts.js';
 import { Account } from './account.js';
 import { AdminView } from './admin.js';
+import { MarketList } from './markets.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -23,6 +28,10 @@ const state = {
   bbo: null,
   lastTrade: null,
   candle: null,
+  // The candle chart's interval; 1 m candles come from the `candles` channel (kept in
+  // `minute`), the others from GET /api/v1/candles (the history database).
+  interval: '1m',
+  minute: [],
   // symbol -> { phase, last, reference, band_bps }, from the `status` channel (and the
   // reference from each new trade of the shown symbol), and the seq it is as of.
   status: new Map(),
@@ -50,7 +59,7 @@ function setStatus(text) {
   pill.className = `pill ${text === 'live' ? 'live' : text === 'down' ? 'down' : ''}`;
 }
 
-const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws?units=int`;
+const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws`;
 const feed = new Feed(wsUrl, {
   onStatus: setStatus,
   onMessageCount: (n) => {
@@ -63,8 +72,19 @@ const account = new Account({
   feed,
   symbol: () => state.symbol,
   units: (symbol) => state.unitsBySymbol.get(symbol),
+  // The best price a market order of `side` would take, in ticks (for its estimated total).
+  bestPrice: (side) => (side === 'buy' ? state.book.asks.best : state.book.bids.best),
   onOwnOrdersChanged: () => markDirty('book'),
   onAdmin: (isAdmin) => showAdminTab(isAdmin),
+});
+const markets = new MarketList($('markets'), {
+  api,
+  onPick: (symbol) => selectSymbol(symbol),
+  fallbackLast: (symbol) => {
+    const status = state.status.get(symbol);
+    const units = state.unitsBySymbol.get(symbol);
+    return status && status.last && units ? units.price.format(status.last) : '';
+  },
 });
 const admin = new AdminView({
   api,
@@ -108,6 +128,7 @@ function frame() {
     dirty.header = true;
     renderSymbolOptions();
     admin.renderStatus();
+    if (markets.historyOff) markets.render();
   }
   if (dirty.header) {
     dirty.header = false;
@@ -133,6 +154,8 @@ function renderBbo() {
   $('bbo-ask').textContent = ask ? units.price.format(ask[0]) : '—';
   $('bbo-ask-qty').textContent = ask ? units.qty.format(ask[1]) : '';
   $('bbo-spread').textContent = bid && ask ? units.price.format(ask[0] - bid[0]) : '—';
+  // A market order's estimated total follows the best price.
+  account.renderTotal();
 }
 
 function renderHeader() {
@@ -185,7 +208,40 @@ function renderSymbolOptions() {
 
 // Market data handlers: state changes only.
 
+/** The units of the symbol a channel (`book.BTC-USD`) or message is about. */
+function unitsOf(chOrSymbol) {
+  const dot = chOrSymbol.indexOf('.');
+  return state.unitsBySymbol.get(dot < 0 ? chOrSymbol : chOrSymbol.slice(dot + 1));
+}
+
+/** [[price, qty]…] as decimal strings -> integer ticks and lots, in place. */
+function levelUnits(levels, units) {
+  if (!levels) return;
+  for (const level of levels) {
+    level[0] = units.price.units(level[0]);
+    level[1] = units.qty.units(level[1]);
+  }
+}
+
+/** A trade's decimal fields -> ticks and lots, and its ns time as a Number. */
+function tradeUnits(trade, units) {
+  trade.price = units.price.units(trade.price);
+  trade.qty = units.qty.units(trade.qty);
+  trade.ts_ns = Number(trade.ts_ns);
+  return trade;
+}
+
+function candleUnits(candle, units) {
+  for (const field of ['open', 'high', 'low', 'close']) candle[field] = units.price.units(candle[field]);
+  candle.volume = units.qty.units(candle.volume);
+  candle.start_ns = Number(candle.start_ns);
+  return candle;
+}
+
 function onBook(msg) {
+  const units = unitsOf(msg.ch);
+  levelUnits(msg.bids, units);
+  levelUnits(msg.asks, units);
   if (msg.type === 'snapshot') {
     state.book.applySnapshot(msg);
   } else if (msg.type === 'diff') {
@@ -199,15 +255,23 @@ function onBook(msg) {
 }
 
 function onBbo(msg) {
+  const units = unitsOf(msg.ch);
+  levelUnits([msg.bid, msg.ask].filter(Boolean), units);
   state.bbo = msg;
   markDirty('bbo');
 }
 
 function onTrades(msg) {
   if (msg.type === 'snapshot') tape.clear();
+  const units = unitsOf(msg.ch);
   const trades = msg.trades || [];
+  for (const trade of trades) tradeUnits(trade, units);
   tape.push(trades);
   if (trades.length) state.lastTrade = trades[trades.length - 1];
+  if (msg.type === 'trades' && trades.length) {
+    markets.soon();
+    if (state.interval !== '1m') candlesSoon();
+  }
   // A new trade is the symbol's last and reference price, so it moves the band (a snapshot's
   // trades are older than the status they came with).
   const status = state.status.get(state.symbol);
@@ -222,7 +286,11 @@ function onTrades(msg) {
 function onStatus(msg) {
   if (msg.type === 'snapshot') {
     state.status.clear();
-    for (const s of msg.symbols || []) state.status.set(s.symbol, { ...s });
+    for (const s of msg.symbols || []) {
+      const units = state.unitsBySymbol.get(s.symbol);
+      if (!units) continue;
+      state.status.set(s.symbol, { ...s, last: units.price.units(s.last), reference: units.price.units(s.reference) });
+    }
     state.statusSeq = msg.seq;
   } else {
     // A message at or below the snapshot's seq is already in it (docs/api.md).
@@ -230,19 +298,20 @@ function onStatus(msg) {
     const status = state.status.get(msg.symbol);
     if (!status) return;
     const units = state.unitsBySymbol.get(msg.symbol);
+    for (const field of ['price', 'reference', 'last']) if (field in msg) msg[field] = units.price.units(msg[field]);
+    for (const field of ['qty', 'imbalance']) if (field in msg) msg[field] = units.qty.units(msg[field]);
     if (msg.type === 'phase') {
       status.phase = msg.phase;
       account.log(`${msg.symbol}: phase ${msg.phase} (seq ${msg.seq})`);
     } else if (msg.type === 'auction') {
       status.last = status.reference = msg.price;
-      const price = units ? units.price.format(msg.price) : msg.price;
-      const qty = units ? units.qty.format(msg.qty) : msg.qty;
-      account.log(`${msg.symbol}: auction uncrossed ${qty} @ ${price}, imbalance ${msg.imbalance} (seq ${msg.seq})`);
+      account.log(`${msg.symbol}: auction uncrossed ${units.qty.format(msg.qty)} @ ${units.price.format(msg.price)}, ` +
+        `imbalance ${units.qty.format(msg.imbalance)} (seq ${msg.seq})`);
     } else if (msg.type === 'band') {
       status.band_bps = msg.band_bps;
       status.reference = msg.reference;
       status.last = msg.last;
-      account.log(`${msg.symbol}: band ${msg.band_bps} bps, reference ${units ? units.price.format(msg.reference) : msg.reference} (seq ${msg.seq})`);
+      account.log(`${msg.symbol}: band ${msg.band_bps} bps, reference ${units.price.format(msg.reference)} (seq ${msg.seq})`);
     }
   }
   statusChanged();
@@ -254,12 +323,81 @@ function statusChanged() {
 }
 
 function onCandles(msg) {
+  const units = unitsOf(msg.ch);
+  for (const candle of msg.candles || []) candleUnits(candle, units);
+  if (msg.candle) candleUnits(msg.candle, units);
   if (msg.type === 'snapshot') {
-    candles.reset(msg.candles || []);
-    state.candle = msg.candles && msg.candles.length ? msg.candles[msg.candles.length - 1] : null;
+    state.minute = (msg.candles || []).slice();
+    state.candle = state.minute.length ? state.minute[state.minute.length - 1] : null;
+    if (state.interval === '1m') candles.reset(state.minute, CANDLE_INTERVALS_MS['1m']);
   } else if (msg.candle) {
-    candles.upsert(msg.candle);
+    upsertCandle(state.minute, msg.candle, candles.maxCandles);
     state.candle = msg.candle;
+    if (state.interval === '1m') candles.reset(state.minute, CANDLE_INTERVALS_MS['1m']);
+  }
+  markDirty('header');
+}
+
+// Candles of other intervals: fetched when chosen, every CANDLES_REFRESH_MS while shown, and
+// soon after a trade of the symbol. An answer for an interval or symbol no longer shown is
+// dropped.
+const CANDLES_REFRESH_MS = 10000;
+const CANDLES_LIMIT = 500;
+let candlesTimer = null;
+let candlesRequest = 0;
+
+function candlesSoon() {
+  scheduleCandles(1000);
+}
+
+function scheduleCandles(ms) {
+  if (candlesTimer !== null) clearTimeout(candlesTimer);
+  candlesTimer = state.interval === '1m' ? null : setTimeout(loadCandles, ms);
+}
+
+async function loadCandles() {
+  candlesTimer = null;
+  const { symbol, interval } = state;
+  if (interval === '1m' || !symbol) return;
+  const request = ++candlesRequest;
+  try {
+    const list = await api.get(`/api/v1/candles/${encodeURIComponent(symbol)}?interval=${interval}&limit=${CANDLES_LIMIT}&units=decimal`);
+    if (request !== candlesRequest || state.symbol !== symbol || state.interval !== interval) return;
+    const units = state.unitsBySymbol.get(symbol);
+    candles.reset((list || []).map((c) => candleUnits(c, units)), CANDLE_INTERVALS_MS[interval]);
+    $('candles').dataset.loaded = interval;
+    markDirty('header');
+  } catch (error) {
+    if (request !== candlesRequest) return;
+    if (error.code === 'history_off') {
+      // Only the feed's 1 m candles exist without the history database: say so, once.
+      candles.emptyText = `no ${interval} candles: the history database is off (1m only)`;
+      candles.dirty = true;
+      markDirty('header');
+      return;
+    }
+    account.log(`candles ${symbol} ${interval}: ${error.code || error.message}`);
+  }
+  if (request === candlesRequest && candlesTimer === null) scheduleCandles(CANDLES_REFRESH_MS);
+}
+
+function setCandleInterval(interval) {
+  if (!CANDLE_INTERVALS_MS[interval]) return;
+  state.interval = interval;
+  for (const button of document.querySelectorAll('#candle-intervals .interval')) {
+    button.classList.toggle('active', button.dataset.interval === interval);
+  }
+  const canvas = $('candles');
+  canvas.dataset.interval = interval;
+  delete canvas.dataset.loaded;
+  candlesRequest++;
+  if (interval === '1m') {
+    scheduleCandles(0);
+    candles.reset(state.minute, CANDLE_INTERVALS_MS['1m']);
+    canvas.dataset.loaded = '1m';
+  } else {
+    candles.reset([], CANDLE_INTERVALS_MS[interval]);
+    scheduleCandles(0);
   }
   markDirty('header');
 }
@@ -279,10 +417,12 @@ function selectSymbol(symbol) {
   state.bbo = null;
   state.lastTrade = null;
   state.candle = null;
+  state.minute = [];
   const units = state.unitsBySymbol.get(symbol);
   for (const view of [ladder, tape, depth, candles]) view.setUnits(units.price, units.qty);
-  candles.reset([]);
+  setCandleInterval(state.interval);
   account.setSymbol(symbol);
+  markets.select(symbol);
   $('symbol').value = symbol;
   document.body.dataset.symbol = symbol;
   if (location.hash !== `#${symbol}`) history.replaceState(null, '', `#${symbol}`);
@@ -313,16 +453,22 @@ function showView(which) {
 $('view-trade').addEventListener('click', () => showView('trade'));
 $('view-admin').addEventListener('click', () => showView('admin'));
 $('symbol').addEventListener('change', (e) => selectSymbol(e.target.value));
+for (const button of document.querySelectorAll('#candle-intervals .interval')) {
+  button.addEventListener('click', () => setCandleInterval(button.dataset.interval));
+}
+$('zoom-in').addEventListener('click', () => candles.zoom(1));
+$('zoom-out').addEventListener('click', () => candles.zoom(-1));
 
 setInterval(() => {
   $('rate').textContent = `${formatInt(stats.messages)} msg/s · ${stats.frameMs.toFixed(1)} ms`;
   stats.messages = 0;
 }, 1000);
 
-async function loadSymbols() {
+/** The symbols and currencies, with their ticks, lots and decimals (retried until it answers). */
+async function loadExchangeInfo() {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await api.get('/api/v1/symbols');
+      return await api.get('/api/v1/exchange-info?units=decimal');
     } catch (error) {
       setStatus(`symbols: ${error.code || error.message}`);
       await new Promise((r) => setTimeout(r, Math.min(5000, 250 * 2 ** attempt)));
@@ -331,11 +477,16 @@ async function loadSymbols() {
 }
 
 async function start() {
-  const symbols = await loadSymbols();
+  const exchange = await loadExchangeInfo();
+  const symbols = exchange.symbols || [];
   state.symbols = symbols;
+  for (const c of exchange.currencies || []) account.currencyUnits.set(c.currency, new Unit(c.minor_unit));
   const select = $('symbol');
   select.replaceChildren();
   for (const info of symbols) {
+    const quote = account.currencyUnits.get(info.quote);
+    // The taker fee per lot in quote minor units, for the buy hold of the % of balance buttons.
+    info.taker_fee_units = quote ? quote.units(info.taker_fee) : 0;
     state.unitsBySymbol.set(info.symbol, {
       price: new Unit(info.price_tick || '1'),
       qty: new Unit(info.qty_lot || '1'),
@@ -350,6 +501,8 @@ async function start() {
     setStatus('no symbols');
     return;
   }
+  markets.setSymbols(symbols);
+  markets.start();
   const wanted = decodeURIComponent(location.hash.slice(1));
   selectSymbol(state.unitsBySymbol.has(wanted) ? wanted : symbols[0].symbol);
   feed.subscribe('status', onStatus, {
@@ -364,6 +517,6 @@ window.addEventListener('hashchange', () => {
 });
 
 // For the browser test and for poking at the console from devtools.
-window.rialto = { state, stats, feed, api, account, views: { ladder, tape, depth, candles } };
+window.rialto = { state, stats, feed, api, account, markets, views: { ladder, tape, depth, candles } };
 
 start();

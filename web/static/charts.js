@@ -1,4 +1,4 @@
-// Hand-written canvas charts: the depth chart and 1-minute candles. Each redraws only when its
+// Hand-written canvas charts: the depth chart and candles (1m to 1d, zoomable). Each redraws only when its
 // data changed (a dirty flag checked once per animation frame) or its size did.
 
 export const COLORS = {
@@ -196,46 +196,84 @@ export class DepthChart extends CanvasChart {
 }
 
 const minuteFormat = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', hour12: false });
+const dayFormat = new Intl.DateTimeFormat(undefined, { month: '2-digit', day: '2-digit' });
+
+/** The candle intervals of docs/api.md's `/candles`, in ms. */
+export const CANDLE_INTERVALS_MS = { '1m': 60e3, '5m': 300e3, '15m': 900e3, '1h': 3600e3, '4h': 14400e3, '1d': 86400e3 };
+
+/**
+ * Puts a candle into a list oldest first (at most `max`): replaces the candle with the same
+ * start (the current candle as it changes), or appends a newer one.
+ */
+export function upsertCandle(candles, candle, max) {
+  const last = candles[candles.length - 1];
+  if (last && last.start_ns === candle.start_ns) {
+    candles[candles.length - 1] = candle;
+  } else if (!last || candle.start_ns > last.start_ns) {
+    candles.push(candle);
+    if (candles.length > max) candles.shift();
+  } else {
+    const i = candles.findIndex((c) => c.start_ns === candle.start_ns);
+    if (i >= 0) candles[i] = candle;
+  }
+}
+
+// Zoom: the width of one candle's slot in CSS pixels, between these bounds.
+const SLOT_MIN_PX = 3;
+const SLOT_MAX_PX = 40;
 
 export class CandleChart extends CanvasChart {
   constructor(canvas, { maxCandles = 1440 } = {}) {
     super(canvas);
     this.maxCandles = maxCandles;
     this.candles = [];
+    this.slot = 9;
+    this.intervalMs = CANDLE_INTERVALS_MS['1m'];
+    canvas.dataset.slot = String(this.slot);
+    // The wheel zooms (up: in, fewer and wider candles), as on the big venues' charts.
+    canvas.addEventListener('wheel', (e) => {
+      e.preventDefault();
+      this.zoom(e.deltaY < 0 ? 1 : -1);
+    }, { passive: false });
   }
 
-  reset(candles) {
+  reset(candles, intervalMs = this.intervalMs) {
     this.candles = candles.slice(-this.maxCandles);
+    this.intervalMs = intervalMs;
+    this.emptyText = null;
     this.dirty = true;
   }
 
-  /** The current candle as it changes: replaces the candle with the same start, or appends. */
   upsert(candle) {
-    const last = this.candles[this.candles.length - 1];
-    if (last && last.start_ns === candle.start_ns) {
-      this.candles[this.candles.length - 1] = candle;
-    } else if (!last || candle.start_ns > last.start_ns) {
-      this.candles.push(candle);
-      if (this.candles.length > this.maxCandles) this.candles.shift();
-    } else {
-      const i = this.candles.findIndex((c) => c.start_ns === candle.start_ns);
-      if (i >= 0) this.candles[i] = candle;
-    }
+    upsertCandle(this.candles, candle, this.maxCandles);
     this.dirty = true;
+  }
+
+  /** One step in (`direction` > 0: wider candles, fewer shown) or out. */
+  zoom(direction) {
+    const next = direction > 0 ? Math.ceil(this.slot * 1.25) : Math.floor(this.slot / 1.25);
+    const slot = Math.min(SLOT_MAX_PX, Math.max(SLOT_MIN_PX, next));
+    if (slot === this.slot) return;
+    this.slot = slot;
+    this.canvas.dataset.slot = String(slot);
+    this.dirty = true;
+    if (this.onResize) this.onResize();
   }
 
   draw(ctx) {
     this.canvas.dataset.count = String(this.candles.length);
     if (this.candles.length === 0) {
-      this.message(ctx, 'no trades yet: candles appear with the first trade');
+      this.message(ctx, this.emptyText || 'no trades yet: candles appear with the first trade');
       return;
     }
     const pad = { left: 6, right: 72, top: 10, bottom: 20 };
     const w = this.width - pad.left - pad.right;
     const h = this.height - pad.top - pad.bottom;
-    const slot = 9;
+    const slot = this.slot;
     const count = Math.max(1, Math.min(this.candles.length, Math.floor(w / slot)));
     const shown = this.candles.slice(-count);
+    this.canvas.dataset.shown = String(count);
+    const bodyW = Math.max(1, slot - 2);
     let lo = Infinity;
     let hi = -Infinity;
     let maxVolume = 1;
@@ -289,14 +327,15 @@ export class CandleChart extends CanvasChart {
       const yClose = py(c.close);
       const top = Math.round(Math.min(yOpen, yClose));
       const bodyH = Math.max(1, Math.round(Math.abs(yOpen - yClose)));
-      ctx.fillRect(xc - 3.5, top, 7, bodyH);
+      ctx.fillRect(xc - bodyW / 2, top, bodyW, bodyH);
       ctx.fillStyle = COLORS.volume;
       const vh = Math.max(1, (c.volume / maxVolume) * volH);
-      ctx.fillRect(xc - 3.5, volTop + volH - vh, 7, vh);
-      const minuteIndex = Math.round(c.start_ns / 60e9);
-      if (minuteIndex % labelEvery === 0) {
+      ctx.fillRect(xc - bodyW / 2, volTop + volH - vh, bodyW, vh);
+      const startMs = c.start_ns / 1e6;
+      if (Math.round(startMs / this.intervalMs) % labelEvery === 0) {
         ctx.fillStyle = COLORS.axis;
-        ctx.fillText(minuteFormat.format(c.start_ns / 1e6), xc, pad.top + h + 4);
+        const format = this.intervalMs >= CANDLE_INTERVALS_MS['1d'] ? dayFormat : minuteFormat;
+        ctx.fillText(format.format(startMs), xc, pad.top + h + 4);
       }
     });
 

@@ -58,6 +58,34 @@ export class Unit {
   }
 
   /**
+   * The integer units of a decimal string the server wrote ("5000.50" with "0.01" gives 500050):
+   * a Number while it is exact (below 2^53), else a BigInt. A number is taken as units already,
+   * and null or undefined passes through. A text that is not a whole number of units throws:
+   * the server writes every value in its unit's decimals (docs/api.md, "Units").
+   */
+  units(value) {
+    if (typeof value !== 'string') return value;
+    // The common case, a unit of one in some decimal place ("0.01") and a value written with
+    // exactly its decimals: the digits without the point are the units.
+    const dot = value.indexOf('.');
+    if (this.mantissa === 1n && (dot < 0 ? this.scale === 0 : value.length - dot - 1 === this.scale)) {
+      const digits = dot < 0 ? value : value.slice(0, dot) + value.slice(dot + 1);
+      if (/^-?\d+$/.test(digits)) {
+        const n = Number(digits);
+        return Number.isSafeInteger(n) ? n : BigInt(digits);
+      }
+    }
+    const parsed = parseDecimal(value);
+    if (!parsed) throw new Error(`not a decimal: ${value}`);
+    const num = parsed.digits * pow10(this.scale);
+    const den = this.mantissa * pow10(parsed.scale);
+    if (num % den !== 0n) throw new Error(`${value} is not a multiple of ${this.text}`);
+    const units = num / den;
+    const safe = BigInt(Number.MAX_SAFE_INTEGER);
+    return units <= safe && units >= -safe ? Number(units) : units;
+  }
+
+  /**
    * The whole number of units in a decimal text ("5000.5" with "0.01" gives 500050), or an
    * error when the text is not a positive multiple of the unit or does not fit a JSON integer.
    */

@@ -7,7 +7,11 @@
 // checks the server agrees; the admin view shows users, takes a snapshot, books a deposit, draws
 // the latency histograms from /metrics, sets a band, a reference price, the order-id window,
 // suspends and resumes a user, and runs an opening auction that both traders' pages follow.
-// Prints every step, saves a screenshot, and exits 0 only if every step passed.
+// On the way: the order form's % of balance and total, the market list's last price and 24 h
+// change, the order history and fills, the candle interval selector (its request) and zoom, a
+// symbol picked in the market list, and the layout at 360, 768 and 1440 px (no horizontal
+// overflow, every panel and control within the viewport), photographed at each width.
+// Prints every step, saves the screenshots, and exits 0 only if every step passed.
 //
 //   node web/tests/console.mjs --url http://127.0.0.1:8080/ --secret1 S1 --secret2 S2 \
 //     [--admin-secret A] --screenshot console.png [--chromium /usr/bin/chromium]
@@ -163,6 +167,55 @@ async function publicGet(path) {
   const text = await response.text();
   if (!response.ok) throw new Error(`GET ${path}: HTTP ${response.status} ${text}`);
   return JSON.parse(text);
+}
+
+/** A public GET in the API's default units (decimal strings), as the market list asks. */
+async function publicGetDecimal(path) {
+  const response = await fetch(BASE + path);
+  const text = await response.text();
+  if (!response.ok) throw new Error(`GET ${path}: HTTP ${response.status} ${text}`);
+  return JSON.parse(text);
+}
+
+/** The widths the layout is checked and photographed at: a phone, a tablet, a desktop. */
+const LAYOUT_WIDTHS = [360, 768, 1440];
+
+/**
+ * Lays the page out `width` px wide and lists what overflows: the page wider than the viewport
+ * (a horizontal scrollbar), a panel reaching past either edge, or a control (button, field,
+ * heading) cut off by its panel's edge outside the boxes that scroll (`.pane`, `.scroll-x`).
+ */
+async function layoutProblems(page, width) {
+  await page.setViewportSize({ width, height: 900 });
+  await page.waitForFunction((w) => document.documentElement.clientWidth <= w && window.innerWidth === w, width);
+  // Two frames: the resize observers and the charts have drawn at the new size.
+  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+  return page.evaluate(() => {
+    const problems = [];
+    const doc = document.documentElement;
+    const viewport = doc.clientWidth;
+    if (doc.scrollWidth > viewport) problems.push(`the page is ${doc.scrollWidth} px wide in a ${viewport} px viewport`);
+    const name = (node) => `${node.tagName.toLowerCase()}${node.id ? `#${node.id}` : ''}.${[...node.classList].join('.')}`;
+    for (const panel of document.querySelectorAll('header.topbar, main:not([hidden]) > .panel')) {
+      const box = panel.getBoundingClientRect();
+      if (box.left < -0.5 || box.right > viewport + 0.5) {
+        problems.push(`${name(panel)} spans ${box.left.toFixed(0)}..${box.right.toFixed(0)} px`);
+      }
+      for (const node of panel.querySelectorAll('button, input, select, h2, label, .stat')) {
+        if (node.offsetParent === null || node.closest('.pane, .scroll-x')) continue;
+        const r = node.getBoundingClientRect();
+        if (r.left < box.left - 0.5 || r.right > box.right + 0.5) {
+          problems.push(`${name(node)} in ${name(panel)} spans ${r.left.toFixed(0)}..${r.right.toFixed(0)} px, its panel ${box.left.toFixed(0)}..${box.right.toFixed(0)}`);
+        }
+      }
+    }
+    return problems;
+  });
+}
+
+/** The screenshot path for `what` beside --screenshot (web_console.png -> web_console-360.png). */
+function shotPath(what) {
+  return opts.screenshot.replace(/(\.png)?$/, `-${what}.png`);
 }
 
 async function openConsole(browser, name) {
@@ -353,6 +406,34 @@ async function main() {
       return Object.keys(before1).join(', ');
     });
 
+    await step('the order form fills the quantity from a % of the available balance, in whole lots, and shows the total', async () => {
+      const currencies = Object.fromEntries((await publicGet('/api/v1/exchange-info')).currencies.map((c) => [c.currency, c]));
+      const quoteUnit = currencies[info.quote].minor_unit;
+      const totalText = async () => (await page1.getByTestId('order-total').textContent()).replaceAll(',', '');
+      // A sell of 100% of the base: every whole lot of it (a lot holds base_scale minor units).
+      await page1.getByTestId('order-side').selectOption('sell');
+      await page1.getByTestId('order-type').selectOption('limit');
+      await page1.getByTestId('order-price').fill(SELL_PRICE);
+      await page1.locator('[data-testid="order-percent"] [data-percent="100"]').click();
+      const sellLotsAll = BigInt(before1[info.base].available) / BigInt(info.base_scale);
+      const sellQtyAll = fromUnits(sellLotsAll, info.qty_lot);
+      await page1.waitForFunction((q) => document.querySelector('[data-testid="order-qty"]').value === q, sellQtyAll);
+      const sellTotal = fromUnits(BigInt(sellTicks) * sellLotsAll * BigInt(info.quote_scale), quoteUnit);
+      check(await totalText() === `${sellTotal} ${info.quote}`, `total reads ${await totalText()}, expected ${sellTotal} ${info.quote}`);
+      // A buy of 25% of the quote at 5000.00: the hold of a lot is price x quote_scale + taker fee.
+      await page1.getByTestId('order-side').selectOption('buy');
+      await page1.locator('[data-testid="order-percent"] [data-percent="25"]').click();
+      const perLot = BigInt(sellTicks) * BigInt(info.quote_scale) + BigInt(Math.max(0, info.taker_fee));
+      const buyLotsQuarter = (BigInt(before1[info.quote].available) * 25n) / 100n / perLot;
+      const buyQtyQuarter = fromUnits(buyLotsQuarter, info.qty_lot);
+      await page1.waitForFunction((q) => document.querySelector('[data-testid="order-qty"]').value === q, buyQtyQuarter);
+      const buyTotal = fromUnits(BigInt(sellTicks) * buyLotsQuarter * BigInt(info.quote_scale), quoteUnit);
+      check(await totalText() === `${buyTotal} ${info.quote}`, `total reads ${await totalText()}, expected ${buyTotal} ${info.quote}`);
+      await page1.getByTestId('order-qty').fill('');
+      await page1.getByTestId('order-price').fill('');
+      return `100% sell ${sellQtyAll}, 25% buy ${buyQtyQuarter} = ${buyTotal} ${info.quote}`;
+    });
+
     let order1;
     await step(`user 1 places a limit sell of ${SELL_QTY} ${info.base} at ${SELL_PRICE}`, async () => {
       order1 = await placeOrder(page1, 'sell', SELL_PRICE, SELL_QTY);
@@ -409,6 +490,19 @@ async function main() {
       return `last ${SELL_PRICE}`;
     });
 
+    await step('the market list shows every symbol, with the trade as the last price and its 24 h change', async () => {
+      const rows = await page1.$$eval('[data-testid="market-row"]', (r) => r.map((x) => x.dataset.symbol));
+      check(JSON.stringify(rows) === JSON.stringify(symbols.map((s) => s.symbol)), `the market list shows ${rows.join(', ')}`);
+      const row = page1.locator(`[data-testid="market-row"][data-symbol="${SYMBOL}"]`);
+      await page1.waitForSelector(`[data-testid="market-row"][data-symbol="${SYMBOL}"][data-last="${SELL_PRICE}"]`);
+      const ticker = await publicGetDecimal(`/api/v1/ticker/24h?symbol=${SYMBOL}`);
+      check(ticker.last === SELL_PRICE, `the ticker says last ${ticker.last}`);
+      await page1.waitForSelector(`[data-testid="market-row"][data-symbol="${SYMBOL}"][data-change="${ticker.change_percent}"]`);
+      const text = (await row.innerText()).replace(/\s+/g, ' ').trim();
+      check(text.includes(SELL_PRICE) && text.includes(`${ticker.change_percent}%`), `the market row reads ${text}`);
+      return text;
+    });
+
     await step(`user 1's order and the ladder show the ${restLots}-lot rest; user 2 has no open order`, async () => {
       await page1.waitForSelector(`[data-testid="open-order"][data-order="${order1}"][data-remaining="${restLots}"]`);
       await page1.waitForSelector(`[data-testid="ladder-ask"][data-price="${sellTicks}"][data-qty="${restLots}"]`);
@@ -420,6 +514,25 @@ async function main() {
       await page1.locator('.subtab[data-pane="open-orders-pane"]').click();
       check(fill.includes(SELL_PRICE) && fill.includes('maker'), `user 1's fill reads ${fill}`);
       return fill.replace(/\s+/g, ' ').trim();
+    });
+
+    await step('order history lists user 1\'s order as placed and filled; the fills panel is the history\'s', async () => {
+      await page1.getByTestId('history-tab').click();
+      const placed = `[data-testid="history-row"][data-type="accepted"][data-kind="place"][data-order="${order1}"]`;
+      const filled = `[data-testid="history-row"][data-type="fill"][data-order="${order1}"]`;
+      await page1.waitForSelector(placed);
+      await page1.waitForSelector(filled);
+      const fillText = (await page1.locator(filled).first().innerText()).replace(/\s+/g, ' ').trim();
+      check(fillText.includes(SELL_PRICE) && fillText.includes(BUY_QTY) && fillText.includes('maker'), `the history's fill reads ${fillText}`);
+      // The same fill, by its lasting trade id, from a signed REST call.
+      const fills = await signedRest('1', opts.secret1, 'GET', `/api/v1/fills?symbol=${SYMBOL}`);
+      const rest = fills.find((f) => f.order === order1);
+      check(rest, `GET /api/v1/fills has no fill of order ${order1}: ${JSON.stringify(fills)}`);
+      await page1.getByTestId('fills-tab').click();
+      const fillRow = page1.locator('[data-testid="fill-row"]', { hasText: String(rest.trade_id) });
+      await fillRow.waitFor();
+      await page1.locator('.subtab[data-pane="open-orders-pane"]').click();
+      return fillText;
     });
 
     await step('both users balances moved by exactly the fill, its fees and the holds', async () => {
@@ -517,6 +630,30 @@ async function main() {
       const candles = await publicGet(`/api/v1/candles/${SYMBOL}?limit=1`);
       check(candles.length === 1 && candles[0].volume >= buyLots, `candles: ${JSON.stringify(candles)}`);
       return `volume ${candles[0].volume}`;
+    });
+
+    await step('the interval selector asks for 5 m candles and draws the trade\'s; zoom by buttons and wheel', async () => {
+      const canvas = page1.getByTestId('candles');
+      const request = page1.waitForRequest((r) => r.url().includes(`/api/v1/candles/${SYMBOL}?interval=5m`));
+      await page1.locator('#candle-intervals [data-interval="5m"]').click();
+      const url = (await request).url();
+      await page1.waitForSelector('[data-testid="candles"][data-loaded="5m"]');
+      await page1.waitForFunction(() => Number(document.querySelector('[data-testid="candles"]').dataset.count) >= 1);
+      const five = await publicGet(`/api/v1/candles/${SYMBOL}?interval=5m&limit=1`);
+      check(five.length === 1 && five[0].volume >= buyLots, `5 m candles: ${JSON.stringify(five)}`);
+      const slot = async () => Number(await canvas.getAttribute('data-slot'));
+      const before = await slot();
+      await page1.getByTestId('zoom-in').click();
+      const zoomedIn = await slot();
+      check(zoomedIn > before, `zoom in: slot ${before} -> ${zoomedIn}`);
+      const box = await canvas.boundingBox();
+      await page1.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+      await page1.mouse.wheel(0, 300);
+      await page1.waitForFunction((s) => Number(document.querySelector('[data-testid="candles"]').dataset.slot) < s, zoomedIn);
+      await page1.locator('#candle-intervals [data-interval="1m"]').click();
+      await page1.waitForSelector('[data-testid="candles"][data-loaded="1m"]');
+      await page1.waitForFunction(() => Number(document.querySelector('[data-testid="candles"]').dataset.count) >= 1);
+      return `${url.slice(BASE.length)}, slot ${before} -> ${zoomedIn} -> ${await slot()} px`;
     });
 
     if (opts['admin-secret']) {
@@ -647,6 +784,34 @@ async function main() {
         return result.trim().replace(/^\S+\s+/, '');
       });
     }
+
+    await step('a click in the market list selects that symbol', async () => {
+      const other = symbols.find((s) => s.symbol !== SYMBOL);
+      check(other, 'the venue has one symbol only');
+      await page2.locator(`[data-testid="market-row"][data-symbol="${other.symbol}"]`).click();
+      await page2.waitForSelector(`body[data-symbol="${other.symbol}"]`);
+      await page2.waitForSelector(`[data-testid="market-row"][data-symbol="${other.symbol}"].active`);
+      check(await page2.getByTestId('symbol-select').inputValue() === other.symbol, 'the symbol selector did not follow');
+      check(new URL(page2.url()).hash === `#${other.symbol}`, `the page's address is ${page2.url()}`);
+      return other.symbol;
+    });
+
+    await step(`the layout fits ${LAYOUT_WIDTHS.join(', ')} px wide with nothing cut off; screenshots of each`, async () => {
+      const shots = [];
+      const pages = [['trade', page1]];
+      if (admin) pages.push(['admin', admin]);
+      for (const [what, page] of pages) {
+        for (const width of LAYOUT_WIDTHS) {
+          const problems = await layoutProblems(page, width);
+          const path = shotPath(`${what}-${width}`);
+          await page.screenshot({ path, fullPage: true });
+          shots.push(path.split('/').pop());
+          check(problems.length === 0, `${what} view at ${width} px: ${problems.join('; ')}`);
+        }
+      }
+      await page1.setViewportSize({ width: 1600, height: 1000 });
+      return shots.join(', ');
+    });
 
     await step('no script errors in any page', async () => {
       check(pageErrors.length === 0, pageErrors.join('\n'));

@@ -163,7 +163,8 @@ try {
     let verdict = null;
     for (let attempt = 0; attempt < 60 && !verdict?.same; attempt++) {
       verdict = await page.evaluate(async (symbol) => {
-        const rest = await fetch(`/api/v1/book/${symbol}?depth=1000`).then((r) => r.json());
+        // The page counts in ticks and lots: the server's book in the same units.
+        const rest = await fetch(`/api/v1/book/${symbol}?depth=1000&units=int`).then((r) => r.json());
         const book = window.rialto.state.book;
         const same = (levels, list) => levels.prices.length === list.length &&
           list.every(([p, q], i) => levels.prices[i] === p && levels.qty.get(p) === q);

@@ -5,12 +5,16 @@
 //! sees a stop-limit order pending and an iceberg's slice in its open orders, and the admin view
 //! takes a snapshot, books a deposit, draws the latency histograms, sets a band, a reference
 //! price and the order-id window, suspends and resumes a user, and runs an opening auction that
-//! both traders' pages follow (phase, band, the uncross trade). The script prints each step and
-//! exits 0 only if every step passed.
+//! both traders' pages follow (phase, band, the uncross trade). On the way it checks the market
+//! list (last price, 24 h change, a click selects), the order form's % of balance and total,
+//! the order history and fills, the candle interval selector and zoom, and the layout at 360,
+//! 768 and 1440 px (it fails when the page or a panel overflows the viewport). The script prints
+//! each step and exits 0 only if every step passed.
 //!
 //! Needs Node.js with npm and Chromium (`apt-get install nodejs npm chromium`; `.ci/run`
 //! installs them). It fails, rather than skips, when they are missing. The screenshots are left
-//! in the target directory (`web_console.png`, `web_console-admin.png`).
+//! in the target directory's tmp (`web_console.png`, `web_console-admin.png`, and
+//! `web_console-trade-360.png` … `web_console-admin-1440.png` for the layout widths).
 
 mod common;
 
@@ -21,7 +25,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Every step the script reports when given the admin secret.
-const STEPS: usize = 20;
+const STEPS: usize = 26;
+/// The widths the script checks the layout at and photographs (LAYOUT_WIDTHS in console.mjs).
+const LAYOUT_WIDTHS: [u32; 3] = [360, 768, 1440];
 /// The whole browser run, launch to screenshot; each of its waits has its own 15 s limit.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(300);
 
@@ -87,8 +93,14 @@ fn the_console_trades_in_headless_chromium() {
     assert!(url.starts_with("http://"), "{url}");
     let credentials = rialto_server::auth::Credentials::load_or_create(data.path()).unwrap();
     let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web_console.png");
-    let admin_screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web_console-admin.png");
-    for old in [&screenshot, &admin_screenshot] {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let mut screenshots = vec![screenshot.clone(), tmp.join("web_console-admin.png")];
+    for view in ["trade", "admin"] {
+        for width in LAYOUT_WIDTHS {
+            screenshots.push(tmp.join(format!("web_console-{view}-{width}.png")));
+        }
+    }
+    for old in &screenshots {
         let _ = std::fs::remove_file(old);
     }
 
@@ -138,7 +150,7 @@ fn the_console_trades_in_headless_chromium() {
         );
     }
     print!("{stdout}");
-    for shot in [&screenshot, &admin_screenshot] {
+    for shot in &screenshots {
         let bytes = std::fs::read(shot)
             .unwrap_or_else(|e| panic!("no screenshot at {}: {e}", shot.display()));
         assert!(
