@@ -11,6 +11,7 @@ mod common;
 #[path = "../../server/tests/common/nats.rs"]
 mod nats;
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -20,9 +21,10 @@ use std::time::Duration;
 use common::{ON_FREE_PORTS, replay, rialto, split_hash};
 use nats::NatsCluster;
 use rialto_client::Client;
-use rialto_core::{Reason, Side, SymbolId};
+use rialto_client::failover::{Delivery, FailoverClient};
+use rialto_core::{Reason, Side, SymbolId, Tif};
 use rialto_server::auth::{Credentials, read_key};
-use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
+use rialto_wire::{ClientMsg, NewOrder, OrderState, RequestKind, ServerMsg};
 
 /// A `rialto serve` node; killed (SIGKILL) when dropped.
 struct Node {
@@ -338,4 +340,145 @@ fn a_node_with_another_venue_key_or_other_settings_refuses_to_join() {
         "a refused node takes no key"
     );
     drop(leader);
+}
+
+/// Receives until order `id` is accepted, recording every order accepted meanwhile.
+fn wait_for(client: &mut FailoverClient, accepted: &mut BTreeSet<i64>, id: i64) {
+    while !accepted.contains(&id) {
+        match client.recv().unwrap() {
+            Delivery::Msg(ServerMsg::Accepted {
+                order,
+                kind: RequestKind::Place,
+                ..
+            }) => assert!(accepted.insert(order), "order {order} accepted twice"),
+            Delivery::Msg(ServerMsg::Rejected { order, reason, .. }) => {
+                panic!("order {order} rejected: {reason}")
+            }
+            Delivery::Msg(_) => {}
+            other => panic!("{other:?} before the fail-over"),
+        }
+    }
+}
+
+/// A loopback address with a port free a moment ago.
+fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// User 1's available amount of `currency`, as the node it is logged in at reports it.
+fn available(client: &mut FailoverClient, currency: &str) -> i64 {
+    match client.request(&ClientMsg::MyReport { request: 1 }).unwrap() {
+        ServerMsg::Report { report, .. } => report
+            .balances
+            .iter()
+            .find(|(name, _)| name.as_str() == currency)
+            .map_or(0, |(_, balance)| balance.available),
+        other => panic!("report: {other}"),
+    }
+}
+
+#[test]
+fn a_client_of_both_nodes_follows_the_fail_over_and_each_of_its_orders_executes_once() {
+    const ORDERS: i64 = 50;
+    let cluster = NatsCluster::start();
+    let dir_a = tempfile::tempdir().unwrap();
+    let dir_b = tempfile::tempdir().unwrap();
+    let (addr_a, addr_b) = (free_addr(), free_addr());
+    let leader = Node::start_at(dir_a.path(), &cluster, &addr_a);
+    let led = leader.leads_within(Duration::from_secs(30));
+    assert_eq!(
+        led.as_deref(),
+        Some(addr_a.as_str()),
+        "the first node leads"
+    );
+    let standby = Node::start_at(dir_b.path(), &cluster, &addr_b);
+
+    // User 2 bids for 1,000 lots: each of user 1's sells of one lot (immediate-or-cancel)
+    // trades at once, so an order executed twice would sell twice.
+    let mut maker = login(&addr_a, dir_a.path(), 2);
+    maker
+        .place(NewOrder::limit(1, SymbolId(0), Side::Buy, 990, 1_000))
+        .unwrap();
+    assert!(matches!(
+        maker.recv().unwrap(),
+        ServerMsg::Accepted { order: 1, .. }
+    ));
+    let key = read_key(dir_a.path()).unwrap().unwrap();
+    let secret = Credentials::from_key(key).user_secret(1);
+    let mut client = FailoverClient::connect(&[&addr_a, &addr_b], 1, secret.as_bytes()).unwrap();
+    assert_eq!(client.addr(), addr_a);
+    let sell = |id| NewOrder {
+        tif: Some(Tif::Ioc),
+        ..NewOrder::limit(id, SymbolId(0), Side::Sell, 990, 1)
+    };
+    let btc_before = available(&mut client, "BTC");
+    let mut accepted = BTreeSet::new();
+    client.place(sell(1)).unwrap();
+    wait_for(&mut client, &mut accepted, 1);
+    let lot = btc_before - available(&mut client, "BTC");
+    assert!(lot > 0, "a sell of one lot takes BTC");
+    for id in 2..=10 {
+        client.place(sell(id)).unwrap();
+        wait_for(&mut client, &mut accepted, id);
+    }
+
+    // Twenty orders sent and not waited for; the leader paused; twenty more sent, which it
+    // never reads; then it dies.
+    for id in 11..=30 {
+        client.place(sell(id)).unwrap();
+    }
+    leader.signal("STOP");
+    for id in 31..=ORDERS {
+        client.place(sell(id)).unwrap();
+    }
+    assert_eq!(client.in_flight().count(), 40);
+    drop(leader); // SIGKILL
+
+    // Every order ends accepted: answered before the drop, found placed at the new leader,
+    // or sent again there and answered.
+    let mut resent_ids = None;
+    while accepted.len() < ORDERS as usize {
+        match client.recv().unwrap() {
+            Delivery::Msg(ServerMsg::Accepted {
+                order,
+                kind: RequestKind::Place,
+                ..
+            }) => assert!(accepted.insert(order), "order {order} accepted twice"),
+            Delivery::Msg(ServerMsg::Rejected { order, reason, .. }) => {
+                panic!("order {order} rejected: {reason}")
+            }
+            Delivery::Msg(_) => {}
+            Delivery::Reconnected {
+                addr,
+                placed,
+                resent,
+            } => {
+                assert_eq!(addr, addr_b, "the client moves to the new leader");
+                assert!(resent_ids.is_none(), "one fail-over");
+                for (order, state) in placed {
+                    // An immediate-or-cancel order that was placed has ended.
+                    assert_eq!(state, OrderState::Ended, "order {order}");
+                    assert!(accepted.insert(order), "order {order} accepted twice");
+                }
+                resent_ids = Some(resent);
+            }
+        }
+    }
+    let resent = resent_ids.expect("the client saw its connection drop");
+    for id in 31..=ORDERS {
+        assert!(
+            resent.contains(&id),
+            "order {id}, never read by the old leader, is sent again: {resent:?}"
+        );
+    }
+    assert_eq!(client.in_flight().count(), 0);
+    assert!(standby.leads_within(Duration::from_secs(10)).is_some());
+    // Exactly once: user 1 sold one lot per order, no more.
+    assert_eq!(btc_before - available(&mut client, "BTC"), ORDERS * lot);
+    assert_eq!(client.order_status(ORDERS).unwrap(), (OrderState::Ended, 0));
+    assert_eq!(
+        client.order_status(ORDERS + 1).unwrap(),
+        (OrderState::Unknown, 0)
+    );
 }
