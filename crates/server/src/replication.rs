@@ -32,6 +32,8 @@ use crate::config::{LogSettings, Role};
 
 /// The largest batch message: NATS's default `max_payload` is 1 MiB; headers need room too.
 pub const MAX_BATCH_BYTES: usize = 1_000_000;
+/// The most commands a batch message can hold (each at its largest).
+pub const MAX_BATCH_COMMANDS: usize = MAX_BATCH_BYTES / RECORD_MAX_BYTES;
 /// The header that marks a checkpoint message: `<seq> <state hash, 64 hex digits>`.
 pub const CHECKPOINT_HEADER: &str = "Rialto-Checkpoint";
 /// The lease's key in its bucket.
