@@ -150,8 +150,8 @@ fn measure(
     }
     let elapsed = started.elapsed();
     println!(
-        "rialto log:       {:>12.0} commands/s committed ({} batches of up to {} commands, {} \
-         bytes each); one batch: {}",
+        "rialto log:       {:>12.0} commands/s committed ({} batches of up to {} commands, the \
+         first {} bytes); one batch: {}",
         args.commands as f64 / elapsed.as_secs_f64(),
         batch_us.len(),
         args.batch,
