@@ -11,6 +11,7 @@ pub mod history_bench;
 pub mod huge_pages;
 pub mod journal;
 pub mod loadgen;
+pub mod log_bench;
 pub mod md_bench;
 pub mod order;
 pub mod pipeline_bench;

@@ -96,6 +96,9 @@ enum BenchCmd {
     /// The history database: fill it with --fills fills, then time reads of a user's last
     /// 100 fills (p50/p99/max, in process)
     History(rialto_cli::history_bench::HistoryBenchArgs),
+    /// The replicated command log (docs/replication.md): commands committed per second in
+    /// batches and one batch's latency, beside a bare NATS client's publish-ack floor
+    Log(rialto_cli::log_bench::LogBenchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -230,6 +233,9 @@ fn main() -> ExitCode {
         }
         Cmd::Bench(BenchCmd::FixMd(args)) => {
             rialto_cli::fix_md_bench::run(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Bench(BenchCmd::Log(args)) => {
+            rialto_cli::log_bench::run(&args).map(|()| ExitCode::SUCCESS)
         }
         Cmd::Bench(BenchCmd::Fix(args)) => {
             rialto_cli::fix_bench::run(&args).map(|()| ExitCode::SUCCESS)

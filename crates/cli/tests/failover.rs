@@ -2,13 +2,16 @@
 //! `rialto serve --log jetstream --role auto` processes over a real three-node cluster on
 //! loopback. The leader is killed with SIGKILL; the hot standby takes the lease, and serves
 //! the user's earlier orders, each exactly once. A leader paused past its lease (SIGSTOP) and
-//! resumed acknowledges nothing more, appends nothing, and exits.
+//! resumed acknowledges nothing more, appends nothing, and exits. Every node takes the venue
+//! key from the cluster: a standby started on an empty data directory accepts the secrets the
+//! first node gave out, and a node with another key or other settings refuses to join.
 
 mod common;
 
 #[path = "../../server/tests/common/nats.rs"]
 mod nats;
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -18,9 +21,10 @@ use std::time::Duration;
 use common::{ON_FREE_PORTS, replay, rialto, split_hash};
 use nats::NatsCluster;
 use rialto_client::Client;
-use rialto_core::{Reason, Side, SymbolId};
-use rialto_server::auth::Credentials;
-use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
+use rialto_client::failover::{Delivery, FailoverClient};
+use rialto_core::{Reason, Side, SymbolId, Tif};
+use rialto_server::auth::{Credentials, read_key};
+use rialto_wire::{ClientMsg, NewOrder, OrderState, RequestKind, ServerMsg};
 
 /// A `rialto serve` node; killed (SIGKILL) when dropped.
 struct Node {
@@ -31,11 +35,17 @@ struct Node {
 
 impl Node {
     fn start(data: &Path, cluster: &NatsCluster) -> Node {
+        Node::start_at(data, cluster, "127.0.0.1:0")
+    }
+
+    /// A node whose order gateway listens on `listen` once it leads.
+    fn start_at(data: &Path, cluster: &NatsCluster, listen: &str) -> Node {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
             .args(["serve", "--demo", "--log", "jetstream", "--role", "auto"])
             .args(["--nats", &cluster.urls_arg()])
             .args(["--set", "log.lease_ms=1000", "--set", "log.venue=failover"])
-            .args(ON_FREE_PORTS)
+            .args(["--listen", listen])
+            .args(&ON_FREE_PORTS[2..])
             .arg("--data")
             .arg(data)
             .stdout(Stdio::piped())
@@ -118,10 +128,15 @@ impl Drop for Node {
     }
 }
 
+/// Logs `user` in at `addr` with the secret derived from the venue key in `data` (which must
+/// hold one).
 fn login(addr: &str, data: &Path, user: i64) -> Client {
     let mut c = Client::connect(addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let secret = Credentials::load_or_create(data).unwrap().user_secret(user);
+    let key = read_key(data)
+        .unwrap()
+        .expect("a venue.key in the data directory");
+    let secret = Credentials::from_key(key).user_secret(user);
     c.login(user, secret.as_bytes()).unwrap();
     c
 }
@@ -130,14 +145,14 @@ fn order(id: i64) -> NewOrder {
     NewOrder::limit(id, SymbolId(0), Side::Buy, 990, 1)
 }
 
-/// A node that leads on `dir_a` (its order address) and a standby on `dir_b` holding the
-/// same venue key (docs/replication.md: a user's secret works on each node).
+/// A node that leads on `dir_a` (its order address) and a standby on `dir_b`, both started
+/// on empty data directories (the standby takes the venue key from the cluster).
 fn leader_and_standby(cluster: &NatsCluster, dir_a: &Path, dir_b: &Path) -> (Node, String, Node) {
     let leader = Node::start(dir_a, cluster);
     let addr_a = leader
         .leads_within(Duration::from_secs(30))
         .expect("the first node leads");
-    std::fs::copy(dir_a.join("venue.key"), dir_b.join("venue.key")).unwrap();
+    assert!(read_key(dir_b).unwrap().is_none());
     let standby = Node::start(dir_b, cluster);
     (leader, addr_a, standby)
 }
@@ -167,7 +182,18 @@ fn after_a_sigkill_of_the_leader_the_standby_serves_every_acknowledged_order_onc
     let addr_b = standby
         .leads_within(Duration::from_secs(30))
         .expect("the standby takes over within 30 s");
-    let mut t = login(&addr_b, dir_b.path(), 1);
+    // The secret the first node gave user 1 works on the second, and `rialto secret` prints
+    // the same one from either data directory.
+    let mut t = login(&addr_b, dir_a.path(), 1);
+    let secret = |dir: &Path| {
+        let run = rialto(
+            &["secret", "--user", "1", "--data", dir.to_str().unwrap()],
+            "",
+        );
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        run.stdout
+    };
+    assert_eq!(secret(dir_a.path()), secret(dir_b.path()));
     let open: Vec<i64> = match t.request(&ClientMsg::MyReport { request: 1 }).unwrap() {
         ServerMsg::Report { report, .. } => report.orders.iter().map(|o| o.order).collect(),
         other => panic!("report: {other}"),
@@ -262,4 +288,197 @@ fn a_leader_paused_past_its_lease_acknowledges_and_appends_nothing_when_it_resum
         other => panic!("report: {other}"),
     };
     assert_eq!(open, [1]);
+}
+
+#[test]
+fn a_node_with_another_venue_key_or_other_settings_refuses_to_join() {
+    let cluster = NatsCluster::start();
+    let dir_a = tempfile::tempdir().unwrap();
+    let leader = Node::start(dir_a.path(), &cluster);
+    leader
+        .leads_within(Duration::from_secs(30))
+        .expect("the first node leads");
+    let nats = cluster.urls_arg();
+    let serve = |dir: &Path, extra: &[&str]| {
+        let mut args = vec!["serve", "--demo", "--log", "jetstream", "--nats", &nats];
+        args.extend(["--set", "log.lease_ms=1000", "--set", "log.venue=failover"]);
+        args.extend(ON_FREE_PORTS);
+        args.extend(["--data", dir.to_str().unwrap()]);
+        args.extend(extra);
+        rialto(&args, "")
+    };
+
+    // A data directory of another venue: its key is not this venue's.
+    let dir_c = tempfile::tempdir().unwrap();
+    let own_key = Credentials::load_or_create(dir_c.path())
+        .unwrap()
+        .user_secret(1);
+    let run = serve(dir_c.path(), &[]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("holds another venue key") && run.stderr.contains("refuses to join"),
+        "{}",
+        run.stderr
+    );
+    let key = read_key(dir_c.path())
+        .unwrap()
+        .expect("its key is left alone");
+    assert_eq!(Credentials::from_key(key).user_secret(1), own_key);
+
+    // Another order-id window would decide duplicates differently.
+    let dir_d = tempfile::tempdir().unwrap();
+    let run = serve(dir_d.path(), &["--order-id-window", "60"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("this node has `engine.order_id_window_s = 60`"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        read_key(dir_d.path()).unwrap().is_none(),
+        "a refused node takes no key"
+    );
+    drop(leader);
+}
+
+/// Receives until order `id` is accepted, recording every order accepted meanwhile.
+fn wait_for(client: &mut FailoverClient, accepted: &mut BTreeSet<i64>, id: i64) {
+    while !accepted.contains(&id) {
+        match client.recv().unwrap() {
+            Delivery::Msg(ServerMsg::Accepted {
+                order,
+                kind: RequestKind::Place,
+                ..
+            }) => assert!(accepted.insert(order), "order {order} accepted twice"),
+            Delivery::Msg(ServerMsg::Rejected { order, reason, .. }) => {
+                panic!("order {order} rejected: {reason}")
+            }
+            Delivery::Msg(_) => {}
+            other => panic!("{other:?} before the fail-over"),
+        }
+    }
+}
+
+/// A loopback address with a port free a moment ago.
+fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// User 1's available amount of `currency`, as the node it is logged in at reports it.
+fn available(client: &mut FailoverClient, currency: &str) -> i64 {
+    match client.request(&ClientMsg::MyReport { request: 1 }).unwrap() {
+        ServerMsg::Report { report, .. } => report
+            .balances
+            .iter()
+            .find(|(name, _)| name.as_str() == currency)
+            .map_or(0, |(_, balance)| balance.available),
+        other => panic!("report: {other}"),
+    }
+}
+
+#[test]
+fn a_client_of_both_nodes_follows_the_fail_over_and_each_of_its_orders_executes_once() {
+    const ORDERS: i64 = 50;
+    let cluster = NatsCluster::start();
+    let dir_a = tempfile::tempdir().unwrap();
+    let dir_b = tempfile::tempdir().unwrap();
+    let (addr_a, addr_b) = (free_addr(), free_addr());
+    let leader = Node::start_at(dir_a.path(), &cluster, &addr_a);
+    let led = leader.leads_within(Duration::from_secs(30));
+    assert_eq!(
+        led.as_deref(),
+        Some(addr_a.as_str()),
+        "the first node leads"
+    );
+    let standby = Node::start_at(dir_b.path(), &cluster, &addr_b);
+
+    // User 2 bids for 1,000 lots: each of user 1's sells of one lot (immediate-or-cancel)
+    // trades at once, so an order executed twice would sell twice.
+    let mut maker = login(&addr_a, dir_a.path(), 2);
+    maker
+        .place(NewOrder::limit(1, SymbolId(0), Side::Buy, 990, 1_000))
+        .unwrap();
+    assert!(matches!(
+        maker.recv().unwrap(),
+        ServerMsg::Accepted { order: 1, .. }
+    ));
+    let key = read_key(dir_a.path()).unwrap().unwrap();
+    let secret = Credentials::from_key(key).user_secret(1);
+    let mut client = FailoverClient::connect(&[&addr_a, &addr_b], 1, secret.as_bytes()).unwrap();
+    assert_eq!(client.addr(), addr_a);
+    let sell = |id| NewOrder {
+        tif: Some(Tif::Ioc),
+        ..NewOrder::limit(id, SymbolId(0), Side::Sell, 990, 1)
+    };
+    let btc_before = available(&mut client, "BTC");
+    let mut accepted = BTreeSet::new();
+    client.place(sell(1)).unwrap();
+    wait_for(&mut client, &mut accepted, 1);
+    let lot = btc_before - available(&mut client, "BTC");
+    assert!(lot > 0, "a sell of one lot takes BTC");
+    for id in 2..=10 {
+        client.place(sell(id)).unwrap();
+        wait_for(&mut client, &mut accepted, id);
+    }
+
+    // Twenty orders sent and not waited for; the leader paused; twenty more sent, which it
+    // never reads; then it dies.
+    for id in 11..=30 {
+        client.place(sell(id)).unwrap();
+    }
+    leader.signal("STOP");
+    for id in 31..=ORDERS {
+        client.place(sell(id)).unwrap();
+    }
+    assert_eq!(client.in_flight().count(), 40);
+    drop(leader); // SIGKILL
+
+    // Every order ends accepted: answered before the drop, found placed at the new leader,
+    // or sent again there and answered.
+    let mut resent_ids = None;
+    while accepted.len() < ORDERS as usize {
+        match client.recv().unwrap() {
+            Delivery::Msg(ServerMsg::Accepted {
+                order,
+                kind: RequestKind::Place,
+                ..
+            }) => assert!(accepted.insert(order), "order {order} accepted twice"),
+            Delivery::Msg(ServerMsg::Rejected { order, reason, .. }) => {
+                panic!("order {order} rejected: {reason}")
+            }
+            Delivery::Msg(_) => {}
+            Delivery::Reconnected {
+                addr,
+                placed,
+                resent,
+            } => {
+                assert_eq!(addr, addr_b, "the client moves to the new leader");
+                assert!(resent_ids.is_none(), "one fail-over");
+                for (order, state) in placed {
+                    // An immediate-or-cancel order that was placed has ended.
+                    assert_eq!(state, OrderState::Ended, "order {order}");
+                    assert!(accepted.insert(order), "order {order} accepted twice");
+                }
+                resent_ids = Some(resent);
+            }
+        }
+    }
+    let resent = resent_ids.expect("the client saw its connection drop");
+    for id in 31..=ORDERS {
+        assert!(
+            resent.contains(&id),
+            "order {id}, never read by the old leader, is sent again: {resent:?}"
+        );
+    }
+    assert_eq!(client.in_flight().count(), 0);
+    assert!(standby.leads_within(Duration::from_secs(10)).is_some());
+    // Exactly once: user 1 sold one lot per order, no more.
+    assert_eq!(btc_before - available(&mut client, "BTC"), ORDERS * lot);
+    assert_eq!(client.order_status(ORDERS).unwrap(), (OrderState::Ended, 0));
+    assert_eq!(
+        client.order_status(ORDERS + 1).unwrap(),
+        (OrderState::Unknown, 0)
+    );
 }

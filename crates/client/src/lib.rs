@@ -27,6 +27,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod failover;
+
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};

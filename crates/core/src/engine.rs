@@ -2608,6 +2608,12 @@ impl Engine {
         self.last_seq = through;
     }
 
+    /// Whether `user`'s order id `order` belongs to an order that ended within the order-id
+    /// window (docs/rules.md): a new order with that id would be refused as a duplicate.
+    pub fn order_id_taken(&self, user: UserId, order: OrderId) -> bool {
+        self.id_recently_used(user, order)
+    }
+
     /// How long the id of an order that ended stays taken, ns of venue time.
     pub fn order_id_window(&self) -> i64 {
         self.order_id_window

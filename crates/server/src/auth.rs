@@ -33,27 +33,11 @@ impl Credentials {
     /// Loads data_dir/venue.key, creating it (owner-only permissions) with a random key if
     /// it does not exist yet.
     pub fn load_or_create(data_dir: &Path) -> anyhow::Result<Credentials> {
-        let path = data_dir.join(KEY_FILE);
-        if path.exists() {
-            let text = fs::read_to_string(&path)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-            let key = parse_hex_key(text.trim())
-                .ok_or_else(|| anyhow::anyhow!("{} must hold 64 hex digits", path.display()))?;
+        if let Some(key) = read_key(data_dir)? {
             return Ok(Credentials { key });
         }
-        let mut key = [0u8; 32];
-        getrandom::getrandom(&mut key)
-            .map_err(|e| anyhow::anyhow!("cannot draw a random venue key: {e}"))?;
-        fs::create_dir_all(data_dir)?;
-        let mut options = fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options
-            .open(&path)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-        writeln!(file, "{}", hex(&key))?;
-        file.sync_all()?;
+        let key = random_key()?;
+        write_key(data_dir, &key)?;
         Ok(Credentials { key })
     }
 
@@ -80,6 +64,44 @@ impl Credentials {
     }
 }
 
+/// The key in data_dir/venue.key, if there is one.
+pub fn read_key(data_dir: &Path) -> anyhow::Result<Option<[u8; 32]>> {
+    let path = data_dir.join(KEY_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = fs::read_to_string(&path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let key = parse_hex_key(text.trim())
+        .ok_or_else(|| anyhow::anyhow!("{} must hold 64 hex digits", path.display()))?;
+    Ok(Some(key))
+}
+
+/// A new venue key, from the operating system's random source.
+pub fn random_key() -> anyhow::Result<[u8; 32]> {
+    let mut key = [0u8; 32];
+    getrandom::getrandom(&mut key)
+        .map_err(|e| anyhow::anyhow!("cannot draw a random venue key: {e}"))?;
+    Ok(key)
+}
+
+/// Writes data_dir/venue.key (owner-only permissions); an existing file is an error, never
+/// overwritten.
+pub fn write_key(data_dir: &Path, key: &[u8; 32]) -> anyhow::Result<()> {
+    let path = data_dir.join(KEY_FILE);
+    fs::create_dir_all(data_dir)?;
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+    writeln!(file, "{}", hex(key))?;
+    file.sync_all()?;
+    Ok(())
+}
+
 /// Compares without an early exit, so timing does not reveal how much of a guess was right.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -93,7 +115,7 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn parse_hex_key(text: &str) -> Option<[u8; 32]> {
+pub fn parse_hex_key(text: &str) -> Option<[u8; 32]> {
     if text.len() != 64 || !text.is_ascii() {
         return None;
     }

@@ -842,6 +842,33 @@ impl ServerConfig {
         Ok(())
     }
 
+    /// The settings that decide what a venue does, which every node of a replicated venue must
+    /// share (docs/replication.md), one `name = value` line each in a fixed order: the first
+    /// node of a venue stores them in the cluster and every other node compares its own.
+    pub fn shared_settings(&self) -> String {
+        let e = &self.engine;
+        let window = match e.order_id_window_s {
+            Some(s) => s.to_string(),
+            None => "none".into(),
+        };
+        let mut text = format!(
+            "engine.max_open_orders_per_user = {}\nengine.max_resting_orders = {}\n\
+             engine.order_id_window_s = {window}\nlog.checkpoint_every = {}\nlog.lease_ms = {}\n",
+            e.max_open_orders_per_user,
+            e.max_resting_orders,
+            self.log.checkpoint_every,
+            self.log.lease_ms,
+        );
+        // A BTreeMap: the same order on every node.
+        for (symbol, i) in &self.instruments {
+            text.push_str(&format!(
+                "instruments.{symbol} = {} {}\n",
+                i.price_tick, i.qty_lot
+            ));
+        }
+        text
+    }
+
     /// The engine's configuration; the hash seed is drawn at random on every start (nothing
     /// the engine reports depends on it, and users must not be able to guess it).
     pub fn engine_config(&self) -> rialto_core::EngineConfig {

@@ -1002,6 +1002,11 @@ impl Gateway {
                 let cmd = Command::UserReport { user };
                 self.push(id, Reply::ReportExt { request }, Op::Command(cmd))
             }
+            ClientMsg::OrderStatus { request, order } => self.push(
+                id,
+                Reply::OrderStatus { request },
+                Op::OrderStatus { user, order },
+            ),
             _ => {
                 self.reject(id, ErrorCode::NotAdmin, "admin frames go to the admin port");
                 Handled::Done

@@ -219,6 +219,16 @@ pub fn start_with_stop(
     } else {
         tracing::info!(open_files, needed, "open file limit");
     }
+    // A node of a replicated venue takes the venue's key and checks its settings before it
+    // reads its own key (docs/replication.md).
+    let connection = match config.log.backend {
+        LogBackend::Local => None,
+        LogBackend::Jetstream => {
+            let connection = replication::Connection::open(&config.log, Duration::from_secs(30))?;
+            replication::join_venue(&connection, data_dir, &config.shared_settings())?;
+            Some(Arc::new(connection))
+        }
+    };
     let credentials = Arc::new(Credentials::load_or_create(data_dir)?);
     let admin_secret = config
         .admin_secret
@@ -248,8 +258,14 @@ pub fn start_with_stop(
         }
         LogBackend::Jetstream => {
             // A standby opens no listener until it leads.
-            let leading =
-                replication::start_node(&config.log, data_dir, config.engine_config(), &stop)?;
+            let connection = connection.context("a jetstream node has a connection")?;
+            let leading = replication::start_node(
+                connection,
+                &config.log,
+                data_dir,
+                config.engine_config(),
+                &stop,
+            )?;
             let log = CommandLog::JetStream(leading.log);
             (bind_web()?, leading.engine, leading.last_ts_ns, log)
         }

@@ -29,7 +29,7 @@ pub use rialto_core::Prefetch;
 use rialto_core::{
     Command, Engine, OrderId, OwnedEvent, PREFETCH_LOOKAHEAD, Reason, SymbolId, UserId,
 };
-use rialto_wire::{ErrorCode, Liquidity, RequestKind, Secret, ServerMsg};
+use rialto_wire::{ErrorCode, Liquidity, OrderState, RequestKind, Secret, ServerMsg};
 
 use crate::auth::Credentials;
 use crate::idle::{Bell, Idler, MAX_SLEEP, WaitStrategy};
@@ -78,6 +78,10 @@ pub enum Reply {
     Users {
         request: u64,
     },
+    /// OrderStatus (one of the user's orders).
+    OrderStatus {
+        request: u64,
+    },
     Snapshot {
         request: u64,
     },
@@ -95,6 +99,11 @@ pub enum Op {
     TakeSnapshot,
     /// The venue's settings (the order-id window), read from the engine.
     VenueSettings,
+    /// What became of one of a user's orders, read from the engine.
+    OrderStatus {
+        user: UserId,
+        order: OrderId,
+    },
 }
 
 /// A decoded, authenticated request on its way to the journal thread.
@@ -141,7 +150,11 @@ pub fn is_journaled(op: &Op) -> bool {
             cmd,
             Command::Book { .. } | Command::UserReport { .. } | Command::VenueReport
         ),
-        Op::ListSymbols | Op::ListUsers | Op::TakeSnapshot | Op::VenueSettings => false,
+        Op::ListSymbols
+        | Op::ListUsers
+        | Op::TakeSnapshot
+        | Op::VenueSettings
+        | Op::OrderStatus { .. } => false,
     }
 }
 
@@ -857,6 +870,25 @@ impl EngineStage {
                 self.send(session, msg);
                 return;
             }
+            &Op::OrderStatus { user, order } => {
+                let Reply::OrderStatus { request } = request.reply else {
+                    return;
+                };
+                let (state, remaining) = match self.engine.order_remaining(user, order) {
+                    Some(remaining) => (OrderState::Open, remaining),
+                    None if self.engine.order_id_taken(user, order) => (OrderState::Ended, 0),
+                    None => (OrderState::Unknown, 0),
+                };
+                let msg = ServerMsg::OrderStatus {
+                    request,
+                    seq,
+                    order,
+                    state,
+                    remaining,
+                };
+                self.send(session, msg);
+                return;
+            }
             Op::TakeSnapshot => {
                 let asked_by = match request.reply {
                     Reply::Snapshot { request: id } => Some((request.session, id)),
@@ -1018,6 +1050,7 @@ impl EngineStage {
             }
             Reply::Symbols { request }
             | Reply::Users { request }
+            | Reply::OrderStatus { request }
             | Reply::Snapshot { request }
             | Reply::Settings { request } => {
                 self.send(

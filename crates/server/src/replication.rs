@@ -32,6 +32,8 @@ use crate::config::{LogSettings, Role};
 
 /// The largest batch message: NATS's default `max_payload` is 1 MiB; headers need room too.
 pub const MAX_BATCH_BYTES: usize = 1_000_000;
+/// The most commands a batch message can hold (each at its largest).
+pub const MAX_BATCH_COMMANDS: usize = MAX_BATCH_BYTES / RECORD_MAX_BYTES;
 /// The header that marks a checkpoint message: `<seq> <state hash, 64 hex digits>`.
 pub const CHECKPOINT_HEADER: &str = "Rialto-Checkpoint";
 /// The lease's key in its bucket.
@@ -42,17 +44,23 @@ const HASHES_KEPT: usize = 64;
 /// The stream, subject and lease bucket of a venue.
 #[derive(Clone, Debug)]
 pub struct Names {
+    pub venue: String,
     pub stream: String,
     pub subject: String,
     pub bucket: String,
+    /// The key-value bucket of what every node must share: the venue key and the settings
+    /// that decide behaviour.
+    pub venue_bucket: String,
 }
 
 impl Names {
     pub fn of(venue: &str) -> Names {
         Names {
+            venue: venue.to_owned(),
             stream: format!("RIALTO_{venue}"),
             subject: format!("rialto.{venue}.log"),
             bucket: format!("rialto_{venue}_lease"),
+            venue_bucket: format!("rialto_{venue}_venue"),
         }
     }
 }
@@ -278,6 +286,17 @@ async fn ensure_stream_and_bucket(
         .await
         .with_context(|| format!("cannot create the lease bucket {}", names.bucket))?;
     }
+    if js.get_key_value(&names.venue_bucket).await.is_err() {
+        js.create_key_value(kv::Config {
+            bucket: names.venue_bucket.clone(),
+            history: 1,
+            num_replicas: settings.replicas,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .with_context(|| format!("cannot create the venue bucket {}", names.venue_bucket))?;
+    }
     Ok(())
 }
 
@@ -461,6 +480,117 @@ pub fn parse_checkpoint(text: &str) -> Option<(u64, [u8; 32])> {
         *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
     }
     Some((seq, hash))
+}
+
+// ----- what every node shares ---------------------------------------------------------------
+
+/// The venue key's entry in the venue bucket (64 hex digits).
+const VENUE_KEY_ENTRY: &str = "venue_key";
+/// The shared settings' entry (`ServerConfig::shared_settings`).
+const SETTINGS_ENTRY: &str = "settings";
+
+/// Makes this node one of the venue's: the venue bucket's settings must be this node's
+/// `settings` (the first node stores its own), and its venue key becomes this node's
+/// `data_dir/venue.key` (the first node stores its own, or a new one). A node whose settings
+/// or venue key differ from the venue's refuses to join: it would decide differently, or
+/// refuse every user's secret.
+pub fn join_venue(connection: &Connection, data_dir: &Path, settings: &str) -> anyhow::Result<()> {
+    let names = &connection.names;
+    let bucket = connection
+        .runtime
+        .block_on(connection.js.get_key_value(&names.venue_bucket))
+        .with_context(|| format!("cannot open the venue bucket {}", names.venue_bucket))?;
+    let venue_settings = first_or_stored(connection, &bucket, SETTINGS_ENTRY, settings)?;
+    if venue_settings != settings {
+        let ours: Vec<&str> = settings.lines().collect();
+        let differ: Vec<String> = venue_settings
+            .lines()
+            .filter(|l| !ours.contains(l))
+            .map(|l| format!("the venue has `{l}`"))
+            .chain(
+                ours.iter()
+                    .filter(|l| !venue_settings.lines().any(|v| v == **l))
+                    .map(|l| format!("this node has `{l}`")),
+            )
+            .collect();
+        anyhow::bail!(
+            "this node's settings are not those of venue {} (every node of a venue must share \
+             them): {}; this node refuses to join",
+            connection.names.stream,
+            differ.join(", ")
+        );
+    }
+    let local = crate::auth::read_key(data_dir)?;
+    let stored = connection
+        .runtime
+        .block_on(bucket.get(VENUE_KEY_ENTRY))
+        .context("reading the venue key from the cluster")?;
+    let proposed = match (&stored, local) {
+        (Some(_), _) => None,
+        (None, Some(key)) => Some(key),
+        // A venue that has commands already has a key somewhere: a new one would make every
+        // user's secret wrong.
+        (None, None) if connection.last_stream_seq()? > 0 => anyhow::bail!(
+            "venue {} has commands but no venue key in the cluster (it was started before the \
+             key was kept there): start a node whose data directory holds the venue's \
+             venue.key first, and it will store it",
+            connection.names.venue
+        ),
+        (None, None) => Some(crate::auth::random_key()?),
+    };
+    let text = match proposed {
+        Some(key) => first_or_stored(
+            connection,
+            &bucket,
+            VENUE_KEY_ENTRY,
+            &crate::auth::hex(&key),
+        )?,
+        None => String::from_utf8_lossy(&stored.unwrap_or_default()).into_owned(),
+    };
+    let venue_key = crate::auth::parse_hex_key(text.trim()).ok_or_else(|| {
+        anyhow::anyhow!(
+            "the venue key in bucket {} is not 64 hex digits",
+            names.venue_bucket
+        )
+    })?;
+    match local {
+        Some(key) if key == venue_key => {}
+        Some(_) => anyhow::bail!(
+            "{} holds another venue key than venue {}'s: this node refuses to join (users' \
+             secrets would differ between nodes); give it an empty data directory, or the \
+             venue's own venue.key",
+            data_dir.join("venue.key").display(),
+            connection.names.venue
+        ),
+        None => {
+            crate::auth::write_key(data_dir, &venue_key)?;
+            tracing::info!("adopted the venue's key from the cluster");
+        }
+    }
+    Ok(())
+}
+
+/// The entry's value: `ours` if this node stores it first, else the one stored.
+fn first_or_stored(
+    connection: &Connection,
+    bucket: &kv::Store,
+    entry: &str,
+    ours: &str,
+) -> anyhow::Result<String> {
+    connection.runtime.block_on(async {
+        if let Some(value) = bucket.get(entry).await? {
+            return anyhow::Ok(String::from_utf8_lossy(&value).into_owned());
+        }
+        match bucket.create(entry, Bytes::from(ours.to_owned())).await {
+            Ok(_) => Ok(ours.to_owned()),
+            // Another node stored it a moment before.
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                let value = bucket.get(entry).await?.unwrap_or_default();
+                Ok(String::from_utf8_lossy(&value).into_owned())
+            }
+            Err(e) => Err(anyhow::anyhow!("storing {entry} in the venue bucket: {e}")),
+        }
+    })
 }
 
 // ----- the lease -----------------------------------------------------------------------------
@@ -712,12 +842,12 @@ pub struct Leading {
 /// end, and returns a writer that appends after it. Errors with [`StoppedAsStandby`] if `stop`
 /// turns true first.
 pub fn start_node(
+    connection: Arc<Connection>,
     settings: &LogSettings,
     data_dir: &Path,
     engine_config: EngineConfig,
     stop: &AtomicBool,
 ) -> anyhow::Result<Leading> {
-    let connection = Arc::new(Connection::open(settings, Duration::from_secs(30))?);
     let bucket = connection.lease_bucket()?;
     let engine = match rialto_journal::load_newest_snapshot(data_dir, engine_config)? {
         Some((engine, seq)) => {

@@ -13,11 +13,54 @@ use rialto_core::{CancelReason, Name, Reason, Side, SymbolId, SymbolSpec};
 use rialto_server::config::ThreadLayout;
 use rialto_server::pipeline::Prefetch;
 use rialto_wire::{
-    ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg, decode_server,
-    encode_client,
+    ClientMsg, ErrorCode, Liquidity, NewOrder, OrderState, RequestKind, Secret, ServerMsg,
+    decode_server, encode_client,
 };
 
 const BTC: SymbolId = SymbolId(0);
+
+/// The state and remaining quantity OrderStatus gives for `order`, and the seq it is as of.
+fn order_status(c: &mut Client, order: i64) -> (OrderState, i64, u64) {
+    match c
+        .request(&ClientMsg::OrderStatus { request: 8, order })
+        .unwrap()
+    {
+        ServerMsg::OrderStatus {
+            request: 8,
+            seq,
+            order: answered,
+            state,
+            remaining,
+        } if answered == order => (state, remaining, seq),
+        other => panic!("order status of {order}: {other}"),
+    }
+}
+
+#[test]
+fn order_status_tells_a_user_whether_its_order_is_open_ended_or_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut t = trader(&server, 1);
+    assert_eq!(order_status(&mut t, 7).0, OrderState::Unknown);
+    t.place(NewOrder::limit(7, SymbolId(0), Side::Buy, 400_000, 3))
+        .unwrap();
+    let placed = match t.recv().unwrap() {
+        ServerMsg::Accepted { seq, .. } => seq,
+        other => panic!("{other}"),
+    };
+    assert_eq!(order_status(&mut t, 7), (OrderState::Open, 3, placed));
+    // Another user's order of the same id is not this user's.
+    let mut other = trader(&server, 2);
+    assert_eq!(order_status(&mut other, 7).0, OrderState::Unknown);
+    // Cancelled, the id stays taken within the demo venue's order-id window: ended.
+    t.cancel(7).unwrap();
+    assert!(matches!(
+        t.recv().unwrap(),
+        ServerMsg::Accepted { order: 7, .. }
+    ));
+    let (state, remaining, _) = order_status(&mut t, 7);
+    assert_eq!((state, remaining), (OrderState::Ended, 0));
+}
 
 fn report(c: &mut Client) -> rialto_core::UserReport {
     match c.request(&ClientMsg::MyReport { request: 5 }).unwrap() {
@@ -830,13 +873,17 @@ fn the_protocol_docs_hold_on_the_wire() {
     ));
     assert_eq!(read_frame(&mut s), None);
 
-    // The admin port: order frames, MyReport and MyReportExt are refused and the session goes on;
-    // ListSymbols and Book work.
+    // The admin port: order frames, MyReport, MyReportExt and OrderStatus are refused and the
+    // session goes on; ListSymbols and Book work.
     let mut a = admin(&server);
     for frame in [
         ClientMsg::Cancel { order: 1 },
         ClientMsg::MyReport { request: 3 },
         ClientMsg::MyReportExt { request: 3 },
+        ClientMsg::OrderStatus {
+            request: 3,
+            order: 1,
+        },
     ] {
         a.send(&frame).unwrap();
         match a.recv() {

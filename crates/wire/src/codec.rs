@@ -6,7 +6,9 @@ use rialto_core::{
 };
 
 use crate::error::WireError;
-use crate::msg::{ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg};
+use crate::msg::{
+    ClientMsg, ErrorCode, Liquidity, NewOrder, OrderState, RequestKind, Secret, ServerMsg,
+};
 use crate::{MAX_CLIENT_FRAME, MAX_SERVER_FRAME, PROTOCOL_VERSION};
 
 /// Frame type codes. Client → server below 0x80, server → client from 0x80.
@@ -25,6 +27,7 @@ mod ty {
     pub const MY_REPORT: u8 = 0x21;
     pub const BOOK: u8 = 0x22;
     pub const MY_REPORT_EXT: u8 = 0x23;
+    pub const ORDER_STATUS: u8 = 0x24;
     pub const ADD_SYMBOL: u8 = 0x40;
     pub const ADD_USER: u8 = 0x41;
     pub const ADJUST_BALANCE: u8 = 0x42;
@@ -62,6 +65,7 @@ mod ty {
     pub const S_USER_LIST: u8 = 0x97;
     pub const S_VENUE_SETTINGS: u8 = 0x98;
     pub const S_REPORT_EXT: u8 = 0x99;
+    pub const S_ORDER_STATUS: u8 = 0x9a;
 }
 
 /// Code written for an enum field of a new order that is `None`.
@@ -169,6 +173,10 @@ pub fn encode_client(msg: &ClientMsg, out: &mut Vec<u8>) {
         ClientMsg::SetOrderIdWindow { request, window_ns } => {
             put_u64(out, *request);
             put_i64(out, *window_ns);
+        }
+        ClientMsg::OrderStatus { request, order } => {
+            put_u64(out, *request);
+            put_i64(out, *order);
         }
         ClientMsg::SetPhase {
             request,
@@ -463,6 +471,19 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
                 }
             }
         }
+        ServerMsg::OrderStatus {
+            request,
+            seq,
+            order,
+            state,
+            remaining,
+        } => {
+            put_u64(out, *request);
+            put_u64(out, *seq);
+            put_i64(out, *order);
+            put_u8(out, state.code());
+            put_i64(out, *remaining);
+        }
         ServerMsg::AdminResult {
             request,
             seq,
@@ -520,6 +541,7 @@ fn client_type(msg: &ClientMsg) -> u8 {
         ClientMsg::ListUsers { .. } => ty::LIST_USERS,
         ClientMsg::MyReport { .. } => ty::MY_REPORT,
         ClientMsg::MyReportExt { .. } => ty::MY_REPORT_EXT,
+        ClientMsg::OrderStatus { .. } => ty::ORDER_STATUS,
         ClientMsg::Book { .. } => ty::BOOK,
         ClientMsg::AddSymbol { .. } => ty::ADD_SYMBOL,
         ClientMsg::AddUser { .. } => ty::ADD_USER,
@@ -549,6 +571,7 @@ fn server_type(msg: &ServerMsg) -> u8 {
         ServerMsg::UserList { .. } => ty::S_USER_LIST,
         ServerMsg::Report { .. } => ty::S_REPORT,
         ServerMsg::ReportExt { .. } => ty::S_REPORT_EXT,
+        ServerMsg::OrderStatus { .. } => ty::S_ORDER_STATUS,
         ServerMsg::VenueReport { .. } => ty::S_VENUE_REPORT,
         ServerMsg::Book { .. } => ty::S_BOOK,
         ServerMsg::AdminResult { .. } => ty::S_ADMIN_RESULT,
@@ -862,6 +885,10 @@ fn client_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ClientMsg, BodyErro
         ty::MY_REPORT_EXT => ClientMsg::MyReportExt {
             request: r.u64("request")?,
         },
+        ty::ORDER_STATUS => ClientMsg::OrderStatus {
+            request: r.u64("request")?,
+            order: r.i64("order")?,
+        },
         ty::BOOK => ClientMsg::Book {
             request: r.u64("request")?,
             symbol: SymbolId(r.u32("symbol")?),
@@ -1140,6 +1167,13 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
             symbol: SymbolId(r.u32("symbol")?),
             bids: r.levels("bid count")?,
             asks: r.levels("ask count")?,
+        },
+        ty::S_ORDER_STATUS => ServerMsg::OrderStatus {
+            request: r.u64("request")?,
+            seq: r.u64("seq")?,
+            order: r.i64("order")?,
+            state: OrderState::from_code(r.u8("state")?).ok_or("state")?,
+            remaining: r.i64("remaining")?,
         },
         ty::S_ADMIN_RESULT => ServerMsg::AdminResult {
             request: r.u64("request")?,

@@ -203,6 +203,17 @@ impl fmt::Display for ServerMsg {
                 }
                 Ok(())
             }
+            ServerMsg::OrderStatus {
+                request,
+                seq,
+                order,
+                state,
+                remaining,
+            } => write!(
+                f,
+                "order_status request={request} seq={seq} order={order} state={state} \
+                 remaining={remaining}"
+            ),
             ServerMsg::VenueReport { request, totals } => {
                 write!(
                     f,

@@ -33,7 +33,9 @@ pub use codec::{
     decode_client, decode_server, encode_client, encode_server,
 };
 pub use error::WireError;
-pub use msg::{ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg};
+pub use msg::{
+    ClientMsg, ErrorCode, Liquidity, NewOrder, OrderState, RequestKind, Secret, ServerMsg,
+};
 
 /// The version byte of every frame this crate writes and the only one it reads.
 pub const PROTOCOL_VERSION: u8 = 1;

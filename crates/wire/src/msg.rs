@@ -65,6 +65,12 @@ pub enum ClientMsg {
     MyReportExt {
         request: u64,
     },
+    /// What became of one of the sender's orders, by its order id: answered by
+    /// [`ServerMsg::OrderStatus`] (after a fail-over: was an order in flight placed?).
+    OrderStatus {
+        request: u64,
+        order: OrderId,
+    },
     Book {
         request: u64,
         symbol: SymbolId,
@@ -149,6 +155,7 @@ impl ClientMsg {
             | ClientMsg::ListUsers { request }
             | ClientMsg::MyReport { request }
             | ClientMsg::MyReportExt { request }
+            | ClientMsg::OrderStatus { request, .. }
             | ClientMsg::Book { request, .. }
             | ClientMsg::AddSymbol { request, .. }
             | ClientMsg::AddUser { request, .. }
@@ -384,6 +391,15 @@ pub enum ServerMsg {
         seq: u64,
         report: UserReport,
     },
+    /// The state of one of the user's orders as of `seq` (the venue's last sequence number):
+    /// `remaining` is its open quantity while it is `open`, else 0.
+    OrderStatus {
+        request: u64,
+        seq: u64,
+        order: OrderId,
+        state: OrderState,
+        remaining: i64,
+    },
     /// At most [`crate::MAX_VENUE_CURRENCIES`] currencies.
     VenueReport {
         request: u64,
@@ -432,6 +448,7 @@ impl ServerMsg {
             | ServerMsg::UserList { request, .. }
             | ServerMsg::Report { request, .. }
             | ServerMsg::ReportExt { request, .. }
+            | ServerMsg::OrderStatus { request, .. }
             | ServerMsg::VenueReport { request, .. }
             | ServerMsg::Book { request, .. }
             | ServerMsg::AdminResult { request, .. }
@@ -497,6 +514,19 @@ code_enum!(
         Reduce = 3 => "reduce",
         MassCancel = 4 => "mass_cancel",
         Amend = 5 => "amend",
+    }
+);
+
+code_enum!(
+    /// What an order-status query found. `Unknown`: the venue has no order of the user's with
+    /// that id open, and none that ended within its order-id window (never placed, rejected,
+    /// or ended longer ago than the window). `Open`: resting on the book or a pending stop.
+    /// `Ended`: placed, then filled, cancelled or expired, and its id is still taken (the
+    /// order-id window remembers it).
+    OrderState: u8 {
+        Unknown = 0 => "unknown",
+        Open = 1 => "open",
+        Ended = 2 => "ended",
     }
 );
 

@@ -7,8 +7,8 @@ use rialto_core::{
     Priority, Reason, Side, Stp, SymbolId, SymbolSpec, SymbolStatus, Tif, UserReport,
 };
 use rialto_wire::{
-    ClientMsg, ErrorCode, Liquidity, NewOrder, RequestKind, Secret, ServerMsg, decode_client,
-    decode_server, encode_client, encode_server,
+    ClientMsg, ErrorCode, Liquidity, NewOrder, OrderState, RequestKind, Secret, ServerMsg,
+    decode_client, decode_server, encode_client, encode_server,
 };
 
 fn name() -> impl Strategy<Value = Name> {
@@ -103,6 +103,7 @@ fn client_msg() -> BoxedStrategy<ClientMsg> {
         any::<u64>().prop_map(|request| ClientMsg::ListSymbols { request }),
         any::<u64>().prop_map(|request| ClientMsg::MyReport { request }),
         any::<u64>().prop_map(|request| ClientMsg::MyReportExt { request }),
+        any::<(u64, i64)>().prop_map(|(request, order)| ClientMsg::OrderStatus { request, order }),
         (any::<u64>(), symbol(), any::<u32>()).prop_map(|(request, symbol, depth)| {
             ClientMsg::Book {
                 request,
@@ -404,6 +405,15 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
                 report,
             }
         }),
+        (any::<(u64, u64, i64, i64)>(), pick(OrderState::ALL)).prop_map(
+            |((request, seq, order, remaining), state)| ServerMsg::OrderStatus {
+                request,
+                seq,
+                order,
+                state,
+                remaining,
+            }
+        ),
         (any::<u64>(), prop::collection::vec(totals, 0..4))
             .prop_map(|(request, totals)| ServerMsg::VenueReport { request, totals }),
         (any::<u64>(), prop::collection::vec(any::<i64>(), 0..6))

@@ -1,0 +1,230 @@
+//! `rialto bench log --backend jetstream --nats URLS`: what the replicated command log costs
+//! (docs/replication.md, docs/benchmarks.md). It commits batches of stamped orders through the
+//! leader's own appender (one message per batch, fenced by `Nats-Expected-Last-Sequence`,
+//! one append in flight, as the sequencer does), and beside it, in the same run, measures the
+//! floor: a bare async-nats client publishing the same bytes to a stream of the same kind and
+//! waiting for each acknowledgement, one at a time and pipelined. Its streams and buckets are
+//! its own (venue `bench_<pid>`), deleted at the end.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use hdrhistogram::Histogram;
+use rialto_core::{Command, PlaceOrder, Side, SymbolId};
+use rialto_server::config::{LogBackend, LogSettings};
+use rialto_server::replication::{CommandLog, Connection, JetStreamLog, MAX_BATCH_COMMANDS};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// A NATS JetStream stream, as `rialto serve --log jetstream`
+    Jetstream,
+}
+
+#[derive(Args, Debug)]
+pub struct LogBenchArgs {
+    /// The log to measure
+    #[arg(long, value_enum, default_value = "jetstream")]
+    pub backend: Backend,
+    /// NATS server URLs, comma-separated (any nodes of the cluster)
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub nats: Vec<String>,
+    /// Commands to commit through the log
+    #[arg(long, default_value_t = 1_000_000)]
+    pub commands: u64,
+    /// Commands per batch (one message), at most 6578 (a message stays under 1 MB)
+    #[arg(long, default_value_t = 4096)]
+    pub batch: usize,
+    /// Messages each floor run publishes
+    #[arg(long, default_value_t = 1_000)]
+    pub messages: u64,
+    /// The pipelined floor's acknowledgements awaited at most at once
+    #[arg(long, default_value_t = 64)]
+    pub window: usize,
+    /// Copies JetStream keeps of each stream (3 on a three-node cluster)
+    #[arg(long, default_value_t = 3)]
+    pub replicas: usize,
+}
+
+/// Latencies in µs, from 1 µs to 100 s.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000, 3).expect("valid bounds")
+}
+
+fn micros(d: Duration) -> u64 {
+    (d.as_micros() as u64).max(1)
+}
+
+fn line(h: &Histogram<u64>) -> String {
+    format!(
+        "p50 {} µs, p99 {} µs, max {} µs",
+        h.value_at_quantile(0.5),
+        h.value_at_quantile(0.99),
+        h.max()
+    )
+}
+
+pub fn run(args: &LogBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (1..=MAX_BATCH_COMMANDS).contains(&args.batch),
+        "--batch must be 1 to {MAX_BATCH_COMMANDS}"
+    );
+    anyhow::ensure!(args.commands >= 1, "--commands must be at least 1");
+    anyhow::ensure!(args.messages >= 1, "--messages must be at least 1");
+    anyhow::ensure!(
+        (1..=65_536).contains(&args.window),
+        "--window must be 1 to 65536"
+    );
+    let settings = LogSettings {
+        backend: LogBackend::Jetstream,
+        nats: args.nats.clone(),
+        venue: format!("bench_{}", std::process::id()),
+        replicas: args.replicas,
+        ..LogSettings::default()
+    };
+    let connection = Arc::new(Connection::open(&settings, Duration::from_secs(30))?);
+    let floor_stream = format!("{}_floor", connection.names.stream);
+    let floor_subject = format!("rialto.{}.floor", settings.venue);
+    let outcome = measure(args, &connection, &floor_stream, &floor_subject);
+    // Whatever happened, the bench's streams go.
+    connection.runtime.block_on(async {
+        let names = &connection.names;
+        for stream in [&names.stream, &floor_stream] {
+            let _ = connection.js.delete_stream(stream).await;
+        }
+        for bucket in [&names.bucket, &names.venue_bucket] {
+            let _ = connection.js.delete_key_value(bucket).await;
+        }
+    });
+    outcome
+}
+
+fn measure(
+    args: &LogBenchArgs,
+    connection: &Arc<Connection>,
+    floor_stream: &str,
+    floor_subject: &str,
+) -> anyhow::Result<()> {
+    println!(
+        "log bench: venue {}, jetstream at {}, {} replicas; {} commands in batches of {}",
+        connection.names.venue,
+        args.nats.join(","),
+        args.replicas,
+        args.commands,
+        args.batch
+    );
+    // Rialto's appender: stamped orders, one batch per message, one append in flight.
+    let mut log = CommandLog::JetStream(JetStreamLog::new(connection.clone(), 0));
+    let mut batch_us = histogram();
+    let mut payload = Vec::new();
+    let mut seq = 0u64;
+    let started = Instant::now();
+    while seq < args.commands {
+        let count = (args.commands - seq).min(args.batch as u64);
+        for _ in 0..count {
+            seq += 1;
+            let side = if seq.is_multiple_of(2) {
+                Side::Buy
+            } else {
+                Side::Sell
+            };
+            let place = PlaceOrder::limit(
+                (seq % 1_000) as i64 + 1,
+                seq as i64,
+                SymbolId(0),
+                side,
+                5_000 + (seq % 50) as i64,
+                1 + (seq % 7) as i64,
+            );
+            log.append(seq, seq as i64, &Command::Place(place));
+        }
+        if payload.is_empty() {
+            payload = log.uncommitted().to_vec();
+        }
+        let sent = Instant::now();
+        log.commit().context("appending a batch")?;
+        batch_us.record(micros(sent.elapsed()))?;
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "rialto log:       {:>12.0} commands/s committed ({} batches of up to {} commands, the \
+         first {} bytes); one batch: {}",
+        args.commands as f64 / elapsed.as_secs_f64(),
+        batch_us.len(),
+        args.batch,
+        payload.len(),
+        line(&batch_us)
+    );
+    floor(args, connection, floor_stream, floor_subject, &payload)
+}
+
+/// A bare client publishing the first batch's bytes to a stream of the same kind.
+fn floor(
+    args: &LogBenchArgs,
+    connection: &Connection,
+    stream: &str,
+    subject: &str,
+    payload: &[u8],
+) -> anyhow::Result<()> {
+    use async_nats::jetstream::stream;
+    let commands_per_message = args.batch.min(args.commands as usize) as f64;
+    let payload = Bytes::copy_from_slice(payload);
+    let js = &connection.js;
+    connection.runtime.block_on(async {
+        js.get_or_create_stream(stream::Config {
+            name: stream.to_owned(),
+            subjects: vec![subject.to_owned()],
+            num_replicas: args.replicas,
+            storage: stream::StorageType::File,
+            max_message_size: rialto_server::replication::MAX_BATCH_BYTES as i32 + 4096,
+            ..Default::default()
+        })
+        .await
+        .context("creating the floor's stream")?;
+
+        // One at a time.
+        let mut one_us = histogram();
+        let started = Instant::now();
+        for _ in 0..args.messages {
+            let sent = Instant::now();
+            js.publish(subject.to_owned(), payload.clone())
+                .await?
+                .await?;
+            one_us.record(micros(sent.elapsed()))?;
+        }
+        let one_rate = args.messages as f64 / started.elapsed().as_secs_f64();
+        println!(
+            "floor, one by one: {:>12.0} commands/s ({one_rate:.0} messages/s of {} bytes); \
+             publish to ack: {}",
+            one_rate * commands_per_message,
+            payload.len(),
+            line(&one_us)
+        );
+
+        // Pipelined: up to `window` acknowledgements awaited at once.
+        let mut pending = VecDeque::with_capacity(args.window);
+        let started = Instant::now();
+        for _ in 0..args.messages {
+            if pending.len() == args.window
+                && let Some(ack) = pending.pop_front()
+            {
+                let ack: async_nats::jetstream::context::PublishAckFuture = ack;
+                ack.await?;
+            }
+            pending.push_back(js.publish(subject.to_owned(), payload.clone()).await?);
+        }
+        for ack in pending {
+            ack.await?;
+        }
+        let piped_rate = args.messages as f64 / started.elapsed().as_secs_f64();
+        println!(
+            "floor, pipelined:  {:>12.0} commands/s ({piped_rate:.0} messages/s, {} in flight)",
+            piped_rate * commands_per_message,
+            args.window
+        );
+        anyhow::Ok(())
+    })
+}

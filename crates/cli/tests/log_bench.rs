@@ -1,0 +1,97 @@
+//! `rialto bench log --backend jetstream` against a three-node NATS cluster of its own: it
+//! commits every command it was asked to, prints the floor beside it, and leaves no stream
+//! behind. (A smoke test: the figures themselves are not checked.)
+
+mod common;
+
+#[path = "../../server/tests/common/nats.rs"]
+mod nats;
+
+use std::time::Duration;
+
+use common::rialto;
+use nats::NatsCluster;
+use rialto_server::config::{LogBackend, LogSettings};
+use rialto_server::replication::Connection;
+
+#[test]
+fn bench_log_commits_through_jetstream_prints_the_floor_and_cleans_up() {
+    let cluster = NatsCluster::start();
+    let nats = cluster.urls_arg();
+    let run = rialto(
+        &[
+            "bench",
+            "log",
+            "--backend",
+            "jetstream",
+            "--nats",
+            &nats,
+            "--commands",
+            "2500",
+            "--batch",
+            "1000",
+            "--messages",
+            "20",
+            "--window",
+            "4",
+        ],
+        "",
+    );
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    let committed = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("rialto log:"))
+        .unwrap_or_else(|| panic!("no rialto log line: {}", run.stdout));
+    // 2,500 commands in batches of at most 1,000: three messages.
+    assert!(
+        committed.contains("(3 batches of up to 1000 commands"),
+        "{committed}"
+    );
+    for floor in ["floor, one by one:", "floor, pipelined:"] {
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with(floor)),
+            "no `{floor}` line: {}",
+            run.stdout
+        );
+    }
+    // Its streams and buckets are gone.
+    let settings = LogSettings {
+        backend: LogBackend::Jetstream,
+        nats: cluster.urls.clone(),
+        venue: "probe".into(),
+        ..LogSettings::default()
+    };
+    let probe = Connection::open(&settings, Duration::from_secs(30)).unwrap();
+    let venue = run
+        .stdout
+        .split("venue ")
+        .nth(1)
+        .and_then(|rest| rest.split([' ', ',']).next())
+        .unwrap_or_else(|| panic!("no venue named: {}", run.stdout));
+    probe.runtime.block_on(async {
+        for stream in [format!("RIALTO_{venue}"), format!("RIALTO_{venue}_floor")] {
+            assert!(
+                probe.js.get_stream(&stream).await.is_err(),
+                "{stream} left behind"
+            );
+        }
+        for bucket in [
+            format!("rialto_{venue}_lease"),
+            format!("rialto_{venue}_venue"),
+        ] {
+            assert!(
+                probe.js.get_key_value(&bucket).await.is_err(),
+                "{bucket} left behind"
+            );
+        }
+    });
+
+    let refused = rialto(&["bench", "log", "--nats", &nats, "--batch", "0"], "");
+    assert_eq!(refused.code, Some(1));
+    assert!(
+        refused.stderr.contains("--batch must be 1 to"),
+        "{}",
+        refused.stderr
+    );
+}

@@ -1,0 +1,173 @@
+//! `FailoverClient` against scripted nodes on 127.0.0.1: the first address has no listener, the
+//! second leads until it closes the connection with orders in flight, the third takes over and
+//! answers the client's status queries. Every socket has a read timeout, so a bug fails the
+//! test instead of hanging it.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use rialto_client::failover::{Delivery, FailoverClient};
+use rialto_core::{Side, SymbolId};
+use rialto_wire::{
+    ClientMsg, NewOrder, OrderState, RequestKind, ServerMsg, decode_client, encode_server,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+struct Node {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Node {
+    /// Accepts one connection and its login.
+    fn accept(listener: &TcpListener) -> Node {
+        let (stream, _) = listener.accept().unwrap();
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let mut node = Node {
+            stream,
+            buf: Vec::new(),
+        };
+        match node.recv() {
+            ClientMsg::Login { user: 1, .. } => {}
+            other => panic!("expected user 1's login, got {other:?}"),
+        }
+        node.send(&ServerMsg::LoginAccepted {
+            user: 1,
+            last_seq: 10,
+        });
+        node
+    }
+
+    fn recv(&mut self) -> ClientMsg {
+        loop {
+            if let Some((msg, used)) = decode_client(&self.buf).expect("client sent a bad frame") {
+                self.buf.drain(..used);
+                return msg;
+            }
+            let mut chunk = [0u8; 1024];
+            let n = self.stream.read(&mut chunk).expect("node read");
+            assert!(n > 0, "client closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    fn send(&mut self, msg: &ServerMsg) {
+        let mut out = Vec::new();
+        encode_server(msg, &mut out);
+        self.stream.write_all(&out).unwrap();
+    }
+
+    fn new_order(&mut self) -> NewOrder {
+        match self.recv() {
+            ClientMsg::NewOrder(order) => order,
+            other => panic!("expected an order, got {other:?}"),
+        }
+    }
+}
+
+fn accepted(order: i64, seq: u64) -> ServerMsg {
+    ServerMsg::Accepted {
+        seq,
+        ts_ns: 1,
+        order,
+        kind: RequestKind::Place,
+    }
+}
+
+#[test]
+fn the_client_moves_to_the_next_node_settles_what_was_in_flight_and_resends_the_unknown() {
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    let old = TcpListener::bind("127.0.0.1:0").unwrap();
+    let new = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addrs = [
+        dead_addr,
+        old.local_addr().unwrap().to_string(),
+        new.local_addr().unwrap().to_string(),
+    ];
+
+    // The old leader acknowledges order 1, reads orders 2 and 3 and dies.
+    let old_leader = std::thread::spawn(move || {
+        let mut node = Node::accept(&old);
+        assert_eq!(node.new_order().order, 1);
+        node.send(&accepted(1, 11));
+        assert_eq!(node.new_order().order, 2);
+        assert_eq!(node.new_order().order, 3);
+    });
+    // The new leader has order 2 (the old one's log reached it) but not 3.
+    let new_leader = std::thread::spawn(move || {
+        let mut node = Node::accept(&new);
+        for _ in 0..2 {
+            match node.recv() {
+                ClientMsg::OrderStatus { request, order } => {
+                    let state = match order {
+                        2 => OrderState::Open,
+                        3 => OrderState::Unknown,
+                        other => panic!("a status query of order {other}"),
+                    };
+                    let remaining = if state == OrderState::Open { 5 } else { 0 };
+                    node.send(&ServerMsg::OrderStatus {
+                        request,
+                        seq: 12,
+                        order,
+                        state,
+                        remaining,
+                    });
+                }
+                other => panic!("expected a status query, got {other:?}"),
+            }
+        }
+        let resent = node.new_order();
+        assert_eq!((resent.order, resent.qty), (3, 7), "order 3 as first sent");
+        node.send(&accepted(3, 13));
+        // Then the client's own status query.
+        match node.recv() {
+            ClientMsg::OrderStatus { request, order: 9 } => node.send(&ServerMsg::OrderStatus {
+                request,
+                seq: 13,
+                order: 9,
+                state: OrderState::Unknown,
+                remaining: 0,
+            }),
+            other => panic!("expected a status query of order 9, got {other:?}"),
+        }
+    });
+
+    let mut client =
+        FailoverClient::connect_with(&addrs, 1, b"secret", TIMEOUT, Duration::from_secs(10))
+            .unwrap();
+    assert_eq!(
+        client.addr(),
+        addrs[1],
+        "the address without a listener is passed over"
+    );
+    for (id, qty) in [(1, 5), (2, 5), (3, 7)] {
+        client
+            .place(NewOrder::limit(id, SymbolId(0), Side::Buy, 100, qty))
+            .unwrap();
+    }
+    assert!(
+        client
+            .place(NewOrder::limit(3, SymbolId(0), Side::Buy, 100, 1))
+            .is_err()
+    );
+    assert_eq!(client.recv().unwrap(), Delivery::Msg(accepted(1, 11)));
+    assert_eq!(client.in_flight().collect::<Vec<_>>(), [2, 3]);
+    old_leader.join().unwrap();
+    assert_eq!(
+        client.recv().unwrap(),
+        Delivery::Reconnected {
+            addr: addrs[2].clone(),
+            placed: vec![(2, OrderState::Open)],
+            resent: vec![3],
+        }
+    );
+    assert_eq!(client.in_flight().collect::<Vec<_>>(), [3]);
+    assert_eq!(client.recv().unwrap(), Delivery::Msg(accepted(3, 13)));
+    assert_eq!(client.in_flight().count(), 0);
+    assert_eq!(client.order_status(9).unwrap(), (OrderState::Unknown, 0));
+    new_leader.join().unwrap();
+}
