@@ -19,6 +19,7 @@ def op(summary, resp, params=None, body=None, private=False, tag="public"):
     return o
 i64 = {"type": "integer", "format": "int64"}
 cid = {"type": "string", "pattern": "^[A-Za-z0-9._:/-]{1,36}$", "description": "the client's own id for an order"}
+cid_param = {"name": "cid", "in": "path", "required": True, "schema": cid}
 # A price, quantity, amount or fee: a decimal string, or with units=int the engine's integer.
 dec = {"oneOf": [{"type": "string", "pattern": "^-?[0-9]+(\\.[0-9]+)?$"}, i64], "description": "a decimal string (\"65000.50\"); with units=int an integer (ticks, lots or minor units)"}
 def d(desc): return {**dec, "description": desc + "; a decimal string, or with units=int an integer"}
@@ -51,7 +52,9 @@ paths = {
    "get": op("Open orders", ok(arr(ref("OpenOrder"))), private=True, tag="trading"),
    "delete": op("Mass cancel (one symbol, or all)", ok(ref("OrderAck")), [{"name": "symbol", "in": "query", "required": False, "schema": {"type": "string"}}], private=True, tag="trading")},
  "/api/v1/orders/history": {"get": op("Order events of the key's user, oldest first", ok(arr(ref("OrderEvent"))), page, private=True, tag="trading")},
- "/api/v1/orders/by-client-id/{cid}": {"get": op("One of the key's user's orders by its client order id", ok(ref("OrderStatus")), [{"name": "cid", "in": "path", "required": True, "schema": cid}], private=True, tag="trading")},
+ "/api/v1/orders/by-client-id/{cid}": {"get": op("One of the key's user's orders by its client order id", ok(ref("OrderStatus")), [cid_param], private=True, tag="trading"),
+   "delete": op("Cancel an order by its client order id", ok(ref("OrderAck")), [cid_param], private=True, tag="trading"),
+   "patch": op("Amend an order by its client order id (as PATCH /api/v1/orders/{order})", ok(ref("OrderAck")), [cid_param], ref("Amend"), True, "trading")},
  "/api/v1/orders/{order}": {"get": op("One of the key's user's orders: terms, status, quantities, times and fills", ok(ref("OrderStatus")), [order], private=True, tag="trading"),
    "delete": op("Cancel an order", ok(ref("OrderAck")), [order], private=True, tag="trading"),
    "patch": op("Amend an order: a new price, total quantity (fills included) and/or stop price at once; it keeps its place when the price is unchanged and the remaining does not grow", ok(ref("OrderAck")), [order], ref("Amend"), True, "trading")},

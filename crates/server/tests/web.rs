@@ -2705,6 +2705,64 @@ fn websocket_orders_carry_client_order_ids_and_a_resend_is_answered_with_the_ori
         json!({"id": 3, "op": "order_status", "order": 12345}),
     );
     assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
+    // Amend and cancel by the client's id.
+    let amended = ws_call(
+        &mut ws,
+        json!({"id": 4, "op": "amend", "client_order_id": "ws-1", "qty": "0.003"}),
+    );
+    assert_eq!(amended["result"]["status"], "accepted", "{amended}");
+    let cancelled = ws_call(
+        &mut ws,
+        json!({"id": 5, "op": "cancel", "client_order_id": "ws-1"}),
+    );
+    assert_eq!(cancelled["result"]["status"], "accepted", "{cancelled}");
+    let status = ws_call(
+        &mut ws,
+        json!({"id": 6, "op": "order_status", "client_order_id": "ws-1"}),
+    );
+    assert_eq!(
+        (&status["result"]["status"], &status["result"]["remaining"]),
+        (&json!("cancelled"), &json!("0.000")),
+        "{status}"
+    );
+    let bad = ws_call(
+        &mut ws,
+        json!({"id": 7, "op": "cancel", "client_order_id": "not valid"}),
+    );
+    assert_eq!(bad["error"]["code"], "bad_request", "{bad}");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn rest_amends_and_cancels_an_order_by_its_client_order_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let seller = Trader::new(&http, &server, 1);
+    let order = json!({"symbol": "BTC-USD", "client_order_id": "mine-1", "side": "sell",
+        "price": "70000.00", "qty": "0.004"});
+    let placed = call_decimal(&seller, "POST", "/api/v1/orders", order);
+    assert_eq!(placed.body["status"], "new", "{:?}", placed.body);
+    let path = "/api/v1/orders/by-client-id/mine-1";
+    let amended = call_decimal(&seller, "PATCH", path, json!({"price": "71000.00"}));
+    assert_eq!(amended.status, 200, "{:?}", amended.body);
+    let now = call_decimal(&seller, "GET", path, Value::Null);
+    assert_eq!(
+        (&now.body["price"], &now.body["status"]),
+        (&json!("71000.00"), &json!("new")),
+        "{:?}",
+        now.body
+    );
+    let cancelled = call_decimal(&seller, "DELETE", path, Value::Null);
+    assert_eq!(cancelled.status, 200, "{:?}", cancelled.body);
+    let now = call_decimal(&seller, "GET", path, Value::Null);
+    assert_eq!(now.body["status"], "cancelled", "{:?}", now.body);
+    let open = call_decimal(&seller, "GET", "/api/v1/orders", Value::Null);
+    assert_eq!(open.body, json!([]), "nothing left open");
+    // Another user's client id names another order: theirs is untouched by ours.
+    let buyer = Trader::new(&http, &server, 2);
+    let theirs = call_decimal(&buyer, "DELETE", path, Value::Null);
+    assert_eq!((theirs.status, error_code(&theirs)), (400, "unknown_order"));
     server.shutdown().unwrap();
 }
 

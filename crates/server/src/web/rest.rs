@@ -48,7 +48,12 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/orders/{order}",
             get(one_order).delete(cancel).patch(amend),
         )
-        .route("/orders/by-client-id/{cid}", get(by_client_id))
+        .route(
+            "/orders/by-client-id/{cid}",
+            get(by_client_id)
+                .delete(cancel_by_client_id)
+                .patch(amend_by_client_id),
+        )
         .route("/orders/{order}/move", post(move_order))
         .route("/orders/{order}/reduce", post(reduce))
         .route("/balances", get(balances))
@@ -530,15 +535,42 @@ async fn by_client_id(
     uri: Uri,
     Trader(user, _): Trader,
 ) -> ApiResult {
-    if !super::order_status::valid_client_order_id(&cid) {
+    let order = client_order(user, &cid)?;
+    let mut answer = known_order(orders::outcome(&state, user, order).await?)?;
+    answer["client_order_id"] = json!(cid);
+    reply(&state, &uri, answer, None)
+}
+
+/// The engine's order id of one of `user`'s client order ids (a malformed one is refused).
+fn client_order(user: UserId, cid: &str) -> Result<i64, ApiError> {
+    if !super::order_status::valid_client_order_id(cid) {
         return Err(ApiError::bad_request(
             "bad_request",
             "a client order id is 1 to 36 ASCII letters, digits and . _ - : /",
         ));
     }
-    let order = super::order_status::order_id_for(user, &cid);
-    let mut answer = known_order(orders::outcome(&state, user, order).await?)?;
-    answer["client_order_id"] = json!(cid);
+    Ok(super::order_status::order_id_for(user, cid))
+}
+
+async fn cancel_by_client_id(
+    State(state): Shared,
+    Path(cid): Path<String>,
+    uri: Uri,
+    Trader(user, _): Trader,
+) -> ApiResult {
+    let answer = orders::cancel(&state, user, client_order(user, &cid)?).await?;
+    reply(&state, &uri, answer, None)
+}
+
+async fn amend_by_client_id(
+    State(state): Shared,
+    Path(cid): Path<String>,
+    uri: Uri,
+    Trader(user, body): Trader,
+) -> ApiResult {
+    let (order, units) = (client_order(user, &cid)?, Units::of(&uri)?);
+    let body: orders::AmendBody = parse_json(&body)?;
+    let answer = orders::amend(&state, user, order, &body, units).await?;
     reply(&state, &uri, answer, None)
 }
 

@@ -394,6 +394,20 @@ fn need_amount(args: &Value, name: &str) -> Result<Amount, ApiError> {
         })
 }
 
+/// The order a request names: by `client_order_id` (mapped as a place maps it) or by `order`.
+fn order_named(args: &Value, user: UserId) -> Result<i64, ApiError> {
+    match field(args, "client_order_id") {
+        Some(Value::String(cid)) if super::order_status::valid_client_order_id(cid) => {
+            Ok(super::order_status::order_id_for(user, cid))
+        }
+        Some(_) => Err(ApiError::bad_request(
+            "bad_request",
+            "a client order id is 1 to 36 ASCII letters, digits and . _ - : /",
+        )),
+        None => need_i64(args, "order"),
+    }
+}
+
 fn need_i64(args: &Value, name: &str) -> Result<i64, ApiError> {
     field(args, name)
         .and_then(Value::as_i64)
@@ -512,24 +526,27 @@ impl Connection {
             }
             "cancel" => {
                 let user = self.trader()?;
-                orders::cancel(&state, user, need_i64(args, "order")?).await
+                orders::cancel(&state, user, order_named(args, user)?).await
             }
             "move" => {
                 let user = self.trader()?;
                 let price = need_amount(args, "price")?;
-                orders::move_order(&state, user, need_i64(args, "order")?, &price, self.units).await
+                let order = order_named(args, user)?;
+                orders::move_order(&state, user, order, &price, self.units).await
             }
             "reduce" => {
                 let user = self.trader()?;
                 let qty = need_amount(args, "qty")?;
-                orders::reduce(&state, user, need_i64(args, "order")?, &qty, self.units).await
+                let order = order_named(args, user)?;
+                orders::reduce(&state, user, order, &qty, self.units).await
             }
             "amend" => {
                 let user = self.trader()?;
-                let order = need_i64(args, "order")?;
+                let order = order_named(args, user)?;
                 let mut fields = without_meta(args);
                 if let Some(map) = fields.as_object_mut() {
                     map.remove("order");
+                    map.remove("client_order_id");
                 }
                 let body: orders::AmendBody = serde_json::from_value(fields).map_err(|e| {
                     ApiError::bad_request("malformed_json", format!("not an amend: {e}"))
@@ -538,18 +555,7 @@ impl Connection {
             }
             "order_status" => {
                 let user = self.trader()?;
-                let order = match field(args, "client_order_id").and_then(Value::as_str) {
-                    Some(cid) if super::order_status::valid_client_order_id(cid) => {
-                        super::order_status::order_id_for(user, cid)
-                    }
-                    Some(_) => {
-                        return Err(ApiError::bad_request(
-                            "bad_request",
-                            "a client order id is 1 to 36 ASCII letters, digits and . _ - : /",
-                        ));
-                    }
-                    None => need_i64(args, "order")?,
-                };
+                let order = order_named(args, user)?;
                 let status = orders::outcome(&state, user, order).await?;
                 match status["status"].as_str() {
                     Some("unknown") => Err(ApiError::not_found(format!(
