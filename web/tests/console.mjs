@@ -123,7 +123,7 @@ function fromUnits(units, unit) {
 }
 
 // Signed REST from here, independently of the console's own signing code.
-let nonce = Date.now();
+let lastTs = 0;
 /** The test checks the engine's integers (docs/api.md "Units": units=int), as the console asks. */
 function intUnits(path) {
   return `${path}${path.includes('?') ? '&' : '?'}units=int`;
@@ -132,26 +132,25 @@ function intUnits(path) {
 async function signedRest(key, secret, method, target, bodyObject, retry = true) {
   const pathAndQuery = intUnits(target);
   const body = bodyObject === undefined ? '' : JSON.stringify(bodyObject);
-  const ts = Date.now();
-  nonce = Math.max(nonce + 1, ts);
+  // A later timestamp each time: the same request twice in one millisecond would be a replay.
+  const ts = Math.max(Date.now(), lastTs + 1);
+  lastTs = ts;
   const sig = createHmac('sha256', secret)
-    .update(`${key}\n${ts}\n${nonce}\n${method}\n${pathAndQuery}\n${body}`)
+    .update(`${key}\n${ts}\n\n${method}\n${pathAndQuery}\n${body}`)
     .digest('hex');
   const response = await fetch(BASE + pathAndQuery, {
     method,
     headers: {
       'Rialto-Key': key,
       'Rialto-Timestamp': String(ts),
-      'Rialto-Nonce': String(nonce),
       'Rialto-Signature': sig,
       ...(body ? { 'Content-Type': 'application/json' } : {}),
     },
     body: body || undefined,
   });
   const text = await response.text();
-  // The browser pages sign with the same keys: a nonce of theirs may have been larger.
-  if (response.status === 401 && text.includes('replayed_nonce') && retry) {
-    nonce += 1000;
+  // The browser pages sign with the same keys: one may have sent this very request this ms.
+  if (response.status === 401 && text.includes('replayed_request') && retry) {
     return signedRest(key, secret, method, target, bodyObject, false);
   }
   if (!response.ok) throw new Error(`${method} ${pathAndQuery}: HTTP ${response.status} ${text}`);
