@@ -67,7 +67,10 @@ fn get_as(server: &RunningServer, user: i64, target: &str) -> (u16, Value) {
     let (key, ts) = (user.to_string(), now_ms().to_string());
     // A receive window of its own: the same GET twice in one millisecond is two requests.
     let window = (10_000 + WINDOWS.fetch_add(1, Ordering::SeqCst) % 50_000).to_string();
-    let sig = sign(&secret, &signed_text(&key, &ts, &window, "GET", target, b""));
+    let sig = sign(
+        &secret,
+        &signed_text(&key, &ts, &window, "GET", target, b""),
+    );
     let headers = [
         ("Rialto-Key", key),
         ("Rialto-Timestamp", ts),

@@ -57,7 +57,11 @@ impl Key {
     }
 
     fn default_of(server: &RunningServer, user: i64) -> Key {
-        Key::new(server, &user.to_string(), &server.credentials.user_secret(user))
+        Key::new(
+            server,
+            &user.to_string(),
+            &server.credentials.user_secret(user),
+        )
     }
 
     fn admin(server: &RunningServer) -> Key {
@@ -112,12 +116,9 @@ impl Key {
         let mut s = match self.source {
             None => TcpStream::connect(self.addr).unwrap(),
             Some(source) => {
-                let socket = socket2::Socket::new(
-                    socket2::Domain::IPV4,
-                    socket2::Type::STREAM,
-                    None,
-                )
-                .unwrap();
+                let socket =
+                    socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                        .unwrap();
                 socket.bind(&SocketAddr::new(source, 0).into()).unwrap();
                 socket.connect(&self.addr.into()).unwrap();
                 socket.into()
@@ -219,7 +220,11 @@ fn a_read_only_key_reads_but_cannot_trade_and_a_revoked_key_is_refused() {
     let server = common::start(dir.path(), |_| {});
     let reader = issue(&server, 1, json!({"label": "watcher"}));
     let trader = issue(&server, 1, json!({"permissions": ["read", "trade"]}));
-    assert!(reader.key.starts_with("rk") && reader.key.len() == 20, "{}", reader.key);
+    assert!(
+        reader.key.starts_with("rk") && reader.key.len() == 20,
+        "{}",
+        reader.key
+    );
 
     // The read-only key reads, and is refused every order path.
     let balances = reader.call("GET", "/api/v1/balances", Value::Null);
@@ -233,7 +238,12 @@ fn a_read_only_key_reads_but_cannot_trade_and_a_revoked_key_is_refused() {
     let refused = reader.call("DELETE", "/api/v1/orders/2", Value::Null);
     assert_eq!((refused.status, refused.code()), (403, "permission_denied"));
     let open = reader.call("GET", "/api/v1/orders", Value::Null);
-    assert_eq!(open.body.as_array().map(Vec::len), Some(1), "{:?}", open.body);
+    assert_eq!(
+        open.body.as_array().map(Vec::len),
+        Some(1),
+        "{:?}",
+        open.body
+    );
 
     // Over the WebSocket too: the login works, order entry does not.
     let mut ws = ws_connect(&server);
@@ -246,10 +256,7 @@ fn a_read_only_key_reads_but_cannot_trade_and_a_revoked_key_is_refused() {
     order["op"] = json!("place");
     let answer = ws_call(&mut ws, order.clone());
     assert_eq!(answer["error"]["code"], "permission_denied", "{answer}");
-    let status = ws_call(
-        &mut ws,
-        json!({"id": 2, "op": "order_status", "order": 2}),
-    );
+    let status = ws_call(&mut ws, json!({"id": 2, "op": "order_status", "order": 2}));
     assert!(status["result"].is_object(), "reading is allowed: {status}");
 
     // Lists never show a secret; the user sees their own keys.
@@ -257,7 +264,10 @@ fn a_read_only_key_reads_but_cannot_trade_and_a_revoked_key_is_refused() {
     assert_eq!(listed.status, 200, "{:?}", listed.body);
     let listed = listed.body.as_array().unwrap().clone();
     assert_eq!(listed.len(), 2);
-    assert!(listed.iter().all(|k| k.get("secret").is_none()), "{listed:?}");
+    assert!(
+        listed.iter().all(|k| k.get("secret").is_none()),
+        "{listed:?}"
+    );
     assert_eq!(listed[0]["permissions"], json!(["read"]));
     assert_eq!(listed[1]["permissions"], json!(["read", "trade"]));
     let own = reader.call("GET", "/api/v1/keys", Value::Null);
@@ -349,7 +359,12 @@ fn old_timestamps_and_replays_are_refused_within_the_window() {
     let replay = key.raw("POST", ORDERS, &headers, &body);
     assert_eq!((replay.status, replay.code()), (401, "replayed_request"));
     let open = key.call("GET", "/api/v1/orders", Value::Null);
-    assert_eq!(open.body.as_array().map(Vec::len), Some(1), "{:?}", open.body);
+    assert_eq!(
+        open.body.as_array().map(Vec::len),
+        Some(1),
+        "{:?}",
+        open.body
+    );
 
     // The WebSocket login: an old ts is refused, a replayed login too.
     let ts = (now_ms() - 6_000).to_string();
@@ -392,7 +407,11 @@ fn a_skewed_clock_locks_out_no_other_key_nor_user() {
         };
         let headers = skewed.headers(ts, None, "GET", target, "");
         let answer = skewed.raw("GET", target, &headers, "");
-        assert_eq!((answer.status, answer.code()), (401, "stale_request"), "{i}");
+        assert_eq!(
+            (answer.status, answer.code()),
+            (401, "stale_request"),
+            "{i}"
+        );
     }
     for other in [
         &sibling,
@@ -459,7 +478,11 @@ fn a_key_over_its_remembered_requests_is_slowed_alone() {
 fn keys_are_stored_without_secrets_bounded_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), |c| c.web.max_api_keys_per_user = 2);
-    let kept = issue(&server, 2, json!({"permissions": ["trade"], "label": "kept"}));
+    let kept = issue(
+        &server,
+        2,
+        json!({"permissions": ["trade"], "label": "kept"}),
+    );
     let gone = issue(&server, 2, json!({}));
     let third = Key::admin(&server).call("POST", "/api/v1/admin/keys", json!({"user": 2}));
     assert_eq!((third.status, third.code()), (409, "too_many_keys"));
@@ -477,8 +500,14 @@ fn keys_are_stored_without_secrets_bounded_and_survive_a_restart() {
 
     let store = std::fs::read_to_string(dir.path().join("api-keys.json")).unwrap();
     assert!(store.contains(&kept.key), "{store}");
-    assert!(!store.contains(&kept.secret), "the store holds a secret: {store}");
-    assert!(!store.contains(&gone.key), "a revoked key stays in the store");
+    assert!(
+        !store.contains(&kept.secret),
+        "the store holds a secret: {store}"
+    );
+    assert!(
+        !store.contains(&gone.key),
+        "a revoked key stays in the store"
+    );
     server.shutdown().unwrap();
 
     let server = common::start(dir.path(), |c| c.web.max_api_keys_per_user = 2);

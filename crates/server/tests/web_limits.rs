@@ -76,7 +76,8 @@ fn ws_login<S: Read + Write>(ws: &mut Ws<S>, server: &RunningServer, user: i64) 
     let secret = server.credentials.user_secret(user);
     let (key, ts, n) = (user.to_string(), now_ms().to_string(), window());
     let sig = sign(&secret, &signed_text(&key, &ts, &n, "WS", "/ws", b""));
-    let login = json!({"id": "login", "op": "login", "key": key, "ts": ts, "recv_window": n, "sig": sig});
+    let login =
+        json!({"id": "login", "op": "login", "key": key, "ts": ts, "recv_window": n, "sig": sig});
     ws.send(tungstenite::Message::text(login.to_string()))
         .unwrap();
     loop {

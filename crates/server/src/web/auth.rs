@@ -426,9 +426,8 @@ impl Guard {
             ));
         }
         let presented = unhex(signed.signature).expect("checked");
-        let remembered: [u8; REMEMBERED_BYTES] = presented[..REMEMBERED_BYTES]
-            .try_into()
-            .expect("32 bytes");
+        let remembered: [u8; REMEMBERED_BYTES] =
+            presented[..REMEMBERED_BYTES].try_into().expect("32 bytes");
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if now - seen.pruned_ms >= PRUNE_EVERY.as_millis() as i64 {
             seen.by_key.retain(|_, k| k.latest_ms >= now);

@@ -112,7 +112,9 @@ impl Cidr {
         let addr = addr.to_canonical();
         match (self.net, addr) {
             (IpAddr::V4(net), IpAddr::V4(addr)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u32::from(net) & mask == u32::from(addr) & mask
             }
             (IpAddr::V6(net), IpAddr::V6(addr)) => {
@@ -274,8 +276,7 @@ impl KeyStore {
                 "at most {MAX_ALLOW_IPS} allow_ips entries"
             )));
         }
-        if new.label.chars().count() > MAX_LABEL_CHARS || new.label.chars().any(char::is_control)
-        {
+        if new.label.chars().count() > MAX_LABEL_CHARS || new.label.chars().any(char::is_control) {
             return Err(KeyError::Invalid(format!(
                 "a label is at most {MAX_LABEL_CHARS} characters, none of them control characters"
             )));
@@ -435,14 +436,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let keys = store(dir.path());
         let made = keys.create(new_key(7), 1).unwrap();
-        let (id, secret) = (made["key"].as_str().unwrap(), made["secret"].as_str().unwrap());
+        let (id, secret) = (
+            made["key"].as_str().unwrap(),
+            made["secret"].as_str().unwrap(),
+        );
         assert!(KeyStore::is_key_id(id), "{id}");
         let text = fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
         assert!(!text.contains(secret), "{text}");
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = fs::metadata(dir.path().join(FILE_NAME)).unwrap().permissions();
+            let mode = fs::metadata(dir.path().join(FILE_NAME))
+                .unwrap()
+                .permissions();
             assert_eq!(mode.mode() & 0o777, 0o600);
         }
         let again = store(dir.path());
@@ -483,7 +489,10 @@ mod tests {
         for ip in ["10.0.0.0/33", "nope", "10.0.0.1/", "::1/129", "10.0.0.1/+8"] {
             let mut k = new_key(1);
             k.allow_ips = vec![ip.into()];
-            assert!(matches!(keys.create(k, 1), Err(KeyError::Invalid(_))), "{ip}");
+            assert!(
+                matches!(keys.create(k, 1), Err(KeyError::Invalid(_))),
+                "{ip}"
+            );
         }
         let mut k = new_key(1);
         k.label = "x\n".into();
@@ -498,7 +507,11 @@ mod tests {
         assert!(net.contains("10.1.2.3".parse().unwrap()));
         assert!(net.contains("::ffff:10.1.2.3".parse().unwrap()));
         assert!(!net.contains("10.2.0.1".parse().unwrap()));
-        assert!(Cidr::parse("0.0.0.0/0").unwrap().contains("1.2.3.4".parse().unwrap()));
+        assert!(
+            Cidr::parse("0.0.0.0/0")
+                .unwrap()
+                .contains("1.2.3.4".parse().unwrap())
+        );
         let one = Cidr::parse("127.0.0.1").unwrap();
         assert!(one.contains("127.0.0.1".parse().unwrap()));
         assert!(!one.contains("127.0.0.2".parse().unwrap()));

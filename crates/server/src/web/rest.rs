@@ -193,9 +193,7 @@ async fn admission(
             });
         let payer = match &verdict {
             Ok(access) => Payer::Key(access.key),
-            Err(refusal) => refusal
-                .signed_by
-                .map_or(Payer::Address(peer), Payer::Key),
+            Err(refusal) => refusal.signed_by.map_or(Payer::Address(peer), Payer::Key),
         };
         (verdict.map_err(|r| r.error), payer, Body::from(body))
     } else {
