@@ -245,14 +245,14 @@ fn throttled(why: Throttled) -> ApiError {
 /// A refused request: why, and the key it was correctly signed with (then it is charged to
 /// that key's rate and is not a failed login: its signer knows the secret).
 pub struct Refusal {
-    pub error: ApiError,
+    pub error: Box<ApiError>,
     pub signed_by: Option<KeyRef>,
 }
 
 impl From<ApiError> for Refusal {
     fn from(error: ApiError) -> Refusal {
         Refusal {
-            error,
+            error: Box::new(error),
             signed_by: None,
         }
     }
@@ -375,7 +375,7 @@ impl Guard {
         }
         let found = found.expect("authentic");
         let refused = |error| Refusal {
-            error,
+            error: Box::new(error),
             signed_by: Some(found.access.key),
         };
         if !found.allow.is_empty() && !found.allow.iter().any(|net| net.contains(peer)) {

@@ -195,7 +195,7 @@ async fn admission(
             Ok(access) => Payer::Key(access.key),
             Err(refusal) => refusal.signed_by.map_or(Payer::Address(peer), Payer::Key),
         };
-        (verdict.map_err(|r| r.error), payer, Body::from(body))
+        (verdict.map_err(|r| *r.error), payer, Body::from(body))
     } else {
         let unsigned = Err(super::auth::missing_credentials());
         (unsigned, Payer::Address(peer), body)

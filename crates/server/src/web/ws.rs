@@ -630,7 +630,7 @@ impl Connection {
             .state
             .auth
             .verify(&self.state, &signed, self.peer_ip, "WS", "/ws", b"")
-            .map_err(|refusal| refusal.error)?;
+            .map_err(|refusal| *refusal.error)?;
         match access.principal {
             Principal::User(user) => {
                 self.establish()?;
