@@ -113,7 +113,7 @@ schemas = {
 hdr = lambda n, d: {"type": "apiKey", "in": "header", "name": n, "description": d}
 spec = {
  "openapi": "3.0.3",
- "info": {"title": "Rialto REST API", "version": "1", "description": "Prices, quantities, amounts and fees are decimal strings (\"65000.50\"), and times ms plus ns as a string; with ?units=int they are the engine's integers: ticks, lots, minor units and ns. Private calls are signed: Rialto-Signature = hex(HMAC-SHA256(secret, key + \"\\n\" + timestamp + \"\\n\" + nonce + \"\\n\" + METHOD + \"\\n\" + path_and_query + \"\\n\" + body)). See docs/api.md, which also describes the WebSocket API at /ws."},
+ "info": {"title": "Rialto REST API", "version": "1", "description": "Prices, quantities, amounts and fees are decimal strings (\"65000.50\"), and times ms plus ns as a string; with ?units=int they are the engine's integers: ticks, lots, minor units and ns. Private calls are signed: Rialto-Signature = hex(HMAC-SHA256(secret, key + \"\\n\" + timestamp + \"\\n\" + recv_window + \"\\n\" + METHOD + \"\\n\" + path_and_query + \"\\n\" + body)). See docs/api.md, which also describes the WebSocket API at /ws."},
  "servers": [{"url": "http://127.0.0.1:8080"}],
  "paths": paths,
  "components": {"schemas": schemas, "securitySchemes": {
