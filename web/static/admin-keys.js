@@ -2,10 +2,10 @@
 // secret is shown once, here, and kept nowhere), list every issued key, revoke one. It builds
 // its own elements inside #admin-keys and uses only the existing console styles.
 
-function element(tag, props = {}, children = []) {
+function element(tag, { dataset = {}, ...props } = {}, children = []) {
   const node = document.createElement(tag);
   Object.assign(node, props);
-  for (const [name, value] of Object.entries(props.dataset || {})) node.dataset[name] = value;
+  for (const [name, value] of Object.entries(dataset)) node.dataset[name] = value;
   node.append(...children);
   return node;
 }
