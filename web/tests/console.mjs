@@ -580,6 +580,30 @@ async function main() {
         check(status.band_bps === BAND_BPS && status.reference === ref, `status: ${JSON.stringify(status)}`);
         return `${bandText}; ${answers.join('; ')}`;
       });
+
+      await step('the operator creates a read-only API key for user 3 (its secret shown once, and it signs), then revokes it', async () => {
+        await admin.getByTestId('key-user').fill('3');
+        await admin.getByTestId('key-trade').uncheck();
+        await admin.getByTestId('key-label').fill('browser test');
+        await admin.getByTestId('key-create').click();
+        await admin.waitForFunction(() => /^key rk\w{18}\s+secret [0-9a-f]{32}/.test(document.querySelector('[data-testid="key-secret"]').textContent));
+        const [, key, secret] = (await admin.getByTestId('key-secret').textContent()).match(/^key (rk\w{18})\s+secret ([0-9a-f]{32})/);
+        await admin.waitForSelector(`[data-testid="key-list"] tr[data-key="${key}"]`);
+        const row = await admin.locator(`[data-testid="key-list"] tr[data-key="${key}"]`).innerText();
+        check(row.includes('read') && !row.includes('trade') && !row.includes(secret), `the key's row: ${row}`);
+        const balances = await signedRest(key, secret, 'GET', '/api/v1/balances');
+        check(Array.isArray(balances), `the new key reads: ${JSON.stringify(balances)}`);
+        await admin.getByTestId(`key-revoke-${key}`).click();
+        await admin.waitForSelector(`[data-testid="key-list"] tr[data-key="${key}"]`, { state: 'detached' });
+        let refused = '';
+        try {
+          await signedRest(key, secret, 'GET', '/api/v1/balances');
+        } catch (error) {
+          refused = String(error.message);
+        }
+        check(refused.includes('unknown_key'), `the revoked key: ${refused || 'accepted'}`);
+        return `${key}: read, then revoked (unknown_key)`;
+      });
     }
 
     await step('a deeper book placed over REST shows on the ladder best first, with the spread', async () => {
