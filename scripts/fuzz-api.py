@@ -35,7 +35,12 @@ from websockets.sync.client import connect as ws_connect
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-NONCE = itertools.count(int(time.time() * 1e6))
+# A receive window per request (1 to 59 s), so that requests alike in one millisecond differ.
+WINDOWS = itertools.count()
+
+
+def window():
+    return str(1000 + next(WINDOWS) % 58000)
 
 
 def secret(rialto, data, who):
@@ -47,11 +52,11 @@ def secret(rialto, data, who):
 
 def call(base, key, secret_text, method, target, body=b""):
     ts = str(int(time.time() * 1000))
-    nonce = str(next(NONCE))
-    text = "\n".join([key, ts, nonce, method, target]).encode() + b"\n" + body
+    recv_window = window()
+    text = "\n".join([key, ts, recv_window, method, target]).encode() + b"\n" + body
     sig = hmac.new(secret_text.encode(), text, hashlib.sha256).hexdigest()
     request = urllib.request.Request(base + target, data=body or None, method=method, headers={
-        "Rialto-Key": key, "Rialto-Timestamp": ts, "Rialto-Nonce": nonce,
+        "Rialto-Key": key, "Rialto-Timestamp": ts, "Rialto-Recv-Window": recv_window,
         "Rialto-Signature": sig, "Content-Type": "application/json",
     })
     try:
@@ -182,11 +187,11 @@ def main():
 
     ws_url = args.url.replace("http://", "ws://") + "/ws"
     with ws_connect(ws_url, max_size=None, open_timeout=10) as ws:
-        ts, nonce = str(int(time.time() * 1000)), str(next(NONCE))
-        text = "\n".join(["1", ts, nonce, "WS", "/ws"]).encode() + b"\n"
+        ts, recv_window = str(int(time.time() * 1000)), window()
+        text = "\n".join(["1", ts, recv_window, "WS", "/ws"]).encode() + b"\n"
         sig = hmac.new(secrets["1"].encode(), text, hashlib.sha256).hexdigest()
         ws.send(json.dumps({"id": "login", "op": "login", "key": "1", "ts": ts,
-                            "nonce": nonce, "sig": sig}))
+                            "recv_window": recv_window, "sig": sig}))
         assert ws_answer(ws, "login").get("result", {}).get("user") == 1
         ws_seen = {}
         ids = itertools.count(1)

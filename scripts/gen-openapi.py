@@ -9,7 +9,7 @@ err = {"description": "An error (docs/api.md, Errors)", "content": {"application
 sym = {"name": "symbol", "in": "path", "required": True, "schema": {"type": "string"}, "example": "BTC-USD"}
 order = {"name": "order", "in": "path", "required": True, "schema": {"type": "integer", "format": "int64"}}
 def q(name, desc, mx): return {"name": name, "in": "query", "required": False, "description": desc, "schema": {"type": "integer", "minimum": 1, "maximum": mx}}
-signed = [{"RialtoKey": [], "RialtoTimestamp": [], "RialtoNonce": [], "RialtoSignature": []}]
+signed = [{"RialtoKey": [], "RialtoTimestamp": [], "RialtoSignature": []}]
 units = {"name": "units", "in": "query", "required": False, "description": "decimal (the default): prices, quantities, amounts and fees as decimal strings, times as ms plus ns as a string; int: the engine's integers (ticks, lots, minor units, ns)", "schema": {"type": "string", "enum": ["decimal", "int"]}}
 def op(summary, resp, params=None, body=None, private=False, tag="public"):
     o = {"summary": summary, "tags": [tag], "responses": {"200": resp, "default": err}}
@@ -35,7 +35,15 @@ page = [q("limit", "default 100", 1000), since, until, from_id]
 symq = {"name": "symbol", "in": "query", "required": False, "schema": {"type": "string"}, "example": "BTC-USD"}
 interval = {"name": "interval", "in": "query", "required": False, "description": "default 1m", "schema": {"type": "string", "enum": ["1m", "5m", "15m", "1h", "4h", "1d"]}}
 level = {"type": "array", "items": dec, "minItems": 2, "maxItems": 2, "description": "[price, qty]"}
+
+keyp = {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}, "example": "rk3fQ9x0LmT2pW8sVb1c"}
 paths = {
+ "/api/v1/admin/keys": {
+   "post": op("Create an API key for a user: permissions (read is implied; trade, withdraw), an optional IP allow-list and a label; the answer holds its secret, shown this once", ok(ref("NewApiKey")), body=ref("ApiKeyTerms"), private=True, tag="admin"),
+   "get": op("Every issued API key, or one user's (never secrets)", ok(arr(ref("ApiKey"))), [{"name": "user", "in": "query", "required": False, "schema": i64}], private=True, tag="admin")},
+ "/api/v1/admin/keys/{key}": {"delete": op("Revoke an API key (that key alone stops working)", ok({"type": "object", "properties": {"revoked": ref("ApiKey")}}), [keyp], private=True, tag="admin")},
+ "/api/v1/keys": {"get": op("The signer's user's issued API keys (never secrets)", ok(arr(ref("ApiKey"))), private=True, tag="trading")},
+ "/api/v1/keys/{key}": {"delete": op("Revoke one of the user's API keys: a key may revoke itself; another key needs the trade permission", ok({"type": "object", "properties": {"revoked": ref("ApiKey")}}), [keyp], private=True, tag="trading")},
  "/api/v1/time": {"get": op("Server time", ok({"type": "object", "properties": {"ts": ms, "ts_ns": ns}}))},
  "/api/v1/exchange-info": {"get": op("Every symbol's tick, lot, decimals, fees, band, limits and phase, and every currency's decimals", ok(ref("ExchangeInfo")))},
  "/api/v1/symbols": {"get": op("Listed symbols with their tick and lot sizes", ok(arr(ref("Symbol"))))},
@@ -78,7 +86,7 @@ paths = {
 }
 word = lambda *w: {"type": "string", "enum": list(w)}
 schemas = {
- "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string", "description": "a stable code: an engine reason (unknown_symbol, insufficient_funds, ...) or one of malformed_json, bad_request, method_not_allowed, missing_credentials, unknown_key, bad_signature, stale_request, replayed_nonce, forbidden, not_found, request_timeout, payload_too_large, rate_limited, too_many_failures, busy, shutting_down, timeout"}, "message": {"type": "string"}}}}},
+ "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string", "description": "a stable code: an engine reason (unknown_symbol, insufficient_funds, ...) or one of malformed_json, bad_request, method_not_allowed, missing_credentials, unknown_key, bad_signature, stale_request, replayed_request, bad_recv_window, permission_denied, ip_not_allowed, too_many_keys, forbidden, not_found, request_timeout, payload_too_large, rate_limited, too_many_failures, busy, shutting_down, timeout"}, "message": {"type": "string"}}}}},
  "Symbol": {"type": "object", "properties": {"symbol": {"type": "string"}, "id": {"type": "integer"}, "base": {"type": "string"}, "quote": {"type": "string"}, "base_scale": i64, "quote_scale": i64, "maker_fee": d("quote per lot"), "taker_fee": d("quote per lot"), "price_tick": {"type": "string", "example": "0.01"}, "qty_lot": {"type": "string", "example": "0.001"}}},
  "ExchangeInfo": {"type": "object", "properties": {"seq": i64, "ts": ms, "ts_ns": ns, "symbols": arr(ref("SymbolInfo")), "currencies": arr({"type": "object", "properties": {"currency": {"type": "string"}, "decimals": {"type": "integer", "description": "digits after the point of the currency's amounts"}, "minor_unit": {"type": "string", "example": "0.00001", "description": "what one engine unit of the currency is worth"}}})}},
  "SymbolInfo": {"type": "object", "properties": {"symbol": {"type": "string"}, "id": {"type": "integer"}, "base": {"type": "string"}, "quote": {"type": "string"}, "price_tick": {"type": "string", "example": "0.01"}, "qty_lot": {"type": "string", "example": "0.001"}, "price_decimals": {"type": "integer"}, "qty_decimals": {"type": "integer"}, "base_scale": i64, "quote_scale": i64, "maker_fee": d("quote per lot"), "taker_fee": d("quote per lot"), "phase": word("continuous", "auction", "halted", "closed"), "band_bps": i64, "reference": d("reference price, 0 for none"), "last": d("last trade price, 0 before any"), "limits": {"type": "object", "properties": {"min_price": d("one tick"), "min_qty": d("one lot"), "max_open_orders_per_user": i64}}}},
@@ -97,6 +105,9 @@ schemas = {
  "VenueSettings": {"type": "object", "properties": {"seq": i64, "order_id_window_ns": i64, "symbols": arr(ref("SymbolStatus"))}},
  "SymbolStatus": {"type": "object", "properties": {"symbol": {"type": "string"}, "phase": word("continuous", "auction", "halted", "closed"), "last": d("last trade price, 0 before any"), "reference": d("reference price, 0 for none"), "band_bps": {**i64, "description": "price band in basis points, 0 for none"}}},
  "Balance": {"type": "object", "properties": {"currency": {"type": "string"}, "available": d("in the currency's decimals"), "held": d("in the currency's decimals")}},
+ "ApiKeyTerms": {"type": "object", "required": ["user"], "additionalProperties": False, "properties": {"user": i64, "permissions": arr({"type": "string", "enum": ["read", "trade", "withdraw"]}), "allow_ips": {**arr({"type": "string"}), "maxItems": 16, "description": "addresses or CIDR networks (10.0.0.0/8); empty: any address"}, "label": {"type": "string", "maxLength": 64}}},
+ "ApiKey": {"type": "object", "properties": {"key": {"type": "string"}, "user": i64, "permissions": arr({"type": "string"}), "allow_ips": arr({"type": "string"}), "label": {"type": "string"}, "created_ms": i64}},
+ "NewApiKey": {"allOf": [ref("ApiKey"), {"type": "object", "properties": {"secret": {"type": "string", "description": "shown this once; the server keeps only its SHA-256"}}}]},
  "Transfer": {"type": "object", "required": ["user", "currency", "amount", "tx"], "additionalProperties": False, "properties": {"user": i64, "currency": {"type": "string"}, "amount": d("positive, in the currency's decimals"), "tx": {**i64, "description": "unique per transfer: a repeat is refused duplicate_tx"}}},
  "AdminAck": {"type": "object", "properties": {"seq": i64, "status": word("accepted")}},
  "NewSymbol": {"type": "object", "required": ["symbol", "base", "quote", "base_scale", "quote_scale", "maker_fee", "taker_fee"], "additionalProperties": False, "properties": {"symbol": {"type": "string"}, "base": {"type": "string"}, "quote": {"type": "string"}, "base_scale": i64, "quote_scale": i64, "maker_fee": i64, "taker_fee": i64, "price_tick": {"type": "string"}, "qty_lot": {"type": "string"}}},
@@ -105,13 +116,12 @@ schemas = {
 hdr = lambda n, d: {"type": "apiKey", "in": "header", "name": n, "description": d}
 spec = {
  "openapi": "3.0.3",
- "info": {"title": "Rialto REST API", "version": "1", "description": "Prices, quantities, amounts and fees are decimal strings (\"65000.50\"), and times ms plus ns as a string; with ?units=int they are the engine's integers: ticks, lots, minor units and ns. Private calls are signed: Rialto-Signature = hex(HMAC-SHA256(secret, key + \"\\n\" + timestamp + \"\\n\" + nonce + \"\\n\" + METHOD + \"\\n\" + path_and_query + \"\\n\" + body)). See docs/api.md, which also describes the WebSocket API at /ws."},
+ "info": {"title": "Rialto REST API", "version": "1", "description": "Prices, quantities, amounts and fees are decimal strings (\"65000.50\"), and times ms plus ns as a string; with ?units=int they are the engine's integers: ticks, lots, minor units and ns. Private calls are signed: Rialto-Signature = hex(HMAC-SHA256(secret, key + \"\\n\" + timestamp + \"\\n\" + recv_window + \"\\n\" + METHOD + \"\\n\" + path_and_query + \"\\n\" + body)). See docs/api.md, which also describes the WebSocket API at /ws."},
  "servers": [{"url": "http://127.0.0.1:8080"}],
  "paths": paths,
  "components": {"schemas": schemas, "securitySchemes": {
-   "RialtoKey": hdr("Rialto-Key", "a user id in decimal without sign or leading zeros (1, not 01 or +1), or admin"),
-   "RialtoTimestamp": hdr("Rialto-Timestamp", "ms since the Unix epoch, within 30 s of the server (web.max_clock_skew_ms)"),
-   "RialtoNonce": hdr("Rialto-Nonce", "u64, greater than the key's previous nonce (remembered for twice the clock skew after its last use)"),
+   "RialtoKey": hdr("Rialto-Key", "an issued API key (rk and 18 letters or digits), a user id in decimal without sign or leading zeros (the user's default key: 1, not 01 or +1), or admin"),
+   "RialtoTimestamp": hdr("Rialto-Timestamp", "ms since the Unix epoch: accepted from timestamp to timestamp + the receive window (the optional Rialto-Recv-Window header, ms, 1 to 60000, default 5000; signed as sent, or as an empty line when absent), and at most 1 s ahead of the server (web.max_clock_skew_ms); the same signed request is accepted once"),
    "RialtoSignature": hdr("Rialto-Signature", "hex HMAC-SHA256 of the signed text")}},
 }
 print(json.dumps(spec, indent=2))

@@ -5,6 +5,7 @@
 import { formatInt, bandLimits } from './decimal.js';
 import { HistogramChart, formatSeconds } from './charts.js';
 import { parseHistograms, parseScalars, delta, quantile } from './metrics.js';
+import { KeysPanel } from './admin-keys.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -117,6 +118,8 @@ export class AdminView {
     });
     $('metrics-window').addEventListener('change', () => this.scrape());
     this.bindControls();
+    // API keys: a panel of its own (admin-keys.js), inside the Users section.
+    this.keys = new KeysPanel({ api, container: $('admin-keys'), log });
   }
 
   // Trading controls: each sends one operator command and shows the venue's answer.
@@ -265,7 +268,7 @@ export class AdminView {
   async refresh() {
     this.renderSymbols();
     this.renderStatus();
-    await Promise.all([this.loadVenue(), this.loadUsers(), this.loadSettings(), this.scrape()]);
+    await Promise.all([this.loadVenue(), this.loadUsers(), this.loadSettings(), this.scrape(), this.keys.refresh()]);
   }
 
   renderSymbols() {

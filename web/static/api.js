@@ -1,5 +1,7 @@
 // REST client: public GETs, and private calls signed as docs/api.md says:
-// hex(HMAC-SHA256(secret, timestamp + "\n" + nonce + "\n" + METHOD + "\n" + path_and_query + "\n" + body)).
+// hex(HMAC-SHA256(secret, key + "\n" + timestamp + "\n" + recv_window + "\n" + METHOD + "\n" +
+// path_and_query + "\n" + body)); the console sends no Rialto-Recv-Window, so that line is empty
+// (the server's default window, 5 s).
 // The secret stays in this object (memory only, never storage).
 
 import { hmacSigner } from './sha256.js';
@@ -48,10 +50,10 @@ export class Api {
     this.base = base;
     this.key = null;
     this.signer = null;
-    this.lastNonce = 0;
+    this.lastTs = 0;
     // Server clock minus ours, in ms: requests carry the server's idea of now.
     this.clockOffsetMs = 0;
-    // Private calls go one at a time: nonces must reach the server in increasing order.
+    // Private calls go one at a time, each with a later timestamp than the one before.
     this.queue = Promise.resolve();
   }
 
@@ -88,19 +90,21 @@ export class Api {
     this.signer = null;
   }
 
-  /** A fresh (timestamp ms, nonce) pair: the nonce is the timestamp, bumped to stay increasing. */
+  /**
+   * A fresh timestamp (ms, on the server's clock), later than the previous one: two identical
+   * requests in one millisecond would otherwise be one request, the second refused as a replay.
+   */
   stamp() {
-    const ts = Date.now() + this.clockOffsetMs;
-    const nonce = Math.max(ts, this.lastNonce + 1);
-    this.lastNonce = nonce;
-    return { ts, nonce };
+    const ts = Math.max(Date.now() + this.clockOffsetMs, this.lastTs + 1);
+    this.lastTs = ts;
+    return ts;
   }
 
-  /** The WebSocket login request (signed over key, ts, nonce, "WS\n/ws\n" and an empty body). */
+  /** The WebSocket login request (signed over key, ts, an empty window, "WS\n/ws\n" and an empty body). */
   async wsLogin() {
-    const { ts, nonce } = this.stamp();
-    const sig = await this.signer.sign(`${this.key}\n${ts}\n${nonce}\nWS\n/ws\n`);
-    return { op: 'login', key: this.key, ts, nonce, sig };
+    const ts = this.stamp();
+    const sig = await this.signer.sign(`${this.key}\n${ts}\n\nWS\n/ws\n`);
+    return { op: 'login', key: this.key, ts, sig };
   }
 
   /**
@@ -118,12 +122,11 @@ export class Api {
   async sendSigned(method, pathAndQuery, bodyObject, retry) {
     if (!this.signer) throw new ApiError(0, 'not_logged_in', 'log in first');
     const body = bodyObject === undefined ? '' : typeof bodyObject === 'string' ? bodyObject : JSON.stringify(bodyObject);
-    const { ts, nonce } = this.stamp();
-    const sig = await this.signer.sign(`${this.key}\n${ts}\n${nonce}\n${method}\n${pathAndQuery}\n${body}`);
+    const ts = this.stamp();
+    const sig = await this.signer.sign(`${this.key}\n${ts}\n\n${method}\n${pathAndQuery}\n${body}`);
     const headers = {
       'Rialto-Key': this.key,
       'Rialto-Timestamp': String(ts),
-      'Rialto-Nonce': String(nonce),
       'Rialto-Signature': sig,
     };
     if (body) headers['Content-Type'] = 'application/json';
@@ -136,11 +139,11 @@ export class Api {
     try {
       return await parseAnswer(response);
     } catch (error) {
-      // Another client with the same key may have used a larger nonce, or our clock drifted:
-      // resynchronise once and try again (a refused request changed nothing).
-      if (retry && (error.code === 'replayed_nonce' || error.code === 'stale_request')) {
-        if (error.code === 'replayed_nonce') this.lastNonce += 1000;
-        else await this.syncClock().catch(() => {});
+      // Another client with the same key sent the very same request in the same millisecond,
+      // or our clock drifted: resynchronise once and try again (a refused request changed
+      // nothing).
+      if (retry && (error.code === 'replayed_request' || error.code === 'stale_request')) {
+        if (error.code === 'stale_request') await this.syncClock().catch(() => {});
         return this.sendSigned(method, pathAndQuery, bodyObject, false);
       }
       throw error;

@@ -88,18 +88,17 @@ pub fn run(args: &OrderArgs) -> anyhow::Result<()> {
 fn post_signed(web: &str, key: &str, secret: &str, body: &str) -> anyhow::Result<(u16, String)> {
     use rialto_server::web::auth::{now_ms, sign, signed_text};
     let target = "/api/v1/orders";
-    // A timestamp in ms as the nonce, as the console signs: a larger nonce (µs) would lock the
-    // console out for a minute (docs/api.md, "Nonces").
+    // No Rialto-Recv-Window: the server's default window (5 s) signs as an empty line.
     let ts = now_ms().to_string();
     let sig = sign(
         secret,
-        &signed_text(key, &ts, &ts, "POST", target, body.as_bytes()),
+        &signed_text(key, &ts, "", "POST", target, body.as_bytes()),
     );
     let mut stream = TcpStream::connect(web).with_context(|| format!("cannot connect to {web}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(15)))?;
     let request = format!(
         "POST {target} HTTP/1.1\r\nHost: {web}\r\nConnection: close\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nRialto-Key: {key}\r\nRialto-Timestamp: {ts}\r\nRialto-Nonce: {ts}\r\n\
+         Content-Length: {}\r\nRialto-Key: {key}\r\nRialto-Timestamp: {ts}\r\n\
          Rialto-Signature: {sig}\r\n\r\n{body}",
         body.len()
     );

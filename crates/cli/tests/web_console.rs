@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Every step the script reports when given the admin secret.
-const STEPS: usize = 26;
+const STEPS: usize = 27;
 /// The widths the script checks the layout at and photographs (LAYOUT_WIDTHS in console.mjs).
 const LAYOUT_WIDTHS: [u32; 3] = [360, 768, 1440];
 /// The whole browser run, launch to screenshot; each of its waits has its own 15 s limit.

@@ -54,6 +54,17 @@ impl Credentials {
         self.derive(b"rialto user secret", user)
     }
 
+    /// The secret of an issued API key (docs/api.md, "API keys"):
+    /// `hex(HMAC-SHA256(venue key, "api-key" || key id || salt))[..32]`. Only its SHA-256 is
+    /// stored, so the key store alone cannot sign.
+    pub fn api_key_secret(&self, key_id: &str, salt: &[u8]) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key");
+        mac.update(b"api-key");
+        mac.update(key_id.as_bytes());
+        mac.update(salt);
+        hex(&mac.finalize().into_bytes())[..SECRET_HEX_LEN].to_string()
+    }
+
     /// The derived admin secret (used unless the config sets one).
     pub fn admin_secret(&self) -> String {
         self.derive(b"rialto admin secret", 0)

@@ -381,9 +381,14 @@ pub struct WebSettings {
     /// A WebSocket from which nothing arrives (no request, no pong) for this long is closed;
     /// the server pings it after half of it.
     pub ws_idle_timeout_ms: u64,
-    /// How far a signed request's timestamp may be from the server's clock. Each user's last
-    /// nonce is kept for twice this after its last accepted request.
+    /// How far ahead of the server's clock a signed request's timestamp may be (how far
+    /// behind is the request's own receive window).
     pub max_clock_skew_ms: u64,
+    /// Distinct signed requests remembered per key within their receive windows (to refuse
+    /// replays); a key over it is refused 429 until the oldest windows end.
+    pub max_signatures_per_key: usize,
+    /// Issued API keys a user may hold at once (besides the default key, the user id).
+    pub max_api_keys_per_user: usize,
     /// Failed logins (a signed request or WebSocket login refused) allowed in a burst per
     /// address and per user, and forgiven per second after it.
     pub login_failures_burst: u32,
@@ -450,7 +455,9 @@ impl Default for WebSettings {
             max_headers: 64,
             ws_login_timeout_ms: 10_000,
             ws_idle_timeout_ms: 60_000,
-            max_clock_skew_ms: 30_000,
+            max_clock_skew_ms: 1_000,
+            max_signatures_per_key: 10_000,
+            max_api_keys_per_user: 20,
             login_failures_burst: 10,
             login_failures_per_sec: 1.0,
         }
@@ -678,8 +685,16 @@ impl ServerConfig {
             "web.max_header_bytes must be 8192..=1048576 and web.max_headers at least 8"
         );
         anyhow::ensure!(
-            (100..=3_600_000).contains(&w.max_clock_skew_ms),
-            "web.max_clock_skew_ms must be 100..=3600000"
+            (100..=60_000).contains(&w.max_clock_skew_ms),
+            "web.max_clock_skew_ms must be 100..=60000"
+        );
+        anyhow::ensure!(
+            (1..=1_000_000).contains(&w.max_signatures_per_key),
+            "web.max_signatures_per_key must be 1..=1000000"
+        );
+        anyhow::ensure!(
+            (1..=1_000).contains(&w.max_api_keys_per_user),
+            "web.max_api_keys_per_user must be 1..=1000"
         );
         anyhow::ensure!(
             w.login_failures_burst >= 1

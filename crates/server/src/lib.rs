@@ -474,6 +474,14 @@ pub fn start_with_stop(
             instruments: config.instruments.clone(),
             credentials: credentials.clone(),
             admin_secret: admin_secret.clone(),
+            keys: Arc::new(
+                web::keys::KeyStore::open(
+                    data_dir,
+                    credentials.clone(),
+                    config.web.max_api_keys_per_user,
+                )
+                .context("cannot load the API key store")?,
+            ),
             bridge,
             user_messages,
             md: market_data.clone(),

@@ -20,7 +20,7 @@ const BTC: SymbolId = SymbolId(0);
 const PRICE: i64 = 500_000;
 const ID_PER_SEQ: i64 = 1_000_000;
 
-static NONCE: AtomicU64 = AtomicU64::new(0);
+static WINDOWS: AtomicU64 = AtomicU64::new(0);
 
 /// One HTTP/1.1 request on a fresh connection: the status and the JSON body.
 fn request(addr: SocketAddr, target: &str, headers: &[(String, String)]) -> (u16, Value) {
@@ -65,12 +65,16 @@ fn get_as(server: &RunningServer, user: i64, target: &str) -> (u16, Value) {
     let target = &common::int_units(target);
     let secret = server.credentials.user_secret(user);
     let (key, ts) = (user.to_string(), now_ms().to_string());
-    let nonce = (NONCE.fetch_add(1, Ordering::SeqCst) + 1).to_string();
-    let sig = sign(&secret, &signed_text(&key, &ts, &nonce, "GET", target, b""));
+    // A receive window of its own: the same GET twice in one millisecond is two requests.
+    let window = (10_000 + WINDOWS.fetch_add(1, Ordering::SeqCst) % 50_000).to_string();
+    let sig = sign(
+        &secret,
+        &signed_text(&key, &ts, &window, "GET", target, b""),
+    );
     let headers = [
         ("Rialto-Key", key),
         ("Rialto-Timestamp", ts),
-        ("Rialto-Nonce", nonce),
+        ("Rialto-Recv-Window", window),
         ("Rialto-Signature", sig),
     ]
     .map(|(k, v)| (k.to_string(), v));

@@ -13,11 +13,12 @@ use rialto_server::RunningServer;
 use rialto_server::web::auth::{now_ms, sign, signed_text};
 use serde_json::{Value, json};
 
-static NONCE: AtomicU64 = AtomicU64::new(0);
+static WINDOWS: AtomicU64 = AtomicU64::new(0);
 
-/// Increasing nonces for every key in this process.
-fn nonce() -> u64 {
-    NONCE.fetch_add(1, Ordering::SeqCst) + 1
+/// A receive window (ms) that differs from the previous 50,000: requests this process signs
+/// in the same millisecond with the same body are then still distinct requests, not replays.
+fn window() -> u64 {
+    10_000 + WINDOWS.fetch_add(1, Ordering::SeqCst) % 50_000
 }
 
 struct Http {
@@ -123,7 +124,7 @@ impl Http {
 }
 
 /// The four `Rialto-*` headers of a request signed as `key` with `secret` at `ts_ms`, with a
-/// fresh nonce.
+/// fresh receive window.
 fn signed_headers(
     key: &str,
     secret: &str,
@@ -132,12 +133,12 @@ fn signed_headers(
     target: &str,
     body: &[u8],
 ) -> Vec<(String, String)> {
-    let (ts, n) = (ts_ms.to_string(), nonce().to_string());
+    let (ts, n) = (ts_ms.to_string(), window().to_string());
     let sig = sign(secret, &signed_text(key, &ts, &n, method, target, body));
     vec![
         ("Rialto-Key".to_string(), key.to_string()),
         ("Rialto-Timestamp".to_string(), ts),
-        ("Rialto-Nonce".to_string(), n),
+        ("Rialto-Recv-Window".to_string(), n),
         ("Rialto-Signature".to_string(), sig),
     ]
 }
@@ -439,7 +440,7 @@ fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
     let replay = http.raw("POST", target, &headers, order.as_bytes());
     assert_eq!(
         (replay.status, error_code(&replay)),
-        (401, "replayed_nonce")
+        (401, "replayed_request")
     );
     // The same signature on a changed body does not match.
     let tampered = order.replace("600000", "1");
@@ -525,7 +526,7 @@ fn a_request_signed_before_a_restart_cannot_be_replayed_after_it() {
     assert_eq!(first.status, 200, "{:?}", first.body);
     server.shutdown().unwrap();
 
-    // The restarted server has forgotten the nonce, not the time it started.
+    // The restarted server has forgotten the signatures it accepted, not the time it started.
     std::thread::sleep(Duration::from_millis(5));
     let server = common::start(dir.path(), |_| {});
     let http = Http::new(&server);
@@ -675,7 +676,7 @@ fn ws_until(ws: &mut Ws, what: &str, f: impl Fn(&Value) -> bool) -> Value {
 
 fn ws_login(ws: &mut Ws, server: &RunningServer, user: i64) {
     let secret = server.credentials.user_secret(user);
-    let (key, ts, n) = (user.to_string(), now_ms().to_string(), nonce().to_string());
+    let (key, ts, n) = (user.to_string(), now_ms().to_string(), window().to_string());
     let answer = ws_login_with(ws, "login", &key, &secret, &ts, &n);
     assert_eq!(answer["result"]["user"], user, "{answer}");
 }
@@ -830,7 +831,7 @@ fn ws_login_with(ws: &mut Ws, id: &str, key: &str, secret: &str, ts: &str, n: &s
     let sig = sign(secret, &signed_text(key, ts, n, "WS", "/ws", b""));
     ws_send(
         ws,
-        json!({"id": id, "op": "login", "key": key, "ts": ts, "nonce": n, "sig": sig}),
+        json!({"id": id, "op": "login", "key": key, "ts": ts, "recv_window": n, "sig": sig}),
     );
     ws_until(ws, "the login answer", |v| v["id"] == id)
 }
@@ -860,12 +861,12 @@ fn websocket_login_failures_order_entry_and_bad_input() {
         "1",
         "not the secret",
         &now,
-        &nonce().to_string(),
+        &window().to_string(),
     );
     assert_eq!(wrong["error"]["code"], "bad_signature", "{wrong}");
-    let other = ws_login_with(&mut ws, "b", "2", &secret, &now, &nonce().to_string());
+    let other = ws_login_with(&mut ws, "b", "2", &secret, &now, &window().to_string());
     assert_eq!(other["error"]["code"], "bad_signature", "{other}");
-    let nobody = ws_login_with(&mut ws, "c", "alice", &secret, &now, &nonce().to_string());
+    let nobody = ws_login_with(&mut ws, "c", "alice", &secret, &now, &window().to_string());
     assert_eq!(nobody["error"]["code"], "unknown_key", "{nobody}");
     for ts in [now_ms() - 120_000, i64::MIN, i64::MAX] {
         let stale = ws_login_with(
@@ -874,16 +875,16 @@ fn websocket_login_failures_order_entry_and_bad_input() {
             "1",
             &secret,
             &ts.to_string(),
-            &nonce().to_string(),
+            &window().to_string(),
         );
         assert_eq!(stale["error"]["code"], "stale_request", "{ts}: {stale}");
     }
-    let n = nonce().to_string();
+    let n = window().to_string();
     let first = ws_login_with(&mut ws, "e", "1", &secret, &now, &n);
     assert_eq!(first["result"]["user"], 1, "{first}");
     let mut second = ws_connect(&server);
     let replayed = ws_login_with(&mut second, "f", "1", &secret, &now, &n);
-    assert_eq!(replayed["error"]["code"], "replayed_nonce", "{replayed}");
+    assert_eq!(replayed["error"]["code"], "replayed_request", "{replayed}");
     let refused = ws_call(&mut second, json!({"id": 1, "op": "cancel", "order": 1}));
     assert_eq!(refused["error"]["code"], "missing_credentials");
 
@@ -1372,7 +1373,7 @@ fn a_request_replayed_under_another_spelling_of_its_key_is_refused() {
     let answer = http.raw("POST", target, &respelled, order.as_bytes());
     assert_eq!((answer.status, error_code(&answer)), (401, "unknown_key"));
     // The old signed text (without the key) no longer verifies.
-    let (ts, n) = (now_ms().to_string(), nonce().to_string());
+    let (ts, n) = (now_ms().to_string(), window().to_string());
     let mut old = b"".to_vec();
     for part in [ts.as_str(), n.as_str(), "POST", target] {
         old.extend_from_slice(part.as_bytes());
@@ -1382,7 +1383,7 @@ fn a_request_replayed_under_another_spelling_of_its_key_is_refused() {
     let old_headers = vec![
         ("Rialto-Key".to_string(), "1".to_string()),
         ("Rialto-Timestamp".to_string(), ts),
-        ("Rialto-Nonce".to_string(), n),
+        ("Rialto-Recv-Window".to_string(), n),
         ("Rialto-Signature".to_string(), sign(&trader.secret, &old)),
     ];
     let answer = http.raw("POST", target, &old_headers, order.as_bytes());
@@ -1395,7 +1396,7 @@ fn a_request_replayed_under_another_spelling_of_its_key_is_refused() {
 
     // A captured WebSocket login, replayed as is and under other spellings of its key.
     let secret = server.credentials.user_secret(2);
-    let (ts, n) = (now_ms().to_string(), nonce().to_string());
+    let (ts, n) = (now_ms().to_string(), window().to_string());
     let mut ws = ws_connect(&server);
     let login = ws_login_with(&mut ws, "a", "2", &secret, &ts, &n);
     assert_eq!(login["result"]["user"], 2, "{login}");
@@ -1404,60 +1405,20 @@ fn a_request_replayed_under_another_spelling_of_its_key_is_refused() {
     for (id, key) in [("b", json!("02")), ("c", json!("+2")), ("d", json!("002"))] {
         let answer = ws_call(
             &mut thief,
-            json!({"id": id, "op": "login", "key": key, "ts": ts, "nonce": n, "sig": sig}),
+            json!({"id": id, "op": "login", "key": key, "ts": ts, "recv_window": n, "sig": sig}),
         );
         assert_eq!(answer["error"]["code"], "unknown_key", "{key}: {answer}");
     }
     let answer = ws_call(
         &mut thief,
-        json!({"id": "e", "op": "login", "key": "2", "ts": ts, "nonce": n, "sig": sig}),
+        json!({"id": "e", "op": "login", "key": "2", "ts": ts, "recv_window": n, "sig": sig}),
     );
-    assert_eq!(answer["error"]["code"], "replayed_nonce", "{answer}");
+    assert_eq!(answer["error"]["code"], "replayed_request", "{answer}");
     let refused = ws_call(
         &mut thief,
         json!({"id": "f", "op": "place", "symbol": "BTC-USD", "side": "sell", "price": 600_000, "qty": 1}),
     );
     assert_eq!(refused["error"]["code"], "missing_credentials", "{refused}");
-    server.shutdown().unwrap();
-}
-
-#[test]
-fn a_huge_nonce_locks_its_key_only_until_its_timestamp_has_expired() {
-    let dir = tempfile::tempdir().unwrap();
-    // A short clock skew, so that the nonce memory (twice it) runs out within the test.
-    let server = common::start(dir.path(), |c| c.web.max_clock_skew_ms = 300);
-    let http = Http::new(&server);
-    let secret = server.credentials.user_secret(1);
-    let target = "/api/v1/orders?units=int";
-    let signed = |n: u64| {
-        let ts = now_ms().to_string();
-        let n = n.to_string();
-        let sig = sign(&secret, &signed_text("1", &ts, &n, "GET", target, b""));
-        vec![
-            ("Rialto-Key".to_string(), "1".to_string()),
-            ("Rialto-Timestamp".to_string(), ts),
-            ("Rialto-Nonce".to_string(), n),
-            ("Rialto-Signature".to_string(), sig),
-        ]
-    };
-    let huge = signed(u64::MAX);
-    let accepted = http.raw("GET", target, &huge, b"");
-    assert_eq!(accepted.status, 200, "{:?}", accepted.body);
-    let locked = http.raw("GET", target, &signed(5), b"");
-    assert_eq!(
-        (locked.status, error_code(&locked)),
-        (401, "replayed_nonce")
-    );
-    // Once twice the skew has passed since it was accepted, nothing signed before can be
-    // replayed (its timestamp is stale), and the nonce is forgotten.
-    std::thread::sleep(Duration::from_millis(2 * 300 + 50));
-    let replayed = http.raw("GET", target, &huge, b"");
-    assert_eq!(
-        (replayed.status, error_code(&replayed)),
-        (401, "stale_request")
-    );
-    let fresh = http.raw("GET", target, &signed(5), b"");
-    assert_eq!(fresh.status, 200, "the key works again: {:?}", fresh.body);
     server.shutdown().unwrap();
 }
 
@@ -1513,7 +1474,7 @@ fn big_headers_are_refused_and_junk_keys_leave_nothing_behind() {
         assert!(matches!(answer.status, 200 | 429), "{:?}", answer.body);
     }
     assert_eq!(
-        metric(&http, "rialto_web_auth_entries{table=\"nonces\"}"),
+        metric(&http, "rialto_web_auth_entries{table=\"signatures\"}"),
         0
     );
     assert_eq!(
@@ -1697,7 +1658,7 @@ fn failed_logins_are_throttled_per_address_and_per_user() {
         (429, "too_many_failures")
     );
     let mut ws = ws_connect(&server);
-    let (ts, n) = (now_ms().to_string(), nonce().to_string());
+    let (ts, n) = (now_ms().to_string(), window().to_string());
     let login = ws_login_with(
         &mut ws,
         "x",

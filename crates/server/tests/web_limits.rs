@@ -13,10 +13,11 @@ use rialto_server::RunningServer;
 use rialto_server::web::auth::{now_ms, sign, signed_text};
 use serde_json::{Value, json};
 
-static NONCE: AtomicU64 = AtomicU64::new(0);
+static WINDOWS: AtomicU64 = AtomicU64::new(0);
 
-fn nonce() -> String {
-    (NONCE.fetch_add(1, Ordering::SeqCst) + 1).to_string()
+/// A receive window of its own: the same request twice in one millisecond is two requests.
+fn window() -> String {
+    (10_000 + WINDOWS.fetch_add(1, Ordering::SeqCst) % 50_000).to_string()
 }
 
 /// A signed GET over `stream`, HTTP/1.1 with `Connection: close`; returns the answer.
@@ -27,11 +28,11 @@ fn signed_get(
     target: &str,
 ) -> String {
     let secret = server.credentials.user_secret(user);
-    let (key, ts, n) = (user.to_string(), now_ms().to_string(), nonce());
+    let (key, ts, n) = (user.to_string(), now_ms().to_string(), window());
     let sig = sign(&secret, &signed_text(&key, &ts, &n, "GET", target, b""));
     let request = format!(
         "GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nRialto-Key: {key}\r\n\
-         Rialto-Timestamp: {ts}\r\nRialto-Nonce: {n}\r\nRialto-Signature: {sig}\r\n\r\n"
+         Rialto-Timestamp: {ts}\r\nRialto-Recv-Window: {n}\r\nRialto-Signature: {sig}\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).unwrap();
     let mut out = Vec::new();
@@ -73,9 +74,10 @@ type Ws<S> = tungstenite::WebSocket<S>;
 /// A WebSocket login; returns the answer.
 fn ws_login<S: Read + Write>(ws: &mut Ws<S>, server: &RunningServer, user: i64) -> Value {
     let secret = server.credentials.user_secret(user);
-    let (key, ts, n) = (user.to_string(), now_ms().to_string(), nonce());
+    let (key, ts, n) = (user.to_string(), now_ms().to_string(), window());
     let sig = sign(&secret, &signed_text(&key, &ts, &n, "WS", "/ws", b""));
-    let login = json!({"id": "login", "op": "login", "key": key, "ts": ts, "nonce": n, "sig": sig});
+    let login =
+        json!({"id": "login", "op": "login", "key": key, "ts": ts, "recv_window": n, "sig": sig});
     ws.send(tungstenite::Message::text(login.to_string()))
         .unwrap();
     loop {

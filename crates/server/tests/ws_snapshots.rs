@@ -672,11 +672,11 @@ fn the_user_channel_sends_nothing_its_snapshot_holds() {
         let _stop = StopOnDrop(&stop);
         let mut ws = ws_connect(&server);
         let secret = server.credentials.user_secret(1);
-        let (ts, nonce) = (now_ms().to_string(), "1".to_string());
-        let sig = sign(&secret, &signed_text("1", &ts, &nonce, "WS", "/ws", b""));
+        let ts = now_ms().to_string();
+        let sig = sign(&secret, &signed_text("1", &ts, "", "WS", "/ws", b""));
         ws_send(
             &mut ws,
-            json!({"id": 0, "op": "login", "key": "1", "ts": ts, "nonce": nonce, "sig": sig}),
+            json!({"id": 0, "op": "login", "key": "1", "ts": ts, "sig": sig}),
         );
         assert_eq!(ws_read(&mut ws)["result"]["user"], 1);
         let mut streamed = 0;

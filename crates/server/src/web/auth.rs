@@ -1,20 +1,23 @@
-//! Signed requests: API keys, HMAC-SHA256 signatures, increasing nonces, a time window, a
-//! rate per user or client address, and a throttle on failed logins (docs/api.md,
-//! "Authentication").
+//! Signed requests: API keys, HMAC-SHA256 signatures, a timestamp with a receive window,
+//! replays refused within it, a rate per key or client address, and a throttle on failed
+//! logins (docs/api.md, "Authentication").
 //!
-//! Everything kept here is keyed by a verified principal (a user id, or the admin) or by a
-//! client address ([`PeerKey`]), never by text a client chose, and is forgotten once it no
-//! longer matters, so the tables hold only recently active users and addresses.
+//! Everything kept here is keyed by a verified key ([`KeyRef`]) or by a client address
+//! ([`PeerKey`]), never by text a client chose, and is forgotten once it no longer matters,
+//! so the tables hold only recently active keys and addresses.
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, StatusCode};
 use hmac::{Hmac, Mac};
+use rialto_core::UserId;
 use sha2::Sha256;
 
+use super::keys::{KEY_ID_LEN, KeyStore, Perms};
 use super::{ApiError, AppState, Principal};
 use crate::admission::{LoginThrottle, PeerKey, ThrottleSettings, Throttled};
 use crate::config::WebSettings;
@@ -24,38 +27,90 @@ use crate::sockets::TokenBucket;
 const PRUNE_EVERY: Duration = Duration::from_secs(1);
 /// Most rate buckets kept (a full table forgets entries as [`crate::admission`] does).
 const MAX_BUCKETS: usize = 65_536;
+/// The receive window of a request that names none, and the largest one may name (ms).
+pub const DEFAULT_RECV_WINDOW_MS: i64 = 5_000;
+pub const MAX_RECV_WINDOW_MS: i64 = 60_000;
+/// Bytes of a signature remembered to refuse its replay (a collision of 128 bits is not
+/// going to happen by chance, and a forger would need the secret anyway).
+const REMEMBERED_BYTES: usize = 16;
 
-/// Who a request is charged to: its verified signer, or else the address it came from.
+/// A verified key: the admin's, a user's default key (the user id), or an issued key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyRef {
+    Admin,
+    User(UserId),
+    Issued([u8; KEY_ID_LEN]),
+}
+
+impl KeyRef {
+    /// The issued key's id, for an issued key.
+    pub fn issued_id(&self) -> Option<&str> {
+        match self {
+            KeyRef::Issued(id) => std::str::from_utf8(id).ok(),
+            _ => None,
+        }
+    }
+}
+
+/// Who signed a request, with which key, allowed to do what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub principal: Principal,
+    pub key: KeyRef,
+    pub perms: Perms,
+}
+
+impl Access {
+    /// Refuses `permission_denied` unless the key may trade.
+    pub fn need_trade(&self) -> Result<(), ApiError> {
+        if self.perms.trade {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "permission_denied",
+            "this API key may not trade (it lacks the trade permission)",
+        ))
+    }
+}
+
+/// Who a request is charged to: the key it was correctly signed with, or else the address
+/// it came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Payer {
-    Principal(Principal),
+    Key(KeyRef),
     Address(PeerKey),
 }
 
-/// Nonces, rates and failed logins.
+/// Accepted signatures, rates and failed logins.
 pub struct Guard {
     /// When this run of the server began: a request signed earlier is refused, so that the
-    /// nonces it forgot in the restart cannot be used to replay what was captured before it.
+    /// signatures it forgot in the restart cannot be replayed after it.
     started_ms: i64,
-    /// How far a request's timestamp may be from the server's clock (`web.max_clock_skew_ms`).
-    max_skew_ms: i64,
-    /// How long a principal's last nonce is kept after its last accepted request: twice the
-    /// skew. Every request accepted at wall time `a` had a timestamp within the skew of `a`,
-    /// and a replay at time `r` needs that same timestamp within the skew of `r`: so no
-    /// accepted request can be replayed later than `a + 2 * skew`, and past that its nonce
-    /// proves nothing. (So a nonce of u64::MAX locks its key for a minute, not until restart.)
-    nonce_memory_ms: i64,
-    nonces: Mutex<Nonces>,
+    /// How far ahead of the server's clock a timestamp may be (`web.max_clock_skew_ms`).
+    max_ahead_ms: i64,
+    /// Signatures remembered per key (`web.max_signatures_per_key`): a key that sends more
+    /// distinct requests within their windows is refused 429 until the oldest expire.
+    max_remembered: usize,
+    seen: Mutex<Seen>,
     buckets: Mutex<Buckets>,
     throttle: Mutex<(LoginThrottle<Principal>, Instant)>,
     rate: u64,
     burst: u64,
 }
 
-/// The last nonce of each principal, with the wall time (ms) it was accepted.
-struct Nonces {
-    last: HashMap<Principal, (u64, i64)>,
+/// Each key's accepted signatures, each until the end of its receive window (wall ms).
+struct Seen {
+    by_key: HashMap<KeyRef, KeySeen>,
     pruned_ms: i64,
+}
+
+#[derive(Default)]
+struct KeySeen {
+    until_ms: HashMap<[u8; REMEMBERED_BYTES], i64>,
+    /// The soonest and latest of the entries' ends.
+    soonest_ms: i64,
+    latest_ms: i64,
 }
 
 struct Buckets {
@@ -63,30 +118,45 @@ struct Buckets {
     pruned: Instant,
 }
 
-/// The four parts of a signed request's credentials.
+/// The parts of a signed request's credentials.
 pub struct Signed<'a> {
     pub key: &'a str,
     pub timestamp_ms: &'a str,
-    pub nonce: &'a str,
+    /// As sent, when sent.
+    pub recv_window_ms: Option<&'a str>,
     pub signature: &'a str,
 }
 
-/// The names of the credential headers.
-pub const HEADERS: [&str; 4] = [
+/// The names of the credential headers (any of them makes a request a signed one).
+pub const HEADERS: [&str; 5] = [
     "rialto-key",
     "rialto-timestamp",
-    "rialto-nonce",
+    "rialto-recv-window",
     "rialto-signature",
+    "rialto-nonce",
 ];
 
 impl<'a> Signed<'a> {
     pub fn from_headers(headers: &'a HeaderMap) -> Result<Signed<'a>, ApiError> {
         let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        match HEADERS.map(get) {
-            [Some(key), Some(timestamp_ms), Some(nonce), Some(signature)] => Ok(Signed {
+        if headers.contains_key("rialto-nonce") {
+            return Err(unauthorized(
+                "bad_signature",
+                "Rialto-Nonce is no longer used: sign key, timestamp, receive window, method, \
+                 target and body (docs/api.md, Authentication)",
+            ));
+        }
+        match (
+            get("rialto-key"),
+            get("rialto-timestamp"),
+            get("rialto-signature"),
+        ) {
+            (Some(key), Some(timestamp_ms), Some(signature)) => Ok(Signed {
                 key,
                 timestamp_ms,
-                nonce,
+                recv_window_ms: headers
+                    .get("rialto-recv-window")
+                    .map(|v| v.to_str().unwrap_or("")),
                 signature,
             }),
             _ => Err(missing_credentials()),
@@ -97,8 +167,7 @@ impl<'a> Signed<'a> {
 pub fn missing_credentials() -> ApiError {
     unauthorized(
         "missing_credentials",
-        "a private endpoint needs the Rialto-Key, Rialto-Timestamp, Rialto-Nonce and \
-         Rialto-Signature headers",
+        "a private endpoint needs the Rialto-Key, Rialto-Timestamp and Rialto-Signature headers",
     )
 }
 
@@ -106,33 +175,37 @@ fn unauthorized(code: &'static str, message: &str) -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, code, message)
 }
 
-/// The principal a key names. A key has one spelling only: `admin`, or a user id in
-/// decimal without sign or leading zeros (`1`, not `01` or `+1`), so that no captured
-/// request can be replayed under another spelling of the same key.
+/// The principal a default key names. Such a key has one spelling only: `admin`, or a user
+/// id in decimal without sign or leading zeros (`1`, not `01` or `+1`).
 pub fn parse_key(key: &str) -> Option<Principal> {
     if key == "admin" {
         return Some(Principal::Admin);
     }
-    let canonical = (1..=19).contains(&key.len())
-        && key.bytes().all(|b| b.is_ascii_digit())
-        && !key.starts_with('0');
-    if !canonical {
-        return None;
-    }
-    key.parse::<i64>().ok().map(Principal::User)
+    canonical_number(key, 19)
+        .and_then(|_| key.parse::<i64>().ok())
+        .map(Principal::User)
 }
 
-/// The text a signature covers: key, timestamp, nonce, method, path and query, body.
+/// `text` when it is a decimal number of at most `max_digits` without sign or leading zeros.
+fn canonical_number(text: &str, max_digits: usize) -> Option<&str> {
+    let canonical = (1..=max_digits).contains(&text.len())
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && !text.starts_with('0');
+    canonical.then_some(text)
+}
+
+/// The text a signature covers: key, timestamp, receive window (as sent, or empty when the
+/// header is absent), method, path and query, body; each but the body followed by `\n`.
 pub fn signed_text(
     key: &str,
     timestamp_ms: &str,
-    nonce: &str,
+    recv_window_ms: &str,
     method: &str,
     target: &str,
     body: &[u8],
 ) -> Vec<u8> {
     let mut text = Vec::with_capacity(80 + key.len() + target.len() + body.len());
-    for part in [key, timestamp_ms, nonce, method, target] {
+    for part in [key, timestamp_ms, recv_window_ms, method, target] {
         text.extend_from_slice(part.as_bytes());
         text.push(b'\n');
     }
@@ -169,6 +242,70 @@ fn throttled(why: Throttled) -> ApiError {
     ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_failures", message)
 }
 
+/// A refused request: why, and the key it was correctly signed with (then it is charged to
+/// that key's rate and is not a failed login: its signer knows the secret).
+pub struct Refusal {
+    pub error: Box<ApiError>,
+    pub signed_by: Option<KeyRef>,
+}
+
+impl From<ApiError> for Refusal {
+    fn from(error: ApiError) -> Refusal {
+        Refusal {
+            error: Box::new(error),
+            signed_by: None,
+        }
+    }
+}
+
+/// A key found by its text: who, which, allowed what, from where, and its secret.
+struct Found {
+    access: Access,
+    allow: Vec<super::keys::Cidr>,
+    secret: String,
+}
+
+fn find(state: &AppState, key: &str) -> Option<Found> {
+    let (principal, key_ref, perms, allow, secret) = match parse_key(key) {
+        Some(Principal::Admin) => (
+            Principal::Admin,
+            KeyRef::Admin,
+            Perms::ALL,
+            Vec::new(),
+            state.admin_secret.clone(),
+        ),
+        Some(Principal::User(user)) => (
+            Principal::User(user),
+            KeyRef::User(user),
+            Perms::ALL,
+            Vec::new(),
+            state.credentials.user_secret(user),
+        ),
+        None if KeyStore::is_key_id(key) => {
+            let resolved = state.keys.resolve(key)?;
+            let id: [u8; KEY_ID_LEN] = key.as_bytes().try_into().ok()?;
+            (
+                Principal::User(resolved.user),
+                KeyRef::Issued(id),
+                resolved.perms,
+                resolved.allow,
+                resolved.secret,
+            )
+        }
+        None => return None,
+    };
+    let access = Access {
+        principal,
+        key: key_ref,
+        perms,
+    };
+    Some(Found {
+        access,
+        allow,
+        secret,
+    })
+}
+
 impl Guard {
     /// A guard for a server run that began at `started_ms` (ms since the Unix epoch).
     pub fn new(settings: &WebSettings, started_ms: i64) -> Guard {
@@ -176,13 +313,12 @@ impl Guard {
             burst: settings.login_failures_burst,
             per_sec: settings.login_failures_per_sec,
         };
-        let max_skew_ms = i64::try_from(settings.max_clock_skew_ms).unwrap_or(i64::MAX / 2);
         Guard {
             started_ms,
-            max_skew_ms,
-            nonce_memory_ms: 2 * max_skew_ms,
-            nonces: Mutex::new(Nonces {
-                last: HashMap::new(),
+            max_ahead_ms: i64::try_from(settings.max_clock_skew_ms).unwrap_or(i64::MAX / 2),
+            max_remembered: settings.max_signatures_per_key,
+            seen: Mutex::new(Seen {
+                by_key: HashMap::new(),
                 pruned_ms: started_ms,
             }),
             buckets: Mutex::new(Buckets {
@@ -195,19 +331,23 @@ impl Guard {
         }
     }
 
-    /// Checks a signed request from `peer`; on success the principal's nonce is spent. A
-    /// refusal counts as a failed login of `peer` (and of the key's principal, when it names
-    /// one); too many of them and further attempts are refused unexamined.
+    /// Checks a signed request from `peer`; on success its signature is remembered until its
+    /// window ends. A request refused for its key or signature counts as a failed login of
+    /// `peer` (and of the key's principal, when it names one); too many of them and further
+    /// attempts are refused unexamined. A correctly signed request refused for its time,
+    /// address or as a replay is not a failed login.
     pub fn verify(
         &self,
         state: &AppState,
         signed: &Signed<'_>,
-        peer: PeerKey,
+        peer: IpAddr,
         method: &str,
         target: &str,
         body: &[u8],
-    ) -> Result<Principal, ApiError> {
-        let principal = parse_key(signed.key);
+    ) -> Result<Access, Refusal> {
+        let peer_key = PeerKey::of(peer);
+        let found = find(state, signed.key);
+        let principal = found.as_ref().map(|f| f.access.principal);
         let now = Instant::now();
         {
             let mut throttle = self.throttle.lock().unwrap_or_else(|e| e.into_inner());
@@ -216,93 +356,115 @@ impl Guard {
                 throttle.prune(now);
                 *pruned = now;
             }
-            throttle.check(peer, principal, now).map_err(throttled)?;
+            throttle
+                .check(peer_key, principal, now)
+                .map_err(throttled)?;
         }
-        let checked = match principal {
+        let authentic = match &found {
             None => Err(unauthorized(
                 "unknown_key",
-                "the key names no user: a user id in decimal (no sign or leading zeros), or admin",
+                "no such key: a user id in decimal (no sign or leading zeros), admin, or an \
+                 issued key that exists (not revoked)",
             )),
-            Some(principal) => self.check(state, signed, principal, method, target, body),
+            Some(found) => check_signature(&found.secret, signed, method, target, body),
         };
-        if checked.is_err() {
+        if let Err(error) = authentic {
             let mut throttle = self.throttle.lock().unwrap_or_else(|e| e.into_inner());
-            throttle.0.failed(peer, principal, now);
+            throttle.0.failed(peer_key, principal, now);
+            return Err(error.into());
         }
-        checked.map(|()| principal.expect("checked"))
+        let found = found.expect("authentic");
+        let refused = |error| Refusal {
+            error: Box::new(error),
+            signed_by: Some(found.access.key),
+        };
+        if !found.allow.is_empty() && !found.allow.iter().any(|net| net.contains(peer)) {
+            return Err(refused(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "ip_not_allowed",
+                "this API key may not be used from this address (its allow_ips)",
+            )));
+        }
+        self.check_time_and_replay(signed, found.access.key)
+            .map_err(refused)?;
+        Ok(found.access)
     }
 
-    fn check(
-        &self,
-        state: &AppState,
-        signed: &Signed<'_>,
-        principal: Principal,
-        method: &str,
-        target: &str,
-        body: &[u8],
-    ) -> Result<(), ApiError> {
-        let secret = match principal {
-            Principal::Admin => state.admin_secret.clone(),
-            Principal::User(user) => state.credentials.user_secret(user),
+    fn check_time_and_replay(&self, signed: &Signed<'_>, key: KeyRef) -> Result<(), ApiError> {
+        let stale = |message: &str| unauthorized("stale_request", message);
+        let timestamp: i64 = canonical_number(signed.timestamp_ms, 18)
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| stale("Rialto-Timestamp is not a number of ms"))?;
+        let window = match signed.recv_window_ms {
+            None => DEFAULT_RECV_WINDOW_MS,
+            Some(text) => canonical_number(text, 5)
+                .and_then(|w| w.parse().ok())
+                .filter(|w| (1..=MAX_RECV_WINDOW_MS).contains(w))
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "bad_recv_window",
+                        "Rialto-Recv-Window is a number of ms from 1 to 60000",
+                    )
+                })?,
         };
-        let timestamp: i64 = signed
-            .timestamp_ms
-            .parse()
-            .map_err(|_| unauthorized("stale_request", "Rialto-Timestamp is not a number of ms"))?;
         let now = now_ms();
-        // abs_diff: a timestamp at either end of i64 must not overflow the subtraction.
-        if now.abs_diff(timestamp) > self.max_skew_ms.unsigned_abs() {
-            return Err(unauthorized(
-                "stale_request",
-                "Rialto-Timestamp is too far from the server's clock (web.max_clock_skew_ms)",
+        if timestamp > now + self.max_ahead_ms {
+            return Err(stale(
+                "Rialto-Timestamp is ahead of the server's clock (by more than \
+                 web.max_clock_skew_ms)",
+            ));
+        }
+        let until_ms = timestamp + window;
+        if until_ms < now {
+            return Err(stale(
+                "Rialto-Timestamp is older than the request's receive window",
             ));
         }
         if timestamp < self.started_ms {
-            return Err(unauthorized(
-                "stale_request",
+            return Err(stale(
                 "Rialto-Timestamp is before the server started: sign the request again",
             ));
         }
-        let nonce: u64 = signed
-            .nonce
-            .parse()
-            .map_err(|_| unauthorized("replayed_nonce", "Rialto-Nonce is not a u64"))?;
-        let presented = unhex(signed.signature)
-            .ok_or_else(|| unauthorized("bad_signature", "the signature is not hex"))?;
-        let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
-        mac.update(&signed_text(
-            signed.key,
-            signed.timestamp_ms,
-            signed.nonce,
-            method,
-            target,
-            body,
-        ));
-        // Constant time: verify_slice compares without an early exit.
-        mac.verify_slice(&presented)
-            .map_err(|_| unauthorized("bad_signature", "the signature does not match"))?;
-        let mut nonces = self.nonces.lock().unwrap_or_else(|e| e.into_inner());
-        if now - nonces.pruned_ms >= PRUNE_EVERY.as_millis() as i64 {
-            nonces
-                .last
-                .retain(|_, &mut (_, accepted_ms)| now - accepted_ms <= self.nonce_memory_ms);
-            nonces.pruned_ms = now;
+        let presented = unhex(signed.signature).expect("checked");
+        let remembered: [u8; REMEMBERED_BYTES] =
+            presented[..REMEMBERED_BYTES].try_into().expect("32 bytes");
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if now - seen.pruned_ms >= PRUNE_EVERY.as_millis() as i64 {
+            seen.by_key.retain(|_, k| k.latest_ms >= now);
+            seen.pruned_ms = now;
         }
-        let last = match nonces.last.get(&principal) {
-            Some(&(nonce, accepted_ms)) if now - accepted_ms <= self.nonce_memory_ms => nonce,
-            _ => 0,
-        };
-        if nonce <= last {
+        let mine = seen.by_key.entry(key).or_default();
+        if mine.until_ms.len() >= self.max_remembered && mine.soonest_ms < now {
+            mine.until_ms.retain(|_, until| *until >= now);
+            mine.soonest_ms = mine.until_ms.values().copied().min().unwrap_or(i64::MAX);
+        }
+        if mine.until_ms.contains_key(&remembered) {
             return Err(unauthorized(
-                "replayed_nonce",
-                "Rialto-Nonce must be greater than this key's previous nonce",
+                "replayed_request",
+                "this signed request was already accepted (sign each request afresh: a \
+                 new timestamp)",
             ));
         }
-        nonces.last.insert(principal, (nonce, now));
+        if mine.until_ms.len() >= self.max_remembered {
+            let wait_ms = (mine.soonest_ms - now).max(1);
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "too many distinct requests for this key within their receive windows \
+                 (web.max_signatures_per_key): slow down or use shorter windows",
+            )
+            .retry_after((wait_ms as u64).div_ceil(1000)));
+        }
+        if mine.until_ms.is_empty() {
+            mine.soonest_ms = until_ms;
+            mine.latest_ms = until_ms;
+        }
+        mine.soonest_ms = mine.soonest_ms.min(until_ms);
+        mine.latest_ms = mine.latest_ms.max(until_ms);
+        mine.until_ms.insert(remembered, until_ms);
         Ok(())
     }
 
-    /// Takes one request from the payer's rate.
     /// Charges one request to `payer`'s rate; answers the whole requests left in its burst
     /// (`u64::MAX` without a rate), or `rate_limited` with the seconds until the next.
     pub fn allow(&self, payer: Payer) -> Result<u64, ApiError> {
@@ -335,7 +497,7 @@ impl Guard {
         }
         let retry_after_s = bucket.seconds_to_next(self.rate);
         let message = match payer {
-            Payer::Principal(_) => "too many requests for this key: slow down",
+            Payer::Key(_) => "too many requests for this key: slow down",
             Payer::Address(_) => "too many requests from this address: slow down",
         };
         Err(
@@ -349,22 +511,49 @@ impl Guard {
         self.rate
     }
 
-    /// Entries held: principals' nonces and rate buckets (for tests and metrics).
+    /// Entries held: remembered signatures (of every key) and rate buckets (for tests and
+    /// metrics).
     pub fn entries(&self) -> (usize, usize) {
-        let nonces = self
-            .nonces
+        let signatures = self
+            .seen
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .last
-            .len();
+            .by_key
+            .values()
+            .map(|k| k.until_ms.len())
+            .sum();
         let buckets = self
             .buckets
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .by_payer
             .len();
-        (nonces, buckets)
+        (signatures, buckets)
     }
+}
+
+/// Checks the signature (in constant time) against the key's secret.
+fn check_signature(
+    secret: &str,
+    signed: &Signed<'_>,
+    method: &str,
+    target: &str,
+    body: &[u8],
+) -> Result<(), ApiError> {
+    let presented = unhex(signed.signature)
+        .filter(|bytes| bytes.len() == 32)
+        .ok_or_else(|| unauthorized("bad_signature", "the signature is not 64 hex digits"))?;
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(&signed_text(
+        signed.key,
+        signed.timestamp_ms,
+        signed.recv_window_ms.unwrap_or(""),
+        method,
+        target,
+        body,
+    ));
+    mac.verify_slice(&presented)
+        .map_err(|_| unauthorized("bad_signature", "the signature does not match"))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod bridge;
 pub mod fanout;
 mod history;
 mod json;
+pub mod keys;
 pub mod listener;
 mod order_status;
 mod orders;
@@ -156,6 +157,8 @@ pub struct AppState {
     pub md: Arc<MarketData>,
     pub credentials: Arc<Credentials>,
     pub admin_secret: String,
+    /// Issued API keys (docs/api.md, "API keys").
+    pub keys: Arc<keys::KeyStore>,
     /// Decimal tick and lot sizes by symbol name, for display.
     pub instruments: Mutex<BTreeMap<String, InstrumentSettings>>,
     pub auth: auth::Guard,
@@ -191,6 +194,7 @@ pub struct WebParts {
     pub instruments: BTreeMap<String, InstrumentSettings>,
     pub credentials: Arc<Credentials>,
     pub admin_secret: String,
+    pub keys: Arc<keys::KeyStore>,
     pub bridge: Arc<WebBridge>,
     pub user_messages: mpsc::UnboundedReceiver<bridge::WebMessages>,
     pub md: Arc<MarketData>,
@@ -258,6 +262,7 @@ async fn serve(parts: WebParts, listener: std::net::TcpListener, stop: Arc<Atomi
         md: parts.md.clone(),
         credentials: parts.credentials,
         admin_secret: parts.admin_secret,
+        keys: parts.keys,
         instruments: Mutex::new(parts.instruments),
         history: history::Histories::default(),
         orders: order_status::OrderStatuses::default(),

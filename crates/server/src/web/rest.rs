@@ -10,14 +10,14 @@ use axum::extract::{ConnectInfo, FromRequest, Path, Request, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use rialto_core::{Command, Name, SymbolSpec, UserId};
 use rialto_wire::ServerMsg;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::auth::Payer;
+use super::auth::{Access, Payer};
 use super::units::{self, Amount, Catalog, Measure, Units};
 use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
 use crate::admission::PeerKey;
@@ -72,6 +72,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/admin/settings/order_id_window", post(set_order_id_window))
         .route("/admin/snapshot", post(snapshot))
         .route("/admin/balances/{user}", get(user_balances))
+        .route("/admin/keys", post(create_key).get(list_keys))
+        .route("/admin/keys/{key}", delete(revoke_key))
+        .route("/keys", get(own_keys))
+        .route("/keys/{key}", delete(revoke_own_key))
         .route_layer(middleware::from_fn(known_query))
         .fallback(api_not_found)
         .method_not_allowed_fallback(method_not_allowed);
@@ -109,6 +113,7 @@ fn query_parameters(route: &str) -> &'static [&'static str] {
         "/fills" => &["limit", "start_time", "end_time", "from_id", "symbol"],
         "/ticker/24h" => &["symbol"],
         "/orders" => &["symbol"],
+        "/admin/keys" => &["user"],
         _ => &[],
     }
 }
@@ -153,7 +158,7 @@ async fn known_query(request: Request, next: Next) -> Response {
 
 /// Who signed a request, as [`admission`] found it; private endpoints read it.
 #[derive(Clone)]
-struct Signer(Result<Principal, ApiError>);
+struct Signer(Result<Access, ApiError>);
 
 /// Every request is checked here once, and charged to a rate: a correctly signed request to
 /// its signer's, anything else (unsigned, or signed wrongly) to its client address's. A
@@ -164,12 +169,13 @@ async fn admission(
     request: Request,
     next: Next,
 ) -> Response {
-    let peer = PeerKey::of(peer.ip());
+    let peer_ip = peer.ip();
+    let peer = PeerKey::of(peer_ip);
     let (parts, body) = request.into_parts();
     let signed = super::auth::HEADERS
         .iter()
         .any(|name| parts.headers.contains_key(*name));
-    let (signer, body) = if signed {
+    let (signer, payer, body) = if signed {
         let body = match read_body(&state, body).await {
             Ok(body) => body,
             Err(e) => {
@@ -182,19 +188,22 @@ async fn admission(
             .uri
             .path_and_query()
             .map_or(parts.uri.path(), |pq| pq.as_str());
-        let signer = super::auth::Signed::from_headers(&parts.headers).and_then(|signed| {
-            let method = parts.method.as_str();
-            state
-                .auth
-                .verify(&state, &signed, peer, method, target, &body)
-        });
-        (signer, Body::from(body))
+        let verdict = super::auth::Signed::from_headers(&parts.headers)
+            .map_err(super::auth::Refusal::from)
+            .and_then(|signed| {
+                let method = parts.method.as_str();
+                state
+                    .auth
+                    .verify(&state, &signed, peer_ip, method, target, &body)
+            });
+        let payer = match &verdict {
+            Ok(access) => Payer::Key(access.key),
+            Err(refusal) => refusal.signed_by.map_or(Payer::Address(peer), Payer::Key),
+        };
+        (verdict.map_err(|r| *r.error), payer, Body::from(body))
     } else {
-        (Err(super::auth::missing_credentials()), body)
-    };
-    let payer = match signer {
-        Ok(principal) => Payer::Principal(principal),
-        Err(_) => Payer::Address(peer),
+        let unsigned = Err(super::auth::missing_credentials());
+        (unsigned, Payer::Address(peer), body)
     };
     let left = match state.auth.allow(payer) {
         Ok(left) => left,
@@ -226,7 +235,7 @@ async fn metrics(State(state): Shared) -> impl IntoResponse {
     let mut text = state.metrics.render();
     let connections = &state.connections;
     let (pending, established) = connections.counts();
-    let (nonces, buckets) = state.auth.entries();
+    let (signatures, buckets) = state.auth.entries();
     let _ = write!(
         text,
         "# TYPE rialto_http_connections gauge\n\
@@ -239,7 +248,7 @@ async fn metrics(State(state): Shared) -> impl IntoResponse {
          # TYPE rialto_ws_queue_peak_bytes gauge\n\
          rialto_ws_queue_peak_bytes {}\n\
          # TYPE rialto_web_auth_entries gauge\n\
-         rialto_web_auth_entries{{table=\"nonces\"}} {nonces}\n\
+         rialto_web_auth_entries{{table=\"signatures\"}} {signatures}\n\
          rialto_web_auth_entries{{table=\"rates\"}} {buckets}\n",
         connections.accepted.load(Relaxed),
         connections.shed.load(Relaxed),
@@ -271,28 +280,48 @@ async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
 }
 
 /// Who signed the request (checked by [`admission`]), and its body.
-async fn authorize(state: &AppState, request: Request) -> Result<(Principal, Bytes), ApiError> {
+async fn authorize(state: &AppState, request: Request) -> Result<(Access, Bytes), ApiError> {
     let signer = request.extensions().get::<Signer>().cloned();
     let who = signer.map_or_else(|| Err(super::auth::missing_credentials()), |s| s.0)?;
     let body = read_body(state, request.into_body()).await?;
     Ok((who, body))
 }
 
-/// A request signed by a trader's key: the user, and the body.
+/// A request signed by a user's key (any permission: every key may read): the user, the
+/// key, and the body.
+struct Account(UserId, Access, Bytes);
+
+impl FromRequest<Arc<AppState>> for Account {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &Arc<AppState>) -> Result<Self, ApiError> {
+        match authorize(state, request).await? {
+            (
+                access @ Access {
+                    principal: Principal::User(user),
+                    ..
+                },
+                body,
+            ) => Ok(Account(user, access, body)),
+            _ => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the admin key does not trade: use a user's key",
+            )),
+        }
+    }
+}
+
+/// A request signed by a user's key with the `trade` permission: the user, and the body.
 struct Trader(UserId, Bytes);
 
 impl FromRequest<Arc<AppState>> for Trader {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &Arc<AppState>) -> Result<Self, ApiError> {
-        match authorize(state, request).await? {
-            (Principal::User(user), body) => Ok(Trader(user, body)),
-            (Principal::Admin, _) => Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "the admin key does not trade: use a user's key",
-            )),
-        }
+        let Account(user, access, body) = Account::from_request(request, state).await?;
+        access.need_trade()?;
+        Ok(Trader(user, body))
     }
 }
 
@@ -304,8 +333,14 @@ impl FromRequest<Arc<AppState>> for Admin {
 
     async fn from_request(request: Request, state: &Arc<AppState>) -> Result<Self, ApiError> {
         match authorize(state, request).await? {
-            (Principal::Admin, body) => Ok(Admin(body)),
-            (Principal::User(_), _) => Err(ApiError::new(
+            (
+                Access {
+                    principal: Principal::Admin,
+                    ..
+                },
+                body,
+            ) => Ok(Admin(body)),
+            _ => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",
                 "an admin endpoint needs the admin key",
@@ -521,7 +556,7 @@ async fn one_order(
     State(state): Shared,
     Path(order): Path<String>,
     uri: Uri,
-    Trader(user, _): Trader,
+    Account(user, ..): Account,
 ) -> ApiResult {
     let order = path_order(&order)?;
     let answer = known_order(orders::outcome(&state, user, order).await?)?;
@@ -533,7 +568,7 @@ async fn by_client_id(
     State(state): Shared,
     Path(cid): Path<String>,
     uri: Uri,
-    Trader(user, _): Trader,
+    Account(user, ..): Account,
 ) -> ApiResult {
     let order = client_order(user, &cid)?;
     let mut answer = known_order(orders::outcome(&state, user, order).await?)?;
@@ -649,17 +684,17 @@ async fn mass_cancel(State(state): Shared, uri: Uri, Trader(user, _): Trader) ->
     reply(&state, &uri, answer, None)
 }
 
-async fn open_orders(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
+async fn open_orders(State(state): Shared, uri: Uri, Account(user, ..): Account) -> ApiResult {
     let (_, report) = orders::report(&state, user).await?;
     reply(&state, &uri, orders::open_orders_json(&report), None)
 }
 
-async fn balances(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
+async fn balances(State(state): Shared, uri: Uri, Account(user, ..): Account) -> ApiResult {
     let (_, report) = orders::report(&state, user).await?;
     reply(&state, &uri, orders::balances_json(&report), None)
 }
 
-async fn history(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
+async fn history(State(state): Shared, uri: Uri, Account(user, ..): Account) -> ApiResult {
     if let Some(db) = &state.db {
         let range = super::history::range(&uri, 100, super::history::MAX_LIMIT)?;
         let events = super::history::db_order_history(&state, db, user, range).await?;
@@ -672,7 +707,7 @@ async fn history(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> Api
 }
 
 /// The key's fills (of `?symbol=`, or all), from the history database.
-async fn fills(State(state): Shared, uri: Uri, Trader(user, _): Trader) -> ApiResult {
+async fn fills(State(state): Shared, uri: Uri, Account(user, ..): Account) -> ApiResult {
     let db = state.db.clone().ok_or_else(super::history::history_off)?;
     let symbol = match query_value(&uri, "symbol") {
         Some(name) => Some(known_symbol(&state, &name)?),
@@ -998,6 +1033,106 @@ async fn user_balances(
         "orders": orders::open_orders_json(&report),
     });
     reply(&state, &uri, answer, None)
+}
+
+// ----- API keys -------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyBody {
+    user: UserId,
+    #[serde(default)]
+    permissions: Vec<String>,
+    #[serde(default)]
+    allow_ips: Vec<String>,
+    #[serde(default)]
+    label: String,
+}
+
+fn key_error(e: super::keys::KeyError) -> ApiError {
+    use super::keys::KeyError;
+    let message = e.to_string();
+    match e {
+        KeyError::Invalid(_) => ApiError::bad_request("bad_request", message),
+        KeyError::TooMany { .. } | KeyError::StoreFull => {
+            ApiError::new(StatusCode::CONFLICT, "too_many_keys", message)
+        }
+        KeyError::NotFound => ApiError::not_found("no such API key (of this user)"),
+        KeyError::Io(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),
+    }
+}
+
+/// Creates an API key for a user the engine knows; the answer holds its secret, shown once.
+async fn create_key(State(state): Shared, Admin(body): Admin) -> ApiResult {
+    let k: KeyBody = parse_json(&body)?;
+    let perms = super::keys::Perms::parse(&k.permissions)
+        .map_err(|e| ApiError::bad_request("bad_request", e))?;
+    let known = match state
+        .bridge
+        .call(Reply::Users { request: 0 }, Op::ListUsers)
+        .await?
+    {
+        ServerMsg::UserList { users, .. } => users.contains(&k.user),
+        _ => false,
+    };
+    if !known {
+        return Err(ApiError::rejected(rialto_core::Reason::UnknownUser));
+    }
+    let new = super::keys::NewKey {
+        user: k.user,
+        perms,
+        allow_ips: k.allow_ips,
+        label: k.label,
+    };
+    let store = state.keys.clone();
+    let now = super::auth::now_ms();
+    let made = tokio::task::spawn_blocking(move || store.create(new, now))
+        .await
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "panicked"))?
+        .map_err(key_error)?;
+    tracing::info!(key = %made["key"], user = k.user, "API key created");
+    Ok(Json(made))
+}
+
+/// Every issued key, or a user's (`?user=`), without secrets.
+async fn list_keys(State(state): Shared, uri: Uri, _: Admin) -> ApiResult {
+    let user = match query_value(&uri, "user") {
+        Some(text) => Some(path_user(&text)?),
+        None => None,
+    };
+    Ok(Json(Value::Array(state.keys.list(user))))
+}
+
+async fn revoke(state: &AppState, key: String, user: Option<UserId>) -> ApiResult {
+    let store = state.keys.clone();
+    let gone = tokio::task::spawn_blocking(move || store.revoke(&key, user))
+        .await
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "panicked"))?
+        .map_err(key_error)?;
+    tracing::info!(key = %gone["key"], user = %gone["user"], "API key revoked");
+    Ok(Json(json!({"revoked": gone})))
+}
+
+async fn revoke_key(State(state): Shared, Path(key): Path<String>, _: Admin) -> ApiResult {
+    revoke(&state, key, None).await
+}
+
+/// The signer's issued keys, without secrets (any key of the user may read them).
+async fn own_keys(State(state): Shared, Account(user, ..): Account) -> ApiResult {
+    Ok(Json(Value::Array(state.keys.list(Some(user)))))
+}
+
+/// Revokes one of the signer's keys: a key may revoke itself; another key needs `trade`
+/// (so that a leaked read-only key cannot revoke its user's trading keys).
+async fn revoke_own_key(
+    State(state): Shared,
+    Path(key): Path<String>,
+    Account(user, access, _): Account,
+) -> ApiResult {
+    if access.key.issued_id() != Some(key.as_str()) {
+        access.need_trade()?;
+    }
+    revoke(&state, key, Some(user)).await
 }
 
 #[cfg(test)]

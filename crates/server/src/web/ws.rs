@@ -34,7 +34,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, handshake::derive_accept_key};
 
-use super::auth::Payer;
+use super::auth::{Access, Payer};
 use super::fanout::Channel;
 use super::listener::{Slot, Transport};
 use super::outbox::{Duplex, Input, Outbox, SLOW_WRITE, text_frame};
@@ -194,7 +194,10 @@ struct Connection {
     outbox: Arc<Outbox>,
     subscriptions: HashMap<String, Subscription>,
     user: Option<UserId>,
+    /// The key the connection logged in with.
+    access: Option<Access>,
     peer: PeerKey,
+    peer_ip: std::net::IpAddr,
     slot: Arc<Slot>,
     /// How this connection writes and reads prices, quantities and amounts.
     units: Units,
@@ -250,7 +253,9 @@ async fn connection(
         outbox: outbox.clone(),
         subscriptions: HashMap::new(),
         user: None,
+        access: None,
         peer: PeerKey::of(peer.ip()),
+        peer_ip: peer.ip(),
         slot,
         units,
         ending: None,
@@ -454,8 +459,8 @@ impl Connection {
 
     /// Who this connection's requests are charged to.
     fn payer(&self) -> Payer {
-        match self.user {
-            Some(user) => Payer::Principal(Principal::User(user)),
+        match self.access {
+            Some(access) => Payer::Key(access.key),
             None => Payer::Address(self.peer),
         }
     }
@@ -554,7 +559,7 @@ impl Connection {
                 orders::amend(&state, user, order, &body, self.units).await
             }
             "order_status" => {
-                let user = self.trader()?;
+                let user = self.reader()?;
                 let order = order_named(args, user)?;
                 let status = orders::outcome(&state, user, order).await?;
                 match status["status"].as_str() {
@@ -576,14 +581,32 @@ impl Connection {
         }
     }
 
-    fn trader(&self) -> Result<UserId, ApiError> {
-        self.user.ok_or_else(|| {
-            ApiError::new(
+    /// The logged-in user, while the key it logged in with is not revoked.
+    fn reader(&self) -> Result<UserId, ApiError> {
+        let (Some(user), Some(access)) = (self.user, self.access) else {
+            return Err(ApiError::new(
                 axum::http::StatusCode::UNAUTHORIZED,
                 "missing_credentials",
                 "log in first",
-            )
-        })
+            ));
+        };
+        if let Some(id) = access.key.issued_id()
+            && !self.state.keys.exists(id)
+        {
+            return Err(ApiError::new(
+                axum::http::StatusCode::UNAUTHORIZED,
+                "unknown_key",
+                "the API key this connection logged in with was revoked",
+            ));
+        }
+        Ok(user)
+    }
+
+    /// The logged-in user, when the key may trade.
+    fn trader(&self) -> Result<UserId, ApiError> {
+        let user = self.reader()?;
+        self.access.expect("logged in").need_trade()?;
+        Ok(user)
     }
 
     fn login(&mut self, args: &Value) -> Result<Value, ApiError> {
@@ -594,21 +617,31 @@ impl Connection {
                 _ => String::new(),
             }
         };
-        let (key, ts, nonce, sig) = (text("key"), text("ts"), text("nonce"), text("sig"));
+        if field(args, "nonce").is_some() {
+            return Err(ApiError::new(
+                axum::http::StatusCode::UNAUTHORIZED,
+                "bad_signature",
+                "nonce is no longer used: sign key, ts, recv_window, WS and /ws (docs/api.md)",
+            ));
+        }
+        let (key, ts, sig) = (text("key"), text("ts"), text("sig"));
+        let window = field(args, "recv_window").map(|_| text("recv_window"));
         let signed = super::auth::Signed {
             key: &key,
             timestamp_ms: &ts,
-            nonce: &nonce,
+            recv_window_ms: window.as_deref(),
             signature: &sig,
         };
-        match self
+        let access = self
             .state
             .auth
-            .verify(&self.state, &signed, self.peer, "WS", "/ws", b"")?
-        {
+            .verify(&self.state, &signed, self.peer_ip, "WS", "/ws", b"")
+            .map_err(|refusal| *refusal.error)?;
+        match access.principal {
             Principal::User(user) => {
                 self.establish()?;
                 self.user = Some(user);
+                self.access = Some(access);
                 self.outbox
                     .set_byte_limit(self.state.settings.max_ws_queue_bytes);
                 Ok(json!({"user": user}))
@@ -627,7 +660,7 @@ impl Connection {
         }
         let state = self.state.clone();
         if channel == "user" {
-            let user = self.trader()?;
+            let user = self.reader()?;
             // Subscribe first, then read: nothing falls between.
             let rx = state.history.subscribe(user);
             let (seq, report) = orders::report(&state, user).await?;

@@ -148,9 +148,9 @@ class Client:
             try:
                 return call.read(_with_order_checked(response, units), units)
             except RialtoError as e:
-                # Another client of the same key (another process) took this nonce: the request
-                # was refused unseen, so it is safe to sign it again once.
-                if e.code != "replayed_nonce" or attempt == 1:
+                # Another process signed the very same request with the same key in the same
+                # millisecond: this one was refused unseen, so it is safe to sign it again once.
+                if e.code != "replayed_request" or attempt == 1:
                     raise
         raise AssertionError("unreachable")
 
@@ -317,7 +317,7 @@ class AsyncClient:
             try:
                 return call.read(_with_order_checked(response, units), units)
             except RialtoError as e:
-                if e.code != "replayed_nonce" or attempt == 1:
+                if e.code != "replayed_request" or attempt == 1:
                     raise
         raise AssertionError("unreachable")
 
