@@ -220,7 +220,8 @@ pub fn sign(secret: &str, text: &[u8]) -> String {
     crate::auth::hex(&mac.finalize().into_bytes())
 }
 
-fn unhex(text: &str) -> Option<Vec<u8>> {
+/// The bytes of a hex text (either case); `None` for anything else.
+pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) || !text.is_ascii() {
         return None;
     }

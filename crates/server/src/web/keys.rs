@@ -238,7 +238,7 @@ impl KeyStore {
     pub fn resolve(&self, key_id: &str) -> Option<Resolved> {
         let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
         let stored = keys.get(key_id)?;
-        let salt = unhex(&stored.salt)?;
+        let salt = super::auth::unhex(&stored.salt)?;
         let secret = self.credentials.api_key_secret(key_id, &salt);
         let digest = hex(&Sha256::digest(secret.as_bytes()));
         if !constant_time_eq(digest.as_bytes(), stored.secret_sha256.as_bytes()) {
@@ -399,16 +399,6 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     drop(file);
     fs::rename(&tmp, path)?;
     fs::File::open(dir)?.sync_all()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.is_ascii() {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-        .collect()
 }
 
 #[cfg(test)]
