@@ -6,9 +6,12 @@
 //! `go install github.com/nats-io/nats-server/v2@v2.15.2`, as .ci/run does).
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub struct NatsCluster {
@@ -37,20 +40,53 @@ pub fn nats_server_binary() -> PathBuf {
     })
 }
 
+/// A free loopback port, never one handed out before in this process: tests run in parallel,
+/// and two clusters must not be given the same port between its probe and a server's bind.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
 }
+
+/// Start-ups tried before a test gives up: a port probed free can still be taken by another
+/// process before nats-server binds it (the node then exits), and a new start picks others.
+const START_ATTEMPTS: usize = 5;
 
 impl NatsCluster {
     /// Starts three nodes and waits until each accepts connections.
     pub fn start() -> NatsCluster {
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            match Self::try_start() {
+                Ok(cluster) => return cluster,
+                Err(why) => failures.push(why),
+            }
+        }
+        panic!(
+            "nats-server did not start in {START_ATTEMPTS} attempts: {}",
+            failures.join("\n\n")
+        )
+    }
+
+    fn try_start() -> Result<NatsCluster, String> {
+        static CLUSTERS: AtomicUsize = AtomicUsize::new(0);
         let binary = nats_server_binary();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let client_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let cluster_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        // A name of its own, so that a node of another test's cluster can never join this one.
+        let name = format!(
+            "rialto-test-{}-{}",
+            std::process::id(),
+            CLUSTERS.fetch_add(1, Ordering::Relaxed)
+        );
         let mut nodes = Vec::new();
         for i in 0..3 {
             let routes: Vec<String> = (0..3)
@@ -64,7 +100,7 @@ impl NatsCluster {
                 .args(["-a", "127.0.0.1", "-p", &client_ports[i].to_string()])
                 .args(["-n", &format!("n{i}"), "-js", "-sd"])
                 .arg(&store)
-                .args(["--cluster_name", "rialto-test"])
+                .args(["--cluster_name", &name])
                 .args([
                     "--cluster",
                     &format!("nats://127.0.0.1:{}", cluster_ports[i]),
@@ -85,29 +121,38 @@ impl NatsCluster {
         let deadline = Instant::now() + Duration::from_secs(20);
         for port in &client_ports {
             while TcpStream::connect(("127.0.0.1", *port)).is_err() {
-                assert!(
-                    Instant::now() < deadline,
-                    "nats-server did not listen on port {port} within 20 s; its log: {}",
-                    cluster.logs()
-                );
+                if let Some(exited) = cluster.exited() {
+                    return Err(format!("{exited} exited; the logs: {}", cluster.logs()));
+                }
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "nats-server did not listen on port {port} within 20 s; its log: {}",
+                        cluster.logs()
+                    ));
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
         // A port taken by someone else between our probe and the server's bind: the server
         // exits, and the port answers for another process.
-        let exited: Vec<String> = (cluster.nodes.iter_mut().enumerate())
+        if let Some(exited) = cluster.exited() {
+            return Err(format!(
+                "nats-server exited: {exited}; the logs: {}",
+                cluster.logs()
+            ));
+        }
+        Ok(cluster)
+    }
+
+    /// The nodes that have exited, if any (`n1 (exit status: 1)`).
+    fn exited(&mut self) -> Option<String> {
+        let exited: Vec<String> = (self.nodes.iter_mut().enumerate())
             .filter_map(|(i, node)| match node.try_wait() {
                 Ok(Some(status)) => Some(format!("n{i} ({status})")),
                 _ => None,
             })
             .collect();
-        assert!(
-            exited.is_empty(),
-            "nats-server exited: {}; the logs: {}",
-            exited.join(", "),
-            cluster.logs()
-        );
-        cluster
+        (!exited.is_empty()).then(|| exited.join(", "))
     }
 
     /// The URLs as `--nats` takes them.
