@@ -38,7 +38,8 @@ export class KeysPanel {
     });
     this.status = element('div', { className: 'status', dataset: { testid: 'key-status' } });
     this.secret = element('div', { className: 'status ok', dataset: { testid: 'key-secret' } });
-    this.list = element('div', { dataset: { testid: 'key-list' } });
+    // The table of keys is wider than a phone: it scrolls in a box of its own, not the panel.
+    this.list = element('div', { className: 'scroll-x', dataset: { testid: 'key-list' } });
     container.replaceChildren(element('h3', { textContent: 'API keys' }), form, this.status, this.secret, this.list);
   }
 
