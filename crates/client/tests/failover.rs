@@ -3,32 +3,24 @@
 //! answers the client's status queries. Every socket has a read timeout, so a bug fails the
 //! test instead of hanging it.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::time::Duration;
 
 use rialto_client::failover::{Delivery, FailoverClient};
 use rialto_core::{Side, SymbolId};
-use rialto_wire::{
-    ClientMsg, NewOrder, OrderState, RequestKind, ServerMsg, decode_client, encode_server,
-};
+use rialto_wire::{ClientMsg, NewOrder, OrderState, RequestKind, ServerMsg};
 
-const TIMEOUT: Duration = Duration::from_secs(5);
+mod common;
 
-struct Node {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
+use common::{ScriptedConn, TIMEOUT};
+
+/// A scripted node: a connection past its login.
+struct Node(ScriptedConn);
 
 impl Node {
     /// Accepts one connection and its login.
     fn accept(listener: &TcpListener) -> Node {
-        let (stream, _) = listener.accept().unwrap();
-        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-        let mut node = Node {
-            stream,
-            buf: Vec::new(),
-        };
+        let mut node = Node(ScriptedConn::accept(listener));
         match node.recv() {
             ClientMsg::Login { user: 1, .. } => {}
             other => panic!("expected user 1's login, got {other:?}"),
@@ -41,22 +33,11 @@ impl Node {
     }
 
     fn recv(&mut self) -> ClientMsg {
-        loop {
-            if let Some((msg, used)) = decode_client(&self.buf).expect("client sent a bad frame") {
-                self.buf.drain(..used);
-                return msg;
-            }
-            let mut chunk = [0u8; 1024];
-            let n = self.stream.read(&mut chunk).expect("node read");
-            assert!(n > 0, "client closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
+        self.0.recv()
     }
 
     fn send(&mut self, msg: &ServerMsg) {
-        let mut out = Vec::new();
-        encode_server(msg, &mut out);
-        self.stream.write_all(&out).unwrap();
+        self.0.send(msg)
     }
 
     fn new_order(&mut self) -> NewOrder {

@@ -2,60 +2,25 @@
 //! `decode_client` and answers with `encode_server`. Every socket has a read timeout, so a bug
 //! fails a test instead of hanging it.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rialto_client::{Client, ClientError};
 use rialto_core::{Balance, CancelReason, Name, Side, SymbolId, UserReport};
-use rialto_wire::{
-    ClientMsg, ErrorCode, NewOrder, Secret, ServerMsg, WireError, decode_client, encode_server,
-};
+use rialto_wire::{ClientMsg, ErrorCode, NewOrder, Secret, ServerMsg, WireError, encode_server};
 
-const TIMEOUT: Duration = Duration::from_secs(5);
+mod common;
 
-struct FakeConn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl FakeConn {
-    fn recv(&mut self) -> ClientMsg {
-        loop {
-            if let Some((msg, used)) = decode_client(&self.buf).expect("client sent a bad frame") {
-                self.buf.drain(..used);
-                return msg;
-            }
-            let mut chunk = [0u8; 1024];
-            let n = self.stream.read(&mut chunk).expect("fake server read");
-            assert!(n > 0, "client closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn send(&mut self, msg: &ServerMsg) {
-        let mut out = Vec::new();
-        encode_server(msg, &mut out);
-        self.send_raw(&out);
-    }
-
-    fn send_raw(&mut self, bytes: &[u8]) {
-        self.stream.write_all(bytes).unwrap();
-    }
-}
+use common::{ScriptedConn as FakeConn, TIMEOUT};
 
 /// Serves one connection with `script`, then closes it.
 fn fake_server(script: impl FnOnce(&mut FakeConn) + Send + 'static) -> (Client, JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-        let mut conn = FakeConn {
-            stream,
-            buf: Vec::new(),
-        };
+        let mut conn = FakeConn::accept(&listener);
         script(&mut conn);
     });
     let mut client = Client::connect(addr).unwrap();
