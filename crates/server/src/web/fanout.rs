@@ -190,8 +190,10 @@ struct SymbolRound {
     /// The id of the last trade in the round, which the candle is as of.
     last_trade: u64,
     bbo: Option<(u64, Quote, Quote)>,
-    /// The current candle, with the id of the last trade in it.
-    candle: Option<(u64, Candle)>,
+    /// The last state of each candle the round changed, oldest first, with the id of the
+    /// last trade in it: a round that crosses an interval's end closes one candle and opens
+    /// the next, and a follower must see the closed one's final state too.
+    candles: Vec<(u64, Candle)>,
 }
 
 impl SymbolRound {
@@ -311,7 +313,13 @@ fn collect(rounds: &mut BTreeMap<SymbolId, SymbolRound>, batch: &Batch) {
             Update::Auction { .. } => {}
             Update::Bbo { seq, bid, ask, .. } => round.bbo = Some((seq, bid, ask)),
             // A candle changes only with a trade, which comes before it in the same batch.
-            Update::Candle { candle, .. } => round.candle = Some((round.last_trade, candle)),
+            Update::Candle { candle, .. } => {
+                let as_of = (round.last_trade, candle);
+                match round.candles.last_mut() {
+                    Some(last) if last.1.start_ns == candle.start_ns => *last = as_of,
+                    _ => round.candles.push(as_of),
+                }
+            }
             Update::Trade { trade, .. } => {
                 round.last_trade = trade;
                 round.trades.push(*u);
@@ -474,13 +482,15 @@ fn publish_symbol(
         let bbo = encode(j::bbo(&format!("bbo.{name}"), seq, bid, ask));
         tx.publish(seq, seq, &bbo, |_| bbo.clone());
     }
-    if let (Some((trade, candle)), Some(tx)) = (
-        round.candle,
+    if let (false, Some(tx)) = (
+        round.candles.is_empty(),
         topics.wanted(&format!("candles.{name}"), units),
     ) {
-        let message = encode(json!({"ch": format!("candles.{name}"), "type": "candle",
-            "last_trade": trade, "candle": j::candle(&candle)}));
-        tx.publish(trade, trade, &message, |_| message.clone());
+        for (trade, candle) in &round.candles {
+            let message = encode(json!({"ch": format!("candles.{name}"), "type": "candle",
+                "last_trade": trade, "candle": j::candle(candle)}));
+            tx.publish(*trade, *trade, &message, |_| message.clone());
+        }
     }
 }
 
@@ -523,5 +533,49 @@ mod tests {
             (phased["first"].clone(), phased["last"].clone()),
             (json!(4), json!(4))
         );
+    }
+
+    #[test]
+    fn a_round_across_an_interval_end_keeps_the_final_state_of_each_candle() {
+        let minute = 60_000_000_000;
+        let trade = |id: u64, ts_ns: i64| Update::Trade {
+            symbol: SymbolId(0),
+            trade: id,
+            ts_ns,
+            price: 100,
+            qty: 1,
+            taker_side: Side::Buy,
+        };
+        let candle = |start_ns: i64, trades: u64| Update::Candle {
+            symbol: SymbolId(0),
+            candle: Candle {
+                start_ns,
+                open: 100,
+                high: 100,
+                low: 100,
+                close: 100,
+                volume: trades as i64,
+                trades,
+            },
+        };
+        let batch = Batch {
+            updates: vec![
+                trade(1, 10),
+                candle(0, 1),
+                trade(2, 20),
+                candle(0, 2),
+                trade(3, minute),
+                candle(minute, 1),
+            ],
+            ts_ns: 0,
+        };
+        let mut rounds = BTreeMap::new();
+        collect(&mut rounds, &batch);
+        let kept: Vec<_> = rounds[&SymbolId(0)]
+            .candles
+            .iter()
+            .map(|(as_of, c)| (*as_of, c.start_ns, c.trades))
+            .collect();
+        assert_eq!(kept, [(2, 0, 2), (3, minute, 1)]);
     }
 }
