@@ -52,6 +52,34 @@ fn ws_read(ws: &mut Ws) -> Value {
     }
 }
 
+/// The next text message, or None when none comes within `wait`.
+fn ws_read_within(ws: &mut Ws, wait: Duration) -> Option<Value> {
+    let set = |ws: &mut Ws, t: Duration| {
+        if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+            s.set_read_timeout(Some(t)).unwrap();
+        }
+    };
+    set(ws, wait);
+    let out = loop {
+        match ws.read() {
+            Ok(tungstenite::Message::Text(t)) => break Some(serde_json::from_str(&t).unwrap()),
+            Ok(tungstenite::Message::Close(c)) => panic!("closed by the server: {c:?}"),
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break None;
+            }
+            Err(e) => panic!("WebSocket read: {e}"),
+        }
+    };
+    set(ws, Duration::from_secs(10));
+    out
+}
+
 /// A public GET, parsed as JSON.
 fn get(addr: SocketAddr, target: &str) -> Value {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -565,7 +593,21 @@ fn follow_to_the_end(server: &RunningServer, started: &AtomicBool) -> usize {
             "the rebuilt venue never matched REST: {:?}",
             rebuilt.differences(addr)
         );
-        let m = ws_read(&mut ws);
+        // Once quiet, nothing more may come while REST (served by other threads and the
+        // history database) catches up: read with a short timeout and look again.
+        let m = if quiet {
+            match ws_read_within(&mut ws, Duration::from_millis(200)) {
+                Some(m) => m,
+                None => {
+                    if follows.len() == CHANNELS.len() && rebuilt.differences(addr).is_empty() {
+                        return rebuilt.trades.len();
+                    }
+                    continue;
+                }
+            }
+        } else {
+            ws_read(&mut ws)
+        };
         let Some(kind) = kind_of(&m) else { continue };
         let snapshot = !follows.contains_key(kind);
         match follows.get_mut(kind) {

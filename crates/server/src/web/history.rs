@@ -18,9 +18,9 @@ use super::AppState;
 use super::units::Catalog;
 
 pub const HISTORY_LEN: usize = 1000;
-/// Messages a user's stream holds for a subscriber that has not forwarded them yet; beyond it
-/// the subscriber is a slow consumer.
-const STREAM_BACKLOG: usize = 4096;
+/// The most messages a user's stream holds for a subscriber that has not forwarded them yet,
+/// whatever `[web] max_ws_queue` says (the stream's slots are allocated when it is made).
+const MAX_STREAM_BACKLOG: usize = 1 << 16;
 
 /// One entry of a user's history.
 enum Entry {
@@ -105,11 +105,13 @@ impl Histories {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wait).await;
     }
 
-    pub fn subscribe(&self, user: UserId) -> broadcast::Receiver<UserMessage> {
+    /// A receiver of the user's stream. A subscriber more than `backlog` messages behind it
+    /// (the connection's `[web] max_ws_queue`) is a slow consumer.
+    pub fn subscribe(&self, user: UserId, backlog: usize) -> broadcast::Receiver<UserMessage> {
         let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
         streams
             .entry(user)
-            .or_insert_with(|| broadcast::channel(STREAM_BACKLOG).0)
+            .or_insert_with(|| broadcast::channel(backlog.clamp(1, MAX_STREAM_BACKLOG)).0)
             .subscribe()
     }
 

@@ -662,7 +662,7 @@ impl Connection {
         if channel == "user" {
             let user = self.reader()?;
             // Subscribe first, then read: nothing falls between.
-            let rx = state.history.subscribe(user);
+            let rx = state.history.subscribe(user, state.settings.max_ws_queue);
             let (seq, report) = orders::report(&state, user).await?;
             self.send_in_units(json!({"ch": "user", "type": "balances", "seq": seq, "balances": orders::balances_json(&report)}));
             self.send_in_units(json!({"ch": "user", "type": "orders", "seq": seq, "orders": orders::open_orders_json(&report)}));
