@@ -218,7 +218,11 @@ impl Metrics {
             if typed.insert(name.clone()) {
                 let _ = writeln!(out, "# TYPE {name} gauge");
             }
-            let _ = writeln!(out, "{name}{{{labels}}} {}", probe());
+            match labels.is_empty() {
+                true => writeln!(out, "{name} {}", probe()),
+                false => writeln!(out, "{name}{{{labels}}} {}", probe()),
+            }
+            .ok();
         }
         out
     }

@@ -94,3 +94,20 @@ mod tests {
         assert!(raise_open_file_limit() > 0);
     }
 }
+
+/// Lowers the calling thread's scheduling priority to `nice` (Linux keeps a nice value per
+/// thread): for background work, such as the history writer, that must not take CPU time
+/// from the threads that acknowledge orders when both want it. Returns whether it took.
+pub fn lower_this_thread_priority(nice: i32) -> bool {
+    // SAFETY: setpriority reads its three integer arguments; with PRIO_PROCESS and 0 it
+    // applies to the calling thread on Linux.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = nice;
+        false
+    }
+}

@@ -36,6 +36,10 @@ use serde::{Deserialize, Serialize};
 
 pub use rows::{ID_PER_SEQ, Rows};
 
+/// The history writer thread's nice value (0 is the other threads'): under load it yields the
+/// CPU to the threads that acknowledge orders.
+const HISTORY_WRITER_NICE: i32 = 10;
+
 /// The database's file name in the data directory.
 pub const FILE_NAME: &str = "history.sqlite";
 
@@ -274,6 +278,9 @@ pub fn start(
     let handle = std::thread::Builder::new()
         .name("rialto-history".into())
         .spawn(move || {
+            // Behind the threads that acknowledge orders: the database may lag a burst and
+            // catch up after it (the tap holds what waits, docs/api.md).
+            crate::process::lower_this_thread_priority(HISTORY_WRITER_NICE);
             if let Err(e) = writer.run(venue_seq) {
                 writer.store.failed.store(true, Ordering::Relaxed);
                 tracing::error!("history writer stopped: {e:#}");
