@@ -147,9 +147,35 @@ impl Store {
     }
 }
 
+/// Emptied batches the writer gives back for the tap to fill again, so that neither thread
+/// allocates (and the kernel zeroes) fresh memory for every round; one whose buffers grew past
+/// [`SPARE_MAX_ROWS`] rows is freed instead.
+struct Spares(ArrayQueue<Rows>);
+
+const SPARES: usize = 64;
+const SPARE_MAX_ROWS: usize = 1 << 16;
+
+impl Spares {
+    fn new() -> Spares {
+        Spares(ArrayQueue::new(SPARES))
+    }
+
+    fn take(&self) -> Rows {
+        self.0.pop().unwrap_or_default()
+    }
+
+    fn give_back(&self, mut rows: Rows) {
+        if rows.capacity() <= SPARE_MAX_ROWS {
+            rows.clear();
+            let _ = self.0.push(rows);
+        }
+    }
+}
+
 /// The market data thread's side: collects rows, hands them over without ever waiting.
 pub struct HistoryTap {
     queue: Arc<ArrayQueue<Rows>>,
+    spares: Arc<Spares>,
     pending: Rows,
     pending_rows: usize,
     writer: Thread,
@@ -175,11 +201,16 @@ impl HistoryTap {
         if self.pending.is_empty() {
             return;
         }
-        match self.queue.push(std::mem::take(&mut self.pending)) {
+        let empty = self.spares.take();
+        match self.queue.push(std::mem::replace(&mut self.pending, empty)) {
             Ok(()) => self.writer.unpark(),
-            Err(rows) if rows.row_count() < self.pending_rows => self.pending = rows,
-            Err(_) => {
+            Err(rows) if rows.row_count() < self.pending_rows => {
+                let empty = std::mem::replace(&mut self.pending, rows);
+                self.spares.give_back(empty);
+            }
+            Err(rows) => {
                 // The writer sees the gap and replays it from the journal.
+                self.spares.give_back(rows);
                 self.store.dropped_batches.fetch_add(1, Ordering::Relaxed);
                 self.writer.unpark();
             }
@@ -266,11 +297,13 @@ pub fn start(
     let store = Arc::new(Store::open_readers(&path));
     store.written_seq.store(written, Ordering::Release);
     let queue = Arc::new(ArrayQueue::new(settings.queue_batches));
+    let spares = Arc::new(Spares::new());
     let closed = Arc::new(AtomicBool::new(false));
     let mut writer = Writer {
         conn,
         store: store.clone(),
         queue: queue.clone(),
+        spares: spares.clone(),
         closed: closed.clone(),
         data_dir: data_dir.to_path_buf(),
         engine_config,
@@ -293,6 +326,7 @@ pub fn start(
         })?;
     let tap = HistoryTap {
         queue,
+        spares,
         pending: Rows::default(),
         pending_rows: settings.pending_rows,
         writer: handle.thread().clone(),
@@ -313,6 +347,7 @@ struct Writer {
     conn: Connection,
     store: Arc<Store>,
     queue: Arc<ArrayQueue<Rows>>,
+    spares: Arc<Spares>,
     closed: Arc<AtomicBool>,
     data_dir: PathBuf,
     engine_config: EngineConfig,
@@ -340,7 +375,7 @@ impl Writer {
                             self.write(std::mem::replace(&mut rows, next))?;
                         }
                     }
-                    self.write(rows)?
+                    self.write(rows)?;
                 }
                 None if self.closed.load(Ordering::Acquire) && self.queue.is_empty() => {
                     return Ok(());
@@ -377,6 +412,7 @@ impl Writer {
         self.store
             .written_seq
             .store(rows.last_seq, Ordering::Release);
+        self.spares.give_back(rows);
         Ok(())
     }
 
@@ -484,6 +520,7 @@ mod tests {
         let store = Arc::new(Store::open_readers(&dir.path().join(FILE_NAME)));
         let mut tap = HistoryTap {
             queue: Arc::new(ArrayQueue::new(1)),
+            spares: Arc::new(Spares::new()),
             pending: Rows::default(),
             pending_rows: 3,
             writer: std::thread::current(),

@@ -102,6 +102,21 @@ impl Rows {
         self.trades.len() + self.events.len()
     }
 
+    /// Rows its buffers have room for without growing.
+    pub fn capacity(&self) -> usize {
+        self.trades.capacity() + self.events.capacity()
+    }
+
+    /// Empties it, keeping its buffers for the next run.
+    pub fn clear(&mut self) {
+        self.first_seq = 0;
+        self.last_seq = 0;
+        self.trades.clear();
+        self.events.clear();
+        self.seconds.clear();
+        self.left_out = 0;
+    }
+
     /// Appends `next`, which must start right after this run; gives it back otherwise.
     pub fn append(&mut self, next: Rows) -> Result<(), Rows> {
         if self.is_empty() || next.is_empty() || next.first_seq != self.last_seq + 1 {
