@@ -16,10 +16,15 @@ pub struct OrderArgs {
     /// The venue's HTTP address ([web] listen)
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub web: String,
-    /// The user who places the order
-    #[arg(long)]
-    pub user: i64,
-    /// The user's secret; without it, it is read from --data's venue key (as `rialto secret`)
+    /// The user who places the order, signing with the user id as the key
+    #[arg(long, required_unless_present = "key", conflicts_with = "key")]
+    pub user: Option<i64>,
+    /// An issued API key (`rk…`, docs/api.md "API keys") to sign with, instead of --user; needs
+    /// its --secret
+    #[arg(long, requires = "secret")]
+    pub key: Option<String>,
+    /// The key's secret; without it, the user's is derived from --data's venue key (as
+    /// `rialto secret`)
     #[arg(long)]
     pub secret: Option<String>,
     /// Data directory holding venue.key (only without --secret)
@@ -62,20 +67,26 @@ pub fn body(args: &OrderArgs) -> Value {
 
 /// Places the order; prints the answer, and fails on a refusal (its JSON error on stderr).
 pub fn run(args: &OrderArgs) -> anyhow::Result<()> {
-    let secret = match &args.secret {
-        Some(secret) => secret.clone(),
-        None => {
+    let key = match (&args.key, args.user) {
+        (Some(key), _) => key.clone(),
+        (None, Some(user)) => user.to_string(),
+        (None, None) => bail!("give --user or --key"),
+    };
+    let secret = match (&args.secret, args.user) {
+        (Some(secret), _) => secret.clone(),
+        (None, None) => bail!("--key needs its --secret"),
+        (None, Some(user)) => {
             anyhow::ensure!(
                 args.data.join("venue.key").exists(),
                 "{} has no venue.key: give --secret, or --data of the running venue",
                 args.data.display()
             );
             let credentials = rialto_server::auth::Credentials::load_or_create(&args.data)?;
-            credentials.user_secret(args.user)
+            credentials.user_secret(user)
         }
     };
     let body = body(args).to_string();
-    let (status, answer) = post_signed(&args.web, &args.user.to_string(), &secret, &body)?;
+    let (status, answer) = post_signed(&args.web, &key, &secret, &body, "/api/v1/orders")?;
     if status != 200 {
         bail!("HTTP {status}: {answer}");
     }
@@ -83,11 +94,16 @@ pub fn run(args: &OrderArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A signed `POST /api/v1/orders` over plain HTTP/1.1 (docs/api.md, "Authentication"); the
+/// A signed `POST` to `target` over plain HTTP/1.1 (docs/api.md, "Authentication"); the
 /// status and the body.
-fn post_signed(web: &str, key: &str, secret: &str, body: &str) -> anyhow::Result<(u16, String)> {
+pub fn post_signed(
+    web: &str,
+    key: &str,
+    secret: &str,
+    body: &str,
+    target: &str,
+) -> anyhow::Result<(u16, String)> {
     use rialto_server::web::auth::{now_ms, sign, signed_text};
-    let target = "/api/v1/orders";
     // No Rialto-Recv-Window: the server's default window (5 s) signs as an empty line.
     let ts = now_ms().to_string();
     let sig = sign(

@@ -203,5 +203,52 @@ fn rialto_order_places_signed_orders_and_prints_their_outcome() {
         &["--side", "sell", "--price", "5000.001", "--qty", "0.001"],
     );
     assert!(!ok && err.contains("invalid_price"), "{err}");
+
+    // An issued API key signs as well; a read-only one cannot trade.
+    let credentials = rialto_server::auth::Credentials::load_or_create(&data).unwrap();
+    let issue = |permissions: serde_json::Value| {
+        let body = serde_json::json!({"user": 1, "permissions": permissions}).to_string();
+        let (status, answer) = rialto_cli::order::post_signed(
+            &web,
+            "admin",
+            &credentials.admin_secret(),
+            &body,
+            "/api/v1/admin/keys",
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{answer}");
+        let key: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        (
+            key["key"].as_str().unwrap().to_string(),
+            key["secret"].as_str().unwrap().to_string(),
+        )
+    };
+    let with_key = |(key, secret): &(String, String), extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rialto"))
+            .args(["order", "--web", &web, "--key", key, "--secret", secret])
+            .args(extra)
+            .output()
+            .unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (
+            out.status.success(),
+            answer,
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let sell = ["--side", "sell", "--price", "5200.00", "--qty", "0.001"];
+    let (ok, placed, err) = with_key(&issue(serde_json::json!(["trade"])), &sell);
+    assert!(ok, "{err}");
+    assert_eq!(placed["status"], "new", "{placed}");
+    let (ok, _, err) = with_key(&issue(serde_json::json!(["read"])), &sell);
+    assert!(!ok && err.contains("permission_denied"), "{err}");
+    // A key without its secret is refused before anything is sent.
+    let out = Command::new(env!("CARGO_BIN_EXE_rialto"))
+        .args(["order", "--web", &web, "--key", "rkx"])
+        .args(sell)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--secret"));
     drop(server);
 }
