@@ -138,6 +138,7 @@ export class Account {
     }
     if (this.mode) await this.logout();
     this.status('login-status', 'logging in…');
+    let name = key === 'admin' ? 'admin' : `user ${key}`;
     try {
       await this.api.syncClock().catch(() => {});
       await this.api.setCredentials(key, secret);
@@ -150,7 +151,11 @@ export class Account {
         this.mode = 'trader';
         this.setBalances(balances);
         await this.refreshOrders();
-        await this.feed.login(() => this.api.wsLogin());
+        const login = await this.feed.login(() => this.api.wsLogin());
+        // An issued key (rk…) names its user only in the login's answer.
+        if (login && login.user !== undefined && String(login.user) !== key) {
+          name = `user ${login.user} (key ${key})`;
+        }
         this.feed.subscribe('user', (msg) => this.onUser(msg), {
           isPrivate: true,
           onSubscribed: (error) => error && this.log(`subscribe user: ${describeError(error)}`),
@@ -166,9 +171,9 @@ export class Account {
     $('login-secret').value = '';
     $('login-form').hidden = true;
     $('logged-in').hidden = false;
-    $('account-name').textContent = key === 'admin' ? 'admin' : `user ${key}`;
+    $('account-name').textContent = name;
     document.body.dataset.account = key;
-    this.status('login-status', `logged in as ${key === 'admin' ? 'admin' : `user ${key}`}`, 'ok');
+    this.status('login-status', `logged in as ${name}`, 'ok');
     const trader = this.mode === 'trader';
     $('order-form').hidden = !trader;
     $('balances-box').hidden = !trader;
