@@ -718,7 +718,7 @@ async function main() {
         return `${bandText}; ${answers.join('; ')}`;
       });
 
-      await step('the operator creates a read-only API key for user 3 (its secret shown once, and it signs), then revokes it', async () => {
+      await step('the operator creates a read-only API key for user 3 (its secret shown once, it signs, the console logs in with it), then revokes it', async () => {
         await admin.getByTestId('key-user').fill('3');
         await admin.getByTestId('key-trade').uncheck();
         await admin.getByTestId('key-label').fill('browser test');
@@ -730,6 +730,11 @@ async function main() {
         check(row.includes('read') && !row.includes('trade') && !row.includes(secret), `the key's row: ${row}`);
         const balances = await signedRest(key, secret, 'GET', '/api/v1/balances');
         check(Array.isArray(balances), `the new key reads: ${JSON.stringify(balances)}`);
+        const keyPage = await openConsole(browser, 'user 3 by key');
+        await login(keyPage, key, secret);
+        const title = await keyPage.getByTestId('account-name').textContent();
+        check(title === `user 3 (key ${key})`, `the account title with an issued key: ${title}`);
+        await keyPage.context().close();
         await admin.getByTestId(`key-revoke-${key}`).click();
         await admin.waitForSelector(`[data-testid="key-list"] tr[data-key="${key}"]`, { state: 'detached' });
         let refused = '';
