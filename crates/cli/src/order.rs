@@ -86,7 +86,8 @@ pub fn run(args: &OrderArgs) -> anyhow::Result<()> {
         }
     };
     let body = body(args).to_string();
-    let (status, answer) = post_signed(&args.web, &key, &secret, &body, "/api/v1/orders")?;
+    let (status, answer) =
+        signed_request(&args.web, &key, &secret, "POST", "/api/v1/orders", &body)?;
     if status != 200 {
         bail!("HTTP {status}: {answer}");
     }
@@ -94,26 +95,27 @@ pub fn run(args: &OrderArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A signed `POST` to `target` over plain HTTP/1.1 (docs/api.md, "Authentication"); the
-/// status and the body.
-pub fn post_signed(
+/// A signed request (`method` and `target`, with `body`) over plain HTTP/1.1 (docs/api.md,
+/// "Authentication"); the status and the body.
+pub fn signed_request(
     web: &str,
     key: &str,
     secret: &str,
-    body: &str,
+    method: &str,
     target: &str,
+    body: &str,
 ) -> anyhow::Result<(u16, String)> {
     use rialto_server::web::auth::{now_ms, sign, signed_text};
     // No Rialto-Recv-Window: the server's default window (5 s) signs as an empty line.
     let ts = now_ms().to_string();
     let sig = sign(
         secret,
-        &signed_text(key, &ts, "", "POST", target, body.as_bytes()),
+        &signed_text(key, &ts, "", method, target, body.as_bytes()),
     );
     let mut stream = TcpStream::connect(web).with_context(|| format!("cannot connect to {web}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(15)))?;
     let request = format!(
-        "POST {target} HTTP/1.1\r\nHost: {web}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+        "{method} {target} HTTP/1.1\r\nHost: {web}\r\nConnection: close\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nRialto-Key: {key}\r\nRialto-Timestamp: {ts}\r\n\
          Rialto-Signature: {sig}\r\n\r\n{body}",
         body.len()

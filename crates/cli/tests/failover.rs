@@ -31,6 +31,8 @@ struct Node {
     child: Child,
     /// Its first stdout line, "rialto serving: orders on ...", once it leads.
     serving: mpsc::Receiver<String>,
+    /// Its HTTP address, read from that line.
+    web: std::cell::RefCell<Option<String>>,
 }
 
 impl Node {
@@ -61,7 +63,11 @@ impl Node {
             }
             for _ in lines {}
         });
-        Node { child, serving }
+        Node {
+            child,
+            serving,
+            web: Default::default(),
+        }
     }
 
     /// Sends the node a signal (`STOP`, `CONT`) with kill(1).
@@ -112,6 +118,11 @@ impl Node {
     /// The order gateway's address, once the node leads (within `limit`).
     fn leads_within(&self, limit: Duration) -> Option<String> {
         let line = self.serving.recv_timeout(limit).ok()?;
+        *self.web.borrow_mut() = line
+            .split("web on http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(|w| w.trim_end_matches([',', '/']).to_owned());
         let addr = line
             .split("orders on ")
             .nth(1)
@@ -178,6 +189,35 @@ fn after_a_sigkill_of_the_leader_the_standby_serves_every_acknowledged_order_onc
         "the standby must not lead while the leader holds the lease"
     );
 
+    // An API key issued on the first node, and one issued and revoked there.
+    let web_a = leader.web.borrow().clone().expect("the leader serves HTTP");
+    let admin = Credentials::load_or_create(dir_a.path())
+        .unwrap()
+        .admin_secret();
+    let issue = || {
+        let (status, answer) = rialto_cli::order::signed_request(
+            &web_a,
+            "admin",
+            &admin,
+            "POST",
+            "/api/v1/admin/keys",
+            r#"{"user":1,"permissions":["read","trade"]}"#,
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{answer}");
+        let made: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        (
+            made["key"].as_str().unwrap().to_owned(),
+            made["secret"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (kept, kept_secret) = issue();
+    let (revoked, revoked_secret) = issue();
+    let target = format!("/api/v1/admin/keys/{revoked}");
+    let (status, answer) =
+        rialto_cli::order::signed_request(&web_a, "admin", &admin, "DELETE", &target, "").unwrap();
+    assert_eq!(status, 200, "{answer}");
+
     drop(leader); // SIGKILL
     let addr_b = standby
         .leads_within(Duration::from_secs(30))
@@ -217,6 +257,25 @@ fn after_a_sigkill_of_the_leader_the_standby_serves_every_acknowledged_order_onc
         }
         other => panic!("order 6: {other}"),
     };
+    // The keys are the venue's, not the first node's: the kept one places an order on the
+    // new leader, the revoked one stays revoked.
+    let web_b = standby
+        .web
+        .borrow()
+        .clone()
+        .expect("the new leader serves HTTP");
+    let body = r#"{"symbol":"BTC-USD","side":"buy","price":"10.00","qty":"0.001"}"#;
+    let place = |key: &str, secret: &str| {
+        rialto_cli::order::signed_request(&web_b, key, secret, "POST", "/api/v1/orders", body)
+            .unwrap()
+    };
+    let (status, answer) = place(&kept, &kept_secret);
+    assert_eq!(status, 200, "the kept key on the new leader: {answer}");
+    let (status, answer) = place(&revoked, &revoked_secret);
+    assert!(
+        status == 401 && answer.contains("unknown_key"),
+        "{status} {answer}"
+    );
     let last_seq = match t.request(&ClientMsg::MyReport { request: 2 }).unwrap() {
         ServerMsg::Report { seq, .. } => seq,
         other => panic!("report: {other}"),

@@ -208,12 +208,13 @@ fn rialto_order_places_signed_orders_and_prints_their_outcome() {
     let credentials = rialto_server::auth::Credentials::load_or_create(&data).unwrap();
     let issue = |permissions: serde_json::Value| {
         let body = serde_json::json!({"user": 1, "permissions": permissions}).to_string();
-        let (status, answer) = rialto_cli::order::post_signed(
+        let (status, answer) = rialto_cli::order::signed_request(
             &web,
             "admin",
             &credentials.admin_secret(),
-            &body,
+            "POST",
             "/api/v1/admin/keys",
+            &body,
         )
         .unwrap();
         assert_eq!(status, 200, "{answer}");

@@ -249,6 +249,8 @@ pub fn start_with_stop(
         }
     };
     let metrics = Arc::new(metrics::Metrics::default());
+    // A replicated venue's key store writes through to the cluster.
+    let mut key_mirror = None;
     let (web_listener, mut engine, mut last_ts_ns, mut journal) = match config.log.backend {
         LogBackend::Local => {
             // Bound before recovery, which may take a while: a taken port fails at once.
@@ -260,12 +262,15 @@ pub fn start_with_stop(
             // A standby opens no listener until it leads.
             let connection = connection.context("a jetstream node has a connection")?;
             let leading = replication::start_node(
-                connection,
+                connection.clone(),
                 &config.log,
                 data_dir,
                 config.engine_config(),
                 &stop,
             )?;
+            // The keys as the last leader left them, before the web side loads them.
+            replication::adopt_api_keys(&connection, data_dir)?;
+            key_mirror = Some(replication::api_key_mirror(&connection));
             let log = CommandLog::JetStream(leading.log);
             (bind_web()?, leading.engine, leading.last_ts_ns, log)
         }
@@ -474,14 +479,18 @@ pub fn start_with_stop(
             instruments: config.instruments.clone(),
             credentials: credentials.clone(),
             admin_secret: admin_secret.clone(),
-            keys: Arc::new(
-                web::keys::KeyStore::open(
+            keys: Arc::new({
+                let store = web::keys::KeyStore::open(
                     data_dir,
                     credentials.clone(),
                     config.web.max_api_keys_per_user,
                 )
-                .context("cannot load the API key store")?,
-            ),
+                .context("cannot load the API key store")?;
+                match key_mirror.take() {
+                    Some(mirror) => store.with_mirror(mirror),
+                    None => store,
+                }
+            }),
             bridge,
             user_messages,
             md: market_data.clone(),

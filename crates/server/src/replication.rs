@@ -593,6 +593,56 @@ fn first_or_stored(
     })
 }
 
+/// The issued API keys' entry: `api-keys.json` as the leader last wrote it (salts and hashes,
+/// never a secret).
+const API_KEYS_ENTRY: &str = "api_keys";
+
+/// Makes `data_dir/api-keys.json` the venue's before this node serves: the cluster's copy when
+/// there is one; else this node's own file, if any, becomes the cluster's (a venue whose keys
+/// were made before they were kept there).
+pub fn adopt_api_keys(connection: &Connection, data_dir: &Path) -> anyhow::Result<()> {
+    let path = data_dir.join(crate::web::keys::FILE_NAME);
+    let bucket = connection
+        .runtime
+        .block_on(connection.js.get_key_value(&connection.names.venue_bucket))
+        .context("cannot open the venue bucket")?;
+    let stored = connection
+        .runtime
+        .block_on(bucket.get(API_KEYS_ENTRY))
+        .context("reading the API keys from the cluster")?;
+    match stored {
+        Some(bytes) => {
+            crate::web::keys::write_atomically(&path, &bytes)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            tracing::info!("took the venue's API keys from the cluster");
+        }
+        None => {
+            if let Ok(bytes) = std::fs::read(&path) {
+                api_key_mirror(connection)(&bytes)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the key store calls with the whole key file before it writes it: the file goes into
+/// the venue bucket first, so a key is never made or revoked on the leader alone.
+pub fn api_key_mirror(connection: &Connection) -> crate::web::keys::Mirror {
+    let (runtime, js, bucket) = (
+        connection.runtime.clone(),
+        connection.js.clone(),
+        connection.names.venue_bucket.clone(),
+    );
+    Box::new(move |bytes: &[u8]| {
+        let bytes = Bytes::copy_from_slice(bytes);
+        runtime.block_on(async {
+            let store = js.get_key_value(&bucket).await?;
+            store.put(API_KEYS_ENTRY, bytes).await?;
+            anyhow::Ok(())
+        })
+    })
+}
+
 // ----- the lease -----------------------------------------------------------------------------
 
 /// The leader's hold on the lease, renewed by a task on the client's runtime.

@@ -182,9 +182,14 @@ pub enum KeyError {
     Io(String),
 }
 
+/// Stores the whole key file elsewhere too (a replicated venue's bucket), before the file is
+/// written; an error leaves the keys as they were.
+pub type Mirror = Box<dyn Fn(&[u8]) -> anyhow::Result<()> + Send + Sync>;
+
 pub struct KeyStore {
     /// The file, or none (tests of the web side without a data directory).
     path: Option<PathBuf>,
+    mirror: Option<Mirror>,
     credentials: Arc<Credentials>,
     max_per_user: usize,
     keys: RwLock<BTreeMap<String, StoredKey>>,
@@ -220,11 +225,20 @@ impl KeyStore {
         }
         Ok(KeyStore {
             path: Some(path),
+            mirror: None,
             credentials,
             max_per_user,
             keys: RwLock::new(keys),
             writing: Mutex::new(()),
         })
+    }
+
+    /// Every change is stored by `mirror` before the file is written.
+    pub fn with_mirror(self, mirror: Mirror) -> KeyStore {
+        KeyStore {
+            mirror: Some(mirror),
+            ..self
+        }
     }
 
     /// Whether `text` has the shape of an issued key id (so it cannot be a user id or admin).
@@ -364,6 +378,12 @@ impl KeyStore {
             keys: keys.values().cloned().collect(),
         };
         let bytes = serde_json::to_vec_pretty(&file).map_err(|e| KeyError::Io(e.to_string()))?;
+        if let Some(mirror) = &self.mirror {
+            mirror(&bytes).map_err(|e| {
+                tracing::error!("cannot store the API keys in the cluster: {e:#}");
+                KeyError::Io(format!("cannot store the keys in the cluster: {e}"))
+            })?;
+        }
         write_atomically(path, &bytes).map_err(|e| {
             tracing::error!("cannot write {}: {e}", path.display());
             KeyError::Io(e.to_string())
@@ -385,7 +405,7 @@ fn describe(key: &StoredKey) -> serde_json::Value {
 
 /// Writes `path` whole or not at all: a temporary file beside it (mode 0600), fsync, rename,
 /// fsync of the directory.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
     let tmp = path.with_extension("json.tmp");
