@@ -369,9 +369,11 @@ impl Writer {
                 Some(mut rows) => {
                     // What queued up meanwhile goes in the same transaction, up to a bound.
                     while rows.row_count() < ROWS_PER_TRANSACTION
-                        && let Some(next) = self.queue.pop()
+                        && let Some(mut next) = self.queue.pop()
                     {
-                        if let Err(next) = rows.append(next) {
+                        if rows.take_from(&mut next) {
+                            self.spares.give_back(next);
+                        } else {
                             self.write(std::mem::replace(&mut rows, next))?;
                         }
                     }
@@ -537,8 +539,8 @@ mod tests {
         tap.flush();
         assert_eq!(tap.pending.row_count(), 2, "kept while under pending_rows");
         assert_eq!(store.dropped_batches.load(Ordering::Relaxed), 0);
-        let next = batches.next().unwrap();
-        tap.pending.append(next).unwrap();
+        let mut next = batches.next().unwrap();
+        assert!(tap.pending.take_from(&mut next));
         tap.flush();
         assert!(tap.pending.is_empty());
         assert_eq!(store.dropped_batches.load(Ordering::Relaxed), 1);

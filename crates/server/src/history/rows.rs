@@ -117,23 +117,25 @@ impl Rows {
         self.left_out = 0;
     }
 
-    /// Appends `next`, which must start right after this run; gives it back otherwise.
-    pub fn append(&mut self, next: Rows) -> Result<(), Rows> {
+    /// Moves `next`'s rows to the end of this run if `next` starts right after it, leaving
+    /// `next` empty with its buffers kept; else changes neither and returns false.
+    pub fn take_from(&mut self, next: &mut Rows) -> bool {
         if self.is_empty() || next.is_empty() || next.first_seq != self.last_seq + 1 {
-            return Err(next);
+            return false;
         }
         self.last_seq = next.last_seq;
-        self.trades.extend(next.trades);
-        self.events.extend(next.events);
-        let mut seconds = next.seconds.into_iter();
-        if let (Some(&(last, _)), Some(first)) = (self.seconds.last(), seconds.as_slice().first())
-            && first.0 <= last
-        {
-            seconds.next();
-        }
-        self.seconds.extend(seconds);
+        self.trades.append(&mut next.trades);
+        self.events.append(&mut next.events);
+        // A second both runs began in is counted once, from this run's first seq in it.
+        let same_second = matches!(
+            (self.seconds.last(), next.seconds.first()),
+            (Some(&(last, _)), Some(&(first, _))) if first <= last
+        );
+        self.seconds
+            .extend(next.seconds.drain(..).skip(usize::from(same_second)));
         self.left_out += next.left_out;
-        Ok(())
+        next.clear();
+        true
     }
 
     /// Adds the command at `seq` (the one after `last_seq`, or the first).
@@ -357,5 +359,25 @@ mod tests {
             ]
         );
         assert_eq!(rows.seconds.first().map(|s| s.1), Some(1));
+    }
+
+    #[test]
+    fn a_run_takes_the_next_one_only_when_it_follows_and_counts_a_shared_second_once() {
+        let add_user = |user| Command::AddUser { user };
+        let second = 1_000_000_000;
+        let mut first = Rows::default();
+        first.add(1, 5 * second, &add_user(1), Ok(()), &[]);
+        first.add(2, 6 * second, &add_user(2), Ok(()), &[]);
+        let mut gap = Rows::default();
+        gap.add(4, 6 * second, &add_user(4), Ok(()), &[]);
+        assert!(!first.take_from(&mut gap), "seq 3 is missing");
+        assert_eq!((first.last_seq, gap.first_seq), (2, 4));
+        let mut next = Rows::default();
+        next.add(3, 6 * second, &add_user(3), Ok(()), &[]);
+        next.add(4, 7 * second, &add_user(4), Ok(()), &[]);
+        assert!(first.take_from(&mut next));
+        assert_eq!((first.first_seq, first.last_seq), (1, 4));
+        assert_eq!(first.seconds, [(5, 1), (6, 2), (7, 4)]);
+        assert!(next.is_empty() && next.seconds.is_empty());
     }
 }
