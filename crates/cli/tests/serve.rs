@@ -158,10 +158,11 @@ fn rialto_order_places_signed_orders_and_prints_their_outcome() {
         .and_then(|rest| rest.split_whitespace().next())
         .map(|w| w.trim_end_matches([',', '/']).to_string())
         .unwrap_or_else(|| panic!("no web address in {line:?}"));
-    let order = |user: &str, extra: &[&str]| {
+    // `rialto order` signed as `signer` says: whether it succeeded, its answer, its stderr.
+    let run_order = |signer: &[&str], extra: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_rialto"))
-            .args(["order", "--web", &web, "--data", data.to_str().unwrap()])
-            .args(["--user", user])
+            .args(["order", "--web", &web])
+            .args(signer)
             .args(extra)
             .output()
             .unwrap();
@@ -171,6 +172,9 @@ fn rialto_order_places_signed_orders_and_prints_their_outcome() {
             answer,
             String::from_utf8_lossy(&out.stderr).to_string(),
         )
+    };
+    let order = |user: &str, extra: &[&str]| {
+        run_order(&["--data", data.to_str().unwrap(), "--user", user], extra)
     };
     let (ok, sell, err) = order(
         "1",
@@ -225,17 +229,7 @@ fn rialto_order_places_signed_orders_and_prints_their_outcome() {
         )
     };
     let with_key = |(key, secret): &(String, String), extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_rialto"))
-            .args(["order", "--web", &web, "--key", key, "--secret", secret])
-            .args(extra)
-            .output()
-            .unwrap();
-        let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        (
-            out.status.success(),
-            answer,
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
+        run_order(&["--key", key, "--secret", secret], extra)
     };
     let sell = ["--side", "sell", "--price", "5200.00", "--qty", "0.001"];
     let (ok, placed, err) = with_key(&issue(serde_json::json!(["trade"])), &sell);
@@ -244,12 +238,7 @@ fn rialto_order_places_signed_orders_and_prints_their_outcome() {
     let (ok, _, err) = with_key(&issue(serde_json::json!(["read"])), &sell);
     assert!(!ok && err.contains("permission_denied"), "{err}");
     // A key without its secret is refused before anything is sent.
-    let out = Command::new(env!("CARGO_BIN_EXE_rialto"))
-        .args(["order", "--web", &web, "--key", "rkx"])
-        .args(sell)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--secret"));
+    let (ok, _, err) = run_order(&["--key", "rkx"], &sell);
+    assert!(!ok && err.contains("--secret"), "{err}");
     drop(server);
 }
