@@ -398,6 +398,9 @@ pub struct Follower {
     pub last_seq_stream_seq: u64,
     /// Commands applied from the log.
     pub applied: u64,
+    /// The engine's seq when following began (0: from the venue's first command; else a
+    /// snapshot's).
+    pub from_seq: u64,
     /// Checkpoints found equal to this node's own state hash.
     pub checkpoints_matched: u64,
     checkpoint_every: u64,
@@ -407,12 +410,14 @@ pub struct Follower {
 
 impl Follower {
     pub fn new(engine: Engine, checkpoint_every: u64) -> Follower {
+        let from_seq = engine.last_seq();
         Follower {
             engine,
             last_ts_ns: 0,
             stream_seq: 0,
             last_seq_stream_seq: 0,
             applied: 0,
+            from_seq,
             checkpoints_matched: 0,
             checkpoint_every,
             hashes: VecDeque::with_capacity(HASHES_KEPT),
