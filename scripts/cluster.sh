@@ -26,7 +26,7 @@ STATE="${RIALTO_CLUSTER_DIR:-/tmp/rialto-cluster}"
 RIALTO="${RIALTO:-$(command -v rialto || echo target/release/rialto)}"
 NATS_SERVER="$(command -v nats-server || echo "$HOME/go/bin/nats-server")"
 NATS_URLS="nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224"
-LEASE_MS="${RIALTO_LEASE_MS:-2000}"
+LEASE_MS="${RIALTO_LEASE_MS:-1500}"
 # Order, admin, FIX and web ports of Rialto nodes 1 and 2.
 NODE_PORTS=("" "9100 9101 9878 8080" "9200 9201 9879 8081")
 

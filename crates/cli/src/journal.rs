@@ -89,9 +89,15 @@ pub fn verify_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<
         Ok(follower) => {
             writeln!(out, "messages: {}", follower.stream_seq)?;
             writeln!(out, "records: {}", follower.applied)?;
-            match follower.engine.last_seq() {
-                0 => writeln!(out, "seq: none")?,
-                last => writeln!(out, "seq: 1..={last}")?,
+            match (follower.from_seq, follower.engine.last_seq()) {
+                (_, 0) => writeln!(out, "seq: none")?,
+                (0, last) => writeln!(out, "seq: 1..={last}")?,
+                (from, last) => writeln!(
+                    out,
+                    "seq: {}..={last} (the stream was trimmed: from the snapshot bucket's \
+                     snapshot at seq {from})",
+                    from + 1
+                )?,
             }
             writeln!(out, "checkpoints matched: {}", follower.checkpoints_matched)?;
             writeln!(out, "state_hash: {}", follower.engine.state_hash_hex())?;

@@ -98,6 +98,10 @@ pub fn run(args: &LogBenchArgs) -> anyhow::Result<()> {
         for bucket in [&names.bucket, &names.venue_bucket] {
             let _ = connection.js.delete_key_value(bucket).await;
         }
+        let _ = connection
+            .js
+            .delete_object_store(&names.snapshot_bucket)
+            .await;
     });
     outcome
 }

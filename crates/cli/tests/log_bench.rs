@@ -85,6 +85,11 @@ fn bench_log_commits_through_jetstream_prints_the_floor_and_cleans_up() {
                 "{bucket} left behind"
             );
         }
+        let snapshots = format!("rialto_{venue}_snapshots");
+        assert!(
+            probe.js.get_object_store(&snapshots).await.is_err(),
+            "{snapshots} left behind"
+        );
     });
 
     let refused = rialto(&["bench", "log", "--nats", &nats, "--batch", "0"], "");

@@ -29,7 +29,8 @@ pub use reader::{JournalReader, Record, TailTruncation};
 pub use recovery::{RecoverOptions, Recovered, recover, recover_with};
 pub use snapshot::{
     DEFAULT_SNAPSHOTS_KEPT, Retention, SnapshotInfo, archive_segments_before, list_snapshots,
-    load_newest_snapshot, load_snapshot, prune_snapshots, retain, write_snapshot,
+    load_newest_snapshot, load_snapshot, load_snapshot_bytes, prune_snapshots, retain,
+    snapshot_file_bytes, snapshot_name, write_snapshot,
 };
 pub use writer::{
     CHECKPOINT_WHEN_IDLE, Durability, Durable, JournalConfig, JournalWriter, SyncObserver,

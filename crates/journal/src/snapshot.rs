@@ -51,30 +51,37 @@ pub fn write_snapshot(
 ) -> io::Result<PathBuf> {
     let dir = snapshot_dir(data_dir);
     create_dir_durable(&dir)?;
-    let payload = lz4_flex::block::compress(snapshot_bytes);
-    let mut h = [0u8; SNAPSHOT_HEADER_LEN];
-    h[0..8].copy_from_slice(SNAPSHOT_MAGIC);
-    h[8..12].copy_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
-    h[12..16].copy_from_slice(&(SNAPSHOT_HEADER_LEN as u32).to_le_bytes());
-    h[16..24].copy_from_slice(&seq.to_le_bytes());
-    h[24..56].copy_from_slice(&state_hash);
-    h[56..64].copy_from_slice(&(snapshot_bytes.len() as u64).to_le_bytes());
-    h[64..72].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    h[72..76].copy_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-    let header_crc = crc32c::crc32c(&h[..76]);
-    h[76..80].copy_from_slice(&header_crc.to_le_bytes());
-
+    let file_bytes = snapshot_file_bytes(seq, state_hash, snapshot_bytes);
     let name = snapshot_name(seq);
     let path = dir.join(&name);
     let tmp = dir.join(format!("{name}.tmp"));
     let mut file = File::create(&tmp)?;
-    file.write_all(&h)?;
-    file.write_all(&payload)?;
+    file.write_all(&file_bytes)?;
     file.sync_all()?;
     drop(file);
     fs::rename(&tmp, &path)?;
     fsync_dir(&dir)?;
     Ok(path)
+}
+
+/// A snapshot file's bytes (header and compressed payload, docs/journal-format.md): what
+/// [`write_snapshot`] writes, and what a replicated venue keeps in its snapshot bucket.
+pub fn snapshot_file_bytes(seq: u64, state_hash: [u8; 32], snapshot_bytes: &[u8]) -> Vec<u8> {
+    let payload = lz4_flex::block::compress(snapshot_bytes);
+    let mut out = Vec::with_capacity(SNAPSHOT_HEADER_LEN + payload.len());
+    out.extend_from_slice(SNAPSHOT_MAGIC);
+    out.extend_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(SNAPSHOT_HEADER_LEN as u32).to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&state_hash);
+    out.extend_from_slice(&(snapshot_bytes.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    let header_crc = crc32c::crc32c(&out[..76]);
+    out.extend_from_slice(&header_crc.to_le_bytes());
+    debug_assert_eq!(out.len(), SNAPSHOT_HEADER_LEN);
+    out.extend_from_slice(&payload);
+    out
 }
 
 /// What a snapshot file's header says, once its payload has been checked.
@@ -90,11 +97,22 @@ pub struct SnapshotInfo {
 /// Reads and fully checks one snapshot file: header, payload CRC, decompression, engine
 /// decoding, the engine's own last seq, and the recomputed state hash against the header's.
 pub fn load_snapshot(path: &Path, config: EngineConfig) -> Result<(Engine, SnapshotInfo)> {
+    let bytes = fs::read(path).map_err(|e| JournalError::io(path, e))?;
+    load_snapshot_bytes(&bytes, path, config)
+}
+
+/// [`load_snapshot`] of a snapshot file's bytes read from elsewhere (a replicated venue's
+/// snapshot bucket); `origin` names them in errors and in the info.
+pub fn load_snapshot_bytes(
+    bytes: &[u8],
+    origin: &Path,
+    config: EngineConfig,
+) -> Result<(Engine, SnapshotInfo)> {
+    let path = origin;
     let bad = |problem: String| JournalError::BadSnapshot {
         path: path.to_owned(),
         problem,
     };
-    let bytes = fs::read(path).map_err(|e| JournalError::io(path, e))?;
     let Some(h) = bytes.get(..SNAPSHOT_HEADER_LEN) else {
         return Err(bad(format!(
             "{} bytes, shorter than the header",

@@ -160,6 +160,9 @@ pub struct LogSettings {
     pub checkpoint_every: u64,
     /// The longest wait for JetStream to acknowledge an append, or to answer any request.
     pub ack_timeout_ms: u64,
+    /// Snapshots the leader keeps in the venue's snapshot bucket; the stream is trimmed below
+    /// the oldest (0: snapshots stay local and the stream keeps everything).
+    pub snapshots_kept: usize,
 }
 
 impl Default for LogSettings {
@@ -170,9 +173,10 @@ impl Default for LogSettings {
             venue: "main".into(),
             replicas: 3,
             role: Role::Auto,
-            lease_ms: 2_000,
+            lease_ms: 1_500,
             checkpoint_every: 100_000,
             ack_timeout_ms: 5_000,
+            snapshots_kept: 3,
         }
     }
 }
@@ -779,6 +783,10 @@ impl ServerConfig {
         anyhow::ensure!(
             (100..=60_000).contains(&l.lease_ms),
             "log.lease_ms must be 100..=60000"
+        );
+        anyhow::ensure!(
+            l.snapshots_kept <= 100,
+            "log.snapshots_kept must be 0..=100"
         );
         anyhow::ensure!(
             (100..=60_000).contains(&l.ack_timeout_ms),

@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod process;
 pub mod replication;
 pub mod ring;
+pub mod snapstore;
 pub mod sockets;
 pub mod tls;
 pub mod web;

@@ -263,6 +263,7 @@ impl Pipeline {
         let journal_synced = journal.synced_progress();
         // There are no journal segments to archive with a replicated log.
         let archive = config.archive && journal.is_local();
+        let uploader = journal.snapshot_uploader();
 
         let journal_stage = JournalStage {
             inbound: inbound.clone(),
@@ -304,6 +305,7 @@ impl Pipeline {
             shared: shared.clone(),
             data_dir: config.data_dir.clone(),
             archive,
+            uploader,
         };
         let mut threads = vec![
             std::thread::Builder::new()
@@ -1206,6 +1208,8 @@ struct SnapshotWriter {
     shared: Arc<Shared>,
     data_dir: std::path::PathBuf,
     archive: bool,
+    /// With JetStream: puts each snapshot into the venue's bucket and trims the stream.
+    uploader: Option<crate::snapstore::Uploader>,
 }
 
 impl SnapshotWriter {
@@ -1236,6 +1240,15 @@ impl SnapshotWriter {
                     let ms = started.elapsed().as_millis() as u64;
                     tracing::info!(seq = job.seq, path = %path.display(), ms, "snapshot written");
                     self.tidy();
+                    if let Some(uploader) = &self.uploader {
+                        match std::fs::read(&path) {
+                            Ok(file_bytes) => uploader.upload(job.seq, &state_hash, &file_bytes),
+                            Err(e) => tracing::error!(
+                                seq = job.seq,
+                                "the snapshot stays local only: reading it back failed: {e}"
+                            ),
+                        }
+                    }
                     ServerMsg::SnapshotTaken {
                         request: job.asked_by.map_or(0, |(_, r)| r),
                         seq: job.seq,

@@ -51,6 +51,8 @@ pub struct Names {
     /// The key-value bucket of what every node must share: the venue key and the settings
     /// that decide behaviour.
     pub venue_bucket: String,
+    /// The object store bucket of the venue's snapshots.
+    pub snapshot_bucket: String,
 }
 
 impl Names {
@@ -61,6 +63,7 @@ impl Names {
             subject: format!("rialto.{venue}.log"),
             bucket: format!("rialto_{venue}_lease"),
             venue_bucket: format!("rialto_{venue}_venue"),
+            snapshot_bucket: format!("rialto_{venue}_snapshots"),
         }
     }
 }
@@ -138,6 +141,28 @@ impl CommandLog {
     /// Whether snapshots may archive journal segments (there are none with JetStream).
     pub fn is_local(&self) -> bool {
         matches!(self, CommandLog::Local(_))
+    }
+
+    /// With JetStream and `log.snapshots_kept` above 0: what puts the leader's snapshots
+    /// into the venue's snapshot bucket and trims the stream below them.
+    pub fn snapshot_uploader(&self) -> Option<crate::snapstore::Uploader> {
+        let CommandLog::JetStream(j) = self else {
+            return None;
+        };
+        if j.snapshots_kept == 0 {
+            return None;
+        }
+        match crate::snapstore::SnapshotStore::open(j.connection.clone()) {
+            Ok(store) => Some(crate::snapstore::Uploader {
+                store,
+                commits: j.commits.clone(),
+                keep: j.snapshots_kept,
+            }),
+            Err(e) => {
+                tracing::error!("snapshots stay local only: {e:#}");
+                None
+            }
+        }
     }
 
     /// Writes a checkpoint (the state hash after `seq`) into the log; the local journal has
@@ -243,13 +268,31 @@ impl Connection {
             .with_context(|| format!("cannot open the lease bucket {}", self.names.bucket))
     }
 
-    /// Reads the stream from its first message, for [`Follower::follow`].
+    /// The stream's first message sequence (above 1 once it was trimmed) and its last.
+    pub fn stream_seqs(&self) -> anyhow::Result<(u64, u64)> {
+        self.runtime.block_on(async {
+            let stream = self.js.get_stream(&self.names.stream).await?;
+            let info = stream.get_info().await?;
+            anyhow::Ok((info.state.first_sequence, info.state.last_sequence))
+        })
+    }
+
+    /// Reads the stream from its first message, for [`Follower::apply`].
     pub fn reader(&self) -> anyhow::Result<StreamReader> {
+        self.reader_from(1)
+    }
+
+    /// Reads the stream from message `start` (or the first one after it still there).
+    pub fn reader_from(&self, start: u64) -> anyhow::Result<StreamReader> {
+        let deliver_policy = match start {
+            0 | 1 => consumer::DeliverPolicy::All,
+            start_sequence => consumer::DeliverPolicy::ByStartSequence { start_sequence },
+        };
         let messages = self.runtime.block_on(async {
             let stream = self.js.get_stream(&self.names.stream).await?;
             let consumer = stream
                 .create_consumer(consumer::pull::OrderedConfig {
-                    deliver_policy: consumer::DeliverPolicy::All,
+                    deliver_policy,
                     ..Default::default()
                 })
                 .await?;
@@ -297,6 +340,7 @@ async fn ensure_stream_and_bucket(
         .await
         .with_context(|| format!("cannot create the venue bucket {}", names.venue_bucket))?;
     }
+    crate::snapstore::ensure_bucket(js, names, settings.replicas).await?;
     Ok(())
 }
 
@@ -349,8 +393,14 @@ pub struct Follower {
     pub last_ts_ns: i64,
     /// The last stream message applied (0: none).
     pub stream_seq: u64,
+    /// The stream message holding the engine's last command (0: not known; a snapshot's
+    /// command whose message was not read).
+    pub last_seq_stream_seq: u64,
     /// Commands applied from the log.
     pub applied: u64,
+    /// The engine's seq when following began (0: from the venue's first command; else a
+    /// snapshot's).
+    pub from_seq: u64,
     /// Checkpoints found equal to this node's own state hash.
     pub checkpoints_matched: u64,
     checkpoint_every: u64,
@@ -360,11 +410,14 @@ pub struct Follower {
 
 impl Follower {
     pub fn new(engine: Engine, checkpoint_every: u64) -> Follower {
+        let from_seq = engine.last_seq();
         Follower {
             engine,
             last_ts_ns: 0,
             stream_seq: 0,
+            last_seq_stream_seq: 0,
             applied: 0,
+            from_seq,
             checkpoints_matched: 0,
             checkpoint_every,
             hashes: VecDeque::with_capacity(HASHES_KEPT),
@@ -396,7 +449,7 @@ impl Follower {
         match checkpoint {
             Some(text) => self.check(&text)?,
             None => self
-                .apply_records(&message.payload, each)
+                .apply_records(message.stream_seq, &message.payload, each)
                 .map_err(|e| format!("stream message {} of the log: {e}", message.stream_seq))?,
         }
         self.stream_seq = message.stream_seq;
@@ -406,6 +459,7 @@ impl Follower {
     /// Applies a batch's records, exactly as recovery applies a journal's.
     fn apply_records(
         &mut self,
+        stream_seq: u64,
         payload: &[u8],
         each: &mut dyn FnMut(&Engine, u64, i64, &Command),
     ) -> Result<(), String> {
@@ -414,6 +468,9 @@ impl Follower {
             let record = parse_record(payload, pos).map_err(|p| format!("{p:?}"))?;
             pos += record.size;
             let last = self.engine.last_seq();
+            if record.seq == last {
+                self.last_seq_stream_seq = stream_seq;
+            }
             if record.seq <= last {
                 continue;
             }
@@ -430,6 +487,7 @@ impl Follower {
                 .engine
                 .apply(record.seq, record.ts_ns, &record.command, &mut ());
             self.applied += 1;
+            self.last_seq_stream_seq = stream_seq;
             if self.checkpoint_every > 0 && record.seq.is_multiple_of(self.checkpoint_every) {
                 if self.hashes.len() == HASHES_KEPT {
                     self.hashes.pop_front();
@@ -747,6 +805,12 @@ pub struct JetStreamLog {
     /// The stream's last sequence as this node knows it: every append expects it.
     last_stream_seq: u64,
     batch: Vec<u8>,
+    /// The first and last command of `batch` (meaningful while it is not empty).
+    batch_seqs: (u64, u64),
+    /// Which stream message holds which commands, for the snapshot bucket.
+    commits: crate::snapstore::CommitMap,
+    /// `log.snapshots_kept` (0: snapshots are not put into the bucket).
+    snapshots_kept: usize,
     lease: Option<Arc<LeaseHold>>,
     bucket: Option<Box<kv::Store>>,
 }
@@ -759,6 +823,9 @@ impl JetStreamLog {
             connection,
             last_stream_seq,
             batch: Vec::with_capacity(MAX_BATCH_BYTES),
+            batch_seqs: (0, 0),
+            commits: crate::snapstore::CommitMap::default(),
+            snapshots_kept: 0,
             lease: None,
             bucket: None,
         }
@@ -770,6 +837,10 @@ impl JetStreamLog {
 
     pub fn append(&mut self, seq: u64, ts_ns: i64, cmd: &Command) {
         debug_assert!(self.batch.len() + RECORD_MAX_BYTES <= MAX_BATCH_BYTES);
+        if self.batch.is_empty() {
+            self.batch_seqs.0 = seq;
+        }
+        self.batch_seqs.1 = seq;
         encode_record(&mut self.batch, seq, ts_ns, cmd);
     }
 
@@ -800,6 +871,8 @@ impl JetStreamLog {
         let payload = Bytes::copy_from_slice(&self.batch);
         self.publish(PublishMessage::build().payload(payload))?;
         self.batch.clear();
+        let (first, last) = self.batch_seqs;
+        self.commits.record(first, last, self.last_stream_seq);
         Ok(())
     }
 
@@ -874,6 +947,15 @@ impl Drop for JetStreamLog {
 
 // ----- starting a node -----------------------------------------------------------------------
 
+/// How often a node that does not lead looks at the lease: every quarter of the lease, at
+/// most every [`LEASE_LOOK_MAX_MS`] (a lapsed lease is found within that of lapsing).
+pub fn lease_look(ttl: Duration) -> Duration {
+    (ttl / 4).min(Duration::from_millis(LEASE_LOOK_MAX_MS))
+}
+
+/// The longest a node that does not lead waits between two looks at the lease.
+pub const LEASE_LOOK_MAX_MS: u64 = 50;
+
 /// A node that stopped (SIGINT/SIGTERM) while it was a standby: it never led.
 #[derive(Debug, thiserror::Error)]
 #[error("stopped while a standby (this node did not lead)")]
@@ -899,15 +981,34 @@ pub fn start_node(
     stop: &AtomicBool,
 ) -> anyhow::Result<Leading> {
     let bucket = connection.lease_bucket()?;
-    let engine = match rialto_journal::load_newest_snapshot(data_dir, engine_config)? {
-        Some((engine, seq)) => {
-            tracing::info!(seq, "starting from the local snapshot");
-            engine
+    let local = rialto_journal::load_newest_snapshot(data_dir, engine_config)?;
+    let local_seq = local.as_ref().map_or(0, |(_, seq)| *seq);
+    // A node without a snapshot of its own (or with an older one) starts from the bucket's
+    // newest and reads the stream only from the message holding its last command.
+    let snapshots = crate::snapstore::SnapshotStore::open(connection.clone())?;
+    let (engine, start_stream_seq) = match snapshots.load_newest(engine_config, local_seq)? {
+        Some(from) => {
+            tracing::info!(
+                seq = from.seq,
+                stream_seq = from.stream_seq,
+                "starting from the snapshot bucket's newest usable snapshot"
+            );
+            (from.engine, from.stream_seq)
         }
-        None => Engine::new(engine_config),
+        None => match local {
+            Some((engine, seq)) => {
+                tracing::info!(seq, "starting from the local snapshot");
+                (engine, 1)
+            }
+            None => (Engine::new(engine_config), 1),
+        },
     };
     let mut follower = Follower::new(engine, settings.checkpoint_every);
-    let mut reader = connection.reader()?;
+    if start_stream_seq > 1 {
+        follower.stream_seq = start_stream_seq - 1;
+        follower.last_seq_stream_seq = start_stream_seq;
+    }
+    let mut reader = connection.reader_from(start_stream_seq)?;
     let node = node_id();
     let ttl = Duration::from_millis(settings.lease_ms);
     let mut seen_another_leader = false;
@@ -926,7 +1027,11 @@ pub fn start_node(
                 break (revision, taken_at);
             }
         }
-        let holder = lease_holder(&connection, &bucket)?;
+        // Who holds it matters only until another holder was seen (and to name it).
+        let holder = match seen_another_leader && settings.role != Role::Leader {
+            true => None,
+            false => lease_holder(&connection, &bucket)?,
+        };
         if let Some(holder) = &holder {
             seen_another_leader = true;
             if settings.role == Role::Leader {
@@ -941,8 +1046,8 @@ pub fn start_node(
                 announced = true;
             }
         }
-        // Follow for a quarter of the lease, then look at the lease again.
-        let until = Instant::now() + ttl / 4;
+        // Follow for a moment, then look at the lease again.
+        let until = Instant::now() + lease_look(ttl);
         while let Some(wait) = until.checked_duration_since(Instant::now()) {
             match reader.next(&connection, wait)? {
                 Some(message) => follower.apply(&message).map_err(anyhow::Error::msg)?,
@@ -983,6 +1088,11 @@ pub fn start_node(
         "took the lease and applied the log to its end: leading"
     );
     let mut log = JetStreamLog::new(connection, last);
+    log.snapshots_kept = settings.snapshots_kept;
+    let seq = follower.engine.last_seq();
+    if seq > 0 && follower.last_seq_stream_seq > 0 {
+        log.commits.record(seq, seq, follower.last_seq_stream_seq);
+    }
     log.lease = Some(lease);
     log.bucket = Some(Box::new(bucket));
     Ok(Leading {
@@ -993,22 +1103,60 @@ pub fn start_node(
 }
 
 /// Reads the whole stream into a fresh engine (`rialto journal verify --nats`, tests): the
-/// follower at the log's end. `each` sees every record just before it is applied.
+/// follower at the log's end. A stream trimmed below the snapshot bucket's snapshots is read
+/// from the oldest usable one of them.
 pub fn rebuild(settings: &LogSettings, engine_config: EngineConfig) -> anyhow::Result<Follower> {
-    rebuild_each(settings, engine_config, &mut |_, _, _, _| {})
+    rebuild_from(settings, engine_config, true, &mut |_, _, _, _| {})
 }
 
-/// [`rebuild`], calling `each` with the engine, seq, time and command of every record just
-/// before it is applied (`rialto journal dump --nats`).
+/// [`rebuild`] from seq 1, calling `each` with the engine, seq, time and command of every
+/// record just before it is applied (`rialto journal dump --nats`); a trimmed stream is
+/// refused.
 pub fn rebuild_each(
     settings: &LogSettings,
     engine_config: EngineConfig,
     each: &mut dyn FnMut(&Engine, u64, i64, &Command),
 ) -> anyhow::Result<Follower> {
-    let connection = Connection::open(settings, Duration::from_secs(10))?;
-    let last = connection.last_stream_seq()?;
-    let mut reader = connection.reader()?;
+    rebuild_from(settings, engine_config, false, each)
+}
+
+fn rebuild_from(
+    settings: &LogSettings,
+    engine_config: EngineConfig,
+    may_start_from_snapshot: bool,
+    each: &mut dyn FnMut(&Engine, u64, i64, &Command),
+) -> anyhow::Result<Follower> {
+    let connection = Arc::new(Connection::open(settings, Duration::from_secs(10))?);
+    let (first, last) = connection.stream_seqs()?;
     let mut follower = Follower::new(Engine::new(engine_config), settings.checkpoint_every);
+    let mut start = 1;
+    if first > 1 {
+        anyhow::ensure!(
+            may_start_from_snapshot,
+            "stream {} was trimmed: it begins at stream seq {first}, after the commands from \
+             seq 1 (docs/replication.md, \"Snapshots and trimming\")",
+            connection.names.stream
+        );
+        let snapshots = crate::snapstore::SnapshotStore::open(connection.clone())?;
+        let Some(from) = snapshots.load_oldest(engine_config)? else {
+            anyhow::bail!(
+                "stream {} was trimmed (it begins at stream seq {first}) and the snapshot \
+                 bucket has no usable snapshot to start from",
+                connection.names.stream
+            );
+        };
+        anyhow::ensure!(
+            from.stream_seq >= first,
+            "the oldest usable snapshot (seq {}) needs stream seq {}, but the stream begins at \
+             {first}",
+            from.seq,
+            from.stream_seq
+        );
+        follower = Follower::new(from.engine, settings.checkpoint_every);
+        follower.stream_seq = from.stream_seq - 1;
+        start = from.stream_seq;
+    }
+    let mut reader = connection.reader_from(start)?;
     while follower.stream_seq < last {
         match reader.next(&connection, connection.timeout)? {
             Some(message) => follower

@@ -15,6 +15,7 @@ use rialto_core::{Command, Side, SymbolId};
 use rialto_server::RunningServer;
 use rialto_server::config::{LogBackend, LogSettings, ServerConfig};
 use rialto_server::replication::{self, Connection, JetStreamLog};
+use rialto_server::snapstore::SnapshotStore;
 use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
 
 fn log_settings(cluster: &NatsCluster, venue: &str) -> LogSettings {
@@ -45,6 +46,16 @@ fn place_resting(server: &RunningServer, ids: std::ops::RangeInclusive<i64>) -> 
         }
     })
     .collect()
+}
+
+fn report(server: &RunningServer, user: i64) -> rialto_core::UserReport {
+    match trader(server, user)
+        .request(&ClientMsg::MyReport { request: 1 })
+        .unwrap()
+    {
+        ServerMsg::Report { report, .. } => report,
+        other => panic!("report: {other}"),
+    }
 }
 
 fn open_order_ids(server: &RunningServer, user: i64) -> Vec<i64> {
@@ -180,4 +191,91 @@ fn a_standby_whose_state_differs_at_a_checkpoint_stops_loudly() {
     let why = format!("{:#}", stopped.unwrap_err());
     assert!(why.contains("DIVERGED at seq 5"), "{why}");
     let _ = leader.shutdown();
+}
+
+#[test]
+fn a_node_with_an_empty_data_dir_starts_from_the_snapshot_bucket_once_the_stream_is_trimmed() {
+    let cluster = NatsCluster::start();
+    let settings = LogSettings {
+        snapshots_kept: 2,
+        ..log_settings(&cluster, "trim")
+    };
+    let dir_a = tempfile::tempdir().unwrap();
+    let leader_settings = settings.clone();
+    let leader = start(dir_a.path(), move |config| {
+        on_jetstream(&leader_settings)(config);
+        config.journal.snapshot_every = 4;
+    });
+    let seqs = place_resting(&leader, 1..=24);
+    let balances = report(&leader, 1);
+
+    // Several snapshots later: the bucket keeps the newest two, and the stream begins at the
+    // message holding the oldest kept snapshot's last command (trimmed below it, never above).
+    let connection = Arc::new(Connection::open(&settings, Duration::from_secs(10)).unwrap());
+    let store = SnapshotStore::open(connection.clone()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let (stored, first) = loop {
+        let stored = store.list().unwrap();
+        let (first, _) = connection.stream_seqs().unwrap();
+        let taken_during_the_orders = stored.first().is_some_and(|s| s.seq >= seqs[0]);
+        if stored.len() == 2 && taken_during_the_orders && first == stored[0].stream_seq {
+            break (stored, first);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stream was not trimmed below the oldest kept snapshot: {stored:?}, first \
+             stream seq {first}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(first > 1, "the stream's first message moved up");
+    assert!(stored[0].seq < stored[1].seq);
+
+    // `journal verify` reads a trimmed stream from the oldest kept snapshot; `journal dump`,
+    // which starts at seq 1, refuses it.
+    let engine_config = ServerConfig::default().engine_config();
+    let verified = replication::rebuild(&settings, engine_config).unwrap();
+    assert_eq!(verified.engine.last_seq(), seqs[23]);
+    let hash = verified.engine.state_hash();
+    let dump = replication::rebuild_each(&settings, engine_config, &mut |_, _, _, _| {});
+    let refused = format!("{:#}", dump.err().expect("dump refuses a trimmed stream"));
+    assert!(refused.contains("trimmed"), "{refused}");
+
+    // A damaged snapshot, newest in the bucket, is refused; the node takes the next older one.
+    let mut damaged = std::fs::read(
+        rialto_journal::list_snapshots(dir_a.path())
+            .unwrap()
+            .last()
+            .unwrap()
+            .1
+            .clone(),
+    )
+    .unwrap();
+    let at = damaged.len() - 1;
+    damaged[at] ^= 0xff;
+    store.put(seqs[23] + 1_000, 1, &[0; 32], &damaged).unwrap();
+
+    // A node with an empty data directory follows as a standby; the whole stream is no longer
+    // there, so it can only have started from a snapshot of the bucket.
+    let dir_b = tempfile::tempdir().unwrap();
+    let path_b = dir_b.path().to_path_buf();
+    let standby_settings = settings.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(start(&path_b, on_jetstream(&standby_settings)));
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(1_500)).is_err(),
+        "the new node must not lead while the leader holds the lease"
+    );
+    within(Duration::from_secs(20), move || leader.shutdown().unwrap());
+    let new_leader = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the new node leads once the leader gave up the lease");
+    assert_eq!(state_hash(&new_leader), hash);
+    assert_eq!(report(&new_leader, 1), balances);
+    assert_eq!(open_order_ids(&new_leader, 1), (1..=24).collect::<Vec<_>>());
+    let next = place_resting(&new_leader, 25..=25);
+    assert_eq!(next, [seqs[23] + 1]);
+    new_leader.shutdown().unwrap();
 }
