@@ -77,6 +77,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/keys", get(own_keys))
         .route("/keys/{key}", delete(revoke_own_key))
         .route_layer(middleware::from_fn(known_query))
+        .route_layer(middleware::from_fn_with_state(state.clone(), read_only))
         .fallback(api_not_found)
         .method_not_allowed_fallback(method_not_allowed);
     Router::new()
@@ -116,6 +117,15 @@ fn query_parameters(route: &str) -> &'static [&'static str] {
         "/admin/keys" => &["user"],
         _ => &[],
     }
+}
+
+/// A read replica refuses every request that would write (every method but GET) before it
+/// reads it; GET requests that need the sequencer are refused by the bridge.
+async fn read_only(State(state): Shared, request: Request, next: Next) -> Response {
+    if state.bridge.is_read_only() && request.method() != axum::http::Method::GET {
+        return ApiError::read_only_replica().into_response();
+    }
+    next.run(request).await
 }
 
 /// Refuses a query parameter the endpoint does not read (`/book/X?levels=5` would
