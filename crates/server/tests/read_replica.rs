@@ -240,6 +240,16 @@ fn a_replica_serves_the_leaders_market_data_with_its_seqs_refuses_writes_and_nev
         (status, body["error"]["code"].as_str()),
         (403, Some("read_only_replica"))
     );
+    let (status, body) = http(
+        replica.web_addr.unwrap(),
+        "GET",
+        "/api/v1/orders/history",
+        "",
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("read_only_replica"))
+    );
     send(
         &mut on_replica,
         json!({"id": 7, "op": "place", "symbol": "BTC-USD", "side": "buy", "price": 990, "qty": 1}),

@@ -119,11 +119,29 @@ fn query_parameters(route: &str) -> &'static [&'static str] {
     }
 }
 
+/// The GET endpoints a read replica refuses although they write nothing: they answer from
+/// what the sequencer tells the web side of each user's orders as they happen, which a
+/// replica never hears.
+const NOT_ON_A_REPLICA: [&str; 3] = [
+    "/api/v1/orders/history",
+    "/api/v1/orders/{order}",
+    "/api/v1/orders/by-client-id/{cid}",
+];
+
 /// A read replica refuses every request that would write (every method but GET) before it
-/// reads it; GET requests that need the sequencer are refused by the bridge.
+/// reads it, and the GETs of [`NOT_ON_A_REPLICA`]; the bridge refuses the GETs that need the
+/// sequencer and answers those its engine can.
 async fn read_only(State(state): Shared, request: Request, next: Next) -> Response {
-    if state.bridge.is_read_only() && request.method() != axum::http::Method::GET {
-        return ApiError::read_only_replica().into_response();
+    if state.bridge.is_read_only() {
+        let route = request
+            .extensions()
+            .get::<axum::extract::MatchedPath>()
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_default();
+        if request.method() != axum::http::Method::GET || NOT_ON_A_REPLICA.contains(&route.as_str())
+        {
+            return ApiError::read_only_replica().into_response();
+        }
     }
     next.run(request).await
 }
