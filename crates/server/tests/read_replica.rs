@@ -59,11 +59,20 @@ fn get(server: &RunningServer, target: &str) -> Value {
     body
 }
 
-/// Polls until the replica's answer to `target` equals the leader's; returns it.
+/// An answer without the time it was made at (`ts_ns` of `/exchange-info`).
+fn untimed(mut v: Value) -> Value {
+    if let Some(map) = v.as_object_mut() {
+        map.remove("ts_ns");
+    }
+    v
+}
+
+/// Polls until the replica's answer to `target` equals the leader's (but for the time it was
+/// made at); returns it.
 fn until_equal(leader: &RunningServer, replica: &RunningServer, target: &str) -> Value {
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let (a, b) = (get(leader, target), get(replica, target));
+        let (a, b) = (untimed(get(leader, target)), untimed(get(replica, target)));
         if a == b {
             return a;
         }
