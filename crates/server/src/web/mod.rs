@@ -86,8 +86,8 @@ impl ApiError {
         ApiError::new(
             StatusCode::FORBIDDEN,
             "read_only_replica",
-            "this node is a read replica: it serves market data only; send orders, private \
-             queries and admin commands to the venue's leader",
+            "this node is a read replica: it serves market data and a few read-only queries; \
+             send orders, admin commands and this request to the venue's leader",
         )
     }
 
