@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A replicated venue on loopback (docs/replication.md): three nats-server nodes (one JetStream
-# cluster, R3) and two `rialto serve --log jetstream --role auto` nodes of the demo venue.
+# cluster, R3) and three Rialto nodes of the demo venue: nodes 1 and 2 `--role auto` (one
+# leads, the other is its hot standby) and node 3 `--role replica` (a read replica: market
+# data and public REST from the log; it never leads).
 #
 #   scripts/cluster.sh up            # start everything; prints the leader's console URL
-#   scripts/cluster.sh status        # which processes run, which Rialto node leads
+#   scripts/cluster.sh status        # which processes run, each Rialto node's role
 #   scripts/cluster.sh kill-leader   # SIGKILL the leading node, time the fail-over (SIGKILL to
 #                                    # the first order the new leader acknowledges), restart the
 #                                    # killed node as a standby
@@ -17,8 +19,8 @@
 # on PATH or in ~/go/bin (`go install github.com/nats-io/nats-server/v2@v2.15.2`).
 #
 # Ports (fixed, loopback): NATS clients 4222-4224, NATS routes 6222-6224; Rialto node 1: orders
-# 9100, admin 9101, FIX 9878, web 8080; node 2: 9200, 9201, 9879, 8081. A standby opens no
-# listener: only the leader's ports answer.
+# 9100, admin 9101, FIX 9878, web 8080; node 2: 9200, 9201, 9879, 8081; node 3 (the replica):
+# web 8082 only. A standby opens no listener: of nodes 1 and 2, only the leader's ports answer.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -29,6 +31,8 @@ NATS_URLS="nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224"
 LEASE_MS="${RIALTO_LEASE_MS:-1500}"
 # Order, admin, FIX and web ports of Rialto nodes 1 and 2.
 NODE_PORTS=("" "9100 9101 9878 8080" "9200 9201 9879 8081")
+# The read replica's web port.
+REPLICA_WEB=8082
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
@@ -67,6 +71,15 @@ start_node() {
         --fix-listen "127.0.0.1:${p[2]}" --web-listen "127.0.0.1:${p[3]}" \
         >>"$STATE/logs/node$i.log" 2>&1 </dev/null &
     echo $! >"$STATE/pids/node$i.pid"
+}
+
+start_replica() {
+    mkdir -p "$STATE/node3"
+    "$RIALTO" serve --demo --log jetstream --role replica --nats "$NATS_URLS" \
+        --data "$STATE/node3" --set "log.lease_ms=$LEASE_MS" \
+        --web-listen "127.0.0.1:$REPLICA_WEB" \
+        >>"$STATE/logs/node3.log" 2>&1 </dev/null &
+    echo $! >"$STATE/pids/node3.pid"
 }
 
 # The Rialto node (1 or 2) that leads: the one whose web port answers. Empty if none.
@@ -121,26 +134,34 @@ up() {
     local l
     l="$(wait_leader 0 60)" || die "no Rialto node leads within 60 s; see $STATE/logs/node*.log"
     alive node2 || start_node 2
-    echo "cluster up in $STATE: 3 nats-server nodes ($NATS_URLS), 2 Rialto nodes"
+    alive node3 || start_replica
+    local deadline=$(($(date +%s) + 60))
+    until port_open "$REPLICA_WEB"; do
+        (($(date +%s) < deadline)) || die "the read replica does not serve within 60 s; see $STATE/logs/node3.log"
+        sleep 0.05
+    done
+    echo "cluster up in $STATE: 3 nats-server nodes ($NATS_URLS), 3 Rialto nodes"
     echo "leader: node $l; console: http://127.0.0.1:$(web_port "$l")/"
+    echo "read replica: node 3; console (market data only): http://127.0.0.1:$REPLICA_WEB/"
 }
 
 status() {
-    local name
-    for name in nats0 nats1 nats2 node1 node2; do
-        if alive "$name"; then
-            echo "$name: running (pid $(pid_of "$name"))"
-        else
-            echo "$name: stopped"
-        fi
-    done
-    local l
+    local name l role
     l="$(leader)"
-    if [[ -n "$l" ]]; then
-        echo "leader: node $l; console: http://127.0.0.1:$(web_port "$l")/"
-    else
-        echo "leader: none"
-    fi
+    for name in nats0 nats1 nats2 node1 node2 node3; do
+        if ! alive "$name"; then
+            echo "$name: stopped"
+            continue
+        fi
+        case "$name" in
+            node3) role=", read replica (web http://127.0.0.1:$REPLICA_WEB/)" ;;
+            "node$l") role=", leader (console http://127.0.0.1:$(web_port "$l")/)" ;;
+            node*) role=", hot standby" ;;
+            *) role="" ;;
+        esac
+        echo "$name: running (pid $(pid_of "$name"))$role"
+    done
+    [[ -n "$l" ]] || echo "leader: none"
 }
 
 # SIGKILLs the leader, waits for the other node to acknowledge an order, restarts the killed
@@ -191,7 +212,7 @@ measure() {
 
 down() {
     local name pid
-    for name in node1 node2 nats0 nats1 nats2; do
+    for name in node1 node2 node3 nats0 nats1 nats2; do
         pid="$(pid_of "$name")"
         if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
             kill -TERM "$pid"

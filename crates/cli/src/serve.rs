@@ -93,7 +93,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "URLS", value_delimiter = ',')]
     pub nats: Vec<String>,
     /// With --log jetstream: auto (follow as a hot standby, lead when the lease is free),
-    /// leader (lead now or refuse to start) or standby (take over only from another leader)
+    /// leader (lead now or refuse to start), standby (take over only from another leader) or
+    /// replica (serve market data and public REST from the log; never lead, never write)
     /// [default: auto]
     #[arg(long, value_name = "ROLE")]
     pub role: Option<Role>,
@@ -288,10 +289,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         ),
         None => String::new(),
     };
-    println!(
-        "rialto serving: orders on {}, admin on {}{fix}{web}{udp} (stop with Ctrl-C)",
-        server.order_addr, server.admin_addr
-    );
+    if server.read_only {
+        println!(
+            "rialto serving as a read replica (market data only; no order, admin or FIX \
+             listener){web}{udp} (stop with Ctrl-C)"
+        );
+    } else {
+        println!(
+            "rialto serving: orders on {}, admin on {}{fix}{web}{udp} (stop with Ctrl-C)",
+            server.order_addr, server.admin_addr
+        );
+    }
     server.wait()?;
     tracing::info!("stopped cleanly");
     Ok(())

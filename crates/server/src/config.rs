@@ -122,6 +122,9 @@ pub enum Role {
     /// Like `auto`, but never lead a venue whose lease nobody held since this node started:
     /// it takes over only after it has seen another node lead and lose the lease.
     Standby,
+    /// A read replica: follow the log and serve market data and public REST from it; never
+    /// take the lease, never append, refuse whatever would write.
+    Replica,
 }
 
 impl std::str::FromStr for Role {
@@ -131,8 +134,9 @@ impl std::str::FromStr for Role {
             "auto" => Ok(Role::Auto),
             "leader" => Ok(Role::Leader),
             "standby" => Ok(Role::Standby),
+            "replica" => Ok(Role::Replica),
             _ => Err(format!(
-                "unknown role `{s}` (expected auto, leader or standby)"
+                "unknown role `{s}` (expected auto, leader, standby or replica)"
             )),
         }
     }
@@ -150,7 +154,7 @@ pub struct LogSettings {
     pub venue: String,
     /// Copies JetStream keeps of the stream and the lease (3 on a three-node cluster).
     pub replicas: usize,
-    /// What this node does: `auto`, `leader` or `standby`.
+    /// What this node does: `auto`, `leader`, `standby` or `replica`.
     pub role: Role,
     /// The leader's lease: it renews it every quarter of this, stops acknowledging once it
     /// could not renew it for 80% of it, and a standby takes over when it lapses.
@@ -765,6 +769,11 @@ impl ServerConfig {
     fn validate_log(&self) -> anyhow::Result<()> {
         let l = &self.log;
         if l.backend == LogBackend::Local {
+            anyhow::ensure!(
+                l.role != Role::Replica,
+                "log.role = \"replica\" follows a replicated log: it needs log.backend = \
+                 \"jetstream\" (--log jetstream --nats URLS)"
+            );
             return Ok(());
         }
         anyhow::ensure!(
@@ -950,6 +959,10 @@ mod tests {
         assert!(no_servers.unwrap_err().to_string().contains("log.nats"));
         assert!(refused("venue = \"a.b\"\n").contains("log.venue"));
         assert!(refused("role = \"boss\"\n").contains("boss"));
+        let replica = ServerConfig::from_toml_str(&format!("{ok}role = \"replica\"\n")).unwrap();
+        assert_eq!(replica.log.role, Role::Replica);
+        let local_replica = ServerConfig::from_toml_str("[log]\nrole = \"replica\"\n");
+        assert!(local_replica.unwrap_err().to_string().contains("jetstream"));
         assert!(refused("lease_ms = 10\n").contains("log.lease_ms"));
         let big = "[pipeline]\nbatch_max = 8192\n";
         assert!(refused(big).contains("pipeline.batch_max"));

@@ -33,15 +33,19 @@ use anyhow::Context;
 use rialto_journal::{Durability, JournalConfig, JournalWriter};
 
 use crate::auth::Credentials;
-use crate::config::{DurabilityMode, LogBackend, ServerConfig};
+use crate::config::{DurabilityMode, LogBackend, Role, ServerConfig};
 use crate::gateway::{Gateway, GatewayConfig};
 use crate::pipeline::{Pipeline, PipelineConfig};
 use crate::replication::CommandLog;
 
 /// A server that is accepting connections.
 pub struct RunningServer {
+    /// The binary order listener (`0.0.0.0:0` on a read replica, which opens none).
     pub order_addr: SocketAddr,
+    /// The admin listener (`0.0.0.0:0` on a read replica, which opens none).
     pub admin_addr: SocketAddr,
+    /// Whether this node is a read replica (`log.role = "replica"`, docs/replication.md).
+    pub read_only: bool,
     /// The FIX acceptor, when enabled.
     pub fix_addr: Option<SocketAddr>,
     /// The HTTP server (REST, WebSocket, console, metrics), when enabled.
@@ -235,6 +239,19 @@ pub fn start_with_stop(
         .admin_secret
         .clone()
         .unwrap_or_else(|| credentials.admin_secret());
+    if config.log.role == Role::Replica {
+        let connection = connection.context("a replica has a connection")?;
+        let parts = ReplicaParts {
+            config,
+            connection,
+            credentials,
+            admin_secret,
+            stop,
+            started_ms,
+            data_dir_lock,
+        };
+        return start_replica(parts);
+    }
 
     // One TLS configuration for every listener that speaks it (HTTP, order, admin, FIX).
     let tls_config = match config.tls.enabled {
@@ -317,6 +334,12 @@ pub fn start_with_stop(
     let mut instruments = fix::instruments::Instruments::new(&config.instruments);
     instruments.refresh(&engine.symbols_by_name());
     let market_data = feed::MarketData::new(&engine);
+    if let CommandLog::JetStream(log) = &mut journal {
+        // Read replicas start their feeds here too, so their sequence numbers are this
+        // node's (docs/replication.md).
+        log.publish_feed_epoch(engine.last_seq(), market_data.epoch_ns())
+            .context("cannot announce the market data feed's epoch in the log")?;
+    }
     // Market data replays the journal on its own copy of the engine (twice the engine's
     // memory; see docs/market-data.md).
     let replica =
@@ -548,6 +571,7 @@ pub fn start_with_stop(
     Ok(RunningServer {
         order_addr,
         admin_addr,
+        read_only: false,
         fix_addr,
         web_addr,
         replay_addr,
@@ -562,6 +586,273 @@ pub fn start_with_stop(
         history: history_store,
         history_writer,
         pipeline_shared,
+        _data_dir_lock: data_dir_lock,
+    })
+}
+
+/// How a read replica answers the queries its engine can answer without a sequencer: the
+/// venue's settings (`/status`, `/exchange-info`), a user's report (balances, open orders) and
+/// the user list, as of the last command it applied. Everything else is refused.
+fn read_only_answer(
+    follower: Arc<std::sync::Mutex<replication::Follower>>,
+) -> Box<web::bridge::ReadOnlyAnswer> {
+    use pipeline::{Op, Reply};
+    use rialto_wire::ServerMsg;
+    Box::new(move |reply: &Reply, op: &Op| {
+        let follower = follower.lock().unwrap_or_else(|e| e.into_inner());
+        let engine = &follower.engine;
+        let seq = engine.last_seq();
+        match (reply, op) {
+            (&Reply::Settings { request }, Op::VenueSettings) => {
+                let mut symbols: Vec<_> = engine
+                    .symbols_by_name()
+                    .into_iter()
+                    .filter_map(|(id, _)| Some((id, engine.symbol_status(id)?)))
+                    .collect();
+                symbols.sort_by_key(|(id, _)| *id);
+                symbols.truncate(rialto_wire::MAX_SYMBOL_LIST_ITEMS);
+                Some(ServerMsg::VenueSettings {
+                    request,
+                    seq,
+                    order_id_window_ns: engine.order_id_window(),
+                    symbols,
+                })
+            }
+            (&Reply::Users { request }, Op::ListUsers) => {
+                let mut users = engine.users();
+                users.truncate(rialto_wire::MAX_USER_LIST_ITEMS);
+                Some(ServerMsg::UserList { request, users })
+            }
+            (
+                &Reply::Report { request },
+                Op::Command(rialto_core::Command::UserReport { user }),
+            ) => Some(match engine.user_report(*user) {
+                Some(mut report) => {
+                    report.balances.truncate(rialto_wire::MAX_REPORT_BALANCES);
+                    report.orders.truncate(rialto_wire::MAX_REPORT_ORDERS);
+                    ServerMsg::Report {
+                        request,
+                        seq,
+                        report,
+                    }
+                }
+                None => ServerMsg::AdminResult {
+                    request,
+                    seq,
+                    result: Err(rialto_core::Reason::UnknownUser),
+                },
+            }),
+            _ => None,
+        }
+    })
+}
+
+/// What [`start_replica`] starts from.
+struct ReplicaParts {
+    config: ServerConfig,
+    connection: Arc<replication::Connection>,
+    credentials: Arc<Credentials>,
+    admin_secret: String,
+    stop: Arc<AtomicBool>,
+    started_ms: i64,
+    data_dir_lock: rialto_journal::DataDirLock,
+}
+
+/// A read replica's side of the log: each batch goes to the market data thread as the journal
+/// stage would hand it over, each feed epoch restarts the feed where the leader's began.
+struct ReplicaFeed {
+    tap: pipeline::JournalTap,
+    shared: Arc<pipeline::Shared>,
+    market_data: Arc<feed::MarketData>,
+}
+
+impl replication::ReplicaSink for ReplicaFeed {
+    fn batch(&mut self, records: &[u8], seq: u64) {
+        self.tap.send(records);
+        self.tap.hand_off();
+        self.shared.applied_seq.store(seq, Ordering::Release);
+    }
+
+    fn feed_epoch(&mut self, seq: u64, epoch_ns: i64) {
+        self.market_data.restart_at(seq, epoch_ns);
+    }
+}
+
+/// A read replica (`log.role = "replica"`): follows the log from its first message, replays
+/// it into market data, and serves the WebSocket public channels, public REST and the UDP
+/// feed. It opens no order, admin or FIX listener, never takes the lease and never appends;
+/// the web side refuses whatever needs the sequencer (`read_only_replica`).
+fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
+    let ReplicaParts {
+        config,
+        connection,
+        credentials,
+        admin_secret,
+        stop,
+        started_ms,
+        data_dir_lock,
+    } = parts;
+    let data_dir = &config.data_dir;
+    let web_listener = match config.web.enabled {
+        true => Some(
+            web::bind(config.web.listen)
+                .with_context(|| format!("cannot listen for HTTP on {}", config.web.listen))?,
+        ),
+        false => None,
+    };
+    if config.history.enabled {
+        tracing::warn!("[history] is not offered on a read replica: history is off");
+    }
+    let metrics = Arc::new(metrics::Metrics::default());
+    let engine_config = config.engine_config();
+    let mut replica = replication::Replica::open(connection, &config.log, engine_config)?;
+    let market_data = feed::MarketData::new(&rialto_core::Engine::new(engine_config));
+    let md_channel = pipeline::MdChannel::new(config.market_data.ring_capacity);
+    let shared = Arc::new(pipeline::Shared::default());
+    let md_thread = market_data.spawn(
+        md_channel.clone(),
+        shared.clone(),
+        rialto_core::Engine::new(engine_config),
+        config.pipeline.prefetch,
+        None,
+    )?;
+    metrics.add_gauge(
+        "rialto_ring_occupancy",
+        "ring=\"market_data\"",
+        md_channel.chunks.len_probe(),
+    );
+    let mut sink = ReplicaFeed {
+        tap: pipeline::JournalTap::new(md_channel.clone()),
+        shared: shared.clone(),
+        market_data: market_data.clone(),
+    };
+    // Serve the venue as it stands: the log up to its end now, and market data after it.
+    let started = Instant::now();
+    let last = replica.last_stream_seq()?;
+    while replica.stream_seq() < last {
+        if stop.load(Ordering::SeqCst) {
+            shared.engine_done.store(true, Ordering::SeqCst);
+            let _ = md_thread.join();
+            return Err(replication::StoppedAsStandby.into());
+        }
+        if !replica.step(Duration::from_millis(200), &mut sink)? {
+            sink.tap.hand_off();
+        }
+    }
+    while sink.tap.spilled() > 0 {
+        sink.tap.hand_off();
+        std::thread::yield_now();
+    }
+    market_data.settle(&shared, Duration::from_secs(30));
+    tracing::info!(
+        stream_seq = replica.stream_seq(),
+        seq = replica.seq(),
+        ms = started.elapsed().as_millis() as u64,
+        "read replica: applied the log to its end"
+    );
+    let tls_config = match config.tls.enabled {
+        true => Some(tls::server_config(&config.tls)?),
+        false => None,
+    };
+    let (bridge, user_messages) = web::bridge::WebBridge::new();
+    bridge.set_read_only(read_only_answer(replica.follower()));
+    let web = if let Some(listener) = web_listener {
+        let parts = web::WebParts {
+            settings: config.web.clone(),
+            instruments: config.instruments.clone(),
+            credentials: credentials.clone(),
+            admin_secret: admin_secret.clone(),
+            keys: Arc::new(
+                web::keys::KeyStore::open(
+                    data_dir,
+                    credentials.clone(),
+                    config.web.max_api_keys_per_user,
+                )
+                .context("cannot load the API key store")?,
+            ),
+            bridge,
+            user_messages,
+            md: market_data.clone(),
+            metrics: metrics.clone(),
+            history: None,
+            started_ms,
+            tls: tls_config,
+            max_open_orders_per_user: config.engine.max_open_orders_per_user,
+        };
+        Some(web::start(parts, listener, stop.clone())?)
+    } else {
+        None
+    };
+    let web_addr = web.as_ref().map(|w| w.addr);
+    let udp = if config.market_data.udp {
+        let md = &config.market_data;
+        let feed = feed::udp::start(market_data.clone(), md, stop.clone()).with_context(|| {
+            format!(
+                "cannot start the UDP feed ({} / {}, replay on {})",
+                md.udp_incremental, md.udp_snapshot, md.replay_listen
+            )
+        })?;
+        Some(feed)
+    } else {
+        None
+    };
+    let replay_addr = udp.as_ref().map(|u| u.replay_addr);
+    let follow_stop = stop.clone();
+    let follow_shared = shared.clone();
+    let follower = std::thread::Builder::new()
+        .name("rialto-replica".into())
+        .spawn(move || {
+            let mut result = Ok(());
+            while !follow_stop.load(Ordering::SeqCst) && !follow_shared.has_failed() {
+                // Records waiting for room in the market data ring are handed over soon.
+                let wait = match sink.tap.spilled() {
+                    0 => Duration::from_millis(100),
+                    _ => Duration::from_millis(1),
+                };
+                match replica.step(wait, &mut sink) {
+                    Ok(_) => {
+                        sink.tap.hand_off();
+                    }
+                    Err(e) => {
+                        let message = format!("read replica: {e:#}");
+                        follow_shared.fail(message.clone());
+                        result = Err(message);
+                        break;
+                    }
+                }
+            }
+            follow_shared.engine_done.store(true, Ordering::SeqCst);
+            if result.is_ok()
+                && let Some(failure) = follow_shared
+                    .failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone()
+            {
+                result = Err(failure);
+            }
+            result
+        })?;
+    let unbound = SocketAddr::from(([0, 0, 0, 0], 0));
+    tracing::info!(web_addr = ?web_addr, replay_addr = ?replay_addr, "serving as a read replica");
+    Ok(RunningServer {
+        order_addr: unbound,
+        admin_addr: unbound,
+        read_only: true,
+        fix_addr: None,
+        web_addr,
+        replay_addr,
+        market_data,
+        credentials,
+        admin_secret,
+        stop,
+        gateway: follower,
+        web,
+        udp,
+        md_thread,
+        history: None,
+        history_writer: None,
+        pipeline_shared: shared,
         _data_dir_lock: data_dir_lock,
     })
 }

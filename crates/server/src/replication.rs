@@ -36,6 +36,11 @@ pub const MAX_BATCH_BYTES: usize = 1_000_000;
 pub const MAX_BATCH_COMMANDS: usize = MAX_BATCH_BYTES / RECORD_MAX_BYTES;
 /// The header that marks a checkpoint message: `<seq> <state hash, 64 hex digits>`.
 pub const CHECKPOINT_HEADER: &str = "Rialto-Checkpoint";
+/// The header of the message a leader appends when its market data feed starts, before it
+/// appends anything else: `<seq> <epoch ns>`, the engine seq the feed is built at and the
+/// feed's epoch. A read replica starts its feed afresh at the same seq with the same epoch, so
+/// its sequence numbers are the leader's (docs/replication.md).
+pub const FEED_EPOCH_HEADER: &str = "Rialto-Feed-Epoch";
 /// The lease's key in its bucket.
 const LEASE_KEY: &str = "leader";
 /// State hashes a node remembers for checkpoints still to come.
@@ -526,6 +531,21 @@ impl Follower {
     }
 }
 
+/// `<seq> <epoch ns>` ([`FEED_EPOCH_HEADER`]).
+pub fn parse_feed_epoch(text: &str) -> Option<(u64, i64)> {
+    let (seq, epoch) = text.trim().split_once(' ')?;
+    Some((seq.parse().ok()?, epoch.parse().ok()?))
+}
+
+/// The feed epoch a message announces, if it is a [`FEED_EPOCH_HEADER`] message.
+pub fn feed_epoch_of(message: &LogMessage) -> Option<Result<(u64, i64), String>> {
+    let text = message.headers.as_ref()?.get(FEED_EPOCH_HEADER)?.as_str();
+    Some(
+        parse_feed_epoch(text)
+            .ok_or_else(|| format!("a malformed feed epoch in the log: {text:?}")),
+    )
+}
+
 /// `<seq> <64 hex digits>`.
 pub fn parse_checkpoint(text: &str) -> Option<(u64, [u8; 32])> {
     let (seq, hex) = text.trim().split_once(' ')?;
@@ -728,7 +748,7 @@ fn node_id() -> String {
 }
 
 /// What the lease holds now: `Some(holder)` while a node holds it.
-fn lease_holder(connection: &Connection, bucket: &kv::Store) -> anyhow::Result<Option<String>> {
+pub fn lease_holder(connection: &Connection, bucket: &kv::Store) -> anyhow::Result<Option<String>> {
     let entry = connection.runtime.block_on(bucket.entry(LEASE_KEY))?;
     Ok(entry
         .filter(|e| e.operation == kv::Operation::Put)
@@ -876,6 +896,13 @@ impl JetStreamLog {
         Ok(())
     }
 
+    /// Tells the replicas that this node's market data feed starts at engine seq `seq` with
+    /// epoch `epoch_ns` ([`FEED_EPOCH_HEADER`]).
+    pub fn publish_feed_epoch(&mut self, seq: u64, epoch_ns: i64) -> io::Result<()> {
+        let text = format!("{seq} {epoch_ns}");
+        self.publish(PublishMessage::build().header(FEED_EPOCH_HEADER, text.as_str()))
+    }
+
     pub fn publish_checkpoint(&mut self, seq: u64, state_hash: &[u8; 32]) -> io::Result<()> {
         let text = format!("{seq} {}", crate::auth::hex(state_hash));
         self.publish(PublishMessage::build().header(CHECKPOINT_HEADER, text.as_str()))
@@ -1020,6 +1047,7 @@ pub fn start_node(
         let may_lead = match settings.role {
             Role::Auto | Role::Leader => true,
             Role::Standby => seen_another_leader,
+            Role::Replica => anyhow::bail!("a read replica never leads (start_replica)"),
         };
         if may_lead {
             let taken_at = Instant::now();
@@ -1100,6 +1128,92 @@ pub fn start_node(
         last_ts_ns: follower.last_ts_ns,
         log,
     })
+}
+
+// ----- a read replica ------------------------------------------------------------------------
+
+/// What a read replica does with the log as it follows it.
+pub trait ReplicaSink {
+    /// A batch was applied: its encoded records, and the engine's seq after it.
+    fn batch(&mut self, records: &[u8], seq: u64);
+    /// The leader's market data feed starts at engine seq `seq` with epoch `epoch_ns`.
+    fn feed_epoch(&mut self, seq: u64, epoch_ns: i64);
+}
+
+/// A read replica's hold on the log: it reads every message, applies batches to its own
+/// engine (so checkpoints are compared, as on every node), and never takes the lease or
+/// appends.
+pub struct Replica {
+    connection: Arc<Connection>,
+    reader: StreamReader,
+    /// Locked only while a message is applied: the web side reads the engine between.
+    follower: Arc<std::sync::Mutex<Follower>>,
+}
+
+impl Replica {
+    /// Opens the stream from its first message, with a fresh engine: a replica keeps no
+    /// snapshot, so that it sees every feed epoch the leaders announced.
+    pub fn open(
+        connection: Arc<Connection>,
+        settings: &LogSettings,
+        engine_config: EngineConfig,
+    ) -> anyhow::Result<Replica> {
+        let reader = connection.reader()?;
+        let follower = Follower::new(Engine::new(engine_config), settings.checkpoint_every);
+        Ok(Replica {
+            connection,
+            reader,
+            follower: Arc::new(std::sync::Mutex::new(follower)),
+        })
+    }
+
+    /// The stream's last message sequence now.
+    pub fn last_stream_seq(&self) -> anyhow::Result<u64> {
+        self.connection.last_stream_seq()
+    }
+
+    /// The follower, for read-only queries of its engine between messages.
+    pub fn follower(&self) -> Arc<std::sync::Mutex<Follower>> {
+        self.follower.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Follower> {
+        self.follower.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The last stream message applied.
+    pub fn stream_seq(&self) -> u64 {
+        self.lock().stream_seq
+    }
+
+    /// The engine's last seq.
+    pub fn seq(&self) -> u64 {
+        self.lock().engine.last_seq()
+    }
+
+    /// Reads and applies the next message, waiting up to `wait`; whether one came. An error
+    /// is a log this node cannot follow (a hole, damage, a divergence): it stops.
+    pub fn step(&mut self, wait: Duration, sink: &mut dyn ReplicaSink) -> anyhow::Result<bool> {
+        let Some(message) = self.reader.next(&self.connection, wait)? else {
+            return Ok(false);
+        };
+        let mut follower = self.follower.lock().unwrap_or_else(|e| e.into_inner());
+        if message.stream_seq <= follower.stream_seq {
+            return Ok(true);
+        }
+        if let Some(epoch) = feed_epoch_of(&message) {
+            let (seq, epoch_ns) = epoch.map_err(anyhow::Error::msg)?;
+            sink.feed_epoch(seq, epoch_ns);
+        }
+        let before = follower.engine.last_seq();
+        follower.apply(&message).map_err(anyhow::Error::msg)?;
+        let after = follower.engine.last_seq();
+        drop(follower);
+        if after > before {
+            sink.batch(&message.payload, after);
+        }
+        Ok(true)
+    }
 }
 
 /// Reads the whole stream into a fresh engine (`rialto journal verify --nats`, tests): the

@@ -15,7 +15,7 @@
 pub mod udp;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -39,6 +39,9 @@ pub struct Batch {
     pub updates: Vec<Update>,
     /// The sequencer time of the oldest command in the batch (for delivery latency).
     pub ts_ns: i64,
+    /// The feed starts a new epoch after this batch (a read replica, once another node
+    /// leads): the updates before it are the old epoch's; the numbers start again.
+    pub restart: bool,
 }
 
 /// The feed's state and its outlet, shared by the market data thread and its readers.
@@ -46,8 +49,12 @@ pub struct MarketData {
     feed: Mutex<Feed>,
     batches: broadcast::Sender<Arc<Batch>>,
     /// When this run of the feed began (ns since the epoch): sequence numbers restart at 0
-    /// with every run, so a client that sees a new epoch starts over from a snapshot.
-    pub epoch_ns: i64,
+    /// with every run, so a client that sees a new epoch starts over from a snapshot. On a
+    /// read replica, the leader's (it changes when another node leads).
+    epoch_ns: AtomicI64,
+    /// A read replica's feed restarts: (engine seq, epoch), oldest first, as the leaders
+    /// announced them in the log. The feed is rebuilt from the replayed engine at that seq.
+    restarts: Mutex<VecDeque<(u64, i64)>>,
     /// The last seq the feed has applied.
     applied_seq: AtomicU64,
     /// Rung after each batch: listeners that sleep in an event loop of their own (the FIX
@@ -63,10 +70,30 @@ impl MarketData {
         Arc::new(MarketData {
             feed: Mutex::new(Feed::from_engine(engine)),
             batches,
-            epoch_ns,
+            epoch_ns: AtomicI64::new(epoch_ns),
+            restarts: Mutex::new(VecDeque::new()),
             applied_seq: AtomicU64::new(engine.last_seq()),
             bells: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The feed's epoch: when its run began (ns since the Unix epoch).
+    pub fn epoch_ns(&self) -> i64 {
+        self.epoch_ns.load(Ordering::Acquire)
+    }
+
+    /// Restarts the feed at engine seq `seq` with epoch `epoch_ns`, once the market data
+    /// thread has replayed up to it (a read replica, at each feed epoch the log holds). Call
+    /// before the engine's applied seq passes `seq`.
+    pub fn restart_at(&self, seq: u64, epoch_ns: i64) {
+        let mut restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        restarts.push_back((seq, epoch_ns));
+    }
+
+    /// The next restart due, if any.
+    fn next_restart(&self) -> Option<(u64, i64)> {
+        let restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        restarts.front().copied()
     }
 
     /// The feed, for snapshots and queries. Subscribe before taking a snapshot: then every
@@ -98,6 +125,7 @@ impl MarketData {
         let _ = self.batches.send(Arc::new(Batch {
             updates: Vec::new(),
             ts_ns: crate::pipeline::now_ns(),
+            restart: false,
         }));
     }
 
@@ -186,9 +214,43 @@ impl MarketData {
         let mut n = 0;
         let mut oldest_ts = None;
         while n < COMMANDS_PER_ROUND {
+            // A restart announced for the seq the replay has reached: the feed starts afresh
+            // from the replayed engine, as the leader's did (`restart_at`).
+            let mut restart_seq = u64::MAX;
+            while let Some((seq, epoch_ns)) = self.next_restart() {
+                let at = replay.engine.last_seq();
+                if seq > at {
+                    restart_seq = seq;
+                    break;
+                }
+                if seq == at {
+                    if !feed.updates().is_empty() {
+                        let updates = feed.take_updates();
+                        self.send_batch(updates, oldest_ts.take());
+                    }
+                    *feed = Feed::from_engine(&replay.engine);
+                    self.epoch_ns.store(epoch_ns, Ordering::Release);
+                    // Whoever follows the old epoch's numbers must start over (the listeners
+                    // read the new epoch when this batch reaches them).
+                    let _ = self.batches.send(Arc::new(Batch {
+                        updates: Vec::new(),
+                        ts_ns: crate::pipeline::now_ns(),
+                        restart: true,
+                    }));
+                    tracing::info!(seq, epoch_ns, "the market data feed starts a new epoch");
+                } else {
+                    tracing::warn!(
+                        seq,
+                        at,
+                        "a feed epoch for a seq already passed: not applied"
+                    );
+                }
+                let mut restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
+                restarts.pop_front();
+            }
             while replay.ahead.len() < in_hand && replay.read_record(channel)? {}
             match replay.ahead.front() {
-                Some(record) if record.seq <= applied => {}
+                Some(record) if record.seq <= applied && record.seq <= restart_seq => {}
                 _ => break,
             }
             let record = replay.ahead.pop_front().expect("just looked");
@@ -230,15 +292,21 @@ impl MarketData {
             let updates = feed.take_updates();
             // Sent under the lock: a reader that subscribed and then took a snapshot sees
             // every later update.
-            let _ = self.batches.send(Arc::new(Batch {
-                updates,
-                ts_ns: oldest_ts.unwrap_or_else(crate::pipeline::now_ns),
-            }));
-            for bell in self.bells.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-                bell.ring();
-            }
+            self.send_batch(updates, oldest_ts);
         }
         Ok(n)
+    }
+
+    /// Publishes one batch (with the feed locked) and rings the listeners' bells.
+    fn send_batch(&self, updates: Vec<Update>, oldest_ts: Option<i64>) {
+        let _ = self.batches.send(Arc::new(Batch {
+            updates,
+            ts_ns: oldest_ts.unwrap_or_else(crate::pipeline::now_ns),
+            restart: false,
+        }));
+        for bell in self.bells.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            bell.ring();
+        }
     }
 }
 

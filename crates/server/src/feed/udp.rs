@@ -140,8 +140,9 @@ struct Publisher {
 
 impl Publisher {
     fn run(self, mut batches: broadcast::Receiver<Arc<Batch>>, stop: &AtomicBool) {
-        let mut incremental = PacketWriter::new(Channel::Incremental, self.md.epoch_ns);
-        let mut snapshots = PacketWriter::new(Channel::Snapshot, self.md.epoch_ns);
+        let epoch = self.md.epoch_ns();
+        let mut incremental = PacketWriter::new(Channel::Incremental, epoch);
+        let mut snapshots = PacketWriter::new(Channel::Snapshot, epoch);
         let mut last_snapshot: Option<Instant> = None;
         let mut last_incremental = Instant::now();
         while !stop.load(Ordering::Relaxed) {
@@ -150,6 +151,21 @@ impl Publisher {
                 self.send_snapshots(&mut snapshots);
             }
             match batches.try_recv() {
+                Ok(batch) if batch.restart => {
+                    // A read replica's feed started a new epoch (another node leads): packets
+                    // are numbered afresh, under the new epoch, from a snapshot round.
+                    incremental.flush(&mut |seq, packet: &[u8]| self.send_incremental(seq, packet));
+                    let epoch = self.md.epoch_ns();
+                    incremental = PacketWriter::new(Channel::Incremental, epoch);
+                    snapshots = PacketWriter::new(Channel::Snapshot, epoch);
+                    last_snapshot = None;
+                    // The old epoch's packets are not replayed under the new one's numbers.
+                    self.history
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .packets
+                        .clear();
+                }
                 Ok(batch) => {
                     let mut emit = |seq, packet: &[u8]| self.send_incremental(seq, packet);
                     for update in &batch.updates {

@@ -39,11 +39,20 @@ pub enum CallError {
     ShuttingDown,
     /// No reply within [`super::CALL_TIMEOUT`].
     Timeout,
+    /// This node is a read replica: it has no sequencer to send anything to.
+    ReadOnlyReplica,
 }
+
+/// A read replica's answer to a request, from its own engine; `None`: refused.
+pub type ReadOnlyAnswer = dyn Fn(&Reply, &Op) -> Option<ServerMsg> + Send + Sync;
 
 pub struct WebBridge {
     requests: ArrayQueue<Request>,
     closed: std::sync::atomic::AtomicBool,
+    /// A read replica's bridge: it leads nowhere; what its engine can answer it answers,
+    /// every other call is refused.
+    read_only: std::sync::atomic::AtomicBool,
+    answer: OnceLock<Box<ReadOnlyAnswer>>,
     gateway_bell: OnceLock<Arc<Bell>>,
     next_session: AtomicU64,
     pending: Mutex<HashMap<SessionId, oneshot::Sender<ServerMsg>>>,
@@ -60,6 +69,8 @@ impl WebBridge {
         let bridge = Arc::new(WebBridge {
             requests: ArrayQueue::new(QUEUE_CAPACITY),
             closed: std::sync::atomic::AtomicBool::new(false),
+            read_only: std::sync::atomic::AtomicBool::new(false),
+            answer: OnceLock::new(),
             gateway_bell: OnceLock::new(),
             next_session: AtomicU64::new(WEB_SESSION_BASE),
             pending: Mutex::new(HashMap::new()),
@@ -74,8 +85,25 @@ impl WebBridge {
         let _ = self.gateway_bell.set(bell);
     }
 
+    /// Makes this the bridge of a read replica (no gateway, no pipeline): `answer` answers
+    /// what the replica's engine can, every other call is refused with
+    /// [`CallError::ReadOnlyReplica`], and the web side refuses what would write.
+    pub fn set_read_only(&self, answer: Box<ReadOnlyAnswer>) {
+        let _ = self.answer.set(answer);
+        self.read_only.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether this node is a read replica.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only.load(Ordering::Relaxed)
+    }
+
     /// Sends one request into the pipeline and waits for its reply.
     pub async fn call(&self, reply: Reply, op: Op) -> Result<ServerMsg, CallError> {
+        if self.is_read_only() {
+            let answer = self.answer.get().and_then(|answer| answer(&reply, &op));
+            return answer.ok_or(CallError::ReadOnlyReplica);
+        }
         if self.closed.load(Ordering::SeqCst) {
             return Err(CallError::ShuttingDown);
         }

@@ -125,6 +125,17 @@ impl Topics {
         }
     }
 
+    /// The feed started a new epoch: every subscriber of every channel is closed
+    /// ([`Outbox::feed_restarted`]) and leaves it.
+    fn restart(&self) {
+        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        for channel in channels.values() {
+            for subscriber in channel.lock().drain(..) {
+                subscriber.outbox.feed_restarted();
+            }
+        }
+    }
+
     /// Subscribers of one channel, in either units.
     pub fn subscribers(&self, channel: &str) -> usize {
         let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
@@ -231,6 +242,14 @@ pub fn run(
     let mut oldest_ts = 0;
     let take =
         |rounds: &mut BTreeMap<SymbolId, SymbolRound>, oldest_ts: &mut i64, batch: &Batch| {
+            if batch.restart {
+                // What the old epoch's rounds hold goes out under its numbers first.
+                if !rounds.is_empty() {
+                    publish(&state, rounds, *oldest_ts);
+                }
+                state.topics.restart();
+                return;
+            }
             if !state.topics.followed() {
                 return;
             }
@@ -559,6 +578,7 @@ mod tests {
             },
         };
         let batch = Batch {
+            restart: false,
             updates: vec![
                 trade(1, 10),
                 candle(0, 1),

@@ -81,6 +81,16 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
+    /// What a read replica answers to whatever needs the sequencer (docs/api.md).
+    pub fn read_only_replica() -> ApiError {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "read_only_replica",
+            "this node is a read replica: it serves market data and a few read-only queries; \
+             send orders, admin commands and this request to the venue's leader",
+        )
+    }
+
     pub fn unknown_symbol(name: &str) -> ApiError {
         ApiError::not_found(format!("no symbol named {name:?}"))
     }
@@ -127,6 +137,7 @@ impl From<CallError> for ApiError {
                 "timeout",
                 "no answer from the engine in time (the command may still apply)",
             ),
+            CallError::ReadOnlyReplica => ApiError::read_only_replica(),
         }
     }
 }

@@ -95,6 +95,8 @@ pub struct Outbox {
     pending: Notify,
     /// Rung for the connection when the outbox turns slow or broken.
     trouble: Notify,
+    /// Turned slow because the market data feed started a new epoch, not for lagging.
+    restarted: std::sync::atomic::AtomicBool,
 }
 
 impl Outbox {
@@ -119,6 +121,7 @@ impl Outbox {
             }),
             pending: Notify::new(),
             trouble: Notify::new(),
+            restarted: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -202,6 +205,20 @@ impl Outbox {
             queue.state = State::Slow;
             self.trouble.notify_one();
         }
+    }
+
+    /// The market data feed started a new epoch (a read replica, once another node leads):
+    /// its sequence numbers start again, so the connection's subscriptions cannot go on; it
+    /// is closed as a slow consumer's is, with its own notice.
+    pub fn feed_restarted(&self) {
+        self.restarted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.overflow();
+    }
+
+    /// Whether [`Self::feed_restarted`] closed it.
+    pub fn was_restarted(&self) -> bool {
+        self.restarted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Waits until the outbox turns slow or broken; true when slow.

@@ -77,6 +77,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/keys", get(own_keys))
         .route("/keys/{key}", delete(revoke_own_key))
         .route_layer(middleware::from_fn(known_query))
+        .route_layer(middleware::from_fn_with_state(state.clone(), read_only))
         .fallback(api_not_found)
         .method_not_allowed_fallback(method_not_allowed);
     Router::new()
@@ -116,6 +117,33 @@ fn query_parameters(route: &str) -> &'static [&'static str] {
         "/admin/keys" => &["user"],
         _ => &[],
     }
+}
+
+/// The GET endpoints a read replica refuses although they write nothing: they answer from
+/// what the sequencer tells the web side of each user's orders as they happen, which a
+/// replica never hears.
+const NOT_ON_A_REPLICA: [&str; 3] = [
+    "/api/v1/orders/history",
+    "/api/v1/orders/{order}",
+    "/api/v1/orders/by-client-id/{cid}",
+];
+
+/// A read replica refuses every request that would write (every method but GET) before it
+/// reads it, and the GETs of [`NOT_ON_A_REPLICA`]; the bridge refuses the GETs that need the
+/// sequencer and answers those its engine can.
+async fn read_only(State(state): Shared, request: Request, next: Next) -> Response {
+    if state.bridge.is_read_only() {
+        let route = request
+            .extensions()
+            .get::<axum::extract::MatchedPath>()
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_default();
+        if request.method() != axum::http::Method::GET || NOT_ON_A_REPLICA.contains(&route.as_str())
+        {
+            return ApiError::read_only_replica().into_response();
+        }
+    }
+    next.run(request).await
 }
 
 /// Refuses a query parameter the endpoint does not read (`/book/X?levels=5` would

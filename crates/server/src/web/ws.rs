@@ -307,6 +307,12 @@ async fn connection(
                 if !slow {
                     break Ending { by_client: true, ..Ending::new(1006, "broken") };
                 }
+                if outbox.was_restarted() {
+                    let notice = json!({"ch": "error", "error": {"code": "feed_restarted",
+                        "message": "the market data feed started a new epoch (another node leads \
+                                    the venue): its numbers start again; connect and subscribe again"}});
+                    break Ending { notice: Some(notice.to_string()), ..Ending::new(CLOSE_TRY_LATER, "feed restarted") };
+                }
                 state.metrics.ws_slow_consumer();
                 let notice = json!({"ch": "error", "error": {"code": "slow_consumer",
                     "message": "this connection fell too far behind its streams and is closed"}});
@@ -505,6 +511,13 @@ impl Connection {
     async fn handle(&mut self, request: &WsRequest) -> Result<Value, ApiError> {
         let args = &request.args;
         let state = self.state.clone();
+        // A read replica serves the public channels only: a login's private streams and every
+        // order need the sequencer.
+        if state.bridge.is_read_only()
+            && !matches!(request.op.as_str(), "subscribe" | "unsubscribe")
+        {
+            return Err(ApiError::read_only_replica());
+        }
         match request.op.as_str() {
             "subscribe" => {
                 let channel = field(args, "ch").and_then(Value::as_str).unwrap_or("");
