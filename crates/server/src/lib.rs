@@ -692,7 +692,6 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
         started_ms,
         data_dir_lock,
     } = parts;
-    let data_dir = &config.data_dir;
     let web_listener = match config.web.enabled {
         true => Some(
             web::bind(config.web.listen)
@@ -762,14 +761,11 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
             instruments: config.instruments.clone(),
             credentials: credentials.clone(),
             admin_secret: admin_secret.clone(),
-            keys: Arc::new(
-                web::keys::KeyStore::open(
-                    data_dir,
-                    credentials.clone(),
-                    config.web.max_api_keys_per_user,
-                )
-                .context("cannot load the API key store")?,
-            ),
+            // No issued keys: a replica would not see one revoked (docs/replication.md).
+            keys: Arc::new(web::keys::KeyStore::empty(
+                credentials.clone(),
+                config.web.max_api_keys_per_user,
+            )),
             bridge,
             user_messages,
             md: market_data.clone(),

@@ -233,6 +233,18 @@ impl KeyStore {
         })
     }
 
+    /// A store with no keys and no file (a read replica's).
+    pub fn empty(credentials: Arc<Credentials>, max_per_user: usize) -> KeyStore {
+        KeyStore {
+            path: None,
+            mirror: None,
+            credentials,
+            max_per_user,
+            keys: RwLock::new(BTreeMap::new()),
+            writing: Mutex::new(()),
+        }
+    }
+
     /// Every change is stored by `mirror` before the file is written.
     pub fn with_mirror(self, mirror: Mirror) -> KeyStore {
         KeyStore {
