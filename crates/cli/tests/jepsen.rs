@@ -36,7 +36,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -321,8 +321,33 @@ fn start_trader(
     seed: u64,
     acks: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    errors: Arc<Mutex<Vec<String>>>,
 ) -> Trader {
     let handle = std::thread::spawn(move || {
+        let (record, client) = trade(addrs, user, secret, seed, acks, stop);
+        if let Some(error) = &record.error {
+            eprintln!("jepsen: trader {user} stopped: {error}");
+            errors
+                .lock()
+                .unwrap()
+                .push(format!("trader {user}: {error}"));
+        }
+        (record, client)
+    });
+    Trader { handle }
+}
+
+/// A trader's loop: places orders, keeping `WINDOW` in flight, until `stop`; then waits for
+/// the answers to those in flight.
+fn trade(
+    addrs: [String; 2],
+    user: i64,
+    secret: String,
+    seed: u64,
+    acks: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> (Record, FailoverClient) {
+    {
         let mut client = FailoverClient::connect_with(
             &addrs,
             user,
@@ -404,8 +429,7 @@ fn start_trader(
                 }
             }
         }
-    });
-    Trader { handle }
+    }
 }
 
 // ----- the venue under test -----------------------------------------------------------------
@@ -431,6 +455,8 @@ struct Venue {
     /// Every log file a node wrote, for the divergence check and failure messages.
     all_logs: Vec<PathBuf>,
     acks: Arc<AtomicU64>,
+    /// What stopped a trader early, as it happens.
+    trader_errors: Arc<Mutex<Vec<String>>>,
     tally: Tally,
     /// The probe user's next order id, and every probe order sent to a paused leader.
     next_probe: i64,
@@ -474,6 +500,10 @@ impl Venue {
             self.supervise(paused);
             if done(self) {
                 return;
+            }
+            let errors = self.trader_errors.lock().unwrap().clone();
+            if !errors.is_empty() {
+                panic!("{what}: {}\n{}", errors.join("\n"), self.logs());
             }
             if Instant::now() > deadline {
                 panic!("{what} did not happen within {PATIENCE:?}\n{}", self.logs());
@@ -693,6 +723,7 @@ fn run(seed: u64, cycles: u64) {
         logs: tempfile::tempdir().unwrap(),
         all_logs: Vec::new(),
         acks: Arc::new(AtomicU64::new(0)),
+        trader_errors: Arc::new(Mutex::new(Vec::new())),
         tally: Tally::default(),
         next_probe: 1,
         probes: Vec::new(),
@@ -716,6 +747,7 @@ fn run(seed: u64, cycles: u64) {
                 rng.next(),
                 venue.acks.clone(),
                 stop.clone(),
+                venue.trader_errors.clone(),
             )
         })
         .collect();
