@@ -950,7 +950,10 @@ fn run(seed: u64, cycles: u64) {
         "| nodes that exited on their own (started again) | {} |",
         tally.unplanned_exits
     );
-    if let (Some(p50), Some(max)) = (failover.get(failover.len() / 2), failover.last()) {
+    if let (Some(p50), Some(max)) = (
+        failover.get(failover.len().saturating_sub(1) / 2),
+        failover.last(),
+    ) {
         println!("| fail-over after SIGKILL of the leader, p50 / max (ms) | {p50} / {max} |");
     }
     println!("| commands in the log | {commands} |");
@@ -972,6 +975,11 @@ fn run(seed: u64, cycles: u64) {
     println!("| orders duplicated | {} |", duplicated.len());
     println!("| divergences | {divergences} |");
     println!("| final seq, state hash | {seq}, {hash} |");
+    if unanswered_total > 0 {
+        problems.push(format!(
+            "{unanswered_total} orders sent whose fate the trader never learned (above)"
+        ));
+    }
     if !lost.is_empty() {
         problems.push(format!("acknowledged orders lost (user, order): {lost:?}"));
     }
