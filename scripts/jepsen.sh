@@ -27,7 +27,7 @@ JEPSEN_CYCLES="$cycles" cargo test ${JEPSEN_CARGO_FLAGS:-} -p rialto-cli --test 
     --nocapture --test-threads=1 >"$log" 2>&1 &
 test_pid=$!
 # Follow the log: the seed, each cycle, the summary table and any failure.
-tail -n +1 -f "$log" --pid="$test_pid" | grep --line-buffered -E '^(jepsen|\||seed |thread )' || true
+tail -n +1 -f "$log" --pid="$test_pid" | grep --line-buffered -E '(^|\.\.\. )jepsen|^\||^seed |^thread ' || true
 wait "$test_pid" || status=$?
 if ((status == 0)); then
     echo "jepsen.sh: passed ($cycles cycles)"
