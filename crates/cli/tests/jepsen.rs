@@ -364,6 +364,7 @@ fn trade(
         let mut resent = BTreeSet::new();
         let mut next = 1;
         let mut drain_until = None;
+        let mut finishing = false;
         let ack = |record: &mut Record, order: i64| {
             if record.acked.insert(order) {
                 acks.fetch_add(1, Ordering::SeqCst);
@@ -386,7 +387,9 @@ fn trade(
                     }
                 }
             } else if client.in_flight().count() == 0 {
-                return (record, client);
+                // A reconnection during the last place may still report orders it found
+                // placed (no longer in flight): read until the connection is quiet.
+                finishing = true;
             } else if drain_until.is_some_and(|d| Instant::now() > d) {
                 let left: Vec<i64> = client.in_flight().collect();
                 record.error = Some(format!("orders never answered: {left:?}"));
@@ -422,7 +425,11 @@ fn trade(
                     }
                     resent.extend(again);
                 }
-                Err(e) if e.is_timeout() => {}
+                Err(e) if e.is_timeout() => {
+                    if finishing {
+                        return (record, client);
+                    }
+                }
                 Err(e) => {
                     record.error = Some(format!("recv: {e}"));
                     return (record, client);
