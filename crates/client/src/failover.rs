@@ -1,6 +1,7 @@
 //! A client for a venue of several nodes (docs/replication.md, "Clients across a fail-over"):
 //! it knows every node's order address, logs in at whichever leads (a standby does not listen;
-//! a deposed leader exits), and when the connection drops it logs in again at the next node
+//! a deposed leader exits), and when the connection drops (or the node says `shutting_down`)
+//! it logs in again at the next node
 //! that answers and learns the fate of each order it had in flight with an OrderStatus query:
 //! `open` or `ended` were placed (their Accepted was lost with the connection), `unknown` were
 //! not, and are sent again. The venue's order-id window makes a resend safe: an order id that
@@ -30,7 +31,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use rialto_core::{OrderId, Reason, UserId};
-use rialto_wire::{ClientMsg, NewOrder, OrderState, RequestKind, ServerMsg};
+use rialto_wire::{ClientMsg, ErrorCode, NewOrder, OrderState, RequestKind, ServerMsg};
 
 use crate::{Client, ClientError};
 
@@ -166,6 +167,16 @@ impl FailoverClient {
             return Ok(delivery);
         }
         match self.client.recv() {
+            Ok(ServerMsg::Error {
+                code: ErrorCode::ShuttingDown,
+                ..
+            }) => {
+                self.fail_over()?;
+                Ok(self
+                    .pending
+                    .pop_front()
+                    .expect("a fail-over reports itself"))
+            }
             Ok(msg) => {
                 if let ServerMsg::Accepted {
                     order,
@@ -292,11 +303,14 @@ pub fn is_duplicate(msg: &ServerMsg) -> bool {
     )
 }
 
-/// An error after which this connection is of no more use: the node closed it or died.
+/// An error after which this connection is of no more use: the node closed it or died, or
+/// said it is shutting down (a leader that stops, or lost its lease, sends Error
+/// `shutting_down` before it closes its sessions).
 fn is_connection_lost(e: &ClientError) -> bool {
     match e {
         ClientError::Closed => true,
         ClientError::Io(_) => !e.is_timeout(),
+        ClientError::Server { code, .. } => *code == ErrorCode::ShuttingDown,
         _ => false,
     }
 }
@@ -317,8 +331,8 @@ fn log_in_somewhere(
             let i = (after + step) % addrs.len();
             match log_in(&addrs[i], user, secret, read_timeout) {
                 Ok(client) => return Ok((client, i)),
-                // A wrong secret is wrong at every node.
-                Err(e @ ClientError::Server { .. }) => return Err(e),
+                // A wrong secret is wrong at every node; a node shutting down is passed over.
+                Err(e @ ClientError::Server { .. }) if !is_connection_lost(&e) => return Err(e),
                 Err(e) => last_error = Some(e),
             }
         }

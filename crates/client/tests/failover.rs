@@ -4,11 +4,12 @@
 //! test instead of hanging it.
 
 use std::net::TcpListener;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use rialto_client::failover::{Delivery, FailoverClient};
 use rialto_core::{Side, SymbolId};
-use rialto_wire::{ClientMsg, NewOrder, OrderState, RequestKind, ServerMsg};
+use rialto_wire::{ClientMsg, ErrorCode, NewOrder, OrderState, RequestKind, ServerMsg};
 
 mod common;
 
@@ -150,5 +151,57 @@ fn the_client_moves_to_the_next_node_settles_what_was_in_flight_and_resends_the_
     assert_eq!(client.recv().unwrap(), Delivery::Msg(accepted(3, 13)));
     assert_eq!(client.in_flight().count(), 0);
     assert_eq!(client.order_status(9).unwrap(), (OrderState::Unknown, 0));
+    new_leader.join().unwrap();
+}
+
+#[test]
+fn a_node_that_says_it_is_shutting_down_is_left_for_the_next() {
+    let old = TcpListener::bind("127.0.0.1:0").unwrap();
+    let new = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addrs = [
+        old.local_addr().unwrap().to_string(),
+        new.local_addr().unwrap().to_string(),
+    ];
+    // The old leader reads order 1, says it is shutting down (as a leader that lost its lease
+    // does) and keeps the connection open until the client has moved on.
+    let (moved, wait_moved) = mpsc::channel::<()>();
+    let old_leader = std::thread::spawn(move || {
+        let mut node = Node::accept(&old);
+        assert_eq!(node.new_order().order, 1);
+        node.send(&ServerMsg::Error {
+            code: ErrorCode::ShuttingDown,
+            message: "the server is shutting down".into(),
+        });
+        let _ = wait_moved.recv_timeout(TIMEOUT);
+    });
+    let new_leader = std::thread::spawn(move || {
+        let mut node = Node::accept(&new);
+        match node.recv() {
+            ClientMsg::OrderStatus { request, order: 1 } => node.send(&ServerMsg::OrderStatus {
+                request,
+                seq: 12,
+                order: 1,
+                state: OrderState::Open,
+                remaining: 5,
+            }),
+            other => panic!("expected a status query of order 1, got {other:?}"),
+        }
+    });
+    let mut client =
+        FailoverClient::connect_with(&addrs, 1, b"secret", TIMEOUT, Duration::from_secs(10))
+            .unwrap();
+    client
+        .place(NewOrder::limit(1, SymbolId(0), Side::Buy, 100, 5))
+        .unwrap();
+    assert_eq!(
+        client.recv().unwrap(),
+        Delivery::Reconnected {
+            addr: addrs[1].clone(),
+            placed: vec![(1, OrderState::Open)],
+            resent: vec![],
+        }
+    );
+    moved.send(()).unwrap();
+    old_leader.join().unwrap();
     new_leader.join().unwrap();
 }

@@ -41,6 +41,11 @@ pub const CHECKPOINT_HEADER: &str = "Rialto-Checkpoint";
 /// feed's epoch. A read replica starts its feed afresh at the same seq with the same epoch, so
 /// its sequence numbers are the leader's (docs/replication.md).
 pub const FEED_EPOCH_HEADER: &str = "Rialto-Feed-Epoch";
+/// The header of a new leader's claim on the log's end (an empty message): the node's id.
+pub const LEADER_HEADER: &str = "Rialto-Leader";
+/// Claims a new leader tries before it gives up (each refused one means another writer's late
+/// append landed first; that can only be a message sent before this node took the lease).
+const CLAIMS_TRIED: u32 = 10;
 /// The lease's key in its bucket.
 const LEASE_KEY: &str = "leader";
 /// State hashes a node remembers for checkpoints still to come.
@@ -1091,21 +1096,46 @@ pub fn start_node(
         taken_at,
         ttl,
     );
-    // Only now is the end of the log known: nothing is appended by a node that lost the lease
-    // (and were one to try, the fence would refuse it).
-    let last = connection.last_stream_seq()?;
-    while follower.stream_seq < last {
+    // Only now is the end of the log known. A node that lost the lease checks it before each
+    // append, but an append it had sent just before (a leader paused between its lease check
+    // and its publish, say) can still reach the stream now: so this node claims the end with
+    // an append of its own (an empty message, which every reader passes over) before it
+    // answers anyone. Such a late append lands before the claim, and is applied here first,
+    // or after it, and the fence refuses it: no older leader extends the log past the claim.
+    let mut last = connection.last_stream_seq()?;
+    let mut claims = 0;
+    let last = loop {
+        while follower.stream_seq < last {
+            if lease.lost.load(Ordering::SeqCst) {
+                anyhow::bail!("lost the lease while catching up with the log");
+            }
+            match reader.next(&connection, connection.timeout)? {
+                Some(message) => follower.apply(&message).map_err(anyhow::Error::msg)?,
+                None => anyhow::bail!(
+                    "the log's messages up to stream seq {last} did not arrive within {:?}",
+                    connection.timeout
+                ),
+            }
+        }
         if lease.lost.load(Ordering::SeqCst) {
             anyhow::bail!("lost the lease while catching up with the log");
         }
-        match reader.next(&connection, connection.timeout)? {
-            Some(message) => follower.apply(&message).map_err(anyhow::Error::msg)?,
-            None => anyhow::bail!(
-                "the log's messages up to stream seq {last} did not arrive within {:?}",
-                connection.timeout
-            ),
+        match claim_end(&connection, last, &node) {
+            Ok(claimed) => break claimed,
+            Err(e)
+                if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence
+                    && claims < CLAIMS_TRIED =>
+            {
+                claims += 1;
+                tracing::warn!(
+                    "another writer appended after stream seq {last} while this node took over: \
+                     applying it before leading"
+                );
+                last = connection.last_stream_seq()?;
+            }
+            Err(e) => anyhow::bail!("cannot claim the log's end after stream seq {last}: {e}"),
         }
-    }
+    };
     tracing::info!(
         node = %node,
         stream_seq = last,
@@ -1127,6 +1157,25 @@ pub fn start_node(
         engine: follower.engine,
         last_ts_ns: follower.last_ts_ns,
         log,
+    })
+}
+
+/// Appends a leader's claim (an empty message with the header [`LEADER_HEADER`] naming the
+/// node) after stream message `last`, fenced; the claim's stream seq.
+fn claim_end(
+    connection: &Connection,
+    last: u64,
+    node: &str,
+) -> Result<u64, jetstream::context::PublishError> {
+    connection.runtime.block_on(async {
+        let message = PublishMessage::build()
+            .header(LEADER_HEADER, node)
+            .expected_last_sequence(last);
+        let ack = connection
+            .js
+            .send_publish(connection.names.subject.clone(), message)
+            .await?;
+        ack.await.map(|ack| ack.sequence)
     })
 }
 

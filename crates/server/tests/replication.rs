@@ -6,12 +6,13 @@
 mod common;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use common::nats::NatsCluster;
 use common::{start, state_hash, trader};
-use rialto_core::{Command, Side, SymbolId};
+use rialto_core::{Command, EngineConfig, Side, SymbolId};
 use rialto_server::RunningServer;
 use rialto_server::config::{LogBackend, LogSettings, ServerConfig};
 use rialto_server::replication::{self, Connection, JetStreamLog};
@@ -157,6 +158,38 @@ fn the_expected_sequence_fence_refuses_a_second_writer() {
     let stopped = within(Duration::from_secs(20), move || leader.wait());
     let why = format!("{:#}", stopped.unwrap_err());
     assert!(why.contains("DEPOSED"), "{why}");
+}
+
+#[test]
+fn a_new_leader_claims_the_log_end_so_an_old_leaders_late_append_is_refused() {
+    let cluster = NatsCluster::start();
+    let settings = log_settings(&cluster, "claim");
+    let connection = Arc::new(Connection::open(&settings, Duration::from_secs(10)).unwrap());
+    // An old leader that passed its lease check and was paused before its append reached the
+    // stream: a writer at the stream's end (jepsen.rs found one, seed 1).
+    let mut old = JetStreamLog::new(connection.clone(), connection.last_stream_seq().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let stop = AtomicBool::new(false);
+    let mut leading = replication::start_node(
+        connection.clone(),
+        &settings,
+        dir.path(),
+        EngineConfig::default(),
+        &stop,
+    )
+    .unwrap();
+
+    // The old leader's append arrives after the new leader took over: refused.
+    old.append(1, 0, &Command::AddUser { user: 77 });
+    let refused = old.commit().unwrap_err().to_string();
+    assert!(refused.contains("DEPOSED"), "{refused}");
+    assert_eq!(leading.log.last_stream_seq(), 1, "the new leader's claim");
+    // The new leader appends after its claim, and readers pass the claim over.
+    leading.log.append(1, 0, &Command::AddUser { user: 5 });
+    leading.log.commit().unwrap();
+    let rebuilt = replication::rebuild(&settings, EngineConfig::default()).unwrap();
+    assert_eq!((rebuilt.stream_seq, rebuilt.applied), (2, 1));
+    drop(leading);
 }
 
 #[test]

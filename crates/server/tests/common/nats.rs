@@ -18,6 +18,8 @@ pub struct NatsCluster {
     nodes: Vec<Child>,
     /// Each node's client URL, `nats://127.0.0.1:PORT`.
     pub urls: Vec<String>,
+    /// Each node's command-line arguments, to start it again after [`NatsCluster::kill`].
+    args: Vec<Vec<std::ffi::OsString>>,
     dir: tempfile::TempDir,
 }
 
@@ -88,6 +90,7 @@ impl NatsCluster {
             CLUSTERS.fetch_add(1, Ordering::Relaxed)
         );
         let mut nodes = Vec::new();
+        let mut all_args = Vec::new();
         for i in 0..3 {
             let routes: Vec<String> = (0..3)
                 .filter(|&j| j != i)
@@ -96,28 +99,40 @@ impl NatsCluster {
             let store = dir.path().join(format!("n{i}"));
             let log = std::fs::File::create(dir.path().join(format!("n{i}.log")))
                 .expect("a log file for nats-server");
+            let mut args: Vec<std::ffi::OsString> = Vec::new();
+            args.extend(["-a", "127.0.0.1", "-p"].map(Into::into));
+            args.push(client_ports[i].to_string().into());
+            args.extend([
+                "-n".into(),
+                format!("n{i}").into(),
+                "-js".into(),
+                "-sd".into(),
+            ]);
+            args.push(store.into());
+            args.extend(["--cluster_name".into(), name.clone().into()]);
+            args.push("--cluster".into());
+            args.push(format!("nats://127.0.0.1:{}", cluster_ports[i]).into());
+            args.extend(["--routes".into(), routes.join(",").into()]);
             let child = Command::new(&binary)
-                .args(["-a", "127.0.0.1", "-p", &client_ports[i].to_string()])
-                .args(["-n", &format!("n{i}"), "-js", "-sd"])
-                .arg(&store)
-                .args(["--cluster_name", &name])
-                .args([
-                    "--cluster",
-                    &format!("nats://127.0.0.1:{}", cluster_ports[i]),
-                ])
-                .args(["--routes", &routes.join(",")])
+                .args(&args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
             nodes.push(child);
+            all_args.push(args);
         }
         let urls: Vec<String> = client_ports
             .iter()
             .map(|p| format!("nats://127.0.0.1:{p}"))
             .collect();
-        let mut cluster = NatsCluster { nodes, urls, dir };
+        let mut cluster = NatsCluster {
+            nodes,
+            urls,
+            args: all_args,
+            dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         for port in &client_ports {
             while TcpStream::connect(("127.0.0.1", *port)).is_err() {
@@ -153,6 +168,46 @@ impl NatsCluster {
             })
             .collect();
         (!exited.is_empty()).then(|| exited.join(", "))
+    }
+
+    /// Kills node `i` (SIGKILL) and waits until it is gone; its store is kept.
+    pub fn kill(&mut self, i: usize) {
+        let _ = self.nodes[i].kill();
+        let _ = self.nodes[i].wait();
+    }
+
+    /// Starts node `i` again (after [`Self::kill`]) on its ports and store, appending to its
+    /// log, and waits (up to 20 s) until it accepts connections.
+    pub fn restart(&mut self, i: usize) {
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.path().join(format!("n{i}.log")))
+            .expect("the nats-server log file");
+        self.nodes[i] = Command::new(nats_server_binary())
+            .args(&self.args[i])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start nats-server again");
+        let port: u16 = (self.urls[i].rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .expect("a port in the URL");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = self.nodes[i].try_wait() {
+                panic!(
+                    "n{i} exited on restart ({status}); the logs: {}",
+                    self.logs()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "n{i} did not listen again within 20 s; the logs: {}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The URLs as `--nats` takes them.
