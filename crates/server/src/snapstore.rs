@@ -197,7 +197,25 @@ impl SnapshotStore {
         newer_than: u64,
     ) -> anyhow::Result<Option<FromBucket>> {
         let stored = self.list()?;
-        for snapshot in stored.iter().rev().filter(|s| s.seq > newer_than) {
+        let newest_first = stored.iter().rev().filter(|s| s.seq > newer_than);
+        self.first_usable(newest_first, config, "older")
+    }
+
+    /// The oldest usable snapshot (`rialto journal verify` of a trimmed stream).
+    pub fn load_oldest(&self, config: EngineConfig) -> anyhow::Result<Option<FromBucket>> {
+        let stored = self.list()?;
+        self.first_usable(stored.iter(), config, "newer")
+    }
+
+    /// The first of `snapshots` that loads; each refused one is logged (`then` says which way
+    /// the next one tried is).
+    fn first_usable<'a>(
+        &self,
+        snapshots: impl Iterator<Item = &'a Stored>,
+        config: EngineConfig,
+        then: &str,
+    ) -> anyhow::Result<Option<FromBucket>> {
+        for snapshot in snapshots {
             match self.load(snapshot, config) {
                 Ok(engine) => {
                     return Ok(Some(FromBucket {
@@ -208,27 +226,7 @@ impl SnapshotStore {
                 }
                 Err(e) => tracing::error!(
                     snapshot = %snapshot.name,
-                    "REFUSED a snapshot of the bucket: {e:#}; trying the next older one"
-                ),
-            }
-        }
-        Ok(None)
-    }
-
-    /// The oldest usable snapshot (`rialto journal verify` of a trimmed stream).
-    pub fn load_oldest(&self, config: EngineConfig) -> anyhow::Result<Option<FromBucket>> {
-        for snapshot in self.list()? {
-            match self.load(&snapshot, config) {
-                Ok(engine) => {
-                    return Ok(Some(FromBucket {
-                        engine,
-                        seq: snapshot.seq,
-                        stream_seq: snapshot.stream_seq,
-                    }));
-                }
-                Err(e) => tracing::error!(
-                    snapshot = %snapshot.name,
-                    "REFUSED a snapshot of the bucket: {e:#}; trying the next newer one"
+                    "REFUSED a snapshot of the bucket: {e:#}; trying the next {then} one"
                 ),
             }
         }

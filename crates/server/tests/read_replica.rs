@@ -13,23 +13,12 @@ use common::nats::NatsCluster;
 use common::{start, trader};
 use rialto_core::{Side, SymbolId};
 use rialto_server::RunningServer;
-use rialto_server::config::{LogBackend, LogSettings, Role};
+use rialto_server::config::Role;
 use rialto_server::replication::{self, Connection};
 use rialto_wire::{NewOrder, ServerMsg};
 use serde_json::{Value, json};
 
 const DEADLINE: Duration = Duration::from_secs(20);
-
-fn log_settings(cluster: &NatsCluster, venue: &str) -> LogSettings {
-    LogSettings {
-        backend: LogBackend::Jetstream,
-        nats: cluster.urls.clone(),
-        venue: venue.into(),
-        lease_ms: 1_000,
-        checkpoint_every: 5,
-        ..LogSettings::default()
-    }
-}
 
 /// One HTTP request on a fresh connection: the status and the JSON body.
 fn http(addr: SocketAddr, method: &str, target: &str, body: &str) -> (u16, Value) {
@@ -161,7 +150,7 @@ fn place(server: &RunningServer, user: i64, order: NewOrder) {
 #[test]
 fn a_replica_serves_the_leaders_market_data_with_its_seqs_refuses_writes_and_never_leads() {
     let cluster = NatsCluster::start();
-    let settings = log_settings(&cluster, "replica");
+    let settings = cluster.log_settings("replica");
     let dir_a = tempfile::tempdir().unwrap();
     let leader_settings = settings.clone();
     let leader = start(dir_a.path(), move |c| c.log = leader_settings);

@@ -14,21 +14,10 @@ use common::nats::NatsCluster;
 use common::{start, state_hash, trader};
 use rialto_core::{Command, EngineConfig, Side, SymbolId};
 use rialto_server::RunningServer;
-use rialto_server::config::{LogBackend, LogSettings, ServerConfig};
+use rialto_server::config::{LogSettings, ServerConfig};
 use rialto_server::replication::{self, Connection, JetStreamLog};
 use rialto_server::snapstore::SnapshotStore;
 use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
-
-fn log_settings(cluster: &NatsCluster, venue: &str) -> LogSettings {
-    LogSettings {
-        backend: LogBackend::Jetstream,
-        nats: cluster.urls.clone(),
-        venue: venue.into(),
-        lease_ms: 1_000,
-        checkpoint_every: 5,
-        ..LogSettings::default()
-    }
-}
 
 fn on_jetstream(settings: &LogSettings) -> impl FnOnce(&mut ServerConfig) + Send + 'static {
     let settings = settings.clone();
@@ -82,7 +71,7 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
 #[test]
 fn acknowledged_orders_are_in_the_stream_and_a_standby_and_a_fresh_node_rebuild_the_same_state() {
     let cluster = NatsCluster::start();
-    let settings = log_settings(&cluster, "rebuild");
+    let settings = cluster.log_settings("rebuild");
     let dir_a = tempfile::tempdir().unwrap();
     let leader = start(dir_a.path(), on_jetstream(&settings));
     let seqs = place_resting(&leader, 1..=8);
@@ -126,7 +115,7 @@ fn acknowledged_orders_are_in_the_stream_and_a_standby_and_a_fresh_node_rebuild_
 #[test]
 fn the_expected_sequence_fence_refuses_a_second_writer() {
     let cluster = NatsCluster::start();
-    let settings = log_settings(&cluster, "fence");
+    let settings = cluster.log_settings("fence");
     let dir = tempfile::tempdir().unwrap();
     let leader = start(dir.path(), on_jetstream(&settings));
     let seqs = place_resting(&leader, 1..=1);
@@ -163,7 +152,7 @@ fn the_expected_sequence_fence_refuses_a_second_writer() {
 #[test]
 fn a_new_leader_claims_the_log_end_so_an_old_leaders_late_append_is_refused() {
     let cluster = NatsCluster::start();
-    let settings = log_settings(&cluster, "claim");
+    let settings = cluster.log_settings("claim");
     let connection = Arc::new(Connection::open(&settings, Duration::from_secs(10)).unwrap());
     // An old leader that passed its lease check and was paused before its append reached the
     // stream: a writer at the stream's end (jepsen.rs found one, seed 1).
@@ -195,7 +184,7 @@ fn a_new_leader_claims_the_log_end_so_an_old_leaders_late_append_is_refused() {
 #[test]
 fn a_standby_whose_state_differs_at_a_checkpoint_stops_loudly() {
     let cluster = NatsCluster::start();
-    let settings = log_settings(&cluster, "diverge");
+    let settings = cluster.log_settings("diverge");
     let dir_a = tempfile::tempdir().unwrap();
     let leader = start(dir_a.path(), on_jetstream(&settings));
     let dir_b = tempfile::tempdir().unwrap();
@@ -231,7 +220,7 @@ fn a_node_with_an_empty_data_dir_starts_from_the_snapshot_bucket_once_the_stream
     let cluster = NatsCluster::start();
     let settings = LogSettings {
         snapshots_kept: 2,
-        ..log_settings(&cluster, "trim")
+        ..cluster.log_settings("trim")
     };
     let dir_a = tempfile::tempdir().unwrap();
     let leader_settings = settings.clone();

@@ -211,6 +211,19 @@ impl NatsCluster {
     }
 
     /// The URLs as `--nats` takes them.
+    /// The settings of a venue on this cluster whose tests want a short lease and frequent
+    /// checkpoints.
+    pub fn log_settings(&self, venue: &str) -> rialto_server::config::LogSettings {
+        rialto_server::config::LogSettings {
+            backend: rialto_server::config::LogBackend::Jetstream,
+            nats: self.urls.clone(),
+            venue: venue.into(),
+            lease_ms: 1_000,
+            checkpoint_every: 5,
+            ..Default::default()
+        }
+    }
+
     pub fn urls_arg(&self) -> String {
         self.urls.join(",")
     }
