@@ -529,18 +529,7 @@ pub fn start_with_stop(
         None
     };
     let web_addr = web.as_ref().map(|w| w.addr);
-    let udp = if config.market_data.udp {
-        let md = &config.market_data;
-        let feed = feed::udp::start(market_data.clone(), md, stop.clone()).with_context(|| {
-            format!(
-                "cannot start the UDP feed ({} / {}, replay on {})",
-                md.udp_incremental, md.udp_snapshot, md.replay_listen
-            )
-        })?;
-        Some(feed)
-    } else {
-        None
-    };
+    let udp = start_udp_feed(&config, &market_data, &stop)?;
     let replay_addr = udp.as_ref().map(|u| u.replay_addr);
     if let Some(udp) = &udp {
         let skipped = udp.skipped_batches.clone();
@@ -645,6 +634,25 @@ fn read_only_answer(
             _ => None,
         }
     })
+}
+
+/// The UDP feed and its replay service, when `[market_data] udp` is on.
+fn start_udp_feed(
+    config: &ServerConfig,
+    market_data: &Arc<feed::MarketData>,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Option<feed::udp::UdpFeed>> {
+    if !config.market_data.udp {
+        return Ok(None);
+    }
+    let md = &config.market_data;
+    let feed = feed::udp::start(market_data.clone(), md, stop.clone()).with_context(|| {
+        format!(
+            "cannot start the UDP feed ({} / {}, replay on {})",
+            md.udp_incremental, md.udp_snapshot, md.replay_listen
+        )
+    })?;
+    Ok(Some(feed))
 }
 
 /// What [`start_replica`] starts from.
@@ -780,18 +788,7 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
         None
     };
     let web_addr = web.as_ref().map(|w| w.addr);
-    let udp = if config.market_data.udp {
-        let md = &config.market_data;
-        let feed = feed::udp::start(market_data.clone(), md, stop.clone()).with_context(|| {
-            format!(
-                "cannot start the UDP feed ({} / {}, replay on {})",
-                md.udp_incremental, md.udp_snapshot, md.replay_listen
-            )
-        })?;
-        Some(feed)
-    } else {
-        None
-    };
+    let udp = start_udp_feed(&config, &market_data, &stop)?;
     let replay_addr = udp.as_ref().map(|u| u.replay_addr);
     let follow_stop = stop.clone();
     let follow_shared = shared.clone();
