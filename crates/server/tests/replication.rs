@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
@@ -58,6 +59,23 @@ fn open_order_ids(server: &RunningServer, user: i64) -> Vec<i64> {
     }
 }
 
+/// Starts a node on `dir` beside `leader`, checks that it does not lead while the leader holds
+/// the lease, stops the leader cleanly and returns the node once it leads.
+fn hand_over(leader: RunningServer, dir: &Path, settings: &LogSettings) -> RunningServer {
+    let (path, settings) = (dir.to_path_buf(), settings.clone());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(start(&path, on_jetstream(&settings)));
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(1_500)).is_err(),
+        "the second node must not lead while the leader holds the lease"
+    );
+    within(Duration::from_secs(20), move || leader.shutdown().unwrap());
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the second node leads once the leader gave up the lease")
+}
+
 /// Runs `f` on a thread and waits at most `limit` for its result.
 fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
@@ -90,20 +108,7 @@ fn acknowledged_orders_are_in_the_stream_and_a_standby_and_a_fresh_node_rebuild_
 
     // A standby follows while the leader leads, and takes over when it stops.
     let dir_b = tempfile::tempdir().unwrap();
-    let path_b = dir_b.path().to_path_buf();
-    let standby_settings = settings.clone();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(start(&path_b, on_jetstream(&standby_settings)));
-    });
-    assert!(
-        rx.recv_timeout(Duration::from_millis(1_500)).is_err(),
-        "the standby must not lead while the leader holds the lease"
-    );
-    within(Duration::from_secs(20), move || leader.shutdown().unwrap());
-    let new_leader = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the standby leads once the leader gave up the lease");
+    let new_leader = hand_over(leader, dir_b.path(), &settings);
     assert_eq!(state_hash(&new_leader), hash);
     assert_eq!(open_order_ids(&new_leader, 1), (1..=8).collect::<Vec<_>>());
     // It appends after the old leader's commands.
@@ -280,20 +285,7 @@ fn a_node_with_an_empty_data_dir_starts_from_the_snapshot_bucket_once_the_stream
     // A node with an empty data directory follows as a standby; the whole stream is no longer
     // there, so it can only have started from a snapshot of the bucket.
     let dir_b = tempfile::tempdir().unwrap();
-    let path_b = dir_b.path().to_path_buf();
-    let standby_settings = settings.clone();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(start(&path_b, on_jetstream(&standby_settings)));
-    });
-    assert!(
-        rx.recv_timeout(Duration::from_millis(1_500)).is_err(),
-        "the new node must not lead while the leader holds the lease"
-    );
-    within(Duration::from_secs(20), move || leader.shutdown().unwrap());
-    let new_leader = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the new node leads once the leader gave up the lease");
+    let new_leader = hand_over(leader, dir_b.path(), &settings);
     assert_eq!(state_hash(&new_leader), hash);
     assert_eq!(report(&new_leader, 1), balances);
     assert_eq!(open_order_ids(&new_leader, 1), (1..=24).collect::<Vec<_>>());
