@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::rialto;
+use common::{Rng, rialto};
 use rialto_client::{Client, ClientError};
 use rialto_core::{Reason, Side, SymbolId};
 use rialto_server::auth::Credentials;
@@ -63,28 +63,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 const READ_TIMEOUT: Duration = Duration::from_secs(20);
 
 // ----- randomness ----------------------------------------------------------------------------
-
-/// SplitMix64: enough for test choices, and no dependency.
-#[derive(Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn in_range(&mut self, range: std::ops::RangeInclusive<u64>) -> u64 {
-        range.start() + self.below(range.end() - range.start() + 1)
-    }
-}
 
 fn env_u64(name: &str) -> Option<u64> {
     let text = std::env::var(name).ok()?;

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{replay, rialto};
+use common::{Rng, replay, rialto};
 use nats::NatsCluster;
 use rialto_client::Client;
 use rialto_client::failover::{Delivery, FailoverClient};
@@ -62,23 +62,6 @@ const WINDOW: usize = 4;
 const PROGRESS: u64 = 12;
 /// The longest any awaited event may take (a loaded 2-core machine).
 const PATIENCE: Duration = Duration::from_secs(60);
-
-/// SplitMix64: the schedule and the orders follow from the seed alone.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn env_u64(name: &str) -> Option<u64> {
     let value = std::env::var(name).ok()?;

@@ -140,3 +140,26 @@ impl Drop for Served {
         let _ = self.child.wait();
     }
 }
+
+/// SplitMix64: test choices (a fault schedule, orders) that follow from a seed alone, with no
+/// dependency.
+#[derive(Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    pub fn in_range(&mut self, range: std::ops::RangeInclusive<u64>) -> u64 {
+        range.start() + self.below(range.end() - range.start() + 1)
+    }
+}
