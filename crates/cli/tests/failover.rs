@@ -11,6 +11,10 @@ mod common;
 #[path = "../../server/tests/common/nats.rs"]
 mod nats;
 
+#[allow(dead_code)]
+#[path = "../../server/tests/common/fix.rs"]
+mod fix;
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -33,6 +37,8 @@ struct Node {
     serving: mpsc::Receiver<String>,
     /// Its HTTP address, read from that line.
     web: std::cell::RefCell<Option<String>>,
+    /// Its FIX address, read from that line.
+    fix: std::cell::RefCell<Option<String>>,
 }
 
 impl Node {
@@ -67,6 +73,7 @@ impl Node {
             child,
             serving,
             web: Default::default(),
+            fix: Default::default(),
         }
     }
 
@@ -123,6 +130,11 @@ impl Node {
             .nth(1)
             .and_then(|rest| rest.split_whitespace().next())
             .map(|w| w.trim_end_matches([',', '/']).to_owned());
+        *self.fix.borrow_mut() = line
+            .split("FIX on ")
+            .nth(1)
+            .and_then(|rest| rest.split([',', ' ']).next())
+            .map(str::to_owned);
         let addr = line
             .split("orders on ")
             .nth(1)
@@ -540,4 +552,115 @@ fn a_client_of_both_nodes_follows_the_fail_over_and_each_of_its_orders_executes_
         client.order_status(ORDERS + 1).unwrap(),
         (OrderState::Unknown, 0)
     );
+}
+
+/// A FIX client of `node` (which leads) as TRADER1, user 1, whose messages are numbered from
+/// `seq`; logged on, the server's Logon returned.
+fn fix_logon(node: &Node, data: &Path, seq: u64) -> (fix::FixClient, fix::Msg) {
+    let addr = node.fix.borrow().clone().expect("the leader serves FIX");
+    let mut client = fix::FixClient::connect(addr.parse().unwrap(), "TRADER1", "FIX.4.4");
+    client.seq = seq;
+    let key = read_key(data).unwrap().expect("a venue.key");
+    client.logon_with(1, &Credentials::from_key(key).user_secret(1));
+    let logon = client.expect("A");
+    (client, logon)
+}
+
+#[test]
+fn a_fix_session_resumes_on_the_new_leader_without_a_reset_and_its_gap_is_resent() {
+    use rialto_fix::tags;
+    let cluster = NatsCluster::start();
+    let dir_a = tempfile::tempdir().unwrap();
+    let dir_b = tempfile::tempdir().unwrap();
+    let (leader, _, standby) = leader_and_standby(&cluster, dir_a.path(), dir_b.path());
+
+    // Three orders on the leader; the client reads all three reports but, as if the last two
+    // were lost with the connection, counts only the first as received.
+    let (mut client, logon) = fix_logon(&leader, dir_a.path(), 1);
+    assert_eq!(logon.req(tags::MSG_SEQ_NUM), "1");
+    let mut reports = Vec::new();
+    for id in ["F1", "F2", "F3"] {
+        client.new_order(id, "1", "0.001", "9.90");
+        let report = client.expect("8");
+        assert_eq!(report.req(tags::EXEC_TYPE), "0", "{report:?}");
+        assert_eq!(report.req(tags::CL_ORD_ID), id);
+        reports.push(report);
+    }
+    let received: u64 = reports[0].req(tags::MSG_SEQ_NUM).parse().unwrap();
+    let last_sent: u64 = reports[2].req(tags::MSG_SEQ_NUM).parse().unwrap();
+    assert_eq!((received, last_sent), (2, 4));
+    let next_out = client.seq;
+
+    drop(leader); // SIGKILL: no Logout, nothing flushed on the way out
+    standby
+        .leads_within(Duration::from_secs(30))
+        .expect("the standby takes over");
+
+    // The same session on the new leader, numbers continued on both sides: no reset.
+    let (mut client, logon) = fix_logon(&standby, dir_a.path(), next_out);
+    assert_eq!(
+        logon.get(tags::RESET_SEQ_NUM_FLAG),
+        None,
+        "no sequence reset: {logon:?}"
+    );
+    let logon_seq: u64 = logon.req(tags::MSG_SEQ_NUM).parse().unwrap();
+    assert_eq!(
+        logon_seq,
+        last_sent + 1,
+        "the new leader numbers after the old one's last message"
+    );
+    // The gap the client saw (3 on) is resent: the two reports, as first sent, marked as
+    // possible duplicates.
+    client.send("2", &[(tags::BEGIN_SEQ_NO, "3"), (tags::END_SEQ_NO, "0")]);
+    for original in &reports[1..] {
+        let resent = client.expect("8");
+        assert_eq!(resent.req(tags::POSS_DUP_FLAG), "Y", "{resent:?}");
+        for tag in [
+            tags::MSG_SEQ_NUM,
+            tags::CL_ORD_ID,
+            tags::ORDER_ID,
+            tags::EXEC_ID,
+        ] {
+            assert_eq!(resent.req(tag), original.req(tag), "tag {tag}");
+        }
+        assert_eq!(
+            resent.req(tags::ORIG_SENDING_TIME),
+            original.req(tags::SENDING_TIME)
+        );
+    }
+    // The new Logon, a session message, is gap-filled.
+    let gap_fill = client.expect("4");
+    assert_eq!(gap_fill.req(tags::GAP_FILL_FLAG), "Y", "{gap_fill:?}");
+    assert_eq!(gap_fill.req(tags::MSG_SEQ_NUM), logon_seq.to_string());
+    assert_eq!(gap_fill.req(tags::NEW_SEQ_NO), (logon_seq + 1).to_string());
+    // The session goes on: the new leader knows the old one's ClOrdIDs (a cancel by
+    // OrigClOrdID), and numbers its messages after the Logon.
+    client.send(
+        "F",
+        &[
+            (tags::ORIG_CL_ORD_ID, "F1"),
+            (tags::CL_ORD_ID, "F1-C"),
+            (tags::SYMBOL, "BTC-USD"),
+            (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &fix::transact_time()),
+        ],
+    );
+    let cancelled = client.expect("8");
+    assert_eq!(cancelled.req(tags::EXEC_TYPE), "4", "{cancelled:?}");
+    assert_eq!(
+        cancelled.req(tags::ORDER_ID),
+        reports[0].req(tags::ORDER_ID)
+    );
+    assert_eq!(
+        cancelled.req(tags::MSG_SEQ_NUM),
+        (logon_seq + 1).to_string()
+    );
+    client.new_order("F4", "1", "0.001", "9.90");
+    let placed = client.expect("8");
+    assert_eq!(placed.req(tags::EXEC_TYPE), "0", "{placed:?}");
+    assert_eq!(placed.req(tags::MSG_SEQ_NUM), (logon_seq + 2).to_string());
+    // A ClOrdID the old leader placed is still remembered: a new order reusing it is refused.
+    client.new_order("F2", "1", "0.001", "9.90");
+    let refused = client.expect("8");
+    assert_eq!(refused.req(tags::EXEC_TYPE), "8", "{refused:?}");
 }

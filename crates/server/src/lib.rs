@@ -10,6 +10,7 @@ pub mod config;
 pub mod demo;
 pub mod feed;
 pub mod fix;
+pub mod fixstore;
 pub mod gateway;
 pub mod history;
 pub mod idle;
@@ -269,6 +270,7 @@ pub fn start_with_stop(
     let metrics = Arc::new(metrics::Metrics::default());
     // A replicated venue's key store writes through to the cluster.
     let mut key_mirror = None;
+    let mut fix_mirror = None;
     let (web_listener, mut engine, mut last_ts_ns, mut journal) = match config.log.backend {
         LogBackend::Local => {
             // Bound before recovery, which may take a while: a taken port fails at once.
@@ -289,6 +291,11 @@ pub fn start_with_stop(
             // The keys as the last leader left them, before the web side loads them.
             replication::adopt_api_keys(&connection, data_dir)?;
             key_mirror = Some(replication::api_key_mirror(&connection));
+            // FIX sessions are kept in the cluster, written only while this node leads.
+            fix_mirror = Some(fixstore::FixMirror::open(
+                &connection,
+                leading.log.lease_guard(),
+            )?);
             let log = CommandLog::JetStream(leading.log);
             (bind_web()?, leading.engine, leading.last_ts_ns, log)
         }
@@ -450,6 +457,7 @@ pub fn start_with_stop(
             burst: f.burst,
             message_log: f.message_log,
             data_dir: data_dir.clone(),
+            mirror: fix_mirror,
         };
         let gateway = fix::FixGateway::bind(
             fix_config,

@@ -63,6 +63,8 @@ pub struct Names {
     pub venue_bucket: String,
     /// The object store bucket of the venue's snapshots.
     pub snapshot_bucket: String,
+    /// The key-value bucket of the venue's FIX session stores (fixstore.rs).
+    pub fix_bucket: String,
 }
 
 impl Names {
@@ -74,6 +76,7 @@ impl Names {
             bucket: format!("rialto_{venue}_lease"),
             venue_bucket: format!("rialto_{venue}_venue"),
             snapshot_bucket: format!("rialto_{venue}_snapshots"),
+            fix_bucket: format!("rialto_{venue}_fix"),
         }
     }
 }
@@ -263,6 +266,11 @@ impl Connection {
         })
     }
 
+    /// How long a request to the cluster may take (`log.ack_timeout_ms`).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The stream's last message sequence (0: empty).
     pub fn last_stream_seq(&self) -> anyhow::Result<u64> {
         self.runtime.block_on(async {
@@ -351,6 +359,7 @@ async fn ensure_stream_and_bucket(
         .with_context(|| format!("cannot create the venue bucket {}", names.venue_bucket))?;
     }
     crate::snapstore::ensure_bucket(js, names, settings.replicas).await?;
+    crate::fixstore::ensure_bucket(js, &names.fix_bucket, settings.replicas).await?;
     Ok(())
 }
 
@@ -745,6 +754,30 @@ impl LeaseHold {
     }
 }
 
+/// A view of the leader's lease for what else writes to the cluster on its behalf (the FIX
+/// session stores): it refuses once the lease was lost or may have lapsed.
+#[derive(Clone)]
+pub struct LeaseGuard(Arc<LeaseHold>);
+
+impl LeaseGuard {
+    /// Refuses once the lease was lost or may have lapsed: this node must not write.
+    pub fn check(&self) -> io::Result<()> {
+        let lease = &self.0;
+        if lease.lost.load(Ordering::SeqCst) {
+            return Err(io::Error::other(
+                "the lease was taken by another node: this node no longer leads",
+            ));
+        }
+        if lease.now_ms() > lease.valid_until_ms.load(Ordering::SeqCst) {
+            return Err(io::Error::other(
+                "the lease could not be renewed in time and may have lapsed: this node no \
+                 longer leads",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A node's identity in the lease: its pid and a random number.
 fn node_id() -> String {
     let mut random = [0u8; 6];
@@ -871,21 +904,16 @@ impl JetStreamLog {
 
     /// Refuses once the lease was lost or may have lapsed: this node must not acknowledge.
     pub fn check_lease(&self) -> io::Result<()> {
-        let Some(lease) = &self.lease else {
-            return Ok(());
-        };
-        if lease.lost.load(Ordering::SeqCst) {
-            return Err(io::Error::other(
-                "the lease was taken by another node: this node no longer leads",
-            ));
+        match &self.lease {
+            Some(lease) => LeaseGuard(lease.clone()).check(),
+            None => Ok(()),
         }
-        if lease.now_ms() > lease.valid_until_ms.load(Ordering::SeqCst) {
-            return Err(io::Error::other(
-                "the lease could not be renewed in time and may have lapsed: this node no \
-                 longer leads",
-            ));
-        }
-        Ok(())
+    }
+
+    /// The lease this writer holds, for the other writers of a leader (`None`: no lease, as in
+    /// tests of the fence).
+    pub fn lease_guard(&self) -> Option<LeaseGuard> {
+        self.lease.clone().map(LeaseGuard)
     }
 
     /// Appends the batch as one message and waits for JetStream's acknowledgement.

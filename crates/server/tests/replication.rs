@@ -293,3 +293,72 @@ fn a_node_with_an_empty_data_dir_starts_from_the_snapshot_bucket_once_the_stream
     assert_eq!(next, [seqs[23] + 1]);
     new_leader.shutdown().unwrap();
 }
+
+#[test]
+fn a_leader_and_a_standby_ride_out_the_restart_of_each_nats_server_in_turn() {
+    let mut cluster = NatsCluster::start();
+    // A lease long enough to outlast the cluster's elections after a kill: this test is about
+    // the nodes trying again, not about the lease lapsing.
+    let settings = LogSettings {
+        lease_ms: 30_000,
+        ack_timeout_ms: 2_000,
+        ..cluster.log_settings("transient")
+    };
+    let dir_a = tempfile::tempdir().unwrap();
+    let leader = start(dir_a.path(), on_jetstream(&settings));
+    let dir_b = tempfile::tempdir().unwrap();
+    let (path_b, standby_settings) = (dir_b.path().to_path_buf(), settings.clone());
+    let (tx, standby) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut config = ServerConfig {
+            data_dir: path_b,
+            ..ServerConfig::default()
+        };
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.admin_listen = "127.0.0.1:0".parse().unwrap();
+        config.fix.listen = "127.0.0.1:0".parse().unwrap();
+        config.web.listen = "127.0.0.1:0".parse().unwrap();
+        on_jetstream(&standby_settings)(&mut config);
+        let _ = tx.send(rialto_server::start(config));
+    });
+    let mut t = trader(&leader, 1);
+    // Elections after a kill take seconds: the order is answered once the cluster is back.
+    t.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut placed = Vec::new();
+    let mut place = |t: &mut rialto_client::Client, id: i64, cluster: &NatsCluster| {
+        t.place(NewOrder::limit(id, SymbolId(0), Side::Buy, 990, 1))
+            .unwrap();
+        match t.recv() {
+            Ok(ServerMsg::Accepted { order, .. }) if order == id => placed.push(id),
+            other => panic!("order {id}: {other:?}; the NATS logs: {}", cluster.logs()),
+        }
+    };
+    place(&mut t, 1, &cluster);
+    for i in 0..3 {
+        let id = 10 * (i as i64 + 1);
+        cluster.kill(i);
+        // Orders go on while one of three is down (a majority holds the stream)...
+        place(&mut t, id, &cluster);
+        cluster.restart(i);
+        // ... and after it is back.
+        place(&mut t, id + 1, &cluster);
+        match standby.try_recv() {
+            Err(mpsc::TryRecvError::Empty) => {}
+            Ok(Ok(_)) => panic!("the standby leads while the leader holds the lease"),
+            Ok(Err(e)) => panic!(
+                "the standby stopped on n{i}'s restart: {e:#}; the logs: {}",
+                cluster.logs()
+            ),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let hash = state_hash(&leader);
+    within(Duration::from_secs(20), move || leader.shutdown().unwrap());
+    let new_leader = standby
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the standby leads once the leader gave up the lease")
+        .expect("the standby starts to lead");
+    assert_eq!(state_hash(&new_leader), hash);
+    assert_eq!(open_order_ids(&new_leader, 1), placed);
+    new_leader.shutdown().unwrap();
+}

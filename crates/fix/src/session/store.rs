@@ -197,7 +197,8 @@ impl MessageStore for MemoryStore {
 
 const SEQNUMS_MAGIC: &[u8; 8] = b"RFXSEQ01";
 const MESSAGES_MAGIC: &[u8; 8] = b"RFXMSG01";
-const SEQNUMS_LEN: usize = 28;
+/// The byte length of a `.seqnums` file.
+pub const SEQNUMS_LEN: usize = 28;
 const RECORD_HEADER: usize = 24;
 /// The longest message a store record may hold (a bound for reading damaged files).
 pub const MAX_STORED_MESSAGE: usize = 1 << 24;
@@ -288,12 +289,7 @@ impl FileStore {
     }
 
     fn write_seqnums(&mut self) -> io::Result<()> {
-        let mut bytes = [0u8; SEQNUMS_LEN];
-        bytes[..8].copy_from_slice(SEQNUMS_MAGIC);
-        bytes[8..16].copy_from_slice(&self.next_sender.to_le_bytes());
-        bytes[16..24].copy_from_slice(&self.next_target.to_le_bytes());
-        let crc = crc32(&bytes[8..24]);
-        bytes[24..].copy_from_slice(&crc.to_le_bytes());
+        let bytes = encode_seqnums(self.next_sender, self.next_target);
         self.seqnums.write_all_at(&bytes, 0)
     }
 }
@@ -406,6 +402,75 @@ impl MessageStore for FileStore {
     }
 }
 
+/// The bytes of a `.seqnums` file holding `next_sender` and `next_target` (layout in the
+/// [module docs](self)): also how a replicated venue keeps a session's numbers in its cluster.
+pub fn encode_seqnums(next_sender: u64, next_target: u64) -> [u8; SEQNUMS_LEN] {
+    let mut bytes = [0u8; SEQNUMS_LEN];
+    bytes[..8].copy_from_slice(SEQNUMS_MAGIC);
+    bytes[8..16].copy_from_slice(&next_sender.to_le_bytes());
+    bytes[16..24].copy_from_slice(&next_target.to_le_bytes());
+    let crc = crc32(&bytes[8..24]);
+    bytes[24..].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// The next sender and target numbers of `.seqnums` bytes, checked (magic, CRC, no 0).
+pub fn decode_seqnums(bytes: &[u8]) -> Result<(u64, u64), &'static str> {
+    if bytes.len() != SEQNUMS_LEN {
+        return Err("not the length of a sequence number record");
+    }
+    if &bytes[..8] != SEQNUMS_MAGIC {
+        return Err("not a Rialto sequence number record");
+    }
+    if crc32(&bytes[8..24]) != u32::from_le_bytes(bytes[24..].try_into().unwrap()) {
+        return Err("sequence numbers fail their CRC");
+    }
+    let sender = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+    let target = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
+    if sender == 0 || target == 0 {
+        return Err("a sequence number of 0");
+    }
+    Ok((sender, target))
+}
+
+/// Appends one `.messages` record (layout in the [module docs](self)) to `out`.
+pub fn encode_message_record(out: &mut Vec<u8>, seq: u64, sending_time_ns: i64, message: &[u8]) {
+    encode_record(out, seq, sending_time_ns, message)
+}
+
+impl FileStore {
+    /// Replaces the files of `session_name` in `dir` with the given numbers and `records`
+    /// (`.messages` records back to back, as [`encode_message_record`] writes them), each file
+    /// written beside and renamed into place. [`FileStore::open`] then reads them as usual
+    /// (a damaged record ends the messages there).
+    pub fn replace_files(
+        dir: impl AsRef<Path>,
+        session_name: &str,
+        next_sender: u64,
+        next_target: u64,
+        records: &[u8],
+    ) -> io::Result<()> {
+        check_session_name(session_name)?;
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir)?;
+        let write = |suffix: &str, parts: &[&[u8]]| -> io::Result<()> {
+            let path = dir.join(format!("{session_name}.{suffix}"));
+            let tmp = dir.join(format!("{session_name}.{suffix}.tmp"));
+            let mut options = OpenOptions::new();
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut file = options.write(true).create(true).truncate(true).open(&tmp)?;
+            for part in parts {
+                file.write_all(part)?;
+            }
+            file.sync_data()?;
+            std::fs::rename(&tmp, &path)
+        };
+        write("messages", &[MESSAGES_MAGIC, records])?;
+        write("seqnums", &[&encode_seqnums(next_sender, next_target)])
+    }
+}
+
 fn push_index(index: &mut Vec<IndexEntry>, entry: IndexEntry) {
     let keep = index.partition_point(|e| e.seq < entry.seq);
     index.truncate(keep);
@@ -441,17 +506,7 @@ fn read_seqnums(file: &File, path: &Path) -> io::Result<(u64, u64, bool)> {
     }
     let mut bytes = [0u8; SEQNUMS_LEN];
     file.read_exact_at(&mut bytes, 0)?;
-    if &bytes[..8] != SEQNUMS_MAGIC {
-        return Err(corrupt(path, "not a Rialto sequence number file"));
-    }
-    if crc32(&bytes[8..24]) != u32::from_le_bytes(bytes[24..].try_into().unwrap()) {
-        return Err(corrupt(path, "sequence numbers fail their CRC"));
-    }
-    let sender = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
-    let target = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
-    if sender == 0 || target == 0 {
-        return Err(corrupt(path, "a sequence number of 0"));
-    }
+    let (sender, target) = decode_seqnums(&bytes).map_err(|what| corrupt(path, what))?;
     Ok((sender, target, false))
 }
 
@@ -586,6 +641,26 @@ mod tests {
         for bad in ["", "../x", "a/b", ".hidden", "a b"] {
             assert!(check_session_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn replaced_files_open_as_the_store_they_describe() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut records = Vec::new();
+        encode_message_record(&mut records, 1, 10, b"one");
+        encode_message_record(&mut records, 2, 20, b"two");
+        FileStore::replace_files(dir.path(), "S", 3, 7, &records).unwrap();
+        let mut store = FileStore::open(dir.path(), "S").unwrap();
+        assert_eq!((store.next_sender_seq(), store.next_target_seq()), (3, 7));
+        let mut buf = Vec::new();
+        assert_eq!(store.read_next(2, 9, &mut buf).unwrap(), Some((2, 20)));
+        assert_eq!(buf, b"two");
+        // Replacing again drops what was there.
+        FileStore::replace_files(dir.path(), "S", 1, 1, &[]).unwrap();
+        let mut store = FileStore::open(dir.path(), "S").unwrap();
+        assert_eq!(store.read_next(1, 9, &mut buf).unwrap(), None);
+        assert_eq!(decode_seqnums(&encode_seqnums(4, 5)), Ok((4, 5)));
+        assert!(decode_seqnums(&[0; SEQNUMS_LEN]).is_err());
     }
 
     #[test]

@@ -311,7 +311,7 @@ impl Core {
         config.defer_flush = true;
         let name = config.session_name();
         let dir = self.config.data_dir.join("fix");
-        let store = FileStore::open(&dir, &name)?;
+        let store = SessionStore::open(&dir, &name, self.config.mirror.as_ref())?;
         let mut session = Session::new(config, store);
         if self.config.message_log {
             let log = MessageLog::open(&dir, &name)?.with_rotation(
@@ -446,7 +446,7 @@ impl Core {
             .get(tags::MSG_SEQ_NUM)
             .and_then(rialto_fix::parse::parse_uint)
             .unwrap_or(0);
-        let reject = |s: &mut Session<FileStore>, out: &mut Vec<u8>, invalid: app::Invalid| {
+        let reject = |s: &mut Session<SessionStore>, out: &mut Vec<u8>, invalid: app::Invalid| {
             let r = Reject {
                 ref_seq_num: ref_seq,
                 ref_tag: (invalid.ref_tag != 0).then_some(invalid.ref_tag),
@@ -579,7 +579,7 @@ impl Core {
             }
         };
         let md_req_id = String::from_utf8_lossy(md_req_id).into_owned();
-        let refuse = |s: &mut Session<FileStore>, out: &mut Vec<u8>, reason: u8, text: &str| {
+        let refuse = |s: &mut Session<SessionStore>, out: &mut Vec<u8>, reason: u8, text: &str| {
             let sent = s.send_app(
                 b"Y",
                 now,
@@ -772,7 +772,11 @@ pub(super) fn write_execution(
 }
 
 /// Rebuilds a desk from the ExecutionReports in a session's store (after a restart).
-pub(super) fn restore_desk(desk: &mut OrderDesk, store: &mut FileStore, instruments: &Instruments) {
+pub(super) fn restore_desk(
+    desk: &mut OrderDesk,
+    store: &mut SessionStore,
+    instruments: &Instruments,
+) {
     let mut buf = Vec::new();
     let mut from = 1;
     loop {
@@ -797,7 +801,7 @@ pub(super) fn restore_desk(desk: &mut OrderDesk, store: &mut FileStore, instrume
 /// An application message: a reply to the message just handled (with its reverse routing), or
 /// not.
 fn send(
-    session: &mut Session<FileStore>,
+    session: &mut Session<SessionStore>,
     reply: bool,
     msg_type: &[u8],
     now: i64,

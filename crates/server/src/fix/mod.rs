@@ -26,8 +26,8 @@ use mio::{Interest, Registry, Token};
 use rialto_core::{SymbolId, UserId};
 use rialto_fix::app::{self, ExecutionReport};
 use rialto_fix::session::{
-    BusinessReject, FileStore, Logon, MessageLog, MessageStore, Outcome, Reject, Session,
-    SessionConfig, business_reject_reason,
+    BusinessReject, Logon, MessageLog, MessageStore, Outcome, Reject, Session, SessionConfig,
+    business_reject_reason,
 };
 use rialto_fix::{ApplVersion, Decimal, Frame, MessageWriter, Version, next_frame, tags};
 use rialto_wire::ServerMsg;
@@ -37,6 +37,7 @@ use crate::admission::{
     Throttled,
 };
 use crate::auth::Credentials;
+use crate::fixstore::{FixMirror, SessionStore};
 use crate::idle::Bell;
 use crate::pipeline::{Op, Pipeline, Reply, Request, SessionId, now_ns};
 use crate::sockets::{Filled, TokenBucket, Transport, fill, write_pending};
@@ -83,6 +84,9 @@ pub struct FixConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Session stores and message logs go to `data_dir/fix`.
     pub data_dir: PathBuf,
+    /// A replicated venue's leader: session stores are kept in the cluster too, and taken
+    /// from it when a session opens (fixstore.rs).
+    pub mirror: Option<FixMirror>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -97,7 +101,7 @@ struct Slot {
     name: String,
     user: UserId,
     cancel_on_disconnect: bool,
-    session: Session<FileStore>,
+    session: Session<SessionStore>,
     desk: OrderDesk,
     conn: Option<SessionId>,
     /// SecurityListRequests waiting for the symbol list.
