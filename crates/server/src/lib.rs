@@ -289,13 +289,15 @@ pub fn start_with_stop(
                 &stop,
             )?;
             // The keys as the last leader left them, before the web side loads them.
-            replication::adopt_api_keys(&connection, data_dir)?;
+            replication::retrying("taking the venue's API keys", || {
+                replication::adopt_api_keys(&connection, data_dir)
+            })?;
             key_mirror = Some(replication::api_key_mirror(&connection));
             // FIX sessions are kept in the cluster, written only while this node leads.
-            fix_mirror = Some(fixstore::FixMirror::open(
-                &connection,
-                leading.log.lease_guard(),
-            )?);
+            let lease = leading.log.lease_guard();
+            fix_mirror = Some(replication::retrying("opening the FIX bucket", || {
+                fixstore::FixMirror::open(&connection, lease.clone())
+            })?);
             let log = CommandLog::JetStream(leading.log);
             (bind_web()?, leading.engine, leading.last_ts_ns, log)
         }
@@ -743,7 +745,7 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
     };
     // Serve the venue as it stands: the log up to its end now, and market data after it.
     let started = Instant::now();
-    let last = replica.last_stream_seq()?;
+    let last = replication::retrying("reading the log's end", || replica.last_stream_seq())?;
     while replica.stream_seq() < last {
         if stop.load(Ordering::SeqCst) {
             shared.engine_done.store(true, Ordering::SeqCst);

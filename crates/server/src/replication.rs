@@ -403,6 +403,106 @@ impl StreamReader {
     }
 }
 
+/// The longest a follower waits before it tries the cluster again after an error.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// How long to wait before try number `failures` (1, 2, ...): 50 ms doubling to a second.
+fn backoff(failures: u32) -> Duration {
+    let ms = 50u64.saturating_mul(1 << failures.saturating_sub(1).min(5));
+    Duration::from_millis(ms).min(RETRY_MAX)
+}
+
+/// How long a node that starts tries a request to the cluster again before it gives up.
+pub const START_RETRY: Duration = Duration::from_secs(30);
+
+/// Runs `f` until it succeeds, for up to [`START_RETRY`], waiting with backoff between tries:
+/// a node that starts while a nats-server restarts (or a stream elects its leader) waits for
+/// it rather than exit.
+pub fn retrying<T>(what: &str, mut f: impl FnMut() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let deadline = Instant::now() + START_RETRY;
+    let mut failures = 0;
+    loop {
+        match f() {
+            Ok(value) => return Ok(value),
+            Err(e) if Instant::now() < deadline => {
+                failures += 1;
+                tracing::warn!(failures, "{what} failed, trying again: {e:#}");
+                std::thread::sleep(backoff(failures));
+            }
+            Err(e) => return Err(e.context(format!("{what} failed for {START_RETRY:?}"))),
+        }
+    }
+}
+
+/// Reads the stream on from a position, and rides out transient trouble with the cluster (a
+/// request that times out, a nats-server that restarts, a stream whose leader is being
+/// elected): after an error it waits (with backoff) and opens the stream again after the last
+/// message applied. Only the log itself (a hole, damage, a divergence) stops a follower, and
+/// that is the follower's to find.
+pub struct Follow {
+    reader: Option<StreamReader>,
+    failures: u32,
+}
+
+impl Follow {
+    /// Follows from stream message `start` on.
+    pub fn from(connection: &Connection, start: u64) -> Follow {
+        let mut follow = Follow {
+            reader: None,
+            failures: 0,
+        };
+        match connection.reader_from(start) {
+            Ok(reader) => follow.reader = Some(reader),
+            Err(e) => follow.failed(&e),
+        }
+        follow
+    }
+
+    /// The next message after stream message `after` (the last one applied), or `None` if
+    /// none came within `wait` or the cluster failed to answer (tried again at the next call).
+    pub fn next(
+        &mut self,
+        connection: &Connection,
+        after: u64,
+        wait: Duration,
+    ) -> Option<LogMessage> {
+        let reader = match &mut self.reader {
+            Some(reader) => reader,
+            None => match connection.reader_from(after + 1) {
+                Ok(reader) => self.reader.insert(reader),
+                Err(e) => {
+                    self.failed(&e);
+                    std::thread::sleep(backoff(self.failures).min(wait.max(RETRY_MAX / 20)));
+                    return None;
+                }
+            },
+        };
+        match reader.next(connection, wait) {
+            Ok(message) => {
+                if self.failures > 0 && message.is_some() {
+                    tracing::info!("reading the log again after {} failures", self.failures);
+                    self.failures = 0;
+                }
+                message
+            }
+            Err(e) => {
+                self.reader = None;
+                self.failed(&e);
+                std::thread::sleep(backoff(self.failures));
+                None
+            }
+        }
+    }
+
+    fn failed(&mut self, e: &anyhow::Error) {
+        self.failures += 1;
+        tracing::warn!(
+            failures = self.failures,
+            "reading the log failed, trying again: {e:#}"
+        );
+    }
+}
+
 // ----- following the log ---------------------------------------------------------------------
 
 /// An engine kept up with the log: recovery, a hot standby, `rialto journal verify --nats`.
@@ -871,6 +971,9 @@ pub struct JetStreamLog {
     snapshots_kept: usize,
     lease: Option<Arc<LeaseHold>>,
     bucket: Option<Box<kv::Store>>,
+    /// This writer's name in its appends' `Nats-Msg-Id` (with a count of its appends).
+    writer_id: String,
+    appends: u64,
 }
 
 impl JetStreamLog {
@@ -886,6 +989,8 @@ impl JetStreamLog {
             snapshots_kept: 0,
             lease: None,
             bucket: None,
+            writer_id: node_id(),
+            appends: 0,
         }
     }
 
@@ -941,40 +1046,94 @@ impl JetStreamLog {
         self.publish(PublishMessage::build().header(CHECKPOINT_HEADER, text.as_str()))
     }
 
+    /// Appends `message` after [`Self::last_stream_seq`], fenced. An append that is not
+    /// answered (a timeout, a nats-server restarting, the stream electing its leader) is tried
+    /// again, with backoff, for as long as the lease surely holds; each try carries the same
+    /// `Nats-Msg-Id`, and a try refused by the fence looks at the message after the expected
+    /// one: if it is this append's (an earlier try was stored, its answer lost), the append
+    /// succeeded; if not, another writer extended the log (`DEPOSED`).
     fn publish(&mut self, message: PublishMessage) -> io::Result<()> {
         self.check_lease()?;
         let expected = self.last_stream_seq;
-        let message = message.expected_last_sequence(expected);
-        let connection = &self.connection;
-        let acked = connection.runtime.block_on(async {
-            let ack = connection
-                .js
-                .send_publish(connection.names.subject.clone(), message)
-                .await?;
-            ack.await
-        });
-        match acked {
-            Ok(ack) if ack.sequence == expected + 1 => {
-                self.last_stream_seq = ack.sequence;
-                Ok(())
-            }
-            Ok(ack) => Err(io::Error::other(format!(
-                "JetStream stored the batch at stream seq {} where {} was expected",
-                ack.sequence,
-                expected + 1
-            ))),
-            Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
-                if let Some(lease) = &self.lease {
-                    lease.lost.store(true, Ordering::SeqCst);
+        self.appends += 1;
+        let id = format!("{}-{}", self.writer_id, self.appends);
+        let message = message
+            .expected_last_sequence(expected)
+            .message_id(id.as_str());
+        let mut failures = 0;
+        loop {
+            let connection = &self.connection;
+            let acked = connection.runtime.block_on(async {
+                let ack = connection
+                    .js
+                    .send_publish(connection.names.subject.clone(), message.clone())
+                    .await?;
+                ack.await
+            });
+            let err = match acked {
+                Ok(ack) if ack.sequence == expected + 1 => {
+                    self.last_stream_seq = ack.sequence;
+                    return Ok(());
                 }
-                Err(io::Error::other(format!(
-                    "DEPOSED: another writer extended the log past stream seq {expected}; this \
-                     node stops and acknowledges nothing more"
-                )))
+                Ok(ack) => {
+                    return Err(io::Error::other(format!(
+                        "JetStream stored the batch at stream seq {} where {} was expected",
+                        ack.sequence,
+                        expected + 1
+                    )));
+                }
+                Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
+                    if failures > 0 && self.stored_as(expected + 1, &id) {
+                        self.last_stream_seq = expected + 1;
+                        return Ok(());
+                    }
+                    if let Some(lease) = &self.lease {
+                        lease.lost.store(true, Ordering::SeqCst);
+                    }
+                    return Err(io::Error::other(format!(
+                        "DEPOSED: another writer extended the log past stream seq {expected}; \
+                         this node stops and acknowledges nothing more"
+                    )));
+                }
+                Err(e) => e,
+            };
+            failures += 1;
+            // Without a lease (tests of the fence) one failure is final.
+            if self.lease.is_none() {
+                return Err(io::Error::other(format!(
+                    "JetStream did not acknowledge the batch: {err}"
+                )));
             }
-            Err(e) => Err(io::Error::other(format!(
-                "JetStream did not acknowledge the batch: {e}"
-            ))),
+            tracing::warn!(
+                failures,
+                "JetStream did not acknowledge the batch, trying again while the lease holds: \
+                 {err}"
+            );
+            std::thread::sleep(backoff(failures));
+            self.check_lease().map_err(|lost| {
+                io::Error::other(format!(
+                    "{lost} (JetStream did not acknowledge the batch: {err})"
+                ))
+            })?;
+        }
+    }
+
+    /// Whether stream message `stream_seq` is the append with `Nats-Msg-Id` `id`.
+    fn stored_as(&self, stream_seq: u64, id: &str) -> bool {
+        let connection = &self.connection;
+        let found = connection.runtime.block_on(async {
+            let stream = connection.js.get_stream(&connection.names.stream).await?;
+            anyhow::Ok(stream.get_raw_message(stream_seq).await?)
+        });
+        match found {
+            Ok(message) => message
+                .headers
+                .get(async_nats::header::NATS_MESSAGE_ID)
+                .is_some_and(|v| v.as_str() == id),
+            Err(e) => {
+                tracing::warn!("cannot read stream seq {stream_seq} back: {e:#}");
+                false
+            }
         }
     }
 }
@@ -1040,13 +1199,18 @@ pub fn start_node(
     engine_config: EngineConfig,
     stop: &AtomicBool,
 ) -> anyhow::Result<Leading> {
-    let bucket = connection.lease_bucket()?;
+    let bucket = retrying("opening the lease bucket", || connection.lease_bucket())?;
     let local = rialto_journal::load_newest_snapshot(data_dir, engine_config)?;
     let local_seq = local.as_ref().map_or(0, |(_, seq)| *seq);
     // A node without a snapshot of its own (or with an older one) starts from the bucket's
     // newest and reads the stream only from the message holding its last command.
-    let snapshots = crate::snapstore::SnapshotStore::open(connection.clone())?;
-    let (engine, start_stream_seq) = match snapshots.load_newest(engine_config, local_seq)? {
+    let snapshots = retrying("opening the snapshot bucket", || {
+        crate::snapstore::SnapshotStore::open(connection.clone())
+    })?;
+    let newest = retrying("reading the snapshot bucket", || {
+        snapshots.load_newest(engine_config, local_seq)
+    })?;
+    let (engine, start_stream_seq) = match newest {
         Some(from) => {
             tracing::info!(
                 seq = from.seq,
@@ -1068,7 +1232,7 @@ pub fn start_node(
         follower.stream_seq = start_stream_seq - 1;
         follower.last_seq_stream_seq = start_stream_seq;
     }
-    let mut reader = connection.reader_from(start_stream_seq)?;
+    let mut follow = Follow::from(&connection, start_stream_seq);
     let node = node_id();
     let ttl = Duration::from_millis(settings.lease_ms);
     let mut seen_another_leader = false;
@@ -1082,16 +1246,23 @@ pub fn start_node(
             Role::Standby => seen_another_leader,
             Role::Replica => anyhow::bail!("a read replica never leads (start_replica)"),
         };
+        // A failed look at the lease (NATS restarting, a timeout) is tried again at the next
+        // look: only a node that holds the lease leads.
         if may_lead {
             let taken_at = Instant::now();
-            if let Some(revision) = try_take_lease(&connection, &bucket, &node)? {
-                break (revision, taken_at);
+            match try_take_lease(&connection, &bucket, &node) {
+                Ok(Some(revision)) => break (revision, taken_at),
+                Ok(None) => {}
+                Err(e) => tracing::warn!("looking at the lease failed, trying again: {e:#}"),
             }
         }
         // Who holds it matters only until another holder was seen (and to name it).
         let holder = match seen_another_leader && settings.role != Role::Leader {
             true => None,
-            false => lease_holder(&connection, &bucket)?,
+            false => lease_holder(&connection, &bucket).unwrap_or_else(|e| {
+                tracing::warn!("reading the lease failed, trying again: {e:#}");
+                None
+            }),
         };
         if let Some(holder) = &holder {
             seen_another_leader = true;
@@ -1110,7 +1281,7 @@ pub fn start_node(
         // Follow for a moment, then look at the lease again.
         let until = Instant::now() + lease_look(ttl);
         while let Some(wait) = until.checked_duration_since(Instant::now()) {
-            match reader.next(&connection, wait)? {
+            match follow.next(&connection, follower.stream_seq, wait) {
                 Some(message) => follower.apply(&message).map_err(anyhow::Error::msg)?,
                 None => break,
             }
@@ -1130,24 +1301,39 @@ pub fn start_node(
     // an append of its own (an empty message, which every reader passes over) before it
     // answers anyone. Such a late append lands before the claim, and is applied here first,
     // or after it, and the fence refuses it: no older leader extends the log past the claim.
-    let mut last = connection.last_stream_seq()?;
+    // Trouble with the cluster is tried again for as long as the lease surely holds.
+    let guard = LeaseGuard(lease.clone());
+    let still_leads = || {
+        guard
+            .check()
+            .context("lost the lease while catching up with the log")
+    };
+    let last_stream_seq = || -> anyhow::Result<u64> {
+        let mut failures = 0;
+        loop {
+            match connection.last_stream_seq() {
+                Ok(last) => return Ok(last),
+                Err(e) => {
+                    failures += 1;
+                    tracing::warn!("reading the log's end failed, trying again: {e:#}");
+                    std::thread::sleep(backoff(failures));
+                    still_leads()?;
+                }
+            }
+        }
+    };
+    let mut last = last_stream_seq()?;
     let mut claims = 0;
+    let mut failures = 0;
     let last = loop {
         while follower.stream_seq < last {
-            if lease.lost.load(Ordering::SeqCst) {
-                anyhow::bail!("lost the lease while catching up with the log");
-            }
-            match reader.next(&connection, connection.timeout)? {
-                Some(message) => follower.apply(&message).map_err(anyhow::Error::msg)?,
-                None => anyhow::bail!(
-                    "the log's messages up to stream seq {last} did not arrive within {:?}",
-                    connection.timeout
-                ),
+            still_leads()?;
+            if let Some(message) = follow.next(&connection, follower.stream_seq, connection.timeout)
+            {
+                follower.apply(&message).map_err(anyhow::Error::msg)?;
             }
         }
-        if lease.lost.load(Ordering::SeqCst) {
-            anyhow::bail!("lost the lease while catching up with the log");
-        }
+        still_leads()?;
         match claim_end(&connection, last, &node) {
             Ok(claimed) => break claimed,
             Err(e)
@@ -1159,9 +1345,19 @@ pub fn start_node(
                     "another writer appended after stream seq {last} while this node took over: \
                      applying it before leading"
                 );
-                last = connection.last_stream_seq()?;
+                last = last_stream_seq()?;
             }
-            Err(e) => anyhow::bail!("cannot claim the log's end after stream seq {last}: {e}"),
+            Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
+                anyhow::bail!("cannot claim the log's end after stream seq {last}: {e}")
+            }
+            // Not answered: it may have been stored all the same (then the next claim is
+            // refused, and this node applies its own claim, which holds nothing, first).
+            Err(e) => {
+                failures += 1;
+                tracing::warn!("claiming the log's end failed, trying again: {e}");
+                std::thread::sleep(backoff(failures));
+                last = last_stream_seq()?;
+            }
         }
     };
     tracing::info!(
@@ -1222,7 +1418,7 @@ pub trait ReplicaSink {
 /// appends.
 pub struct Replica {
     connection: Arc<Connection>,
-    reader: StreamReader,
+    follow: Follow,
     /// Locked only while a message is applied: the web side reads the engine between.
     follower: Arc<std::sync::Mutex<Follower>>,
 }
@@ -1235,11 +1431,11 @@ impl Replica {
         settings: &LogSettings,
         engine_config: EngineConfig,
     ) -> anyhow::Result<Replica> {
-        let reader = connection.reader()?;
+        let follow = Follow::from(&connection, 1);
         let follower = Follower::new(Engine::new(engine_config), settings.checkpoint_every);
         Ok(Replica {
             connection,
-            reader,
+            follow,
             follower: Arc::new(std::sync::Mutex::new(follower)),
         })
     }
@@ -1268,10 +1464,12 @@ impl Replica {
         self.lock().engine.last_seq()
     }
 
-    /// Reads and applies the next message, waiting up to `wait`; whether one came. An error
-    /// is a log this node cannot follow (a hole, damage, a divergence): it stops.
+    /// Reads and applies the next message, waiting up to `wait`; whether one came (trouble
+    /// reaching the cluster is tried again at the next step). An error is a log this node
+    /// cannot follow (a hole, damage, a divergence): it stops.
     pub fn step(&mut self, wait: Duration, sink: &mut dyn ReplicaSink) -> anyhow::Result<bool> {
-        let Some(message) = self.reader.next(&self.connection, wait)? else {
+        let after = self.stream_seq();
+        let Some(message) = self.follow.next(&self.connection, after, wait) else {
             return Ok(false);
         };
         let mut follower = self.follower.lock().unwrap_or_else(|e| e.into_inner());

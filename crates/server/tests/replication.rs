@@ -321,6 +321,12 @@ fn a_leader_and_a_standby_ride_out_the_restart_of_each_nats_server_in_turn() {
         on_jetstream(&standby_settings)(&mut config);
         let _ = tx.send(rialto_server::start(config));
     });
+    // The standby has joined the venue (it took the venue key) before the first kill.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !dir_b.path().join("venue.key").exists() {
+        assert!(std::time::Instant::now() < deadline, "the standby joins");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut t = trader(&leader, 1);
     // Elections after a kill take seconds: the order is answered once the cluster is back.
     t.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
