@@ -723,13 +723,25 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
     let metrics = Arc::new(metrics::Metrics::default());
     let engine_config = config.engine_config();
     let mut replica = replication::Replica::open(connection, &config.log, engine_config)?;
-    let market_data = feed::MarketData::new(&rialto_core::Engine::new(engine_config));
+    // The engine it starts from: empty, or a snapshot's (a trimmed stream). Market data
+    // replays the log on its own copy, as on the leader.
+    let (market_data, md_engine) = {
+        let follower = replica.follower();
+        let follower = follower.lock().unwrap_or_else(|e| e.into_inner());
+        let engine = &follower.engine;
+        let copy = rialto_core::Engine::decode_snapshot(&engine.encode_snapshot(), engine_config)
+            .context("cannot copy the engine for market data")?;
+        (feed::MarketData::new(engine), copy)
+    };
     let md_channel = pipeline::MdChannel::new(config.market_data.ring_capacity);
     let shared = Arc::new(pipeline::Shared::default());
+    shared
+        .applied_seq
+        .store(md_engine.last_seq(), Ordering::Release);
     let md_thread = market_data.spawn(
         md_channel.clone(),
         shared.clone(),
-        rialto_core::Engine::new(engine_config),
+        md_engine,
         config.pipeline.prefetch,
         None,
     )?;

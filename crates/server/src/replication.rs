@@ -1424,15 +1424,51 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Opens the stream from its first message, with a fresh engine: a replica keeps no
-    /// snapshot, so that it sees every feed epoch the leaders announced.
+    /// Opens the stream from its first message with a fresh engine (a replica keeps no
+    /// snapshot of its own, so that it sees every feed epoch the leaders announced), or, once
+    /// the stream was trimmed, from the snapshot bucket's oldest usable snapshot and every
+    /// message still in the stream after it.
     pub fn open(
         connection: Arc<Connection>,
         settings: &LogSettings,
         engine_config: EngineConfig,
     ) -> anyhow::Result<Replica> {
-        let follow = Follow::from(&connection, 1);
-        let follower = Follower::new(Engine::new(engine_config), settings.checkpoint_every);
+        let (first, _) = retrying("reading the stream's bounds", || connection.stream_seqs())?;
+        let mut follower = Follower::new(Engine::new(engine_config), settings.checkpoint_every);
+        let mut start = 1;
+        if first > 1 {
+            let snapshots = retrying("opening the snapshot bucket", || {
+                crate::snapstore::SnapshotStore::open(connection.clone())
+            })?;
+            let oldest = retrying("reading the snapshot bucket", || {
+                snapshots.load_oldest(engine_config)
+            })?;
+            let Some(from) = oldest else {
+                anyhow::bail!(
+                    "stream {} was trimmed (it begins at stream seq {first}) and the snapshot \
+                     bucket has no usable snapshot to start from",
+                    connection.names.stream
+                );
+            };
+            anyhow::ensure!(
+                from.stream_seq >= first,
+                "the oldest usable snapshot (seq {}) needs stream seq {}, but the stream begins \
+                 at {first}",
+                from.seq,
+                from.stream_seq
+            );
+            tracing::info!(
+                seq = from.seq,
+                stream_seq = from.stream_seq,
+                "the stream was trimmed: the replica starts from the snapshot bucket's oldest \
+                 usable snapshot"
+            );
+            follower = Follower::new(from.engine, settings.checkpoint_every);
+            follower.stream_seq = from.stream_seq - 1;
+            follower.last_seq_stream_seq = from.stream_seq;
+            start = from.stream_seq;
+        }
+        let follow = Follow::from(&connection, start);
         Ok(Replica {
             connection,
             follow,
@@ -1485,10 +1521,25 @@ impl Replica {
         let after = follower.engine.last_seq();
         drop(follower);
         if after > before {
-            sink.batch(&message.payload, after);
+            // Only the records after `before`: the first message after a snapshot also holds
+            // commands the snapshot covers.
+            sink.batch(records_after(&message.payload, before), after);
         }
         Ok(true)
     }
+}
+
+/// The records of a batch's `payload` after seq `seq` (the follower applied the batch, so its
+/// records parse).
+fn records_after(payload: &[u8], seq: u64) -> &[u8] {
+    let mut pos = 0;
+    while pos < payload.len() {
+        match parse_record(payload, pos) {
+            Ok(record) if record.seq <= seq => pos += record.size,
+            _ => break,
+        }
+    }
+    &payload[pos..]
 }
 
 /// Reads the whole stream into a fresh engine (`rialto journal verify --nats`, tests): the

@@ -289,3 +289,90 @@ fn a_replica_serves_the_leaders_market_data_with_its_seqs_refuses_writes_and_nev
     }
     replica.shutdown().unwrap();
 }
+
+/// Polls until the replica's L2 levels of BTC-USD are the leader's (the feed's numbers aside:
+/// a replica started from a snapshot numbers its own feed until the next leader's epoch).
+fn until_same_levels(leader: &RunningServer, replica: &RunningServer) -> Value {
+    let target = "/api/v1/book/BTC-USD?units=int";
+    let levels = |server| {
+        let book = get(server, target);
+        json!({"bids": book["bids"], "asks": book["asks"]})
+    };
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let (a, b) = (levels(leader), levels(replica));
+        if a == b {
+            return a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica's levels {b} are not the leader's {a}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_replica_starts_from_the_snapshot_bucket_once_the_stream_is_trimmed() {
+    let cluster = NatsCluster::start();
+    let settings = rialto_server::config::LogSettings {
+        snapshots_kept: 2,
+        ..cluster.log_settings("trimmed")
+    };
+    let dir_a = tempfile::tempdir().unwrap();
+    let leader_settings = settings.clone();
+    let leader = start(dir_a.path(), move |c| {
+        c.log = leader_settings;
+        c.journal.snapshot_every = 4;
+    });
+    for id in 1..=24 {
+        let price = 900 + id;
+        place(
+            &leader,
+            1,
+            NewOrder::limit(id, SymbolId(0), Side::Buy, price, 1),
+        );
+    }
+    // The stream is trimmed below the oldest snapshot kept: its first messages, the venue's
+    // first commands and the leader's feed epoch among them, are gone.
+    let connection = std::sync::Arc::new(Connection::open(&settings, DEADLINE).unwrap());
+    let store = rialto_server::snapstore::SnapshotStore::open(connection.clone()).unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let stored = store.list().unwrap();
+        let (first, _) = connection.stream_seqs().unwrap();
+        if stored.len() == 2 && stored[0].seq > 10 && first == stored[0].stream_seq {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not trimmed: {stored:?}, {first}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let dir_c = tempfile::tempdir().unwrap();
+    let mut replica_settings = settings.clone();
+    replica_settings.role = Role::Replica;
+    let replica = start(dir_c.path(), move |c| c.log = replica_settings);
+    assert!(replica.read_only);
+    let levels = until_same_levels(&leader, &replica);
+    assert_eq!(
+        levels["bids"].as_array().map(Vec::len),
+        Some(24),
+        "{levels}"
+    );
+    // It follows the stream after the snapshot: a trade on the leader reaches its book.
+    place(
+        &leader,
+        2,
+        NewOrder::limit(25, SymbolId(0), Side::Sell, 924, 1),
+    );
+    let levels = until_same_levels(&leader, &replica);
+    assert_eq!(
+        levels["bids"].as_array().map(Vec::len),
+        Some(23),
+        "{levels}"
+    );
+    until_equal(&leader, &replica, "/api/v1/status?units=int");
+}
