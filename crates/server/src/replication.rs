@@ -1326,12 +1326,18 @@ pub fn start_node(
     let mut claims = 0;
     let mut failures = 0;
     let last = loop {
+        let mut progress_at = Instant::now();
         while follower.stream_seq < last {
             still_leads()?;
             if let Some(message) = follow.next(&connection, follower.stream_seq, connection.timeout)
             {
                 follower.apply(&message).map_err(anyhow::Error::msg)?;
+                progress_at = Instant::now();
             }
+            anyhow::ensure!(
+                progress_at.elapsed() < START_RETRY,
+                "the log's messages up to stream seq {last} did not arrive within {START_RETRY:?}"
+            );
         }
         still_leads()?;
         match claim_end(&connection, last, &node) {
