@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 
+#[derive(Debug)]
 pub struct Run {
     pub code: Option<i32>,
     pub stdout: String,
