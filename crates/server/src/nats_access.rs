@@ -191,6 +191,17 @@ mod tests {
             ..Default::default()
         };
         assert!(check(missing_ca).unwrap_err().contains("log.nats_tls_ca"));
+        let garbage = dir.path().join("garbage.creds");
+        std::fs::write(&garbage, "not a credentials file\n").unwrap();
+        let bad_creds = LogSettings {
+            nats_credentials: Some(garbage),
+            ..Default::default()
+        };
+        assert!(
+            check(bad_creds)
+                .unwrap_err()
+                .contains("log.nats_credentials")
+        );
         let good = LogSettings {
             nats_user: Some("rialto".into()),
             nats_password_file: Some(password),
