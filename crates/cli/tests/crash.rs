@@ -127,7 +127,11 @@ impl Output {
 
     /// Waits until a line satisfies `want` and returns it; Err(true) once every stream has
     /// closed without one (the child exited), Err(false) at `deadline`.
-    fn wait_for_line(&self, want: impl Fn(&str) -> bool, deadline: Instant) -> Result<String, bool> {
+    fn wait_for_line(
+        &self,
+        want: impl Fn(&str) -> bool,
+        deadline: Instant,
+    ) -> Result<String, bool> {
         let mut state = self.state.lock().unwrap();
         loop {
             if let Some(line) = state.lines.iter().find(|l| want(l)) {
@@ -268,7 +272,10 @@ impl Server {
         let deadline = Instant::now() + START_TIMEOUT;
         let line = self
             .log
-            .wait_for_line(|l| l.contains("recovered") && l.contains("state_hash="), deadline)
+            .wait_for_line(
+                |l| l.contains("recovered") && l.contains("state_hash="),
+                deadline,
+            )
             .unwrap_or_else(|_| panic!("no `recovered` line in:\n{}", self.output()));
         let field = |name: &str| -> String {
             let at = line

@@ -94,9 +94,11 @@ fn snapshots_taken_every_n_commands_are_where_recovery_starts() {
     trade_some(&server, 1_000);
     // Snapshots are written off the engine's thread, and only the files tell when: wait for
     // the ones the commands made due.
-    common::eventually("snapshots every 60 commands", Duration::from_secs(10), || {
-        rialto_journal::list_snapshots(dir.path()).unwrap().len() >= 2
-    });
+    common::eventually(
+        "snapshots every 60 commands",
+        Duration::from_secs(10),
+        || rialto_journal::list_snapshots(dir.path()).unwrap().len() >= 2,
+    );
     server.shutdown().unwrap();
     let newest = rialto_journal::list_snapshots(dir.path())
         .unwrap()

@@ -528,9 +528,11 @@ fn a_request_signed_before_a_restart_cannot_be_replayed_after_it() {
 
     // The restarted server has forgotten the signatures it accepted, not the time it started:
     // it starts in a later millisecond than the signature's.
-    common::eventually("the clock to pass the signature's ms", Duration::from_secs(1), || {
-        now_ms() > signed_at
-    });
+    common::eventually(
+        "the clock to pass the signature's ms",
+        Duration::from_secs(1),
+        || now_ms() > signed_at,
+    );
     let server = common::start(dir.path(), |_| {});
     let http = Http::new(&server);
     let replayed = http.raw("POST", target, &headers, order.as_bytes());

@@ -169,5 +169,7 @@ impl Rng {
 /// None if it still runs then.
 pub fn exit_within(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     use wait_timeout::ChildExt;
-    child.wait_timeout(timeout).expect("wait for a child process")
+    child
+        .wait_timeout(timeout)
+        .expect("wait for a child process")
 }
