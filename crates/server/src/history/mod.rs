@@ -512,9 +512,9 @@ mod tests {
 
     fn settings(queue_batches: usize, pending_rows: usize) -> HistorySettings {
         HistorySettings {
-            enabled: true,
             queue_batches,
             pending_rows,
+            ..HistorySettings::default()
         }
     }
 
