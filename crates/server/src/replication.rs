@@ -442,6 +442,8 @@ pub fn retrying<T>(what: &str, mut f: impl FnMut() -> anyhow::Result<T>) -> anyh
 pub struct Follow {
     reader: Option<StreamReader>,
     failures: u32,
+    /// When a message last came (or the stream's end was last looked at).
+    heard_at: Instant,
 }
 
 impl Follow {
@@ -450,6 +452,7 @@ impl Follow {
         let mut follow = Follow {
             reader: None,
             failures: 0,
+            heard_at: Instant::now(),
         };
         match connection.reader_from(start) {
             Ok(reader) => follow.reader = Some(reader),
@@ -478,12 +481,32 @@ impl Follow {
             },
         };
         match reader.next(connection, wait) {
-            Ok(message) => {
-                if self.failures > 0 && message.is_some() {
+            Ok(Some(message)) => {
+                if self.failures > 0 {
                     tracing::info!("reading the log again after {} failures", self.failures);
                     self.failures = 0;
                 }
-                message
+                self.heard_at = Instant::now();
+                Some(message)
+            }
+            Ok(None) => {
+                // A consumer that went quiet across a nats-server's restart while the stream
+                // grew is read afresh (a node that exited on it used to start a new one).
+                if self.heard_at.elapsed() >= connection.timeout {
+                    self.heard_at = Instant::now();
+                    if let Ok(last) = connection.last_stream_seq()
+                        && last > after
+                    {
+                        tracing::warn!(
+                            after,
+                            last,
+                            "the log's consumer delivered nothing while the stream holds more: \
+                             reading it again"
+                        );
+                        self.reader = None;
+                    }
+                }
+                None
             }
             Err(e) => {
                 self.reader = None;
