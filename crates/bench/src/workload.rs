@@ -397,6 +397,7 @@ pub fn single(params: &SingleParams, seed: u64) -> Workload {
         taker_fee: TAKER_FEE,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     }))];
     let books = vec![Book::new(
         SymbolId(0),
@@ -527,6 +528,7 @@ pub fn multi(params: &MultiParams, seed: u64) -> Workload {
             taker_fee: TAKER_FEE,
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         })));
         let price = 1_000 + rng.below(199_000) as i64;
         // The same relative deviation as the single book: a tenth of the start price.

@@ -169,6 +169,7 @@ fn deep_books_agree_with_the_model() {
             taker_fee: 4,
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         };
         let mut setup = vec![Command::AddSymbol(Box::new(spec))];
         for u in 1..=4 {

@@ -33,6 +33,7 @@ fn command() -> impl Strategy<Value = Command> {
                     // Both kinds: zero (tag 1) and not (tag 16).
                     band_bps: band_bps % 3,
                     day_end,
+                    kind: SymbolSpec::SPOT,
                 }))
             }
         ),
@@ -168,6 +169,7 @@ fn the_largest_command_fits() {
         taker_fee: 0,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     }));
     let mut buf = Vec::new();
     encode_command(&cmd, &mut buf);
