@@ -602,6 +602,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<
     decode_stops_and_icebergs(r, engine, &mut needs, now)?;
     decode_phases(r, engine)?;
     check_invariants(engine, needs)?;
+    engine.flag_futures_orders();
     // Last: rebuilding the state through `apply` above must not move the clock.
     engine.now = now;
     Ok(())

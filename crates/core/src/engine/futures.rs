@@ -745,17 +745,9 @@ impl Engine {
         self.accounts.get_mut(account).futures = true;
     }
 
-    /// After a snapshot is decoded: the liquidation index and the exposure flags.
-    pub(crate) fn rebuild_futures_index(&mut self) {
-        let mut pairs: Vec<(u32, CurrencyId)> = Vec::new();
-        for (&(account, s), _) in self.fut.positions.iter() {
-            pairs.push((account, self.symbols[s as usize].terms.quote));
-        }
-        for (account, c, b) in self.accounts.all_balances() {
-            if b.available < 0 {
-                pairs.push((account, c));
-            }
-        }
+    /// After a snapshot's orders are restored: the exposure flag of every user with a futures
+    /// order (a user with a position has it already).
+    pub(crate) fn flag_futures_orders(&mut self) {
         for account in 0..self.accounts.len() as u32 {
             let mut idx = self.accounts.get(account).orders_head;
             while idx != NIL {
@@ -764,6 +756,19 @@ impl Engine {
                     self.accounts.get_mut(account).futures = true;
                 }
                 idx = node.account_next;
+            }
+        }
+    }
+
+    /// After a snapshot's positions and balances are decoded: the liquidation index.
+    pub(crate) fn rebuild_futures_index(&mut self) {
+        let mut pairs: Vec<(u32, CurrencyId)> = Vec::new();
+        for (&(account, s), _) in self.fut.positions.iter() {
+            pairs.push((account, self.symbols[s as usize].terms.quote));
+        }
+        for (account, c, b) in self.accounts.all_balances() {
+            if b.available < 0 {
+                pairs.push((account, c));
             }
         }
         pairs.sort_unstable();
