@@ -1405,6 +1405,21 @@ mod tests {
             parse_back(&engine, &Command::AddSymbol(Box::new(spec))),
             Command::AddSymbol(Box::new(spec))
         );
+        let future = SymbolSpec {
+            kind: Some(SymbolKind::Future {
+                initial_margin: 100,
+                maintenance_margin: 0,
+                mark_price: -3,
+            }),
+            ..spec
+        };
+        let unknown = SymbolSpec { kind: None, ..spec };
+        for spec in [future, unknown] {
+            assert_eq!(
+                parse_back(&engine, &Command::AddSymbol(Box::new(spec))),
+                Command::AddSymbol(Box::new(spec))
+            );
+        }
         let valid = SymbolSpec {
             maker_fee: 2,
             ..spec
@@ -1448,6 +1463,15 @@ mod tests {
                 ..limit
             }),
             Command::Cancel { user: 1, order: 2 },
+            Command::SetMarkPrice {
+                symbol: id,
+                price: -4,
+            },
+            Command::FundInsurance {
+                currency: name("USD"),
+                amount: -7,
+                tx: 3,
+            },
             Command::Move {
                 user: 1,
                 order: 2,
