@@ -43,6 +43,9 @@ pub struct MemoryArgs {
 pub enum WorkloadArg {
     Single,
     Multi,
+    /// `single` on a future with margin: positions, realised profit, a liquidation pass per
+    /// trade.
+    Futures,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,14 +147,14 @@ impl EngineArgs {
             MixArg::Rulebook => Mix::Rulebook,
         };
         Ok(match self.workload {
-            WorkloadArg::Single => {
+            WorkloadArg::Single | WorkloadArg::Futures => {
                 if self.symbols.is_some() || self.accounts.is_some() {
                     anyhow::bail!(
                         "--symbols and --accounts are for --workload multi (single has --users)"
                     );
                 }
                 let d = SingleParams::default();
-                WorkloadSpec::Single(SingleParams {
+                let params = SingleParams {
                     users: self.users.unwrap_or(d.users),
                     resting_orders: match self.orders {
                         Some(n) => u32::try_from(n)?,
@@ -159,7 +162,12 @@ impl EngineArgs {
                     },
                     commands: self.commands.unwrap_or(d.commands),
                     mix,
-                })
+                };
+                if self.workload == WorkloadArg::Futures {
+                    WorkloadSpec::Futures(params)
+                } else {
+                    WorkloadSpec::Single(params)
+                }
             }
             WorkloadArg::Multi => {
                 if self.users.is_some() {

@@ -85,6 +85,45 @@ fn single_at_a_tiny_size() {
 }
 
 #[test]
+fn futures_at_a_tiny_size_leaves_many_users_with_positions() {
+    let params = SingleParams {
+        users: 100,
+        resting_orders: 200,
+        commands: 20_000,
+        mix: Mix::Generator,
+    };
+    let opts = EngineBench {
+        workload: WorkloadSpec::Futures(params),
+        seed: 3,
+        clock: ClockChoice::Instant,
+        prefetch: Prefetch::Off,
+        passes: 1,
+        progress: false,
+    };
+    let report = harness::run(&opts).unwrap();
+    // No rejection: margin never refuses an order of the mix.
+    check(&report, 20_000);
+    assert_eq!(report.workload, "futures");
+    // The same commands on an engine: most users end with a position, and nobody was
+    // liquidated (the mark never moves).
+    let w = workload::futures(&params, 3);
+    let mut engine = rialto_core::Engine::new(rialto_core::EngineConfig::default());
+    let mut events: Vec<rialto_core::OwnedEvent> = Vec::new();
+    let all = w
+        .setup_commands()
+        .chain(w.prefill.iter().cloned())
+        .chain(w.commands.iter().cloned());
+    for (i, cmd) in all.enumerate() {
+        assert_eq!(engine.apply(i as u64 + 1, 0, &cmd, &mut events), Ok(()));
+        events.retain(|e| matches!(e, rialto_core::OwnedEvent::Liquidated(_)));
+    }
+    assert!(events.is_empty(), "{events:?}");
+    let holders: std::collections::BTreeSet<_> =
+        engine.positions().into_iter().map(|p| p.0).collect();
+    assert!(holders.len() > 50, "{} users hold positions", holders.len());
+}
+
+#[test]
 fn multi_at_a_tiny_size() {
     let params = MultiParams {
         symbols: 40,
