@@ -14,6 +14,9 @@ pub enum BenchCommand {
     /// The opening auction: a book of 100,000 orders taken during a call (`set_phase auction`),
     /// then `set_phase continuous`; prints the uncross time (the median of several passes).
     Auction(crate::auction::AuctionArgs),
+    /// A mark move on a future with many position holders: the time of one that liquidates
+    /// nobody and of one that liquidates `--percent` of them.
+    Liquidation(crate::liquidation::LiquidationArgs),
     /// The machine's memory as the engine meets it: ns per dependent random read over blocks
     /// of growing size, with one chain of reads and with several walked side by side, and what
     /// a prefetch adds to other work (where it grows, the TLB's reach ends). Run it beside
@@ -250,6 +253,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Auction(args) => crate::auction::run(&args),
+        BenchCommand::Liquidation(args) => crate::liquidation::run(&args),
         BenchCommand::Memory(args) => {
             if let Some(&mib) = args
                 .sizes_mib

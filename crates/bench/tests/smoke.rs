@@ -346,3 +346,37 @@ fn the_rulebook_mix_triggers_stops_and_expires_day_orders() {
     .unwrap();
     assert!(plain.cascade.is_none() && plain.to_json().get("stops_triggered").is_none());
 }
+
+#[test]
+fn liquidation_at_a_tiny_size_liquidates_the_chosen_share() {
+    use rialto_bench::liquidation;
+    for (holders, percent) in [(1_000, 1), (2_000, 5)] {
+        let mut engine = liquidation::venue(holders, percent).unwrap();
+        assert_eq!(engine.positions().len(), holders as usize + 1);
+        let seq = engine.last_seq();
+        let quiet = liquidation::timed_mark(&mut engine, seq + 1, 99_999).unwrap();
+        assert_eq!((quiet.liquidated, quiet.trades), (0, 0));
+        let moved =
+            liquidation::timed_mark(&mut engine, seq + 2, liquidation::liquidating_mark(percent))
+                .unwrap();
+        let expected = u64::from(holders) / 100 * u64::from(percent);
+        assert_eq!((moved.liquidated, moved.trades), (expected, expected));
+        // Nobody was left below maintenance, and the fund paid nothing.
+        assert_eq!(engine.venue_totals()[0].insurance, 0);
+        for user in 1..=i64::from(holders) {
+            let (equity, _, maintenance) = engine.user_margin(user, "USD").unwrap();
+            let open = engine.positions().iter().any(|p| p.0 == user);
+            assert!(!open || equity >= maintenance, "user {user}");
+        }
+    }
+    let parsed = Cli::try_parse_from([
+        "bench",
+        "liquidation",
+        "--holders",
+        "300",
+        "--percent",
+        "2",
+        "--json",
+    ]);
+    cli::run(parsed.unwrap().bench).unwrap();
+}
