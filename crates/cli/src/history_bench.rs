@@ -28,6 +28,9 @@ pub struct HistoryBenchArgs {
     /// Trades per write transaction
     #[arg(long, default_value_t = 4_096)]
     pub batch: u64,
+    /// The writer's page cache, MiB (the server's `history.writer_cache_mib`)
+    #[arg(long, default_value_t = 64)]
+    pub cache_mib: usize,
     /// Directory for the database [default: a temporary one, removed after]
     #[arg(long, value_name = "DIR")]
     pub dir: Option<std::path::PathBuf>,
@@ -51,7 +54,7 @@ pub fn run(args: &HistoryBenchArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(rialto_server::history::FILE_NAME);
-    let mut conn = db::open_writer(&path)?;
+    let mut conn = db::open_writer(&path, args.cache_mib)?;
     let trades = args.fills.div_ceil(2);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let started = Instant::now();

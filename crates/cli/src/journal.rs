@@ -11,34 +11,65 @@ use rialto_journal::{
 
 use crate::scenario::write_command;
 
-/// `--nats`: read the venue's log on NATS JetStream instead of a data directory.
+/// `--nats` or `--config`: read the venue's log on NATS JetStream instead of a data directory.
 #[derive(clap::Args, Debug, Default)]
 pub struct StreamArgs {
     /// Read the command log on NATS JetStream at these servers (comma-separated) instead of
     /// the data directory (docs/replication.md)
     #[arg(long, value_name = "URLS", value_delimiter = ',')]
     pub nats: Vec<String>,
-    /// With --nats: the venue's name in NATS (`log.venue`)
-    #[arg(long, value_name = "NAME", default_value = "main", requires = "nats")]
-    pub venue: String,
-    /// With --nats: the venue's `log.checkpoint_every`, to compare its checkpoints
-    #[arg(long, value_name = "N", default_value_t = 100_000, requires = "nats")]
-    pub checkpoint_every: u64,
+    /// Read the command log on NATS JetStream as the `[log]` section of this `rialto serve`
+    /// configuration file says: its servers, venue, checkpoints and NATS credentials and TLS
+    /// (--nats, --venue and --checkpoint-every override it)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// The venue's name in NATS (`log.venue`) [default: main]
+    #[arg(long, value_name = "NAME")]
+    pub venue: Option<String>,
+    /// The venue's `log.checkpoint_every`, to compare its checkpoints [default: 100000]
+    #[arg(long, value_name = "N")]
+    pub checkpoint_every: Option<u64>,
 }
 
 impl StreamArgs {
     pub fn is_set(&self) -> bool {
-        !self.nats.is_empty()
+        !self.nats.is_empty() || self.config.is_some()
     }
 
-    fn settings(&self) -> rialto_server::config::LogSettings {
-        rialto_server::config::LogSettings {
-            backend: rialto_server::config::LogBackend::Jetstream,
-            nats: self.nats.clone(),
-            venue: self.venue.clone(),
-            checkpoint_every: self.checkpoint_every,
-            ..Default::default()
+    fn settings(&self) -> anyhow::Result<rialto_server::config::LogSettings> {
+        use anyhow::Context;
+        let mut settings = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read config {}", path.display()))?;
+                let table = text
+                    .parse::<toml::Table>()
+                    .with_context(|| format!("config {}", path.display()))?;
+                match table.get("log") {
+                    Some(log) => log
+                        .clone()
+                        .try_into()
+                        .with_context(|| format!("config {}: [log]", path.display()))?,
+                    None => rialto_server::config::LogSettings::default(),
+                }
+            }
+            None => rialto_server::config::LogSettings::default(),
+        };
+        settings.backend = rialto_server::config::LogBackend::Jetstream;
+        if !self.nats.is_empty() {
+            settings.nats = self.nats.clone();
         }
+        if let Some(venue) = &self.venue {
+            settings.venue = venue.clone();
+        }
+        if let Some(every) = self.checkpoint_every {
+            settings.checkpoint_every = every;
+        }
+        anyhow::ensure!(
+            !settings.nats.is_empty(),
+            "no NATS servers: give --nats URLS or log.nats in the --config file"
+        );
+        Ok(settings)
     }
 }
 
@@ -62,7 +93,7 @@ pub fn dump_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<u6
         }
     };
     let result = rialto_server::replication::rebuild_each(
-        &args.settings(),
+        &args.settings()?,
         EngineConfig::default(),
         &mut each,
     );
@@ -78,12 +109,12 @@ pub fn dump_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<u6
 /// [`verify`] of the log on NATS JetStream: reads every message, checks every record's CRC,
 /// the seqs' continuity and the leader's checkpoints, and prints a summary.
 pub fn verify_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<bool> {
-    let settings = args.settings();
+    let settings = args.settings()?;
     writeln!(
         out,
         "stream: {} on {}",
         rialto_server::replication::Names::of(&settings.venue).stream,
-        settings.nats.join(",")
+        rialto_server::nats_access::printable_servers(&settings)
     )?;
     match rialto_server::replication::rebuild(&settings, EngineConfig::default()) {
         Ok(follower) => {

@@ -30,7 +30,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -102,8 +102,51 @@ struct Server {
     order_addr: SocketAddr,
     admin_addr: SocketAddr,
     /// Everything it wrote on stdout and stderr, a line each.
-    log: Arc<Mutex<Vec<String>>>,
+    log: Arc<Output>,
     readers: Vec<JoinHandle<()>>,
+}
+
+/// The lines a child wrote, and how many of its output streams are still open; every new
+/// line and every closed stream wakes whoever waits for a line.
+#[derive(Default)]
+struct Output {
+    state: Mutex<Lines>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Lines {
+    lines: Vec<String>,
+    open_streams: usize,
+}
+
+impl Output {
+    fn lines(&self) -> Vec<String> {
+        self.state.lock().unwrap().lines.clone()
+    }
+
+    /// Waits until a line satisfies `want` and returns it; Err(true) once every stream has
+    /// closed without one (the child exited), Err(false) at `deadline`.
+    fn wait_for_line(
+        &self,
+        want: impl Fn(&str) -> bool,
+        deadline: Instant,
+    ) -> Result<String, bool> {
+        let mut state = self.state.lock().unwrap();
+        loop {
+            if let Some(line) = state.lines.iter().find(|l| want(l)) {
+                return Ok(line.clone());
+            }
+            if state.open_streams == 0 {
+                return Err(true);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(false);
+            }
+            state = self.changed.wait_timeout(state, left).unwrap().0;
+        }
+    }
 }
 
 impl Drop for Server {
@@ -118,12 +161,16 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-fn collect_lines(from: impl Read + Send + 'static, log: Arc<Mutex<Vec<String>>>) -> JoinHandle<()> {
+fn collect_lines(from: impl Read + Send + 'static, log: Arc<Output>) -> JoinHandle<()> {
+    log.state.lock().unwrap().open_streams += 1;
     std::thread::spawn(move || {
         for line in BufReader::new(from).lines() {
             let Ok(line) = line else { break };
-            log.lock().unwrap().push(line);
+            log.state.lock().unwrap().lines.push(line);
+            log.changed.notify_all();
         }
+        log.state.lock().unwrap().open_streams -= 1;
+        log.changed.notify_all();
     })
 }
 
@@ -159,7 +206,7 @@ impl Server {
                 .stderr(Stdio::piped())
                 .spawn()
                 .expect("start rialto serve");
-            let log = Arc::new(Mutex::new(Vec::new()));
+            let log = Arc::new(Output::default());
             let readers = vec![
                 collect_lines(child.stdout.take().unwrap(), log.clone()),
                 collect_lines(child.stderr.take().unwrap(), log.clone()),
@@ -192,27 +239,16 @@ impl Server {
 
     /// Ok once the server announced its addresses and the order port accepts a connection;
     /// Err(true) if it exited, Err(false) on the timeout.
+    /// (It exited once its output has closed.)
     fn wait_until_serving(&mut self) -> Result<(), bool> {
-        let started = Instant::now();
         let announced = format!("orders on {}", self.order_addr);
-        while started.elapsed() < START_TIMEOUT {
-            if self.child.try_wait().expect("try_wait").is_some() {
-                return Err(true);
-            }
-            let serving = self
-                .log
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|l| l.contains(&announced));
-            if serving
-                && TcpStream::connect_timeout(&self.order_addr, Duration::from_secs(1)).is_ok()
-            {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Err(false)
+        let deadline = Instant::now() + START_TIMEOUT;
+        self.log
+            .wait_for_line(|l| l.contains(&announced), deadline)?;
+        // The line comes once the listeners are bound.
+        TcpStream::connect_timeout(&self.order_addr, Duration::from_secs(1))
+            .map(drop)
+            .map_err(|_| false)
     }
 
     /// SIGKILL, wait, and the whole output.
@@ -222,11 +258,11 @@ impl Server {
         for reader in self.readers.drain(..) {
             let _ = reader.join();
         }
-        self.log.lock().unwrap().clone()
+        self.log.lines()
     }
 
     fn output(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        self.log.lines().join("\n")
     }
 
     /// `(last_seq, state_hash)` from the `recovered` log line.
@@ -234,22 +270,13 @@ impl Server {
     /// stdout by a moment: wait for it (seen once in CI).
     fn recovered(&self) -> (u64, String) {
         let deadline = Instant::now() + START_TIMEOUT;
-        let line = loop {
-            let log = self.log.lock().unwrap();
-            if let Some(line) = log
-                .iter()
-                .find(|l| l.contains("recovered") && l.contains("state_hash="))
-            {
-                break line.clone();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no `recovered` line in:\n{}",
-                log.join("\n")
-            );
-            drop(log);
-            std::thread::sleep(POLL);
-        };
+        let line = self
+            .log
+            .wait_for_line(
+                |l| l.contains("recovered") && l.contains("state_hash="),
+                deadline,
+            )
+            .unwrap_or_else(|_| panic!("no `recovered` line in:\n{}", self.output()));
         let field = |name: &str| -> String {
             let at = line
                 .find(&format!(" {name}="))
@@ -272,23 +299,17 @@ impl Server {
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -TERM {pid} failed");
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                assert!(
-                    status.success(),
-                    "rialto serve exited with {status} on SIGTERM:\n{}",
-                    self.output()
-                );
-                return;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
+        let Some(status) = common::exit_within(&mut self.child, Duration::from_secs(10)) else {
+            panic!(
                 "rialto serve did not stop within 10 s of SIGTERM:\n{}",
                 self.output()
             );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        };
+        assert!(
+            status.success(),
+            "rialto serve exited with {status} on SIGTERM:\n{}",
+            self.output()
+        );
     }
 }
 
@@ -897,6 +918,8 @@ fn acknowledged_commands_survive_sigkill_and_recovery_matches_the_journal() {
                 })
             })
             .collect();
+        // The kill comes at a moment the seed chose, whatever the traders are doing: waiting
+        // it out is the test.
         std::thread::sleep(kill_after);
         server.finish();
         let mut summary = Cycle {

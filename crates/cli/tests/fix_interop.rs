@@ -156,21 +156,18 @@ struct LossyProxy {
 impl LossyProxy {
     fn start(upstream: SocketAddr) -> LossyProxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         thread::spawn(move || {
-            while !stopped.load(Ordering::Relaxed) {
-                let client = match listener.accept() {
-                    Ok((client, _)) => client,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        thread::sleep(Duration::from_millis(10));
-                        continue;
-                    }
-                    Err(_) => return,
+            loop {
+                let Ok((client, _)) = listener.accept() else {
+                    return;
                 };
-                client.set_nonblocking(false).unwrap();
+                // Dropping the proxy connects once to wake this accept.
+                if stopped.load(Ordering::SeqCst) {
+                    return;
+                }
                 let Ok(server) = TcpStream::connect(upstream) else {
                     continue;
                 };
@@ -185,7 +182,8 @@ impl LossyProxy {
 
 impl Drop for LossyProxy {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
     }
 }
 

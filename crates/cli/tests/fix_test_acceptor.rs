@@ -2,6 +2,8 @@
 //! logon, the echo application, PossResend duplicates, rejects, sequence numbers that restart
 //! with each connection, one connection per session, hostile input, and the command itself.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
@@ -657,17 +659,8 @@ fn the_command_prints_its_address_and_stops_on_sigterm() {
     c.send("5", &[]);
     assert!(c.closed_within(Duration::from_secs(5)));
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still running 10 s after SIGTERM"
-        );
-        thread::sleep(Duration::from_millis(20));
-    };
+    let status = common::exit_within(&mut child, Duration::from_secs(10))
+        .expect("still running 10 s after SIGTERM");
     assert!(status.success(), "{status}");
 }
 

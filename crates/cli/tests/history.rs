@@ -80,6 +80,7 @@ fn served_ids_become(web: &str, want: &[i64]) {
             Instant::now() < deadline,
             "served trade ids {ids:?}, expected {want:?}"
         );
+        // The history is served over HTTP only, and nothing announces a finished rebuild.
         std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -764,7 +764,7 @@ fn run(seed: u64, cycles: u64) {
         venue.wait_progress();
     }
     stop.store(true, Ordering::SeqCst);
-    let mut traded: Vec<(Record, FailoverClient)> = traders
+    let traded: Vec<(Record, FailoverClient)> = traders
         .into_iter()
         .map(|t| t.handle.join().expect("a trader"))
         .collect();
@@ -778,12 +778,26 @@ fn run(seed: u64, cycles: u64) {
     // The last leader knows every acknowledged order, and none of the probes.
     let l = venue.wait_leader();
     let (seq, hash) = venue.leader_state();
+    // Asked on a fresh connection to the last leader: a trader's own connection may have
+    // broken with the last fault.
     let mut lost = Vec::new();
-    for (record, client) in &mut traded {
+    for (record, _) in &traded {
+        let mut asker = Client::connect(venue.nodes[l].addr.as_str()).unwrap();
+        asker.set_read_timeout(Some(PATIENCE)).unwrap();
+        asker
+            .login(record.user, venue.secret(record.user).as_bytes())
+            .unwrap();
         for &order in &record.acked {
-            let (state, _) = client.order_status(order).expect("an order status");
-            if state == OrderState::Unknown {
-                lost.push((record.user, order));
+            match asker.request(&ClientMsg::OrderStatus { request: 1, order }) {
+                Ok(ServerMsg::OrderStatus {
+                    state: OrderState::Unknown,
+                    ..
+                }) => lost.push((record.user, order)),
+                Ok(ServerMsg::OrderStatus { .. }) => {}
+                other => problems.push(format!(
+                    "order status of user {} order {order}: {other:?}",
+                    record.user
+                )),
             }
         }
     }

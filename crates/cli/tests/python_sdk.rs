@@ -9,11 +9,13 @@
 //! missing. The SDK is imported from the source tree (sdk/python/src), so the suite always tests
 //! the code beside it, not an older installed copy.
 
+mod common;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The tests in sdk/python/tests: all must run and pass (none skipped).
 const TESTS: usize = 13;
@@ -73,19 +75,12 @@ fn the_python_sdk_suite_passes_against_rialto_serve() {
         .expect("start pytest");
     let stdout = collect(suite.stdout.take().unwrap());
     let stderr = collect(suite.stderr.take().unwrap());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = suite.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > SUITE_DEADLINE {
-            // The servers pytest started get SIGTERM when it dies (tests/conftest.py).
-            let _ = suite.kill();
-            let _ = suite.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = common::exit_within(&mut suite, SUITE_DEADLINE);
+    if status.is_none() {
+        // The servers pytest started get SIGTERM when it dies (tests/conftest.py).
+        let _ = suite.kill();
+        let _ = suite.wait();
+    }
     let stdout = stdout.join().unwrap();
     let stderr = stderr.join().unwrap();
     let status = status.unwrap_or_else(|| {

@@ -22,7 +22,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Every step the script reports when given the admin secret.
 const STEPS: usize = 27;
@@ -121,18 +121,11 @@ fn the_console_trades_in_headless_chromium() {
         .expect("start node web/tests/console.mjs");
     let stdout = collect(script.stdout.take().unwrap());
     let stderr = collect(script.stderr.take().unwrap());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = script.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > SCRIPT_DEADLINE {
-            let _ = script.kill();
-            let _ = script.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = common::exit_within(&mut script, SCRIPT_DEADLINE);
+    if status.is_none() {
+        let _ = script.kill();
+        let _ = script.wait();
+    }
     drop(server);
     let stdout = stdout.join().unwrap();
     let stderr = stderr.join().unwrap();

@@ -209,6 +209,7 @@ fn try_recv_never_blocks() {
             break msg;
         }
         assert!(Instant::now() < deadline, "no echo");
+        // Polling is what this test is about: try_recv is the call that must not block.
         std::thread::sleep(Duration::from_millis(1));
     };
     assert_eq!(echoed, ServerMsg::Heartbeat { nonce: 99 });

@@ -167,6 +167,33 @@ pub struct LogSettings {
     /// Snapshots the leader keeps in the venue's snapshot bucket; the stream is trimmed below
     /// the oldest (0: snapshots stay local and the stream keeps everything).
     pub snapshots_kept: usize,
+    // How this node proves itself to NATS (docs/replication.md, "Securing NATS"), each secret
+    // read from a file (never from the command line or a URL, so that it reaches no log and no
+    // process list); crate::nats_access uses them. All optional: a NATS server without
+    // authentication takes a client that gives none, but a venue's NATS should accept no one
+    // else, since the venue's log and key live there.
+    /// A NATS credentials file (a user JWT and its NKey seed, as `nsc` writes it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_credentials: Option<PathBuf>,
+    /// A NATS user name, with `nats_password_file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_user: Option<String>,
+    /// A file holding the password of `nats_user` (one line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_password_file: Option<PathBuf>,
+    /// A file holding a NATS authentication token (one line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_token_file: Option<PathBuf>,
+    /// A PEM file of the CA certificates to trust: the connection then requires TLS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_tls_ca: Option<PathBuf>,
+    /// A client certificate (PEM) to show, with `nats_tls_key`, to servers that verify
+    /// clients (`verify: true` in nats-server's tls block).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_tls_key: Option<PathBuf>,
 }
 
 impl Default for LogSettings {
@@ -181,6 +208,13 @@ impl Default for LogSettings {
             checkpoint_every: 100_000,
             ack_timeout_ms: 5_000,
             snapshots_kept: 3,
+            nats_credentials: None,
+            nats_user: None,
+            nats_password_file: None,
+            nats_token_file: None,
+            nats_tls_ca: None,
+            nats_tls_cert: None,
+            nats_tls_key: None,
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod history;
 pub mod idle;
 pub mod metrics;
+pub mod nats_access;
 pub mod pipeline;
 pub mod process;
 pub mod replication;

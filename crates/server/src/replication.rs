@@ -29,6 +29,7 @@ use rialto_journal::JournalWriter;
 use rialto_journal::format::{RECORD_MAX_BYTES, encode_record, parse_record};
 
 use crate::config::{LogSettings, Role};
+use crate::nats_access;
 
 /// The largest batch message: NATS's default `max_payload` is 1 MiB; headers need room too.
 pub const MAX_BATCH_BYTES: usize = 1_000_000;
@@ -210,24 +211,23 @@ impl Connection {
         );
         let names = Names::of(&settings.venue);
         let timeout = Duration::from_millis(settings.ack_timeout_ms);
-        let mut addrs = Vec::new();
-        for url in &settings.nats {
-            let addr: async_nats::ServerAddr = url
-                .parse()
-                .with_context(|| format!("log.nats: `{url}` is not a NATS URL"))?;
-            addrs.push(addr);
-        }
+        let addrs = nats_access::server_addrs(settings)?;
         let js = runtime.block_on(async {
+            let options = nats_access::connect_options(settings, timeout).await?;
             let deadline = Instant::now() + within;
             // NATS may be starting too: try again until the deadline.
             let client = loop {
-                let connected = async_nats::ConnectOptions::new()
-                    .connection_timeout(timeout)
-                    .request_timeout(Some(timeout))
-                    .connect(addrs.as_slice())
-                    .await;
+                let connected = options.clone().connect(addrs.as_slice()).await;
                 match connected {
                     Ok(client) => break client,
+                    // Credentials or TLS that NATS refuses will not improve by waiting.
+                    Err(e) if nats_access::is_refusal(&e) => {
+                        return Err(anyhow::Error::new(e).context(format!(
+                            "NATS at {} refused this node (log.nats_* settings, \
+                             docs/replication.md \"Securing NATS\")",
+                            nats_access::printable_servers(settings)
+                        )));
+                    }
                     Err(e) if Instant::now() < deadline => {
                         tracing::debug!("NATS not reachable yet: {e}");
                         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -235,7 +235,7 @@ impl Connection {
                     Err(e) => {
                         return Err(anyhow::Error::new(e).context(format!(
                             "cannot connect to NATS at {} within {within:?}",
-                            settings.nats.join(",")
+                            nats_access::printable_servers(settings)
                         )));
                     }
                 }

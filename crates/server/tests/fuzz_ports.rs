@@ -194,6 +194,7 @@ fn random_input_on_every_port_changes_nothing_it_should_not() {
         let mut reply = [0u8; 512];
         match fix.read(&mut reply) {
             Ok(n) if reply[..n].windows(5).any(|w| w == b"\x0135=A") => break fix,
+            // Waiting out the throttle's one-a-second window is the point: no event ends it.
             _ => std::thread::sleep(Duration::from_millis(500)),
         }
     };

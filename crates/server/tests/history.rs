@@ -94,17 +94,14 @@ fn ids(list: &Value, field: &str) -> Vec<i64> {
         .collect()
 }
 
-/// Polls until the history has written `seq`.
+/// Waits until the history has written `seq` (a counter its writer keeps; nothing announces it).
 fn written(server: &RunningServer, seq: u64) {
     let store = server.history.as_ref().expect("history is on");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while store.written_seq.load(Ordering::Acquire) < seq {
-        assert!(
-            Instant::now() < deadline,
-            "the history never wrote seq {seq}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::eventually(
+        &format!("the history to write seq {seq}"),
+        Duration::from_secs(30),
+        || store.written_seq.load(Ordering::Acquire) >= seq,
+    );
 }
 
 /// Waits until the wall clock's millisecond moves on, so that the next command has a later ms.
@@ -429,12 +426,16 @@ fn with_history_off_there_is_no_database_and_the_feed_answers() {
     buyer
         .place(NewOrder::limit(1, BTC, Side::Buy, PRICE, 1))
         .unwrap();
-    common::recv_until(&mut buyer, |m| matches!(m, ServerMsg::Trade { .. }));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while ok(get(&server, "/api/v1/trades/BTC-USD")) == Value::Array(vec![]) {
-        assert!(Instant::now() < deadline, "the feed never showed the trade");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (trade, _) = common::recv_until(&mut buyer, |m| matches!(m, ServerMsg::Trade { .. }));
+    let ServerMsg::Trade { seq, .. } = trade else {
+        unreachable!()
+    };
+    common::market_data_reaches(&server, seq);
+    assert_ne!(
+        ok(get(&server, "/api/v1/trades/BTC-USD")),
+        Value::Array(vec![]),
+        "the feed never showed the trade"
+    );
     let (status, body) = get_as(&server, 2, "/api/v1/fills");
     assert_eq!(
         (status, &body["error"]["code"]),

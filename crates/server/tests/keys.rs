@@ -335,6 +335,7 @@ fn old_timestamps_and_replays_are_refused_within_the_window() {
     // A request 300 ms old: stale for a window of 200 ms, accepted within one of 10 s. (Its
     // timestamp is after the server's start, which refuses anything signed before it.)
     let signed_at = now_ms();
+    // Letting the request age is the test's meaning: wait out 300 ms of the wall clock.
     while now_ms() < signed_at + 300 {
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -299,19 +299,18 @@ fn clients_that_never_ask_hold_up_no_replay() {
     let mut trader = common::trader(&server, 1);
     let order = NewOrder::limit(1, SymbolId(0), Side::Buy, 500_000, 1);
     trader.send_batch(&[ClientMsg::NewOrder(order)]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while replay(replay_addr, 1, 1).is_empty() {
-        assert!(Instant::now() < deadline, "no packet to replay");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::eventually("a packet to replay", Duration::from_secs(10), || {
+        !replay(replay_addr, 1, 1).is_empty()
+    });
 
     // Idle clients: connected, nothing sent, or half a request.
     let mut idle: Vec<TcpStream> = (0..3)
         .map(|_| TcpStream::connect(replay_addr).unwrap())
         .collect();
     idle[2].write_all(&replay_request(1, 1)[..5]).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    // A full request is answered while they still wait for their turn to end.
+    // A full request is answered while they still wait for their turn to end. (No pause
+    // needed: the listener accepts connections in the order they were made, so the idle ones
+    // are taken up before this one.)
     assert_eq!(replay(replay_addr, 1, 1).len(), 1);
     for s in &mut idle {
         assert!(
@@ -384,15 +383,13 @@ fn market_data_follows_the_engine_in_either_thread_layout() {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut traded = None;
         while traded.is_none() {
-            assert!(Instant::now() < deadline, "{layout:?}: no trade published");
-            if let Ok(batch) = batches.try_recv() {
-                traded = batch.updates.iter().find_map(|u| match *u {
-                    rialto_marketdata::Update::Trade { price, qty, .. } => Some((price, qty)),
-                    _ => None,
-                });
-            } else {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let batch = common::next_batch(&mut batches, left)
+                .unwrap_or_else(|| panic!("{layout:?}: no trade published"));
+            traded = batch.updates.iter().find_map(|u| match *u {
+                rialto_marketdata::Update::Trade { price, qty, .. } => Some((price, qty)),
+                _ => None,
+            });
         }
         assert_eq!(traded, Some((101, 1)), "{layout:?}");
         // The last command is acknowledged, then the server stops at once: market data

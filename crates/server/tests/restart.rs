@@ -83,7 +83,7 @@ fn a_restart_after_a_snapshot_replays_only_the_journal_after_it() {
 
 #[test]
 fn snapshots_taken_every_n_commands_are_where_recovery_starts() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
     let tweak = |c: &mut rialto_server::config::ServerConfig| {
         c.journal.segment_bytes = 4096;
@@ -92,12 +92,13 @@ fn snapshots_taken_every_n_commands_are_where_recovery_starts() {
     let server = start(dir.path(), tweak);
     trade_some(&server, 1);
     trade_some(&server, 1_000);
-    // Snapshots are written off the engine's thread: wait for the ones the commands made due.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while rialto_journal::list_snapshots(dir.path()).unwrap().len() < 2 {
-        assert!(Instant::now() < deadline, "no snapshots every 60 commands");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // Snapshots are written off the engine's thread, and only the files tell when: wait for
+    // the ones the commands made due.
+    common::eventually(
+        "snapshots every 60 commands",
+        Duration::from_secs(10),
+        || rialto_journal::list_snapshots(dir.path()).unwrap().len() >= 2,
+    );
     server.shutdown().unwrap();
     let newest = rialto_journal::list_snapshots(dir.path())
         .unwrap()

@@ -420,6 +420,7 @@ fn idle_floods_do_not_keep_a_real_login_out() {
                 Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
             });
             open = flood.len();
+            // No one event to wait on: thousands of sockets, `budget` of which stay open.
             std::thread::sleep(Duration::from_millis(10));
         }
         let started = Instant::now();

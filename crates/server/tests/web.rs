@@ -215,13 +215,10 @@ fn balance(t: &Trader, currency: &str) -> (i64, i64) {
     })
 }
 
-/// Polls until `f` holds (the feed follows the engine asynchronously).
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Checks until `f` holds, up to 10 s: REST reads the market data feed, which follows the
+/// engine a little later, and no message says when it has caught up.
+fn eventually(what: &str, f: impl FnMut() -> bool) {
+    common::eventually(what, Duration::from_secs(10), f);
 }
 
 fn book(http: &Http) -> Value {
@@ -496,9 +493,11 @@ fn bad_signatures_replays_and_malformed_bodies_change_nothing() {
         (403, "forbidden")
     );
 
-    // Only the one good request reached the book.
+    // Only the one good request reached the book. Every request above has its answer, so
+    // the engine has applied all that reached it; once market data has replayed that too,
+    // the book is final.
     eventually("one order", || book(&http)["asks"] == json!([[600_000, 1]]));
-    std::thread::sleep(Duration::from_millis(100));
+    server.settle_market_data(Duration::from_secs(10));
     assert_eq!(book(&http)["asks"], json!([[600_000, 1]]));
     assert_eq!(
         trader
@@ -521,13 +520,19 @@ fn a_request_signed_before_a_restart_cannot_be_replayed_after_it() {
             .to_string();
     let server = common::start(dir.path(), |_| {});
     let secret = server.credentials.user_secret(1);
-    let headers = signed_headers("1", &secret, now_ms(), "POST", target, order.as_bytes());
+    let signed_at = now_ms();
+    let headers = signed_headers("1", &secret, signed_at, "POST", target, order.as_bytes());
     let first = Http::new(&server).raw("POST", target, &headers, order.as_bytes());
     assert_eq!(first.status, 200, "{:?}", first.body);
     server.shutdown().unwrap();
 
-    // The restarted server has forgotten the signatures it accepted, not the time it started.
-    std::thread::sleep(Duration::from_millis(5));
+    // The restarted server has forgotten the signatures it accepted, not the time it started:
+    // it starts in a later millisecond than the signature's.
+    common::eventually(
+        "the clock to pass the signature's ms",
+        Duration::from_secs(1),
+        || now_ms() > signed_at,
+    );
     let server = common::start(dir.path(), |_| {});
     let http = Http::new(&server);
     let replayed = http.raw("POST", target, &headers, order.as_bytes());
@@ -1156,20 +1161,17 @@ fn a_reader_that_pauses_gets_every_diff_whole_and_in_order() {
     for chunk in commands.chunks(500) {
         trader.send_batch(chunk).unwrap();
     }
-    common::recv_until(&mut trader, |m| {
+    let (last_cancel, _) = common::recv_until(&mut trader, |m| {
         matches!(m, ServerMsg::Cancelled { order: 2_000, .. })
     });
+    let ServerMsg::Cancelled { seq: last_seq, .. } = last_cancel else {
+        unreachable!()
+    };
 
-    // Once the feed has settled, the book a new subscriber gets is where the diffs must lead.
-    let mut settled = fresh_book_snapshot(&server);
-    loop {
-        std::thread::sleep(Duration::from_millis(200));
-        let again = fresh_book_snapshot(&server);
-        if again["seq"] == settled["seq"] {
-            break;
-        }
-        settled = again;
-    }
+    // Once the feed has replayed the last command, the book a new subscriber gets is where
+    // the diffs must lead.
+    common::market_data_reaches(&server, last_seq);
+    let settled = fresh_book_snapshot(&server);
     let target = settled["seq"].as_u64().unwrap();
     assert!(target >= last + 5_000, "{target} after {last}");
 

@@ -61,12 +61,9 @@ fn metric(addr: SocketAddr, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in {text}"))
 }
 
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// What /metrics and REST report has no event to wait on: checks until it holds (up to 20 s).
+fn eventually(what: &str, f: impl FnMut() -> bool) {
+    common::eventually(what, Duration::from_secs(20), f);
 }
 
 type Ws<S> = tungstenite::WebSocket<S>;

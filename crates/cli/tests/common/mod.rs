@@ -3,9 +3,11 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
+#[derive(Debug)]
 pub struct Run {
     pub code: Option<i32>,
     pub stdout: String,
@@ -162,4 +164,13 @@ impl Rng {
     pub fn in_range(&mut self, range: std::ops::RangeInclusive<u64>) -> u64 {
         range.start() + self.below(range.end() - range.start() + 1)
     }
+}
+
+/// Waits up to `timeout` for `child` to exit, woken by its exit (SIGCHLD), not by polling.
+/// None if it still runs then.
+pub fn exit_within(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    use wait_timeout::ChildExt;
+    child
+        .wait_timeout(timeout)
+        .expect("wait for a child process")
 }

@@ -63,9 +63,12 @@ pub fn open(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// Opens the writer's connection: the schema made, its version checked.
-pub fn open_writer(path: &Path) -> anyhow::Result<Connection> {
+/// Opens the writer's connection, with a page cache of `cache_mib`: the schema made, its
+/// version checked.
+pub fn open_writer(path: &Path, cache_mib: usize) -> anyhow::Result<Connection> {
     let conn = open(path)?;
+    // A negative cache_size is in KiB.
+    conn.pragma_update(None, "cache_size", -((cache_mib as i64) << 10))?;
     conn.execute_batch(SCHEMA)?;
     let version: Option<i64> = conn
         .query_row("SELECT value FROM meta WHERE key = 'version'", [], |r| {

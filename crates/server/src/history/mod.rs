@@ -56,6 +56,10 @@ pub struct HistorySettings {
     /// Rows the market data thread keeps while the queue is full; past this it drops them and
     /// the writer rebuilds them from the journal.
     pub pending_rows: usize,
+    /// The writer's SQLite page cache, MiB. Every active user's newest rows sit on their own
+    /// pages of each table and index, so a venue with many users needs far more than SQLite's
+    /// default 2 MiB, or most inserts read a page back in.
+    pub writer_cache_mib: usize,
 }
 
 impl Default for HistorySettings {
@@ -64,6 +68,7 @@ impl Default for HistorySettings {
             enabled: true,
             queue_batches: 1_024,
             pending_rows: 1_000_000,
+            writer_cache_mib: 64,
         }
     }
 }
@@ -77,6 +82,10 @@ impl HistorySettings {
         anyhow::ensure!(
             (1..=1 << 26).contains(&self.pending_rows),
             "history.pending_rows must be from 1 to 67108864"
+        );
+        anyhow::ensure!(
+            (1..=1 << 16).contains(&self.writer_cache_mib),
+            "history.writer_cache_mib must be from 1 to 65536"
         );
         Ok(())
     }
@@ -259,7 +268,7 @@ pub fn start(
     venue_seq: u64,
 ) -> anyhow::Result<History> {
     let path = data_dir.join(FILE_NAME);
-    let mut conn = match db::open_writer(&path) {
+    let mut conn = match db::open_writer(&path, settings.writer_cache_mib) {
         Ok(conn) => conn,
         Err(e) => {
             // A cache of the journal: a file that cannot be used is put aside and rebuilt.
@@ -277,7 +286,7 @@ pub fn start(
             for suffix in ["-wal", "-shm"] {
                 let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
             }
-            db::open_writer(&path).map_err(|e| {
+            db::open_writer(&path, settings.writer_cache_mib).map_err(|e| {
                 anyhow::anyhow!("cannot open the history database {}: {e:#}", path.display())
             })?
         }
@@ -503,9 +512,9 @@ mod tests {
 
     fn settings(queue_batches: usize, pending_rows: usize) -> HistorySettings {
         HistorySettings {
-            enabled: true,
             queue_batches,
             pending_rows,
+            ..HistorySettings::default()
         }
     }
 

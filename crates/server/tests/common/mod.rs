@@ -5,11 +5,13 @@ pub mod fix;
 pub mod nats;
 
 use std::path::Path;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rialto_client::Client;
 use rialto_server::RunningServer;
 use rialto_server::config::{DurabilityMode, ServerConfig};
+use rialto_server::feed::Batch;
 use rialto_wire::ServerMsg;
 
 /// A server on free loopback ports over `data_dir`, with the demo venue.
@@ -93,4 +95,48 @@ pub fn int_units(target: &str) -> String {
     }
     let sep = if target.contains('?') { '&' } else { '?' };
     format!("{target}{sep}units=int")
+}
+
+/// Checks `done` until it holds, failing with `what` after `timeout`. For state that no message
+/// announces (what REST or the admin port reports, a file on disk, a counter the server keeps):
+/// wherever there is an event (a reply, a frame, a batch), wait for that instead.
+pub fn eventually(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits until market data has replayed the engine up to `seq` (a reply's sequence number).
+/// Safer than `settle_market_data` right after a reply: the engine announces how far it has
+/// applied only after its batch, so a reply can arrive before that.
+pub fn market_data_reaches(server: &RunningServer, seq: u64) {
+    eventually(
+        &format!("market data to reach seq {seq}"),
+        Duration::from_secs(10),
+        || server.market_data.applied_seq() >= seq,
+    );
+}
+
+/// The next market data batch from `batches` (a subscription to `server.market_data`), or
+/// None after `timeout`. Panics if the feed has closed or the receiver lagged.
+pub fn next_batch(
+    batches: &mut tokio::sync::broadcast::Receiver<Arc<Batch>>,
+    timeout: Duration,
+) -> Option<Arc<Batch>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime for one receive");
+    // The timer is made inside the runtime, which it needs.
+    let received = runtime.block_on(async { tokio::time::timeout(timeout, batches.recv()).await });
+    match received {
+        Ok(Ok(batch)) => Some(batch),
+        Ok(Err(e)) => panic!("the market data subscription failed: {e}"),
+        Err(_) => None,
+    }
 }

@@ -253,3 +253,45 @@ impl Drop for NatsCluster {
         }
     }
 }
+
+/// One nats-server with JetStream on a free loopback port, with `extra` arguments (say,
+/// `--user U --pass P`); killed (by its own PID) when dropped.
+pub struct NatsNode {
+    child: Child,
+    /// `nats://127.0.0.1:PORT`.
+    pub url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl NatsNode {
+    pub fn start(extra: &[&str]) -> NatsNode {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let port = free_port();
+        let child = Command::new(nats_server_binary())
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(dir.path().join("store"))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        let node = NatsNode {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server listens within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        node
+    }
+}
+
+impl Drop for NatsNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
