@@ -220,6 +220,7 @@ fn add_wide_book(f: &mut Fixture, name: &str) -> SymbolId {
         taker_fee: 2,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     };
     f.apply(&Command::AddSymbol(Box::new(spec)));
     let symbol = f.engine.symbol_id(name);

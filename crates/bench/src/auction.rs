@@ -78,6 +78,7 @@ fn call(args: &AuctionArgs) -> Vec<Command> {
         taker_fee: 2,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     }))];
     let users = args.users.max(1) as i64;
     for user in 0..users {

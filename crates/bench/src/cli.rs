@@ -14,6 +14,9 @@ pub enum BenchCommand {
     /// The opening auction: a book of 100,000 orders taken during a call (`set_phase auction`),
     /// then `set_phase continuous`; prints the uncross time (the median of several passes).
     Auction(crate::auction::AuctionArgs),
+    /// A mark move on a future with many position holders: the time of one that liquidates
+    /// nobody and of one that liquidates `--percent` of them.
+    Liquidation(crate::liquidation::LiquidationArgs),
     /// The machine's memory as the engine meets it: ns per dependent random read over blocks
     /// of growing size, with one chain of reads and with several walked side by side, and what
     /// a prefetch adds to other work (where it grows, the TLB's reach ends). Run it beside
@@ -43,6 +46,9 @@ pub struct MemoryArgs {
 pub enum WorkloadArg {
     Single,
     Multi,
+    /// `single` on a future with margin: positions, realised profit, a liquidation pass per
+    /// trade.
+    Futures,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,14 +150,14 @@ impl EngineArgs {
             MixArg::Rulebook => Mix::Rulebook,
         };
         Ok(match self.workload {
-            WorkloadArg::Single => {
+            WorkloadArg::Single | WorkloadArg::Futures => {
                 if self.symbols.is_some() || self.accounts.is_some() {
                     anyhow::bail!(
                         "--symbols and --accounts are for --workload multi (single has --users)"
                     );
                 }
                 let d = SingleParams::default();
-                WorkloadSpec::Single(SingleParams {
+                let params = SingleParams {
                     users: self.users.unwrap_or(d.users),
                     resting_orders: match self.orders {
                         Some(n) => u32::try_from(n)?,
@@ -159,7 +165,12 @@ impl EngineArgs {
                     },
                     commands: self.commands.unwrap_or(d.commands),
                     mix,
-                })
+                };
+                if self.workload == WorkloadArg::Futures {
+                    WorkloadSpec::Futures(params)
+                } else {
+                    WorkloadSpec::Single(params)
+                }
             }
             WorkloadArg::Multi => {
                 if self.users.is_some() {
@@ -242,6 +253,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Auction(args) => crate::auction::run(&args),
+        BenchCommand::Liquidation(args) => crate::liquidation::run(&args),
         BenchCommand::Memory(args) => {
             if let Some(&mib) = args
                 .sizes_mib

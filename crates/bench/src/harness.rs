@@ -16,6 +16,8 @@ use crate::workload::{self, Mix, MultiParams, SingleParams, Size, Workload};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum WorkloadSpec {
     Single(SingleParams),
+    /// `single` on a future (`rialto bench engine --workload futures`).
+    Futures(SingleParams),
     /// `size` is what the parameters started from (overrides may have changed them).
     Multi {
         size: Size,
@@ -27,6 +29,7 @@ impl WorkloadSpec {
     pub fn generate(&self, seed: u64) -> Workload {
         match self {
             WorkloadSpec::Single(p) => workload::single(p, seed),
+            WorkloadSpec::Futures(p) => workload::futures(p, seed),
             WorkloadSpec::Multi { params, .. } => workload::multi(params, seed),
         }
     }
@@ -34,6 +37,7 @@ impl WorkloadSpec {
     fn label(&self) -> String {
         match self {
             WorkloadSpec::Single(_) => "single".to_string(),
+            WorkloadSpec::Futures(_) => "futures".to_string(),
             WorkloadSpec::Multi { size, params } => {
                 let standard = MultiParams {
                     mix: params.mix,

@@ -380,6 +380,31 @@ const MULTI_DEPOSIT: i64 = 10_000_000_000;
 
 /// Generates the `single` workload.
 pub fn single(params: &SingleParams, seed: u64) -> Workload {
+    single_of(params, seed, SymbolSpec::SPOT, "single")
+}
+
+/// Initial and maintenance margin per lot of the `futures` workload's future: far below what
+/// each user deposits, so that margin never refuses an order of the mix (docs/benchmarks.md).
+pub const FUTURES_MARGINS: (i64, i64) = (10_000, 5_000);
+
+/// Generates the `futures` workload: `single`'s book, users and mix on one future (XBT-PERP,
+/// quoted in USD, its mark at the start price): every trade moves positions, so the users soon
+/// hold positions, and every trade starts a liquidation pass (which finds nobody at risk).
+pub fn futures(params: &SingleParams, seed: u64) -> Workload {
+    let kind = Some(rialto_core::SymbolKind::Future {
+        initial_margin: FUTURES_MARGINS.0,
+        maintenance_margin: FUTURES_MARGINS.1,
+        mark_price: SINGLE_START_PRICE,
+    });
+    single_of(params, seed, kind, "futures")
+}
+
+fn single_of(
+    params: &SingleParams,
+    seed: u64,
+    kind: Option<rialto_core::SymbolKind>,
+    label: &str,
+) -> Workload {
     let mut rng = Rng::new(seed);
     let currencies = vec![name("XBT"), name("USD")];
     let accounts = Accounts {
@@ -397,6 +422,7 @@ pub fn single(params: &SingleParams, seed: u64) -> Workload {
         taker_fee: TAKER_FEE,
         band_bps: 0,
         day_end: 0,
+        kind,
     }))];
     let books = vec![Book::new(
         SymbolId(0),
@@ -420,7 +446,7 @@ pub fn single(params: &SingleParams, seed: u64) -> Workload {
     );
     let prefill_target = [params.resting_orders as u64];
     generator.finish(
-        "single".to_string(),
+        label.to_string(),
         setup,
         accounts,
         &prefill_target,
@@ -527,6 +553,7 @@ pub fn multi(params: &MultiParams, seed: u64) -> Workload {
             taker_fee: TAKER_FEE,
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         })));
         let price = 1_000 + rng.below(199_000) as i64;
         // The same relative deviation as the single book: a tenth of the start price.

@@ -85,6 +85,45 @@ fn single_at_a_tiny_size() {
 }
 
 #[test]
+fn futures_at_a_tiny_size_leaves_many_users_with_positions() {
+    let params = SingleParams {
+        users: 100,
+        resting_orders: 200,
+        commands: 20_000,
+        mix: Mix::Generator,
+    };
+    let opts = EngineBench {
+        workload: WorkloadSpec::Futures(params),
+        seed: 3,
+        clock: ClockChoice::Instant,
+        prefetch: Prefetch::Off,
+        passes: 1,
+        progress: false,
+    };
+    let report = harness::run(&opts).unwrap();
+    // No rejection: margin never refuses an order of the mix.
+    check(&report, 20_000);
+    assert_eq!(report.workload, "futures");
+    // The same commands on an engine: most users end with a position, and nobody was
+    // liquidated (the mark never moves).
+    let w = workload::futures(&params, 3);
+    let mut engine = rialto_core::Engine::new(rialto_core::EngineConfig::default());
+    let mut events: Vec<rialto_core::OwnedEvent> = Vec::new();
+    let all = w
+        .setup_commands()
+        .chain(w.prefill.iter().cloned())
+        .chain(w.commands.iter().cloned());
+    for (i, cmd) in all.enumerate() {
+        assert_eq!(engine.apply(i as u64 + 1, 0, &cmd, &mut events), Ok(()));
+        events.retain(|e| matches!(e, rialto_core::OwnedEvent::Liquidated(_)));
+    }
+    assert!(events.is_empty(), "{events:?}");
+    let holders: std::collections::BTreeSet<_> =
+        engine.positions().into_iter().map(|p| p.0).collect();
+    assert!(holders.len() > 50, "{} users hold positions", holders.len());
+}
+
+#[test]
 fn multi_at_a_tiny_size() {
     let params = MultiParams {
         symbols: 40,
@@ -306,4 +345,38 @@ fn the_rulebook_mix_triggers_stops_and_expires_day_orders() {
     })
     .unwrap();
     assert!(plain.cascade.is_none() && plain.to_json().get("stops_triggered").is_none());
+}
+
+#[test]
+fn liquidation_at_a_tiny_size_liquidates_the_chosen_share() {
+    use rialto_bench::liquidation;
+    for (holders, percent) in [(1_000, 1), (2_000, 5)] {
+        let mut engine = liquidation::venue(holders, percent).unwrap();
+        assert_eq!(engine.positions().len(), holders as usize + 1);
+        let seq = engine.last_seq();
+        let quiet = liquidation::timed_mark(&mut engine, seq + 1, 99_999).unwrap();
+        assert_eq!((quiet.liquidated, quiet.trades), (0, 0));
+        let moved =
+            liquidation::timed_mark(&mut engine, seq + 2, liquidation::liquidating_mark(percent))
+                .unwrap();
+        let expected = u64::from(holders) / 100 * u64::from(percent);
+        assert_eq!((moved.liquidated, moved.trades), (expected, expected));
+        // Nobody was left below maintenance, and the fund paid nothing.
+        assert_eq!(engine.venue_totals()[0].insurance, 0);
+        for user in 1..=i64::from(holders) {
+            let (equity, _, maintenance) = engine.user_margin(user, "USD").unwrap();
+            let open = engine.positions().iter().any(|p| p.0 == user);
+            assert!(!open || equity >= maintenance, "user {user}");
+        }
+    }
+    let parsed = Cli::try_parse_from([
+        "bench",
+        "liquidation",
+        "--holders",
+        "300",
+        "--percent",
+        "2",
+        "--json",
+    ]);
+    cli::run(parsed.unwrap().bench).unwrap();
 }

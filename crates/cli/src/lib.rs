@@ -76,6 +76,9 @@ impl BenchWorkloadArgs {
                 );
                 Ok((single_workload(commands, seed), "single".to_string()))
             }
+            WorkloadArg::Futures => {
+                anyhow::bail!("--workload futures is for `rialto bench engine` only")
+            }
             WorkloadArg::Multi => {
                 let mix = rialto_bench::workload::Mix::Generator;
                 let (size, params) = overrides.apply(self.size, mix)?;

@@ -581,6 +581,7 @@ fn set_up(args: &LoadgenArgs, venue: &Venue) -> anyhow::Result<(SymbolId, Vec<(i
         taker_fee: 1,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     };
     match admin_call(&mut admin, ClientMsg::AddSymbol { request: 1, spec })? {
         ServerMsg::AdminResult { result: Ok(()), .. }

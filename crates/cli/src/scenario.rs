@@ -12,7 +12,7 @@ use std::fmt;
 use rialto_core::{
     AmendOrder, Amended, Balance, BookSnapshot, Cancelled, Command, CurrencyTotals, Engine, Event,
     Level, Name, OrderExtras, OrderType, Phase, PlaceOrder, Reason, RestingOrder, Side, Stp,
-    SymbolId, SymbolSpec, Tif, Trade, UserReport,
+    SymbolId, SymbolKind, SymbolSpec, Tif, Trade, UserReport,
 };
 use serde_json::{Map, Value};
 
@@ -146,6 +146,7 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
             taker_fee: f.int("taker_fee")?,
             band_bps: f.opt_int("band_bps")?.unwrap_or(0),
             day_end: f.opt_int("day_end")?.unwrap_or(0),
+            kind: parse_symbol_kind(&f)?,
         })),
         "add_user" => Command::AddUser {
             user: f.int("user")?,
@@ -208,6 +209,15 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
         "suspend_user" => Command::SuspendUser {
             user: f.int("user")?,
         },
+        "set_mark_price" => Command::SetMarkPrice {
+            symbol: f.symbol(engine)?,
+            price: f.int("price")?,
+        },
+        "fund_insurance" => Command::FundInsurance {
+            currency: f.name("currency")?,
+            amount: f.int("amount")?,
+            tx: f.int("tx")?,
+        },
         "resume_user" => Command::ResumeUser {
             user: f.int("user")?,
         },
@@ -217,6 +227,24 @@ pub fn parse_command(engine: &Engine, map: &Map<String, Value>) -> Result<Comman
             Command::Tick
         }
         other => return Err(LineProblem::UnknownCommand(other.to_owned())),
+    })
+}
+
+/// `add_symbol`'s `type` and a future's margins and mark. Their kinds are checked whatever the
+/// type; a missing margin or mark of a future is 0, which the engine refuses
+/// (`invalid_symbol`), and an unknown type word is `None` (`invalid_symbol` too).
+fn parse_symbol_kind(f: &Fields<'_>) -> Result<Option<SymbolKind>, LineProblem> {
+    let initial_margin = f.opt_int("initial_margin")?;
+    let maintenance_margin = f.opt_int("maintenance_margin")?;
+    let mark_price = f.opt_int("mark_price")?;
+    Ok(match f.opt_str("type")?.unwrap_or("spot") {
+        "spot" => Some(SymbolKind::Spot),
+        "future" => Some(SymbolKind::Future {
+            initial_margin: initial_margin.unwrap_or(0),
+            maintenance_margin: maintenance_margin.unwrap_or(0),
+            mark_price: mark_price.unwrap_or(0),
+        }),
+        _ => None,
     })
 }
 
@@ -477,6 +505,16 @@ pub fn write_event(buf: &mut Vec<u8>, seq: u64, names: &SymbolNames, event: &Eve
             write_json_str(buf, p.phase.as_str());
             buf.extend_from_slice(b"}\n");
         }
+        Event::Liquidated(l) => {
+            head(buf, "liquidated", seq);
+            int_field(buf, "user", l.user);
+            buf.extend_from_slice(b",\"currency\":");
+            write_json_str(buf, l.currency.as_str());
+            int_field(buf, "equity", l.equity);
+            int_field(buf, "maintenance", l.maintenance);
+            int_field(buf, "shortfall", l.shortfall);
+            buf.extend_from_slice(b"}\n");
+        }
         Event::Book(b) => write_book(buf, seq, names, b),
         Event::UserReport(r) => write_user_report(buf, seq, r),
         Event::VenueReport(totals) => write_venue_report(buf, seq, totals),
@@ -602,6 +640,21 @@ fn write_user_report(buf: &mut Vec<u8>, seq: u64, r: &UserReport) {
         write_int(buf, o.remaining);
         buf.push(b']');
     }
+    buf.extend_from_slice(b"],");
+    key(buf, "positions");
+    buf.push(b'[');
+    for (i, p) in r.positions.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        buf.push(b'[');
+        write_json_str(buf, p.symbol.as_str());
+        buf.push(b',');
+        write_int(buf, p.lots);
+        buf.push(b',');
+        write_int(buf, p.cost);
+        buf.push(b']');
+    }
     buf.extend_from_slice(b"]}\n");
 }
 
@@ -622,6 +675,8 @@ fn write_venue_report(buf: &mut Vec<u8>, seq: u64, totals: &[CurrencyTotals]) {
         int_field(buf, "available", t.available);
         int_field(buf, "held", t.held);
         int_field(buf, "fees", t.fees);
+        int_field(buf, "insurance", t.insurance);
+        buf.extend_from_slice(format!(",\"position_cost\":{}", t.position_cost).as_bytes());
         buf.push(b'}');
     }
     buf.extend_from_slice(b"}}\n");
@@ -662,6 +717,20 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
             }
             if s.day_end != 0 {
                 int_field(buf, "day_end", s.day_end);
+            }
+            match s.kind {
+                Some(SymbolKind::Spot) => {}
+                Some(SymbolKind::Future {
+                    initial_margin,
+                    maintenance_margin,
+                    mark_price,
+                }) => {
+                    str_field(buf, "type", "future");
+                    int_field(buf, "initial_margin", initial_margin);
+                    int_field(buf, "maintenance_margin", maintenance_margin);
+                    int_field(buf, "mark_price", mark_price);
+                }
+                None => str_field(buf, "type", UNKNOWN_WORD),
             }
         }
         Command::AddUser { user } => {
@@ -790,6 +859,21 @@ pub fn write_command(buf: &mut Vec<u8>, engine: &Engine, cmd: &Command, ts: Opti
             cmd_head(buf, "resume_user");
             int_field(buf, "user", user);
         }
+        Command::SetMarkPrice { symbol, price } => {
+            cmd_head(buf, "set_mark_price");
+            symbol_field(buf, symbol);
+            int_field(buf, "price", price);
+        }
+        Command::FundInsurance {
+            currency,
+            amount,
+            tx,
+        } => {
+            cmd_head(buf, "fund_insurance");
+            str_field(buf, "currency", currency.as_str());
+            int_field(buf, "amount", amount);
+            int_field(buf, "tx", tx);
+        }
     }
     let ts = match (cmd, ts) {
         (Command::Tick, None) => Some(engine.now()),
@@ -868,12 +952,16 @@ fn write_symbol_states(buf: &mut Vec<u8>, engine: &Engine, symbols: &[(SymbolId,
         }
         write_json_str(buf, spec.symbol.as_str());
         let status = engine.symbol_status(*id).expect("a listed symbol");
-        buf.extend_from_slice(b":{\"type\":\"spot\",\"phase\":");
+        buf.extend_from_slice(if status.future {
+            b":{\"type\":\"future\",\"phase\":"
+        } else {
+            b":{\"type\":\"spot\",\"phase\":"
+        });
         write_json_str(buf, status.phase.as_str());
         int_field(buf, "last", status.last);
         int_field(buf, "ref", status.reference);
         int_field(buf, "band_bps", status.band_bps);
-        int_field(buf, "mark", 0);
+        int_field(buf, "mark", status.mark);
         buf.push(b'}');
     }
     buf.push(b'}');
@@ -932,15 +1020,33 @@ pub fn write_final(buf: &mut Vec<u8>, engine: &Engine) {
             .map(|o| [o.user, o.order, o.filled, o.shown, o.expire_ts]),
     );
     write_symbol_states(buf, engine, &symbols);
-    // Futures (positions and the insurance fund) are not offered yet: no position is ever
-    // open and every fund is empty.
-    buf.extend_from_slice(b",\"positions\":{},\"insurance\":{");
+    buf.extend_from_slice(b",\"positions\":{");
+    let positions = engine.positions();
+    for (i, chunk) in positions.chunk_by(|a, b| a.0 == b.0).enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        write_json_str(buf, &chunk[0].0.to_string());
+        buf.extend_from_slice(b":{");
+        let mut by_name: Vec<_> = chunk.to_vec();
+        by_name.sort_by(|a, b| a.1.as_str().cmp(b.1.as_str()));
+        for (j, (_, symbol, lots, cost)) in by_name.iter().enumerate() {
+            if j > 0 {
+                buf.push(b',');
+            }
+            write_json_str(buf, symbol.as_str());
+            buf.extend_from_slice(format!(":[{lots},{cost}]").as_bytes());
+        }
+        buf.push(b'}');
+    }
+    buf.extend_from_slice(b"},\"insurance\":{");
     for (i, t) in totals.iter().enumerate() {
         if i > 0 {
             buf.push(b',');
         }
         write_json_str(buf, t.currency.as_str());
-        buf.extend_from_slice(b":0");
+        buf.push(b':');
+        write_int(buf, t.insurance);
     }
     buf.extend_from_slice(b"},\"suspended\":[");
     for (i, user) in engine.suspended_users().iter().enumerate() {
@@ -1072,11 +1178,16 @@ mod tests {
                 filled: 0,
                 expire_ts: 0,
             }],
+            positions: vec![rialto_core::Position {
+                symbol: name("BTC-PERP"),
+                lots: -2,
+                cost: -2000,
+            }],
         };
         let names = SymbolNames::default();
         assert_eq!(
             line(|b| write_event(b, 3, &names, &Event::UserReport(&report))),
-            "{\"ev\":\"user_report\",\"seq\":3,\"user\":301,\"suspended\":false,\"balances\":{\"USD\":{\"available\":1,\"held\":2}},\"orders\":[[\"BTC-USD\",5001,\"buy\",15300,10]]}\n"
+            "{\"ev\":\"user_report\",\"seq\":3,\"user\":301,\"suspended\":false,\"balances\":{\"USD\":{\"available\":1,\"held\":2}},\"orders\":[[\"BTC-USD\",5001,\"buy\",15300,10]],\"positions\":[[\"BTC-PERP\",-2,-2000]]}\n"
         );
         let totals = [CurrencyTotals {
             currency: name("USD"),
@@ -1085,10 +1196,12 @@ mod tests {
             available: 5,
             held: 3,
             fees: 1,
+            insurance: 7,
+            position_cost: -4,
         }];
         assert_eq!(
             line(|b| write_event(b, 4, &names, &Event::VenueReport(&totals))),
-            "{\"ev\":\"venue_report\",\"seq\":4,\"currencies\":{\"USD\":{\"deposits\":10,\"withdrawals\":1,\"available\":5,\"held\":3,\"fees\":1}}}\n"
+            "{\"ev\":\"venue_report\",\"seq\":4,\"currencies\":{\"USD\":{\"deposits\":10,\"withdrawals\":1,\"available\":5,\"held\":3,\"fees\":1,\"insurance\":7,\"position_cost\":-4}}}\n"
         );
     }
 
@@ -1183,6 +1296,7 @@ mod tests {
             taker_fee: 0,
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         };
         let add = Command::AddSymbol(Box::new(spec));
         assert_eq!(engine.apply(1, 0, &add, &mut ()), Ok(()));
@@ -1285,11 +1399,27 @@ mod tests {
             taker_fee: 5,
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         };
         assert_eq!(
             parse_back(&engine, &Command::AddSymbol(Box::new(spec))),
             Command::AddSymbol(Box::new(spec))
         );
+        let future = SymbolSpec {
+            kind: Some(SymbolKind::Future {
+                initial_margin: 100,
+                maintenance_margin: 0,
+                mark_price: -3,
+            }),
+            ..spec
+        };
+        let unknown = SymbolSpec { kind: None, ..spec };
+        for spec in [future, unknown] {
+            assert_eq!(
+                parse_back(&engine, &Command::AddSymbol(Box::new(spec))),
+                Command::AddSymbol(Box::new(spec))
+            );
+        }
         let valid = SymbolSpec {
             maker_fee: 2,
             ..spec
@@ -1333,6 +1463,15 @@ mod tests {
                 ..limit
             }),
             Command::Cancel { user: 1, order: 2 },
+            Command::SetMarkPrice {
+                symbol: id,
+                price: -4,
+            },
+            Command::FundInsurance {
+                currency: name("USD"),
+                amount: -7,
+                tx: 3,
+            },
             Command::Move {
                 user: 1,
                 order: 2,

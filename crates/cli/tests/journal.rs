@@ -32,6 +32,7 @@ fn commands() -> Vec<Command> {
             taker_fee: 5,
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         })));
     }
     let mut tx = 0;

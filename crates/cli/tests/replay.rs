@@ -81,6 +81,22 @@ const MALFORMED: &[(&str, &str)] = &[
         "unknown cmd \"deposit\"",
     ),
     (
+        r#"{"cmd":"add_symbol","symbol":"F","base":"IDX","quote":"USD","base_scale":1,"quote_scale":1,"maker_fee":0,"taker_fee":0,"type":1}"#,
+        "field \"type\": expected a string, found a number",
+    ),
+    (
+        r#"{"cmd":"add_symbol","symbol":"F","base":"IDX","quote":"USD","base_scale":1,"quote_scale":1,"maker_fee":0,"taker_fee":0,"type":"future","initial_margin":"100","maintenance_margin":50,"mark_price":1000}"#,
+        "field \"initial_margin\": expected an integer, found a string",
+    ),
+    (
+        r#"{"cmd":"set_mark_price","symbol":"BTC-USD","price":1.5}"#,
+        "field \"price\": expected an integer",
+    ),
+    (
+        r#"{"cmd":"fund_insurance","currency":"USD","amount":5000}"#,
+        "missing field \"tx\"",
+    ),
+    (
         r#"{"cmd":7}"#,
         "field \"cmd\": expected a string, found a number",
     ),
@@ -386,4 +402,48 @@ fn an_overlong_line_is_malformed_and_skipped() {
     assert_eq!(run.code, Some(0));
     assert_eq!(run.stderr, "line 5: line longer than 65536 bytes\n");
     assert_eq!(run.stdout, replay(&scenario(""), &[]).stdout);
+}
+
+/// Futures fields that are missing or unknown words are rejections, not malformed lines.
+#[test]
+fn a_future_without_margins_or_of_an_unknown_type_is_invalid_symbol() {
+    let base = r#""symbol":"F","base":"IDX","quote":"USD","base_scale":1,"quote_scale":1,"maker_fee":0,"taker_fee":0"#;
+    let lines = [
+        format!(
+            r#"{{"cmd":"add_symbol",{base},"type":"future","initial_margin":100,"maintenance_margin":50}}"#
+        ),
+        format!(r#"{{"cmd":"add_symbol",{base},"type":"option"}}"#),
+        format!(
+            r#"{{"cmd":"add_symbol",{base},"type":"future","initial_margin":100,"maintenance_margin":50,"mark_price":1000}}"#
+        ),
+        r#"{"cmd":"set_mark_price","symbol":"BTC-USD","price":5}"#.to_string(),
+        r#"{"cmd":"set_mark_price","symbol":"NOPE","price":5}"#.to_string(),
+        r#"{"cmd":"set_mark_price","symbol":"F","price":0}"#.to_string(),
+        r#"{"cmd":"fund_insurance","currency":"USD","amount":-1,"tx":9}"#.to_string(),
+    ];
+    let run = replay(&format!("{SETUP}{}\n", lines.join("\n")), &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let results: Vec<&str> = run.stdout.lines().skip(4).take(7).collect();
+    let reasons = [
+        Some("invalid_symbol"),
+        Some("invalid_symbol"),
+        None,
+        Some("invalid_symbol"),
+        Some("unknown_symbol"),
+        Some("invalid_price"),
+        Some("insufficient_funds"),
+    ];
+    for (i, (line, reason)) in results.iter().zip(reasons).enumerate() {
+        let expected = match reason {
+            Some(r) => format!(
+                r#"{{"ev":"result","seq":{},"status":"rejected","reason":"{r}"}}"#,
+                i + 5
+            ),
+            None => format!(r#"{{"ev":"result","seq":{},"status":"ok"}}"#, i + 5),
+        };
+        assert_eq!(*line, expected);
+    }
+    assert!(run.stdout.contains(
+        r#""F":{"type":"future","phase":"continuous","last":0,"ref":0,"band_bps":0,"mark":1000}"#
+    ));
 }

@@ -36,6 +36,11 @@ pub(crate) struct Account {
     /// Suspended by the operator (docs/rules.md, "User suspension"): no new orders, no
     /// withdrawals. In the line's spare byte.
     pub suspended: bool,
+    /// May have futures exposure (a position or a futures order, now or before): spot holds
+    /// and withdrawals then take the margin check (docs/rules.md, "Futures"). Never cleared;
+    /// when the user has no exposure the check passes whenever the funds check does. In the
+    /// line's other spare byte.
+    pub futures: bool,
     /// The currency of each inline balance, [`FREE_SLOT`] when unused. Slots fill in order and
     /// are never given back, so only an account whose last slot is taken can have balances in
     /// the overflow map.
@@ -51,6 +56,7 @@ impl Account {
             orders_head: NIL,
             open_orders: 0,
             suspended: false,
+            futures: false,
             currencies: [FREE_SLOT; INLINE_BALANCES],
             amounts: [Amounts::default(); INLINE_BALANCES],
         }

@@ -1056,6 +1056,7 @@ mod tests {
             taker_fee: 0,
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         };
         e.apply(0, 0, &Command::AddSymbol(Box::new(spec)), &mut ())
             .unwrap();

@@ -92,6 +92,18 @@ pub enum Command {
     ResumeUser {
         user: UserId,
     },
+    /// Sets a future's mark price (docs/rules.md, "Futures"). An operator command.
+    SetMarkPrice {
+        symbol: SymbolId,
+        price: i64,
+    },
+    /// Adds to (amount > 0) or takes from (< 0) a currency's insurance fund (docs/rules.md,
+    /// "Futures"); `tx` shares the id space of [`Command::AdjustBalance`]. An operator command.
+    FundInsurance {
+        currency: Name,
+        amount: i64,
+        tx: i64,
+    },
 }
 
 // Keeps the size the module's doc promises: a larger variant would grow every command.
@@ -207,6 +219,41 @@ pub struct SymbolSpec {
     pub band_bps: i64,
     /// When DAY orders expire: ns after midnight UTC, in [0, 86,400 s).
     pub day_end: i64,
+    /// Spot or a future with its margins; `None` for a type word the gateway did not know
+    /// (`invalid_symbol`).
+    pub kind: Option<SymbolKind>,
+}
+
+impl SymbolSpec {
+    /// The kind of a spot symbol, for spec literals.
+    pub const SPOT: Option<SymbolKind> = Some(SymbolKind::Spot);
+}
+
+/// What a symbol trades (docs/rules.md, "Futures").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SymbolKind {
+    /// Base against quote: both currencies move.
+    Spot,
+    /// A linear future settled in its quote: positions, margin and a mark price; nothing of
+    /// `base` moves.
+    Future {
+        /// Quote minor units per lot of exposure (orders and positions).
+        initial_margin: i64,
+        /// Quote minor units per lot of position.
+        maintenance_margin: i64,
+        /// The mark price, ticks.
+        mark_price: i64,
+    },
+}
+
+impl SymbolKind {
+    /// The scenario word: `spot` or `future`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SymbolKind::Spot => "spot",
+            SymbolKind::Future { .. } => "future",
+        }
+    }
 }
 
 /// The optional fields of an order beyond a plain limit or market order: the stop price of a

@@ -16,10 +16,13 @@ use rialto_prefetch::{prefetch, prefetch_first_line, prefetch_index};
 use crate::account::{Accounts, MAX_CURRENCIES};
 use crate::book::{BookSide, Levels, NIL, NodeKind, OrderNode, Orders, level_price};
 
+mod futures;
 mod iceberg;
 mod stops;
 
-use crate::command::{AmendOrder, Command, PlaceOrder, SymbolSpec};
+pub(crate) use futures::{FUTURE_BASE, FutureBook, Futures, is_future};
+
+use crate::command::{AmendOrder, Command, PlaceOrder, SymbolKind, SymbolSpec};
 use crate::event::{
     Amended, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink, Level, LiveOrder,
     OpenOrder, Trade, UserReport,
@@ -192,6 +195,8 @@ pub(crate) struct SymbolState {
     /// that traded (a walk's prices are monotonic, so its ends decide what it triggers). Only
     /// kept while the symbol has pending stops.
     pub unexamined: Vec<(i64, i64)>,
+    /// A future's margins, mark and liquidation index; `None` for a spot symbol.
+    pub future: Option<Box<FutureBook>>,
 }
 
 const _: () = assert!(std::mem::offset_of!(SymbolState, bids) == 64);
@@ -235,6 +240,7 @@ impl SymbolState {
                 Vec::with_capacity(config.expected_stops_per_side),
             ],
             unexamined: Vec::with_capacity(8),
+            future: None,
         }
     }
 
@@ -372,6 +378,8 @@ pub(crate) struct CurrencyState {
     pub deposits: i64,
     pub withdrawals: i64,
     pub fees: i64,
+    /// The insurance fund (docs/rules.md, "Futures"); may be negative (the venue's loss).
+    pub insurance: i64,
 }
 
 /// What an incoming order (a new order, or a moved one) brings to the matching loop.
@@ -392,6 +400,8 @@ struct Taker {
     display: i64,
     /// When what rests expires, and whether because it is a DAY order.
     terms: OrderTerms,
+    /// A liquidation's close (order id 0, not the user's: its id is never remembered).
+    liquidation: bool,
 }
 
 /// What a live order keeps beside its node (see [`Engine::order_info`]): when it expires
@@ -505,6 +515,9 @@ pub struct Engine {
     /// Reused by mass cancel to put a user's orders in canonical order: (symbol name, order id,
     /// node).
     scratch_mass_cancel: Vec<(Name, OrderId, u32)>,
+    /// Positions, the liquidation index and the work of liquidation passes
+    /// (crates/core/src/engine/futures.rs).
+    pub(crate) fut: Futures,
     /// The order each command ahead names, as the second prefetch step found it, at its
     /// sequence number modulo [`FOUND_AHEAD`]: the later steps check that order's key (cached
     /// by then) instead of hashing and probing the id index again. A hint for prefetching
@@ -632,6 +645,7 @@ impl Engine {
             scratch_asks: Vec::new(),
             scratch_mass_cancel: Vec::new(),
             found_ahead: std::array::from_fn(|_| Cell::new(NIL)),
+            fut: Futures::default(),
         }
     }
 
@@ -663,11 +677,32 @@ impl Engine {
             self.expire_due(sink);
         }
         let result = self.apply_command(cmd, sink);
-        // Knock-on work (docs/rules.md, "One command"): the stops its trades triggered.
+        // Knock-on work (docs/rules.md, "One command"): the stops its trades triggered, and
+        // the liquidation passes of currencies whose futures traded or marks moved, until
+        // neither finds anything.
         if !self.stop_dirty.is_empty() {
             self.run_stop_cascades(sink);
         }
+        if !self.fut.dirty.is_empty() || !self.fut.stale.is_empty() {
+            self.knock_on_futures(sink);
+        }
         result
+    }
+
+    /// The rest of step 3 once futures are involved: passes and cascades in turn.
+    #[cold]
+    #[inline(never)]
+    fn knock_on_futures(&mut self, sink: &mut impl EventSink) {
+        while !self.fut.dirty.is_empty() {
+            self.run_liquidation_passes(sink);
+            if !self.stop_dirty.is_empty() {
+                self.run_stop_cascades(sink);
+            }
+        }
+        if !self.fut.stale.is_empty() {
+            self.refresh_stale_keys();
+        }
+        self.fut.liquidated.clear();
     }
 
     /// The command itself: checked and applied, or rejected.
@@ -704,6 +739,12 @@ impl Engine {
             Command::SetBand { symbol, band_bps } => self.set_band(symbol, band_bps),
             Command::SetRefPrice { symbol, price } => self.set_ref_price(symbol, price),
             Command::SuspendUser { user } => self.suspend_user(user, sink),
+            Command::SetMarkPrice { symbol, price } => self.set_mark_price(symbol, price),
+            Command::FundInsurance {
+                currency,
+                amount,
+                tx,
+            } => self.fund_insurance(currency, amount, tx),
             Command::ResumeUser { user } => {
                 let account = self.account_of(user).ok_or(Reason::UnknownUser)?;
                 self.accounts.get_mut(account).suspended = false;
@@ -728,7 +769,36 @@ impl Engine {
         {
             return Err(Reason::InvalidSymbol);
         }
-        let new_currencies = [spec.base, spec.quote]
+        let future = match spec.kind {
+            None => return Err(Reason::InvalidSymbol),
+            Some(SymbolKind::Spot) => None,
+            Some(SymbolKind::Future {
+                initial_margin,
+                maintenance_margin,
+                mark_price,
+            }) => {
+                if !(0 < maintenance_margin && maintenance_margin <= initial_margin)
+                    || mark_price <= 0
+                {
+                    return Err(Reason::InvalidSymbol);
+                }
+                Some(Box::new(FutureBook {
+                    initial_margin,
+                    maintenance_margin,
+                    mark: mark_price,
+                    open_interest: 0,
+                    longs: Default::default(),
+                    shorts: Default::default(),
+                }))
+            }
+        };
+        // A future's base names its underlying and registers no currency.
+        let registered: &[Name] = if future.is_some() {
+            &[spec.quote]
+        } else {
+            &[spec.base, spec.quote]
+        };
+        let new_currencies = registered
             .iter()
             .filter(|name| !self.currency_ids.contains_key(name))
             .count();
@@ -737,12 +807,21 @@ impl Engine {
         {
             return Err(Reason::LimitExceeded);
         }
-        let base = self.currency_id_or_register(spec.base);
+        let base = if future.is_some() {
+            FUTURE_BASE
+        } else {
+            self.currency_id_or_register(spec.base)
+        };
         let quote = self.currency_id_or_register(spec.quote);
         let id = SymbolId(self.symbols.len() as u32);
-        self.symbols
-            .push(SymbolState::new(*spec, base, quote, &self.config));
+        let is_future = future.is_some();
+        let mut state = SymbolState::new(*spec, base, quote, &self.config);
+        state.future = future;
+        self.symbols.push(state);
         self.symbol_ids.insert(spec.symbol, id);
+        if is_future {
+            self.list_future(id.0, quote);
+        }
         Ok(())
     }
 
@@ -756,6 +835,7 @@ impl Engine {
             deposits: 0,
             withdrawals: 0,
             fees: 0,
+            insurance: 0,
         });
         self.currency_ids.insert(name, id);
         id
@@ -838,8 +918,15 @@ impl Engine {
                 return Err(Reason::InsufficientFunds);
             }
             let currency = known.expect("a positive available balance implies a known currency");
+            let exposed = self.accounts.get(account).futures;
+            if exposed {
+                self.check_margin_after_spending(account, currency, withdrawal)?;
+            }
             self.accounts.balance_mut(account, currency).available -= withdrawal;
             self.currencies[currency.0 as usize].withdrawals += withdrawal;
+            if exposed {
+                self.note_stale_margin(account, currency);
+            }
         } else {
             let deposits = known.map_or(0, |c| self.currencies[c.0 as usize].deposits);
             if deposits.checked_add(amount).is_none() || available.checked_add(amount).is_none() {
@@ -911,7 +998,15 @@ impl Engine {
         if is_stop && !stop_prices_valid(cmd, side) {
             return Err(Reason::InvalidPrice);
         }
-        if side == Side::Sell && limit.is_some_and(|price| sell_price_below_fee(price, &terms)) {
+        let future = is_future(&terms);
+        if future {
+            // Every futures order has a price: a market or stop order its protection price.
+            if limit.is_none() {
+                return Err(Reason::InvalidPrice);
+            }
+        } else if side == Side::Sell
+            && limit.is_some_and(|price| sell_price_below_fee(price, &terms))
+        {
             return Err(Reason::InvalidPrice);
         }
         if self.find_order(cmd.user, cmd.order).is_some()
@@ -943,24 +1038,46 @@ impl Engine {
             Tif::Gtc | Tif::Ioc | Tif::Fok => 0,
             Tif::Gtd | Tif::Day => self.expiry_of(cmd, tif)?,
         };
-        let hold = match (side, limit) {
-            (Side::Buy, Some(price)) => buy_hold(cmd.qty, price, &terms).ok_or(Reason::Overflow)?,
-            (Side::Buy, None) => 0, // an unpriced market buy pays as it goes, within its funds
-            (Side::Sell, _) => cmd
-                .qty
-                .checked_mul(terms.base_scale)
-                .ok_or(Reason::Overflow)?,
-        };
-        let held_currency = if side == Side::Buy {
-            sym.terms.quote
+        let (hold, held_currency) = if future {
+            // A futures order holds nothing: margin covers it.
+            let price = limit.expect("checked above");
+            self.check_future_order(account, symbol, side, price, cmd.qty, NIL)?;
+            (0, terms.quote)
         } else {
-            sym.terms.base
+            let hold = match (side, limit) {
+                (Side::Buy, Some(price)) => {
+                    buy_hold(cmd.qty, price, &terms).ok_or(Reason::Overflow)?
+                }
+                (Side::Buy, None) => 0, // an unpriced market buy pays as it goes, within its funds
+                (Side::Sell, _) => cmd
+                    .qty
+                    .checked_mul(terms.base_scale)
+                    .ok_or(Reason::Overflow)?,
+            };
+            let held_currency = if side == Side::Buy {
+                terms.quote
+            } else {
+                terms.base
+            };
+            let a = self.accounts.get(account);
+            let exposed = a.futures;
+            if hold > self.accounts.balance(account, held_currency).available {
+                return Err(Reason::InsufficientFunds);
+            }
+            if exposed {
+                self.check_margin_after_spending(account, held_currency, hold)?;
+            }
+            (hold, held_currency)
         };
-        if hold > self.accounts.balance(account, held_currency).available {
-            return Err(Reason::InsufficientFunds);
-        }
         if (rests || is_stop) && !self.has_room_for_order(account) {
             return Err(Reason::LimitExceeded);
+        }
+        if future {
+            self.accounts.get_mut(account).futures = true;
+        } else if self.accounts.get(account).futures {
+            // Its spot spending may lower `available` in a futures currency.
+            self.note_stale_margin(account, terms.quote);
+            self.note_stale_margin(account, terms.base);
         }
         if is_stop {
             let balance = self.accounts.balance_mut(account, held_currency);
@@ -1001,6 +1118,7 @@ impl Engine {
             leftover,
             terms: OrderTerms { expire_ts, tif },
             display: cmd.display_qty().unwrap_or(0),
+            liquidation: false,
         };
         if tif == Tif::Fok && !self.fok_fillable(symbol, &taker) {
             sink.on_event(&Event::Cancelled(Cancelled {
@@ -1101,8 +1219,13 @@ impl Engine {
     }
 
     /// For an unpriced market buy, what it may spend: its available quote balance.
+    /// A future's liquidation close (the only unpriced futures order) has no budget; a user
+    /// with futures exposure spends at most what its margin leaves (docs/rules.md, "Futures").
     fn market_buy_budget(&self, sym: &SymbolState, taker: &Taker) -> Option<i64> {
-        (taker.side == Side::Buy && taker.limit.is_none()).then(|| {
+        (taker.side == Side::Buy && taker.limit.is_none() && !is_future(&sym.terms)).then(|| {
+            if self.accounts.get(taker.account).futures {
+                return self.spendable_under_margin(taker.account, sym.terms.quote);
+            }
             self.accounts
                 .balance(taker.account, sym.terms.quote)
                 .available
@@ -1123,7 +1246,8 @@ impl Engine {
         crosses(taker.side, taker.limit, price)
             && !(taker.side == Side::Sell
                 && taker.limit.is_none()
-                && sell_price_below_fee(price, terms))
+                && sell_price_below_fee(price, terms)
+                && !is_future(terms))
     }
 
     /// Matches a taker against the book, then rests or cancels its rest and settles its balances.
@@ -1186,8 +1310,10 @@ impl Engine {
         }
 
         // Settle the taker in one step: what it paid or received, and a hold for what rests.
+        // (A future's taker was settled fill by fill and holds nothing.)
         let (accounts, account) = (&mut self.accounts, taker.account);
         match taker.side {
+            _ if is_future(&terms) => {}
             Side::Buy => {
                 let rest_hold = match taker.limit {
                     Some(price) if rest_qty > 0 => {
@@ -1218,6 +1344,7 @@ impl Engine {
             }
             (Some(idx), false) => self.forget_order(idx),
             (None, true) => self.rest_new(symbol, taker, rest_qty, taker.qty),
+            (None, false) if taker.liquidation => {}
             (None, false) => self.order_ended(taker.user, taker.order),
         }
     }
@@ -1281,10 +1408,17 @@ impl Engine {
             }
             fills.filled += qty;
             fills.last_price = maker.price;
-            let notional = maker.price * qty * terms.quote_scale;
+            // Bounded by the taker's hold on a spot symbol; a future's taker (whose fills are
+            // settled one by one) does not use it, and a liquidation close is not bounded by a
+            // hold: wrapping, never a panic.
+            let notional = maker
+                .price
+                .wrapping_mul(qty)
+                .wrapping_mul(terms.quote_scale);
+            let fee = qty.wrapping_mul(terms.taker_fee);
             match taker.side {
-                Side::Buy => fills.quote += notional + qty * terms.taker_fee,
-                Side::Sell => fills.quote += notional - qty * terms.taker_fee,
+                Side::Buy => fills.quote = fills.quote.wrapping_add(notional.wrapping_add(fee)),
+                Side::Sell => fills.quote = fills.quote.wrapping_add(notional.wrapping_sub(fee)),
             }
         }
         fills
@@ -1305,12 +1439,21 @@ impl Engine {
         let (base, quote) = (terms.base, terms.quote);
         let maker = *self.orders.get(maker_idx);
         let price = maker.price;
-        // Every product here is bounded by a hold that was computed with checked arithmetic.
-        let notional = price * qty * terms.quote_scale;
         let maker_fee = qty * terms.maker_fee;
         let taker_fee = qty * terms.taker_fee;
+        if is_future(&terms) {
+            let (buyer, seller, buyer_fee, seller_fee) = match maker.side {
+                Side::Buy => (maker.account, taker.account, maker_fee, taker_fee),
+                Side::Sell => (taker.account, maker.account, taker_fee, maker_fee),
+            };
+            self.settle_future_fill(symbol, buyer, seller, price, qty, buyer_fee, seller_fee);
+        }
+        // Every product here is bounded by a hold that was computed with checked arithmetic on
+        // a spot symbol; a future does not use it (a liquidation close is bounded by no hold).
+        let notional = price.wrapping_mul(qty).wrapping_mul(terms.quote_scale);
         let (accounts, account) = (&mut self.accounts, maker.account);
         match maker.side {
+            _ if is_future(&terms) => {}
             Side::Buy => {
                 let q = accounts.balance_mut(account, quote);
                 q.held -= notional + taker_fee;
@@ -1554,6 +1697,7 @@ impl Engine {
     ) -> Option<(CurrencyId, i64)> {
         let sym = &self.symbols[symbol];
         match side {
+            _ if is_future(&sym.terms) => Some((sym.terms.quote, 0)),
             Side::Buy => Some((sym.terms.quote, buy_hold(remaining, price, &sym.terms)?)),
             Side::Sell if sell_price_below_fee(price, &sym.terms) => None,
             Side::Sell => Some((sym.terms.base, remaining.checked_mul(sym.terms.base_scale)?)),
@@ -1588,6 +1732,7 @@ impl Engine {
             leftover: None,
             terms,
             display: 0,
+            liquidation: false,
         };
         self.rest_new(symbol, &taker, remaining, filled + remaining);
     }
@@ -1641,6 +1786,7 @@ impl Engine {
     fn resting_hold(&self, node: &OrderNode, qty: i64) -> (CurrencyId, i64) {
         let sym = &self.symbols[node.symbol as usize];
         match node.side {
+            _ if is_future(&sym.terms) => (sym.terms.quote, 0),
             Side::Buy => (
                 sym.terms.quote,
                 buy_hold(qty, node.price, &sym.terms).expect("held at entry"),
@@ -1871,7 +2017,8 @@ impl Engine {
     #[inline]
     fn move_price_valid(&self, node: &OrderNode, price: i64) -> bool {
         let terms = &self.symbols[node.symbol as usize].terms;
-        price > 0 && !(node.side == Side::Sell && sell_price_below_fee(price, terms))
+        price > 0
+            && !(node.side == Side::Sell && sell_price_below_fee(price, terms) && !is_future(terms))
     }
 
     /// `move` of a pending stop or an iceberg, or in a symbol with a phase other than
@@ -1924,17 +2071,25 @@ impl Engine {
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
-        if node.side == Side::Buy {
+        if is_future(&terms) {
+            self.check_future_order(node.account, symbol, node.side, price, node.remaining, idx)?;
+        } else if node.side == Side::Buy {
             // What the buy must add to its hold (negative when it frees some); both holds fit
             // in i64 and are >= 0, so the difference fits too.
             let new_hold = buy_hold(node.remaining, price, &terms).ok_or(Reason::Overflow)?;
             let old_hold = buy_hold(node.remaining, node.price, &terms).expect("held at entry");
             let added_hold = new_hold - old_hold;
             // The balance exists: it holds this order's funds.
+            let exposed = self.accounts.get(node.account).futures;
             let balance = self.accounts.balance_mut(node.account, terms.quote);
             if added_hold > balance.available {
                 return Err(Reason::InsufficientFunds);
             }
+            if exposed && added_hold > 0 {
+                self.check_margin_after_spending(node.account, terms.quote, added_hold)?;
+                self.note_stale_margin(node.account, terms.quote);
+            }
+            let balance = self.accounts.balance_mut(node.account, terms.quote);
             if !crosses {
                 // Nothing can refuse the move now: the hold follows the new price.
                 balance.available -= added_hold;
@@ -1960,6 +2115,7 @@ impl Engine {
             leftover: None,
             terms: self.order_info[idx as usize].terms,
             display: 0,
+            liquidation: false,
         };
         self.execute(symbol, &taker, Some(idx), sink);
         Ok(())
@@ -1994,7 +2150,10 @@ impl Engine {
         let symbol = node.symbol as usize;
         let terms = self.symbols[symbol].terms;
         if let Some(price) = amend.price()
-            && (price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)))
+            && (price <= 0
+                || (node.side == Side::Sell
+                    && sell_price_below_fee(price, &terms)
+                    && !is_future(&terms)))
         {
             return Err(Reason::InvalidPrice);
         }
@@ -2024,17 +2183,27 @@ impl Engine {
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
-        let (currency, old_hold) = self.resting_hold(&node, old_remaining);
-        let new_hold = match node.side {
-            Side::Buy => buy_hold(remaining, price, &terms),
-            Side::Sell => remaining.checked_mul(terms.base_scale),
-        }
-        .ok_or(Reason::Overflow)?;
-        // Both holds fit in i64 and are >= 0, so their difference does too.
-        let added_hold = new_hold - old_hold;
-        if added_hold > self.accounts.balance(node.account, currency).available {
-            return Err(Reason::InsufficientFunds);
-        }
+        let (currency, added_hold) = if is_future(&terms) {
+            self.check_future_order(node.account, symbol, node.side, price, remaining, idx)?;
+            (terms.quote, 0)
+        } else {
+            let (currency, old_hold) = self.resting_hold(&node, old_remaining);
+            let new_hold = match node.side {
+                Side::Buy => buy_hold(remaining, price, &terms),
+                Side::Sell => remaining.checked_mul(terms.base_scale),
+            }
+            .ok_or(Reason::Overflow)?;
+            // Both holds fit in i64 and are >= 0, so their difference does too.
+            let added_hold = new_hold - old_hold;
+            if added_hold > self.accounts.balance(node.account, currency).available {
+                return Err(Reason::InsufficientFunds);
+            }
+            if added_hold > 0 && self.accounts.get(node.account).futures {
+                self.check_margin_after_spending(node.account, currency, added_hold)?;
+                self.note_stale_margin(node.account, currency);
+            }
+            (currency, added_hold)
+        };
 
         self.order_info[idx as usize].total = total;
         sink.on_event(&Event::Amended(Amended {
@@ -2072,6 +2241,7 @@ impl Engine {
                 leftover: None,
                 terms: self.order_info[idx as usize].terms,
                 display,
+                liquidation: false,
             };
             self.execute(symbol, &taker, Some(idx), sink);
             return Ok(());
@@ -2487,6 +2657,7 @@ impl Engine {
             suspended: account.suspended,
             balances,
             orders,
+            positions: self.positions_of(account_idx),
         })
     }
 
@@ -2502,12 +2673,17 @@ impl Engine {
                 available: 0,
                 held: 0,
                 fees: c.fees,
+                insurance: c.insurance,
+                position_cost: 0,
             })
             .collect();
         for (_, currency, b) in self.accounts.all_balances() {
             let t = &mut totals[currency.0 as usize];
             t.available += b.available;
             t.held += b.held;
+        }
+        for (&(_, s), p) in &self.fut.positions {
+            totals[self.symbols[s as usize].terms.quote.0 as usize].position_cost += p.cost as i128;
         }
         totals.sort_by_key(|t| t.currency);
         totals
@@ -2672,6 +2848,7 @@ mod tests {
                 taker_fee: 1900,
                 band_bps: 0,
                 day_end: 0,
+                kind: SymbolSpec::SPOT,
             })),
             Command::AddUser { user: 301 },
             Command::AddUser { user: 302 },

@@ -70,6 +70,27 @@ pub struct AuctionResult {
     pub imbalance: i64,
 }
 
+/// A user's margin in one currency fell below maintenance and its futures positions there were
+/// closed (docs/rules.md, "Futures"). Follows the liquidation's cancellations and trades.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Liquidated {
+    pub user: UserId,
+    pub currency: Name,
+    /// Equity and maintenance margin in `currency` before the liquidation (saturated to i64).
+    pub equity: i64,
+    pub maintenance: i64,
+    /// What the insurance fund paid (0 if nothing).
+    pub shortfall: i64,
+}
+
+/// A user's position in a future: signed lots (long > 0) and signed cost (quote minor units).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Position {
+    pub symbol: Name,
+    pub lots: i64,
+    pub cost: i64,
+}
+
 /// A symbol's trading phase changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PhaseChanged {
@@ -85,6 +106,9 @@ pub struct SymbolStatus {
     pub last: i64,
     pub reference: i64,
     pub band_bps: i64,
+    /// Whether it is a future, and its mark price (0 for a spot symbol).
+    pub future: bool,
+    pub mark: i64,
 }
 
 /// A stop order waiting for its trigger, as the final state lists it.
@@ -160,9 +184,12 @@ pub struct UserReport {
     pub suspended: bool,
     pub balances: Vec<(Name, Balance)>,
     pub orders: Vec<OpenOrder>,
+    /// Open futures positions, by symbol name.
+    pub positions: Vec<Position>,
 }
 
-/// Venue totals for one currency. Conservation: `available + held + fees = deposits - withdrawals`.
+/// Venue totals for one currency. Conservation: `available + held + fees + insurance -
+/// position_cost = deposits - withdrawals`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CurrencyTotals {
     pub currency: Name,
@@ -171,6 +198,11 @@ pub struct CurrencyTotals {
     pub available: i64,
     pub held: i64,
     pub fees: i64,
+    /// The insurance fund (docs/rules.md, "Futures").
+    pub insurance: i64,
+    /// The summed cost of all positions in futures quoted in this currency (i128: a sum of
+    /// i64 costs).
+    pub position_cost: i128,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,6 +213,7 @@ pub enum Event<'a> {
     Triggered(Triggered),
     Auction(AuctionResult),
     Phase(PhaseChanged),
+    Liquidated(Liquidated),
     Book(BookSnapshot<'a>),
     UserReport(&'a UserReport),
     VenueReport(&'a [CurrencyTotals]),
@@ -206,6 +239,7 @@ pub enum OwnedEvent {
     Triggered(Triggered),
     Auction(AuctionResult),
     Phase(PhaseChanged),
+    Liquidated(Liquidated),
     Book {
         symbol: SymbolId,
         bids: Vec<Level>,
@@ -224,6 +258,7 @@ impl From<&Event<'_>> for OwnedEvent {
             Event::Triggered(t) => OwnedEvent::Triggered(t),
             Event::Auction(a) => OwnedEvent::Auction(a),
             Event::Phase(p) => OwnedEvent::Phase(p),
+            Event::Liquidated(l) => OwnedEvent::Liquidated(l),
             Event::Book(b) => OwnedEvent::Book {
                 symbol: b.symbol,
                 bids: b.bids.to_vec(),

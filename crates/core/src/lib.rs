@@ -18,15 +18,15 @@ mod index;
 mod phases;
 mod snapshot;
 
-pub use command::{AmendOrder, Command, OrderExtras, PlaceOrder, SymbolSpec};
+pub use command::{AmendOrder, Command, OrderExtras, PlaceOrder, SymbolKind, SymbolSpec};
 pub use engine::{
     Engine, EngineConfig, MAX_ICEBERG_SLICES, NS_PER_DAY, PREFETCH_DISTANCES, PREFETCH_LOOKAHEAD,
     PREFETCH_PAYS_BYTES, Prefetch, RestingOrder,
 };
 pub use event::{
     Amended, AuctionResult, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink,
-    Level, LiveOrder, OpenOrder, OwnedEvent, PendingStop, PhaseChanged, SymbolStatus, Trade,
-    Triggered, UserReport,
+    Level, Liquidated, LiveOrder, OpenOrder, OwnedEvent, PendingStop, PhaseChanged, Position,
+    SymbolStatus, Trade, Triggered, UserReport,
 };
 pub use snapshot::SnapshotError;
 pub use types::{

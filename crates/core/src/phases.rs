@@ -345,6 +345,8 @@ impl Engine {
             last: sym.last_trade,
             reference: sym.reference,
             band_bps: sym.spec.band_bps,
+            future: sym.future.is_some(),
+            mark: sym.future.as_deref().map_or(0, |f| f.mark),
         })
     }
 
@@ -452,18 +454,12 @@ impl Engine {
     ) {
         let terms = self.symbols[s].terms;
         let (bid, ask) = (*self.orders.get(bid_idx), *self.orders.get(ask_idx));
-        // Every product is bounded by the buy's hold, computed with checked arithmetic.
-        let held = qty * (bid.price * terms.quote_scale + terms.taker_fee);
-        let notional = price * qty * terms.quote_scale;
         let fee = qty * terms.maker_fee;
-        let buyer = self.accounts.balance_mut(bid.account, terms.quote);
-        buyer.held -= held;
-        buyer.available += held - notional - fee;
-        self.accounts.balance_mut(bid.account, terms.base).available += qty * terms.base_scale;
-        self.accounts.balance_mut(ask.account, terms.base).held -= qty * terms.base_scale;
-        self.accounts
-            .balance_mut(ask.account, terms.quote)
-            .available += notional - fee;
+        if crate::engine::is_future(&terms) {
+            self.settle_future_fill(s, bid.account, ask.account, price, qty, fee, fee);
+        } else {
+            self.settle_spot_uncross(s, &bid, &ask, price, qty, fee);
+        }
         self.currencies[terms.quote.0 as usize].fees += 2 * fee;
         self.symbols[s].traded_at(price);
         sink.on_event(&Event::Trade(Trade {
@@ -480,6 +476,31 @@ impl Engine {
         }));
         self.take_from_front(s, bid_idx, qty);
         self.take_from_front(s, ask_idx, qty);
+    }
+
+    /// The balances of a spot uncross trade: the buy's hold for those lots (at its own price,
+    /// with the taker fee) is released and it pays from it.
+    fn settle_spot_uncross(
+        &mut self,
+        s: usize,
+        bid: &crate::book::OrderNode,
+        ask: &crate::book::OrderNode,
+        price: i64,
+        qty: i64,
+        fee: i64,
+    ) {
+        let terms = self.symbols[s].terms;
+        // Every product is bounded by the buy's hold, computed with checked arithmetic.
+        let held = qty * (bid.price * terms.quote_scale + terms.taker_fee);
+        let notional = price * qty * terms.quote_scale;
+        let buyer = self.accounts.balance_mut(bid.account, terms.quote);
+        buyer.held -= held;
+        buyer.available += held - notional - fee;
+        self.accounts.balance_mut(bid.account, terms.base).available += qty * terms.base_scale;
+        self.accounts.balance_mut(ask.account, terms.base).held -= qty * terms.base_scale;
+        self.accounts
+            .balance_mut(ask.account, terms.quote)
+            .available += notional - fee;
     }
 }
 

@@ -16,8 +16,10 @@ use crate::engine::{Engine, EngineConfig, OrderTerms};
 use crate::types::{CurrencyId, Name, Side, Stp, Tif};
 
 const MAGIC: &[u8; 8] = b"RIALTOSS";
-/// 2 added the part-2 state (docs/snapshot-format.md, "Versions").
-const VERSION: u32 = 3;
+/// 2 added the part-2 state, 4 futures (docs/snapshot-format.md, "Versions").
+const VERSION: u32 = 4;
+/// The oldest version still decoded: 3 is 4 without futures (a venue with none).
+const OLDEST_VERSION: u32 = 3;
 /// magic + version + last_seq + body length.
 const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 
@@ -160,6 +162,7 @@ impl Engine {
             w.i64(c.deposits);
             w.i64(c.withdrawals);
             w.i64(c.fees);
+            w.i64(c.insurance);
         }
         w.u64(self.symbols.len() as u64);
         for s in &self.symbols {
@@ -172,6 +175,15 @@ impl Engine {
             w.i64(s.spec.taker_fee);
             w.i64(s.spec.band_bps);
             w.i64(s.spec.day_end);
+            match s.future.as_deref() {
+                None => w.u8(0),
+                Some(f) => {
+                    w.u8(1);
+                    w.i64(f.initial_margin);
+                    w.i64(f.maintenance_margin);
+                    w.i64(f.mark);
+                }
+            }
             w.i64(s.last_trade);
             w.i64(s.reference);
         }
@@ -192,6 +204,21 @@ impl Engine {
                 w.i64(b.available);
                 w.i64(b.held);
             }
+        }
+        // Positions (docs/snapshot-format.md, section 2b): by user id, then symbol id.
+        let mut positions: Vec<(i64, u32, i64, i64)> = self
+            .fut
+            .positions
+            .iter()
+            .map(|(&(account, s), p)| (self.accounts.user(account), s, p.lots, p.cost))
+            .collect();
+        positions.sort_unstable();
+        w.u64(positions.len() as u64);
+        for (user, symbol, lots, cost) in positions {
+            w.i64(user);
+            w.u32(symbol);
+            w.i64(lots);
+            w.i64(cost);
         }
         w.i64(self.order_id_window);
         let mut recent: Vec<(i64, i64, i64)> = self.recent_ids.iter().copied().collect();
@@ -297,7 +324,7 @@ impl Engine {
             return err("not a Rialto snapshot (bad magic)");
         }
         let version = r.u32("version")?;
-        if version < VERSION {
+        if version < OLDEST_VERSION {
             // Versions 1 and 2 lack part of the rulebook's state (the venue clock, phases, bands,
             // stops...): guessing it would give this replica a state no other has. The journal
             // has what is missing.
@@ -306,7 +333,7 @@ impl Engine {
                  journal instead"
             ));
         }
-        if version != VERSION {
+        if version > VERSION {
             return err(format!("unsupported version {version}"));
         }
         let last_seq = r.u64("last_seq")?;
@@ -318,7 +345,7 @@ impl Engine {
             ));
         }
         let mut engine = Engine::new(config);
-        decode_body(&mut r, &mut engine)?;
+        decode_body(&mut r, &mut engine, version)?;
         // After the body: rebuilding symbols and users goes through `apply`, which moves it.
         engine.last_seq = last_seq;
         if r.pos != bytes.len() {
@@ -328,7 +355,8 @@ impl Engine {
     }
 }
 
-fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotError> {
+fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<(), SnapshotError> {
+    let futures = version >= 4;
     let now = r.i64("now")?;
     let currencies = r.count(25, "currencies")?;
     if currencies > crate::account::MAX_CURRENCIES {
@@ -345,18 +373,20 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
         engine.currency_id_or_register(name);
         let (deposits, withdrawals, fees) =
             (r.i64("deposits")?, r.i64("withdrawals")?, r.i64("fees")?);
+        // The fund may be negative (the venue's loss).
+        let insurance = if futures { r.i64("insurance")? } else { 0 };
         if deposits < 0 || withdrawals < 0 || fees < 0 {
             return err(format!("currency {name}: negative total"));
         }
-        totals.push((deposits, withdrawals, fees));
+        totals.push((deposits, withdrawals, fees, insurance));
     }
-    for (c, (deposits, withdrawals, fees)) in engine.currencies.iter_mut().zip(totals) {
-        (c.deposits, c.withdrawals, c.fees) = (deposits, withdrawals, fees);
+    for (c, (deposits, withdrawals, fees, insurance)) in engine.currencies.iter_mut().zip(totals) {
+        (c.deposits, c.withdrawals, c.fees, c.insurance) = (deposits, withdrawals, fees, insurance);
     }
 
     let symbols = r.count(35, "symbols")?;
     for _ in 0..symbols {
-        let spec = SymbolSpec {
+        let mut spec = SymbolSpec {
             symbol: r.name("symbol name")?,
             base: r.name("base currency")?,
             quote: r.name("quote currency")?,
@@ -366,12 +396,25 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
             taker_fee: r.i64("taker_fee")?,
             band_bps: r.i64("band_bps")?,
             day_end: r.i64("day_end")?,
+            kind: SymbolSpec::SPOT,
         };
+        if futures {
+            spec.kind = match r.u8("symbol type")? {
+                0 => SymbolSpec::SPOT,
+                1 => Some(crate::command::SymbolKind::Future {
+                    initial_margin: r.i64("initial_margin")?,
+                    maintenance_margin: r.i64("maintenance_margin")?,
+                    mark_price: r.i64("mark_price")?,
+                }),
+                other => return err(format!("symbol {}: type {other}", spec.symbol)),
+            };
+        }
+        let is_future = spec.kind != SymbolSpec::SPOT;
         let (last_trade, reference) = (r.i64("last trade")?, r.i64("reference price")?);
         if last_trade < 0 || reference < 0 {
             return err(format!("symbol {}: negative price", spec.symbol));
         }
-        if !engine.currency_ids.contains_key(&spec.base)
+        if !(is_future || engine.currency_ids.contains_key(&spec.base))
             || !engine.currency_ids.contains_key(&spec.quote)
         {
             return err(format!("symbol {}: unknown currency", spec.symbol));
@@ -409,7 +452,8 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
                 return err(format!("user {user}: bad currency index {currency}"));
             }
             previous_currency = Some(currency);
-            if available < 0 || held < 0 || (available == 0 && held == 0) {
+            // `available` may be negative in a currency that backs futures (docs/rules.md).
+            if (available < 0 && !futures) || held < 0 || (available == 0 && held == 0) {
                 return err(format!(
                     "user {user}: balance ({available}, {held}) not allowed"
                 ));
@@ -419,6 +463,9 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
         }
     }
 
+    if futures {
+        decode_positions(r, engine)?;
+    }
     // Before any order: with funds conserved, every hold and every level total is bounded by a
     // currency's deposits, which fit in an i64, so restoring orders cannot overflow.
     check_conservation(engine)?;
@@ -555,6 +602,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotEr
     decode_stops_and_icebergs(r, engine, &mut needs, now)?;
     decode_phases(r, engine)?;
     check_invariants(engine, needs)?;
+    engine.flag_futures_orders();
     // Last: rebuilding the state through `apply` above must not move the clock.
     engine.now = now;
     Ok(())
@@ -747,17 +795,69 @@ fn check_invariants(
     Ok(())
 }
 
-/// Per currency: the sum over users of available + held, plus fees, equals deposits minus
-/// withdrawals.
+/// Per currency: the sum over users of available + held, plus fees and the insurance fund,
+/// minus the cost of the positions in futures quoted in it, equals deposits minus withdrawals.
 fn check_conservation(engine: &Engine) -> Result<(), SnapshotError> {
     let mut sums = vec![0i128; engine.currencies.len()];
     for (_, currency, b) in engine.accounts.all_balances() {
         sums[currency.0 as usize] += b.available as i128 + b.held as i128;
     }
+    for (&(_, s), p) in &engine.fut.positions {
+        sums[engine.symbols[s as usize].terms.quote.0 as usize] -= p.cost as i128;
+    }
     for (c, sum) in engine.currencies.iter().zip(sums) {
-        if sum + c.fees as i128 != c.deposits as i128 - c.withdrawals as i128 {
+        let total = sum + c.fees as i128 + c.insurance as i128;
+        if total != c.deposits as i128 - c.withdrawals as i128 {
             return err(format!("currency {}: funds not conserved", c.name));
         }
     }
+    Ok(())
+}
+
+/// The positions (version 4): by user id then symbol id, each in a future, not flat, a cost of
+/// the lots' sign; then the liquidation index is rebuilt from them and the balances.
+fn decode_positions(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), SnapshotError> {
+    let count = r.count(28, "positions")?;
+    let mut previous = None;
+    for _ in 0..count {
+        let (user, symbol) = (r.i64("position user")?, r.u32("position symbol")?);
+        let (lots, cost) = (r.i64("lots")?, r.i64("cost")?);
+        if previous.is_some_and(|p| p >= (user, symbol)) {
+            return err(format!(
+                "position ({user}, {symbol}) out of order or repeated"
+            ));
+        }
+        previous = Some((user, symbol));
+        let Some(account) = engine.account_of(user) else {
+            return err(format!("position of unknown user {user}"));
+        };
+        if engine
+            .symbols
+            .get(symbol as usize)
+            .is_none_or(|s| s.future.is_none())
+        {
+            return err(format!(
+                "user {user}: position in symbol {symbol}, not a future"
+            ));
+        }
+        if lots == 0 || (cost != 0 && (cost > 0) != (lots > 0)) {
+            return err(format!(
+                "user {user}: position ({lots}, {cost}) not allowed"
+            ));
+        }
+        let oi = engine.future_book(symbol as usize).open_interest;
+        if oi.checked_add(lots.max(0)).is_none() {
+            return err(format!("symbol {symbol}: open interest overflows"));
+        }
+        engine.restore_position(account, symbol, lots, cost);
+    }
+    let mut net = vec![0i128; engine.symbols.len()];
+    for (&(_, s), p) in &engine.fut.positions {
+        net[s as usize] += p.lots as i128;
+    }
+    if let Some(s) = net.iter().position(|&n| n != 0) {
+        return err(format!("symbol {s}: positions do not net to zero"));
+    }
+    engine.rebuild_futures_index();
     Ok(())
 }

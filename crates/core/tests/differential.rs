@@ -265,6 +265,8 @@ fn outcomes(
         Command::SetRefPrice { .. } => "set_ref_price",
         Command::SuspendUser { .. } => "suspend_user",
         Command::ResumeUser { .. } => "resume_user",
+        Command::SetMarkPrice { .. } => "set_mark_price",
+        Command::FundInsurance { .. } => "fund_insurance",
         Command::Move { .. } => "move",
         Command::Reduce { .. } => "reduce",
         Command::Amend(_) => "amend",

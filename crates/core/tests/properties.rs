@@ -661,6 +661,7 @@ fn the_hex_hash_and_symbol_lookups_agree_with_the_state() {
         taker_fee: 0,
         band_bps: 0,
         day_end: 0,
+        kind: rialto_core::SymbolSpec::SPOT,
     };
     assert_eq!(
         apply(&mut engine, 1, None, &Command::AddSymbol(Box::new(spec))).0,

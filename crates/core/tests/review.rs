@@ -35,6 +35,18 @@ impl W {
 /// One symbol B-Q (fees 0, quote_scale 1), one user 1 holding `held` base (available 0, all of
 /// it deposited), and the given resting sells `(price, remaining)` in priority order.
 fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<u8> {
+    snapshot_version_with_sells(4, base_scale, held, sells)
+}
+
+/// The layout of snapshot `version` (3: before futures; 4: with the insurance fund, the
+/// symbol's type and the positions).
+fn snapshot_version_with_sells(
+    version: u32,
+    base_scale: i64,
+    held: i64,
+    sells: &[(i64, i64)],
+) -> Vec<u8> {
+    let futures = version >= 4;
     let mut b = W(Vec::new());
     b.i64(0); // now
     b.u64(2);
@@ -43,21 +55,33 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
         b.i64(deposits);
         b.i64(0);
         b.i64(0);
+        if futures {
+            b.i64(0); // insurance
+        }
     }
     b.u64(1);
     b.name("B-Q");
     b.name("B");
     b.name("Q");
-    // scales, fees, band_bps, day_end, last trade, reference price
-    for v in [base_scale, 1, 0, 0, 0, 0, 0, 0] {
+    // scales, fees, band_bps, day_end
+    for v in [base_scale, 1, 0, 0, 0, 0] {
         b.i64(v);
     }
+    if futures {
+        b.u8(0); // spot
+    }
+    // last trade, reference price
+    b.i64(0);
+    b.i64(0);
     b.u64(1); // users
     b.i64(1);
     b.u32(1);
     b.u32(0); // currency B
     b.i64(0);
     b.i64(held);
+    if futures {
+        b.u64(0); // positions
+    }
     b.i64(0); // order_id_window
     b.u64(0); // recent order ids
     b.u64(0); // suspended users
@@ -80,7 +104,7 @@ fn snapshot_with_sells(base_scale: i64, held: i64, sells: &[(i64, i64)]) -> Vec<
     b.u8(0); // the symbol's phase: continuous
     let mut out = W(Vec::new());
     out.0.extend_from_slice(b"RIALTOSS");
-    out.u32(3);
+    out.u32(version);
     out.u64(0);
     out.u64(b.0.len() as u64);
     out.0.extend_from_slice(&b.0);
@@ -128,6 +152,10 @@ fn the_crafted_layout_decodes_when_consistent() {
     let bytes = snapshot_with_sells(10, 70, &[(1, 3), (2, 4)]);
     let e = Engine::decode_snapshot(&bytes, EngineConfig::default()).unwrap();
     assert_eq!(e.encode_snapshot(), bytes);
+    // A version 3 snapshot (before futures) of the same state still loads, as that state.
+    let old = snapshot_version_with_sells(3, 10, 70, &[(1, 3), (2, 4)]);
+    let from_old = Engine::decode_snapshot(&old, EngineConfig::default()).unwrap();
+    assert_eq!(from_old.encode_snapshot(), bytes);
 }
 
 // ----- deep books against the model ------------------------------------------------------------
@@ -169,6 +197,7 @@ fn deep_books_agree_with_the_model() {
             taker_fee: 4,
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         };
         let mut setup = vec![Command::AddSymbol(Box::new(spec))];
         for u in 1..=4 {

@@ -37,6 +37,7 @@ fn spec(symbol: &str, base: &str, quote: &str) -> SymbolSpec {
         taker_fee: TAKER_FEE,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     }
 }
 
@@ -412,6 +413,8 @@ fn deposits_and_withdrawals_move_available_and_venue_totals() {
         available: 650,
         held: 0,
         fees: 0,
+        insurance: 0,
+        position_cost: 0,
     };
     let btc = CurrencyTotals {
         currency: name("BTC"),
@@ -420,6 +423,8 @@ fn deposits_and_withdrawals_move_available_and_venue_totals() {
         available: 0,
         held: 0,
         fees: 0,
+        insurance: 0,
+        position_cost: 0,
     };
     v.expect(
         Command::VenueReport,
@@ -2017,6 +2022,7 @@ fn user_report_lists_non_zero_balances_by_name_and_orders_by_symbol_then_id() {
             open("BTC-USD", -3, Side::Buy, 41, 1),
             open("BTC-USD", 9, Side::Buy, 40, 1),
         ],
+        positions: Vec::new(),
     };
     v.expect(
         Command::UserReport { user: 1 },
@@ -2030,6 +2036,7 @@ fn user_report_lists_non_zero_balances_by_name_and_orders_by_symbol_then_id() {
             suspended: false,
             balances: vec![],
             orders: vec![],
+            positions: Vec::new(),
         })],
     );
     v.rejects(Command::UserReport { user: 9 }, Reason::UnknownUser);
@@ -2057,6 +2064,8 @@ fn venue_report_totals_every_known_currency_with_fees() {
         available,
         held,
         fees,
+        insurance: 0,
+        position_cost: 0,
     };
     v.expect(
         Command::VenueReport,
@@ -2094,6 +2103,8 @@ fn reports_sort_names_as_text_not_by_length() {
         available: 0,
         held: 0,
         fees: 0,
+        insurance: 0,
+        position_cost: 0,
     };
     v.expect(
         Command::VenueReport,
@@ -2133,6 +2144,7 @@ fn reports_sort_names_as_text_not_by_length() {
             suspended: false,
             balances: vec![(name("EURO"), bal(965, 35)), (name("USD"), bal(965, 35))],
             orders: vec![open("BTC-EURO", 2), open("ZZ", 1)],
+            positions: Vec::new(),
         })],
     );
     let symbols: Vec<String> = v
@@ -3335,6 +3347,8 @@ impl Venue {
             last,
             reference,
             band_bps,
+            future: false,
+            mark: 0,
         });
         assert_eq!(self.model.symbol_status(S), expected, "model: status");
         assert_eq!(self.engine.symbol_status(S), expected, "engine: status");

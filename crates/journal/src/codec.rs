@@ -12,7 +12,7 @@
 
 use rialto_core::{
     AmendOrder, Command, Name, OrderExtras, OrderType, Phase, PlaceOrder, Side, Stp, SymbolId,
-    SymbolSpec, Tif,
+    SymbolKind, SymbolSpec, Tif,
 };
 
 use crate::JournalError;
@@ -42,6 +42,14 @@ const TAG_SET_BAND: u8 = 18;
 const TAG_SET_REF_PRICE: u8 = 19;
 const TAG_SUSPEND_USER: u8 = 20;
 const TAG_RESUME_USER: u8 = 21;
+/// An `add_symbol` that is not spot (a future, or a type word the gateway did not know): tag
+/// 16's fields (band_bps and day_end always), then a kind byte, 1 for a future followed by
+/// initial_margin, maintenance_margin and mark_price, or 255 for an unknown type.
+const TAG_ADD_SYMBOL_WITH_KIND: u8 = 22;
+const TAG_SET_MARK_PRICE: u8 = 23;
+const TAG_FUND_INSURANCE: u8 = 24;
+/// The kind byte of a future under [`TAG_ADD_SYMBOL_WITH_KIND`].
+const KIND_FUTURE: u8 = 1;
 
 /// Bytes of an encoded `place`: tag, user, order, symbol, side, type, tif, price flag, price,
 /// qty, post_only, stp.
@@ -52,9 +60,9 @@ const PLACE_WITH_EXTRAS_LEN: usize = PLACE_LEN + 3 * 9;
 /// The code of an absent (`None`) enum.
 const NONE_CODE: u8 = 255;
 
-/// The longest encoding of any command: `add_symbol` with three 23-byte names and a band
-/// (1 + 3 * 24 + 6 * 8 = 121), rounded up.
-pub const MAX_COMMAND_BYTES: usize = 128;
+/// The longest encoding of any command: a future's `add_symbol` with three 23-byte names
+/// (1 + 3 * 24 + 6 * 8 + 1 + 3 * 8 = 146), rounded up.
+pub const MAX_COMMAND_BYTES: usize = 160;
 
 /// Appends the encoding of `cmd` to `out`. Allocates only if `out` has to grow.
 pub fn encode_command(cmd: &Command, out: &mut Vec<u8>) {
@@ -104,8 +112,11 @@ fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
     let mut put = Put { out, len: 0 };
     match *cmd {
         Command::AddSymbol(ref s) => {
-            let trading = s.band_bps != 0 || s.day_end != 0;
-            put.u8(if trading {
+            let spot = s.kind == SymbolSpec::SPOT;
+            let trading = s.band_bps != 0 || s.day_end != 0 || !spot;
+            put.u8(if !spot {
+                TAG_ADD_SYMBOL_WITH_KIND
+            } else if trading {
                 TAG_ADD_SYMBOL_WITH_TRADING
             } else {
                 TAG_ADD_SYMBOL
@@ -120,6 +131,35 @@ fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
                 put.i64(s.band_bps);
                 put.i64(s.day_end);
             }
+            match s.kind {
+                Some(SymbolKind::Spot) => {}
+                Some(SymbolKind::Future {
+                    initial_margin,
+                    maintenance_margin,
+                    mark_price,
+                }) => {
+                    put.u8(KIND_FUTURE);
+                    put.i64(initial_margin);
+                    put.i64(maintenance_margin);
+                    put.i64(mark_price);
+                }
+                None => put.u8(NONE_CODE),
+            }
+        }
+        Command::SetMarkPrice { symbol, price } => {
+            put.u8(TAG_SET_MARK_PRICE);
+            put.bytes(&symbol.0.to_le_bytes());
+            put.i64(price);
+        }
+        Command::FundInsurance {
+            currency,
+            amount,
+            tx,
+        } => {
+            put.u8(TAG_FUND_INSURANCE);
+            put.name(&currency);
+            put.i64(amount);
+            put.i64(tx);
         }
         Command::AddUser { user } => {
             put.u8(TAG_ADD_USER);
@@ -219,7 +259,7 @@ fn encode_other(cmd: &Command, out: &mut [u8; MAX_COMMAND_BYTES]) -> usize {
 pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
     let mut r = Reader { bytes, pos: 0 };
     let cmd = match r.u8("tag")? {
-        tag @ (TAG_ADD_SYMBOL | TAG_ADD_SYMBOL_WITH_TRADING) => {
+        tag @ (TAG_ADD_SYMBOL | TAG_ADD_SYMBOL_WITH_TRADING | TAG_ADD_SYMBOL_WITH_KIND) => {
             let mut spec = SymbolSpec {
                 symbol: r.name("symbol")?,
                 base: r.name("base")?,
@@ -230,6 +270,7 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
                 taker_fee: r.i64("taker_fee")?,
                 band_bps: 0,
                 day_end: 0,
+                kind: SymbolSpec::SPOT,
             };
             if tag == TAG_ADD_SYMBOL_WITH_TRADING {
                 let at = r.pos;
@@ -237,6 +278,19 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
                 if spec.band_bps == 0 && spec.day_end == 0 {
                     return Err(r.bad(at, "no band nor day end under tag 16".into()));
                 }
+            }
+            if tag == TAG_ADD_SYMBOL_WITH_KIND {
+                (spec.band_bps, spec.day_end) = (r.i64("band_bps")?, r.i64("day_end")?);
+                let at = r.pos;
+                spec.kind = match r.u8("symbol kind")? {
+                    KIND_FUTURE => Some(SymbolKind::Future {
+                        initial_margin: r.i64("initial_margin")?,
+                        maintenance_margin: r.i64("maintenance_margin")?,
+                        mark_price: r.i64("mark_price")?,
+                    }),
+                    NONE_CODE => None,
+                    other => return Err(r.bad(at, format!("symbol kind {other}"))),
+                };
             }
             Command::AddSymbol(Box::new(spec))
         }
@@ -323,6 +377,15 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, JournalError> {
         },
         TAG_RESUME_USER => Command::ResumeUser {
             user: r.i64("user")?,
+        },
+        TAG_SET_MARK_PRICE => Command::SetMarkPrice {
+            symbol: SymbolId(r.u32("symbol")?),
+            price: r.i64("price")?,
+        },
+        TAG_FUND_INSURANCE => Command::FundInsurance {
+            currency: r.name("currency")?,
+            amount: r.i64("amount")?,
+            tx: r.i64("tx")?,
         },
         tag => return Err(r.bad(0, format!("unknown command tag {tag}"))),
     };

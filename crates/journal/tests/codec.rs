@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use rialto_core::{
     AmendOrder, Command, Name, OrderExtras, OrderType, Phase, PlaceOrder, Side, Stp, SymbolId,
-    SymbolSpec, Tif,
+    SymbolKind, SymbolSpec, Tif,
 };
 use rialto_journal::{MAX_COMMAND_BYTES, decode_command, encode_command};
 
@@ -17,25 +17,58 @@ fn opt<T: Copy + std::fmt::Debug + 'static>(all: &'static [T]) -> impl Strategy<
     prop_oneof![Just(None), proptest::sample::select(all).prop_map(Some)]
 }
 
+/// Spot (tags 1 and 16), a future, or an unknown type (both tag 22).
+fn kind() -> impl Strategy<Value = Option<SymbolKind>> {
+    prop_oneof![
+        2 => Just(SymbolSpec::SPOT),
+        1 => Just(None),
+        1 => any::<[i64; 3]>().prop_map(|m| Some(SymbolKind::Future {
+            initial_margin: m[0],
+            maintenance_margin: m[1],
+            mark_price: m[2],
+        })),
+    ]
+}
+
 fn command() -> impl Strategy<Value = Command> {
     let i = any::<i64>;
     prop_oneof![
-        (name(), name(), name(), i(), i(), i(), i(), (i(), i())).prop_map(
-            |(symbol, base, quote, a, b, c, d, (band_bps, day_end))| {
-                Command::AddSymbol(Box::new(SymbolSpec {
-                    symbol,
-                    base,
-                    quote,
-                    base_scale: a,
-                    quote_scale: b,
-                    maker_fee: c,
-                    taker_fee: d,
-                    // Both kinds: zero (tag 1) and not (tag 16).
-                    band_bps: band_bps % 3,
-                    day_end,
-                }))
-            }
-        ),
+        (
+            name(),
+            name(),
+            name(),
+            i(),
+            i(),
+            i(),
+            i(),
+            (i(), i(), kind())
+        )
+            .prop_map(
+                |(symbol, base, quote, a, b, c, d, (band_bps, day_end, kind))| {
+                    Command::AddSymbol(Box::new(SymbolSpec {
+                        symbol,
+                        base,
+                        quote,
+                        base_scale: a,
+                        quote_scale: b,
+                        maker_fee: c,
+                        taker_fee: d,
+                        // Both kinds: zero (tag 1) and not (tag 16).
+                        band_bps: band_bps % 3,
+                        day_end,
+                        kind,
+                    }))
+                }
+            ),
+        (any::<u32>(), i()).prop_map(|(s, price)| Command::SetMarkPrice {
+            symbol: SymbolId(s),
+            price
+        }),
+        (name(), i(), i()).prop_map(|(currency, amount, tx)| Command::FundInsurance {
+            currency,
+            amount,
+            tx
+        }),
         i().prop_map(|user| Command::AddUser { user }),
         (i(), name(), i(), i()).prop_map(|(user, currency, amount, tx)| Command::AdjustBalance {
             user,
@@ -168,10 +201,26 @@ fn the_largest_command_fits() {
         taker_fee: 0,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     }));
     let mut buf = Vec::new();
     encode_command(&cmd, &mut buf);
     assert_eq!(buf.len(), 105);
+    assert_eq!(decode_command(&buf).unwrap(), cmd);
+    // The longest: a future's, with its band, day end, margins and mark.
+    let Command::AddSymbol(mut spec) = cmd else {
+        unreachable!()
+    };
+    spec.kind = Some(SymbolKind::Future {
+        initial_margin: 1,
+        maintenance_margin: 1,
+        mark_price: 1,
+    });
+    let cmd = Command::AddSymbol(spec);
+    buf.clear();
+    encode_command(&cmd, &mut buf);
+    assert_eq!(buf.len(), 146);
+    assert!(buf.len() <= MAX_COMMAND_BYTES);
     assert_eq!(decode_command(&buf).unwrap(), cmd);
 }
 

@@ -212,7 +212,11 @@ pub fn record(
                 symbol: p.symbol,
                 phase: p.phase,
             }),
-            OwnedEvent::Book { .. } | OwnedEvent::UserReport(_) | OwnedEvent::VenueReport(_) => {}
+            // A liquidation changes no book by itself: its closes are trades above.
+            OwnedEvent::Liquidated(_)
+            | OwnedEvent::Book { .. }
+            | OwnedEvent::UserReport(_)
+            | OwnedEvent::VenueReport(_) => {}
         }
     }
     if let Some(s) = start {

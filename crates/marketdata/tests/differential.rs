@@ -61,6 +61,7 @@ impl Venue {
                 taker_fee: i as i64,
                 band_bps: 0,
                 day_end: 0,
+                kind: SymbolSpec::SPOT,
             })));
         }
         for user in 1..=USERS {

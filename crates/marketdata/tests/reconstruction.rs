@@ -30,6 +30,7 @@ fn set_up(engine: &mut Engine, feed: &mut Feed, seq: &mut u64) {
             taker_fee: i as i64,
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         })));
     }
     for user in 1..=USERS {

@@ -34,6 +34,7 @@ pub fn demo_symbols() -> Vec<SymbolSpec> {
             taker_fee: 1,
             band_bps: DEMO_BAND_BPS,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         })
         .collect()
 }

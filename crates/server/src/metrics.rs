@@ -65,7 +65,7 @@ impl Histogram {
 }
 
 /// The command kinds counted apart.
-const COMMAND_KINDS: [&str; 19] = [
+const COMMAND_KINDS: [&str; 21] = [
     "add_symbol",
     "add_user",
     "adjust_balance",
@@ -85,6 +85,8 @@ const COMMAND_KINDS: [&str; 19] = [
     "set_ref_price",
     "suspend_user",
     "resume_user",
+    "set_mark_price",
+    "fund_insurance",
 ];
 
 fn command_kind(cmd: &Command) -> usize {
@@ -108,6 +110,8 @@ fn command_kind(cmd: &Command) -> usize {
         Command::SetRefPrice { .. } => 16,
         Command::SuspendUser { .. } => 17,
         Command::ResumeUser { .. } => 18,
+        Command::SetMarkPrice { .. } => 19,
+        Command::FundInsurance { .. } => 20,
     }
 }
 

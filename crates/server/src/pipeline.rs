@@ -1146,8 +1146,11 @@ impl EngineStage {
                     };
                     self.send(Target::Public, msg);
                 }
-                // Queries are answered above; no other command reports these.
-                OwnedEvent::Book { .. }
+                // Queries are answered above; no other command reports these. Futures are not
+                // on the gateways yet (the user learns of its liquidation from its trades and
+                // the `cancelled` events with reason `liquidation`).
+                OwnedEvent::Liquidated(_)
+                | OwnedEvent::Book { .. }
                 | OwnedEvent::UserReport(_)
                 | OwnedEvent::VenueReport(_) => {}
             }

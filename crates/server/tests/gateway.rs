@@ -493,6 +493,7 @@ fn admin_adds_a_symbol_and_a_user_who_can_then_trade() {
         taker_fee: 0,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     };
     let ok = |m: ServerMsg| {
         assert!(

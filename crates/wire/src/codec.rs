@@ -1107,6 +1107,9 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
                     last: r.i64("last")?,
                     reference: r.i64("reference")?,
                     band_bps: r.i64("band_bps")?,
+                    // Futures are not on the binary protocol yet (docs/protocol.md).
+                    future: false,
+                    mark: 0,
                 };
                 symbols.push((id, status));
             }
@@ -1157,6 +1160,9 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
                     available: r.i64("available")?,
                     held: r.i64("held")?,
                     fees: r.i64("fees")?,
+                    // Futures are not on the binary protocol yet (docs/protocol.md).
+                    insurance: 0,
+                    position_cost: 0,
                 });
             }
             ServerMsg::VenueReport { request, totals }
@@ -1286,6 +1292,7 @@ impl<'a> Reader<'a> {
             // Not carried by this message yet: the defaults (no band, DAY orders end at 00:00).
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         })
     }
 
@@ -1319,6 +1326,7 @@ impl<'a> Reader<'a> {
             suspended: false,
             balances,
             orders: Vec::new(),
+            positions: Vec::new(),
         })
     }
 

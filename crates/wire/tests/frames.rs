@@ -470,6 +470,7 @@ fn full_lists_fit_in_a_frame() {
         taker_fee: 0,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     };
     let report = UserReport {
         user: 1,
@@ -500,6 +501,7 @@ fn full_lists_fit_in_a_frame() {
             };
             MAX_REPORT_ORDERS
         ],
+        positions: Vec::new(),
     };
     let totals = rialto_core::CurrencyTotals {
         currency: name,
@@ -508,6 +510,8 @@ fn full_lists_fit_in_a_frame() {
         available: 0,
         held: 0,
         fees: 0,
+        insurance: 0,
+        position_cost: 0,
     };
     let level = Level { price: 1, qty: 1 };
     let msgs = [
@@ -628,6 +632,7 @@ fn report_ext_bytes_are_as_documented_and_report_is_unchanged() {
         suspended: false,
         balances: vec![],
         orders: vec![order],
+        positions: Vec::new(),
     };
     let i64le = |v: i64| v.to_le_bytes().to_vec();
     let head = [

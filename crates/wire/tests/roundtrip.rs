@@ -35,6 +35,7 @@ fn spec() -> impl Strategy<Value = SymbolSpec> {
         taker_fee: n[3],
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     })
 }
 
@@ -189,6 +190,7 @@ fn report() -> impl Strategy<Value = UserReport> {
             suspended: false,
             balances,
             orders,
+            positions: Vec::new(),
         })
 }
 
@@ -232,6 +234,7 @@ fn report_ext() -> impl Strategy<Value = UserReport> {
             suspended: false,
             balances,
             orders,
+            positions: Vec::new(),
         })
 }
 
@@ -361,6 +364,8 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
         available: n[2],
         held: n[3],
         fees: n[4],
+        insurance: 0,
+        position_cost: 0,
     });
     let replies = prop_oneof![
         (
@@ -372,6 +377,8 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
                         last: n[0],
                         reference: n[1],
                         band_bps: n[2],
+                        future: false,
+                        mark: 0,
                     };
                     (id, status)
                 }),

@@ -102,19 +102,29 @@ impl Engine {
         let node = *self.orders.get(idx);
         let symbol = node.symbol as usize;
         let terms = self.symbols[symbol].terms;
-        debug_assert!(!(node.side == Side::Sell && sell_price_below_fee(price, &terms)));
+        debug_assert!(
+            !(node.side == Side::Sell && sell_price_below_fee(price, &terms))
+                || super::is_future(&terms)
+        );
         let remaining = self.live_remaining(idx);
         // Nothing takes during an auction's call (docs/rules.md, "Trading phases").
         let auction = self.symbols[symbol].controls.phase() == crate::types::Phase::Auction;
         if node.post_only && !auction && self.crosses_best(symbol, node.side, Some(price)) {
             return Err(Reason::WouldTake);
         }
-        if node.side == Side::Buy {
+        if super::is_future(&terms) {
+            self.check_future_order(node.account, symbol, node.side, price, remaining, idx)?;
+        } else if node.side == Side::Buy {
             let new_hold = buy_hold(remaining, price, &terms).ok_or(Reason::Overflow)?;
             let (_, old_hold) = self.resting_hold(&node, remaining);
             let balance = self.accounts.balance(node.account, terms.quote);
-            if new_hold - old_hold > balance.available {
+            let added_hold = new_hold - old_hold;
+            if added_hold > balance.available {
                 return Err(Reason::InsufficientFunds);
+            }
+            if added_hold > 0 && self.accounts.get(node.account).futures {
+                self.check_margin_after_spending(node.account, terms.quote, added_hold)?;
+                self.note_stale_margin(node.account, terms.quote);
             }
         }
         self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
@@ -131,6 +141,7 @@ impl Engine {
             leftover: None,
             display: self.order_extras[idx as usize].display,
             terms: self.order_info[idx as usize].terms,
+            liquidation: false,
         };
         self.execute(symbol, &taker, Some(idx), sink);
         Ok(())

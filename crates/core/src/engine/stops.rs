@@ -130,6 +130,7 @@ impl Engine {
             post_only: false,
             leftover: None,
             display: 0,
+            liquidation: false,
             terms: OrderTerms {
                 expire_ts: stop.expire_ts,
                 tif: stop.tif,
@@ -297,6 +298,7 @@ impl Engine {
             post_only: false,
             leftover,
             display: 0,
+            liquidation: false,
             terms: self.order_info[idx as usize].terms,
         };
         if extra.tif == Tif::Fok && !self.fok_fillable(symbol, &taker) {
@@ -334,7 +336,10 @@ impl Engine {
         let symbol = node.symbol as usize;
         let terms = self.symbols[symbol].terms;
         if let Some(price) = amend.price()
-            && (price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &terms)))
+            && (price <= 0
+                || (node.side == Side::Sell
+                    && sell_price_below_fee(price, &terms)
+                    && !super::is_future(&terms)))
         {
             return Err(Reason::InvalidPrice);
         }
@@ -351,16 +356,26 @@ impl Engine {
         }
         let keeps_priority =
             price == node.price && stop_price == extra.stop_price && remaining <= node.remaining;
-        let (currency, old_hold) = self.resting_hold(&node, node.remaining);
-        let new_hold = match node.side {
-            Side::Buy => buy_hold(remaining, price, &terms),
-            Side::Sell => remaining.checked_mul(terms.base_scale),
-        }
-        .ok_or(Reason::Overflow)?;
-        let added_hold = new_hold - old_hold;
-        if added_hold > self.accounts.balance(node.account, currency).available {
-            return Err(Reason::InsufficientFunds);
-        }
+        let (currency, added_hold) = if super::is_future(&terms) {
+            self.check_future_order(node.account, symbol, node.side, price, remaining, idx)?;
+            (terms.quote, 0)
+        } else {
+            let (currency, old_hold) = self.resting_hold(&node, node.remaining);
+            let new_hold = match node.side {
+                Side::Buy => buy_hold(remaining, price, &terms),
+                Side::Sell => remaining.checked_mul(terms.base_scale),
+            }
+            .ok_or(Reason::Overflow)?;
+            let added_hold = new_hold - old_hold;
+            if added_hold > self.accounts.balance(node.account, currency).available {
+                return Err(Reason::InsufficientFunds);
+            }
+            if added_hold > 0 && self.accounts.get(node.account).futures {
+                self.check_margin_after_spending(node.account, currency, added_hold)?;
+                self.note_stale_margin(node.account, currency);
+            }
+            (currency, added_hold)
+        };
 
         let balance = self.accounts.balance_mut(node.account, currency);
         balance.available -= added_hold;

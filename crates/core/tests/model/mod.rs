@@ -397,6 +397,10 @@ impl Model {
                 }
             }
             Command::SuspendUser { user } => self.suspend_user(user, events),
+            // The model has no futures yet: the differential test's command mix has none.
+            Command::SetMarkPrice { .. } | Command::FundInsurance { .. } => {
+                unimplemented!("model: futures are not modelled yet")
+            }
             Command::ResumeUser { user } => {
                 if !self.users.contains_key(&user) {
                     return Err(Reason::UnknownUser);
@@ -1684,6 +1688,8 @@ impl Model {
             last: c.last,
             reference: c.reference,
             band_bps: c.band_bps,
+            future: false,
+            mark: 0,
         })
     }
 
@@ -1999,6 +2005,7 @@ impl Model {
             suspended: self.suspended.contains(&user),
             balances,
             orders,
+            positions: Vec::new(),
         })
     }
 
@@ -2020,6 +2027,8 @@ impl Model {
                     available: i64_of(available),
                     held: i64_of(held),
                     fees: i64_of(t.fees),
+                    insurance: 0,
+                    position_cost: 0,
                 }
             })
             .collect()

@@ -476,6 +476,7 @@ fn spec_or_plain(view: &impl View, symbol: SymbolId) -> SymbolSpec {
         taker_fee: 0,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     })
 }
 
@@ -593,6 +594,7 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 } else {
                     6 * 3_600_000_000_000
                 },
+                kind: SymbolSpec::SPOT,
             }))
         }
         Op::AddUser { user } => Command::AddUser {

@@ -25,6 +25,7 @@ pub fn workload(n: usize) -> Vec<Command> {
         taker_fee: 5,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     }))];
     let mut tx = 0;
     for user in 1..=USERS {

@@ -1358,6 +1358,7 @@ mod tests {
             taker_fee: 0,
             band_bps: 0,
             day_end: 0,
+            kind: SymbolSpec::SPOT,
         };
         instruments.refresh(&[(SymbolId(0), spec)]);
         instruments

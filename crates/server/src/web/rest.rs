@@ -879,6 +879,7 @@ async fn add_symbol(State(state): Shared, Admin(body): Admin) -> ApiResult {
         taker_fee: s.taker_fee,
         band_bps: 0,
         day_end: 0,
+        kind: SymbolSpec::SPOT,
     };
     let answer = admin_call(&state, Command::AddSymbol(Box::new(spec))).await?;
     state
