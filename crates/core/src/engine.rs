@@ -1965,6 +1965,42 @@ impl Engine {
         self.scratch_mass_cancel = victims;
     }
 
+    /// What an amend of the order at `idx` (`node`, `old_remaining` of it left) to `price` and
+    /// `remaining` needs beyond what it holds, checked: for a spot order, the added hold (its
+    /// currency and amount, which may be negative), within `available` and, for a user with
+    /// futures, within margin; for a future, the margin test of the order as amended.
+    fn amended_hold(
+        &mut self,
+        idx: u32,
+        node: &OrderNode,
+        old_remaining: i64,
+        price: i64,
+        remaining: i64,
+    ) -> Result<(CurrencyId, i64), Reason> {
+        let symbol = node.symbol as usize;
+        let terms = self.symbols[symbol].terms;
+        if is_future(&terms) {
+            self.check_future_order(node.account, symbol, node.side, price, remaining, idx)?;
+            return Ok((terms.quote, 0));
+        }
+        let (currency, old_hold) = self.resting_hold(node, old_remaining);
+        let new_hold = match node.side {
+            Side::Buy => buy_hold(remaining, price, &terms),
+            Side::Sell => remaining.checked_mul(terms.base_scale),
+        }
+        .ok_or(Reason::Overflow)?;
+        // Both holds fit in i64 and are >= 0, so their difference does too.
+        let added_hold = new_hold - old_hold;
+        if added_hold > self.accounts.balance(node.account, currency).available {
+            return Err(Reason::InsufficientFunds);
+        }
+        if added_hold > 0 && self.accounts.get(node.account).futures {
+            self.check_margin_after_spending(node.account, currency, added_hold)?;
+            self.note_stale_margin(node.account, currency);
+        }
+        Ok((currency, added_hold))
+    }
+
     /// The live order a move or amend names. A suspended user has no live order (suspension
     /// cancels them all and refuses new ones), so only a miss needs to ask whether the user is
     /// suspended: `user_suspended` comes before `unknown_order`, and the hot path of a found
@@ -2183,27 +2219,8 @@ impl Engine {
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
-        let (currency, added_hold) = if is_future(&terms) {
-            self.check_future_order(node.account, symbol, node.side, price, remaining, idx)?;
-            (terms.quote, 0)
-        } else {
-            let (currency, old_hold) = self.resting_hold(&node, old_remaining);
-            let new_hold = match node.side {
-                Side::Buy => buy_hold(remaining, price, &terms),
-                Side::Sell => remaining.checked_mul(terms.base_scale),
-            }
-            .ok_or(Reason::Overflow)?;
-            // Both holds fit in i64 and are >= 0, so their difference does too.
-            let added_hold = new_hold - old_hold;
-            if added_hold > self.accounts.balance(node.account, currency).available {
-                return Err(Reason::InsufficientFunds);
-            }
-            if added_hold > 0 && self.accounts.get(node.account).futures {
-                self.check_margin_after_spending(node.account, currency, added_hold)?;
-                self.note_stale_margin(node.account, currency);
-            }
-            (currency, added_hold)
-        };
+        let (currency, added_hold) =
+            self.amended_hold(idx, &node, old_remaining, price, remaining)?;
 
         self.order_info[idx as usize].total = total;
         sink.on_event(&Event::Amended(Amended {

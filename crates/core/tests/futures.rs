@@ -35,6 +35,22 @@ fn future(symbol: &str, quote_scale: i64, fees: (i64, i64), margins: (i64, i64, 
     }))
 }
 
+/// A spot symbol X, BTC/USD, scales 1, no fees.
+fn spot_x() -> Command {
+    Command::AddSymbol(Box::new(SymbolSpec {
+        symbol: name("X"),
+        base: name("BTC"),
+        quote: name("USD"),
+        base_scale: 1,
+        quote_scale: 1,
+        maker_fee: 0,
+        taker_fee: 0,
+        band_bps: 0,
+        day_end: 0,
+        kind: SymbolSpec::SPOT,
+    }))
+}
+
 fn deposit(user: UserId, currency: &str, amount: i64, tx: i64) -> Command {
     Command::AdjustBalance {
         user,
@@ -306,18 +322,7 @@ fn setting_the_mark_it_already_has_starts_no_pass() {
 #[test]
 fn set_mark_price_reasons() {
     let mut v = venue();
-    v.ok(Command::AddSymbol(Box::new(SymbolSpec {
-        symbol: name("X"),
-        base: name("BTC"),
-        quote: name("USD"),
-        base_scale: 1,
-        quote_scale: 1,
-        maker_fee: 0,
-        taker_fee: 0,
-        band_bps: 0,
-        day_end: 0,
-        kind: SymbolSpec::SPOT,
-    })));
+    v.ok(spot_x());
     let (f, x) = (v.f(), v.engine.symbol_id("X"));
     v.rejected(
         Command::SetMarkPrice {
@@ -440,22 +445,7 @@ fn futures_orders_need_a_price_and_overflow_is_refused() {
         Reason::Overflow,
     );
     // The spot taker-fee floor does not apply to futures sells.
-    v.ok(Command::AddSymbol(Box::new(SymbolSpec {
-        symbol: name("H"),
-        base: name("IDX"),
-        quote: name("USD"),
-        base_scale: 1,
-        quote_scale: 1,
-        maker_fee: 0,
-        taker_fee: 5,
-        band_bps: 0,
-        day_end: 0,
-        kind: Some(SymbolKind::Future {
-            initial_margin: 1,
-            maintenance_margin: 1,
-            mark_price: 3,
-        }),
-    })));
+    v.ok(future("H", 1, (0, 5), (1, 1, 3)));
     let h = v.engine.symbol_id("H");
     v.ok(Command::Place(PlaceOrder::limit(2, 3, h, Side::Sell, 2, 1)));
 }
@@ -463,18 +453,7 @@ fn futures_orders_need_a_price_and_overflow_is_refused() {
 #[test]
 fn spot_holds_take_the_margin_check_and_liquidation_cancels_spot_orders_holding_the_currency() {
     let mut v = venue();
-    v.ok(Command::AddSymbol(Box::new(SymbolSpec {
-        symbol: name("X"),
-        base: name("BTC"),
-        quote: name("USD"),
-        base_scale: 1,
-        quote_scale: 1,
-        maker_fee: 0,
-        taker_fee: 0,
-        band_bps: 0,
-        day_end: 0,
-        kind: SymbolSpec::SPOT,
-    })));
+    v.ok(spot_x());
     let x = v.engine.symbol_id("X");
     v.ok(limit(&v, 1, 1, Side::Buy, 1000, 1));
     v.ok(limit(&v, 2, 1, Side::Sell, 1000, 1));

@@ -16,10 +16,10 @@
 //! the stops its trades trigger, in the order the rules give trade by trade, are those its
 //! first trade triggers, then those its last one does.
 
+use super::sell_price_below_fee;
 use super::{
     CancelReason, Engine, Event, EventSink, OrderTerms, OrderType, Reason, Side, Taker, Tif,
 };
-use super::{buy_hold, sell_price_below_fee};
 use crate::book::NodeKind;
 use crate::command::AmendOrder;
 use crate::event::{Amended, Cancelled, PendingStop, Triggered};
@@ -356,26 +356,8 @@ impl Engine {
         }
         let keeps_priority =
             price == node.price && stop_price == extra.stop_price && remaining <= node.remaining;
-        let (currency, added_hold) = if super::is_future(&terms) {
-            self.check_future_order(node.account, symbol, node.side, price, remaining, idx)?;
-            (terms.quote, 0)
-        } else {
-            let (currency, old_hold) = self.resting_hold(&node, node.remaining);
-            let new_hold = match node.side {
-                Side::Buy => buy_hold(remaining, price, &terms),
-                Side::Sell => remaining.checked_mul(terms.base_scale),
-            }
-            .ok_or(Reason::Overflow)?;
-            let added_hold = new_hold - old_hold;
-            if added_hold > self.accounts.balance(node.account, currency).available {
-                return Err(Reason::InsufficientFunds);
-            }
-            if added_hold > 0 && self.accounts.get(node.account).futures {
-                self.check_margin_after_spending(node.account, currency, added_hold)?;
-                self.note_stale_margin(node.account, currency);
-            }
-            (currency, added_hold)
-        };
+        let (currency, added_hold) =
+            self.amended_hold(idx, &node, node.remaining, price, remaining)?;
 
         let balance = self.accounts.balance_mut(node.account, currency);
         balance.available -= added_hold;
