@@ -36,6 +36,15 @@ impl StreamArgs {
         !self.nats.is_empty() || self.config.is_some()
     }
 
+    /// `--venue` and `--checkpoint-every` mean something only with a log on NATS.
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.is_set() || (self.venue.is_none() && self.checkpoint_every.is_none()),
+            "--venue and --checkpoint-every are for the log on NATS: give --nats or --config too"
+        );
+        Ok(())
+    }
+
     fn settings(&self) -> anyhow::Result<rialto_server::config::LogSettings> {
         use anyhow::Context;
         let mut settings = match &self.config {

@@ -260,6 +260,7 @@ fn run_journal(cmd: JournalCmd) -> anyhow::Result<ExitCode> {
             allow_gaps,
             stream,
         } => {
+            stream.check()?;
             let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
             let diag = &mut io::stderr();
             if stream.is_set() {
@@ -276,6 +277,7 @@ fn run_journal(cmd: JournalCmd) -> anyhow::Result<ExitCode> {
             }
         }
         JournalCmd::Verify { data, stream } => {
+            stream.check()?;
             let ok = match stream.is_set() {
                 true => journal::verify_stream(&stream, &mut io::stdout().lock())?,
                 false => journal::verify(&data, &mut io::stdout().lock())?,

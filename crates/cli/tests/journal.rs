@@ -545,3 +545,20 @@ fn a_journal_cut_at_a_record_boundary_is_reported_by_its_checkpoint() {
     let recovered = recover(dir.path(), EngineConfig::default()).unwrap();
     assert!(recovered.last_seq >= cmds.len() as u64);
 }
+
+#[test]
+fn nats_only_flags_without_a_log_on_nats_are_refused() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().to_str().unwrap();
+    for cmd in ["dump", "verify"] {
+        for flag in [["--venue", "main"], ["--checkpoint-every", "10"]] {
+            let run = rialto(&["journal", cmd, "--data", data, flag[0], flag[1]], "");
+            assert_ne!(run.code, Some(0), "journal {cmd} {flag:?}: {run:?}");
+            assert!(
+                run.stderr.contains("give --nats or --config"),
+                "journal {cmd} {flag:?}: {}",
+                run.stderr
+            );
+        }
+    }
+}
