@@ -234,19 +234,27 @@ impl FailoverClient {
     }
 
     /// Logs in at the next node that accepts and settles the orders in flight; queues the
-    /// [`Delivery::Reconnected`] that reports it.
+    /// [`Delivery::Reconnected`] that reports it. A node that does not answer a status query
+    /// within the read timeout (a paused leader) is passed over like one that closed the
+    /// connection. Even when no node settles everything in time, the orders found placed so
+    /// far are reported (after the error): an order leaves `in_flight` only with its report.
     fn fail_over(&mut self) -> Result<(), ClientError> {
+        let deadline = Instant::now() + self.reconnect_within;
         let mut placed = Vec::new();
         let mut resent = Vec::new();
-        'again: loop {
-            let (client, current) = log_in_somewhere(
+        let outcome = 'again: loop {
+            let within = deadline.saturating_duration_since(Instant::now());
+            let (client, current) = match log_in_somewhere(
                 &self.addrs,
                 self.current,
                 self.user,
                 &self.secret,
                 self.read_timeout,
-                self.reconnect_within,
-            )?;
+                within,
+            ) {
+                Ok(found) => found,
+                Err(e) => break Err(e),
+            };
             self.client = client;
             self.current = current;
             // After another drop, what was sent again may or may not have arrived: ask again.
@@ -260,33 +268,42 @@ impl FailoverClient {
                 {
                     Ok(ServerMsg::OrderStatus { state, .. }) => state,
                     Ok(other) => {
-                        return Err(ClientError::Unexpected(format!(
+                        break 'again Err(ClientError::Unexpected(format!(
                             "{other} in answer to an order status"
                         )));
                     }
-                    Err(e) if is_connection_lost(&e) => continue 'again,
-                    Err(e) => return Err(e),
+                    Err(e) if is_connection_lost(&e) || e.is_timeout() => {
+                        if Instant::now() >= deadline {
+                            break 'again Err(e);
+                        }
+                        continue 'again;
+                    }
+                    Err(e) => break 'again Err(e),
                 };
                 if state == OrderState::Unknown {
                     let terms = self.in_flight[&order];
                     match self.client.place(terms) {
                         Ok(()) => resent.push(order),
-                        Err(e) if is_connection_lost(&e) => continue 'again,
-                        Err(e) => return Err(e),
+                        Err(e) if is_connection_lost(&e) && Instant::now() < deadline => {
+                            continue 'again;
+                        }
+                        Err(e) => break 'again Err(e),
                     }
                 } else {
                     self.in_flight.remove(&order);
                     placed.push((order, state));
                 }
             }
-            break;
+            break Ok(());
+        };
+        if outcome.is_ok() || !placed.is_empty() || !resent.is_empty() {
+            self.pending.push_back(Delivery::Reconnected {
+                addr: self.addrs[self.current].clone(),
+                placed,
+                resent,
+            });
         }
-        self.pending.push_back(Delivery::Reconnected {
-            addr: self.addrs[self.current].clone(),
-            placed,
-            resent,
-        });
-        Ok(())
+        outcome
     }
 }
 

@@ -205,3 +205,82 @@ fn a_node_that_says_it_is_shutting_down_is_left_for_the_next() {
     old_leader.join().unwrap();
     new_leader.join().unwrap();
 }
+
+#[test]
+fn a_node_that_stops_answering_status_queries_is_left_for_the_next_and_nothing_settled_is_lost() {
+    let listeners: Vec<TcpListener> = (0..3)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let addrs: Vec<String> = (listeners.iter())
+        .map(|l| l.local_addr().unwrap().to_string())
+        .collect();
+    let mut listeners = listeners.into_iter();
+    let (first, paused, last) = (
+        listeners.next().unwrap(),
+        listeners.next().unwrap(),
+        listeners.next().unwrap(),
+    );
+    // The leader reads orders 1 and 2 and dies before answering either.
+    let leader = std::thread::spawn(move || {
+        let mut node = Node::accept(&first);
+        assert_eq!(node.new_order().order, 1);
+        assert_eq!(node.new_order().order, 2);
+    });
+    // The next node answers the status of order 1, then stops answering (a paused process):
+    // it keeps the connection open until the client has moved on.
+    let (moved, wait_moved) = mpsc::channel::<()>();
+    let silent = std::thread::spawn(move || {
+        let mut node = Node::accept(&paused);
+        match node.recv() {
+            ClientMsg::OrderStatus { request, order: 1 } => node.send(&ServerMsg::OrderStatus {
+                request,
+                seq: 12,
+                order: 1,
+                state: OrderState::Open,
+                remaining: 5,
+            }),
+            other => panic!("expected a status query of order 1, got {other:?}"),
+        }
+        let _ = wait_moved.recv_timeout(TIMEOUT);
+    });
+    // The third node answers for order 2 only: order 1 was settled already.
+    let answering = std::thread::spawn(move || {
+        let mut node = Node::accept(&last);
+        match node.recv() {
+            ClientMsg::OrderStatus { request, order: 2 } => node.send(&ServerMsg::OrderStatus {
+                request,
+                seq: 13,
+                order: 2,
+                state: OrderState::Ended,
+                remaining: 0,
+            }),
+            other => panic!("expected a status query of order 2, got {other:?}"),
+        }
+    });
+    let mut client = FailoverClient::connect_with(
+        &addrs,
+        1,
+        b"secret",
+        Duration::from_millis(300),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    for order in [1, 2] {
+        client
+            .place(NewOrder::limit(order, SymbolId(0), Side::Buy, 100, 5))
+            .unwrap();
+    }
+    leader.join().unwrap();
+    assert_eq!(
+        client.recv().unwrap(),
+        Delivery::Reconnected {
+            addr: addrs[2].clone(),
+            placed: vec![(1, OrderState::Open), (2, OrderState::Ended)],
+            resent: vec![],
+        }
+    );
+    assert_eq!(client.in_flight().count(), 0);
+    moved.send(()).unwrap();
+    silent.join().unwrap();
+    answering.join().unwrap();
+}
