@@ -1146,11 +1146,19 @@ impl EngineStage {
                     };
                     self.send(Target::Public, msg);
                 }
-                // Queries are answered above; no other command reports these. Futures are not
-                // on the gateways yet (the user learns of its liquidation from its trades and
-                // the `cancelled` events with reason `liquidation`).
-                OwnedEvent::Liquidated(_)
-                | OwnedEvent::Book { .. }
+                OwnedEvent::Liquidated(l) => {
+                    let msg = ServerMsg::Liquidated {
+                        seq,
+                        ts_ns,
+                        currency: l.currency,
+                        equity: l.equity,
+                        maintenance: l.maintenance,
+                        shortfall: l.shortfall,
+                    };
+                    self.send(Target::User(l.user), msg);
+                }
+                // Queries are answered above; no other command reports these.
+                OwnedEvent::Book { .. }
                 | OwnedEvent::UserReport(_)
                 | OwnedEvent::VenueReport(_) => {}
             }

@@ -55,6 +55,7 @@ mod ty {
     pub const S_TRIGGERED: u8 = 0x89;
     pub const S_PHASE_CHANGED: u8 = 0x8a;
     pub const S_AUCTION: u8 = 0x8b;
+    pub const S_LIQUIDATED: u8 = 0x8c;
     pub const S_SYMBOL_LIST: u8 = 0x90;
     pub const S_REPORT: u8 = 0x91;
     pub const S_VENUE_REPORT: u8 = 0x92;
@@ -390,6 +391,21 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
             put_i64(out, *qty);
             put_i64(out, *imbalance);
         }
+        ServerMsg::Liquidated {
+            seq,
+            ts_ns,
+            currency,
+            equity,
+            maintenance,
+            shortfall,
+        } => {
+            put_u64(out, *seq);
+            put_i64(out, *ts_ns);
+            put_name(out, currency);
+            put_i64(out, *equity);
+            put_i64(out, *maintenance);
+            put_i64(out, *shortfall);
+        }
         ServerMsg::VenueSettings {
             request,
             seq,
@@ -566,6 +582,7 @@ fn server_type(msg: &ServerMsg) -> u8 {
         ServerMsg::Triggered { .. } => ty::S_TRIGGERED,
         ServerMsg::PhaseChanged { .. } => ty::S_PHASE_CHANGED,
         ServerMsg::Auction { .. } => ty::S_AUCTION,
+        ServerMsg::Liquidated { .. } => ty::S_LIQUIDATED,
         ServerMsg::VenueSettings { .. } => ty::S_VENUE_SETTINGS,
         ServerMsg::SymbolList { .. } => ty::S_SYMBOL_LIST,
         ServerMsg::UserList { .. } => ty::S_USER_LIST,
@@ -1094,6 +1111,14 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
             price: r.i64("price")?,
             qty: r.i64("qty")?,
             imbalance: r.i64("imbalance")?,
+        },
+        ty::S_LIQUIDATED => ServerMsg::Liquidated {
+            seq: r.u64("seq")?,
+            ts_ns: r.i64("ts_ns")?,
+            currency: r.name("currency")?,
+            equity: r.i64("equity")?,
+            maintenance: r.i64("maintenance")?,
+            shortfall: r.i64("shortfall")?,
         },
         ty::S_VENUE_SETTINGS => {
             let (request, seq) = (r.u64("request")?, r.u64("seq")?);

@@ -116,6 +116,18 @@ impl fmt::Display for ServerMsg {
                  imbalance={imbalance}",
                 symbol.0
             ),
+            ServerMsg::Liquidated {
+                seq,
+                ts_ns,
+                currency,
+                equity,
+                maintenance,
+                shortfall,
+            } => write!(
+                f,
+                "liquidated seq={seq} ts_ns={ts_ns} currency={currency} equity={equity} \
+                 maintenance={maintenance} shortfall={shortfall}"
+            ),
             ServerMsg::VenueSettings {
                 request,
                 seq,

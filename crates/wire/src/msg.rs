@@ -366,6 +366,18 @@ pub enum ServerMsg {
         qty: i64,
         imbalance: i64,
     },
+    /// The receiver's margin in `currency` fell below maintenance and its futures positions
+    /// there were closed (docs/rules.md, "Futures"): follows the liquidation's cancellations
+    /// and trades. Equity and maintenance are before the liquidation (saturated to i64);
+    /// `shortfall` is what the insurance fund paid (0 if nothing).
+    Liquidated {
+        seq: u64,
+        ts_ns: i64,
+        currency: Name,
+        equity: i64,
+        maintenance: i64,
+        shortfall: i64,
+    },
     /// At most [`crate::MAX_SYMBOL_LIST_ITEMS`] symbols.
     SymbolList {
         request: u64,
@@ -465,7 +477,8 @@ impl ServerMsg {
             | ServerMsg::Amended { .. }
             | ServerMsg::Triggered { .. }
             | ServerMsg::PhaseChanged { .. }
-            | ServerMsg::Auction { .. } => None,
+            | ServerMsg::Auction { .. }
+            | ServerMsg::Liquidated { .. } => None,
         }
     }
 }

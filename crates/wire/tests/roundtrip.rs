@@ -356,6 +356,16 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
                 imbalance: n[2],
             }
         }),
+        (head, name(), any::<[i64; 3]>()).prop_map(|((seq, ts_ns, _), currency, n)| {
+            ServerMsg::Liquidated {
+                seq,
+                ts_ns,
+                currency,
+                equity: n[0],
+                maintenance: n[1],
+                shortfall: n[2],
+            }
+        }),
     ];
     let totals = (name(), any::<[i64; 5]>()).prop_map(|(currency, n)| CurrencyTotals {
         currency,
