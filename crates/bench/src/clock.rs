@@ -1,6 +1,6 @@
 //! Clocks for per-command timing.
 //!
-//! On the benchmark machine (docs/benchmarks.md; re-measured 2026-11-22) two back-to-back
+//! On the benchmark machine (docs/benchmarks-history.md, 2026-11-22) two back-to-back
 //! `Instant::now()` reads are 47-51 ns apart, a fenced `rdtsc`/`rdtscp` pair 56-64 TSC ticks at
 //! 2.0 GHz (28-32 ns). For commands of a few hundred nanoseconds the clock's own cost is a large
 //! part of each sample, so the TSC is the default where it is invariant; its cost is reported

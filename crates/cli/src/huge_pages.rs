@@ -5,7 +5,7 @@
 //! book side's sorted level array, its ladder), and with mimalloc more of them sit on huge pages
 //! (on `multi large`, 1.67 GB of huge pages against 1.53 GB), most likely because it carves them
 //! out of large regions instead of glibc's heap. That gave `multi large` a lower median latency
-//! per command and more commands a second in most runs (docs/benchmarks.md). Steady-state
+//! per command and more commands a second in most runs (docs/benchmarks-history.md). Steady-state
 //! trading allocates nothing, so `single` does not notice.
 //!
 //! A big venue's state (order arena, id indexes, accounts: a gigabyte on the `multi large`

@@ -49,7 +49,7 @@ pub struct EngineConfig {
     /// window of prices near the touch (crates/core/src/book.rs), 4 bytes and a bit each. The
     /// window starts at an eighth of `ladder_cells` and doubles, up to `ladder_cells`, as the
     /// side gets busier. Tuning only: nothing the engine reports depends on either. 8,192 cells
-    /// rather than 4,096: `single` about 4% faster (docs/benchmarks.md); ladders from 32 levels
+    /// rather than 4,096: `single` about 4% faster (docs/benchmarks-history.md); ladders from 32 levels
     /// with small windows: a fifth fewer lines prefetched a command on `multi large`.
     pub ladder_min_levels: usize,
     pub ladder_cells: usize,

@@ -301,8 +301,9 @@ pub struct JournalWriter {
     /// In `fsync` and `batch` mode the current segment file is sized to the full segment at
     /// once and records are written in place, so a commit never grows the file: growing it
     /// dirties the inode, which waits for the filesystem's journal commit that an fsync
-    /// starts (measured: docs/benchmarks.md), and makes every fdatasync commit metadata too. The zeros past the last
-    /// record are cut off at roll and on drop, and read as a torn tail after a crash.
+    /// starts (measured: docs/benchmarks-history.md), and makes every fdatasync commit metadata
+    /// too. The zeros past the last record are cut off at roll and on drop, and read as a torn
+    /// tail after a crash.
     preallocated: bool,
     sync_observer: SyncObserverSlot,
 }
