@@ -444,6 +444,9 @@ pub struct MarketDataSettings {
     /// Slots in the ring between the journal stage and the market data thread (each holds
     /// the records of one journaled batch, up to `pipeline.batch_max` commands).
     pub ring_capacity: usize,
+    /// MiB of journaled records that may wait beyond a full ring for the market data thread;
+    /// past it the journal stage takes no new commands until the thread catches up.
+    pub max_spill_mib: usize,
     /// Publish the binary feed over UDP multicast, with its TCP replay service.
     pub udp: bool,
     /// Multicast group and port of the incremental channel.
@@ -466,6 +469,7 @@ impl Default for MarketDataSettings {
     fn default() -> Self {
         MarketDataSettings {
             ring_capacity: 4_096,
+            max_spill_mib: 64,
             udp: false,
             udp_incremental: "239.255.42.1:30001".parse().expect("valid address"),
             udp_snapshot: "239.255.42.1:30002".parse().expect("valid address"),
@@ -747,6 +751,10 @@ impl ServerConfig {
         anyhow::ensure!(
             (2..=1 << 24).contains(&self.market_data.ring_capacity),
             "market_data.ring_capacity must be 2..=16777216"
+        );
+        anyhow::ensure!(
+            (1..=65_536).contains(&self.market_data.max_spill_mib),
+            "market_data.max_spill_mib must be 1..=65536"
         );
         anyhow::ensure!(
             w.max_requests_per_sec == 0 || w.burst >= 1,

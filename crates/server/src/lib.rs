@@ -355,7 +355,10 @@ pub fn start_with_stop(
     let replica =
         rialto_core::Engine::decode_snapshot(&engine.encode_snapshot(), config.engine_config())
             .context("cannot copy the engine for the market data replica")?;
-    let md_channel = pipeline::MdChannel::new(config.market_data.ring_capacity);
+    let md_channel = pipeline::MdChannel::new(
+        config.market_data.ring_capacity,
+        config.market_data.max_spill_mib << 20,
+    );
     // The history database fills its gaps from the local journal, which a node of the
     // replicated log does not write: history is off there for now (docs/replication.md).
     let history_on = config.history.enabled && config.log.backend == LogBackend::Local;
@@ -734,7 +737,10 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
             .context("cannot copy the engine for market data")?;
         (feed::MarketData::new(engine), copy)
     };
-    let md_channel = pipeline::MdChannel::new(config.market_data.ring_capacity);
+    let md_channel = pipeline::MdChannel::new(
+        config.market_data.ring_capacity,
+        config.market_data.max_spill_mib << 20,
+    );
     let shared = Arc::new(pipeline::Shared::default());
     shared
         .applied_seq
@@ -764,6 +770,12 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
             shared.engine_done.store(true, Ordering::SeqCst);
             let _ = md_thread.join();
             return Err(replication::StoppedAsStandby.into());
+        }
+        // Market data's spill at its bound: let its thread catch up before reading on.
+        if sink.tap.is_full() {
+            sink.tap.hand_off();
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
         }
         if !replica.step(Duration::from_millis(200), &mut sink)? {
             sink.tap.hand_off();
@@ -820,11 +832,17 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
         .spawn(move || {
             let mut result = Ok(());
             while !follow_stop.load(Ordering::SeqCst) && !follow_shared.has_failed() {
-                // Records waiting for room in the market data ring are handed over soon.
+                // Records waiting for room in the market data ring are handed over soon; with
+                // the spill at its bound, nothing more is read until they are.
                 let wait = match sink.tap.spilled() {
                     0 => Duration::from_millis(100),
                     _ => Duration::from_millis(1),
                 };
+                if sink.tap.is_full() {
+                    sink.tap.hand_off();
+                    std::thread::sleep(wait);
+                    continue;
+                }
                 match replica.step(wait, &mut sink) {
                     Ok(_) => {
                         sink.tap.hand_off();

@@ -523,7 +523,10 @@ impl JournalStage {
         // This stage is the engine ring's only producer: take no more than fits, so that
         // passing the batch on never waits (the engine may run on this very thread).
         let room = self.to_engine.capacity() - self.to_engine.len();
-        let take = self.batch_max.min(room);
+        // Market data too far behind (its spill at its bound): take nothing until it catches
+        // up, so that its queue stays bounded; senders wait in the inbound ring.
+        let md_full = self.market_data.as_ref().is_some_and(JournalTap::is_full);
+        let take = if md_full { 0 } else { self.batch_max.min(room) };
         let mut tick = if self.inbound.is_empty() {
             self.expiry_tick()
         } else {
@@ -654,13 +657,16 @@ struct EngineStage {
 pub struct MdChannel {
     pub chunks: Arc<Ring<Vec<u8>>>,
     empties: crossbeam_queue::ArrayQueue<Vec<u8>>,
+    /// Bytes of records that may wait in a tap's spill queue (`market_data.max_spill_mib`).
+    max_spill_bytes: usize,
 }
 
 impl MdChannel {
-    pub fn new(capacity: usize) -> Arc<MdChannel> {
+    pub fn new(capacity: usize, max_spill_bytes: usize) -> Arc<MdChannel> {
         Arc::new(MdChannel {
             chunks: Ring::new(capacity),
             empties: crossbeam_queue::ArrayQueue::new(capacity),
+            max_spill_bytes,
         })
     }
 
@@ -672,11 +678,14 @@ impl MdChannel {
 }
 
 /// The journal stage's side of the market data channel: one copy of each batch's encoded
-/// records. It never holds the journal back: a chunk that finds the ring full waits in an
-/// unbounded spill queue, in order, so nothing is skipped.
+/// records. A chunk that finds the ring full waits in a spill queue, in order, so nothing is
+/// skipped; the spill is bounded: once it holds `max_spill_bytes`, [`Self::is_full`] tells
+/// the journal stage (or a replica's follower) to take nothing new until the market data
+/// thread has caught up. One batch may take it past the bound, never more.
 pub struct JournalTap {
     channel: Arc<MdChannel>,
     spill: VecDeque<Vec<u8>>,
+    spilled_bytes: usize,
 }
 
 impl JournalTap {
@@ -684,12 +693,18 @@ impl JournalTap {
         JournalTap {
             channel,
             spill: VecDeque::new(),
+            spilled_bytes: 0,
         }
     }
 
     /// Chunks waiting for room in the ring.
     pub fn spilled(&self) -> usize {
         self.spill.len()
+    }
+
+    /// Whether the spill holds its bound: take no new commands until it drains.
+    pub fn is_full(&self) -> bool {
+        self.spilled_bytes >= self.channel.max_spill_bytes
     }
 
     /// Queues a copy of a batch's records.
@@ -699,6 +714,7 @@ impl JournalTap {
         }
         let mut chunk = self.channel.empties.pop().unwrap_or_default();
         chunk.extend_from_slice(records);
+        self.spilled_bytes += chunk.len();
         self.spill.push_back(chunk);
     }
 
@@ -706,10 +722,12 @@ impl JournalTap {
     pub fn hand_off(&mut self) -> usize {
         let mut moved = 0;
         while let Some(chunk) = self.spill.pop_front() {
+            let len = chunk.len();
             if let Err(chunk) = self.channel.chunks.try_push(chunk) {
                 self.spill.push_front(chunk);
                 break;
             }
+            self.spilled_bytes -= len;
             moved += 1;
         }
         if moved > 0 {
@@ -1303,5 +1321,40 @@ impl SnapshotWriter {
         if let Err(e) = result {
             tracing::warn!("tidying snapshots and journal segments failed: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_market_data_spill_holds_what_the_ring_cannot_and_says_when_it_is_at_its_bound() {
+        // A ring of 2 batches and a spill of 100 bytes.
+        let channel = MdChannel::new(2, 100);
+        let mut tap = JournalTap::new(channel.clone());
+        for batch in 0..4u8 {
+            tap.send(&[batch; 40]);
+            tap.hand_off();
+        }
+        // Two batches in the ring, two (80 bytes) spilled: under the bound.
+        assert_eq!(tap.spilled(), 2);
+        assert!(!tap.is_full());
+        tap.send(&[4; 40]);
+        assert!(tap.is_full(), "120 bytes spilled reach the bound of 100");
+        // The market data thread takes one batch: one spilled batch moves into the ring.
+        let first = channel.chunks.pop().expect("a batch in the ring");
+        assert_eq!(first, vec![0; 40]);
+        assert_eq!(tap.hand_off(), 1);
+        assert!(!tap.is_full(), "80 bytes spilled");
+        // Nothing is skipped or reordered.
+        let mut seen = Vec::new();
+        while tap.spilled() > 0 || !channel.chunks.is_empty() {
+            if let Some(chunk) = channel.chunks.pop() {
+                seen.push(chunk[0]);
+            }
+            tap.hand_off();
+        }
+        assert_eq!(seen, vec![1, 2, 3, 4]);
     }
 }
