@@ -32,6 +32,10 @@ use rialto_journal::format::encode_record;
 use rialto_server::feed::MarketData;
 use rialto_server::pipeline::{JournalTap, MdChannel, Prefetch, Shared};
 
+/// The bench hands every batch over without waiting: it measures what the feed costs the
+/// engine, so its spill has no bound (the server's is `market_data.max_spill_mib`).
+const SPILL_UNBOUNDED: usize = usize::MAX;
+
 /// Commands per batch, as the journal stage takes them at most (`pipeline.batch_max`).
 const BATCH: usize = 1024;
 
@@ -144,7 +148,7 @@ fn one_run(
     let prefetch = Prefetch::from(args.prefetch);
     let prefetched = prefetch.now(&engine);
     let channel = match args.cold {
-        true => MdChannel::new(args.ring),
+        true => MdChannel::new(args.ring, SPILL_UNBOUNDED),
         false => channel.clone(),
     };
     let shared = Arc::new(Shared::default());
@@ -226,7 +230,7 @@ pub fn run(args: &MdBenchArgs) -> anyhow::Result<()> {
     let (mut base_cpu, mut feed_cpu) = (Vec::new(), Vec::new());
     let mut drains = Vec::new();
     let mut prefetched = false;
-    let channel = MdChannel::new(args.ring);
+    let channel = MdChannel::new(args.ring, SPILL_UNBOUNDED);
     if let Some(kind) = &args.only {
         let r = one_run(&w, &w.commands, kind == "feed", args, &channel)?;
         println!(
