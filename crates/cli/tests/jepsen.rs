@@ -11,7 +11,9 @@
 //!   it);
 //! - `kill-nats`: SIGKILL of one nats-server, trading goes on on the other two, and it is
 //!   started again on its store;
-//! - `restart-standby`: SIGKILL or SIGTERM of the standby, started again.
+//! - `restart-standby`: SIGKILL or SIGTERM of the standby, started again;
+//! - `restart-replica`: SIGKILL or SIGTERM of a read replica (`--role replica`), started
+//!   again (it reads the log from the start).
 //!
 //! A node that exits on its own (a leader whose appends time out while NATS elects a new
 //! stream leader, say) is started again, as a supervisor would, and counted. At the end:
@@ -19,7 +21,9 @@
 //! traders sent is placed twice, every order acknowledged is known to the last leader, and
 //! both Rialto nodes and a fresh reading of the stream reach the same state hash at the same
 //! seq (each node leads in turn and answers an admin TakeSnapshot); the nodes also compared
-//! the leader's checkpoints (every 25 commands) while they followed, and none diverged.
+//! the leader's checkpoints (every 25 commands) while they followed, and none diverged; the
+//! replica's market data (L3 books and recent trades, from its public REST) is the last
+//! leader's, at the same feed seqs.
 //!
 //! `JEPSEN_SEED` and `JEPSEN_CYCLES` (20 by default) override the schedule; the seed is
 //! printed first, so a failure can be run again. `scripts/jepsen.sh` runs more cycles and
@@ -90,12 +94,16 @@ impl Process {
     }
 }
 
-/// A Rialto node: its data directory and order address outlive its processes.
+/// A Rialto node: its data directory and addresses outlive its processes.
 struct Node {
     name: String,
+    /// `--role`: `auto` (leader or hot standby) or `replica`.
+    role: &'static str,
     dir: tempfile::TempDir,
     /// The order gateway's address whenever this node leads.
     addr: String,
+    /// Its web listener (REST and WebSocket): a leader's, or a read replica's.
+    web: String,
     process: Option<Process>,
     starts: u32,
 }
@@ -131,6 +139,42 @@ fn stopped(pid: &str) -> bool {
     })
 }
 
+/// A GET over plain HTTP/1.1 (the test's own minimal client): the body of a 200, or an error.
+fn http_get(addr: &str, path: &str) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    let (head, body) = response.split_once("\r\n\r\n").ok_or("no header end")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(format!("{path}: {head}"));
+    }
+    Ok(body.to_owned())
+}
+
+/// A node's public market data as text to compare: each demo symbol's L3 book (with the
+/// feed's seq) and its recent trades (with the feed's trade numbers).
+fn market_data(web: &str) -> Result<String, String> {
+    let mut out = String::new();
+    for symbol in ["BTC-USD", "ETH-USD"] {
+        for path in [
+            format!("/api/v1/book/{symbol}/orders?limit=1000"),
+            format!("/api/v1/trades/{symbol}?limit=1000"),
+        ] {
+            let body = http_get(web, &path)?;
+            out += &format!("{path}: {body}\n");
+        }
+    }
+    Ok(out)
+}
+
 fn free_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().to_string()
@@ -143,11 +187,13 @@ fn tail(path: &Path, lines: usize) -> String {
 }
 
 impl Node {
-    fn new(name: &str) -> Node {
+    fn new(name: &str, role: &'static str) -> Node {
         Node {
             name: name.to_owned(),
+            role,
             dir: tempfile::tempdir().unwrap(),
             addr: free_addr(),
+            web: free_addr(),
             process: None,
             starts: 0,
         }
@@ -158,7 +204,7 @@ impl Node {
         self.starts += 1;
         let log = logs.join(format!("{}-{}.log", self.name, self.starts));
         let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
-            .args(["serve", "--demo", "--log", "jetstream", "--role", "auto"])
+            .args(["serve", "--demo", "--log", "jetstream", "--role", self.role])
             .args(["--nats", &cluster.urls_arg()])
             .args(["--set", &format!("log.lease_ms={LEASE_MS}")])
             .args(["--set", &format!("log.venue={VENUE}")])
@@ -170,7 +216,7 @@ impl Node {
                 "--fix-listen",
                 "127.0.0.1:0",
             ])
-            .args(["--web-listen", "127.0.0.1:0"])
+            .args(["--web-listen", &self.web])
             .arg("--data")
             .arg(self.dir.path())
             .stdout(Stdio::piped())
@@ -242,6 +288,14 @@ impl Node {
             .and_then(|rest| rest.split(',').next())
             .unwrap_or_else(|| panic!("no admin address in {line:?}"));
         Some(admin.to_owned())
+    }
+
+    /// Whether this node's process has started to serve since the last look (a read
+    /// replica: once it has applied the log as far as it reached when it started).
+    fn started_serving(&self) -> bool {
+        self.process
+            .as_ref()
+            .is_some_and(|p| p.serving.try_recv().is_ok())
     }
 
     /// Whether its log says it follows another node's log as a hot standby.
@@ -451,12 +505,21 @@ struct Venue {
     /// The probe user's next order id, and every probe order sent to a paused leader.
     next_probe: i64,
     probes: Vec<i64>,
+    /// A read replica (`--role replica`), and whether it serves yet.
+    replica: Node,
+    replica_serves: bool,
 }
 
 impl Venue {
     fn start_node(&mut self, i: usize) {
         self.nodes[i].start(&self.cluster, self.logs.path());
         self.all_logs.push(self.nodes[i].log());
+    }
+
+    fn start_replica(&mut self) {
+        self.replica.start(&self.cluster, self.logs.path());
+        self.all_logs.push(self.replica.log());
+        self.replica_serves = false;
     }
 
     /// Looks at both nodes once: notes a node that started to lead, and starts again a node
@@ -481,6 +544,17 @@ impl Venue {
                 }
                 self.start_node(i);
             }
+        }
+        if self.replica.started_serving() {
+            self.replica_serves = true;
+        }
+        if let Some(status) = self.replica.exited() {
+            eprintln!(
+                "jepsen: the replica exited on its own ({status}); starting it again. Its log:\n{}",
+                tail(&self.log_of(&self.replica), 5)
+            );
+            self.tally.unplanned_exits += 1;
+            self.start_replica();
         }
     }
 
@@ -642,6 +716,18 @@ impl Venue {
         self.cluster.restart(n);
     }
 
+    /// SIGKILL or SIGTERM of the read replica, started again; waits until it serves.
+    fn restart_replica(&mut self, rng: &mut Rng) {
+        if rng.below(2) == 0 {
+            self.replica.kill();
+        } else {
+            let status = self.replica.terminate();
+            assert!(status.success(), "a replica stopped by SIGTERM exits 0");
+        }
+        self.start_replica();
+        self.wait_until("the replica serving", None, |v| v.replica_serves);
+    }
+
     fn restart_standby(&mut self, rng: &mut Rng) {
         let l = self.wait_leader();
         let s = 1 - l;
@@ -655,9 +741,36 @@ impl Venue {
         self.wait_follows(s);
     }
 
+    /// The replica's and the last leader's market data (L3 book and recent trades of each
+    /// demo symbol, from each node's public REST), once the replica's equals the leader's or
+    /// `PATIENCE` has passed; an error if either could not be read.
+    fn market_data_of_replica_and_leader(&mut self) -> Result<(String, String), String> {
+        let l = self.wait_leader();
+        let leader = market_data(&self.nodes[l].web).map_err(|e| format!("the leader: {e}"))?;
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            self.supervise(None);
+            if self.replica_serves {
+                let replica =
+                    market_data(&self.replica.web).map_err(|e| format!("the replica: {e}"))?;
+                if replica == leader || Instant::now() > deadline {
+                    return Ok((replica, leader));
+                }
+            } else if Instant::now() > deadline {
+                return Err("the replica did not serve within the patience".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn all_logs_of(&self, i: usize) -> PathBuf {
-        let prefix = format!("{}-{}.log", self.nodes[i].name, self.nodes[i].starts);
-        self.logs.path().join(prefix)
+        self.log_of(&self.nodes[i])
+    }
+
+    /// The log file of a node's current (or last) process.
+    fn log_of(&self, node: &Node) -> PathBuf {
+        let name = format!("{}-{}.log", node.name, node.starts);
+        self.logs.path().join(name)
     }
 }
 
@@ -708,7 +821,7 @@ fn run(seed: u64, cycles: u64) {
     let mut rng = Rng(seed);
     let mut venue = Venue {
         cluster: NatsCluster::start(),
-        nodes: [Node::new("a"), Node::new("b")],
+        nodes: [Node::new("a", "auto"), Node::new("b", "auto")],
         leader: None,
         logs: tempfile::tempdir().unwrap(),
         all_logs: Vec::new(),
@@ -717,13 +830,15 @@ fn run(seed: u64, cycles: u64) {
         tally: Tally::default(),
         next_probe: 1,
         probes: Vec::new(),
+        replica: Node::new("r", "replica"),
+        replica_serves: false,
     };
     venue.start_node(0);
     assert_eq!(venue.wait_leader(), 0, "the first node leads");
     venue.start_node(1);
     venue.wait_follows(1);
-    // Hook: a read replica (`--role replica`, once it exists) starts here, is restarted by
-    // `restart-standby` too, and joins the state hash comparison at the end.
+    venue.start_replica();
+    venue.wait_until("the replica serving", None, |v| v.replica_serves);
 
     let stop = Arc::new(AtomicBool::new(false));
     let addrs = [venue.nodes[0].addr.clone(), venue.nodes[1].addr.clone()];
@@ -744,10 +859,11 @@ fn run(seed: u64, cycles: u64) {
     venue.wait_progress();
     let started = Instant::now();
     for cycle in 1..=cycles {
-        let kind = match rng.below(4) {
+        let kind = match rng.below(5) {
             0 => "kill-leader",
             1 => "pause-leader",
             2 => "kill-nats",
+            3 => "restart-replica",
             _ => "restart-standby",
         };
         eprintln!(
@@ -758,6 +874,7 @@ fn run(seed: u64, cycles: u64) {
             "kill-leader" => venue.kill_leader(),
             "pause-leader" => venue.pause_leader(),
             "kill-nats" => venue.kill_nats(&mut rng),
+            "restart-replica" => venue.restart_replica(&mut rng),
             _ => venue.restart_standby(&mut rng),
         }
         *venue.tally.faults.entry(kind).or_default() += 1;
@@ -899,6 +1016,23 @@ fn run(seed: u64, cycles: u64) {
     lost.sort();
     lost.dedup();
 
+    // The replica's market data is the leader's as trading ends: the same L3 books at the
+    // same feed seqs, the same recent trades with the same trade numbers.
+    let replica_matches = match venue.market_data_of_replica_and_leader() {
+        // Traded: the leader's books hold orders (`[[order, price, qty]...`).
+        Ok((replica, leader)) if replica == leader && leader.contains("[[") => true,
+        Ok((replica, leader)) => {
+            divergences += 1;
+            problems.push(format!(
+                "the replica's market data differs from the leader's:\nreplica: {replica}\nleader: {leader}"
+            ));
+            false
+        }
+        Err(e) => {
+            problems.push(format!("market data: {e}"));
+            false
+        }
+    };
     // Every node at the same seq: each leads in turn (a node stopped cleanly gives the lease
     // up) and answers a TakeSnapshot.
     for _ in 0..2 {
@@ -977,6 +1111,10 @@ fn run(seed: u64, cycles: u64) {
     );
     println!("| acknowledged orders lost | {} |", lost.len());
     println!("| orders duplicated | {} |", duplicated.len());
+    println!(
+        "| read replica's market data equals the leader's | {} |",
+        if replica_matches { "yes" } else { "no" }
+    );
     println!("| divergences | {divergences} |");
     println!("| final seq, state hash | {seq}, {hash} |");
     if unanswered_total > 0 {
