@@ -208,7 +208,9 @@ impl SnapshotStore {
     }
 
     /// The first of `snapshots` that loads; each refused one is logged (`then` says which way
-    /// the next one tried is).
+    /// the next one tried is). A fetch that fails for a transient reason (a nats-server
+    /// restarting, a timeout) is tried again, for up to `replication::START_RETRY`, rather
+    /// than taken for a bad snapshot; one deleted meanwhile (pruned) is passed over.
     fn first_usable<'a>(
         &self,
         snapshots: impl Iterator<Item = &'a Stored>,
@@ -216,7 +218,31 @@ impl SnapshotStore {
         then: &str,
     ) -> anyhow::Result<Option<FromBucket>> {
         for snapshot in snapshots {
-            match self.load(snapshot, config) {
+            let fetched = crate::replication::retrying("fetching a snapshot", || {
+                match self.fetch(snapshot) {
+                    Err(Fetch::Transient(e)) => Err(e),
+                    other => Ok(other),
+                }
+            })?;
+            let bytes = match fetched {
+                Ok(bytes) => bytes,
+                Err(Fetch::Gone) => {
+                    tracing::warn!(
+                        snapshot = %snapshot.name,
+                        "a snapshot of the bucket was deleted before it was read; trying the \
+                         next {then} one"
+                    );
+                    continue;
+                }
+                Err(Fetch::Refused(e) | Fetch::Transient(e)) => {
+                    tracing::error!(
+                        snapshot = %snapshot.name,
+                        "REFUSED a snapshot of the bucket: {e:#}; trying the next {then} one"
+                    );
+                    continue;
+                }
+            };
+            match self.check(snapshot, &bytes, config) {
                 Ok(engine) => {
                     return Ok(Some(FromBucket {
                         engine,
@@ -233,21 +259,39 @@ impl SnapshotStore {
         Ok(None)
     }
 
-    fn load(&self, snapshot: &Stored, config: EngineConfig) -> anyhow::Result<Engine> {
-        let bytes = self.connection.runtime.block_on(async {
-            let object = self.bucket.get(&snapshot.name).await?;
+    /// A snapshot's bytes from the bucket.
+    fn fetch(&self, snapshot: &Stored) -> Result<Vec<u8>, Fetch> {
+        self.connection.runtime.block_on(async {
+            let mut object = match self.bucket.get(&snapshot.name).await {
+                Ok(object) => object,
+                Err(e) if e.kind() == object_store::GetErrorKind::NotFound => {
+                    return Err(Fetch::Gone);
+                }
+                Err(e) => return Err(Fetch::Transient(e.into())),
+            };
             let size = object.info().size;
-            anyhow::ensure!(
-                size <= MAX_SNAPSHOT_BYTES,
-                "{size} bytes, more than a snapshot may have"
-            );
+            if size > MAX_SNAPSHOT_BYTES {
+                return Err(Fetch::Refused(anyhow::anyhow!(
+                    "{size} bytes, more than a snapshot may have"
+                )));
+            }
             let mut bytes = Vec::with_capacity(size);
-            let mut object = object;
-            object.read_to_end(&mut bytes).await?;
-            anyhow::Ok(bytes)
-        })?;
+            match object.read_to_end(&mut bytes).await {
+                Ok(_) => Ok(bytes),
+                Err(e) => Err(Fetch::Transient(e.into())),
+            }
+        })
+    }
+
+    /// Loads fetched bytes into an engine if every check passes.
+    fn check(
+        &self,
+        snapshot: &Stored,
+        bytes: &[u8],
+        config: EngineConfig,
+    ) -> anyhow::Result<Engine> {
         let origin = Path::new(&snapshot.name);
-        let (engine, info) = rialto_journal::load_snapshot_bytes(&bytes, origin, config)?;
+        let (engine, info) = rialto_journal::load_snapshot_bytes(bytes, origin, config)?;
         anyhow::ensure!(
             info.seq == snapshot.seq,
             "its header is at seq {}, its name and metadata say {}",
@@ -262,6 +306,16 @@ impl SnapshotStore {
         );
         Ok(engine)
     }
+}
+
+/// Why a snapshot's bytes could not be fetched.
+enum Fetch {
+    /// The object is no longer in the bucket (pruned since it was listed).
+    Gone,
+    /// It is, but it is not a snapshot this node may load.
+    Refused(anyhow::Error),
+    /// The cluster did not answer as it should: worth trying again.
+    Transient(anyhow::Error),
 }
 
 /// Creates the venue's snapshot bucket if it is missing.
