@@ -20,6 +20,8 @@ pub struct NatsCluster {
     pub urls: Vec<String>,
     /// Each node's command-line arguments, to start it again after [`NatsCluster::kill`].
     args: Vec<Vec<std::ffi::OsString>>,
+    /// Each node's monitoring port (`/healthz`).
+    monitors: Vec<u16>,
     dir: tempfile::TempDir,
 }
 
@@ -83,6 +85,7 @@ impl NatsCluster {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let client_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let cluster_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let monitors: Vec<u16> = (0..3).map(|_| free_port()).collect();
         // A name of its own, so that a node of another test's cluster can never join this one.
         let name = format!(
             "rialto-test-{}-{}",
@@ -102,6 +105,7 @@ impl NatsCluster {
             let mut args: Vec<std::ffi::OsString> = Vec::new();
             args.extend(["-a", "127.0.0.1", "-p"].map(Into::into));
             args.push(client_ports[i].to_string().into());
+            args.extend(["-m".into(), monitors[i].to_string().into()]);
             args.extend([
                 "-n".into(),
                 format!("n{i}").into(),
@@ -131,6 +135,7 @@ impl NatsCluster {
             nodes,
             urls,
             args: all_args,
+            monitors,
             dir,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -177,7 +182,9 @@ impl NatsCluster {
     }
 
     /// Starts node `i` again (after [`Self::kill`]) on its ports and store, appending to its
-    /// log, and waits (up to 20 s) until it accepts connections.
+    /// log, and waits until it accepts connections (up to 20 s) and its JetStream has caught
+    /// up with the cluster (`/healthz` answers 200; up to 60 s), as a supervisor that restarts
+    /// a node would before it counts the node back.
     pub fn restart(&mut self, i: usize) {
         let log = std::fs::OpenOptions::new()
             .append(true)
@@ -208,9 +215,17 @@ impl NatsCluster {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !healthy(self.monitors[i]) {
+            assert!(
+                Instant::now() < deadline,
+                "n{i}'s JetStream did not catch up within 60 s; the logs: {}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
-    /// The URLs as `--nats` takes them.
     /// The settings of a venue on this cluster whose tests want a short lease and frequent
     /// checkpoints.
     pub fn log_settings(&self, venue: &str) -> rialto_server::config::LogSettings {
@@ -224,6 +239,7 @@ impl NatsCluster {
         }
     }
 
+    /// The URLs as `--nats` takes them.
     pub fn urls_arg(&self) -> String {
         self.urls.join(",")
     }
@@ -243,6 +259,23 @@ impl NatsCluster {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// Whether the nats-server monitored on `port` says it is healthy (`GET /healthz`: 200 once
+/// its JetStream is current with the cluster's).
+fn healthy(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.starts_with("HTTP/1.1 200")
 }
 
 impl Drop for NatsCluster {
