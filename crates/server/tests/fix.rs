@@ -1653,9 +1653,10 @@ fn a_phase_change_is_a_security_status() {
 }
 
 /// A FIX session's user is liquidated on the demo's future (docs/fix.md, "Futures"): its
-/// resting order is cancelled (Text `liquidation`), and the close's fill, an order the session
-/// never sent, comes as ExecutionReport F with an OrderID of the session's and no ClOrdID.
-/// RequestForPositions gets BusinessMessageReject 3.
+/// resting order is cancelled (Text `liquidation`), and the close, an order the session never
+/// sent, comes as ExecutionReport F for its fill and 4 for the rest the book could not take,
+/// under one OrderID of the session's and no ClOrdID. RequestForPositions gets
+/// BusinessMessageReject 3.
 #[test]
 fn a_liquidated_fix_user_gets_reports_of_the_cancel_and_the_close() {
     use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
@@ -1680,7 +1681,7 @@ fn a_liquidated_fix_user_gets_reports_of_the_cancel_and_the_close() {
             request: 2,
             user: 100,
             currency: rialto_core::Name::new("USD").unwrap(),
-            amount: 60_000,
+            amount: 120_000,
             tx: 9_100,
         },
     ] {
@@ -1695,7 +1696,7 @@ fn a_liquidated_fix_user_gets_reports_of_the_cancel_and_the_close() {
     }
     let mut fix = FixClient::connect(fix_addr(&server), "MARGIN", "FIX.4.4");
     fix.logon(&server, 100);
-    let order = |fix: &mut FixClient, id: &str, side: &str, price: &str| {
+    let order = |fix: &mut FixClient, id: &str, side: &str, qty: &str, price: &str| {
         fix.send(
             "D",
             &[
@@ -1704,7 +1705,7 @@ fn a_liquidated_fix_user_gets_reports_of_the_cancel_and_the_close() {
                 (tags::SYMBOL, "BTC-PERP"),
                 (tags::SIDE, side),
                 (tags::TRANSACT_TIME, &transact_time()),
-                (tags::ORDER_QTY, "0.001"),
+                (tags::ORDER_QTY, qty),
                 (tags::ORD_TYPE, "2"),
                 (tags::PRICE, price),
                 (tags::TIME_IN_FORCE, "1"),
@@ -1713,8 +1714,8 @@ fn a_liquidated_fix_user_gets_reports_of_the_cancel_and_the_close() {
         let new = fix.expect("8");
         assert_eq!(new.req(tags::EXEC_TYPE), "0", "{new:?}");
     };
-    // Long one lot at 5000.00 (margin 500.00 of its 600.00), and a sell resting above.
-    order(&mut fix, "L1", "1", "5000.00");
+    // Long two lots at 5000.00 (margin 1000.00 of its 1200.00), and a sell resting above.
+    order(&mut fix, "L1", "1", "0.002", "5000.00");
     let mut other = common::trader(&server, 2);
     other
         .place(NewOrder::limit(
@@ -1722,20 +1723,20 @@ fn a_liquidated_fix_user_gets_reports_of_the_cancel_and_the_close() {
             perp,
             rialto_core::Side::Sell,
             500_000,
-            1,
+            2,
         ))
         .unwrap();
     let fill = fix.expect("8");
     assert_eq!(fill.req(tags::EXEC_TYPE), "F", "{fill:?}");
-    order(&mut fix, "S1", "2", "5200.00");
-    // A bid the close will meet.
+    order(&mut fix, "S1", "2", "0.001", "5200.00");
+    // One lot bid: the close meets it, and nothing more.
     other
         .place(NewOrder::limit(2, perp, rialto_core::Side::Buy, 470_000, 1))
         .unwrap();
     common::recv_until(&mut other, |m| {
         matches!(m, ServerMsg::Accepted { order: 2, .. })
     });
-    // Mark 4600.00: equity 600.00 − 400.00 = 200.00, under maintenance 250.00.
+    // Mark 4600.00: equity 1200.00 − 800.00 = 400.00, under maintenance 500.00.
     let reply = admin
         .request(&ClientMsg::SetMarkPrice {
             request: 3,
@@ -1764,7 +1765,20 @@ fn a_liquidated_fix_user_gets_reports_of_the_cancel_and_the_close() {
     assert_eq!(close.req(tags::LAST_QTY), "0.001");
     assert_eq!(close.req(tags::ORD_STATUS), "2");
     assert_eq!(close.req(tags::TEXT), "liquidation");
-    let ids: Vec<&str> = [&fill, &cancelled, &close]
+    // The lot no bid took: the rest of the close, cancelled.
+    let rest = fix.expect("8");
+    assert_eq!(rest.req(tags::EXEC_TYPE), "4", "{rest:?}");
+    assert_eq!(rest.get(tags::CL_ORD_ID), None);
+    assert_eq!(
+        (
+            rest.req(tags::ORDER_QTY),
+            rest.req(tags::CUM_QTY),
+            rest.req(tags::LEAVES_QTY)
+        ),
+        ("0.002", "0.001", "0.000")
+    );
+    assert_eq!(rest.req(tags::TEXT), "liquidation");
+    let ids: Vec<&str> = [&fill, &cancelled, &close, &rest]
         .iter()
         .map(|m| m.req(tags::ORDER_ID))
         .collect();
@@ -1772,7 +1786,9 @@ fn a_liquidated_fix_user_gets_reports_of_the_cancel_and_the_close() {
         ids[2] != ids[0] && ids[2] != ids[1],
         "the close has an OrderID of its own: {ids:?}"
     );
+    assert_eq!(ids[3], ids[2], "its fill and its rest are one order");
     assert_valid(ApplVersion::Fix44, &close);
+    assert_valid(ApplVersion::Fix44, &rest);
 
     fix.send(
         "AN",
