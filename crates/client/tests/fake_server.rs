@@ -45,6 +45,7 @@ fn report(request: u64, user: i64) -> ServerMsg {
             orders: vec![],
             positions: Vec::new(),
         },
+        margins: Vec::new(),
     }
 }
 

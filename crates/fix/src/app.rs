@@ -693,7 +693,11 @@ impl ExecutionReport<'_> {
             let status = self.exec_type == exec_type::ORDER_STATUS;
             w.char(tags::EXEC_TRANS_TYPE, if status { b'3' } else { b'0' });
         }
-        w.str(tags::CL_ORD_ID, self.cl_ord_id);
+        // Empty for an order the session did not send (a liquidation's close): left out, as
+        // every version allows.
+        if !self.cl_ord_id.is_empty() {
+            w.str(tags::CL_ORD_ID, self.cl_ord_id);
+        }
         if let Some(orig) = self.orig_cl_ord_id
             && version >= ApplVersion::Fix41
         {

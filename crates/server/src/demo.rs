@@ -1,7 +1,8 @@
-//! The demo venue that `rialto serve --demo` creates on an empty data directory: two symbols
-//! and a few funded users, journaled like any admin command (docs/operations.md).
+//! The demo venue that `rialto serve --demo` creates on an empty data directory: two spot
+//! symbols, a future whose mark follows its book, an insurance fund and a few funded users,
+//! journaled like any admin command (docs/operations.md).
 
-use rialto_core::{Command, Name, SymbolSpec};
+use rialto_core::{Command, Name, SymbolKind, SymbolSpec};
 
 use crate::auth::Credentials;
 
@@ -14,6 +15,16 @@ pub const DEMO_ORDER_ID_WINDOW_NS: i64 = 86_400 * 1_000_000_000;
 pub const DEMO_BAND_BPS: i64 = 1_000;
 /// What each demo user is given of each currency, in minor units.
 pub const DEMO_FUNDS: i64 = 1_000_000_000_000;
+/// The demo's future (a perpetual on BTC quoted in USD, prices in cents per lot of 0.001 BTC):
+/// the gateway sets its mark to its last trade price (`gateway::MARK_INTERVAL`).
+pub const DEMO_FUTURE: &str = "BTC-PERP";
+/// Its mark before the first trade, and its margins per lot: 10% initial, 5% maintenance of
+/// that mark.
+pub const DEMO_FUTURE_MARK: i64 = 500_000;
+pub const DEMO_FUTURE_INITIAL_MARGIN: i64 = 50_000;
+pub const DEMO_FUTURE_MAINTENANCE_MARGIN: i64 = 25_000;
+/// The USD insurance fund the demo starts with, in cents.
+pub const DEMO_INSURANCE: i64 = 1_000_000_000;
 
 fn name(text: &str) -> Name {
     Name::new(text).expect("demo names are short")
@@ -22,21 +33,30 @@ fn name(text: &str) -> Name {
 /// Symbol specs of the demo venue: prices are in cents per lot, one lot is 1,000 base minor
 /// units, a taker pays 1 cent per lot and a maker nothing.
 pub fn demo_symbols() -> Vec<SymbolSpec> {
-    ["BTC-USD", "ETH-USD"]
-        .iter()
-        .map(|symbol| SymbolSpec {
-            symbol: name(symbol),
-            base: name(&symbol[..3]),
-            quote: name("USD"),
-            base_scale: 1_000,
-            quote_scale: 1,
-            maker_fee: 0,
-            taker_fee: 1,
-            band_bps: DEMO_BAND_BPS,
-            day_end: 0,
-            kind: SymbolSpec::SPOT,
-        })
-        .collect()
+    let future = SymbolKind::Future {
+        initial_margin: DEMO_FUTURE_INITIAL_MARGIN,
+        maintenance_margin: DEMO_FUTURE_MAINTENANCE_MARGIN,
+        mark_price: DEMO_FUTURE_MARK,
+    };
+    [
+        ("BTC-USD", SymbolKind::Spot),
+        ("ETH-USD", SymbolKind::Spot),
+        (DEMO_FUTURE, future),
+    ]
+    .iter()
+    .map(|&(symbol, kind)| SymbolSpec {
+        symbol: name(symbol),
+        base: name(&symbol[..3]),
+        quote: name("USD"),
+        base_scale: 1_000,
+        quote_scale: 1,
+        maker_fee: 0,
+        taker_fee: 1,
+        band_bps: DEMO_BAND_BPS,
+        day_end: 0,
+        kind: Some(kind),
+    })
+    .collect()
 }
 
 pub fn demo_commands() -> Vec<Command> {
@@ -55,6 +75,11 @@ pub fn demo_commands() -> Vec<Command> {
             });
         }
     }
+    commands.push(Command::FundInsurance {
+        currency: name("USD"),
+        amount: DEMO_INSURANCE,
+        tx: 1_000,
+    });
     commands.push(Command::SetOrderIdWindow {
         window: DEMO_ORDER_ID_WINDOW_NS,
     });
@@ -83,7 +108,8 @@ pub fn write_secrets(
         writeln!(file, "user {user} secret {}", credentials.user_secret(user))?;
     }
     Ok(format!(
-        "symbols BTC-USD (id 0), ETH-USD (id 1); users 1-{DEMO_USERS}, their secrets in {} \
+        "symbols BTC-USD (id 0), ETH-USD (id 1), the future {DEMO_FUTURE} (id 2); users \
+         1-{DEMO_USERS}, their secrets in {} \
          (or `rialto secret --user N`)",
         path.display()
     ))

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use rialto_core::{AmendOrder, Command, PlaceOrder, UserId};
+use rialto_core::{AmendOrder, Command, PlaceOrder, SymbolId, UserId};
 use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
 use rustc_hash::FxHashMap;
 
@@ -25,7 +25,7 @@ use crate::auth::{Credentials, constant_time_eq};
 use crate::fix::{FIX_SERVICE_SESSION, FixGateway};
 use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
 use crate::metrics::{Metrics, SAMPLE_EVERY};
-use crate::pipeline::{Op, Outbound, Pipeline, Reply, Request, SessionId, Target};
+use crate::pipeline::{Op, Outbound, Pipeline, Reply, Request, SYSTEM_SESSION, SessionId, Target};
 use crate::sockets::{Filled, TokenBucket, Transport, fill, write_pending};
 use crate::web::bridge::{WebBridge, is_web_session};
 
@@ -70,6 +70,23 @@ pub struct GatewayConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Where the round-trip latency samples go.
     pub metrics: Arc<Metrics>,
+    /// A future whose mark follows its last trade price (the demo's BTC-PERP,
+    /// docs/operations.md): set through `set_mark_price`, journaled like any admin command, at
+    /// most once every [`MARK_INTERVAL`].
+    pub mark_follower: Option<SymbolId>,
+}
+
+/// How often at most the mark follower sets a mark.
+pub const MARK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// The demo's mark follower: the last trade price it saw of its future, and the mark it last
+/// set and when.
+struct MarkFollower {
+    symbol: SymbolId,
+    /// 0 before the first trade.
+    last_trade: i64,
+    set: i64,
+    set_at: Option<Instant>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,6 +168,7 @@ pub struct Gateway {
     /// A listener whose accept failed (out of file descriptors): try it again at the next
     /// housekeeping, since no new event comes for connections already waiting.
     retry_accept: bool,
+    mark: Option<MarkFollower>,
 }
 
 impl Gateway {
@@ -217,6 +235,12 @@ impl Gateway {
             refusals: LogLimiter::new(LOG_EVERY),
             accept_failures: LogLimiter::new(LOG_EVERY),
             retry_accept: false,
+            mark: config.mark_follower.map(|symbol| MarkFollower {
+                symbol,
+                last_trade: 0,
+                set: 0,
+                set_at: None,
+            }),
             config,
         })
     }
@@ -320,6 +344,7 @@ impl Gateway {
                     work += fix.read(&mut self.pipeline, self.poll.registry());
                 }
                 work += self.take_web_requests();
+                work += self.follow_mark();
             }
             // Journal and engine, when they share this thread (a no-op otherwise).
             work += self.pipeline.do_inline_work();
@@ -536,6 +561,11 @@ impl Gateway {
                     self.metrics.roundtrip_latency.record(ns.max(0) as u64);
                 }
             }
+            if let (Some(mark), ServerMsg::Trade { symbol, price, .. }) = (&mut self.mark, &msg)
+                && *symbol == mark.symbol
+            {
+                mark.last_trade = *price;
+            }
             if let Some(fix) = &mut self.fix {
                 fix.observe(&msg);
                 match target {
@@ -609,6 +639,34 @@ impl Gateway {
             }
         }
         n
+    }
+
+    /// The mark follower: once [`MARK_INTERVAL`] has passed since the mark it last set, sets
+    /// the mark to the future's last trade price if that differs, as an operator would
+    /// (`set_mark_price`, journaled; its reply is dropped). The gateway wakes at least every
+    /// `MAX_SLEEP`, so a trade's price becomes the mark within about the interval.
+    fn follow_mark(&mut self) -> usize {
+        let Some(mark) = &self.mark else {
+            return 0;
+        };
+        let due = mark.set_at.is_none_or(|at| at.elapsed() >= MARK_INTERVAL);
+        if mark.last_trade == 0 || mark.last_trade == mark.set || !due {
+            return 0;
+        }
+        let (symbol, price) = (mark.symbol, mark.last_trade);
+        let cmd = Command::SetMarkPrice { symbol, price };
+        let reply = Reply::Admin { request: 0 };
+        match self.push(SYSTEM_SESSION, reply, Op::Command(cmd)) {
+            Handled::Done => {
+                if let Some(mark) = &mut self.mark {
+                    mark.set = price;
+                    mark.set_at = Some(Instant::now());
+                }
+                1
+            }
+            // The inbound ring is full: the next turn tries again.
+            _ => 0,
+        }
     }
 
     /// Hands the gathered fills and cancellations to the web side once they have waited long
@@ -1096,6 +1154,27 @@ impl Gateway {
             }
             ClientMsg::ResumeUser { request, user } => {
                 let cmd = Command::ResumeUser { user };
+                self.push(id, Reply::Admin { request }, Op::Command(cmd))
+            }
+            ClientMsg::SetMarkPrice {
+                request,
+                symbol,
+                price,
+            } => {
+                let cmd = Command::SetMarkPrice { symbol, price };
+                self.push(id, Reply::Admin { request }, Op::Command(cmd))
+            }
+            ClientMsg::FundInsurance {
+                request,
+                currency,
+                amount,
+                tx,
+            } => {
+                let cmd = Command::FundInsurance {
+                    currency,
+                    amount,
+                    tx,
+                };
                 self.push(id, Reply::Admin { request }, Op::Command(cmd))
             }
             _ => {

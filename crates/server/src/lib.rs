@@ -341,6 +341,15 @@ pub fn start_with_stop(
             .with_context(|| format!("cannot write the journal in {}", data_dir.display()))?;
         tracing::info!(window_ns = window, "order-id window set");
     }
+    // The demo's future follows its own book (docs/operations.md, "The demo venue").
+    let mark_follower = config
+        .demo
+        .then(|| engine.symbol_id(demo::DEMO_FUTURE))
+        .filter(|&id| {
+            engine.symbol(id).is_some_and(|spec| {
+                matches!(spec.kind, Some(rialto_core::SymbolKind::Future { .. }))
+            })
+        });
     let mut instruments = fix::instruments::Instruments::new(&config.instruments);
     instruments.refresh(&engine.symbols_by_name());
     let market_data = feed::MarketData::new(&engine);
@@ -495,6 +504,7 @@ pub fn start_with_stop(
             admin_secret: admin_secret.clone(),
             tls: tls_config.clone(),
             metrics: metrics.clone(),
+            mark_follower,
         },
         credentials.clone(),
         pipeline,
@@ -631,12 +641,15 @@ fn read_only_answer(
                 Op::Command(rialto_core::Command::UserReport { user }),
             ) => Some(match engine.user_report(*user) {
                 Some(mut report) => {
+                    let margins = crate::pipeline::report_margins(engine, &report);
                     report.balances.truncate(rialto_wire::MAX_REPORT_BALANCES);
                     report.orders.truncate(rialto_wire::MAX_REPORT_ORDERS);
+                    report.positions.truncate(rialto_wire::MAX_REPORT_POSITIONS);
                     ServerMsg::Report {
                         request,
                         seq,
                         report,
+                        margins,
                     }
                 }
                 None => ServerMsg::AdminResult {

@@ -27,9 +27,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use rialto_core::Prefetch;
 use rialto_core::{
-    Command, Engine, OrderId, OwnedEvent, PREFETCH_LOOKAHEAD, Reason, SymbolId, UserId,
+    Command, Engine, Name, OrderId, OwnedEvent, PREFETCH_LOOKAHEAD, Reason, SymbolId, SymbolKind,
+    UserId, UserReport,
 };
-use rialto_wire::{ErrorCode, Liquidity, OrderState, RequestKind, Secret, ServerMsg};
+use rialto_wire::{ErrorCode, Liquidity, Margin, OrderState, RequestKind, Secret, ServerMsg};
 
 use crate::auth::Credentials;
 use crate::idle::{Bell, Idler, MAX_SLEEP, WaitStrategy};
@@ -141,6 +142,36 @@ pub enum Target {
 pub struct Outbound {
     pub target: Target,
     pub msg: ServerMsg,
+}
+
+/// A report's margin figures: the user's cross margin in each currency that quotes a future
+/// it holds a position or an open order in, by currency name, at most
+/// [`rialto_wire::MAX_REPORT_MARGINS`] (docs/protocol.md, Report).
+pub fn report_margins(engine: &Engine, report: &UserReport) -> Vec<Margin> {
+    let symbols = report.positions.iter().map(|p| p.symbol);
+    let mut currencies: Vec<Name> = symbols
+        .chain(report.orders.iter().map(|o| o.symbol))
+        .filter_map(|name| {
+            let spec = engine.symbol(engine.symbol_id(name.as_str()))?;
+            matches!(spec.kind, Some(SymbolKind::Future { .. })).then_some(spec.quote)
+        })
+        .collect();
+    currencies.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+    currencies.dedup();
+    currencies.truncate(rialto_wire::MAX_REPORT_MARGINS);
+    currencies
+        .into_iter()
+        .filter_map(|currency| {
+            let (equity, initial, maintenance) =
+                engine.user_margin(report.user, currency.as_str())?;
+            Some(Margin {
+                currency,
+                equity,
+                initial,
+                maintenance,
+            })
+        })
+        .collect()
 }
 
 /// Commands that change state are journaled; queries are not.
@@ -1030,14 +1061,17 @@ impl EngineStage {
             | Reply::Book { request } => {
                 let msg = match self.events.pop() {
                     Some(OwnedEvent::UserReport(mut report)) => {
+                        let margins = report_margins(&self.engine, &report);
                         // Lists are capped to fit one frame (docs/protocol.md).
                         report.balances.truncate(rialto_wire::MAX_REPORT_BALANCES);
+                        report.positions.truncate(rialto_wire::MAX_REPORT_POSITIONS);
                         if ext {
                             report.orders.truncate(rialto_wire::MAX_REPORT_EXT_ORDERS);
                             ServerMsg::ReportExt {
                                 request,
                                 seq,
                                 report,
+                                margins,
                             }
                         } else {
                             report.orders.truncate(rialto_wire::MAX_REPORT_ORDERS);
@@ -1045,6 +1079,7 @@ impl EngineStage {
                                 request,
                                 seq,
                                 report,
+                                margins,
                             }
                         }
                     }

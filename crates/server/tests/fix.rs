@@ -319,7 +319,7 @@ fn market_data_snapshot_then_increments_and_the_symbol_list() {
         .filter(|(t, _)| *t == tags::SYMBOL)
         .map(|(_, v)| v.as_str())
         .collect();
-    assert_eq!(symbols, vec!["BTC-USD", "ETH-USD"]);
+    assert_eq!(symbols, vec!["BTC-PERP", "BTC-USD", "ETH-USD"]);
 
     let mut trader = FixClient::connect(fix_addr(&server), "TRADER4", "FIX.4.4");
     trader.logon(&server, 4);
@@ -1650,4 +1650,155 @@ fn a_phase_change_is_a_security_status() {
     assert_eq!(status.req(tags::SYMBOL), "BTC-USD");
     assert_eq!(status.req(326), "2");
     server.shutdown().unwrap();
+}
+
+/// A FIX session's user is liquidated on the demo's future (docs/fix.md, "Futures"): its
+/// resting order is cancelled (Text `liquidation`), and the close, an order the session never
+/// sent, comes as ExecutionReport F for its fill and 4 for the rest the book could not take,
+/// under one OrderID of the session's and no ClOrdID. RequestForPositions gets
+/// BusinessMessageReject 3.
+#[test]
+fn a_liquidated_fix_user_gets_reports_of_the_cancel_and_the_close() {
+    use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |c| {
+        c.fix
+            .sessions
+            .push(rialto_server::config::FixSessionSettings {
+                comp_id: "MARGIN".into(),
+                user: 100,
+                cancel_on_disconnect: None,
+            });
+    });
+    let mut admin = common::admin(&server);
+    let perp = rialto_core::SymbolId(2);
+    for msg in [
+        ClientMsg::AddUser {
+            request: 1,
+            user: 100,
+        },
+        ClientMsg::AdjustBalance {
+            request: 2,
+            user: 100,
+            currency: rialto_core::Name::new("USD").unwrap(),
+            amount: 120_000,
+            tx: 9_100,
+        },
+    ] {
+        let reply = admin.request(&msg).unwrap();
+        assert!(
+            matches!(
+                reply,
+                ServerMsg::UserAdded { .. } | ServerMsg::AdminResult { result: Ok(()), .. }
+            ),
+            "{reply}"
+        );
+    }
+    let mut fix = FixClient::connect(fix_addr(&server), "MARGIN", "FIX.4.4");
+    fix.logon(&server, 100);
+    let order = |fix: &mut FixClient, id: &str, side: &str, qty: &str, price: &str| {
+        fix.send(
+            "D",
+            &[
+                (tags::CL_ORD_ID, id),
+                (tags::HANDL_INST, "1"),
+                (tags::SYMBOL, "BTC-PERP"),
+                (tags::SIDE, side),
+                (tags::TRANSACT_TIME, &transact_time()),
+                (tags::ORDER_QTY, qty),
+                (tags::ORD_TYPE, "2"),
+                (tags::PRICE, price),
+                (tags::TIME_IN_FORCE, "1"),
+            ],
+        );
+        let new = fix.expect("8");
+        assert_eq!(new.req(tags::EXEC_TYPE), "0", "{new:?}");
+    };
+    // Long two lots at 5000.00 (margin 1000.00 of its 1200.00), and a sell resting above.
+    order(&mut fix, "L1", "1", "0.002", "5000.00");
+    let mut other = common::trader(&server, 2);
+    other
+        .place(NewOrder::limit(
+            1,
+            perp,
+            rialto_core::Side::Sell,
+            500_000,
+            2,
+        ))
+        .unwrap();
+    let fill = fix.expect("8");
+    assert_eq!(fill.req(tags::EXEC_TYPE), "F", "{fill:?}");
+    order(&mut fix, "S1", "2", "0.001", "5200.00");
+    // One lot bid: the close meets it, and nothing more.
+    other
+        .place(NewOrder::limit(2, perp, rialto_core::Side::Buy, 470_000, 1))
+        .unwrap();
+    common::recv_until(&mut other, |m| {
+        matches!(m, ServerMsg::Accepted { order: 2, .. })
+    });
+    // Mark 4600.00: equity 1200.00 − 800.00 = 400.00, under maintenance 500.00.
+    let reply = admin
+        .request(&ClientMsg::SetMarkPrice {
+            request: 3,
+            symbol: perp,
+            price: 460_000,
+        })
+        .unwrap();
+    assert!(
+        matches!(reply, ServerMsg::AdminResult { result: Ok(()), .. }),
+        "{reply}"
+    );
+    let cancelled = fix.expect("8");
+    assert_eq!(cancelled.req(tags::EXEC_TYPE), "4", "{cancelled:?}");
+    assert_eq!(cancelled.req(tags::CL_ORD_ID), "S1");
+    assert_eq!(cancelled.req(tags::TEXT), "liquidation");
+    let close = fix.expect("8");
+    assert_eq!(close.req(tags::EXEC_TYPE), "F", "{close:?}");
+    assert_eq!(
+        close.get(tags::CL_ORD_ID),
+        None,
+        "not an order of the session's"
+    );
+    assert_eq!(close.req(tags::SIDE), "2");
+    assert_eq!(close.req(tags::ORD_TYPE), "1");
+    assert_eq!(close.req(tags::LAST_PX), "4700.00");
+    assert_eq!(close.req(tags::LAST_QTY), "0.001");
+    assert_eq!(close.req(tags::ORD_STATUS), "2");
+    assert_eq!(close.req(tags::TEXT), "liquidation");
+    // The lot no bid took: the rest of the close, cancelled.
+    let rest = fix.expect("8");
+    assert_eq!(rest.req(tags::EXEC_TYPE), "4", "{rest:?}");
+    assert_eq!(rest.get(tags::CL_ORD_ID), None);
+    assert_eq!(
+        (
+            rest.req(tags::ORDER_QTY),
+            rest.req(tags::CUM_QTY),
+            rest.req(tags::LEAVES_QTY)
+        ),
+        ("0.002", "0.001", "0.000")
+    );
+    assert_eq!(rest.req(tags::TEXT), "liquidation");
+    let ids: Vec<&str> = [&fill, &cancelled, &close, &rest]
+        .iter()
+        .map(|m| m.req(tags::ORDER_ID))
+        .collect();
+    assert!(
+        ids[2] != ids[0] && ids[2] != ids[1],
+        "the close has an OrderID of its own: {ids:?}"
+    );
+    assert_eq!(ids[3], ids[2], "its fill and its rest are one order");
+    assert_valid(ApplVersion::Fix44, &close);
+    assert_valid(ApplVersion::Fix44, &rest);
+
+    fix.send(
+        "AN",
+        &[
+            (710, "P1"),
+            (724, "0"),
+            (tags::TRANSACT_TIME, &transact_time()),
+        ],
+    );
+    let reject = fix.expect("j");
+    assert_eq!(reject.req(tags::BUSINESS_REJECT_REASON), "3");
+    assert_eq!(reject.req(tags::REF_MSG_TYPE), "AN");
 }

@@ -239,7 +239,7 @@ fn public_endpoints_answer_json() {
         .iter()
         .map(|s| s["symbol"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["BTC-USD", "ETH-USD"]);
+    assert_eq!(names, ["BTC-USD", "ETH-USD", "BTC-PERP"]);
     assert_eq!(symbols.body[0]["price_tick"], "0.01");
     assert!(http.get("/api/v1/time").body["ts_ns"].as_i64().unwrap() > 1_700_000_000_000_000_000);
     let b = book(&http);

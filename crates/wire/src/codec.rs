@@ -2,12 +2,13 @@
 
 use rialto_core::{
     Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderExtras, OrderType, Phase,
-    Priority, Reason, Side, Stp, SymbolId, SymbolSpec, SymbolStatus, Tif, UserReport,
+    Position, Priority, Reason, Side, Stp, SymbolId, SymbolKind, SymbolSpec, SymbolStatus, Tif,
+    UserReport,
 };
 
 use crate::error::WireError;
 use crate::msg::{
-    ClientMsg, ErrorCode, Liquidity, NewOrder, OrderState, RequestKind, Secret, ServerMsg,
+    ClientMsg, ErrorCode, Liquidity, Margin, NewOrder, OrderState, RequestKind, Secret, ServerMsg,
 };
 use crate::{MAX_CLIENT_FRAME, MAX_SERVER_FRAME, PROTOCOL_VERSION};
 
@@ -43,6 +44,8 @@ mod ty {
     pub const SUSPEND_USER: u8 = 0x4c;
     pub const RESUME_USER: u8 = 0x4d;
     pub const USER_REPORT_EXT: u8 = 0x4e;
+    pub const SET_MARK_PRICE: u8 = 0x4f;
+    pub const FUND_INSURANCE: u8 = 0x50;
 
     pub const S_LOGIN_ACCEPTED: u8 = 0x81;
     pub const S_ERROR: u8 = 0x82;
@@ -85,33 +88,60 @@ const AMEND_STOP_PRICE: u8 = 0x04;
 const EXT_STOP_PRICE: u8 = 0x01;
 const EXT_DISPLAY_QTY: u8 = 0x02;
 const EXT_EXPIRE_TS: u8 = 0x04;
+// A spec's extension: the symbol type codes.
+const KIND_SPOT: u8 = 0;
+const KIND_FUTURE: u8 = 1;
 
 // Largest encoded sizes of the variable parts, for the list limits below.
 const NAME_MAX: usize = 1 + Name::MAX_LEN;
 const SPEC_MAX: usize = 3 * NAME_MAX + 4 * 8;
+/// A spec's extension (band, day end, type, margins, mark), in AddSymbol and SymbolList.
+const SPEC_EXT: usize = 5 * 8 + 1;
+/// A VenueReport currency's futures part: insurance (`i64`) and position cost (`i128`).
+const TOTALS_EXT: usize = 8 + 16;
+/// A VenueSettings symbol's futures part: the future flag and the mark.
+const STATUS_EXT: usize = 1 + 8;
+// VenueSettings shares MAX_SYMBOL_LIST_ITEMS: its items are the smaller.
+const _: () = assert!(4 + 1 + 3 * 8 + STATUS_EXT <= 4 + SPEC_MAX + SPEC_EXT);
+const POSITION_MAX: usize = NAME_MAX + 2 * 8;
+const MARGIN_MAX: usize = NAME_MAX + 3 * 8;
 /// Version and type: the part of the length value before the body.
 const VT: usize = 2;
 
 /// Longest `ServerMsg::Error` message, in bytes.
 pub const MAX_ERROR_MESSAGE: usize = 255;
 /// Most symbols in one `SymbolList`.
-pub const MAX_SYMBOL_LIST_ITEMS: usize = (MAX_SERVER_FRAME - VT - 8 - 4) / (4 + SPEC_MAX);
+pub const MAX_SYMBOL_LIST_ITEMS: usize =
+    (MAX_SERVER_FRAME - VT - 8 - 2 * 4) / (4 + SPEC_MAX + SPEC_EXT);
 /// Most users in one `UserList`.
 pub const MAX_USER_LIST_ITEMS: usize = (MAX_SERVER_FRAME - VT - 8 - 4) / 8;
 /// Most balances in one `Report`.
 pub const MAX_REPORT_BALANCES: usize = 1024;
-/// Most open orders in one `Report` (with [`MAX_REPORT_BALANCES`] balances beside them).
+/// Most futures positions in one `Report` or `ReportExt`.
+pub const MAX_REPORT_POSITIONS: usize = 1024;
+/// Most margin entries (one per quote currency) in one `Report` or `ReportExt`.
+pub const MAX_REPORT_MARGINS: usize = 1024;
+/// A report's bytes besides its orders, at the largest: request, seq, user, four counts, the
+/// balances, positions and margins.
+const REPORT_FIXED_MAX: usize = 8
+    + 8
+    + 8
+    + 4 * 4
+    + MAX_REPORT_BALANCES * (NAME_MAX + 16)
+    + MAX_REPORT_POSITIONS * POSITION_MAX
+    + MAX_REPORT_MARGINS * MARGIN_MAX;
+/// Most open orders in one `Report` (with the most balances, positions and margins beside
+/// them).
 pub const MAX_REPORT_ORDERS: usize =
-    (MAX_SERVER_FRAME - VT - (8 + 8 + 8 + 4 + 4) - MAX_REPORT_BALANCES * (NAME_MAX + 16))
-        / (NAME_MAX + 8 + 1 + 8 + 8);
+    (MAX_SERVER_FRAME - VT - REPORT_FIXED_MAX) / (NAME_MAX + 8 + 1 + 8 + 8);
 /// Most open orders in one `ReportExt` (with [`MAX_REPORT_BALANCES`] balances beside them):
 /// each carries symbol, order, side, type, tif, price, stop price, remaining, shown, filled
 /// and expiry.
 pub const MAX_REPORT_EXT_ORDERS: usize =
-    (MAX_SERVER_FRAME - VT - (8 + 8 + 8 + 4 + 4) - MAX_REPORT_BALANCES * (NAME_MAX + 16))
-        / (NAME_MAX + 8 + 3 + 6 * 8);
+    (MAX_SERVER_FRAME - VT - REPORT_FIXED_MAX) / (NAME_MAX + 8 + 3 + 6 * 8);
 /// Most currencies in one `VenueReport`.
-pub const MAX_VENUE_CURRENCIES: usize = (MAX_SERVER_FRAME - VT - 8 - 4) / (NAME_MAX + 5 * 8);
+pub const MAX_VENUE_CURRENCIES: usize =
+    (MAX_SERVER_FRAME - VT - 8 - 2 * 4) / (NAME_MAX + 5 * 8 + TOTALS_EXT);
 /// Most levels a side in one `Book`.
 pub const MAX_BOOK_LEVELS: usize = (MAX_SERVER_FRAME - VT - (8 + 8 + 4 + 4 + 4)) / (2 * 16);
 
@@ -218,6 +248,29 @@ pub fn encode_client(msg: &ClientMsg, out: &mut Vec<u8>) {
         ClientMsg::AddSymbol { request, spec } => {
             put_u64(out, *request);
             put_spec(out, spec);
+            if !spec_is_plain(spec) {
+                put_spec_ext(out, spec);
+            }
+        }
+        ClientMsg::SetMarkPrice {
+            request,
+            symbol,
+            price,
+        } => {
+            put_u64(out, *request);
+            put_u32(out, symbol.0);
+            put_i64(out, *price);
+        }
+        ClientMsg::FundInsurance {
+            request,
+            currency,
+            amount,
+            tx,
+        } => {
+            put_u64(out, *request);
+            put_name(out, currency);
+            put_i64(out, *amount);
+            put_i64(out, *tx);
         }
         ClientMsg::AddUser { request, user }
         | ClientMsg::UserReport { request, user }
@@ -240,7 +293,8 @@ pub fn encode_client(msg: &ClientMsg, out: &mut Vec<u8>) {
         }
     }
     let len = finish(out, start);
-    // The largest client body (AddSymbol, three full names) is far below the limit.
+    // The largest client body (AddSymbol, three full names and the extension) is far below
+    // the limit.
     debug_assert!(len <= MAX_CLIENT_FRAME, "client frame of {len} bytes");
 }
 
@@ -423,6 +477,14 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
                 put_i64(out, status.reference);
                 put_i64(out, status.band_bps);
             }
+            // The futures part only when there is a future (docs/protocol.md).
+            if symbols.iter().any(|(_, s)| s.future || s.mark != 0) {
+                put_u32(out, symbols.len() as u32);
+                for (_, status) in symbols {
+                    put_u8(out, u8::from(status.future));
+                    put_i64(out, status.mark);
+                }
+            }
         }
         ServerMsg::SymbolList { request, symbols } => {
             put_u64(out, *request);
@@ -430,6 +492,12 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
             for (id, spec) in symbols {
                 put_u32(out, id.0);
                 put_spec(out, spec);
+            }
+            if symbols.iter().any(|(_, spec)| !spec_is_plain(spec)) {
+                put_u32(out, symbols.len() as u32);
+                for (_, spec) in symbols {
+                    put_spec_ext(out, spec);
+                }
             }
         }
         ServerMsg::UserList { request, users } => {
@@ -443,19 +511,23 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
             request,
             seq,
             report,
+            margins,
         } => {
             put_u64(out, *request);
             put_u64(out, *seq);
             put_report(out, report);
+            put_futures_part(out, report, margins);
         }
         ServerMsg::ReportExt {
             request,
             seq,
             report,
+            margins,
         } => {
             put_u64(out, *request);
             put_u64(out, *seq);
             put_report_ext(out, report);
+            put_futures_part(out, report, margins);
         }
         ServerMsg::VenueReport { request, totals } => {
             put_u64(out, *request);
@@ -467,6 +539,16 @@ pub fn encode_server(msg: &ServerMsg, out: &mut Vec<u8>) {
                 put_i64(out, t.available);
                 put_i64(out, t.held);
                 put_i64(out, t.fees);
+            }
+            if totals
+                .iter()
+                .any(|t| t.insurance != 0 || t.position_cost != 0)
+            {
+                put_u32(out, totals.len() as u32);
+                for t in totals {
+                    put_i64(out, t.insurance);
+                    out.extend_from_slice(&t.position_cost.to_le_bytes());
+                }
             }
         }
         ServerMsg::Book {
@@ -553,6 +635,8 @@ fn client_type(msg: &ClientMsg) -> u8 {
         ClientMsg::SetRefPrice { .. } => ty::SET_REF_PRICE,
         ClientMsg::SuspendUser { .. } => ty::SUSPEND_USER,
         ClientMsg::ResumeUser { .. } => ty::RESUME_USER,
+        ClientMsg::SetMarkPrice { .. } => ty::SET_MARK_PRICE,
+        ClientMsg::FundInsurance { .. } => ty::FUND_INSURANCE,
         ClientMsg::ListSymbols { .. } => ty::LIST_SYMBOLS,
         ClientMsg::ListUsers { .. } => ty::LIST_USERS,
         ClientMsg::MyReport { .. } => ty::MY_REPORT,
@@ -659,6 +743,58 @@ fn put_spec(out: &mut Vec<u8>, spec: &SymbolSpec) {
     put_i64(out, spec.quote_scale);
     put_i64(out, spec.maker_fee);
     put_i64(out, spec.taker_fee);
+}
+
+/// Whether a spec needs no extension: a spot symbol without band or day end.
+fn spec_is_plain(spec: &SymbolSpec) -> bool {
+    spec.band_bps == 0 && spec.day_end == 0 && spec.kind == SymbolSpec::SPOT
+}
+
+fn put_spec_ext(out: &mut Vec<u8>, spec: &SymbolSpec) {
+    put_i64(out, spec.band_bps);
+    put_i64(out, spec.day_end);
+    let (code, margins) = match spec.kind {
+        Some(SymbolKind::Spot) => (KIND_SPOT, [0; 3]),
+        Some(SymbolKind::Future {
+            initial_margin,
+            maintenance_margin,
+            mark_price,
+        }) => (
+            KIND_FUTURE,
+            [initial_margin, maintenance_margin, mark_price],
+        ),
+        None => (NO_CODE, [0; 3]),
+    };
+    put_u8(out, code);
+    for value in margins {
+        put_i64(out, value);
+    }
+}
+
+/// A report's positions and margins, written only when there is one (docs/protocol.md: a
+/// spot-only user's report keeps the layout it had before futures).
+fn put_futures_part(out: &mut Vec<u8>, report: &UserReport, margins: &[Margin]) {
+    if report.positions.is_empty() && margins.is_empty() {
+        return;
+    }
+    put_count(
+        out,
+        report.positions.len(),
+        MAX_REPORT_POSITIONS,
+        "report positions",
+    );
+    for p in &report.positions {
+        put_name(out, &p.symbol);
+        put_i64(out, p.lots);
+        put_i64(out, p.cost);
+    }
+    put_count(out, margins.len(), MAX_REPORT_MARGINS, "report margins");
+    for m in margins {
+        put_name(out, &m.currency);
+        put_i64(out, m.equity);
+        put_i64(out, m.initial);
+        put_i64(out, m.maintenance);
+    }
 }
 
 fn put_new_order(out: &mut Vec<u8>, o: &NewOrder) {
@@ -911,9 +1047,25 @@ fn client_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ClientMsg, BodyErro
             symbol: SymbolId(r.u32("symbol")?),
             depth: r.u32("depth")?,
         },
-        ty::ADD_SYMBOL => ClientMsg::AddSymbol {
+        ty::ADD_SYMBOL => {
+            let request = r.u64("request")?;
+            let mut spec = r.spec()?;
+            if !r.at_end() {
+                // An unknown type code is the engine's `invalid_symbol`, not a decoding matter.
+                r.spec_ext(&mut spec, false)?;
+            }
+            ClientMsg::AddSymbol { request, spec }
+        }
+        ty::SET_MARK_PRICE => ClientMsg::SetMarkPrice {
             request: r.u64("request")?,
-            spec: r.spec()?,
+            symbol: SymbolId(r.u32("symbol")?),
+            price: r.i64("price")?,
+        },
+        ty::FUND_INSURANCE => ClientMsg::FundInsurance {
+            request: r.u64("request")?,
+            currency: r.name("currency")?,
+            amount: r.i64("amount")?,
+            tx: r.i64("tx")?,
         },
         ty::ADD_USER => ClientMsg::AddUser {
             request: r.u64("request")?,
@@ -1132,11 +1284,29 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
                     last: r.i64("last")?,
                     reference: r.i64("reference")?,
                     band_bps: r.i64("band_bps")?,
-                    // Futures are not on the binary protocol yet (docs/protocol.md).
+                    // Filled from the futures part below, when there is one.
                     future: false,
                     mark: 0,
                 };
                 symbols.push((id, status));
+            }
+            if !r.at_end() {
+                r.aligned_count("future count", count)?;
+                for (_, status) in &mut symbols {
+                    status.future = match r.u8("future")? {
+                        0 => false,
+                        1 => true,
+                        _ => return Err("future".into()),
+                    };
+                    status.mark = r.i64("mark")?;
+                    if !status.future && status.mark != 0 {
+                        return Err("mark".into());
+                    }
+                }
+                // One encoding: the part is there only when a symbol is a future.
+                if !symbols.iter().any(|(_, s)| s.future) {
+                    return Err("future count".into());
+                }
             }
             ServerMsg::VenueSettings {
                 request,
@@ -1152,6 +1322,15 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
             for _ in 0..count {
                 symbols.push((SymbolId(r.u32("symbol")?), r.spec()?));
             }
+            if !r.at_end() {
+                r.aligned_count("spec extension count", count)?;
+                for (_, spec) in &mut symbols {
+                    r.spec_ext(spec, true)?;
+                }
+                if symbols.iter().all(|(_, spec)| spec_is_plain(spec)) {
+                    return Err("spec extension count".into());
+                }
+            }
             ServerMsg::SymbolList { request, symbols }
         }
         ty::S_USER_LIST => {
@@ -1163,16 +1342,28 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
             }
             ServerMsg::UserList { request, users }
         }
-        ty::S_REPORT => ServerMsg::Report {
-            request: r.u64("request")?,
-            seq: r.u64("seq")?,
-            report: r.report()?,
-        },
-        ty::S_REPORT_EXT => ServerMsg::ReportExt {
-            request: r.u64("request")?,
-            seq: r.u64("seq")?,
-            report: r.report_ext()?,
-        },
+        ty::S_REPORT => {
+            let (request, seq) = (r.u64("request")?, r.u64("seq")?);
+            let mut report = r.report()?;
+            let margins = r.futures_part(&mut report)?;
+            ServerMsg::Report {
+                request,
+                seq,
+                report,
+                margins,
+            }
+        }
+        ty::S_REPORT_EXT => {
+            let (request, seq) = (r.u64("request")?, r.u64("seq")?);
+            let mut report = r.report_ext()?;
+            let margins = r.futures_part(&mut report)?;
+            ServerMsg::ReportExt {
+                request,
+                seq,
+                report,
+                margins,
+            }
+        }
         ty::S_VENUE_REPORT => {
             let request = r.u64("request")?;
             let count = r.count("currency count", 2 + 5 * 8)?;
@@ -1185,10 +1376,24 @@ fn server_body(frame_type: u8, r: &mut Reader<'_>) -> Result<ServerMsg, BodyErro
                     available: r.i64("available")?,
                     held: r.i64("held")?,
                     fees: r.i64("fees")?,
-                    // Futures are not on the binary protocol yet (docs/protocol.md).
+                    // Filled from the futures part below, when there is one.
                     insurance: 0,
                     position_cost: 0,
                 });
+            }
+            if !r.at_end() {
+                r.aligned_count("futures count", count)?;
+                for t in &mut totals {
+                    t.insurance = r.i64("insurance")?;
+                    t.position_cost = i128::from_le_bytes(r.array("position_cost")?);
+                }
+                // One encoding: the part is there only when a figure is not 0.
+                if totals
+                    .iter()
+                    .all(|t| t.insurance == 0 && t.position_cost == 0)
+                {
+                    return Err("futures count".into());
+                }
             }
             ServerMsg::VenueReport { request, totals }
         }
@@ -1314,11 +1519,82 @@ impl<'a> Reader<'a> {
             quote_scale: self.i64("quote_scale")?,
             maker_fee: self.i64("maker_fee")?,
             taker_fee: self.i64("taker_fee")?,
-            // Not carried by this message yet: the defaults (no band, DAY orders end at 00:00).
+            // The defaults (no band, DAY orders end at 00:00, spot) unless an extension follows.
             band_bps: 0,
             day_end: 0,
             kind: SymbolSpec::SPOT,
         })
+    }
+
+    /// Whether the body has been read to its end (an optional trailing part is absent).
+    fn at_end(&self) -> bool {
+        self.pos == self.buf.len()
+    }
+
+    /// The count of a list aligned item for item with one read before: it must be the same.
+    fn aligned_count(&mut self, field: &'static str, count: usize) -> Result<(), &'static str> {
+        if self.u32(field)? as usize == count {
+            Ok(())
+        } else {
+            Err(field)
+        }
+    }
+
+    /// A spec's extension into `spec`. `strict`: an unknown type code is malformed (a server
+    /// sends only codes it knows); otherwise it is `kind: None`, for the engine to reject.
+    fn spec_ext(&mut self, spec: &mut SymbolSpec, strict: bool) -> Result<(), &'static str> {
+        spec.band_bps = self.i64("band_bps")?;
+        spec.day_end = self.i64("day_end")?;
+        let code = self.u8("type")?;
+        let margins = [
+            self.i64("initial_margin")?,
+            self.i64("maintenance_margin")?,
+            self.i64("mark_price")?,
+        ];
+        spec.kind = match code {
+            KIND_SPOT if margins == [0; 3] => Some(SymbolKind::Spot),
+            KIND_SPOT => return Err("initial_margin"),
+            KIND_FUTURE => Some(SymbolKind::Future {
+                initial_margin: margins[0],
+                maintenance_margin: margins[1],
+                mark_price: margins[2],
+            }),
+            _ if strict => return Err("type"),
+            _ => None,
+        };
+        Ok(())
+    }
+
+    /// A report's optional positions and margins (docs/protocol.md); the margins.
+    fn futures_part(&mut self, report: &mut UserReport) -> Result<Vec<Margin>, &'static str> {
+        if self.at_end() {
+            return Ok(Vec::new());
+        }
+        let count = self.count("position count", 2 + 16)?;
+        let mut positions = Vec::with_capacity(count);
+        for _ in 0..count {
+            positions.push(Position {
+                symbol: self.name("symbol")?,
+                lots: self.i64("lots")?,
+                cost: self.i64("cost")?,
+            });
+        }
+        let count = self.count("margin count", 2 + 24)?;
+        let mut margins = Vec::with_capacity(count);
+        for _ in 0..count {
+            margins.push(Margin {
+                currency: self.name("currency")?,
+                equity: self.i64("equity")?,
+                initial: self.i64("initial")?,
+                maintenance: self.i64("maintenance")?,
+            });
+        }
+        // One encoding: the part is there only when it holds something.
+        if positions.is_empty() && margins.is_empty() {
+            return Err("position count");
+        }
+        report.positions = positions;
+        Ok(margins)
     }
 
     fn levels(&mut self, field: &'static str) -> Result<Vec<Level>, &'static str> {

@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use crate::msg::ServerMsg;
+use rialto_core::SymbolKind;
+
+use crate::msg::{Margin, ServerMsg};
 
 impl fmt::Display for ServerMsg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -145,6 +147,9 @@ impl fmt::Display for ServerMsg {
                         "\n  symbol_id={} phase={} last={} reference={} band_bps={}",
                         id.0, s.phase, s.last, s.reference, s.band_bps
                     )?;
+                    if s.future {
+                        write!(f, " future mark={}", s.mark)?;
+                    }
                 }
                 Ok(())
             }
@@ -171,6 +176,22 @@ impl fmt::Display for ServerMsg {
                         s.maker_fee,
                         s.taker_fee
                     )?;
+                    if s.band_bps != 0 || s.day_end != 0 {
+                        write!(f, " band_bps={} day_end={}", s.band_bps, s.day_end)?;
+                    }
+                    match s.kind {
+                        Some(SymbolKind::Spot) => {}
+                        Some(SymbolKind::Future {
+                            initial_margin,
+                            maintenance_margin,
+                            mark_price,
+                        }) => write!(
+                            f,
+                            " type=future initial_margin={initial_margin} \
+                             maintenance_margin={maintenance_margin} mark_price={mark_price}"
+                        )?,
+                        None => write!(f, " type=unknown")?,
+                    }
                 }
                 Ok(())
             }
@@ -178,6 +199,7 @@ impl fmt::Display for ServerMsg {
                 request,
                 seq,
                 report,
+                margins,
             } => {
                 write_report_head(f, "report", *request, *seq, report)?;
                 for o in &report.orders {
@@ -187,12 +209,13 @@ impl fmt::Display for ServerMsg {
                         o.symbol, o.order, o.side, o.price, o.remaining
                     )?;
                 }
-                Ok(())
+                write_futures(f, report, margins)
             }
             ServerMsg::ReportExt {
                 request,
                 seq,
                 report,
+                margins,
             } => {
                 write_report_head(f, "report_ext", *request, *seq, report)?;
                 for o in &report.orders {
@@ -213,7 +236,7 @@ impl fmt::Display for ServerMsg {
                         o.expire_ts
                     )?;
                 }
-                Ok(())
+                write_futures(f, report, margins)
             }
             ServerMsg::OrderStatus {
                 request,
@@ -238,6 +261,13 @@ impl fmt::Display for ServerMsg {
                         "\n  currency={} deposits={} withdrawals={} available={} held={} fees={}",
                         t.currency, t.deposits, t.withdrawals, t.available, t.held, t.fees
                     )?;
+                    if t.insurance != 0 || t.position_cost != 0 {
+                        write!(
+                            f,
+                            " insurance={} position_cost={}",
+                            t.insurance, t.position_cost
+                        )?;
+                    }
                 }
                 Ok(())
             }
@@ -318,6 +348,29 @@ fn write_report_head(
             f,
             "\n  balance currency={currency} available={} held={}",
             b.available, b.held
+        )?;
+    }
+    Ok(())
+}
+
+/// A report's futures positions and margins, after its orders.
+fn write_futures(
+    f: &mut fmt::Formatter<'_>,
+    report: &rialto_core::UserReport,
+    margins: &[Margin],
+) -> fmt::Result {
+    for p in &report.positions {
+        write!(
+            f,
+            "\n  position symbol={} lots={} cost={}",
+            p.symbol, p.lots, p.cost
+        )?;
+    }
+    for m in margins {
+        write!(
+            f,
+            "\n  margin currency={} equity={} initial={} maintenance={}",
+            m.currency, m.equity, m.initial, m.maintenance
         )?;
     }
     Ok(())

@@ -29,12 +29,13 @@ mod msg;
 
 pub use codec::{
     MAX_BOOK_LEVELS, MAX_ERROR_MESSAGE, MAX_REPORT_BALANCES, MAX_REPORT_EXT_ORDERS,
-    MAX_REPORT_ORDERS, MAX_SYMBOL_LIST_ITEMS, MAX_USER_LIST_ITEMS, MAX_VENUE_CURRENCIES,
-    decode_client, decode_server, encode_client, encode_server,
+    MAX_REPORT_MARGINS, MAX_REPORT_ORDERS, MAX_REPORT_POSITIONS, MAX_SYMBOL_LIST_ITEMS,
+    MAX_USER_LIST_ITEMS, MAX_VENUE_CURRENCIES, decode_client, decode_server, encode_client,
+    encode_server,
 };
 pub use error::WireError;
 pub use msg::{
-    ClientMsg, ErrorCode, Liquidity, NewOrder, OrderState, RequestKind, Secret, ServerMsg,
+    ClientMsg, ErrorCode, Liquidity, Margin, NewOrder, OrderState, RequestKind, Secret, ServerMsg,
 };
 
 /// The version byte of every frame this crate writes and the only one it reads.

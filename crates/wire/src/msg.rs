@@ -145,6 +145,21 @@ pub enum ClientMsg {
         request: u64,
         user: UserId,
     },
+    /// Admin: a future's mark price, ticks (docs/rules.md, "Futures"); a change may start a
+    /// liquidation pass.
+    SetMarkPrice {
+        request: u64,
+        symbol: SymbolId,
+        price: i64,
+    },
+    /// Admin: adds to (amount > 0) or takes from (< 0) a currency's insurance fund; `tx` shares
+    /// the id space of [`ClientMsg::AdjustBalance`].
+    FundInsurance {
+        request: u64,
+        currency: Name,
+        amount: i64,
+        tx: i64,
+    },
 }
 
 impl ClientMsg {
@@ -170,7 +185,9 @@ impl ClientMsg {
             | ClientMsg::SetBand { request, .. }
             | ClientMsg::SetRefPrice { request, .. }
             | ClientMsg::SuspendUser { request, .. }
-            | ClientMsg::ResumeUser { request, .. } => Some(request),
+            | ClientMsg::ResumeUser { request, .. }
+            | ClientMsg::SetMarkPrice { request, .. }
+            | ClientMsg::FundInsurance { request, .. } => Some(request),
             ClientMsg::Login { .. }
             | ClientMsg::AdminLogin { .. }
             | ClientMsg::Heartbeat { .. }
@@ -388,20 +405,26 @@ pub enum ServerMsg {
         request: u64,
         users: Vec<UserId>,
     },
-    /// At most [`crate::MAX_REPORT_BALANCES`] balances and [`crate::MAX_REPORT_ORDERS`] orders.
-    /// `seq`: the venue's last sequence number when the report was made, the state it shows.
+    /// At most [`crate::MAX_REPORT_BALANCES`] balances, [`crate::MAX_REPORT_ORDERS`] orders,
+    /// [`crate::MAX_REPORT_POSITIONS`] positions (`report.positions`) and
+    /// [`crate::MAX_REPORT_MARGINS`] margins. `seq`: the venue's last sequence number when the
+    /// report was made, the state it shows.
     Report {
         request: u64,
         seq: u64,
         report: UserReport,
+        /// The user's margin in each currency that quotes a future it has a position or an
+        /// open order in, by currency name.
+        margins: Vec<Margin>,
     },
     /// A [`ServerMsg::Report`] whose open orders carry all their fields, answering the `Ext`
-    /// requests. At most [`crate::MAX_REPORT_BALANCES`] balances and
-    /// [`crate::MAX_REPORT_EXT_ORDERS`] orders.
+    /// requests. At most [`crate::MAX_REPORT_BALANCES`] balances,
+    /// [`crate::MAX_REPORT_EXT_ORDERS`] orders, and positions and margins as in Report.
     ReportExt {
         request: u64,
         seq: u64,
         report: UserReport,
+        margins: Vec<Margin>,
     },
     /// The state of one of the user's orders as of `seq` (the venue's last sequence number):
     /// `remaining` is its open quantity while it is `open`, else 0.
@@ -481,6 +504,18 @@ impl ServerMsg {
             | ServerMsg::Liquidated { .. } => None,
         }
     }
+}
+
+/// A user's cross margin in one quote currency (docs/rules.md, "Futures"), each figure in
+/// minor units of that currency, saturated to i64: equity (available plus unrealised PnL at
+/// the mark), the initial margin its positions and orders need, and the maintenance margin
+/// under which it is liquidated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Margin {
+    pub currency: Name,
+    pub equity: i64,
+    pub initial: i64,
+    pub maintenance: i64,
 }
 
 macro_rules! code_enum {

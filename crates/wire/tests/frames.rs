@@ -1,14 +1,15 @@
 //! Exact bytes and every way a frame can be wrong.
 
 use rialto_core::{
-    Balance, Level, Name, OpenOrder, OrderType, Reason, Side, Stp, SymbolId, SymbolSpec, Tif,
-    UserReport,
+    Balance, CurrencyTotals, Level, Name, OpenOrder, OrderType, Phase, Position, Reason, Side, Stp,
+    SymbolId, SymbolKind, SymbolSpec, SymbolStatus, Tif, UserReport,
 };
 use rialto_wire::{
     ClientMsg, ErrorCode, MAX_BOOK_LEVELS, MAX_CLIENT_FRAME, MAX_ERROR_MESSAGE,
-    MAX_REPORT_BALANCES, MAX_REPORT_EXT_ORDERS, MAX_REPORT_ORDERS, MAX_SERVER_FRAME,
-    MAX_SYMBOL_LIST_ITEMS, MAX_USER_LIST_ITEMS, MAX_VENUE_CURRENCIES, NewOrder, Secret, ServerMsg,
-    WireError, decode_client, decode_server, encode_client, encode_server,
+    MAX_REPORT_BALANCES, MAX_REPORT_EXT_ORDERS, MAX_REPORT_MARGINS, MAX_REPORT_ORDERS,
+    MAX_REPORT_POSITIONS, MAX_SERVER_FRAME, MAX_SYMBOL_LIST_ITEMS, MAX_USER_LIST_ITEMS,
+    MAX_VENUE_CURRENCIES, Margin, NewOrder, Secret, ServerMsg, WireError, decode_client,
+    decode_server, encode_client, encode_server,
 };
 
 fn client_frame(msg: &ClientMsg) -> Vec<u8> {
@@ -468,9 +469,14 @@ fn full_lists_fit_in_a_frame() {
         quote_scale: 1,
         maker_fee: 0,
         taker_fee: 0,
-        band_bps: 0,
-        day_end: 0,
-        kind: SymbolSpec::SPOT,
+        // A future with a band: each spec carries its extension, the largest item.
+        band_bps: 1,
+        day_end: 1,
+        kind: Some(SymbolKind::Future {
+            initial_margin: 1,
+            maintenance_margin: 1,
+            mark_price: 1,
+        }),
     };
     let report = UserReport {
         user: 1,
@@ -501,8 +507,24 @@ fn full_lists_fit_in_a_frame() {
             };
             MAX_REPORT_ORDERS
         ],
-        positions: Vec::new(),
+        positions: vec![
+            Position {
+                symbol: name,
+                lots: 1,
+                cost: 1
+            };
+            MAX_REPORT_POSITIONS
+        ],
     };
+    let margins = vec![
+        Margin {
+            currency: name,
+            equity: 1,
+            initial: 1,
+            maintenance: 1
+        };
+        MAX_REPORT_MARGINS
+    ];
     let totals = rialto_core::CurrencyTotals {
         currency: name,
         deposits: 0,
@@ -510,8 +532,8 @@ fn full_lists_fit_in_a_frame() {
         available: 0,
         held: 0,
         fees: 0,
-        insurance: 0,
-        position_cost: 0,
+        insurance: 1,
+        position_cost: -1,
     };
     let level = Level { price: 1, qty: 1 };
     let msgs = [
@@ -523,6 +545,7 @@ fn full_lists_fit_in_a_frame() {
             request: 2,
             seq: u64::MAX,
             report: report.clone(),
+            margins: margins.clone(),
         },
         ServerMsg::ReportExt {
             request: 7,
@@ -531,6 +554,7 @@ fn full_lists_fit_in_a_frame() {
                 orders: vec![report.orders[0].clone(); MAX_REPORT_EXT_ORDERS],
                 ..report
             },
+            margins,
         },
         ServerMsg::UserList {
             request: 6,
@@ -604,8 +628,10 @@ fn list_limits_are_as_documented() {
             MAX_REPORT_EXT_ORDERS,
             MAX_VENUE_CURRENCIES,
             MAX_BOOK_LEVELS,
+            MAX_REPORT_POSITIONS,
+            MAX_REPORT_MARGINS,
         ),
-        (9_708, 1_024, 20_562, 12_139, 16_383, 32_767)
+        (7_037, 1_024, 18_723, 11_053, 11_915, 32_767, 1_024, 1_024)
     );
 }
 
@@ -657,6 +683,7 @@ fn report_ext_bytes_are_as_documented_and_report_is_unchanged() {
         request: 1,
         seq: 2,
         report: report.clone(),
+        margins: Vec::new(),
     };
     assert_eq!(server_frame(&msg), raw(0x91, &old));
 
@@ -677,6 +704,7 @@ fn report_ext_bytes_are_as_documented_and_report_is_unchanged() {
         request: 1,
         seq: 2,
         report,
+        margins: Vec::new(),
     };
     let frame = server_frame(&msg);
     assert_eq!(frame, raw(0x99, &ext));
@@ -703,4 +731,224 @@ fn report_ext_bytes_are_as_documented_and_report_is_unchanged() {
 /// request, seq, user, balance count, order count.
 fn head_len() -> usize {
     8 + 8 + 8 + 4 + 4
+}
+
+fn le(v: i64) -> Vec<u8> {
+    v.to_le_bytes().to_vec()
+}
+
+fn name_bytes(text: &str) -> Vec<u8> {
+    [vec![text.len() as u8], text.as_bytes().to_vec()].concat()
+}
+
+/// The futures admin frames (SetMarkPrice 0x4f, FundInsurance 0x50) and AddSymbol's
+/// extension: present for a future (or a band, or a day end), absent for a plain spot symbol,
+/// so a spot AddSymbol keeps its old bytes.
+#[test]
+fn futures_admin_bytes_are_as_documented() {
+    let msg = ClientMsg::SetMarkPrice {
+        request: 3,
+        symbol: SymbolId(2),
+        price: 930,
+    };
+    let body = [le(3), 2u32.to_le_bytes().to_vec(), le(930)].concat();
+    assert_eq!(client_frame(&msg), raw(0x4f, &body));
+    let msg = ClientMsg::FundInsurance {
+        request: 4,
+        currency: Name::new("USD").unwrap(),
+        amount: -5,
+        tx: 10,
+    };
+    let body = [le(4), name_bytes("USD"), le(-5), le(10)].concat();
+    assert_eq!(client_frame(&msg), raw(0x50, &body));
+
+    let spot = SymbolSpec {
+        symbol: Name::new("F").unwrap(),
+        base: Name::new("IDX").unwrap(),
+        quote: Name::new("USD").unwrap(),
+        base_scale: 1,
+        quote_scale: 1,
+        maker_fee: 0,
+        taker_fee: 0,
+        band_bps: 0,
+        day_end: 0,
+        kind: SymbolSpec::SPOT,
+    };
+    let spec_bytes = [
+        name_bytes("F"),
+        name_bytes("IDX"),
+        name_bytes("USD"),
+        le(1),
+        le(1),
+        le(0),
+        le(0),
+    ]
+    .concat();
+    let plain = [le(1), spec_bytes.clone()].concat();
+    let add = |spec| ClientMsg::AddSymbol { request: 1, spec };
+    assert_eq!(client_frame(&add(spot)), raw(0x40, &plain));
+    let future = SymbolSpec {
+        band_bps: 500,
+        kind: Some(SymbolKind::Future {
+            initial_margin: 100,
+            maintenance_margin: 50,
+            mark_price: 1000,
+        }),
+        ..spot
+    };
+    let extended = [
+        plain.clone(),
+        le(500),
+        le(0),
+        vec![1],
+        le(100),
+        le(50),
+        le(1000),
+    ]
+    .concat();
+    let frame = client_frame(&add(future));
+    assert_eq!(frame, raw(0x40, &extended));
+    assert_eq!(decode_client(&frame), Ok(Some((add(future), frame.len()))));
+    // A type code this version does not know reaches the engine as `kind: None`
+    // (`invalid_symbol`); a spot extension with margins is malformed.
+    let mut unknown = extended.clone();
+    let type_at = plain.len() + 16;
+    unknown[type_at] = 7;
+    let frame = raw(0x40, &unknown);
+    let Ok(Some((ClientMsg::AddSymbol { spec, .. }, _))) = decode_client(&frame) else {
+        panic!("an unknown type code is not a decoding matter");
+    };
+    assert_eq!(spec.kind, None);
+    let mut spot_with_margin = extended;
+    spot_with_margin[type_at] = 0;
+    let frame = raw(0x40, &spot_with_margin);
+    assert_eq!(
+        decode_client(&frame),
+        Err(malformed("initial_margin", &frame))
+    );
+}
+
+/// Report's futures part (positions and margins) and VenueReport's and VenueSettings' futures
+/// parts follow the old layouts and are there only when they hold something.
+#[test]
+fn futures_parts_of_replies_are_as_documented() {
+    let usd = Name::new("USD").unwrap();
+    let report = UserReport {
+        user: 5,
+        suspended: false,
+        balances: vec![],
+        orders: vec![],
+        positions: vec![Position {
+            symbol: Name::new("F").unwrap(),
+            lots: -2,
+            cost: -2000,
+        }],
+    };
+    let margins = vec![Margin {
+        currency: usd,
+        equity: 180,
+        initial: 200,
+        maintenance: 100,
+    }];
+    let old = [le(1), le(2), le(5), vec![0; 4], vec![0; 4]].concat();
+    let futures = [
+        1u32.to_le_bytes().to_vec(),
+        name_bytes("F"),
+        le(-2),
+        le(-2000),
+        1u32.to_le_bytes().to_vec(),
+        name_bytes("USD"),
+        le(180),
+        le(200),
+        le(100),
+    ]
+    .concat();
+    let msg = ServerMsg::Report {
+        request: 1,
+        seq: 2,
+        report: report.clone(),
+        margins: margins.clone(),
+    };
+    let frame = server_frame(&msg);
+    assert_eq!(frame, raw(0x91, &[old.clone(), futures].concat()));
+    assert_eq!(decode_server(&frame), Ok(Some((msg, frame.len()))));
+    // A futures part with nothing in it is not the way to say "none": it is left out.
+    let empty = [old, vec![0; 8]].concat();
+    let frame = raw(0x91, &empty);
+    assert_eq!(
+        decode_server(&frame),
+        Err(malformed("position count", &frame))
+    );
+
+    let totals = CurrencyTotals {
+        currency: usd,
+        deposits: 21200,
+        withdrawals: 0,
+        available: 20000,
+        held: 0,
+        fees: 0,
+        insurance: 950,
+        position_cost: -250,
+    };
+    let body = [
+        le(3),
+        1u32.to_le_bytes().to_vec(),
+        name_bytes("USD"),
+        le(21200),
+        le(0),
+        le(20000),
+        le(0),
+        le(0),
+        1u32.to_le_bytes().to_vec(),
+        le(950),
+        (-250i128).to_le_bytes().to_vec(),
+    ]
+    .concat();
+    let msg = ServerMsg::VenueReport {
+        request: 3,
+        totals: vec![totals],
+    };
+    assert_eq!(server_frame(&msg), raw(0x92, &body));
+    let spot_only = ServerMsg::VenueReport {
+        request: 3,
+        totals: vec![CurrencyTotals {
+            insurance: 0,
+            position_cost: 0,
+            ..totals
+        }],
+    };
+    assert_eq!(server_frame(&spot_only).len(), 6 + body.len() - 4 - 24);
+
+    let status = SymbolStatus {
+        phase: Phase::Continuous,
+        last: 0,
+        reference: 0,
+        band_bps: 0,
+        future: true,
+        mark: 930,
+    };
+    let body = [
+        le(1),
+        le(2),
+        le(0),
+        1u32.to_le_bytes().to_vec(),
+        0u32.to_le_bytes().to_vec(),
+        vec![0],
+        le(0),
+        le(0),
+        le(0),
+        1u32.to_le_bytes().to_vec(),
+        vec![1],
+        le(930),
+    ]
+    .concat();
+    let msg = ServerMsg::VenueSettings {
+        request: 1,
+        seq: 2,
+        order_id_window_ns: 0,
+        symbols: vec![(SymbolId(0), status)],
+    };
+    let frame = server_frame(&msg);
+    assert_eq!(frame, raw(0x98, &body));
+    assert_eq!(decode_server(&frame), Ok(Some((msg, frame.len()))));
 }

@@ -4,10 +4,11 @@
 use proptest::prelude::*;
 use rialto_core::{
     Balance, CancelReason, CurrencyTotals, Level, Name, OpenOrder, OrderExtras, OrderType, Phase,
-    Priority, Reason, Side, Stp, SymbolId, SymbolSpec, SymbolStatus, Tif, UserReport,
+    Position, Priority, Reason, Side, Stp, SymbolId, SymbolKind, SymbolSpec, SymbolStatus, Tif,
+    UserReport,
 };
 use rialto_wire::{
-    ClientMsg, ErrorCode, Liquidity, NewOrder, OrderState, RequestKind, Secret, ServerMsg,
+    ClientMsg, ErrorCode, Liquidity, Margin, NewOrder, OrderState, RequestKind, Secret, ServerMsg,
     decode_client, decode_server, encode_client, encode_server,
 };
 
@@ -24,19 +25,48 @@ fn symbol() -> impl Strategy<Value = SymbolId> {
     any::<u32>().prop_map(SymbolId)
 }
 
+/// A symbol's kind: spot or a future with any margins and mark.
+fn kind() -> impl Strategy<Value = SymbolKind> {
+    prop_oneof![
+        Just(SymbolKind::Spot),
+        any::<[i64; 3]>().prop_map(|n| SymbolKind::Future {
+            initial_margin: n[0],
+            maintenance_margin: n[1],
+            mark_price: n[2],
+        }),
+    ]
+}
+
+/// A spec as a server lists it (its kind is known); band and day end are often the defaults,
+/// so both layouts of a spec (with and without its extension) come up.
 fn spec() -> impl Strategy<Value = SymbolSpec> {
-    (name(), name(), name(), any::<[i64; 4]>()).prop_map(|(symbol, base, quote, n)| SymbolSpec {
-        symbol,
-        base,
-        quote,
-        base_scale: n[0],
-        quote_scale: n[1],
-        maker_fee: n[2],
-        taker_fee: n[3],
-        band_bps: 0,
-        day_end: 0,
-        kind: SymbolSpec::SPOT,
-    })
+    spec_with(kind().prop_map(Some))
+}
+
+/// A spec as a client may send it: its kind may be a type code the server does not know.
+fn client_spec() -> impl Strategy<Value = SymbolSpec> {
+    spec_with(prop_oneof![3 => kind().prop_map(Some), 1 => Just(None)])
+}
+
+fn spec_with(kind: impl Strategy<Value = Option<SymbolKind>>) -> impl Strategy<Value = SymbolSpec> {
+    (
+        (name(), name(), name()),
+        any::<[i64; 4]>(),
+        prop_oneof![Just([0i64; 2]), any::<[i64; 2]>()],
+        kind,
+    )
+        .prop_map(|((symbol, base, quote), n, extra, kind)| SymbolSpec {
+            symbol,
+            base,
+            quote,
+            base_scale: n[0],
+            quote_scale: n[1],
+            maker_fee: n[2],
+            taker_fee: n[3],
+            band_bps: extra[0],
+            day_end: extra[1],
+            kind,
+        })
 }
 
 /// A code that is sometimes known, sometimes not: unknown codes decode to `None`.
@@ -112,7 +142,23 @@ fn client_msg() -> BoxedStrategy<ClientMsg> {
                 depth,
             }
         }),
-        (any::<u64>(), spec()).prop_map(|(request, spec)| ClientMsg::AddSymbol { request, spec }),
+        (any::<u64>(), client_spec())
+            .prop_map(|(request, spec)| ClientMsg::AddSymbol { request, spec }),
+        (any::<u64>(), symbol(), any::<i64>()).prop_map(|(request, symbol, price)| {
+            ClientMsg::SetMarkPrice {
+                request,
+                symbol,
+                price,
+            }
+        }),
+        (any::<u64>(), name(), any::<(i64, i64)>()).prop_map(
+            |(request, currency, (amount, tx))| ClientMsg::FundInsurance {
+                request,
+                currency,
+                amount,
+                tx,
+            }
+        ),
         any::<(u64, i64)>().prop_map(|(request, user)| ClientMsg::AddUser { request, user }),
         (any::<(u64, i64)>(), name(), any::<(i64, i64)>()).prop_map(
             |((request, user), currency, (amount, tx))| ClientMsg::AdjustBalance {
@@ -184,13 +230,14 @@ fn report() -> impl Strategy<Value = UserReport> {
         any::<i64>(),
         prop::collection::vec(balance, 0..5),
         prop::collection::vec(order, 0..5),
+        positions(),
     )
-        .prop_map(|(user, balances, orders)| UserReport {
+        .prop_map(|(user, balances, orders, positions)| UserReport {
             user,
             suspended: false,
             balances,
             orders,
-            positions: Vec::new(),
+            positions,
         })
 }
 
@@ -228,14 +275,35 @@ fn report_ext() -> impl Strategy<Value = UserReport> {
         any::<i64>(),
         prop::collection::vec(balance, 0..5),
         prop::collection::vec(order, 0..5),
+        positions(),
     )
-        .prop_map(|(user, balances, orders)| UserReport {
+        .prop_map(|(user, balances, orders, positions)| UserReport {
             user,
             suspended: false,
             balances,
             orders,
-            positions: Vec::new(),
+            positions,
         })
+}
+
+/// Futures positions, often none (a spot-only user's report has no futures part).
+fn positions() -> impl Strategy<Value = Vec<Position>> {
+    let position = (name(), any::<(i64, i64)>()).prop_map(|(symbol, (lots, cost))| Position {
+        symbol,
+        lots,
+        cost,
+    });
+    prop_oneof![Just(Vec::new()), prop::collection::vec(position, 0..4)]
+}
+
+fn margins() -> impl Strategy<Value = Vec<Margin>> {
+    let margin = (name(), any::<[i64; 3]>()).prop_map(|(currency, n)| Margin {
+        currency,
+        equity: n[0],
+        initial: n[1],
+        maintenance: n[2],
+    });
+    prop_oneof![Just(Vec::new()), prop::collection::vec(margin, 0..3)]
 }
 
 fn levels() -> impl Strategy<Value = Vec<Level>> {
@@ -367,31 +435,41 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
             }
         }),
     ];
-    let totals = (name(), any::<[i64; 5]>()).prop_map(|(currency, n)| CurrencyTotals {
-        currency,
-        deposits: n[0],
-        withdrawals: n[1],
-        available: n[2],
-        held: n[3],
-        fees: n[4],
-        insurance: 0,
-        position_cost: 0,
-    });
+    // Insurance and position cost are often 0, so both layouts come up.
+    let futures = prop_oneof![Just((0i64, 0i128)), any::<(i64, i128)>()];
+    let totals = (name(), any::<[i64; 5]>(), futures).prop_map(
+        |(currency, n, (insurance, position_cost))| CurrencyTotals {
+            currency,
+            deposits: n[0],
+            withdrawals: n[1],
+            available: n[2],
+            held: n[3],
+            fees: n[4],
+            insurance,
+            position_cost,
+        },
+    );
     let replies = prop_oneof![
         (
             any::<(u64, u64, i64)>(),
             prop::collection::vec(
-                (symbol(), pick(Phase::ALL), any::<[i64; 3]>()).prop_map(|(id, phase, n)| {
-                    let status = SymbolStatus {
-                        phase,
-                        last: n[0],
-                        reference: n[1],
-                        band_bps: n[2],
-                        future: false,
-                        mark: 0,
-                    };
-                    (id, status)
-                }),
+                (
+                    symbol(),
+                    pick(Phase::ALL),
+                    any::<[i64; 3]>(),
+                    prop::option::weighted(0.3, any::<i64>())
+                )
+                    .prop_map(|(id, phase, n, mark)| {
+                        let status = SymbolStatus {
+                            phase,
+                            last: n[0],
+                            reference: n[1],
+                            band_bps: n[2],
+                            future: mark.is_some(),
+                            mark: mark.unwrap_or(0),
+                        };
+                        (id, status)
+                    }),
                 0..4
             )
         )
@@ -408,20 +486,22 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
             prop::collection::vec((symbol(), spec()), 0..4)
         )
             .prop_map(|(request, symbols)| ServerMsg::SymbolList { request, symbols }),
-        (any::<u64>(), any::<u64>(), report()).prop_map(|(request, seq, report)| {
-            ServerMsg::Report {
+        (any::<u64>(), any::<u64>(), report(), margins()).prop_map(
+            |(request, seq, report, margins)| ServerMsg::Report {
                 request,
                 seq,
                 report,
+                margins,
             }
-        }),
-        (any::<u64>(), any::<u64>(), report_ext()).prop_map(|(request, seq, report)| {
-            ServerMsg::ReportExt {
+        ),
+        (any::<u64>(), any::<u64>(), report_ext(), margins()).prop_map(
+            |(request, seq, report, margins)| ServerMsg::ReportExt {
                 request,
                 seq,
                 report,
+                margins,
             }
-        }),
+        ),
         (any::<(u64, u64, i64, i64)>(), pick(OrderState::ALL)).prop_map(
             |((request, seq, order, remaining), state)| ServerMsg::OrderStatus {
                 request,

@@ -534,12 +534,18 @@ impl Core {
                 Ok(None)
             }),
             other => {
+                // RequestForPositions (AN): positions are on the binary protocol and REST, not
+                // here (docs/fix.md, "Futures").
+                let text = match other {
+                    b"AN" => "positions are not offered over FIX",
+                    _ => "unsupported message type",
+                };
                 let r = BusinessReject {
                     ref_seq_num: ref_seq,
                     ref_msg_type: other,
                     ref_id: None,
                     reason: business_reject_reason::UNSUPPORTED_MESSAGE_TYPE,
-                    text: "unsupported message type",
+                    text,
                 };
                 if let Err(e) = self.slots[slot]
                     .session

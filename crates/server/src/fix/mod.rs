@@ -524,6 +524,26 @@ impl FixGateway {
             }
             let desk = &mut self.core.slots[slot].desk;
             match *msg {
+                // Order 0: the close of a liquidation, the venue's order (docs/fix.md).
+                ServerMsg::Trade {
+                    seq,
+                    ts_ns,
+                    order: 0,
+                    symbol,
+                    side,
+                    price,
+                    qty,
+                    ..
+                } => desk.on_liquidation_trade(symbol, side, price, qty, seq, ts_ns, &mut reports),
+                ServerMsg::Cancelled {
+                    seq,
+                    ts_ns,
+                    order: 0,
+                    symbol,
+                    side,
+                    qty,
+                    ..
+                } => desk.on_liquidation_cancelled(symbol, side, qty, seq, ts_ns, &mut reports),
                 ServerMsg::Trade {
                     seq,
                     ts_ns,

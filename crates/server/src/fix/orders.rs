@@ -40,6 +40,13 @@ pub struct ClOrdId {
 }
 
 impl ClOrdId {
+    /// No ClOrdID: a report of an order the session did not send (a liquidation's close)
+    /// leaves the field out.
+    pub const NONE: ClOrdId = ClOrdId {
+        len: 0,
+        bytes: [0; MAX_CL_ORD_ID],
+    };
+
     pub fn new(text: &[u8]) -> Option<ClOrdId> {
         if text.is_empty() || text.len() > MAX_CL_ORD_ID {
             return None;
@@ -216,7 +223,12 @@ pub struct OrderDesk {
     /// The start of this session's OrderID range: what sets its engine ids apart from other
     /// sessions' (of the same user).
     id_base: u64,
+    /// The liquidation close being reported, with the seq of the command that made it.
+    liquidation: Option<(u64, FixOrder)>,
 }
+
+/// The Text of every report of a liquidation's close.
+const LIQUIDATION: &str = "liquidation";
 
 /// SecondaryOrderID (198): the engine's id of the order, so that a restart finds it again.
 pub const SECONDARY_ORDER_ID: u32 = 198;
@@ -259,6 +271,7 @@ impl OrderDesk {
             pending_mass: VecDeque::new(),
             next_order_id: first_order_id,
             id_base: first_order_id,
+            liquidation: None,
         }
     }
 
@@ -1069,6 +1082,10 @@ impl OrderDesk {
                 _ => {}
             }
         }
+        // A report without a ClOrdID (a liquidation's close) took an OrderID too.
+        if let Some(id) = order_id {
+            self.next_order_id = self.next_order_id.max(id + 1);
+        }
         let (Some(order_id), Some(cl_ord_id), Some(status), Some(instrument)) =
             (order_id, cl_ord_id, status, symbol)
         else {
@@ -1174,6 +1191,85 @@ impl OrderDesk {
         if order.is_done() {
             self.retire(order_id);
         }
+    }
+
+    /// The close of a liquidation (docs/fix.md, "Liquidations"): the venue's market IOC order
+    /// of engine id 0 on `symbol` in the command of `seq`, as this desk reports it: under an
+    /// OrderID of its own, with no ClOrdID. Its figures count the fills reported so far (the
+    /// close's size is not announced): OrderQty and CumQty grow with each fill, LeavesQty 0.
+    fn liquidation_close(&mut self, symbol: SymbolId, side: Side, seq: u64) -> &mut FixOrder {
+        let same = matches!(&self.liquidation, Some((s, o)) if *s == seq && o.symbol == symbol);
+        if !same {
+            let order = FixOrder {
+                order_id: self.take_id(),
+                engine_id: 0,
+                cl_ord_id: ClOrdId::NONE,
+                symbol,
+                side,
+                // Market, immediate or cancel.
+                ord_type: b'1',
+                time_in_force: Some(b'3'),
+                price_ticks: None,
+                stop_ticks: None,
+                shown: None,
+                expire_ts: None,
+                order_qty_lots: 0,
+                cum_lots: 0,
+                notional: 0,
+                leaves_lots: 0,
+                status: app::ord_status::NEW,
+                acknowledged: true,
+            };
+            self.liquidation = Some((seq, order));
+        }
+        let (_, order) = self.liquidation.as_mut().expect("set above");
+        order
+    }
+
+    /// A fill of a liquidation's close: ExecutionReport ExecType F, OrdStatus filled, Text
+    /// `liquidation`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_liquidation_trade(
+        &mut self,
+        symbol: SymbolId,
+        side: Side,
+        price_ticks: i64,
+        qty_lots: i64,
+        seq: u64,
+        ts_ns: i64,
+        reports: &mut Vec<Report>,
+    ) {
+        let order = self.liquidation_close(symbol, side, seq);
+        order.order_qty_lots += qty_lots;
+        order.cum_lots += qty_lots;
+        order.notional += i128::from(price_ticks) * i128::from(qty_lots);
+        order.status = app::ord_status::FILLED;
+        let order = order.clone();
+        let mut exec = self.execution(&order, app::exec_type::TRADE, seq, ts_ns);
+        exec.last = Some((price_ticks, qty_lots));
+        exec.text = Some(LIQUIDATION);
+        reports.push(Report::Execution(exec));
+    }
+
+    /// What of a liquidation's close did not fill (no more bids or asks, or a band edge):
+    /// ExecutionReport ExecType 4, OrdStatus canceled, Text `liquidation`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_liquidation_cancelled(
+        &mut self,
+        symbol: SymbolId,
+        side: Side,
+        qty_lots: i64,
+        seq: u64,
+        ts_ns: i64,
+        reports: &mut Vec<Report>,
+    ) {
+        let order = self.liquidation_close(symbol, side, seq);
+        order.order_qty_lots += qty_lots;
+        order.status = app::ord_status::CANCELED;
+        let order = order.clone();
+        let mut exec = self.execution(&order, app::exec_type::CANCELED, seq, ts_ns);
+        exec.text = Some(LIQUIDATION);
+        reports.push(Report::Execution(exec));
     }
 
     /// A pending stop order of this desk triggered: ExecutionReport ExecType L (triggered or
