@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use common::serve_demo;
 use rialto_client::Client;
 use rialto_core::{Name, Side, SymbolKind};
-use rialto_server::demo::{DEMO_FUTURE, DEMO_FUTURE_MARK, DEMO_INSURANCE};
+use rialto_server::demo::{
+    DEMO_FUTURE, DEMO_FUTURE_MARK, DEMO_INSURANCE, DEMO_MARGIN_FUNDS, DEMO_MARGIN_USER,
+};
 use rialto_wire::{ClientMsg, NewOrder, ServerMsg};
 
 fn connect(addr: &str) -> Client {
@@ -148,6 +150,90 @@ fn the_demo_lists_btc_perp_and_its_mark_follows_its_trades() {
             assert_eq!((p[0].lots, p[0].cost), (2, 510_000 + 512_000));
             assert_eq!(margins.len(), 1);
             assert_eq!(margins[0].maintenance, 2 * 25_000);
+        }
+        other => panic!("{other}"),
+    }
+}
+
+/// Reads `c`'s messages until one matches `want`, for at most ten seconds each.
+fn recv_until(c: &mut Client, what: &str, want: impl Fn(&ServerMsg) -> bool) -> ServerMsg {
+    loop {
+        match c.recv() {
+            Ok(msg) if want(&msg) => return msg,
+            Ok(_) => {}
+            Err(e) => panic!("waiting for {what}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn the_demo_user_with_little_money_is_liquidated_when_the_mark_follows_the_book_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let served = serve_demo(&data);
+    let orders = served.address_after("orders on ");
+    let perp = rialto_core::SymbolId(2);
+    let (mut maker, mut bidder, mut seller) = (
+        trader(orders, &data, 1),
+        trader(orders, &data, 2),
+        trader(orders, &data, 3),
+    );
+    let mut small = trader(orders, &data, DEMO_MARGIN_USER);
+
+    // The small user buys 19 lots at 500,000: 950,000 of initial margin out of its 1,000,000.
+    maker
+        .place(NewOrder::limit(1, perp, Side::Sell, 500_000, 19))
+        .unwrap();
+    recv_until(&mut maker, "the maker's Accepted", |m| {
+        matches!(m, ServerMsg::Accepted { order: 1, .. })
+    });
+    small
+        .place(NewOrder::limit(1, perp, Side::Buy, 500_000, 19))
+        .unwrap();
+    recv_until(&mut small, "the small user's fill", |m| {
+        matches!(
+            m,
+            ServerMsg::Trade {
+                order: 1,
+                qty: 19,
+                ..
+            }
+        )
+    });
+    assert_eq!(DEMO_MARGIN_FUNDS, 1_000_000);
+
+    // Bids at 470,000 to close it into, then one trade there: the mark follows it down, the
+    // small user's equity (1,000,000 - 19 of fees - 19 * 30,000) falls under its maintenance
+    // margin (19 * 25,000) and it is liquidated into those bids.
+    bidder
+        .place(NewOrder::limit(1, perp, Side::Buy, 470_000, 30))
+        .unwrap();
+    recv_until(&mut bidder, "the bidder's Accepted", |m| {
+        matches!(m, ServerMsg::Accepted { order: 1, .. })
+    });
+    seller
+        .place(NewOrder::limit(1, perp, Side::Sell, 470_000, 1))
+        .unwrap();
+    let liquidated = recv_until(&mut small, "its liquidation", |m| {
+        matches!(m, ServerMsg::Liquidated { .. })
+    });
+    match liquidated {
+        ServerMsg::Liquidated {
+            currency,
+            equity,
+            maintenance,
+            shortfall,
+            ..
+        } => {
+            assert_eq!(currency.as_str(), "USD");
+            assert_eq!(equity, 1_000_000 - 19 - 19 * 30_000);
+            assert_eq!((maintenance, shortfall), (19 * 25_000, 0));
+        }
+        other => panic!("{other}"),
+    }
+    match small.request(&ClientMsg::MyReport { request: 9 }).unwrap() {
+        ServerMsg::Report { report, .. } => {
+            assert!(report.positions.is_empty(), "{:?}", report.positions);
         }
         other => panic!("{other}"),
     }

@@ -15,6 +15,11 @@ pub const DEMO_ORDER_ID_WINDOW_NS: i64 = 86_400 * 1_000_000_000;
 pub const DEMO_BAND_BPS: i64 = 1_000;
 /// What each demo user is given of each currency, in minor units.
 pub const DEMO_FUNDS: i64 = 1_000_000_000_000;
+/// One more demo user with little money: only $10,000 (1,000,000 cents) and nothing else, so
+/// that a position of a few lots of the future can be liquidated by a mark move of a few per
+/// cent (docs/operations.md, "The demo venue").
+pub const DEMO_MARGIN_USER: i64 = DEMO_USERS + 1;
+pub const DEMO_MARGIN_FUNDS: i64 = 1_000_000;
 /// The demo's future (a perpetual on BTC quoted in USD, prices in cents per lot of 0.001 BTC):
 /// the gateway sets its mark to its last trade price (`gateway::MARK_INTERVAL`).
 pub const DEMO_FUTURE: &str = "BTC-PERP";
@@ -75,6 +80,15 @@ pub fn demo_commands() -> Vec<Command> {
             });
         }
     }
+    commands.push(Command::AddUser {
+        user: DEMO_MARGIN_USER,
+    });
+    commands.push(Command::AdjustBalance {
+        user: DEMO_MARGIN_USER,
+        currency: name("USD"),
+        amount: DEMO_MARGIN_FUNDS,
+        tx: DEMO_MARGIN_USER * 10,
+    });
     commands.push(Command::FundInsurance {
         currency: name("USD"),
         amount: DEMO_INSURANCE,
@@ -104,12 +118,12 @@ pub fn write_secrets(
     let mut file = options
         .open(&path)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    for user in 1..=DEMO_USERS {
+    for user in 1..=DEMO_MARGIN_USER {
         writeln!(file, "user {user} secret {}", credentials.user_secret(user))?;
     }
     Ok(format!(
         "symbols BTC-USD (id 0), ETH-USD (id 1), the future {DEMO_FUTURE} (id 2); users \
-         1-{DEMO_USERS}, their secrets in {} \
+         1-{DEMO_USERS}, and {DEMO_MARGIN_USER} with $10,000 only, their secrets in {} \
          (or `rialto secret --user N`)",
         path.display()
     ))

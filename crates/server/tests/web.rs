@@ -565,7 +565,7 @@ fn admins_move_money_add_users_and_symbols_and_take_snapshots() {
         .iter()
         .map(|u| u["user"].as_i64().unwrap())
         .collect();
-    assert_eq!(ids, [1, 2, 3, 4, 5, 6, 7, 8, 42]);
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6, 7, 8, 9, 42]);
     let dup = admin.call("POST", "/api/v1/admin/users", json!({"user": 42}));
     assert_eq!((dup.status, error_code(&dup)), (400, "duplicate_user"));
 
