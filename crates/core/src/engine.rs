@@ -460,6 +460,8 @@ struct Fills {
     first_price: i64,
     /// The walk stopped at the band's edge (docs/rules.md, "Price bands").
     stopped_by_band: bool,
+    /// The walk stopped before a fill whose settlement would overflow the taker's side.
+    stopped_by_overflow: bool,
 }
 
 pub struct Engine {
@@ -1285,6 +1287,7 @@ impl Engine {
         let rest_qty = if unfilled > 0
             && taker.leftover.is_none()
             && !fills.stopped_by_stp
+            && !fills.stopped_by_overflow
             && !limit_beyond_band
         {
             unfilled
@@ -1294,6 +1297,8 @@ impl Engine {
         if unfilled > rest_qty {
             let reason = if fills.stopped_by_stp {
                 CancelReason::Stp
+            } else if fills.stopped_by_overflow {
+                CancelReason::Overflow
             } else if fills.stopped_by_band || limit_beyond_band {
                 CancelReason::Band
             } else {
@@ -1404,6 +1409,18 @@ impl Engine {
                     break;
                 }
             }
+            if is_future(&terms)
+                && let Err(side) = self.check_future_fill(&terms, symbol, &maker, qty, taker)
+            {
+                // A fill whose settlement would leave i64 (docs/rules.md, "Futures",
+                // "Overflow"): the side it would overflow gives way.
+                if side == taker.side {
+                    fills.stopped_by_overflow = true;
+                    break;
+                }
+                self.remove_live_order(maker_idx, CancelReason::Overflow, sink);
+                continue;
+            }
             self.fill_maker(symbol, maker_idx, qty, taker, sink);
             if fills.filled == 0 {
                 fills.first_price = maker.price;
@@ -1424,6 +1441,42 @@ impl Engine {
             }
         }
         fills
+    }
+
+    /// [`Self::future_fill_fits`] for a fill of `qty` lots of `maker` with the taker.
+    #[cold]
+    #[inline(never)]
+    fn check_future_fill(
+        &self,
+        terms: &Terms,
+        symbol: usize,
+        maker: &OrderNode,
+        qty: i64,
+        taker: &Taker,
+    ) -> Result<(), Side> {
+        let (buyer, seller, buyer_fee, seller_fee) = match maker.side {
+            Side::Buy => (
+                maker.account,
+                taker.account,
+                terms.maker_fee,
+                terms.taker_fee,
+            ),
+            Side::Sell => (
+                taker.account,
+                maker.account,
+                terms.taker_fee,
+                terms.maker_fee,
+            ),
+        };
+        self.future_fill_fits(
+            symbol,
+            buyer,
+            seller,
+            maker.price,
+            qty,
+            buyer_fee,
+            seller_fee,
+        )
     }
 
     /// Trades `qty` of resting order `maker_idx` with the taker: settles the maker, collects both
@@ -2698,8 +2751,10 @@ impl Engine {
             .collect();
         for (_, currency, b) in self.accounts.all_balances() {
             let t = &mut totals[currency.0 as usize];
-            t.available += b.available;
-            t.held += b.held;
+            // With futures the users' balances may sum beyond i64 (one's gain is another's
+            // open position): saturated, never a panic.
+            t.available = t.available.saturating_add(b.available);
+            t.held = t.held.saturating_add(b.held);
         }
         for (&(_, s), p) in &self.fut.positions {
             totals[self.symbols[s as usize].terms.quote.0 as usize].position_cost += p.cost as i128;

@@ -120,6 +120,50 @@ fn saturate(v: i128) -> i64 {
     v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
+#[inline]
+fn fits_i64(v: i128) -> bool {
+    i64::try_from(v).is_ok()
+}
+
+/// `price * quote_scale`, the value of one lot; `None` beyond i64.
+#[inline]
+fn lot_value(price: i64, quote_scale: i64) -> Option<i128> {
+    let v = price as i128 * quote_scale as i128;
+    fits_i64(v).then_some(v)
+}
+
+/// A position after a fill of `d` signed lots at value `v` a lot (docs/rules.md, "Futures"),
+/// and the PnL it realises; `None` when its lots, its cost or the PnL would leave i64. Every
+/// product is of two i64-sized factors, so nothing here overflows i128.
+fn position_after(pos: PositionState, d: i64, v: i128) -> Option<(PositionState, i128)> {
+    let (mut n, mut k, d) = (pos.lots as i128, pos.cost as i128, d as i128);
+    let mut realised = 0;
+    let mut opening = d;
+    if n != 0 && (n > 0) != (d > 0) {
+        let closed = d.abs().min(n.abs());
+        // Toward zero, exact: the cost of the lots closed.
+        let r = k * closed / n.abs();
+        k -= r;
+        n += d.signum() * closed;
+        let value = closed * v;
+        if !fits_i64(value) {
+            return None;
+        }
+        realised = -d.signum() * value - r;
+        opening = d - d.signum() * closed;
+    }
+    n += opening;
+    let added = opening * v;
+    if !fits_i64(added) {
+        return None;
+    }
+    k += added;
+    debug_assert!(n != 0 || k == 0, "a flat position has no cost");
+    let lots = i64::try_from(n).ok()?;
+    let cost = i64::try_from(k).ok()?;
+    Some((PositionState { lots, cost }, realised))
+}
+
 impl Engine {
     /// The futures of currency `c`, by symbol name.
     pub(crate) fn futures_of(&self, c: CurrencyId) -> &[u32] {
@@ -176,7 +220,9 @@ impl Engine {
             if n != 0 {
                 m.positions += 1;
                 m.unrealised += n * mark * qs - k;
-                m.maintenance += book.maintenance_margin as i128 * n.abs();
+                m.maintenance = m
+                    .maintenance
+                    .saturating_add(book.maintenance_margin as i128 * n.abs());
             }
             let (mut buys, mut sells, mut open_loss) = (0i128, 0i128, 0i128);
             let mut count = |side: Side, price: i64, lots: i64| {
@@ -206,7 +252,10 @@ impl Engine {
                 count(side, price, lots);
             }
             if n != 0 || buys != 0 || sells != 0 {
-                m.initial += book.initial_margin as i128 * (n + buys).max(sells - n) + open_loss;
+                // Each term is bounded (docs/rules.md, "Futures", "Overflow"), their sum over
+                // many futures is not: saturated, which every comparison reads rightly.
+                let term = book.initial_margin as i128 * (n + buys).max(sells - n) + open_loss;
+                m.initial = m.initial.saturating_add(term);
             }
         }
         m
@@ -243,8 +292,11 @@ impl Engine {
             }
             idx = node.account_next;
         }
-        let exposure = lots_total * price.max(book.mark) as i128 * sym.terms.quote_scale as i128;
-        if exposure > i64::MAX as i128 {
+        // Each factor fits i64 and their product may not fit i128: checked.
+        let exposure = lots_total
+            .checked_mul(price.max(book.mark) as i128 * sym.terms.quote_scale as i128)
+            .filter(|&e| fits_i64(e));
+        if exposure.is_none() {
             return Err(Reason::Overflow);
         }
         let before = self.margin(account, c, OrderChange::NONE);
@@ -307,8 +359,58 @@ impl Engine {
         }
     }
 
+    /// Whether a fill of `qty` lots at `price` between `buyer` and `seller` (fees per lot
+    /// `buyer_fee_lot` and `seller_fee_lot`) can be settled: every sum it changes (both
+    /// positions' lots and cost, both users' `available`, the open interest, the currency's
+    /// fees) stays within i64. `Err(side)` names the side whose own settlement would leave it
+    /// (the buyer's first); a fee total that would leave it is the buyer's.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn future_fill_fits(
+        &self,
+        symbol: usize,
+        buyer: u32,
+        seller: u32,
+        price: i64,
+        qty: i64,
+        buyer_fee_lot: i64,
+        seller_fee_lot: i64,
+    ) -> Result<(), Side> {
+        let terms = self.symbols[symbol].terms;
+        let fees = self.currencies[terms.quote.0 as usize].fees as i128
+            + qty as i128 * buyer_fee_lot as i128
+            + qty as i128 * seller_fee_lot as i128;
+        if !fits_i64(fees) {
+            return Err(Side::Buy);
+        }
+        let Some(v) = lot_value(price, terms.quote_scale) else {
+            return Err(Side::Buy);
+        };
+        let mut oi = self.future_book(symbol).open_interest as i128;
+        for (account, d, fee, side) in [
+            (buyer, qty, buyer_fee_lot, Side::Buy),
+            (seller, -qty, seller_fee_lot, Side::Sell),
+        ] {
+            let pos = self.position(account, symbol as u32);
+            let Some((after, realised)) = position_after(pos, d, v) else {
+                return Err(side);
+            };
+            let available = self.accounts.balance(account, terms.quote).available as i128
+                + realised
+                - qty as i128 * fee as i128;
+            if !fits_i64(available) {
+                return Err(side);
+            }
+            oi += (after.lots.max(0) - pos.lots.max(0)) as i128;
+        }
+        if !fits_i64(oi) {
+            return Err(Side::Buy);
+        }
+        Ok(())
+    }
+
     /// One fill of a future: `qty` lots at `price` between the buyer and the seller, each
-    /// paying its fee from `available` of the quote (docs/rules.md, "Futures").
+    /// paying its fee from `available` of the quote (docs/rules.md, "Futures"). The caller
+    /// checked it with [`Self::future_fill_fits`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn settle_future_fill(
         &mut self,
@@ -321,55 +423,46 @@ impl Engine {
         seller_fee: i64,
     ) {
         let terms = self.symbols[symbol].terms;
-        let v = price as i128 * terms.quote_scale as i128;
+        let v = lot_value(price, terms.quote_scale).unwrap_or(0);
         for (account, d, fee) in [(buyer, qty, buyer_fee), (seller, -qty, seller_fee)] {
             let (realised, oi_change) = self.apply_position_fill(account, symbol as u32, d, v);
             let balance = self.accounts.balance_mut(account, terms.quote);
             let available = balance.available as i128 + realised - fee as i128;
-            balance.available =
-                i64::try_from(available).expect("a futures balance fits i64 (overflow checks)");
+            debug_assert!(fits_i64(available), "checked by future_fill_fits");
+            balance.available = saturate(available);
             let book = self.future_book_mut(symbol);
-            book.open_interest += oi_change;
+            book.open_interest = book.open_interest.saturating_add(oi_change);
             self.accounts.get_mut(account).futures = true;
             self.rekey(account, terms.quote);
         }
         self.mark_dirty(terms.quote);
     }
 
-    /// Applies a fill of `d` signed lots at value `v` a lot to a position: returns the realised
-    /// PnL and the change of the open interest.
-    fn apply_position_fill(&mut self, account: u32, symbol: u32, d: i64, v: i128) -> (i128, i64) {
-        let pos = self
-            .fut
+    /// The open position of `account` in future `symbol` (zero when flat).
+    #[inline]
+    pub(crate) fn position(&self, account: u32, symbol: u32) -> PositionState {
+        self.fut
             .positions
             .get(&(account, symbol))
             .copied()
-            .unwrap_or_default();
-        let (mut n, mut k, d) = (pos.lots as i128, pos.cost as i128, d as i128);
-        let mut realised = 0;
-        let mut opening = d;
-        if n != 0 && (n > 0) != (d > 0) {
-            let closed = d.abs().min(n.abs());
-            // Toward zero, exact: the cost of the lots closed.
-            let r = k * closed / n.abs();
-            k -= r;
-            n += d.signum() * closed;
-            realised = -d.signum() * closed * v - r;
-            opening = d - d.signum() * closed;
-        }
-        n += opening;
-        k += opening * v;
-        debug_assert!(n != 0 || k == 0, "a flat position has no cost");
-        let lots = i64::try_from(n).expect("lots fit i64");
-        let cost = i64::try_from(k).expect("a position's cost fits i64 (overflow checks)");
-        if lots == 0 {
+            .unwrap_or_default()
+    }
+
+    /// Applies a fill of `d` signed lots at value `v` a lot to a position: returns the realised
+    /// PnL and the change of the open interest.
+    fn apply_position_fill(&mut self, account: u32, symbol: u32, d: i64, v: i128) -> (i128, i64) {
+        let pos = self.position(account, symbol);
+        let (after, realised) = position_after(pos, d, v).unwrap_or((pos, 0));
+        debug_assert!(
+            position_after(pos, d, v).is_some(),
+            "checked by future_fill_fits"
+        );
+        if after.lots == 0 {
             self.fut.positions.remove(&(account, symbol));
         } else {
-            self.fut
-                .positions
-                .insert((account, symbol), PositionState { lots, cost });
+            self.fut.positions.insert((account, symbol), after);
         }
-        (realised, lots.max(0) - pos.lots.max(0))
+        (realised, after.lots.max(0) - pos.lots.max(0))
     }
 
     pub(crate) fn mark_dirty(&mut self, c: CurrencyId) {
@@ -573,7 +666,11 @@ impl Engine {
             .all(|&s| !self.fut.positions.contains_key(&(account, s)));
         let balance = self.accounts.balance_mut(account, c);
         let shortfall = if flat && balance.available < 0 {
-            let shortfall = balance.available.checked_neg().unwrap_or(i64::MAX);
+            // The fund pays what it can without leaving i64 (at most down to i64::MIN); any
+            // rest stays a negative balance, examined again at the next pass.
+            let fund = self.currencies[c.0 as usize].insurance;
+            let room = fund as i128 - i64::MIN as i128;
+            let shortfall = saturate((-(balance.available as i128)).min(room));
             balance.available += shortfall;
             self.currencies[c.0 as usize].insurance -= shortfall;
             shortfall
@@ -634,14 +731,39 @@ impl Engine {
         if book.mark == price {
             return Ok(());
         }
-        let value = book.open_interest as i128 * price as i128 * sym.terms.quote_scale as i128;
-        if value > i64::MAX as i128 {
+        // Bounding the value of every position and order at the new mark keeps each term of
+        // every user's margin within i64 (docs/rules.md, "Futures", "Overflow").
+        let lots = book.open_interest as i128 + self.future_live_lots(s);
+        let value = lots.checked_mul(price as i128 * sym.terms.quote_scale as i128);
+        if value.is_none_or(|v| !fits_i64(v)) {
             return Err(Reason::Overflow);
         }
         let quote = sym.terms.quote;
         self.future_book_mut(s).mark = price;
         self.mark_dirty(quote);
         Ok(())
+    }
+
+    /// The remaining lots of every live order on future `s` (resting, hidden and pending).
+    fn future_live_lots(&self, s: usize) -> i128 {
+        let sym = &self.symbols[s];
+        let mut lots = 0i128;
+        for side in [&sym.bids, &sym.asks] {
+            for level in side.levels_best_first(&self.levels) {
+                let mut idx = self.levels.get(level).head;
+                while idx != NIL {
+                    lots += self.live_remaining(idx) as i128;
+                    idx = self.orders.get(idx).next;
+                }
+            }
+        }
+        for stops in &sym.stops {
+            lots += stops
+                .iter()
+                .map(|e| self.live_remaining(e.node) as i128)
+                .sum::<i128>();
+        }
+        lots
     }
 
     /// `fund_insurance`: adds to or takes from a currency's fund; counts in deposits and
