@@ -695,6 +695,8 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn knock_on_futures(&mut self, sink: &mut impl EventSink) {
+        // A user is liquidated at most once per command (per currency).
+        self.fut.epoch += 1;
         while !self.fut.dirty.is_empty() {
             self.run_liquidation_passes(sink);
             if !self.stop_dirty.is_empty() {
@@ -704,7 +706,20 @@ impl Engine {
         if !self.fut.stale.is_empty() {
             self.refresh_stale_keys();
         }
-        self.fut.liquidated.clear();
+    }
+
+    /// After a move, reduce or amend: a live futures order's margin sums follow its new price
+    /// and quantity.
+    #[inline]
+    fn sync_changed_order(&mut self, user: UserId, order: OrderId) {
+        if self.fut.futures_of.is_empty() {
+            return;
+        }
+        if let Some(idx) = self.find_order(user, order)
+            && is_future(&self.symbols[self.orders.get(idx).symbol as usize].terms)
+        {
+            self.sync_future_order(idx);
+        }
     }
 
     /// The command itself: checked and applied, or rejected. Always inlined into `apply`: the
@@ -714,10 +729,22 @@ impl Engine {
     fn apply_command(&mut self, cmd: &Command, sink: &mut impl EventSink) -> Result<(), Reason> {
         match *cmd {
             Command::Place(ref place) => self.place(place, sink),
-            Command::Move { user, order, price } => self.move_order(user, order, price, sink),
+            Command::Move { user, order, price } => {
+                let result = self.move_order(user, order, price, sink);
+                self.sync_changed_order(user, order);
+                result
+            }
             Command::Cancel { user, order } => self.cancel(user, order, sink),
-            Command::Reduce { user, order, qty } => self.reduce(user, order, qty, sink),
-            Command::Amend(ref amend) => self.amend(amend, sink),
+            Command::Reduce { user, order, qty } => {
+                let result = self.reduce(user, order, qty, sink);
+                self.sync_changed_order(user, order);
+                result
+            }
+            Command::Amend(ref amend) => {
+                let result = self.amend(amend, sink);
+                self.sync_changed_order(amend.user, amend.order);
+                result
+            }
             Command::MassCancel { user, symbol } => self.mass_cancel(user, symbol, sink),
             Command::AddSymbol(ref spec) => self.add_symbol(spec),
             Command::AddUser { user } => self.add_user(user),
@@ -791,6 +818,7 @@ impl Engine {
                     maintenance_margin,
                     mark: mark_price,
                     open_interest: 0,
+                    live_lots: 0,
                     longs: Default::default(),
                     shorts: Default::default(),
                 }))
@@ -1348,6 +1376,9 @@ impl Engine {
                 n.remaining = shown;
                 n.price = taker.limit.expect("a resting order has a price");
                 self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
+                if is_future(&terms) {
+                    self.sync_future_order(idx);
+                }
             }
             (Some(idx), false) => self.forget_order(idx),
             (None, true) => self.rest_new(symbol, taker, rest_qty, taker.qty),
@@ -1577,13 +1608,17 @@ impl Engine {
         if qty == node.remaining {
             if node.kind == NodeKind::Iceberg && self.order_extras[idx as usize].hidden > 0 {
                 self.next_slice(symbol, idx);
+            } else {
+                self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
+                self.forget_order(idx);
                 return;
             }
-            self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
-            self.forget_order(idx);
         } else {
             self.orders.get_mut(idx).remaining -= qty;
             self.levels.get_mut(node.level).total -= qty;
+        }
+        if is_future(&self.symbols[symbol].terms) {
+            self.sync_future_order(idx);
         }
     }
 
@@ -1597,6 +1632,9 @@ impl Engine {
             self.orders.get_mut(idx).remaining = shown;
         }
         self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
+        if is_future(&self.symbols[symbol].terms) {
+            self.sync_future_order(idx);
+        }
     }
 
     /// A node for a new live order of the taker's at `price` with `remaining` (not in any level
@@ -1819,6 +1857,9 @@ impl Engine {
         let node = *self.orders.get(idx);
         if node.kind == NodeKind::Iceberg {
             self.symbols[node.symbol as usize].icebergs -= 1;
+        }
+        if is_future(&self.symbols[node.symbol as usize].terms) {
+            self.drop_future_order(idx, node.account, node.symbol);
         }
         let account = self.accounts.get_mut(node.account);
         if node.account_prev == NIL {
@@ -2756,7 +2797,7 @@ impl Engine {
             t.available = t.available.saturating_add(b.available);
             t.held = t.held.saturating_add(b.held);
         }
-        for (&(_, s), p) in &self.fut.positions {
+        for (_, s, p) in self.position_entries() {
             totals[self.symbols[s as usize].terms.quote.0 as usize].position_cost += p.cost as i128;
         }
         totals.sort_by_key(|t| t.currency);

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use rialto_core::{
-    CancelReason, Command, Engine, EngineConfig, Name, OrderType, OwnedEvent, PlaceOrder, Reason,
-    Side, SymbolId, SymbolKind, SymbolSpec, Tif, UserId,
+    AmendOrder, CancelReason, Command, Engine, EngineConfig, Name, OrderType, OwnedEvent,
+    PlaceOrder, Reason, Side, SymbolId, SymbolKind, SymbolSpec, Tif, UserId,
 };
 
 fn name(s: &str) -> Name {
@@ -738,6 +738,8 @@ impl Run {
 
     /// `passed`: the command ran a liquidation pass (a futures trade or a mark change).
     fn check(&mut self, passed: bool, liquidated: &[UserId]) -> Result<(), String> {
+        // The margin sums kept per user and future equal a recomputation from the orders.
+        self.engine.check_futures_sums()?;
         let totals = self.engine.venue_totals();
         let usd = totals.iter().find(|t| t.currency == name("USD")).unwrap();
         // Conservation: available + held + fees + insurance − Σ cost = deposits − withdrawals.
@@ -1134,6 +1136,20 @@ enum EdgeOp {
         user: i64,
         order: i64,
     },
+    Amend {
+        user: i64,
+        order: i64,
+        price: Option<i64>,
+        qty: Option<i64>,
+    },
+    Iceberg {
+        user: i64,
+        order: i64,
+        side: Side,
+        price: i64,
+        qty: i64,
+        display: i64,
+    },
     Mark(i64),
     Deposit {
         user: i64,
@@ -1159,7 +1175,7 @@ fn edge_op() -> impl Strategy<Value = EdgeOp> {
             .prop_map(|(user, order, side, price, qty, ioc)| EdgeOp::Place {
                 user, order, side, price, qty, ioc
             }),
-        1 => (user.clone(), order.clone(), side, price(), price(), qty())
+        1 => (user.clone(), order.clone(), side.clone(), price(), price(), qty())
             .prop_map(|(user, order, side, stop, price, qty)| EdgeOp::Stop {
                 user, order, side, stop, price, qty
             }),
@@ -1167,6 +1183,12 @@ fn edge_op() -> impl Strategy<Value = EdgeOp> {
             .prop_map(|(user, order, price)| EdgeOp::Move { user, order, price }),
         1 => (user.clone(), order.clone(), qty())
             .prop_map(|(user, order, qty)| EdgeOp::Reduce { user, order, qty }),
+        1 => (user.clone(), order.clone(), prop::option::of(price()), prop::option::of(qty()))
+            .prop_map(|(user, order, price, qty)| EdgeOp::Amend { user, order, price, qty }),
+        1 => (user.clone(), order.clone(), side.clone(), price(), 2..40i64, 1..4i64)
+            .prop_map(|(user, order, side, price, qty, display)| EdgeOp::Iceberg {
+                user, order, side, price, qty, display
+            }),
         1 => (user.clone(), order).prop_map(|(user, order)| EdgeOp::Cancel { user, order }),
         2 => price().prop_map(EdgeOp::Mark),
         2 => (user, edge(EDGE_AMOUNTS, -100..=10_000))
@@ -1225,6 +1247,12 @@ proptest! {
                 EdgeOp::Move { user, order, price } => Command::Move { user, order, price },
                 EdgeOp::Reduce { user, order, qty } => Command::Reduce { user, order, qty },
                 EdgeOp::Cancel { user, order } => Command::Cancel { user, order },
+                EdgeOp::Amend { user, order, price, qty } => {
+                    Command::Amend(AmendOrder::with_fields(user, order, price, qty, None))
+                }
+                EdgeOp::Iceberg { user, order, side, price, qty, display } => Command::Place(
+                    PlaceOrder::limit(user, order, f, side, price, qty).with_display_qty(display),
+                ),
                 EdgeOp::Mark(price) => Command::SetMarkPrice { symbol: f, price },
                 EdgeOp::Deposit { user, amount } => {
                     tx += 1;
@@ -1243,6 +1271,7 @@ proptest! {
                     "op {} {:?} rejected but changed something", i, cmd);
             }
             conserved(&v.engine, &users)
+                .and_then(|()| v.engine.check_futures_sums())
                 .map_err(|e| TestCaseError::fail(format!("op {i} {cmd:?}: {e}")))?;
             let net: i128 = v.engine.positions().iter().map(|p| p.2 as i128).sum();
             prop_assert_eq!(net, 0, "op {} {:?}", i, cmd);
