@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use rialto_core::{
-    AmendOrder, CancelReason, Command, Engine, EngineConfig, Name, OrderType, OwnedEvent,
+    AmendOrder, CancelReason, Command, Engine, EngineConfig, Name, OrderType, OwnedEvent, Phase,
     PlaceOrder, Reason, Side, SymbolId, SymbolKind, SymbolSpec, Tif, UserId,
 };
 
@@ -1011,6 +1011,33 @@ fn a_taker_whose_gain_would_pass_i64_stops_its_walk_and_its_rest_is_cancelled_ov
 }
 
 #[test]
+fn an_uncross_trade_that_would_pass_i64_cancels_that_order_and_uncrosses_the_rest() {
+    let mut v = rich_long();
+    let f = v.f();
+    v.ok(Command::SetMarkPrice {
+        symbol: f,
+        price: 20_000,
+    });
+    v.ok(Command::SetPhase {
+        symbol: f,
+        phase: Some(Phase::Auction),
+    });
+    // User 2's sell would realise +19000 on a balance 10,200 short of i64::MAX.
+    v.ok(limit(&v, 2, 2, Side::Sell, 20_000, 1));
+    v.ok(limit(&v, 1, 1, Side::Buy, 20_000, 1));
+    let events = v.ok(Command::SetPhase {
+        symbol: f,
+        phase: Some(Phase::Continuous),
+    });
+    assert_eq!(cancelled(&events), vec![(2, 1, CancelReason::Overflow)]);
+    assert!(trades(&events).is_empty(), "{events:?}");
+    let (bids, asks) = v.engine.resting_orders(f);
+    assert_eq!((bids.len(), asks.len()), (1, 0));
+    conserved(&v.engine, &[1, 2, 3]).unwrap();
+    v.engine.check_futures_sums().unwrap();
+}
+
+#[test]
 fn a_position_cost_that_would_pass_i64_stops_the_walk() {
     let mut v = venue();
     let f = v.f();
@@ -1157,6 +1184,8 @@ enum EdgeOp {
     },
     Fund(i64),
     Report,
+    /// An auction (false) or back to continuous, which uncrosses the book (true).
+    Phase(bool),
 }
 
 /// Mostly values at the edges, some ordinary ones.
@@ -1195,6 +1224,7 @@ fn edge_op() -> impl Strategy<Value = EdgeOp> {
             .prop_map(|(user, amount)| EdgeOp::Deposit { user, amount }),
         1 => edge(EDGE_AMOUNTS, -100..=10_000).prop_map(EdgeOp::Fund),
         1 => Just(EdgeOp::Report),
+        1 => any::<bool>().prop_map(EdgeOp::Phase),
     ]
 }
 
@@ -1263,6 +1293,10 @@ proptest! {
                     Command::FundInsurance { currency: name("USD"), amount, tx }
                 }
                 EdgeOp::Report => Command::VenueReport,
+                EdgeOp::Phase(continuous) => Command::SetPhase {
+                    symbol: f,
+                    phase: Some(if continuous { Phase::Continuous } else { Phase::Auction }),
+                },
             };
             let hash = v.engine.state_hash();
             let (result, events) = v.apply(cmd.clone());
