@@ -1,5 +1,6 @@
 //! Futures (docs/rules.md, "Futures"): every rule and reason code, and properties checked after
-//! every command of random futures streams: the futures conservation law, positions netting to
+//! every command of random futures streams: the futures conservation law, PnL zero-sum at the
+//! common marks, positions netting to
 //! zero, each user's cash equal to its trades' exact sum, no user left below maintenance margin
 //! after a liquidation pass unless the book could not absorb its close, and snapshots that
 //! restore the whole futures state (the liquidation index included).
@@ -588,6 +589,9 @@ fn op() -> impl Strategy<Value = Op> {
 #[derive(Default)]
 struct Ledger {
     cash: BTreeMap<UserId, i128>,
+    /// Per user what came from outside its PnL: deposits less withdrawals, less fees paid,
+    /// plus what the fund paid it.
+    outside: BTreeMap<UserId, i128>,
     /// Users a pass liquidated whose close the book did not absorb (or who fell below again
     /// after their liquidation in the same command): they may stay below maintenance until
     /// the next pass.
@@ -617,6 +621,7 @@ impl Run {
             let amount = 400 * user;
             setup.push(deposit(user, "USD", amount, user));
             ledger.cash.insert(user, amount as i128);
+            ledger.outside.insert(user, amount as i128);
         }
         for cmd in &setup {
             seq += 1;
@@ -709,6 +714,7 @@ impl Run {
         }
         if let Command::AdjustBalance { user, amount, .. } = cmd {
             *self.ledger.cash.get_mut(&user).unwrap() += amount as i128;
+            *self.ledger.outside.get_mut(&user).unwrap() += amount as i128;
         }
         let mut liquidated = Vec::new();
         let mut passed = marks != (self.mark(self.f), self.mark(self.h));
@@ -724,9 +730,12 @@ impl Run {
                     };
                     *self.ledger.cash.get_mut(&buyer).unwrap() -= value + buyer_fee as i128;
                     *self.ledger.cash.get_mut(&seller).unwrap() += value - seller_fee as i128;
+                    *self.ledger.outside.get_mut(&buyer).unwrap() -= buyer_fee as i128;
+                    *self.ledger.outside.get_mut(&seller).unwrap() -= seller_fee as i128;
                 }
                 OwnedEvent::Liquidated(l) => {
                     *self.ledger.cash.get_mut(&l.user).unwrap() += l.shortfall as i128;
+                    *self.ledger.outside.get_mut(&l.user).unwrap() += l.shortfall as i128;
                     liquidated.push(l.user);
                 }
                 _ => {}
@@ -758,6 +767,24 @@ impl Run {
         }
         if let Some((symbol, n)) = net.iter().find(|(_, n)| **n != 0) {
             return Err(format!("{symbol} nets to {n}"));
+        }
+        // PnL is zero-sum at the common marks: Σ users (realised + unrealised) = 0, realised
+        // being what a user's balance gained beyond what came from outside its trading.
+        let mut pnl = 0i128;
+        for user in 1..=USERS {
+            let available = self.engine.balance(user, "USD").unwrap().available as i128;
+            pnl += available - self.ledger.outside[&user];
+        }
+        for &(_, symbol, lots, c) in &positions {
+            let (id, qs) = if symbol == name("H") {
+                (self.h, 3)
+            } else {
+                (self.f, 1)
+            };
+            pnl += lots as i128 * self.mark(id) as i128 * qs - c as i128;
+        }
+        if pnl != 0 {
+            return Err(format!("PnL is not zero-sum: {pnl}"));
         }
         for user in 1..=USERS {
             // Every user's available less its positions' cost is exactly its deposits, its
