@@ -1,9 +1,10 @@
 //! Futures (docs/rules.md, "Futures"): every rule and reason code, and properties checked after
 //! every command of random futures streams: the futures conservation law, PnL zero-sum at the
-//! common marks, positions netting to
-//! zero, each user's cash equal to its trades' exact sum, no user left below maintenance margin
-//! after a liquidation pass unless the book could not absorb its close, and snapshots that
-//! restore the whole futures state (the liquidation index included).
+//! common marks, positions netting to zero, each user's cash equal to its trades' exact sum, no
+//! user left below maintenance margin after a liquidation pass unless the book could not absorb
+//! its close, the margin sums kept equal to a recomputation, and snapshots that restore the
+//! whole futures state (the liquidation index included). Then sums at the edge of i64: no
+//! command panics the engine.
 
 use std::collections::BTreeMap;
 
