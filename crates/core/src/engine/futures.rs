@@ -18,6 +18,12 @@
 //! currency (their bound would depend on several marks). A stale key can only be too cautious
 //! (see [`Engine::note_stale_margin`]), so it costs an examination, never a missed
 //! liquidation.
+//!
+//! **The margin sums.** A margin check must not walk the user's orders: per account and future
+//! a [`Slot`] keeps the position and PB, PS and the open loss at the mark, and per order node a
+//! [`Contrib`] what that order counts there. Every change of a live futures order goes through
+//! [`Engine::sync_future_order`] or [`Engine::drop_future_order`]; a mark move re-syncs that
+//! future's orders. [`Engine::check_futures_sums`] recomputes everything for the tests.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
