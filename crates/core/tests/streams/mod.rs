@@ -408,6 +408,13 @@ pub fn futures_stream(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Val
         if let Some(Op::AddSymbol { profile, .. }) = ops.first_mut() {
             *profile += 100;
         }
+        // The future and one spot symbol: half the orders go to the future.
+        let mut symbols = 0;
+        ops.retain(|op| {
+            let keep = !matches!(op, Op::AddSymbol { .. }) || symbols < 2;
+            symbols += matches!(op, Op::AddSymbol { .. }) as usize;
+            keep
+        });
         ops.extend(more);
         ops
     })
@@ -721,8 +728,15 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 _ => None,
             };
             let post_only = post_only % 40 == 0 || (limit_gtc && post_only % 5 == 1);
+            // A futures market or stop order is mostly priced (its protection price), so that
+            // it trades rather than meets `invalid_price`.
+            let future = matches!(spec.kind, Some(rialto_core::SymbolKind::Future { .. }));
             let price = match order_type {
-                OrderType::Market | OrderType::Stop if !market_priced => None,
+                OrderType::Market | OrderType::Stop
+                    if !market_priced && !(future && kind % 8 != 0) =>
+                {
+                    None
+                }
                 _ => price_of(&spec, price),
             };
             let garble = garble % 100;
