@@ -517,10 +517,9 @@ fn futures_streams_reach_every_futures_rule() {
                 (Command::SetMarkPrice { .. }, Err(Reason::Overflow)) => note("mark overflow"),
                 (Command::FundInsurance { .. }, Ok(())) => note("fund"),
                 (Command::Place(_), Err(Reason::Overflow)) => note("order overflow"),
-                (Command::Place(p), r) if p.symbol == SymbolId(0) => note(if r.is_ok() {
-                    "futures place ok"
-                } else {
-                    r.unwrap_err().as_str()
+                (Command::Place(p), r) if p.symbol == SymbolId(0) => note(match r {
+                    Ok(()) => "futures place ok",
+                    Err(reason) => reason.as_str(),
                 }),
                 _ => {}
             }

@@ -117,6 +117,8 @@ pub enum Op {
         base: u8,
         quote: u8,
         profile: u8,
+        /// A future (only in [`futures_stream`]).
+        future: bool,
     },
     AddUser {
         user: u8,
@@ -378,7 +380,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         3 => any::<u8>().prop_map(|user| Op::UserReport { user }),
         2 => Just(Op::VenueReport),
         2 => (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()).prop_map(
-            |(name, base, quote, profile)| Op::AddSymbol { name, base, quote, profile }
+            |(name, base, quote, profile)| Op::AddSymbol { name, base, quote, profile, future: false }
         ),
         1 => any::<u8>().prop_map(|user| Op::AddUser { user }),
         1 => any::<u8>().prop_map(|choice| Op::SetWindow { choice }),
@@ -405,8 +407,8 @@ pub fn futures_op() -> impl Strategy<Value = Op> {
 /// both cover and fail them), with marks moving and the fund changing.
 pub fn futures_stream(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<Op>> {
     (setup(2..=5), prop::collection::vec(futures_op(), len)).prop_map(|(mut ops, more)| {
-        if let Some(Op::AddSymbol { profile, .. }) = ops.first_mut() {
-            *profile += 100;
+        if let Some(Op::AddSymbol { future, .. }) = ops.first_mut() {
+            *future = true;
         }
         // The future and one spot symbol: half the orders go to the future.
         let mut symbols = 0;
@@ -444,6 +446,7 @@ pub fn setup(users: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Ve
                     base,
                     quote,
                     profile,
+                    future: false,
                 });
             }
             for user in 0..users {
@@ -615,12 +618,12 @@ pub fn command(op: &Op, view: &impl View) -> Command {
             base,
             quote,
             profile,
+            future,
         } => {
             let (base_scale, quote_scale, maker_fee, taker_fee) =
-                PROFILES[(profile % 100) as usize % PROFILES.len()];
-            // Profiles from 100 are futures: margins of a few lots' value, the mark where the
-            // stream's prices are.
-            let kind = if profile >= 100 {
+                PROFILES[profile as usize % PROFILES.len()];
+            // A future: margins of a few lots' value, the mark where the stream's prices are.
+            let kind = if future {
                 let floor = ((taker_fee + quote_scale.max(1) - 1) / quote_scale.max(1)).max(1);
                 let lot = (floor + 3).saturating_mul(quote_scale.max(1));
                 let initial_margin = lot.saturating_mul(1 + (profile % 3) as i64);
@@ -733,7 +736,7 @@ pub fn command(op: &Op, view: &impl View) -> Command {
             let future = matches!(spec.kind, Some(rialto_core::SymbolKind::Future { .. }));
             let price = match order_type {
                 OrderType::Market | OrderType::Stop
-                    if !market_priced && !(future && kind % 8 != 0) =>
+                    if !(market_priced || future && kind % 8 != 0) =>
                 {
                     None
                 }
