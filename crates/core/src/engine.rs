@@ -460,6 +460,8 @@ struct Fills {
     first_price: i64,
     /// The walk stopped at the band's edge (docs/rules.md, "Price bands").
     stopped_by_band: bool,
+    /// The walk stopped before a fill whose settlement would overflow the taker's side.
+    stopped_by_overflow: bool,
 }
 
 pub struct Engine {
@@ -693,6 +695,8 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn knock_on_futures(&mut self, sink: &mut impl EventSink) {
+        // A user is liquidated at most once per command (per currency).
+        self.fut.epoch += 1;
         while !self.fut.dirty.is_empty() {
             self.run_liquidation_passes(sink);
             if !self.stop_dirty.is_empty() {
@@ -702,7 +706,20 @@ impl Engine {
         if !self.fut.stale.is_empty() {
             self.refresh_stale_keys();
         }
-        self.fut.liquidated.clear();
+    }
+
+    /// After a move, reduce or amend: a live futures order's margin sums follow its new price
+    /// and quantity.
+    #[inline]
+    fn sync_changed_order(&mut self, user: UserId, order: OrderId) {
+        if self.fut.futures_of.is_empty() {
+            return;
+        }
+        if let Some(idx) = self.find_order(user, order)
+            && is_future(&self.symbols[self.orders.get(idx).symbol as usize].terms)
+        {
+            self.sync_future_order(idx);
+        }
     }
 
     /// The command itself: checked and applied, or rejected. Always inlined into `apply`: the
@@ -712,10 +729,22 @@ impl Engine {
     fn apply_command(&mut self, cmd: &Command, sink: &mut impl EventSink) -> Result<(), Reason> {
         match *cmd {
             Command::Place(ref place) => self.place(place, sink),
-            Command::Move { user, order, price } => self.move_order(user, order, price, sink),
+            Command::Move { user, order, price } => {
+                let result = self.move_order(user, order, price, sink);
+                self.sync_changed_order(user, order);
+                result
+            }
             Command::Cancel { user, order } => self.cancel(user, order, sink),
-            Command::Reduce { user, order, qty } => self.reduce(user, order, qty, sink),
-            Command::Amend(ref amend) => self.amend(amend, sink),
+            Command::Reduce { user, order, qty } => {
+                let result = self.reduce(user, order, qty, sink);
+                self.sync_changed_order(user, order);
+                result
+            }
+            Command::Amend(ref amend) => {
+                let result = self.amend(amend, sink);
+                self.sync_changed_order(amend.user, amend.order);
+                result
+            }
             Command::MassCancel { user, symbol } => self.mass_cancel(user, symbol, sink),
             Command::AddSymbol(ref spec) => self.add_symbol(spec),
             Command::AddUser { user } => self.add_user(user),
@@ -789,6 +818,7 @@ impl Engine {
                     maintenance_margin,
                     mark: mark_price,
                     open_interest: 0,
+                    live_lots: 0,
                     longs: Default::default(),
                     shorts: Default::default(),
                 }))
@@ -1285,6 +1315,7 @@ impl Engine {
         let rest_qty = if unfilled > 0
             && taker.leftover.is_none()
             && !fills.stopped_by_stp
+            && !fills.stopped_by_overflow
             && !limit_beyond_band
         {
             unfilled
@@ -1294,6 +1325,8 @@ impl Engine {
         if unfilled > rest_qty {
             let reason = if fills.stopped_by_stp {
                 CancelReason::Stp
+            } else if fills.stopped_by_overflow {
+                CancelReason::Overflow
             } else if fills.stopped_by_band || limit_beyond_band {
                 CancelReason::Band
             } else {
@@ -1343,6 +1376,9 @@ impl Engine {
                 n.remaining = shown;
                 n.price = taker.limit.expect("a resting order has a price");
                 self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
+                if is_future(&terms) {
+                    self.sync_future_order(idx);
+                }
             }
             (Some(idx), false) => self.forget_order(idx),
             (None, true) => self.rest_new(symbol, taker, rest_qty, taker.qty),
@@ -1404,6 +1440,18 @@ impl Engine {
                     break;
                 }
             }
+            if is_future(&terms)
+                && let Err(side) = self.check_future_fill(&terms, symbol, &maker, qty, taker)
+            {
+                // A fill whose settlement would leave i64 (docs/rules.md, "Futures",
+                // "Overflow"): the side it would overflow gives way.
+                if side == taker.side {
+                    fills.stopped_by_overflow = true;
+                    break;
+                }
+                self.remove_live_order(maker_idx, CancelReason::Overflow, sink);
+                continue;
+            }
             self.fill_maker(symbol, maker_idx, qty, taker, sink);
             if fills.filled == 0 {
                 fills.first_price = maker.price;
@@ -1424,6 +1472,42 @@ impl Engine {
             }
         }
         fills
+    }
+
+    /// [`Self::future_fill_fits`] for a fill of `qty` lots of `maker` with the taker.
+    #[cold]
+    #[inline(never)]
+    fn check_future_fill(
+        &self,
+        terms: &Terms,
+        symbol: usize,
+        maker: &OrderNode,
+        qty: i64,
+        taker: &Taker,
+    ) -> Result<(), Side> {
+        let (buyer, seller, buyer_fee, seller_fee) = match maker.side {
+            Side::Buy => (
+                maker.account,
+                taker.account,
+                terms.maker_fee,
+                terms.taker_fee,
+            ),
+            Side::Sell => (
+                taker.account,
+                maker.account,
+                terms.taker_fee,
+                terms.maker_fee,
+            ),
+        };
+        self.future_fill_fits(
+            symbol,
+            buyer,
+            seller,
+            maker.price,
+            qty,
+            buyer_fee,
+            seller_fee,
+        )
     }
 
     /// Trades `qty` of resting order `maker_idx` with the taker: settles the maker, collects both
@@ -1524,13 +1608,17 @@ impl Engine {
         if qty == node.remaining {
             if node.kind == NodeKind::Iceberg && self.order_extras[idx as usize].hidden > 0 {
                 self.next_slice(symbol, idx);
+            } else {
+                self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
+                self.forget_order(idx);
                 return;
             }
-            self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
-            self.forget_order(idx);
         } else {
             self.orders.get_mut(idx).remaining -= qty;
             self.levels.get_mut(node.level).total -= qty;
+        }
+        if is_future(&self.symbols[symbol].terms) {
+            self.sync_future_order(idx);
         }
     }
 
@@ -1544,6 +1632,9 @@ impl Engine {
             self.orders.get_mut(idx).remaining = shown;
         }
         self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
+        if is_future(&self.symbols[symbol].terms) {
+            self.sync_future_order(idx);
+        }
     }
 
     /// A node for a new live order of the taker's at `price` with `remaining` (not in any level
@@ -1766,6 +1857,9 @@ impl Engine {
         let node = *self.orders.get(idx);
         if node.kind == NodeKind::Iceberg {
             self.symbols[node.symbol as usize].icebergs -= 1;
+        }
+        if is_future(&self.symbols[node.symbol as usize].terms) {
+            self.drop_future_order(idx, node.account, node.symbol);
         }
         let account = self.accounts.get_mut(node.account);
         if node.account_prev == NIL {
@@ -2698,10 +2792,12 @@ impl Engine {
             .collect();
         for (_, currency, b) in self.accounts.all_balances() {
             let t = &mut totals[currency.0 as usize];
-            t.available += b.available;
-            t.held += b.held;
+            // With futures the users' balances may sum beyond i64 (one's gain is another's
+            // open position): saturated, never a panic.
+            t.available = t.available.saturating_add(b.available);
+            t.held = t.held.saturating_add(b.held);
         }
-        for (&(_, s), p) in &self.fut.positions {
+        for (_, s, p) in self.position_entries() {
             totals[self.symbols[s as usize].terms.quote.0 as usize].position_cost += p.cost as i128;
         }
         totals.sort_by_key(|t| t.currency);

@@ -14,7 +14,7 @@
 
 use crate::engine::Engine;
 use crate::event::{AuctionResult, Event, EventSink, Level, PhaseChanged, SymbolStatus, Trade};
-use crate::types::{OrderType, Phase, Reason, Side, SymbolId, Tif};
+use crate::types::{CancelReason, OrderType, Phase, Reason, Side, SymbolId, Tif};
 
 /// A symbol's phase and its band's edges: what every new order of the symbol is checked
 /// against, on a cache line of their own. The band itself (`spec.band_bps`) and the prices it
@@ -364,14 +364,27 @@ impl Engine {
     /// Uncrosses symbol `s`'s book, if crossed, at one price (§6): trades, then the `auction`
     /// event. The uncross price when anything traded.
     fn uncross(&mut self, s: usize, sink: &mut impl EventSink) -> Option<i64> {
+        let mut price = None;
+        loop {
+            let (traded, again) = self.uncross_once(s, sink);
+            price = traded.or(price);
+            if !again {
+                return price;
+            }
+        }
+    }
+
+    /// One uncross at one price; `true` when a futures trade whose settlement would leave i64
+    /// cancelled an order (reason `overflow`) and the rest must be uncrossed again.
+    fn uncross_once(&mut self, s: usize, sink: &mut impl EventSink) -> (Option<i64>, bool) {
         let sym = &self.symbols[s];
         let (Some(best_bid), Some(best_ask)) =
             (sym.best_price(Side::Buy), sym.best_price(Side::Sell))
         else {
-            return None;
+            return (None, false);
         };
         if best_bid < best_ask {
-            return None;
+            return (None, false);
         }
         let (mut bids, mut asks) = (
             std::mem::take(&mut self.scratch_bids),
@@ -382,7 +395,7 @@ impl Engine {
         let found = equilibrium(&bids, &asks, self.symbols[s].reference);
         (self.scratch_bids, self.scratch_asks) = (bids, asks);
 
-        let mut volume = 0;
+        let (mut volume, mut again) = (0, false);
         while let (Some(bid_level), Some(ask_level)) = (
             self.symbols[s].best_level(Side::Buy),
             self.symbols[s].best_level(Side::Sell),
@@ -398,19 +411,38 @@ impl Engine {
             self.prefetch_ending(bid_idx);
             self.prefetch_ending(ask_idx);
             let qty = self.front_qty(bid_idx).min(self.front_qty(ask_idx));
+            let terms = self.symbols[s].terms;
+            if crate::engine::is_future(&terms)
+                && let Err(side) = self.future_fill_fits(
+                    s,
+                    bid.account,
+                    ask.account,
+                    found.price,
+                    qty,
+                    terms.maker_fee,
+                    terms.maker_fee,
+                )
+            {
+                let victim = if side == Side::Buy { bid_idx } else { ask_idx };
+                self.remove_live_order(victim, CancelReason::Overflow, sink);
+                again = true;
+                break;
+            }
             self.uncross_trade(s, bid_idx, ask_idx, found.price, qty, sink);
             volume += qty;
         }
-        debug_assert_eq!(volume, found.volume, "the uncross executes V(E)");
+        debug_assert!(again || volume == found.volume, "the uncross executes V(E)");
         let sym = &self.symbols[s];
         debug_assert!(
-            sym.best_price(Side::Buy)
-                .zip(sym.best_price(Side::Sell))
-                .is_none_or(|(bid, ask)| bid < ask),
+            again
+                || sym
+                    .best_price(Side::Buy)
+                    .zip(sym.best_price(Side::Sell))
+                    .is_none_or(|(bid, ask)| bid < ask),
             "the book is crossed after the uncross"
         );
         if volume == 0 {
-            return None;
+            return (None, again);
         }
         sink.on_event(&Event::Auction(AuctionResult {
             symbol: SymbolId(s as u32),
@@ -418,7 +450,7 @@ impl Engine {
             qty: volume,
             imbalance: found.imbalance,
         }));
-        Some(found.price)
+        (Some(found.price), again)
     }
 
     /// The levels of `side` that lie in the crossed part of the book (a bid at or above `limit`,

@@ -207,10 +207,8 @@ impl Engine {
         }
         // Positions (docs/snapshot-format.md, section 2b): by user id, then symbol id.
         let mut positions: Vec<(i64, u32, i64, i64)> = self
-            .fut
-            .positions
-            .iter()
-            .map(|(&(account, s), p)| (self.accounts.user(account), s, p.lots, p.cost))
+            .position_entries()
+            .map(|(account, s, p)| (self.accounts.user(account), s, p.lots, p.cost))
             .collect();
         positions.sort_unstable();
         w.u64(positions.len() as u64);
@@ -802,7 +800,7 @@ fn check_conservation(engine: &Engine) -> Result<(), SnapshotError> {
     for (_, currency, b) in engine.accounts.all_balances() {
         sums[currency.0 as usize] += b.available as i128 + b.held as i128;
     }
-    for (&(_, s), p) in &engine.fut.positions {
+    for (_, s, p) in engine.position_entries() {
         sums[engine.symbols[s as usize].terms.quote.0 as usize] -= p.cost as i128;
     }
     for (c, sum) in engine.currencies.iter().zip(sums) {
@@ -852,7 +850,7 @@ fn decode_positions(r: &mut Reader<'_>, engine: &mut Engine) -> Result<(), Snaps
         engine.restore_position(account, symbol, lots, cost);
     }
     let mut net = vec![0i128; engine.symbols.len()];
-    for (&(_, s), p) in &engine.fut.positions {
+    for (_, s, p) in engine.position_entries() {
         net[s as usize] += p.lots as i128;
     }
     if let Some(s) = net.iter().position(|&n| n != 0) {

@@ -109,6 +109,9 @@ word_enum!(
         Band => "band",
         Suspended => "suspended",
         Liquidation => "liquidation",
+        // Appended: a reason's code is its declaration index. A futures fill whose settlement
+        // would leave i64 (docs/rules.md, "Futures").
+        Overflow => "overflow",
     }
 );
 

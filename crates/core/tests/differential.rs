@@ -179,6 +179,13 @@ proptest! {
         run(&ops)?;
     }
 
+    /// A future beside spot symbols (docs/rules.md, "Futures"): margin checks, positions,
+    /// marks, liquidation passes and the fund, against the model's plain reading of the rules.
+    #[test]
+    fn engine_matches_model_with_futures(ops in streams::futures_stream(150..=300)) {
+        run(&ops)?;
+    }
+
     /// One or two users: self-trade prevention at every turn, FOK walks that meet own orders.
     #[test]
     fn engine_matches_model_with_few_users(ops in streams::stream_of(1..=2, 200..=300)) {
@@ -486,4 +493,64 @@ fn streams_reach_every_rule() {
         .sum();
     // 10 a stream: halts, closes and calls (no trading) and the new order kinds take their share.
     assert!(trades >= 192 * 10, "only {trades} trades in 192 streams");
+}
+
+/// The futures streams reach what the futures rules are about: margin refusals, trades that
+/// move positions, mark moves, liquidations (with and without a shortfall), the fund.
+#[test]
+fn futures_streams_reach_every_futures_rule() {
+    let mut seen = BTreeMap::<&str, usize>::new();
+    let mut runner = TestRunner::deterministic();
+    let strategy = streams::futures_stream(150..=300);
+    for _ in 0..64 {
+        let ops = strategy.new_tree(&mut runner).unwrap().current();
+        let mut engine = Engine::new(EngineConfig::default());
+        for (i, op) in ops.iter().enumerate() {
+            let cmd = streams::command(op, &engine);
+            let ts = streams::timestamp(op, &engine).unwrap_or(i64::MIN);
+            let mut events = Vec::new();
+            let result = engine.apply(i as u64 + 1, ts, &cmd, &mut events);
+            let mut note = |key| *seen.entry(key).or_default() += 1;
+            match (&cmd, result) {
+                (_, Err(Reason::InsufficientMargin)) => note("insufficient_margin"),
+                (Command::SetMarkPrice { .. }, Ok(())) => note("mark moved"),
+                (Command::SetMarkPrice { .. }, Err(Reason::Overflow)) => note("mark overflow"),
+                (Command::FundInsurance { .. }, Ok(())) => note("fund"),
+                (Command::Place(_), Err(Reason::Overflow)) => note("order overflow"),
+                (Command::Place(p), r) if p.symbol == SymbolId(0) => note(match r {
+                    Ok(()) => "futures place ok",
+                    Err(reason) => reason.as_str(),
+                }),
+                _ => {}
+            }
+            for e in &events {
+                match e {
+                    OwnedEvent::Trade(t) if engine.symbol_status(t.symbol).unwrap().future => {
+                        note("futures trade")
+                    }
+                    OwnedEvent::Liquidated(l) if l.shortfall > 0 => note("liquidation, fund pays"),
+                    OwnedEvent::Liquidated(_) => note("liquidation"),
+                    OwnedEvent::Cancelled(c) if c.reason == CancelReason::Liquidation => {
+                        note("liquidation cancel")
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    println!("{seen:#?}");
+    for key in [
+        "insufficient_margin",
+        "mark moved",
+        "fund",
+        "futures trade",
+        "liquidation",
+        "liquidation, fund pays",
+        "order overflow",
+    ] {
+        assert!(
+            seen.get(key).copied().unwrap_or(0) > 0,
+            "never reached: {key}; {seen:#?}"
+        );
+    }
 }

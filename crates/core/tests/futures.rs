@@ -1,15 +1,17 @@
 //! Futures (docs/rules.md, "Futures"): every rule and reason code, and properties checked after
-//! every command of random futures streams: the futures conservation law, positions netting to
-//! zero, each user's cash equal to its trades' exact sum, no user left below maintenance margin
-//! after a liquidation pass unless the book could not absorb its close, and snapshots that
-//! restore the whole futures state (the liquidation index included).
+//! every command of random futures streams: the futures conservation law, PnL zero-sum at the
+//! common marks, positions netting to zero, each user's cash equal to its trades' exact sum, no
+//! user left below maintenance margin after a liquidation pass unless the book could not absorb
+//! its close, the margin sums kept equal to a recomputation, and snapshots that restore the
+//! whole futures state (the liquidation index included). Then sums at the edge of i64: no
+//! command panics the engine.
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use rialto_core::{
-    CancelReason, Command, Engine, EngineConfig, Name, OrderType, OwnedEvent, PlaceOrder, Reason,
-    Side, SymbolId, SymbolKind, SymbolSpec, Tif, UserId,
+    AmendOrder, CancelReason, Command, Engine, EngineConfig, Name, OrderType, OwnedEvent, Phase,
+    PlaceOrder, Reason, Side, SymbolId, SymbolKind, SymbolSpec, Tif, UserId,
 };
 
 fn name(s: &str) -> Name {
@@ -588,6 +590,9 @@ fn op() -> impl Strategy<Value = Op> {
 #[derive(Default)]
 struct Ledger {
     cash: BTreeMap<UserId, i128>,
+    /// Per user what came from outside its PnL: deposits less withdrawals, less fees paid,
+    /// plus what the fund paid it.
+    outside: BTreeMap<UserId, i128>,
     /// Users a pass liquidated whose close the book did not absorb (or who fell below again
     /// after their liquidation in the same command): they may stay below maintenance until
     /// the next pass.
@@ -617,6 +622,7 @@ impl Run {
             let amount = 400 * user;
             setup.push(deposit(user, "USD", amount, user));
             ledger.cash.insert(user, amount as i128);
+            ledger.outside.insert(user, amount as i128);
         }
         for cmd in &setup {
             seq += 1;
@@ -709,6 +715,7 @@ impl Run {
         }
         if let Command::AdjustBalance { user, amount, .. } = cmd {
             *self.ledger.cash.get_mut(&user).unwrap() += amount as i128;
+            *self.ledger.outside.get_mut(&user).unwrap() += amount as i128;
         }
         let mut liquidated = Vec::new();
         let mut passed = marks != (self.mark(self.f), self.mark(self.h));
@@ -724,9 +731,12 @@ impl Run {
                     };
                     *self.ledger.cash.get_mut(&buyer).unwrap() -= value + buyer_fee as i128;
                     *self.ledger.cash.get_mut(&seller).unwrap() += value - seller_fee as i128;
+                    *self.ledger.outside.get_mut(&buyer).unwrap() -= buyer_fee as i128;
+                    *self.ledger.outside.get_mut(&seller).unwrap() -= seller_fee as i128;
                 }
                 OwnedEvent::Liquidated(l) => {
                     *self.ledger.cash.get_mut(&l.user).unwrap() += l.shortfall as i128;
+                    *self.ledger.outside.get_mut(&l.user).unwrap() += l.shortfall as i128;
                     liquidated.push(l.user);
                 }
                 _ => {}
@@ -738,6 +748,8 @@ impl Run {
 
     /// `passed`: the command ran a liquidation pass (a futures trade or a mark change).
     fn check(&mut self, passed: bool, liquidated: &[UserId]) -> Result<(), String> {
+        // The margin sums kept per user and future equal a recomputation from the orders.
+        self.engine.check_futures_sums()?;
         let totals = self.engine.venue_totals();
         let usd = totals.iter().find(|t| t.currency == name("USD")).unwrap();
         // Conservation: available + held + fees + insurance − Σ cost = deposits − withdrawals.
@@ -756,6 +768,24 @@ impl Run {
         }
         if let Some((symbol, n)) = net.iter().find(|(_, n)| **n != 0) {
             return Err(format!("{symbol} nets to {n}"));
+        }
+        // PnL is zero-sum at the common marks: Σ users (realised + unrealised) = 0, realised
+        // being what a user's balance gained beyond what came from outside its trading.
+        let mut pnl = 0i128;
+        for user in 1..=USERS {
+            let available = self.engine.balance(user, "USD").unwrap().available as i128;
+            pnl += available - self.ledger.outside[&user];
+        }
+        for &(_, symbol, lots, c) in &positions {
+            let (id, qs) = if symbol == name("H") {
+                (self.h, 3)
+            } else {
+                (self.f, 1)
+            };
+            pnl += lots as i128 * self.mark(id) as i128 * qs - c as i128;
+        }
+        if pnl != 0 {
+            return Err(format!("PnL is not zero-sum: {pnl}"));
         }
         for user in 1..=USERS {
             // Every user's available less its positions' cost is exactly its deposits, its
@@ -823,6 +853,8 @@ proptest! {
         let restored = Engine::decode_snapshot(&bytes, EngineConfig::default())
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(restored.state_hash(), run.engine.state_hash());
+        // The margin sums, which the snapshot does not carry, are rebuilt exactly.
+        restored.check_futures_sums().map_err(TestCaseError::fail)?;
         let mut twin = Run { engine: restored, ..Run::new() };
         twin.seq = run.seq;
         twin.tx = run.tx;
@@ -913,6 +945,403 @@ fn the_index_finds_every_user_below_maintenance_on_a_mark_move() {
                 v.position(user, "F").is_none() || equity >= maintenance,
                 "mark {mark}: user {user} left below maintenance"
             );
+        }
+    }
+}
+
+// ----- never a panic: sums at the edge of i64 --------------------------------------------------
+
+fn cancelled(events: &[OwnedEvent]) -> Vec<(UserId, i64, CancelReason)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            OwnedEvent::Cancelled(c) => Some((c.user, c.qty, c.reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Σ users (available + held) + fees + insurance − Σ K = deposits − withdrawals, in 128 bits,
+/// from every user's balance (the venue report's sums saturate).
+fn conserved(engine: &Engine, users: &[UserId]) -> Result<(), String> {
+    let totals = engine.venue_totals();
+    let Some(usd) = totals.iter().find(|t| t.currency == name("USD")) else {
+        return Ok(());
+    };
+    let balances: i128 = users
+        .iter()
+        .map(|&u| {
+            let b = engine.balance(u, "USD").unwrap();
+            b.available as i128 + b.held as i128
+        })
+        .sum();
+    let lhs = balances + usd.fees as i128 + usd.insurance as i128 - usd.position_cost;
+    let rhs = usd.deposits as i128 - usd.withdrawals as i128;
+    if lhs != rhs {
+        return Err(format!("not conserved: {lhs} != {rhs}: {usd:?}"));
+    }
+    Ok(())
+}
+
+/// User 2 holds what the venue's deposits leave of i64 (its balance 10,200 short of i64::MAX)
+/// and is long 1 lot at 1000 from user 3.
+fn rich_long() -> Venue {
+    let mut v = venue();
+    v.ok(deposit(2, "USD", i64::MAX - 20_200, 20));
+    v.ok(limit(&v, 3, 1, Side::Sell, 1000, 1));
+    v.ok(limit(&v, 2, 1, Side::Buy, 1000, 1));
+    assert_eq!(v.position(2, "F"), Some((1, 1000)));
+    assert_eq!(v.available(2), i64::MAX - 10_200);
+    v
+}
+
+#[test]
+fn a_maker_whose_gain_would_pass_i64_is_cancelled_overflow_and_the_close_goes_on() {
+    let mut v = rich_long();
+    let f = v.f();
+    // User 2's sell at 20000 would realise +19000 on a balance 10,200 short of i64::MAX.
+    v.ok(limit(&v, 2, 2, Side::Sell, 20_000, 1));
+    v.ok(limit(&v, 1, 1, Side::Sell, 20_001, 1));
+    // The mark liquidates user 3 (short 1 at 1000): its close meets user 2's sell first.
+    let events = v.ok(Command::SetMarkPrice {
+        symbol: f,
+        price: 20_000,
+    });
+    assert_eq!(cancelled(&events), vec![(2, 1, CancelReason::Overflow)]);
+    assert_eq!(trades(&events), vec![(20_001, 1, 1, 3, 0)]);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, OwnedEvent::Liquidated(l) if l.user == 3 && l.shortfall == 9001))
+    );
+    assert_eq!(v.position(2, "F"), Some((1, 1000)));
+    assert_eq!(v.position(3, "F"), None);
+    assert_eq!(v.available(2), i64::MAX - 10_200);
+    conserved(&v.engine, &[1, 2, 3]).unwrap();
+}
+
+#[test]
+fn a_taker_whose_gain_would_pass_i64_stops_its_walk_and_its_rest_is_cancelled_overflow() {
+    let mut v = rich_long();
+    let f = v.f();
+    v.ok(Command::SetMarkPrice {
+        symbol: f,
+        price: 20_000,
+    });
+    v.ok(limit(&v, 1, 1, Side::Buy, 20_000, 1));
+    // The bid would realise user 2 +19000: the walk stops before it, and the rest is cancelled
+    // although the order would rest (resting there would cross the book).
+    let events = v.ok(limit(&v, 2, 2, Side::Sell, 1500, 1));
+    assert!(trades(&events).is_empty(), "{events:?}");
+    assert_eq!(cancelled(&events), vec![(2, 1, CancelReason::Overflow)]);
+    let (bids, asks) = v.engine.resting_orders(f);
+    assert_eq!((bids.len(), asks.len()), (1, 0));
+    assert_eq!(v.position(2, "F"), Some((1, 1000)));
+    conserved(&v.engine, &[1, 2, 3]).unwrap();
+}
+
+#[test]
+fn an_uncross_trade_that_would_pass_i64_cancels_that_order_and_uncrosses_the_rest() {
+    let mut v = rich_long();
+    let f = v.f();
+    v.ok(Command::SetMarkPrice {
+        symbol: f,
+        price: 20_000,
+    });
+    v.ok(Command::SetPhase {
+        symbol: f,
+        phase: Some(Phase::Auction),
+    });
+    // User 2's sell would realise +19000 on a balance 10,200 short of i64::MAX.
+    v.ok(limit(&v, 2, 2, Side::Sell, 20_000, 1));
+    v.ok(limit(&v, 1, 1, Side::Buy, 20_000, 1));
+    let events = v.ok(Command::SetPhase {
+        symbol: f,
+        phase: Some(Phase::Continuous),
+    });
+    assert_eq!(cancelled(&events), vec![(2, 1, CancelReason::Overflow)]);
+    assert!(trades(&events).is_empty(), "{events:?}");
+    let (bids, asks) = v.engine.resting_orders(f);
+    assert_eq!((bids.len(), asks.len()), (1, 0));
+    conserved(&v.engine, &[1, 2, 3]).unwrap();
+    v.engine.check_futures_sums().unwrap();
+}
+
+#[test]
+fn a_position_cost_that_would_pass_i64_stops_the_walk() {
+    let mut v = venue();
+    let f = v.f();
+    let high = i64::MAX / 5;
+    v.ok(Command::SetMarkPrice {
+        symbol: f,
+        price: high,
+    });
+    for user in 10..17 {
+        v.ok(Command::AddUser { user });
+        v.ok(deposit(user, "USD", 100, user));
+    }
+    for user in 10..14 {
+        v.ok(limit(&v, user, 1, Side::Buy, high, 1));
+    }
+    // User 3 sells 4 at the mark: cost −4 × high, 0.8 of i64::MAX.
+    let events = v.ok(limit(&v, 3, 1, Side::Sell, high, 4));
+    assert_eq!(trades(&events).len(), 4);
+    // The mark halves; three more bids at it.
+    let low = i64::MAX / 10;
+    v.ok(Command::SetMarkPrice {
+        symbol: f,
+        price: low,
+    });
+    for user in 14..17 {
+        v.ok(limit(&v, user, 1, Side::Buy, low, 1));
+    }
+    // Within the exposure limit ((4 + 3) × low), but the third lot would put the cost past i64.
+    // (The mark move left users 10 to 13 below maintenance; these bids close them too.)
+    let events = v.ok(limit(&v, 3, 2, Side::Sell, low, 3));
+    let own: Vec<_> = trades(&events).into_iter().filter(|t| t.3 == 3).collect();
+    assert_eq!(own.len(), 2, "{events:?}");
+    let own: Vec<_> = cancelled(&events)
+        .into_iter()
+        .filter(|c| c.0 == 3)
+        .collect();
+    assert_eq!(own, vec![(3, 1, CancelReason::Overflow)]);
+    assert_eq!(v.position(3, "F"), Some((-6, -4 * high - 2 * low)));
+    let mut users = vec![1, 2, 3];
+    users.extend(10..17);
+    conserved(&v.engine, &users).unwrap();
+}
+
+#[test]
+fn set_mark_price_counts_the_live_orders_in_its_overflow_check() {
+    let mut v = venue();
+    let f = v.f();
+    v.ok(deposit(2, "USD", i64::MAX / 2, 30));
+    // No position (open interest 0), but a resting buy of many lots at a low price.
+    let lots = i64::MAX / 4_000;
+    v.ok(limit(&v, 2, 1, Side::Buy, 1, lots / 1000));
+    v.ok(Command::SetMarkPrice {
+        symbol: f,
+        price: 2,
+    });
+    v.rejected(
+        Command::SetMarkPrice {
+            symbol: f,
+            price: i64::MAX / 100,
+        },
+        Reason::Overflow,
+    );
+    // The margin figures stay exact and within i64 after the accepted move.
+    let (equity, initial, _) = v.engine.user_margin(2, "USD").unwrap();
+    assert!(equity > 0 && initial > 0);
+}
+
+const EDGE_PRICES: &[i64] = &[
+    1,
+    2,
+    999,
+    1000,
+    1001,
+    1 << 31,
+    1 << 50,
+    i64::MAX / 1000,
+    i64::MAX / 3,
+    i64::MAX - 1,
+    i64::MAX,
+];
+const EDGE_QTYS: &[i64] = &[1, 2, 3, 1 << 20, 1 << 40, i64::MAX / 3, i64::MAX];
+const EDGE_AMOUNTS: &[i64] = &[
+    1,
+    1000,
+    i64::MAX / 2,
+    i64::MAX - 1000,
+    i64::MAX,
+    -1,
+    -1000,
+    -(i64::MAX / 2),
+    i64::MIN,
+];
+
+#[derive(Clone, Debug)]
+enum EdgeOp {
+    Place {
+        user: i64,
+        order: i64,
+        side: Side,
+        price: i64,
+        qty: i64,
+        ioc: bool,
+    },
+    Stop {
+        user: i64,
+        order: i64,
+        side: Side,
+        stop: i64,
+        price: i64,
+        qty: i64,
+    },
+    Move {
+        user: i64,
+        order: i64,
+        price: i64,
+    },
+    Reduce {
+        user: i64,
+        order: i64,
+        qty: i64,
+    },
+    Cancel {
+        user: i64,
+        order: i64,
+    },
+    Amend {
+        user: i64,
+        order: i64,
+        price: Option<i64>,
+        qty: Option<i64>,
+    },
+    Iceberg {
+        user: i64,
+        order: i64,
+        side: Side,
+        price: i64,
+        qty: i64,
+        display: i64,
+    },
+    Mark(i64),
+    Deposit {
+        user: i64,
+        amount: i64,
+    },
+    Fund(i64),
+    Report,
+    /// An auction (false) or back to continuous, which uncrosses the book (true).
+    Phase(bool),
+}
+
+/// Mostly values at the edges, some ordinary ones.
+fn edge(values: &'static [i64], ordinary: std::ops::RangeInclusive<i64>) -> BoxedStrategy<i64> {
+    prop_oneof![3 => prop::sample::select(values), 1 => ordinary].boxed()
+}
+
+fn edge_op() -> impl Strategy<Value = EdgeOp> {
+    let user = 1..=4i64;
+    let order = 1..8i64;
+    let side = prop_oneof![Just(Side::Buy), Just(Side::Sell)];
+    let price = || edge(EDGE_PRICES, 900..=1100);
+    let qty = || edge(EDGE_QTYS, 1..=5);
+    prop_oneof![
+        6 => (user.clone(), order.clone(), side.clone(), price(), qty(), any::<bool>())
+            .prop_map(|(user, order, side, price, qty, ioc)| EdgeOp::Place {
+                user, order, side, price, qty, ioc
+            }),
+        1 => (user.clone(), order.clone(), side.clone(), price(), price(), qty())
+            .prop_map(|(user, order, side, stop, price, qty)| EdgeOp::Stop {
+                user, order, side, stop, price, qty
+            }),
+        1 => (user.clone(), order.clone(), price())
+            .prop_map(|(user, order, price)| EdgeOp::Move { user, order, price }),
+        1 => (user.clone(), order.clone(), qty())
+            .prop_map(|(user, order, qty)| EdgeOp::Reduce { user, order, qty }),
+        1 => (user.clone(), order.clone(), prop::option::of(price()), prop::option::of(qty()))
+            .prop_map(|(user, order, price, qty)| EdgeOp::Amend { user, order, price, qty }),
+        1 => (user.clone(), order.clone(), side.clone(), price(), 2..40i64, 1..4i64)
+            .prop_map(|(user, order, side, price, qty, display)| EdgeOp::Iceberg {
+                user, order, side, price, qty, display
+            }),
+        1 => (user.clone(), order).prop_map(|(user, order)| EdgeOp::Cancel { user, order }),
+        2 => price().prop_map(EdgeOp::Mark),
+        2 => (user, edge(EDGE_AMOUNTS, -100..=10_000))
+            .prop_map(|(user, amount)| EdgeOp::Deposit { user, amount }),
+        1 => edge(EDGE_AMOUNTS, -100..=10_000).prop_map(EdgeOp::Fund),
+        1 => Just(EdgeOp::Report),
+        1 => any::<bool>().prop_map(EdgeOp::Phase),
+    ]
+}
+
+fn edge_venue(quote_scale: i64, fees: (i64, i64), margins: (i64, i64), mark: i64) -> Venue {
+    let mut v = Venue {
+        engine: Engine::new(EngineConfig::default()),
+        seq: 0,
+    };
+    v.ok(future("F", quote_scale, fees, (margins.0, margins.1, mark)));
+    for user in 1..=4 {
+        v.ok(Command::AddUser { user });
+    }
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Streams of values at the edges of i64 (balances, prices, quantities, scales, fees,
+    /// margins, marks): the engine never panics, a rejection changes nothing, the futures
+    /// conservation law holds after every command and positions net to zero.
+    #[test]
+    fn values_at_the_edge_never_panic_and_conservation_holds(
+        quote_scale in edge(&[1, 7, 1 << 20, 1 << 40, i64::MAX], 1..=10),
+        maker_fee in edge(&[0, 1, 1 << 40, i64::MAX / 2], 0..=3),
+        extra_fee in edge(&[0, 1, 1 << 40, i64::MAX / 2], 0..=3),
+        initial in edge(&[1, 100, 1 << 40, i64::MAX / 2, i64::MAX], 1..=200),
+        maintenance_pct in 1..=100i64,
+        mark in edge(EDGE_PRICES, 900..=1100),
+        ops in prop::collection::vec(edge_op(), 1..120),
+    ) {
+        let taker_fee = maker_fee.saturating_add(extra_fee);
+        let maintenance = ((initial as i128 * maintenance_pct as i128) / 100).max(1) as i64;
+        let mut v = edge_venue(quote_scale, (maker_fee, taker_fee), (initial, maintenance), mark);
+        let f = v.f();
+        let users = [1, 2, 3, 4];
+        let mut tx = 100;
+        for (i, op) in ops.iter().enumerate() {
+            let cmd = match *op {
+                EdgeOp::Place { user, order, side, price, qty, ioc } => {
+                    let place = PlaceOrder::limit(user, order, f, side, price, qty);
+                    Command::Place(if ioc { place.with_tif(Tif::Ioc) } else { place })
+                }
+                EdgeOp::Stop { user, order, side, stop, price, qty } => Command::Place(PlaceOrder {
+                    price: Some(price),
+                    ..PlaceOrder::market(user, order, f, side, qty)
+                        .with_order_type(OrderType::Stop)
+                        .with_stop_price(stop)
+                }),
+                EdgeOp::Move { user, order, price } => Command::Move { user, order, price },
+                EdgeOp::Reduce { user, order, qty } => Command::Reduce { user, order, qty },
+                EdgeOp::Cancel { user, order } => Command::Cancel { user, order },
+                EdgeOp::Amend { user, order, price, qty } => {
+                    Command::Amend(AmendOrder::with_fields(user, order, price, qty, None))
+                }
+                EdgeOp::Iceberg { user, order, side, price, qty, display } => Command::Place(
+                    PlaceOrder::limit(user, order, f, side, price, qty).with_display_qty(display),
+                ),
+                EdgeOp::Mark(price) => Command::SetMarkPrice { symbol: f, price },
+                EdgeOp::Deposit { user, amount } => {
+                    tx += 1;
+                    deposit(user, "USD", amount, tx)
+                }
+                EdgeOp::Fund(amount) => {
+                    tx += 1;
+                    Command::FundInsurance { currency: name("USD"), amount, tx }
+                }
+                EdgeOp::Report => Command::VenueReport,
+                EdgeOp::Phase(continuous) => Command::SetPhase {
+                    symbol: f,
+                    phase: Some(if continuous { Phase::Continuous } else { Phase::Auction }),
+                },
+            };
+            let hash = v.engine.state_hash();
+            let (result, events) = v.apply(cmd.clone());
+            if result.is_err() {
+                prop_assert!(events.is_empty() && v.engine.state_hash() == hash,
+                    "op {} {:?} rejected but changed something", i, cmd);
+            }
+            conserved(&v.engine, &users)
+                .and_then(|()| v.engine.check_futures_sums())
+                .map_err(|e| TestCaseError::fail(format!("op {i} {cmd:?}: {e}")))?;
+            let net: i128 = v.engine.positions().iter().map(|p| p.2 as i128).sum();
+            prop_assert_eq!(net, 0, "op {} {:?}", i, cmd);
+            for user in users {
+                let _ = v.engine.user_margin(user, "USD");
+            }
         }
     }
 }

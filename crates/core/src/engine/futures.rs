@@ -18,8 +18,15 @@
 //! currency (their bound would depend on several marks). A stale key can only be too cautious
 //! (see [`Engine::note_stale_margin`]), so it costs an examination, never a missed
 //! liquidation.
+//!
+//! **The margin sums.** A margin check must not walk the user's orders: per account and future
+//! a [`Slot`] keeps the position and PB, PS and the open loss at the mark, and per order node a
+//! [`Contrib`] what that order counts there. Every change of a live futures order goes through
+//! [`Engine::sync_future_order`] or [`Engine::drop_future_order`]; a mark move re-syncs that
+//! future's orders. [`Engine::check_futures_sums`] recomputes everything for the tests.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
 
 use super::{CancelReason, Engine, EventSink, OrderTerms, Side, Taker};
 use crate::book::NIL;
@@ -42,6 +49,8 @@ pub(crate) struct FutureBook {
     pub mark: i64,
     /// The sum of all long positions, lots (`set_mark_price` checks it times the price).
     pub open_interest: i64,
+    /// The remaining lots of every live order on the future (resting, hidden, pending).
+    pub live_lots: i128,
     /// Users whose only position in the currency is long here: (liquidation bound, user,
     /// account); below maintenance when the mark is below the bound.
     pub longs: BTreeSet<(i128, UserId, u32)>,
@@ -56,6 +65,63 @@ pub(crate) struct PositionState {
     pub cost: i64,
 }
 
+/// A user's state in one future: its position, and the sums over its live orders there that
+/// its margin needs (PB, PS and the open loss at the future's mark), kept up to date as orders
+/// enter, fill, change and leave and as the mark moves, so that a margin costs the user's
+/// futures, not its orders.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub symbol: u32,
+    /// The future's quote currency.
+    pub quote: u32,
+    pub pos: PositionState,
+    /// PB: the remaining lots of the user's live buy orders on the future.
+    pub buys: i64,
+    /// PS: the same for sells.
+    pub sells: i64,
+    /// OL at the future's mark, quote minor units.
+    pub open_loss: i128,
+}
+
+/// What one live futures order counts in its user's [`Slot`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Contrib {
+    pub lots: i64,
+    pub buy: bool,
+    /// `max(0, P − M) * quote_scale` for a buy, `max(0, M − P) * quote_scale` for a sell.
+    pub loss_lot: i128,
+}
+
+impl Contrib {
+    fn of(side: Side, price: i64, lots: i64, mark: i64, quote_scale: i64) -> Contrib {
+        let diff = match side {
+            Side::Buy => price as i128 - mark as i128,
+            Side::Sell => mark as i128 - price as i128,
+        };
+        Contrib {
+            lots,
+            buy: side == Side::Buy,
+            loss_lot: diff.max(0) * quote_scale as i128,
+        }
+    }
+
+    fn loss(&self) -> i128 {
+        (self.lots as i128).saturating_mul(self.loss_lot)
+    }
+}
+
+impl Slot {
+    /// Counts `c` in (`sign` 1) or out (−1).
+    fn count(&mut self, c: Contrib, sign: i64) {
+        if c.buy {
+            self.buys += sign * c.lots;
+        } else {
+            self.sells += sign * c.lots;
+        }
+        self.open_loss += sign as i128 * c.loss();
+    }
+}
+
 /// Where a (user, currency) sits in the liquidation index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RiskKey {
@@ -64,13 +130,25 @@ pub(crate) enum RiskKey {
     Always,
 }
 
+/// A user's place in the liquidation index for one currency, and the last command (by the
+/// engine's count of futures commands) in which it was liquidated there.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RiskEntry {
+    pub currency: u32,
+    pub key: Option<RiskKey>,
+    pub liquidated_in: u64,
+}
+
 /// The engine's futures state.
 #[derive(Default)]
 pub(crate) struct Futures {
-    /// (account, symbol) to its open position; flat positions are removed.
-    pub positions: BTreeMap<(u32, u32), PositionState>,
-    /// (account, currency) to its place in the liquidation index.
-    pub risk: BTreeMap<(u32, u32), RiskKey>,
+    /// Per account (dense id), its slots, one per future it ever had a position or an order
+    /// in (kept when flat: no allocation when it comes back).
+    pub slots: Vec<Vec<Slot>>,
+    /// Per order node, what it counts in its slot (zero for a spot order and a free node).
+    pub contrib: Vec<Contrib>,
+    /// Per account, its place in the liquidation index per currency.
+    pub risk: Vec<Vec<RiskEntry>>,
     /// (currency, user, account) examined at every pass of the currency.
     pub always: BTreeSet<(u32, UserId, u32)>,
     /// Per currency id, its futures' symbol ids, by symbol name.
@@ -80,9 +158,71 @@ pub(crate) struct Futures {
     dirty_spare: Vec<u32>,
     /// (account, currency) whose `available` may have fallen since their key was computed.
     pub stale: Vec<(u32, u32)>,
-    /// (account, currency) liquidated during the current command.
-    pub liquidated: Vec<(u32, u32)>,
+    /// Counts the commands that ran liquidation passes (what `liquidated_in` refers to).
+    pub epoch: u64,
+    /// While a pass runs: the accounts whose positions its closes moved.
+    pub in_pass: bool,
+    pub touched: Vec<u32>,
     scratch_candidates: Vec<(UserId, u32)>,
+    scratch_extra: BinaryHeap<Reverse<(UserId, u32)>>,
+}
+
+impl Futures {
+    /// The slots of `account`.
+    #[inline]
+    pub fn slots_of(&self, account: u32) -> &[Slot] {
+        self.slots
+            .get(account as usize)
+            .map_or(&[], |v| v.as_slice())
+    }
+
+    /// The slot of (`account`, `symbol`), if it has one.
+    #[inline]
+    pub fn slot(&self, account: u32, symbol: u32) -> Option<&Slot> {
+        self.slots_of(account).iter().find(|s| s.symbol == symbol)
+    }
+
+    /// The slot of (`account`, `symbol`), made if missing.
+    #[inline]
+    fn slot_mut(&mut self, account: u32, symbol: u32, quote: CurrencyId) -> &mut Slot {
+        let a = account as usize;
+        if self.slots.len() <= a {
+            self.slots.resize_with(a + 1, Vec::new);
+        }
+        let slots = &mut self.slots[a];
+        let at = match slots.iter().position(|s| s.symbol == symbol) {
+            Some(at) => at,
+            None => {
+                slots.push(Slot {
+                    symbol,
+                    quote: quote.0,
+                    ..Slot::default()
+                });
+                slots.len() - 1
+            }
+        };
+        &mut slots[at]
+    }
+
+    fn risk_entry(&mut self, account: u32, c: u32) -> &mut RiskEntry {
+        let a = account as usize;
+        if self.risk.len() <= a {
+            self.risk.resize_with(a + 1, Vec::new);
+        }
+        let entries = &mut self.risk[a];
+        let at = match entries.iter().position(|e| e.currency == c) {
+            Some(at) => at,
+            None => {
+                entries.push(RiskEntry {
+                    currency: c,
+                    key: None,
+                    liquidated_in: 0,
+                });
+                entries.len() - 1
+            }
+        };
+        &mut entries[at]
+    }
 }
 
 /// A user's margin in one currency (docs/rules.md, "Futures"), all in 128 bits.
@@ -118,6 +258,50 @@ impl OrderChange {
 
 fn saturate(v: i128) -> i64 {
     v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+#[inline]
+fn fits_i64(v: i128) -> bool {
+    i64::try_from(v).is_ok()
+}
+
+/// `price * quote_scale`, the value of one lot; `None` beyond i64.
+#[inline]
+fn lot_value(price: i64, quote_scale: i64) -> Option<i128> {
+    let v = price as i128 * quote_scale as i128;
+    fits_i64(v).then_some(v)
+}
+
+/// A position after a fill of `d` signed lots at value `v` a lot (docs/rules.md, "Futures"),
+/// and the PnL it realises; `None` when its lots, its cost or the PnL would leave i64. Every
+/// product is of two i64-sized factors, so nothing here overflows i128.
+fn position_after(pos: PositionState, d: i64, v: i128) -> Option<(PositionState, i128)> {
+    let (mut n, mut k, d) = (pos.lots as i128, pos.cost as i128, d as i128);
+    let mut realised = 0;
+    let mut opening = d;
+    if n != 0 && (n > 0) != (d > 0) {
+        let closed = d.abs().min(n.abs());
+        // Toward zero, exact: the cost of the lots closed.
+        let r = k * closed / n.abs();
+        k -= r;
+        n += d.signum() * closed;
+        let value = closed * v;
+        if !fits_i64(value) {
+            return None;
+        }
+        realised = -d.signum() * value - r;
+        opening = d - d.signum() * closed;
+    }
+    n += opening;
+    let added = opening * v;
+    if !fits_i64(added) {
+        return None;
+    }
+    k += added;
+    debug_assert!(n != 0 || k == 0, "a flat position has no cost");
+    let lots = i64::try_from(n).ok()?;
+    let cost = i64::try_from(k).ok()?;
+    Some((PositionState { lots, cost }, realised))
 }
 
 impl Engine {
@@ -156,60 +340,78 @@ impl Engine {
     }
 
     /// The margin of `account` in currency `c`, with `change` applied to its orders. Costs the
-    /// user's futures in `c` times its live orders.
+    /// user's futures (its slots), never its orders.
     pub(crate) fn margin(&self, account: u32, c: CurrencyId, change: OrderChange) -> Margin {
         let mut m = Margin {
             available: self.accounts.balance(account, c).available,
             ..Margin::default()
         };
-        for &s in self.futures_of(c) {
-            let sym = &self.symbols[s as usize];
-            let book = sym.future.as_deref().expect("a future");
-            let (qs, mark) = (sym.terms.quote_scale as i128, book.mark as i128);
-            let pos = self
-                .fut
-                .positions
-                .get(&(account, s))
-                .copied()
-                .unwrap_or_default();
-            let (n, k) = (pos.lots as i128, pos.cost as i128);
-            if n != 0 {
-                m.positions += 1;
-                m.unrealised += n * mark * qs - k;
-                m.maintenance += book.maintenance_margin as i128 * n.abs();
+        let skip = (change.skip != NIL).then(|| {
+            (
+                self.orders.get(change.skip).symbol,
+                self.fut.contrib[change.skip as usize],
+            )
+        });
+        let add = change.add.map(|(symbol, side, price, lots)| {
+            let sym = &self.symbols[symbol as usize];
+            let mark = self.future_book(symbol as usize).mark;
+            (
+                symbol,
+                Contrib::of(side, price, lots, mark, sym.terms.quote_scale),
+            )
+        });
+        let mut added = add.is_none();
+        for slot in self.fut.slots_of(account) {
+            if slot.quote != c.0 {
+                continue;
             }
-            let (mut buys, mut sells, mut open_loss) = (0i128, 0i128, 0i128);
-            let mut count = |side: Side, price: i64, lots: i64| {
-                let (price, lots) = (price as i128, lots as i128);
-                match side {
-                    Side::Buy => {
-                        buys += lots;
-                        open_loss += lots * (price - mark).max(0) * qs;
-                    }
-                    Side::Sell => {
-                        sells += lots;
-                        open_loss += lots * (mark - price).max(0) * qs;
-                    }
-                }
-            };
-            let mut idx = self.accounts.get(account).orders_head;
-            while idx != NIL {
-                let node = self.orders.get(idx);
-                if node.symbol == s && idx != change.skip {
-                    count(node.side, node.price, self.live_remaining(idx));
-                }
-                idx = node.account_next;
-            }
-            if let Some((symbol, side, price, lots)) = change.add
-                && symbol == s
+            let mut slot = *slot;
+            if let Some((symbol, contrib)) = skip
+                && symbol == slot.symbol
             {
-                count(side, price, lots);
+                slot.count(contrib, -1);
             }
-            if n != 0 || buys != 0 || sells != 0 {
-                m.initial += book.initial_margin as i128 * (n + buys).max(sells - n) + open_loss;
+            if let Some((symbol, contrib)) = add
+                && symbol == slot.symbol
+            {
+                slot.count(contrib, 1);
+                added = true;
             }
+            self.count_margin(&mut m, &slot);
+        }
+        if !added && let Some((symbol, contrib)) = add {
+            let mut slot = Slot {
+                symbol,
+                quote: c.0,
+                ..Slot::default()
+            };
+            slot.count(contrib, 1);
+            self.count_margin(&mut m, &slot);
         }
         m
+    }
+
+    /// Adds one future's terms to a margin (docs/rules.md, "Futures").
+    #[inline]
+    fn count_margin(&self, m: &mut Margin, slot: &Slot) {
+        let sym = &self.symbols[slot.symbol as usize];
+        let book = sym.future.as_deref().expect("a future");
+        let (qs, mark) = (sym.terms.quote_scale as i128, book.mark as i128);
+        let (n, k) = (slot.pos.lots as i128, slot.pos.cost as i128);
+        if n != 0 {
+            m.positions += 1;
+            m.unrealised += n * mark * qs - k;
+            m.maintenance = m
+                .maintenance
+                .saturating_add(book.maintenance_margin as i128 * n.abs());
+        }
+        let (buys, sells) = (slot.buys as i128, slot.sells as i128);
+        if n != 0 || buys != 0 || sells != 0 {
+            // Each term is bounded (docs/rules.md, "Futures", "Overflow"), their sum over many
+            // futures is not: saturated, which every comparison reads rightly.
+            let term = book.initial_margin as i128 * (n + buys).max(sells - n) + slot.open_loss;
+            m.initial = m.initial.saturating_add(term);
+        }
     }
 
     /// The margin check of a futures order entering, moving or changing (docs/rules.md,
@@ -228,23 +430,23 @@ impl Engine {
         let c = sym.terms.quote;
         let book = self.future_book(symbol);
         // The exposure on this future after the change: |N| + PB + PS (+ this order).
-        let pos = self
+        let slot = self
             .fut
-            .positions
-            .get(&(account, symbol as u32))
+            .slot(account, symbol as u32)
             .copied()
             .unwrap_or_default();
-        let mut lots_total = pos.lots.unsigned_abs() as i128 + lots as i128;
-        let mut idx = self.accounts.get(account).orders_head;
-        while idx != NIL {
-            let node = self.orders.get(idx);
-            if node.symbol == symbol as u32 && idx != skip {
-                lots_total += self.live_remaining(idx) as i128;
-            }
-            idx = node.account_next;
+        let mut lots_total = slot.pos.lots.unsigned_abs() as i128
+            + slot.buys as i128
+            + slot.sells as i128
+            + lots as i128;
+        if skip != NIL {
+            lots_total -= self.fut.contrib[skip as usize].lots as i128;
         }
-        let exposure = lots_total * price.max(book.mark) as i128 * sym.terms.quote_scale as i128;
-        if exposure > i64::MAX as i128 {
+        // Each factor fits i64 and their product may not fit i128: checked.
+        let exposure = lots_total
+            .checked_mul(price.max(book.mark) as i128 * sym.terms.quote_scale as i128)
+            .filter(|&e| fits_i64(e));
+        if exposure.is_none() {
             return Err(Reason::Overflow);
         }
         let before = self.margin(account, c, OrderChange::NONE);
@@ -264,6 +466,115 @@ impl Engine {
         } else {
             Err(Reason::InsufficientMargin)
         }
+    }
+
+    /// Brings what live order `idx` counts in its user's slot up to date with its side, price,
+    /// remaining quantity and its future's mark. Every change of a live futures order ends
+    /// here or in [`Self::drop_future_order`] (a spot order: nothing to do).
+    pub(crate) fn sync_future_order(&mut self, idx: u32) {
+        let node = *self.orders.get(idx);
+        let sym = &self.symbols[node.symbol as usize];
+        let Some(book) = sym.future.as_deref() else {
+            return;
+        };
+        let lots = self.live_remaining(idx);
+        let new = Contrib::of(
+            node.side,
+            node.price,
+            lots,
+            book.mark,
+            sym.terms.quote_scale,
+        );
+        self.replace_contrib(idx, node.account, node.symbol, new);
+    }
+
+    /// Order `idx` (a futures order's node, about to be freed) counts no more.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn drop_future_order(&mut self, idx: u32, account: u32, symbol: u32) {
+        if self
+            .fut
+            .contrib
+            .get(idx as usize)
+            .is_some_and(|c| *c != Contrib::default())
+        {
+            self.replace_contrib(idx, account, symbol, Contrib::default());
+        }
+    }
+
+    fn replace_contrib(&mut self, idx: u32, account: u32, symbol: u32, new: Contrib) {
+        let i = idx as usize;
+        if self.fut.contrib.len() <= i {
+            self.fut.contrib.resize(i + 1, Contrib::default());
+        }
+        let old = std::mem::replace(&mut self.fut.contrib[i], new);
+        let quote = self.symbols[symbol as usize].terms.quote;
+        let slot = self.fut.slot_mut(account, symbol, quote);
+        slot.count(old, -1);
+        slot.count(new, 1);
+        self.future_book_mut(symbol as usize).live_lots += new.lots as i128 - old.lots as i128;
+    }
+
+    /// Recomputes every slot's sums from the orders themselves and compares (a check for tests
+    /// and debug builds: the sums kept up to date must equal a full recomputation).
+    pub fn check_futures_sums(&self) -> Result<(), String> {
+        let mut expected: Vec<Vec<Slot>> = Vec::new();
+        let mut live = vec![0i128; self.symbols.len()];
+        for account in 0..self.accounts.len() as u32 {
+            let mut slots: Vec<Slot> = self
+                .fut
+                .slots_of(account)
+                .iter()
+                .map(|s| Slot {
+                    buys: 0,
+                    sells: 0,
+                    open_loss: 0,
+                    ..*s
+                })
+                .collect();
+            let mut idx = self.accounts.get(account).orders_head;
+            while idx != NIL {
+                let node = self.orders.get(idx);
+                let sym = &self.symbols[node.symbol as usize];
+                if let Some(book) = sym.future.as_deref() {
+                    let lots = self.live_remaining(idx);
+                    let c = Contrib::of(
+                        node.side,
+                        node.price,
+                        lots,
+                        book.mark,
+                        sym.terms.quote_scale,
+                    );
+                    live[node.symbol as usize] += lots as i128;
+                    match slots.iter_mut().find(|s| s.symbol == node.symbol) {
+                        Some(slot) => slot.count(c, 1),
+                        None => return Err(format!("account {account}: an order without a slot")),
+                    }
+                }
+                idx = node.account_next;
+            }
+            expected.push(slots);
+        }
+        for account in 0..self.accounts.len() as u32 {
+            let kept = self.fut.slots_of(account);
+            if kept != expected[account as usize].as_slice() {
+                return Err(format!(
+                    "account {account}: kept {kept:?}, recomputed {:?}",
+                    expected[account as usize]
+                ));
+            }
+        }
+        for (s, sym) in self.symbols.iter().enumerate() {
+            if let Some(book) = sym.future.as_deref()
+                && book.live_lots != live[s]
+            {
+                return Err(format!(
+                    "symbol {s}: live lots {} != {}",
+                    book.live_lots, live[s]
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The margin check of a spot hold or a withdrawal of `amount` in currency `c` by a user
@@ -307,8 +618,58 @@ impl Engine {
         }
     }
 
+    /// Whether a fill of `qty` lots at `price` between `buyer` and `seller` (fees per lot
+    /// `buyer_fee_lot` and `seller_fee_lot`) can be settled: every sum it changes (both
+    /// positions' lots and cost, both users' `available`, the open interest, the currency's
+    /// fees) stays within i64. `Err(side)` names the side whose own settlement would leave it
+    /// (the buyer's first); a fee total that would leave it is the buyer's.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn future_fill_fits(
+        &self,
+        symbol: usize,
+        buyer: u32,
+        seller: u32,
+        price: i64,
+        qty: i64,
+        buyer_fee_lot: i64,
+        seller_fee_lot: i64,
+    ) -> Result<(), Side> {
+        let terms = self.symbols[symbol].terms;
+        let fees = self.currencies[terms.quote.0 as usize].fees as i128
+            + qty as i128 * buyer_fee_lot as i128
+            + qty as i128 * seller_fee_lot as i128;
+        if !fits_i64(fees) {
+            return Err(Side::Buy);
+        }
+        let Some(v) = lot_value(price, terms.quote_scale) else {
+            return Err(Side::Buy);
+        };
+        let mut oi = self.future_book(symbol).open_interest as i128;
+        for (account, d, fee, side) in [
+            (buyer, qty, buyer_fee_lot, Side::Buy),
+            (seller, -qty, seller_fee_lot, Side::Sell),
+        ] {
+            let pos = self.position(account, symbol as u32);
+            let Some((after, realised)) = position_after(pos, d, v) else {
+                return Err(side);
+            };
+            let available = self.accounts.balance(account, terms.quote).available as i128
+                + realised
+                - qty as i128 * fee as i128;
+            if !fits_i64(available) {
+                return Err(side);
+            }
+            oi += (after.lots.max(0) - pos.lots.max(0)) as i128;
+        }
+        if !fits_i64(oi) {
+            return Err(Side::Buy);
+        }
+        Ok(())
+    }
+
     /// One fill of a future: `qty` lots at `price` between the buyer and the seller, each
-    /// paying its fee from `available` of the quote (docs/rules.md, "Futures").
+    /// paying its fee from `available` of the quote (docs/rules.md, "Futures"). The caller
+    /// checked it with [`Self::future_fill_fits`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn settle_future_fill(
         &mut self,
@@ -321,55 +682,43 @@ impl Engine {
         seller_fee: i64,
     ) {
         let terms = self.symbols[symbol].terms;
-        let v = price as i128 * terms.quote_scale as i128;
+        let v = lot_value(price, terms.quote_scale).unwrap_or(0);
         for (account, d, fee) in [(buyer, qty, buyer_fee), (seller, -qty, seller_fee)] {
             let (realised, oi_change) = self.apply_position_fill(account, symbol as u32, d, v);
             let balance = self.accounts.balance_mut(account, terms.quote);
             let available = balance.available as i128 + realised - fee as i128;
-            balance.available =
-                i64::try_from(available).expect("a futures balance fits i64 (overflow checks)");
+            debug_assert!(fits_i64(available), "checked by future_fill_fits");
+            balance.available = saturate(available);
             let book = self.future_book_mut(symbol);
-            book.open_interest += oi_change;
+            book.open_interest = book.open_interest.saturating_add(oi_change);
             self.accounts.get_mut(account).futures = true;
             self.rekey(account, terms.quote);
         }
         self.mark_dirty(terms.quote);
     }
 
+    /// The open position of `account` in future `symbol` (zero when flat).
+    #[inline]
+    pub(crate) fn position(&self, account: u32, symbol: u32) -> PositionState {
+        self.fut
+            .slot(account, symbol)
+            .map_or(PositionState::default(), |s| s.pos)
+    }
+
     /// Applies a fill of `d` signed lots at value `v` a lot to a position: returns the realised
     /// PnL and the change of the open interest.
     fn apply_position_fill(&mut self, account: u32, symbol: u32, d: i64, v: i128) -> (i128, i64) {
-        let pos = self
-            .fut
-            .positions
-            .get(&(account, symbol))
-            .copied()
-            .unwrap_or_default();
-        let (mut n, mut k, d) = (pos.lots as i128, pos.cost as i128, d as i128);
-        let mut realised = 0;
-        let mut opening = d;
-        if n != 0 && (n > 0) != (d > 0) {
-            let closed = d.abs().min(n.abs());
-            // Toward zero, exact: the cost of the lots closed.
-            let r = k * closed / n.abs();
-            k -= r;
-            n += d.signum() * closed;
-            realised = -d.signum() * closed * v - r;
-            opening = d - d.signum() * closed;
+        let quote = self.symbols[symbol as usize].terms.quote;
+        let slot = self.fut.slot_mut(account, symbol, quote);
+        let pos = slot.pos;
+        let after = position_after(pos, d, v);
+        debug_assert!(after.is_some(), "checked by future_fill_fits");
+        let (after, realised) = after.unwrap_or((pos, 0));
+        slot.pos = after;
+        if self.fut.in_pass {
+            self.fut.touched.push(account);
         }
-        n += opening;
-        k += opening * v;
-        debug_assert!(n != 0 || k == 0, "a flat position has no cost");
-        let lots = i64::try_from(n).expect("lots fit i64");
-        let cost = i64::try_from(k).expect("a position's cost fits i64 (overflow checks)");
-        if lots == 0 {
-            self.fut.positions.remove(&(account, symbol));
-        } else {
-            self.fut
-                .positions
-                .insert((account, symbol), PositionState { lots, cost });
-        }
-        (realised, lots.max(0) - pos.lots.max(0))
+        (realised, after.lots.max(0) - pos.lots.max(0))
     }
 
     pub(crate) fn mark_dirty(&mut self, c: CurrencyId) {
@@ -379,36 +728,20 @@ impl Engine {
     }
 
     /// Puts (account, c) where it belongs in the liquidation index (see the module's doc).
+    /// A key that does not change costs no update of the ordered sets.
     pub(crate) fn rekey(&mut self, account: u32, c: CurrencyId) {
-        let user = self.accounts.user(account);
-        match self.fut.risk.remove(&(account, c.0)) {
-            Some(RiskKey::Long(s, key)) => {
-                self.future_book_mut(s as usize)
-                    .longs
-                    .remove(&(key, user, account));
-            }
-            Some(RiskKey::Short(s, key)) => {
-                self.future_book_mut(s as usize)
-                    .shorts
-                    .remove(&(key, user, account));
-            }
-            Some(RiskKey::Always) => {
-                self.fut.always.remove(&(c.0, user, account));
-            }
-            None => {}
-        }
         let available = self.accounts.balance(account, c).available as i128;
         let mut held = None;
         let mut count = 0;
-        for &s in self.futures_of(c) {
-            if let Some(&pos) = self.fut.positions.get(&(account, s)) {
+        for slot in self.fut.slots_of(account) {
+            if slot.quote == c.0 && slot.pos.lots != 0 {
                 count += 1;
-                held = Some((s, pos));
+                held = Some((slot.symbol, slot.pos));
             }
         }
         let key = match (count, held) {
-            (0, _) if available < 0 => RiskKey::Always,
-            (0, _) => return,
+            (0, _) if available < 0 => Some(RiskKey::Always),
+            (0, _) => None,
             (1, Some((s, pos))) => {
                 let sym = &self.symbols[s as usize];
                 let book = sym.future.as_deref().expect("a future");
@@ -420,30 +753,53 @@ impl Engine {
                 if n > 0 {
                     let t = k + mm * n - available;
                     // ceil(t / (n * qs)) with a positive divisor.
-                    RiskKey::Long(s, -((-t).div_euclid(n * qs)))
+                    Some(RiskKey::Long(s, -((-t).div_euclid(n * qs))))
                 } else {
                     let s_bound = available - k - mm * n.abs();
-                    RiskKey::Short(s, s_bound.div_euclid(n.abs() * qs))
+                    Some(RiskKey::Short(s, s_bound.div_euclid(n.abs() * qs)))
                 }
             }
-            _ => RiskKey::Always,
+            _ => Some(RiskKey::Always),
         };
+        let entry = self.fut.risk_entry(account, c.0);
+        let old = entry.key;
+        if old == key {
+            return;
+        }
+        entry.key = key;
+        let user = self.accounts.user(account);
+        match old {
+            Some(RiskKey::Long(s, bound)) => {
+                self.future_book_mut(s as usize)
+                    .longs
+                    .remove(&(bound, user, account));
+            }
+            Some(RiskKey::Short(s, bound)) => {
+                self.future_book_mut(s as usize)
+                    .shorts
+                    .remove(&(bound, user, account));
+            }
+            Some(RiskKey::Always) => {
+                self.fut.always.remove(&(c.0, user, account));
+            }
+            None => {}
+        }
         match key {
-            RiskKey::Long(s, bound) => {
+            Some(RiskKey::Long(s, bound)) => {
                 self.future_book_mut(s as usize)
                     .longs
                     .insert((bound, user, account));
             }
-            RiskKey::Short(s, bound) => {
+            Some(RiskKey::Short(s, bound)) => {
                 self.future_book_mut(s as usize)
                     .shorts
                     .insert((bound, user, account));
             }
-            RiskKey::Always => {
+            Some(RiskKey::Always) => {
                 self.fut.always.insert((c.0, user, account));
             }
+            None => {}
         }
-        self.fut.risk.insert((account, c.0), key);
     }
 
     /// Refreshes the keys of users whose `available` may have fallen.
@@ -477,57 +833,87 @@ impl Engine {
     }
 
     /// One pass over currency `c`: the users the index puts at risk, ascending by id, each
-    /// checked against the state at its turn.
+    /// checked against the state at its turn. The index is read once; a liquidation's closes
+    /// can only change the margin of the users they trade with, which join the pass if their
+    /// id is still ahead. O(log n + k) for k users at risk, plus those the closes trade with.
     fn liquidation_pass(&mut self, c: CurrencyId, sink: &mut impl EventSink) {
-        let mut after: Option<UserId> = None;
-        loop {
-            let mut candidates = std::mem::take(&mut self.fut.scratch_candidates);
-            candidates.clear();
-            for &s in self.futures_of(c) {
-                let book = self.future_book(s as usize);
-                let mark = book.mark as i128;
-                let longs = book.longs.range((mark + 1, UserId::MIN, 0)..);
-                let shorts = book.shorts.range(..(mark, UserId::MIN, 0));
-                candidates.extend(
-                    longs
-                        .chain(shorts)
-                        .map(|&(_, user, account)| (user, account)),
-                );
-            }
+        let mut candidates = std::mem::take(&mut self.fut.scratch_candidates);
+        let mut extra = std::mem::take(&mut self.fut.scratch_extra);
+        candidates.clear();
+        extra.clear();
+        for &s in self.futures_of(c) {
+            let book = self.future_book(s as usize);
+            let mark = book.mark as i128;
+            let longs = book.longs.range((mark + 1, UserId::MIN, 0)..);
+            let shorts = book.shorts.range(..(mark, UserId::MIN, 0));
             candidates.extend(
-                self.fut
-                    .always
-                    .range((c.0, UserId::MIN, 0)..=(c.0, UserId::MAX, u32::MAX))
+                longs
+                    .chain(shorts)
                     .map(|&(_, user, account)| (user, account)),
             );
-            candidates.retain(|&(user, _)| after.is_none_or(|a| user > a));
-            candidates.sort_unstable();
-            candidates.dedup();
-            let mut liquidated = false;
-            for &(user, account) in &candidates {
-                after = Some(user);
-                if self.fut.liquidated.contains(&(account, c.0)) {
-                    continue;
+        }
+        candidates.extend(
+            self.fut
+                .always
+                .range((c.0, UserId::MIN, 0)..=(c.0, UserId::MAX, u32::MAX))
+                .map(|&(_, user, account)| (user, account)),
+        );
+        candidates.sort_unstable();
+        candidates.dedup();
+        let mut next = 0;
+        let mut after: Option<UserId> = None;
+        loop {
+            // The next candidate by id: from the index's list or from those closes traded with.
+            let from_list = candidates.get(next).copied();
+            let from_extra = extra.peek().map(|r| r.0);
+            let (user, account) = match (from_list, from_extra) {
+                (None, None) => break,
+                (Some(a), Some(b)) if b < a => {
+                    extra.pop();
+                    b
                 }
-                let m = self.margin(account, c, OrderChange::NONE);
-                let below = if m.positions > 0 {
-                    m.equity() < m.maintenance
-                } else {
-                    m.available < 0
-                };
-                if below {
-                    self.liquidate(account, c, m, sink);
-                    liquidated = true;
-                    break;
+                (Some(a), _) => {
+                    next += 1;
+                    a
                 }
+                (None, Some(b)) => {
+                    extra.pop();
+                    b
+                }
+            };
+            if after.is_some_and(|a| user <= a) {
+                continue;
+            }
+            after = Some(user);
+            let epoch = self.fut.epoch;
+            if self.fut.risk_entry(account, c.0).liquidated_in == epoch {
+                continue;
+            }
+            let m = self.margin(account, c, OrderChange::NONE);
+            let below = if m.positions > 0 {
+                m.equity() < m.maintenance
+            } else {
+                m.available < 0
+            };
+            if below {
+                self.fut.in_pass = true;
+                self.liquidate(account, c, m, sink);
+                self.fut.in_pass = false;
+                for i in 0..self.fut.touched.len() {
+                    let other = self.fut.touched[i];
+                    let other_user = self.accounts.user(other);
+                    if other_user > user {
+                        extra.push(Reverse((other_user, other)));
+                    }
+                }
+                self.fut.touched.clear();
+            } else {
                 // A cautious (stale) key: put it right.
                 self.rekey(account, c);
             }
-            self.fut.scratch_candidates = candidates;
-            if !liquidated {
-                break;
-            }
         }
+        self.fut.scratch_candidates = candidates;
+        self.fut.scratch_extra = extra;
     }
 
     /// Liquidates `account` in currency `c` (docs/rules.md, "Futures", steps 1 to 4).
@@ -542,9 +928,10 @@ impl Engine {
         self.cancel_for_liquidation(account, c, sink);
         for i in 0..self.futures_of(c).len() {
             let s = self.futures_of(c)[i];
-            let Some(pos) = self.fut.positions.get(&(account, s)).copied() else {
+            let pos = self.position(account, s);
+            if pos.lots == 0 {
                 continue;
-            };
+            }
             if self.symbols[s as usize].controls.phase() != Phase::Continuous {
                 continue;
             }
@@ -568,19 +955,25 @@ impl Engine {
             self.execute(s as usize, &taker, None, sink);
         }
         let flat = self
-            .futures_of(c)
+            .fut
+            .slots_of(account)
             .iter()
-            .all(|&s| !self.fut.positions.contains_key(&(account, s)));
+            .all(|slot| slot.quote != c.0 || slot.pos.lots == 0);
         let balance = self.accounts.balance_mut(account, c);
         let shortfall = if flat && balance.available < 0 {
-            let shortfall = balance.available.checked_neg().unwrap_or(i64::MAX);
+            // The fund pays what it can without leaving i64 (at most down to i64::MIN); any
+            // rest stays a negative balance, examined again at the next pass.
+            let fund = self.currencies[c.0 as usize].insurance;
+            let room = fund as i128 - i64::MIN as i128;
+            let shortfall = saturate((-(balance.available as i128)).min(room));
             balance.available += shortfall;
             self.currencies[c.0 as usize].insurance -= shortfall;
             shortfall
         } else {
             0
         };
-        self.fut.liquidated.push((account, c.0));
+        let epoch = self.fut.epoch;
+        self.fut.risk_entry(account, c.0).liquidated_in = epoch;
         self.rekey(account, c);
         sink.on_event(&Event::Liquidated(Liquidated {
             user,
@@ -634,14 +1027,41 @@ impl Engine {
         if book.mark == price {
             return Ok(());
         }
-        let value = book.open_interest as i128 * price as i128 * sym.terms.quote_scale as i128;
-        if value > i64::MAX as i128 {
+        // Bounding the value of every position and order at the new mark keeps each term of
+        // every user's margin within i64 (docs/rules.md, "Futures", "Overflow").
+        let lots = book.open_interest as i128 + book.live_lots;
+        let value = lots.checked_mul(price as i128 * sym.terms.quote_scale as i128);
+        if value.is_none_or(|v| !fits_i64(v)) {
             return Err(Reason::Overflow);
         }
         let quote = sym.terms.quote;
         self.future_book_mut(s).mark = price;
+        self.resync_future_orders(s);
         self.mark_dirty(quote);
         Ok(())
+    }
+
+    /// After a mark move: the open loss of every live order on future `s`. O(its orders).
+    fn resync_future_orders(&mut self, s: usize) {
+        let mut orders = std::mem::take(&mut self.scratch_mass_cancel);
+        orders.clear();
+        let sym = &self.symbols[s];
+        for side in [&sym.bids, &sym.asks] {
+            for level in side.levels_best_first(&self.levels) {
+                let mut idx = self.levels.get(level).head;
+                while idx != NIL {
+                    orders.push((sym.spec.symbol, 0, idx));
+                    idx = self.orders.get(idx).next;
+                }
+            }
+        }
+        for stops in &sym.stops {
+            orders.extend(stops.iter().map(|e| (sym.spec.symbol, 0, e.node)));
+        }
+        for &(_, _, idx) in &orders {
+            self.sync_future_order(idx);
+        }
+        self.scratch_mass_cancel = orders;
     }
 
     /// `fund_insurance`: adds to or takes from a currency's fund; counts in deposits and
@@ -690,25 +1110,38 @@ impl Engine {
     pub(crate) fn positions_of(&self, account: u32) -> Vec<Position> {
         let mut out: Vec<Position> = self
             .fut
-            .positions
-            .range((account, 0)..=(account, u32::MAX))
-            .map(|(&(_, s), p)| Position {
-                symbol: self.symbols[s as usize].spec.symbol,
-                lots: p.lots,
-                cost: p.cost,
+            .slots_of(account)
+            .iter()
+            .filter(|slot| slot.pos.lots != 0)
+            .map(|slot| Position {
+                symbol: self.symbols[slot.symbol as usize].spec.symbol,
+                lots: slot.pos.lots,
+                cost: slot.pos.cost,
             })
             .collect();
         out.sort_by_key(|p| p.symbol);
         out
     }
 
+    /// Every open position as (account, symbol id, position), by account then symbol id.
+    pub(crate) fn position_entries(&self) -> impl Iterator<Item = (u32, u32, PositionState)> + '_ {
+        self.fut
+            .slots
+            .iter()
+            .enumerate()
+            .flat_map(|(account, slots)| {
+                slots
+                    .iter()
+                    .filter(|slot| slot.pos.lots != 0)
+                    .map(move |slot| (account as u32, slot.symbol, slot.pos))
+            })
+    }
+
     /// Every open position as (user, symbol name, lots, cost), by user id then symbol name.
     pub fn positions(&self) -> Vec<(UserId, Name, i64, i64)> {
         let mut out: Vec<_> = self
-            .fut
-            .positions
-            .iter()
-            .map(|(&(account, s), p)| {
+            .position_entries()
+            .map(|(account, s, p)| {
                 (
                     self.accounts.user(account),
                     self.symbols[s as usize].spec.symbol,
@@ -737,23 +1170,23 @@ impl Engine {
     /// Restores a position from a snapshot (its account's key is set by the caller's
     /// [`Self::rebuild_futures_index`]).
     pub(crate) fn restore_position(&mut self, account: u32, symbol: u32, lots: i64, cost: i64) {
-        self.fut
-            .positions
-            .insert((account, symbol), PositionState { lots, cost });
+        let quote = self.symbols[symbol as usize].terms.quote;
+        self.fut.slot_mut(account, symbol, quote).pos = PositionState { lots, cost };
         let book = self.future_book_mut(symbol as usize);
         book.open_interest += lots.max(0);
         self.accounts.get_mut(account).futures = true;
     }
 
     /// After a snapshot's orders are restored: the exposure flag of every user with a futures
-    /// order (a user with a position has it already).
+    /// order (a user with a position has it already), and what each such order counts.
     pub(crate) fn flag_futures_orders(&mut self) {
         for account in 0..self.accounts.len() as u32 {
             let mut idx = self.accounts.get(account).orders_head;
             while idx != NIL {
-                let node = self.orders.get(idx);
+                let node = *self.orders.get(idx);
                 if is_future(&self.symbols[node.symbol as usize].terms) {
                     self.accounts.get_mut(account).futures = true;
+                    self.sync_future_order(idx);
                 }
                 idx = node.account_next;
             }
@@ -763,7 +1196,7 @@ impl Engine {
     /// After a snapshot's positions and balances are decoded: the liquidation index.
     pub(crate) fn rebuild_futures_index(&mut self) {
         let mut pairs: Vec<(u32, CurrencyId)> = Vec::new();
-        for (&(account, s), _) in self.fut.positions.iter() {
+        for (account, s, _) in self.position_entries() {
             pairs.push((account, self.symbols[s as usize].terms.quote));
         }
         for (account, c, b) in self.accounts.all_balances() {

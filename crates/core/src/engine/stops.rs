@@ -144,6 +144,9 @@ impl Engine {
         extra.stop_limit = stop.stop_limit;
         extra.tif = stop.tif;
         self.list_stop(idx);
+        if super::is_future(&self.symbols[symbol].terms) {
+            self.sync_future_order(idx);
+        }
     }
 
     /// Enters pending stop `idx` in its symbol's trigger list with a new acceptance number.

@@ -10,6 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+mod futures;
+use futures::{Fut, is_fut};
+
 use rialto_core::{
     AmendOrder, Amended, AuctionResult, Balance, CancelReason, Cancelled, Command, CurrencyTotals,
     Level, LiveOrder, Name, OpenOrder, OrderId, OrderType, OwnedEvent, PendingStop, Phase,
@@ -175,6 +178,7 @@ struct Totals {
     deposits: i128,
     withdrawals: i128,
     fees: i128,
+    insurance: i128,
 }
 
 /// The order that is trading now: a new order, or a moved one.
@@ -199,6 +203,8 @@ struct Taker {
     display: i64,
     /// The band as it stood when the order entered: `(lo, hi)`.
     band: Option<(i128, i128)>,
+    /// A liquidation's close (order 0, never remembered).
+    liquidation: bool,
 }
 
 impl Taker {
@@ -243,6 +249,14 @@ pub struct Model {
     accepted: u64,
     /// Last trade price per symbol (0: none).
     last: Vec<i64>,
+    /// Futures by symbol id.
+    futs: BTreeMap<usize, Fut>,
+    /// Open positions: (user, symbol) to (lots, cost).
+    positions: BTreeMap<(UserId, usize), (i128, i128)>,
+    /// Currencies whose futures traded or whose mark moved since the last pass.
+    dirty: BTreeSet<String>,
+    /// (user, currency) liquidated during the current command.
+    liquidated: BTreeSet<(UserId, String)>,
 }
 
 fn i64_of(amount: i128) -> i64 {
@@ -251,6 +265,9 @@ fn i64_of(amount: i128) -> i64 {
 
 /// What one lot of a buy at `price` holds: `price * quote_scale + taker_fee`.
 fn buy_hold_per_lot(spec: &SymbolSpec, price: i64) -> i128 {
+    if is_fut(spec) {
+        return 0;
+    }
     price as i128 * spec.quote_scale as i128 + spec.taker_fee as i128
 }
 
@@ -260,13 +277,22 @@ fn hold_of(spec: &SymbolSpec, side: Side, price: Option<i64>, qty: i64) -> Optio
     let per_lot = match (side, price) {
         (Side::Buy, Some(p)) => buy_hold_per_lot(spec, p),
         (Side::Buy, None) => 0,
-        (Side::Sell, _) => spec.base_scale as i128,
+        (Side::Sell, _) => sell_hold_per_lot(spec),
     };
     if per_lot > MAX {
         return None;
     }
     let hold = per_lot * qty as i128;
     (hold <= MAX).then_some(hold)
+}
+
+/// What one lot of a sell holds: its base (a future's orders hold nothing).
+fn sell_hold_per_lot(spec: &SymbolSpec) -> i128 {
+    if is_fut(spec) {
+        0
+    } else {
+        spec.base_scale as i128
+    }
 }
 
 /// What an order of display quantity `display` (0: not an iceberg) shows of `remaining`.
@@ -334,6 +360,7 @@ impl Model {
             self.now = self.now.max(ts);
         }
         self.forget_old_ids();
+        self.liquidated.clear();
         self.expire_due(events);
         // Expiries stand even when the command is then rejected.
         let before = events.len();
@@ -397,10 +424,12 @@ impl Model {
                 }
             }
             Command::SuspendUser { user } => self.suspend_user(user, events),
-            // The model has no futures yet: the differential test's command mix has none.
-            Command::SetMarkPrice { .. } | Command::FundInsurance { .. } => {
-                unimplemented!("model: futures are not modelled yet")
-            }
+            Command::SetMarkPrice { symbol, price } => self.set_mark_price(symbol, price),
+            Command::FundInsurance {
+                currency,
+                amount,
+                tx,
+            } => self.fund_insurance(currency, amount, tx),
             Command::ResumeUser { user } => {
                 if !self.users.contains_key(&user) {
                     return Err(Reason::UnknownUser);
@@ -410,6 +439,7 @@ impl Model {
             }
         };
         self.stop_cascade(before, events);
+        self.knock_on_futures(events);
         assert!(
             result.is_ok() || events.len() == before,
             "model: a rejected command emitted events"
@@ -436,6 +466,29 @@ impl Model {
         {
             return Err(Reason::InvalidSymbol);
         }
+        let fut = match spec.kind {
+            None => return Err(Reason::InvalidSymbol),
+            Some(rialto_core::SymbolKind::Spot) => None,
+            Some(rialto_core::SymbolKind::Future {
+                initial_margin,
+                maintenance_margin,
+                mark_price,
+            }) => {
+                if !(0 < maintenance_margin && maintenance_margin <= initial_margin)
+                    || mark_price <= 0
+                {
+                    return Err(Reason::InvalidSymbol);
+                }
+                Some(Fut {
+                    initial: initial_margin as i128,
+                    maintenance: maintenance_margin as i128,
+                    mark: mark_price,
+                })
+            }
+        };
+        if let Some(f) = fut {
+            self.futs.insert(self.symbols.len(), f);
+        }
         self.symbols.push(spec);
         self.controls.push(Controls {
             phase: Phase::Continuous,
@@ -446,7 +499,13 @@ impl Model {
         self.books.push(Book::default());
         self.stops.push(Vec::new());
         self.last.push(0);
-        for currency in [spec.base, spec.quote] {
+        // A future's base names its underlying and registers no currency.
+        let registered = if fut.is_some() {
+            vec![spec.quote]
+        } else {
+            vec![spec.base, spec.quote]
+        };
+        for currency in registered {
             self.currencies
                 .entry(currency.as_str().to_string())
                 .or_default();
@@ -488,6 +547,9 @@ impl Model {
         if amount < 0 && -amount > bal.available {
             return Err(Reason::InsufficientFunds);
         }
+        if amount < 0 {
+            self.check_margin_after_spending(user, &currency, -amount)?;
+        }
         if amount > 0 && (totals.deposits + amount > MAX || bal.available + bal.held + amount > MAX)
         {
             return Err(Reason::Overflow);
@@ -521,6 +583,9 @@ impl Model {
 
     /// Moves `amount` of `user`'s `currency` from available to held (negative: back).
     fn hold(&mut self, user: UserId, currency: &str, amount: i128) {
+        if amount == 0 {
+            return;
+        }
         let bal = self.bal_mut(user, currency);
         bal.available -= amount;
         bal.held += amount;
@@ -625,12 +690,18 @@ impl Model {
                 return Err(Reason::InvalidPrice);
             }
             Some(price) if price <= 0 => return Err(Reason::InvalidPrice),
-            Some(price) if side == Side::Sell && below_fee_floor(&spec, price) => {
+            Some(price)
+                if side == Side::Sell && !is_fut(&spec) && below_fee_floor(&spec, price) =>
+            {
                 return Err(Reason::InvalidPrice);
             }
             _ => {}
         }
         if stop && p.stop_price().is_none_or(|sp| sp <= 0) {
+            return Err(Reason::InvalidPrice);
+        }
+        // Every futures order has a price: a market or stop order its protection price.
+        if is_fut(&spec) && p.price.is_none() {
             return Err(Reason::InvalidPrice);
         }
         if self.live.contains_key(&(p.user, p.order))
@@ -681,8 +752,14 @@ impl Model {
             Side::Buy => spec.quote,
             Side::Sell => spec.base,
         };
-        if hold > self.bal(p.user, hold_currency.as_str()).available {
-            return Err(Reason::InsufficientFunds);
+        if is_fut(&spec) {
+            let price = p.price.expect("model: checked");
+            self.check_future_order(p.user, p.symbol.0 as usize, side, price, p.qty, None)?;
+        } else {
+            if hold > self.bal(p.user, hold_currency.as_str()).available {
+                return Err(Reason::InsufficientFunds);
+            }
+            self.check_margin_after_spending(p.user, hold_currency.as_str(), hold)?;
         }
         if (resting_limit || stop)
             && (self.open_orders_of(p.user) >= self.limits.max_open_orders_per_user
@@ -725,6 +802,7 @@ impl Model {
             post_only: p.post_only,
             display: p.display_qty().unwrap_or(0),
             band: controls.band(),
+            liquidation: false,
         };
         if tif == Tif::Fok && self.fok_fillable(&spec, &taker, hold) < p.qty as i128 {
             events.push(OwnedEvent::Cancelled(Cancelled {
@@ -822,6 +900,7 @@ impl Model {
             display: 0,
             // The band is fixed when the stop enters, at its trigger.
             band: self.controls[symbol.0 as usize].band(),
+            liquidation: false,
         };
         if stop.tif == Tif::Fok && self.fok_fillable(&spec, &taker, 0) < stop.remaining as i128 {
             self.end_taker(&spec, &mut taker, CancelReason::Fok, events);
@@ -842,7 +921,7 @@ impl Model {
             Some(limit) => crosses(taker.side, limit, price),
             None => match taker.side {
                 Side::Buy => true,
-                Side::Sell => !below_fee_floor(spec, price),
+                Side::Sell => is_fut(spec) || !below_fee_floor(spec, price),
             },
         }
     }
@@ -881,7 +960,7 @@ impl Model {
     fn execute(&mut self, spec: SymbolSpec, mut taker: Taker, events: &mut Vec<OwnedEvent>) {
         let s = taker.symbol.0 as usize;
         let opposite = taker.side.opposite();
-        let unpriced_buy = taker.price.is_none() && taker.side == Side::Buy;
+        let unpriced_buy = taker.price.is_none() && taker.side == Side::Buy && !is_fut(&spec);
         // Nothing trades outside `continuous`: the order rests (only resting orders get here).
         let matching = self.controls[s].phase == Phase::Continuous;
         let mut stopped_by_band = false;
@@ -913,17 +992,29 @@ impl Model {
             }
             let mut lots = taker.remaining.min(maker.shown);
             if unpriced_buy {
-                let available = self.bal(taker.user, spec.quote.as_str()).available;
+                let available = self.spendable(taker.user, spec.quote.as_str());
                 let afford = Self::affordable(&spec, available, maker.price);
                 if afford == 0 {
                     break;
                 }
                 lots = lots.min(i64_of(afford));
             }
+            if is_fut(&spec) {
+                match self.overflow_gives_way(&spec, &taker, opposite, lots, events) {
+                    Some(true) => continue,
+                    Some(false) => {
+                        self.end_taker(&spec, &mut taker, CancelReason::Overflow, events);
+                        return;
+                    }
+                    None => {}
+                }
+            }
             self.fill(&spec, &mut taker, maker, lots, events);
         }
         if taker.remaining == 0 {
-            self.ended(taker.user, taker.order);
+            if !taker.liquidation {
+                self.ended(taker.user, taker.order);
+            }
             return;
         }
         // Nothing rests beyond the band on the side that would take.
@@ -973,7 +1064,7 @@ impl Model {
                 spec.quote,
                 taker.price.map_or(0, |p| buy_hold_per_lot(spec, p)) * taker.remaining as i128,
             ),
-            Side::Sell => (spec.base, spec.base_scale as i128 * taker.remaining as i128),
+            Side::Sell => (spec.base, sell_hold_per_lot(spec) * taker.remaining as i128),
         };
         self.hold(taker.user, currency.as_str(), -hold);
         events.push(OwnedEvent::Cancelled(Cancelled {
@@ -985,14 +1076,16 @@ impl Model {
             reason,
         }));
         taker.remaining = 0;
-        self.ended(taker.user, taker.order);
+        if !taker.liquidation {
+            self.ended(taker.user, taker.order);
+        }
     }
 
     /// Returns the hold of `qty` lots of a resting order (it is being reduced or removed).
     fn unrest(&mut self, spec: &SymbolSpec, _symbol: SymbolId, order: &Order, qty: i64) {
         let (currency, per_lot) = match order.side {
             Side::Buy => (spec.quote, buy_hold_per_lot(spec, order.price)),
-            Side::Sell => (spec.base, spec.base_scale as i128),
+            Side::Sell => (spec.base, sell_hold_per_lot(spec)),
         };
         self.hold(order.user, currency.as_str(), -(per_lot * qty as i128));
         if qty == order.remaining {
@@ -1027,18 +1120,24 @@ impl Model {
             ),
         };
         let (quote, base) = (spec.quote.as_str(), spec.base.as_str());
-        // The buyer pays out of its hold (if it has one); the unused part of the hold returns.
-        if let Some(hold_price) = buyer_hold_price {
-            self.hold(buyer, quote, -(q * buy_hold_per_lot(spec, hold_price)));
+        if is_fut(spec) {
+            let s = taker.symbol.0 as usize;
+            self.settle_future_fill(s, buyer, seller, price, lots, buyer_fee, seller_fee);
+        } else {
+            // The buyer pays out of its hold (if it has one); the unused part of the hold
+            // returns.
+            if let Some(hold_price) = buyer_hold_price {
+                self.hold(buyer, quote, -(q * buy_hold_per_lot(spec, hold_price)));
+            }
+            self.bal_mut(buyer, quote).available -= notional + buyer_fee;
+            self.bal_mut(buyer, base).available += base_amount;
+            self.bal_mut(seller, base).held -= base_amount;
+            self.bal_mut(seller, quote).available += notional - seller_fee;
+            self.currencies
+                .get_mut(quote)
+                .expect("model: a symbol's quote currency is known")
+                .fees += maker_fee + taker_fee;
         }
-        self.bal_mut(buyer, quote).available -= notional + buyer_fee;
-        self.bal_mut(buyer, base).available += base_amount;
-        self.bal_mut(seller, base).held -= base_amount;
-        self.bal_mut(seller, quote).available += notional - seller_fee;
-        self.currencies
-            .get_mut(quote)
-            .expect("model: a symbol's quote currency is known")
-            .fees += maker_fee + taker_fee;
 
         let s = taker.symbol.0 as usize;
         let resting = &mut self.books[s].side_mut(maker.side)[0];
@@ -1098,7 +1197,7 @@ impl Model {
                 buy_hold_per_lot(spec, stop.price.expect("model: a stop buy has a price"))
                     * qty as i128,
             ),
-            Side::Sell => (spec.base, spec.base_scale as i128 * qty as i128),
+            Side::Sell => (spec.base, sell_hold_per_lot(spec) * qty as i128),
         };
         self.hold(stop.user, currency.as_str(), -hold);
     }
@@ -1308,7 +1407,7 @@ impl Model {
         let spec = self.symbols[symbol.0 as usize];
         let book = &self.books[symbol.0 as usize];
         let o = book.side(side)[i];
-        if price <= 0 || (side == Side::Sell && below_fee_floor(&spec, price)) {
+        if price <= 0 || (side == Side::Sell && !is_fut(&spec) && below_fee_floor(&spec, price)) {
             return Err(Reason::InvalidPrice);
         }
         let controls = self.controls[symbol.0 as usize];
@@ -1324,12 +1423,18 @@ impl Model {
             return Err(Reason::WouldTake);
         }
         let mut rehold = None;
-        if side == Side::Buy {
+        if is_fut(&spec) {
+            let s = symbol.0 as usize;
+            self.check_future_order(user, s, side, price, o.remaining, Some(order))?;
+        } else if side == Side::Buy {
             let new_hold =
                 hold_of(&spec, side, Some(price), o.remaining).ok_or(Reason::Overflow)?;
             let old_hold = buy_hold_per_lot(&spec, o.price) * o.remaining as i128;
             if new_hold > self.bal(user, spec.quote.as_str()).available + old_hold {
                 return Err(Reason::InsufficientFunds);
+            }
+            if new_hold > old_hold {
+                self.check_margin_after_spending(user, spec.quote.as_str(), new_hold - old_hold)?;
             }
             rehold = Some((old_hold, new_hold));
         }
@@ -1353,6 +1458,7 @@ impl Model {
             post_only: o.post_only,
             display: o.display,
             band: controls.band(),
+            liquidation: false,
         };
         self.execute(spec, taker, events);
         Ok(())
@@ -1393,7 +1499,8 @@ impl Model {
             return Err(Reason::InvalidQty);
         }
         if let Some(price) = a.price()
-            && (price <= 0 || (side == Side::Sell && below_fee_floor(&spec, price)))
+            && (price <= 0
+                || (side == Side::Sell && !is_fut(&spec) && below_fee_floor(&spec, price)))
         {
             return Err(Reason::InvalidPrice);
         }
@@ -1431,8 +1538,16 @@ impl Model {
             Side::Buy => spec.quote,
             Side::Sell => spec.base,
         };
-        if new_hold > self.bal(a.user, currency.as_str()).available + old_hold {
-            return Err(Reason::InsufficientFunds);
+        if is_fut(&spec) {
+            let s = symbol.0 as usize;
+            self.check_future_order(a.user, s, side, price, remaining, Some(a.order))?;
+        } else {
+            if new_hold > self.bal(a.user, currency.as_str()).available + old_hold {
+                return Err(Reason::InsufficientFunds);
+            }
+            if new_hold > old_hold {
+                self.check_margin_after_spending(a.user, currency.as_str(), new_hold - old_hold)?;
+            }
         }
         events.push(OwnedEvent::Amended(Amended {
             symbol,
@@ -1468,6 +1583,7 @@ impl Model {
             post_only: o.post_only,
             display: o.display,
             band: controls.band(),
+            liquidation: false,
         };
         self.execute(spec, taker, events);
         Ok(())
@@ -1635,15 +1751,19 @@ impl Model {
         let notional = q * e as i128 * spec.quote_scale as i128;
         let fee = q * spec.maker_fee as i128;
         let (quote, base) = (spec.quote.as_str(), spec.base.as_str());
-        self.hold(b.user, quote, -(q * buy_hold_per_lot(spec, b.price)));
-        self.bal_mut(b.user, quote).available -= notional + fee;
-        self.bal_mut(b.user, base).available += q * spec.base_scale as i128;
-        self.bal_mut(a.user, base).held -= q * spec.base_scale as i128;
-        self.bal_mut(a.user, quote).available += notional - fee;
-        self.currencies
-            .get_mut(quote)
-            .expect("model: a symbol's quote currency is known")
-            .fees += 2 * fee;
+        if is_fut(spec) {
+            self.settle_future_fill(symbol.0 as usize, b.user, a.user, e, lots, fee, fee);
+        } else {
+            self.hold(b.user, quote, -(q * buy_hold_per_lot(spec, b.price)));
+            self.bal_mut(b.user, quote).available -= notional + fee;
+            self.bal_mut(b.user, base).available += q * spec.base_scale as i128;
+            self.bal_mut(a.user, base).held -= q * spec.base_scale as i128;
+            self.bal_mut(a.user, quote).available += notional - fee;
+            self.currencies
+                .get_mut(quote)
+                .expect("model: a symbol's quote currency is known")
+                .fees += 2 * fee;
+        }
         let s = symbol.0 as usize;
         for side in [Side::Buy, Side::Sell] {
             let front = &mut self.books[s].side_mut(side)[0];
@@ -1688,8 +1808,8 @@ impl Model {
             last: c.last,
             reference: c.reference,
             band_bps: c.band_bps,
-            future: false,
-            mark: 0,
+            future: self.futs.contains_key(&(symbol.0 as usize)),
+            mark: self.futs.get(&(symbol.0 as usize)).map_or(0, |f| f.mark),
         })
     }
 
@@ -1709,7 +1829,8 @@ impl Model {
         let spec = self.symbols[symbol.0 as usize];
         let stop = self.stops[symbol.0 as usize][i];
         if let Some(price) = a.price()
-            && (price <= 0 || (stop.side == Side::Sell && below_fee_floor(&spec, price)))
+            && (price <= 0
+                || (stop.side == Side::Sell && !is_fut(&spec) && below_fee_floor(&spec, price)))
         {
             return Err(Reason::InvalidPrice);
         }
@@ -1743,8 +1864,17 @@ impl Model {
             Side::Buy => spec.quote,
             Side::Sell => spec.base,
         };
-        if new_hold > self.bal(a.user, currency.as_str()).available + old_hold {
-            return Err(Reason::InsufficientFunds);
+        if is_fut(&spec) {
+            let price = price.expect("model: a futures stop has a price");
+            let s = symbol.0 as usize;
+            self.check_future_order(a.user, s, stop.side, price, remaining, Some(a.order))?;
+        } else {
+            if new_hold > self.bal(a.user, currency.as_str()).available + old_hold {
+                return Err(Reason::InsufficientFunds);
+            }
+            if new_hold > old_hold {
+                self.check_margin_after_spending(a.user, currency.as_str(), new_hold - old_hold)?;
+            }
         }
         self.hold(a.user, currency.as_str(), new_hold - old_hold);
         if !kept {
@@ -2005,11 +2135,12 @@ impl Model {
             suspended: self.suspended.contains(&user),
             balances,
             orders,
-            positions: Vec::new(),
+            positions: self.positions_of(user),
         })
     }
 
     pub fn venue_totals(&self) -> Vec<CurrencyTotals> {
+        let costs = self.position_costs();
         self.currencies
             .iter()
             .map(|(currency, t)| {
@@ -2024,11 +2155,11 @@ impl Model {
                     currency: Name::new(currency).expect("model: currency names are valid"),
                     deposits: i64_of(t.deposits),
                     withdrawals: i64_of(t.withdrawals),
-                    available: i64_of(available),
-                    held: i64_of(held),
+                    available: available.clamp(i64::MIN as i128, MAX) as i64,
+                    held: held.clamp(i64::MIN as i128, MAX) as i64,
                     fees: i64_of(t.fees),
-                    insurance: 0,
-                    position_cost: 0,
+                    insurance: i64_of(t.insurance),
+                    position_cost: costs.get(currency).copied().unwrap_or(0),
                 }
             })
             .collect()
@@ -2043,7 +2174,7 @@ impl Model {
                 assert!(stop.remaining > 0, "model: an empty stop waits");
                 let (currency, per_lot) = match stop.side {
                     Side::Buy => (spec.quote, buy_hold_per_lot(spec, stop.price.unwrap())),
-                    Side::Sell => (spec.base, spec.base_scale as i128),
+                    Side::Sell => (spec.base, sell_hold_per_lot(spec)),
                 };
                 *expected_held
                     .entry((stop.user, currency.as_str().to_string()))
@@ -2061,7 +2192,7 @@ impl Model {
                 );
                 let (currency, per_lot) = match o.side {
                     Side::Buy => (spec.quote, buy_hold_per_lot(spec, o.price)),
-                    Side::Sell => (spec.base, spec.base_scale as i128),
+                    Side::Sell => (spec.base, sell_hold_per_lot(spec)),
                 };
                 *expected_held
                     .entry((o.user, currency.as_str().to_string()))
@@ -2078,7 +2209,12 @@ impl Model {
         }
         for (&user, balances) in &self.users {
             for (currency, b) in balances {
-                assert!(b.available >= 0 && b.held >= 0, "model: negative balance");
+                // A futures currency's available may go negative (docs/rules.md, "Futures").
+                let futures_currency = !self.futures_of(currency).is_empty();
+                assert!(
+                    (b.available >= 0 || futures_currency) && b.held >= 0,
+                    "model: negative balance"
+                );
                 let want = expected_held
                     .get(&(user, currency.clone()))
                     .copied()
@@ -2088,7 +2224,8 @@ impl Model {
         }
         for t in self.venue_totals() {
             assert_eq!(
-                t.available as i128 + t.held as i128 + t.fees as i128,
+                t.available as i128 + t.held as i128 + t.fees as i128 + t.insurance as i128
+                    - t.position_cost,
                 t.deposits as i128 - t.withdrawals as i128,
                 "model: {} is not conserved",
                 t.currency

@@ -117,6 +117,8 @@ pub enum Op {
         base: u8,
         quote: u8,
         profile: u8,
+        /// A future (only in [`futures_stream`]).
+        future: bool,
     },
     AddUser {
         user: u8,
@@ -209,6 +211,17 @@ pub enum Op {
     SetRefPrice {
         symbol: u8,
         price: Px,
+    },
+    /// A future's mark: a few ticks around where it trades, sometimes a bad or huge price.
+    SetMark {
+        symbol: u8,
+        price: Px,
+    },
+    /// Adds to or takes from a currency's insurance fund.
+    Fund {
+        currency: u8,
+        amount: Amount,
+        tx: u16,
     },
 }
 
@@ -367,7 +380,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         3 => any::<u8>().prop_map(|user| Op::UserReport { user }),
         2 => Just(Op::VenueReport),
         2 => (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()).prop_map(
-            |(name, base, quote, profile)| Op::AddSymbol { name, base, quote, profile }
+            |(name, base, quote, profile)| Op::AddSymbol { name, base, quote, profile, future: false }
         ),
         1 => any::<u8>().prop_map(|user| Op::AddUser { user }),
         1 => any::<u8>().prop_map(|choice| Op::SetWindow { choice }),
@@ -378,6 +391,35 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (any::<u8>(), any::<u8>()).prop_map(|(symbol, choice)| Op::SetBand { symbol, choice }),
         1 => (any::<u8>(), px()).prop_map(|(symbol, price)| Op::SetRefPrice { symbol, price }),
     ]
+}
+
+/// Any op of [`op`], and the futures operator's: marks and the insurance fund.
+pub fn futures_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        20 => op(),
+        3 => (any::<u8>(), px()).prop_map(|(symbol, price)| Op::SetMark { symbol, price }),
+        1 => (any::<u8>(), amount(), 0u16..40)
+            .prop_map(|(currency, amount, tx)| Op::Fund { currency, amount, tx }),
+    ]
+}
+
+/// A stream whose first symbol is a future (margins of a few lots' value, so that deposits
+/// both cover and fail them), with marks moving and the fund changing.
+pub fn futures_stream(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<Op>> {
+    (setup(2..=5), prop::collection::vec(futures_op(), len)).prop_map(|(mut ops, more)| {
+        if let Some(Op::AddSymbol { future, .. }) = ops.first_mut() {
+            *future = true;
+        }
+        // The future and one spot symbol: half the orders go to the future.
+        let mut symbols = 0;
+        ops.retain(|op| {
+            let keep = !matches!(op, Op::AddSymbol { .. }) || symbols < 2;
+            symbols += matches!(op, Op::AddSymbol { .. }) as usize;
+            keep
+        });
+        ops.extend(more);
+        ops
+    })
 }
 
 /// A setup deposit's power of ten: mostly enough to trade a few lots on every symbol, sometimes
@@ -404,6 +446,7 @@ pub fn setup(users: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Ve
                     base,
                     quote,
                     profile,
+                    future: false,
                 });
             }
             for user in 0..users {
@@ -575,9 +618,23 @@ pub fn command(op: &Op, view: &impl View) -> Command {
             base,
             quote,
             profile,
+            future,
         } => {
             let (base_scale, quote_scale, maker_fee, taker_fee) =
                 PROFILES[profile as usize % PROFILES.len()];
+            // A future: margins of a few lots' value, the mark where the stream's prices are.
+            let kind = if future {
+                let floor = ((taker_fee + quote_scale.max(1) - 1) / quote_scale.max(1)).max(1);
+                let lot = (floor + 3).saturating_mul(quote_scale.max(1));
+                let initial_margin = lot.saturating_mul(1 + (profile % 3) as i64);
+                Some(rialto_core::SymbolKind::Future {
+                    initial_margin,
+                    maintenance_margin: (initial_margin / 2).max(1),
+                    mark_price: floor + 3,
+                })
+            } else {
+                SymbolSpec::SPOT
+            };
             // names from the first three only: at most three symbols, mostly duplicates
             Command::AddSymbol(Box::new(SymbolSpec {
                 symbol: name(SYMBOLS[n as usize % SYMBOLS.len()]),
@@ -594,7 +651,7 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 } else {
                     6 * 3_600_000_000_000
                 },
-                kind: SymbolSpec::SPOT,
+                kind,
             }))
         }
         Op::AddUser { user } => Command::AddUser {
@@ -674,8 +731,15 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 _ => None,
             };
             let post_only = post_only % 40 == 0 || (limit_gtc && post_only % 5 == 1);
+            // A futures market or stop order is mostly priced (its protection price), so that
+            // it trades rather than meets `invalid_price`.
+            let future = matches!(spec.kind, Some(rialto_core::SymbolKind::Future { .. }));
             let price = match order_type {
-                OrderType::Market | OrderType::Stop if !market_priced => None,
+                OrderType::Market | OrderType::Stop
+                    if !(market_priced || future && kind % 8 != 0) =>
+                {
+                    None
+                }
                 _ => price_of(&spec, price),
             };
             let garble = garble % 100;
@@ -791,6 +855,29 @@ pub fn command(op: &Op, view: &impl View) -> Command {
                 4 => -1 - (choice / 8) as i64,
                 c => [10_000, 30_000, 100_000][c as usize - 5],
             },
+        },
+        Op::SetMark { symbol, price } => {
+            let symbol = symbol_of(view, symbol);
+            let spec = spec_or_plain(view, symbol);
+            Command::SetMarkPrice {
+                symbol,
+                price: price_of(&spec, price).unwrap_or(0),
+            }
+        }
+        Op::Fund {
+            currency,
+            amount,
+            tx,
+        } => Command::FundInsurance {
+            currency: name(CURRENCIES[currency as usize % CURRENCIES.len()]),
+            amount: match amount {
+                Amount::Deposit(e, m) => (1 + (m % 9) as i64) * 10i64.pow((e % 18) as u32),
+                Amount::Max(k) => [i64::MAX, i64::MAX - 1, i64::MAX / 2][k as usize % 3],
+                Amount::Zero => 0,
+                Amount::WithdrawMin => i64::MIN,
+                _ => -1 - (tx as i64 % 100),
+            },
+            tx: tx as i64,
         },
         Op::SetRefPrice { symbol, price } => {
             let symbol = symbol_of(view, symbol);
