@@ -2677,6 +2677,7 @@ impl Engine {
             balances,
             orders,
             positions: self.positions_of(account_idx),
+            margins: self.margins_of(account_idx),
         })
     }
 

@@ -1352,6 +1352,7 @@ impl<'a> Reader<'a> {
             balances,
             orders: Vec::new(),
             positions: Vec::new(),
+            margins: Vec::new(),
         })
     }
 

@@ -502,6 +502,7 @@ fn full_lists_fit_in_a_frame() {
             MAX_REPORT_ORDERS
         ],
         positions: Vec::new(),
+        margins: Vec::new(),
     };
     let totals = rialto_core::CurrencyTotals {
         currency: name,
@@ -633,6 +634,7 @@ fn report_ext_bytes_are_as_documented_and_report_is_unchanged() {
         balances: vec![],
         orders: vec![order],
         positions: Vec::new(),
+        margins: Vec::new(),
     };
     let i64le = |v: i64| v.to_le_bytes().to_vec();
     let head = [

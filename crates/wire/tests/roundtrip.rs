@@ -191,6 +191,7 @@ fn report() -> impl Strategy<Value = UserReport> {
             balances,
             orders,
             positions: Vec::new(),
+            margins: Vec::new(),
         })
 }
 
@@ -235,6 +236,7 @@ fn report_ext() -> impl Strategy<Value = UserReport> {
             balances,
             orders,
             positions: Vec::new(),
+            margins: Vec::new(),
         })
 }
 

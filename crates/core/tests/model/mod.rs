@@ -2006,6 +2006,7 @@ impl Model {
             balances,
             orders,
             positions: Vec::new(),
+            margins: Vec::new(),
         })
     }
 
