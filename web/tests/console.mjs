@@ -852,6 +852,7 @@ async function main() {
         const operator = await openConsole(browser, 'futures admin', FUTURE);
         await login(operator, 'admin', opts['admin-secret']);
         await operator.waitForSelector('[data-testid="admin-view"]:not([hidden])');
+        await operator.waitForSelector(`[data-testid="admin-phase-row"][data-symbol="${FUTURE}"]`);
         await control(operator, { 'control-symbol': FUTURE, 'control-mark': FUTURE_MARK }, 'set-mark-button', 'accepted');
         await control(operator, { 'control-mark': '0.001' }, 'set-mark-button', 'mark price');
         await trader.waitForFunction((m) => document.querySelector('[data-testid="mark-price"]').textContent === m, FUTURE_MARK);
