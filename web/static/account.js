@@ -32,7 +32,7 @@ function describeError(error) {
 }
 
 export class Account {
-  constructor({ api, feed, symbol, units, bestPrice, onOwnOrdersChanged, onAdmin }) {
+  constructor({ api, feed, symbol, units, bestPrice, onOwnOrdersChanged, onAdmin, markOf }) {
     this.api = api;
     this.bestPrice = bestPrice;
     this.feed = feed;
@@ -40,6 +40,11 @@ export class Account {
     this.units = units;
     this.onOwnOrdersChanged = onOwnOrdersChanged;
     this.onAdmin = onAdmin;
+    this.markOf = markOf || (() => null);
+    // Futures (docs/api.md, "Futures"): the server's rows, decimal strings as it writes them.
+    this.positions = [];
+    this.margins = [];
+    this.positionsTimer = null;
     this.mode = null; // null, 'trader' or 'admin'
     this.balances = new Map(); // currency -> { available, held }
     this.currencyUnits = new Map(); // currency -> Unit of its minor unit (exchange-info)
@@ -69,7 +74,7 @@ export class Account {
     this.refreshAgain = false;
     this.refreshTimer = null;
     this.frameRequested = false;
-    this.dirty = { balances: false, orders: false, events: false };
+    this.dirty = { balances: false, orders: false, events: false, positions: false };
     this.bind();
   }
 
@@ -85,6 +90,7 @@ export class Account {
     });
     for (const id of ['order-side', 'order-type', 'order-tif', 'order-price', 'order-qty', 'order-stop', 'order-display', 'order-expiry']) {
       $(id).addEventListener('input', () => this.updateForm());
+      $(id).addEventListener('change', () => this.updateForm());
     }
     $('cancel-all').addEventListener('click', () => this.cancelAll());
     for (const button of document.querySelectorAll('[data-percent]')) {
@@ -151,6 +157,7 @@ export class Account {
         this.mode = 'trader';
         this.setBalances(balances);
         await this.refreshOrders();
+        await this.refreshPositions();
         const login = await this.feed.login(() => this.api.wsLogin());
         // An issued key (rk…) names its user only in the login's answer.
         if (login && login.user !== undefined && String(login.user) !== key) {
@@ -195,6 +202,8 @@ export class Account {
     this.mode = null;
     this.balances.clear();
     this.orders.clear();
+    this.positions = [];
+    this.margins = [];
     this.history.stop();
     this.fillList.stop();
     $('login-form').hidden = false;
@@ -207,18 +216,28 @@ export class Account {
     delete document.body.dataset.account;
     this.status('login-status', 'logged out');
     if (wasAdmin) this.onAdmin(false);
-    for (const what of ['balances', 'orders']) this.markDirty(what);
+    for (const what of ['balances', 'orders', 'positions']) this.markDirty(what);
     this.onOwnOrdersChanged();
   }
 
   // The private stream.
 
   onUser(msg) {
+    if (msg.type === 'positions') {
+      // Positions and margins, decimal strings shown as the server writes them.
+      this.setPositions(msg.positions, msg.margins);
+      return;
+    }
     this.eventUnits(msg);
     switch (msg.type) {
       case 'balances':
         this.setBalances(msg.balances);
         return;
+      case 'liquidated':
+        this.log(`LIQUIDATED: futures positions in ${msg.currency} closed; equity ${msg.equity} was below ` +
+          `maintenance ${msg.maintenance}; the insurance fund paid ${msg.shortfall} (seq ${msg.seq})`);
+        this.refreshPositionsSoon();
+        break;
       case 'orders':
         // The open orders, sent with the balances on subscribing.
         this.orders.clear();
@@ -297,6 +316,110 @@ export class Account {
       this.balances.set(b.currency, unit ? { ...b, available: unit.units(b.available), held: unit.units(b.held) } : b);
     }
     this.markDirty('balances');
+  }
+
+  // Futures: positions and margin (GET /api/v1/positions and /margin, then the user channel).
+
+  setPositions(positions, margins) {
+    this.positions = positions || [];
+    this.margins = margins || [];
+    this.markDirty('positions');
+    this.renderMargin();
+  }
+
+  async refreshPositions() {
+    if (this.mode !== 'trader') return;
+    try {
+      const [positions, margins] = await Promise.all([
+        this.api.signed('GET', '/api/v1/positions?units=decimal'),
+        this.api.signed('GET', '/api/v1/margin?units=decimal'),
+      ]);
+      if (this.mode === 'trader') this.setPositions(positions, margins);
+    } catch (error) {
+      // A server without futures endpoints: the panel stays hidden.
+      if (!error || error.status !== 404) this.log(`positions: ${describeError(error)}`);
+    }
+  }
+
+  /** At most a few fetches a second, however many marks move. */
+  refreshPositionsSoon() {
+    if (this.positionsTimer !== null || this.mode !== 'trader') return;
+    this.positionsTimer = setTimeout(() => {
+      this.positionsTimer = null;
+      this.refreshPositions();
+    }, 200);
+  }
+
+  /** A future's mark moved (the status channel): its positions' PnL and the form's margin. */
+  onMark(symbol) {
+    if (this.positions.some((p) => p.symbol === symbol)) this.refreshPositionsSoon();
+    if (symbol === this.symbol()) this.renderMargin();
+  }
+
+  renderPositions() {
+    const trader = this.mode === 'trader';
+    // Shown on a venue with futures (the server then reports a margin per quote currency).
+    $('positions-box').hidden = !trader || (this.margins.length === 0 && this.positions.length === 0);
+    const rows = this.positions.map((p) => {
+      const tr = document.createElement('tr');
+      tr.dataset.testid = 'position-row';
+      tr.dataset.symbol = p.symbol;
+      const pnl = String(p.unrealised_pnl ?? '—');
+      tr.append(
+        cell(p.symbol),
+        cell(`${p.side} ${String(p.size).replace(/^-/, '')}`, p.side === 'long' ? 'bid' : 'ask'),
+        cell(String(p.entry_price ?? '—'), 'num'),
+        cell(String(p.mark ?? '—'), 'num'),
+        cell(`${pnl} ${p.quote}`, `num ${pnl.startsWith('-') ? 'ask' : 'bid'}`),
+        cell(p.liquidation_price === null || p.liquidation_price === undefined ? '—' : String(p.liquidation_price), 'num'),
+      );
+      return tr;
+    });
+    $('positions').replaceChildren(...rows);
+    $('positions-empty').hidden = rows.length > 0;
+    $('margins').replaceChildren(...this.margins.map((m) => {
+      const tr = document.createElement('tr');
+      tr.dataset.testid = 'margin-row';
+      tr.append(cell(m.currency), cell(String(m.equity), 'num'), cell(String(m.initial), 'num'),
+        cell(String(m.maintenance), 'num'), cell(String(m.available), 'num'));
+      return tr;
+    }));
+  }
+
+  /**
+   * On a future: what the order in the form adds to the initial margin at most, `qty ×
+   * initial_margin` plus its open loss at the mark (docs/rules.md, "Margin"), beside the margin
+   * available in the quote currency. BigInt minor units throughout.
+   */
+  renderMargin() {
+    const node = $('order-margin');
+    const units = this.units(this.symbol());
+    const info = units && units.info;
+    if (!info || info.type !== 'future' || this.mode !== 'trader') {
+      node.hidden = true;
+      return;
+    }
+    node.hidden = false;
+    const quote = this.currencyUnits.get(info.quote);
+    const margin = this.margins.find((m) => m.currency === info.quote);
+    const available = margin ? `${margin.available} ${info.quote} available` : '';
+    const qtyText = $('order-qty').value.trim();
+    const qty = qtyText ? units.qty.parse(qtyText) : null;
+    const side = $('order-side').value;
+    const price = this.costPrice(units, side);
+    const mark = this.markOf(info.symbol);
+    if (!quote || !qty || qty.error || !price || mark === null) {
+      node.textContent = `Margin: ${available || '—'}`;
+      return;
+    }
+    const lots = BigInt(qty.value);
+    const perLot = quote.units(String(info.initial_margin));
+    const through = side === 'buy' ? price.ticks - BigInt(mark) : BigInt(mark) - price.ticks;
+    const openLoss = through > 0n ? lots * through * BigInt(info.quote_scale) : 0n;
+    const needs = lots * BigInt(perLot) + openLoss;
+    node.textContent = `Margin: this order ≤ ${this.amount(info.quote, needs)} ${info.quote}` +
+      `${openLoss > 0n ? ` (open loss ${this.amount(info.quote, openLoss)})` : ''}${available ? ` · ${available}` : ''}`;
+    node.dataset.minor = String(needs);
   }
 
   /**
@@ -437,6 +560,7 @@ export class Account {
       ].filter(Boolean).join(' ')
       : '';
     this.renderTotal();
+    this.renderMargin();
   }
 
   /**
@@ -600,7 +724,8 @@ export class Account {
       this.onOwnOrdersChanged();
     }
     if (this.dirty.events) $('events').textContent = this.events.join('\n');
-    this.dirty = { balances: false, orders: false, events: false };
+    if (this.dirty.positions) this.renderPositions();
+    this.dirty = { balances: false, orders: false, events: false, positions: false };
   }
 
   /** Each currency's minor unit, so that balances show in its decimals ("10,000,000.00000"). */

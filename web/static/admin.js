@@ -154,6 +154,29 @@ export class AdminView {
       }
       this.control(`set_ref_price ${symbol()} ${text}`, path('ref_price'), { price: price.value });
     });
+    onSubmit('mark-form', () => {
+      const units = this.units(symbol());
+      const text = $('control-mark').value.trim();
+      const price = units ? units.price.parse(text) : { error: 'unknown symbol' };
+      if (price.error) {
+        this.controlStatus(`mark price: ${price.error}`, 'error');
+        return;
+      }
+      this.control(`set_mark_price ${symbol()} ${text}`, path('mark_price'), { price: price.value });
+    });
+    onSubmit('insurance-form', async () => {
+      const currency = $('insurance-currency').value;
+      const amount = $('insurance-amount').value.trim();
+      const tx = $('insurance-tx').value.trim() || String(Date.now());
+      if (!/^-?\d+$/.test(amount) || !/^\d+$/.test(tx)) {
+        this.controlStatus('fund insurance: the amount (minor units) and tx are whole numbers', 'error');
+        return;
+      }
+      // Integer text: amounts in minor units may exceed 2^53.
+      const body = `{"currency":${JSON.stringify(currency)},"amount":${amount},"tx":${tx}}`;
+      await this.control(`fund_insurance ${currency} ${amount}`, '/api/v1/admin/insurance', body);
+      this.loadVenue();
+    });
     const user = () => {
       const text = $('control-user').value.trim();
       const id = Number(text);
@@ -236,9 +259,10 @@ export class AdminView {
       const limits = s && bandLimits(s.reference, s.band_bps);
       let band = 'none';
       if (s && s.band_bps) band = `${formatInt(s.band_bps)} bps${limits ? `: ${price(limits.lo)}–${price(limits.hi)}` : ''}`;
-      return [name, { phase: s ? s.phase : '?', reference: s ? price(s.reference) : '', band }];
+      const mark = s && s.type === 'future' ? price(s.mark) : '';
+      return [name, { phase: s ? s.phase : '?', reference: s ? price(s.reference) : '', band, mark }];
     });
-    const t = table(rows, ['phase', 'reference', 'band'], 'symbol');
+    const t = table(rows, ['phase', 'reference', 'band', 'mark'], 'symbol');
     t.querySelectorAll('tbody tr').forEach((tr, i) => {
       tr.dataset.testid = 'admin-phase-row';
       tr.dataset.symbol = rows[i][0];
@@ -275,23 +299,36 @@ export class AdminView {
     const symbols = this.symbols();
     const columns = ['id', 'base', 'quote', 'base_scale', 'quote_scale', 'maker_fee', 'taker_fee', 'price_tick', 'qty_lot'];
     $('admin-symbols').replaceChildren(table(symbols.map((s) => [s.symbol, s]), columns, 'symbol'));
-    const currencies = [...new Set(symbols.flatMap((s) => [s.base, s.quote]))].sort();
-    const select = $('deposit-currency');
-    if (select.options.length !== currencies.length) {
-      select.replaceChildren(
-        ...currencies.map((c) => {
-          const option = document.createElement('option');
-          option.value = c;
-          option.textContent = c;
-          return option;
-        }),
-      );
+    // A future's base names its underlying, no currency.
+    const currencies = [...new Set(symbols.flatMap((s) => (s.type === 'future' ? [s.quote] : [s.base, s.quote])))].sort();
+    for (const select of [$('deposit-currency'), $('insurance-currency')]) {
+      if (select.options.length !== currencies.length) {
+        select.replaceChildren(
+          ...currencies.map((c) => {
+            const option = document.createElement('option');
+            option.value = c;
+            option.textContent = c;
+            return option;
+          }),
+        );
+      }
     }
   }
 
   async loadVenue() {
     try {
-      renderJson($('admin-venue'), await this.api.signed('GET', '/api/v1/admin/venue'));
+      const totals = await this.api.signed('GET', '/api/v1/admin/venue');
+      renderJson($('admin-venue'), totals);
+      // The insurance fund of each currency some future is quoted in (or that has one).
+      const quotes = new Set(this.symbols().filter((s) => s.type === 'future').map((s) => s.quote));
+      const funds = (totals || []).filter((t) => quotes.has(t.currency) || t.insurance);
+      const node = $('admin-insurance');
+      if (funds.length) {
+        renderJson(node, funds.map((t) => ({ currency: t.currency, insurance: t.insurance, position_cost: t.position_cost })));
+      } else {
+        node.textContent = 'no futures';
+        node.classList.add('dim');
+      }
     } catch (error) {
       $('admin-venue').textContent = describeError(error);
     }

@@ -76,6 +76,11 @@ const account = new Account({
   bestPrice: (side) => (side === 'buy' ? state.book.asks.best : state.book.bids.best),
   onOwnOrdersChanged: () => markDirty('book'),
   onAdmin: (isAdmin) => showAdminTab(isAdmin),
+  // A future's mark in ticks (the status channel's), null for a spot symbol.
+  markOf: (symbol) => {
+    const status = state.status.get(symbol);
+    return status && status.type === 'future' && status.mark !== null ? status.mark : null;
+  },
 });
 const markets = new MarketList($('markets'), {
   api,
@@ -174,12 +179,16 @@ function renderStatus(units) {
   const phase = $('phase');
   const band = $('band');
   if (!status) {
+    $('mark-stat').hidden = true;
     phase.textContent = '—';
     phase.className = 'phase';
     delete phase.dataset.phase;
     band.textContent = '—';
     return;
   }
+  const future = status.type === 'future' && status.mark !== null && status.mark !== undefined;
+  $('mark-stat').hidden = !future;
+  $('mark-price').textContent = future ? units.price.format(status.mark) : '—';
   phase.textContent = status.phase;
   phase.className = `phase phase-${status.phase}`;
   phase.dataset.phase = status.phase;
@@ -289,7 +298,8 @@ function onStatus(msg) {
     for (const s of msg.symbols || []) {
       const units = state.unitsBySymbol.get(s.symbol);
       if (!units) continue;
-      state.status.set(s.symbol, { ...s, last: units.price.units(s.last), reference: units.price.units(s.reference) });
+      const mark = s.mark === null || s.mark === undefined ? null : units.price.units(s.mark);
+      state.status.set(s.symbol, { ...s, last: units.price.units(s.last), reference: units.price.units(s.reference), mark });
     }
     state.statusSeq = msg.seq;
   } else {
@@ -298,7 +308,7 @@ function onStatus(msg) {
     const status = state.status.get(msg.symbol);
     if (!status) return;
     const units = state.unitsBySymbol.get(msg.symbol);
-    for (const field of ['price', 'reference', 'last']) if (field in msg) msg[field] = units.price.units(msg[field]);
+    for (const field of ['price', 'reference', 'last', 'mark']) if (field in msg) msg[field] = units.price.units(msg[field]);
     for (const field of ['qty', 'imbalance']) if (field in msg) msg[field] = units.qty.units(msg[field]);
     if (msg.type === 'phase') {
       status.phase = msg.phase;
@@ -312,6 +322,10 @@ function onStatus(msg) {
       status.reference = msg.reference;
       status.last = msg.last;
       account.log(`${msg.symbol}: band ${msg.band_bps} bps, reference ${units.price.format(msg.reference)} (seq ${msg.seq})`);
+    } else if (msg.type === 'mark') {
+      status.mark = msg.mark;
+      account.log(`${msg.symbol}: mark ${units.price.format(msg.mark)} (seq ${msg.seq})`);
+      account.onMark(msg.symbol);
     }
   }
   statusChanged();

@@ -83,6 +83,12 @@ const AUCTION_SELL = '4995.00';
 const AUCTION_BUY = '4998.00';
 const REFERENCE = '5000.00';
 const BAND_BPS = 1000;
+// A future the operator lists (docs/api.md, "Futures"): its price and mark, and the mark it
+// moves to; margins per lot in quote minor units.
+const FUTURE = 'IDX-PERP';
+const FUTURE_PRICE = '5000.00';
+const FUTURE_MARK = '5100.00';
+const FUTURE_QTY = '0.002';
 
 let stepNumber = 0;
 let failed = false;
@@ -217,7 +223,7 @@ function shotPath(what) {
   return opts.screenshot.replace(/(\.png)?$/, `-${what}.png`);
 }
 
-async function openConsole(browser, name) {
+async function openConsole(browser, name, symbol = SYMBOL) {
   const context = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
   const page = await context.newPage();
   page.setDefaultTimeout(TIMEOUT_MS);
@@ -229,7 +235,7 @@ async function openConsole(browser, name) {
       pageErrors.push(`${name} console: ${message.text()}`);
     }
   });
-  await page.goto(`${BASE}/#${SYMBOL}`);
+  await page.goto(`${BASE}/#${symbol}`);
   await page.waitForSelector('body[data-ready="true"]');
   await page.waitForSelector('[data-testid="ladder"][data-synced="true"]');
   return page;
@@ -810,6 +816,63 @@ async function main() {
         await waitForOrderRow(page1, stopOrder, { pending: true });
         await admin.screenshot({ path: opts.screenshot.replace(/(\.png)?$/, '-admin.png') });
         return result.trim().replace(/^\S+\s+/, '');
+      });
+    }
+
+    if (opts['admin-secret']) {
+      await step(`the operator lists ${FUTURE}; after a trade user 1's positions panel shows the short, the order form its margin, a new mark moves the PnL, and the admin view shows the insurance fund`, async () => {
+        const tick = info.price_tick;
+        await signedRest('admin', opts['admin-secret'], 'POST', '/api/v1/admin/symbols', {
+          symbol: FUTURE, base: 'IDX', quote: info.quote, base_scale: info.base_scale, quote_scale: info.quote_scale,
+          maker_fee: 0, taker_fee: 0, price_tick: tick, qty_lot: info.qty_lot, type: 'future',
+          initial_margin: 50000, maintenance_margin: 25000, mark_price: toUnits(FUTURE_PRICE, tick),
+        });
+        const trader = await openConsole(browser, 'futures trader', FUTURE);
+        await login(trader, '1', opts.secret1);
+        await trader.waitForFunction((m) => document.querySelector('[data-testid="mark-price"]').textContent === m, FUTURE_PRICE);
+        // The order form on a future: what the order needs of the initial margin (2 lots × 0.5).
+        await trader.getByTestId('order-side').selectOption('sell');
+        await trader.getByTestId('order-price').fill(FUTURE_PRICE);
+        await trader.getByTestId('order-qty').fill(FUTURE_QTY);
+        const margin = await trader.getByTestId('order-margin').textContent();
+        check(margin.startsWith(`Margin: this order ≤ 1.00000 ${info.quote}`), `the form's margin: ${margin}`);
+        await placeOrder(trader, 'sell', FUTURE_PRICE, FUTURE_QTY);
+        await signedRest('2', opts.secret2, 'POST', '/api/v1/orders', {
+          symbol: FUTURE, side: 'buy', price: toUnits(FUTURE_PRICE, tick), qty: toUnits(FUTURE_QTY, info.qty_lot), tif: 'ioc',
+        });
+        const row = `[data-testid="position-row"][data-symbol="${FUTURE}"]`;
+        await trader.waitForSelector(row);
+        const text = async () => (await trader.locator(row).innerText()).replace(/\s+/g, ' ');
+        const opened = await text();
+        check(opened.includes(`short ${FUTURE_QTY}`) && opened.includes(`5000 ${FUTURE_PRICE}`) && opened.includes(`0.00000 ${info.quote}`),
+          `the position: ${opened}`);
+        const margins = await trader.locator('[data-testid="margin-row"]').innerText();
+        check(margins.replace(/\s+/g, ' ').includes(`${info.quote} `), `margins: ${margins}`);
+
+        const operator = await openConsole(browser, 'futures admin', FUTURE);
+        await login(operator, 'admin', opts['admin-secret']);
+        await operator.waitForSelector('[data-testid="admin-view"]:not([hidden])');
+        await operator.waitForSelector(`[data-testid="admin-phase-row"][data-symbol="${FUTURE}"]`);
+        await control(operator, { 'control-symbol': FUTURE, 'control-mark': FUTURE_MARK }, 'set-mark-button', 'accepted');
+        await control(operator, { 'control-mark': '0.001' }, 'set-mark-button', 'mark price');
+        await trader.waitForFunction((m) => document.querySelector('[data-testid="mark-price"]').textContent === m, FUTURE_MARK);
+        // Short 2 lots, 100 ticks of 0.00001 USD against it.
+        try {
+          await trader.waitForFunction((r) => document.querySelector(r).innerText.includes('-0.20000'), row);
+        } catch {
+          throw new Error(`after the mark: ${await text()}`);
+        }
+        await operator.getByTestId('insurance-currency').selectOption(info.quote);
+        await operator.getByTestId('insurance-amount').fill('123456');
+        await control(operator, {}, 'insurance-button', 'accepted');
+        await operator.waitForFunction(() => document.querySelector('[data-testid="admin-insurance"]').innerText.includes('123,456'));
+        const fund = (await operator.getByTestId('admin-insurance').innerText()).replace(/\s+/g, ' ');
+        const log = await trader.getByTestId('events').textContent();
+        check(log.includes(`${FUTURE}: mark ${FUTURE_MARK}`), `the event log: ${log.slice(0, 300)}`);
+        await trader.screenshot({ path: opts.screenshot.replace(/(\.png)?$/, '-futures.png') });
+        await operator.context().close();
+        await trader.context().close();
+        return `${opened}; fund: ${fund}`;
       });
     }
 

@@ -1183,6 +1183,7 @@ mod tests {
                 lots: -2,
                 cost: -2000,
             }],
+            margins: Vec::new(),
         };
         let names = SymbolNames::default();
         assert_eq!(

@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Every step the script reports when given the admin secret.
-const STEPS: usize = 27;
+const STEPS: usize = 28;
 /// The widths the script checks the layout at and photographs (LAYOUT_WIDTHS in console.mjs).
 const LAYOUT_WIDTHS: [u32; 3] = [360, 768, 1440];
 /// The whole browser run, launch to screenshot; each of its waits has its own 15 s limit.
@@ -94,7 +94,11 @@ fn the_console_trades_in_headless_chromium() {
     let credentials = rialto_server::auth::Credentials::load_or_create(data.path()).unwrap();
     let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web_console.png");
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let mut screenshots = vec![screenshot.clone(), tmp.join("web_console-admin.png")];
+    let mut screenshots = vec![
+        screenshot.clone(),
+        tmp.join("web_console-admin.png"),
+        tmp.join("web_console-futures.png"),
+    ];
     for view in ["trade", "admin"] {
         for width in LAYOUT_WIDTHS {
             screenshots.push(tmp.join(format!("web_console-{view}-{width}.png")));

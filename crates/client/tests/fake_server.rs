@@ -44,6 +44,7 @@ fn report(request: u64, user: i64) -> ServerMsg {
             )],
             orders: vec![],
             positions: Vec::new(),
+            margins: Vec::new(),
         },
         margins: Vec::new(),
     }

@@ -2771,6 +2771,7 @@ impl Engine {
             balances,
             orders,
             positions: self.positions_of(account_idx),
+            margins: self.margins_of(account_idx),
         })
     }
 

@@ -91,6 +91,20 @@ pub struct Position {
     pub cost: i64,
 }
 
+/// A user's margin in one quote currency that has futures (docs/rules.md, "Futures"), each
+/// figure saturated to i64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MarginReport {
+    pub currency: Name,
+    /// `available(c) + U`: the balance plus the unrealised profit at the marks.
+    pub equity: i64,
+    /// The initial margin of positions and orders, with their open loss.
+    pub initial: i64,
+    pub maintenance: i64,
+    /// `equity − initial`: what new futures orders may still use (< 0: none).
+    pub available: i64,
+}
+
 /// A symbol's trading phase changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PhaseChanged {
@@ -186,6 +200,8 @@ pub struct UserReport {
     pub orders: Vec<OpenOrder>,
     /// Open futures positions, by symbol name.
     pub positions: Vec<Position>,
+    /// The margin in each currency that some future is quoted in, by currency name.
+    pub margins: Vec<MarginReport>,
 }
 
 /// Venue totals for one currency. Conservation: `available + held + fees + insurance -

@@ -25,8 +25,8 @@ pub use engine::{
 };
 pub use event::{
     Amended, AuctionResult, Balance, BookSnapshot, Cancelled, CurrencyTotals, Event, EventSink,
-    Level, Liquidated, LiveOrder, OpenOrder, OwnedEvent, PendingStop, PhaseChanged, Position,
-    SymbolStatus, Trade, Triggered, UserReport,
+    Level, Liquidated, LiveOrder, MarginReport, OpenOrder, OwnedEvent, PendingStop, PhaseChanged,
+    Position, SymbolStatus, Trade, Triggered, UserReport,
 };
 pub use snapshot::SnapshotError;
 pub use types::{

@@ -171,6 +171,35 @@ fn f1_margin_is_initial_margin_plus_open_loss_and_reducing_is_always_allowed() {
     v.ok(deposit(1, "USD", -30, 11));
 }
 
+/// The user report carries the margin of every currency with futures, the figures of
+/// `user_margin` and what new futures orders may still use.
+#[test]
+fn the_user_report_lists_the_margin_per_currency_with_futures() {
+    let mut v = venue();
+    v.ok(limit(&v, 1, 1, Side::Buy, 1000, 2));
+    v.ok(limit(&v, 2, 1, Side::Sell, 1000, 2));
+    let f = v.f();
+    v.ok(Command::SetMarkPrice {
+        symbol: f,
+        price: 990,
+    });
+    let report = v.engine.user_report(1).unwrap();
+    assert_eq!(
+        report.margins,
+        [rialto_core::MarginReport {
+            currency: name("USD"),
+            equity: 180,
+            initial: 200,
+            maintenance: 100,
+            available: -20,
+        }]
+    );
+    // A user without positions still has its margin in every currency with futures.
+    let flat = v.engine.user_report(3).unwrap().margins;
+    assert_eq!(flat.len(), 1);
+    assert_eq!((flat[0].initial, flat[0].maintenance), (0, 0));
+}
+
 #[test]
 fn f2_realised_pnl_is_exact_over_partial_closes() {
     let mut v = venue();

@@ -2023,6 +2023,7 @@ fn user_report_lists_non_zero_balances_by_name_and_orders_by_symbol_then_id() {
             open("BTC-USD", 9, Side::Buy, 40, 1),
         ],
         positions: Vec::new(),
+        margins: Vec::new(),
     };
     v.expect(
         Command::UserReport { user: 1 },
@@ -2037,6 +2038,7 @@ fn user_report_lists_non_zero_balances_by_name_and_orders_by_symbol_then_id() {
             balances: vec![],
             orders: vec![],
             positions: Vec::new(),
+            margins: Vec::new(),
         })],
     );
     v.rejects(Command::UserReport { user: 9 }, Reason::UnknownUser);
@@ -2145,6 +2147,7 @@ fn reports_sort_names_as_text_not_by_length() {
             balances: vec![(name("EURO"), bal(965, 35)), (name("USD"), bal(965, 35))],
             orders: vec![open("BTC-EURO", 2), open("ZZ", 1)],
             positions: Vec::new(),
+            margins: Vec::new(),
         })],
     );
     let symbols: Vec<String> = v

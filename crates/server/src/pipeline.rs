@@ -972,8 +972,12 @@ impl EngineStage {
             }
         }
         self.reply(session, request.reply, seq, ts_ns, cmd, result);
-        if let (Ok(()), Command::SetBand { symbol, .. } | Command::SetRefPrice { symbol, .. }) =
-            (result, cmd)
+        if let (
+            Ok(()),
+            Command::SetBand { symbol, .. }
+            | Command::SetRefPrice { symbol, .. }
+            | Command::SetMarkPrice { symbol, .. },
+        ) = (result, cmd)
         {
             self.announce_band(seq, *symbol);
         }
@@ -984,7 +988,8 @@ impl EngineStage {
 }
 
 impl EngineStage {
-    /// A symbol's band or reference price changed: its status, to the web's `status` channel.
+    /// A symbol's band, reference price or mark changed: its status, to the web's `status`
+    /// channel.
     fn announce_band(&mut self, seq: u64, symbol: SymbolId) {
         if let Some(status) = self.engine.symbol_status(symbol) {
             let msg = ServerMsg::VenueSettings {

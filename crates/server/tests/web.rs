@@ -2799,3 +2799,235 @@ fn a_rate_limited_answer_says_when_to_retry_and_every_answer_what_is_left() {
     assert!(refused.contains("x-ratelimit-remaining: 0"), "{refused}");
     server.shutdown().unwrap();
 }
+
+// ----- futures --------------------------------------------------------------------------------
+
+/// The user's positions over REST (engine integers).
+fn positions(t: &Trader) -> Value {
+    let p = t.call("GET", "/api/v1/positions", Value::Null);
+    assert_eq!(p.status, 200, "{:?}", p.body);
+    p.body
+}
+
+/// docs/rules.md's example F3 over REST and WebSocket: a user buys a future, the operator
+/// moves its mark, the user is liquidated, hears it on its private channel and holds nothing
+/// after; the fund pays the shortfall and the venue report shows it.
+#[test]
+fn a_future_traded_over_rest_is_liquidated_when_the_admin_moves_its_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |_| {});
+    let http = Http::new(&server);
+    let admin = admin(&http, &server);
+    let future = json!({"symbol": "IDX-PERP", "base": "IDX", "quote": "USD", "base_scale": 1,
+        "quote_scale": 1, "maker_fee": 0, "taker_fee": 0, "type": "future",
+        "initial_margin": 100, "maintenance_margin": 50, "mark_price": 1000});
+    // Bad futures are refused and add nothing.
+    let mut no_mark = future.clone();
+    no_mark.as_object_mut().unwrap().remove("mark_price");
+    let refused = admin.call("POST", "/api/v1/admin/symbols", no_mark);
+    assert_eq!((refused.status, error_code(&refused)), (400, "bad_request"));
+    let mut margins_on_spot = future.clone();
+    margins_on_spot["type"] = json!("spot");
+    let refused = admin.call("POST", "/api/v1/admin/symbols", margins_on_spot);
+    assert_eq!((refused.status, error_code(&refused)), (400, "bad_request"));
+    let mut option = future.clone();
+    option["type"] = json!("option");
+    let refused = admin.call("POST", "/api/v1/admin/symbols", option);
+    assert_eq!(error_code(&refused), "invalid_symbol");
+    let mut loose = future.clone();
+    loose["maintenance_margin"] = json!(101);
+    let refused = admin.call("POST", "/api/v1/admin/symbols", loose);
+    assert_eq!(error_code(&refused), "invalid_symbol");
+    let added = admin.call("POST", "/api/v1/admin/symbols", future);
+    assert_eq!(added.status, 200, "{:?}", added.body);
+    eventually("the future in exchange-info", || {
+        let info = http.get("/api/v1/exchange-info").body;
+        info["symbols"].as_array().unwrap().iter().any(|s| {
+            s["symbol"] == "IDX-PERP"
+                && s["type"] == "future"
+                && s["initial_margin"] == 100
+                && s["maintenance_margin"] == 50
+                && s["mark"] == 1000
+        })
+    });
+    let info = http.get("/api/v1/exchange-info").body;
+    let spot = info["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["symbol"] == "BTC-USD");
+    assert_eq!(spot.unwrap()["type"], "spot");
+    assert!(spot.unwrap().get("mark").is_none());
+
+    // User 42 has 200 USD; user 2 sells it 2 lots at 1000; user 3 bids 900 and 850.
+    assert_eq!(
+        admin
+            .call("POST", "/api/v1/admin/users", json!({"user": 42}))
+            .status,
+        200
+    );
+    let deposit = admin.call(
+        "POST",
+        "/api/v1/admin/deposits",
+        json!({"user": 42, "currency": "USD", "amount": 200, "tx": 4200}),
+    );
+    assert_eq!(deposit.status, 200, "{:?}", deposit.body);
+    let user = Trader::new(&http, &server, 42);
+    let mut ws = ws_connect(&server);
+    ws_login(&mut ws, &server, 42);
+    ws_send(&mut ws, json!({"id": "u", "op": "subscribe", "ch": "user"}));
+    ws_until(&mut ws, "subscribed", |v| v["id"] == "u");
+    let mut public = ws_connect(&server);
+    ws_send(
+        &mut public,
+        json!({"id": "s", "op": "subscribe", "ch": "status"}),
+    );
+    ws_until(&mut public, "the status snapshot", |v| {
+        v["type"] == "snapshot"
+            && v["symbols"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["symbol"] == "IDX-PERP" && s["mark"] == 1000)
+    });
+    let order =
+        |t: &Trader, id: i64, side: &str, price: i64, qty: i64| {
+            let placed = t.call("POST", "/api/v1/orders",
+            json!({"symbol": "IDX-PERP", "order": id, "side": side, "price": price, "qty": qty}));
+            assert_eq!(placed.status, 200, "{:?}", placed.body);
+        };
+    order(&Trader::new(&http, &server, 2), 1, "sell", 1000, 2);
+    // Above what 200 USD of margin carries: IM 200 + open loss 20.
+    let too_big = user.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "IDX-PERP", "order": 7, "side": "buy", "price": 1010, "qty": 2}),
+    );
+    assert_eq!(error_code(&too_big), "insufficient_margin");
+    order(&user, 8, "buy", 1000, 2);
+    let p = positions(&user);
+    assert_eq!(p.as_array().unwrap().len(), 1, "{p}");
+    let long = &p[0];
+    assert_eq!(
+        (long["symbol"].as_str(), long["side"].as_str()),
+        (Some("IDX-PERP"), Some("long"))
+    );
+    assert_eq!(
+        (long["size"].as_i64(), long["cost"].as_i64()),
+        (Some(2), Some(2000))
+    );
+    assert_eq!(long["entry_price"], "1000");
+    assert_eq!(
+        (long["mark"].as_i64(), long["unrealised_pnl"].as_i64()),
+        (Some(1000), Some(0))
+    );
+    // E = 200 + 2·M − 2000 < MM = 100 from M = 949 down.
+    assert_eq!(long["liquidation_price"], 949);
+    let margin = user.call("GET", "/api/v1/margin", Value::Null).body;
+    assert_eq!(
+        margin,
+        json!([{"currency": "USD", "equity": 200, "initial": 200, "maintenance": 100, "available": 0}])
+    );
+    ws_until(&mut ws, "the position on the private channel", |v| {
+        v["type"] == "positions" && v["positions"][0]["size"] == 2
+    });
+    let decimal = user
+        .http
+        .signed_as_is(&user.key, &user.secret, "GET", "/api/v1/positions", "");
+    assert_eq!(decimal.body[0]["size"], "2", "{:?}", decimal.body);
+    assert_eq!(decimal.body[0]["entry_price"], "1000");
+
+    let bidder = Trader::new(&http, &server, 3);
+    order(&bidder, 1, "buy", 900, 1);
+    order(&bidder, 2, "buy", 850, 1);
+    // The insurance fund: bad amounts refused, then 1000 USD.
+    let fund = |amount: i64, tx: i64| {
+        admin.call(
+            "POST",
+            "/api/v1/admin/insurance",
+            json!({"currency": "USD", "amount": amount, "tx": tx}),
+        )
+    };
+    assert_eq!(error_code(&fund(0, 4300)), "invalid_qty");
+    assert_eq!(error_code(&fund(-1, 4300)), "insufficient_funds");
+    assert_eq!(fund(1000, 4300).status, 200);
+    assert_eq!(error_code(&fund(1000, 4300)), "duplicate_tx");
+    // Bad marks change nothing.
+    let mark = |symbol: &str, body: Value| {
+        admin.call(
+            "POST",
+            &format!("/api/v1/admin/symbols/{symbol}/mark_price"),
+            body,
+        )
+    };
+    assert_eq!(
+        error_code(&mark("IDX-PERP", json!({"price": 0}))),
+        "invalid_price"
+    );
+    assert_eq!(
+        error_code(&mark("BTC-USD", json!({"price": 1000}))),
+        "invalid_symbol"
+    );
+    assert_eq!(mark("NOPE", json!({"price": 1000})).status, 404);
+    assert_eq!(
+        error_code(&mark("IDX-PERP", json!({"mark": 1000}))),
+        "malformed_json"
+    );
+    let by_user = user.call(
+        "POST",
+        "/api/v1/admin/symbols/IDX-PERP/mark_price",
+        json!({"price": 930}),
+    );
+    assert_eq!(by_user.status, 403);
+    assert_eq!(positions(&user)[0]["size"], 2);
+
+    let moved = mark("IDX-PERP", json!({"price": 930}));
+    assert_eq!(moved.status, 200, "{:?}", moved.body);
+    // The liquidation, and the position gone, on the private channel (in either order).
+    let (mut liquidated, mut gone) = (Value::Null, false);
+    while liquidated.is_null() || !gone {
+        let v = ws_until(&mut ws, "the liquidation and the position gone", |v| {
+            v["type"] == "liquidated" || (v["type"] == "positions" && v["positions"] == json!([]))
+        });
+        match v["type"].as_str() {
+            Some("liquidated") => liquidated = v,
+            _ => gone = true,
+        }
+    }
+    assert_eq!(
+        (
+            &liquidated["currency"],
+            &liquidated["equity"],
+            &liquidated["maintenance"],
+            &liquidated["shortfall"]
+        ),
+        (&json!("USD"), &json!(60), &json!(100), &json!(50)),
+        "{liquidated}"
+    );
+    assert_eq!(positions(&user), json!([]));
+    assert_eq!(balance(&user, "USD"), (0, 0));
+    ws_until(&mut public, "the new mark", |v| {
+        v["type"] == "mark" && v["symbol"] == "IDX-PERP" && v["mark"] == 930
+    });
+    let venue = admin.call("GET", "/api/v1/admin/venue", Value::Null);
+    let usd = venue
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["currency"] == "USD")
+        .unwrap()
+        .clone();
+    // The fund paid 50; user 2 is short 2 at 2000, user 3 long 2 at 1750.
+    assert_eq!(
+        (&usd["insurance"], &usd["position_cost"]),
+        (&json!(950), &json!(-250)),
+        "{usd}"
+    );
+    let seen = admin
+        .call("GET", "/api/v1/admin/balances/3", Value::Null)
+        .body;
+    assert_eq!(seen["positions"][0]["size"], 2, "{seen}");
+    assert_eq!(seen["margins"][0]["currency"], "USD", "{seen}");
+    server.shutdown().unwrap();
+}

@@ -1628,6 +1628,7 @@ impl<'a> Reader<'a> {
             balances,
             orders: Vec::new(),
             positions: Vec::new(),
+            margins: Vec::new(),
         })
     }
 

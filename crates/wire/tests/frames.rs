@@ -515,6 +515,7 @@ fn full_lists_fit_in_a_frame() {
             };
             MAX_REPORT_POSITIONS
         ],
+        margins: Vec::new(),
     };
     let margins = vec![
         Margin {
@@ -659,6 +660,7 @@ fn report_ext_bytes_are_as_documented_and_report_is_unchanged() {
         balances: vec![],
         orders: vec![order],
         positions: Vec::new(),
+        margins: Vec::new(),
     };
     let i64le = |v: i64| v.to_le_bytes().to_vec();
     let head = [
@@ -843,6 +845,7 @@ fn futures_parts_of_replies_are_as_documented() {
             lots: -2,
             cost: -2000,
         }],
+        margins: Vec::new(),
     };
     let margins = vec![Margin {
         currency: usd,

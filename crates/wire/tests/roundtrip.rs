@@ -238,6 +238,7 @@ fn report() -> impl Strategy<Value = UserReport> {
             balances,
             orders,
             positions,
+            margins: Vec::new(),
         })
 }
 
@@ -283,6 +284,7 @@ fn report_ext() -> impl Strategy<Value = UserReport> {
             balances,
             orders,
             positions,
+            margins: Vec::new(),
         })
 }
 

@@ -30,7 +30,7 @@ use std::collections::{BTreeSet, BinaryHeap};
 
 use super::{CancelReason, Engine, EventSink, OrderTerms, Side, Taker};
 use crate::book::NIL;
-use crate::event::{Event, Liquidated, Position};
+use crate::event::{Event, Liquidated, MarginReport, Position};
 use crate::types::{CurrencyId, Name, Phase, Reason, Stp, SymbolId, UserId};
 
 /// `terms.base` of a future: its base names the underlying and is no currency.
@@ -1135,6 +1135,25 @@ impl Engine {
                     .filter(|slot| slot.pos.lots != 0)
                     .map(move |slot| (account as u32, slot.symbol, slot.pos))
             })
+    }
+
+    /// A user's margin in every currency some future is quoted in, by currency name.
+    pub(crate) fn margins_of(&self, account: u32) -> Vec<MarginReport> {
+        let mut out: Vec<MarginReport> = (0..self.fut.futures_of.len())
+            .filter(|&c| !self.fut.futures_of[c].is_empty())
+            .map(|c| {
+                let m = self.margin(account, CurrencyId(c as u32), OrderChange::NONE);
+                MarginReport {
+                    currency: self.currencies[c].name,
+                    equity: saturate(m.equity()),
+                    initial: saturate(m.initial),
+                    maintenance: saturate(m.maintenance),
+                    available: saturate(m.equity() - m.initial),
+                }
+            })
+            .collect();
+        out.sort_by_key(|m| m.currency);
+        out
     }
 
     /// Every open position as (user, symbol name, lots, cost), by user id then symbol name.

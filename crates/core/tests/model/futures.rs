@@ -543,6 +543,24 @@ impl Model {
         out
     }
 
+    /// The user's margin in every currency some future is quoted in, by currency name.
+    pub(super) fn margins_of(&self, user: UserId) -> Vec<rialto_core::MarginReport> {
+        self.currencies
+            .keys()
+            .filter(|c| !self.futures_of(c).is_empty())
+            .map(|c| {
+                let m = self.margin(user, c, None, None);
+                rialto_core::MarginReport {
+                    currency: Name::new(c).expect("a currency name"),
+                    equity: sat(m.equity()),
+                    initial: sat(m.initial),
+                    maintenance: sat(m.maintenance),
+                    available: sat(m.equity() - m.initial),
+                }
+            })
+            .collect()
+    }
+
     /// Σ cost of the positions in futures quoted in each currency.
     pub(super) fn position_costs(&self) -> BTreeMap<String, i128> {
         let mut out = BTreeMap::new();

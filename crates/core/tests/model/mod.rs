@@ -2136,6 +2136,7 @@ impl Model {
             balances,
             orders,
             positions: self.positions_of(user),
+            margins: self.margins_of(user),
         })
     }
 

@@ -43,6 +43,9 @@ pub struct UserMessage {
 pub struct Histories {
     events: Mutex<HashMap<UserId, VecDeque<Entry>>>,
     streams: Mutex<HashMap<UserId, broadcast::Sender<UserMessage>>>,
+    /// Each symbol's band and reference price last published on the `status` channel, so that
+    /// a mark change is not also announced as a band change.
+    published_bands: Mutex<HashMap<SymbolId, (i64, i64)>>,
     /// Users whose balances are being fetched for their stream.
     refreshing: Mutex<HashSet<UserId>>,
     /// Batches from the gateway recorded so far, and a bell for those who wait for one.
@@ -151,19 +154,36 @@ pub async fn run(
     }
 }
 
-/// A phase change, an auction result or a new band or reference price, to the public `status`
-/// channel (docs/api.md).
+/// A phase change, an auction result, a new band or reference price or a future's new mark,
+/// to the public `status` channel (docs/api.md).
 fn publish_status(state: &AppState, msg: &ServerMsg) {
     let event = match *msg {
         ServerMsg::VenueSettings {
             seq, ref symbols, ..
         } => {
             for (symbol, s) in symbols {
-                let event = json!({"ch": "status", "type": "band", "symbol": symbol_name(state, *symbol),
-                    "band_bps": s.band_bps, "reference": s.reference, "last": s.last, "seq": seq});
-                state
-                    .topics
-                    .publish(STATUS_CHANNEL, &event, || Catalog::of(state));
+                let name = symbol_name(state, *symbol);
+                let band = (s.band_bps, s.reference);
+                let before = state
+                    .history
+                    .published_bands
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(*symbol, band);
+                if !s.future || before != Some(band) {
+                    let event = json!({"ch": "status", "type": "band", "symbol": name,
+                        "band_bps": s.band_bps, "reference": s.reference, "last": s.last, "seq": seq});
+                    state
+                        .topics
+                        .publish(STATUS_CHANNEL, &event, || Catalog::of(state));
+                }
+                if s.future {
+                    let event = json!({"ch": "status", "type": "mark", "symbol": name,
+                        "mark": s.mark, "seq": seq});
+                    state
+                        .topics
+                        .publish(STATUS_CHANNEL, &event, || Catalog::of(state));
+                }
             }
             return;
         }
@@ -205,7 +225,8 @@ fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
         ServerMsg::Trade { seq, .. }
         | ServerMsg::Cancelled { seq, .. }
         | ServerMsg::Amended { seq, .. }
-        | ServerMsg::Triggered { seq, .. } => seq,
+        | ServerMsg::Triggered { seq, .. }
+        | ServerMsg::Liquidated { seq, .. } => seq,
         _ => return,
     };
     if let Some(tx) = state.history.stream(user)
@@ -289,6 +310,17 @@ fn message_json(msg: &ServerMsg, name: &impl Fn(SymbolId) -> String) -> Option<V
             json!({"type": "triggered", "order": order, "symbol": name(symbol), "side": side.as_str(),
             "stop_price": stop_price, "seq": seq, "ts_ns": ts_ns})
         }
+        ServerMsg::Liquidated {
+            seq,
+            ts_ns,
+            currency,
+            equity,
+            maintenance,
+            shortfall,
+        } => {
+            json!({"type": "liquidated", "currency": currency.as_str(), "equity": equity,
+            "maintenance": maintenance, "shortfall": shortfall, "seq": seq, "ts_ns": ts_ns})
+        }
         _ => return None,
     })
 }
@@ -323,8 +355,29 @@ pub fn refresh_balances(state: &Arc<AppState>, user: UserId) {
                 seq,
                 json!({"ch": "user", "type": "balances", "seq": seq, "balances": super::orders::balances_json(&report)}),
             );
+            if let Some(message) = positions_message(&state, seq, &report).await {
+                state.history.send_to_stream(user, seq, message);
+            }
         }
     });
+}
+
+/// The user stream's `positions` message (positions and margins, in engine integers), on a
+/// venue with futures; `None` without.
+pub async fn positions_message(
+    state: &AppState,
+    seq: u64,
+    report: &rialto_core::UserReport,
+) -> Option<Value> {
+    if report.margins.is_empty() && report.positions.is_empty() {
+        return None;
+    }
+    let (_, settings) = super::orders::venue_status(state).await.ok()?;
+    let positions = super::futures::positions_json(state, report, &settings);
+    Some(
+        json!({"ch": "user", "type": "positions", "seq": seq, "positions": positions,
+        "margins": super::futures::margins_json(report)}),
+    )
 }
 
 // ----- the history database (`[history]`) ------------------------------------------------------

@@ -30,6 +30,7 @@ pub fn symbol(info: &SymbolInfo, instrument: Option<&InstrumentSettings>) -> Val
         "taker_fee": taker_fee,
         "price_tick": tick,
         "qty_lot": lot,
+        "type": info.spec.kind.map_or("spot", |k| k.as_str()),
     })
 }
 
@@ -44,7 +45,7 @@ pub fn exchange_symbol(
     let spec = info.spec;
     let one = rialto_fix::Decimal::new(1, 0);
     let (tick, lot) = scales.map_or((one, one), |s| (s.tick, s.lot));
-    json!({
+    let mut symbol = json!({
         "symbol": spec.symbol.as_str(),
         "id": info.id.0,
         "base": spec.base.as_str(),
@@ -66,7 +67,20 @@ pub fn exchange_symbol(
             "min_qty": 1,
             "max_open_orders_per_user": max_open_orders,
         },
-    })
+        "type": "spot",
+    });
+    if let Some(rialto_core::SymbolKind::Future {
+        initial_margin,
+        maintenance_margin,
+        ..
+    }) = spec.kind
+    {
+        symbol["type"] = json!("future");
+        symbol["initial_margin"] = json!(initial_margin);
+        symbol["maintenance_margin"] = json!(maintenance_margin);
+        symbol["mark"] = status["mark"].clone();
+    }
+    symbol
 }
 
 fn pairs(levels: &[(i64, i64)]) -> Value {

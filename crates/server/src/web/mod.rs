@@ -8,6 +8,7 @@ pub mod assets;
 pub mod auth;
 pub mod bridge;
 pub mod fanout;
+mod futures;
 mod history;
 mod json;
 pub mod keys;

@@ -414,7 +414,9 @@ pub async fn venue_status(state: &AppState) -> Result<(u64, Value), ApiError> {
                 .iter()
                 .map(|(id, s)| {
                     json!({"symbol": super::history::symbol_name(state, *id), "phase": s.phase.as_str(),
-                        "last": s.last, "reference": s.reference, "band_bps": s.band_bps})
+                        "last": s.last, "reference": s.reference, "band_bps": s.band_bps,
+                        "type": if s.future { "future" } else { "spot" },
+                        "mark": s.future.then_some(s.mark)})
                 })
                 .collect();
             Ok((

@@ -57,6 +57,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/orders/{order}/move", post(move_order))
         .route("/orders/{order}/reduce", post(reduce))
         .route("/balances", get(balances))
+        .route("/positions", get(positions))
+        .route("/margin", get(margin))
         .route("/admin/deposits", post(deposit))
         .route("/admin/withdrawals", post(withdraw))
         .route("/admin/users", post(add_user).get(list_users))
@@ -67,6 +69,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/admin/symbols/{symbol}/phase", post(set_phase))
         .route("/admin/symbols/{symbol}/band", post(set_band))
         .route("/admin/symbols/{symbol}/ref_price", post(set_ref_price))
+        .route("/admin/symbols/{symbol}/mark_price", post(set_mark_price))
+        .route("/admin/insurance", post(fund_insurance))
         .route("/admin/users/{user}/suspend", post(suspend_user))
         .route("/admin/users/{user}/resume", post(resume_user))
         .route("/admin/settings/order_id_window", post(set_order_id_window))
@@ -722,6 +726,20 @@ async fn balances(State(state): Shared, uri: Uri, Account(user, ..): Account) ->
     reply(&state, &uri, orders::balances_json(&report), None)
 }
 
+/// The user's futures positions: size, entry price, mark, unrealised profit and, where it is
+/// exact, the liquidation price (docs/api.md, "Futures").
+async fn positions(State(state): Shared, uri: Uri, Account(user, ..): Account) -> ApiResult {
+    let (_, report, settings) = super::futures::report_and_settings(&state, user).await?;
+    let positions = super::futures::positions_json(&state, &report, &settings);
+    reply(&state, &uri, positions, None)
+}
+
+/// The user's margin in each currency that has futures.
+async fn margin(State(state): Shared, uri: Uri, Account(user, ..): Account) -> ApiResult {
+    let (_, report) = orders::report(&state, user).await?;
+    reply(&state, &uri, super::futures::margins_json(&report), None)
+}
+
 async fn history(State(state): Shared, uri: Uri, Account(user, ..): Account) -> ApiResult {
     if let Some(db) = &state.db {
         let range = super::history::range(&uri, 100, super::history::MAX_LIMIT)?;
@@ -851,6 +869,44 @@ struct NewSymbol {
     price_tick: Option<String>,
     #[serde(default)]
     qty_lot: Option<String>,
+    /// `spot` (the default) or `future`, with the three fields below (engine integers).
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    initial_margin: Option<i64>,
+    #[serde(default)]
+    maintenance_margin: Option<i64>,
+    #[serde(default)]
+    mark_price: Option<i64>,
+}
+
+/// A new symbol's kind: a future needs its margins and mark, a spot symbol takes none; an
+/// unknown word is the engine's `invalid_symbol`.
+fn symbol_kind(s: &NewSymbol) -> Result<Option<rialto_core::SymbolKind>, ApiError> {
+    let margins = (s.initial_margin, s.maintenance_margin, s.mark_price);
+    match s.kind.as_deref() {
+        None | Some("spot") => match margins {
+            (None, None, None) => Ok(SymbolSpec::SPOT),
+            _ => Err(ApiError::bad_request(
+                "bad_request",
+                "initial_margin, maintenance_margin and mark_price are for a future (\"type\": \"future\")",
+            )),
+        },
+        Some("future") => match margins {
+            (Some(initial_margin), Some(maintenance_margin), Some(mark_price)) => {
+                Ok(Some(rialto_core::SymbolKind::Future {
+                    initial_margin,
+                    maintenance_margin,
+                    mark_price,
+                }))
+            }
+            _ => Err(ApiError::bad_request(
+                "bad_request",
+                "a future needs initial_margin, maintenance_margin and mark_price",
+            )),
+        },
+        Some(_) => Ok(None),
+    }
 }
 
 async fn add_symbol(State(state): Shared, Admin(body): Admin) -> ApiResult {
@@ -879,7 +935,7 @@ async fn add_symbol(State(state): Shared, Admin(body): Admin) -> ApiResult {
         taker_fee: s.taker_fee,
         band_bps: 0,
         day_end: 0,
-        kind: SymbolSpec::SPOT,
+        kind: symbol_kind(&s)?,
     };
     let answer = admin_call(&state, Command::AddSymbol(Box::new(spec))).await?;
     state
@@ -915,7 +971,9 @@ async fn venue(State(state): Shared, uri: Uri, _: Admin) -> ApiResult {
                 .iter()
                 .map(|t| {
                     json!({"currency": t.currency.as_str(), "deposits": t.deposits, "withdrawals": t.withdrawals,
-                        "available": t.available, "held": t.held, "fees": t.fees})
+                        "available": t.available, "held": t.held, "fees": t.fees,
+                        "insurance": t.insurance,
+                        "position_cost": t.position_cost.clamp(i64::MIN as i128, i64::MAX as i128) as i64})
                 })
                 .collect(),
         ), None),
@@ -997,6 +1055,50 @@ async fn set_ref_price(
     admin_call(&state, Command::SetRefPrice { symbol, price }).await
 }
 
+/// Sets a future's mark price; a pass may liquidate users (docs/rules.md, "Futures").
+async fn set_mark_price(
+    State(state): Shared,
+    Path(name): Path<String>,
+    uri: Uri,
+    Admin(body): Admin,
+) -> ApiResult {
+    let symbol = path_symbol(&state, &name)?;
+    let PriceBody { price } = parse_json(&body)?;
+    let catalog = Catalog::of(&state);
+    let price = price.to_engine(
+        "price",
+        Measure::Price,
+        Units::of(&uri)?,
+        catalog.scales(&name),
+    )?;
+    admin_call(&state, Command::SetMarkPrice { symbol, price }).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InsuranceBody {
+    currency: String,
+    amount: Amount,
+    tx: i64,
+}
+
+/// Adds to (amount > 0) or takes from (< 0) a currency's insurance fund.
+async fn fund_insurance(State(state): Shared, uri: Uri, Admin(body): Admin) -> ApiResult {
+    let InsuranceBody {
+        currency: name,
+        amount,
+        tx,
+    } = parse_json(&body)?;
+    let minor = Measure::Amount(Catalog::of(&state).currency_minor(&name));
+    let amount = amount.to_engine("amount", minor, Units::of(&uri)?, None)?;
+    let cmd = Command::FundInsurance {
+        currency: currency(&name)?,
+        amount,
+        tx,
+    };
+    admin_call(&state, cmd).await
+}
+
 fn path_user(user: &str) -> Result<UserId, ApiError> {
     user.parse()
         .map_err(|_| ApiError::bad_request("bad_request", "a user id is a 64-bit integer"))
@@ -1055,11 +1157,13 @@ async fn user_balances(
     let user: UserId = user
         .parse()
         .map_err(|_| ApiError::bad_request("bad_request", "the user id must be an i64"))?;
-    let (_, report) = orders::report(&state, user).await?;
+    let (_, report, settings) = super::futures::report_and_settings(&state, user).await?;
     let answer = json!({
         "user": user,
         "balances": orders::balances_json(&report),
         "orders": orders::open_orders_json(&report),
+        "positions": super::futures::positions_json(&state, &report, &settings),
+        "margins": super::futures::margins_json(&report),
     });
     reply(&state, &uri, answer, None)
 }

@@ -151,7 +151,10 @@ impl Catalog {
                 .and_then(|v| divide(v, spec.quote_scale))
                 .unwrap_or(ONE);
             let currencies = &mut catalog.currencies;
-            currencies.entry(base.to_string()).or_insert(base_minor);
+            // A future's base names its underlying, no currency (docs/rules.md, "Futures").
+            if !matches!(spec.kind, Some(rialto_core::SymbolKind::Future { .. })) {
+                currencies.entry(base.to_string()).or_insert(base_minor);
+            }
             let quote_minor = *currencies.entry(quote.to_string()).or_insert(quote_minor);
             catalog.symbols.insert(
                 name.clone(),
@@ -195,6 +198,9 @@ const PRICES: &[&str] = &[
     "close",
     "avg_price",
     "min_price",
+    // A future's mark price, and a position's liquidation price.
+    "mark",
+    "liquidation_price",
     // The 24 h ticker's last price less its open.
     "change",
 ];
@@ -209,9 +215,21 @@ const QTYS: &[&str] = &[
     "imbalance",
     "original_qty",
     "min_qty",
+    // A futures position's signed lots.
+    "size",
 ];
 /// Fields that hold an amount of the symbol's quote currency.
-const QUOTE_AMOUNTS: &[&str] = &["fee", "maker_fee", "taker_fee", "quote_volume"];
+const QUOTE_AMOUNTS: &[&str] = &[
+    "fee",
+    "maker_fee",
+    "taker_fee",
+    "quote_volume",
+    // A future's margins per lot, and a position's cost and unrealised profit.
+    "initial_margin",
+    "maintenance_margin",
+    "cost",
+    "unrealised_pnl",
+];
 /// Fields that hold an amount of the object's `currency`.
 const AMOUNTS: &[&str] = &[
     "available",
@@ -220,6 +238,13 @@ const AMOUNTS: &[&str] = &[
     "withdrawals",
     "fees",
     "amount",
+    // Futures: margin figures, a liquidation's shortfall, the insurance fund.
+    "equity",
+    "initial",
+    "maintenance",
+    "shortfall",
+    "insurance",
+    "position_cost",
 ];
 
 /// Rewrites an answer made in engine integers into decimals, in place; `symbol` is the symbol
@@ -250,6 +275,15 @@ pub fn decimalize(value: &mut Value, catalog: &Catalog, symbol: Option<&str>) {
                 };
                 let k = key.as_str();
                 match (field.as_i64(), scales) {
+                    (None, Some(s)) if k == "entry_price" => {
+                        // A decimal string of ticks (docs/api.md, "Futures").
+                        let priced = field
+                            .as_str()
+                            .and_then(|ticks| super::futures::times_tick(ticks, s.tick));
+                        if let Some(text) = priced {
+                            *field = Value::String(text);
+                        }
+                    }
                     (Some(n), Some(s)) if PRICES.contains(&k) => *field = s.price(n),
                     (Some(n), Some(s)) if QTYS.contains(&k) => *field = s.qty(n),
                     (Some(n), Some(s)) if QUOTE_AMOUNTS.contains(&k) => *field = s.quote_amount(n),

@@ -679,6 +679,9 @@ impl Connection {
             let (seq, report) = orders::report(&state, user).await?;
             self.send_in_units(json!({"ch": "user", "type": "balances", "seq": seq, "balances": orders::balances_json(&report)}));
             self.send_in_units(json!({"ch": "user", "type": "orders", "seq": seq, "orders": orders::open_orders_json(&report)}));
+            if let Some(message) = super::history::positions_message(&state, seq, &report).await {
+                self.send_in_units(message);
+            }
             let active = Arc::new(std::sync::Mutex::new(true));
             let task = tokio::spawn(forward_user_stream(
                 rx,

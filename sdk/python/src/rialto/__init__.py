@@ -11,7 +11,7 @@ from .client import AsyncClient, Client
 from .errors import RialtoError, TransportError
 from .signing import Credentials
 from .stream import AsyncStream, BookUpdate, Event, Message, Reconnected, Stream, TradesUpdate, UserUpdate
-from .types import Ack, Balance, Book, Fill, Order, OrderEvent, OrderStatus, Trade
+from .types import Ack, Balance, Book, Fill, Margin, Order, OrderEvent, OrderStatus, Position, Trade
 from .units import CurrencyInfo, SymbolInfo, Units
 
 __all__ = [
@@ -28,10 +28,12 @@ __all__ = [
     "Fill",
     "Gap",
     "LocalBook",
+    "Margin",
     "Message",
     "Order",
     "OrderEvent",
     "OrderStatus",
+    "Position",
     "Reconnected",
     "RialtoError",
     "Stream",

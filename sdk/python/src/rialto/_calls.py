@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote, urlencode
 
 from .errors import RialtoError
-from .types import Ack, Balance, Book, Order, OrderEvent, OrderStatus, Trade
+from .types import Ack, Balance, Book, Margin, Order, OrderEvent, OrderStatus, Position, Trade
 from .units import DecimalLike, Units, plain, to_decimal
 
 T = TypeVar("T")
@@ -219,3 +219,72 @@ def balances() -> Call[dict[str, Balance]]:
         True,
         lambda p, u: {b["currency"]: Balance.parse(b, u) for b in p},
     )
+
+
+def positions() -> Call[list[Position]]:
+    return Call("GET", "/positions", None, None, True, lambda p, u: [Position.parse(r, u) for r in p])
+
+
+def margin() -> Call[dict[str, Margin]]:
+    return Call("GET", "/margin", None, None, True, lambda p, u: {m["currency"]: Margin.parse(m, u) for m in p})
+
+
+# -- admin (the ``admin`` key) -----------------------------------------------------------
+
+
+def _admin_ack(payload: Any, _units: Units) -> int:
+    return int(payload["seq"])
+
+
+def set_mark_price(symbol: str, price: DecimalLike) -> Call[int]:
+    def body(units: Units) -> dict[str, Any]:
+        return {"price": units.encode_price(symbol, price)}
+
+    return Call("POST", f"/admin/symbols/{_seg(symbol)}/mark_price", None, body, True, _admin_ack)
+
+
+def fund_insurance(currency: str, amount: DecimalLike, tx: int) -> Call[int]:
+    def body(units: Units) -> dict[str, Any]:
+        return {"currency": currency, "amount": units.encode_amount(currency, amount), "tx": tx}
+
+    return Call("POST", "/admin/insurance", None, body, True, _admin_ack)
+
+
+def add_future(
+    symbol: str,
+    underlying: str,
+    quote: str,
+    quote_scale: int,
+    initial_margin: int,
+    maintenance_margin: int,
+    mark_price: int,
+    maker_fee: int,
+    taker_fee: int,
+    price_tick: str | None,
+    qty_lot: str | None,
+) -> Call[int]:
+    def body(_units: Units) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "symbol": symbol,
+            "base": underlying,
+            "quote": quote,
+            "base_scale": 1,
+            "quote_scale": quote_scale,
+            "maker_fee": maker_fee,
+            "taker_fee": taker_fee,
+            "type": "future",
+            "initial_margin": initial_margin,
+            "maintenance_margin": maintenance_margin,
+            "mark_price": mark_price,
+        }
+        if price_tick is not None:
+            fields["price_tick"] = price_tick
+        if qty_lot is not None:
+            fields["qty_lot"] = qty_lot
+        return fields
+
+    return Call("POST", "/admin/symbols", None, body, True, _admin_ack)
+
+
+def venue() -> Call[Any]:
+    return Call("GET", "/admin/venue", None, None, True, _raw)

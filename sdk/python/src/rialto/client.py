@@ -13,7 +13,7 @@ from . import _calls as calls
 from . import _tls
 from .errors import RialtoError, TransportError, from_response
 from .signing import Credentials, rest_headers
-from .types import Ack, Balance, Book, Order, OrderEvent, OrderStatus, Trade
+from .types import Ack, Balance, Book, Margin, Order, OrderEvent, OrderStatus, Position, Trade
 from .units import DecimalLike, Units
 
 T = TypeVar("T")
@@ -263,6 +263,59 @@ class Client:
         """Balances by currency, every amount a Decimal."""
         return self._run(calls.balances())
 
+    def positions(self) -> list[Position]:
+        """Futures positions, by symbol: size, entry price, mark, unrealised profit and, where
+        it is exact, the liquidation price."""
+        return self._run(calls.positions())
+
+    def margin(self) -> dict[str, Margin]:
+        """Margin by currency (each that has futures): equity, initial, maintenance, available."""
+        return self._run(calls.margin())
+
+    # -- admin (key="admin") ---------------------------------------------------------------
+
+    def set_mark_price(self, symbol: str, price: DecimalLike) -> int:
+        """Sets a future's mark price (an admin call); answers the command's seq. Users below
+        maintenance margin are liquidated by it."""
+        return self._run(calls.set_mark_price(symbol, price))
+
+    def fund_insurance(self, currency: str, amount: DecimalLike, tx: int) -> int:
+        """Adds to (amount > 0) or takes from (< 0) a currency's insurance fund (an admin
+        call); ``tx`` is unique, shared with deposits and withdrawals."""
+        return self._run(calls.fund_insurance(currency, amount, tx))
+
+    def add_future(
+        self,
+        symbol: str,
+        underlying: str,
+        quote: str,
+        *,
+        quote_scale: int,
+        initial_margin: int,
+        maintenance_margin: int,
+        mark_price: int,
+        maker_fee: int = 0,
+        taker_fee: int = 0,
+        price_tick: str | None = None,
+        qty_lot: str | None = None,
+    ) -> int:
+        """Lists a future (an admin call). Margins and fees are quote minor units per lot and
+        the mark is in ticks, engine integers as ``POST /api/v1/admin/symbols`` takes them.
+        The client's cached symbols are refreshed."""
+        seq = self._run(
+            calls.add_future(
+                symbol, underlying, quote, quote_scale, initial_margin, maintenance_margin,
+                mark_price, maker_fee, taker_fee, price_tick, qty_lot,
+            )
+        )
+        self._units = None
+        return seq
+
+    def venue(self) -> Any:
+        """Venue totals per currency, insurance fund and position cost included (an admin
+        call), as the server writes them."""
+        return self._run(calls.venue())
+
 
 class AsyncClient:
     """The REST API for asyncio: the same methods as :class:`Client`, each awaited.
@@ -426,6 +479,59 @@ class AsyncClient:
     async def balances(self) -> dict[str, Balance]:
         """Balances by currency, every amount a Decimal."""
         return await self._run(calls.balances())
+
+    async def positions(self) -> list[Position]:
+        """Futures positions, by symbol: size, entry price, mark, unrealised profit and, where
+        it is exact, the liquidation price."""
+        return await self._run(calls.positions())
+
+    async def margin(self) -> dict[str, Margin]:
+        """Margin by currency (each that has futures): equity, initial, maintenance, available."""
+        return await self._run(calls.margin())
+
+    # -- admin (key="admin") ---------------------------------------------------------------
+
+    async def set_mark_price(self, symbol: str, price: DecimalLike) -> int:
+        """Sets a future's mark price (an admin call); answers the command's seq. Users below
+        maintenance margin are liquidated by it."""
+        return await self._run(calls.set_mark_price(symbol, price))
+
+    async def fund_insurance(self, currency: str, amount: DecimalLike, tx: int) -> int:
+        """Adds to (amount > 0) or takes from (< 0) a currency's insurance fund (an admin
+        call); ``tx`` is unique, shared with deposits and withdrawals."""
+        return await self._run(calls.fund_insurance(currency, amount, tx))
+
+    async def add_future(
+        self,
+        symbol: str,
+        underlying: str,
+        quote: str,
+        *,
+        quote_scale: int,
+        initial_margin: int,
+        maintenance_margin: int,
+        mark_price: int,
+        maker_fee: int = 0,
+        taker_fee: int = 0,
+        price_tick: str | None = None,
+        qty_lot: str | None = None,
+    ) -> int:
+        """Lists a future (an admin call). Margins and fees are quote minor units per lot and
+        the mark is in ticks, engine integers as ``POST /api/v1/admin/symbols`` takes them.
+        The client's cached symbols are refreshed."""
+        seq = await self._run(
+            calls.add_future(
+                symbol, underlying, quote, quote_scale, initial_margin, maintenance_margin,
+                mark_price, maker_fee, taker_fee, price_tick, qty_lot,
+            )
+        )
+        self._units = None
+        return seq
+
+    async def venue(self) -> Any:
+        """Venue totals per currency, insurance fund and position cost included (an admin
+        call), as the server writes them."""
+        return await self._run(calls.venue())
 
 
 __all__ = ["AsyncClient", "Client"]

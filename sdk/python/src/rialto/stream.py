@@ -31,7 +31,7 @@ from .book import Gap, LocalBook
 from .client import AsyncClient, Client
 from .errors import RialtoError, TransportError, from_ws_answer
 from .signing import Credentials, ws_login
-from .types import Ack, Balance, Book, Order, OrderEvent, OrderStatus, Trade
+from .types import Ack, Balance, Book, Margin, Order, OrderEvent, OrderStatus, Position, Trade
 from .units import DecimalLike, Units
 
 
@@ -54,14 +54,17 @@ class TradesUpdate:
 
 @dataclass(frozen=True)
 class UserUpdate:
-    """A message of the private ``user`` channel: ``balances`` and ``orders`` snapshots, or an
-    order event (``fill``, ``cancelled``, ...) in ``event``."""
+    """A message of the private ``user`` channel: ``balances``, ``orders`` and (on a venue with
+    futures) ``positions`` snapshots (``positions`` and ``margins``), or an order event
+    (``fill``, ``cancelled``, ``liquidated``, ...) in ``event``."""
 
     type: str
     seq: int
     balances: dict[str, Balance] | None = None
     orders: list[Order] | None = None
     event: OrderEvent | None = None
+    positions: list[Position] | None = None
+    margins: dict[str, Margin] | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,10 @@ class _Core:
         elif kind == "orders":
             orders = [Order.parse(o, self.units) for o in msg["orders"]]
             self.events.append(UserUpdate(kind, seq, orders=orders))
+        elif kind == "positions":
+            positions = [Position.parse(p, self.units) for p in msg["positions"]]
+            margins = {m["currency"]: Margin.parse(m, self.units) for m in msg["margins"]}
+            self.events.append(UserUpdate(kind, seq, positions=positions, margins=margins))
         else:
             self.events.append(UserUpdate(kind, seq, event=OrderEvent.parse(msg, self.units)))
 

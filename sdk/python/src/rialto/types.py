@@ -31,6 +31,74 @@ class Balance:
 
 
 @dataclass(frozen=True)
+class Position:
+    """A futures position (docs/api.md, "Futures"): ``size`` is signed (> 0 long, < 0 short);
+    ``entry_price`` is the cost over the size, as a price (truncated toward zero at 8 decimals
+    past the tick's when it does not end sooner); ``liquidation_price`` is None when it is not
+    exact (positions in two or more futures of the currency) or no mark liquidates a long."""
+
+    symbol: str
+    quote: str
+    side: str
+    size: Decimal
+    cost: Decimal
+    entry_price: Decimal | None
+    mark: Decimal | None
+    unrealised_pnl: Decimal | None
+    liquidation_price: Decimal | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, row: dict[str, Any], units: Units) -> Position:
+        symbol, quote = row["symbol"], row["quote"]
+
+        def opt(value: Any, read: Any) -> Decimal | None:
+            return None if value is None else read(value)  # type: ignore[no-any-return]
+
+        entry = row.get("entry_price")
+        if entry is not None and not units.decimal_wire:
+            # An integer-speaking server writes the entry price in ticks.
+            entry_price: Decimal | None = Decimal(entry) * units.symbol(symbol).price_tick
+        else:
+            entry_price = None if entry is None else Decimal(entry)
+        return cls(
+            symbol=symbol,
+            quote=quote,
+            side=row["side"],
+            size=units.qty(symbol, row["size"]),
+            cost=units.amount(quote, row["cost"]),
+            entry_price=entry_price,
+            mark=opt(row.get("mark"), lambda v: units.price(symbol, v)),
+            unrealised_pnl=opt(row.get("unrealised_pnl"), lambda v: units.amount(quote, v)),
+            liquidation_price=opt(row.get("liquidation_price"), lambda v: units.price(symbol, v)),
+            raw=row,
+        )
+
+
+@dataclass(frozen=True)
+class Margin:
+    """A user's margin in one currency that has futures: ``available`` is equity less the
+    initial margin (what new futures orders may use; negative: none)."""
+
+    currency: str
+    equity: Decimal
+    initial: Decimal
+    maintenance: Decimal
+    available: Decimal
+
+    @classmethod
+    def parse(cls, row: dict[str, Any], units: Units) -> Margin:
+        c = row["currency"]
+        return cls(
+            c,
+            units.amount(c, row["equity"]),
+            units.amount(c, row["initial"]),
+            units.amount(c, row["maintenance"]),
+            units.amount(c, row["available"]),
+        )
+
+
+@dataclass(frozen=True)
 class Fill:
     order: int
     symbol: str
@@ -216,7 +284,8 @@ class OrderStatus:
 @dataclass(frozen=True)
 class OrderEvent:
     """One event of a user's order history or user stream (docs/api.md): ``type`` is
-    ``accepted``, ``rejected``, ``fill``, ``cancelled``, ``triggered`` or ``amended``. The
+    ``accepted``, ``rejected``, ``fill``, ``cancelled``, ``triggered``, ``amended`` or
+    ``liquidated`` (its currency, equity, maintenance and shortfall are in ``raw``). The
     fields an event type does not have are None."""
 
     type: str
