@@ -260,7 +260,7 @@ fn public_endpoints_answer_json() {
     assert_eq!(metrics.status, 200);
     let text = metrics.body.as_str().unwrap();
     assert!(
-        text.contains("rialto_commands_total{type=\"add_user\"} 8"),
+        text.contains("rialto_commands_total{type=\"add_user\"} 9"),
         "{text}"
     );
     for name in [
@@ -2940,7 +2940,8 @@ fn a_future_traded_over_rest_is_liquidated_when_the_admin_moves_its_mark() {
     let bidder = Trader::new(&http, &server, 3);
     order(&bidder, 1, "buy", 900, 1);
     order(&bidder, 2, "buy", 850, 1);
-    // The insurance fund: bad amounts refused, then 1000 USD.
+    // The insurance fund (the demo's, then 1000 USD more): bad amounts refused.
+    let demo_fund = rialto_server::demo::DEMO_INSURANCE;
     let fund = |amount: i64, tx: i64| {
         admin.call(
             "POST",
@@ -2949,7 +2950,10 @@ fn a_future_traded_over_rest_is_liquidated_when_the_admin_moves_its_mark() {
         )
     };
     assert_eq!(error_code(&fund(0, 4300)), "invalid_qty");
-    assert_eq!(error_code(&fund(-1, 4300)), "insufficient_funds");
+    assert_eq!(
+        error_code(&fund(-demo_fund - 1, 4300)),
+        "insufficient_funds"
+    );
     assert_eq!(fund(1000, 4300).status, 200);
     assert_eq!(error_code(&fund(1000, 4300)), "duplicate_tx");
     // Bad marks change nothing.
@@ -3021,7 +3025,7 @@ fn a_future_traded_over_rest_is_liquidated_when_the_admin_moves_its_mark() {
     // The fund paid 50; user 2 is short 2 at 2000, user 3 long 2 at 1750.
     assert_eq!(
         (&usd["insurance"], &usd["position_cost"]),
-        (&json!(950), &json!(-250)),
+        (&json!(demo_fund + 950), &json!(-250)),
         "{usd}"
     );
     let seen = admin

@@ -1043,16 +1043,27 @@ async fn set_ref_price(
     uri: Uri,
     Admin(body): Admin,
 ) -> ApiResult {
-    let symbol = path_symbol(&state, &name)?;
-    let PriceBody { price } = parse_json(&body)?;
-    let catalog = Catalog::of(&state);
+    let (symbol, price) = symbol_and_price(&state, &name, &uri, &body)?;
+    admin_call(&state, Command::SetRefPrice { symbol, price }).await
+}
+
+/// The symbol of an admin path and the price of its body (`{"price": …}`), in ticks.
+fn symbol_and_price(
+    state: &AppState,
+    name: &str,
+    uri: &Uri,
+    body: &[u8],
+) -> Result<(rialto_core::SymbolId, i64), ApiError> {
+    let symbol = path_symbol(state, name)?;
+    let PriceBody { price } = parse_json(body)?;
+    let catalog = Catalog::of(state);
     let price = price.to_engine(
         "price",
         Measure::Price,
-        Units::of(&uri)?,
-        catalog.scales(&name),
+        Units::of(uri)?,
+        catalog.scales(name),
     )?;
-    admin_call(&state, Command::SetRefPrice { symbol, price }).await
+    Ok((symbol, price))
 }
 
 /// Sets a future's mark price; a pass may liquidate users (docs/rules.md, "Futures").
@@ -1062,15 +1073,7 @@ async fn set_mark_price(
     uri: Uri,
     Admin(body): Admin,
 ) -> ApiResult {
-    let symbol = path_symbol(&state, &name)?;
-    let PriceBody { price } = parse_json(&body)?;
-    let catalog = Catalog::of(&state);
-    let price = price.to_engine(
-        "price",
-        Measure::Price,
-        Units::of(&uri)?,
-        catalog.scales(&name),
-    )?;
+    let (symbol, price) = symbol_and_price(&state, &name, &uri, &body)?;
     admin_call(&state, Command::SetMarkPrice { symbol, price }).await
 }
 
