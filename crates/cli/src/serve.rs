@@ -358,7 +358,11 @@ mod tests {
         assert!(text.contains("burst = 77"), "{text}");
         let config = config_from(&args).unwrap();
         let listed: Vec<&str> = config.instruments.keys().map(String::as_str).collect();
-        assert_eq!(listed, ["BTC-USD", "ETH-USD", "X-Y"], "added to the demo's");
+        assert_eq!(
+            listed,
+            ["BTC-PERP", "BTC-USD", "ETH-USD", "X-Y"],
+            "added to the demo's"
+        );
         let file = dir.path().join("printed.toml");
         std::fs::write(&file, &text).unwrap();
         let again = ServeArgs {
