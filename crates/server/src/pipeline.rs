@@ -146,7 +146,8 @@ pub struct Outbound {
 
 /// A report's margin figures: the user's cross margin in each currency that quotes a future
 /// it holds a position or an open order in, by currency name, at most
-/// [`rialto_wire::MAX_REPORT_MARGINS`] (docs/protocol.md, Report).
+/// [`rialto_wire::MAX_REPORT_MARGINS`] (docs/protocol.md, Report). The figures are the ones
+/// the engine put in the report (`report.margins`, every currency with futures).
 pub fn report_margins(engine: &Engine, report: &UserReport) -> Vec<Margin> {
     let symbols = report.positions.iter().map(|p| p.symbol);
     let mut currencies: Vec<Name> = symbols
@@ -162,13 +163,12 @@ pub fn report_margins(engine: &Engine, report: &UserReport) -> Vec<Margin> {
     currencies
         .into_iter()
         .filter_map(|currency| {
-            let (equity, initial, maintenance) =
-                engine.user_margin(report.user, currency.as_str())?;
+            let m = report.margins.iter().find(|m| m.currency == currency)?;
             Some(Margin {
                 currency,
-                equity,
-                initial,
-                maintenance,
+                equity: m.equity,
+                initial: m.initial,
+                maintenance: m.maintenance,
             })
         })
         .collect()
