@@ -15,12 +15,13 @@ pub const DEMO_ORDER_ID_WINDOW_NS: i64 = 86_400 * 1_000_000_000;
 pub const DEMO_BAND_BPS: i64 = 1_000;
 /// What each demo user is given of each currency, in minor units.
 pub const DEMO_FUNDS: i64 = 1_000_000_000_000;
-/// One more demo user with little money: only $10,000 (1,000,000 cents) and nothing else, so
-/// that a position of a few lots of the future can be liquidated by a mark move of a few per
-/// cent (docs/operations.md, "The demo venue").
+/// One more demo user with little money: only 10 USD (1,000,000 minor units: USD has 5
+/// decimals on the demo venue) and nothing else, so that a position of a few lots of the
+/// future can be liquidated by a mark move of a few per cent (docs/operations.md, "The demo
+/// venue").
 pub const DEMO_MARGIN_USER: i64 = DEMO_USERS + 1;
 pub const DEMO_MARGIN_FUNDS: i64 = 1_000_000;
-/// The demo's future (a perpetual on BTC quoted in USD, prices in cents per lot of 0.001 BTC):
+/// The demo's future (a perpetual on BTC quoted in USD, with the spot symbols' ticks and lots):
 /// the gateway sets its mark to its last trade price (`gateway::MARK_INTERVAL`).
 pub const DEMO_FUTURE: &str = "BTC-PERP";
 /// Its mark before the first trade, and its margins per lot: 10% initial, 5% maintenance of
@@ -28,15 +29,16 @@ pub const DEMO_FUTURE: &str = "BTC-PERP";
 pub const DEMO_FUTURE_MARK: i64 = 500_000;
 pub const DEMO_FUTURE_INITIAL_MARGIN: i64 = 50_000;
 pub const DEMO_FUTURE_MAINTENANCE_MARGIN: i64 = 25_000;
-/// The USD insurance fund the demo starts with, in cents.
+/// The USD insurance fund the demo starts with, in minor units (10,000 USD).
 pub const DEMO_INSURANCE: i64 = 1_000_000_000;
 
 fn name(text: &str) -> Name {
     Name::new(text).expect("demo names are short")
 }
 
-/// Symbol specs of the demo venue: prices are in cents per lot, one lot is 1,000 base minor
-/// units, a taker pays 1 cent per lot and a maker nothing.
+/// Symbol specs of the demo venue: a lot is 1,000 base minor units (0.001 BTC or ETH), a price
+/// tick is 0.01 USD per coin, so one tick on one lot is one minor unit of USD (0.00001 USD:
+/// USD has 5 decimals here); a taker pays one minor unit per lot and a maker nothing.
 pub fn demo_symbols() -> Vec<SymbolSpec> {
     let future = SymbolKind::Future {
         initial_margin: DEMO_FUTURE_INITIAL_MARGIN,
