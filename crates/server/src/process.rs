@@ -95,6 +95,23 @@ mod tests {
     }
 }
 
+/// Puts the calling thread in Linux's `SCHED_IDLE` class: it runs only on CPU time no
+/// normal thread wants (its weight is about 1/300 of a nice-0 thread's), for background work
+/// that may lag a burst and catch up after it. Returns whether it took.
+pub fn make_this_thread_idle_priority() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_setscheduler reads `param` for the duration of the call; with pid 0
+        // it applies to the calling thread on Linux. SCHED_IDLE needs no privilege.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
 /// Lowers the calling thread's scheduling priority to `nice` (Linux keeps a nice value per
 /// thread): for background work, such as the history writer, that must not take CPU time
 /// from the threads that acknowledge orders when both want it. Returns whether it took.

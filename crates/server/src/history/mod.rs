@@ -36,9 +36,36 @@ use serde::{Deserialize, Serialize};
 
 pub use rows::{ID_PER_SEQ, Rows};
 
-/// The history writer thread's nice value (0 is the other threads'): under load it yields the
-/// CPU to the threads that acknowledge orders.
+/// The history writer thread's nice value with `writer_priority = "low"` (0 is the other
+/// threads').
 const HISTORY_WRITER_NICE: i32 = 10;
+
+/// How the history writer thread competes for the CPU with the threads that acknowledge
+/// orders (`history.writer_priority`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WriterPriority {
+    /// Linux's `SCHED_IDLE`: only CPU time no other thread wants. Under a load that keeps
+    /// every core busy the database lags (and catches up from the journal after it); the
+    /// venue does not slow down for it.
+    #[default]
+    Idle,
+    /// nice 10: about a tenth of a normal thread's share when both want the CPU.
+    Low,
+    /// The other threads' priority.
+    Normal,
+}
+
+impl WriterPriority {
+    /// Applies the priority to the calling thread; false if the system refused it.
+    fn apply_to_this_thread(self) -> bool {
+        match self {
+            WriterPriority::Idle => crate::process::make_this_thread_idle_priority(),
+            WriterPriority::Low => crate::process::lower_this_thread_priority(HISTORY_WRITER_NICE),
+            WriterPriority::Normal => true,
+        }
+    }
+}
 
 /// The database's file name in the data directory.
 pub const FILE_NAME: &str = "history.sqlite";
@@ -60,6 +87,8 @@ pub struct HistorySettings {
     /// pages of each table and index, so a venue with many users needs far more than SQLite's
     /// default 2 MiB, or most inserts read a page back in.
     pub writer_cache_mib: usize,
+    /// How the writer thread competes for the CPU (`idle`, `low`, `normal`).
+    pub writer_priority: WriterPriority,
 }
 
 impl Default for HistorySettings {
@@ -69,6 +98,7 @@ impl Default for HistorySettings {
             queue_batches: 1_024,
             pending_rows: 1_000_000,
             writer_cache_mib: 64,
+            writer_priority: WriterPriority::Idle,
         }
     }
 }
@@ -317,12 +347,15 @@ pub fn start(
         data_dir: data_dir.to_path_buf(),
         engine_config,
     };
+    let priority = settings.writer_priority;
     let handle = std::thread::Builder::new()
         .name("rialto-history".into())
         .spawn(move || {
             // Behind the threads that acknowledge orders: the database may lag a burst and
             // catch up after it (the tap holds what waits, docs/api.md).
-            crate::process::lower_this_thread_priority(HISTORY_WRITER_NICE);
+            if !priority.apply_to_this_thread() {
+                tracing::warn!(?priority, "the history writer runs at normal priority");
+            }
             if let Err(e) = writer.run(venue_seq) {
                 writer.store.failed.store(true, Ordering::Relaxed);
                 tracing::error!("history writer stopped: {e:#}");
@@ -574,5 +607,57 @@ mod tests {
         assert_eq!(store.written_seq.load(Ordering::Acquire), last);
         assert!(store.rebuilt_commands.load(Ordering::Relaxed) >= last - 1);
         assert_eq!(trade_count(&store), 4);
+    }
+
+    /// The scheduling policies (Linux's `/proc/.../stat` field 41) of this process's threads
+    /// named `name` (other tests may run writers of their own meanwhile).
+    #[cfg(target_os = "linux")]
+    fn policies_of_threads(name: &str) -> Vec<u32> {
+        let policy = |path: &std::path::Path| -> Option<u32> {
+            let comm = std::fs::read_to_string(path.join("comm")).ok()?;
+            if comm.trim_end() != name {
+                return None;
+            }
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            // Fields after the command name, which ends at the last ')': state is field 3.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            rest.split(' ').nth(41 - 3)?.parse().ok()
+        };
+        std::fs::read_dir("/proc/self/task")
+            .map(|tasks| tasks.flatten().filter_map(|t| policy(&t.path())).collect())
+            .unwrap_or_default()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_writer_runs_in_the_priority_the_settings_ask() {
+        const SCHED_OTHER: u32 = 0;
+        const SCHED_IDLE: u32 = 5;
+        let dir = tempfile::tempdir().unwrap();
+        for (priority, policy) in [
+            (WriterPriority::Idle, SCHED_IDLE),
+            (WriterPriority::Normal, SCHED_OTHER),
+        ] {
+            let settings = HistorySettings {
+                writer_priority: priority,
+                ..HistorySettings::default()
+            };
+            let history = start(&settings, dir.path(), EngineConfig::default(), 0).unwrap();
+            // The writer sets its priority first thing; its first batch is after that.
+            history.tap.queue.push(Rows::default()).unwrap();
+            let store = history.store.clone();
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let seen = loop {
+                let seen = policies_of_threads("rialto-history");
+                if seen.contains(&policy) || std::time::Instant::now() > deadline {
+                    break seen;
+                }
+                std::thread::yield_now();
+            };
+            assert!(seen.contains(&policy), "{priority:?}: {seen:?}");
+            drop(history.tap);
+            history.writer.join().unwrap();
+            assert!(!store.failed.load(Ordering::Relaxed));
+        }
     }
 }
