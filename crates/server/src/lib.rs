@@ -66,6 +66,7 @@ pub struct RunningServer {
     pub history: Option<Arc<history::Store>>,
     history_writer: Option<JoinHandle<()>>,
     pipeline_shared: Arc<pipeline::Shared>,
+    web_bridge: Arc<web::bridge::WebBridge>,
     /// Held until the server is dropped (after it stopped).
     _data_dir_lock: rialto_journal::DataDirLock,
 }
@@ -74,6 +75,13 @@ impl RunningServer {
     /// The flag that stops the server (a signal handler sets it).
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
+    }
+
+    /// Stalls the web side's reading of the gateway's user messages while the guard lives
+    /// (for tests of a web side that falls behind).
+    #[doc(hidden)]
+    pub fn stall_web_user_messages(&self) -> impl Drop + '_ {
+        self.web_bridge.stall_user_messages()
     }
 
     /// Waits (up to `timeout`) until market data has replayed everything the engine applied.
@@ -485,8 +493,14 @@ pub fn start_with_stop(
     } else {
         None
     };
-    let (bridge, user_messages) = web::bridge::WebBridge::new();
+    let (bridge, user_messages) = web::bridge::WebBridge::new(config.web.user_message_batches);
     let web_bridge = config.web.enabled.then(|| bridge.clone());
+    let bridge_handle = bridge.clone();
+    if config.web.enabled {
+        let bridge = bridge.clone();
+        let probe = Box::new(move || bridge.dropped_messages());
+        metrics.add_gauge("rialto_web_user_messages_dropped", "", probe);
+    }
     let gateway = Gateway::bind(
         config.listen,
         config.admin_listen,
@@ -599,6 +613,7 @@ pub fn start_with_stop(
         history: history_store,
         history_writer,
         pipeline_shared,
+        web_bridge: bridge_handle,
         _data_dir_lock: data_dir_lock,
     })
 }
@@ -809,8 +824,9 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
         true => Some(tls::server_config(&config.tls)?),
         false => None,
     };
-    let (bridge, user_messages) = web::bridge::WebBridge::new();
+    let (bridge, user_messages) = web::bridge::WebBridge::new(config.web.user_message_batches);
     bridge.set_read_only(read_only_answer(replica.follower()));
+    let bridge_handle = bridge.clone();
     let web = if let Some(listener) = web_listener {
         let parts = web::WebParts {
             settings: config.web.clone(),
@@ -900,6 +916,7 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
         history: None,
         history_writer: None,
         pipeline_shared: shared,
+        web_bridge: bridge_handle,
         _data_dir_lock: data_dir_lock,
     })
 }
