@@ -67,6 +67,8 @@ pub struct RunningServer {
     history_writer: Option<JoinHandle<()>>,
     pipeline_shared: Arc<pipeline::Shared>,
     web_bridge: Arc<web::bridge::WebBridge>,
+    /// A replicated leader's FIX stores in the cluster.
+    fix_mirror: Option<fixstore::FixMirror>,
     /// Held until the server is dropped (after it stopped).
     _data_dir_lock: rialto_journal::DataDirLock,
 }
@@ -82,6 +84,22 @@ impl RunningServer {
     #[doc(hidden)]
     pub fn stall_web_user_messages(&self) -> impl Drop + '_ {
         self.web_bridge.stall_user_messages()
+    }
+
+    /// Holds the cluster writes of one FIX session's store (e.g. `FIX.4.4-RIALTO-TRADER1`)
+    /// back until [`Self::release_fix_store_writes`] (for tests of a slow cluster).
+    #[doc(hidden)]
+    pub fn stall_fix_store_writes(&self, session: &str) {
+        if let Some(mirror) = &self.fix_mirror {
+            mirror.stall_writes(session);
+        }
+    }
+
+    #[doc(hidden)]
+    pub fn release_fix_store_writes(&self) {
+        if let Some(mirror) = &self.fix_mirror {
+            mirror.release_writes();
+        }
     }
 
     /// Waits (up to `timeout`) until market data has replayed everything the engine applied.
@@ -480,7 +498,7 @@ pub fn start_with_stop(
             burst: f.burst,
             message_log: f.message_log,
             data_dir: data_dir.clone(),
-            mirror: fix_mirror,
+            mirror: fix_mirror.clone(),
         };
         let gateway = fix::FixGateway::bind(
             fix_config,
@@ -614,6 +632,7 @@ pub fn start_with_stop(
         history_writer,
         pipeline_shared,
         web_bridge: bridge_handle,
+        fix_mirror,
         _data_dir_lock: data_dir_lock,
     })
 }
@@ -917,6 +936,7 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
         history_writer: None,
         pipeline_shared: shared,
         web_bridge: bridge_handle,
+        fix_mirror: None,
         _data_dir_lock: data_dir_lock,
     })
 }
