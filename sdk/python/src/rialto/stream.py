@@ -179,6 +179,8 @@ class _Core:
         if ch == "user":
             return self._user(msg)
         self.events.append(Message(ch, msg))
+        if ch == "status" and msg.get("type") == "gap" and ch in self.channels:
+            return self._resubscribe(ch)
         return []
 
     def _trades(self, ch: str, msg: dict[str, Any]) -> list[dict[str, Any]]:
