@@ -399,6 +399,10 @@ pub struct WebSettings {
     pub max_ws_queue: usize,
     /// The same in bytes, for a logged-in WebSocket.
     pub max_ws_queue_bytes: usize,
+    /// Batches of users' fills, cancellations and phase changes (up to 1,024 messages each,
+    /// one a millisecond while busy) that wait for the web side; past it the gateway drops
+    /// them and the users concerned get a `gap` (docs/api.md, "Gaps").
+    pub user_message_batches: usize,
     /// The same in bytes, for a WebSocket that has not logged in.
     pub max_ws_queue_bytes_public: usize,
     pub max_ws_connections: usize,
@@ -491,6 +495,7 @@ impl Default for WebSettings {
             burst: 1_000,
             max_ws_queue: 4_096,
             max_ws_queue_bytes: 4 << 20,
+            user_message_batches: 1_024,
             max_ws_queue_bytes_public: 256 << 10,
             max_ws_connections: 4_096,
             max_connections: 1_024,
@@ -706,8 +711,9 @@ impl ServerConfig {
         );
         let w = &self.web;
         anyhow::ensure!(
-            w.max_ws_queue >= 1 && w.max_ws_connections >= 1,
-            "web.max_ws_queue and web.max_ws_connections must be at least 1"
+            w.max_ws_queue >= 1 && w.max_ws_connections >= 1 && w.user_message_batches >= 1,
+            "web.max_ws_queue, web.max_ws_connections and web.user_message_batches must be at \
+             least 1"
         );
         anyhow::ensure!(
             w.max_ws_queue_bytes >= 1 << 10 && w.max_ws_queue_bytes_public >= 1 << 10,

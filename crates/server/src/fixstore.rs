@@ -10,12 +10,15 @@
 //! - `<session>.m.<first MsgSeqNum, 20 digits>`: `.messages` records back to back (each with
 //!   its CRC), the messages one flush stored, at most [`CHUNK_MAX_BYTES`] a chunk.
 //!
-//! **Store, then send.** The leader's gateway writes the chunks (and then the numbers) and
-//! waits for JetStream's acknowledgement before it writes those messages to a socket, as it
-//! does with the local files: a message a client received is in the cluster, so the new leader
-//! resends it (never gap-fills it) and never sends another message under its number. A crash
-//! between the store and the send leaves a message stored and unsent: the client sees a gap
-//! and asks for it. A failed write closes the session's connection without sending.
+//! **Store, then send.** The leader's gateway hands the chunks (and then the numbers) to a task
+//! on the NATS client's runtime and holds the session's output written since until JetStream
+//! has acknowledged them (fix/mod.rs, `FixGateway::flush`): a message a client received is in
+//! the cluster, so the new leader resends it (never gap-fills it) and never sends another
+//! message under its number. The gateway's thread never waits: other sessions go on while one
+//! session's write is in flight, and a session's writes go one at a time, in order (what it
+//! stores meanwhile waits for the next). A crash between the store and the send leaves a
+//! message stored and unsent: the client sees a gap and asks for it. A failed write closes the
+//! session's connection without sending what it held.
 //!
 //! **Adoption.** When a leader opens a session (its first Logon since the node leads), it reads
 //! the session's numbers and chunks from the cluster and writes them into its data directory as
@@ -24,7 +27,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -34,6 +37,7 @@ use futures_util::StreamExt;
 use rialto_fix::session::store::{decode_seqnums, encode_message_record, encode_seqnums};
 use rialto_fix::session::{FileStore, MessageStore};
 
+use crate::idle::Bell;
 use crate::replication::{Connection, LeaseGuard};
 
 /// The most bytes of records one chunk holds (NATS's default `max_payload` is 1 MiB).
@@ -51,6 +55,11 @@ struct Inner {
     timeout: Duration,
     /// The leader's lease: nothing is written once it was lost or may have lapsed.
     lease: Option<LeaseGuard>,
+    /// The gateway's bell, rung when a write is acknowledged (or fails).
+    bell: OnceLock<Arc<Bell>>,
+    /// Test seam: the key of a session whose writes wait before they start (a slow or
+    /// stalled cluster for that session).
+    stalled: tokio::sync::watch::Sender<Option<String>>,
 }
 
 /// A session's store as the cluster holds it.
@@ -105,8 +114,27 @@ impl FixMirror {
                 bucket,
                 timeout: connection.timeout(),
                 lease,
+                bell: OnceLock::new(),
+                stalled: tokio::sync::watch::Sender::new(None),
             }),
         })
+    }
+
+    /// The bell of the gateway's loop, rung when a session's write completes.
+    pub fn set_bell(&self, bell: Arc<Bell>) {
+        let _ = self.inner.bell.set(bell);
+    }
+
+    /// Holds the writes of one session's store back until [`FixMirror::release_writes`]
+    /// (for tests of a cluster slow for one session).
+    #[doc(hidden)]
+    pub fn stall_writes(&self, session: &str) {
+        self.inner.stalled.send_replace(Some(key_of(session)));
+    }
+
+    #[doc(hidden)]
+    pub fn release_writes(&self) {
+        self.inner.stalled.send_replace(None);
     }
 
     /// The session's numbers and every record of its chunks, in the order they were written;
@@ -186,6 +214,160 @@ struct Replicated {
     seqnums_dirty: bool,
     /// A sequence reset: the session's chunks are purged before anything else is written.
     purge: bool,
+    /// The write in flight, if any: its ticket, and where its task leaves the outcome.
+    in_flight: Option<(u64, Arc<Mutex<Option<Outcome>>>)>,
+    /// Writes started so far (each a ticket), and the last acknowledged one.
+    launched: u64,
+    acknowledged: u64,
+}
+
+/// One write to the cluster: what it carries, taken from [`Replicated`].
+struct Work {
+    purge: bool,
+    chunks: Vec<(u64, Vec<u8>)>,
+    /// The numbers to write, with the revision they replace (0: create).
+    numbers: Option<(u64, u64)>,
+    revision: u64,
+}
+
+/// A finished write: the numbers' new revision (if written), or the error and the work, to
+/// try again.
+type Outcome = Result<Option<u64>, (io::Error, Work)>;
+
+impl Replicated {
+    fn has_work(&self) -> bool {
+        self.purge || !self.chunks.is_empty() || self.seqnums_dirty
+    }
+
+    /// Takes the outcome of the write in flight, if it has finished.
+    fn collect(&mut self) -> io::Result<()> {
+        let Some((ticket, slot)) = &self.in_flight else {
+            return Ok(());
+        };
+        let Some(outcome) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Ok(());
+        };
+        let ticket = *ticket;
+        self.in_flight = None;
+        match outcome {
+            Ok(revision) => {
+                if let Some(revision) = revision {
+                    self.revision = revision;
+                }
+                self.acknowledged = ticket;
+                Ok(())
+            }
+            Err((e, work)) => {
+                // Kept for the next write, before what was stored since.
+                self.purge |= work.purge;
+                let mut chunks = work.chunks;
+                chunks.append(&mut self.chunks);
+                self.chunks = chunks;
+                self.seqnums_dirty |= work.numbers.is_some();
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts a write of what waits, unless one is in flight: purge, chunks, then the
+    /// numbers (current `numbers`), each acknowledged before the next.
+    fn launch(&mut self, numbers: (u64, u64)) -> io::Result<()> {
+        if self.in_flight.is_some() || !self.has_work() {
+            return Ok(());
+        }
+        let inner = self.mirror.inner.clone();
+        if let Some(lease) = &inner.lease {
+            lease.check()?;
+        }
+        let work = Work {
+            purge: std::mem::take(&mut self.purge),
+            chunks: std::mem::take(&mut self.chunks),
+            numbers: std::mem::take(&mut self.seqnums_dirty).then_some(numbers),
+            revision: self.revision,
+        };
+        self.launched += 1;
+        let slot = Arc::new(Mutex::new(None));
+        self.in_flight = Some((self.launched, slot.clone()));
+        let key = self.key.clone();
+        let timeout = inner.timeout * 4;
+        inner.runtime.clone().spawn(async move {
+            let mut stalled = inner.stalled.subscribe();
+            let _ = stalled.wait_for(|s| s.as_deref() != Some(&key)).await;
+            let written = tokio::time::timeout(timeout, write(&inner.bucket, &key, &work)).await;
+            let outcome = match written {
+                Ok(Ok(revision)) => Ok(revision),
+                Ok(Err(e)) => Err((e, work)),
+                Err(_) => Err((nats_error("no answer", format!("within {timeout:?}")), work)),
+            };
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+            if let Some(bell) = inner.bell.get() {
+                bell.ring();
+            }
+        });
+        Ok(())
+    }
+
+    /// Writes what waits and waits for it (at shutdown).
+    fn settle(&mut self, numbers: (u64, u64)) -> io::Result<()> {
+        loop {
+            self.collect()?;
+            self.launch(numbers)?;
+            let Some((_, slot)) = &self.in_flight else {
+                return Ok(());
+            };
+            let timeout = self.mirror.inner.timeout * 5;
+            let deadline = std::time::Instant::now() + timeout;
+            while slot.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+                if std::time::Instant::now() > deadline {
+                    return Err(nats_error("no answer", format!("within {timeout:?}")));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+/// One write: purge, chunks, then the numbers (compare-and-set on `work.revision`).
+async fn write(bucket: &kv::Store, key: &str, work: &Work) -> io::Result<Option<u64>> {
+    if work.purge {
+        let filter = format!("{}{key}.m.>", bucket.prefix);
+        bucket
+            .stream
+            .purge()
+            .filter(filter)
+            .await
+            .map_err(|e| nats_error("purging a reset session", e))?;
+    }
+    if !work.chunks.is_empty() {
+        let puts = work.chunks.iter().map(|(first, records)| {
+            let value = Bytes::copy_from_slice(records);
+            bucket.put(format!("{key}.m.{first:020}"), value)
+        });
+        futures_util::future::try_join_all(puts)
+            .await
+            .map_err(|e| nats_error("storing sent messages", e))?;
+    }
+    let Some((sender, target)) = work.numbers else {
+        return Ok(None);
+    };
+    let value = Bytes::copy_from_slice(&encode_seqnums(sender, target));
+    let entry = format!("{key}.seqnums");
+    let written = match work.revision {
+        0 => bucket
+            .create(&entry, value)
+            .await
+            .map_err(|e| e.to_string()),
+        r => bucket
+            .update(&entry, value, r)
+            .await
+            .map_err(|e| e.to_string()),
+    };
+    written.map(Some).map_err(|e| {
+        io::Error::other(format!(
+            "FIX store in the cluster: the sequence numbers of {key} were written by another \
+             node (or cannot be written: {e}); this node does not send on it"
+        ))
+    })
 }
 
 /// A FIX session's store on the leader: the local files, and with a replicated log the
@@ -239,73 +421,39 @@ impl SessionStore {
                 chunks: Vec::new(),
                 seqnums_dirty,
                 purge: false,
+                in_flight: None,
+                launched: 0,
+                acknowledged: 0,
             }),
         })
     }
 
-    /// Writes what the cluster has not yet got: purge, chunks, then the numbers, each
-    /// acknowledged before the next. Kept for the next flush if anything fails.
-    fn write_to_cluster(c: &mut Replicated, numbers: (u64, u64)) -> io::Result<()> {
-        if !c.purge && c.chunks.is_empty() && !c.seqnums_dirty {
-            return Ok(());
+    /// Which write to the cluster holds everything stored so far, and the last write the
+    /// cluster acknowledged: output written before this call may go to the socket once the
+    /// second reaches the first. `(0, 0)` without a cluster.
+    pub fn tickets(&self) -> (u64, u64) {
+        self.cluster.as_ref().map_or((0, 0), |c| {
+            (c.launched + u64::from(c.has_work()), c.acknowledged)
+        })
+    }
+
+    /// Whether a write to the cluster has finished and waits for a flush to collect it (its
+    /// task rings the gateway's bell when it finishes; this covers a finish just before the
+    /// gateway announced that it sleeps).
+    pub fn write_finished(&self) -> bool {
+        self.cluster
+            .as_ref()
+            .and_then(|c| c.in_flight.as_ref())
+            .is_some_and(|(_, slot)| slot.lock().unwrap_or_else(|e| e.into_inner()).is_some())
+    }
+
+    /// Writes everything to the cluster and waits for it (the server stops).
+    pub fn settle(&mut self) -> io::Result<()> {
+        let numbers = (self.file.next_sender_seq(), self.file.next_target_seq());
+        if let Some(c) = &mut self.cluster {
+            c.settle(numbers)?;
         }
-        let inner = &c.mirror.inner;
-        if let Some(lease) = &inner.lease {
-            lease.check()?;
-        }
-        let bucket = &inner.bucket;
-        let key = &c.key;
-        if c.purge {
-            let filter = format!("{}{key}.m.>", bucket.prefix);
-            c.mirror.run(async {
-                bucket
-                    .stream
-                    .purge()
-                    .filter(filter)
-                    .await
-                    .map_err(|e| nats_error("purging a reset session", e))
-            })?;
-            c.purge = false;
-        }
-        if !c.chunks.is_empty() {
-            let chunks = &c.chunks;
-            c.mirror.run(async {
-                let puts = chunks.iter().map(|(first, records)| {
-                    let value = Bytes::copy_from_slice(records);
-                    bucket.put(format!("{key}.m.{first:020}"), value)
-                });
-                futures_util::future::try_join_all(puts)
-                    .await
-                    .map_err(|e| nats_error("storing sent messages", e))
-            })?;
-            c.chunks.clear();
-        }
-        if c.seqnums_dirty {
-            let value = Bytes::copy_from_slice(&encode_seqnums(numbers.0, numbers.1));
-            let entry = format!("{key}.seqnums");
-            let revision = c.revision;
-            let written = c.mirror.run(async {
-                let written = match revision {
-                    0 => bucket
-                        .create(&entry, value)
-                        .await
-                        .map_err(|e| e.to_string()),
-                    r => bucket
-                        .update(&entry, value, r)
-                        .await
-                        .map_err(|e| e.to_string()),
-                };
-                Ok(written)
-            })?;
-            c.revision = written.map_err(|e| {
-                io::Error::other(format!(
-                    "FIX store in the cluster: the sequence numbers of {key} were written by \
-                     another node (or cannot be written: {e}); this node does not send on it"
-                ))
-            })?;
-            c.seqnums_dirty = false;
-        }
-        Ok(())
+        self.file.flush()
     }
 
     /// Keeps `message` for the cluster too, in the current chunk or a new one.
@@ -364,11 +512,14 @@ impl MessageStore for SessionStore {
         }
         self.file.reset()
     }
+    /// Never waits for the cluster: collects the outcome of the write in flight and starts
+    /// the next one; the caller holds the output until [`SessionStore::tickets`] says the
+    /// cluster has it.
     fn flush(&mut self) -> io::Result<()> {
-        // The cluster first: what a client receives must survive this node.
         if let Some(c) = &mut self.cluster {
             let numbers = (self.file.next_sender_seq(), self.file.next_target_seq());
-            SessionStore::write_to_cluster(c, numbers)?;
+            c.collect()?;
+            c.launch(numbers)?;
         }
         self.file.flush()
     }

@@ -148,6 +148,8 @@ pub struct Gateway {
     /// For the web side: a user's messages, or (`None`) public ones.
     web_messages: Vec<(Option<UserId>, ServerMsg)>,
     web_messages_sent: Instant,
+    /// User messages the web side's full queue refused, to announce with the next batch.
+    web_gap: crate::web::bridge::Gap,
     metrics: Arc<Metrics>,
     /// Replies routed, for sampling round trips.
     replies: u64,
@@ -217,6 +219,7 @@ impl Gateway {
             web_waiting: None,
             web_messages: Vec::new(),
             web_messages_sent: Instant::now(),
+            web_gap: crate::web::bridge::Gap::default(),
             metrics,
             replies: 0,
             dirty: Vec::new(),
@@ -293,6 +296,9 @@ impl Gateway {
                         Some(Duration::ZERO)
                     } else if paused || !self.closing.is_empty() {
                         Some(Duration::from_micros(100))
+                    } else if !self.web_gap.is_empty() {
+                        // A gap waits for room in the web side's queue, which nobody announces.
+                        Some(WEB_MESSAGES_WAIT)
                     } else {
                         Some(MAX_SLEEP)
                     }
@@ -600,6 +606,10 @@ impl Gateway {
                     }
                     Target::Session(_) => {}
                 }
+                // A batch holds at most `WEB_MESSAGES_MAX`: the queue's bound is in batches.
+                if self.web_messages.len() >= WEB_MESSAGES_MAX {
+                    self.send_web_messages(true);
+                }
             }
             match target {
                 Target::WebStatus => {}
@@ -670,16 +680,21 @@ impl Gateway {
     }
 
     /// Hands the gathered fills and cancellations to the web side once they have waited long
-    /// enough or are many (or now, when `now`).
+    /// enough or are many (or now, when `now`). A gap left by a full queue is announced on
+    /// its own once it has waited as long, so that it never waits for the next event.
     fn send_web_messages(&mut self, now: bool) {
-        let (Some(web), false) = (&self.web, self.web_messages.is_empty()) else {
+        let Some(web) = &self.web else {
             return;
         };
-        if now
-            || self.web_messages.len() >= WEB_MESSAGES_MAX
-            || self.web_messages_sent.elapsed() >= WEB_MESSAGES_WAIT
-        {
-            web.deliver_user_messages(std::mem::take(&mut self.web_messages));
+        let waited = self.web_messages_sent.elapsed() >= WEB_MESSAGES_WAIT;
+        let due = if self.web_messages.is_empty() {
+            !self.web_gap.is_empty() && waited
+        } else {
+            now || self.web_messages.len() >= WEB_MESSAGES_MAX || waited
+        };
+        if due {
+            let messages = std::mem::take(&mut self.web_messages);
+            web.deliver_user_messages(messages, &mut self.web_gap);
             self.web_messages_sent = Instant::now();
         }
     }

@@ -66,6 +66,9 @@ pub struct RunningServer {
     pub history: Option<Arc<history::Store>>,
     history_writer: Option<JoinHandle<()>>,
     pipeline_shared: Arc<pipeline::Shared>,
+    web_bridge: Arc<web::bridge::WebBridge>,
+    /// A replicated leader's FIX stores in the cluster.
+    fix_mirror: Option<fixstore::FixMirror>,
     /// Held until the server is dropped (after it stopped).
     _data_dir_lock: rialto_journal::DataDirLock,
 }
@@ -74,6 +77,29 @@ impl RunningServer {
     /// The flag that stops the server (a signal handler sets it).
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
+    }
+
+    /// Stalls the web side's reading of the gateway's user messages while the guard lives
+    /// (for tests of a web side that falls behind).
+    #[doc(hidden)]
+    pub fn stall_web_user_messages(&self) -> impl Drop + '_ {
+        self.web_bridge.stall_user_messages()
+    }
+
+    /// Holds the cluster writes of one FIX session's store (e.g. `FIX.4.4-RIALTO-TRADER1`)
+    /// back until [`Self::release_fix_store_writes`] (for tests of a slow cluster).
+    #[doc(hidden)]
+    pub fn stall_fix_store_writes(&self, session: &str) {
+        if let Some(mirror) = &self.fix_mirror {
+            mirror.stall_writes(session);
+        }
+    }
+
+    #[doc(hidden)]
+    pub fn release_fix_store_writes(&self) {
+        if let Some(mirror) = &self.fix_mirror {
+            mirror.release_writes();
+        }
     }
 
     /// Waits (up to `timeout`) until market data has replayed everything the engine applied.
@@ -472,7 +498,7 @@ pub fn start_with_stop(
             burst: f.burst,
             message_log: f.message_log,
             data_dir: data_dir.clone(),
-            mirror: fix_mirror,
+            mirror: fix_mirror.clone(),
         };
         let gateway = fix::FixGateway::bind(
             fix_config,
@@ -485,8 +511,14 @@ pub fn start_with_stop(
     } else {
         None
     };
-    let (bridge, user_messages) = web::bridge::WebBridge::new();
+    let (bridge, user_messages) = web::bridge::WebBridge::new(config.web.user_message_batches);
     let web_bridge = config.web.enabled.then(|| bridge.clone());
+    let bridge_handle = bridge.clone();
+    if config.web.enabled {
+        let bridge = bridge.clone();
+        let probe = Box::new(move || bridge.dropped_messages());
+        metrics.add_gauge("rialto_web_user_messages_dropped", "", probe);
+    }
     let gateway = Gateway::bind(
         config.listen,
         config.admin_listen,
@@ -599,6 +631,8 @@ pub fn start_with_stop(
         history: history_store,
         history_writer,
         pipeline_shared,
+        web_bridge: bridge_handle,
+        fix_mirror,
         _data_dir_lock: data_dir_lock,
     })
 }
@@ -809,8 +843,9 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
         true => Some(tls::server_config(&config.tls)?),
         false => None,
     };
-    let (bridge, user_messages) = web::bridge::WebBridge::new();
+    let (bridge, user_messages) = web::bridge::WebBridge::new(config.web.user_message_batches);
     bridge.set_read_only(read_only_answer(replica.follower()));
+    let bridge_handle = bridge.clone();
     let web = if let Some(listener) = web_listener {
         let parts = web::WebParts {
             settings: config.web.clone(),
@@ -900,6 +935,8 @@ fn start_replica(parts: ReplicaParts) -> anyhow::Result<RunningServer> {
         history: None,
         history_writer: None,
         pipeline_shared: shared,
+        web_bridge: bridge_handle,
+        fix_mirror: None,
         _data_dir_lock: data_dir_lock,
     })
 }

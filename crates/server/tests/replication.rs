@@ -368,3 +368,39 @@ fn a_leader_and_a_standby_ride_out_the_restart_of_each_nats_server_in_turn() {
     assert_eq!(open_order_ids(&new_leader, 1), placed);
     new_leader.shutdown().unwrap();
 }
+
+#[test]
+fn a_fix_session_whose_store_write_is_stalled_holds_only_its_own_output() {
+    use common::fix::FixClient;
+    use rialto_fix::tags;
+    let cluster = NatsCluster::start();
+    let settings = cluster.log_settings("fixstall");
+    let dir = tempfile::tempdir().unwrap();
+    let leader = start(dir.path(), on_jetstream(&settings));
+    let fix_addr = leader.fix_addr.expect("FIX is on");
+    let mut slow = FixClient::connect(fix_addr, "TRADER1", "FIX.4.4");
+    slow.logon(&leader, 1);
+    let mut other = FixClient::connect(fix_addr, "TRADER2", "FIXT.1.1");
+    other.logon(&leader, 2);
+
+    // TRADER1's next store write waits for the cluster (as a slow or stalled bucket would).
+    leader.stall_fix_store_writes("FIX.4.4-RIALTO-TRADER1");
+    slow.new_order("S1", "1", "0.010", "100.00");
+    // TRADER2's order, after TRADER1's in the engine, is answered meanwhile...
+    other.new_order("O1", "1", "0.010", "101.00");
+    let answer = other.expect("8");
+    assert_eq!(answer.req(tags::CL_ORD_ID), "O1");
+    // ... while TRADER1's report (built in the same turn or before) is held: it is not in
+    // the cluster yet, so it must not be on the wire.
+    let held = slow.recv_within(Duration::from_millis(1));
+    assert!(
+        held.is_none(),
+        "sent before its store was acknowledged: {held:?}"
+    );
+    // Once the cluster takes the write, the report goes out.
+    leader.release_fix_store_writes();
+    let report = slow.expect("8");
+    assert_eq!(report.req(tags::CL_ORD_ID), "S1");
+    assert_eq!(report.req(tags::EXEC_TYPE), "0", "{report:?}");
+    within(Duration::from_secs(20), move || leader.shutdown().unwrap());
+}

@@ -3035,3 +3035,78 @@ fn a_future_traded_over_rest_is_liquidated_when_the_admin_moves_its_mark() {
     assert_eq!(seen["margins"][0]["currency"], "USD", "{seen}");
     server.shutdown().unwrap();
 }
+
+// ----- a web side that falls behind (docs/api.md "Gaps", docs/architecture.md) ----------------
+
+#[test]
+fn a_web_side_that_falls_behind_loses_user_messages_visibly_and_answers_nothing_stale() {
+    use rialto_core::{Side, SymbolId};
+    use rialto_wire::{NewOrder, ServerMsg};
+    let dir = tempfile::tempdir().unwrap();
+    // Room for one batch of user messages: a stalled web side overflows it at once.
+    let server = common::start(dir.path(), |c| c.web.user_message_batches = 1);
+    let http = Http::new(&server);
+    let seller = Trader::new(&http, &server, 1);
+    let mut ws = ws_connect(&server);
+    ws_login(&mut ws, &server, 1);
+    let subscribed = ws_call(&mut ws, json!({"id": "u", "op": "subscribe", "ch": "user"}));
+    assert_eq!(subscribed["result"]["subscribed"], "user", "{subscribed}");
+    let place = |order: i64, qty: i64| {
+        let body = json!({"symbol": "BTC-USD", "order": order, "side": "sell",
+            "price": 500_000, "qty": qty});
+        let answer = seller.call("POST", "/api/v1/orders", body);
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+    };
+    // An order that ends while the web side is stalled, and one that stays on the book.
+    place(42, 1);
+    place(41, 1_000);
+    assert_eq!(metric(&http, "rialto_web_user_messages_dropped"), 0);
+
+    let mut buyer = common::trader(&server, 2);
+    let stall = server.stall_web_user_messages();
+    let mut bought = 0;
+    // Trade, one round trip at a time (each a batch of its own or a few), until the gateway
+    // has had to drop some: it never waits for the web side.
+    while metric(&http, "rialto_web_user_messages_dropped") == 0 {
+        assert!(bought < 500, "nothing dropped after {bought} trades");
+        bought += 1;
+        let order = NewOrder::limit(1_000 + bought, SymbolId(0), Side::Buy, 500_000, 1);
+        buyer.place(order).unwrap();
+        common::recv_until(&mut buyer, |m| matches!(m, ServerMsg::Trade { .. }));
+    }
+    drop(stall);
+
+    // The seller's private stream says it lost messages, with the seq they reach.
+    let gap = ws_until(&mut ws, "the gap", |v| v["type"] == "gap");
+    assert_eq!(gap["ch"], "user", "{gap}");
+    assert!(gap["lost"].as_i64().unwrap() >= 1, "{gap}");
+    assert!(gap["seq"].as_u64().unwrap() > 0, "{gap}");
+    // Order 41's status: quantities from the engine, and a record that says it misses events.
+    let live = seller.call("GET", "/api/v1/orders/41", Value::Null);
+    assert_eq!(live.status, 200, "{:?}", live.body);
+    assert_eq!(live.body["status"], "partially_filled", "{:?}", live.body);
+    assert_eq!(live.body["filled"], bought - 1, "{:?}", live.body);
+    assert_eq!(
+        live.body["remaining"],
+        1_000 - (bought - 1),
+        "{:?}",
+        live.body
+    );
+    assert_eq!(live.body["incomplete"], true, "{:?}", live.body);
+    // Order 42 ended during the stall: its record comes from the history database (or, if
+    // that is more than a second behind on a loaded machine, the web side's, flagged
+    // incomplete); either way its end and quantity are right.
+    let ended = seller.call("GET", "/api/v1/orders/42", Value::Null);
+    assert_eq!(ended.status, 200, "{:?}", ended.body);
+    assert_eq!(
+        (&ended.body["status"], &ended.body["filled"]),
+        (&json!("filled"), &json!(1)),
+        "{:?}",
+        ended.body
+    );
+    // An order placed after the gap has a whole record again.
+    place(43, 1);
+    let after = seller.call("GET", "/api/v1/orders/43", Value::Null);
+    assert_eq!(after.body["incomplete"], Value::Null, "{:?}", after.body);
+    server.shutdown().unwrap();
+}

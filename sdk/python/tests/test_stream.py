@@ -110,6 +110,20 @@ def test_a_gap_in_the_diffs_resubscribes_for_a_fresh_snapshot() -> None:
     assert core.books["ETH-USD"].bids == [(Decimal("2.00"), Decimal("0.001"))]
 
 
+def test_a_gap_on_the_user_channel_resubscribes_it_for_fresh_snapshots() -> None:
+    core = _Core(None)
+    core.units = _units()
+    core.add_channel("user")
+    replies = core.handle({"ch": "user", "type": "gap", "seq": 41, "lost": 3})
+    assert [(r["op"], r["ch"]) for r in replies] == [("unsubscribe", "user"), ("subscribe", "user")]
+    event = core.events.popleft()
+    assert isinstance(event, UserUpdate) and (event.type, event.seq) == ("gap", 41)
+    # The same on the status channel, whose gap comes as a Message.
+    core.add_channel("status")
+    replies = core.handle({"ch": "status", "type": "gap", "seq": 42})
+    assert [(r["op"], r["ch"]) for r in replies] == [("unsubscribe", "status"), ("subscribe", "status")]
+
+
 def test_async_stream_logs_in_trades_and_sees_its_fill(venue) -> None:  # type: ignore[no-untyped-def]
     async def run() -> None:
         with Client(venue.url, "6", venue.secrets["6"]) as other:

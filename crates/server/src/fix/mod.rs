@@ -56,6 +56,9 @@ const TIMER_TICK: Duration = Duration::from_millis(50);
 const RING_ROOM: usize = 4;
 /// A resend in progress writes its next chunk once its connection has less than this unsent.
 const RESEND_LOW_WATER: usize = 64 << 10;
+/// A connection whose output waiting for its session's store in the cluster is over this is
+/// paused (its input is not read) until the cluster has caught up.
+const STORE_BACKLOG_BYTES: usize = 1 << 20;
 /// OrderIDs of a slot start at `(stable slot number + 1) << 40`: apart from each other and
 /// from the small ids binary clients usually choose.
 const ORDER_ID_SPACE_BITS: u32 = 40;
@@ -117,6 +120,11 @@ struct Conn {
     input_end: usize,
     output: Vec<u8>,
     output_pos: usize,
+    /// `output[..sendable]` may be written: its messages are in the session's store (with a
+    /// replicated log, the cluster has acknowledged them; fixstore.rs).
+    sendable: usize,
+    /// Output waiting for the cluster: (the store's write that holds it, the end of it).
+    store_marks: VecDeque<(u64, usize)>,
     slot: Option<usize>,
     readable: bool,
     /// The peer has shut down its side: read to the end of the stream, short reads or not.
@@ -128,6 +136,44 @@ struct Conn {
     opened: Instant,
     /// The connection's message rate.
     bucket: TokenBucket,
+}
+
+impl Conn {
+    /// Makes the output its session's store has acknowledged writable: `needed` is the
+    /// store's write that holds everything stored so far, `acknowledged` the last one the
+    /// cluster confirmed (fixstore.rs, `SessionStore::tickets`). Whether more may be written.
+    fn release(&mut self, needed: u64, acknowledged: u64) -> bool {
+        let before = self.sendable;
+        while let Some(&(ticket, end)) = self.store_marks.front() {
+            if ticket > acknowledged {
+                break;
+            }
+            self.sendable = self.sendable.max(end);
+            self.store_marks.pop_front();
+        }
+        if needed <= acknowledged {
+            self.sendable = self.output.len();
+            self.store_marks.clear();
+        } else {
+            match self.store_marks.back_mut() {
+                Some((ticket, end)) if *ticket == needed => *end = self.output.len(),
+                _ => self.store_marks.push_back((needed, self.output.len())),
+            }
+        }
+        self.sendable = self.sendable.min(self.output.len());
+        self.sendable > before
+    }
+
+    /// The output up to `output_pos` is written (or dropped): start the buffer again.
+    fn consumed(&mut self) {
+        let n = self.output_pos;
+        self.output.drain(..n);
+        self.output_pos = 0;
+        self.sendable = self.sendable.saturating_sub(n);
+        for (_, end) in &mut self.store_marks {
+            *end = end.saturating_sub(n);
+        }
+    }
 }
 
 /// The state every connection handler needs besides its connection.
@@ -238,6 +284,9 @@ impl FixGateway {
     /// The bell of the gateway's event loop: the feed rings it after each batch while a FIX
     /// market data subscription is open.
     pub fn set_bell(&mut self, bell: Arc<Bell>) {
+        if let Some(mirror) = &self.core.config.mirror {
+            mirror.set_bell(bell.clone());
+        }
         self.core.market_data.set_bell(bell);
     }
 
@@ -302,6 +351,8 @@ impl FixGateway {
                     input_end: 0,
                     output: Vec::with_capacity(4096),
                     output_pos: 0,
+                    sendable: 0,
+                    store_marks: VecDeque::new(),
                     slot: None,
                     readable: true,
                     read_closed: false,
@@ -373,7 +424,10 @@ impl FixGateway {
             // meanwhile: a frame borrows it while the handlers write to the connection.
             let input = std::mem::take(&mut conn.input);
             while !conn.closing {
-                if room(pipeline) < RING_ROOM || !self.core.deferred.is_empty() {
+                if room(pipeline) < RING_ROOM
+                    || !self.core.deferred.is_empty()
+                    || conn.output.len() - conn.sendable > STORE_BACKLOG_BYTES
+                {
                     conn.paused = true;
                     break;
                 }
@@ -675,17 +729,28 @@ impl FixGateway {
     }
 
     /// Writes pending output, after the session stores: nothing reaches a client before it
-    /// is in the store it may be resent from.
+    /// is in the store it may be resent from. With a replicated log a session's output waits
+    /// for the cluster's acknowledgement of its store (fixstore.rs) without holding up the
+    /// other sessions'.
     pub fn flush(&mut self, registry: &Registry) {
         self.pump_resends();
         for slot in &mut self.core.slots {
             if let Err(e) = slot.session.flush_stores() {
                 tracing::error!(session = %slot.name, "FIX store: {e}");
                 if let Some(c) = slot.conn.and_then(|id| self.conns.get_mut(&id)) {
-                    // What is buffered cannot be resent: close instead of sending it.
-                    c.output.truncate(c.output_pos);
+                    // What is not stored cannot be resent: close instead of sending it.
+                    c.output.truncate(c.sendable.max(c.output_pos));
                     c.closing = true;
                 }
+            }
+        }
+        let slots = &self.core.slots;
+        for (&id, c) in &mut self.conns {
+            let (needed, acknowledged) = c
+                .slot
+                .map_or((0, 0), |s| slots[s].session.store().tickets());
+            if c.release(needed, acknowledged) {
+                self.dirty.push(id);
             }
         }
         let mut dirty = std::mem::take(&mut self.dirty);
@@ -695,17 +760,21 @@ impl FixGateway {
             let Some(c) = self.conns.get_mut(&id) else {
                 continue;
             };
-            if !write_pending(&mut c.stream, &c.output, &mut c.output_pos) {
+            let end = c.sendable.max(c.output_pos);
+            if !write_pending(&mut c.stream, &c.output[..end], &mut c.output_pos) {
                 c.closing = true;
                 c.output_pos = c.output.len();
             }
-            if c.output_pos == c.output.len() {
-                c.output.clear();
-                c.output_pos = 0;
-            } else if c.output.len() - c.output_pos > 64 << 20 {
+            // Output held for the cluster keeps the buffer from emptying: drop what is
+            // written once it is at least half of it (each byte moves at most once or so).
+            let compact = c.output_pos >= RESEND_LOW_WATER && c.output_pos * 2 >= c.output.len();
+            if c.output_pos == c.output.len() || compact {
+                c.consumed();
+            }
+            if c.output.len() - c.output_pos > 64 << 20 {
                 tracing::warn!(conn = id, "closing a FIX connection that does not read");
-                c.output.clear();
-                c.output_pos = 0;
+                c.output_pos = c.output.len();
+                c.consumed();
                 c.closing = true;
             }
         }
@@ -761,11 +830,17 @@ impl FixGateway {
         self.core.market_data.has_batches()
     }
 
-    /// Something waits for room in the inbound ring: look again soon.
+    /// Something waits for room in the inbound ring, or a session's store write to the
+    /// cluster has finished: look again soon.
     pub fn is_waiting(&self) -> bool {
         !self.core.deferred.is_empty()
             || self.conns.values().any(|c| c.paused)
             || self.resend_ready()
+            || self
+                .core
+                .slots
+                .iter()
+                .any(|s| s.session.store().write_finished())
     }
 
     pub fn has_pending_output(&self) -> bool {
@@ -793,7 +868,12 @@ impl FixGateway {
         }
         self.close_finished(registry);
         for slot in &mut self.core.slots {
-            if let Err(e) = slot.session.flush_stores() {
+            let settled = slot.session.store_mut().settle();
+            if let Err(e) = settled.and_then(|()| {
+                slot.session
+                    .flush_stores()
+                    .map_err(|e| io::Error::other(e.to_string()))
+            }) {
                 tracing::error!(session = %slot.name, "FIX store: {e}");
             }
         }

@@ -5,8 +5,14 @@
 //! The gateway hands back the replies to web sessions, and every fill and cancellation of any
 //! user (whatever gateway the order came from), for order histories and private streams,
 //! gathered for up to a millisecond.
+//!
+//! That hand-over is bounded (`[web] user_message_batches` batches): the gateway never waits
+//! for the web side. A batch that finds the queue full is dropped and becomes a [`Gap`]: which
+//! users lost messages (and up to which seq), whether public ones were lost, how many. The gap
+//! rides on the next batch that fits, and the web side turns it into `gap` events on the
+//! users' private streams and forgets what it can no longer show correctly (web/history.rs).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -21,6 +27,62 @@ use crate::pipeline::{Op, Reply, Request, SessionId};
 /// Messages for the web side, in pipeline order: a user's (`Some`), or public ones (`None`:
 /// phase changes and auction results).
 pub type WebMessages = Vec<(Option<UserId>, ServerMsg)>;
+
+/// One hand-over to the web side: the gap before these messages, if some were dropped.
+pub struct WebBatch {
+    pub gap: Option<Gap>,
+    pub messages: WebMessages,
+}
+
+/// Messages the web side never got because its queue was full.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Gap {
+    /// Each user who lost messages: the highest seq among them and how many.
+    pub users: BTreeMap<UserId, (u64, u64)>,
+    /// The highest seq among the public messages lost (phase changes, auctions, settings).
+    pub public_seq: Option<u64>,
+    /// Batches of messages dropped (each counted in [`WebBridge::batches_sent`]).
+    pub batches: u64,
+    /// Messages dropped.
+    pub messages: u64,
+}
+
+impl Gap {
+    pub fn is_empty(&self) -> bool {
+        self.batches == 0
+    }
+
+    fn add(&mut self, messages: &WebMessages) {
+        self.batches += 1;
+        self.messages += messages.len() as u64;
+        for (user, msg) in messages {
+            let seq = message_seq(msg);
+            match user {
+                Some(user) => {
+                    let (last, count) = self.users.entry(*user).or_default();
+                    *last = (*last).max(seq);
+                    *count += 1;
+                }
+                None => self.public_seq = Some(self.public_seq.unwrap_or(0).max(seq)),
+            }
+        }
+    }
+}
+
+/// The seq of the command a user or public message comes from (0 for others).
+pub fn message_seq(msg: &ServerMsg) -> u64 {
+    match *msg {
+        ServerMsg::Trade { seq, .. }
+        | ServerMsg::Cancelled { seq, .. }
+        | ServerMsg::Amended { seq, .. }
+        | ServerMsg::Triggered { seq, .. }
+        | ServerMsg::Liquidated { seq, .. }
+        | ServerMsg::PhaseChanged { seq, .. }
+        | ServerMsg::Auction { seq, .. }
+        | ServerMsg::VenueSettings { seq, .. } => seq,
+        _ => 0,
+    }
+}
 
 /// Web sessions are `WEB_SESSION_BASE + n`: above the binary gateway's, below FIX's.
 pub const WEB_SESSION_BASE: SessionId = 1 << 40;
@@ -57,15 +119,20 @@ pub struct WebBridge {
     next_session: AtomicU64,
     pending: Mutex<HashMap<SessionId, oneshot::Sender<ServerMsg>>>,
     /// Fills and cancellations for users (and, for `None`, public messages: phase changes and
-    /// auction results), in pipeline order, a few at a time.
-    user_messages: mpsc::UnboundedSender<WebMessages>,
-    /// Batches of user messages handed over so far.
+    /// auction results), in pipeline order, a few at a time; bounded.
+    user_messages: mpsc::Sender<WebBatch>,
+    /// Batches of user messages handed over (or dropped) so far.
     batches_sent: AtomicU64,
+    /// User messages dropped because the web side's queue was full.
+    dropped_messages: AtomicU64,
+    /// Held by a test to stall the web side's reading of user messages.
+    stall: tokio::sync::RwLock<()>,
 }
 
 impl WebBridge {
-    pub fn new() -> (Arc<WebBridge>, mpsc::UnboundedReceiver<WebMessages>) {
-        let (user_messages, receiver) = mpsc::unbounded_channel();
+    /// A bridge whose user-message queue holds `user_message_batches` batches (at least 1).
+    pub fn new(user_message_batches: usize) -> (Arc<WebBridge>, mpsc::Receiver<WebBatch>) {
+        let (user_messages, receiver) = mpsc::channel(user_message_batches.max(1));
         let bridge = Arc::new(WebBridge {
             requests: ArrayQueue::new(QUEUE_CAPACITY),
             closed: std::sync::atomic::AtomicBool::new(false),
@@ -76,6 +143,8 @@ impl WebBridge {
             pending: Mutex::new(HashMap::new()),
             user_messages,
             batches_sent: AtomicU64::new(0),
+            dropped_messages: AtomicU64::new(0),
+            stall: tokio::sync::RwLock::new(()),
         });
         (bridge, receiver)
     }
@@ -159,17 +228,61 @@ impl WebBridge {
 
     /// Fills and cancellations of users' orders, in pipeline order. The gateway gathers them
     /// and sends a few at a time: each send may wake a web thread, which is a system call on
-    /// the gateway's thread.
-    pub fn deliver_user_messages(&self, messages: WebMessages) {
-        self.batches_sent.fetch_add(1, Ordering::SeqCst);
-        let _ = self.user_messages.send(messages);
+    /// the gateway's thread. Never waits: when the web side's queue is full the batch is
+    /// dropped into `gap`, which goes with the next batch that fits (the gateway sends an
+    /// empty batch to carry a gap alone).
+    pub fn deliver_user_messages(&self, messages: WebMessages, gap: &mut Gap) {
+        if messages.is_empty() && gap.is_empty() {
+            return;
+        }
+        if !messages.is_empty() {
+            self.batches_sent.fetch_add(1, Ordering::SeqCst);
+        }
+        let batch = WebBatch {
+            gap: (!gap.is_empty()).then(|| std::mem::take(gap)),
+            messages,
+        };
+        match self.user_messages.try_send(batch) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(batch)) => {
+                if let Some(before) = batch.gap {
+                    *gap = before;
+                }
+                if !batch.messages.is_empty() {
+                    gap.add(&batch.messages);
+                }
+                self.dropped_messages
+                    .fetch_add(batch.messages.len() as u64, Ordering::Relaxed);
+            }
+            // The web side is gone (the server stops): nobody to tell.
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
     }
 
-    /// Batches of user messages handed over so far. The gateway hands over what it gathered
-    /// before it delivers a web reply, so once a reply is in, every event the pipeline sent
-    /// before it is in one of these batches.
+    /// Batches of user messages handed over so far (dropped ones included: the gap that
+    /// stands for them counts them). The gateway hands over what it gathered before it
+    /// delivers a web reply, so once a reply is in, every event the pipeline sent before it
+    /// is in one of these batches.
     pub fn batches_sent(&self) -> u64 {
         self.batches_sent.load(Ordering::SeqCst)
+    }
+
+    /// User messages dropped so far because the web side fell behind
+    /// (`rialto_web_user_messages_dropped`).
+    pub fn dropped_messages(&self) -> u64 {
+        self.dropped_messages.load(Ordering::Relaxed)
+    }
+
+    /// Stalls the web side's reading of user messages while the guard lives (for tests of a
+    /// web side that falls behind).
+    #[doc(hidden)]
+    pub fn stall_user_messages(&self) -> tokio::sync::RwLockWriteGuard<'_, ()> {
+        self.stall.blocking_write()
+    }
+
+    /// Waits while a test stalls the web side.
+    pub(crate) async fn unstalled(&self) {
+        drop(self.stall.read().await);
     }
 
     /// The gateway is gone: every waiting caller learns it.

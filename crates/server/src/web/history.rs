@@ -93,8 +93,8 @@ impl Histories {
     }
 
     /// Waits (a second at most) until the first `batches` batches from the gateway are
-    /// recorded ([`super::bridge::WebBridge::batches_sent`]).
-    pub async fn caught_up(&self, batches: u64) {
+    /// recorded ([`super::bridge::WebBridge::batches_sent`]); false if they are not by then.
+    pub async fn caught_up(&self, batches: u64) -> bool {
         use std::sync::atomic::Ordering::SeqCst;
         let wait = async {
             loop {
@@ -105,7 +105,9 @@ impl Histories {
                 bell.await;
             }
         };
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wait).await;
+        tokio::time::timeout(std::time::Duration::from_secs(1), wait)
+            .await
+            .is_ok()
     }
 
     /// A receiver of the user's stream. A subscriber more than `backlog` messages behind it
@@ -134,13 +136,20 @@ impl Histories {
     }
 }
 
-/// Receives fills and cancellations from the gateway, in order.
-pub async fn run(
-    state: Arc<AppState>,
-    mut batches: mpsc::UnboundedReceiver<super::bridge::WebMessages>,
-) {
-    while let Some(batch) = batches.recv().await {
-        for (user, msg) in batch {
+/// Receives fills and cancellations from the gateway, in order, and the gaps where the
+/// gateway had to drop some because this side fell behind.
+pub async fn run(state: Arc<AppState>, mut batches: mpsc::Receiver<super::bridge::WebBatch>) {
+    loop {
+        state.bridge.unstalled().await;
+        let Some(batch) = batches.recv().await else {
+            break;
+        };
+        let mut counted = u64::from(!batch.messages.is_empty());
+        if let Some(gap) = batch.gap {
+            counted += gap.batches;
+            announce_gap(&state, &gap);
+        }
+        for (user, msg) in batch.messages {
             match user {
                 Some(user) => record(&state, user, msg),
                 None => publish_status(&state, &msg),
@@ -149,8 +158,36 @@ pub async fn run(
         state
             .history
             .batches_done
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            .fetch_add(counted, std::sync::atomic::Ordering::SeqCst);
         state.history.batch_bell.notify_waiters();
+    }
+}
+
+/// Messages were lost before this point (docs/api.md, "Gaps"): each user concerned gets a
+/// `gap` event in their history and on their private stream (whose subscribers subscribe
+/// again for a fresh snapshot), and the records of their orders placed before it are marked
+/// incomplete, so that an order's status comes from the engine and the history database, or
+/// says `incomplete`, rather than show a record that misses a fill. Lost public messages give
+/// a `gap` on the `status` channel.
+fn announce_gap(state: &Arc<AppState>, gap: &super::bridge::Gap) {
+    tracing::warn!(
+        messages = gap.messages,
+        users = gap.users.len(),
+        "the web side fell behind: user messages dropped"
+    );
+    for (&user, &(seq, lost)) in &gap.users {
+        state.orders.mark_gap(user, seq);
+        let event = json!({"type": "gap", "seq": seq, "lost": lost});
+        if let Some(tx) = state.history.stream(user) {
+            send_event(&tx, seq, &event);
+        }
+        state.history.push(user, Entry::Json(event));
+    }
+    if let Some(seq) = gap.public_seq {
+        let event = json!({"ch": STATUS_CHANNEL, "type": "gap", "seq": seq});
+        state
+            .topics
+            .publish(STATUS_CHANNEL, &event, || Catalog::of(state));
     }
 }
 

@@ -208,7 +208,7 @@ pub struct WebParts {
     pub admin_secret: String,
     pub keys: Arc<keys::KeyStore>,
     pub bridge: Arc<WebBridge>,
-    pub user_messages: mpsc::UnboundedReceiver<bridge::WebMessages>,
+    pub user_messages: mpsc::Receiver<bridge::WebBatch>,
     pub md: Arc<MarketData>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The history database, when `[history]` is on.

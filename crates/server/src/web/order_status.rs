@@ -69,6 +69,8 @@ struct Record {
     symbol: Option<String>,
     side: Option<String>,
     placed_ns: Option<i64>,
+    /// The seq of the command that placed it, when the place call recorded its terms.
+    placed_seq: Option<u64>,
     updated_ns: i64,
     filled: i64,
     fills: Vec<Value>,
@@ -81,6 +83,9 @@ struct Record {
 struct UserOrders {
     records: HashMap<i64, Record>,
     order: VecDeque<i64>,
+    /// The highest seq of the user's events the web side lost (web/history.rs, `gap`):
+    /// records of orders placed before it may miss some.
+    gap_seq: Option<u64>,
 }
 
 impl UserOrders {
@@ -108,11 +113,12 @@ impl OrderStatuses {
         f(users.entry(user).or_default())
     }
 
-    /// The place call's terms, once the engine accepted the order at `ts_ns`.
-    pub fn placed(&self, user: UserId, order: i64, terms: Terms, ts_ns: i64) {
+    /// The place call's terms, once the engine accepted the order at `seq`, `ts_ns`.
+    pub fn placed(&self, user: UserId, order: i64, terms: Terms, seq: u64, ts_ns: i64) {
         self.with(user, |orders| {
             let record = orders.entry(order);
             record.placed_ns = Some(ts_ns);
+            record.placed_seq = Some(seq);
             record.updated_ns = record.updated_ns.max(ts_ns);
             record.terms = Some(terms);
         });
@@ -160,10 +166,20 @@ impl OrderStatuses {
         });
     }
 
+    /// Events of the user up to `seq` were lost: the records of orders placed before it are
+    /// no longer whole.
+    pub fn mark_gap(&self, user: UserId, seq: u64) {
+        self.with(user, |orders| {
+            orders.gap_seq = Some(orders.gap_seq.unwrap_or(0).max(seq));
+        });
+    }
+
     /// The order's status as `GET /api/v1/orders/{id}` shows it (engine integers), given the
     /// user's live order of that id when it has one; None for an order neither live nor known.
     pub fn status(&self, user: UserId, order: i64, live: Option<&OpenOrder>) -> Option<Value> {
-        let record = self.with(user, |orders| orders.records.get(&order).cloned());
+        let (record, gap_seq) = self.with(user, |orders| {
+            (orders.records.get(&order).cloned(), orders.gap_seq)
+        });
         if record.is_none() && live.is_none() {
             return None;
         }
@@ -198,7 +214,9 @@ impl OrderStatuses {
             (None, None) => Value::Null,
         };
         let price = live.map(|o| o.price).or(terms.price);
-        Some(json!({
+        // Placed (here) after the last gap, the record has every event; otherwise it may not.
+        let whole = gap_seq.is_none_or(|gap| record.placed_seq.is_some_and(|s| s > gap));
+        let mut answer = json!({
             "order": order,
             "client_order_id": terms.client_order_id,
             "symbol": symbol,
@@ -213,7 +231,11 @@ impl OrderStatuses {
             "placed_ns": record.placed_ns,
             "updated_ns": (record.updated_ns > 0).then_some(record.updated_ns),
             "fills": record.fills,
-        }))
+        });
+        if !whole {
+            answer["incomplete"] = json!(true);
+        }
+        Some(answer)
     }
 }
 

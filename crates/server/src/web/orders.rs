@@ -239,7 +239,7 @@ pub async fn place(
     {
         ServerMsg::Accepted { seq, ts_ns, .. } => {
             record_accepted(state, user, order, kind, seq, ts_ns);
-            state.orders.placed(user, order, terms, ts_ns);
+            state.orders.placed(user, order, terms, seq, ts_ns);
             let mut answer = outcome(state, user, order).await?;
             answer["seq"] = json!(seq);
             answer["ts_ns"] = json!(ts_ns);
@@ -278,12 +278,14 @@ pub async fn outcome(state: &AppState, user: UserId, order: i64) -> Result<Value
     // The report's reply follows every event of the commands before it, and the gateway hands
     // those to the web side before the reply: wait until they are recorded.
     let (_, report) = report(state, user).await?;
-    state.history.caught_up(state.bridge.batches_sent()).await;
+    let caught_up = state.history.caught_up(state.bridge.batches_sent()).await;
     let live = report.orders.iter().find(|o| o.order == order);
     let known = state.orders.status(user, order, live);
     // An ended order this server has no whole record of (it was placed before the last
     // start): the history database has its terms and fills.
-    let partial = known.as_ref().is_none_or(|k| k["original_qty"].is_null());
+    let partial = known
+        .as_ref()
+        .is_none_or(|k| k["original_qty"].is_null() || k["incomplete"] == true);
     if live.is_none()
         && partial
         && let Some(db) = &state.db
@@ -291,7 +293,13 @@ pub async fn outcome(state: &AppState, user: UserId, order: i64) -> Result<Value
     {
         return Ok(from_history);
     }
-    Ok(known.unwrap_or_else(|| json!({"order": order, "status": "unknown"})))
+    let mut answer = known.unwrap_or_else(|| json!({"order": order, "status": "unknown"}));
+    if !caught_up {
+        // The web side is more than a second behind the engine: the record may miss this
+        // order's latest events (its status and live quantities come from the engine).
+        answer["behind"] = json!(true);
+    }
+    Ok(answer)
 }
 
 pub async fn cancel(state: &Arc<AppState>, user: UserId, order: i64) -> Result<Value, ApiError> {

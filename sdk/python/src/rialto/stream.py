@@ -2,8 +2,9 @@
 
 Both keep their subscriptions across disconnections: on a reconnect they log in again,
 subscribe again, and rebuild each book from its new snapshot; on a gap in a book's or a
-trade tape's sequence numbers they resubscribe that channel for a fresh snapshot
-(docs/api.md, "Gaps"). The protocol lives in :class:`_Core`, without I/O; the two classes
+trade tape's sequence numbers, or on the ``user`` channel's ``gap`` event (the server's web
+side fell behind and lost some of the user's events), they resubscribe that channel for a fresh
+snapshot (docs/api.md, "Gaps"). The protocol lives in :class:`_Core`, without I/O; the two classes
 only move its messages.
 """
 
@@ -55,8 +56,9 @@ class TradesUpdate:
 @dataclass(frozen=True)
 class UserUpdate:
     """A message of the private ``user`` channel: ``balances``, ``orders`` and (on a venue with
-    futures) ``positions`` snapshots (``positions`` and ``margins``), or an order event
-    (``fill``, ``cancelled``, ``liquidated``, ...) in ``event``."""
+    futures) ``positions`` snapshots (``positions`` and ``margins``), an order event
+    (``fill``, ``cancelled``, ``liquidated``, ...) in ``event``, or ``gap``: events up to
+    ``seq`` were lost on the server; the stream has resubscribed and fresh snapshots follow."""
 
     type: str
     seq: int
@@ -175,9 +177,10 @@ class _Core:
         if ch.startswith("trades.") and ch in self.channels:
             return self._trades(ch, msg)
         if ch == "user":
-            self._user(msg)
-            return []
+            return self._user(msg)
         self.events.append(Message(ch, msg))
+        if ch == "status" and msg.get("type") == "gap" and ch in self.channels:
+            return self._resubscribe(ch)
         return []
 
     def _trades(self, ch: str, msg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -204,10 +207,13 @@ class _Core:
             self.events.append(TradesUpdate(symbol, fresh, False))
         return []
 
-    def _user(self, msg: dict[str, Any]) -> None:
+    def _user(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
         assert self.units is not None
         kind = msg.get("type", "")
         seq = int(msg.get("seq", 0))
+        if kind == "gap":
+            self.events.append(UserUpdate(kind, seq))
+            return self._resubscribe("user") if "user" in self.channels else []
         if kind == "balances":
             balances = {b["currency"]: Balance.parse(b, self.units) for b in msg["balances"]}
             self.events.append(UserUpdate(kind, seq, balances=balances))
@@ -220,6 +226,7 @@ class _Core:
             self.events.append(UserUpdate(kind, seq, positions=positions, margins=margins))
         else:
             self.events.append(UserUpdate(kind, seq, event=OrderEvent.parse(msg, self.units)))
+        return []
 
     def result(self, ident: int) -> dict[str, Any]:
         msg = self.answers.pop(ident)
