@@ -18,6 +18,7 @@ pub mod pipeline_bench;
 pub mod replay;
 pub mod scenario;
 pub mod serve;
+pub mod sim;
 pub mod ws_bench;
 
 /// The `single` workload with `commands` measured commands, saying on stderr that it is being

@@ -65,6 +65,13 @@ is 0 unless --strict stopped the replay or the input could not be read."
     /// Inspect the journal and snapshots of a data directory (docs/journal-format.md)
     #[command(subcommand)]
     Journal(JournalCmd),
+    /// Run the deterministic simulator: the real pipeline stages on one thread with a simulated
+    /// clock, log and clients, faults drawn from the seed (docs/simulation.md)
+    #[command(
+        after_help = "A failing seed prints the tick and what broke; the same seed and ticks \
+replay it bit for bit (same trace hash). Exit status 1 if any seed failed."
+    )]
+    Sim(rialto_cli::sim::SimArgs),
     /// FIX tools: a session test acceptor, a session's message log, a load generator
     /// (docs/fix.md)
     #[command(subcommand)]
@@ -207,6 +214,8 @@ fn main() -> ExitCode {
     // The journal tools print their findings; only warnings belong beside them.
     init_logging(match cli.command {
         Cmd::Journal(_) | Cmd::Fix(FixCmd::Log(_)) => "warn",
+        // The faults the simulator injects make the pipeline log errors by design.
+        Cmd::Sim(_) => "off",
         _ => "info",
     });
     let outcome = match cli.command {
@@ -242,6 +251,11 @@ fn main() -> ExitCode {
         }
         Cmd::Journal(cmd) => run_journal(cmd),
         Cmd::Fix(cmd) => rialto_cli::fix::run(&cmd).map(|()| ExitCode::SUCCESS),
+        Cmd::Sim(args) => match rialto_cli::sim::run(&args, &mut io::stdout().lock()) {
+            Ok(true) => Ok(ExitCode::SUCCESS),
+            Ok(false) => Ok(ExitCode::FAILURE),
+            Err(e) => Err(e.into()),
+        },
     };
     match outcome {
         Ok(code) => code,

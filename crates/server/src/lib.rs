@@ -20,6 +20,7 @@ pub mod pipeline;
 pub mod process;
 pub mod replication;
 pub mod ring;
+pub mod simlog;
 pub mod snapstore;
 pub mod sockets;
 pub mod tls;

@@ -279,7 +279,37 @@ impl Pipeline {
         journal: impl Into<CommandLog>,
         credentials: Arc<Credentials>,
     ) -> std::io::Result<Pipeline> {
-        let journal: CommandLog = journal.into();
+        Pipeline::start_with(
+            config,
+            engine,
+            journal.into(),
+            credentials,
+            Clock::System,
+            false,
+        )
+    }
+
+    /// The pipeline of `rialto sim` (docs/simulation.md): the same stages on `clock`, with no
+    /// thread at all, not even the snapshot writer's (the simulator takes no snapshots). The
+    /// caller runs the stages with [`Self::step_journal`] and [`Self::step_engine`].
+    pub fn start_simulated(
+        config: PipelineConfig,
+        engine: Engine,
+        journal: CommandLog,
+        credentials: Arc<Credentials>,
+        clock: Clock,
+    ) -> std::io::Result<Pipeline> {
+        Pipeline::start_with(config, engine, journal, credentials, clock, true)
+    }
+
+    fn start_with(
+        config: PipelineConfig,
+        engine: Engine,
+        journal: CommandLog,
+        credentials: Arc<Credentials>,
+        clock: Clock,
+        simulated: bool,
+    ) -> std::io::Result<Pipeline> {
         let inbound = Ring::new(config.ring_capacity);
         let to_engine = Ring::new(config.ring_capacity);
         let outbound = Ring::new(config.ring_capacity);
@@ -309,6 +339,9 @@ impl Pipeline {
             wait: config.wait,
             metrics: config.metrics.clone(),
             market_data: config.market_data.clone().map(JournalTap::new),
+            clock,
+            #[cfg(feature = "planted-bugs")]
+            ack_before_commit: false,
         };
         let engine_stage = EngineStage {
             metrics: config.metrics.clone(),
@@ -338,12 +371,15 @@ impl Pipeline {
             archive,
             uploader,
         };
-        let mut threads = vec![
-            std::thread::Builder::new()
-                .name("rialto-snapshot".into())
-                .spawn(move || writer.run())?,
-        ];
-        let inline = if config.dedicated_threads {
+        let mut threads = Vec::new();
+        if !simulated {
+            threads.push(
+                std::thread::Builder::new()
+                    .name("rialto-snapshot".into())
+                    .spawn(move || writer.run())?,
+            );
+        }
+        let inline = if config.dedicated_threads && !simulated {
             threads.push(
                 std::thread::Builder::new()
                     .name("rialto-journal".into())
@@ -381,6 +417,43 @@ impl Pipeline {
             work += engine.step().0;
         }
         work
+    }
+
+    /// One duty cycle of the journal stage alone (inline stages only; the simulator's step).
+    pub fn step_journal(&mut self) -> usize {
+        match &mut self.inline {
+            Some((journal, _)) if !self.shared.journal_done.load(Ordering::Relaxed) => {
+                journal.step().0
+            }
+            _ => 0,
+        }
+    }
+
+    /// One duty cycle of the engine stage alone (inline stages only; the simulator's step).
+    pub fn step_engine(&mut self) -> usize {
+        match &mut self.inline {
+            Some((_, engine)) if !self.shared.engine_done.load(Ordering::Relaxed) => {
+                engine.step().0
+            }
+            _ => 0,
+        }
+    }
+
+    /// The engine, when the stages run on the caller's thread (the simulator's checkers).
+    pub fn inline_engine(&self) -> Option<&Engine> {
+        self.inline.as_ref().map(|(_, stage)| &stage.engine)
+    }
+
+    /// Plants the bug "acknowledge before the journal commit": the journal stage passes each
+    /// batch to the engine before its commit. For the simulator's own test: returns whether it
+    /// was planted, which only a build with the `planted-bugs` feature can do.
+    pub fn plant_ack_before_commit(&mut self) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        if let Some((journal, _)) = &mut self.inline {
+            journal.ack_before_commit = true;
+            return true;
+        }
+        false
     }
 
     /// Applies commands the server issues itself (the demo venue, a benchmark's set-up): each
@@ -475,6 +548,27 @@ pub fn now_ns() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
+/// The clock the journal stage stamps batches with and decides expiry ticks by: the wall
+/// clock in every server, a time the simulator sets and moves in `rialto sim`
+/// (docs/simulation.md).
+#[derive(Clone, Debug, Default)]
+pub enum Clock {
+    #[default]
+    System,
+    /// ns since the epoch, as the simulator last set it.
+    Simulated(Arc<AtomicI64>),
+}
+
+impl Clock {
+    #[inline]
+    pub fn now_ns(&self) -> i64 {
+        match self {
+            Clock::System => now_ns(),
+            Clock::Simulated(t) => t.load(Ordering::Relaxed),
+        }
+    }
+}
+
 // ----- journal thread ------------------------------------------------------------------------
 
 struct JournalStage {
@@ -491,6 +585,10 @@ struct JournalStage {
     wait: WaitStrategy,
     metrics: Arc<Metrics>,
     market_data: Option<JournalTap>,
+    clock: Clock,
+    /// The planted bug "acknowledge before the journal commit" (only the simulator sets it).
+    #[cfg(feature = "planted-bugs")]
+    ack_before_commit: bool,
 }
 
 impl JournalStage {
@@ -576,7 +674,7 @@ impl JournalStage {
         }
         // One time for the whole batch: the moment the sequencer took it. Time never runs
         // backwards in the log, whatever the wall clock does.
-        let ts_ns = now_ns().max(self.last_ts_ns);
+        let ts_ns = self.clock.now_ns().max(self.last_ts_ns);
         self.last_ts_ns = ts_ns;
         let mut journaled = 0;
         while self.batch.len() < take {
@@ -597,12 +695,17 @@ impl JournalStage {
                 ts_ns,
             });
         }
+        let n = self.batch.len();
         if journaled > 0 {
             if let Some(tap) = &mut self.market_data {
                 // Market data replays the batch as journaled (copied now: the commit may
                 // reuse the buffer). Its thread applies a record only once the engine has,
                 // so only once it is durable as the mode says.
                 tap.send(self.journal.uncommitted());
+            }
+            #[cfg(feature = "planted-bugs")]
+            if self.ack_before_commit {
+                self.pass_on();
             }
             // Group commit: one write (and in fsync mode one fsync) for the whole batch.
             let started = std::time::Instant::now();
@@ -614,6 +717,12 @@ impl JournalStage {
                 .journal_commit
                 .record(started.elapsed().as_nanos() as u64);
         }
+        self.pass_on();
+        Ok(n)
+    }
+
+    /// Passes the batch to the engine stage.
+    fn pass_on(&mut self) {
         let n = self.batch.len();
         for item in self.batch.drain(..) {
             if self.to_engine.try_push(item).is_err() {
@@ -623,7 +732,6 @@ impl JournalStage {
         if n > 0 {
             self.to_engine.ring();
         }
-        Ok(n)
     }
 }
 
@@ -632,7 +740,7 @@ impl JournalStage {
     /// coming in: expiry happens at the start of a command, and a quiet venue has none.
     fn expiry_tick(&mut self) -> Option<Request> {
         let due = self.shared.next_expiry_ns.load(Ordering::Acquire);
-        if due == self.ticked_for || due > now_ns() {
+        if due == self.ticked_for || due > self.clock.now_ns() {
             return None;
         }
         self.ticked_for = due;

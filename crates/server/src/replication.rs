@@ -91,6 +91,9 @@ impl Names {
 pub enum CommandLog {
     Local(JournalWriter),
     JetStream(JetStreamLog),
+    /// The simulator's log: records in the journal's encoding on a simulated disk that
+    /// injects faults (server/src/simlog.rs, docs/simulation.md).
+    Simulated(crate::simlog::SimulatedLog),
 }
 
 impl From<JournalWriter> for CommandLog {
@@ -104,6 +107,7 @@ impl CommandLog {
         match self {
             CommandLog::Local(j) => j.append(seq, ts_ns, cmd),
             CommandLog::JetStream(j) => j.append(seq, ts_ns, cmd),
+            CommandLog::Simulated(j) => j.append(seq, ts_ns, cmd),
         }
     }
 
@@ -112,6 +116,7 @@ impl CommandLog {
         match self {
             CommandLog::Local(j) => j.uncommitted(),
             CommandLog::JetStream(j) => &j.batch,
+            CommandLog::Simulated(j) => j.uncommitted(),
         }
     }
 
@@ -121,6 +126,7 @@ impl CommandLog {
         match self {
             CommandLog::Local(j) => j.commit().map(|_| ()),
             CommandLog::JetStream(j) => j.commit(),
+            CommandLog::Simulated(j) => j.commit(),
         }
     }
 
@@ -129,6 +135,7 @@ impl CommandLog {
         match self {
             CommandLog::Local(j) => j.checkpoint_if_quiet(now).map(|_| ()),
             CommandLog::JetStream(j) => j.check_lease(),
+            CommandLog::Simulated(j) => j.check(),
         }
     }
 
@@ -137,6 +144,7 @@ impl CommandLog {
         match self {
             CommandLog::Local(j) => j.sync().map(|_| ()),
             CommandLog::JetStream(j) => j.commit(),
+            CommandLog::Simulated(j) => j.commit(),
         }
     }
 
@@ -148,7 +156,7 @@ impl CommandLog {
                 rialto_journal::Durability::None => None,
                 _ => Some(j.synced_progress()),
             },
-            CommandLog::JetStream(_) => None,
+            CommandLog::JetStream(_) | CommandLog::Simulated(_) => None,
         }
     }
 
@@ -183,7 +191,7 @@ impl CommandLog {
     /// no such record.
     pub fn checkpoint(&mut self, seq: u64, state_hash: &[u8; 32]) -> io::Result<()> {
         match self {
-            CommandLog::Local(_) => Ok(()),
+            CommandLog::Local(_) | CommandLog::Simulated(_) => Ok(()),
             CommandLog::JetStream(j) => j.publish_checkpoint(seq, state_hash),
         }
     }

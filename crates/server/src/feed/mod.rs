@@ -310,6 +310,55 @@ impl MarketData {
     }
 }
 
+/// The market data thread's work without its thread: the simulator (docs/simulation.md) runs
+/// [`MarketData::round`] on its own thread, step by step, and compares the replica's state with
+/// the engine's.
+pub struct SteppedReplica {
+    md: Arc<MarketData>,
+    channel: Arc<MdChannel>,
+    replay: Replay,
+}
+
+impl SteppedReplica {
+    /// One round of the market data thread: replays what the engine has applied.
+    pub fn step(&mut self, shared: &Shared) -> Result<usize, String> {
+        self.md.round(&self.channel, shared, &mut self.replay)
+    }
+
+    /// The replica engine.
+    pub fn engine(&self) -> &Engine {
+        &self.replay.engine
+    }
+
+    pub fn market_data(&self) -> &Arc<MarketData> {
+        &self.md
+    }
+}
+
+impl MarketData {
+    /// What [`Self::spawn`] runs, to be stepped by the caller instead (without history).
+    pub fn stepped(
+        self: &Arc<Self>,
+        channel: Arc<MdChannel>,
+        replica: Engine,
+        prefetch: Prefetch,
+    ) -> SteppedReplica {
+        SteppedReplica {
+            md: self.clone(),
+            channel,
+            replay: Replay {
+                engine: replica,
+                events: Vec::with_capacity(64),
+                chunks: VecDeque::new(),
+                pos: 0,
+                ahead: VecDeque::with_capacity(PREFETCH_LOOKAHEAD + 1),
+                prefetch,
+                history: None,
+            },
+        }
+    }
+}
+
 /// The market data thread's own engine, and the journal records it has yet to replay.
 struct Replay {
     engine: Engine,

@@ -1,0 +1,724 @@
+//! Rialto's deterministic simulator, first slice (docs/simulation.md).
+//!
+//! One thread runs the server's real pipeline stages (the journal stage, the engine stage and
+//! the market data replica) step by step, in an order drawn from the seed, with everything
+//! else the simulator's: the clock (`Clock::Simulated`), the command log
+//! (`CommandLog::Simulated`: the journal's record encoding on a disk that fails as the seed
+//! says), the traders (server/src/pipeline.rs `Request`s in, `Outbound` replies out), crashes
+//! and recovery (the journal crate's `recover_with`, as `rialto serve` recovers). Checkers run
+//! after every step; a seed's run is a pure function of the seed, so a failure replays bit for
+//! bit.
+
+pub mod client;
+pub mod rng;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rialto_core::{Engine, EngineConfig, Prefetch, SymbolId};
+use rialto_journal::RecoverOptions;
+use rialto_server::auth::Credentials;
+use rialto_server::feed::{MarketData, SteppedReplica};
+use rialto_server::idle::WaitStrategy;
+use rialto_server::pipeline::{
+    Clock, MdChannel, Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, Target,
+};
+use rialto_server::replication::CommandLog;
+use rialto_server::simlog::{CommitFault, SimDisk, SimulatedLog};
+use rialto_wire::ServerMsg;
+use sha2::{Digest, Sha256};
+
+use crate::client::Client;
+use crate::rng::Rng;
+
+/// Chances per tick, in millionths.
+const COMMIT_FAULT_PPM: u64 = 3_000;
+const CRASH_PPM: u64 = 2_000;
+/// Chance that a recovery first reads the log with one bit flipped, in millionths.
+const BIT_FLIP_PPM: u64 = 300_000;
+/// The simulated time starts here (2026-01-01) and each tick moves it 1 µs to 20 ms.
+const EPOCH_NS: i64 = 1_767_225_600_000_000_000;
+const TICK_NS_MAX: i64 = 20_000_000;
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub ticks: u64,
+    /// Plant the bug "acknowledge before the journal commit" (only builds of rialto-server
+    /// with the `planted-bugs` feature can; others make the run fail at once).
+    pub plant_ack_before_commit: bool,
+    /// Print the trace (every step's events) on stderr.
+    pub print_trace: bool,
+}
+
+/// Faults injected, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    pub fsync_failed: u64,
+    pub no_space: u64,
+    /// Power lost during a commit (a torn write).
+    pub power_loss: u64,
+    /// The process killed between steps.
+    pub crashes: u64,
+    /// Recoveries that first read the log with a bit flipped.
+    pub bit_flips: u64,
+}
+
+impl Faults {
+    pub fn total(&self) -> u64 {
+        self.fsync_failed + self.no_space + self.power_loss + self.crashes + self.bit_flips
+    }
+
+    pub fn add(&mut self, other: &Faults) {
+        self.fsync_failed += other.fsync_failed;
+        self.no_space += other.no_space;
+        self.power_loss += other.power_loss;
+        self.crashes += other.crashes;
+        self.bit_flips += other.bit_flips;
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub tick: u64,
+    pub message: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub seed: u64,
+    /// Ticks run (all of them unless a checker failed).
+    pub ticks: u64,
+    pub simulated_ns: i64,
+    pub faults: Faults,
+    /// Client requests that entered the pipeline.
+    pub commands: u64,
+    pub recoveries: u64,
+    /// Bit-flipped reads that recovery refused (the rest stopped before the flipped record).
+    pub flips_refused: u64,
+    /// Times every client's view was compared with the engine's.
+    pub view_checks: u64,
+    /// Times the market data replica's state was compared with the engine's.
+    pub replica_checks: u64,
+    /// SHA-256 of everything the run did: same seed, same hash.
+    pub trace_hash: [u8; 32],
+    pub failure: Option<Failure>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at tick {}: {}", self.tick, self.message)
+    }
+}
+
+/// Runs one seed. Never panics on a finding: a broken invariant is the outcome's `failure`.
+pub fn run(config: &SimConfig) -> Outcome {
+    let mut sim = match Sim::new(config) {
+        Ok(sim) => sim,
+        Err(message) => return Outcome::failed_at_start(config.seed, message),
+    };
+    let mut failure = sim
+        .genesis()
+        .err()
+        .map(|message| Failure { tick: 0, message });
+    let mut ticks = 0;
+    while failure.is_none() && ticks < config.ticks {
+        ticks += 1;
+        if let Err(message) = sim.tick(ticks) {
+            failure = Some(Failure {
+                tick: ticks,
+                message,
+            });
+        }
+    }
+    Outcome {
+        seed: config.seed,
+        ticks,
+        simulated_ns: sim.clock.load(Ordering::Relaxed) - EPOCH_NS,
+        faults: sim.faults,
+        commands: sim.commands,
+        recoveries: sim.recoveries,
+        flips_refused: sim.flips_refused,
+        view_checks: sim.view_checks,
+        replica_checks: sim.replica_checks,
+        trace_hash: sim.trace.finalize().into(),
+        failure,
+    }
+}
+
+impl Outcome {
+    fn failed_at_start(seed: u64, message: String) -> Outcome {
+        Outcome {
+            seed,
+            ticks: 0,
+            simulated_ns: 0,
+            faults: Faults::default(),
+            commands: 0,
+            recoveries: 0,
+            flips_refused: 0,
+            view_checks: 0,
+            replica_checks: 0,
+            trace_hash: [0; 32],
+            failure: Some(Failure { tick: 0, message }),
+        }
+    }
+
+    pub fn trace_hex(&self) -> String {
+        self.trace_hash.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// The engine configuration of every engine the simulator builds: a fixed hash seed, so that
+/// nothing depends on a random draw.
+fn engine_config() -> EngineConfig {
+    EngineConfig {
+        expected_resting_orders: 256,
+        expected_users: 16,
+        hash_seed: 0x5EED_5EED_5EED_5EED,
+        ..EngineConfig::default()
+    }
+}
+
+/// One run of the server process: its pipeline and its market data replica. A crash drops it.
+struct Node {
+    pipeline: Pipeline,
+    replica: SteppedReplica,
+}
+
+impl Node {
+    fn engine(&self) -> &Engine {
+        self.pipeline
+            .inline_engine()
+            .expect("the simulated pipeline's stages are inline")
+    }
+}
+
+struct Sim {
+    rng: Rng,
+    clients_rng: Rng,
+    plant: bool,
+    clock: Arc<AtomicI64>,
+    disk: Arc<Mutex<SimDisk>>,
+    node: Option<Node>,
+    ring_capacity: usize,
+    batch_max: usize,
+    clients: Vec<Client>,
+    symbols: Vec<SymbolId>,
+    /// The highest seq any client was told of: recovery must reach it.
+    max_acked_seq: u64,
+    tmp: tempfile::TempDir,
+    trace: Sha256,
+    print_trace: bool,
+    faults: Faults,
+    commands: u64,
+    recoveries: u64,
+    flips_refused: u64,
+    view_checks: u64,
+    replica_checks: u64,
+    conserved_at: u64,
+    replica_checked_at: u64,
+}
+
+impl Sim {
+    fn new(config: &SimConfig) -> Result<Sim, String> {
+        let mut rng = Rng::new(config.seed);
+        let clients_rng = rng.fork();
+        let ring_capacity = [4, 16, 256][rng.below(3) as usize];
+        let batch_max = [1, 4, 64][rng.below(3) as usize];
+        let tmp = tempfile::Builder::new()
+            .prefix("rialto-sim-")
+            .tempdir()
+            .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+        let mut sim = Sim {
+            rng,
+            clients_rng,
+            plant: config.plant_ack_before_commit,
+            clock: Arc::new(AtomicI64::new(EPOCH_NS)),
+            disk: Arc::new(Mutex::new(SimDisk::new())),
+            node: None,
+            ring_capacity,
+            batch_max,
+            clients: Vec::new(),
+            symbols: Vec::new(),
+            max_acked_seq: 0,
+            tmp,
+            trace: Sha256::new(),
+            print_trace: config.print_trace,
+            faults: Faults::default(),
+            commands: 0,
+            recoveries: 0,
+            flips_refused: 0,
+            view_checks: 0,
+            replica_checks: 0,
+            conserved_at: 0,
+            replica_checked_at: 0,
+        };
+        sim.trace.update(config.seed.to_le_bytes());
+        sim.node = Some(sim.start_node(Engine::new(engine_config()), 0)?);
+        Ok(sim)
+    }
+
+    fn disk(&self) -> MutexGuard<'_, SimDisk> {
+        self.disk.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn node(&mut self) -> &mut Node {
+        self.node.as_mut().expect("a node runs between ticks")
+    }
+
+    fn start_node(&self, engine: Engine, last_ts_ns: i64) -> Result<Node, String> {
+        let channel = MdChannel::new(16, 1 << 20);
+        let replica = Engine::decode_snapshot(&engine.encode_snapshot(), engine_config())
+            .map_err(|e| format!("the engine's state breaks an invariant: {e}"))?;
+        let market_data = MarketData::new(&engine);
+        let replica = market_data.stepped(channel.clone(), replica, Prefetch::Off);
+        let config = PipelineConfig {
+            ring_capacity: self.ring_capacity,
+            batch_max: self.batch_max,
+            wait: WaitStrategy::Park,
+            snapshot_every: 0,
+            data_dir: self.tmp.path().to_path_buf(),
+            archive: false,
+            last_ts_ns,
+            dedicated_threads: false,
+            market_data: Some(channel),
+            metrics: Default::default(),
+            prefetch: Prefetch::Off,
+            checkpoint_every: 0,
+        };
+        let log = CommandLog::Simulated(SimulatedLog::new(self.disk.clone()));
+        let mut pipeline = Pipeline::start_simulated(
+            config,
+            engine,
+            log,
+            Arc::new(Credentials::from_key([7; 32])),
+            Clock::Simulated(self.clock.clone()),
+        )
+        .map_err(|e| format!("cannot start the pipeline: {e}"))?;
+        if self.plant && !pipeline.plant_ack_before_commit() {
+            return Err(
+                "this build of rialto-server cannot plant bugs (feature planted-bugs)".into(),
+            );
+        }
+        Ok(Node { pipeline, replica })
+    }
+
+    /// The demo venue's set-up, journaled like any command, without faults; then the clients.
+    fn genesis(&mut self) -> Result<(), String> {
+        let commands = rialto_server::demo::demo_commands();
+        let target = commands.len() as u64;
+        let mut pending: Vec<Request> = commands
+            .into_iter()
+            .rev()
+            .map(|cmd| Request {
+                session: SYSTEM_SESSION,
+                reply: Reply::Admin { request: 0 },
+                op: Op::Command(cmd),
+            })
+            .collect();
+        let node = self.node();
+        while node.engine().last_seq() < target {
+            while let Some(request) = pending.pop() {
+                if let Err(back) = node.pipeline.inbound.try_push(request) {
+                    pending.push(back);
+                    break;
+                }
+            }
+            let work = node.pipeline.step_journal() + node.pipeline.step_engine();
+            while node.pipeline.outbound.pop().is_some() {}
+            if node.pipeline.shared.has_failed() || (work == 0 && pending.is_empty()) {
+                return Err("the venue's set-up did not apply".into());
+            }
+        }
+        let engine = self.node().engine();
+        self.symbols = ["BTC-USD", "ETH-USD"]
+            .iter()
+            .map(|name| engine.symbol_id(name))
+            .collect();
+        let count = 3 + self.rng.below(6) as i64;
+        self.clients = (1..=count)
+            .map(|user| Client::new(user, 100 + user as u64))
+            .collect();
+        self.check()
+    }
+
+    fn tick(&mut self, tick: u64) -> Result<(), String> {
+        self.trace.update(tick.to_le_bytes());
+        if self.print_trace {
+            eprintln!("tick {tick}");
+        }
+        let dt = self.rng.range(1_000, TICK_NS_MAX);
+        self.clock.fetch_add(dt, Ordering::Relaxed);
+        // Traders come in bursts, so that the venue is often quiet and their views are checked.
+        if self.rng.below(4) == 0 {
+            for client in &mut self.clients {
+                if self.clients_rng.chance(400_000) {
+                    client.act(&mut self.clients_rng, &self.symbols);
+                }
+            }
+        }
+        self.send_requests();
+        self.maybe_plant_fault();
+        for _ in 0..1 + self.rng.below(4) {
+            match self.rng.below(4) {
+                0 => {
+                    self.node().pipeline.step_journal();
+                }
+                1 => {
+                    self.node().pipeline.step_engine();
+                }
+                2 => self.step_replica()?,
+                _ => self.deliver()?,
+            }
+            if self.node().pipeline.shared.has_failed() {
+                break;
+            }
+        }
+        if self.node().pipeline.shared.has_failed() {
+            let fault = self.disk().failed;
+            match fault {
+                Some(CommitFault::FsyncFailed { .. }) => self.faults.fsync_failed += 1,
+                Some(CommitFault::NoSpace { .. }) => self.faults.no_space += 1,
+                Some(CommitFault::PowerLoss { .. }) => self.faults.power_loss += 1,
+                None => return Err(format!("the pipeline failed: {:?}", self.failure())),
+            }
+            if !matches!(fault, Some(CommitFault::PowerLoss { .. })) {
+                // The process stops on its own: the engine finishes what it was given and the
+                // gateway flushes the replies before it exits.
+                self.settle_engine()?;
+            }
+            self.note(format!("failed {fault:?}"));
+            return self.restart();
+        }
+        if self.rng.chance(CRASH_PPM) {
+            self.faults.crashes += 1;
+            self.note("crash".to_string());
+            return self.restart();
+        }
+        self.check()
+    }
+
+    /// Runs the engine stage and delivers its replies until it has nothing left to send (its
+    /// spill moves out only once the outbound ring has room).
+    fn settle_engine(&mut self) -> Result<(), String> {
+        loop {
+            self.deliver()?;
+            if self.node().pipeline.step_engine() == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Adds a line to the trace (and prints it with `print_trace`).
+    fn note(&mut self, line: String) {
+        self.trace.update(line.as_bytes());
+        if self.print_trace {
+            eprintln!("{line}");
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        let shared = &self.node.as_ref()?.pipeline.shared;
+        let failure = shared.failure.lock().unwrap_or_else(|e| e.into_inner());
+        failure.clone()
+    }
+
+    /// Moves the clients' requests into the inbound ring, oldest first, as far as it has room
+    /// (a gateway stops reading a session whose request does not fit).
+    fn send_requests(&mut self) {
+        let node = self.node.as_mut().expect("a node runs");
+        for client in &mut self.clients {
+            while let Some(request) = client.outbox.front() {
+                if node.pipeline.inbound.try_push(request.clone()).is_err() {
+                    return;
+                }
+                if self.print_trace {
+                    eprintln!("{} -> {:?}", client.user, request.op);
+                }
+                client.sent();
+                self.commands += 1;
+            }
+        }
+    }
+
+    fn maybe_plant_fault(&mut self) {
+        if !self.rng.chance(COMMIT_FAULT_PPM) {
+            return;
+        }
+        let persisted_permille = match self.rng.below(3) {
+            0 => 0,
+            1 => 1000,
+            _ => self.rng.below(1001) as u16,
+        };
+        let fault = match self.rng.below(3) {
+            0 => CommitFault::FsyncFailed { persisted_permille },
+            1 => CommitFault::NoSpace { persisted_permille },
+            _ => CommitFault::PowerLoss { persisted_permille },
+        };
+        let mut disk = self.disk();
+        if disk.next_fault.is_none() && disk.failed.is_none() {
+            disk.next_fault = Some(fault);
+        }
+    }
+
+    fn step_replica(&mut self) -> Result<(), String> {
+        let node = self.node();
+        node.replica
+            .step(&node.pipeline.shared)
+            .map(|_| ())
+            .map_err(|e| format!("market data replica: {e}"))
+    }
+
+    /// Hands every reply in the outbound ring to its client.
+    fn deliver(&mut self) -> Result<(), String> {
+        let node = self.node.as_mut().expect("a node runs");
+        while let Some(out) = node.pipeline.outbound.pop() {
+            let client = match out.target {
+                Target::Session(session) => self.clients.iter_mut().find(|c| c.session == session),
+                Target::User(user) => self.clients.iter_mut().find(|c| c.user == user),
+                Target::Public | Target::WebStatus => None,
+            };
+            let Some(client) = client else { continue };
+            let line = format!("{} <- {:?}", client.user, out.msg);
+            self.trace.update(&line);
+            if self.print_trace {
+                eprintln!("{line}");
+            }
+            client.receive(&out.msg)?;
+            if let Some(seq) = seq_of(&out.msg) {
+                self.max_acked_seq = self.max_acked_seq.max(seq);
+            }
+        }
+        Ok(())
+    }
+
+    /// The checkers that hold after every step.
+    fn check(&mut self) -> Result<(), String> {
+        let node = self.node.as_ref().expect("a node runs");
+        let engine = node.engine();
+        let seq = engine.last_seq();
+        self.trace.update(seq.to_le_bytes());
+        if seq != self.conserved_at {
+            // The core's snapshot decoder checks conservation of funds per currency and that
+            // every hold is what the open orders need.
+            Engine::decode_snapshot(&engine.encode_snapshot(), engine_config())
+                .map_err(|e| format!("the engine's state breaks an invariant at seq {seq}: {e}"))?;
+            self.conserved_at = seq;
+        }
+        let replica = node.replica.engine();
+        if replica.last_seq() > seq {
+            return Err(format!(
+                "the market data replica is at seq {} ahead of the engine at {seq}",
+                replica.last_seq()
+            ));
+        }
+        if replica.last_seq() == seq && seq != self.replica_checked_at {
+            if replica.state_hash() != engine.state_hash() {
+                return Err(format!(
+                    "the market data replica's state differs from the engine's at seq {seq}"
+                ));
+            }
+            self.replica_checked_at = seq;
+            self.replica_checks += 1;
+        }
+        let quiet = self
+            .clients
+            .iter()
+            .all(|c| c.outbox.is_empty() && c.in_flight.is_empty());
+        if quiet {
+            // Every request answered: let the engine stage send what it still holds, then
+            // each client's view must be the engine's.
+            self.settle_engine()?;
+            let engine = self.node.as_ref().expect("a node runs").engine();
+            for client in &self.clients {
+                let open = open_orders(engine, client.user);
+                if open != client.view {
+                    return Err(format!(
+                        "user {}'s view of its open orders {:?} differs from the engine's {:?} \
+                         at seq {}",
+                        client.user,
+                        client.view,
+                        open,
+                        engine.last_seq()
+                    ));
+                }
+            }
+            self.view_checks += 1;
+        }
+        Ok(())
+    }
+
+    /// The process died: every stage's state is dropped, the venue recovered from the log as
+    /// `rialto serve` does, and the clients log in again.
+    fn restart(&mut self) -> Result<(), String> {
+        let node = self.node.take().expect("a node runs");
+        let live = (node.engine().last_seq(), node.engine().state_hash());
+        drop(node);
+        self.recoveries += 1;
+        let bytes = self.disk().bytes.clone();
+        if self.rng.chance(BIT_FLIP_PPM) {
+            self.faults.bit_flips += 1;
+            self.check_bit_flip(&bytes)?;
+        }
+        let recovered = self.recover(&bytes, true)?;
+        let last = recovered.last_seq;
+        self.note(format!("recovered {last}"));
+        if last < self.max_acked_seq {
+            return Err(format!(
+                "acknowledged commands lost: clients were told of seq {} but recovery ends at \
+                 seq {last}",
+                self.max_acked_seq
+            ));
+        }
+        if live.0 == last && live.1 != recovered.state_hash {
+            return Err(format!(
+                "recovery to seq {last} gives another state than the engine had at that seq"
+            ));
+        }
+        for client in &mut self.clients {
+            for &(order, seq) in &client.acked_places {
+                let known = recovered
+                    .engine
+                    .order_remaining(client.user, order)
+                    .is_some()
+                    || recovered.engine.order_id_taken(client.user, order);
+                if seq <= last && !known {
+                    return Err(format!(
+                        "user {}'s order {order}, accepted at seq {seq}, is unknown after \
+                         recovery to seq {last}",
+                        client.user
+                    ));
+                }
+            }
+            client.reconnect(open_orders(&recovered.engine, client.user));
+        }
+        self.conserved_at = u64::MAX;
+        self.replica_checked_at = u64::MAX;
+        self.node = Some(self.start_node(recovered.engine, recovered.last_ts_ns)?);
+        self.check()
+    }
+
+    /// Recovers from `bytes` as the one journal segment of a data directory, with the journal
+    /// crate's start-up recovery (a torn tail is truncated). With `adopt`, the repaired segment
+    /// becomes the disk the next node writes to.
+    fn recover(&mut self, bytes: &[u8], adopt: bool) -> Result<rialto_journal::Recovered, String> {
+        let dir = self
+            .tmp
+            .path()
+            .join(format!("recovery-{}", self.recoveries));
+        let result = recover_dir(&dir, bytes);
+        let adopted = match (&result, adopt) {
+            (Ok(_), true) => {
+                Some(std::fs::read(segment_path(&dir)).map_err(|e| format!("reading back: {e}"))?)
+            }
+            _ => None,
+        };
+        let _ = std::fs::remove_dir_all(&dir);
+        let recovered = result.map_err(|e| format!("recovery refused the log: {e}"))?;
+        if let Some(adopted) = adopted {
+            let mut disk = self.disk();
+            disk.bytes = adopted;
+            disk.failed = None;
+            disk.next_fault = None;
+        }
+        Ok(recovered)
+    }
+
+    /// Recovery reads the log with one bit flipped (the disk itself is fine: a re-read gives
+    /// the right bytes). Real recovery must refuse it, or stop before the flipped record with
+    /// exactly the state of the records before it.
+    fn check_bit_flip(&mut self, clean: &[u8]) -> Result<(), String> {
+        let at = self.rng.below(clean.len() as u64) as usize;
+        let bit = self.rng.below(8);
+        let mut flipped = clean.to_vec();
+        flipped[at] ^= 1 << bit;
+        self.note(format!("flip {at} {bit}"));
+        // The clean log's records: (start, end, seq).
+        let mut records = Vec::new();
+        let mut pos = rialto_journal::format::SEGMENT_HEADER_LEN;
+        while let Ok(r) = rialto_journal::format::parse_record(clean, pos) {
+            records.push((pos, pos + r.size, r.seq));
+            pos += r.size;
+        }
+        let result = recover_dir(&self.tmp.path().join("flipped"), &flipped);
+        let _ = std::fs::remove_dir_all(self.tmp.path().join("flipped"));
+        let Ok(got) = result else {
+            self.flips_refused += 1;
+            return Ok(());
+        };
+        if let Some(&(_, _, seq)) = records.iter().find(|(s, e, _)| (*s..*e).contains(&at))
+            && got.last_seq >= seq
+        {
+            return Err(format!(
+                "recovery applied seq {} from a log whose record of seq {seq} has a flipped bit \
+                 (byte {at}, bit {bit})",
+                got.last_seq
+            ));
+        }
+        let cut = match got.last_seq {
+            0 => rialto_journal::format::SEGMENT_HEADER_LEN,
+            last => match records.iter().find(|r| r.2 == last) {
+                Some(&(_, end, _)) => end,
+                None => {
+                    return Err(format!(
+                        "recovery of a log with a flipped bit ends at seq {last}, which the log \
+                         does not hold"
+                    ));
+                }
+            },
+        };
+        let expected = recover_dir(&self.tmp.path().join("expected"), &clean[..cut]);
+        let _ = std::fs::remove_dir_all(self.tmp.path().join("expected"));
+        let expected = expected.map_err(|e| format!("recovery refused a clean log: {e}"))?;
+        if expected.state_hash != got.state_hash {
+            return Err(format!(
+                "recovery of a log with a flipped bit (byte {at}, bit {bit}) reached seq {} \
+                 with another state than the clean log's",
+                got.last_seq
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn segment_path(data_dir: &Path) -> std::path::PathBuf {
+    rialto_journal::format::journal_dir(data_dir).join(rialto_journal::format::segment_name(1))
+}
+
+/// Writes `bytes` as `data_dir`'s one journal segment and recovers from it as `rialto serve`
+/// does (a torn tail truncated, no loss accepted).
+fn recover_dir(data_dir: &Path, bytes: &[u8]) -> Result<rialto_journal::Recovered, String> {
+    let journal = rialto_journal::format::journal_dir(data_dir);
+    std::fs::create_dir_all(&journal).map_err(|e| format!("{}: {e}", journal.display()))?;
+    let path = segment_path(data_dir);
+    std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let options = RecoverOptions {
+        repair: true,
+        durability: rialto_journal::Durability::Fsync,
+        accept_loss: false,
+    };
+    rialto_journal::recover_with(data_dir, engine_config(), options).map_err(|e| e.to_string())
+}
+
+/// A user's open orders in the engine: order id → remaining quantity.
+fn open_orders(engine: &Engine, user: i64) -> BTreeMap<i64, i64> {
+    engine
+        .user_report(user)
+        .map(|r| r.orders.iter().map(|o| (o.order, o.remaining)).collect())
+        .unwrap_or_default()
+}
+
+/// The seq a message tells its receiver of, if it carries one.
+fn seq_of(msg: &ServerMsg) -> Option<u64> {
+    match *msg {
+        ServerMsg::Accepted { seq, .. }
+        | ServerMsg::Rejected { seq, .. }
+        | ServerMsg::Trade { seq, .. }
+        | ServerMsg::Cancelled { seq, .. }
+        | ServerMsg::Amended { seq, .. } => Some(seq),
+        _ => None,
+    }
+}
