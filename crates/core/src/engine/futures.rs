@@ -22,10 +22,10 @@
 //! **Lazy keys.** A key need not be the exact bound, only a cautious one: for a long a key at
 //! or above the bound, for a short at or below. When the user's position or `available`
 //! changes, [`Engine::rekey`] keeps the key it has while it is still cautious (one product
-//! checks it, no division) and only then writes a new one, a quarter of the way from the exact
+//! checks it, no division) and only then writes a new one, 1/256 of the way from the exact
 //! bound toward the mark (when the user is safe at the mark, the key stays on the safe side of
-//! it). So the fills, fees and small PnL that move a user's bound a little toward the mark cost
-//! no update of the ordered sets. A key that comes into a pass although the user is safe is put
+//! it). So the fees and small PnL that move a user's bound a little toward the mark cost no
+//! update of the ordered sets. A key that comes into a pass although the user is safe is put
 //! right by [`Engine::rekey_exact`] (the same rule from the exact bound), which also keys a
 //! user after a liquidation.
 //!
@@ -47,6 +47,13 @@ use crate::types::{CurrencyId, Name, Phase, Reason, Stp, SymbolId, UserId};
 
 /// `terms.base` of a future: its base names the underlying and is no currency.
 pub(crate) const FUTURE_BASE: CurrencyId = CurrencyId(u32::MAX);
+
+/// A new liquidation key is set 1/`KEY_ROOM` of the way from the user's bound toward the mark
+/// (see the module's doc, "Lazy keys"): room enough that a fee or a small PnL does not move
+/// the bound past it, small enough that a mark move examines few users beyond those at risk (a
+/// safe user is examined once the mark has gone 255/256 of the way to its bound from where it
+/// was when the key was set; docs/rules.md, "Futures").
+const KEY_ROOM: i128 = 256;
 
 /// Whether a symbol of these terms is a future.
 #[inline(always)]
@@ -927,15 +934,15 @@ impl Engine {
         self.rekey_with(account, c, true);
     }
 
-    /// A bound with room toward the mark (see the module's doc, "Lazy keys"): a quarter of the
+    /// A bound with room toward the mark (see the module's doc, "Lazy keys"): 1/256 of the
     /// way from the exact `bound` to `mark` when the user is safe at the mark, else the bound.
     /// For a long the stored key must not be below the exact bound, for a short not above.
     #[inline]
     fn cautious_bound(bound: i128, mark: i128, long: bool) -> i128 {
         if long && bound < mark {
-            bound + (mark - bound) / 4
+            bound + (mark - bound) / KEY_ROOM
         } else if !long && bound > mark {
-            bound - (bound - mark) / 4
+            bound - (bound - mark) / KEY_ROOM
         } else {
             bound
         }
