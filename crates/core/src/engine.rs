@@ -730,9 +730,14 @@ impl Engine {
         match *cmd {
             Command::Place(ref place) => self.place(place, sink),
             Command::Move { user, order, price } => {
-                let result = self.move_order(user, order, price, sink);
-                self.sync_changed_order(user, order);
-                result
+                match self.move_order(user, order, price, sink) {
+                    // A futures order that moved without trading has its sums synced.
+                    Ok(true) => Ok(()),
+                    result => {
+                        self.sync_changed_order(user, order);
+                        result.map(|_| ())
+                    }
+                }
             }
             Command::Cancel { user, order } => self.cancel(user, order, sink),
             Command::Reduce { user, order, qty } => {
@@ -999,6 +1004,11 @@ impl Engine {
         let symbol = cmd.symbol.0 as usize;
         let sym = self.symbols.get(symbol).ok_or(Reason::UnknownSymbol)?;
         let terms = sym.terms;
+        if is_future(&terms) {
+            // Its margin check reads the account's slot, and a resting rest what its node will
+            // count: loading while the checks below run.
+            self.fut.prefetch_order(self.orders.next_slot(), account);
+        }
         let (Some(side), Some(order_type), Some(tif), Some(stp)) =
             (cmd.side, cmd.order_type, cmd.tif, cmd.stp)
         else {
@@ -1948,6 +1958,16 @@ impl Engine {
         node.order == order && node.user == user
     }
 
+    /// For an order on a future, starts loading the margin sums its change will update (its
+    /// user's slot and what it counts there), so that their misses overlap the unlinking.
+    #[inline(always)]
+    fn prefetch_future_order(&self, idx: u32) {
+        let node = self.orders.get(idx);
+        if is_future(&self.symbols[node.symbol as usize].terms) {
+            self.fut.prefetch_order(idx, node.account);
+        }
+    }
+
     /// The account of `user`, if known.
     #[inline]
     pub(crate) fn account_of(&self, user: UserId) -> Option<u32> {
@@ -1963,6 +1983,7 @@ impl Engine {
         sink: &mut impl EventSink,
     ) -> Result<(), Reason> {
         let idx = self.find_order(user, order).ok_or(Reason::UnknownOrder)?;
+        self.prefetch_future_order(idx);
         self.remove_live_order(idx, CancelReason::User, sink);
         Ok(())
     }
@@ -1978,6 +1999,7 @@ impl Engine {
         if qty <= 0 {
             return Err(Reason::InvalidQty);
         }
+        self.prefetch_future_order(idx);
         let node = *self.orders.get(idx);
         if qty >= self.live_remaining(idx) {
             self.remove_live_order(idx, CancelReason::Reduce, sink);
@@ -2125,16 +2147,24 @@ impl Engine {
         }
     }
 
+    /// `move`; `Ok(true)` when it left a futures order's margin sums synced (a move that did
+    /// not trade), so that the caller need not look the order up again to sync them.
     fn move_order(
         &mut self,
         user: UserId,
         order: OrderId,
         price: i64,
         sink: &mut impl EventSink,
-    ) -> Result<(), Reason> {
+    ) -> Result<bool, Reason> {
         let idx = self.find_own_live_order(user, order)?;
         let node = *self.orders.get(idx);
         let symbol = node.symbol as usize;
+        if is_future(&self.symbols[symbol].terms) {
+            // The margin check reads the account's slot and balance and the order's sums: their
+            // misses overlap instead of following one another.
+            self.fut.prefetch_order(idx, node.account);
+            self.accounts.prefetch(node.account);
+        }
         if node.kind != NodeKind::Plain || !self.symbols[symbol].controls.unrestricted() {
             return self.move_with_controls(idx, price, sink);
         }
@@ -2162,7 +2192,7 @@ impl Engine {
         idx: u32,
         price: i64,
         sink: &mut impl EventSink,
-    ) -> Result<(), Reason> {
+    ) -> Result<bool, Reason> {
         let node = *self.orders.get(idx);
         if node.kind == NodeKind::PendingStop {
             return Err(Reason::InvalidOrder);
@@ -2178,13 +2208,13 @@ impl Engine {
             self.check_band(symbol, node.side, price)?;
         }
         if node.kind == NodeKind::Iceberg {
-            return self.move_iceberg(idx, price, sink);
+            return self.move_iceberg(idx, price, sink).map(|()| false);
         }
         self.move_plain(idx, &node, price, phase, sink)
     }
 
     /// `move` of a plain resting order whose new price passed every check but funds and
-    /// post-only.
+    /// post-only; `Ok(true)` as for [`Self::move_order`].
     #[inline(always)]
     fn move_plain(
         &mut self,
@@ -2193,7 +2223,7 @@ impl Engine {
         price: i64,
         phase: Phase,
         sink: &mut impl EventSink,
-    ) -> Result<(), Reason> {
+    ) -> Result<bool, Reason> {
         let (user, order) = (node.user, node.order);
         let symbol = node.symbol as usize;
         let terms = self.symbols[symbol].terms;
@@ -2231,7 +2261,11 @@ impl Engine {
         if !crosses {
             // Nothing can trade (the common case): re-price and join the back of the new level.
             self.symbols[symbol].reprice(node.side, &mut self.levels, &mut self.orders, idx, price);
-            return Ok(());
+            if is_future(&terms) {
+                self.sync_future_order(idx);
+                return Ok(true);
+            }
+            return Ok(false);
         }
         self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
         self.release_hold(node, node.remaining);
@@ -2250,7 +2284,7 @@ impl Engine {
             liquidation: false,
         };
         self.execute(symbol, &taker, Some(idx), sink);
-        Ok(())
+        Ok(false)
     }
 
     /// Amend: a new price and/or total quantity at once (docs/rules.md, "Amend"). Everything

@@ -19,6 +19,16 @@
 //! (see [`Engine::note_stale_margin`]), so it costs an examination, never a missed
 //! liquidation.
 //!
+//! **Lazy keys.** A key need not be the exact bound, only a cautious one: for a long a key at
+//! or above the bound, for a short at or below. When the user's position or `available`
+//! changes, [`Engine::rekey`] keeps the key it has while it is still cautious (one product
+//! checks it, no division) and only then writes a new one, 1/256 of the way from the exact
+//! bound toward the mark (when the user is safe at the mark, the key stays on the safe side of
+//! it). So the fees and small PnL that move a user's bound a little toward the mark cost no
+//! update of the ordered sets. A key that comes into a pass although the user is safe is put
+//! right by [`Engine::rekey_exact`] (the same rule from the exact bound), which also keys a
+//! user after a liquidation.
+//!
 //! **The margin sums.** A margin check must not walk the user's orders: per account and future
 //! a [`Slot`] keeps the position and PB, PS and the open loss at the mark, and per order node a
 //! [`Contrib`] what that order counts there. Every change of a live futures order goes through
@@ -29,12 +39,21 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
 use super::{CancelReason, Engine, EventSink, OrderTerms, Side, Taker};
+use rialto_prefetch::prefetch_index;
+
 use crate::book::NIL;
 use crate::event::{Event, Liquidated, MarginReport, Position};
 use crate::types::{CurrencyId, Name, Phase, Reason, Stp, SymbolId, UserId};
 
 /// `terms.base` of a future: its base names the underlying and is no currency.
 pub(crate) const FUTURE_BASE: CurrencyId = CurrencyId(u32::MAX);
+
+/// A new liquidation key is set 1/`KEY_ROOM` of the way from the user's bound toward the mark
+/// (see the module's doc, "Lazy keys"): room enough that a fee or a small PnL does not move
+/// the bound past it, small enough that a mark move examines few users beyond those at risk (a
+/// safe user is examined once the mark has gone 255/256 of the way to its bound from where it
+/// was when the key was set; docs/rules.md, "Futures").
+const KEY_ROOM: i128 = 256;
 
 /// Whether a symbol of these terms is a future.
 #[inline(always)]
@@ -81,6 +100,9 @@ pub(crate) struct Slot {
     pub sells: i64,
     /// OL at the future's mark, quote minor units.
     pub open_loss: i128,
+    /// In an account's first slot: whether the account has further slots (so that a margin
+    /// check can tell from this line alone that the future is the user's only one).
+    pub more: bool,
 }
 
 /// What one live futures order counts in its user's [`Slot`].
@@ -111,6 +133,17 @@ impl Contrib {
 }
 
 impl Slot {
+    /// No slot (in [`Futures`]'s flat vector): no symbol has this id.
+    const NONE: Slot = Slot {
+        symbol: u32::MAX,
+        quote: u32::MAX,
+        pos: PositionState { lots: 0, cost: 0 },
+        buys: 0,
+        sells: 0,
+        open_loss: 0,
+        more: false,
+    };
+
     /// Counts `c` in (`sign` 1) or out (−1).
     fn count(&mut self, c: Contrib, sign: i64) {
         if c.buy {
@@ -139,16 +172,33 @@ pub(crate) struct RiskEntry {
     pub liquidated_in: u64,
 }
 
+impl RiskEntry {
+    /// No entry (in [`Futures`]'s flat vector).
+    const NONE: RiskEntry = RiskEntry {
+        currency: u32::MAX,
+        key: None,
+        liquidated_in: 0,
+    };
+}
+
 /// The engine's futures state.
+///
+/// An account's slots and risk entries are one per future (currency) it ever had a position or
+/// an order in, kept when flat (no allocation when it comes back). Most users trade one future:
+/// the first slot and the first risk entry of every account are in flat vectors indexed by
+/// account, a single read away; further ones in per-account vectors beside them.
 #[derive(Default)]
 pub(crate) struct Futures {
-    /// Per account (dense id), its slots, one per future it ever had a position or an order
-    /// in (kept when flat: no allocation when it comes back).
-    pub slots: Vec<Vec<Slot>>,
+    /// Per account (dense id), its first slot ([`Slot::NONE`] when it has none).
+    first_slot: Vec<Slot>,
+    /// Per account, its further slots (empty for most).
+    more_slots: Vec<Vec<Slot>>,
     /// Per order node, what it counts in its slot (zero for a spot order and a free node).
     pub contrib: Vec<Contrib>,
-    /// Per account, its place in the liquidation index per currency.
-    pub risk: Vec<Vec<RiskEntry>>,
+    /// Per account, its first place in the liquidation index ([`RiskEntry::NONE`]: none).
+    first_risk: Vec<RiskEntry>,
+    /// Per account, its places in further currencies.
+    more_risk: Vec<Vec<RiskEntry>>,
     /// (currency, user, account) examined at every pass of the currency.
     pub always: BTreeSet<(u32, UserId, u32)>,
     /// Per currency id, its futures' symbol ids, by symbol name.
@@ -167,57 +217,159 @@ pub(crate) struct Futures {
     scratch_extra: BinaryHeap<Reverse<(UserId, u32)>>,
 }
 
+/// The vector of `first` sized for `account`: to every account the engine has (`accounts`), so
+/// that it grows with the accounts, not with each new one that trades a future.
+#[inline]
+fn grow_for<T: Clone>(v: &mut Vec<T>, account: usize, accounts: usize, none: T) {
+    if v.len() <= account {
+        v.resize(accounts.max(account + 1), none);
+    }
+}
+
 impl Futures {
-    /// The slots of `account`.
+    /// The slots of `account`, in the order they were made.
     #[inline]
-    pub fn slots_of(&self, account: u32) -> &[Slot] {
-        self.slots
-            .get(account as usize)
-            .map_or(&[], |v| v.as_slice())
+    pub fn slots_of(&self, account: u32) -> impl Iterator<Item = &Slot> + '_ {
+        let a = account as usize;
+        let first = self
+            .first_slot
+            .get(a)
+            .filter(|s| s.symbol != Slot::NONE.symbol);
+        let more = self.more_slots.get(a).map_or(&[][..], |v| v.as_slice());
+        first.into_iter().chain(more)
     }
 
     /// The slot of (`account`, `symbol`), if it has one.
     #[inline]
     pub fn slot(&self, account: u32, symbol: u32) -> Option<&Slot> {
-        self.slots_of(account).iter().find(|s| s.symbol == symbol)
+        let a = account as usize;
+        match self.first_slot.get(a) {
+            Some(first) if first.symbol == symbol => Some(first),
+            Some(first) if first.symbol != Slot::NONE.symbol => {
+                self.more_slots.get(a)?.iter().find(|s| s.symbol == symbol)
+            }
+            _ => None,
+        }
     }
 
-    /// The slot of (`account`, `symbol`), made if missing.
+    /// The slot of (`account`, `symbol`) when it is the account's only one.
     #[inline]
-    fn slot_mut(&mut self, account: u32, symbol: u32, quote: CurrencyId) -> &mut Slot {
+    fn sole_slot(&self, account: u32, symbol: u32) -> Option<&Slot> {
+        self.first_slot
+            .get(account as usize)
+            .filter(|s| s.symbol == symbol && !s.more)
+    }
+
+    /// Starts loading what a margin check and a change of order node `idx` of `account` read:
+    /// the account's first slot and what the order counts there.
+    #[inline(always)]
+    pub fn prefetch_order(&self, idx: u32, account: u32) {
+        prefetch_index(&self.first_slot, account as usize);
+        prefetch_index(&self.contrib, idx as usize);
+    }
+
+    /// The slot of (`account`, `symbol`), made if missing; `accounts` is the engine's count of
+    /// accounts.
+    #[inline]
+    fn slot_mut(
+        &mut self,
+        account: u32,
+        symbol: u32,
+        quote: CurrencyId,
+        accounts: usize,
+    ) -> &mut Slot {
         let a = account as usize;
-        if self.slots.len() <= a {
-            self.slots.resize_with(a + 1, Vec::new);
+        grow_for(&mut self.first_slot, a, accounts, Slot::NONE);
+        let made = Slot {
+            symbol,
+            quote: quote.0,
+            ..Slot::default()
+        };
+        let first = &mut self.first_slot[a];
+        if first.symbol == symbol {
+            return first;
         }
-        let slots = &mut self.slots[a];
-        let at = match slots.iter().position(|s| s.symbol == symbol) {
+        if first.symbol == Slot::NONE.symbol {
+            *first = made;
+            return first;
+        }
+        first.more = true;
+        Self::more_slot_mut(&mut self.more_slots, a, made)
+    }
+
+    /// A slot beyond the account's first (off the hot path).
+    #[cold]
+    #[inline(never)]
+    fn more_slot_mut(more: &mut Vec<Vec<Slot>>, a: usize, made: Slot) -> &mut Slot {
+        if more.len() <= a {
+            more.resize_with(a + 1, Vec::new);
+        }
+        let slots = &mut more[a];
+        let at = match slots.iter().position(|s| s.symbol == made.symbol) {
             Some(at) => at,
             None => {
-                slots.push(Slot {
-                    symbol,
-                    quote: quote.0,
-                    ..Slot::default()
-                });
+                slots.push(made);
                 slots.len() - 1
             }
         };
         &mut slots[at]
     }
 
-    fn risk_entry(&mut self, account: u32, c: u32) -> &mut RiskEntry {
+    /// The key of (`account`, currency `c`) in the liquidation index, if it has one.
+    #[inline]
+    fn risk_key(&self, account: u32, c: u32) -> Option<RiskKey> {
         let a = account as usize;
-        if self.risk.len() <= a {
-            self.risk.resize_with(a + 1, Vec::new);
+        match self.first_risk.get(a) {
+            Some(first) if first.currency == c => first.key,
+            Some(first) if first.currency != RiskEntry::NONE.currency => {
+                self.more_risk.get(a)?.iter().find(|e| e.currency == c)?.key
+            }
+            _ => None,
         }
-        let entries = &mut self.risk[a];
+    }
+
+    /// The last command in which (`account`, currency `c`) was liquidated (0: never).
+    #[inline]
+    fn liquidated_in(&self, account: u32, c: u32) -> u64 {
+        let a = account as usize;
+        let first = self.first_risk.get(a);
+        if let Some(first) = first
+            && first.currency == c
+        {
+            return first.liquidated_in;
+        }
+        self.more_risk
+            .get(a)
+            .and_then(|v| v.iter().find(|e| e.currency == c))
+            .map_or(0, |e| e.liquidated_in)
+    }
+
+    /// The entry of (`account`, currency `c`), made if missing; `accounts` is the engine's
+    /// count of accounts.
+    fn risk_entry(&mut self, account: u32, c: u32, accounts: usize) -> &mut RiskEntry {
+        let a = account as usize;
+        grow_for(&mut self.first_risk, a, accounts, RiskEntry::NONE);
+        let made = RiskEntry {
+            currency: c,
+            ..RiskEntry::NONE
+        };
+        let first = &mut self.first_risk[a];
+        if first.currency == c {
+            return first;
+        }
+        if first.currency == RiskEntry::NONE.currency {
+            *first = made;
+            return first;
+        }
+        let more = &mut self.more_risk;
+        if more.len() <= a {
+            more.resize_with(a + 1, Vec::new);
+        }
+        let entries = &mut more[a];
         let at = match entries.iter().position(|e| e.currency == c) {
             Some(at) => at,
             None => {
-                entries.push(RiskEntry {
-                    currency: c,
-                    key: None,
-                    liquidated_in: 0,
-                });
+                entries.push(made);
                 entries.len() - 1
             }
         };
@@ -254,6 +406,19 @@ impl OrderChange {
         skip: NIL,
         add: None,
     };
+}
+
+/// One future's term of the initial margin: `initial_margin · max(N + PB, PS − N) + OL`, zero
+/// with no position and no order.
+#[inline]
+fn initial_term(book: &FutureBook, slot: &Slot) -> i128 {
+    let n = slot.pos.lots as i128;
+    let (buys, sells) = (slot.buys as i128, slot.sells as i128);
+    if n != 0 || buys != 0 || sells != 0 {
+        book.initial_margin as i128 * (n + buys).max(sells - n) + slot.open_loss
+    } else {
+        0
+    }
 }
 
 fn saturate(v: i128) -> i64 {
@@ -405,13 +570,9 @@ impl Engine {
                 .maintenance
                 .saturating_add(book.maintenance_margin as i128 * n.abs());
         }
-        let (buys, sells) = (slot.buys as i128, slot.sells as i128);
-        if n != 0 || buys != 0 || sells != 0 {
-            // Each term is bounded (docs/rules.md, "Futures", "Overflow"), their sum over many
-            // futures is not: saturated, which every comparison reads rightly.
-            let term = book.initial_margin as i128 * (n + buys).max(sells - n) + slot.open_loss;
-            m.initial = m.initial.saturating_add(term);
-        }
+        // Each term is bounded (docs/rules.md, "Futures", "Overflow"), their sum over many
+        // futures is not: saturated, which every comparison reads rightly.
+        m.initial = m.initial.saturating_add(initial_term(book, slot));
     }
 
     /// The margin check of a futures order entering, moving or changing (docs/rules.md,
@@ -449,7 +610,35 @@ impl Engine {
         if exposure.is_none() {
             return Err(Reason::Overflow);
         }
-        let before = self.margin(account, c, OrderChange::NONE);
+        // The common case, the user's only future in the currency: its margin is this slot's
+        // terms alone, the same figures as `margin` gives, from the slot and `available`.
+        if let Some(sole) = self.fut.sole_slot(account, symbol as u32) {
+            let mut changed = *sole;
+            if skip != NIL {
+                changed.count(self.fut.contrib[skip as usize], -1);
+            }
+            let add = Contrib::of(side, price, lots, book.mark, sym.terms.quote_scale);
+            changed.count(add, 1);
+            let initial = initial_term(book, &changed);
+            if initial > i64::MAX as i128 {
+                return Err(Reason::Overflow);
+            }
+            if initial <= initial_term(book, sole) {
+                return Ok(());
+            }
+            let (n, k) = (sole.pos.lots as i128, sole.pos.cost as i128);
+            let unrealised = if n != 0 {
+                n * book.mark as i128 * sym.terms.quote_scale as i128 - k
+            } else {
+                0
+            };
+            let equity = self.accounts.balance(account, c).available as i128 + unrealised;
+            return if equity - initial >= 0 {
+                Ok(())
+            } else {
+                Err(Reason::InsufficientMargin)
+            };
+        }
         let after = self.margin(
             account,
             c,
@@ -461,7 +650,11 @@ impl Engine {
         if after.initial > i64::MAX as i128 {
             return Err(Reason::Overflow);
         }
-        if after.equity() - after.initial >= 0 || after.initial <= before.initial {
+        // The margin before the change only matters when equity does not cover the initial
+        // margin after it: most orders are accepted on `after` alone.
+        if after.equity() - after.initial >= 0
+            || after.initial <= self.margin(account, c, OrderChange::NONE).initial
+        {
             Ok(())
         } else {
             Err(Reason::InsufficientMargin)
@@ -509,7 +702,8 @@ impl Engine {
         }
         let old = std::mem::replace(&mut self.fut.contrib[i], new);
         let quote = self.symbols[symbol as usize].terms.quote;
-        let slot = self.fut.slot_mut(account, symbol, quote);
+        let accounts = self.accounts.len();
+        let slot = self.fut.slot_mut(account, symbol, quote, accounts);
         slot.count(old, -1);
         slot.count(new, 1);
         self.future_book_mut(symbol as usize).live_lots += new.lots as i128 - old.lots as i128;
@@ -524,7 +718,6 @@ impl Engine {
             let mut slots: Vec<Slot> = self
                 .fut
                 .slots_of(account)
-                .iter()
                 .map(|s| Slot {
                     buys: 0,
                     sells: 0,
@@ -556,8 +749,8 @@ impl Engine {
             expected.push(slots);
         }
         for account in 0..self.accounts.len() as u32 {
-            let kept = self.fut.slots_of(account);
-            if kept != expected[account as usize].as_slice() {
+            let kept: Vec<Slot> = self.fut.slots_of(account).copied().collect();
+            if kept != expected[account as usize] {
                 return Err(format!(
                     "account {account}: kept {kept:?}, recomputed {:?}",
                     expected[account as usize]
@@ -709,7 +902,8 @@ impl Engine {
     /// PnL and the change of the open interest.
     fn apply_position_fill(&mut self, account: u32, symbol: u32, d: i64, v: i128) -> (i128, i64) {
         let quote = self.symbols[symbol as usize].terms.quote;
-        let slot = self.fut.slot_mut(account, symbol, quote);
+        let accounts = self.accounts.len();
+        let slot = self.fut.slot_mut(account, symbol, quote, accounts);
         let pos = slot.pos;
         let after = position_after(pos, d, v);
         debug_assert!(after.is_some(), "checked by future_fill_fits");
@@ -727,9 +921,34 @@ impl Engine {
         }
     }
 
-    /// Puts (account, c) where it belongs in the liquidation index (see the module's doc).
-    /// A key that does not change costs no update of the ordered sets.
+    /// Puts (account, c) where it belongs in the liquidation index (see the module's doc), or
+    /// leaves it where it is while its key is still cautious (see [`Self::rekey_exact`]).
     pub(crate) fn rekey(&mut self, account: u32, c: CurrencyId) {
+        self.rekey_with(account, c, false);
+    }
+
+    /// Puts (account, c) where it belongs in the liquidation index, its key recomputed: after
+    /// an examination that found the user safe (a cautious key kept by [`Self::rekey`] would
+    /// bring it back at every pass) and after a liquidation.
+    pub(crate) fn rekey_exact(&mut self, account: u32, c: CurrencyId) {
+        self.rekey_with(account, c, true);
+    }
+
+    /// A bound with room toward the mark (see the module's doc, "Lazy keys"): 1/256 of the
+    /// way from the exact `bound` to `mark` when the user is safe at the mark, else the bound.
+    /// For a long the stored key must not be below the exact bound, for a short not above.
+    #[inline]
+    fn cautious_bound(bound: i128, mark: i128, long: bool) -> i128 {
+        if long && bound < mark {
+            bound + (mark - bound) / KEY_ROOM
+        } else if !long && bound > mark {
+            bound - (bound - mark) / KEY_ROOM
+        } else {
+            bound
+        }
+    }
+
+    fn rekey_with(&mut self, account: u32, c: CurrencyId, exact: bool) {
         let available = self.accounts.balance(account, c).available as i128;
         let mut held = None;
         let mut count = 0;
@@ -750,18 +969,47 @@ impl Engine {
                     book.maintenance_margin as i128,
                     sym.terms.quote_scale as i128,
                 );
+                let mark = book.mark as i128;
+                // Every factor below is an i64 or a sum of three i64-sized terms: no overflow
+                // in i128, except the check of a kept key (checked).
+                let kept = if exact {
+                    None
+                } else {
+                    self.fut.risk_key(account, c.0)
+                };
                 if n > 0 {
                     let t = k + mm * n - available;
-                    // ceil(t / (n * qs)) with a positive divisor.
-                    Some(RiskKey::Long(s, -((-t).div_euclid(n * qs))))
+                    let d = n * qs;
+                    // Below maintenance exactly when mark < ceil(t / d); a key b is cautious
+                    // when b >= ceil(t / d), that is b * d >= t.
+                    if let Some(RiskKey::Long(s0, b)) = kept
+                        && s0 == s
+                        && b.checked_mul(d).is_some_and(|bd| bd >= t)
+                    {
+                        return;
+                    }
+                    // ceil(t / d) with a positive divisor.
+                    let bound = -((-t).div_euclid(d));
+                    Some(RiskKey::Long(s, Self::cautious_bound(bound, mark, true)))
                 } else {
-                    let s_bound = available - k - mm * n.abs();
-                    Some(RiskKey::Short(s, s_bound.div_euclid(n.abs() * qs)))
+                    let x = available - k - mm * n.abs();
+                    let d = n.abs() * qs;
+                    // Below maintenance exactly when mark > floor(x / d); a key b is cautious
+                    // when b <= floor(x / d), that is b * d <= x.
+                    if let Some(RiskKey::Short(s0, b)) = kept
+                        && s0 == s
+                        && b.checked_mul(d).is_some_and(|bd| bd <= x)
+                    {
+                        return;
+                    }
+                    let bound = x.div_euclid(d);
+                    Some(RiskKey::Short(s, Self::cautious_bound(bound, mark, false)))
                 }
             }
             _ => Some(RiskKey::Always),
         };
-        let entry = self.fut.risk_entry(account, c.0);
+        let accounts = self.accounts.len();
+        let entry = self.fut.risk_entry(account, c.0, accounts);
         let old = entry.key;
         if old == key {
             return;
@@ -886,7 +1134,7 @@ impl Engine {
             }
             after = Some(user);
             let epoch = self.fut.epoch;
-            if self.fut.risk_entry(account, c.0).liquidated_in == epoch {
+            if self.fut.liquidated_in(account, c.0) == epoch {
                 continue;
             }
             let m = self.margin(account, c, OrderChange::NONE);
@@ -909,7 +1157,7 @@ impl Engine {
                 self.fut.touched.clear();
             } else {
                 // A cautious (stale) key: put it right.
-                self.rekey(account, c);
+                self.rekey_exact(account, c);
             }
         }
         self.fut.scratch_candidates = candidates;
@@ -957,7 +1205,6 @@ impl Engine {
         let flat = self
             .fut
             .slots_of(account)
-            .iter()
             .all(|slot| slot.quote != c.0 || slot.pos.lots == 0);
         let balance = self.accounts.balance_mut(account, c);
         let shortfall = if flat && balance.available < 0 {
@@ -973,8 +1220,9 @@ impl Engine {
             0
         };
         let epoch = self.fut.epoch;
-        self.fut.risk_entry(account, c.0).liquidated_in = epoch;
-        self.rekey(account, c);
+        let accounts = self.accounts.len();
+        self.fut.risk_entry(account, c.0, accounts).liquidated_in = epoch;
+        self.rekey_exact(account, c);
         sink.on_event(&Event::Liquidated(Liquidated {
             user,
             currency: self.currencies[c.0 as usize].name,
@@ -1111,7 +1359,6 @@ impl Engine {
         let mut out: Vec<Position> = self
             .fut
             .slots_of(account)
-            .iter()
             .filter(|slot| slot.pos.lots != 0)
             .map(|slot| Position {
                 symbol: self.symbols[slot.symbol as usize].spec.symbol,
@@ -1125,16 +1372,12 @@ impl Engine {
 
     /// Every open position as (account, symbol id, position), by account then symbol id.
     pub(crate) fn position_entries(&self) -> impl Iterator<Item = (u32, u32, PositionState)> + '_ {
-        self.fut
-            .slots
-            .iter()
-            .enumerate()
-            .flat_map(|(account, slots)| {
-                slots
-                    .iter()
-                    .filter(|slot| slot.pos.lots != 0)
-                    .map(move |slot| (account as u32, slot.symbol, slot.pos))
-            })
+        (0..self.fut.first_slot.len() as u32).flat_map(|account| {
+            self.fut
+                .slots_of(account)
+                .filter(|slot| slot.pos.lots != 0)
+                .map(move |slot| (account, slot.symbol, slot.pos))
+        })
     }
 
     /// A user's margin in every currency some future is quoted in, by currency name.
@@ -1190,7 +1433,8 @@ impl Engine {
     /// [`Self::rebuild_futures_index`]).
     pub(crate) fn restore_position(&mut self, account: u32, symbol: u32, lots: i64, cost: i64) {
         let quote = self.symbols[symbol as usize].terms.quote;
-        self.fut.slot_mut(account, symbol, quote).pos = PositionState { lots, cost };
+        let accounts = self.accounts.len();
+        self.fut.slot_mut(account, symbol, quote, accounts).pos = PositionState { lots, cost };
         let book = self.future_book_mut(symbol as usize);
         book.open_interest += lots.max(0);
         self.accounts.get_mut(account).futures = true;
