@@ -67,6 +67,7 @@ fn the_simulator_finds_acknowledge_before_commit_within_a_hundred_seeds_and_repl
         .find(|o| o.failure.is_some());
     let found = found.expect("the planted bug was not found in 100 seeds");
     let failure = found.failure.clone().expect("a failure");
+    println!("the planted bug found by seed {} {failure}", found.seed);
     assert!(
         failure.message.contains("acknowledged commands lost")
             || failure.message.contains("unknown after recovery"),
@@ -77,4 +78,34 @@ fn the_simulator_finds_acknowledge_before_commit_within_a_hundred_seeds_and_repl
     let again = run(found.seed, true);
     assert_eq!(again.failure, Some(failure));
     assert_eq!(again.trace_hash, found.trace_hash);
+}
+
+#[test]
+fn a_failed_commit_leaves_what_the_fault_says_on_disk_and_every_later_commit_fails() {
+    use rialto_core::Command;
+    use rialto_server::simlog::{CommitFault, SimDisk, SimulatedLog};
+    use std::sync::{Arc, Mutex};
+
+    let disk = Arc::new(Mutex::new(SimDisk::new()));
+    let mut log = SimulatedLog::new(disk.clone());
+    let header = disk.lock().unwrap().bytes.len();
+    log.append(1, 10, &Command::Tick);
+    log.commit().expect("no fault planted");
+    let one = disk.lock().unwrap().bytes.len() - header;
+    assert!(one > 0);
+    // Two more records, three quarters of their bytes reach the disk: the second is torn.
+    disk.lock().unwrap().next_fault = Some(CommitFault::NoSpace {
+        persisted_permille: 750,
+    });
+    log.append(2, 11, &Command::Tick);
+    log.append(3, 12, &Command::Tick);
+    let err = log.commit().expect_err("the planted fault");
+    assert_eq!(err.kind(), std::io::ErrorKind::StorageFull);
+    let torn = header + one + 2 * one * 750 / 1000;
+    assert_eq!(disk.lock().unwrap().bytes.len(), torn);
+    // Poisoned: nothing more is written, even without a fault planted.
+    log.append(4, 13, &Command::Tick);
+    assert!(log.commit().is_err());
+    assert!(log.check().is_err());
+    assert_eq!(disk.lock().unwrap().bytes.len(), torn);
 }
