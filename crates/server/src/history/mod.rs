@@ -46,11 +46,10 @@ const HISTORY_WRITER_NICE: i32 = 10;
 #[serde(rename_all = "lowercase")]
 pub enum WriterPriority {
     /// Linux's `SCHED_IDLE`: only CPU time no other thread wants. Under a load that keeps
-    /// every core busy the database lags (and catches up from the journal after it); the
-    /// venue does not slow down for it.
-    #[default]
+    /// every core busy the database lags (and catches up from the journal after it).
     Idle,
     /// nice 10: about a tenth of a normal thread's share when both want the CPU.
+    #[default]
     Low,
     /// The other threads' priority.
     Normal,
@@ -98,7 +97,7 @@ impl Default for HistorySettings {
             queue_batches: 1_024,
             pending_rows: 1_000_000,
             writer_cache_mib: 64,
-            writer_priority: WriterPriority::Idle,
+            writer_priority: WriterPriority::Low,
         }
     }
 }
