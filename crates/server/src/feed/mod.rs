@@ -158,15 +158,7 @@ impl MarketData {
         history: Option<crate::history::HistoryTap>,
     ) -> std::io::Result<JoinHandle<()>> {
         let md = self.clone();
-        let mut replay = Replay {
-            engine: replica,
-            events: Vec::with_capacity(64),
-            chunks: VecDeque::new(),
-            pos: 0,
-            ahead: VecDeque::with_capacity(PREFETCH_LOOKAHEAD + 1),
-            prefetch,
-            history,
-        };
+        let mut replay = Replay::new(replica, prefetch, history);
         std::thread::Builder::new()
             .name("rialto-md".into())
             .spawn(move || md.run(&channel, &shared, &mut replay))
@@ -346,15 +338,7 @@ impl MarketData {
         SteppedReplica {
             md: self.clone(),
             channel,
-            replay: Replay {
-                engine: replica,
-                events: Vec::with_capacity(64),
-                chunks: VecDeque::new(),
-                pos: 0,
-                ahead: VecDeque::with_capacity(PREFETCH_LOOKAHEAD + 1),
-                prefetch,
-                history: None,
-            },
+            replay: Replay::new(replica, prefetch, None),
         }
     }
 }
@@ -375,6 +359,22 @@ struct Replay {
 }
 
 impl Replay {
+    fn new(
+        engine: Engine,
+        prefetch: Prefetch,
+        history: Option<crate::history::HistoryTap>,
+    ) -> Replay {
+        Replay {
+            engine,
+            events: Vec::with_capacity(64),
+            chunks: VecDeque::new(),
+            pos: 0,
+            ahead: VecDeque::with_capacity(PREFETCH_LOOKAHEAD + 1),
+            prefetch,
+            history,
+        }
+    }
+
     /// Reads the next record of the chunks into `ahead`, giving emptied chunks back. Returns
     /// whether there was one.
     fn read_record(&mut self, channel: &MdChannel) -> Result<bool, String> {
