@@ -13,6 +13,7 @@ from rialto import (
     BookUpdate,
     Client,
     Gap,
+    Liquidation,
     LocalBook,
     Reconnected,
     Stream,
@@ -122,6 +123,27 @@ def test_a_gap_on_the_user_channel_resubscribes_it_for_fresh_snapshots() -> None
     core.add_channel("status")
     replies = core.handle({"ch": "status", "type": "gap", "seq": 42})
     assert [(r["op"], r["ch"]) for r in replies] == [("unsubscribe", "status"), ("subscribe", "status")]
+
+
+def test_a_liquidation_on_the_user_channel_comes_typed() -> None:
+    core = _Core(None)
+    core.units = _units()
+    core.add_channel("user")
+    # As docs/api.md shows it, on the user channel.
+    core.handle(
+        {"ch": "user", "type": "liquidated", "currency": "USD", "equity": "60.00000",
+         "maintenance": "100.00000", "shortfall": "50.00000", "seq": 812, "ts_ns": "1795831088245021253"}
+    )
+    event = core.events.popleft()
+    assert isinstance(event, UserUpdate) and (event.type, event.seq) == ("liquidated", 812)
+    assert event.liquidation == Liquidation(
+        "USD", Decimal("60.00000"), Decimal("100.00000"), Decimal("50.00000"), 812, 1795831088245021253
+    )
+    assert event.event is not None and event.event.type == "liquidated"
+    # Any other order event has none.
+    core.handle({"ch": "user", "type": "cancelled", "order": 7, "symbol": "ETH-USD", "side": "buy",
+                 "qty": "0.001", "reason": "user", "seq": 813, "ts_ns": "1"})
+    assert core.events.popleft().liquidation is None
 
 
 def test_async_stream_logs_in_trades_and_sees_its_fill(venue) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from .client import AsyncClient, Client
 from .errors import RialtoError, TransportError
 from .signing import Credentials
 from .stream import AsyncStream, BookUpdate, Event, Message, Reconnected, Stream, TradesUpdate, UserUpdate
-from .types import Ack, Balance, Book, Fill, Margin, Order, OrderEvent, OrderStatus, Position, Trade
+from .types import Ack, Balance, Book, Fill, Liquidation, Margin, Order, OrderEvent, OrderStatus, Position, Trade
 from .units import CurrencyInfo, SymbolInfo, Units
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Event",
     "Fill",
     "Gap",
+    "Liquidation",
     "LocalBook",
     "Margin",
     "Message",

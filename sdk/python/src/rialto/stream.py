@@ -32,7 +32,7 @@ from .book import Gap, LocalBook
 from .client import AsyncClient, Client
 from .errors import RialtoError, TransportError, from_ws_answer
 from .signing import Credentials, ws_login
-from .types import Ack, Balance, Book, Margin, Order, OrderEvent, OrderStatus, Position, Trade
+from .types import Ack, Balance, Book, Liquidation, Margin, Order, OrderEvent, OrderStatus, Position, Trade
 from .units import DecimalLike, Units
 
 
@@ -57,7 +57,8 @@ class TradesUpdate:
 class UserUpdate:
     """A message of the private ``user`` channel: ``balances``, ``orders`` and (on a venue with
     futures) ``positions`` snapshots (``positions`` and ``margins``), an order event
-    (``fill``, ``cancelled``, ``liquidated``, ...) in ``event``, or ``gap``: events up to
+    (``fill``, ``cancelled``, ``liquidated``, ...) in ``event`` (a ``liquidated`` one's figures
+    also in ``liquidation``), or ``gap``: events up to
     ``seq`` were lost on the server; the stream has resubscribed and fresh snapshots follow."""
 
     type: str
@@ -67,6 +68,7 @@ class UserUpdate:
     event: OrderEvent | None = None
     positions: list[Position] | None = None
     margins: dict[str, Margin] | None = None
+    liquidation: Liquidation | None = None
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,10 @@ class _Core:
             positions = [Position.parse(p, self.units) for p in msg["positions"]]
             margins = {m["currency"]: Margin.parse(m, self.units) for m in msg["margins"]}
             self.events.append(UserUpdate(kind, seq, positions=positions, margins=margins))
+        elif kind == "liquidated":
+            event = OrderEvent.parse(msg, self.units)
+            liquidation = Liquidation.parse(msg, self.units)
+            self.events.append(UserUpdate(kind, seq, event=event, liquidation=liquidation))
         else:
             self.events.append(UserUpdate(kind, seq, event=OrderEvent.parse(msg, self.units)))
         return []

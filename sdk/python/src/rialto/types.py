@@ -99,6 +99,32 @@ class Margin:
 
 
 @dataclass(frozen=True)
+class Liquidation:
+    """A ``liquidated`` event of the user channel (docs/api.md, "Futures"): the user's equity
+    and maintenance margin in ``currency`` before its futures orders were cancelled and its
+    positions closed, and what the insurance fund paid (``shortfall``, 0 when nothing)."""
+
+    currency: str
+    equity: Decimal
+    maintenance: Decimal
+    shortfall: Decimal
+    seq: int
+    ts_ns: int
+
+    @classmethod
+    def parse(cls, row: dict[str, Any], units: Units) -> Liquidation:
+        c = row["currency"]
+        return cls(
+            c,
+            units.amount(c, row["equity"]),
+            units.amount(c, row["maintenance"]),
+            units.amount(c, row["shortfall"]),
+            int(row.get("seq", 0)),
+            units.ts_ns(row.get("ts_ns")),
+        )
+
+
+@dataclass(frozen=True)
 class Fill:
     order: int
     symbol: str
@@ -285,8 +311,8 @@ class OrderStatus:
 class OrderEvent:
     """One event of a user's order history or user stream (docs/api.md): ``type`` is
     ``accepted``, ``rejected``, ``fill``, ``cancelled``, ``triggered``, ``amended`` or
-    ``liquidated`` (its currency, equity, maintenance and shortfall are in ``raw``). The
-    fields an event type does not have are None."""
+    ``liquidated`` (its figures are in ``raw``; the user stream also gives them typed, as a
+    :class:`Liquidation`). The fields an event type does not have are None."""
 
     type: str
     order: int
