@@ -35,7 +35,7 @@ pub struct LogBenchArgs {
     /// Commands to commit through the log
     #[arg(long, default_value_t = 1_000_000)]
     pub commands: u64,
-    /// Commands per batch (one message), at most 6578 (a message stays under 1 MB)
+    /// Commands per batch (one message), at most 5434 (a message stays under 1 MB)
     #[arg(long, default_value_t = 4096)]
     pub batch: usize,
     /// Messages each floor run publishes

@@ -1016,5 +1016,10 @@ mod tests {
         assert!(refused(big).contains("pipeline.batch_max"));
         // The local journal takes any batch that fits the ring.
         assert!(ServerConfig::from_toml_str(big).is_ok());
+        // docs/operations.md, docs/replication.md and `rialto bench log --help` give the most.
+        assert_eq!(crate::replication::MAX_BATCH_COMMANDS, 5434);
+        let batch = |n: usize| format!("[pipeline]\nring_capacity = 8192\nbatch_max = {n}\n");
+        assert!(ServerConfig::from_toml_str(&format!("{ok}{}", batch(5434))).is_ok());
+        assert!(refused(&batch(5435)).contains("at most 5434"));
     }
 }
