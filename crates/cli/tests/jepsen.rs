@@ -108,6 +108,14 @@ struct Node {
     starts: u32,
 }
 
+/// A node's process never outlives the test, whatever ends it (a failed check included): a
+/// standby or replica left running would keep retrying NATS servers that are gone.
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// What a node's log says of why it stopped leading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Stopped {
