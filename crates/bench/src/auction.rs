@@ -134,8 +134,9 @@ struct Timing {
 /// what the uncross reported.
 fn pass(cmds: &[Command], args: &AuctionArgs) -> anyhow::Result<(Timing, Uncross)> {
     let mut engine = Engine::new(EngineConfig {
-        expected_resting_orders: args.orders as usize + 16,
-        expected_users: args.users as usize + 16,
+        max_resting_orders: args.orders + 16,
+        max_users: args.users + 16,
+        max_tx_ids: 2 * args.users + 16,
         expected_levels_per_side: args.levels as usize + 16,
         ..EngineConfig::default()
     });

@@ -97,7 +97,8 @@ impl Setup {
 pub fn venue(holders: u32, percent: u32) -> anyhow::Result<Engine> {
     let mut setup = Setup {
         engine: Engine::new(EngineConfig {
-            expected_users: holders as usize + 2,
+            max_users: holders + 2,
+            max_tx_ids: 4 * holders + 16,
             ..EngineConfig::default()
         }),
         seq: 0,

@@ -768,8 +768,11 @@ impl Generator {
         commands: u64,
     ) -> Generator {
         let config = EngineConfig {
-            expected_resting_orders: prefill_len + prefill_len / 4 + 1024,
-            expected_users: accounts.users(),
+            // Room for whatever rests while the commands are drawn; the timed engine below
+            // gets the most that did.
+            max_resting_orders: u32::try_from(2 * prefill_len + (1 << 20)).unwrap_or(u32::MAX),
+            max_users: accounts.users() as u32,
+            max_tx_ids: u32::try_from(4 * accounts.users() + 1024).unwrap_or(u32::MAX),
             ..EngineConfig::default()
         };
         let mut g = Generator {
@@ -1274,8 +1277,10 @@ impl Generator {
         self.stats.levels_end = self.busiest_book_levels();
         let max_side = self.stats.side_orders_max as usize;
         let config = EngineConfig {
-            expected_resting_orders: resting_max as usize + resting_max as usize / 4 + 1024,
-            expected_users: accounts.users(),
+            max_resting_orders: u32::try_from(resting_max + resting_max / 4 + 1024)
+                .unwrap_or(u32::MAX),
+            max_users: accounts.users() as u32,
+            max_tx_ids: u32::try_from(4 * accounts.users() + 1024).unwrap_or(u32::MAX),
             expected_levels_per_side: if cumulative.is_none() {
                 max_side + max_side / 4 + 16
             } else {

@@ -62,6 +62,9 @@ pub(crate) struct Arena<T: Slot> {
     items: Vec<T>,
     free_head: u32,
     live: usize,
+    /// Debug builds know which slots are live, to assert that nothing reads a freed one.
+    #[cfg(debug_assertions)]
+    in_use: Vec<bool>,
 }
 
 /// An item that can hold the free list's link while it is free.
@@ -76,6 +79,8 @@ impl<T: Slot> Arena<T> {
             items: Vec::with_capacity(capacity),
             free_head: NIL,
             live: 0,
+            #[cfg(debug_assertions)]
+            in_use: Vec::with_capacity(capacity),
         }
     }
 
@@ -86,18 +91,31 @@ impl<T: Slot> Arena<T> {
 
     pub fn alloc(&mut self, item: T) -> u32 {
         self.live += 1;
-        if self.free_head != NIL {
+        let idx = if self.free_head != NIL {
             let idx = self.free_head;
             self.free_head = self.items[idx as usize].free_link();
             self.items[idx as usize] = item;
             idx
         } else {
             self.items.push(item);
+            #[cfg(debug_assertions)]
+            self.in_use.push(false);
             (self.items.len() - 1) as u32
+        };
+        #[cfg(debug_assertions)]
+        {
+            debug_assert!(!self.in_use[idx as usize], "slot {idx} handed out twice");
+            self.in_use[idx as usize] = true;
         }
+        idx
     }
 
     pub fn free(&mut self, idx: u32) {
+        #[cfg(debug_assertions)]
+        {
+            debug_assert!(self.in_use[idx as usize], "slot {idx} freed twice");
+            self.in_use[idx as usize] = false;
+        }
         self.live -= 1;
         self.items[idx as usize].set_free_link(self.free_head);
         self.free_head = idx;
@@ -122,12 +140,32 @@ impl<T: Slot> Arena<T> {
 
     #[inline]
     pub fn get(&self, idx: u32) -> &T {
+        self.debug_assert_live(idx);
         &self.items[idx as usize]
     }
 
     #[inline]
     pub fn get_mut(&mut self, idx: u32) -> &mut T {
+        self.debug_assert_live(idx);
         &mut self.items[idx as usize]
+    }
+
+    /// Reads slot `idx` whether or not it is live: for prefetching, which follows indexes
+    /// looked up commands ahead that may have been freed since (what it reads only warms the
+    /// cache).
+    #[inline]
+    pub fn peek(&self, idx: u32) -> &T {
+        &self.items[idx as usize]
+    }
+
+    /// A slot is read or written only while it is live (debug builds check).
+    #[inline(always)]
+    fn debug_assert_live(&self, _idx: u32) {
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            self.in_use.get(_idx as usize).copied().unwrap_or(false),
+            "arena slot {_idx} used while free"
+        );
     }
 }
 

@@ -41,9 +41,19 @@ pub(crate) use stops::{OrderExtra, StopEntry};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineConfig {
     pub max_open_orders_per_user: u32,
+    /// The capacities below are fixed when the engine starts: it reserves room for each, and a
+    /// command that would go past one is rejected `limit_exceeded` (docs/rules.md, "Limits"),
+    /// so that no table is rehashed or grown on the engine thread.
+    ///
+    /// Resting orders of the whole venue, pending stops included.
     pub max_resting_orders: u32,
-    pub expected_resting_orders: usize,
-    pub expected_users: usize,
+    pub max_users: u32,
+    /// Transfer ids (`adjust_balance`, `fund_insurance`) the venue remembers: each is unique
+    /// for the venue's whole life, so the venue takes this many transfers in all.
+    pub max_tx_ids: u32,
+    /// Order ids the order-id window remembers (orders that ended within the window).
+    pub max_window_ids: u32,
+    pub max_symbols: u32,
     pub expected_levels_per_side: usize,
     /// A book side with this many price levels gets a ladder: a direct price index over a
     /// window of prices near the touch (crates/core/src/book.rs), 4 bytes and a bit each. The
@@ -65,9 +75,11 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             max_open_orders_per_user: 100_000,
-            max_resting_orders: 1 << 30,
-            expected_resting_orders: 1024,
-            expected_users: 1024,
+            max_resting_orders: 1 << 17,
+            max_users: 1 << 14,
+            max_tx_ids: 1 << 16,
+            max_window_ids: 1 << 16,
+            max_symbols: 256,
             expected_levels_per_side: 16,
             ladder_min_levels: 32,
             ladder_cells: 8192,
@@ -84,8 +96,6 @@ impl Default for EngineConfig {
 /// before the next link reads it. Tuned on `rialto bench engine --workload multi --size
 /// large`, where the first four at [12, 6, 3, 1] and [16, 10, 5, 2] did equally well and
 /// [12, 8, 4, 2] slightly worse, and [20, 14, 9, 5, 2] was no better than these.
-/// Expiring orders the expiry heap has room for before it first grows.
-const EXPECTED_EXPIRING_ORDERS: usize = 1 << 12;
 /// The most slices an iceberg may be cut into: `ceil(remaining / display_qty)` above this is
 /// `invalid_qty` (docs/rules.md, "Iceberg orders"). Each slice a taker meets is its own trade,
 /// so without a bound one order could make a command report 2^63 trades.
@@ -618,31 +628,34 @@ impl Engine {
         let hash = FastHash {
             seed: config.hash_seed,
         };
+        let users = (config.max_users as usize).min(IdIndex::MAX_ENTRIES);
+        let orders = (config.max_resting_orders as usize).min(IdIndex::MAX_ENTRIES);
         Engine {
             config,
-            symbols: Vec::new(),
+            symbols: Vec::with_capacity(config.max_symbols as usize),
             symbol_ids: BTreeMap::new(),
             currencies: Vec::new(),
             currency_ids: BTreeMap::new(),
-            accounts: Accounts::with_capacity(config.expected_users),
-            account_ids: IdIndex::with_capacity(config.expected_users),
-            orders: Orders::with_capacity(config.expected_resting_orders),
-            order_info: Vec::with_capacity(config.expected_resting_orders),
-            expiries: BinaryHeap::with_capacity(EXPECTED_EXPIRING_ORDERS),
-            order_extras: Vec::new(),
+            accounts: Accounts::with_capacity(users),
+            account_ids: IdIndex::with_capacity(users),
+            orders: Orders::with_capacity(orders),
+            order_info: Vec::with_capacity(orders),
+            expiries: BinaryHeap::with_capacity(orders),
+            order_extras: Vec::with_capacity(orders),
             stop_accepts: 0,
             stop_dirty: Vec::with_capacity(8),
             scratch_triggered: Vec::with_capacity(config.expected_stops_per_side),
             scratch_walks: Vec::with_capacity(8),
-            order_ids: IdIndex::with_capacity(config.expected_resting_orders),
+            order_ids: IdIndex::with_capacity(orders),
             hash,
-            levels: Levels::with_capacity(config.expected_levels_per_side * 2),
-            txs: HashSet::with_hasher(hash),
+            // Every level holds at least one resting order.
+            levels: Levels::with_capacity(orders),
+            txs: HashSet::with_capacity_and_hasher(config.max_tx_ids as usize, hash),
             last_seq: 0,
             now: 0,
             order_id_window: 0,
-            recent_ids: VecDeque::new(),
-            recent_id_set: HashSet::with_hasher(hash),
+            recent_ids: VecDeque::with_capacity(config.max_window_ids as usize),
+            recent_id_set: HashSet::with_capacity_and_hasher(config.max_window_ids as usize, hash),
             scratch_bids: Vec::new(),
             scratch_asks: Vec::new(),
             scratch_mass_cancel: Vec::new(),
@@ -664,6 +677,19 @@ impl Engine {
         cmd: &Command,
         sink: &mut impl EventSink,
     ) -> Result<(), Reason> {
+        // 0 is "no sequence": a snapshot's rebuild and the engine's own unit tests use it. A
+        // query changes nothing and may be asked at the last command's sequence number.
+        debug_assert!(
+            seq == 0
+                || seq > self.last_seq
+                || (seq == self.last_seq
+                    && matches!(
+                        cmd,
+                        Command::Book { .. } | Command::UserReport { .. } | Command::VenueReport
+                    )),
+            "sequence numbers only rise: {seq} after {}",
+            self.last_seq
+        );
         self.last_seq = seq;
         if timestamp_ns > self.now {
             self.now = timestamp_ns;
@@ -688,6 +714,8 @@ impl Engine {
         if !self.fut.dirty.is_empty() || !self.fut.stale.is_empty() {
             self.knock_on_futures(sink);
         }
+        #[cfg(debug_assertions)]
+        self.debug_check_holds();
         result
     }
 
@@ -839,7 +867,7 @@ impl Engine {
             .iter()
             .filter(|name| !self.currency_ids.contains_key(name))
             .count();
-        if self.symbols.len() >= (u32::MAX - 1) as usize
+        if self.symbols.len() >= self.config.max_symbols.min(u32::MAX - 1) as usize
             || self.currencies.len() + new_currencies > MAX_CURRENCIES
         {
             return Err(Reason::LimitExceeded);
@@ -905,10 +933,34 @@ impl Engine {
     #[inline]
     fn order_ended(&mut self, user: UserId, order: OrderId) {
         if self.order_id_window > 0 {
+            // Full only when the window was switched on with more live orders than it can
+            // remember (`window_has_room` keeps it from filling otherwise): the oldest id is
+            // forgotten early rather than the table grown.
+            if self.recent_ids.len() >= self.config.max_window_ids as usize
+                && let Some((_, user, order)) = self.recent_ids.pop_front()
+            {
+                self.recent_id_set.remove(&(user, order));
+            }
             self.recent_ids.push_back((self.now, user, order));
             let fresh = self.recent_id_set.insert((user, order));
             debug_assert!(fresh, "an id taken within the window was used again");
         }
+    }
+
+    /// Whether a new order's id can be remembered when it ends: every live order will add one
+    /// id to the window, and so will the new one.
+    #[inline]
+    fn window_has_room(&self) -> bool {
+        self.order_id_window == 0
+            || self.recent_ids.len() + self.orders.live() < self.config.max_window_ids as usize
+    }
+
+    /// Whether the venue can remember one more transfer id.
+    pub(crate) fn tx_has_room(&self) -> Result<(), Reason> {
+        if self.txs.len() >= self.config.max_tx_ids as usize {
+            return Err(Reason::LimitExceeded);
+        }
+        Ok(())
     }
 
     /// Whether `user` is within the window of an order `order` that ended.
@@ -921,7 +973,7 @@ impl Engine {
         if self.account_of(user).is_some() {
             return Err(Reason::DuplicateUser);
         }
-        if self.accounts.len() >= IdIndex::MAX_ENTRIES {
+        if self.accounts.len() >= (self.config.max_users as usize).min(IdIndex::MAX_ENTRIES) {
             return Err(Reason::LimitExceeded);
         }
         let account = self.accounts.push(user);
@@ -959,6 +1011,7 @@ impl Engine {
             if exposed {
                 self.check_margin_after_spending(account, currency, withdrawal)?;
             }
+            self.tx_has_room()?;
             self.accounts.balance_mut(account, currency).available -= withdrawal;
             self.currencies[currency.0 as usize].withdrawals += withdrawal;
             if exposed {
@@ -972,6 +1025,7 @@ impl Engine {
             if known.is_none() && self.currencies.len() >= MAX_CURRENCIES {
                 return Err(Reason::LimitExceeded);
             }
+            self.tx_has_room()?;
             let currency = self.currency_id_or_register(currency);
             self.accounts.balance_mut(account, currency).available += amount;
             self.currencies[currency.0 as usize].deposits += amount;
@@ -1111,7 +1165,7 @@ impl Engine {
             }
             (hold, held_currency)
         };
-        if (rests || is_stop) && !self.has_room_for_order(account) {
+        if ((rests || is_stop) && !self.has_room_for_order(account)) || !self.window_has_room() {
             return Err(Reason::LimitExceeded);
         }
         if future {
@@ -1547,6 +1601,11 @@ impl Engine {
         // Every product here is bounded by a hold that was computed with checked arithmetic on
         // a spot symbol; a future does not use it (a liquidation close is bounded by no hold).
         let notional = price.wrapping_mul(qty).wrapping_mul(terms.quote_scale);
+        debug_assert!(
+            is_future(&terms)
+                || (price as i128 * qty as i128 * terms.quote_scale as i128) == notional as i128,
+            "a spot fill's notional is bounded by a hold, so it fits in i64"
+        );
         let (accounts, account) = (&mut self.accounts, maker.account);
         match maker.side {
             _ if is_future(&terms) => {}
@@ -1786,6 +1845,81 @@ impl Engine {
         match node.kind {
             NodeKind::Iceberg => node.remaining + self.order_extras[idx as usize].hidden,
             NodeKind::Plain | NodeKind::PendingStop => node.remaining,
+        }
+    }
+
+    /// Every user's `held` is exactly what its live orders need (docs/rules.md): the hold of
+    /// each resting order, an iceberg's hidden part included, and of each pending stop (a stop
+    /// market sell holds its lots). Costs a walk of every user and live order: the simulator
+    /// checks it after every step, debug builds after every command of a small venue.
+    pub fn check_holds(&self) -> Result<(), String> {
+        let mut needs: Vec<(CurrencyId, i64)> = Vec::new();
+        for account in 0..self.accounts.len() as u32 {
+            needs.clear();
+            let user = self.accounts.user(account);
+            let mut idx = self.accounts.get(account).orders_head;
+            while idx != NIL {
+                let node = self.orders.get(idx);
+                let (symbol, remaining) = (node.symbol as usize, self.live_remaining(idx));
+                let hold = if node.price == 0 {
+                    let terms = &self.symbols[symbol].terms;
+                    remaining
+                        .checked_mul(terms.base_scale)
+                        .map(|h| (terms.base, h))
+                } else {
+                    self.resting_order_hold(symbol, node.side, node.price, remaining)
+                };
+                let Some((currency, hold)) = hold else {
+                    return Err(format!(
+                        "user {user} order {}: its hold overflows",
+                        node.order
+                    ));
+                };
+                match needs.iter_mut().find(|(c, _)| *c == currency) {
+                    Some((_, need)) => {
+                        *need = need.checked_add(hold).ok_or("a user's needs overflow")?;
+                    }
+                    None => needs.push((currency, hold)),
+                }
+                idx = node.account_next;
+            }
+            for (currency, amounts) in self.accounts.balances(account) {
+                let need = needs
+                    .iter()
+                    .find(|(c, _)| *c == currency)
+                    .map_or(0, |n| n.1);
+                if amounts.held != need {
+                    return Err(format!(
+                        "user {user}: {} held in currency {}, orders need {need}",
+                        amounts.held, currency.0
+                    ));
+                }
+            }
+            for &(currency, need) in &needs {
+                let held = self.accounts.balance(account, currency).held;
+                if held != need {
+                    return Err(format!(
+                        "user {user}: {held} held in currency {}, orders need {need}",
+                        currency.0
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Debug builds: [`Self::check_holds`] after every command while the venue is small enough
+    /// for the walk to be cheap (the engine's tests, the server's tests, the simulator).
+    #[cfg(debug_assertions)]
+    fn debug_check_holds(&self) {
+        const SMALL_VENUE_ORDERS: usize = 64;
+        const SMALL_VENUE_USERS: usize = 256;
+        if self.orders.live() <= SMALL_VENUE_ORDERS
+            && self.accounts.len() <= SMALL_VENUE_USERS
+            && !crate::snapshot::decoding()
+            && let Err(e) = self.check_holds()
+        {
+            panic!("holds broken after seq {}: {e}", self.last_seq);
         }
     }
 
@@ -2465,7 +2599,11 @@ impl Engine {
     #[inline]
     fn order_ahead(&self, found: &Cell<u32>, user: UserId, order: OrderId) -> Option<u32> {
         let idx = found.get();
-        if idx != NIL && self.is_order(idx, user, order) {
+        // The node found commands ago may have been freed since: only prefetching reads it.
+        if idx != NIL && {
+            let node = self.orders.peek(idx);
+            node.order == order && node.user == user
+        } {
             return Some(idx);
         }
         self.find_order(user, order)
@@ -2548,7 +2686,7 @@ impl Engine {
                 let Some(idx) = self.order_ahead(found, user, order) else {
                     return;
                 };
-                let node = self.orders.get(idx);
+                let node = self.orders.peek(idx);
                 self.levels.prefetch(node.level);
                 self.orders.prefetch(node.prev);
                 self.orders.prefetch(node.next);
@@ -2572,7 +2710,7 @@ impl Engine {
                     return;
                 };
                 if let Some(level) = self.level_taken(sym, side, p.price) {
-                    self.orders.prefetch(self.levels.get(level).head);
+                    self.orders.prefetch(self.levels.peek(level).head);
                     sym.side(side.opposite()).prefetch_best();
                 } else {
                     // It rests: the level it joins and what it keeps beside its node, in the
@@ -2596,7 +2734,7 @@ impl Engine {
         match *cmd {
             Command::Cancel { user, order } => {
                 if let Some(idx) = self.order_ahead(found, user, order) {
-                    let node = self.orders.get(idx);
+                    let node = self.orders.peek(idx);
                     if let Some(sym) = self.symbols.get(node.symbol as usize) {
                         Self::prefetch_level_leaving(sym, node);
                     }
@@ -2606,7 +2744,7 @@ impl Engine {
                 let Some(idx) = self.order_ahead(found, user, order) else {
                     return;
                 };
-                let node = self.orders.get(idx);
+                let node = self.orders.peek(idx);
                 let Some(sym) = self.symbols.get(node.symbol as usize) else {
                     return;
                 };
@@ -2626,7 +2764,7 @@ impl Engine {
                 if let (Some(sym), Some(side)) = (self.symbols.get(p.symbol.0 as usize), p.side)
                     && let Some(level) = self.level_taken(sym, side, p.price)
                 {
-                    let maker = self.orders.get(self.levels.get(level).head);
+                    let maker = self.orders.peek(self.levels.peek(level).head);
                     self.accounts.prefetch(maker.account);
                 }
             }
@@ -2648,7 +2786,7 @@ impl Engine {
         if let Command::Move { user, order, price } = *cmd
             && let Some(idx) = self.order_ahead(found, user, order)
         {
-            let node = self.orders.get(idx);
+            let node = self.orders.peek(idx);
             if let Some(sym) = self.symbols.get(node.symbol as usize)
                 && let Some(level) = sym.side(node.side).level_at(price)
             {

@@ -7,6 +7,7 @@
 //! orders, funds are conserved, books are uncrossed) and returns an error rather than building a
 //! state that could not have been reached. The byte layout is in docs/snapshot-format.md.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
@@ -343,7 +344,10 @@ impl Engine {
             ));
         }
         let mut engine = Engine::new(config);
-        decode_body(&mut r, &mut engine, version)?;
+        let outer = DECODING.with(|d| d.replace(true));
+        let decoded = decode_body(&mut r, &mut engine, version);
+        DECODING.with(|d| d.set(outer));
+        decoded?;
         // After the body: rebuilding symbols and users goes through `apply`, which moves it.
         engine.last_seq = last_seq;
         if r.pos != bytes.len() {
@@ -351,6 +355,31 @@ impl Engine {
         }
         Ok(engine)
     }
+}
+
+/// A snapshot that holds more than the engine's capacities is refused with a clear error: the
+/// engine never grows past what it reserved at start (docs/rules.md, "Limits").
+fn fits(count: usize, capacity: u32, what: &str, setting: &str) -> Result<(), SnapshotError> {
+    if count > capacity as usize {
+        return err(format!(
+            "the snapshot holds {count} {what}, more than this engine's capacity of {capacity} \
+             (raise engine.{setting})"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether this thread is decoding a snapshot (whose rebuild goes through `apply`).
+#[cfg(debug_assertions)]
+pub(crate) fn decoding() -> bool {
+    DECODING.with(Cell::get)
+}
+
+thread_local! {
+    /// Set while a snapshot is decoded: the decoder rebuilds symbols and users through
+    /// `apply` before it restores the balances, so its commands are not checked one by one
+    /// (the decoder checks the whole state at its end).
+    static DECODING: Cell<bool> = const { Cell::new(false) };
 }
 
 fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<(), SnapshotError> {
@@ -383,6 +412,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<
     }
 
     let symbols = r.count(35, "symbols")?;
+    fits(symbols, engine.config.max_symbols, "symbols", "max_symbols")?;
     for _ in 0..symbols {
         let mut spec = SymbolSpec {
             symbol: r.name("symbol name")?,
@@ -428,6 +458,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<
     }
 
     let users = r.count(12, "users")?;
+    fits(users, engine.config.max_users, "users", "max_users")?;
     let mut previous = None;
     for _ in 0..users {
         let user = r.i64("user id")?;
@@ -474,6 +505,12 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<
     }
     engine.order_id_window = window;
     let recent = r.count(24, "recent order ids")?;
+    fits(
+        recent,
+        engine.config.max_window_ids,
+        "recent order ids",
+        "max_window_ids",
+    )?;
     let mut previous_recent = None;
     for _ in 0..recent {
         let entry = (r.i64("ended_at")?, r.i64("user")?, r.i64("order")?);
@@ -509,6 +546,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<
     }
 
     let txs = r.count(8, "tx ids")?;
+    fits(txs, engine.config.max_tx_ids, "tx ids", "max_tx_ids")?;
     let mut previous_tx = None;
     for _ in 0..txs {
         let tx = r.i64("tx id")?;
@@ -524,6 +562,13 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<
     for symbol in 0..engine.symbols.len() {
         for side in [Side::Buy, Side::Sell] {
             let orders = r.count(51, "orders")?;
+            let resting = engine.orders.live() + orders;
+            fits(
+                resting,
+                engine.config.max_resting_orders,
+                "resting orders",
+                "max_resting_orders",
+            )?;
             let mut previous_price: Option<i64> = None;
             for _ in 0..orders {
                 let (user, order) = (r.i64("order user")?, r.i64("order id")?);
@@ -655,6 +700,13 @@ fn decode_stops_and_icebergs(
             engine.restore_iceberg(idx, display, hidden);
         }
         let stops = r.count(51, "pending stops")?;
+        let resting = engine.orders.live() + stops;
+        fits(
+            resting,
+            engine.config.max_resting_orders,
+            "resting orders",
+            "max_resting_orders",
+        )?;
         let mut previous: Option<(Side, i64)> = None;
         for _ in 0..stops {
             let (user, order) = (r.i64("stop user")?, r.i64("stop order")?);

@@ -136,10 +136,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
 
 fn run_with(ops: &[Op], config: EngineConfig) -> Result<(), TestCaseError> {
     let mut engine = Engine::new(config);
-    let mut model = Model::with_limits(model::Limits {
-        max_open_orders_per_user: config.max_open_orders_per_user as usize,
-        max_resting_orders: config.max_resting_orders as usize,
-    });
+    let mut model = Model::with_limits(model::Limits::of(&config));
     let mut history: Vec<Command> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let cmd = streams::command(op, &model);

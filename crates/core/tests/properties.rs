@@ -522,21 +522,17 @@ proptest! {
         check_twin(&ops, None, EngineConfig::default())?;
     }
 
-    /// Capacities are allocation hints, the hash seed only places keys in buckets and the ladder
-    /// only indexes levels: none of them may change a single event or hash.
+    /// The per-side level hint, the hash seed (it only places keys in buckets) and the ladder
+    /// (it only indexes levels): none of them may change a single event or hash.
     #[test]
     fn tuning_changes_nothing(
         ops in streams::stream(200..=300),
-        orders in 0usize..=2,
-        users in 0usize..=2,
         levels in 0usize..=2,
         hash_seed in any::<u64>(),
         ladder_min_levels in 1usize..=200,
         ladder_cells in 2usize..=100,
     ) {
         let config = EngineConfig {
-            expected_resting_orders: orders,
-            expected_users: users,
             expected_levels_per_side: levels,
             hash_seed,
             ladder_min_levels,

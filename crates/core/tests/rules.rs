@@ -136,10 +136,7 @@ impl Venue {
     fn with_config(config: EngineConfig) -> Venue {
         Venue {
             engine: Engine::new(config),
-            model: Model::with_limits(Limits {
-                max_open_orders_per_user: config.max_open_orders_per_user as usize,
-                max_resting_orders: config.max_resting_orders as usize,
-            }),
+            model: Model::with_limits(Limits::of(&config)),
             seq: 0,
             next_fund_tx: 1_000_000,
         }
@@ -826,6 +823,141 @@ fn the_default_limit_is_100_000_open_orders_per_user() {
         vec![trade((1, 0), (2, 1), Side::Buy, 50, 1)],
     );
     v.expect(place(sell(1, 100_000, 50, 1)), vec![]);
+}
+
+/// The capacities fixed at start (docs/rules.md, "Limits"), each refused with
+/// `limit_exceeded` after every other reason, changing nothing.
+#[test]
+fn users_symbols_and_tx_ids_stop_at_their_capacities() {
+    let config = EngineConfig {
+        max_users: 3,
+        max_symbols: 1,
+        max_tx_ids: 3,
+        ..EngineConfig::default()
+    };
+    let mut v = Venue::with_config(config);
+    v.setup(Venue::standard_commands());
+    v.rejects(Command::AddUser { user: 1 }, Reason::DuplicateUser);
+    v.rejects(Command::AddUser { user: 4 }, Reason::LimitExceeded);
+    v.rejects(
+        Command::AddSymbol(Box::new(spec("BTC-USD", "BTC", "USD"))),
+        Reason::DuplicateSymbol,
+    );
+    v.rejects(
+        Command::AddSymbol(Box::new(spec("ETH-USD", "ETH", "USD"))),
+        Reason::LimitExceeded,
+    );
+    v.expect(deposit(1, "USD", 100, 1), vec![]);
+    v.expect(deposit(1, "USD", -10, 2), vec![]);
+    v.expect(
+        Command::FundInsurance {
+            currency: name("USD"),
+            amount: 5,
+            tx: 3,
+        },
+        vec![],
+    );
+    // Three tx ids used: every other reason still comes first, then the capacity.
+    v.rejects(deposit(1, "USD", 1, 1), Reason::DuplicateTx);
+    v.rejects(deposit(1, "USD", -1_000, 4), Reason::InsufficientFunds);
+    v.rejects(deposit(1, "USD", 1, 4), Reason::LimitExceeded);
+    v.rejects(deposit(1, "USD", -1, 4), Reason::LimitExceeded);
+    v.rejects(
+        Command::FundInsurance {
+            currency: name("USD"),
+            amount: 1,
+            tx: 4,
+        },
+        Reason::LimitExceeded,
+    );
+    v.assert_balance(1, "USD", bal(90, 0));
+}
+
+/// While a window is set, every live order will be remembered when it ends, so a new order
+/// is refused once the remembered ids and the live orders fill `max_window_ids`.
+#[test]
+fn the_order_id_window_stops_at_its_capacity() {
+    let config = EngineConfig {
+        max_window_ids: 3,
+        ..EngineConfig::default()
+    };
+    let mut v = Venue::with_config(config);
+    v.setup(Venue::standard_commands());
+    v.fund(1, 0, 10_000);
+    v.expect(Command::SetOrderIdWindow { window: 1_000 }, vec![]);
+    v.expect_at(100, place(buy(1, 1, 40, 1)), vec![]);
+    v.expect(
+        Command::Cancel { user: 1, order: 1 },
+        vec![cancelled((1, 1), Side::Buy, 1, CancelReason::User)],
+    );
+    v.expect(place(buy(1, 2, 40, 1)), vec![]);
+    v.expect(
+        place(buy(1, 3, 40, 1).with_tif(Tif::Ioc)),
+        vec![cancelled((1, 3), Side::Buy, 1, CancelReason::Ioc)],
+    );
+    // Ids 1 and 3 remembered, order 2 live: full, even for an order that would not rest.
+    v.rejects(place(buy(1, 4, 40, 1)), Reason::LimitExceeded);
+    v.rejects(
+        place(buy(1, 4, 40, 1).with_tif(Tif::Ioc)),
+        Reason::LimitExceeded,
+    );
+    // Once the window has passed ids 1 and 3, there is room again.
+    v.expect_at(1_100, place(buy(1, 4, 40, 1)), vec![]);
+    // With no window there is nothing to remember and no such limit.
+    v.expect(Command::SetOrderIdWindow { window: 0 }, vec![]);
+    for order in 5..10 {
+        v.expect(place(buy(1, order, 40, 1)), vec![]);
+    }
+}
+
+/// A snapshot that holds more than an engine's capacity is refused, naming the setting.
+#[test]
+fn a_snapshot_past_the_engines_capacities_is_refused() {
+    let mut v = Venue::standard();
+    v.fund(1, 10, 10_000); // two tx ids
+    v.expect(place(buy(1, 1, 40, 1)), vec![]);
+    v.expect(place(buy(1, 2, 40, 1)), vec![]);
+    let bytes = v.engine.encode_snapshot();
+    for (config, setting) in [
+        (
+            EngineConfig {
+                max_users: 2,
+                ..EngineConfig::default()
+            },
+            "max_users",
+        ),
+        (
+            EngineConfig {
+                max_resting_orders: 1,
+                ..EngineConfig::default()
+            },
+            "max_resting_orders",
+        ),
+        (
+            EngineConfig {
+                max_tx_ids: 1,
+                ..EngineConfig::default()
+            },
+            "max_tx_ids",
+        ),
+        (
+            EngineConfig {
+                max_symbols: 0,
+                ..EngineConfig::default()
+            },
+            "max_symbols",
+        ),
+    ] {
+        let refused = Engine::decode_snapshot(&bytes, config)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused.as_deref().is_some_and(|e| e.contains(setting)),
+            "{setting}: {refused:?}"
+        );
+    }
+    let restored = Engine::decode_snapshot(&bytes, EngineConfig::default()).unwrap();
+    assert_eq!(restored.state_hash(), v.engine.state_hash());
 }
 
 // ----- matching and settlement ----------------------------------------------------------------

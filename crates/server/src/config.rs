@@ -336,9 +336,12 @@ pub struct GatewaySettings {
 #[serde(default, deny_unknown_fields)]
 pub struct EngineSettings {
     pub max_open_orders_per_user: u32,
+    /// The engine's capacities, reserved at start (docs/operations.md, "Capacities").
     pub max_resting_orders: u32,
-    pub expected_resting_orders: usize,
-    pub expected_users: usize,
+    pub max_users: u32,
+    pub max_tx_ids: u32,
+    pub max_window_ids: u32,
+    pub max_symbols: u32,
     /// The venue's order-id window in seconds (docs/rules.md, "Order ids are not reused
     /// within a window"). When set and different from the venue's, it is journaled at start
     /// as the operator command `set_order_id_window`; unset, the venue keeps what it has.
@@ -658,14 +661,22 @@ impl EngineSettings {
     }
 }
 
+/// The most any of the engine's capacities may be: 2^28 entries (an id index of 2^29 slots,
+/// 4 GiB, reserved at start).
+const MAX_CAPACITY: u32 = 1 << 28;
+/// Each symbol's books and tables are allocated when it is added; a venue lists its symbols.
+const MAX_SYMBOLS: u32 = 1 << 16;
+
 impl Default for EngineSettings {
     fn default() -> Self {
         let core = rialto_core::EngineConfig::default();
         EngineSettings {
             max_open_orders_per_user: core.max_open_orders_per_user,
-            max_resting_orders: core.max_resting_orders,
-            expected_resting_orders: 1 << 16,
-            expected_users: 1 << 12,
+            max_resting_orders: 1 << 21,
+            max_users: 1 << 18,
+            max_tx_ids: 1 << 22,
+            max_window_ids: 1 << 22,
+            max_symbols: core.max_symbols,
             order_id_window_s: None,
         }
     }
@@ -807,9 +818,20 @@ impl ServerConfig {
         }
         self.validate_fix()?;
         let e = &self.engine;
+        for (name, value) in [
+            ("max_resting_orders", e.max_resting_orders),
+            ("max_users", e.max_users),
+            ("max_tx_ids", e.max_tx_ids),
+            ("max_window_ids", e.max_window_ids),
+        ] {
+            anyhow::ensure!(
+                (1..=MAX_CAPACITY).contains(&value),
+                "engine.{name} must be 1..={MAX_CAPACITY}"
+            );
+        }
         anyhow::ensure!(
-            e.expected_resting_orders <= 1 << 28 && e.expected_users <= 1 << 28,
-            "engine.expected_resting_orders and engine.expected_users must be at most 268435456"
+            (1..=MAX_SYMBOLS).contains(&e.max_symbols),
+            "engine.max_symbols must be 1..={MAX_SYMBOLS}"
         );
         Ok(())
     }
@@ -933,9 +955,15 @@ impl ServerConfig {
         };
         let mut text = format!(
             "engine.max_open_orders_per_user = {}\nengine.max_resting_orders = {}\n\
+             engine.max_users = {}\nengine.max_tx_ids = {}\nengine.max_window_ids = {}\n\
+             engine.max_symbols = {}\n\
              engine.order_id_window_s = {window}\nlog.checkpoint_every = {}\nlog.lease_ms = {}\n",
             e.max_open_orders_per_user,
             e.max_resting_orders,
+            e.max_users,
+            e.max_tx_ids,
+            e.max_window_ids,
+            e.max_symbols,
             self.log.checkpoint_every,
             self.log.lease_ms,
         );
@@ -959,8 +987,10 @@ impl ServerConfig {
         rialto_core::EngineConfig {
             max_open_orders_per_user: e.max_open_orders_per_user,
             max_resting_orders: e.max_resting_orders,
-            expected_resting_orders: e.expected_resting_orders,
-            expected_users: e.expected_users,
+            max_users: e.max_users,
+            max_tx_ids: e.max_tx_ids,
+            max_window_ids: e.max_window_ids,
+            max_symbols: e.max_symbols,
             hash_seed: u64::from_le_bytes(seed) | 1,
             ..rialto_core::EngineConfig::default()
         }

@@ -175,8 +175,6 @@ impl Outcome {
 /// nothing depends on a random draw.
 fn engine_config() -> EngineConfig {
     EngineConfig {
-        expected_resting_orders: 256,
-        expected_users: 16,
         hash_seed: 0x5EED_5EED_5EED_5EED,
         ..EngineConfig::default()
     }

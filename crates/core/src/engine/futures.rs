@@ -1333,6 +1333,7 @@ impl Engine {
             if taken > fund {
                 return Err(Reason::InsufficientFunds);
             }
+            self.tx_has_room()?;
             let c = known.expect("a positive fund implies a known currency");
             let state = &mut self.currencies[c.0 as usize];
             state.insurance -= taken;
@@ -1345,6 +1346,7 @@ impl Engine {
             if known.is_none() && self.currencies.len() >= crate::account::MAX_CURRENCIES {
                 return Err(Reason::LimitExceeded);
             }
+            self.tx_has_room()?;
             let c = self.currency_id_or_register(currency);
             let state = &mut self.currencies[c.0 as usize];
             state.insurance += amount;

@@ -359,6 +359,9 @@ impl Model {
         } else if totals.deposits + amount > MAX || totals.insurance + amount > MAX {
             return Err(Reason::Overflow);
         }
+        if self.txs.len() >= self.limits.max_tx_ids {
+            return Err(Reason::LimitExceeded);
+        }
         self.txs.insert(tx);
         let t = self.currencies.entry(name).or_default();
         t.insurance += amount;

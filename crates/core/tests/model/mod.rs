@@ -29,13 +29,35 @@ const MAX: i128 = i64::MAX as i128;
 pub struct Limits {
     pub max_open_orders_per_user: usize,
     pub max_resting_orders: usize,
+    pub max_users: usize,
+    pub max_tx_ids: usize,
+    pub max_window_ids: usize,
+    pub max_symbols: usize,
+}
+
+impl Limits {
+    /// The limits an engine of `config` applies.
+    pub fn of(config: &rialto_core::EngineConfig) -> Limits {
+        Limits {
+            max_open_orders_per_user: config.max_open_orders_per_user as usize,
+            max_resting_orders: config.max_resting_orders as usize,
+            max_users: config.max_users as usize,
+            max_tx_ids: config.max_tx_ids as usize,
+            max_window_ids: config.max_window_ids as usize,
+            max_symbols: config.max_symbols as usize,
+        }
+    }
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_open_orders_per_user: 100_000,
-            max_resting_orders: 1 << 30,
+            max_resting_orders: 1 << 17,
+            max_users: 1 << 14,
+            max_tx_ids: 1 << 16,
+            max_window_ids: 1 << 16,
+            max_symbols: 256,
         }
     }
 }
@@ -486,6 +508,9 @@ impl Model {
                 })
             }
         };
+        if self.symbols.len() >= self.limits.max_symbols {
+            return Err(Reason::LimitExceeded);
+        }
         if let Some(f) = fut {
             self.futs.insert(self.symbols.len(), f);
         }
@@ -516,6 +541,9 @@ impl Model {
     fn add_user(&mut self, user: UserId) -> Result<(), Reason> {
         if self.users.contains_key(&user) {
             return Err(Reason::DuplicateUser);
+        }
+        if self.users.len() >= self.limits.max_users {
+            return Err(Reason::LimitExceeded);
         }
         self.users.insert(user, BTreeMap::new());
         Ok(())
@@ -553,6 +581,9 @@ impl Model {
         if amount > 0 && (totals.deposits + amount > MAX || bal.available + bal.held + amount > MAX)
         {
             return Err(Reason::Overflow);
+        }
+        if self.txs.len() >= self.limits.max_tx_ids {
+            return Err(Reason::LimitExceeded);
         }
         self.txs.insert(tx);
         let totals = self.currencies.entry(currency.clone()).or_default();
@@ -616,6 +647,10 @@ impl Model {
     /// An order ended (filled, cancelled, killed): its id stays taken for the window.
     fn ended(&mut self, user: UserId, order: OrderId) {
         if self.order_id_window > 0 {
+            // Full only when the window was switched on over more live orders than it holds.
+            if self.recent.len() >= self.limits.max_window_ids {
+                self.recent.remove(0);
+            }
             self.recent.push((user, order, self.now));
         }
     }
@@ -761,9 +796,12 @@ impl Model {
             }
             self.check_margin_after_spending(p.user, hold_currency.as_str(), hold)?;
         }
+        let window_full = self.order_id_window > 0
+            && self.recent.len() + self.live.len() >= self.limits.max_window_ids;
         if (resting_limit || stop)
             && (self.open_orders_of(p.user) >= self.limits.max_open_orders_per_user
                 || self.live.len() >= self.limits.max_resting_orders)
+            || window_full
         {
             return Err(Reason::LimitExceeded);
         }
