@@ -2233,8 +2233,20 @@ impl Engine {
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
         }
+        // A plain futures order's contribution before and after the move, from the node.
+        let mut moved_contrib = None;
         if is_future(&terms) {
-            self.check_future_order(node.account, symbol, node.side, price, node.remaining, idx)?;
+            let old = self.plain_contrib(node);
+            self.check_future_order_with(
+                node.account,
+                symbol,
+                node.side,
+                price,
+                node.remaining,
+                idx,
+                old,
+            )?;
+            moved_contrib = Some(old);
         } else if node.side == Side::Buy {
             // What the buy must add to its hold (negative when it frees some); both holds fit
             // in i64 and are >= 0, so the difference fits too.
@@ -2261,8 +2273,9 @@ impl Engine {
         if !crosses {
             // Nothing can trade (the common case): re-price and join the back of the new level.
             self.symbols[symbol].reprice(node.side, &mut self.levels, &mut self.orders, idx, price);
-            if is_future(&terms) {
-                self.sync_future_order(idx);
+            if let Some(old) = moved_contrib {
+                let new = self.plain_contrib(&OrderNode { price, ..*node });
+                self.sync_moved_future_order(idx, node.account, node.symbol, old, new);
                 return Ok(true);
             }
             return Ok(false);
