@@ -512,6 +512,7 @@ impl Engine {
             .map_or(&[][..], |v| v.as_slice())
     }
 
+    #[inline]
     pub(crate) fn future_book(&self, symbol: usize) -> &FutureBook {
         self.symbols[symbol]
             .future
@@ -519,6 +520,7 @@ impl Engine {
             .expect("a future has its book")
     }
 
+    #[inline]
     fn future_book_mut(&mut self, symbol: usize) -> &mut FutureBook {
         self.symbols[symbol]
             .future
@@ -756,6 +758,7 @@ impl Engine {
     /// A plain futures order `idx` of `account` moved without trading: it counted `old` and
     /// now counts `new` (the same lots and side at another price), which [`Self::sync_future_order`]
     /// would find, without reading the node or the stored contribution again.
+    #[inline]
     pub(crate) fn sync_moved_future_order(
         &mut self,
         idx: u32,
@@ -767,10 +770,18 @@ impl Engine {
         debug_assert_eq!(self.fut.contrib.get(idx as usize), Some(&old));
         debug_assert_eq!((old.lots, old.buy), (new.lots, new.buy));
         self.fut.contrib[idx as usize] = new;
-        let quote = self.symbols[symbol as usize].terms.quote;
-        let accounts = self.accounts.len();
-        let slot = self.fut.slot_mut(account, symbol, quote, accounts);
-        slot.open_loss += new.loss() - old.loss();
+        // A live order's slot exists: most often the account's first.
+        let delta = new.loss() - old.loss();
+        match self.fut.first_slot.get_mut(account as usize) {
+            Some(first) if first.symbol == symbol => first.open_loss += delta,
+            _ => {
+                let quote = self.symbols[symbol as usize].terms.quote;
+                let accounts = self.accounts.len();
+                self.fut
+                    .slot_mut(account, symbol, quote, accounts)
+                    .open_loss += delta;
+            }
+        }
     }
 
     /// Order `idx` (a futures order's node, about to be freed) counts no more.
