@@ -2358,7 +2358,6 @@ impl Engine {
         phase: Phase,
         sink: &mut impl EventSink,
     ) -> Result<bool, Reason> {
-        let (user, order) = (node.user, node.order);
         let symbol = node.symbol as usize;
         let terms = self.symbols[symbol].terms;
         // In an auction a move never trades: it rests at the back of its new level.
@@ -2368,8 +2367,9 @@ impl Engine {
             return Err(Reason::WouldTake);
         }
         if is_future(&terms) {
-            self.check_future_order(node.account, symbol, node.side, price, node.remaining, idx)?;
-        } else if node.side == Side::Buy {
+            return self.move_plain_future(idx, node, price, crosses, sink);
+        }
+        if node.side == Side::Buy {
             // What the buy must add to its hold (negative when it frees some); both holds fit
             // in i64 and are >= 0, so the difference fits too.
             let new_hold = buy_hold(node.remaining, price, &terms).ok_or(Reason::Overflow)?;
@@ -2395,12 +2395,51 @@ impl Engine {
         if !crosses {
             // Nothing can trade (the common case): re-price and join the back of the new level.
             self.symbols[symbol].reprice(node.side, &mut self.levels, &mut self.orders, idx, price);
-            if is_future(&terms) {
-                self.sync_future_order(idx);
-                return Ok(true);
-            }
             return Ok(false);
         }
+        self.move_crossing(idx, node, price, sink);
+        Ok(false)
+    }
+
+    /// [`Self::move_plain`] of an order on a future, out of the spot path's way: the margin
+    /// check, then the move; a move that does not trade updates the margin sums from the node
+    /// (the order's contribution before and after), without reading the stored one.
+    #[inline(never)]
+    fn move_plain_future(
+        &mut self,
+        idx: u32,
+        node: &OrderNode,
+        price: i64,
+        crosses: bool,
+        sink: &mut impl EventSink,
+    ) -> Result<bool, Reason> {
+        let symbol = node.symbol as usize;
+        let old = self.plain_contrib(node);
+        self.check_future_order_with(
+            node.account,
+            symbol,
+            node.side,
+            price,
+            node.remaining,
+            idx,
+            old,
+        )?;
+        if !crosses {
+            self.symbols[symbol].reprice(node.side, &mut self.levels, &mut self.orders, idx, price);
+            let new = self.plain_contrib(&OrderNode { price, ..*node });
+            self.sync_moved_future_order(idx, node.account, node.symbol, old, new);
+            return Ok(true);
+        }
+        self.move_crossing(idx, node, price, sink);
+        Ok(false)
+    }
+
+    /// The rest of a move that crosses: the order leaves the book and trades at its new price
+    /// as a taker would (what is left rests at the back of its new level).
+    #[inline(always)]
+    fn move_crossing(&mut self, idx: u32, node: &OrderNode, price: i64, sink: &mut impl EventSink) {
+        let (user, order) = (node.user, node.order);
+        let symbol = node.symbol as usize;
         self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
         self.release_hold(node, node.remaining);
         let taker = Taker {
@@ -2418,7 +2457,6 @@ impl Engine {
             liquidation: false,
         };
         self.execute(symbol, &taker, Some(idx), sink);
-        Ok(false)
     }
 
     /// Amend: a new price and/or total quantity at once (docs/rules.md, "Amend"). Everything

@@ -127,8 +127,10 @@ impl Contrib {
         }
     }
 
+    #[inline]
     fn loss(&self) -> i128 {
-        (self.lots as i128).saturating_mul(self.loss_lot)
+        mul_wide(self.lots as i128, self.loss_lot)
+            .unwrap_or_else(|| (self.lots as i128).saturating_mul(self.loss_lot))
     }
 }
 
@@ -280,15 +282,15 @@ impl Futures {
     ) -> &mut Slot {
         let a = account as usize;
         grow_for(&mut self.first_slot, a, accounts, Slot::NONE);
+        let first = &mut self.first_slot[a];
+        if first.symbol == symbol {
+            return first;
+        }
         let made = Slot {
             symbol,
             quote: quote.0,
             ..Slot::default()
         };
-        let first = &mut self.first_slot[a];
-        if first.symbol == symbol {
-            return first;
-        }
         if first.symbol == Slot::NONE.symbol {
             *first = made;
             return first;
@@ -421,6 +423,38 @@ fn initial_term(book: &FutureBook, slot: &Slot) -> i128 {
     }
 }
 
+/// `a * b`, exact, or `None` past i128. When both factors fit i64 (nearly always: prices,
+/// lots and scales are i64) the product is one widening multiply, which cannot overflow; only
+/// larger factors take the checked 128-bit multiply.
+#[inline(always)]
+fn mul_wide(a: i128, b: i128) -> Option<i128> {
+    match (i64::try_from(a), i64::try_from(b)) {
+        (Ok(a), Ok(b)) => Some(a as i128 * b as i128),
+        _ => a.checked_mul(b),
+    }
+}
+
+/// `a.div_euclid(d)` for `d > 0`: in 64 bits when both fit (the same quotient; 64-bit
+/// division overflows only for a divisor of −1), else in 128.
+#[inline(always)]
+fn div_euclid_pos(a: i128, d: i128) -> i128 {
+    debug_assert!(d > 0);
+    match (i64::try_from(a), i64::try_from(d)) {
+        (Ok(a), Ok(d)) => a.div_euclid(d) as i128,
+        _ => a.div_euclid(d),
+    }
+}
+
+/// `a / d` (toward zero) for `d > 0`, in 64 bits when both fit, else in 128.
+#[inline(always)]
+fn div_pos(a: i128, d: i128) -> i128 {
+    debug_assert!(d > 0);
+    match (i64::try_from(a), i64::try_from(d)) {
+        (Ok(a), Ok(d)) => (a / d) as i128,
+        _ => a / d,
+    }
+}
+
 fn saturate(v: i128) -> i64 {
     v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
@@ -447,7 +481,7 @@ fn position_after(pos: PositionState, d: i64, v: i128) -> Option<(PositionState,
     if n != 0 && (n > 0) != (d > 0) {
         let closed = d.abs().min(n.abs());
         // Toward zero, exact: the cost of the lots closed.
-        let r = k * closed / n.abs();
+        let r = div_pos(k * closed, n.abs());
         k -= r;
         n += d.signum() * closed;
         let value = closed * v;
@@ -478,6 +512,7 @@ impl Engine {
             .map_or(&[][..], |v| v.as_slice())
     }
 
+    #[inline]
     pub(crate) fn future_book(&self, symbol: usize) -> &FutureBook {
         self.symbols[symbol]
             .future
@@ -485,6 +520,7 @@ impl Engine {
             .expect("a future has its book")
     }
 
+    #[inline]
     fn future_book_mut(&mut self, symbol: usize) -> &mut FutureBook {
         self.symbols[symbol]
             .future
@@ -587,6 +623,44 @@ impl Engine {
         lots: i64,
         skip: u32,
     ) -> Result<(), Reason> {
+        let skipped = if skip != NIL {
+            self.fut.contrib[skip as usize]
+        } else {
+            Contrib::default()
+        };
+        self.check_future_order_with(account, symbol, side, price, lots, skip, skipped)
+    }
+
+    /// What live plain order `node` counts in its slot, from the node alone: its contribution
+    /// is synced at every change and again at every mark move, so it is the one of its side,
+    /// price and remaining quantity at the future's mark (a move reads this instead of the
+    /// stored one: one cache line fewer).
+    #[inline]
+    pub(crate) fn plain_contrib(&self, node: &crate::book::OrderNode) -> Contrib {
+        let sym = &self.symbols[node.symbol as usize];
+        let mark = self.future_book(node.symbol as usize).mark;
+        Contrib::of(
+            node.side,
+            node.price,
+            node.remaining,
+            mark,
+            sym.terms.quote_scale,
+        )
+    }
+
+    /// [`Self::check_future_order`] with what order `skip` counts now given (`skipped`; zero
+    /// when `skip` is NIL).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn check_future_order_with(
+        &self,
+        account: u32,
+        symbol: usize,
+        side: Side,
+        price: i64,
+        lots: i64,
+        skip: u32,
+        skipped: Contrib,
+    ) -> Result<(), Reason> {
         let sym = &self.symbols[symbol];
         let c = sym.terms.quote;
         let book = self.future_book(symbol);
@@ -600,13 +674,13 @@ impl Engine {
             + slot.buys as i128
             + slot.sells as i128
             + lots as i128;
-        if skip != NIL {
-            lots_total -= self.fut.contrib[skip as usize].lots as i128;
-        }
+        lots_total -= skipped.lots as i128;
         // Each factor fits i64 and their product may not fit i128: checked.
-        let exposure = lots_total
-            .checked_mul(price.max(book.mark) as i128 * sym.terms.quote_scale as i128)
-            .filter(|&e| fits_i64(e));
+        let exposure = mul_wide(
+            lots_total,
+            price.max(book.mark) as i128 * sym.terms.quote_scale as i128,
+        )
+        .filter(|&e| fits_i64(e));
         if exposure.is_none() {
             return Err(Reason::Overflow);
         }
@@ -615,7 +689,7 @@ impl Engine {
         if let Some(sole) = self.fut.sole_slot(account, symbol as u32) {
             let mut changed = *sole;
             if skip != NIL {
-                changed.count(self.fut.contrib[skip as usize], -1);
+                changed.count(skipped, -1);
             }
             let add = Contrib::of(side, price, lots, book.mark, sym.terms.quote_scale);
             changed.count(add, 1);
@@ -679,6 +753,35 @@ impl Engine {
             sym.terms.quote_scale,
         );
         self.replace_contrib(idx, node.account, node.symbol, new);
+    }
+
+    /// A plain futures order `idx` of `account` moved without trading: it counted `old` and
+    /// now counts `new` (the same lots and side at another price), which [`Self::sync_future_order`]
+    /// would find, without reading the node or the stored contribution again.
+    #[inline]
+    pub(crate) fn sync_moved_future_order(
+        &mut self,
+        idx: u32,
+        account: u32,
+        symbol: u32,
+        old: Contrib,
+        new: Contrib,
+    ) {
+        debug_assert_eq!(self.fut.contrib.get(idx as usize), Some(&old));
+        debug_assert_eq!((old.lots, old.buy), (new.lots, new.buy));
+        self.fut.contrib[idx as usize] = new;
+        // A live order's slot exists: most often the account's first.
+        let delta = new.loss() - old.loss();
+        match self.fut.first_slot.get_mut(account as usize) {
+            Some(first) if first.symbol == symbol => first.open_loss += delta,
+            _ => {
+                let quote = self.symbols[symbol as usize].terms.quote;
+                let accounts = self.accounts.len();
+                self.fut
+                    .slot_mut(account, symbol, quote, accounts)
+                    .open_loss += delta;
+            }
+        }
     }
 
     /// Order `idx` (a futures order's node, about to be freed) counts no more.
@@ -984,12 +1087,12 @@ impl Engine {
                     // when b >= ceil(t / d), that is b * d >= t.
                     if let Some(RiskKey::Long(s0, b)) = kept
                         && s0 == s
-                        && b.checked_mul(d).is_some_and(|bd| bd >= t)
+                        && mul_wide(b, d).is_some_and(|bd| bd >= t)
                     {
                         return;
                     }
                     // ceil(t / d) with a positive divisor.
-                    let bound = -((-t).div_euclid(d));
+                    let bound = -div_euclid_pos(-t, d);
                     Some(RiskKey::Long(s, Self::cautious_bound(bound, mark, true)))
                 } else {
                     let x = available - k - mm * n.abs();
@@ -998,11 +1101,11 @@ impl Engine {
                     // when b <= floor(x / d), that is b * d <= x.
                     if let Some(RiskKey::Short(s0, b)) = kept
                         && s0 == s
-                        && b.checked_mul(d).is_some_and(|bd| bd <= x)
+                        && mul_wide(b, d).is_some_and(|bd| bd <= x)
                     {
                         return;
                     }
-                    let bound = x.div_euclid(d);
+                    let bound = div_euclid_pos(x, d);
                     Some(RiskKey::Short(s, Self::cautious_bound(bound, mark, false)))
                 }
             }
