@@ -167,6 +167,10 @@ pub struct LogSettings {
     /// Snapshots the leader keeps in the venue's snapshot bucket; the stream is trimmed below
     /// the oldest (0: snapshots stay local and the stream keeps everything).
     pub snapshots_kept: usize,
+    /// The most batches the leader has sent to JetStream and not seen acknowledged at once
+    /// (1: one append at a time). Each is fenced by the stream sequence the one before it is
+    /// to get; a batch is acknowledged to clients only once it and every earlier one are.
+    pub appends_in_flight: usize,
     // How this node proves itself to NATS (docs/replication.md, "Securing NATS"), each secret
     // read from a file (never from the command line or a URL, so that it reaches no log and no
     // process list); crate::nats_access uses them. All optional: a NATS server without
@@ -208,6 +212,7 @@ impl Default for LogSettings {
             checkpoint_every: 100_000,
             ack_timeout_ms: 5_000,
             snapshots_kept: 3,
+            appends_in_flight: 8,
             nats_credentials: None,
             nats_user: None,
             nats_password_file: None,
@@ -844,6 +849,11 @@ impl ServerConfig {
         anyhow::ensure!(
             l.snapshots_kept <= 100,
             "log.snapshots_kept must be 0..=100"
+        );
+        anyhow::ensure!(
+            (1..=crate::replication::MAX_APPENDS_IN_FLIGHT).contains(&l.appends_in_flight),
+            "log.appends_in_flight must be 1..={}",
+            crate::replication::MAX_APPENDS_IN_FLIGHT
         );
         anyhow::ensure!(
             (100..=60_000).contains(&l.ack_timeout_ms),
