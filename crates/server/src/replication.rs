@@ -253,6 +253,9 @@ pub struct Connection {
     pub js: jetstream::Context,
     pub names: Names,
     timeout: Duration,
+    /// The node's stop flag (SIGINT/SIGTERM): a look at the cluster gives up once it is set,
+    /// so a node whose NATS servers are gone stops at once rather than after a timeout.
+    stop: Arc<AtomicBool>,
 }
 
 impl Connection {
@@ -319,6 +322,32 @@ impl Connection {
             js,
             names,
             timeout,
+            stop: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Makes the looks at the cluster ([`Self::until_stopped`]) give up once `stop` is set.
+    pub fn set_stop(&mut self, stop: Arc<AtomicBool>) {
+        self.stop = stop;
+    }
+
+    /// Runs `f` on the client's runtime unless the node is told to stop first: then
+    /// [`StoppedAsStandby`]. For what a node that does not lead asks the cluster (the leader's
+    /// appends are never cut short: it drains them before it stops).
+    pub fn until_stopped<T>(
+        &self,
+        f: impl std::future::Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<T> {
+        let stop = self.stop.clone();
+        self.runtime.block_on(async move {
+            tokio::select! {
+                result = f => result,
+                _ = async {
+                    while !stop.load(Ordering::SeqCst) {
+                        tokio::time::sleep(STOP_LOOK).await;
+                    }
+                } => Err(StoppedAsStandby.into()),
+            }
         })
     }
 
@@ -329,7 +358,7 @@ impl Connection {
 
     /// The stream's last message sequence (0: empty).
     pub fn last_stream_seq(&self) -> anyhow::Result<u64> {
-        self.runtime.block_on(async {
+        self.until_stopped(async {
             let stream = self.js.get_stream(&self.names.stream).await?;
             let info = stream.get_info().await?;
             anyhow::Ok(info.state.last_sequence)
@@ -337,14 +366,13 @@ impl Connection {
     }
 
     pub fn lease_bucket(&self) -> anyhow::Result<kv::Store> {
-        self.runtime
-            .block_on(self.js.get_key_value(&self.names.bucket))
+        self.until_stopped(async { Ok(self.js.get_key_value(&self.names.bucket).await?) })
             .with_context(|| format!("cannot open the lease bucket {}", self.names.bucket))
     }
 
     /// The stream's first message sequence (above 1 once it was trimmed) and its last.
     pub fn stream_seqs(&self) -> anyhow::Result<(u64, u64)> {
-        self.runtime.block_on(async {
+        self.until_stopped(async {
             let stream = self.js.get_stream(&self.names.stream).await?;
             let info = stream.get_info().await?;
             anyhow::Ok((info.state.first_sequence, info.state.last_sequence))
@@ -362,7 +390,7 @@ impl Connection {
             0 | 1 => consumer::DeliverPolicy::All,
             start_sequence => consumer::DeliverPolicy::ByStartSequence { start_sequence },
         };
-        let messages = self.runtime.block_on(async {
+        let messages = self.until_stopped(async {
             let stream = self.js.get_stream(&self.names.stream).await?;
             let consumer = stream
                 .create_consumer(consumer::pull::OrderedConfig {
@@ -461,6 +489,8 @@ impl StreamReader {
 
 /// The longest a follower waits before it tries the cluster again after an error.
 const RETRY_MAX: Duration = Duration::from_secs(1);
+/// How often a look at the cluster looks at the stop flag while it waits for an answer.
+const STOP_LOOK: Duration = Duration::from_millis(20);
 
 /// How long to wait before try number `failures` (1, 2, ...): 50 ms doubling to a second.
 fn backoff(failures: u32) -> Duration {
@@ -480,6 +510,7 @@ pub fn retrying<T>(what: &str, mut f: impl FnMut() -> anyhow::Result<T>) -> anyh
     loop {
         match f() {
             Ok(value) => return Ok(value),
+            Err(e) if e.is::<StoppedAsStandby>() => return Err(e),
             Err(e) if Instant::now() < deadline => {
                 failures += 1;
                 tracing::warn!(failures, "{what} failed, trying again: {e:#}");
@@ -529,6 +560,8 @@ impl Follow {
             Some(reader) => reader,
             None => match connection.reader_from(after + 1) {
                 Ok(reader) => self.reader.insert(reader),
+                // The node stops: its caller sees the flag.
+                Err(e) if e.is::<StoppedAsStandby>() => return None,
                 Err(e) => {
                     self.failed(&e);
                     std::thread::sleep(backoff(self.failures).min(wait.max(RETRY_MAX / 20)));
@@ -966,7 +999,7 @@ fn node_id() -> String {
 
 /// What the lease holds now: `Some(holder)` while a node holds it.
 pub fn lease_holder(connection: &Connection, bucket: &kv::Store) -> anyhow::Result<Option<String>> {
-    let entry = connection.runtime.block_on(bucket.entry(LEASE_KEY))?;
+    let entry = connection.until_stopped(async { Ok(bucket.entry(LEASE_KEY).await?) })?;
     Ok(entry
         .filter(|e| e.operation == kv::Operation::Put)
         .map(|e| String::from_utf8_lossy(&e.value).into_owned()))
@@ -979,11 +1012,13 @@ fn try_take_lease(
     node: &str,
 ) -> anyhow::Result<Option<u64>> {
     let value = Bytes::from(node.to_owned());
-    match connection.runtime.block_on(bucket.create(LEASE_KEY, value)) {
-        Ok(revision) => Ok(Some(revision)),
-        Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
-        Err(e) => Err(anyhow::anyhow!("taking the lease: {e}")),
-    }
+    connection.until_stopped(async {
+        match bucket.create(LEASE_KEY, value).await {
+            Ok(revision) => Ok(Some(revision)),
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(anyhow::anyhow!("taking the lease: {e}")),
+        }
+    })
 }
 
 /// Starts renewing a lease just taken at `revision` (taken at `taken_at`).
