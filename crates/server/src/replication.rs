@@ -256,6 +256,8 @@ pub struct Connection {
     /// The node's stop flag (SIGINT/SIGTERM): a look at the cluster gives up once it is set,
     /// so a node whose NATS servers are gone stops at once rather than after a timeout.
     stop: Arc<AtomicBool>,
+    /// Since when the cluster has answered only "no stream found" (`None`: it has not).
+    no_stream_since: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Connection {
@@ -323,7 +325,48 @@ impl Connection {
             names,
             timeout,
             stop: Arc::new(AtomicBool::new(false)),
+            no_stream_since: std::sync::Mutex::new(None),
         })
+    }
+
+    /// A request to the cluster succeeded: the "no stream found" watchdog starts afresh.
+    pub fn answered(&self) {
+        let mut since = self
+            .no_stream_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *since = None;
+    }
+
+    /// A request to the cluster failed with `error`. A nats-server that lost its JetStream
+    /// state answers "no stream found" to every request while the others hold the stream:
+    /// once nothing else was answered for [`NO_STREAM_RECONNECT`], the client is made to
+    /// reconnect, to whichever server of `log.nats` it picks next.
+    pub fn failed(&self, error: &str) {
+        if !(error.contains("no stream found") || error.contains("stream not found")) {
+            return;
+        }
+        let mut since = self
+            .no_stream_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let first = *since.get_or_insert_with(Instant::now);
+        if first.elapsed() < NO_STREAM_RECONNECT {
+            return;
+        }
+        *since = Some(Instant::now());
+        drop(since);
+        tracing::warn!(
+            "the NATS server this node is connected to has answered \"no stream found\" for \
+             {NO_STREAM_RECONNECT:?}: reconnecting to another one"
+        );
+        let client = self.js.client();
+        let reconnected = self
+            .runtime
+            .block_on(async { tokio::time::timeout(self.timeout, client.force_reconnect()).await });
+        if !matches!(reconnected, Ok(Ok(()))) {
+            tracing::warn!("the forced reconnect did not complete; the client goes on trying");
+        }
     }
 
     /// Makes the looks at the cluster ([`Self::until_stopped`]) give up once `stop` is set.
@@ -491,6 +534,8 @@ impl StreamReader {
 const RETRY_MAX: Duration = Duration::from_secs(1);
 /// How often a look at the cluster looks at the stop flag while it waits for an answer.
 const STOP_LOOK: Duration = Duration::from_millis(20);
+/// How long the cluster may answer only "no stream found" before the client reconnects.
+pub const NO_STREAM_RECONNECT: Duration = Duration::from_secs(2);
 
 /// How long to wait before try number `failures` (1, 2, ...): 50 ms doubling to a second.
 fn backoff(failures: u32) -> Duration {
@@ -564,6 +609,7 @@ impl Follow {
                 Err(e) if e.is::<StoppedAsStandby>() => return None,
                 Err(e) => {
                     self.failed(&e);
+                    connection.failed(&format!("{e:#}"));
                     std::thread::sleep(backoff(self.failures).min(wait.max(RETRY_MAX / 20)));
                     return None;
                 }
@@ -571,6 +617,7 @@ impl Follow {
         };
         match reader.next(connection, wait) {
             Ok(Some(message)) => {
+                connection.answered();
                 if self.failures > 0 {
                     tracing::info!("reading the log again after {} failures", self.failures);
                     self.failures = 0;
@@ -600,6 +647,7 @@ impl Follow {
             Err(e) => {
                 self.reader = None;
                 self.failed(&e);
+                connection.failed(&format!("{e:#}"));
                 std::thread::sleep(backoff(self.failures));
                 None
             }
@@ -1329,7 +1377,7 @@ impl JetStreamLog {
                 ))
             });
             match answer {
-                Ok(ack) if ack.sequence == front.expected + 1 => {}
+                Ok(ack) if ack.sequence == front.expected + 1 => self.connection.answered(),
                 Ok(ack) => {
                     return Err(self.fail(format!(
                         "JetStream stored the batch at stream seq {} where {} was expected",
@@ -1414,6 +1462,7 @@ impl JetStreamLog {
                     "JetStream did not acknowledge the batch, trying again while the lease \
                      holds: {err}"
                 );
+                self.connection.failed(&err.to_string());
                 std::thread::sleep(backoff(failures + 1));
             }
             failures += 1;
