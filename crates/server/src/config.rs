@@ -1022,6 +1022,12 @@ mod tests {
         let local_replica = ServerConfig::from_toml_str("[log]\nrole = \"replica\"\n");
         assert!(local_replica.unwrap_err().to_string().contains("jetstream"));
         assert!(refused("lease_ms = 10\n").contains("log.lease_ms"));
+        for appends in [0, 65] {
+            let text = format!("appends_in_flight = {appends}\n");
+            assert!(refused(&text).contains("log.appends_in_flight must be 1..=64"));
+        }
+        let one = ServerConfig::from_toml_str(&format!("{ok}appends_in_flight = 1\n")).unwrap();
+        assert_eq!(one.log.appends_in_flight, 1);
         let big = "[pipeline]\nbatch_max = 8192\n";
         assert!(refused(big).contains("pipeline.batch_max"));
         // The local journal takes any batch that fits the ring.
