@@ -1,7 +1,8 @@
 //! `rialto bench log --backend jetstream --nats URLS`: what the replicated command log costs
 //! (docs/replication.md, docs/benchmarks.md). It commits batches of stamped orders through the
-//! leader's own appender (one message per batch, fenced by `Nats-Expected-Last-Sequence`,
-//! one append in flight, as the sequencer does), and beside it, in the same run, measures the
+//! leader's own appender (one message per batch, fenced by `Nats-Expected-Last-Sequence`, as
+//! the sequencer does), first with one append in flight, then with `--in-flight` of them (as
+//! `log.appends_in_flight`), and beside it, in the same run, measures the
 //! floor: a bare async-nats client publishing the same bytes to a stream of the same kind and
 //! waiting for each acknowledgement, one at a time and pipelined. Its streams and buckets are
 //! its own (venue `bench_<pid>`), deleted at the end.
@@ -16,7 +17,9 @@ use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 use rialto_core::{Command, PlaceOrder, Side, SymbolId};
 use rialto_server::config::{LogBackend, LogSettings};
-use rialto_server::replication::{CommandLog, Connection, JetStreamLog, MAX_BATCH_COMMANDS};
+use rialto_server::replication::{
+    CommandLog, Connection, JetStreamLog, MAX_APPENDS_IN_FLIGHT, MAX_BATCH_COMMANDS,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
@@ -44,6 +47,9 @@ pub struct LogBenchArgs {
     /// The pipelined floor's acknowledgements awaited at most at once
     #[arg(long, default_value_t = 64)]
     pub window: usize,
+    /// Appends the pipelined run of Rialto's appender keeps in flight (`log.appends_in_flight`)
+    #[arg(long, default_value_t = 8)]
+    pub in_flight: usize,
     /// Copies JetStream keeps of each stream (3 on a three-node cluster)
     #[arg(long, default_value_t = 3)]
     pub replicas: usize,
@@ -77,6 +83,10 @@ pub fn run(args: &LogBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         (1..=65_536).contains(&args.window),
         "--window must be 1 to 65536"
+    );
+    anyhow::ensure!(
+        (1..=MAX_APPENDS_IN_FLIGHT).contains(&args.in_flight),
+        "--in-flight must be 1 to {MAX_APPENDS_IN_FLIGHT}"
     );
     let settings = LogSettings {
         backend: LogBackend::Jetstream,
@@ -120,12 +130,56 @@ fn measure(
         args.commands,
         args.batch
     );
-    // Rialto's appender: stamped orders, one batch per message, one append in flight.
-    let mut log = CommandLog::JetStream(JetStreamLog::new(connection.clone(), 0));
-    let mut batch_us = histogram();
+    // Rialto's appender: stamped orders, one batch per message; first one append in flight
+    // (as `log.appends_in_flight = 1`), then `--in-flight` of them.
     let mut payload = Vec::new();
+    let mut end = 0;
+    for in_flight in [1, args.in_flight] {
+        let mut writer = JetStreamLog::new(connection.clone(), end);
+        writer.set_max_in_flight(in_flight);
+        let mut log = CommandLog::JetStream(writer);
+        let started = Instant::now();
+        let batch_us = append_all(args, &mut log, &mut payload)?;
+        let elapsed = started.elapsed();
+        let label = match in_flight {
+            1 => "rialto log:".to_owned(),
+            n => format!("rialto log, {n} in flight:"),
+        };
+        println!(
+            "{label:<26}{:>12.0} commands/s committed ({} batches of up to {} commands, the \
+             first {} bytes, {in_flight} append(s) in flight); one batch, sent to committed: {}",
+            args.commands as f64 / elapsed.as_secs_f64(),
+            batch_us.len(),
+            args.batch,
+            payload.len(),
+            line(&batch_us)
+        );
+        if let CommandLog::JetStream(writer) = &log {
+            end = writer.last_stream_seq();
+        }
+    }
+    floor(args, connection, floor_stream, floor_subject, &payload)
+}
+
+/// Commits `args.commands` stamped orders in batches of `args.batch` through `log`, keeping
+/// as many appends in flight as it allows; each batch's time from sent to committed.
+fn append_all(
+    args: &LogBenchArgs,
+    log: &mut CommandLog,
+    payload: &mut Vec<u8>,
+) -> anyhow::Result<Histogram<u64>> {
+    let mut batch_us = histogram();
+    let mut sent_at = VecDeque::with_capacity(MAX_APPENDS_IN_FLIGHT);
+    let mut committed = |log: &CommandLog, sent_at: &mut VecDeque<Instant>| -> anyhow::Result<()> {
+        while sent_at.len() > log.batches_in_flight() {
+            let Some(sent) = sent_at.pop_front() else {
+                break;
+            };
+            batch_us.record(micros(sent.elapsed()))?;
+        }
+        Ok(())
+    };
     let mut seq = 0u64;
-    let started = Instant::now();
     while seq < args.commands {
         let count = (args.commands - seq).min(args.batch as u64);
         for _ in 0..count {
@@ -146,23 +200,21 @@ fn measure(
             log.append(seq, seq as i64, &Command::Place(place));
         }
         if payload.is_empty() {
-            payload = log.uncommitted().to_vec();
+            *payload = log.uncommitted().to_vec();
         }
-        let sent = Instant::now();
-        log.commit().context("appending a batch")?;
-        batch_us.record(micros(sent.elapsed()))?;
+        // As the journal stage: at the bound, wait for the oldest append's answer first.
+        while log.in_flight() >= log.max_in_flight() {
+            log.poll(true).context("appending a batch")?;
+            committed(log, &mut sent_at)?;
+        }
+        sent_at.push_back(Instant::now());
+        log.submit().context("appending a batch")?;
+        log.poll(false).context("appending a batch")?;
+        committed(log, &mut sent_at)?;
     }
-    let elapsed = started.elapsed();
-    println!(
-        "rialto log:       {:>12.0} commands/s committed ({} batches of up to {} commands, the \
-         first {} bytes); one batch: {}",
-        args.commands as f64 / elapsed.as_secs_f64(),
-        batch_us.len(),
-        args.batch,
-        payload.len(),
-        line(&batch_us)
-    );
-    floor(args, connection, floor_stream, floor_subject, &payload)
+    log.sync().context("appending a batch")?;
+    committed(log, &mut sent_at)?;
+    Ok(batch_us)
 }
 
 /// A bare client publishing the first batch's bytes to a stream of the same kind.

@@ -48,8 +48,13 @@ impl Node {
 
     /// A node whose order gateway listens on `listen` once it leads.
     fn start_at(data: &Path, cluster: &NatsCluster, listen: &str) -> Node {
+        Node::start_as(data, cluster, listen, "auto")
+    }
+
+    /// A node of role `role` (`auto`, `replica`).
+    fn start_as(data: &Path, cluster: &NatsCluster, listen: &str, role: &str) -> Node {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rialto"))
-            .args(["serve", "--demo", "--log", "jetstream", "--role", "auto"])
+            .args(["serve", "--demo", "--log", "jetstream", "--role", role])
             .args(["--nats", &cluster.urls_arg()])
             .args(["--set", "log.lease_ms=1000", "--set", "log.venue=failover"])
             .args(["--listen", listen])
@@ -77,7 +82,7 @@ impl Node {
         }
     }
 
-    /// Sends the node a signal (`STOP`, `CONT`) with kill(1).
+    /// Sends the node a signal (`STOP`, `CONT`, `TERM`) with kill(1).
     fn signal(&self, signal: &str) {
         let sent = Command::new("kill")
             .arg(format!("-{signal}"))
@@ -87,6 +92,9 @@ impl Node {
         assert!(sent.success(), "kill -{signal}");
         // A signal is delivered a moment after kill returns: wait until every thread of the
         // node is stopped (or running again), so that what the test sends next finds it so.
+        if signal == "TERM" {
+            return;
+        }
         let stopped = signal == "STOP";
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while self.stopped() != stopped {
@@ -359,6 +367,42 @@ fn a_leader_paused_past_its_lease_acknowledges_and_appends_nothing_when_it_resum
         other => panic!("report: {other}"),
     };
     assert_eq!(open, [1]);
+}
+
+#[test]
+fn a_standby_and_a_read_replica_whose_nats_servers_are_all_gone_stop_on_sigterm() {
+    let mut cluster = NatsCluster::start();
+    let dir_a = tempfile::tempdir().unwrap();
+    let dir_b = tempfile::tempdir().unwrap();
+    let dir_c = tempfile::tempdir().unwrap();
+    let (leader, _, mut standby) = leader_and_standby(&cluster, dir_a.path(), dir_b.path());
+    let mut replica = Node::start_as(dir_c.path(), &cluster, "127.0.0.1:0", "replica");
+    assert!(
+        replica
+            .serving
+            .recv_timeout(Duration::from_secs(30))
+            .is_ok(),
+        "the replica serves"
+    );
+    // The standby joined the venue (it took the venue key from the cluster) and follows.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while read_key(dir_b.path()).unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the standby joins");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(leader);
+    for i in 0..3 {
+        cluster.kill(i);
+    }
+    // Each stops at once (a look at the cluster in progress gives up; it used to wait out
+    // its timeout, `log.ack_timeout_ms`, once or twice over).
+    for (name, node) in [("standby", &mut standby), ("replica", &mut replica)] {
+        node.signal("TERM");
+        let status = node
+            .exits_within(Duration::from_secs(3))
+            .unwrap_or_else(|| panic!("the {name} ignored SIGTERM with no NATS server left"));
+        assert!(status.success(), "the {name} stops cleanly: {status}");
+    }
 }
 
 #[test]

@@ -48,6 +48,16 @@ fn bench_log_commits_through_jetstream_prints_the_floor_and_cleans_up() {
         committed.contains("(3 batches of up to 1000 commands"),
         "{committed}"
     );
+    // The pipelined appender commits them all too.
+    let piped = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("rialto log, 8 in flight:"))
+        .unwrap_or_else(|| panic!("no pipelined rialto log line: {}", run.stdout));
+    assert!(
+        piped.contains("(3 batches of up to 1000 commands"),
+        "{piped}"
+    );
     for floor in ["floor, one by one:", "floor, pipelined:"] {
         assert!(
             run.stdout.lines().any(|l| l.starts_with(floor)),

@@ -167,6 +167,10 @@ pub struct LogSettings {
     /// Snapshots the leader keeps in the venue's snapshot bucket; the stream is trimmed below
     /// the oldest (0: snapshots stay local and the stream keeps everything).
     pub snapshots_kept: usize,
+    /// The most batches the leader has sent to JetStream and not seen acknowledged at once
+    /// (1: one append at a time). Each is fenced by the stream sequence the one before it is
+    /// to get; a batch is acknowledged to clients only once it and every earlier one are.
+    pub appends_in_flight: usize,
     // How this node proves itself to NATS (docs/replication.md, "Securing NATS"), each secret
     // read from a file (never from the command line or a URL, so that it reaches no log and no
     // process list); crate::nats_access uses them. All optional: a NATS server without
@@ -208,6 +212,7 @@ impl Default for LogSettings {
             checkpoint_every: 100_000,
             ack_timeout_ms: 5_000,
             snapshots_kept: 3,
+            appends_in_flight: 8,
             nats_credentials: None,
             nats_user: None,
             nats_password_file: None,
@@ -868,6 +873,11 @@ impl ServerConfig {
             "log.snapshots_kept must be 0..=100"
         );
         anyhow::ensure!(
+            (1..=crate::replication::MAX_APPENDS_IN_FLIGHT).contains(&l.appends_in_flight),
+            "log.appends_in_flight must be 1..={}",
+            crate::replication::MAX_APPENDS_IN_FLIGHT
+        );
+        anyhow::ensure!(
             (100..=60_000).contains(&l.ack_timeout_ms),
             "log.ack_timeout_ms must be 100..=60000"
         );
@@ -1042,6 +1052,12 @@ mod tests {
         let local_replica = ServerConfig::from_toml_str("[log]\nrole = \"replica\"\n");
         assert!(local_replica.unwrap_err().to_string().contains("jetstream"));
         assert!(refused("lease_ms = 10\n").contains("log.lease_ms"));
+        for appends in [0, 65] {
+            let text = format!("appends_in_flight = {appends}\n");
+            assert!(refused(&text).contains("log.appends_in_flight must be 1..=64"));
+        }
+        let one = ServerConfig::from_toml_str(&format!("{ok}appends_in_flight = 1\n")).unwrap();
+        assert_eq!(one.log.appends_in_flight, 1);
         let big = "[pipeline]\nbatch_max = 8192\n";
         assert!(refused(big).contains("pipeline.batch_max"));
         // The local journal takes any batch that fits the ring.

@@ -258,7 +258,9 @@ pub fn start_with_stop(
     let connection = match config.log.backend {
         LogBackend::Local => None,
         LogBackend::Jetstream => {
-            let connection = replication::Connection::open(&config.log, Duration::from_secs(30))?;
+            let mut connection =
+                replication::Connection::open(&config.log, Duration::from_secs(30))?;
+            connection.set_stop(stop.clone());
             replication::join_venue(&connection, data_dir, &config.shared_settings())?;
             Some(Arc::new(connection))
         }

@@ -35,7 +35,7 @@ use rialto_wire::{ErrorCode, Liquidity, Margin, OrderState, RequestKind, Secret,
 use crate::auth::Credentials;
 use crate::idle::{Bell, Idler, MAX_SLEEP, WaitStrategy};
 use crate::metrics::{Metrics, SAMPLE_EVERY};
-use crate::replication::CommandLog;
+use crate::replication::{CommandLog, MAX_APPENDS_IN_FLIGHT};
 use crate::ring::Ring;
 
 /// Identifies a gateway session; never reused while the server runs.
@@ -336,6 +336,10 @@ impl Pipeline {
             ticked_for: i64::MAX,
             batch: Vec::with_capacity(config.batch_max),
             batch_max: config.batch_max,
+            pending: VecDeque::with_capacity(MAX_APPENDS_IN_FLIGHT + 1),
+            pending_items: 0,
+            pending_appended: 0,
+            spare: Vec::with_capacity(MAX_APPENDS_IN_FLIGHT + 1),
             wait: config.wait,
             metrics: config.metrics.clone(),
             market_data: config.market_data.clone().map(JournalTap::new),
@@ -412,6 +416,9 @@ impl Pipeline {
         let mut work = 0;
         if !self.shared.journal_done.load(Ordering::Relaxed) {
             work += journal.step().0;
+            // Batches waiting for their appends: the next duty cycle waits for the answers,
+            // so this thread must not sleep.
+            work += usize::from(!journal.pending.is_empty());
         }
         if !self.shared.engine_done.load(Ordering::Relaxed) {
             work += engine.step().0;
@@ -582,6 +589,15 @@ struct JournalStage {
     ticked_for: i64,
     batch: Vec<Sequenced>,
     batch_max: usize,
+    /// Batches handed to the log and not passed on yet, oldest first: a batch goes on to the
+    /// engine (and so is acknowledged) only once its append and every earlier one committed.
+    pending: VecDeque<Pending>,
+    /// Requests held in `pending` (they will need room in the engine ring).
+    pending_items: usize,
+    /// How many of `pending` were appended to the log (the others hold queries only).
+    pending_appended: usize,
+    /// Emptied batch buffers, for reuse.
+    spare: Vec<Vec<Sequenced>>,
     wait: WaitStrategy,
     metrics: Arc<Metrics>,
     market_data: Option<JournalTap>,
@@ -602,9 +618,10 @@ impl JournalStage {
                 break;
             }
             let inbound = &self.inbound;
-            let spilled = self.md_spilled();
-            // With market data spilled, look again soon: its thread drains without ringing.
-            idler.idle_thread(work, &bell, MAX_SLEEP, || spilled || !inbound.is_empty());
+            // With market data spilled, look again soon: its thread drains without ringing;
+            // with batches waiting for their appends, the next step waits for the answers.
+            let busy = self.md_spilled() || !self.pending.is_empty();
+            idler.idle_thread(work, &bell, MAX_SLEEP, || busy || !inbound.is_empty());
         }
     }
 
@@ -620,7 +637,8 @@ impl JournalStage {
                 0
             }
         };
-        let drained = work == 0 && self.inbound.is_empty() && !self.md_spilled();
+        let drained =
+            work == 0 && self.inbound.is_empty() && !self.md_spilled() && self.pending.is_empty();
         let done = self.shared.has_failed() || (closing && drained);
         if done {
             if let Err(e) = self.journal.sync() {
@@ -649,9 +667,19 @@ impl JournalStage {
     }
 
     fn journal_batch(&mut self) -> std::io::Result<usize> {
-        // This stage is the engine ring's only producer: take no more than fits, so that
-        // passing the batch on never waits (the engine may run on this very thread).
-        let room = self.to_engine.capacity() - self.to_engine.len();
+        // Batches whose appends were answered go on; with as many appends in flight as the
+        // log allows, or nothing new to send, wait for the oldest one's answer.
+        let mut passed = 0;
+        if !self.pending.is_empty() {
+            let at_bound = self.journal.in_flight() >= self.journal.max_in_flight();
+            self.journal.poll(at_bound || self.inbound.is_empty())?;
+            passed = self.pass_on_committed();
+        }
+        // This stage is the engine ring's only producer: take no more than fits beside the
+        // batches still waiting for their appends, so that passing them on never waits (the
+        // engine may run on this very thread).
+        let room =
+            (self.to_engine.capacity() - self.to_engine.len()).saturating_sub(self.pending_items);
         // Market data too far behind (its spill at its bound): take nothing until it catches
         // up, so that its queue stays bounded; senders wait in the inbound ring.
         let md_full = self.market_data.as_ref().is_some_and(JournalTap::is_full);
@@ -667,10 +695,12 @@ impl JournalStage {
             self.journal.checkpoint(seq, &hash)?;
         }
         if take == 0 || (self.inbound.is_empty() && tick.is_none()) {
-            // Quiet: in fsync mode, bring the journal's checkpoint up to the last commit (with
-            // a replicated log: stop if the lease is lost).
-            self.journal.on_quiet(std::time::Instant::now())?;
-            return Ok(0);
+            if self.pending.is_empty() {
+                // Quiet: in fsync mode, bring the journal's checkpoint up to the last commit
+                // (with a replicated log: stop if the lease is lost).
+                self.journal.on_quiet(std::time::Instant::now())?;
+            }
+            return Ok(passed);
         }
         // One time for the whole batch: the moment the sequencer took it. Time never runs
         // backwards in the log, whatever the wall clock does.
@@ -696,6 +726,7 @@ impl JournalStage {
             });
         }
         let n = self.batch.len();
+        let started = std::time::Instant::now();
         if journaled > 0 {
             if let Some(tap) = &mut self.market_data {
                 // Market data replays the batch as journaled (copied now: the commit may
@@ -707,21 +738,62 @@ impl JournalStage {
             if self.ack_before_commit {
                 self.pass_on();
             }
-            // Group commit: one write (and in fsync mode one fsync) for the whole batch.
-            let started = std::time::Instant::now();
-            self.journal.commit()?;
+            // Group commit: one write (and in fsync mode one fsync) for the whole batch; with
+            // JetStream one message, sent now and acknowledged later.
+            self.journal.submit()?;
             if let Some(tap) = &mut self.market_data {
                 tap.hand_off();
             }
-            self.metrics
-                .journal_commit
-                .record(started.elapsed().as_nanos() as u64);
         }
-        self.pass_on();
-        Ok(n)
+        if !self.batch.is_empty() {
+            let batch = std::mem::replace(&mut self.batch, self.spare.pop().unwrap_or_default());
+            self.pending.push_back(Pending {
+                batch,
+                appended: journaled > 0,
+                started,
+            });
+            self.pending_items += n;
+            self.pending_appended += usize::from(journaled > 0);
+        }
+        Ok(passed + self.pass_on_committed() + n)
     }
 
-    /// Passes the batch to the engine stage.
+    /// Passes on, in order, the batches at the front whose appends committed (and the
+    /// query-only batches between them).
+    fn pass_on_committed(&mut self) -> usize {
+        let mut committed = self.pending_appended - self.journal.batches_in_flight();
+        let mut passed = 0;
+        while let Some(front) = self.pending.front() {
+            if front.appended {
+                if committed == 0 {
+                    break;
+                }
+                committed -= 1;
+                self.pending_appended -= 1;
+                self.metrics
+                    .journal_commit
+                    .record(front.started.elapsed().as_nanos() as u64);
+            }
+            let Some(mut front) = self.pending.pop_front() else {
+                break;
+            };
+            self.pending_items -= front.batch.len();
+            passed += front.batch.len();
+            for item in front.batch.drain(..) {
+                if self.to_engine.try_push(item).is_err() {
+                    unreachable!("the engine ring had room for the batch");
+                }
+            }
+            self.spare.push(front.batch);
+        }
+        if passed > 0 {
+            self.to_engine.ring();
+        }
+        passed
+    }
+
+    /// Passes the batch being built to the engine stage (the planted bug only).
+    #[cfg(feature = "planted-bugs")]
     fn pass_on(&mut self) {
         let n = self.batch.len();
         for item in self.batch.drain(..) {
@@ -733,6 +805,15 @@ impl JournalStage {
             self.to_engine.ring();
         }
     }
+}
+
+/// A batch handed to the log, waiting for its append to commit.
+struct Pending {
+    batch: Vec<Sequenced>,
+    /// Whether it holds commands appended to the log (else queries only).
+    appended: bool,
+    /// When it was handed to the log (`rialto_journal_commit_seconds` measures from here).
+    started: std::time::Instant,
 }
 
 impl JournalStage {

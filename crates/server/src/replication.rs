@@ -12,6 +12,7 @@
 //! lead); safety comes from the expected-sequence fence alone.
 
 use std::collections::VecDeque;
+use std::future::IntoFuture as _;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
@@ -121,12 +122,59 @@ impl CommandLog {
     }
 
     /// Makes the appended records durable as the backend promises (local: the durability
-    /// mode; JetStream: acknowledged by the stream, so stored on a majority of its replicas).
+    /// mode; JetStream: acknowledged by the stream, so stored on a majority of its replicas),
+    /// and with them every batch submitted before.
     pub fn commit(&mut self) -> io::Result<()> {
         match self {
             CommandLog::Local(j) => j.commit().map(|_| ()),
             CommandLog::JetStream(j) => j.commit(),
             CommandLog::Simulated(j) => j.commit(),
+        }
+    }
+
+    /// Hands the appended records to the log as one batch. The local journal and the
+    /// simulator's log commit it at once (as [`Self::commit`]); JetStream sends it and
+    /// resolves it later ([`Self::poll`]), with up to [`Self::max_in_flight`] appends sent
+    /// and not answered.
+    pub fn submit(&mut self) -> io::Result<()> {
+        match self {
+            CommandLog::Local(j) => j.commit().map(|_| ()),
+            CommandLog::JetStream(j) => j.submit(),
+            CommandLog::Simulated(j) => j.commit(),
+        }
+    }
+
+    /// Resolves the batches whose appends were answered, in order (with `wait`: waits for
+    /// the oldest one's answer first). An error: an append failed, and neither it nor
+    /// anything submitted after it is committed.
+    pub fn poll(&mut self, wait: bool) -> io::Result<()> {
+        match self {
+            CommandLog::Local(_) | CommandLog::Simulated(_) => Ok(()),
+            CommandLog::JetStream(j) => j.poll(wait),
+        }
+    }
+
+    /// Batches submitted and not committed yet: those submitted before them are committed.
+    pub fn batches_in_flight(&self) -> usize {
+        match self {
+            CommandLog::Local(_) | CommandLog::Simulated(_) => 0,
+            CommandLog::JetStream(j) => j.batches_in_flight(),
+        }
+    }
+
+    /// Appends (batches and checkpoints) sent and not answered yet.
+    pub fn in_flight(&self) -> usize {
+        match self {
+            CommandLog::Local(_) | CommandLog::Simulated(_) => 0,
+            CommandLog::JetStream(j) => j.in_flight(),
+        }
+    }
+
+    /// The most appends in flight at once (`log.appends_in_flight` with JetStream).
+    pub fn max_in_flight(&self) -> usize {
+        match self {
+            CommandLog::Local(_) | CommandLog::Simulated(_) => 1,
+            CommandLog::JetStream(j) => j.max_in_flight(),
         }
     }
 
@@ -205,6 +253,11 @@ pub struct Connection {
     pub js: jetstream::Context,
     pub names: Names,
     timeout: Duration,
+    /// The node's stop flag (SIGINT/SIGTERM): a look at the cluster gives up once it is set,
+    /// so a node whose NATS servers are gone stops at once rather than after a timeout.
+    stop: Arc<AtomicBool>,
+    /// Since when the cluster has answered only "no stream found" (`None`: it has not).
+    no_stream_since: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Connection {
@@ -271,6 +324,73 @@ impl Connection {
             js,
             names,
             timeout,
+            stop: Arc::new(AtomicBool::new(false)),
+            no_stream_since: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// A request to the cluster succeeded: the "no stream found" watchdog starts afresh.
+    pub fn answered(&self) {
+        let mut since = self
+            .no_stream_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *since = None;
+    }
+
+    /// A request to the cluster failed with `error`. A nats-server that lost its JetStream
+    /// state answers "no stream found" to every request while the others hold the stream:
+    /// once nothing else was answered for [`NO_STREAM_RECONNECT`], the client is made to
+    /// reconnect, to whichever server of `log.nats` it picks next.
+    pub fn failed(&self, error: &str) {
+        if !(error.contains("no stream found") || error.contains("stream not found")) {
+            return;
+        }
+        let mut since = self
+            .no_stream_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let first = *since.get_or_insert_with(Instant::now);
+        if first.elapsed() < NO_STREAM_RECONNECT {
+            return;
+        }
+        *since = Some(Instant::now());
+        drop(since);
+        tracing::warn!(
+            "the NATS server this node is connected to has answered \"no stream found\" for \
+             {NO_STREAM_RECONNECT:?}: reconnecting to another one"
+        );
+        let client = self.js.client();
+        let reconnected = self
+            .runtime
+            .block_on(async { tokio::time::timeout(self.timeout, client.force_reconnect()).await });
+        if !matches!(reconnected, Ok(Ok(()))) {
+            tracing::warn!("the forced reconnect did not complete; the client goes on trying");
+        }
+    }
+
+    /// Makes the looks at the cluster ([`Self::until_stopped`]) give up once `stop` is set.
+    pub fn set_stop(&mut self, stop: Arc<AtomicBool>) {
+        self.stop = stop;
+    }
+
+    /// Runs `f` on the client's runtime unless the node is told to stop first: then
+    /// [`StoppedAsStandby`]. For what a node that does not lead asks the cluster (the leader's
+    /// appends are never cut short: it drains them before it stops).
+    pub fn until_stopped<T>(
+        &self,
+        f: impl std::future::Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<T> {
+        let stop = self.stop.clone();
+        self.runtime.block_on(async move {
+            tokio::select! {
+                result = f => result,
+                _ = async {
+                    while !stop.load(Ordering::SeqCst) {
+                        tokio::time::sleep(STOP_LOOK).await;
+                    }
+                } => Err(StoppedAsStandby.into()),
+            }
         })
     }
 
@@ -281,7 +401,7 @@ impl Connection {
 
     /// The stream's last message sequence (0: empty).
     pub fn last_stream_seq(&self) -> anyhow::Result<u64> {
-        self.runtime.block_on(async {
+        self.until_stopped(async {
             let stream = self.js.get_stream(&self.names.stream).await?;
             let info = stream.get_info().await?;
             anyhow::Ok(info.state.last_sequence)
@@ -289,14 +409,13 @@ impl Connection {
     }
 
     pub fn lease_bucket(&self) -> anyhow::Result<kv::Store> {
-        self.runtime
-            .block_on(self.js.get_key_value(&self.names.bucket))
+        self.until_stopped(async { Ok(self.js.get_key_value(&self.names.bucket).await?) })
             .with_context(|| format!("cannot open the lease bucket {}", self.names.bucket))
     }
 
     /// The stream's first message sequence (above 1 once it was trimmed) and its last.
     pub fn stream_seqs(&self) -> anyhow::Result<(u64, u64)> {
-        self.runtime.block_on(async {
+        self.until_stopped(async {
             let stream = self.js.get_stream(&self.names.stream).await?;
             let info = stream.get_info().await?;
             anyhow::Ok((info.state.first_sequence, info.state.last_sequence))
@@ -314,7 +433,7 @@ impl Connection {
             0 | 1 => consumer::DeliverPolicy::All,
             start_sequence => consumer::DeliverPolicy::ByStartSequence { start_sequence },
         };
-        let messages = self.runtime.block_on(async {
+        let messages = self.until_stopped(async {
             let stream = self.js.get_stream(&self.names.stream).await?;
             let consumer = stream
                 .create_consumer(consumer::pull::OrderedConfig {
@@ -413,6 +532,10 @@ impl StreamReader {
 
 /// The longest a follower waits before it tries the cluster again after an error.
 const RETRY_MAX: Duration = Duration::from_secs(1);
+/// How often a look at the cluster looks at the stop flag while it waits for an answer.
+const STOP_LOOK: Duration = Duration::from_millis(20);
+/// How long the cluster may answer only "no stream found" before the client reconnects.
+pub const NO_STREAM_RECONNECT: Duration = Duration::from_secs(2);
 
 /// How long to wait before try number `failures` (1, 2, ...): 50 ms doubling to a second.
 fn backoff(failures: u32) -> Duration {
@@ -432,6 +555,7 @@ pub fn retrying<T>(what: &str, mut f: impl FnMut() -> anyhow::Result<T>) -> anyh
     loop {
         match f() {
             Ok(value) => return Ok(value),
+            Err(e) if e.is::<StoppedAsStandby>() => return Err(e),
             Err(e) if Instant::now() < deadline => {
                 failures += 1;
                 tracing::warn!(failures, "{what} failed, trying again: {e:#}");
@@ -481,8 +605,11 @@ impl Follow {
             Some(reader) => reader,
             None => match connection.reader_from(after + 1) {
                 Ok(reader) => self.reader.insert(reader),
+                // The node stops: its caller sees the flag.
+                Err(e) if e.is::<StoppedAsStandby>() => return None,
                 Err(e) => {
                     self.failed(&e);
+                    connection.failed(&format!("{e:#}"));
                     std::thread::sleep(backoff(self.failures).min(wait.max(RETRY_MAX / 20)));
                     return None;
                 }
@@ -490,6 +617,7 @@ impl Follow {
         };
         match reader.next(connection, wait) {
             Ok(Some(message)) => {
+                connection.answered();
                 if self.failures > 0 {
                     tracing::info!("reading the log again after {} failures", self.failures);
                     self.failures = 0;
@@ -519,6 +647,7 @@ impl Follow {
             Err(e) => {
                 self.reader = None;
                 self.failed(&e);
+                connection.failed(&format!("{e:#}"));
                 std::thread::sleep(backoff(self.failures));
                 None
             }
@@ -918,7 +1047,7 @@ fn node_id() -> String {
 
 /// What the lease holds now: `Some(holder)` while a node holds it.
 pub fn lease_holder(connection: &Connection, bucket: &kv::Store) -> anyhow::Result<Option<String>> {
-    let entry = connection.runtime.block_on(bucket.entry(LEASE_KEY))?;
+    let entry = connection.until_stopped(async { Ok(bucket.entry(LEASE_KEY).await?) })?;
     Ok(entry
         .filter(|e| e.operation == kv::Operation::Put)
         .map(|e| String::from_utf8_lossy(&e.value).into_owned()))
@@ -931,11 +1060,13 @@ fn try_take_lease(
     node: &str,
 ) -> anyhow::Result<Option<u64>> {
     let value = Bytes::from(node.to_owned());
-    match connection.runtime.block_on(bucket.create(LEASE_KEY, value)) {
-        Ok(revision) => Ok(Some(revision)),
-        Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
-        Err(e) => Err(anyhow::anyhow!("taking the lease: {e}")),
-    }
+    connection.until_stopped(async {
+        match bucket.create(LEASE_KEY, value).await {
+            Ok(revision) => Ok(Some(revision)),
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(anyhow::anyhow!("taking the lease: {e}")),
+        }
+    })
 }
 
 /// Starts renewing a lease just taken at `revision` (taken at `taken_at`).
@@ -988,14 +1119,31 @@ fn hold_lease(
 
 // ----- the leader's writer -------------------------------------------------------------------
 
-/// The leader's appender: one message per batch, fenced by the stream's last sequence.
+/// The leader's appender: one message per batch, fenced by the stream's last sequence, with
+/// up to `log.appends_in_flight` appends sent before the oldest is answered. Append N+1
+/// expects the stream sequence N is to get, so JetStream stores them in order or refuses them
+/// all from the first one another writer got ahead of; they are resolved in order, and a
+/// batch counts as committed only once its append and every earlier one were acknowledged.
 pub struct JetStreamLog {
     connection: Arc<Connection>,
-    /// The stream's last sequence as this node knows it: every append expects it.
+    /// The stream's last sequence as this node knows it from answered appends: the oldest
+    /// append in flight expects it, the next one expects it plus one, and so on.
     last_stream_seq: u64,
     batch: Vec<u8>,
     /// The first and last command of `batch` (meaningful while it is not empty).
     batch_seqs: (u64, u64),
+    /// Appends sent and not resolved yet, oldest first.
+    in_flight: VecDeque<InFlight>,
+    /// How many of `in_flight` carry a batch (the others: checkpoints, a feed epoch).
+    batches_in_flight: usize,
+    /// `log.appends_in_flight`: the most appends sent and not answered at once.
+    max_in_flight: usize,
+    /// Appends numbered up to this one were in flight when an earlier one went unanswered:
+    /// a refusal by the fence may be that earlier append's doing, so they are tried again
+    /// before this node calls itself deposed.
+    doubtful_through: u64,
+    /// Why this writer stopped: every later call fails with it.
+    failed: Option<String>,
     /// Which stream message holds which commands, for the snapshot bucket.
     commits: crate::snapstore::CommitMap,
     /// `log.snapshots_kept` (0: snapshots are not put into the bucket).
@@ -1007,15 +1155,41 @@ pub struct JetStreamLog {
     appends: u64,
 }
 
+/// One append sent and not resolved yet.
+struct InFlight {
+    /// The acknowledgement, awaited by a task on the client's runtime.
+    ack: tokio::task::JoinHandle<
+        Result<jetstream::publish::PublishAck, jetstream::context::PublishError>,
+    >,
+    /// The message as sent (fence and id included), to send again.
+    message: PublishMessage,
+    id: String,
+    /// The append's number among this writer's (1, 2, ...).
+    number: u64,
+    /// The stream's last sequence it expects.
+    expected: u64,
+    /// The commands it holds (`None`: a checkpoint or a feed epoch).
+    seqs: Option<(u64, u64)>,
+}
+
+/// The most appends `log.appends_in_flight` allows in flight.
+pub const MAX_APPENDS_IN_FLIGHT: usize = 64;
+
 impl JetStreamLog {
-    /// A writer that appends after stream message `last_stream_seq`; `None` for a lease means
-    /// the fence alone guards the log (tests of the fence).
+    /// A writer that appends after stream message `last_stream_seq`, one append in flight
+    /// (see [`Self::set_max_in_flight`]); `None` for a lease means the fence alone guards the
+    /// log (tests of the fence).
     pub fn new(connection: Arc<Connection>, last_stream_seq: u64) -> JetStreamLog {
         JetStreamLog {
             connection,
             last_stream_seq,
             batch: Vec::with_capacity(MAX_BATCH_BYTES),
             batch_seqs: (0, 0),
+            in_flight: VecDeque::with_capacity(MAX_APPENDS_IN_FLIGHT),
+            batches_in_flight: 0,
+            max_in_flight: 1,
+            doubtful_through: 0,
+            failed: None,
             commits: crate::snapstore::CommitMap::default(),
             snapshots_kept: 0,
             lease: None,
@@ -1025,6 +1199,26 @@ impl JetStreamLog {
         }
     }
 
+    /// Allows up to `n` appends in flight (1 to [`MAX_APPENDS_IN_FLIGHT`]).
+    pub fn set_max_in_flight(&mut self, n: usize) {
+        self.max_in_flight = n.clamp(1, MAX_APPENDS_IN_FLIGHT);
+    }
+
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+    }
+
+    /// Appends sent and not resolved yet (batches, checkpoints and feed epochs).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Batches sent and not resolved yet.
+    pub fn batches_in_flight(&self) -> usize {
+        self.batches_in_flight
+    }
+
+    /// The stream's last sequence as the answered appends tell it.
     pub fn last_stream_seq(&self) -> u64 {
         self.last_stream_seq
     }
@@ -1052,72 +1246,202 @@ impl JetStreamLog {
         self.lease.clone().map(LeaseGuard)
     }
 
-    /// Appends the batch as one message and waits for JetStream's acknowledgement.
+    /// Appends the batch as one message and waits until it, and every append before it, is
+    /// acknowledged.
     pub fn commit(&mut self) -> io::Result<()> {
+        self.submit()?;
+        self.drain()
+    }
+
+    /// Sends the batch as one message without waiting for its answer (after waiting for room
+    /// if `max_in_flight` appends are in flight); [`Self::poll`] resolves it.
+    pub fn submit(&mut self) -> io::Result<()> {
         if self.batch.is_empty() {
             return Ok(());
         }
         let payload = Bytes::copy_from_slice(&self.batch);
-        self.publish(PublishMessage::build().payload(payload))?;
         self.batch.clear();
-        let (first, last) = self.batch_seqs;
-        self.commits.record(first, last, self.last_stream_seq);
-        Ok(())
+        self.send(
+            PublishMessage::build().payload(payload),
+            Some(self.batch_seqs),
+        )
+    }
+
+    /// Resolves the appends at the front that were answered, in order; with `wait`, waits for
+    /// the oldest one's answer first. An append refused or left unanswered for good fails the
+    /// writer: nothing after it counts as committed.
+    pub fn poll(&mut self, wait: bool) -> io::Result<()> {
+        self.resolve(if wait { 1 } else { 0 })
+    }
+
+    /// Waits until every append sent is resolved.
+    pub fn drain(&mut self) -> io::Result<()> {
+        self.resolve(usize::MAX)
     }
 
     /// Tells the replicas that this node's market data feed starts at engine seq `seq` with
-    /// epoch `epoch_ns` ([`FEED_EPOCH_HEADER`]).
+    /// epoch `epoch_ns` ([`FEED_EPOCH_HEADER`]); returns once it is stored.
     pub fn publish_feed_epoch(&mut self, seq: u64, epoch_ns: i64) -> io::Result<()> {
         let text = format!("{seq} {epoch_ns}");
-        self.publish(PublishMessage::build().header(FEED_EPOCH_HEADER, text.as_str()))
+        self.send(
+            PublishMessage::build().header(FEED_EPOCH_HEADER, text.as_str()),
+            None,
+        )?;
+        self.drain()
     }
 
+    /// Appends a checkpoint behind the appends in flight (resolved with them).
     pub fn publish_checkpoint(&mut self, seq: u64, state_hash: &[u8; 32]) -> io::Result<()> {
         let text = format!("{seq} {}", crate::auth::hex(state_hash));
-        self.publish(PublishMessage::build().header(CHECKPOINT_HEADER, text.as_str()))
+        self.send(
+            PublishMessage::build().header(CHECKPOINT_HEADER, text.as_str()),
+            None,
+        )
     }
 
-    /// Appends `message` after [`Self::last_stream_seq`], fenced. An append that is not
-    /// answered (a timeout, a nats-server restarting, the stream electing its leader) is tried
-    /// again, with backoff, for as long as the lease surely holds; each try carries the same
-    /// `Nats-Msg-Id`, and a try refused by the fence looks at the message after the expected
-    /// one: if it is this append's (an earlier try was stored, its answer lost), the append
-    /// succeeded; if not, another writer extended the log (`DEPOSED`).
-    fn publish(&mut self, message: PublishMessage) -> io::Result<()> {
+    fn fail(&mut self, message: String) -> io::Error {
+        self.failed = Some(message.clone());
+        io::Error::other(message)
+    }
+
+    /// Sends `message` fenced after the appends in flight, once there is room for it.
+    fn send(&mut self, message: PublishMessage, seqs: Option<(u64, u64)>) -> io::Result<()> {
+        while self.in_flight.len() >= self.max_in_flight {
+            self.poll(true)?;
+        }
+        if let Some(why) = &self.failed {
+            return Err(io::Error::other(why.clone()));
+        }
         self.check_lease()?;
-        let expected = self.last_stream_seq;
+        let expected = self.last_stream_seq + self.in_flight.len() as u64;
         self.appends += 1;
         let id = format!("{}-{}", self.writer_id, self.appends);
         let message = message
             .expected_last_sequence(expected)
             .message_id(id.as_str());
-        let mut failures = 0;
-        loop {
-            let connection = &self.connection;
-            let acked = connection.runtime.block_on(async {
-                let ack = connection
-                    .js
-                    .send_publish(connection.names.subject.clone(), message.clone())
-                    .await?;
-                ack.await
+        // Behind an append not answered yet, the sequence alone does not fence: were that one
+        // refused because another writer got ahead, this one's expected sequence would be the
+        // other writer's message's. So it also names the message it must follow (JetStream
+        // checks that as it stores it). A retry needs only the sequence: it is sent once every
+        // append before it landed.
+        let first_try = match self.in_flight.back() {
+            Some(previous) => message
+                .clone()
+                .expected_last_message_id(previous.id.as_str()),
+            None => message.clone(),
+        };
+        let connection = &self.connection;
+        // Sent here, in order (the client writes its messages to the socket in the order they
+        // were handed to it); only the acknowledgement is awaited on the client's runtime.
+        let sent = connection.runtime.block_on(
+            connection
+                .js
+                .send_publish(connection.names.subject.clone(), first_try),
+        );
+        let ack = match sent {
+            Ok(ack) => connection.runtime.spawn(ack.into_future()),
+            Err(e) => connection.runtime.spawn(async move { Err(e) }),
+        };
+        self.batches_in_flight += usize::from(seqs.is_some());
+        self.in_flight.push_back(InFlight {
+            ack,
+            message,
+            id,
+            number: self.appends,
+            expected,
+            seqs,
+        });
+        Ok(())
+    }
+
+    /// Resolves appends at the front, in order, while their answers have come, waiting for
+    /// the answers of the first `wait_for` of them.
+    fn resolve(&mut self, wait_for: usize) -> io::Result<()> {
+        if let Some(why) = &self.failed {
+            return Err(io::Error::other(why.clone()));
+        }
+        let mut waited = 0;
+        while let Some(front) = self.in_flight.front_mut() {
+            if waited >= wait_for && !front.ack.is_finished() {
+                break;
+            }
+            waited += 1;
+            let answer = self.connection.runtime.block_on(&mut front.ack);
+            let Some(front) = self.in_flight.pop_front() else {
+                break;
+            };
+            let answer = answer.unwrap_or_else(|e| {
+                Err(jetstream::context::PublishError::with_source(
+                    jetstream::context::PublishErrorKind::Other,
+                    e,
+                ))
             });
-            let err = match acked {
-                Ok(ack) if ack.sequence == expected + 1 => {
-                    self.last_stream_seq = ack.sequence;
-                    return Ok(());
-                }
+            match answer {
+                Ok(ack) if ack.sequence == front.expected + 1 => self.connection.answered(),
                 Ok(ack) => {
-                    return Err(io::Error::other(format!(
+                    return Err(self.fail(format!(
                         "JetStream stored the batch at stream seq {} where {} was expected",
                         ack.sequence,
-                        expected + 1
+                        front.expected + 1
                     )));
                 }
-                Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
-                    if failures > 0 && self.stored_as(expected + 1, &id) {
-                        self.last_stream_seq = expected + 1;
-                        return Ok(());
+                Err(e)
+                    if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence
+                        && front.number > self.doubtful_through =>
+                {
+                    if let Some(lease) = &self.lease {
+                        lease.lost.store(true, Ordering::SeqCst);
                     }
+                    return Err(self.fail(format!(
+                        "DEPOSED: another writer extended the log past stream seq {}; this \
+                         node stops and acknowledges nothing more",
+                        front.expected
+                    )));
+                }
+                // Refused as not following the append before it (which landed): another
+                // writer got in between, or the stream forgot which message was last (a new
+                // stream leader); the retry tells them apart by the sequence alone.
+                Err(e) => {
+                    // Unanswered (or refused because an earlier append of this writer was):
+                    // what was sent after it may be refused for its sake, so those are
+                    // tried again too before anything is called a deposition.
+                    self.doubtful_through = self.appends;
+                    if let Err(e) = self.retry(&front, e) {
+                        return Err(self.fail(e.to_string()));
+                    }
+                }
+            }
+            // Landed: only now does its batch stop counting as in flight (a failed one
+            // never does, so nothing at or after it counts as committed).
+            self.batches_in_flight -= usize::from(front.seqs.is_some());
+            self.last_stream_seq = front.expected + 1;
+            if let Some((first, last)) = front.seqs {
+                self.commits.record(first, last, self.last_stream_seq);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends an append again that was not answered (a timeout, a nats-server restarting, the
+    /// stream electing its leader) or was refused for an earlier append's sake, with backoff,
+    /// for as long as the lease surely holds; each try carries the same `Nats-Msg-Id`, and a
+    /// refusal by the fence looks at the message after the expected one: if it is this
+    /// append's (an earlier try was stored, its answer lost), the append succeeded; if not,
+    /// another writer extended the log (`DEPOSED`).
+    fn retry(&self, append: &InFlight, first: jetstream::context::PublishError) -> io::Result<()> {
+        let expected = append.expected;
+        let mut failures = 0;
+        let mut err = first;
+        loop {
+            if matches!(
+                err.kind(),
+                jetstream::context::PublishErrorKind::WrongLastSequence
+                    | jetstream::context::PublishErrorKind::WrongLastMessageId
+            ) {
+                if self.stored_as(expected + 1, &append.id) {
+                    return Ok(());
+                }
+                if failures > 0 {
                     if let Some(lease) = &self.lease {
                         lease.lost.store(true, Ordering::SeqCst);
                     }
@@ -1126,26 +1450,46 @@ impl JetStreamLog {
                          this node stops and acknowledges nothing more"
                     )));
                 }
-                Err(e) => e,
-            };
-            failures += 1;
-            // Without a lease (tests of the fence) one failure is final.
-            if self.lease.is_none() {
-                return Err(io::Error::other(format!(
-                    "JetStream did not acknowledge the batch: {err}"
-                )));
+            } else {
+                // Without a lease (tests of the fence) one failure is final.
+                if self.lease.is_none() {
+                    return Err(io::Error::other(format!(
+                        "JetStream did not acknowledge the batch: {err}"
+                    )));
+                }
+                tracing::warn!(
+                    failures = failures + 1,
+                    "JetStream did not acknowledge the batch, trying again while the lease \
+                     holds: {err}"
+                );
+                self.connection.failed(&err.to_string());
+                std::thread::sleep(backoff(failures + 1));
             }
-            tracing::warn!(
-                failures,
-                "JetStream did not acknowledge the batch, trying again while the lease holds: \
-                 {err}"
-            );
-            std::thread::sleep(backoff(failures));
+            failures += 1;
             self.check_lease().map_err(|lost| {
                 io::Error::other(format!(
                     "{lost} (JetStream did not acknowledge the batch: {err})"
                 ))
             })?;
+            let connection = &self.connection;
+            let acked = connection.runtime.block_on(async {
+                let ack = connection
+                    .js
+                    .send_publish(connection.names.subject.clone(), append.message.clone())
+                    .await?;
+                ack.await
+            });
+            err = match acked {
+                Ok(ack) if ack.sequence == expected + 1 => return Ok(()),
+                Ok(ack) => {
+                    return Err(io::Error::other(format!(
+                        "JetStream stored the batch at stream seq {} where {} was expected",
+                        ack.sequence,
+                        expected + 1
+                    )));
+                }
+                Err(e) => e,
+            };
         }
     }
 
@@ -1408,6 +1752,7 @@ pub fn start_node(
     );
     let mut log = JetStreamLog::new(connection, last);
     log.snapshots_kept = settings.snapshots_kept;
+    log.set_max_in_flight(settings.appends_in_flight);
     let seq = follower.engine.last_seq();
     if seq > 0 && follower.last_seq_stream_seq > 0 {
         log.commits.record(seq, seq, follower.last_seq_stream_seq);

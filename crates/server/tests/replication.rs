@@ -155,6 +155,53 @@ fn the_expected_sequence_fence_refuses_a_second_writer() {
 }
 
 #[test]
+fn an_append_refused_in_the_middle_of_a_pipeline_commits_nothing_at_or_after_it() {
+    let cluster = NatsCluster::start();
+    let settings = cluster.log_settings("pipeline");
+    let connection = Arc::new(Connection::open(&settings, Duration::from_secs(10)).unwrap());
+    let end = connection.last_stream_seq().unwrap();
+    let mut log = JetStreamLog::new(connection.clone(), end);
+    log.set_max_in_flight(8);
+    let add_user = |user: u64| Command::AddUser { user: user as i64 };
+    // Two batches sent before either is answered, both committed in order.
+    for seq in 1..=2 {
+        log.append(seq, 0, &add_user(seq));
+        log.submit().unwrap();
+    }
+    assert_eq!(log.batches_in_flight(), 2);
+    log.drain().unwrap();
+    assert_eq!(
+        (log.batches_in_flight(), log.last_stream_seq()),
+        (0, end + 2)
+    );
+
+    // Another writer extends the log; this one, not knowing, sends three batches at once.
+    let mut other = JetStreamLog::new(connection.clone(), end + 2);
+    other.append(3, 0, &add_user(99));
+    other.commit().unwrap();
+    for seq in 3..=5 {
+        log.append(seq, 0, &add_user(seq));
+        log.submit().unwrap();
+    }
+    // The first is refused by the fence, and nothing at or after it counts as committed,
+    // then or later.
+    let refused = log.poll(true).unwrap_err().to_string();
+    assert!(refused.contains("DEPOSED"), "{refused}");
+    assert_eq!(log.batches_in_flight(), 3);
+    assert!(log.drain().unwrap_err().to_string().contains("DEPOSED"));
+    // The second expected the stream's end to be where the other writer's message now is:
+    // it is refused all the same (it names the message it follows), as is the third; the
+    // log ends with the other writer's message.
+    let rebuilt = replication::rebuild(&settings, EngineConfig::default()).unwrap();
+    assert_eq!(
+        (rebuilt.stream_seq, rebuilt.engine.last_seq()),
+        (end + 3, 3),
+        "the log holds batches 1 and 2 and the other writer's, nothing after"
+    );
+    assert_eq!(rebuilt.engine.users(), [1, 2, 99]);
+}
+
+#[test]
 fn a_new_leader_claims_the_log_end_so_an_old_leaders_late_append_is_refused() {
     let cluster = NatsCluster::start();
     let settings = cluster.log_settings("claim");
