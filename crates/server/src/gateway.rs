@@ -22,10 +22,11 @@ use crate::admission::{
     Throttled,
 };
 use crate::auth::{Credentials, constant_time_eq};
+use crate::event::{Event, Outbound, Target};
 use crate::fix::{FIX_SERVICE_SESSION, FixGateway};
 use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
 use crate::metrics::{Metrics, SAMPLE_EVERY};
-use crate::pipeline::{Op, Outbound, Pipeline, Reply, Request, SYSTEM_SESSION, SessionId, Target};
+use crate::pipeline::{Op, Pipeline, Reply, Request, SYSTEM_SESSION, SessionId};
 use crate::sockets::{Filled, TokenBucket, Transport, fill, write_pending};
 use crate::web::bridge::{WebBridge, is_web_session};
 
@@ -146,7 +147,7 @@ pub struct Gateway {
     web_waiting: Option<Request>,
     /// Users' fills and cancellations for the web side, and when it was last handed some.
     /// For the web side: a user's messages, or (`None`) public ones.
-    web_messages: Vec<(Option<UserId>, ServerMsg)>,
+    web_messages: Vec<(Option<UserId>, Event)>,
     web_messages_sent: Instant,
     /// User messages the web side's full queue refused, to announce with the next batch.
     web_gap: crate::web::bridge::Gap,
@@ -558,29 +559,29 @@ impl Gateway {
     /// Moves the pipeline's replies into the sessions' output buffers.
     fn route_outbound(&mut self) -> usize {
         let mut n = 0;
-        while let Some(Outbound { target, msg }) = self.pipeline.outbound.pop() {
+        while let Some(Outbound { target, event }) = self.pipeline.outbound.pop() {
             n += 1;
-            if let ServerMsg::Accepted { ts_ns, .. } | ServerMsg::Rejected { ts_ns, .. } = msg {
+            if let Event::Accepted { ts_ns, .. } | Event::Rejected { ts_ns, .. } = event {
                 self.replies += 1;
                 if self.replies.is_multiple_of(SAMPLE_EVERY) {
                     let ns = crate::pipeline::now_ns().saturating_sub(ts_ns);
                     self.metrics.roundtrip_latency.record(ns.max(0) as u64);
                 }
             }
-            if let (Some(mark), ServerMsg::Trade { symbol, price, .. }) = (&mut self.mark, &msg)
+            if let (Some(mark), Event::Trade { symbol, price, .. }) = (&mut self.mark, &event)
                 && *symbol == mark.symbol
             {
                 mark.last_trade = *price;
             }
             if let Some(fix) = &mut self.fix {
-                fix.observe(&msg);
+                fix.observe(&event);
                 match target {
                     Target::Session(id) if id >= FIX_SERVICE_SESSION => {
-                        fix.on_reply(id, &msg);
+                        fix.on_reply(id, &event);
                         continue;
                     }
-                    Target::User(user) => fix.on_user_message(user, &msg),
-                    Target::Public => fix.on_public_message(&msg),
+                    Target::User(user) => fix.on_user_message(user, &event),
+                    Target::Public => fix.on_public_message(&event),
                     Target::Session(_) | Target::WebStatus => {}
                 }
             }
@@ -592,16 +593,16 @@ impl Gateway {
                 // waits for them (an order's outcome) then knows it has them all.
                 self.send_web_messages(true);
                 if let Some(web) = &self.web {
-                    web.deliver_reply(id, msg);
+                    web.deliver_reply(id, event);
                 }
                 continue;
             }
             if self.web.is_some() {
                 match target {
-                    Target::User(user) => self.web_messages.push((Some(user), msg.clone())),
-                    Target::Public => self.web_messages.push((None, msg.clone())),
+                    Target::User(user) => self.web_messages.push((Some(user), event.clone())),
+                    Target::Public => self.web_messages.push((None, event.clone())),
                     Target::WebStatus => {
-                        self.web_messages.push((None, msg));
+                        self.web_messages.push((None, event));
                         continue;
                     }
                     Target::Session(_) => {}
@@ -611,6 +612,8 @@ impl Gateway {
                     self.send_web_messages(true);
                 }
             }
+            // The binary protocol's message, once for every session it goes to.
+            let msg = event.into_wire();
             match target {
                 Target::WebStatus => {}
                 Target::Session(id) => {

@@ -4,8 +4,9 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use rialto_core::{AmendOrder, Command, OrderId, PlaceOrder, Side, SymbolId, Tif, UserId};
+use rialto_server::event::Event;
 use rialto_server::pipeline::{Op, Reply, Request, SessionId};
-use rialto_wire::{RequestKind, ServerMsg};
+use rialto_wire::RequestKind;
 
 use crate::rng::Rng;
 
@@ -115,12 +116,12 @@ impl Client {
     }
 
     /// Takes one message meant for this client. An error says what contradicts the protocol.
-    pub fn receive(&mut self, msg: &ServerMsg) -> Result<(), String> {
+    pub fn receive(&mut self, msg: &Event) -> Result<(), String> {
         match *msg {
-            ServerMsg::Accepted {
+            Event::Accepted {
                 seq, order, kind, ..
             }
-            | ServerMsg::Rejected {
+            | Event::Rejected {
                 seq, order, kind, ..
             } => {
                 let Some((asked, asked_kind, qty)) = self.in_flight.pop_front() else {
@@ -133,12 +134,12 @@ impl Client {
                         self.user
                     ));
                 }
-                if matches!(msg, ServerMsg::Accepted { .. }) && kind == RequestKind::Place {
+                if matches!(msg, Event::Accepted { .. }) && kind == RequestKind::Place {
                     self.view.insert(order, qty);
                     self.acked_places.push((order, seq));
                 }
             }
-            ServerMsg::Trade { order, qty, .. } => {
+            Event::Trade { order, qty, .. } => {
                 let Some(remaining) = self.view.get_mut(&order) else {
                     return Err(format!(
                         "user {}: a trade of order {order}, not open: {msg:?}",
@@ -156,7 +157,7 @@ impl Client {
                     self.view.remove(&order);
                 }
             }
-            ServerMsg::Cancelled { order, .. } => {
+            Event::Cancelled { order, .. } => {
                 self.view.remove(&order).ok_or_else(|| {
                     format!(
                         "user {}: order {order} cancelled, not open: {msg:?}",
@@ -164,7 +165,7 @@ impl Client {
                     )
                 })?;
             }
-            ServerMsg::Amended {
+            Event::Amended {
                 order, remaining, ..
             } => {
                 let Some(open) = self.view.get_mut(&order) else {

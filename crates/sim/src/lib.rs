@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rialto_core::{Engine, EngineConfig, Prefetch, SymbolId};
 use rialto_journal::RecoverOptions;
 use rialto_server::auth::Credentials;
+use rialto_server::event::Event;
 use rialto_server::feed::{MarketData, SteppedReplica};
 use rialto_server::idle::WaitStrategy;
 use rialto_server::pipeline::{
@@ -28,7 +29,6 @@ use rialto_server::pipeline::{
 };
 use rialto_server::replication::CommandLog;
 use rialto_server::simlog::{CommitFault, SimDisk, SimulatedLog};
-use rialto_wire::ServerMsg;
 use sha2::{Digest, Sha256};
 
 use crate::client::Client;
@@ -482,13 +482,13 @@ impl Sim {
                 Target::Public | Target::WebStatus => None,
             };
             let Some(client) = client else { continue };
-            let line = format!("{} <- {:?}", client.user, out.msg);
+            let line = format!("{} <- {:?}", client.user, out.event);
             self.trace.update(&line);
             if self.print_trace {
                 eprintln!("{line}");
             }
-            client.receive(&out.msg)?;
-            if let Some(seq) = seq_of(&out.msg) {
+            client.receive(&out.event)?;
+            if let Some(seq) = seq_of(&out.event) {
                 self.max_acked_seq = self.max_acked_seq.max(seq);
             }
         }
@@ -712,13 +712,13 @@ fn open_orders(engine: &Engine, user: i64) -> BTreeMap<i64, i64> {
 }
 
 /// The seq a message tells its receiver of, if it carries one.
-fn seq_of(msg: &ServerMsg) -> Option<u64> {
+fn seq_of(msg: &Event) -> Option<u64> {
     match *msg {
-        ServerMsg::Accepted { seq, .. }
-        | ServerMsg::Rejected { seq, .. }
-        | ServerMsg::Trade { seq, .. }
-        | ServerMsg::Cancelled { seq, .. }
-        | ServerMsg::Amended { seq, .. } => Some(seq),
+        Event::Accepted { seq, .. }
+        | Event::Rejected { seq, .. }
+        | Event::Trade { seq, .. }
+        | Event::Cancelled { seq, .. }
+        | Event::Amended { seq, .. } => Some(seq),
         _ => None,
     }
 }
