@@ -93,6 +93,10 @@ pub struct BinarySession {
     in_flight: u32,
     bucket: TokenBucket,
     opened_at: Instant,
+    /// The planted bug "a gateway that drops a reply on a partial write" (only the simulator
+    /// sets it, docs/simulation.md).
+    #[cfg(feature = "planted-bugs")]
+    drop_on_partial_write: bool,
 }
 
 impl BinarySession {
@@ -113,6 +117,8 @@ impl BinarySession {
             in_flight: 0,
             bucket: TokenBucket::new_at(limits.burst, now),
             opened_at: now,
+            #[cfg(feature = "planted-bugs")]
+            drop_on_partial_write: false,
         }
     }
 
@@ -287,8 +293,27 @@ impl BinarySession {
         &self.output[self.output_pos..]
     }
 
+    /// Plants the bug "a gateway that drops a reply on a partial write": what a write leaves
+    /// unsent is dropped as if it had gone out. True if it was planted, which only a build with
+    /// the `planted-bugs` feature can do.
+    pub fn plant_drop_on_partial_write(&mut self) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        {
+            self.drop_on_partial_write = true;
+            true
+        }
+        #[cfg(not(feature = "planted-bugs"))]
+        false
+    }
+
     /// The socket took `n` bytes of [`BinarySession::pending_output`].
     pub fn wrote(&mut self, n: usize) {
+        #[cfg(feature = "planted-bugs")]
+        let n = if self.drop_on_partial_write && n > 0 {
+            self.output.len() - self.output_pos
+        } else {
+            n
+        };
         self.output_pos = (self.output_pos + n).min(self.output.len());
         if self.output_pos == self.output.len() {
             self.output.clear();

@@ -4,9 +4,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use rialto_core::{AmendOrder, Command, OrderId, PlaceOrder, Side, SymbolId, Tif, UserId};
-use rialto_server::event::Event;
 use rialto_server::pipeline::{Op, Reply, Request, SessionId};
-use rialto_wire::RequestKind;
+use rialto_wire::{RequestKind, ServerMsg};
 
 use crate::rng::Rng;
 
@@ -116,12 +115,12 @@ impl Client {
     }
 
     /// Takes one message meant for this client. An error says what contradicts the protocol.
-    pub fn receive(&mut self, msg: &Event) -> Result<(), String> {
+    pub fn receive(&mut self, msg: &ServerMsg) -> Result<(), String> {
         match *msg {
-            Event::Accepted {
+            ServerMsg::Accepted {
                 seq, order, kind, ..
             }
-            | Event::Rejected {
+            | ServerMsg::Rejected {
                 seq, order, kind, ..
             } => {
                 let Some((asked, asked_kind, qty)) = self.in_flight.pop_front() else {
@@ -134,12 +133,12 @@ impl Client {
                         self.user
                     ));
                 }
-                if matches!(msg, Event::Accepted { .. }) && kind == RequestKind::Place {
+                if matches!(msg, ServerMsg::Accepted { .. }) && kind == RequestKind::Place {
                     self.view.insert(order, qty);
                     self.acked_places.push((order, seq));
                 }
             }
-            Event::Trade { order, qty, .. } => {
+            ServerMsg::Trade { order, qty, .. } => {
                 let Some(remaining) = self.view.get_mut(&order) else {
                     return Err(format!(
                         "user {}: a trade of order {order}, not open: {msg:?}",
@@ -157,7 +156,7 @@ impl Client {
                     self.view.remove(&order);
                 }
             }
-            Event::Cancelled { order, .. } => {
+            ServerMsg::Cancelled { order, .. } => {
                 self.view.remove(&order).ok_or_else(|| {
                     format!(
                         "user {}: order {order} cancelled, not open: {msg:?}",
@@ -165,7 +164,7 @@ impl Client {
                     )
                 })?;
             }
-            Event::Amended {
+            ServerMsg::Amended {
                 order, remaining, ..
             } => {
                 let Some(open) = self.view.get_mut(&order) else {
