@@ -32,6 +32,7 @@ pub fn run(args: &SimArgs, out: &mut impl Write) -> std::io::Result<bool> {
             seed,
             ticks: args.ticks,
             plant_ack_before_commit: false,
+            plant_drop_on_partial_write: false,
             print_trace: args.trace,
         });
         if args.seeds <= 1 {

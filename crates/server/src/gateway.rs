@@ -1,5 +1,8 @@
-//! The binary gateway: one thread that owns every socket (mio), decodes and authenticates
-//! frames, pushes requests into the pipeline, and writes the pipeline's replies back.
+//! The binary gateway: one thread that owns every socket (mio), pushes the sessions' requests
+//! into the pipeline, decides logins, and writes the pipeline's replies back. Each binary
+//! session's protocol (decoding, rate limit, the frames it is sent, its output bound) is a
+//! state machine without socket or clock, `BinarySession` (server/src/session.rs); this is the
+//! runtime around it.
 //!
 //! Back-pressure: when the inbound ring is full the session stops being read (its frames wait
 //! in its buffer and the kernel's), so nothing is dropped and a flood slows only its sender.
@@ -13,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use rialto_core::{AmendOrder, Command, PlaceOrder, SymbolId, UserId};
-use rialto_wire::{ClientMsg, ErrorCode, RequestKind, ServerMsg, decode_client, encode_server};
+use rialto_core::{Command, SymbolId, UserId};
+use rialto_wire::{ErrorCode, Secret, ServerMsg};
 use rustc_hash::FxHashMap;
 
 use crate::admission::{
@@ -22,11 +25,13 @@ use crate::admission::{
     Throttled,
 };
 use crate::auth::{Credentials, constant_time_eq};
+use crate::event::{Event, Outbound, Target};
 use crate::fix::{FIX_SERVICE_SESSION, FixGateway};
 use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
 use crate::metrics::{Metrics, SAMPLE_EVERY};
-use crate::pipeline::{Op, Outbound, Pipeline, Reply, Request, SYSTEM_SESSION, SessionId, Target};
-use crate::sockets::{Filled, TokenBucket, Transport, fill, write_pending};
+use crate::pipeline::{Op, Pipeline, Reply, Request, SYSTEM_SESSION, SessionId};
+use crate::session::{Action, BinarySession, Limits, Role, Sent};
+use crate::sockets::{Filled, Transport, fill, write_pending};
 use crate::web::bridge::{WebBridge, is_web_session};
 
 const ORDER_LISTENER: Token = Token(0);
@@ -34,11 +39,8 @@ const ADMIN_LISTENER: Token = Token(1);
 const WAKER: Token = Token(2);
 const FIX_LISTENER: Token = Token(3);
 const FIRST_SESSION: SessionId = 16;
-const READ_BUFFER: usize = 64 * 1024;
 /// How long a clean shutdown waits for slow sessions to take their last replies.
 const SHUTDOWN_FLUSH: Duration = Duration::from_secs(2);
-/// How long a closing session waits for the replies to commands it already sent.
-const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// How long a closed session's unread input is drained (so the close is a FIN, not a reset
 /// that would destroy replies still on their way).
 const DRAIN_WAIT: Duration = Duration::from_millis(500);
@@ -89,41 +91,19 @@ struct MarkFollower {
     set_at: Option<Instant>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Role {
-    AwaitingLogin,
-    Trader(UserId),
-    Admin,
-}
-
+/// A binary session's runtime: its socket, and the protocol's state machine
+/// (server/src/session.rs).
 struct Session {
     stream: Transport,
     peer: PeerKey,
-    admin_port: bool,
-    role: Role,
-    /// Received bytes not yet decoded are `input[input_start..input_end]`.
-    input: Box<[u8]>,
-    input_start: usize,
-    input_end: usize,
-    output: Vec<u8>,
-    output_pos: usize,
+    machine: BinarySession,
     /// The socket may hold unread bytes (edge-triggered readiness).
     readable: bool,
     /// The peer has shut down its side: read until the end of the stream, short reads or not
     /// (no further event announces an end that waits behind bytes already reported).
     read_closed: bool,
-    /// A request is waiting for room in the inbound ring.
-    paused: bool,
-    /// Close once the replies in flight are out; read nothing more.
-    closing: bool,
-    /// When `closing` was set: the wait for replies in flight is bounded.
-    closing_since: Option<Instant>,
-    /// Requests pushed into the pipeline whose reply has not come back yet.
-    in_flight: u32,
     /// Set once our side is shut down: input is read and dropped until EOF or the deadline.
     draining_since: Option<Instant>,
-    bucket: TokenBucket,
-    opened_at: Instant,
 }
 
 pub struct Gateway {
@@ -146,7 +126,7 @@ pub struct Gateway {
     web_waiting: Option<Request>,
     /// Users' fills and cancellations for the web side, and when it was last handed some.
     /// For the web side: a user's messages, or (`None`) public ones.
-    web_messages: Vec<(Option<UserId>, ServerMsg)>,
+    web_messages: Vec<(Option<UserId>, Event)>,
     web_messages_sent: Instant,
     /// User messages the web side's full queue refused, to announce with the next batch.
     web_gap: crate::web::bridge::Gap,
@@ -287,7 +267,7 @@ impl Gateway {
                     self.bell.set_sleeping(true);
                     // A paused session waits for room in the inbound ring, and a closing one
                     // for its deadline, which nobody announces: look again soon.
-                    let paused = self.sessions.values().any(|s| s.paused)
+                    let paused = self.sessions.values().any(|s| s.machine.is_blocked())
                         || self.fix.as_ref().is_some_and(FixGateway::is_waiting)
                         || self.web_waiting.is_some()
                         || self.web.as_ref().is_some_and(|w| w.has_requests());
@@ -334,7 +314,8 @@ impl Gateway {
                                 s.read_closed = true;
                             }
                             if event.is_writable()
-                                && (s.output_pos < s.output.len() || s.stream.wants_write())
+                                && (!s.machine.pending_output().is_empty()
+                                    || s.stream.wants_write())
                             {
                                 self.dirty.push(t as SessionId);
                             }
@@ -387,7 +368,7 @@ impl Gateway {
                 let flushed = self
                     .sessions
                     .values()
-                    .all(|s| s.output_pos == s.output.len())
+                    .all(|s| s.machine.pending_output().is_empty())
                     && !self
                         .fix
                         .as_ref()
@@ -463,7 +444,7 @@ impl Gateway {
         let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
         for id in ids {
             if let Some(s) = self.sessions.get_mut(&id) {
-                s.closing = true;
+                s.machine.stop_reading();
             }
         }
         self.pipeline.close_intake();
@@ -507,6 +488,11 @@ impl Gateway {
                 }
             };
             tracing::debug!(session = id, %peer, admin_port, "session opened");
+            let limits = Limits {
+                max_msgs_per_sec: self.config.max_msgs_per_sec,
+                burst: self.config.burst,
+                max_output_bytes: self.config.max_output_bytes,
+            };
             let peer = PeerKey::of(peer.ip());
             let budget = if admin_port {
                 &mut self.pending_admin_logins
@@ -523,64 +509,43 @@ impl Gateway {
                 Session {
                     stream,
                     peer,
-                    admin_port,
-                    role: Role::AwaitingLogin,
-                    input: vec![0; READ_BUFFER].into_boxed_slice(),
-                    input_start: 0,
-                    input_end: 0,
-                    output: Vec::with_capacity(4096),
-                    output_pos: 0,
+                    machine: BinarySession::new(id, admin_port, limits, Instant::now()),
                     readable: true,
                     read_closed: false,
-                    paused: false,
-                    closing: false,
-                    closing_since: None,
-                    in_flight: 0,
                     draining_since: None,
-                    bucket: TokenBucket::new(self.config.burst),
-                    opened_at: Instant::now(),
                 },
             );
         }
     }
 }
 
-/// What became of one decoded frame.
-enum Handled {
-    Done,
-    /// The inbound ring is full: keep the frame and try again later.
-    Blocked,
-    /// Stop reading this session; it closes once its output is flushed.
-    Close,
-}
-
 impl Gateway {
     /// Moves the pipeline's replies into the sessions' output buffers.
     fn route_outbound(&mut self) -> usize {
         let mut n = 0;
-        while let Some(Outbound { target, msg }) = self.pipeline.outbound.pop() {
+        while let Some(Outbound { target, event }) = self.pipeline.outbound.pop() {
             n += 1;
-            if let ServerMsg::Accepted { ts_ns, .. } | ServerMsg::Rejected { ts_ns, .. } = msg {
+            if let Event::Accepted { ts_ns, .. } | Event::Rejected { ts_ns, .. } = event {
                 self.replies += 1;
                 if self.replies.is_multiple_of(SAMPLE_EVERY) {
                     let ns = crate::pipeline::now_ns().saturating_sub(ts_ns);
                     self.metrics.roundtrip_latency.record(ns.max(0) as u64);
                 }
             }
-            if let (Some(mark), ServerMsg::Trade { symbol, price, .. }) = (&mut self.mark, &msg)
+            if let (Some(mark), Event::Trade { symbol, price, .. }) = (&mut self.mark, &event)
                 && *symbol == mark.symbol
             {
                 mark.last_trade = *price;
             }
             if let Some(fix) = &mut self.fix {
-                fix.observe(&msg);
+                fix.observe(&event);
                 match target {
                     Target::Session(id) if id >= FIX_SERVICE_SESSION => {
-                        fix.on_reply(id, &msg);
+                        fix.on_reply(id, &event);
                         continue;
                     }
-                    Target::User(user) => fix.on_user_message(user, &msg),
-                    Target::Public => fix.on_public_message(&msg),
+                    Target::User(user) => fix.on_user_message(user, &event),
+                    Target::Public => fix.on_public_message(&event),
                     Target::Session(_) | Target::WebStatus => {}
                 }
             }
@@ -592,16 +557,16 @@ impl Gateway {
                 // waits for them (an order's outcome) then knows it has them all.
                 self.send_web_messages(true);
                 if let Some(web) = &self.web {
-                    web.deliver_reply(id, msg);
+                    web.deliver_reply(id, event);
                 }
                 continue;
             }
             if self.web.is_some() {
                 match target {
-                    Target::User(user) => self.web_messages.push((Some(user), msg.clone())),
-                    Target::Public => self.web_messages.push((None, msg.clone())),
+                    Target::User(user) => self.web_messages.push((Some(user), event.clone())),
+                    Target::Public => self.web_messages.push((None, event.clone())),
                     Target::WebStatus => {
-                        self.web_messages.push((None, msg));
+                        self.web_messages.push((None, event));
                         continue;
                     }
                     Target::Session(_) => {}
@@ -611,12 +576,14 @@ impl Gateway {
                     self.send_web_messages(true);
                 }
             }
+            // The binary protocol's message, once for every session it goes to.
+            let msg = event.into_wire();
             match target {
                 Target::WebStatus => {}
                 Target::Session(id) => {
                     if let Some(s) = self.sessions.get_mut(&id) {
-                        s.in_flight = s.in_flight.saturating_sub(1);
-                        if s.closing {
+                        s.machine.reply_arrived();
+                        if s.machine.is_closing() {
                             self.dirty.push(id); // may be ready to close now
                         }
                     }
@@ -627,7 +594,7 @@ impl Gateway {
                     self.scratch.extend(
                         self.sessions
                             .iter()
-                            .filter(|(_, s)| !matches!(s.role, Role::AwaitingLogin))
+                            .filter(|(_, s)| s.machine.role() != Role::AwaitingLogin)
                             .map(|(id, _)| *id),
                     );
                     // Every session in the same order, whatever the map's.
@@ -666,17 +633,14 @@ impl Gateway {
         let (symbol, price) = (mark.symbol, mark.last_trade);
         let cmd = Command::SetMarkPrice { symbol, price };
         let reply = Reply::Admin { request: 0 };
-        match self.push(SYSTEM_SESSION, reply, Op::Command(cmd)) {
-            Handled::Done => {
-                if let Some(mark) = &mut self.mark {
-                    mark.set = price;
-                    mark.set_at = Some(Instant::now());
-                }
-                1
-            }
-            // The inbound ring is full: the next turn tries again.
-            _ => 0,
+        if !self.push(SYSTEM_SESSION, reply, Op::Command(cmd)) {
+            return 0; // the inbound ring is full: the next turn tries again
         }
+        if let Some(mark) = &mut self.mark {
+            mark.set = price;
+            mark.set_at = Some(Instant::now());
+        }
+        1
     }
 
     /// Hands the gathered fills and cancellations to the web side once they have waited long
@@ -704,23 +668,16 @@ impl Gateway {
         let Some(s) = self.sessions.get_mut(&id) else {
             return; // gone: its replies are dropped
         };
-        if s.output_pos == s.output.len() {
-            s.output.clear();
-            s.output_pos = 0;
-            self.dirty.push(id);
-        }
-        encode_server(msg, &mut s.output);
-        if s.output.len() - s.output_pos > self.config.max_output_bytes {
-            tracing::warn!(
-                session = id,
-                "closing a session that does not read its replies"
-            );
-            s.output.clear();
-            s.output_pos = 0;
-            s.closing = true;
-            s.closing_since.get_or_insert_with(Instant::now);
-            s.in_flight = 0; // nothing more is sent to it
-            self.dirty.push(id);
+        match s.machine.send(msg) {
+            Sent::Queued => {}
+            Sent::First => self.dirty.push(id),
+            Sent::Overflow => {
+                tracing::warn!(
+                    session = id,
+                    "closing a session that does not read its replies"
+                );
+                self.dirty.push(id);
+            }
         }
     }
 
@@ -730,7 +687,7 @@ impl Gateway {
         self.scratch.extend(
             self.sessions
                 .iter()
-                .filter(|(_, s)| (s.readable || s.paused) && !s.closing)
+                .filter(|(_, s)| (s.readable || s.machine.is_blocked()) && !s.machine.is_closing())
                 .map(|(id, _)| *id),
         );
         let ids = std::mem::take(&mut self.scratch);
@@ -751,70 +708,37 @@ impl Gateway {
     fn read_session(&mut self, id: SessionId) -> usize {
         let mut frames = 0;
         loop {
-            // Decode every whole frame already received.
+            // Act on every whole frame already received.
             loop {
                 let Some(s) = self.sessions.get_mut(&id) else {
                     return frames;
                 };
-                if s.closing {
+                let was_empty = s.machine.pending_output().is_empty();
+                let action = s.machine.next(Instant::now());
+                let closing = s.machine.is_closing();
+                if was_empty && !s.machine.pending_output().is_empty() {
+                    self.dirty.push(id); // a heartbeat or a refusal to send
+                }
+                if closing {
+                    self.close_after_flush(id);
                     return frames;
                 }
-                let buffered = &s.input[s.input_start..s.input_end];
-                match decode_client(buffered) {
-                    Ok(None) => break,
-                    Ok(Some((msg, len))) => {
-                        if !self.allow_frame(id) {
-                            self.reject(id, ErrorCode::Throttled, "message rate limit exceeded");
-                            self.close_after_flush(id);
+                match action {
+                    None => break,
+                    Some(Action::Request(request)) => {
+                        if let Err(request) = self.pipeline.inbound.try_push(request) {
+                            if let Some(s) = self.sessions.get_mut(&id) {
+                                s.machine.blocked(request);
+                            }
                             return frames;
                         }
-                        match self.handle(id, msg) {
-                            Handled::Blocked => {
-                                // The frame stays for a retry, which must not be charged again.
-                                if let Some(s) = self.sessions.get_mut(&id) {
-                                    s.paused = true;
-                                    s.bucket.give_back();
-                                }
-                                return frames;
-                            }
-                            Handled::Done => {}
-                            Handled::Close => {
-                                self.close_after_flush(id);
-                                return frames;
-                            }
-                        }
-                        frames += 1;
                         if let Some(s) = self.sessions.get_mut(&id) {
-                            s.paused = false;
-                            s.input_start += len;
+                            s.machine.taken();
                         }
                     }
-                    Err(e) => {
-                        let message = e.to_string();
-                        let logged_in = self
-                            .sessions
-                            .get(&id)
-                            .is_some_and(|s| s.role != Role::AwaitingLogin);
-                        // Refused frames count against the rate like any other.
-                        let allowed = self.allow_frame(id);
-                        match e.frame_len() {
-                            Some(len) if logged_in && allowed => {
-                                // The frame's bounds are known: refuse it and carry on.
-                                self.reject(id, e.code(), &message);
-                                if let Some(s) = self.sessions.get_mut(&id) {
-                                    s.input_start += len;
-                                }
-                            }
-                            // A broken stream, a session that has not logged in, or one over
-                            // its rate: refuse and close.
-                            _ => {
-                                self.reject(id, e.code(), &message);
-                                self.close_after_flush(id);
-                                return frames;
-                            }
-                        }
-                    }
+                    Some(Action::Login { user, secret }) => self.login(id, user, secret),
                 }
+                frames += 1;
             }
             let Some(s) = self.sessions.get_mut(&id) else {
                 return frames;
@@ -823,12 +747,8 @@ impl Gateway {
                 return frames;
             }
             // Make room (the partial frame moves to the start of the buffer), then read.
-            match fill(
-                &mut s.stream,
-                &mut s.input,
-                &mut s.input_start,
-                &mut s.input_end,
-            ) {
+            let (input, start, end) = s.machine.input_buffer();
+            match fill(&mut s.stream, input, start, end) {
                 Filled::Bytes { drained } => {
                     // Saves the read that would only find the socket empty.
                     if drained && !s.read_closed {
@@ -840,6 +760,7 @@ impl Gateway {
                 Filled::Eof => {
                     // The client is done sending; it still gets the replies to what it sent.
                     s.readable = false;
+                    s.machine.on_eof(Instant::now());
                     self.close_after_flush(id);
                     return frames;
                 }
@@ -855,116 +776,40 @@ impl Gateway {
         }
     }
 
-    fn allow_frame(&mut self, id: SessionId) -> bool {
-        let (rate, burst) = (self.config.max_msgs_per_sec, self.config.burst);
-        if rate == 0 {
-            return true;
-        }
-        self.sessions
-            .get_mut(&id)
-            .is_some_and(|s| s.bucket.take(rate, burst))
-    }
-
-    fn reject(&mut self, id: SessionId, code: ErrorCode, message: &str) {
-        let message = message.chars().take(200).collect();
-        self.queue(id, &ServerMsg::Error { code, message });
-    }
-
-    fn push(&mut self, id: SessionId, reply: Reply, op: Op) -> Handled {
+    /// A request of the gateway's own (the mark follower's), its reply dropped.
+    fn push(&mut self, id: SessionId, reply: Reply, op: Op) -> bool {
         let request = Request {
             session: id,
             reply,
             op,
         };
-        match self.pipeline.inbound.try_push(request) {
-            Ok(()) => {
-                if let Some(s) = self.sessions.get_mut(&id) {
-                    s.in_flight += 1;
-                }
-                Handled::Done
-            }
-            Err(_) => Handled::Blocked,
-        }
+        self.pipeline.inbound.try_push(request).is_ok()
     }
 
-    /// Acts on one frame according to who the session is.
-    fn handle(&mut self, id: SessionId, msg: ClientMsg) -> Handled {
-        let Some(s) = self.sessions.get(&id) else {
-            return Handled::Close;
-        };
-        let (role, admin_port) = (s.role, s.admin_port);
-        if role != Role::AwaitingLogin {
-            // Frames that mean the same to traders and operators.
-            match msg {
-                ClientMsg::Heartbeat { nonce } => {
-                    self.queue(id, &ServerMsg::Heartbeat { nonce });
-                    return Handled::Done;
-                }
-                ClientMsg::ListSymbols { request } => {
-                    return self.push(id, Reply::Symbols { request }, Op::ListSymbols);
-                }
-                ClientMsg::Book {
-                    request,
-                    symbol,
-                    depth,
-                } => {
-                    let depth = i64::from(depth.min(rialto_wire::MAX_BOOK_LEVELS as u32));
-                    let cmd = Command::Book { symbol, depth };
-                    return self.push(id, Reply::Book { request }, Op::Command(cmd));
-                }
-                ClientMsg::Login { .. } | ClientMsg::AdminLogin { .. } => {
-                    self.reject(id, ErrorCode::AlreadyLoggedIn, "already logged in");
-                    return Handled::Done;
-                }
-                _ => {}
-            }
-        }
-        match role {
-            Role::AwaitingLogin => self.login(id, admin_port, msg),
-            Role::Trader(user) => self.trader_frame(id, user, msg),
-            Role::Admin => self.admin_frame(id, msg),
-        }
-    }
-
-    fn login(&mut self, id: SessionId, admin_port: bool, msg: ClientMsg) -> Handled {
+    /// Decides a session's login: the throttles, the secret, the port's session limit.
+    fn login(&mut self, id: SessionId, user: UserId, secret: Secret) {
         let last_seq = self
             .pipeline
             .shared
             .applied_seq
             .load(std::sync::atomic::Ordering::Acquire);
-        let Some(peer) = self.sessions.get(&id).map(|s| s.peer) else {
-            return Handled::Close;
+        let Some(s) = self.sessions.get(&id) else {
+            return;
         };
+        let (peer, admin_port) = (s.peer, s.machine.admin_port());
         let now = Instant::now();
-        // Who the attempt is for: admin logins count as user 0.
-        let (user, secret) = match msg {
-            ClientMsg::Login { user, secret } if !admin_port => (user, secret),
-            ClientMsg::AdminLogin { secret } if admin_port => (0, secret),
-            ClientMsg::Login { .. } | ClientMsg::AdminLogin { .. } => {
-                let what = if admin_port {
-                    "this is the admin port: log in with AdminLogin"
-                } else {
-                    "admin logins are accepted only on the admin port"
-                };
-                self.reject(id, ErrorCode::AuthFailed, what);
-                return Handled::Close;
+        let refused = |gateway: &mut Gateway, code, what: &str| {
+            if let Some(s) = gateway.sessions.get_mut(&id) {
+                s.machine.refuse_login(now, code, what);
             }
-            _ => {
-                self.reject(
-                    id,
-                    ErrorCode::NotLoggedIn,
-                    "the first frame must be a login",
-                );
-                return Handled::Close;
-            }
+            gateway.close_after_flush(id);
         };
         if let Err(throttled) = self.throttle.check(peer, Some(user), now) {
             let what = match throttled {
                 Throttled::Address => "too many failed logins from this address: wait",
                 Throttled::User => "too many failed logins for this user: wait",
             };
-            self.reject(id, ErrorCode::AuthFailed, what);
-            return Handled::Close;
+            return refused(self, ErrorCode::AuthFailed, what);
         }
         let granted = if admin_port {
             constant_time_eq(self.config.admin_secret.as_bytes(), secret.as_bytes())
@@ -981,13 +826,16 @@ impl Gateway {
             } else {
                 "wrong user id or secret"
             };
-            self.reject(id, ErrorCode::AuthFailed, what);
-            return Handled::Close;
+            return refused(self, ErrorCode::AuthFailed, what);
         }
         let logged_in = self
             .sessions
             .values()
-            .filter(|s| s.admin_port == admin_port && s.role != Role::AwaitingLogin && !s.closing)
+            .filter(|s| {
+                s.machine.admin_port() == admin_port
+                    && s.machine.role() != Role::AwaitingLogin
+                    && !s.machine.is_closing()
+            })
             .count();
         let limit = if admin_port {
             self.config.max_admin_sessions
@@ -995,207 +843,21 @@ impl Gateway {
             self.config.max_sessions
         };
         if logged_in >= limit {
-            self.reject(id, ErrorCode::Busy, "too many sessions");
-            return Handled::Close;
+            return refused(self, ErrorCode::Busy, "too many sessions");
         }
         self.pending_logins.leave(id);
         self.pending_admin_logins.leave(id);
-        if let Some(s) = self.sessions.get_mut(&id) {
-            s.role = if admin_port {
-                Role::Admin
-            } else {
-                Role::Trader(user)
-            };
-        }
-        if admin_port {
+        let role = if admin_port {
             tracing::info!(session = id, "admin logged in");
-            self.queue(id, &ServerMsg::LoginAccepted { user: 0, last_seq });
+            Role::Admin
         } else {
             self.by_user.entry(user).or_default().push(id);
             tracing::debug!(session = id, user, "trader logged in");
-            self.queue(id, &ServerMsg::LoginAccepted { user, last_seq });
-        }
-        Handled::Done
-    }
-
-    fn trader_frame(&mut self, id: SessionId, user: UserId, msg: ClientMsg) -> Handled {
-        let order_reply = |order, kind| Reply::Order { order, kind };
-        match msg {
-            ClientMsg::NewOrder(o) => {
-                let place = PlaceOrder {
-                    user,
-                    order: o.order,
-                    symbol: o.symbol,
-                    side: o.side,
-                    order_type: o.order_type,
-                    tif: o.tif,
-                    price: o.price,
-                    qty: o.qty,
-                    post_only: o.post_only,
-                    stp: o.stp,
-                    extras: o.extras,
-                };
-                let reply = order_reply(o.order, RequestKind::Place);
-                self.push(id, reply, Op::Command(Command::Place(place)))
-            }
-            ClientMsg::Cancel { order } => {
-                let reply = order_reply(order, RequestKind::Cancel);
-                self.push(id, reply, Op::Command(Command::Cancel { user, order }))
-            }
-            ClientMsg::Move { order, price } => {
-                let reply = order_reply(order, RequestKind::Move);
-                let cmd = Command::Move { user, order, price };
-                self.push(id, reply, Op::Command(cmd))
-            }
-            ClientMsg::Reduce { order, qty } => {
-                let reply = order_reply(order, RequestKind::Reduce);
-                let cmd = Command::Reduce { user, order, qty };
-                self.push(id, reply, Op::Command(cmd))
-            }
-            ClientMsg::Amend {
-                order,
-                price,
-                qty,
-                stop_price,
-            } => {
-                let reply = order_reply(order, RequestKind::Amend);
-                let amend = AmendOrder::with_fields(user, order, price, qty, stop_price);
-                self.push(id, reply, Op::Command(Command::Amend(amend)))
-            }
-            ClientMsg::MassCancel { symbol } => {
-                let reply = order_reply(0, RequestKind::MassCancel);
-                let cmd = Command::MassCancel { user, symbol };
-                self.push(id, reply, Op::Command(cmd))
-            }
-            ClientMsg::MyReport { request } => {
-                let cmd = Command::UserReport { user };
-                self.push(id, Reply::Report { request }, Op::Command(cmd))
-            }
-            ClientMsg::MyReportExt { request } => {
-                let cmd = Command::UserReport { user };
-                self.push(id, Reply::ReportExt { request }, Op::Command(cmd))
-            }
-            ClientMsg::OrderStatus { request, order } => self.push(
-                id,
-                Reply::OrderStatus { request },
-                Op::OrderStatus { user, order },
-            ),
-            _ => {
-                self.reject(id, ErrorCode::NotAdmin, "admin frames go to the admin port");
-                Handled::Done
-            }
-        }
-    }
-
-    fn admin_frame(&mut self, id: SessionId, msg: ClientMsg) -> Handled {
-        match msg {
-            ClientMsg::AddSymbol { request, spec } => self.push(
-                id,
-                Reply::Admin { request },
-                Op::Command(Command::AddSymbol(Box::new(spec))),
-            ),
-            ClientMsg::AddUser { request, user } => {
-                let cmd = Command::AddUser { user };
-                self.push(id, Reply::AddUser { request }, Op::Command(cmd))
-            }
-            ClientMsg::AdjustBalance {
-                request,
-                user,
-                currency,
-                amount,
-                tx,
-            } => {
-                let cmd = Command::AdjustBalance {
-                    user,
-                    currency,
-                    amount,
-                    tx,
-                };
-                self.push(id, Reply::Admin { request }, Op::Command(cmd))
-            }
-            ClientMsg::TakeSnapshot { request } => {
-                self.push(id, Reply::Snapshot { request }, Op::TakeSnapshot)
-            }
-            ClientMsg::UserReport { request, user } => {
-                let cmd = Command::UserReport { user };
-                self.push(id, Reply::Report { request }, Op::Command(cmd))
-            }
-            ClientMsg::UserReportExt { request, user } => {
-                let cmd = Command::UserReport { user };
-                self.push(id, Reply::ReportExt { request }, Op::Command(cmd))
-            }
-            ClientMsg::VenueReport { request } => self.push(
-                id,
-                Reply::VenueReport { request },
-                Op::Command(Command::VenueReport),
-            ),
-            ClientMsg::ListUsers { request } => {
-                self.push(id, Reply::Users { request }, Op::ListUsers)
-            }
-            ClientMsg::SetOrderIdWindow { request, window_ns } => {
-                let cmd = Command::SetOrderIdWindow { window: window_ns };
-                self.push(id, Reply::Admin { request }, Op::Command(cmd))
-            }
-            ClientMsg::VenueSettings { request } => {
-                self.push(id, Reply::Settings { request }, Op::VenueSettings)
-            }
-            ClientMsg::SetPhase {
-                request,
-                symbol,
-                phase,
-            } => {
-                let cmd = Command::SetPhase { symbol, phase };
-                self.push(id, Reply::Admin { request }, Op::Command(cmd))
-            }
-            ClientMsg::SetBand {
-                request,
-                symbol,
-                band_bps,
-            } => {
-                let cmd = Command::SetBand { symbol, band_bps };
-                self.push(id, Reply::Admin { request }, Op::Command(cmd))
-            }
-            ClientMsg::SetRefPrice {
-                request,
-                symbol,
-                price,
-            } => {
-                let cmd = Command::SetRefPrice { symbol, price };
-                self.push(id, Reply::Admin { request }, Op::Command(cmd))
-            }
-            ClientMsg::SuspendUser { request, user } => {
-                let cmd = Command::SuspendUser { user };
-                self.push(id, Reply::Admin { request }, Op::Command(cmd))
-            }
-            ClientMsg::ResumeUser { request, user } => {
-                let cmd = Command::ResumeUser { user };
-                self.push(id, Reply::Admin { request }, Op::Command(cmd))
-            }
-            ClientMsg::SetMarkPrice {
-                request,
-                symbol,
-                price,
-            } => {
-                let cmd = Command::SetMarkPrice { symbol, price };
-                self.push(id, Reply::Admin { request }, Op::Command(cmd))
-            }
-            ClientMsg::FundInsurance {
-                request,
-                currency,
-                amount,
-                tx,
-            } => {
-                let cmd = Command::FundInsurance {
-                    currency,
-                    amount,
-                    tx,
-                };
-                self.push(id, Reply::Admin { request }, Op::Command(cmd))
-            }
-            _ => {
-                self.reject(id, ErrorCode::NotLoggedIn, "an admin session cannot trade");
-                Handled::Done
-            }
+            Role::Trader(user)
+        };
+        self.dirty.push(id);
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.machine.logged_in(role, last_seq);
         }
     }
 
@@ -1208,21 +870,13 @@ impl Gateway {
             let Some(s) = self.sessions.get_mut(&id) else {
                 continue;
             };
-            let failed = !write_pending(&mut s.stream, &s.output, &mut s.output_pos);
-            if s.output_pos == s.output.len() {
-                s.output.clear();
-                s.output_pos = 0;
-            }
-            let flushed = s.output.is_empty() && !s.stream.wants_write();
-            let replies_due =
-                s.in_flight > 0 && s.closing_since.is_some_and(|t| t.elapsed() < CLOSE_WAIT);
+            let (output, pos) = s.machine.output_buffer();
+            let failed = !write_pending(&mut s.stream, output, pos);
+            s.machine.written();
+            let shut = s.machine.ready_to_shut(Instant::now()) && !s.stream.wants_write();
             if failed {
                 self.close(id);
-            } else if flushed
-                && s.closing
-                && !replies_due
-                && !self.pipeline.shared.intake_closed.load(Ordering::Relaxed)
-            {
+            } else if shut && !self.pipeline.shared.intake_closed.load(Ordering::Relaxed) {
                 self.shut_down_write(id);
             }
         }
@@ -1233,8 +887,7 @@ impl Gateway {
 
     fn close_after_flush(&mut self, id: SessionId) {
         if let Some(s) = self.sessions.get_mut(&id) {
-            s.closing = true;
-            s.closing_since.get_or_insert_with(Instant::now);
+            s.machine.close_after_flush(Instant::now());
         }
         self.dirty.push(id);
         if !self.closing.contains(&id) {
@@ -1286,19 +939,18 @@ impl Gateway {
 
     /// Closes sessions that connected but did not log in within the deadline.
     fn close_silent_sessions(&mut self) {
-        let deadline = self.config.login_timeout;
-        let silent: Vec<SessionId> = self
-            .sessions
-            .iter()
-            .filter(|(_, s)| {
-                s.role == Role::AwaitingLogin && !s.closing && s.opened_at.elapsed() >= deadline
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for id in silent {
-            self.reject(id, ErrorCode::NotLoggedIn, "no login in time");
+        let (deadline, now) = (self.config.login_timeout, Instant::now());
+        self.scratch.clear();
+        for (&id, s) in self.sessions.iter_mut() {
+            if s.machine.login_overdue(now, deadline) {
+                self.scratch.push(id);
+            }
+        }
+        let silent = std::mem::take(&mut self.scratch);
+        for &id in &silent {
             self.close_after_flush(id);
         }
+        self.scratch = silent;
     }
 
     /// Moves closing sessions along: those whose replies are all out (or overdue) get their
@@ -1314,8 +966,7 @@ impl Gateway {
             };
             if s.draining_since.is_some() {
                 self.drain(id);
-            } else if s.in_flight == 0 || s.closing_since.is_some_and(|t| t.elapsed() >= CLOSE_WAIT)
-            {
+            } else if s.machine.close_wait_over(Instant::now()) {
                 self.dirty.push(id);
             }
             if self.sessions.contains_key(&id) && !self.closing.contains(&id) {
@@ -1331,7 +982,7 @@ impl Gateway {
         let _ = self.poll.registry().deregister(s.stream.tcp());
         self.pending_logins.leave(id);
         self.pending_admin_logins.leave(id);
-        if let Role::Trader(user) = s.role
+        if let Role::Trader(user) = s.machine.role()
             && let Some(ids) = self.by_user.get_mut(&user)
         {
             ids.retain(|&x| x != id);

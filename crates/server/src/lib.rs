@@ -8,6 +8,7 @@ pub mod affinity;
 pub mod auth;
 pub mod config;
 pub mod demo;
+pub mod event;
 pub mod feed;
 pub mod fix;
 pub mod fixstore;
@@ -20,6 +21,7 @@ pub mod pipeline;
 pub mod process;
 pub mod replication;
 pub mod ring;
+pub mod session;
 pub mod simlog;
 pub mod snapstore;
 pub mod sockets;
@@ -646,8 +648,8 @@ pub fn start_with_stop(
 fn read_only_answer(
     follower: Arc<std::sync::Mutex<replication::Follower>>,
 ) -> Box<web::bridge::ReadOnlyAnswer> {
+    use crate::event::Event;
     use pipeline::{Op, Reply};
-    use rialto_wire::ServerMsg;
     Box::new(move |reply: &Reply, op: &Op| {
         let follower = follower.lock().unwrap_or_else(|e| e.into_inner());
         let engine = &follower.engine;
@@ -661,7 +663,7 @@ fn read_only_answer(
                     .collect();
                 symbols.sort_by_key(|(id, _)| *id);
                 symbols.truncate(rialto_wire::MAX_SYMBOL_LIST_ITEMS);
-                Some(ServerMsg::VenueSettings {
+                Some(Event::VenueSettings {
                     request,
                     seq,
                     order_id_window_ns: engine.order_id_window(),
@@ -671,7 +673,7 @@ fn read_only_answer(
             (&Reply::Users { request }, Op::ListUsers) => {
                 let mut users = engine.users();
                 users.truncate(rialto_wire::MAX_USER_LIST_ITEMS);
-                Some(ServerMsg::UserList { request, users })
+                Some(Event::UserList { request, users })
             }
             (
                 &Reply::Report { request },
@@ -682,14 +684,14 @@ fn read_only_answer(
                     report.balances.truncate(rialto_wire::MAX_REPORT_BALANCES);
                     report.orders.truncate(rialto_wire::MAX_REPORT_ORDERS);
                     report.positions.truncate(rialto_wire::MAX_REPORT_POSITIONS);
-                    ServerMsg::Report {
+                    Event::Report {
                         request,
                         seq,
                         report,
                         margins,
                     }
                 }
-                None => ServerMsg::AdminResult {
+                None => Event::AdminResult {
                     request,
                     seq,
                     result: Err(rialto_core::Reason::UnknownUser),

@@ -30,9 +30,10 @@ use rialto_core::{
     Command, Engine, Name, OrderId, OwnedEvent, PREFETCH_LOOKAHEAD, Reason, SymbolId, SymbolKind,
     UserId, UserReport,
 };
-use rialto_wire::{ErrorCode, Liquidity, Margin, OrderState, RequestKind, Secret, ServerMsg};
+use rialto_wire::{ErrorCode, Liquidity, Margin, OrderState, RequestKind, Secret};
 
 use crate::auth::Credentials;
+pub use crate::event::{Event, Outbound, Target};
 use crate::idle::{Bell, Idler, MAX_SLEEP, WaitStrategy};
 use crate::metrics::{Metrics, SAMPLE_EVERY};
 use crate::replication::{CommandLog, MAX_APPENDS_IN_FLIGHT};
@@ -122,26 +123,6 @@ pub struct Sequenced {
     /// The command's sequence number; for a query, that of the last command before it.
     pub seq: u64,
     pub ts_ns: i64,
-}
-
-/// Who an outbound message is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    Session(SessionId),
-    /// Every session logged in as this user (fills and cancels of its orders).
-    User(UserId),
-    /// Everyone: every logged-in binary and FIX session and the web's public `status`
-    /// channel (phase changes and auction results).
-    Public,
-    /// The web's public `status` channel only: a symbol's new band or reference price, which no
-    /// binary or FIX message carries (a `VenueSettings` of that one symbol).
-    WebStatus,
-}
-
-#[derive(Clone, Debug)]
-pub struct Outbound {
-    pub target: Target,
-    pub msg: ServerMsg,
 }
 
 /// A report's margin figures: the user's cross margin in each currency that quotes a future
@@ -1050,11 +1031,11 @@ impl EngineStage {
     /// Queues a reply. It never waits for the gateway (which may be this very thread): a reply
     /// that finds the ring full waits in the spill queue, and no further command is applied
     /// until the spill is out. One command's replies bound the spill.
-    fn send(&mut self, target: Target, msg: ServerMsg) {
+    fn send(&mut self, target: Target, event: Event) {
         if target == Target::Session(SYSTEM_SESSION) {
             return;
         }
-        let out = Outbound { target, msg };
+        let out = Outbound { target, event };
         if !self.spill.is_empty() {
             self.spill.push_back(out);
         } else if let Err(out) = self.outbound.try_push(out) {
@@ -1077,7 +1058,7 @@ impl EngineStage {
                 };
                 let mut symbols = self.engine.symbols_by_name();
                 symbols.truncate(rialto_wire::MAX_SYMBOL_LIST_ITEMS);
-                self.send(session, ServerMsg::SymbolList { request, symbols });
+                self.send(session, Event::SymbolList { request, symbols });
                 return;
             }
             Op::ListUsers => {
@@ -1086,7 +1067,7 @@ impl EngineStage {
                 };
                 let mut users = self.engine.users();
                 users.truncate(rialto_wire::MAX_USER_LIST_ITEMS);
-                self.send(session, ServerMsg::UserList { request, users });
+                self.send(session, Event::UserList { request, users });
                 return;
             }
             Op::VenueSettings => {
@@ -1101,7 +1082,7 @@ impl EngineStage {
                     .collect();
                 symbols.sort_by_key(|(id, _)| *id);
                 symbols.truncate(rialto_wire::MAX_SYMBOL_LIST_ITEMS);
-                let msg = ServerMsg::VenueSettings {
+                let msg = Event::VenueSettings {
                     request,
                     seq,
                     order_id_window_ns: self.engine.order_id_window(),
@@ -1119,7 +1100,7 @@ impl EngineStage {
                     None if self.engine.order_id_taken(user, order) => (OrderState::Ended, 0),
                     None => (OrderState::Unknown, 0),
                 };
-                let msg = ServerMsg::OrderStatus {
+                let msg = Event::OrderStatus {
                     request,
                     seq,
                     order,
@@ -1181,7 +1162,7 @@ impl EngineStage {
     /// channel.
     fn announce_band(&mut self, seq: u64, symbol: SymbolId) {
         if let Some(status) = self.engine.symbol_status(symbol) {
-            let msg = ServerMsg::VenueSettings {
+            let msg = Event::VenueSettings {
                 request: 0,
                 seq,
                 order_id_window_ns: self.engine.order_id_window(),
@@ -1206,13 +1187,13 @@ impl EngineStage {
         match reply {
             Reply::Order { order, kind } => {
                 let msg = match result {
-                    Ok(()) => ServerMsg::Accepted {
+                    Ok(()) => Event::Accepted {
                         seq,
                         ts_ns,
                         order,
                         kind,
                     },
-                    Err(reason) => ServerMsg::Rejected {
+                    Err(reason) => Event::Rejected {
                         seq,
                         ts_ns,
                         order,
@@ -1225,7 +1206,7 @@ impl EngineStage {
             Reply::Admin { request } => {
                 self.send(
                     session,
-                    ServerMsg::AdminResult {
+                    Event::AdminResult {
                         request,
                         seq,
                         result,
@@ -1234,14 +1215,14 @@ impl EngineStage {
             }
             Reply::AddUser { request } => {
                 let msg = match (result, cmd) {
-                    (Ok(()), Command::AddUser { user }) => ServerMsg::UserAdded {
+                    (Ok(()), Command::AddUser { user }) => Event::UserAdded {
                         request,
                         seq,
                         user: *user,
                         secret: Secret::new(self.credentials.user_secret(*user).as_bytes())
                             .expect("a derived secret is 32 bytes"),
                     },
-                    _ => ServerMsg::AdminResult {
+                    _ => Event::AdminResult {
                         request,
                         seq,
                         result,
@@ -1261,7 +1242,7 @@ impl EngineStage {
                         report.positions.truncate(rialto_wire::MAX_REPORT_POSITIONS);
                         if ext {
                             report.orders.truncate(rialto_wire::MAX_REPORT_EXT_ORDERS);
-                            ServerMsg::ReportExt {
+                            Event::ReportExt {
                                 request,
                                 seq,
                                 report,
@@ -1269,7 +1250,7 @@ impl EngineStage {
                             }
                         } else {
                             report.orders.truncate(rialto_wire::MAX_REPORT_ORDERS);
-                            ServerMsg::Report {
+                            Event::Report {
                                 request,
                                 seq,
                                 report,
@@ -1279,16 +1260,16 @@ impl EngineStage {
                     }
                     Some(OwnedEvent::VenueReport(mut totals)) => {
                         totals.truncate(rialto_wire::MAX_VENUE_CURRENCIES);
-                        ServerMsg::VenueReport { request, totals }
+                        Event::VenueReport { request, totals }
                     }
-                    Some(OwnedEvent::Book { symbol, bids, asks }) => ServerMsg::Book {
+                    Some(OwnedEvent::Book { symbol, bids, asks }) => Event::Book {
                         request,
                         seq,
                         symbol,
                         bids,
                         asks,
                     },
-                    _ => ServerMsg::AdminResult {
+                    _ => Event::AdminResult {
                         request,
                         seq,
                         result,
@@ -1304,7 +1285,7 @@ impl EngineStage {
             | Reply::Settings { request } => {
                 self.send(
                     session,
-                    ServerMsg::AdminResult {
+                    Event::AdminResult {
                         request,
                         seq,
                         result,
@@ -1315,7 +1296,7 @@ impl EngineStage {
         for i in 0..self.events.len() {
             match self.events[i] {
                 OwnedEvent::Trade(t) => {
-                    let common = |order, side, fee, liquidity| ServerMsg::Trade {
+                    let common = |order, side, fee, liquidity| Event::Trade {
                         seq,
                         ts_ns,
                         order,
@@ -1337,7 +1318,7 @@ impl EngineStage {
                     self.send(Target::User(t.taker_user), taker);
                 }
                 OwnedEvent::Cancelled(c) => {
-                    let msg = ServerMsg::Cancelled {
+                    let msg = Event::Cancelled {
                         seq,
                         ts_ns,
                         order: c.order,
@@ -1349,7 +1330,7 @@ impl EngineStage {
                     self.send(Target::User(c.user), msg);
                 }
                 OwnedEvent::Amended(a) => {
-                    let msg = ServerMsg::Amended {
+                    let msg = Event::Amended {
                         seq,
                         ts_ns,
                         order: a.order,
@@ -1363,7 +1344,7 @@ impl EngineStage {
                     self.send(Target::User(a.user), msg);
                 }
                 OwnedEvent::Triggered(t) => {
-                    let msg = ServerMsg::Triggered {
+                    let msg = Event::Triggered {
                         seq,
                         ts_ns,
                         order: t.order,
@@ -1374,7 +1355,7 @@ impl EngineStage {
                     self.send(Target::User(t.user), msg);
                 }
                 OwnedEvent::Phase(p) => {
-                    let msg = ServerMsg::PhaseChanged {
+                    let msg = Event::PhaseChanged {
                         seq,
                         ts_ns,
                         symbol: p.symbol,
@@ -1383,7 +1364,7 @@ impl EngineStage {
                     self.send(Target::Public, msg);
                 }
                 OwnedEvent::Auction(a) => {
-                    let msg = ServerMsg::Auction {
+                    let msg = Event::Auction {
                         seq,
                         ts_ns,
                         symbol: a.symbol,
@@ -1394,7 +1375,7 @@ impl EngineStage {
                     self.send(Target::Public, msg);
                 }
                 OwnedEvent::Liquidated(l) => {
-                    let msg = ServerMsg::Liquidated {
+                    let msg = Event::Liquidated {
                         seq,
                         ts_ns,
                         currency: l.currency,
@@ -1434,7 +1415,7 @@ impl EngineStage {
                     let result = Err(Reason::LimitExceeded);
                     self.send(
                         Target::Session(session),
-                        ServerMsg::AdminResult {
+                        Event::AdminResult {
                             request,
                             seq,
                             result,
@@ -1507,7 +1488,7 @@ impl SnapshotWriter {
                             ),
                         }
                     }
-                    ServerMsg::SnapshotTaken {
+                    Event::SnapshotTaken {
                         request: job.asked_by.map_or(0, |(_, r)| r),
                         seq: job.seq,
                         state_hash,
@@ -1516,7 +1497,7 @@ impl SnapshotWriter {
                 Err(e) => {
                     // The journal still holds everything: a failed snapshot loses nothing.
                     tracing::error!(seq = job.seq, "snapshot failed: {e}");
-                    ServerMsg::Error {
+                    Event::Error {
                         code: ErrorCode::Internal,
                         message: format!("snapshot at seq {} failed: {e}", job.seq),
                     }
@@ -1526,7 +1507,7 @@ impl SnapshotWriter {
                 let shared = &self.shared;
                 let out = Outbound {
                     target: Target::Session(session),
-                    msg,
+                    event: msg,
                 };
                 if self
                     .outbound

@@ -39,18 +39,28 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// A full bucket: a new connection may send a whole burst at once.
     pub fn new(burst: u64) -> TokenBucket {
+        TokenBucket::new_at(burst, Instant::now())
+    }
+
+    /// [`TokenBucket::new`] with the time given (sans-IO callers own the clock).
+    pub fn new_at(burst: u64, now: Instant) -> TokenBucket {
         TokenBucket {
             tokens: burst.max(1) as f64,
-            last: Instant::now(),
+            last: now,
         }
     }
 
     /// Takes one token if there is one.
     pub fn take(&mut self, rate: u64, burst: u64) -> bool {
+        self.take_at(rate, burst, Instant::now())
+    }
+
+    /// [`TokenBucket::take`] at the time given (never earlier than the last).
+    pub fn take_at(&mut self, rate: u64, burst: u64, now: Instant) -> bool {
         if rate == 0 {
             return true;
         }
-        let now = Instant::now();
+        let now = now.max(self.last);
         let refill = now.duration_since(self.last).as_secs_f64() * rate as f64;
         self.tokens = (self.tokens + refill).min(burst.max(1) as f64);
         self.last = now;

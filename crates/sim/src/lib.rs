@@ -4,12 +4,14 @@
 //! the market data replica) step by step, in an order drawn from the seed, with everything
 //! else the simulator's: the clock (`Clock::Simulated`), the command log
 //! (`CommandLog::Simulated`: the journal's record encoding on a disk that fails as the seed
-//! says), the traders (server/src/pipeline.rs `Request`s in, `Outbound` replies out), crashes
+//! says), the traders (connected through the binary gateway's session state machine,
+//! server/src/session.rs, over a simulated network: `net.rs`), crashes
 //! and recovery (the journal crate's `recover_with`, as `rialto serve` recovers). Checkers run
 //! after every step; a seed's run is a pure function of the seed, so a failure replays bit for
 //! bit.
 
 pub mod client;
+pub mod net;
 pub mod rng;
 
 use std::collections::BTreeMap;
@@ -17,6 +19,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use rialto_core::{Engine, EngineConfig, Prefetch, SymbolId};
 use rialto_journal::RecoverOptions;
@@ -27,11 +30,13 @@ use rialto_server::pipeline::{
     Clock, MdChannel, Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, Target,
 };
 use rialto_server::replication::CommandLog;
+use rialto_server::session::Action;
 use rialto_server::simlog::{CommitFault, SimDisk, SimulatedLog};
 use rialto_wire::ServerMsg;
 use sha2::{Digest, Sha256};
 
 use crate::client::Client;
+use crate::net::Conn;
 use crate::rng::Rng;
 
 /// Chances per tick, in millionths.
@@ -50,6 +55,8 @@ pub struct SimConfig {
     /// Plant the bug "acknowledge before the journal commit" (only builds of rialto-server
     /// with the `planted-bugs` feature can; others make the run fail at once).
     pub plant_ack_before_commit: bool,
+    /// Plant the bug "a gateway that drops a reply on a partial write" (as above).
+    pub plant_drop_on_partial_write: bool,
     /// Print the trace (every step's events) on stderr.
     pub print_trace: bool,
 }
@@ -204,6 +211,13 @@ struct Sim {
     ring_capacity: usize,
     batch_max: usize,
     clients: Vec<Client>,
+    /// Each client's connection, by the client's index.
+    conns: Vec<Conn>,
+    /// Draws of the network (how many bytes move, the order connections are served in).
+    net_rng: Rng,
+    plant_partial_write: bool,
+    /// The sessions' clock: the simulated time from here.
+    base: Instant,
     symbols: Vec<SymbolId>,
     /// The highest seq any client was told of: recovery must reach it.
     max_acked_seq: u64,
@@ -224,6 +238,7 @@ impl Sim {
     fn new(config: &SimConfig) -> Result<Sim, String> {
         let mut rng = Rng::new(config.seed);
         let clients_rng = rng.fork();
+        let net_rng = rng.fork();
         let ring_capacity = [4, 16, 256][rng.below(3) as usize];
         let batch_max = [1, 4, 64][rng.below(3) as usize];
         let tmp = tempfile::Builder::new()
@@ -240,6 +255,10 @@ impl Sim {
             ring_capacity,
             batch_max,
             clients: Vec::new(),
+            conns: Vec::new(),
+            net_rng,
+            plant_partial_write: config.plant_drop_on_partial_write,
+            base: Instant::now(),
             symbols: Vec::new(),
             max_acked_seq: 0,
             tmp,
@@ -340,6 +359,7 @@ impl Sim {
         self.clients = (1..=count)
             .map(|user| Client::new(user, 100 + user as u64))
             .collect();
+        self.connect()?;
         self.check()
     }
 
@@ -361,7 +381,7 @@ impl Sim {
         self.send_requests();
         self.maybe_plant_fault();
         for _ in 0..1 + self.rng.below(4) {
-            match self.rng.below(4) {
+            match self.rng.below(5) {
                 0 => {
                     self.node().pipeline.step_journal();
                 }
@@ -369,7 +389,10 @@ impl Sim {
                     self.node().pipeline.step_engine();
                 }
                 2 => self.step_replica()?,
-                _ => self.deliver()?,
+                3 => self.deliver()?,
+                _ => {
+                    self.network(false)?;
+                }
             }
             if self.node().pipeline.shared.has_failed() {
                 break;
@@ -400,11 +423,13 @@ impl Sim {
     }
 
     /// Runs the engine stage and delivers its replies until it has nothing left to send (its
-    /// spill moves out only once the outbound ring has room).
+    /// spill moves out only once the outbound ring has room), and every byte of them to the
+    /// clients.
     fn settle_engine(&mut self) -> Result<(), String> {
         loop {
             self.deliver()?;
-            if self.node().pipeline.step_engine() == 0 {
+            let moved = self.network(true)?;
+            if self.node().pipeline.step_engine() == 0 && moved == 0 {
                 return Ok(());
             }
         }
@@ -424,15 +449,16 @@ impl Sim {
         failure.clone()
     }
 
-    /// Moves the clients' requests into the inbound ring, oldest first, as far as it has room
-    /// (a gateway stops reading a session whose request does not fit).
+    /// The clients write their requests' frames, oldest first, as far as their connection
+    /// has room (a gateway stops reading a session whose request does not fit in the inbound
+    /// ring, and then the socket's buffers fill).
     fn send_requests(&mut self) {
-        let node = self.node.as_mut().expect("a node runs");
-        for client in &mut self.clients {
+        for (client, conn) in self.clients.iter_mut().zip(&mut self.conns) {
             while let Some(request) = client.outbox.front() {
-                if node.pipeline.inbound.try_push(request.clone()).is_err() {
-                    return;
+                if !conn.has_room() {
+                    break;
                 }
+                conn.write(request);
                 if self.print_trace {
                     eprintln!("{} -> {:?}", client.user, request.op);
                 }
@@ -440,6 +466,79 @@ impl Sim {
                 self.commands += 1;
             }
         }
+    }
+
+    /// Every client connects and logs in (the node has just started).
+    fn connect(&mut self) -> Result<(), String> {
+        let now = net::instant(self.base, self.clock.load(Ordering::Relaxed) - EPOCH_NS);
+        let last_seq = self.node().engine().last_seq();
+        self.conns = self
+            .clients
+            .iter()
+            .map(|c| Conn::logged_in(c.session, c.user, last_seq, now))
+            .collect();
+        if self.plant_partial_write {
+            for conn in &mut self.conns {
+                if !conn.session.plant_drop_on_partial_write() {
+                    return Err(
+                        "this build of rialto-server cannot plant bugs (feature planted-bugs)"
+                            .into(),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One turn of the network, the connections in an order drawn from the seed: part of each
+    /// client's bytes reach its session, whose requests go into the inbound ring as far as it
+    /// has room; one write of each session's output, which the socket takes in part; the
+    /// client reads the whole messages it has. With `all`, every byte moves. Returns the bytes
+    /// moved.
+    fn network(&mut self, all: bool) -> Result<usize, String> {
+        let now = net::instant(self.base, self.clock.load(Ordering::Relaxed) - EPOCH_NS);
+        let mut order: Vec<usize> = (0..self.conns.len()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, self.net_rng.below(i as u64 + 1) as usize);
+        }
+        let mut moved = 0;
+        for i in order {
+            let node = self.node.as_mut().expect("a node runs");
+            let conn = &mut self.conns[i];
+            moved += conn.carry_up(&mut self.net_rng, all);
+            while let Some(action) = conn.session.next(now) {
+                match action {
+                    Action::Request(request) => {
+                        if let Err(request) = node.pipeline.inbound.try_push(request) {
+                            conn.session.blocked(request);
+                            break;
+                        }
+                        conn.session.taken();
+                    }
+                    Action::Login { .. } => return Err("a second login".into()),
+                }
+            }
+            if conn.session.is_closing() {
+                return Err(format!(
+                    "the gateway closed user {}'s session",
+                    self.clients[i].user
+                ));
+            }
+            moved += conn.carry_down(&mut self.net_rng, all);
+            for msg in conn.read()? {
+                let client = &mut self.clients[i];
+                let line = format!("{} <- {msg:?}", client.user);
+                self.trace.update(&line);
+                if self.print_trace {
+                    eprintln!("{line}");
+                }
+                client.receive(&msg)?;
+                if let Some(seq) = seq_of(&msg) {
+                    self.max_acked_seq = self.max_acked_seq.max(seq);
+                }
+            }
+        }
+        Ok(moved)
     }
 
     fn maybe_plant_fault(&mut self) {
@@ -470,24 +569,22 @@ impl Sim {
             .map_err(|e| format!("market data replica: {e}"))
     }
 
-    /// Hands every reply in the outbound ring to its client.
+    /// Routes every event in the outbound ring to the sessions it is for, as the gateway's
+    /// `route_outbound` does: each becomes the binary protocol's frame in their output.
     fn deliver(&mut self) -> Result<(), String> {
         let node = self.node.as_mut().expect("a node runs");
         while let Some(out) = node.pipeline.outbound.pop() {
-            let client = match out.target {
-                Target::Session(session) => self.clients.iter_mut().find(|c| c.session == session),
-                Target::User(user) => self.clients.iter_mut().find(|c| c.user == user),
-                Target::Public | Target::WebStatus => None,
-            };
-            let Some(client) = client else { continue };
-            let line = format!("{} <- {:?}", client.user, out.msg);
-            self.trace.update(&line);
-            if self.print_trace {
-                eprintln!("{line}");
-            }
-            client.receive(&out.msg)?;
-            if let Some(seq) = seq_of(&out.msg) {
-                self.max_acked_seq = self.max_acked_seq.max(seq);
+            let msg = out.event.into_wire();
+            for (client, conn) in self.clients.iter().zip(&mut self.conns) {
+                match out.target {
+                    Target::Session(session) if session == client.session => {
+                        conn.session.reply_arrived();
+                    }
+                    Target::User(user) if user == client.user => {}
+                    Target::Public => {}
+                    _ => continue,
+                }
+                conn.session.send(&msg);
             }
         }
         Ok(())
@@ -596,6 +693,7 @@ impl Sim {
         self.conserved_at = u64::MAX;
         self.replica_checked_at = u64::MAX;
         self.node = Some(self.start_node(recovered.engine, recovered.last_ts_ns)?);
+        self.connect()?;
         self.check()
     }
 

@@ -12,6 +12,17 @@ fn run(seed: u64, plant: bool) -> Outcome {
         seed,
         ticks: TICKS,
         plant_ack_before_commit: plant,
+        plant_drop_on_partial_write: false,
+        print_trace: false,
+    })
+}
+
+fn run_dropping_on_partial_writes(seed: u64) -> Outcome {
+    rialto_sim::run(&SimConfig {
+        seed,
+        ticks: TICKS,
+        plant_ack_before_commit: false,
+        plant_drop_on_partial_write: true,
         print_trace: false,
     })
 }
@@ -76,6 +87,20 @@ fn the_simulator_finds_acknowledge_before_commit_within_a_hundred_seeds_and_repl
     );
     // The failing seed replays: the same failure at the same tick, the same trace.
     let again = run(found.seed, true);
+    assert_eq!(again.failure, Some(failure));
+    assert_eq!(again.trace_hash, found.trace_hash);
+}
+
+#[test]
+fn the_simulator_finds_a_gateway_that_drops_a_reply_on_a_partial_write_within_a_hundred_seeds() {
+    let found = (1..=100)
+        .map(run_dropping_on_partial_writes)
+        .find(|o| o.failure.is_some());
+    let found = found.expect("the planted bug was not found in 100 seeds");
+    let failure = found.failure.clone().expect("a failure");
+    println!("the planted bug found by seed {} {failure}", found.seed);
+    // The same seeds pass unplanted (the test above): this failure is the bug's.
+    let again = run_dropping_on_partial_writes(found.seed);
     assert_eq!(again.failure, Some(failure));
     assert_eq!(again.trace_hash, found.trace_hash);
 }

@@ -30,13 +30,13 @@ use rialto_fix::session::{
     business_reject_reason,
 };
 use rialto_fix::{ApplVersion, Decimal, Frame, MessageWriter, Version, next_frame, tags};
-use rialto_wire::ServerMsg;
 
 use crate::admission::{
     LOG_EVERY, LogLimiter, LoginThrottle, PRUNE_EVERY, PeerKey, PreAuthBudget, ThrottleSettings,
     Throttled,
 };
 use crate::auth::Credentials;
+use crate::event::Event;
 use crate::fixstore::{FixMirror, SessionStore};
 use crate::idle::Bell;
 use crate::pipeline::{Op, Pipeline, Reply, Request, SessionId, now_ns};
@@ -518,9 +518,9 @@ impl FixGateway {
     }
 
     /// A reply for a FIX session or for the gateway's own queries.
-    pub fn on_reply(&mut self, id: SessionId, msg: &ServerMsg) {
+    pub fn on_reply(&mut self, id: SessionId, msg: &Event) {
         if id == FIX_SERVICE_SESSION {
-            if let ServerMsg::SymbolList { symbols, .. } = msg {
+            if let Event::SymbolList { symbols, .. } = msg {
                 self.core.instruments.refresh(symbols);
             }
             return;
@@ -531,7 +531,7 @@ impl FixGateway {
         }
         let mut reports = std::mem::take(&mut self.core.reports);
         match *msg {
-            ServerMsg::Accepted {
+            Event::Accepted {
                 seq,
                 ts_ns,
                 order,
@@ -541,7 +541,7 @@ impl FixGateway {
                     .desk
                     .on_reply(order, kind, Ok(()), seq, ts_ns, &mut reports);
             }
-            ServerMsg::Rejected {
+            Event::Rejected {
                 seq,
                 ts_ns,
                 order,
@@ -557,7 +557,7 @@ impl FixGateway {
                     &mut reports,
                 );
             }
-            ServerMsg::SymbolList { ref symbols, .. } => {
+            Event::SymbolList { ref symbols, .. } => {
                 self.core.instruments.refresh(symbols);
                 if let Some(req_id) = self.core.slots[slot].security_lists.pop_front() {
                     self.send_security_list(slot, &req_id);
@@ -570,7 +570,7 @@ impl FixGateway {
     }
 
     /// A message for a user's sessions (fills and cancels).
-    pub fn on_user_message(&mut self, user: UserId, msg: &ServerMsg) {
+    pub fn on_user_message(&mut self, user: UserId, msg: &Event) {
         let mut reports = std::mem::take(&mut self.core.reports);
         for slot in 0..self.core.slots.len() {
             if self.core.slots[slot].user != user {
@@ -579,7 +579,7 @@ impl FixGateway {
             let desk = &mut self.core.slots[slot].desk;
             match *msg {
                 // Order 0: the close of a liquidation, the venue's order (docs/fix.md).
-                ServerMsg::Trade {
+                Event::Trade {
                     seq,
                     ts_ns,
                     order: 0,
@@ -589,7 +589,7 @@ impl FixGateway {
                     qty,
                     ..
                 } => desk.on_liquidation_trade(symbol, side, price, qty, seq, ts_ns, &mut reports),
-                ServerMsg::Cancelled {
+                Event::Cancelled {
                     seq,
                     ts_ns,
                     order: 0,
@@ -598,7 +598,7 @@ impl FixGateway {
                     qty,
                     ..
                 } => desk.on_liquidation_cancelled(symbol, side, qty, seq, ts_ns, &mut reports),
-                ServerMsg::Trade {
+                Event::Trade {
                     seq,
                     ts_ns,
                     order,
@@ -606,7 +606,7 @@ impl FixGateway {
                     qty,
                     ..
                 } => desk.on_trade(order, price, qty, seq, ts_ns, &mut reports),
-                ServerMsg::Cancelled {
+                Event::Cancelled {
                     seq,
                     ts_ns,
                     order,
@@ -616,7 +616,7 @@ impl FixGateway {
                 } => {
                     desk.on_cancelled(order, qty, reason, seq, ts_ns, &mut reports);
                 }
-                ServerMsg::Triggered {
+                Event::Triggered {
                     seq, ts_ns, order, ..
                 } => desk.on_triggered(order, seq, ts_ns, &mut reports),
                 _ => {}
@@ -628,8 +628,8 @@ impl FixGateway {
 
     /// A message for everyone: a symbol's phase change goes to every logged-on session as
     /// SecurityStatus (f) with its SecurityTradingStatus (docs/fix.md, "Trading phases").
-    pub fn on_public_message(&mut self, msg: &ServerMsg) {
-        let ServerMsg::PhaseChanged {
+    pub fn on_public_message(&mut self, msg: &Event) {
+        let Event::PhaseChanged {
             symbol,
             phase,
             ts_ns,
@@ -671,8 +671,8 @@ impl FixGateway {
 
     /// Every message the engine sends passes here once: a change of the symbols refreshes
     /// the list.
-    pub fn observe(&mut self, msg: &ServerMsg) {
-        if let ServerMsg::AdminResult { result: Ok(()), .. } = msg {
+    pub fn observe(&mut self, msg: &Event) {
+        if let Event::AdminResult { result: Ok(()), .. } = msg {
             self.symbols_stale = true;
         }
     }

@@ -18,15 +18,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_queue::ArrayQueue;
 use rialto_core::UserId;
-use rialto_wire::ServerMsg;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::event::Event;
 use crate::idle::Bell;
 use crate::pipeline::{Op, Reply, Request, SessionId};
 
 /// Messages for the web side, in pipeline order: a user's (`Some`), or public ones (`None`:
 /// phase changes and auction results).
-pub type WebMessages = Vec<(Option<UserId>, ServerMsg)>;
+pub type WebMessages = Vec<(Option<UserId>, Event)>;
 
 /// One hand-over to the web side: the gap before these messages, if some were dropped.
 pub struct WebBatch {
@@ -70,16 +70,16 @@ impl Gap {
 }
 
 /// The seq of the command a user or public message comes from (0 for others).
-pub fn message_seq(msg: &ServerMsg) -> u64 {
+pub fn message_seq(msg: &Event) -> u64 {
     match *msg {
-        ServerMsg::Trade { seq, .. }
-        | ServerMsg::Cancelled { seq, .. }
-        | ServerMsg::Amended { seq, .. }
-        | ServerMsg::Triggered { seq, .. }
-        | ServerMsg::Liquidated { seq, .. }
-        | ServerMsg::PhaseChanged { seq, .. }
-        | ServerMsg::Auction { seq, .. }
-        | ServerMsg::VenueSettings { seq, .. } => seq,
+        Event::Trade { seq, .. }
+        | Event::Cancelled { seq, .. }
+        | Event::Amended { seq, .. }
+        | Event::Triggered { seq, .. }
+        | Event::Liquidated { seq, .. }
+        | Event::PhaseChanged { seq, .. }
+        | Event::Auction { seq, .. }
+        | Event::VenueSettings { seq, .. } => seq,
         _ => 0,
     }
 }
@@ -106,7 +106,7 @@ pub enum CallError {
 }
 
 /// A read replica's answer to a request, from its own engine; `None`: refused.
-pub type ReadOnlyAnswer = dyn Fn(&Reply, &Op) -> Option<ServerMsg> + Send + Sync;
+pub type ReadOnlyAnswer = dyn Fn(&Reply, &Op) -> Option<Event> + Send + Sync;
 
 pub struct WebBridge {
     requests: ArrayQueue<Request>,
@@ -117,7 +117,7 @@ pub struct WebBridge {
     answer: OnceLock<Box<ReadOnlyAnswer>>,
     gateway_bell: OnceLock<Arc<Bell>>,
     next_session: AtomicU64,
-    pending: Mutex<HashMap<SessionId, oneshot::Sender<ServerMsg>>>,
+    pending: Mutex<HashMap<SessionId, oneshot::Sender<Event>>>,
     /// Fills and cancellations for users (and, for `None`, public messages: phase changes and
     /// auction results), in pipeline order, a few at a time; bounded.
     user_messages: mpsc::Sender<WebBatch>,
@@ -168,7 +168,7 @@ impl WebBridge {
     }
 
     /// Sends one request into the pipeline and waits for its reply.
-    pub async fn call(&self, reply: Reply, op: Op) -> Result<ServerMsg, CallError> {
+    pub async fn call(&self, reply: Reply, op: Op) -> Result<Event, CallError> {
         if self.is_read_only() {
             let answer = self.answer.get().and_then(|answer| answer(&reply, &op));
             return answer.ok_or(CallError::ReadOnlyReplica);
@@ -203,7 +203,7 @@ impl WebBridge {
 
     fn lock_pending(
         &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<SessionId, oneshot::Sender<ServerMsg>>> {
+    ) -> std::sync::MutexGuard<'_, HashMap<SessionId, oneshot::Sender<Event>>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -220,7 +220,7 @@ impl WebBridge {
     }
 
     /// A reply to a web session.
-    pub fn deliver_reply(&self, session: SessionId, msg: ServerMsg) {
+    pub fn deliver_reply(&self, session: SessionId, msg: Event) {
         if let Some(tx) = self.lock_pending().remove(&session) {
             let _ = tx.send(msg);
         }

@@ -10,12 +10,12 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use rialto_core::{SymbolId, UserId};
-use rialto_wire::ServerMsg;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 use super::AppState;
 use super::units::Catalog;
+use crate::event::Event;
 
 pub const HISTORY_LEN: usize = 1000;
 /// The most messages a user's stream holds for a subscriber that has not forwarded them yet,
@@ -25,7 +25,7 @@ const MAX_STREAM_BACKLOG: usize = 1 << 16;
 /// One entry of a user's history.
 enum Entry {
     /// A fill or cancellation, as the gateway handed it over.
-    Message(ServerMsg),
+    Message(Event),
     /// An event already in its JSON form (an object with a `type`).
     Json(Value),
 }
@@ -193,9 +193,9 @@ fn announce_gap(state: &Arc<AppState>, gap: &super::bridge::Gap) {
 
 /// A phase change, an auction result, a new band or reference price or a future's new mark,
 /// to the public `status` channel (docs/api.md).
-fn publish_status(state: &AppState, msg: &ServerMsg) {
+fn publish_status(state: &AppState, msg: &Event) {
     let event = match *msg {
-        ServerMsg::VenueSettings {
+        Event::VenueSettings {
             seq, ref symbols, ..
         } => {
             for (symbol, s) in symbols {
@@ -224,14 +224,14 @@ fn publish_status(state: &AppState, msg: &ServerMsg) {
             }
             return;
         }
-        ServerMsg::PhaseChanged {
+        Event::PhaseChanged {
             seq,
             ts_ns,
             symbol,
             phase,
         } => json!({"ch": "status", "type": "phase", "symbol": symbol_name(state, symbol),
             "phase": phase.as_str(), "seq": seq, "ts_ns": ts_ns}),
-        ServerMsg::Auction {
+        Event::Auction {
             seq,
             ts_ns,
             symbol,
@@ -251,19 +251,19 @@ fn publish_status(state: &AppState, msg: &ServerMsg) {
 pub const STATUS_CHANNEL: &str = "status";
 
 /// Adds one fill or cancellation to its user's history and stream.
-fn record(state: &Arc<AppState>, user: UserId, msg: ServerMsg) {
+fn record(state: &Arc<AppState>, user: UserId, msg: Event) {
     state.orders.observe(user, &msg, || match msg {
-        ServerMsg::Trade { symbol, .. }
-        | ServerMsg::Cancelled { symbol, .. }
-        | ServerMsg::Amended { symbol, .. } => symbol_name(state, symbol),
+        Event::Trade { symbol, .. }
+        | Event::Cancelled { symbol, .. }
+        | Event::Amended { symbol, .. } => symbol_name(state, symbol),
         _ => String::new(),
     });
     let seq = match msg {
-        ServerMsg::Trade { seq, .. }
-        | ServerMsg::Cancelled { seq, .. }
-        | ServerMsg::Amended { seq, .. }
-        | ServerMsg::Triggered { seq, .. }
-        | ServerMsg::Liquidated { seq, .. } => seq,
+        Event::Trade { seq, .. }
+        | Event::Cancelled { seq, .. }
+        | Event::Amended { seq, .. }
+        | Event::Triggered { seq, .. }
+        | Event::Liquidated { seq, .. } => seq,
         _ => return,
     };
     if let Some(tx) = state.history.stream(user)
@@ -293,9 +293,9 @@ pub fn symbol_name(state: &AppState, symbol: SymbolId) -> String {
 }
 
 /// A fill or cancellation as a history event (None for other messages).
-fn message_json(msg: &ServerMsg, name: &impl Fn(SymbolId) -> String) -> Option<Value> {
+fn message_json(msg: &Event, name: &impl Fn(SymbolId) -> String) -> Option<Value> {
     Some(match *msg {
-        ServerMsg::Trade {
+        Event::Trade {
             seq,
             ts_ns,
             order,
@@ -309,7 +309,7 @@ fn message_json(msg: &ServerMsg, name: &impl Fn(SymbolId) -> String) -> Option<V
             json!({"type": "fill", "order": order, "symbol": name(symbol), "side": side.as_str(),
             "price": price, "qty": qty, "fee": fee, "liquidity": liquidity.as_str(), "seq": seq, "ts_ns": ts_ns})
         }
-        ServerMsg::Cancelled {
+        Event::Cancelled {
             seq,
             ts_ns,
             order,
@@ -321,7 +321,7 @@ fn message_json(msg: &ServerMsg, name: &impl Fn(SymbolId) -> String) -> Option<V
             json!({"type": "cancelled", "order": order, "symbol": name(symbol), "side": side.as_str(),
             "qty": qty, "reason": reason.as_str(), "seq": seq, "ts_ns": ts_ns})
         }
-        ServerMsg::Amended {
+        Event::Amended {
             seq,
             ts_ns,
             order,
@@ -336,7 +336,7 @@ fn message_json(msg: &ServerMsg, name: &impl Fn(SymbolId) -> String) -> Option<V
             "price": price, "stop_price": stop_price, "remaining": remaining,
             "priority": priority.as_str(), "seq": seq, "ts_ns": ts_ns})
         }
-        ServerMsg::Triggered {
+        Event::Triggered {
             seq,
             ts_ns,
             order,
@@ -347,7 +347,7 @@ fn message_json(msg: &ServerMsg, name: &impl Fn(SymbolId) -> String) -> Option<V
             json!({"type": "triggered", "order": order, "symbol": name(symbol), "side": side.as_str(),
             "stop_price": stop_price, "seq": seq, "ts_ns": ts_ns})
         }
-        ServerMsg::Liquidated {
+        Event::Liquidated {
             seq,
             ts_ns,
             currency,

@@ -12,8 +12,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use rialto_core::{CancelReason, OpenOrder, UserId};
-use rialto_wire::ServerMsg;
 use serde_json::{Value, json};
+
+use crate::event::Event;
 
 /// Orders remembered per user; the oldest go first.
 pub const ORDERS_KEPT: usize = 10_000;
@@ -125,11 +126,11 @@ impl OrderStatuses {
     }
 
     /// A fill, cancellation or amend of one of the user's orders (from any gateway).
-    pub fn observe(&self, user: UserId, msg: &ServerMsg, symbol_name: impl Fn() -> String) {
+    pub fn observe(&self, user: UserId, msg: &Event, symbol_name: impl Fn() -> String) {
         let (order, ts_ns) = match *msg {
-            ServerMsg::Trade { order, ts_ns, .. }
-            | ServerMsg::Cancelled { order, ts_ns, .. }
-            | ServerMsg::Amended { order, ts_ns, .. } => (order, ts_ns),
+            Event::Trade { order, ts_ns, .. }
+            | Event::Cancelled { order, ts_ns, .. }
+            | Event::Amended { order, ts_ns, .. } => (order, ts_ns),
             _ => return,
         };
         self.with(user, |orders| {
@@ -139,7 +140,7 @@ impl OrderStatuses {
                 record.symbol = Some(symbol_name());
             }
             match *msg {
-                ServerMsg::Trade {
+                Event::Trade {
                     seq,
                     side,
                     price,
@@ -157,7 +158,7 @@ impl OrderStatuses {
                             "liquidity": liquidity.as_str(), "seq": seq, "ts_ns": ts_ns}));
                     }
                 }
-                ServerMsg::Cancelled { side, reason, .. } => {
+                Event::Cancelled { side, reason, .. } => {
                     record.side.get_or_insert_with(|| side.as_str().to_string());
                     record.cancelled = Some(reason);
                 }

@@ -6,13 +6,14 @@ use rialto_core::{
     AmendOrder, Command, OpenOrder, OrderExtras, OrderType, PlaceOrder, Reason, Side, Stp,
     SymbolId, Tif, UserId, UserReport,
 };
-use rialto_wire::{RequestKind, ServerMsg};
+use rialto_wire::RequestKind;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::order_status::{self, Terms};
 use super::units::{Amount, Catalog, Measure, Scales, Units};
 use super::{ApiError, AppState};
+use crate::event::Event;
 use crate::pipeline::{Op, Reply};
 
 /// A new order, in the scenario files' words (docs/api.md).
@@ -132,11 +133,11 @@ async fn order_call(
 ) -> Result<Value, ApiError> {
     let reply = Reply::Order { order, kind };
     match state.bridge.call(reply, Op::Command(cmd)).await? {
-        ServerMsg::Accepted { seq, ts_ns, .. } => {
+        Event::Accepted { seq, ts_ns, .. } => {
             record_accepted(state, user, order, kind, seq, ts_ns);
             Ok(json!({"order": order, "seq": seq, "ts_ns": ts_ns, "status": "accepted"}))
         }
-        ServerMsg::Rejected {
+        Event::Rejected {
             seq, ts_ns, reason, ..
         } => {
             record_rejected(state, user, order, kind, reason, seq, ts_ns);
@@ -178,7 +179,7 @@ fn record_rejected(
     );
 }
 
-fn unexpected(msg: &ServerMsg) -> ApiError {
+fn unexpected(msg: &Event) -> ApiError {
     tracing::error!(?msg, "unexpected reply to a web request");
     ApiError::new(
         axum::http::StatusCode::INTERNAL_SERVER_ERROR,
@@ -237,7 +238,7 @@ pub async fn place(
         .call(reply, Op::Command(Command::Place(cmd)))
         .await?
     {
-        ServerMsg::Accepted { seq, ts_ns, .. } => {
+        Event::Accepted { seq, ts_ns, .. } => {
             record_accepted(state, user, order, kind, seq, ts_ns);
             state.orders.placed(user, order, terms, seq, ts_ns);
             let mut answer = outcome(state, user, order).await?;
@@ -245,7 +246,7 @@ pub async fn place(
             answer["ts_ns"] = json!(ts_ns);
             Ok(answer)
         }
-        ServerMsg::Rejected {
+        Event::Rejected {
             seq, ts_ns, reason, ..
         } => {
             record_rejected(state, user, order, kind, reason, seq, ts_ns);
@@ -412,7 +413,7 @@ pub async fn venue_status(state: &AppState) -> Result<(u64, Value), ApiError> {
         .call(Reply::Settings { request: 0 }, Op::VenueSettings)
         .await?
     {
-        ServerMsg::VenueSettings {
+        Event::VenueSettings {
             seq,
             order_id_window_ns,
             symbols,
@@ -441,8 +442,8 @@ pub async fn venue_status(state: &AppState) -> Result<(u64, Value), ApiError> {
 pub async fn report(state: &AppState, user: UserId) -> Result<(u64, UserReport), ApiError> {
     let op = Op::Command(Command::UserReport { user });
     match state.bridge.call(Reply::Report { request: 0 }, op).await? {
-        ServerMsg::Report { seq, report, .. } => Ok((seq, report)),
-        ServerMsg::AdminResult {
+        Event::Report { seq, report, .. } => Ok((seq, report)),
+        Event::AdminResult {
             result: Err(reason),
             ..
         } => Err(ApiError::rejected(reason)),

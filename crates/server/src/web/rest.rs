@@ -12,7 +12,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use rialto_core::{Command, Name, SymbolSpec, UserId};
-use rialto_wire::ServerMsg;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -22,6 +21,7 @@ use super::units::{self, Amount, Catalog, Measure, Units};
 use super::{ApiError, AppState, MAX_BODY_BYTES, Principal, json as j, orders};
 use crate::admission::PeerKey;
 use crate::config::InstrumentSettings;
+use crate::event::Event;
 use crate::pipeline::{Op, Reply};
 
 type Shared = State<Arc<AppState>>;
@@ -782,7 +782,7 @@ async fn admin_call(state: &AppState, cmd: Command) -> ApiResult {
         .call(Reply::Admin { request: 0 }, Op::Command(cmd))
         .await?
     {
-        ServerMsg::AdminResult { seq, result, .. } => match result {
+        Event::AdminResult { seq, result, .. } => match result {
             Ok(()) => Ok(Json(json!({"seq": seq, "status": "accepted"}))),
             Err(reason) => Err(ApiError::rejected(reason)),
         },
@@ -838,12 +838,12 @@ async fn add_user(State(state): Shared, Admin(body): Admin) -> ApiResult {
     let NewUser { user } = parse_json(&body)?;
     let op = Op::Command(Command::AddUser { user });
     match state.bridge.call(Reply::AddUser { request: 0 }, op).await? {
-        ServerMsg::UserAdded {
+        Event::UserAdded {
             seq, user, secret, ..
         } => Ok(Json(
             json!({"user": user, "secret": String::from_utf8_lossy(secret.as_bytes()), "seq": seq}),
         )),
-        ServerMsg::AdminResult {
+        Event::AdminResult {
             result: Err(reason),
             ..
         } => Err(ApiError::rejected(reason)),
@@ -952,7 +952,7 @@ async fn list_users(State(state): Shared, _: Admin) -> ApiResult {
         .call(Reply::Users { request: 0 }, Op::ListUsers)
         .await?
     {
-        ServerMsg::UserList { users, .. } => Ok(Json(Value::Array(
+        Event::UserList { users, .. } => Ok(Json(Value::Array(
             users.iter().map(|u| json!({"user": u})).collect(),
         ))),
         _ => Err(ApiError::new(
@@ -966,7 +966,7 @@ async fn list_users(State(state): Shared, _: Admin) -> ApiResult {
 async fn venue(State(state): Shared, uri: Uri, _: Admin) -> ApiResult {
     let op = Op::Command(Command::VenueReport);
     match state.bridge.call(Reply::VenueReport { request: 0 }, op).await? {
-        ServerMsg::VenueReport { totals, .. } => reply(&state, &uri, Value::Array(
+        Event::VenueReport { totals, .. } => reply(&state, &uri, Value::Array(
             totals
                 .iter()
                 .map(|t| {
@@ -1134,12 +1134,12 @@ async fn snapshot(State(state): Shared, _: Admin) -> ApiResult {
         .call(Reply::Snapshot { request: 0 }, Op::TakeSnapshot)
         .await?
     {
-        ServerMsg::SnapshotTaken {
+        Event::SnapshotTaken {
             seq, state_hash, ..
         } => Ok(Json(
             json!({"seq": seq, "state_hash": crate::auth::hex(&state_hash)}),
         )),
-        ServerMsg::AdminResult {
+        Event::AdminResult {
             result: Err(reason),
             ..
         } => Err(ApiError::rejected(reason)),
@@ -1208,7 +1208,7 @@ async fn create_key(State(state): Shared, Admin(body): Admin) -> ApiResult {
         .call(Reply::Users { request: 0 }, Op::ListUsers)
         .await?
     {
-        ServerMsg::UserList { users, .. } => users.contains(&k.user),
+        Event::UserList { users, .. } => users.contains(&k.user),
         _ => false,
     };
     if !known {
