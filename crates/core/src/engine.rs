@@ -1914,8 +1914,10 @@ impl Engine {
     fn debug_check_holds(&self) {
         const SMALL_VENUE_ORDERS: usize = 64;
         const SMALL_VENUE_USERS: usize = 256;
+        const SMALL_VENUE_CURRENCIES: usize = 16;
         if self.orders.live() <= SMALL_VENUE_ORDERS
             && self.accounts.len() <= SMALL_VENUE_USERS
+            && self.currencies.len() <= SMALL_VENUE_CURRENCIES
             && !crate::snapshot::decoding()
             && let Err(e) = self.check_holds()
         {

@@ -502,8 +502,15 @@ fn a_deposit_in_a_new_currency_registers_it() {
 #[test]
 fn a_venue_has_at_most_65535_currencies() {
     // Engine only: the model has no such limit.
-    let mut engine = Engine::new(EngineConfig::default());
-    let run = |engine: &mut Engine, cmd: Command| engine.apply(1, 1, &cmd, &mut ());
+    let mut engine = Engine::new(EngineConfig {
+        max_tx_ids: 1 << 17,
+        ..EngineConfig::default()
+    });
+    let mut seq = 0;
+    let mut run = |engine: &mut Engine, cmd: Command| {
+        seq += 1;
+        engine.apply(seq, 1, &cmd, &mut ())
+    };
     assert_eq!(run(&mut engine, Command::AddUser { user: 1 }), Ok(()));
     for i in 0..65_535 {
         let cmd = deposit(1, &format!("C{i}"), 1 + i, i);
