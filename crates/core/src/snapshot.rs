@@ -382,6 +382,13 @@ thread_local! {
     static DECODING: Cell<bool> = const { Cell::new(false) };
 }
 
+/// [`fits`] for `more` live orders beside those restored so far.
+fn fits_orders(engine: &Engine, more: usize) -> Result<(), SnapshotError> {
+    let resting = engine.orders.live() + more;
+    let capacity = engine.config.max_resting_orders;
+    fits(resting, capacity, "resting orders", "max_resting_orders")
+}
+
 fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<(), SnapshotError> {
     let futures = version >= 4;
     let now = r.i64("now")?;
@@ -562,13 +569,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<
     for symbol in 0..engine.symbols.len() {
         for side in [Side::Buy, Side::Sell] {
             let orders = r.count(51, "orders")?;
-            let resting = engine.orders.live() + orders;
-            fits(
-                resting,
-                engine.config.max_resting_orders,
-                "resting orders",
-                "max_resting_orders",
-            )?;
+            fits_orders(engine, orders)?;
             let mut previous_price: Option<i64> = None;
             for _ in 0..orders {
                 let (user, order) = (r.i64("order user")?, r.i64("order id")?);
@@ -700,13 +701,7 @@ fn decode_stops_and_icebergs(
             engine.restore_iceberg(idx, display, hidden);
         }
         let stops = r.count(51, "pending stops")?;
-        let resting = engine.orders.live() + stops;
-        fits(
-            resting,
-            engine.config.max_resting_orders,
-            "resting orders",
-            "max_resting_orders",
-        )?;
+        fits_orders(engine, stops)?;
         let mut previous: Option<(Side, i64)> = None;
         for _ in 0..stops {
             let (user, order) = (r.i64("stop user")?, r.i64("stop order")?);
