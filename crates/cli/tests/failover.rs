@@ -118,6 +118,18 @@ impl Node {
         })
     }
 
+    /// Whether the node has installed its SIGTERM handler (the signal's bit in `SigCgt` of
+    /// /proc/PID/status): from then on SIGTERM asks it to stop rather than killing it.
+    fn catches_sigterm(&self) -> bool {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("SigCgt:"))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1 << (15 - 1)) != 0)
+    }
+
     /// The node's exit status, once it exits (within `limit`).
     fn exits_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + limit;
@@ -403,6 +415,28 @@ fn a_standby_and_a_read_replica_whose_nats_servers_are_all_gone_stop_on_sigterm(
             .unwrap_or_else(|| panic!("the {name} ignored SIGTERM with no NATS server left"));
         assert!(status.success(), "the {name} stops cleanly: {status}");
     }
+}
+
+/// A node started while no NATS server answers retries for 30 s; SIGTERM ends the wait at
+/// once, and the node exits cleanly.
+#[test]
+fn a_node_waiting_for_its_first_nats_connection_stops_on_sigterm() {
+    let mut cluster = NatsCluster::start();
+    for i in 0..3 {
+        cluster.kill(i);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::start(dir.path(), &cluster);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !node.catches_sigterm() {
+        assert!(std::time::Instant::now() < deadline, "the node starts");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    node.signal("TERM");
+    let status = node
+        .exits_within(Duration::from_secs(3))
+        .expect("the node ignored SIGTERM while it waited for NATS");
+    assert!(status.success(), "the node stops cleanly: {status}");
 }
 
 #[test]

@@ -260,9 +260,11 @@ pub fn start_with_stop(
     let connection = match config.log.backend {
         LogBackend::Local => None,
         LogBackend::Jetstream => {
-            let mut connection =
-                replication::Connection::open(&config.log, Duration::from_secs(30))?;
-            connection.set_stop(stop.clone());
+            let connection = replication::Connection::open_until_stopped(
+                &config.log,
+                Duration::from_secs(30),
+                stop.clone(),
+            )?;
             replication::join_venue(&connection, data_dir, &config.shared_settings())?;
             Some(Arc::new(connection))
         }

@@ -265,6 +265,17 @@ impl Connection {
     /// (created with `settings.replicas` copies if not), retrying for up to `within` while the
     /// cluster elects its leaders.
     pub fn open(settings: &LogSettings, within: Duration) -> anyhow::Result<Connection> {
+        Connection::open_until_stopped(settings, within, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// [`Self::open`] for a node that may be told to stop while it waits for NATS: once
+    /// `stop` is set the retries give up with [`StoppedAsStandby`], and the connection's own
+    /// looks at the cluster do too ([`Self::until_stopped`]).
+    pub fn open_until_stopped(
+        settings: &LogSettings,
+        within: Duration,
+        stop: Arc<AtomicBool>,
+    ) -> anyhow::Result<Connection> {
         let runtime = Arc::new(
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
@@ -276,7 +287,7 @@ impl Connection {
         let names = Names::of(&settings.venue);
         let timeout = Duration::from_millis(settings.ack_timeout_ms);
         let addrs = nats_access::server_addrs(settings)?;
-        let js = runtime.block_on(async {
+        let connecting = async {
             let options = nats_access::connect_options(settings, timeout).await?;
             let deadline = Instant::now() + within;
             // NATS may be starting too: try again until the deadline.
@@ -318,13 +329,20 @@ impl Connection {
                 }
             }
             anyhow::Ok(js)
+        };
+        let watched = stop.clone();
+        let js = runtime.block_on(async move {
+            tokio::select! {
+                js = connecting => js,
+                _ = stopped(&watched) => Err(StoppedAsStandby.into()),
+            }
         })?;
         Ok(Connection {
             runtime,
             js,
             names,
             timeout,
-            stop: Arc::new(AtomicBool::new(false)),
+            stop,
             no_stream_since: std::sync::Mutex::new(None),
         })
     }
@@ -369,11 +387,6 @@ impl Connection {
         }
     }
 
-    /// Makes the looks at the cluster ([`Self::until_stopped`]) give up once `stop` is set.
-    pub fn set_stop(&mut self, stop: Arc<AtomicBool>) {
-        self.stop = stop;
-    }
-
     /// Runs `f` on the client's runtime unless the node is told to stop first: then
     /// [`StoppedAsStandby`]. For what a node that does not lead asks the cluster (the leader's
     /// appends are never cut short: it drains them before it stops).
@@ -385,11 +398,7 @@ impl Connection {
         self.runtime.block_on(async move {
             tokio::select! {
                 result = f => result,
-                _ = async {
-                    while !stop.load(Ordering::SeqCst) {
-                        tokio::time::sleep(STOP_LOOK).await;
-                    }
-                } => Err(StoppedAsStandby.into()),
+                _ = stopped(&stop) => Err(StoppedAsStandby.into()),
             }
         })
     }
@@ -534,6 +543,13 @@ impl StreamReader {
 const RETRY_MAX: Duration = Duration::from_secs(1);
 /// How often a look at the cluster looks at the stop flag while it waits for an answer.
 const STOP_LOOK: Duration = Duration::from_millis(20);
+
+/// Returns once `stop` is set (looked at every [`STOP_LOOK`]).
+async fn stopped(stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        tokio::time::sleep(STOP_LOOK).await;
+    }
+}
 /// How long the cluster may answer only "no stream found" before the client reconnects.
 pub const NO_STREAM_RECONNECT: Duration = Duration::from_secs(2);
 
