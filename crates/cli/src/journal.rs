@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use rialto_core::{Engine, EngineConfig};
+use rialto_core::Engine;
 use rialto_journal::{
     JournalError, JournalReader, RecoverOptions, list_snapshots, load_newest_snapshot,
     load_snapshot, recover_with,
@@ -103,7 +103,7 @@ pub fn dump_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<u6
     };
     let result = rialto_server::replication::rebuild_each(
         &args.settings()?,
-        EngineConfig::default(),
+        rialto_server::config::default_engine_config(),
         &mut each,
     );
     if let Some(e) = failed {
@@ -125,7 +125,10 @@ pub fn verify_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<
         rialto_server::replication::Names::of(&settings.venue).stream,
         rialto_server::nats_access::printable_servers(&settings)
     )?;
-    match rialto_server::replication::rebuild(&settings, EngineConfig::default()) {
+    match rialto_server::replication::rebuild(
+        &settings,
+        rialto_server::config::default_engine_config(),
+    ) {
         Ok(follower) => {
             writeln!(out, "messages: {}", follower.stream_seq)?;
             writeln!(out, "records: {}", follower.applied)?;
@@ -182,7 +185,7 @@ pub fn dump(
             losses.join("; ")
         );
     }
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(rialto_server::config::default_engine_config());
     let mut buf = Vec::with_capacity(64 * 1024);
     let mut written = 0u64;
     // Records after a hole: read (so that corruption is still reported), not written.
@@ -238,7 +241,9 @@ pub fn dump(
     // What the journal is known to have held past its end: the newest snapshot's seq, and
     // the last segment's checkpoint.
     let mut missing = Vec::new();
-    let snapshot_seq = load_newest_snapshot(data_dir, EngineConfig::default())?.map(|(_, s)| s);
+    let snapshot_seq =
+        load_newest_snapshot(data_dir, rialto_server::config::default_engine_config())?
+            .map(|(_, s)| s);
     if let Some(s) = snapshot_seq
         && journal_last < s
         && !rialto_journal::loss::is_accepted(reader.accepted_losses(), journal_last + 1, s)
@@ -363,7 +368,7 @@ pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
     let snapshots = list_snapshots(data_dir)?;
     writeln!(out, "snapshots: {}", snapshots.len())?;
     for (seq, path) in &snapshots {
-        match load_snapshot(path, EngineConfig::default()) {
+        match load_snapshot(path, rialto_server::config::default_engine_config()) {
             Ok((_, info)) => writeln!(
                 out,
                 "  seq {seq}: valid ({} bytes, {} compressed)",
@@ -377,7 +382,7 @@ pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
     }
     match recover_with(
         data_dir,
-        EngineConfig::default(),
+        rialto_server::config::default_engine_config(),
         RecoverOptions {
             repair: false,
             ..RecoverOptions::default()

@@ -3,7 +3,7 @@
 
 use std::io::{self, BufRead, Write};
 
-use rialto_core::{Command, Engine, EngineConfig, Event, EventSink};
+use rialto_core::{Command, Engine, Event, EventSink};
 
 use crate::scenario::{self, LineError, LineProblem, SymbolNames};
 
@@ -102,7 +102,7 @@ fn replay_inner(
     diag: &mut impl Write,
     options: ReplayOptions,
 ) -> Result<ReplaySummary, ReplayError> {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(rialto_server::config::default_engine_config());
     let mut names = SymbolNames::default();
     let mut summary = ReplaySummary::default();
     let mut line = Vec::with_capacity(256);

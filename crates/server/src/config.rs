@@ -666,6 +666,13 @@ impl EngineSettings {
     }
 }
 
+/// The engine configuration of a venue run with the default settings. The tools that replay a
+/// venue's journal or log (`rialto journal verify|dump`, `rialto replay`) apply it, so that
+/// their limits (`limit_exceeded`) are the venue's.
+pub fn default_engine_config() -> rialto_core::EngineConfig {
+    ServerConfig::default().engine_config()
+}
+
 /// The most any of the engine's capacities may be: 2^28 entries (an id index of 2^29 slots,
 /// 4 GiB, reserved at start).
 const MAX_CAPACITY: u32 = 1 << 28;
