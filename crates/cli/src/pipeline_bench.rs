@@ -110,6 +110,7 @@ fn start_pipeline(
             metrics: Default::default(),
             prefetch: args.prefetch.into(),
             checkpoint_every: 0,
+            intakes: Vec::new(),
         },
         Engine::new(w.config),
         journal,

@@ -121,9 +121,9 @@ pub struct Gateway {
     pipeline: Pipeline,
     /// The FIX gateway, on this thread and this event loop.
     fix: Option<FixGateway>,
-    /// The web side's way in, and its request that found the pipeline full.
+    /// The web side: its replies and users' messages go back through it (its requests go
+    /// straight to the journal stage).
     web: Option<Arc<WebBridge>>,
-    web_waiting: Option<Request>,
     /// Users' fills and cancellations for the web side, and when it was last handed some.
     /// For the web side: a user's messages, or (`None`) public ones.
     web_messages: Vec<(Option<UserId>, Event)>,
@@ -180,9 +180,9 @@ impl Gateway {
         if let Some(fix) = &mut fix {
             fix.set_bell(bell.clone());
         }
-        if let Some(web) = &web {
-            web.set_gateway_bell(bell.clone());
-        }
+        // The web's requests go straight to the journal stage; when that stage runs on this
+        // thread, the web side rings this thread.
+        pipeline.set_inline_bell(bell.clone());
         let metrics = Arc::clone(&config.metrics);
         Ok(Gateway {
             poll,
@@ -196,7 +196,6 @@ impl Gateway {
             pipeline,
             fix,
             web,
-            web_waiting: None,
             web_messages: Vec::new(),
             web_messages_sent: Instant::now(),
             web_gap: crate::web::bridge::Gap::default(),
@@ -268,11 +267,12 @@ impl Gateway {
                     // A paused session waits for room in the inbound ring, and a closing one
                     // for its deadline, which nobody announces: look again soon.
                     let paused = self.sessions.values().any(|s| s.machine.is_blocked())
-                        || self.fix.as_ref().is_some_and(FixGateway::is_waiting)
-                        || self.web_waiting.is_some()
-                        || self.web.as_ref().is_some_and(|w| w.has_requests());
+                        || self.fix.as_ref().is_some_and(FixGateway::is_waiting);
                     let market_data = self.fix.as_ref().is_some_and(FixGateway::has_market_data);
-                    if !self.pipeline.outbound.is_empty() || market_data {
+                    if !self.pipeline.outbound.is_empty()
+                        || market_data
+                        || self.pipeline.inline_intake_waiting()
+                    {
                         Some(Duration::ZERO)
                     } else if paused || !self.closing.is_empty() {
                         Some(Duration::from_micros(100))
@@ -330,7 +330,6 @@ impl Gateway {
                 if let Some(fix) = &mut self.fix {
                     work += fix.read(&mut self.pipeline, self.poll.registry());
                 }
-                work += self.take_web_requests();
                 work += self.follow_mark();
             }
             // Journal and engine, when they share this thread (a no-op otherwise).
@@ -415,31 +414,15 @@ impl Gateway {
         self.pipeline.join()
     }
 
-    /// Moves the web side's requests into the pipeline while it has room.
-    fn take_web_requests(&mut self) -> usize {
-        let Some(web) = &self.web else {
-            return 0;
-        };
-        let mut n = 0;
-        while let Some(request) = self.web_waiting.take().or_else(|| web.pop_request()) {
-            if let Err(request) = self.pipeline.inbound.try_push(request) {
-                self.web_waiting = Some(request);
-                break;
-            }
-            n += 1;
-        }
-        if n > 0 {
-            self.pipeline.inbound.ring();
-        }
-        n
-    }
-
     fn begin_shutdown(&mut self) {
         tracing::info!("shutting down: no new connections or commands");
         let _ = self.poll.registry().deregister(&mut self.order_listener);
         let _ = self.poll.registry().deregister(&mut self.admin_listener);
         if let Some(fix) = &mut self.fix {
             fix.begin_shutdown(self.poll.registry());
+        }
+        if let Some(web) = &self.web {
+            web.refuse_calls();
         }
         let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
         for id in ids {

@@ -421,6 +421,8 @@ pub fn start_with_stop(
         None => (None, None, None),
     };
 
+    // The web's requests reach the journal stage through the bridge's own intake ring.
+    let (bridge, user_messages) = web::bridge::WebBridge::new(config.web.user_message_batches);
     let pipeline = Pipeline::start(
         PipelineConfig {
             ring_capacity: config.pipeline.ring_capacity,
@@ -438,6 +440,10 @@ pub fn start_with_stop(
                 LogBackend::Local => 0,
                 LogBackend::Jetstream => config.log.checkpoint_every,
             },
+            intakes: match config.web.enabled {
+                true => vec![bridge.intake()],
+                false => Vec::new(),
+            },
         },
         engine,
         journal,
@@ -452,6 +458,7 @@ pub fn start_with_stop(
     )?;
     for (name, ring) in [
         ("inbound", pipeline.inbound.len_probe()),
+        ("web_inbound", bridge.intake().len_probe()),
         ("outbound", pipeline.outbound.len_probe()),
         ("market_data", md_channel.chunks.len_probe()),
     ] {
@@ -518,7 +525,6 @@ pub fn start_with_stop(
     } else {
         None
     };
-    let (bridge, user_messages) = web::bridge::WebBridge::new(config.web.user_message_batches);
     let web_bridge = config.web.enabled.then(|| bridge.clone());
     let bridge_handle = bridge.clone();
     if config.web.enabled {

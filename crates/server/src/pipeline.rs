@@ -239,11 +239,17 @@ pub struct PipelineConfig {
     /// Take the state hash after every this many commands, for the log's checkpoint record
     /// (0: never; the local journal has none).
     pub checkpoint_every: u64,
+    /// The intake rings of the gateways that feed the journal stage directly, besides the
+    /// gateway thread's own [`Pipeline::inbound`] (the web bridge's: web/bridge.rs). The
+    /// journal stage takes from every ring in turn.
+    pub intakes: Vec<Arc<Ring<Request>>>,
 }
 
 /// The running pipeline: the gateway pushes into `inbound` and drains `outbound`.
 pub struct Pipeline {
     pub inbound: Arc<Ring<Request>>,
+    /// `inbound` first, then [`PipelineConfig::intakes`].
+    intakes: Vec<Arc<Ring<Request>>>,
     pub outbound: Arc<Ring<Outbound>>,
     pub shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
@@ -292,6 +298,9 @@ impl Pipeline {
         simulated: bool,
     ) -> std::io::Result<Pipeline> {
         let inbound = Ring::new(config.ring_capacity);
+        let intakes: Vec<_> = std::iter::once(inbound.clone())
+            .chain(config.intakes.iter().cloned())
+            .collect();
         let to_engine = Ring::new(config.ring_capacity);
         let outbound = Ring::new(config.ring_capacity);
         let shared = Arc::new(Shared::default());
@@ -308,7 +317,8 @@ impl Pipeline {
         let uploader = journal.snapshot_uploader();
 
         let journal_stage = JournalStage {
-            inbound: inbound.clone(),
+            intakes: intakes.clone(),
+            next_intake: 0,
             to_engine: to_engine.clone(),
             shared: shared.clone(),
             journal,
@@ -381,6 +391,7 @@ impl Pipeline {
         };
         Ok(Pipeline {
             inbound,
+            intakes,
             outbound,
             shared,
             threads,
@@ -405,6 +416,23 @@ impl Pipeline {
             work += engine.step().0;
         }
         work
+    }
+
+    /// The gateway thread's doorbell, for the other intakes' producers to ring when the
+    /// journal stage runs on that thread (with threads of its own, the journal thread sets
+    /// its own bell on them instead).
+    pub fn set_inline_bell(&self, bell: Arc<Bell>) {
+        if self.inline.is_some() {
+            for intake in &self.intakes[1..] {
+                intake.set_bell(bell.clone());
+            }
+        }
+    }
+
+    /// Whether requests wait in another gateway's intake for the stages on this thread (the
+    /// caller must not sleep then).
+    pub fn inline_intake_waiting(&self) -> bool {
+        self.inline.is_some() && self.intakes[1..].iter().any(|intake| !intake.is_empty())
     }
 
     /// One duty cycle of the journal stage alone (inline stages only; the simulator's step).
@@ -496,7 +524,9 @@ impl Pipeline {
     /// engine drains and stops.
     pub fn close_intake(&self) {
         self.shared.intake_closed.store(true, Ordering::SeqCst);
-        self.inbound.ring_always();
+        for intake in &self.intakes {
+            intake.ring_always();
+        }
     }
 
     /// Whether everything pushed so far has been applied and its replies queued.
@@ -560,7 +590,11 @@ impl Clock {
 // ----- journal thread ------------------------------------------------------------------------
 
 struct JournalStage {
-    inbound: Arc<Ring<Request>>,
+    /// The gateways' rings, taken from in turn: each batch starts at the ring after the one
+    /// the last batch started at, and takes from a ring until it is empty, so that a flood on
+    /// one gateway cannot shut another out.
+    intakes: Vec<Arc<Ring<Request>>>,
+    next_intake: usize,
     to_engine: Arc<Ring<Sequenced>>,
     shared: Arc<Shared>,
     journal: CommandLog,
@@ -591,18 +625,22 @@ struct JournalStage {
 impl JournalStage {
     fn run(mut self) {
         let bell = Bell::for_thread(std::thread::current());
-        self.inbound.set_bell(bell.clone());
+        for intake in &self.intakes {
+            intake.set_bell(bell.clone());
+        }
         let mut idler = Idler::new(self.wait);
         loop {
             let (work, done) = self.step();
             if done {
                 break;
             }
-            let inbound = &self.inbound;
+            let intakes = &self.intakes;
             // With market data spilled, look again soon: its thread drains without ringing;
             // with batches waiting for their appends, the next step waits for the answers.
             let busy = self.md_spilled() || !self.pending.is_empty();
-            idler.idle_thread(work, &bell, MAX_SLEEP, || busy || !inbound.is_empty());
+            idler.idle_thread(work, &bell, MAX_SLEEP, || {
+                busy || intakes.iter().any(|intake| !intake.is_empty())
+            });
         }
     }
 
@@ -619,7 +657,7 @@ impl JournalStage {
             }
         };
         let drained =
-            work == 0 && self.inbound.is_empty() && !self.md_spilled() && self.pending.is_empty();
+            work == 0 && self.intakes_empty() && !self.md_spilled() && self.pending.is_empty();
         let done = self.shared.has_failed() || (closing && drained);
         if done {
             if let Err(e) = self.journal.sync() {
@@ -630,6 +668,22 @@ impl JournalStage {
             self.to_engine.ring_always();
         }
         (work, done)
+    }
+
+    fn intakes_empty(&self) -> bool {
+        self.intakes.iter().all(|intake| intake.is_empty())
+    }
+
+    /// The next request, from the ring being taken from or the ones after it.
+    fn pop_request(&mut self, first: usize) -> Option<Request> {
+        let n = self.intakes.len();
+        for i in 0..n {
+            let ring = (first + i) % n;
+            if let Some(request) = self.intakes[ring].pop() {
+                return Some(request);
+            }
+        }
+        None
     }
 
     fn md_spilled(&self) -> bool {
@@ -653,7 +707,7 @@ impl JournalStage {
         let mut passed = 0;
         if !self.pending.is_empty() {
             let at_bound = self.journal.in_flight() >= self.journal.max_in_flight();
-            self.journal.poll(at_bound || self.inbound.is_empty())?;
+            self.journal.poll(at_bound || self.intakes_empty())?;
             passed = self.pass_on_committed();
         }
         // This stage is the engine ring's only producer: take no more than fits beside the
@@ -665,7 +719,8 @@ impl JournalStage {
         // up, so that its queue stays bounded; senders wait in the inbound ring.
         let md_full = self.market_data.as_ref().is_some_and(JournalTap::is_full);
         let take = if md_full { 0 } else { self.batch_max.min(room) };
-        let mut tick = if self.inbound.is_empty() {
+        let intakes_empty = self.intakes_empty();
+        let mut tick = if intakes_empty {
             self.expiry_tick()
         } else {
             None
@@ -675,7 +730,7 @@ impl JournalStage {
         while let Some((seq, hash)) = self.shared.checkpoints.pop() {
             self.journal.checkpoint(seq, &hash)?;
         }
-        if take == 0 || (self.inbound.is_empty() && tick.is_none()) {
+        if take == 0 || (intakes_empty && tick.is_none()) {
             if self.pending.is_empty() {
                 // Quiet: in fsync mode, bring the journal's checkpoint up to the last commit
                 // (with a replicated log: stop if the lease is lost).
@@ -688,8 +743,10 @@ impl JournalStage {
         let ts_ns = self.clock.now_ns().max(self.last_ts_ns);
         self.last_ts_ns = ts_ns;
         let mut journaled = 0;
+        let first = self.next_intake;
+        self.next_intake = (first + 1) % self.intakes.len();
         while self.batch.len() < take {
-            let Some(request) = tick.take().or_else(|| self.inbound.pop()) else {
+            let Some(request) = tick.take().or_else(|| self.pop_request(first)) else {
                 break;
             };
             if is_journaled(&request.op) {
@@ -1537,6 +1594,59 @@ impl SnapshotWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A flood on one gateway's intake does not shut another's out: each batch starts at the
+    /// next ring, so the other's request goes out in the second batch, not after the flood.
+    #[test]
+    fn the_journal_stage_takes_from_every_intake_in_turn() {
+        let web = Ring::new(64);
+        let config = PipelineConfig {
+            ring_capacity: 64,
+            batch_max: 8,
+            wait: WaitStrategy::Park,
+            snapshot_every: 0,
+            data_dir: std::env::temp_dir(),
+            archive: false,
+            last_ts_ns: 0,
+            dedicated_threads: false,
+            market_data: None,
+            metrics: Default::default(),
+            prefetch: Prefetch::Off,
+            checkpoint_every: 0,
+            intakes: vec![web.clone()],
+        };
+        let disk = Arc::new(Mutex::new(crate::simlog::SimDisk::new()));
+        let mut pipeline = Pipeline::start_simulated(
+            config,
+            Engine::new(Default::default()),
+            CommandLog::Simulated(crate::simlog::SimulatedLog::new(disk)),
+            Arc::new(Credentials::from_key([7; 32])),
+            Clock::Simulated(Arc::new(AtomicI64::new(1))),
+        )
+        .unwrap();
+        let query = |session| Request {
+            session,
+            reply: Reply::Symbols { request: 0 },
+            op: Op::ListSymbols,
+        };
+        for session in 1..=40 {
+            assert!(pipeline.inbound.try_push(query(session)).is_ok());
+        }
+        assert!(web.try_push(query(1000)).is_ok());
+        while pipeline.step_journal() + pipeline.step_engine() > 0 {}
+        let mut order = Vec::new();
+        while let Some(Outbound { target, .. }) = pipeline.outbound.pop() {
+            if let Target::Session(id) = target {
+                order.push(id);
+            }
+        }
+        assert_eq!(order.len(), 41, "every query answered: {order:?}");
+        let web_at = order.iter().position(|&id| id == 1000).unwrap();
+        assert_eq!(web_at, 8, "right after the first batch of 8: {order:?}");
+        // Each intake's own order is kept.
+        let binary: Vec<u64> = order.iter().copied().filter(|&id| id != 1000).collect();
+        assert_eq!(binary, (1..=40).collect::<Vec<u64>>());
+    }
 
     #[test]
     fn the_market_data_spill_holds_what_the_ring_cannot_and_says_when_it_is_at_its_bound() {

@@ -265,6 +265,7 @@ fn public_endpoints_answer_json() {
     );
     for name in [
         "rialto_ring_occupancy{ring=\"inbound\"}",
+        "rialto_ring_occupancy{ring=\"web_inbound\"}",
         "rialto_ring_occupancy{ring=\"market_data\"}",
         "rialto_rejects_total{reason=\"insufficient_funds\"} 0",
         "rialto_engine_latency_seconds_bucket{le=\"+Inf\"}",
@@ -396,6 +397,35 @@ fn traders_place_trade_move_reduce_and_cancel_over_rest() {
         json!({"symbol": "BTC-USD", "side": "sideways", "price": 5, "qty": 1}),
     );
     assert_eq!((word.status, error_code(&word)), (400, "invalid_order"));
+    server.shutdown().unwrap();
+}
+
+/// The web's requests go straight into the journal stage's intake (not through the binary
+/// gateway's thread): also when that stage has a thread of its own.
+#[test]
+fn web_orders_reach_a_journal_thread_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), |c| {
+        c.pipeline.threads = rialto_server::config::ThreadLayout::Dedicated;
+    });
+    let http = Http::new(&server);
+    let seller = Trader::new(&http, &server, 1);
+    for order in 1..=3u64 {
+        let sell = seller.call(
+            "POST",
+            "/api/v1/orders",
+            json!({"symbol": "BTC-USD", "order": order, "side": "sell", "price": 500_000 + order, "qty": 1}),
+        );
+        assert_eq!(
+            (sell.status, &sell.body["status"]),
+            (200, &json!("new")),
+            "{:?}",
+            sell.body
+        );
+    }
+    eventually("three asks on the book", || {
+        book(&http)["asks"].as_array().is_some_and(|a| a.len() == 3)
+    });
     server.shutdown().unwrap();
 }
 

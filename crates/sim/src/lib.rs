@@ -305,6 +305,7 @@ impl Sim {
             metrics: Default::default(),
             prefetch: Prefetch::Off,
             checkpoint_every: 0,
+            intakes: Vec::new(),
         };
         let log = CommandLog::Simulated(SimulatedLog::new(self.disk.clone()));
         let mut pipeline = Pipeline::start_simulated(

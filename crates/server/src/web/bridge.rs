@@ -1,10 +1,11 @@
-//! How the web side (tokio) reaches the pipeline, which has one producer: the gateway thread.
+//! How the web side (tokio) reaches the pipeline.
 //!
 //! A web request takes a session id of its own, waits for its one reply on a oneshot channel,
-//! and travels through a lock-free queue that the gateway drains into the pipeline each turn.
-//! The gateway hands back the replies to web sessions, and every fill and cancellation of any
-//! user (whatever gateway the order came from), for order histories and private streams,
-//! gathered for up to a millisecond.
+//! and travels through the web's own intake ring, which the journal stage takes from beside
+//! the gateway thread's (pipeline.rs, `JournalStage`): the web's requests do not pass through
+//! the gateway's thread. The gateway hands back the replies to web sessions, and every fill
+//! and cancellation of any user (whatever gateway the order came from), for order histories
+//! and private streams, gathered for up to a millisecond.
 //!
 //! That hand-over is bounded (`[web] user_message_batches` batches): the gateway never waits
 //! for the web side. A batch that finds the queue full is dropped and becomes a [`Gap`]: which
@@ -16,13 +17,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crossbeam_queue::ArrayQueue;
 use rialto_core::UserId;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::event::Event;
-use crate::idle::Bell;
 use crate::pipeline::{Op, Reply, Request, SessionId};
+use crate::ring::Ring;
 
 /// Messages for the web side, in pipeline order: a user's (`Some`), or public ones (`None`:
 /// phase changes and auction results).
@@ -86,7 +86,7 @@ pub fn message_seq(msg: &Event) -> u64 {
 
 /// Web sessions are `WEB_SESSION_BASE + n`: above the binary gateway's, below FIX's.
 pub const WEB_SESSION_BASE: SessionId = 1 << 40;
-/// Requests waiting for the gateway to take them.
+/// Requests waiting for the journal stage to take them (the web's intake ring).
 const QUEUE_CAPACITY: usize = 4096;
 
 pub fn is_web_session(id: SessionId) -> bool {
@@ -95,7 +95,7 @@ pub fn is_web_session(id: SessionId) -> bool {
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum CallError {
-    /// The queue to the gateway is full.
+    /// The web's intake ring is full.
     Busy,
     /// The server is stopping: no reply will come.
     ShuttingDown,
@@ -109,13 +109,17 @@ pub enum CallError {
 pub type ReadOnlyAnswer = dyn Fn(&Reply, &Op) -> Option<Event> + Send + Sync;
 
 pub struct WebBridge {
-    requests: ArrayQueue<Request>,
+    /// The web's intake ring into the pipeline: many producers (the web's tasks), one
+    /// consumer (the journal stage).
+    requests: Arc<Ring<Request>>,
+    /// The server stops: no new call is taken (those in the ring are still answered).
+    refusing: std::sync::atomic::AtomicBool,
+    /// The gateway is gone: nothing more is answered.
     closed: std::sync::atomic::AtomicBool,
     /// A read replica's bridge: it leads nowhere; what its engine can answer it answers,
     /// every other call is refused.
     read_only: std::sync::atomic::AtomicBool,
     answer: OnceLock<Box<ReadOnlyAnswer>>,
-    gateway_bell: OnceLock<Arc<Bell>>,
     next_session: AtomicU64,
     pending: Mutex<HashMap<SessionId, oneshot::Sender<Event>>>,
     /// Fills and cancellations for users (and, for `None`, public messages: phase changes and
@@ -134,11 +138,11 @@ impl WebBridge {
     pub fn new(user_message_batches: usize) -> (Arc<WebBridge>, mpsc::Receiver<WebBatch>) {
         let (user_messages, receiver) = mpsc::channel(user_message_batches.max(1));
         let bridge = Arc::new(WebBridge {
-            requests: ArrayQueue::new(QUEUE_CAPACITY),
+            requests: Ring::new(QUEUE_CAPACITY),
+            refusing: std::sync::atomic::AtomicBool::new(false),
             closed: std::sync::atomic::AtomicBool::new(false),
             read_only: std::sync::atomic::AtomicBool::new(false),
             answer: OnceLock::new(),
-            gateway_bell: OnceLock::new(),
             next_session: AtomicU64::new(WEB_SESSION_BASE),
             pending: Mutex::new(HashMap::new()),
             user_messages,
@@ -149,9 +153,10 @@ impl WebBridge {
         (bridge, receiver)
     }
 
-    /// The gateway's doorbell, set once the gateway exists.
-    pub fn set_gateway_bell(&self, bell: Arc<Bell>) {
-        let _ = self.gateway_bell.set(bell);
+    /// The web's intake ring, for the pipeline's journal stage to take from
+    /// (`PipelineConfig::intakes`).
+    pub fn intake(&self) -> Arc<Ring<Request>> {
+        self.requests.clone()
     }
 
     /// Makes this the bridge of a read replica (no gateway, no pipeline): `answer` answers
@@ -173,22 +178,22 @@ impl WebBridge {
             let answer = self.answer.get().and_then(|answer| answer(&reply, &op));
             return answer.ok_or(CallError::ReadOnlyReplica);
         }
-        if self.closed.load(Ordering::SeqCst) {
+        if self.refusing.load(Ordering::SeqCst) || self.closed.load(Ordering::SeqCst) {
             return Err(CallError::ShuttingDown);
         }
         let session = self.next_session.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.lock_pending().insert(session, tx);
         let request = Request { session, reply, op };
-        if self.requests.push(request).is_err() {
+        if self.requests.try_push(request).is_err() {
             self.lock_pending().remove(&session);
             return Err(CallError::Busy);
         }
-        if let Some(bell) = self.gateway_bell.get() {
-            bell.ring();
-        }
-        if self.closed.load(Ordering::SeqCst) {
-            self.close();
+        self.requests.ring();
+        // Closed while this call was on its way: the request may sit in the ring for good,
+        // and `close` may have come before this call's sender was in `pending`.
+        if self.closed.load(Ordering::SeqCst) && self.lock_pending().remove(&session).is_some() {
+            return Err(CallError::ShuttingDown);
         }
         match tokio::time::timeout(super::CALL_TIMEOUT, rx).await {
             Ok(Ok(msg)) => Ok(msg),
@@ -209,14 +214,10 @@ impl WebBridge {
 
     // ----- the gateway's side ----------------------------------------------------------------
 
-    /// The next request for the pipeline.
-    pub fn pop_request(&self) -> Option<Request> {
-        self.requests.pop()
-    }
-
-    /// Whether requests wait (the gateway must not sleep long then).
-    pub fn has_requests(&self) -> bool {
-        !self.requests.is_empty()
+    /// The server stops: new calls are refused; those already in the ring are journaled and
+    /// answered as the pipeline drains.
+    pub fn refuse_calls(&self) {
+        self.refusing.store(true, Ordering::SeqCst);
     }
 
     /// A reply to a web session.
@@ -285,7 +286,7 @@ impl WebBridge {
         drop(self.stall.read().await);
     }
 
-    /// The gateway is gone: every waiting caller learns it.
+    /// The gateway is gone (the pipeline has drained): every waiting caller learns it.
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.lock_pending().clear();
