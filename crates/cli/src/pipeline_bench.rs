@@ -111,6 +111,7 @@ fn start_pipeline(
             prefetch: args.prefetch.into(),
             checkpoint_every: 0,
             intakes: Vec::new(),
+            web_outbound: None,
         },
         Engine::new(w.config),
         journal,

@@ -32,7 +32,7 @@ use crate::metrics::{Metrics, SAMPLE_EVERY};
 use crate::pipeline::{Op, Pipeline, Reply, Request, SYSTEM_SESSION, SessionId};
 use crate::session::{Action, BinarySession, Limits, Role, Sent};
 use crate::sockets::{Filled, Transport, fill, write_pending};
-use crate::web::bridge::{WebBridge, is_web_session};
+use crate::web::bridge::{WEB_MESSAGES_WAIT, WebBridge, WebDelivery};
 
 const ORDER_LISTENER: Token = Token(0);
 const ADMIN_LISTENER: Token = Token(1);
@@ -46,10 +46,6 @@ const SHUTDOWN_FLUSH: Duration = Duration::from_secs(2);
 const DRAIN_WAIT: Duration = Duration::from_millis(500);
 /// How often slow-moving limits (the login deadline) are checked.
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
-/// The longest users' fills and cancellations wait to be handed to the web side together,
-/// and how many may wait.
-const WEB_MESSAGES_WAIT: Duration = Duration::from_millis(1);
-const WEB_MESSAGES_MAX: usize = 1024;
 
 pub struct GatewayConfig {
     pub io: WaitStrategy,
@@ -121,15 +117,10 @@ pub struct Gateway {
     pipeline: Pipeline,
     /// The FIX gateway, on this thread and this event loop.
     fix: Option<FixGateway>,
-    /// The web side: its replies and users' messages go back through it (its requests go
-    /// straight to the journal stage).
-    web: Option<Arc<WebBridge>>,
-    /// Users' fills and cancellations for the web side, and when it was last handed some.
-    /// For the web side: a user's messages, or (`None`) public ones.
-    web_messages: Vec<(Option<UserId>, Event)>,
-    web_messages_sent: Instant,
-    /// User messages the web side's full queue refused, to announce with the next batch.
-    web_gap: crate::web::bridge::Gap,
+    /// The web side's delivery agent, whose duty cycle runs on this thread: the web is a
+    /// gateway of its own, with its own rings (its requests go straight to the journal stage,
+    /// its events come from the engine stage in a ring of their own; web/bridge.rs).
+    web: Option<WebDelivery>,
     metrics: Arc<Metrics>,
     /// Replies routed, for sampling round trips.
     replies: u64,
@@ -183,6 +174,9 @@ impl Gateway {
         // The web's requests go straight to the journal stage; when that stage runs on this
         // thread, the web side rings this thread.
         pipeline.set_inline_bell(bell.clone());
+        if let Some(web) = &web {
+            web.outlet().set_bell(bell.clone());
+        }
         let metrics = Arc::clone(&config.metrics);
         Ok(Gateway {
             poll,
@@ -195,10 +189,7 @@ impl Gateway {
             credentials,
             pipeline,
             fix,
-            web,
-            web_messages: Vec::new(),
-            web_messages_sent: Instant::now(),
-            web_gap: crate::web::bridge::Gap::default(),
+            web: web.map(|bridge| WebDelivery::new(bridge, metrics.clone(), Instant::now())),
             metrics,
             replies: 0,
             dirty: Vec::new(),
@@ -262,7 +253,9 @@ impl Gateway {
                     Some(Duration::ZERO)
                 }
                 Some(Wait::Sleep) => {
-                    self.send_web_messages(true);
+                    if let Some(web) = &mut self.web {
+                        web.flush(Instant::now(), true);
+                    }
                     self.bell.set_sleeping(true);
                     // A paused session waits for room in the inbound ring, and a closing one
                     // for its deadline, which nobody announces: look again soon.
@@ -272,11 +265,12 @@ impl Gateway {
                     if !self.pipeline.outbound.is_empty()
                         || market_data
                         || self.pipeline.inline_intake_waiting()
+                        || self.web.as_ref().is_some_and(WebDelivery::has_work)
                     {
                         Some(Duration::ZERO)
                     } else if paused || !self.closing.is_empty() {
                         Some(Duration::from_micros(100))
-                    } else if !self.web_gap.is_empty() {
+                    } else if self.web.as_ref().is_some_and(WebDelivery::has_gap) {
                         // A gap waits for room in the web side's queue, which nobody announces.
                         Some(WEB_MESSAGES_WAIT)
                     } else {
@@ -340,7 +334,9 @@ impl Gateway {
                 fix.flush(self.poll.registry());
             }
             self.flush_dirty();
-            self.send_web_messages(false);
+            if let Some(web) = &mut self.web {
+                work += web.do_work(Instant::now());
+            }
             self.sweep_closing();
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
@@ -363,7 +359,9 @@ impl Gateway {
                 }
             }
             if let Some(since) = stopping_since {
-                let drained = self.pipeline.drained() && self.pipeline.outbound.is_empty();
+                let drained = self.pipeline.drained()
+                    && self.pipeline.outbound.is_empty()
+                    && !self.web.as_ref().is_some_and(WebDelivery::has_work);
                 let flushed = self
                     .sessions
                     .values()
@@ -407,9 +405,8 @@ impl Gateway {
         for id in ids {
             self.close(id);
         }
-        self.send_web_messages(true);
-        if let Some(web) = &self.web {
-            web.close();
+        if let Some(web) = &mut self.web {
+            web.close(Instant::now());
         }
         self.pipeline.join()
     }
@@ -532,33 +529,6 @@ impl Gateway {
                     Target::Session(_) | Target::WebStatus => {}
                 }
             }
-            if let Target::Session(id) = target
-                && is_web_session(id)
-                && self.web.is_some()
-            {
-                // The web side hears of every event before this reply first: a web call that
-                // waits for them (an order's outcome) then knows it has them all.
-                self.send_web_messages(true);
-                if let Some(web) = &self.web {
-                    web.deliver_reply(id, event);
-                }
-                continue;
-            }
-            if self.web.is_some() {
-                match target {
-                    Target::User(user) => self.web_messages.push((Some(user), event.clone())),
-                    Target::Public => self.web_messages.push((None, event.clone())),
-                    Target::WebStatus => {
-                        self.web_messages.push((None, event));
-                        continue;
-                    }
-                    Target::Session(_) => {}
-                }
-                // A batch holds at most `WEB_MESSAGES_MAX`: the queue's bound is in batches.
-                if self.web_messages.len() >= WEB_MESSAGES_MAX {
-                    self.send_web_messages(true);
-                }
-            }
             // The binary protocol's message, once for every session it goes to.
             let msg = event.into_wire();
             match target {
@@ -624,26 +594,6 @@ impl Gateway {
             mark.set_at = Some(Instant::now());
         }
         1
-    }
-
-    /// Hands the gathered fills and cancellations to the web side once they have waited long
-    /// enough or are many (or now, when `now`). A gap left by a full queue is announced on
-    /// its own once it has waited as long, so that it never waits for the next event.
-    fn send_web_messages(&mut self, now: bool) {
-        let Some(web) = &self.web else {
-            return;
-        };
-        let waited = self.web_messages_sent.elapsed() >= WEB_MESSAGES_WAIT;
-        let due = if self.web_messages.is_empty() {
-            !self.web_gap.is_empty() && waited
-        } else {
-            now || self.web_messages.len() >= WEB_MESSAGES_MAX || waited
-        };
-        if due {
-            let messages = std::mem::take(&mut self.web_messages);
-            web.deliver_user_messages(messages, &mut self.web_gap);
-            self.web_messages_sent = Instant::now();
-        }
     }
 
     /// Appends one frame to a session's output; a session too slow to keep up is closed.

@@ -444,6 +444,7 @@ pub fn start_with_stop(
                 true => vec![bridge.intake()],
                 false => Vec::new(),
             },
+            web_outbound: config.web.enabled.then(|| bridge.outlet()),
         },
         engine,
         journal,
@@ -459,6 +460,7 @@ pub fn start_with_stop(
     for (name, ring) in [
         ("inbound", pipeline.inbound.len_probe()),
         ("web_inbound", bridge.intake().len_probe()),
+        ("web_outbound", bridge.outlet().len_probe()),
         ("outbound", pipeline.outbound.len_probe()),
         ("market_data", md_channel.chunks.len_probe()),
     ] {

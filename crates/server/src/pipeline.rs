@@ -243,6 +243,58 @@ pub struct PipelineConfig {
     /// gateway thread's own [`Pipeline::inbound`] (the web bridge's: web/bridge.rs). The
     /// journal stage takes from every ring in turn.
     pub intakes: Vec<Arc<Ring<Request>>>,
+    /// The web side's outbound ring, when it runs (web/bridge.rs, `WebDelivery`): the web's
+    /// replies, and a copy of every user's and public event.
+    pub web_outbound: Option<Arc<Ring<Outbound>>>,
+}
+
+/// Where the engine stage (and the snapshot writer) send events: the gateway thread's ring,
+/// and the web side's ring when the web side runs.
+#[derive(Clone)]
+struct Outlets {
+    gateway: Arc<Ring<Outbound>>,
+    web: Option<Arc<Ring<Outbound>>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Outlet {
+    Gateway,
+    Web,
+}
+
+impl Outlets {
+    fn ring(&self, outlet: Outlet) -> &Ring<Outbound> {
+        match (outlet, &self.web) {
+            (Outlet::Web, Some(web)) => web,
+            _ => &self.gateway,
+        }
+    }
+
+    /// Whether an event for `target` goes to the gateway's ring, and to the web's. Users'
+    /// and public events go to both (a user may have binary, FIX and web sessions; the web
+    /// keeps order histories and private streams); a web session's reply to the web only,
+    /// except a successful admin result, which the gateway's FIX side also hears of (it
+    /// refreshes its symbol list then).
+    fn of(&self, target: Target, event: &Event) -> (bool, bool) {
+        let web = self.web.is_some();
+        match target {
+            Target::Session(id) if web && crate::web::bridge::is_web_session(id) => (
+                matches!(event, Event::AdminResult { result: Ok(()), .. }),
+                true,
+            ),
+            Target::Session(_) => (true, false),
+            Target::User(_) | Target::Public => (true, web),
+            Target::WebStatus => (false, web),
+        }
+    }
+
+    /// Wakes the consumers whether or not they said they sleep.
+    fn ring_always(&self) {
+        self.gateway.ring_always();
+        if let Some(web) = &self.web {
+            web.ring_always();
+        }
+    }
 }
 
 /// The running pipeline: the gateway pushes into `inbound` and drains `outbound`.
@@ -251,6 +303,7 @@ pub struct Pipeline {
     /// `inbound` first, then [`PipelineConfig::intakes`].
     intakes: Vec<Arc<Ring<Request>>>,
     pub outbound: Arc<Ring<Outbound>>,
+    outlets: Outlets,
     pub shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     /// The stages, when they run on the caller's thread.
@@ -303,6 +356,10 @@ impl Pipeline {
             .collect();
         let to_engine = Ring::new(config.ring_capacity);
         let outbound = Ring::new(config.ring_capacity);
+        let outlets = Outlets {
+            gateway: outbound.clone(),
+            web: config.web_outbound.clone(),
+        };
         let shared = Arc::new(Shared::default());
         shared
             .applied_seq
@@ -342,7 +399,7 @@ impl Pipeline {
             metrics: config.metrics.clone(),
             applied: 0,
             from_journal: to_engine,
-            outbound: outbound.clone(),
+            outlets: outlets.clone(),
             shared: shared.clone(),
             engine,
             credentials,
@@ -360,7 +417,7 @@ impl Pipeline {
         let writer = SnapshotWriter {
             jobs: snapshot_rx,
             journal_synced,
-            outbound: outbound.clone(),
+            outlets: outlets.clone(),
             shared: shared.clone(),
             data_dir: config.data_dir.clone(),
             archive,
@@ -393,6 +450,7 @@ impl Pipeline {
             inbound,
             intakes,
             outbound,
+            outlets,
             shared,
             threads,
             inline,
@@ -542,6 +600,9 @@ impl Pipeline {
                 std::thread::yield_now();
             }
             while self.outbound.pop().is_some() {}
+            if let Some(web) = &self.outlets.web {
+                while web.pop().is_some() {}
+            }
         }
         // Dropping the engine stage closes the snapshot writer's channel.
         self.inline = None;
@@ -886,7 +947,7 @@ struct EngineStage {
     /// Commands applied, for sampling latencies.
     applied: u64,
     from_journal: Arc<Ring<Sequenced>>,
-    outbound: Arc<Ring<Outbound>>,
+    outlets: Outlets,
     shared: Arc<Shared>,
     engine: Engine,
     credentials: Arc<Credentials>,
@@ -896,8 +957,8 @@ struct EngineStage {
     snapshot_every: u64,
     journaled_since_snapshot: u64,
     wait: WaitStrategy,
-    /// Replies that found the outbound ring full, in order.
-    spill: VecDeque<Outbound>,
+    /// Replies that found their outbound ring full, and every one after them, in order.
+    spill: VecDeque<(Outlet, Outbound)>,
     /// Rung after each round: the market data thread waits for the engine to apply what it
     /// replays.
     market_data: Option<Arc<MdChannel>>,
@@ -1027,7 +1088,7 @@ impl EngineStage {
         let done = self.shared.has_failed() || (closing && drained);
         if done {
             self.shared.engine_done.store(true, Ordering::SeqCst);
-            self.outbound.ring_always();
+            self.outlets.ring_always();
         }
         (work, done)
     }
@@ -1035,9 +1096,9 @@ impl EngineStage {
     /// Moves spilled replies out, then applies commands while the replies keep flowing.
     fn do_work(&mut self) -> usize {
         let mut work = 0;
-        while let Some(out) = self.spill.pop_front() {
-            if let Err(out) = self.outbound.try_push(out) {
-                self.spill.push_front(out);
+        while let Some((outlet, out)) = self.spill.pop_front() {
+            if let Err(out) = self.outlets.ring(outlet).try_push(out) {
+                self.spill.push_front((outlet, out));
                 break;
             }
             work += 1;
@@ -1080,23 +1141,45 @@ impl EngineStage {
             }
         }
         if work + applied > 0 {
-            self.outbound.ring();
+            self.outlets.gateway.ring();
+            if let Some(web) = &self.outlets.web {
+                web.ring();
+            }
         }
         work + applied
     }
 
-    /// Queues a reply. It never waits for the gateway (which may be this very thread): a reply
-    /// that finds the ring full waits in the spill queue, and no further command is applied
-    /// until the spill is out. One command's replies bound the spill.
+    /// Queues a reply, into the gateway's ring, the web's, or both ([`Outlets::of`]). It never
+    /// waits for a gateway (which may run on this very thread): a reply that finds its ring
+    /// full waits in the spill queue with every one after it, and no further command is
+    /// applied until the spill is out. One command's replies bound the spill.
     fn send(&mut self, target: Target, event: Event) {
         if target == Target::Session(SYSTEM_SESSION) {
             return;
         }
-        let out = Outbound { target, event };
+        match self.outlets.of(target, &event) {
+            (true, true) => {
+                let copy = event.clone();
+                self.push(
+                    Outlet::Web,
+                    Outbound {
+                        target,
+                        event: copy,
+                    },
+                );
+                self.push(Outlet::Gateway, Outbound { target, event });
+            }
+            (true, false) => self.push(Outlet::Gateway, Outbound { target, event }),
+            (false, true) => self.push(Outlet::Web, Outbound { target, event }),
+            (false, false) => {}
+        }
+    }
+
+    fn push(&mut self, outlet: Outlet, out: Outbound) {
         if !self.spill.is_empty() {
-            self.spill.push_back(out);
-        } else if let Err(out) = self.outbound.try_push(out) {
-            self.spill.push_back(out);
+            self.spill.push_back((outlet, out));
+        } else if let Err(out) = self.outlets.ring(outlet).try_push(out) {
+            self.spill.push_back((outlet, out));
         }
     }
 
@@ -1500,7 +1583,7 @@ struct SnapshotWriter {
     /// How far the journal is synced (`None` under durability `none`, which syncs only at a
     /// roll or a stop): a snapshot waits for the journal to be synced through its seq.
     journal_synced: Option<rialto_journal::SyncedProgress>,
-    outbound: Arc<Ring<Outbound>>,
+    outlets: Outlets,
     shared: Arc<Shared>,
     data_dir: std::path::PathBuf,
     archive: bool,
@@ -1562,16 +1645,14 @@ impl SnapshotWriter {
             };
             if let Some((session, _)) = job.asked_by {
                 let shared = &self.shared;
-                let out = Outbound {
-                    target: Target::Session(session),
-                    event: msg,
+                let target = Target::Session(session);
+                let ring = match self.outlets.of(target, &msg) {
+                    (_, true) => self.outlets.ring(Outlet::Web),
+                    _ => self.outlets.ring(Outlet::Gateway),
                 };
-                if self
-                    .outbound
-                    .push_waiting(out, || shared.has_failed())
-                    .is_ok()
-                {
-                    self.outbound.ring();
+                let out = Outbound { target, event: msg };
+                if ring.push_waiting(out, || shared.has_failed()).is_ok() {
+                    ring.ring();
                 }
             }
         }
@@ -1614,6 +1695,7 @@ mod tests {
             prefetch: Prefetch::Off,
             checkpoint_every: 0,
             intakes: vec![web.clone()],
+            web_outbound: None,
         };
         let disk = Arc::new(Mutex::new(crate::simlog::SimDisk::new()));
         let mut pipeline = Pipeline::start_simulated(

@@ -639,6 +639,28 @@ fn admins_move_money_add_users_and_symbols_and_take_snapshots() {
             .iter()
             .any(|s| s["symbol"] == "SOL-USD" && s["price_tick"] == "0.001")
     });
+    // The FIX gateway hears of it too (the web's replies travel in a ring of their own): a
+    // FIX trader's order on it is taken, not refused as an unknown symbol.
+    let mut fix = common::fix::FixClient::connect(server.fix_addr.unwrap(), "TRADER5", "FIX.4.4");
+    fix.logon(&server, 5);
+    let now = common::fix::transact_time();
+    use rialto_fix::tags;
+    fix.send(
+        "D",
+        &[
+            (tags::CL_ORD_ID, "SOL1"),
+            (tags::HANDL_INST, "1"),
+            (tags::SYMBOL, "SOL-USD"),
+            (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &now),
+            (tags::ORDER_QTY, "1"),
+            (tags::ORD_TYPE, "2"),
+            (tags::PRICE, "2"),
+            (tags::TIME_IN_FORCE, "1"),
+        ],
+    );
+    let report = fix.expect("8");
+    assert_eq!(report.req(tags::EXEC_TYPE), "0", "{report:?}");
     let venue = admin.call("GET", "/api/v1/admin/venue", Value::Null);
     let usd = venue
         .body

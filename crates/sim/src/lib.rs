@@ -306,6 +306,7 @@ impl Sim {
             prefetch: Prefetch::Off,
             checkpoint_every: 0,
             intakes: Vec::new(),
+            web_outbound: None,
         };
         let log = CommandLog::Simulated(SimulatedLog::new(self.disk.clone()));
         let mut pipeline = Pipeline::start_simulated(

@@ -1,13 +1,15 @@
 //! How the web side (tokio) reaches the pipeline.
 //!
-//! A web request takes a session id of its own, waits for its one reply on a oneshot channel,
-//! and travels through the web's own intake ring, which the journal stage takes from beside
-//! the gateway thread's (pipeline.rs, `JournalStage`): the web's requests do not pass through
-//! the gateway's thread. The gateway hands back the replies to web sessions, and every fill
-//! and cancellation of any user (whatever gateway the order came from), for order histories
-//! and private streams, gathered for up to a millisecond.
+//! The web side is a gateway of its own, with its own rings. A web request takes a session id
+//! of its own, waits for its one reply on a oneshot channel, and travels through the web's
+//! intake ring, which the journal stage takes from beside the gateway thread's (pipeline.rs,
+//! `JournalStage`). The engine stage sends the web's replies, and every fill and cancellation
+//! of any user (whatever gateway the order came from, for order histories and private
+//! streams), into the web's outbound ring; [`WebDelivery`], an agent whose duty cycle runs on
+//! the gateway's thread, answers the calls and hands the users' messages over, gathered for up
+//! to a millisecond.
 //!
-//! That hand-over is bounded (`[web] user_message_batches` batches): the gateway never waits
+//! That hand-over is bounded (`[web] user_message_batches` batches): the delivery never waits
 //! for the web side. A batch that finds the queue full is dropped and becomes a [`Gap`]: which
 //! users lost messages (and up to which seq), whether public ones were lost, how many. The gap
 //! rides on the next batch that fits, and the web side turns it into `gap` events on the
@@ -16,11 +18,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use rialto_core::UserId;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::event::Event;
+use crate::event::{Event, Outbound, Target};
+use crate::metrics::{Metrics, SAMPLE_EVERY};
 use crate::pipeline::{Op, Reply, Request, SessionId};
 use crate::ring::Ring;
 
@@ -86,8 +90,13 @@ pub fn message_seq(msg: &Event) -> u64 {
 
 /// Web sessions are `WEB_SESSION_BASE + n`: above the binary gateway's, below FIX's.
 pub const WEB_SESSION_BASE: SessionId = 1 << 40;
-/// Requests waiting for the journal stage to take them (the web's intake ring).
+/// Requests waiting for the journal stage to take them (the web's intake ring), and the
+/// engine stage's events waiting for [`WebDelivery`] (the web's outbound ring).
 const QUEUE_CAPACITY: usize = 4096;
+/// The longest users' messages wait to be handed to the web side together, and how many may
+/// wait: each hand-over may wake a web thread, a system call on the delivering thread.
+pub const WEB_MESSAGES_WAIT: Duration = Duration::from_millis(1);
+const WEB_MESSAGES_MAX: usize = 1024;
 
 pub fn is_web_session(id: SessionId) -> bool {
     (WEB_SESSION_BASE..crate::fix::FIX_SERVICE_SESSION).contains(&id)
@@ -112,6 +121,9 @@ pub struct WebBridge {
     /// The web's intake ring into the pipeline: many producers (the web's tasks), one
     /// consumer (the journal stage).
     requests: Arc<Ring<Request>>,
+    /// The engine stage's events for the web side: one producer (the engine stage; the
+    /// snapshot writer's rare replies too), one consumer ([`WebDelivery`]).
+    events: Arc<Ring<Outbound>>,
     /// The server stops: no new call is taken (those in the ring are still answered).
     refusing: std::sync::atomic::AtomicBool,
     /// The gateway is gone: nothing more is answered.
@@ -139,6 +151,7 @@ impl WebBridge {
         let (user_messages, receiver) = mpsc::channel(user_message_batches.max(1));
         let bridge = Arc::new(WebBridge {
             requests: Ring::new(QUEUE_CAPACITY),
+            events: Ring::new(QUEUE_CAPACITY),
             refusing: std::sync::atomic::AtomicBool::new(false),
             closed: std::sync::atomic::AtomicBool::new(false),
             read_only: std::sync::atomic::AtomicBool::new(false),
@@ -157,6 +170,12 @@ impl WebBridge {
     /// (`PipelineConfig::intakes`).
     pub fn intake(&self) -> Arc<Ring<Request>> {
         self.requests.clone()
+    }
+
+    /// The web's outbound ring, for the engine stage to send the web's events into
+    /// (`PipelineConfig::web_outbound`).
+    pub fn outlet(&self) -> Arc<Ring<Outbound>> {
+        self.events.clone()
     }
 
     /// Makes this the bridge of a read replica (no gateway, no pipeline): `answer` answers
@@ -212,7 +231,7 @@ impl WebBridge {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    // ----- the gateway's side ----------------------------------------------------------------
+    // ----- the delivery's side ---------------------------------------------------------------
 
     /// The server stops: new calls are refused; those already in the ring are journaled and
     /// answered as the pipeline drains.
@@ -227,11 +246,10 @@ impl WebBridge {
         }
     }
 
-    /// Fills and cancellations of users' orders, in pipeline order. The gateway gathers them
-    /// and sends a few at a time: each send may wake a web thread, which is a system call on
-    /// the gateway's thread. Never waits: when the web side's queue is full the batch is
-    /// dropped into `gap`, which goes with the next batch that fits (the gateway sends an
-    /// empty batch to carry a gap alone).
+    /// Fills and cancellations of users' orders, in pipeline order. [`WebDelivery`] gathers
+    /// them and sends a few at a time. Never waits: when the web side's queue is full the
+    /// batch is dropped into `gap`, which goes with the next batch that fits (an empty batch
+    /// carries a gap alone).
     pub fn deliver_user_messages(&self, messages: WebMessages, gap: &mut Gap) {
         if messages.is_empty() && gap.is_empty() {
             return;
@@ -261,7 +279,7 @@ impl WebBridge {
     }
 
     /// Batches of user messages handed over so far (dropped ones included: the gap that
-    /// stands for them counts them). The gateway hands over what it gathered before it
+    /// stands for them counts them). [`WebDelivery`] hands over what it gathered before it
     /// delivers a web reply, so once a reply is in, every event the pipeline sent before it
     /// is in one of these batches.
     pub fn batches_sent(&self) -> u64 {
@@ -291,5 +309,111 @@ impl WebBridge {
         self.closed.store(true, Ordering::SeqCst);
         self.lock_pending().clear();
         while self.requests.pop().is_some() {}
+    }
+}
+
+/// The web side's delivery agent: takes the engine stage's events from the web's outbound
+/// ring, answers each web call with its reply, and hands users' and public messages to the
+/// web side in batches. A state machine driven by its caller's duty cycle and clock (the
+/// gateway thread runs it, gateway.rs); it never waits for the web side.
+pub struct WebDelivery {
+    bridge: Arc<WebBridge>,
+    events: Arc<Ring<Outbound>>,
+    /// Messages gathered for the web side, and when a batch was last handed over.
+    messages: WebMessages,
+    sent_at: Instant,
+    /// Messages the web side's full queue refused, to announce with the next batch.
+    gap: Gap,
+    metrics: Arc<Metrics>,
+    replies: u64,
+}
+
+impl WebDelivery {
+    pub fn new(bridge: Arc<WebBridge>, metrics: Arc<Metrics>, now: Instant) -> WebDelivery {
+        WebDelivery {
+            events: bridge.outlet(),
+            bridge,
+            messages: Vec::new(),
+            sent_at: now,
+            gap: Gap::default(),
+            metrics,
+            replies: 0,
+        }
+    }
+
+    /// The outbound ring (its consumer's doorbell is set on it).
+    pub fn ring(&self) -> &Ring<Outbound> {
+        &self.events
+    }
+
+    /// One duty cycle: every event in the ring, then a hand-over if one is due. Returns the
+    /// events taken.
+    pub fn do_work(&mut self, now: Instant) -> usize {
+        let mut n = 0;
+        while let Some(Outbound { target, event }) = self.events.pop() {
+            n += 1;
+            match target {
+                Target::Session(session) => {
+                    if let Event::Accepted { ts_ns, .. } | Event::Rejected { ts_ns, .. } = event {
+                        self.replies += 1;
+                        if self.replies.is_multiple_of(SAMPLE_EVERY) {
+                            let ns = crate::pipeline::now_ns().saturating_sub(ts_ns);
+                            self.metrics.roundtrip_latency.record(ns.max(0) as u64);
+                        }
+                    }
+                    // The web side hears of every event before this reply first: a web call
+                    // that waits for them (an order's outcome) then knows it has them all.
+                    self.flush(now, true);
+                    self.bridge.deliver_reply(session, event);
+                }
+                Target::User(user) => self.messages.push((Some(user), event)),
+                Target::Public | Target::WebStatus => self.messages.push((None, event)),
+            }
+            // A batch holds at most `WEB_MESSAGES_MAX`: the queue's bound is in batches.
+            if self.messages.len() >= WEB_MESSAGES_MAX {
+                self.flush(now, true);
+            }
+        }
+        self.flush(now, false);
+        n
+    }
+
+    /// Hands the gathered messages over: now, or once they waited [`WEB_MESSAGES_WAIT`] (a
+    /// gap alone, once that long passed since the last hand-over).
+    pub fn flush(&mut self, now: Instant, force: bool) {
+        let waited = now.saturating_duration_since(self.sent_at) >= WEB_MESSAGES_WAIT;
+        let due = if self.messages.is_empty() {
+            !self.gap.is_empty() && waited
+        } else {
+            force || self.messages.len() >= WEB_MESSAGES_MAX || waited
+        };
+        if due {
+            let messages = std::mem::take(&mut self.messages);
+            self.bridge.deliver_user_messages(messages, &mut self.gap);
+            self.sent_at = now;
+        }
+    }
+
+    /// Whether events wait in the ring, or a gap for room in the web side's queue (which
+    /// nobody announces: the caller looks again within [`WEB_MESSAGES_WAIT`]).
+    pub fn has_work(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    pub fn has_gap(&self) -> bool {
+        !self.gap.is_empty()
+    }
+
+    /// The server refuses new web calls (those in the intake ring are still answered).
+    pub fn refuse_calls(&self) {
+        self.bridge.refuse_calls();
+    }
+
+    /// The pipeline has drained: delivers what is left, then every waiting caller learns that
+    /// no more replies come.
+    pub fn close(&mut self, now: Instant) {
+        self.do_work(now);
+        self.flush(now, true);
+        self.bridge.close();
     }
 }
