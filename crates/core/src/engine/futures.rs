@@ -911,6 +911,7 @@ impl Engine {
     pub(crate) fn note_stale_margin(&mut self, account: u32, c: CurrencyId) {
         if !self.futures_of(c).is_empty() {
             self.fut.stale.push((account, c.0));
+            self.knock_on_pending = true;
         }
     }
 
@@ -1021,6 +1022,7 @@ impl Engine {
     pub(crate) fn mark_dirty(&mut self, c: CurrencyId) {
         if !self.fut.dirty.contains(&c.0) {
             self.fut.dirty.push(c.0);
+            self.knock_on_pending = true;
         }
     }
 
