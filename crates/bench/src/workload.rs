@@ -773,6 +773,15 @@ impl Generator {
             max_resting_orders: u32::try_from(2 * prefill_len + (1 << 20)).unwrap_or(u32::MAX),
             max_users: accounts.users() as u32,
             max_tx_ids: u32::try_from(4 * accounts.users() + 1024).unwrap_or(u32::MAX),
+            // `multi` lists more symbols than the default allows; the timed engine keeps this.
+            max_symbols: u32::try_from(
+                setup
+                    .iter()
+                    .filter(|c| matches!(c, Command::AddSymbol(_)))
+                    .count(),
+            )
+            .unwrap_or(u32::MAX)
+            .max(EngineConfig::default().max_symbols),
             ..EngineConfig::default()
         };
         let mut g = Generator {

@@ -62,7 +62,7 @@ impl Account {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn slot(&self, currency: CurrencyId) -> Option<usize> {
         // Ids are below MAX_CURRENCIES (see `Accounts::balance_mut`), so never FREE_SLOT.
         let code = currency.0 as u16;
@@ -144,7 +144,7 @@ impl Accounts {
     }
 
     /// The account's balance in `currency` (zero when never touched).
-    #[inline]
+    #[inline(always)]
     pub fn balance(&self, account: u32, currency: CurrencyId) -> Amounts {
         let a = &self.accounts[account as usize];
         match a.slot(currency) {
@@ -164,7 +164,7 @@ impl Accounts {
 
     /// The account's balance in `currency`, created (zero) on first use. `currency` must be a
     /// registered currency, whose id is below [`MAX_CURRENCIES`].
-    #[inline]
+    #[inline(always)]
     pub fn balance_mut(&mut self, account: u32, currency: CurrencyId) -> &mut Amounts {
         match self.accounts[account as usize].slot(currency) {
             Some(i) => &mut self.accounts[account as usize].amounts[i],

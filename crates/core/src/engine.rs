@@ -13,7 +13,7 @@ use std::num::NonZeroI64;
 
 use rialto_prefetch::{prefetch, prefetch_first_line, prefetch_index};
 
-use crate::account::{Accounts, MAX_CURRENCIES};
+use crate::account::{Accounts, Amounts, MAX_CURRENCIES};
 use crate::book::{BookSide, Levels, NIL, NodeKind, OrderNode, Orders, level_price};
 
 mod futures;
@@ -284,7 +284,7 @@ impl SymbolState {
     }
 
     /// Appends order `idx` (whose price is set) to the back of its level on `side`.
-    #[inline]
+    #[inline(always)]
     pub fn push_back(&mut self, side: Side, levels: &mut Levels, orders: &mut Orders, idx: u32) {
         let price = orders.get(idx).price;
         let (book, scratch) = self.book_mut(side);
@@ -492,6 +492,9 @@ pub struct Engine {
     /// such entries are dropped: so it never holds more than twice the live expiring orders
     /// plus its reserved capacity.
     pub(crate) expiries: BinaryHeap<Reverse<(i64, UserId, OrderId, u32)>>,
+    /// The time of the heap's first entry (`i64::MAX` when it is empty), so that step 1 of a
+    /// command is one comparison.
+    next_expiry_ts: i64,
     /// What only icebergs and pending stops have, by node index (docs on [`OrderExtra`]); an
     /// ordinary order never reads it.
     pub(crate) order_extras: Vec<OrderExtra>,
@@ -499,6 +502,9 @@ pub struct Engine {
     pub(crate) stop_accepts: u64,
     /// Symbols with unexamined trades (see [`SymbolState::unexamined`]); a symbol may repeat.
     pub(crate) stop_dirty: Vec<u32>,
+    /// Whether a command may have left knock-on work (`stop_dirty`, `fut.dirty` or `fut.stale`
+    /// not empty): set where they are pushed to, so that a command without any checks one flag.
+    pub(crate) knock_on_pending: bool,
     /// Reused by the stop cascade: the stops one round collects, and the walks it examines.
     scratch_triggered: Vec<u32>,
     scratch_walks: Vec<(i64, i64)>,
@@ -641,9 +647,11 @@ impl Engine {
             orders: Orders::with_capacity(orders),
             order_info: Vec::with_capacity(orders),
             expiries: BinaryHeap::with_capacity(orders),
+            next_expiry_ts: i64::MAX,
             order_extras: Vec::with_capacity(orders),
             stop_accepts: 0,
             stop_dirty: Vec::with_capacity(8),
+            knock_on_pending: false,
             scratch_triggered: Vec::with_capacity(config.expected_stops_per_side),
             scratch_walks: Vec::with_capacity(8),
             order_ids: IdIndex::with_capacity(orders),
@@ -697,26 +705,32 @@ impl Engine {
         if !self.recent_ids.is_empty() {
             self.forget_old_ids();
         }
-        if self
-            .expiries
-            .peek()
-            .is_some_and(|Reverse(first)| first.0 <= self.now)
-        {
+        if self.next_expiry_ts <= self.now {
             self.expire_due(sink);
         }
         let result = self.apply_command(cmd, sink);
-        // Knock-on work (docs/rules.md, "One command"): the stops its trades triggered, and
-        // the liquidation passes of currencies whose futures traded or marks moved, until
-        // neither finds anything.
+        if self.knock_on_pending {
+            self.knock_on(sink);
+        }
+        #[cfg(debug_assertions)]
+        self.debug_check_holds();
+        result
+    }
+
+    /// Knock-on work (docs/rules.md, "One command"): the stops the command's trades triggered,
+    /// and the liquidation passes of currencies whose futures traded or marks moved, until
+    /// neither finds anything.
+    #[cold]
+    #[inline(never)]
+    fn knock_on(&mut self, sink: &mut impl EventSink) {
         if !self.stop_dirty.is_empty() {
             self.run_stop_cascades(sink);
         }
         if !self.fut.dirty.is_empty() || !self.fut.stale.is_empty() {
             self.knock_on_futures(sink);
         }
-        #[cfg(debug_assertions)]
-        self.debug_check_holds();
-        result
+        self.knock_on_pending =
+            !self.stop_dirty.is_empty() || !self.fut.dirty.is_empty() || !self.fut.stale.is_empty();
     }
 
     /// The rest of step 3 once futures are involved: passes and cascades in turn.
@@ -738,11 +752,16 @@ impl Engine {
 
     /// After a move, reduce or amend: a live futures order's margin sums follow its new price
     /// and quantity.
-    #[inline]
+    #[inline(always)]
     fn sync_changed_order(&mut self, user: UserId, order: OrderId) {
-        if self.fut.futures_of.is_empty() {
-            return;
+        if !self.fut.futures_of.is_empty() {
+            self.sync_changed_future_order(user, order);
         }
+    }
+
+    /// [`Self::sync_changed_order`] on a venue with futures listed.
+    #[inline(never)]
+    fn sync_changed_future_order(&mut self, user: UserId, order: OrderId) {
         if let Some(idx) = self.find_order(user, order)
             && is_future(&self.symbols[self.orders.get(idx).symbol as usize].terms)
         {
@@ -1317,15 +1336,24 @@ impl Engine {
     /// For an unpriced market buy, what it may spend: its available quote balance.
     /// A future's liquidation close (the only unpriced futures order) has no budget; a user
     /// with futures exposure spends at most what its margin leaves (docs/rules.md, "Futures").
+    #[inline(always)]
     fn market_buy_budget(&self, sym: &SymbolState, taker: &Taker) -> Option<i64> {
-        (taker.side == Side::Buy && taker.limit.is_none() && !is_future(&sym.terms)).then(|| {
-            if self.accounts.get(taker.account).futures {
-                return self.spendable_under_margin(taker.account, sym.terms.quote);
-            }
-            self.accounts
-                .balance(taker.account, sym.terms.quote)
-                .available
-        })
+        if taker.side == Side::Buy && taker.limit.is_none() && !is_future(&sym.terms) {
+            Some(self.market_buy_funds(sym, taker))
+        } else {
+            None
+        }
+    }
+
+    /// What an unpriced market buy may spend: [`Self::market_buy_budget`] when there is one.
+    #[inline(never)]
+    fn market_buy_funds(&self, sym: &SymbolState, taker: &Taker) -> i64 {
+        if self.accounts.get(taker.account).futures {
+            return self.spendable_under_margin(taker.account, sym.terms.quote);
+        }
+        self.accounts
+            .balance(taker.account, sym.terms.quote)
+            .available
     }
 
     /// Price plus taker fee of one lot; `None` when it does not fit (no one can pay it).
@@ -1787,6 +1815,7 @@ impl Engine {
             self.expiries = BinaryHeap::from(entries);
         }
         self.expiries.push(Reverse((expire_ts, user, order, idx)));
+        self.next_expiry_ts = self.next_expiry().unwrap_or(i64::MAX);
     }
 
     /// Whether an expiry heap entry still stands for a live order.
@@ -1807,6 +1836,7 @@ impl Engine {
                 self.remove_live_order(idx, CancelReason::Expired, sink);
             }
         }
+        self.next_expiry_ts = self.next_expiry().unwrap_or(i64::MAX);
     }
 
     /// Entering `closed` ends a symbol's trading day: its DAY orders (resting or pending
@@ -2294,17 +2324,35 @@ impl Engine {
     ) -> Result<bool, Reason> {
         let idx = self.find_own_live_order(user, order)?;
         let node = *self.orders.get(idx);
-        let symbol = node.symbol as usize;
-        if is_future(&self.symbols[symbol].terms) {
-            // The margin check reads the account's slot and balance and the order's sums: their
-            // misses overlap instead of following one another.
-            self.fut.prefetch_order(idx, node.account);
-            self.accounts.prefetch(node.account);
-        }
-        if node.kind != NodeKind::Plain || !self.symbols[symbol].controls.unrestricted() {
+        let sym = &self.symbols[node.symbol as usize];
+        if node.kind != NodeKind::Plain || !sym.controls.unrestricted() {
             return self.move_with_controls(idx, price, sink);
         }
-        // A plain order in `continuous` with no band (the common case).
+        if is_future(&sym.terms) {
+            return self.move_future(idx, price, sink);
+        }
+        // A plain order on a spot symbol in `continuous` with no band (the common case): its
+        // checks read the symbol's terms once, and nothing is left to sync.
+        if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &sym.terms)) {
+            return Err(Reason::InvalidPrice);
+        }
+        self.move_plain_spot(idx, &node, price, Phase::Continuous, sink)?;
+        Ok(true)
+    }
+
+    /// `move` of a plain order on a future in `continuous` with no band.
+    #[inline(always)]
+    fn move_future(
+        &mut self,
+        idx: u32,
+        price: i64,
+        sink: &mut impl EventSink,
+    ) -> Result<bool, Reason> {
+        let node = *self.orders.get(idx);
+        // The margin check reads the account's slot and balance and the order's sums: their
+        // misses overlap instead of following one another.
+        self.fut.prefetch_order(idx, node.account);
+        self.accounts.prefetch(node.account);
         if !self.move_price_valid(&node, price) {
             return Err(Reason::InvalidPrice);
         }
@@ -2330,6 +2378,12 @@ impl Engine {
         sink: &mut impl EventSink,
     ) -> Result<bool, Reason> {
         let node = *self.orders.get(idx);
+        if is_future(&self.symbols[node.symbol as usize].terms) {
+            // The margin check reads the account's slot and balance and the order's sums: their
+            // misses overlap instead of following one another.
+            self.fut.prefetch_order(idx, node.account);
+            self.accounts.prefetch(node.account);
+        }
         if node.kind == NodeKind::PendingStop {
             return Err(Reason::InvalidOrder);
         }
@@ -2350,7 +2404,8 @@ impl Engine {
     }
 
     /// `move` of a plain resting order whose new price passed every check but funds and
-    /// post-only; `Ok(true)` as for [`Self::move_order`].
+    /// post-only; `Ok(true)` as for [`Self::move_order`] (always for a spot order: it has no
+    /// margin sums).
     #[inline(always)]
     fn move_plain(
         &mut self,
@@ -2360,6 +2415,30 @@ impl Engine {
         phase: Phase,
         sink: &mut impl EventSink,
     ) -> Result<bool, Reason> {
+        if is_future(&self.symbols[node.symbol as usize].terms) {
+            let symbol = node.symbol as usize;
+            // In an auction a move never trades: it rests at the back of its new level.
+            let crosses =
+                phase == Phase::Continuous && self.crosses_best(symbol, node.side, Some(price));
+            if node.post_only && crosses {
+                return Err(Reason::WouldTake);
+            }
+            return self.move_plain_future(idx, node, price, crosses, sink);
+        }
+        self.move_plain_spot(idx, node, price, phase, sink)?;
+        Ok(true)
+    }
+
+    /// [`Self::move_plain`] of an order on a spot symbol.
+    #[inline(always)]
+    fn move_plain_spot(
+        &mut self,
+        idx: u32,
+        node: &OrderNode,
+        price: i64,
+        phase: Phase,
+        sink: &mut impl EventSink,
+    ) -> Result<(), Reason> {
         let symbol = node.symbol as usize;
         let terms = self.symbols[symbol].terms;
         // In an auction a move never trades: it rests at the back of its new level.
@@ -2367,9 +2446,6 @@ impl Engine {
             phase == Phase::Continuous && self.crosses_best(symbol, node.side, Some(price));
         if node.post_only && crosses {
             return Err(Reason::WouldTake);
-        }
-        if is_future(&terms) {
-            return self.move_plain_future(idx, node, price, crosses, sink);
         }
         if node.side == Side::Buy {
             // What the buy must add to its hold (negative when it frees some); both holds fit
@@ -2383,11 +2459,11 @@ impl Engine {
             if added_hold > balance.available {
                 return Err(Reason::InsufficientFunds);
             }
-            if exposed && added_hold > 0 {
-                self.check_margin_after_spending(node.account, terms.quote, added_hold)?;
-                self.note_stale_margin(node.account, terms.quote);
-            }
-            let balance = self.accounts.balance_mut(node.account, terms.quote);
+            let balance = if exposed && added_hold > 0 {
+                self.spot_spending_margin(node.account, terms.quote, added_hold)?
+            } else {
+                balance
+            };
             if !crosses {
                 // Nothing can refuse the move now: the hold follows the new price.
                 balance.available -= added_hold;
@@ -2397,10 +2473,25 @@ impl Engine {
         if !crosses {
             // Nothing can trade (the common case): re-price and join the back of the new level.
             self.symbols[symbol].reprice(node.side, &mut self.levels, &mut self.orders, idx, price);
-            return Ok(false);
+            return Ok(());
         }
         self.move_crossing(idx, node, price, sink);
-        Ok(false)
+        Ok(())
+    }
+
+    /// A spot buy's move that adds `added` to its hold, by a user with futures: the margin check
+    /// of that spending, then the balance to change.
+    #[cold]
+    #[inline(never)]
+    fn spot_spending_margin(
+        &mut self,
+        account: u32,
+        currency: CurrencyId,
+        added: i64,
+    ) -> Result<&mut Amounts, Reason> {
+        self.check_margin_after_spending(account, currency, added)?;
+        self.note_stale_margin(account, currency);
+        Ok(self.accounts.balance_mut(account, currency))
     }
 
     /// [`Self::move_plain`] of an order on a future, out of the spot path's way: the margin

@@ -87,7 +87,7 @@ impl IdIndex {
 
     /// The value of the entry of `hash` whose value `is_key` accepts (the caller checks the key
     /// stored at that value).
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, hash: u64, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
         self.position(hash, is_key).map(|i| self.slots[i] as u32)
     }

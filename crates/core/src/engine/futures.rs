@@ -687,12 +687,19 @@ impl Engine {
         // The common case, the user's only future in the currency: its margin is this slot's
         // terms alone, the same figures as `margin` gives, from the slot and `available`.
         if let Some(sole) = self.fut.sole_slot(account, symbol as u32) {
-            let mut changed = *sole;
-            if skip != NIL {
-                changed.count(skipped, -1);
-            }
             let add = Contrib::of(side, price, lots, book.mark, sym.terms.quote_scale);
-            changed.count(add, 1);
+            let mut changed = *sole;
+            if skip != NIL && (skipped.lots, skipped.buy) == (add.lots, add.buy) {
+                // A move: the same lots on the same side out and in, so only the open loss
+                // changes (in the order `count` would change it).
+                changed.open_loss -= skipped.loss();
+                changed.open_loss += add.loss();
+            } else {
+                if skip != NIL {
+                    changed.count(skipped, -1);
+                }
+                changed.count(add, 1);
+            }
             let initial = initial_term(book, &changed);
             if initial > i64::MAX as i128 {
                 return Err(Reason::Overflow);
@@ -911,6 +918,7 @@ impl Engine {
     pub(crate) fn note_stale_margin(&mut self, account: u32, c: CurrencyId) {
         if !self.futures_of(c).is_empty() {
             self.fut.stale.push((account, c.0));
+            self.knock_on_pending = true;
         }
     }
 
@@ -1021,6 +1029,7 @@ impl Engine {
     pub(crate) fn mark_dirty(&mut self, c: CurrencyId) {
         if !self.fut.dirty.contains(&c.0) {
             self.fut.dirty.push(c.0);
+            self.knock_on_pending = true;
         }
     }
 

@@ -204,6 +204,7 @@ impl Engine {
         let sym = &mut self.symbols[symbol];
         if sym.unexamined.is_empty() {
             self.stop_dirty.push(symbol as u32);
+            self.knock_on_pending = true;
         }
         sym.unexamined.push((first_price, last_price));
     }
