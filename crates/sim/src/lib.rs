@@ -102,7 +102,7 @@ pub struct Outcome {
     pub ticks: u64,
     pub simulated_ns: i64,
     pub faults: Faults,
-    /// Client requests that entered the pipeline.
+    /// Requests the clients sent (binary frames, and FIX NewOrderSingle, cancels and replaces).
     pub commands: u64,
     pub recoveries: u64,
     /// Bit-flipped reads that recovery refused (the rest stopped before the flipped record).
@@ -149,7 +149,7 @@ pub fn run(config: &SimConfig) -> Outcome {
         ticks,
         simulated_ns: sim.clock.load(Ordering::Relaxed) - EPOCH_NS,
         faults: sim.faults,
-        commands: sim.commands,
+        commands: sim.commands + sim.fix.as_ref().map_or(0, |f| f.commands),
         recoveries: sim.recoveries,
         flips_refused: sim.flips_refused,
         view_checks: sim.view_checks,
