@@ -36,6 +36,11 @@ const MAX_UNREAD_BYTES: usize = 16 * 1024;
 /// Prices (in cents) and quantities (in lots of 0.001) as the binary traders use them.
 const PRICE_MIN: i64 = 49_500;
 const PRICE_MAX: i64 = 50_500;
+/// The traders' HeartBtInt, in seconds: short, so that their quiet spells (up to 4 s) bring
+/// the gateway's heartbeats and TestRequests, which they answer.
+const HEART_BT_INT: &str = "1";
+/// The chance per turn to act that a trader falls quiet instead, in millionths.
+const QUIET_SPELL_PPM: u64 = 20_000;
 /// Connection ids of the FIX side (apart from the binary sessions').
 const FIRST_CONN: SessionId = 1 << 40;
 
@@ -98,6 +103,8 @@ struct FixTrader {
     orders: BTreeMap<String, OrderView>,
     /// Engine ids of orders from before the last crash, left out of the view.
     legacy: BTreeSet<i64>,
+    /// The trader sends nothing of its own before this time (it still answers TestRequests).
+    quiet_until_ns: i64,
 }
 
 /// The FIX gateway of the simulated node and its traders.
@@ -208,6 +215,7 @@ impl FixSide {
                         pending: BTreeSet::new(),
                         orders: BTreeMap::new(),
                         legacy: BTreeSet::new(),
+                        quiet_until_ns: 0,
                     })
                     .collect(),
                 rng: rng.fork(),
@@ -239,7 +247,7 @@ impl FixSide {
             let user = t.user.to_string();
             let fields = [
                 (tags::ENCRYPT_METHOD, "0"),
-                (tags::HEART_BT_INT, "30"),
+                (tags::HEART_BT_INT, HEART_BT_INT),
                 (tags::USERNAME, user.as_str()),
                 (tags::PASSWORD, password.as_str()),
             ];
@@ -256,7 +264,11 @@ impl FixSide {
     pub fn act(&mut self, now_ns: i64) {
         for t in &mut self.traders {
             let busy = !t.pending.is_empty() || t.up.len() >= MAX_UNREAD_BYTES;
-            if !t.logged_on || busy || !self.rng.chance(400_000) {
+            if !t.logged_on || busy || now_ns < t.quiet_until_ns || !self.rng.chance(400_000) {
+                continue;
+            }
+            if self.rng.chance(QUIET_SPELL_PPM) {
+                t.quiet_until_ns = now_ns + self.rng.range(100_000_000, 4_000_000_000);
                 continue;
             }
             t.act(&mut self.rng, now_ns);

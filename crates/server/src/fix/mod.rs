@@ -728,6 +728,10 @@ impl FixAgent {
         let logon_timeout_ns = self.core.config.logon_timeout.as_nanos() as i64;
         for (&id, conn) in &mut self.conns {
             match conn.slot {
+                // Its messages wait for room in the inbound ring (or for its store): we are not
+                // reading them, so its silence is ours, not the counterparty's. Its heartbeats
+                // and the silence limit resume once it is read again.
+                Some(_) if conn.paused => {}
                 Some(slot) => {
                     let session = &mut self.core.slots[slot].session;
                     match session.on_timer(now, &mut conn.output) {

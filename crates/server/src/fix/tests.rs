@@ -463,3 +463,29 @@ fn cancel_on_disconnect_cancels_the_open_orders_through_the_ring() {
         "{cancels:?}"
     );
 }
+
+#[test]
+fn a_connection_paused_for_the_ring_is_not_timed_out_for_the_silence_the_gateway_causes() {
+    let mut h = Harness::new();
+    h.logged_on(1);
+    // The symbol list query of the first tick, out of the way.
+    h.agent.tick(h.now, &mut h.ring);
+    h.ring.requests.clear();
+    h.ring.capacity = RING_ROOM - 1;
+    let order = h.new_order("o1");
+    h.receive(1, &order);
+    assert!(h.agent.is_paused(1));
+    // Far past HeartBtInt + 20 % twice: the client's messages wait unread in our buffer.
+    for _ in 0..100 {
+        h.now += SECOND;
+        h.agent.tick(h.now, &mut h.ring);
+    }
+    assert!(!h.agent.is_closing(1));
+    assert!(h.sent(1).is_empty(), "no TestRequest for our own silence");
+    // Room again: the order goes, and the timers resume from the client's message.
+    h.ring.capacity = 1024;
+    h.agent.handle(1, h.now, &mut h.ring);
+    assert_eq!(h.placed().len(), 1);
+    assert!(!h.agent.is_paused(1));
+    assert!(h.agent.next_timer_ns().unwrap() > h.now);
+}
