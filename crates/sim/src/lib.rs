@@ -11,6 +11,7 @@
 //! bit.
 
 pub mod client;
+pub mod fix_client;
 pub mod net;
 pub mod rng;
 
@@ -101,13 +102,15 @@ pub struct Outcome {
     pub ticks: u64,
     pub simulated_ns: i64,
     pub faults: Faults,
-    /// Client requests that entered the pipeline.
+    /// Requests the clients sent (binary frames, and FIX NewOrderSingle, cancels and replaces).
     pub commands: u64,
     pub recoveries: u64,
     /// Bit-flipped reads that recovery refused (the rest stopped before the flipped record).
     pub flips_refused: u64,
     /// Times every client's view was compared with the engine's.
     pub view_checks: u64,
+    /// Of those, the times the FIX traders' views were compared too (fix_client.rs).
+    pub fix_view_checks: u64,
     /// Times the market data replica's state was compared with the engine's.
     pub replica_checks: u64,
     /// SHA-256 of everything the run did: same seed, same hash.
@@ -146,10 +149,11 @@ pub fn run(config: &SimConfig) -> Outcome {
         ticks,
         simulated_ns: sim.clock.load(Ordering::Relaxed) - EPOCH_NS,
         faults: sim.faults,
-        commands: sim.commands,
+        commands: sim.commands + sim.fix.as_ref().map_or(0, |f| f.commands),
         recoveries: sim.recoveries,
         flips_refused: sim.flips_refused,
         view_checks: sim.view_checks,
+        fix_view_checks: sim.fix.as_ref().map_or(0, |f| f.view_checks),
         replica_checks: sim.replica_checks,
         trace_hash: sim.trace.finalize().into(),
         failure,
@@ -167,6 +171,7 @@ impl Outcome {
             recoveries: 0,
             flips_refused: 0,
             view_checks: 0,
+            fix_view_checks: 0,
             replica_checks: 0,
             trace_hash: [0; 32],
             failure: Some(Failure { tick: 0, message }),
@@ -211,6 +216,8 @@ struct Sim {
     ring_capacity: usize,
     batch_max: usize,
     clients: Vec<Client>,
+    /// The FIX gateway and its traders (fix_client.rs).
+    fix: Option<fix_client::FixSide>,
     /// Each client's connection, by the client's index.
     conns: Vec<Conn>,
     /// Draws of the network (how many bytes move, the order connections are served in).
@@ -255,6 +262,7 @@ impl Sim {
             ring_capacity,
             batch_max,
             clients: Vec::new(),
+            fix: None,
             conns: Vec::new(),
             net_rng,
             plant_partial_write: config.plant_drop_on_partial_write,
@@ -327,7 +335,8 @@ impl Sim {
 
     /// The demo venue's set-up, journaled like any command, without faults; then the clients.
     fn genesis(&mut self) -> Result<(), String> {
-        let commands = rialto_server::demo::demo_commands();
+        let mut commands = rialto_server::demo::demo_commands();
+        commands.extend(fix_client::genesis_commands());
         let target = commands.len() as u64;
         let mut pending: Vec<Request> = commands
             .into_iter()
@@ -378,6 +387,9 @@ impl Sim {
                 if self.clients_rng.chance(400_000) {
                     client.act(&mut self.clients_rng, &self.symbols);
                 }
+            }
+            if let Some(fix) = &mut self.fix {
+                fix.act(self.clock.load(Ordering::Relaxed));
             }
         }
         self.send_requests();
@@ -489,6 +501,17 @@ impl Sim {
                 }
             }
         }
+        let now_ns = self.clock.load(Ordering::Relaxed);
+        let node = self.node.as_ref().expect("a node runs");
+        let fix = fix_client::FixSide::start(
+            self.fix.take(),
+            &mut self.rng,
+            self.tmp.path(),
+            node.engine(),
+            now_ns,
+            net::instant(self.base, now_ns - EPOCH_NS),
+        )?;
+        self.fix = Some(fix);
         Ok(())
     }
 
@@ -503,7 +526,9 @@ impl Sim {
         for i in (1..order.len()).rev() {
             order.swap(i, self.net_rng.below(i as u64 + 1) as usize);
         }
-        let mut moved = 0;
+        // The FIX gateway first: it takes a message only while the inbound ring has room for
+        // its follow-ups (fix/mod.rs, RING_ROOM), which the smallest rings have only when empty.
+        let mut moved = self.fix_network(all)?;
         for i in order {
             let node = self.node.as_mut().expect("a node runs");
             let conn = &mut self.conns[i];
@@ -543,6 +568,22 @@ impl Sim {
         Ok(moved)
     }
 
+    /// The FIX side's turn of the network (fix_client.rs).
+    fn fix_network(&mut self, all: bool) -> Result<usize, String> {
+        let now_ns = self.clock.load(Ordering::Relaxed);
+        let (Some(fix), Some(node)) = (&mut self.fix, &self.node) else {
+            return Ok(0);
+        };
+        let (trace, print) = (&mut self.trace, self.print_trace);
+        let mut note = |line: String| {
+            trace.update(line.as_bytes());
+            if print {
+                eprintln!("{line}");
+            }
+        };
+        fix.network(&node.pipeline.inbound, now_ns, all, &mut note)
+    }
+
     fn maybe_plant_fault(&mut self) {
         if !self.rng.chance(COMMIT_FAULT_PPM) {
             return;
@@ -575,7 +616,11 @@ impl Sim {
     /// `route_outbound` does: each becomes the binary protocol's frame in their output.
     fn deliver(&mut self) -> Result<(), String> {
         let node = self.node.as_mut().expect("a node runs");
+        let now_ns = self.clock.load(Ordering::Relaxed);
         while let Some(out) = node.pipeline.outbound.pop() {
+            if let Some(fix) = &mut self.fix {
+                fix.deliver(&out, now_ns);
+            }
             let msg = out.event.into_wire();
             for (client, conn) in self.clients.iter().zip(&mut self.conns) {
                 match out.target {
@@ -642,6 +687,10 @@ impl Sim {
                         engine.last_seq()
                     ));
                 }
+            }
+            // The FIX traders' views too, when every one of their requests is answered.
+            if let Some(fix) = &mut self.fix {
+                fix.check(engine)?;
             }
             self.view_checks += 1;
         }

@@ -6,11 +6,9 @@ use super::*;
 
 impl Core {
     pub(super) fn logout(&mut self, conn: &mut Conn, text: &str) {
+        let now = self.clock.now_ns;
         match conn.slot {
-            Some(slot) => match self.slots[slot]
-                .session
-                .logout(text, now_ns(), &mut conn.output)
-            {
+            Some(slot) => match self.slots[slot].session.logout(text, now, &mut conn.output) {
                 Ok(Outcome::Disconnect) | Err(_) => conn.closing = true,
                 Ok(_) => {}
             },
@@ -20,7 +18,7 @@ impl Core {
 
     /// The connection of a slot is gone.
     pub(super) fn detach(&mut self, slot: usize) {
-        let now = now_ns();
+        let now = self.clock.now_ns;
         let s = &mut self.slots[slot];
         s.conn = None;
         if let Err(e) = s.session.on_disconnect(now) {
@@ -52,19 +50,19 @@ impl Core {
         }
     }
 
-    pub(super) fn push(&mut self, slot: usize, t: ToEngine, pipeline: &mut Pipeline) {
+    pub(super) fn push(&mut self, slot: usize, t: ToEngine, sink: &mut dyn RequestSink) {
         let request = self.request(slot, t);
-        self.push_request(request, pipeline);
+        self.push_request(request, sink);
     }
 
-    pub(super) fn push_request(&mut self, request: Request, pipeline: &mut Pipeline) {
+    /// Requests go in order: behind those already waiting for room, or into the sink.
+    pub(super) fn push_request(&mut self, request: Request, sink: &mut dyn RequestSink) {
         if !self.deferred.is_empty() {
             self.deferred.push_back(request);
             return;
         }
-        match pipeline.inbound.try_push(request) {
-            Ok(()) => pipeline.inbound.ring(),
-            Err(request) => self.deferred.push_back(request),
+        if let Err(request) = sink.offer(request) {
+            self.deferred.push_back(request);
         }
     }
 
@@ -83,7 +81,7 @@ impl Core {
     fn write_report(&mut self, slot: usize, report: &Report, out: &mut Vec<u8>, reply: bool) {
         // Ours carry no ApplVerID: they are in the session's default application version.
         let version = self.slots[slot].session.default_appl_version();
-        let now = now_ns();
+        let now = self.clock.now_ns;
         let result = match report {
             // A version without a report for a triggered stop (FIX 4.0, 4.1) gets none: its
             // fills tell it.
@@ -184,7 +182,7 @@ impl Core {
         conn: &mut Conn,
         frame: &Frame<'_>,
     ) -> Option<usize> {
-        let now = Instant::now();
+        let now = self.clock.instant();
         let refused = match self.check_logon(conn.peer, frame, now) {
             Ok((sender, version, binding)) => {
                 return self.attach(id, conn, sender, version, binding);
@@ -292,7 +290,7 @@ impl Core {
             return None;
         }
         self.slots[slot].conn = Some(id);
-        self.slots[slot].session.on_connect(now_ns());
+        self.slots[slot].session.on_connect(self.clock.now_ns);
         conn.slot = Some(slot);
         self.pending_logons.leave(id);
         Some(slot)
@@ -343,7 +341,7 @@ impl Core {
         id: SessionId,
         conn: &mut Conn,
         frame: &Frame<'_>,
-        pipeline: &mut Pipeline,
+        sink: &mut dyn RequestSink,
     ) {
         let slot = match conn.slot {
             Some(slot) => slot,
@@ -352,7 +350,7 @@ impl Core {
                 None => return,
             },
         };
-        let now = now_ns();
+        let now = self.clock.now_ns;
         let credentials = &self.credentials;
         let s = &mut self.slots[slot];
         let user = s.user;
@@ -372,7 +370,7 @@ impl Core {
         let outcome = s
             .session
             .on_message(frame, now, &mut auth, &mut conn.output);
-        self.on_outcome(slot, id, conn, frame, pipeline, now, outcome);
+        self.on_outcome(slot, id, conn, frame, sink, now, outcome);
         // Messages that arrived above a gap, in order, once it is filled (never a Logon: a
         // Logon is never queued).
         while !conn.closing {
@@ -395,7 +393,7 @@ impl Core {
                 &mut no_logon,
                 &mut conn.output,
             );
-            self.on_outcome(slot, id, conn, &queued, pipeline, now, outcome);
+            self.on_outcome(slot, id, conn, &queued, sink, now, outcome);
         }
     }
 
@@ -406,7 +404,7 @@ impl Core {
         id: SessionId,
         conn: &mut Conn,
         frame: &Frame<'_>,
-        pipeline: &mut Pipeline,
+        sink: &mut dyn RequestSink,
         now: i64,
         outcome: Result<Outcome, rialto_fix::session::SessionError>,
     ) {
@@ -416,7 +414,7 @@ impl Core {
             Ok(Outcome::LoggedOn) => {
                 tracing::info!(session = %s.name, conn = id, "FIX logon");
             }
-            Ok(Outcome::Deliver) => self.on_application(slot, conn, frame, pipeline, now),
+            Ok(Outcome::Deliver) => self.on_application(slot, conn, frame, sink, now),
             Ok(Outcome::Disconnect) => {
                 tracing::info!(
                     session = %s.name,
@@ -439,7 +437,7 @@ impl Core {
         slot: usize,
         conn: &mut Conn,
         frame: &Frame<'_>,
-        pipeline: &mut Pipeline,
+        sink: &mut dyn RequestSink,
         now: i64,
     ) {
         let ref_seq = frame
@@ -530,7 +528,7 @@ impl Core {
                     reply: Reply::Symbols { request: 0 },
                     op: Op::ListSymbols,
                 };
-                self.push_request(request, pipeline);
+                self.push_request(request, sink);
                 Ok(None)
             }),
             other => {
@@ -563,7 +561,7 @@ impl Core {
             }
         };
         match result {
-            Ok(Some(t)) => self.push(slot, t, pipeline),
+            Ok(Some(t)) => self.push(slot, t, sink),
             Ok(None) => {}
             Err(report) => self.send_reply_report(slot, &report, &mut conn.output),
         }
@@ -653,6 +651,7 @@ impl Core {
                 &mut self.slots[slot],
                 &self.instruments,
                 p,
+                now,
                 &mut conn.output,
             );
         }

@@ -1,28 +1,40 @@
 //! The FIX gateway: FIX 4.2, 4.4 and FIXT.1.1/5.0SP2 sessions on one port, bound to venue
 //! users, feeding the same pipeline as the binary gateway (docs/fix.md).
 //!
-//! It runs on the gateway's thread, inside its event loop: the binary [`crate::gateway`]
-//! hands it the FIX listener's and connections' events, the replies for FIX sessions and
-//! their users' fills and cancels; market data comes from the market data thread's feed
-//! (market_data.rs). A FIX session ("slot") outlives
-//! its connections: replies and fills that arrive while it is disconnected are stored with
-//! their sequence numbers and reach the client by resend after its next Logon.
+//! Two halves. [`FixAgent`] (this file, core.rs) is the gateway's logic as a state machine
+//! with no socket and no clock: connections opened, bytes received (split anywhere), the
+//! peer's close, how much of its output a socket took, the time (nanoseconds since the
+//! epoch, given by the caller, also for its timers), the engine's events and the room in the
+//! inbound ring go in; requests for the pipeline (through a [`RequestSink`]), bytes to write
+//! per connection, connections to close and the next timer deadline come out. Logon checks
+//! (credentials, failed-logon throttles, the pre-logon budget) are its decisions.
+//! [`FixGateway`] (runtime.rs) is its runtime on the gateway's thread, inside its event
+//! loop: the listener, the sockets (TCP or TLS), the clock and the inbound ring; the binary
+//! [`crate::gateway`] hands it the FIX listener's and connections' events, the replies for
+//! FIX sessions and their users' fills and cancels. Market data comes from the market data
+//! thread's feed (market_data.rs); each session's store (its file, and with a replicated log
+//! its copy in the cluster: fixstore.rs) is written by the session layer inside the agent.
+//!
+//! A FIX session ("slot") outlives its connections: replies and fills that arrive while it is
+//! disconnected are stored with their sequence numbers and reach the client by resend after
+//! its next Logon.
 
 mod core;
 pub mod instruments;
 pub mod market_data;
 pub mod orders;
+mod runtime;
 pub mod test_acceptor;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::TcpListener;
-use mio::{Interest, Registry, Token};
 use rialto_core::{SymbolId, UserId};
 use rialto_fix::app::{self, ExecutionReport};
 use rialto_fix::session::{
@@ -39,18 +51,19 @@ use crate::auth::Credentials;
 use crate::event::Event;
 use crate::fixstore::{FixMirror, SessionStore};
 use crate::idle::Bell;
-use crate::pipeline::{Op, Pipeline, Reply, Request, SessionId, now_ns};
-use crate::sockets::{Filled, TokenBucket, Transport, fill, write_pending};
+use crate::pipeline::{Op, Reply, Request, SessionId};
+use crate::sockets::TokenBucket;
 use instruments::{Instrument, Instruments};
 use market_data::{EntryTypes, MarketData, Publish, Subscription};
 use orders::{ClOrdId, Execution, OrderDesk, Report, ToEngine, side_char};
+pub use runtime::FixGateway;
 
 /// Pipeline session ids of FIX sessions are `FIX_SESSION_BASE + slot`.
 pub const FIX_SESSION_BASE: SessionId = 1 << 48;
 /// The FIX gateway's own queries (the symbol list).
 pub const FIX_SERVICE_SESSION: SessionId = FIX_SESSION_BASE - 1;
-/// How often session timers run (heartbeats, test requests, logon and logout deadlines).
-const TIMER_TICK: Duration = Duration::from_millis(50);
+/// How often session timers run (heartbeats, test requests, logon and logout deadlines), ns.
+const TIMER_TICK_NS: i64 = 50_000_000;
 /// Requests may only be taken from a connection while the inbound ring has this much room
 /// (one message makes at most one request; the rest is slack for the follow-ups).
 const RING_ROOM: usize = 4;
@@ -59,6 +72,9 @@ const RESEND_LOW_WATER: usize = 64 << 10;
 /// A connection whose output waiting for its session's store in the cluster is over this is
 /// paused (its input is not read) until the cluster has caught up.
 const STORE_BACKLOG_BYTES: usize = 1 << 20;
+/// A connection whose unsent output passes this does not read what it is sent (a slow
+/// reader): its output is dropped and it is closed.
+pub const MAX_OUTPUT_BYTES: usize = 64 << 20;
 /// OrderIDs of a slot start at `(stable slot number + 1) << 40`: apart from each other and
 /// from the small ids binary clients usually choose.
 const ORDER_ID_SPACE_BITS: u32 = 40;
@@ -111,8 +127,17 @@ struct Slot {
     security_lists: VecDeque<String>,
 }
 
+/// Where the pipeline's requests go: the runtime's inbound ring, or a test's queue.
+pub trait RequestSink {
+    /// Requests that would fit now.
+    fn room(&self) -> usize;
+    /// Takes the request, or hands it back when there is no room (the agent holds it and
+    /// offers it again, in order, before any later one).
+    fn offer(&mut self, request: Request) -> Result<(), Request>;
+}
+
+/// One connection as the agent sees it: no socket, only its bytes.
 struct Conn {
-    stream: Transport,
     peer: PeerKey,
     /// Received bytes not yet handled are `input[input_start..input_end]`.
     input: Vec<u8>,
@@ -126,14 +151,11 @@ struct Conn {
     /// Output waiting for the cluster: (the store's write that holds it, the end of it).
     store_marks: VecDeque<(u64, usize)>,
     slot: Option<usize>,
-    readable: bool,
-    /// The peer has shut down its side: read to the end of the stream, short reads or not.
-    read_closed: bool,
     /// Waiting for room in the inbound ring.
     paused: bool,
     /// Close once the output is written.
     closing: bool,
-    opened: Instant,
+    opened_ns: i64,
     /// The connection's message rate.
     bucket: TokenBucket,
 }
@@ -176,8 +198,27 @@ impl Conn {
     }
 }
 
+/// The caller's time, as the agent last heard it. Nanoseconds since the epoch: the FIX
+/// session layer's SendingTime and timers. The failed-logon throttle and the message-rate
+/// buckets take `Instant`s: they count from `anchor`, the `Instant` the caller paired with
+/// `anchor_ns` (a clock that goes back holds them still until it catches up).
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    now_ns: i64,
+    anchor: Instant,
+    anchor_ns: i64,
+}
+
+impl Clock {
+    fn instant(&self) -> Instant {
+        let since = self.now_ns.saturating_sub(self.anchor_ns).max(0);
+        self.anchor + Duration::from_nanos(since as u64)
+    }
+}
+
 /// The state every connection handler needs besides its connection.
 struct Core {
+    clock: Clock,
     config: FixConfig,
     credentials: Arc<Credentials>,
     slots: Vec<Slot>,
@@ -193,23 +234,22 @@ struct Core {
     pending_logons: PreAuthBudget<SessionId>,
     throttle: LoginThrottle<UserId>,
     refusals: LogLimiter,
-    last_prune: Instant,
+    last_prune_ns: i64,
 }
 
-pub struct FixGateway {
-    listener: TcpListener,
+/// The FIX gateway's logic with no socket and no clock (the module's documentation says what
+/// goes in and out). Every method that may act takes the time, `now_ns`.
+pub struct FixAgent {
     conns: HashMap<SessionId, Conn>,
     core: Core,
+    /// Connections with output to write, as [`FixAgent::flush`] gives them out.
     dirty: Vec<SessionId>,
-    /// Reused for the connections to read.
-    scratch: Vec<SessionId>,
     /// Output of a slot with no connection (its messages are stored, not written).
     offline: Vec<u8>,
-    last_timer: Instant,
+    last_timer_ns: i64,
     symbols_stale: bool,
-    /// An accept failed: try again at the next housekeeping.
-    retry_accept: bool,
-    accept_failures: LogLimiter,
+    /// [`MAX_OUTPUT_BYTES`] (a test sets less).
+    max_output_bytes: usize,
 }
 
 /// Where a slot's messages go: its connection's output, or (with no connection) a scratch
@@ -232,24 +272,30 @@ fn output_of<'a>(
     }
 }
 
-impl FixGateway {
+impl FixAgent {
     /// `feed` is the market data thread's outlet, which FIX market data is served from.
-    pub fn bind(
+    /// `now_ns` and `anchor` are one moment on the caller's two clocks (the epoch's and the
+    /// monotonic one; see `Clock`).
+    pub fn new(
         config: FixConfig,
         credentials: Arc<Credentials>,
         instruments: Instruments,
         feed: Arc<crate::feed::MarketData>,
-    ) -> io::Result<FixGateway> {
-        let listener = crate::sockets::listen_mio(config.listen)?;
-        std::fs::create_dir_all(config.data_dir.join("fix"))?;
+        now_ns: i64,
+        anchor: Instant,
+    ) -> FixAgent {
         let pending_logons = PreAuthBudget::new(
             config.max_pending_logons,
             config.max_pending_logons_per_address,
         );
-        Ok(FixGateway {
-            listener,
+        FixAgent {
             conns: HashMap::new(),
             core: Core {
+                clock: Clock {
+                    now_ns,
+                    anchor,
+                    anchor_ns: now_ns,
+                },
                 config,
                 credentials,
                 slots: Vec::new(),
@@ -263,26 +309,29 @@ impl FixGateway {
                 pending_logons,
                 throttle: LoginThrottle::new(ThrottleSettings::default()),
                 refusals: LogLimiter::new(LOG_EVERY),
-                last_prune: Instant::now(),
+                last_prune_ns: now_ns,
             },
             dirty: Vec::new(),
-            scratch: Vec::new(),
             offline: Vec::new(),
-            last_timer: Instant::now(),
+            last_timer_ns: now_ns,
             // Symbols added since the engine was recovered (the demo set-up) come with the
             // first refresh.
             symbols_stale: true,
-            retry_accept: false,
-            accept_failures: LogLimiter::new(LOG_EVERY),
-        })
+            max_output_bytes: MAX_OUTPUT_BYTES,
+        }
     }
 
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
+    pub fn config(&self) -> &FixConfig {
+        &self.core.config
     }
 
-    /// The bell of the gateway's event loop: the feed rings it after each batch while a FIX
-    /// market data subscription is open.
+    /// The time moves on (never back: an earlier time is ignored).
+    fn at(&mut self, now_ns: i64) {
+        self.core.clock.now_ns = self.core.clock.now_ns.max(now_ns);
+    }
+
+    /// The bell of the runtime's event loop: the feed rings it after each batch while a FIX
+    /// market data subscription is open, and the cluster when a store write finishes.
     pub fn set_bell(&mut self, bell: Arc<Bell>) {
         if let Some(mirror) = &self.core.config.mirror {
             mirror.set_bell(bell.clone());
@@ -290,235 +339,190 @@ impl FixGateway {
         self.core.market_data.set_bell(bell);
     }
 
-    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        registry.register(&mut self.listener, token, Interest::READABLE)
-    }
-
     pub fn owns(&self, id: SessionId) -> bool {
         self.conns.contains_key(&id)
     }
 
-    /// Accepts every waiting connection; ids come from the gateway's counter.
-    pub fn accept(&mut self, registry: &Registry, next_id: &mut SessionId) {
-        loop {
-            let (mut stream, peer) = match self.listener.accept() {
-                Ok(conn) => conn,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    self.retry_accept = true;
-                    self.accept_failures.note(Instant::now(), |suppressed| {
-                        tracing::warn!(suppressed, "FIX accept failed (retried): {e}")
-                    });
-                    return;
-                }
-            };
-            let logged_on = self.conns.len() - self.core.pending_logons.len();
-            if self.core.shutting_down || logged_on >= self.core.config.max_connections {
-                continue; // dropped: FIX has nothing to say before a Logon
-            }
-            let _ = stream.set_nodelay(true);
-            let id = *next_id;
-            *next_id += 1;
-            let interest = Interest::READABLE | Interest::WRITABLE;
-            if let Err(e) = registry.register(&mut stream, Token(id as usize), interest) {
-                tracing::warn!("cannot register a FIX connection: {e}");
-                continue;
-            }
-            let stream = match Transport::new(stream, self.core.config.tls.as_ref()) {
-                Ok(stream) => stream,
-                Err(e) => {
-                    tracing::warn!("cannot start TLS on a FIX connection: {e}");
-                    continue;
-                }
-            };
-            tracing::debug!(conn = id, %peer, "FIX connection opened");
-            let peer = PeerKey::of(peer.ip());
-            if let Some(evicted) = self.core.pending_logons.admit(id, peer)
-                && let Some(mut old) = self.conns.remove(&evicted)
-            {
-                // Its budget is spent: the oldest connection waiting to log on makes room, at
-                // once (it has no session to detach), so that it never counts as logged on.
-                let _ = registry.deregister(old.stream.tcp());
-                let _ = old.stream.tcp().shutdown(std::net::Shutdown::Both);
-            }
-            self.conns.insert(
-                id,
-                Conn {
-                    stream,
-                    peer,
-                    input: vec![0; self.core.config.max_message_bytes + 16 * 1024],
-                    input_start: 0,
-                    input_end: 0,
-                    output: Vec::with_capacity(4096),
-                    output_pos: 0,
-                    sendable: 0,
-                    store_marks: VecDeque::new(),
-                    slot: None,
-                    readable: true,
-                    read_closed: false,
-                    paused: false,
-                    closing: false,
-                    opened: Instant::now(),
-                    bucket: TokenBucket::new(self.core.config.burst),
-                },
-            );
-        }
+    /// Whether a new connection would be taken: not while shutting down, nor with
+    /// `max_connections` logged on. One that is not is dropped without a word (FIX has
+    /// nothing to say before a Logon).
+    pub fn accepts_connections(&self) -> bool {
+        let logged_on = self.conns.len() - self.core.pending_logons.len();
+        !self.core.shutting_down && logged_on < self.core.config.max_connections
     }
 
-    /// Accepts again if an accept failed (out of file descriptors): the connections
-    /// already waiting bring no new event.
-    pub fn retry_accept(&mut self, registry: &Registry, next_id: &mut SessionId) {
-        if std::mem::take(&mut self.retry_accept) {
-            self.accept(registry, next_id);
-        }
-    }
-
-    pub fn on_event(&mut self, id: SessionId, event: &mio::event::Event) {
-        if let Some(c) = self.conns.get_mut(&id) {
-            if event.is_readable() || event.is_read_closed() {
-                c.readable = true;
-            }
-            if event.is_read_closed() {
-                c.read_closed = true;
-            }
-            let writable = event.is_writable();
-            if writable && (c.output_pos < c.output.len() || c.stream.wants_write()) {
-                self.dirty.push(id);
-            }
-        }
-    }
-
-    /// Reads and handles what the connections sent. Returns the messages handled.
-    pub fn read(&mut self, pipeline: &mut Pipeline, registry: &Registry) -> usize {
-        let mut work = self.push_deferred(pipeline);
-        if !self.core.deferred.is_empty() {
-            return work;
-        }
-        let mut ids = std::mem::take(&mut self.scratch);
-        ids.clear();
-        ids.extend(
-            self.conns
-                .iter()
-                .filter(|(_, c)| (c.readable || c.paused) && !c.closing)
-                .map(|(id, _)| *id),
+    /// A connection `id` from `peer` opened. Returns a connection evicted to make room (the
+    /// oldest one not logged on, when the pre-logon budget is spent): it is forgotten at once
+    /// (it has no session to detach), and the runtime closes its socket without a word.
+    pub fn open(&mut self, id: SessionId, peer: IpAddr, now_ns: i64) -> Option<SessionId> {
+        self.at(now_ns);
+        let peer = PeerKey::of(peer);
+        let evicted = self
+            .core
+            .pending_logons
+            .admit(id, peer)
+            .filter(|evicted| self.conns.remove(evicted).is_some());
+        let burst = self.core.config.burst;
+        self.conns.insert(
+            id,
+            Conn {
+                peer,
+                input: vec![0; self.core.config.max_message_bytes + 16 * 1024],
+                input_start: 0,
+                input_end: 0,
+                output: Vec::with_capacity(4096),
+                output_pos: 0,
+                sendable: 0,
+                store_marks: VecDeque::new(),
+                slot: None,
+                paused: false,
+                closing: false,
+                opened_ns: now_ns,
+                bucket: TokenBucket::new_at(burst, self.core.clock.instant()),
+            },
         );
-        for &id in &ids {
-            work += self.read_conn(id, pipeline);
-            if room(pipeline) < RING_ROOM {
-                break;
-            }
-        }
-        self.scratch = ids;
-        self.close_finished(registry);
-        work
+        evicted
     }
 
-    fn read_conn(&mut self, id: SessionId, pipeline: &mut Pipeline) -> usize {
-        let Some(conn) = self.conns.get_mut(&id) else {
+    /// The input buffer of a connection and the bounds of its unhandled bytes, for the
+    /// runtime to read into in place (`sockets::fill`), advancing the end by what it read.
+    pub fn input_buffer(&mut self, id: SessionId) -> Option<(&mut [u8], &mut usize, &mut usize)> {
+        let c = self.conns.get_mut(&id)?;
+        Some((&mut c.input, &mut c.input_start, &mut c.input_end))
+    }
+
+    /// Copies received bytes into a connection's input; returns how many fit (the rest waits
+    /// with the caller until messages are handled). A connection whose buffer is full without
+    /// a whole message in it sends a message longer than any we take: it is closed.
+    pub fn receive(&mut self, id: SessionId, bytes: &[u8]) -> usize {
+        let Some(c) = self.conns.get_mut(&id) else {
             return 0;
         };
-        let mut handled = 0;
-        let max = self.core.config.max_message_bytes;
-        loop {
-            // Handle every whole message already here. The input leaves the connection
-            // meanwhile: a frame borrows it while the handlers write to the connection.
-            let input = std::mem::take(&mut conn.input);
-            while !conn.closing {
-                if room(pipeline) < RING_ROOM
-                    || !self.core.deferred.is_empty()
-                    || conn.output.len() - conn.sendable > STORE_BACKLOG_BYTES
-                {
-                    conn.paused = true;
-                    break;
-                }
-                conn.paused = false;
-                let buffered = &input[conn.input_start..conn.input_end];
-                match next_frame(buffered, max) {
-                    Ok(None) => break,
-                    Ok(Some((frame, len))) => {
-                        let config = &self.core.config;
-                        if !conn.bucket.take(config.max_msgs_per_sec, config.burst) {
-                            tracing::warn!(conn = id, "FIX connection over its message rate");
-                            self.core.logout(conn, "message rate limit exceeded");
-                            break;
-                        }
-                        handled += 1;
-                        self.core.on_frame(id, conn, &frame, pipeline);
-                        conn.input_start += len;
-                    }
-                    Err(garbled) => {
-                        let now = now_ns();
-                        let skip = garbled.skip.min(buffered.len()).max(1);
-                        tracing::debug!(conn = id, reason = garbled.reason, "garbled FIX input");
-                        if let Some(slot) = conn.slot {
-                            let chunk = &input[conn.input_start..conn.input_start + skip];
-                            if let Err(e) = self.core.slots[slot].session.on_garbled(chunk, now) {
-                                tracing::error!("FIX store: {e}");
-                                conn.closing = true;
-                            }
-                        } else {
-                            conn.closing = true; // garbage before a Logon: not FIX
-                        }
-                        conn.input_start += skip;
-                    }
-                }
-            }
-            conn.input = input;
-            if conn.output_pos < conn.output.len() && !self.dirty.contains(&id) {
-                self.dirty.push(id);
-            }
-            if conn.closing || conn.paused || !conn.readable {
-                return handled;
-            }
-            // Compact, then read more.
-            let input = &mut conn.input;
-            match fill(
-                &mut conn.stream,
-                input,
-                &mut conn.input_start,
-                &mut conn.input_end,
-            ) {
-                Filled::Bytes { drained } => {
-                    // A short read found the socket empty: wait for the next event.
-                    if drained && !conn.read_closed {
-                        conn.readable = false;
-                    }
-                }
-                Filled::WouldBlock => {
-                    conn.readable = false;
-                    return handled;
-                }
-                Filled::Eof => {
-                    conn.closing = true;
-                    conn.readable = false;
-                    return handled;
-                }
-                // A message longer than the buffer: not one we take.
-                Filled::Full | Filled::Failed => {
-                    conn.closing = true;
-                    return handled;
-                }
-            }
+        if c.input_start > 0 {
+            c.input.copy_within(c.input_start..c.input_end, 0);
+            c.input_end -= c.input_start;
+            c.input_start = 0;
+        }
+        let n = bytes.len().min(c.input.len() - c.input_end);
+        c.input[c.input_end..c.input_end + n].copy_from_slice(&bytes[..n]);
+        c.input_end += n;
+        n
+    }
+
+    /// Whether the connection takes more input now (not closing, not waiting for room in the
+    /// inbound ring or for its store).
+    pub fn wants_input(&self, id: SessionId) -> bool {
+        self.conns.get(&id).is_some_and(|c| !c.closing && !c.paused)
+    }
+
+    /// Whether the connection waits for room in the inbound ring (or for its store): its
+    /// buffered messages are handled again without any new byte.
+    pub fn is_paused(&self, id: SessionId) -> bool {
+        self.conns.get(&id).is_some_and(|c| c.paused && !c.closing)
+    }
+
+    pub fn is_closing(&self, id: SessionId) -> bool {
+        self.conns.get(&id).is_none_or(|c| c.closing)
+    }
+
+    /// The peer closed its side, or the connection broke (a message cut off is dropped with
+    /// it): the connection closes once its output is written.
+    pub fn peer_closed(&mut self, id: SessionId) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.closing = true;
         }
     }
 
-    fn push_deferred(&mut self, pipeline: &mut Pipeline) -> usize {
+    /// Requests that found the sink full go first, in order. Returns how many went.
+    pub fn push_deferred(&mut self, sink: &mut dyn RequestSink) -> usize {
         let mut n = 0;
         while let Some(request) = self.core.deferred.pop_front() {
-            if let Err(request) = pipeline.inbound.try_push(request) {
+            if let Err(request) = sink.offer(request) {
                 self.core.deferred.push_front(request);
                 break;
             }
             n += 1;
         }
-        if n > 0 {
-            pipeline.inbound.ring();
-        }
         n
     }
 
+    /// Whether requests wait for room in the sink.
+    pub fn has_deferred(&self) -> bool {
+        !self.core.deferred.is_empty()
+    }
+
+    /// Handles the whole messages buffered on a connection, while the sink has room for
+    /// their requests. Returns the messages handled.
+    pub fn handle(&mut self, id: SessionId, now_ns: i64, sink: &mut dyn RequestSink) -> usize {
+        self.at(now_ns);
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return 0;
+        };
+        let mut handled = 0;
+        let max = self.core.config.max_message_bytes;
+        // The input leaves the connection meanwhile: a frame borrows it while the handlers
+        // write to the connection.
+        let input = std::mem::take(&mut conn.input);
+        while !conn.closing {
+            if sink.room() < RING_ROOM
+                || !self.core.deferred.is_empty()
+                || conn.output.len() - conn.sendable > STORE_BACKLOG_BYTES
+            {
+                conn.paused = true;
+                break;
+            }
+            conn.paused = false;
+            let buffered = &input[conn.input_start..conn.input_end];
+            match next_frame(buffered, max) {
+                Ok(None) => {
+                    if conn.input_end - conn.input_start == input.len() {
+                        // A message longer than the buffer: not one we take.
+                        conn.closing = true;
+                    }
+                    break;
+                }
+                Ok(Some((frame, len))) => {
+                    let config = &self.core.config;
+                    let now = self.core.clock.instant();
+                    if !conn
+                        .bucket
+                        .take_at(config.max_msgs_per_sec, config.burst, now)
+                    {
+                        tracing::warn!(conn = id, "FIX connection over its message rate");
+                        self.core.logout(conn, "message rate limit exceeded");
+                        break;
+                    }
+                    handled += 1;
+                    self.core.on_frame(id, conn, &frame, sink);
+                    conn.input_start += len;
+                }
+                Err(garbled) => {
+                    let skip = garbled.skip.min(buffered.len()).max(1);
+                    tracing::debug!(conn = id, reason = garbled.reason, "garbled FIX input");
+                    if let Some(slot) = conn.slot {
+                        let chunk = &input[conn.input_start..conn.input_start + skip];
+                        let session = &mut self.core.slots[slot].session;
+                        if let Err(e) = session.on_garbled(chunk, self.core.clock.now_ns) {
+                            tracing::error!("FIX store: {e}");
+                            conn.closing = true;
+                        }
+                    } else {
+                        conn.closing = true; // garbage before a Logon: not FIX
+                    }
+                    conn.input_start += skip;
+                }
+            }
+        }
+        conn.input = input;
+        if conn.output_pos < conn.output.len() {
+            self.dirty.push(id);
+        }
+        handled
+    }
+
     /// A reply for a FIX session or for the gateway's own queries.
-    pub fn on_reply(&mut self, id: SessionId, msg: &Event) {
+    pub fn on_reply(&mut self, id: SessionId, msg: &Event, now_ns: i64) {
+        self.at(now_ns);
         if id == FIX_SERVICE_SESSION {
             if let Event::SymbolList { symbols, .. } = msg {
                 self.core.instruments.refresh(symbols);
@@ -570,7 +574,8 @@ impl FixGateway {
     }
 
     /// A message for a user's sessions (fills and cancels).
-    pub fn on_user_message(&mut self, user: UserId, msg: &Event) {
+    pub fn on_user_message(&mut self, user: UserId, msg: &Event, now_ns: i64) {
+        self.at(now_ns);
         let mut reports = std::mem::take(&mut self.core.reports);
         for slot in 0..self.core.slots.len() {
             if self.core.slots[slot].user != user {
@@ -628,7 +633,8 @@ impl FixGateway {
 
     /// A message for everyone: a symbol's phase change goes to every logged-on session as
     /// SecurityStatus (f) with its SecurityTradingStatus (docs/fix.md, "Trading phases").
-    pub fn on_public_message(&mut self, msg: &Event) {
+    pub fn on_public_message(&mut self, msg: &Event, now_ns: i64) {
+        self.at(now_ns);
         let Event::PhaseChanged {
             symbol,
             phase,
@@ -655,7 +661,7 @@ impl FixGateway {
             let session = &mut self.core.slots[slot].session;
             let result = session.send_app(
                 b"f",
-                now_ns(),
+                self.core.clock.now_ns,
                 |w| {
                     w.str(tags::SYMBOL, name.as_bytes());
                     w.uint(SECURITY_TRADING_STATUS, security_trading_status(phase));
@@ -677,8 +683,30 @@ impl FixGateway {
         }
     }
 
-    /// Market data from the feed, timers, the symbol list refresh. Returns work done.
-    pub fn tick(&mut self, pipeline: &mut Pipeline, registry: &Registry) -> usize {
+    /// When the agent next needs the time without any other input (a heartbeat or test
+    /// request to send, a logon or logout deadline), if ever. Timers run at most every 50 ms
+    /// ([`FixAgent::tick`]), so never earlier than 50 ms after the last run.
+    pub fn next_timer_ns(&self) -> Option<i64> {
+        let logon_timeout_ns = self.core.config.logon_timeout.as_nanos() as i64;
+        let deadline = self
+            .conns
+            .values()
+            .filter_map(|c| match c.slot {
+                Some(slot) => self.core.slots[slot].session.next_deadline_ns(),
+                None => Some(
+                    c.opened_ns
+                        .saturating_add(logon_timeout_ns)
+                        .saturating_add(1),
+                ),
+            })
+            .min()?;
+        Some(deadline.max(self.last_timer_ns + TIMER_TICK_NS))
+    }
+
+    /// Market data from the feed, the symbol list refresh, and the timers when they are due.
+    /// Returns work done.
+    pub fn tick(&mut self, now_ns: i64, sink: &mut dyn RequestSink) -> usize {
+        self.at(now_ns);
         let work = self.pump_market_data();
         if self.symbols_stale {
             self.symbols_stale = false;
@@ -687,52 +715,58 @@ impl FixGateway {
                 reply: Reply::Symbols { request: 0 },
                 op: Op::ListSymbols,
             };
-            self.core.push_request(request, pipeline);
+            self.core.push_request(request, sink);
         }
-        if self.last_timer.elapsed() >= TIMER_TICK {
-            self.last_timer = Instant::now();
-            let now = now_ns();
-            let ids: Vec<SessionId> = self.conns.keys().copied().collect();
-            for id in ids {
-                let Some(conn) = self.conns.get_mut(&id) else {
-                    continue;
-                };
-                match conn.slot {
-                    Some(slot) => {
-                        let session = &mut self.core.slots[slot].session;
-                        match session.on_timer(now, &mut conn.output) {
-                            Ok(Outcome::Disconnect) => conn.closing = true,
-                            Ok(_) => {}
-                            Err(e) => {
-                                tracing::error!("FIX store: {e}");
-                                conn.closing = true;
-                            }
-                        }
-                    }
-                    None => {
-                        if conn.opened.elapsed() > self.core.config.logon_timeout {
-                            conn.closing = true; // no Logon in time
-                        }
-                    }
-                }
-                if conn.output_pos < conn.output.len() {
-                    self.dirty.push(id);
-                }
-            }
-            self.close_finished(registry);
-            if self.core.last_prune.elapsed() >= PRUNE_EVERY {
-                self.core.last_prune = Instant::now();
-                self.core.throttle.prune(self.core.last_prune);
-            }
+        if now_ns >= self.last_timer_ns + TIMER_TICK_NS {
+            self.last_timer_ns = now_ns;
+            self.run_timers(now_ns);
         }
         work
     }
 
-    /// Writes pending output, after the session stores: nothing reaches a client before it
-    /// is in the store it may be resent from. With a replicated log a session's output waits
-    /// for the cluster's acknowledgement of its store (fixstore.rs) without holding up the
-    /// other sessions'.
-    pub fn flush(&mut self, registry: &Registry) {
+    fn run_timers(&mut self, now: i64) {
+        let logon_timeout_ns = self.core.config.logon_timeout.as_nanos() as i64;
+        for (&id, conn) in &mut self.conns {
+            match conn.slot {
+                // Its messages wait for room in the inbound ring (or for its store): we are not
+                // reading them, so its silence is ours, not the counterparty's. Its heartbeats
+                // and the silence limit resume once it is read again.
+                Some(_) if conn.paused => {}
+                Some(slot) => {
+                    let session = &mut self.core.slots[slot].session;
+                    match session.on_timer(now, &mut conn.output) {
+                        Ok(Outcome::Disconnect) => conn.closing = true,
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::error!("FIX store: {e}");
+                            conn.closing = true;
+                        }
+                    }
+                }
+                None => {
+                    if now.saturating_sub(conn.opened_ns) > logon_timeout_ns {
+                        conn.closing = true; // no Logon in time
+                    }
+                }
+            }
+            if conn.output_pos < conn.output.len() {
+                self.dirty.push(id);
+            }
+        }
+        if now.saturating_sub(self.core.last_prune_ns) >= PRUNE_EVERY.as_nanos() as i64 {
+            self.core.last_prune_ns = now;
+            self.core.throttle.prune(self.core.clock.instant());
+        }
+    }
+
+    /// Gets the output ready to write, after the session stores: nothing reaches a client
+    /// before it is in the store it may be resent from. With a replicated log a session's
+    /// output waits for the cluster's acknowledgement of its store (fixstore.rs) without
+    /// holding up the other sessions'. `to_write` receives the connections with output (or
+    /// told to write since): the runtime writes [`FixAgent::pending_output`] of each and
+    /// tells [`FixAgent::wrote`].
+    pub fn flush(&mut self, now_ns: i64, to_write: &mut Vec<SessionId>) {
+        self.at(now_ns);
         self.pump_resends();
         for slot in &mut self.core.slots {
             if let Err(e) = slot.session.flush_stores() {
@@ -753,41 +787,89 @@ impl FixGateway {
                 self.dirty.push(id);
             }
         }
-        let mut dirty = std::mem::take(&mut self.dirty);
-        dirty.sort_unstable();
-        dirty.dedup();
-        for &id in &dirty {
-            let Some(c) = self.conns.get_mut(&id) else {
+        to_write.append(&mut self.dirty);
+        to_write.sort_unstable();
+        to_write.dedup();
+        to_write.retain(|id| self.conns.contains_key(id));
+    }
+
+    /// Has the connection's output written at the next flush.
+    pub fn mark_dirty(&mut self, id: SessionId) {
+        if self.conns.contains_key(&id) {
+            self.dirty.push(id);
+        }
+    }
+
+    /// The bytes of a connection that may be written now (stored, and with a replicated log
+    /// acknowledged by the cluster).
+    pub fn pending_output(&self, id: SessionId) -> &[u8] {
+        match self.conns.get(&id) {
+            Some(c) => &c.output[c.output_pos..c.sendable.max(c.output_pos)],
+            None => &[],
+        }
+    }
+
+    /// The socket took `n` bytes of [`FixAgent::pending_output`] (a partial write when fewer
+    /// than offered). A connection whose unsent output is past the bound is closed as a slow
+    /// reader, its output dropped.
+    pub fn wrote(&mut self, id: SessionId, n: usize) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        c.output_pos = (c.output_pos + n).min(c.sendable.max(c.output_pos));
+        // Output held for the cluster keeps the buffer from emptying: drop what is written
+        // once it is at least half of it (each byte moves at most once or so).
+        let compact = c.output_pos >= RESEND_LOW_WATER && c.output_pos * 2 >= c.output.len();
+        if c.output_pos == c.output.len() || compact {
+            c.consumed();
+        }
+        if c.output.len() - c.output_pos > self.max_output_bytes {
+            tracing::warn!(conn = id, "closing a FIX connection that does not read");
+            c.output_pos = c.output.len();
+            c.consumed();
+            c.closing = true;
+        }
+    }
+
+    /// Nothing more can be written to the connection: its output is dropped and it closes.
+    pub fn write_failed(&mut self, id: SessionId) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.closing = true;
+            c.output_pos = c.output.len();
+            c.consumed();
+        }
+    }
+
+    /// Connections that are closing and have written everything: the agent forgets them
+    /// (their sessions detach, cancelling on disconnect where configured) and `closed`
+    /// receives their ids for the runtime to close their sockets.
+    pub fn take_closed(&mut self, now_ns: i64, closed: &mut Vec<SessionId>) {
+        self.at(now_ns);
+        let first = closed.len();
+        closed.extend(
+            self.conns
+                .iter()
+                .filter(|(_, c)| c.closing && c.output_pos >= c.output.len())
+                .map(|(id, _)| *id),
+        );
+        closed[first..].sort_unstable();
+        for &id in &closed[first..] {
+            let Some(conn) = self.conns.remove(&id) else {
                 continue;
             };
-            let end = c.sendable.max(c.output_pos);
-            if !write_pending(&mut c.stream, &c.output[..end], &mut c.output_pos) {
-                c.closing = true;
-                c.output_pos = c.output.len();
-            }
-            // Output held for the cluster keeps the buffer from emptying: drop what is
-            // written once it is at least half of it (each byte moves at most once or so).
-            let compact = c.output_pos >= RESEND_LOW_WATER && c.output_pos * 2 >= c.output.len();
-            if c.output_pos == c.output.len() || compact {
-                c.consumed();
-            }
-            if c.output.len() - c.output_pos > 64 << 20 {
-                tracing::warn!(conn = id, "closing a FIX connection that does not read");
-                c.output_pos = c.output.len();
-                c.consumed();
-                c.closing = true;
+            self.core.pending_logons.leave(id);
+            tracing::debug!(conn = id, "FIX connection closed");
+            if let Some(slot) = conn.slot {
+                self.core.detach(slot);
             }
         }
-        dirty.clear();
-        self.dirty = dirty;
-        self.close_finished(registry);
     }
 
     /// Writes the next chunk of every resend in progress whose connection has read what it
     /// was sent: a resend costs what the counterparty reads, one chunk per turn of the loop,
     /// and other sessions' messages go between its chunks.
     fn pump_resends(&mut self) {
-        let now = now_ns();
+        let now = self.core.clock.now_ns;
         for slot in &mut self.core.slots {
             if !slot.session.is_resending() {
                 continue;
@@ -834,7 +916,7 @@ impl FixGateway {
     /// cluster has finished: look again soon.
     pub fn is_waiting(&self) -> bool {
         !self.core.deferred.is_empty()
-            || self.conns.values().any(|c| c.paused)
+            || self.conns.values().any(|c| c.paused && !c.closing)
             || self.resend_ready()
             || self
                 .core
@@ -847,26 +929,24 @@ impl FixGateway {
         self.conns.values().any(|c| c.output_pos < c.output.len())
     }
 
-    /// Logs every session out (the server is stopping) and accepts no more connections.
-    pub fn begin_shutdown(&mut self, registry: &Registry) {
+    /// Logs every session out (the server is stopping) and takes no more connections.
+    pub fn begin_shutdown(&mut self, now_ns: i64) {
+        self.at(now_ns);
         self.core.shutting_down = true;
-        let _ = registry.deregister(&mut self.listener);
-        let ids: Vec<SessionId> = self.conns.keys().copied().collect();
-        for id in ids {
-            if let Some(conn) = self.conns.get_mut(&id) {
-                self.core.logout(conn, "the server is shutting down");
-                self.dirty.push(id);
-            }
+        for (&id, conn) in &mut self.conns {
+            self.core.logout(conn, "the server is shutting down");
+            self.dirty.push(id);
         }
     }
 
-    /// Closes every connection (after the last flush).
-    pub fn close_all(&mut self, registry: &Registry) {
+    /// Drops every connection's unwritten output and settles the stores (after the last
+    /// flush); `closed` receives the connections for the runtime to close.
+    pub fn close_all(&mut self, now_ns: i64, closed: &mut Vec<SessionId>) {
         for c in self.conns.values_mut() {
             c.closing = true;
             c.output_pos = c.output.len();
         }
-        self.close_finished(registry);
+        self.take_closed(now_ns, closed);
         for slot in &mut self.core.slots {
             let settled = slot.session.store_mut().settle();
             if let Err(e) = settled.and_then(|()| {
@@ -875,28 +955,6 @@ impl FixGateway {
                     .map_err(|e| io::Error::other(e.to_string()))
             }) {
                 tracing::error!(session = %slot.name, "FIX store: {e}");
-            }
-        }
-    }
-
-    fn close_finished(&mut self, registry: &Registry) {
-        let done: Vec<SessionId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.closing && c.output_pos >= c.output.len())
-            .map(|(id, _)| *id)
-            .collect();
-        for id in done {
-            let Some(mut conn) = self.conns.remove(&id) else {
-                continue;
-            };
-            let _ = registry.deregister(conn.stream.tcp());
-            conn.stream.shutdown_write();
-            let _ = conn.stream.tcp().shutdown(std::net::Shutdown::Both);
-            self.core.pending_logons.leave(id);
-            tracing::debug!(conn = id, "FIX connection closed");
-            if let Some(slot) = conn.slot {
-                self.core.detach(slot);
             }
         }
     }
@@ -916,7 +974,14 @@ impl FixGateway {
             let slot = p.slot();
             let conn = self.core.slots[slot].conn;
             let out = output_of(&mut self.conns, &mut self.offline, &mut self.dirty, conn);
-            write_market_data(&mut self.core.slots[slot], &self.core.instruments, p, out);
+            let now = self.core.clock.now_ns;
+            write_market_data(
+                &mut self.core.slots[slot],
+                &self.core.instruments,
+                p,
+                now,
+                out,
+            );
         }
         self.core.publishes = publishes;
         batches
@@ -935,7 +1000,7 @@ impl FixGateway {
         let response_id = format!("{req_id}-list");
         let result = session.send_app(
             b"y",
-            now_ns(),
+            self.core.clock.now_ns,
             |w| {
                 w.str(tags::SECURITY_REQ_ID, req_id.as_bytes());
                 w.str(SECURITY_RESPONSE_ID, response_id.as_bytes());
@@ -965,13 +1030,18 @@ impl FixGateway {
 }
 
 /// Writes one market data message (W or X) of a slot's session into `out`.
-fn write_market_data(slot: &mut Slot, instruments: &Instruments, p: Publish, out: &mut Vec<u8>) {
+fn write_market_data(
+    slot: &mut Slot,
+    instruments: &Instruments,
+    p: Publish,
+    now: i64,
+    out: &mut Vec<u8>,
+) {
     let Some(instrument) = instruments.by_id(p.symbol()).copied() else {
         return;
     };
     let version = slot.session.default_appl_version();
     let session = &mut slot.session;
-    let now = now_ns();
     let result = match p {
         Publish::Snapshot {
             md_req_id,
@@ -1026,10 +1096,6 @@ fn write_market_data(slot: &mut Slot, instruments: &Instruments, p: Publish, out
 /// SecurityResponseID and RptSeq, not in `tags`.
 const SECURITY_RESPONSE_ID: u32 = 322;
 const RPT_SEQ: u32 = 83;
-
-fn room(pipeline: &Pipeline) -> usize {
-    pipeline.inbound.capacity() - pipeline.inbound.len()
-}
 
 /// SecurityTradingStatus (326).
 const SECURITY_TRADING_STATUS: u32 = 326;
