@@ -27,10 +27,11 @@ use rialto_server::auth::Credentials;
 use rialto_server::feed::{MarketData, SteppedReplica};
 use rialto_server::idle::WaitStrategy;
 use rialto_server::pipeline::{
-    Clock, MdChannel, Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, Target,
+    Clock, MdChannel, Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, SessionId,
 };
 use rialto_server::replication::CommandLog;
-use rialto_server::session::Action;
+use rialto_server::route::{Route, Router};
+use rialto_server::session::{Action, Role};
 use rialto_server::simlog::{CommitFault, SimDisk, SimulatedLog};
 use rialto_wire::ServerMsg;
 use sha2::{Digest, Sha256};
@@ -213,6 +214,8 @@ struct Sim {
     clients: Vec<Client>,
     /// Each client's connection, by the client's index.
     conns: Vec<Conn>,
+    /// The gateway's routing of the engine stage's events to the logged-in sessions.
+    router: Router,
     /// Draws of the network (how many bytes move, the order connections are served in).
     net_rng: Rng,
     plant_partial_write: bool,
@@ -256,6 +259,7 @@ impl Sim {
             batch_max,
             clients: Vec::new(),
             conns: Vec::new(),
+            router: Router::new(),
             net_rng,
             plant_partial_write: config.plant_drop_on_partial_write,
             base: Instant::now(),
@@ -477,6 +481,10 @@ impl Sim {
             .iter()
             .map(|c| Conn::logged_in(c.session, c.user, last_seq, now))
             .collect();
+        self.router = Router::new();
+        for c in &self.clients {
+            self.router.logged_in(c.session, Role::Trader(c.user));
+        }
         if self.plant_partial_write {
             for conn in &mut self.conns {
                 if !conn.session.plant_drop_on_partial_write() {
@@ -569,22 +577,29 @@ impl Sim {
             .map_err(|e| format!("market data replica: {e}"))
     }
 
-    /// Routes every event in the outbound ring to the sessions it is for, as the gateway's
-    /// `route_outbound` does: each becomes the binary protocol's frame in their output.
+    /// Routes every event in the outbound ring to the sessions it is for, through the
+    /// gateway's own [`Router`]: each becomes the binary protocol's frame in their output.
     fn deliver(&mut self) -> Result<(), String> {
         let node = self.node.as_mut().expect("a node runs");
         while let Some(out) = node.pipeline.outbound.pop() {
             let msg = out.event.into_wire();
-            for (client, conn) in self.clients.iter().zip(&mut self.conns) {
-                match out.target {
-                    Target::Session(session) if session == client.session => {
-                        conn.session.reply_arrived();
-                    }
-                    Target::User(user) if user == client.user => {}
-                    Target::Public => {}
-                    _ => continue,
+            let mut send = |id: SessionId, reply: bool| {
+                let Some(i) = self.clients.iter().position(|c| c.session == id) else {
+                    return; // gone: its replies are dropped
+                };
+                let conn = &mut self.conns[i];
+                if reply {
+                    conn.session.reply_arrived();
                 }
                 conn.session.send(&msg);
+            };
+            match self.router.route(out.target) {
+                Route::Reply(id) => send(id, true),
+                Route::Sessions(ids) => {
+                    for &id in ids {
+                        send(id, false);
+                    }
+                }
             }
         }
         Ok(())
