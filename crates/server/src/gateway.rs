@@ -957,7 +957,7 @@ fn queue(
         return; // gone: its replies are dropped
     };
     match s.machine.send(msg) {
-        Sent::Queued => {}
+        Sent::Queued | Sent::Dropped => {}
         Sent::First => dirty.push(id),
         Sent::Overflow => {
             tracing::warn!(
