@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use rialto_sim::{Faults, Outcome, SimConfig};
+use rialto_sim::{Counts, Outcome, SimConfig};
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
@@ -24,8 +24,8 @@ pub struct SimArgs {
 
 /// Runs the seeds; returns whether every one passed.
 pub fn run(args: &SimArgs, out: &mut impl Write) -> std::io::Result<bool> {
-    let mut total = Faults::default();
-    let (mut simulated_ns, mut commands, mut recoveries, mut failures) = (0i128, 0u64, 0u64, 0);
+    let mut total = Counts::default();
+    let (mut simulated_ns, mut failures) = (0i128, 0);
     let last = args.seed.saturating_add(args.seeds.max(1) - 1);
     for seed in args.seed..=last {
         let outcome = rialto_sim::run(&SimConfig {
@@ -49,41 +49,56 @@ pub fn run(args: &SimArgs, out: &mut impl Write) -> std::io::Result<bool> {
                 args.ticks
             )?;
         }
-        total.add(&outcome.faults);
+        total.add(&outcome.counts);
         simulated_ns += i128::from(outcome.simulated_ns);
-        commands += outcome.commands;
-        recoveries += outcome.recoveries;
     }
     if args.seeds > 1 {
+        let f = &total.faults;
         writeln!(
             out,
-            "| seeds | ticks each | simulated hours | commands | fsync failed | ENOSPC | power loss \
-             (torn write) | crashes | bit flips on read | recoveries | failures |"
+            "| seeds | ticks each | simulated hours | commands | logins | fsync failed | ENOSPC \
+             | power loss (torn write) | crashes | bit flips on read | disconnects | slow \
+             readers | output bound closes | rate limited | wrong secrets | recoveries | \
+             failures |"
         )?;
-        writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|")?;
         writeln!(
             out,
-            "| {} | {} | {:.1} | {commands} | {} | {} | {} | {} | {} | {recoveries} | {failures} |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        )?;
+        writeln!(
+            out,
+            "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} \
+             | {failures} |",
             last - args.seed + 1,
             args.ticks,
             simulated_ns as f64 / 3.6e12,
-            total.fsync_failed,
-            total.no_space,
-            total.power_loss,
-            total.crashes,
-            total.bit_flips,
+            total.commands,
+            total.logins,
+            f.fsync_failed,
+            f.no_space,
+            f.power_loss,
+            f.crashes,
+            f.bit_flips,
+            f.disconnects,
+            f.slow_readers,
+            f.output_overflows,
+            f.rate_limited,
+            f.wrong_secrets,
+            total.recoveries,
         )?;
     }
     Ok(failures == 0)
 }
 
 fn print_one(o: &Outcome, out: &mut impl Write) -> std::io::Result<()> {
-    let f = &o.faults;
+    let c = &o.counts;
+    let f = &c.faults;
     writeln!(
         out,
-        "seed {}: {}, {} ticks, {:.1} s simulated, {} commands, {} recoveries; faults: {} fsync \
-         failed, {} ENOSPC, {} power loss, {} crashes, {} bit flips ({} refused); {} view checks, \
-         {} replica checks; trace {}",
+        "seed {}: {}, {} ticks, {:.1} s simulated, {} commands, {} logins, {} recoveries; \
+         faults: {} fsync failed, {} ENOSPC, {} power loss, {} crashes, {} bit flips ({} \
+         refused), {} disconnects, {} slow readers, {} output bound closes, {} rate limited, {} \
+         wrong secrets; {} view checks, {} replica checks; trace {}",
         o.seed,
         match &o.failure {
             None => "passed".to_string(),
@@ -91,16 +106,22 @@ fn print_one(o: &Outcome, out: &mut impl Write) -> std::io::Result<()> {
         },
         o.ticks,
         o.simulated_ns as f64 / 1e9,
-        o.commands,
-        o.recoveries,
+        c.commands,
+        c.logins,
+        c.recoveries,
         f.fsync_failed,
         f.no_space,
         f.power_loss,
         f.crashes,
         f.bit_flips,
-        o.flips_refused,
-        o.view_checks,
-        o.replica_checks,
+        c.flips_refused,
+        f.disconnects,
+        f.slow_readers,
+        f.output_overflows,
+        f.rate_limited,
+        f.wrong_secrets,
+        c.view_checks,
+        c.replica_checks,
         o.trace_hex()
     )
 }

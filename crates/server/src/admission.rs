@@ -5,7 +5,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use rialto_core::UserId;
+use rialto_wire::ErrorCode;
+
+use crate::auth::{Credentials, constant_time_eq};
+use crate::session::Role;
 
 /// The unit of "one client" for per-address limits: an IPv4 address, or the /64 network of
 /// an IPv6 one (one host is usually given a whole /64).
@@ -266,6 +273,129 @@ impl LogLimiter {
 
 /// How often a [`LogLimiter`] of the server lets a line through.
 pub const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The binary gateway's login decision (docs/protocol.md, Login): the failed-login throttles,
+/// the secret, the port's limit of logged-in sessions. A decision, not I/O: the gateway
+/// (server/src/gateway.rs) and the simulator (crates/sim) call it with the attempt, the time
+/// and how many sessions are logged in on the port, and act on the answer.
+pub struct Logins {
+    credentials: Arc<Credentials>,
+    admin_secret: String,
+    /// Logged-in sessions allowed on the order port and on the admin port.
+    max_sessions: usize,
+    max_admin_sessions: usize,
+    /// Failed logins; admin logins count as user 0.
+    throttle: LoginThrottle<UserId>,
+}
+
+/// One login frame as the gateway received it.
+#[derive(Clone, Copy, Debug)]
+pub struct LoginAttempt<'a> {
+    pub peer: PeerKey,
+    pub admin_port: bool,
+    /// 0 on the admin port.
+    pub user: UserId,
+    pub secret: &'a [u8],
+}
+
+/// Why a login was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoginRefused {
+    /// Too many failed logins: the secret was not looked at.
+    Throttled(Throttled),
+    /// A wrong user id or secret (counted against the throttles).
+    WrongSecret { admin_port: bool },
+    /// The port's limit of logged-in sessions is reached.
+    TooManySessions,
+}
+
+impl LoginRefused {
+    pub fn code(self) -> ErrorCode {
+        match self {
+            LoginRefused::TooManySessions => ErrorCode::Busy,
+            LoginRefused::Throttled(_) | LoginRefused::WrongSecret { .. } => ErrorCode::AuthFailed,
+        }
+    }
+
+    /// The Error frame's text.
+    pub fn message(self) -> &'static str {
+        match self {
+            LoginRefused::Throttled(Throttled::Address) => {
+                "too many failed logins from this address: wait"
+            }
+            LoginRefused::Throttled(Throttled::User) => {
+                "too many failed logins for this user: wait"
+            }
+            LoginRefused::WrongSecret { admin_port: true } => "wrong admin secret",
+            LoginRefused::WrongSecret { admin_port: false } => "wrong user id or secret",
+            LoginRefused::TooManySessions => "too many sessions",
+        }
+    }
+}
+
+impl Logins {
+    pub fn new(
+        credentials: Arc<Credentials>,
+        admin_secret: String,
+        max_sessions: usize,
+        max_admin_sessions: usize,
+        throttle: ThrottleSettings,
+    ) -> Logins {
+        Logins {
+            credentials,
+            admin_secret,
+            max_sessions,
+            max_admin_sessions,
+            throttle: LoginThrottle::new(throttle),
+        }
+    }
+
+    /// Decides one login; `logged_in` is how many sessions are logged in on the attempt's port
+    /// now. Granted: the session's role. A wrong secret is counted against the throttles.
+    pub fn decide(
+        &mut self,
+        attempt: LoginAttempt<'_>,
+        logged_in: usize,
+        now: Instant,
+    ) -> Result<Role, LoginRefused> {
+        let LoginAttempt {
+            peer,
+            admin_port,
+            user,
+            secret,
+        } = attempt;
+        self.throttle
+            .check(peer, Some(user), now)
+            .map_err(LoginRefused::Throttled)?;
+        let granted = if admin_port {
+            constant_time_eq(self.admin_secret.as_bytes(), secret)
+        } else {
+            self.credentials.check_user(user, secret)
+        };
+        if !granted {
+            self.throttle.failed(peer, Some(user), now);
+            return Err(LoginRefused::WrongSecret { admin_port });
+        }
+        let limit = if admin_port {
+            self.max_admin_sessions
+        } else {
+            self.max_sessions
+        };
+        if logged_in >= limit {
+            return Err(LoginRefused::TooManySessions);
+        }
+        Ok(if admin_port {
+            Role::Admin
+        } else {
+            Role::Trader(user)
+        })
+    }
+
+    /// Forgets throttle entries whose bucket is full again (every [`PRUNE_EVERY`]).
+    pub fn prune(&mut self, now: Instant) {
+        self.throttle.prune(now);
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -21,15 +21,16 @@ use rialto_wire::{ErrorCode, Secret, ServerMsg};
 use rustc_hash::FxHashMap;
 
 use crate::admission::{
-    LOG_EVERY, LogLimiter, LoginThrottle, PRUNE_EVERY, PeerKey, PreAuthBudget, ThrottleSettings,
-    Throttled,
+    LOG_EVERY, LogLimiter, LoginAttempt, LoginRefused, Logins, PRUNE_EVERY, PeerKey, PreAuthBudget,
+    ThrottleSettings,
 };
-use crate::auth::{Credentials, constant_time_eq};
+use crate::auth::Credentials;
 use crate::event::{Event, Outbound, Target};
 use crate::fix::{FIX_SERVICE_SESSION, FixGateway};
 use crate::idle::{Bell, Idler, MAX_SLEEP, Wait, WaitStrategy};
 use crate::metrics::{Metrics, SAMPLE_EVERY};
 use crate::pipeline::{Op, Pipeline, Reply, Request, SYSTEM_SESSION, SessionId};
+use crate::route::{Route, Router};
 use crate::session::{Action, BinarySession, Limits, Role, Sent};
 use crate::sockets::{Filled, Transport, fill, write_pending};
 use crate::web::bridge::{WEB_MESSAGES_WAIT, WebBridge, WebDelivery};
@@ -107,13 +108,13 @@ pub struct Gateway {
     order_listener: TcpListener,
     admin_listener: TcpListener,
     bell: Arc<Bell>,
-    /// By session id and by logged-in user: keys no client picks (the gateway numbers
-    /// sessions; the admin creates users), so a fast unkeyed hash is safe.
+    /// By session id: keys no client picks (the gateway numbers sessions), so a fast unkeyed
+    /// hash is safe.
     sessions: FxHashMap<SessionId, Session>,
-    by_user: FxHashMap<UserId, Vec<SessionId>>,
+    /// Which logged-in sessions each event goes to (server/src/route.rs).
+    router: Router,
     next_session: SessionId,
     config: GatewayConfig,
-    credentials: Arc<Credentials>,
     pipeline: Pipeline,
     /// The FIX gateway, on this thread and this event loop.
     fix: Option<FixGateway>,
@@ -133,8 +134,8 @@ pub struct Gateway {
     /// are apart, so that a flood on one port cannot keep the other's users out.
     pending_logins: PreAuthBudget<SessionId>,
     pending_admin_logins: PreAuthBudget<SessionId>,
-    /// Failed logins; admin logins count as user 0.
-    throttle: LoginThrottle<UserId>,
+    /// The login decision, with its failed-login throttles.
+    logins: Logins,
     last_prune: Instant,
     refusals: LogLimiter,
     accept_failures: LogLimiter,
@@ -184,9 +185,8 @@ impl Gateway {
             admin_listener,
             bell,
             sessions: FxHashMap::default(),
-            by_user: FxHashMap::default(),
+            router: Router::new(),
             next_session: FIRST_SESSION,
-            credentials,
             pipeline,
             fix,
             web: web.map(|bridge| WebDelivery::new(bridge, metrics.clone(), Instant::now())),
@@ -203,7 +203,13 @@ impl Gateway {
                 config.max_pending_admin_logins,
                 config.max_pending_logins_per_address,
             ),
-            throttle: LoginThrottle::new(ThrottleSettings::default()),
+            logins: Logins::new(
+                credentials,
+                config.admin_secret.clone(),
+                config.max_sessions,
+                config.max_admin_sessions,
+                ThrottleSettings::default(),
+            ),
             last_prune: Instant::now(),
             refusals: LogLimiter::new(LOG_EVERY),
             accept_failures: LogLimiter::new(LOG_EVERY),
@@ -355,7 +361,7 @@ impl Gateway {
                 }
                 if self.last_prune.elapsed() >= PRUNE_EVERY {
                     self.last_prune = Instant::now();
-                    self.throttle.prune(self.last_prune);
+                    self.logins.prune(self.last_prune);
                 }
             }
             if let Some(since) = stopping_since {
@@ -531,39 +537,25 @@ impl Gateway {
             }
             // The binary protocol's message, once for every session it goes to.
             let msg = event.into_wire();
-            match target {
-                Target::WebStatus => {}
-                Target::Session(id) => {
-                    if let Some(s) = self.sessions.get_mut(&id) {
+            let Gateway {
+                router,
+                sessions,
+                dirty,
+                ..
+            } = self;
+            match router.route(target) {
+                Route::Reply(id) => {
+                    if let Some(s) = sessions.get_mut(&id) {
                         s.machine.reply_arrived();
                         if s.machine.is_closing() {
-                            self.dirty.push(id); // may be ready to close now
+                            dirty.push(id); // may be ready to close now
                         }
                     }
-                    self.queue(id, &msg)
+                    queue(sessions, dirty, id, &msg)
                 }
-                Target::Public => {
-                    self.scratch.clear();
-                    self.scratch.extend(
-                        self.sessions
-                            .iter()
-                            .filter(|(_, s)| s.machine.role() != Role::AwaitingLogin)
-                            .map(|(id, _)| *id),
-                    );
-                    // Every session in the same order, whatever the map's.
-                    self.scratch.sort_unstable();
-                    for i in 0..self.scratch.len() {
-                        self.queue(self.scratch[i], &msg);
-                    }
-                }
-                Target::User(user) => {
-                    let Some(ids) = self.by_user.get(&user) else {
-                        continue;
-                    };
-                    self.scratch.clear();
-                    self.scratch.extend_from_slice(ids);
-                    for i in 0..self.scratch.len() {
-                        self.queue(self.scratch[i], &msg);
+                Route::Sessions(ids) => {
+                    for &id in ids {
+                        queue(sessions, dirty, id, &msg);
                     }
                 }
             }
@@ -598,20 +590,7 @@ impl Gateway {
 
     /// Appends one frame to a session's output; a session too slow to keep up is closed.
     fn queue(&mut self, id: SessionId, msg: &ServerMsg) {
-        let Some(s) = self.sessions.get_mut(&id) else {
-            return; // gone: its replies are dropped
-        };
-        match s.machine.send(msg) {
-            Sent::Queued => {}
-            Sent::First => self.dirty.push(id),
-            Sent::Overflow => {
-                tracing::warn!(
-                    session = id,
-                    "closing a session that does not read its replies"
-                );
-                self.dirty.push(id);
-            }
-        }
+        queue(&mut self.sessions, &mut self.dirty, id, msg);
     }
 
     fn read_sessions(&mut self) -> usize {
@@ -719,7 +698,7 @@ impl Gateway {
         self.pipeline.inbound.try_push(request).is_ok()
     }
 
-    /// Decides a session's login: the throttles, the secret, the port's session limit.
+    /// Acts on a session's login, decided by [`Logins::decide`] (server/src/admission.rs).
     fn login(&mut self, id: SessionId, user: UserId, secret: Secret) {
         let last_seq = self
             .pipeline
@@ -731,36 +710,6 @@ impl Gateway {
         };
         let (peer, admin_port) = (s.peer, s.machine.admin_port());
         let now = Instant::now();
-        let refused = |gateway: &mut Gateway, code, what: &str| {
-            if let Some(s) = gateway.sessions.get_mut(&id) {
-                s.machine.refuse_login(now, code, what);
-            }
-            gateway.close_after_flush(id);
-        };
-        if let Err(throttled) = self.throttle.check(peer, Some(user), now) {
-            let what = match throttled {
-                Throttled::Address => "too many failed logins from this address: wait",
-                Throttled::User => "too many failed logins for this user: wait",
-            };
-            return refused(self, ErrorCode::AuthFailed, what);
-        }
-        let granted = if admin_port {
-            constant_time_eq(self.config.admin_secret.as_bytes(), secret.as_bytes())
-        } else {
-            self.credentials.check_user(user, secret.as_bytes())
-        };
-        if !granted {
-            self.throttle.failed(peer, Some(user), now);
-            self.refusals.note(now, |suppressed| {
-                tracing::warn!(session = id, admin_port, suppressed, "login refused")
-            });
-            let what = if admin_port {
-                "wrong admin secret"
-            } else {
-                "wrong user id or secret"
-            };
-            return refused(self, ErrorCode::AuthFailed, what);
-        }
         let logged_in = self
             .sessions
             .values()
@@ -770,25 +719,35 @@ impl Gateway {
                     && !s.machine.is_closing()
             })
             .count();
-        let limit = if admin_port {
-            self.config.max_admin_sessions
-        } else {
-            self.config.max_sessions
+        let attempt = LoginAttempt {
+            peer,
+            admin_port,
+            user,
+            secret: secret.as_bytes(),
         };
-        if logged_in >= limit {
-            return refused(self, ErrorCode::Busy, "too many sessions");
-        }
+        let role = match self.logins.decide(attempt, logged_in, now) {
+            Ok(role) => role,
+            Err(refused) => {
+                if let LoginRefused::WrongSecret { .. } = refused {
+                    self.refusals.note(now, |suppressed| {
+                        tracing::warn!(session = id, admin_port, suppressed, "login refused")
+                    });
+                }
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.machine
+                        .refuse_login(now, refused.code(), refused.message());
+                }
+                return self.close_after_flush(id);
+            }
+        };
         self.pending_logins.leave(id);
         self.pending_admin_logins.leave(id);
-        let role = if admin_port {
-            tracing::info!(session = id, "admin logged in");
-            Role::Admin
-        } else {
-            self.by_user.entry(user).or_default().push(id);
-            tracing::debug!(session = id, user, "trader logged in");
-            Role::Trader(user)
-        };
+        match role {
+            Role::Trader(user) => tracing::debug!(session = id, user, "trader logged in"),
+            _ => tracing::info!(session = id, "admin logged in"),
+        }
         self.dirty.push(id);
+        self.router.logged_in(id, role);
         if let Some(s) = self.sessions.get_mut(&id) {
             s.machine.logged_in(role, last_seq);
         }
@@ -915,14 +874,30 @@ impl Gateway {
         let _ = self.poll.registry().deregister(s.stream.tcp());
         self.pending_logins.leave(id);
         self.pending_admin_logins.leave(id);
-        if let Role::Trader(user) = s.machine.role()
-            && let Some(ids) = self.by_user.get_mut(&user)
-        {
-            ids.retain(|&x| x != id);
-            if ids.is_empty() {
-                self.by_user.remove(&user);
-            }
-        }
+        self.router.closed(id, s.machine.role());
         tracing::debug!(session = id, "session closed");
+    }
+}
+
+/// Appends one frame to a session's output; a session too slow to keep up is closed.
+fn queue(
+    sessions: &mut FxHashMap<SessionId, Session>,
+    dirty: &mut Vec<SessionId>,
+    id: SessionId,
+    msg: &ServerMsg,
+) {
+    let Some(s) = sessions.get_mut(&id) else {
+        return; // gone: its replies are dropped
+    };
+    match s.machine.send(msg) {
+        Sent::Queued | Sent::Dropped => {}
+        Sent::First => dirty.push(id),
+        Sent::Overflow => {
+            tracing::warn!(
+                session = id,
+                "closing a session that does not read its replies"
+            );
+            dirty.push(id);
+        }
     }
 }

@@ -21,6 +21,7 @@ pub mod pipeline;
 pub mod process;
 pub mod replication;
 pub mod ring;
+pub mod route;
 pub mod session;
 pub mod simlog;
 pub mod snapstore;

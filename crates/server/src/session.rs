@@ -2,7 +2,8 @@
 //! clock: bytes in (split anywhere), time in, the pipeline's events in; requests, login
 //! attempts and bytes out. The gateway (server/src/gateway.rs) is the runtime around it: it
 //! reads the socket into [`BinarySession::input_buffer`], pushes the requests into the inbound
-//! ring, decides logins (credentials, throttles, session limits are the whole gateway's), and
+//! ring, decides logins (credentials, throttles, session limits are the whole gateway's:
+//! `Logins::decide`, server/src/admission.rs), and
 //! writes [`BinarySession::pending_output`] to the socket, telling the session how much the
 //! socket took ([`BinarySession::wrote`]).
 //!
@@ -69,6 +70,9 @@ pub enum Sent {
     Queued,
     /// It would have passed `max_output_bytes`: the session's output is dropped and it closes.
     Overflow,
+    /// Dropped: the session overflowed before, and nothing more is queued to it (a later reply
+    /// sent after the dropped ones would leave a gap the client cannot see).
+    Dropped,
 }
 
 pub struct BinarySession {
@@ -91,6 +95,8 @@ pub struct BinarySession {
     closing_since: Option<Instant>,
     /// Requests taken by the pipeline whose reply has not come back yet.
     in_flight: u32,
+    /// Its output passed the bound: nothing more is queued.
+    overflowed: bool,
     bucket: TokenBucket,
     opened_at: Instant,
     /// The planted bug "a gateway that drops a reply on a partial write" (only the simulator
@@ -115,6 +121,7 @@ impl BinarySession {
             closing: false,
             closing_since: None,
             in_flight: 0,
+            overflowed: false,
             bucket: TokenBucket::new_at(limits.burst, now),
             opened_at: now,
             #[cfg(feature = "planted-bugs")]
@@ -271,6 +278,9 @@ impl BinarySession {
 
     /// Queues one message's frame.
     pub fn send(&mut self, msg: &ServerMsg) -> Sent {
+        if self.overflowed {
+            return Sent::Dropped;
+        }
         let first = self.output_pos == self.output.len();
         if first {
             self.output.clear();
@@ -281,6 +291,7 @@ impl BinarySession {
             self.output.clear();
             self.output_pos = 0;
             self.closing = true;
+            self.overflowed = true;
             self.in_flight = 0; // no reply is waited for any more
             self.parked = None;
             return Sent::Overflow;
@@ -772,7 +783,10 @@ mod tests {
             "{} messages fit in 4 KiB",
             results.len()
         );
-        // Its output is gone, it reads nothing more, and it waits for no reply.
+        // Its output is gone, nothing more is queued, it reads nothing more, and it waits for
+        // no reply.
+        assert!(s.pending_output().is_empty());
+        assert_eq!(s.send(&ServerMsg::Heartbeat { nonce: 1 }), Sent::Dropped);
         assert!(s.pending_output().is_empty());
         s.receive(&frames(&[order(2)]));
         assert!(s.next(now).is_none());

@@ -5,7 +5,8 @@
 //! else the simulator's: the clock (`Clock::Simulated`), the command log
 //! (`CommandLog::Simulated`: the journal's record encoding on a disk that fails as the seed
 //! says), the traders (connected through the binary gateway's session state machine,
-//! server/src/session.rs, over a simulated network: `net.rs`), crashes
+//! server/src/session.rs, its login decision and its routing, over a simulated network that
+//! drops connections and has slow readers: `net.rs`), crashes
 //! and recovery (the journal crate's `recover_with`, as `rialto serve` recovers). Checkers run
 //! after every step; a seed's run is a pure function of the seed, so a failure replays bit for
 //! bit.
@@ -17,32 +18,53 @@ pub mod rng;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use rialto_core::{Engine, EngineConfig, Prefetch, SymbolId};
+use rialto_core::{Command, Engine, EngineConfig, Prefetch, SymbolId};
 use rialto_journal::RecoverOptions;
+use rialto_server::admission::{LoginAttempt, Logins, PeerKey, ThrottleSettings};
 use rialto_server::auth::Credentials;
 use rialto_server::feed::{MarketData, SteppedReplica};
 use rialto_server::idle::WaitStrategy;
 use rialto_server::pipeline::{
-    Clock, MdChannel, Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, Target,
+    Clock, MdChannel, Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, SessionId,
 };
 use rialto_server::replication::CommandLog;
-use rialto_server::session::Action;
+use rialto_server::route::{Route, Router};
+use rialto_server::session::{Action, Limits, Role, Sent};
 use rialto_server::simlog::{CommitFault, SimDisk, SimulatedLog};
-use rialto_wire::ServerMsg;
+use rialto_wire::{ClientMsg, ErrorCode, Secret, ServerMsg};
 use sha2::{Digest, Sha256};
 
-use crate::client::Client;
+use crate::client::{Client, Link};
 use crate::net::Conn;
 use crate::rng::Rng;
 
 /// Chances per tick, in millionths.
 const COMMIT_FAULT_PPM: u64 = 3_000;
 const CRASH_PPM: u64 = 2_000;
+/// A client drops its connection.
+const DISCONNECT_PPM: u64 = 5_000;
+/// A client stops reading for a while.
+const SLOW_READER_PPM: u64 = 3_000;
+/// A client logs in with a wrong secret (at most [`WRONG_LOGINS_MAX`] times a run), per login.
+const WRONG_SECRET_PPM: u64 = 50_000;
+/// Fewer than the throttle's burst of failures (docs/protocol.md: 10 from one address), so
+/// that a trader's right secret must never be refused.
+const WRONG_LOGINS_MAX: u32 = 5;
+/// How long a slow reader reads nothing at most.
+const STALL_NS_MAX: i64 = 5_000_000_000;
+/// Steps of the end-of-run drain before it gives up.
+const DRAIN_STEPS_MAX: u32 = 100_000;
+/// The gateway numbers sessions from here (server/src/gateway.rs).
+const FIRST_SESSION: SessionId = 16;
+/// Logged-in sessions the gateway allows on the order port: more than the traders ever hold
+/// (each holds one, and one closing).
+const MAX_SESSIONS: usize = 64;
 /// Chance that a recovery first reads the log with one bit flipped, in millionths.
 const BIT_FLIP_PPM: u64 = 300_000;
 /// The simulated time starts here (2026-01-01) and each tick moves it 1 µs to 20 ms.
@@ -73,11 +95,31 @@ pub struct Faults {
     pub crashes: u64,
     /// Recoveries that first read the log with a bit flipped.
     pub bit_flips: u64,
+    /// Connections a client dropped (at any point, inside a frame included).
+    pub disconnects: u64,
+    /// Clients that stopped reading for a while.
+    pub slow_readers: u64,
+    /// Sessions the gateway closed for passing their output bound (slow readers, or bursts on
+    /// a small bound).
+    pub output_overflows: u64,
+    /// Sessions refused for passing the message rate limit.
+    pub rate_limited: u64,
+    /// Logins with a wrong secret.
+    pub wrong_secrets: u64,
 }
 
 impl Faults {
     pub fn total(&self) -> u64 {
-        self.fsync_failed + self.no_space + self.power_loss + self.crashes + self.bit_flips
+        self.fsync_failed
+            + self.no_space
+            + self.power_loss
+            + self.crashes
+            + self.bit_flips
+            + self.disconnects
+            + self.slow_readers
+            + self.output_overflows
+            + self.rate_limited
+            + self.wrong_secrets
     }
 
     pub fn add(&mut self, other: &Faults) {
@@ -86,6 +128,11 @@ impl Faults {
         self.power_loss += other.power_loss;
         self.crashes += other.crashes;
         self.bit_flips += other.bit_flips;
+        self.disconnects += other.disconnects;
+        self.slow_readers += other.slow_readers;
+        self.output_overflows += other.output_overflows;
+        self.rate_limited += other.rate_limited;
+        self.wrong_secrets += other.wrong_secrets;
     }
 }
 
@@ -95,15 +142,14 @@ pub struct Failure {
     pub message: String,
 }
 
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    pub seed: u64,
-    /// Ticks run (all of them unless a checker failed).
-    pub ticks: u64,
-    pub simulated_ns: i64,
+/// What a run did, counted as it goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
     pub faults: Faults,
-    /// Requests the clients sent (binary frames, and FIX NewOrderSingle, cancels and replaces).
+    /// Client requests written to the network.
     pub commands: u64,
+    /// Logins the gateway's decision granted.
+    pub logins: u64,
     pub recoveries: u64,
     /// Bit-flipped reads that recovery refused (the rest stopped before the flipped record).
     pub flips_refused: u64,
@@ -113,6 +159,28 @@ pub struct Outcome {
     pub fix_view_checks: u64,
     /// Times the market data replica's state was compared with the engine's.
     pub replica_checks: u64,
+}
+
+impl Counts {
+    pub fn add(&mut self, other: &Counts) {
+        self.faults.add(&other.faults);
+        self.commands += other.commands;
+        self.logins += other.logins;
+        self.recoveries += other.recoveries;
+        self.flips_refused += other.flips_refused;
+        self.view_checks += other.view_checks;
+        self.fix_view_checks += other.fix_view_checks;
+        self.replica_checks += other.replica_checks;
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub seed: u64,
+    /// Ticks run (all of them unless a checker failed).
+    pub ticks: u64,
+    pub simulated_ns: i64,
+    pub counts: Counts,
     /// SHA-256 of everything the run did: same seed, same hash.
     pub trace_hash: [u8; 32],
     pub failure: Option<Failure>,
@@ -144,17 +212,19 @@ pub fn run(config: &SimConfig) -> Outcome {
             });
         }
     }
+    if failure.is_none()
+        && let Err(message) = sim.finish()
+    {
+        failure = Some(Failure {
+            tick: ticks,
+            message,
+        });
+    }
     Outcome {
         seed: config.seed,
         ticks,
         simulated_ns: sim.clock.load(Ordering::Relaxed) - EPOCH_NS,
-        faults: sim.faults,
-        commands: sim.commands + sim.fix.as_ref().map_or(0, |f| f.commands),
-        recoveries: sim.recoveries,
-        flips_refused: sim.flips_refused,
-        view_checks: sim.view_checks,
-        fix_view_checks: sim.fix.as_ref().map_or(0, |f| f.view_checks),
-        replica_checks: sim.replica_checks,
+        counts: sim.counts_with_fix(),
         trace_hash: sim.trace.finalize().into(),
         failure,
     }
@@ -166,13 +236,7 @@ impl Outcome {
             seed,
             ticks: 0,
             simulated_ns: 0,
-            faults: Faults::default(),
-            commands: 0,
-            recoveries: 0,
-            flips_refused: 0,
-            view_checks: 0,
-            fix_view_checks: 0,
-            replica_checks: 0,
+            counts: Counts::default(),
             trace_hash: [0; 32],
             failure: Some(Failure { tick: 0, message }),
         }
@@ -196,6 +260,9 @@ fn engine_config() -> EngineConfig {
 struct Node {
     pipeline: Pipeline,
     replica: SteppedReplica,
+    /// The binary gateway's login decision and routing: the process's memory.
+    logins: Logins,
+    router: Router,
 }
 
 impl Node {
@@ -218,8 +285,14 @@ struct Sim {
     clients: Vec<Client>,
     /// The FIX gateway and its traders (fix_client.rs).
     fix: Option<fix_client::FixSide>,
-    /// Each client's connection, by the client's index.
+    /// The gateway's sessions (each with its client's end), in id order: a client's current
+    /// one, and ones closing.
     conns: Vec<Conn>,
+    next_session: SessionId,
+    credentials: Arc<Credentials>,
+    /// The sessions' limits, drawn per seed: a small output bound makes slow readers, a rate
+    /// limit refuses bursts.
+    limits: Limits,
     /// Draws of the network (how many bytes move, the order connections are served in).
     net_rng: Rng,
     plant_partial_write: bool,
@@ -231,12 +304,7 @@ struct Sim {
     tmp: tempfile::TempDir,
     trace: Sha256,
     print_trace: bool,
-    faults: Faults,
-    commands: u64,
-    recoveries: u64,
-    flips_refused: u64,
-    view_checks: u64,
-    replica_checks: u64,
+    counts: Counts,
     conserved_at: u64,
     replica_checked_at: u64,
 }
@@ -248,6 +316,16 @@ impl Sim {
         let net_rng = rng.fork();
         let ring_capacity = [4, 16, 256][rng.below(3) as usize];
         let batch_max = [1, 4, 64][rng.below(3) as usize];
+        let max_output_bytes = [1 << 10, 16 << 10, 16 << 20][rng.below(3) as usize];
+        let (max_msgs_per_sec, burst) = match rng.below(3) {
+            0 => (rng.range(20, 200) as u64, rng.range(4, 16) as u64),
+            _ => (0, 1),
+        };
+        let limits = Limits {
+            max_msgs_per_sec,
+            burst,
+            max_output_bytes,
+        };
         let tmp = tempfile::Builder::new()
             .prefix("rialto-sim-")
             .tempdir()
@@ -264,6 +342,9 @@ impl Sim {
             clients: Vec::new(),
             fix: None,
             conns: Vec::new(),
+            next_session: FIRST_SESSION,
+            credentials: Arc::new(Credentials::from_key([7; 32])),
+            limits,
             net_rng,
             plant_partial_write: config.plant_drop_on_partial_write,
             base: Instant::now(),
@@ -272,12 +353,7 @@ impl Sim {
             tmp,
             trace: Sha256::new(),
             print_trace: config.print_trace,
-            faults: Faults::default(),
-            commands: 0,
-            recoveries: 0,
-            flips_refused: 0,
-            view_checks: 0,
-            replica_checks: 0,
+            counts: Counts::default(),
             conserved_at: 0,
             replica_checked_at: 0,
         };
@@ -321,7 +397,7 @@ impl Sim {
             config,
             engine,
             log,
-            Arc::new(Credentials::from_key([7; 32])),
+            self.credentials.clone(),
             Clock::Simulated(self.clock.clone()),
         )
         .map_err(|e| format!("cannot start the pipeline: {e}"))?;
@@ -330,7 +406,19 @@ impl Sim {
                 "this build of rialto-server cannot plant bugs (feature planted-bugs)".into(),
             );
         }
-        Ok(Node { pipeline, replica })
+        let logins = Logins::new(
+            self.credentials.clone(),
+            self.credentials.admin_secret(),
+            MAX_SESSIONS,
+            1,
+            ThrottleSettings::default(),
+        );
+        Ok(Node {
+            pipeline,
+            replica,
+            logins,
+            router: Router::new(),
+        })
     }
 
     /// The demo venue's set-up, journaled like any command, without faults; then the clients.
@@ -367,10 +455,11 @@ impl Sim {
             .map(|name| engine.symbol_id(name))
             .collect();
         let count = 3 + self.rng.below(6) as i64;
-        self.clients = (1..=count)
-            .map(|user| Client::new(user, 100 + user as u64))
-            .collect();
-        self.connect()?;
+        self.clients = (1..=count).map(Client::new).collect();
+        for i in 0..self.clients.len() {
+            self.connect(i)?;
+        }
+        self.start_fix()?;
         self.check()
     }
 
@@ -384,7 +473,7 @@ impl Sim {
         // Traders come in bursts, so that the venue is often quiet and their views are checked.
         if self.rng.below(4) == 0 {
             for client in &mut self.clients {
-                if self.clients_rng.chance(400_000) {
+                if client.link == Link::Trading && self.clients_rng.chance(400_000) {
                     client.act(&mut self.clients_rng, &self.symbols);
                 }
             }
@@ -394,6 +483,7 @@ impl Sim {
         }
         self.send_requests();
         self.maybe_plant_fault();
+        self.maybe_network_fault()?;
         for _ in 0..1 + self.rng.below(4) {
             match self.rng.below(5) {
                 0 => {
@@ -415,9 +505,9 @@ impl Sim {
         if self.node().pipeline.shared.has_failed() {
             let fault = self.disk().failed;
             match fault {
-                Some(CommitFault::FsyncFailed { .. }) => self.faults.fsync_failed += 1,
-                Some(CommitFault::NoSpace { .. }) => self.faults.no_space += 1,
-                Some(CommitFault::PowerLoss { .. }) => self.faults.power_loss += 1,
+                Some(CommitFault::FsyncFailed { .. }) => self.counts.faults.fsync_failed += 1,
+                Some(CommitFault::NoSpace { .. }) => self.counts.faults.no_space += 1,
+                Some(CommitFault::PowerLoss { .. }) => self.counts.faults.power_loss += 1,
                 None => return Err(format!("the pipeline failed: {:?}", self.failure())),
             }
             if !matches!(fault, Some(CommitFault::PowerLoss { .. })) {
@@ -429,7 +519,7 @@ impl Sim {
             return self.restart();
         }
         if self.rng.chance(CRASH_PPM) {
-            self.faults.crashes += 1;
+            self.counts.faults.crashes += 1;
             self.note("crash".to_string());
             return self.restart();
         }
@@ -447,6 +537,41 @@ impl Sim {
                 return Ok(());
             }
         }
+    }
+
+    /// The end of the run: the network and the stages run without faults until nothing moves,
+    /// then every request a client sent on a connection still open must have been answered
+    /// (its login, its report, its orders).
+    fn finish(&mut self) -> Result<(), String> {
+        self.disk().next_fault = None;
+        for conn in &mut self.conns {
+            conn.stalled_until_ns = i64::MIN;
+        }
+        for _ in 0..DRAIN_STEPS_MAX {
+            let node = self.node();
+            let mut work = node.pipeline.step_journal() + node.pipeline.step_engine();
+            self.deliver()?;
+            work += self.network(true)?;
+            if self.node().pipeline.shared.has_failed() {
+                return Err(format!("the pipeline failed: {:?}", self.failure()));
+            }
+            if work == 0 {
+                for client in &self.clients {
+                    if !client.answered() {
+                        return Err(format!(
+                            "user {}'s requests on its open session {} were not all answered \
+                             ({:?}, {} orders in flight)",
+                            client.user,
+                            client.session,
+                            client.link,
+                            client.in_flight.len()
+                        ));
+                    }
+                }
+                return self.check();
+            }
+        }
+        Err("the venue did not settle at the end of the run".into())
     }
 
     /// Adds a line to the trace (and prints it with `print_trace`).
@@ -467,7 +592,10 @@ impl Sim {
     /// has room (a gateway stops reading a session whose request does not fit in the inbound
     /// ring, and then the socket's buffers fill).
     fn send_requests(&mut self) {
-        for (client, conn) in self.clients.iter_mut().zip(&mut self.conns) {
+        for (i, client) in self.clients.iter_mut().enumerate() {
+            let Some(conn) = current_conn(&mut self.conns, client.session, i) else {
+                continue;
+            };
             while let Some(request) = client.outbox.front() {
                 if !conn.has_room() {
                     break;
@@ -477,51 +605,62 @@ impl Sim {
                     eprintln!("{} -> {:?}", client.user, request.op);
                 }
                 client.sent();
-                self.commands += 1;
+                self.counts.commands += 1;
             }
         }
     }
 
-    /// Every client connects and logs in (the node has just started).
-    fn connect(&mut self) -> Result<(), String> {
-        let now = net::instant(self.base, self.clock.load(Ordering::Relaxed) - EPOCH_NS);
-        let last_seq = self.node().engine().last_seq();
-        self.conns = self
-            .clients
-            .iter()
-            .map(|c| Conn::logged_in(c.session, c.user, last_seq, now))
-            .collect();
-        if self.plant_partial_write {
-            for conn in &mut self.conns {
-                if !conn.session.plant_drop_on_partial_write() {
-                    return Err(
-                        "this build of rialto-server cannot plant bugs (feature planted-bugs)"
-                            .into(),
-                    );
-                }
-            }
+    /// Client `i` connects and writes its login: with its real secret, or now and then a
+    /// wrong one (which must be refused, and must not keep the right one out).
+    fn connect(&mut self, i: usize) -> Result<(), String> {
+        let id = self.next_session;
+        self.next_session += 1;
+        let now = self.now();
+        let mut conn = Conn::new(id, i, self.limits, now);
+        if self.plant_partial_write && !conn.session.plant_drop_on_partial_write() {
+            return Err(
+                "this build of rialto-server cannot plant bugs (feature planted-bugs)".into(),
+            );
         }
-        let now_ns = self.clock.load(Ordering::Relaxed);
-        let node = self.node.as_ref().expect("a node runs");
-        let fix = fix_client::FixSide::start(
-            self.fix.take(),
-            &mut self.rng,
-            self.tmp.path(),
-            node.engine(),
-            now_ns,
-            net::instant(self.base, now_ns - EPOCH_NS),
-        )?;
-        self.fix = Some(fix);
+        let client = &mut self.clients[i];
+        let right =
+            client.wrong_logins >= WRONG_LOGINS_MAX || !self.clients_rng.chance(WRONG_SECRET_PPM);
+        let secret = if right {
+            self.credentials.user_secret(client.user)
+        } else {
+            self.counts.faults.wrong_secrets += 1;
+            "not the secret".to_string()
+        };
+        let secret = Secret::new(secret.as_bytes()).ok_or("a secret of 1 to 64 bytes")?;
+        conn.write_frame(&ClientMsg::Login {
+            user: client.user,
+            secret,
+        });
+        client.connecting(id, right);
+        let line = format!(
+            "{} connects as session {id} (right secret: {right})",
+            client.user
+        );
+        self.note(line);
+        self.conns.push(conn);
         Ok(())
+    }
+
+    /// The sessions' clock.
+    fn now(&self) -> Instant {
+        net::instant(self.base, self.clock.load(Ordering::Relaxed) - EPOCH_NS)
     }
 
     /// One turn of the network, the connections in an order drawn from the seed: part of each
     /// client's bytes reach its session, whose requests go into the inbound ring as far as it
-    /// has room; one write of each session's output, which the socket takes in part; the
-    /// client reads the whole messages it has. With `all`, every byte moves. Returns the bytes
-    /// moved.
+    /// has room and whose logins the gateway's decision answers; one write of each session's
+    /// output, which the socket takes in part; the client reads the whole messages it has. A
+    /// session the gateway closes ends once its output is out (and the replies it waits for
+    /// have come); its client then connects again. With `all`, every byte moves. Returns the
+    /// bytes moved.
     fn network(&mut self, all: bool) -> Result<usize, String> {
-        let now = net::instant(self.base, self.clock.load(Ordering::Relaxed) - EPOCH_NS);
+        let now = self.now();
+        let now_ns = self.clock.load(Ordering::Relaxed) - EPOCH_NS;
         let mut order: Vec<usize> = (0..self.conns.len()).collect();
         for i in (1..order.len()).rev() {
             order.swap(i, self.net_rng.below(i as u64 + 1) as usize);
@@ -529,43 +668,158 @@ impl Sim {
         // The FIX gateway first: it takes a message only while the inbound ring has room for
         // its follow-ups (fix/mod.rs, RING_ROOM), which the smallest rings have only when empty.
         let mut moved = self.fix_network(all)?;
-        for i in order {
-            let node = self.node.as_mut().expect("a node runs");
-            let conn = &mut self.conns[i];
-            moved += conn.carry_up(&mut self.net_rng, all);
-            while let Some(action) = conn.session.next(now) {
-                match action {
-                    Action::Request(request) => {
-                        if let Err(request) = node.pipeline.inbound.try_push(request) {
-                            conn.session.blocked(request);
-                            break;
-                        }
-                        conn.session.taken();
+        let mut ended = Vec::new();
+        for at in order {
+            moved += self.conns[at].carry_up(&mut self.net_rng, all);
+            self.take_actions(at, now);
+            let conn = &mut self.conns[at];
+            // The gateway reads the end of the stream once it has taken every whole frame.
+            if conn.dropped && !conn.eof_seen && conn.unread() == 0 && !conn.session.is_blocked() {
+                conn.session.on_eof(now);
+                conn.eof_seen = true;
+            }
+            moved += conn.carry_down(&mut self.net_rng, all, now_ns);
+            if !conn.dropped {
+                let i = conn.client;
+                for msg in conn.read()? {
+                    let client = &mut self.clients[i];
+                    let line = format!("{} <- {msg:?}", client.user);
+                    self.trace.update(&line);
+                    if self.print_trace {
+                        eprintln!("{line}");
                     }
-                    Action::Login { .. } => return Err("a second login".into()),
+                    if let ServerMsg::Error {
+                        code: ErrorCode::Throttled,
+                        ..
+                    } = msg
+                    {
+                        self.counts.faults.rate_limited += 1;
+                    }
+                    if let Some(request) = client.receive(&msg)? {
+                        self.conns[at].write_frame(&ClientMsg::MyReport { request });
+                    }
+                    if let Some(seq) = seq_of(&msg) {
+                        self.max_acked_seq = self.max_acked_seq.max(seq);
+                    }
                 }
             }
-            if conn.session.is_closing() {
-                return Err(format!(
-                    "the gateway closed user {}'s session",
-                    self.clients[i].user
-                ));
+            let conn = &self.conns[at];
+            if conn.session.is_closing() && conn.session.ready_to_shut(now) {
+                ended.push(at);
             }
-            moved += conn.carry_down(&mut self.net_rng, all);
-            for msg in conn.read()? {
-                let client = &mut self.clients[i];
-                let line = format!("{} <- {msg:?}", client.user);
-                self.trace.update(&line);
-                if self.print_trace {
-                    eprintln!("{line}");
+        }
+        self.end_conns(ended)?;
+        Ok(moved)
+    }
+
+    /// Acts on what session `at` decoded, as the gateway's `read_session` does: its requests
+    /// go into the inbound ring while it has room, its login to the gateway's decision.
+    fn take_actions(&mut self, at: usize, now: Instant) {
+        loop {
+            let node = self.node.as_mut().expect("a node runs");
+            let conn = &mut self.conns[at];
+            match conn.session.next(now) {
+                None => return,
+                Some(Action::Request(request)) => {
+                    if let Err(request) = node.pipeline.inbound.try_push(request) {
+                        conn.session.blocked(request);
+                        return;
+                    }
+                    conn.session.taken();
                 }
-                client.receive(&msg)?;
-                if let Some(seq) = seq_of(&msg) {
-                    self.max_acked_seq = self.max_acked_seq.max(seq);
+                Some(Action::Login { user, secret }) => {
+                    let logged_in = self.conns_logged_in();
+                    let node = self.node.as_mut().expect("a node runs");
+                    let conn = &mut self.conns[at];
+                    let attempt = LoginAttempt {
+                        peer: peer_of(conn.client),
+                        admin_port: false,
+                        user,
+                        secret: secret.as_bytes(),
+                    };
+                    match node.logins.decide(attempt, logged_in, now) {
+                        Ok(role) => {
+                            node.router.logged_in(conn.id, role);
+                            let seq = node.engine().last_seq();
+                            conn.session.logged_in(role, seq);
+                            self.counts.logins += 1;
+                        }
+                        Err(refused) => {
+                            conn.session
+                                .refuse_login(now, refused.code(), refused.message());
+                        }
+                    }
                 }
             }
         }
-        Ok(moved)
+    }
+
+    /// Whether a client has stopped reading (its view cannot be compared then).
+    fn anyone_stalled(&self) -> bool {
+        let now_ns = self.clock.load(Ordering::Relaxed) - EPOCH_NS;
+        self.conns
+            .iter()
+            .any(|c| !c.dropped && now_ns < c.stalled_until_ns)
+    }
+
+    /// Sessions logged in on the order port and not closing (what a login is decided
+    /// against).
+    fn conns_logged_in(&self) -> usize {
+        self.conns
+            .iter()
+            .filter(|c| c.session.role() != Role::AwaitingLogin && !c.session.is_closing())
+            .count()
+    }
+
+    /// The gateway shuts these sessions (their output is out): they leave the routing, and a
+    /// client still connected sees the end of the stream and connects again.
+    fn end_conns(&mut self, mut ended: Vec<usize>) -> Result<(), String> {
+        ended.sort_unstable();
+        for &at in ended.iter().rev() {
+            let conn = self.conns.remove(at);
+            let node = self.node.as_mut().expect("a node runs");
+            node.router.closed(conn.id, conn.session.role());
+            let client = conn.client;
+            self.note(format!("session {} closed", conn.id));
+            if !conn.dropped && self.clients[client].session == conn.id {
+                self.clients[client].disconnected();
+                self.connect(client)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The network's faults, each with its chance per tick: a client drops its connection
+    /// (what it wrote reaches the server up to a point drawn anywhere, inside a frame
+    /// included) and connects again at once; a client stops reading for up to
+    /// [`STALL_NS_MAX`] (the gateway closes its session if its output passes the bound).
+    fn maybe_network_fault(&mut self) -> Result<(), String> {
+        if self.rng.chance(DISCONNECT_PPM) {
+            let i = self.rng.below(self.clients.len() as u64) as usize;
+            let session = self.clients[i].session;
+            if let Some(conn) = current_conn(&mut self.conns, session, i) {
+                let keep = self.rng.below(conn.unread() as u64 + 1) as usize;
+                conn.drop_by_client(keep);
+                self.counts.faults.disconnects += 1;
+                let user = self.clients[i].user;
+                self.note(format!("{user} drops session {session}"));
+                self.clients[i].disconnected();
+                self.connect(i)?;
+            }
+        }
+        if self.rng.chance(SLOW_READER_PPM) {
+            let i = self.rng.below(self.clients.len() as u64) as usize;
+            let session = self.clients[i].session;
+            let until = self.clock.load(Ordering::Relaxed) - EPOCH_NS
+                + self.rng.range(1_000_000, STALL_NS_MAX);
+            if let Some(conn) = current_conn(&mut self.conns, session, i) {
+                conn.stalled_until_ns = until;
+                self.counts.faults.slow_readers += 1;
+                let user = self.clients[i].user;
+                self.note(format!("{user} stops reading session {session}"));
+            }
+        }
+        Ok(())
     }
 
     /// The FIX side's turn of the network (fix_client.rs).
@@ -582,6 +836,32 @@ impl Sim {
             }
         };
         fix.network(&node.pipeline.inbound, now_ns, all, &mut note)
+    }
+
+    /// The FIX gateway and its traders start with the node (fix_client.rs).
+    fn start_fix(&mut self) -> Result<(), String> {
+        let now_ns = self.clock.load(Ordering::Relaxed);
+        let node = self.node.as_ref().expect("a node runs");
+        let fix = fix_client::FixSide::start(
+            self.fix.take(),
+            &mut self.rng,
+            self.tmp.path(),
+            node.engine(),
+            now_ns,
+            net::instant(self.base, now_ns - EPOCH_NS),
+        )?;
+        self.fix = Some(fix);
+        Ok(())
+    }
+
+    /// The run's counts, the FIX traders' requests and view checks included.
+    fn counts_with_fix(&self) -> Counts {
+        let mut counts = self.counts;
+        if let Some(fix) = &self.fix {
+            counts.commands += fix.commands;
+            counts.fix_view_checks = fix.view_checks;
+        }
+        counts
     }
 
     fn maybe_plant_fault(&mut self) {
@@ -612,8 +892,8 @@ impl Sim {
             .map_err(|e| format!("market data replica: {e}"))
     }
 
-    /// Routes every event in the outbound ring to the sessions it is for, as the gateway's
-    /// `route_outbound` does: each becomes the binary protocol's frame in their output.
+    /// Routes every event in the outbound ring to the sessions it is for, through the
+    /// gateway's own [`Router`]: each becomes the binary protocol's frame in their output.
     fn deliver(&mut self) -> Result<(), String> {
         let node = self.node.as_mut().expect("a node runs");
         let now_ns = self.clock.load(Ordering::Relaxed);
@@ -622,16 +902,27 @@ impl Sim {
                 fix.deliver(&out, now_ns);
             }
             let msg = out.event.into_wire();
-            for (client, conn) in self.clients.iter().zip(&mut self.conns) {
-                match out.target {
-                    Target::Session(session) if session == client.session => {
-                        conn.session.reply_arrived();
-                    }
-                    Target::User(user) if user == client.user => {}
-                    Target::Public => {}
-                    _ => continue,
+            let conns = &mut self.conns;
+            let faults = &mut self.counts.faults;
+            let mut send = |id: SessionId, reply: bool| {
+                let Ok(at) = conns.binary_search_by_key(&id, |c| c.id) else {
+                    return; // gone: its replies are dropped
+                };
+                let session = &mut conns[at].session;
+                if reply {
+                    session.reply_arrived();
                 }
-                conn.session.send(&msg);
+                if session.send(&msg) == Sent::Overflow {
+                    faults.output_overflows += 1;
+                }
+            };
+            match node.router.route(out.target) {
+                Route::Reply(id) => send(id, true),
+                Route::Sessions(ids) => {
+                    for &id in ids {
+                        send(id, false);
+                    }
+                }
             }
         }
         Ok(())
@@ -658,26 +949,33 @@ impl Sim {
             ));
         }
         if replica.last_seq() == seq && seq != self.replica_checked_at {
-            if replica.state_hash() != engine.state_hash() {
+            // A query the engine answered since moved its clock, not the replica's.
+            if replica.state_hash() != engine.state_hash()
+                && queried_at(replica, engine.now())? != engine.state_hash()
+            {
                 return Err(format!(
                     "the market data replica's state differs from the engine's at seq {seq}"
                 ));
             }
             self.replica_checked_at = seq;
-            self.replica_checks += 1;
+            self.counts.replica_checks += 1;
         }
         let quiet = self
             .clients
             .iter()
-            .all(|c| c.outbox.is_empty() && c.in_flight.is_empty());
+            .all(|c| c.outbox.is_empty() && c.answered())
+            && !self.anyone_stalled();
         if quiet {
             // Every request answered: let the engine stage send what it still holds, then
             // each client's view must be the engine's.
             self.settle_engine()?;
+            if !self.clients.iter().all(Client::answered) {
+                return Ok(()); // a session closed on the way (its output bound): no view now
+            }
             let engine = self.node.as_ref().expect("a node runs").engine();
             for client in &self.clients {
                 let open = open_orders(engine, client.user);
-                if open != client.view {
+                if !client.view_matches(&open) {
                     return Err(format!(
                         "user {}'s view of its open orders {:?} differs from the engine's {:?} \
                          at seq {}",
@@ -692,7 +990,7 @@ impl Sim {
             if let Some(fix) = &mut self.fix {
                 fix.check(engine)?;
             }
-            self.view_checks += 1;
+            self.counts.view_checks += 1;
         }
         Ok(())
     }
@@ -701,12 +999,16 @@ impl Sim {
     /// `rialto serve` does, and the clients log in again.
     fn restart(&mut self) -> Result<(), String> {
         let node = self.node.take().expect("a node runs");
-        let live = (node.engine().last_seq(), node.engine().state_hash());
+        let live = (
+            node.engine().last_seq(),
+            node.engine().state_hash(),
+            node.engine().now(),
+        );
         drop(node);
-        self.recoveries += 1;
+        self.counts.recoveries += 1;
         let bytes = self.disk().bytes.clone();
         if self.rng.chance(BIT_FLIP_PPM) {
-            self.faults.bit_flips += 1;
+            self.counts.faults.bit_flips += 1;
             self.check_bit_flip(&bytes)?;
         }
         let recovered = self.recover(&bytes, true)?;
@@ -719,7 +1021,10 @@ impl Sim {
                 self.max_acked_seq
             ));
         }
-        if live.0 == last && live.1 != recovered.state_hash {
+        if live.0 == last
+            && live.1 != recovered.state_hash
+            && live.1 != queried_at(&recovered.engine, live.2)?
+        {
             return Err(format!(
                 "recovery to seq {last} gives another state than the engine had at that seq"
             ));
@@ -739,12 +1044,17 @@ impl Sim {
                     ));
                 }
             }
-            client.reconnect(open_orders(&recovered.engine, client.user));
+            // The connections went with the process.
+            client.node_died();
         }
+        self.conns.clear();
         self.conserved_at = u64::MAX;
         self.replica_checked_at = u64::MAX;
         self.node = Some(self.start_node(recovered.engine, recovered.last_ts_ns)?);
-        self.connect()?;
+        for i in 0..self.clients.len() {
+            self.connect(i)?;
+        }
+        self.start_fix()?;
         self.check()
     }
 
@@ -755,7 +1065,7 @@ impl Sim {
         let dir = self
             .tmp
             .path()
-            .join(format!("recovery-{}", self.recoveries));
+            .join(format!("recovery-{}", self.counts.recoveries));
         let result = recover_dir(&dir, bytes);
         let adopted = match (&result, adopt) {
             (Ok(_), true) => {
@@ -793,7 +1103,7 @@ impl Sim {
         let result = recover_dir(&self.tmp.path().join("flipped"), &flipped);
         let _ = std::fs::remove_dir_all(self.tmp.path().join("flipped"));
         let Ok(got) = result else {
-            self.flips_refused += 1;
+            self.counts.flips_refused += 1;
             return Ok(());
         };
         if let Some(&(_, _, seq)) = records.iter().find(|(s, e, _)| (*s..*e).contains(&at))
@@ -868,4 +1178,34 @@ fn seq_of(msg: &ServerMsg) -> Option<u64> {
         | ServerMsg::Amended { seq, .. } => Some(seq),
         _ => None,
     }
+}
+
+/// Client `i`'s connection as `session`, if it still holds it open.
+fn current_conn(conns: &mut [Conn], session: SessionId, i: usize) -> Option<&mut Conn> {
+    let at = conns.binary_search_by_key(&session, |c| c.id).ok()?;
+    let conn = &mut conns[at];
+    (conn.client == i && !conn.dropped).then_some(conn)
+}
+
+/// Each client connects from its own address, so that one's failed logins never throttle
+/// another's.
+fn peer_of(client: usize) -> PeerKey {
+    PeerKey::of(IpAddr::V4(Ipv4Addr::new(
+        10,
+        0,
+        (client >> 8) as u8,
+        client as u8,
+    )))
+}
+
+/// The state hash of `engine` after one query (a report) at the time `now_ns`. The engine
+/// stage applies a query at the time of its batch without journaling it, and that moves the
+/// engine's clock (and may run what is due by then): a live engine can be ahead of a recovery
+/// of its journal at the same seq by that alone.
+fn queried_at(engine: &Engine, now_ns: i64) -> Result<[u8; 32], String> {
+    let mut copy = Engine::decode_snapshot(&engine.encode_snapshot(), engine_config())
+        .map_err(|e| format!("the recovered state breaks an invariant: {e}"))?;
+    let query = Command::UserReport { user: 1 };
+    let _ = copy.apply(copy.last_seq(), now_ns, &query, &mut ());
+    Ok(copy.state_hash())
 }

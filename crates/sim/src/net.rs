@@ -1,15 +1,16 @@
-//! The simulated network between the traders and the binary gateway: each trader's
-//! connection is the server's real session state machine (server/src/session.rs,
-//! `BinarySession`) with a byte pipe each way. The seed decides how many bytes each pipe moves
-//! when (latency, partial writes: the socket takes part of what the session has to send) and
-//! in which order the connections are served (reordering across connections).
+//! The simulated network between the traders and the binary gateway: each connection is the
+//! server's real session state machine (server/src/session.rs, `BinarySession`) with a byte
+//! pipe each way. The seed decides how many bytes each pipe moves when (latency, partial
+//! writes: the socket takes part of what the session has to send), in which order the
+//! connections are served (reordering across connections), when a client drops its
+//! connection (anywhere, inside a frame included) and when it stops reading.
 
 use std::time::{Duration, Instant};
 
 use rialto_core::Command;
 use rialto_server::pipeline::{Op, Request, SessionId};
-use rialto_server::session::{Action, BinarySession, Limits, Role};
-use rialto_wire::{ClientMsg, NewOrder, Secret, ServerMsg, decode_server, encode_client};
+use rialto_server::session::{BinarySession, Limits};
+use rialto_wire::{ClientMsg, NewOrder, ServerMsg, decode_server, encode_client};
 
 use crate::rng::Rng;
 
@@ -17,39 +18,36 @@ use crate::rng::Rng;
 /// buffers): a client with more waits.
 pub const MAX_UNREAD_BYTES: usize = 16 * 1024;
 
-const LIMITS: Limits = Limits {
-    max_msgs_per_sec: 0,
-    burst: 1,
-    max_output_bytes: 16 << 20,
-};
-
+/// One connection: the client's end and the server's session.
 pub struct Conn {
+    pub id: SessionId,
+    /// The client's index.
+    pub client: usize,
     pub session: BinarySession,
     /// Bytes the client wrote that the server has not read yet.
     up: Vec<u8>,
     /// Bytes the server wrote that the client has not read yet.
     down: Vec<u8>,
+    /// The client dropped the connection: the server reads what reached it, then the end of
+    /// the stream; what it writes goes nowhere.
+    pub dropped: bool,
+    /// The server saw the end of the stream (`BinarySession::on_eof`).
+    pub eof_seen: bool,
+    /// The client reads nothing until this simulated time (a slow reader), in ns.
+    pub stalled_until_ns: i64,
 }
 
 impl Conn {
-    /// A connection that has logged in as `user` (the login decision itself is the gateway
-    /// runtime's, not simulated: the session is told it was granted).
-    pub fn logged_in(session: SessionId, user: i64, last_seq: u64, now: Instant) -> Conn {
-        let mut machine = BinarySession::new(session, false, LIMITS, now);
-        let mut login = Vec::new();
-        let secret = Secret::new(&[0; 32]).expect("32 bytes");
-        encode_client(&ClientMsg::Login { user, secret }, &mut login);
-        machine.receive(&login);
-        match machine.next(now) {
-            Some(Action::Login { user: asked, .. }) if asked == user => {
-                machine.logged_in(Role::Trader(user), last_seq)
-            }
-            other => panic!("a login frame gave {other:?}"),
-        }
+    pub fn new(id: SessionId, client: usize, limits: Limits, now: Instant) -> Conn {
         Conn {
-            session: machine,
+            id,
+            client,
+            session: BinarySession::new(id, false, limits, now),
             up: Vec::new(),
             down: Vec::new(),
+            dropped: false,
+            eof_seen: false,
+            stalled_until_ns: i64::MIN,
         }
     }
 
@@ -58,9 +56,14 @@ impl Conn {
         self.up.len() < MAX_UNREAD_BYTES
     }
 
+    /// The client writes a frame.
+    pub fn write_frame(&mut self, msg: &ClientMsg) {
+        encode_client(msg, &mut self.up);
+    }
+
     /// The client writes a request's frame.
     pub fn write(&mut self, request: &Request) {
-        encode_client(&frame_of(request), &mut self.up);
+        self.write_frame(&frame_of(request));
     }
 
     /// Moves a part of the client's bytes (drawn from `rng`, all when `all`) to the session.
@@ -77,17 +80,24 @@ impl Conn {
     }
 
     /// One write of the session's output: the socket takes a part of it (drawn from `rng`,
-    /// all when `all`), which reaches the client. Returns the bytes moved.
-    pub fn carry_down(&mut self, rng: &mut Rng, all: bool) -> usize {
+    /// all when `all`), which reaches the client unless it dropped the connection. A client
+    /// that stopped reading takes nothing. Returns the bytes moved.
+    pub fn carry_down(&mut self, rng: &mut Rng, all: bool, now_ns: i64) -> usize {
         let pending = self.session.pending_output();
-        let n = if all {
+        let n = if self.dropped {
+            pending.len() // into the void: the peer is gone
+        } else if now_ns < self.stalled_until_ns {
+            0
+        } else if all {
             pending.len()
         } else {
             part(rng, pending.len())
         };
-        self.down.extend_from_slice(&pending[..n]);
+        if !self.dropped {
+            self.down.extend_from_slice(&pending[..n]);
+        }
         self.session.wrote(n);
-        n
+        if self.dropped { 0 } else { n }
     }
 
     /// The whole messages the client has received, in order; an error for bytes that are not
@@ -105,9 +115,18 @@ impl Conn {
         Ok(msgs)
     }
 
-    /// Nothing is on its way in either direction.
-    pub fn idle(&self) -> bool {
-        self.up.is_empty() && self.down.is_empty() && self.session.pending_output().is_empty()
+    /// The client drops the connection: of what it wrote, the first `keep` bytes reached the
+    /// server (cut anywhere, inside a frame included); the rest, and everything on its way
+    /// down, is lost.
+    pub fn drop_by_client(&mut self, keep: usize) {
+        self.up.truncate(keep);
+        self.down.clear();
+        self.dropped = true;
+    }
+
+    /// Bytes the client wrote that the server has not read.
+    pub fn unread(&self) -> usize {
+        self.up.len()
     }
 }
 
