@@ -1261,6 +1261,14 @@ impl EngineStage {
         };
         self.events.clear();
         self.applied += 1;
+        // A query is not journaled, so it must change nothing: it carries no time, or it would
+        // move the engine's clock (and run expiries) where neither the market data replica nor
+        // a recovery from the journal ever would.
+        let ts_ns = if is_journaled(&request.op) {
+            ts_ns
+        } else {
+            i64::MIN
+        };
         let result = if self.applied.is_multiple_of(SAMPLE_EVERY) {
             let started = std::time::Instant::now();
             let result = self.engine.apply(seq, ts_ns, cmd, &mut self.events);
