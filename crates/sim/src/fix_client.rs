@@ -27,6 +27,8 @@ use rialto_server::ring::Ring;
 
 use crate::rng::Rng;
 
+use crate::net::part;
+
 /// The FIX traders' users: funded in the venue's set-up ([`genesis_commands`]), apart from the
 /// binary traders' (the demo's users 1 to 8).
 pub const FIX_USERS: [UserId; 2] = [21, 22];
@@ -596,16 +598,4 @@ fn lots_of(text: &str) -> Option<i64> {
     }
     let frac: i64 = format!("{frac:0<3}").parse().ok()?;
     Some(whole.parse::<i64>().ok()? * 1000 + frac)
-}
-
-/// Nothing (a quarter of the time), everything (a quarter), or a part cut anywhere.
-fn part(rng: &mut Rng, len: usize) -> usize {
-    if len == 0 {
-        return 0;
-    }
-    match rng.below(4) {
-        0 => 0,
-        1 => len,
-        _ => rng.below(len as u64 + 1) as usize,
-    }
 }

@@ -137,7 +137,7 @@ pub fn instant(base: Instant, simulated_ns: i64) -> Instant {
 
 /// Nothing (a quarter of the time: the bytes are delayed), everything (a quarter), or a part
 /// cut anywhere.
-fn part(rng: &mut Rng, len: usize) -> usize {
+pub(crate) fn part(rng: &mut Rng, len: usize) -> usize {
     if len == 0 {
         return 0;
     }

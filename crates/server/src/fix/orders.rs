@@ -1427,13 +1427,14 @@ impl Normalized for Decimal {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::InstrumentSettings;
     use rialto_core::{Name, SymbolSpec};
     use rialto_fix::{MessageWriter, next_frame, tags};
 
-    fn instruments() -> Instruments {
+    /// BTC-USD (tick 0.01, lot 0.001) as symbol 0: the instruments of the FIX unit tests.
+    pub(crate) fn instruments() -> Instruments {
         let mut settings = std::collections::BTreeMap::new();
         settings.insert(
             "BTC-USD".to_string(),

@@ -1,16 +1,14 @@
 //! The FIX gateway's state machine driven without sockets or clocks: bytes, time and room in
 //! the inbound ring given by the test.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rialto_core::{Command, Engine, EngineConfig, Name, SymbolId, SymbolSpec};
+use rialto_core::{Command, Engine, EngineConfig};
 use rialto_fix::{MessageWriter, next_frame, tags};
 
-use super::instruments::Instruments;
 use super::*;
-use crate::config::InstrumentSettings;
 
 const USER: UserId = 7;
 /// 2026-01-01, in ns since the epoch.
@@ -48,30 +46,7 @@ struct Harness {
     _dir: tempfile::TempDir,
 }
 
-fn instruments() -> Instruments {
-    let mut settings = BTreeMap::new();
-    let lots = InstrumentSettings {
-        price_tick: "0.01".into(),
-        qty_lot: "0.001".into(),
-    };
-    settings.insert("BTC-USD".to_string(), lots);
-    let mut instruments = Instruments::new(&settings);
-    let name = |t| Name::new(t).unwrap();
-    let spec = SymbolSpec {
-        symbol: name("BTC-USD"),
-        base: name("BTC"),
-        quote: name("USD"),
-        base_scale: 1000,
-        quote_scale: 1,
-        maker_fee: 0,
-        taker_fee: 0,
-        band_bps: 0,
-        day_end: 0,
-        kind: SymbolSpec::SPOT,
-    };
-    instruments.refresh(&[(SymbolId(0), spec)]);
-    instruments
-}
+use super::orders::tests::instruments;
 
 fn config(data_dir: &std::path::Path) -> FixConfig {
     let binding = SessionBinding {
