@@ -96,7 +96,7 @@ fn snapshots_taken_every_n_commands_are_where_recovery_starts() {
     // the ones the commands made due.
     common::eventually(
         "snapshots every 60 commands",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || rialto_journal::list_snapshots(dir.path()).unwrap().len() >= 2,
     );
     server.shutdown().unwrap();
