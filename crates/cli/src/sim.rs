@@ -98,7 +98,7 @@ fn print_one(o: &Outcome, out: &mut impl Write) -> std::io::Result<()> {
         "seed {}: {}, {} ticks, {:.1} s simulated, {} commands, {} logins, {} recoveries; \
          faults: {} fsync failed, {} ENOSPC, {} power loss, {} crashes, {} bit flips ({} \
          refused), {} disconnects, {} slow readers, {} output bound closes, {} rate limited, {} \
-         wrong secrets; {} view checks, {} replica checks; trace {}",
+         wrong secrets; {} view checks ({} with the FIX traders), {} replica checks; trace {}",
         o.seed,
         match &o.failure {
             None => "passed".to_string(),
@@ -121,6 +121,7 @@ fn print_one(o: &Outcome, out: &mut impl Write) -> std::io::Result<()> {
         f.rate_limited,
         f.wrong_secrets,
         c.view_checks,
+        c.fix_view_checks,
         c.replica_checks,
         o.trace_hex()
     )
