@@ -164,15 +164,8 @@ impl BinarySession {
     /// Copies received bytes into the input buffer; returns how many fit (the rest waits with
     /// the caller until frames are decoded).
     pub fn receive(&mut self, bytes: &[u8]) -> usize {
-        if self.input_start > 0 {
-            self.input.copy_within(self.input_start..self.input_end, 0);
-            self.input_end -= self.input_start;
-            self.input_start = 0;
-        }
-        let n = bytes.len().min(self.input.len() - self.input_end);
-        self.input[self.input_end..self.input_end + n].copy_from_slice(&bytes[..n]);
-        self.input_end += n;
-        n
+        let (start, end) = (&mut self.input_start, &mut self.input_end);
+        crate::sockets::receive_into(&mut self.input, start, end, bytes)
     }
 
     /// The peer closed its side (or the connection broke while reading). A partial frame in

@@ -240,6 +240,25 @@ pub enum Filled {
     Failed,
 }
 
+/// Moves the unhandled bytes `input[*start..*end]` to the front of the buffer.
+fn compact(input: &mut [u8], start: &mut usize, end: &mut usize) {
+    if *start > 0 {
+        input.copy_within(*start..*end, 0);
+        *end -= *start;
+        *start = 0;
+    }
+}
+
+/// Copies received `bytes` after the unhandled ones in `input[*start..*end]` (moved to the
+/// front first); returns how many fit. The sans-IO state machines' way in for bytes.
+pub fn receive_into(input: &mut [u8], start: &mut usize, end: &mut usize, bytes: &[u8]) -> usize {
+    compact(input, start, end);
+    let n = bytes.len().min(input.len() - *end);
+    input[*end..*end + n].copy_from_slice(&bytes[..n]);
+    *end += n;
+    n
+}
+
 /// Moves the unhandled bytes `input[*start..*end]` to the front, then reads after them.
 pub fn fill(
     stream: &mut Transport,
@@ -247,11 +266,7 @@ pub fn fill(
     start: &mut usize,
     end: &mut usize,
 ) -> Filled {
-    if *start > 0 {
-        input.copy_within(*start..*end, 0);
-        *end -= *start;
-        *start = 0;
-    }
+    compact(input, start, end);
     if *end == input.len() {
         return Filled::Full;
     }

@@ -398,15 +398,7 @@ impl FixAgent {
         let Some(c) = self.conns.get_mut(&id) else {
             return 0;
         };
-        if c.input_start > 0 {
-            c.input.copy_within(c.input_start..c.input_end, 0);
-            c.input_end -= c.input_start;
-            c.input_start = 0;
-        }
-        let n = bytes.len().min(c.input.len() - c.input_end);
-        c.input[c.input_end..c.input_end + n].copy_from_slice(&bytes[..n]);
-        c.input_end += n;
-        n
+        crate::sockets::receive_into(&mut c.input, &mut c.input_start, &mut c.input_end, bytes)
     }
 
     /// Whether the connection takes more input now (not closing, not waiting for room in the
