@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rialto_core::{Command, Engine, Name, UserId};
+use rialto_core::{Command, Engine, UserId};
 use rialto_fix::{MessageWriter, next_frame, tags};
 use rialto_server::auth::Credentials;
 use rialto_server::fix::instruments::Instruments;
@@ -48,19 +48,7 @@ const FIRST_CONN: SessionId = 1 << 40;
 
 /// The FIX users' accounts, funded like the demo's users.
 pub fn genesis_commands() -> Vec<Command> {
-    let mut commands = Vec::new();
-    for user in FIX_USERS {
-        commands.push(Command::AddUser { user });
-        for (i, currency) in ["USD", "BTC", "ETH"].iter().enumerate() {
-            commands.push(Command::AdjustBalance {
-                user,
-                currency: Name::new(currency).expect("a currency name"),
-                amount: rialto_server::demo::DEMO_FUNDS,
-                tx: user * 10 + i as i64,
-            });
-        }
-    }
-    commands
+    crate::funded_users(&FIX_USERS)
 }
 
 /// The inbound ring as the FIX gateway's sink.

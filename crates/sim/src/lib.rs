@@ -15,6 +15,7 @@ pub mod client;
 pub mod fix_client;
 pub mod net;
 pub mod rng;
+pub mod web_client;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,7 +25,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use rialto_core::{Engine, EngineConfig, Prefetch, SymbolId};
+use rialto_core::{Command, Engine, EngineConfig, Name, Prefetch, SymbolId, UserId};
 use rialto_journal::RecoverOptions;
 use rialto_server::admission::{LoginAttempt, Logins, PeerKey, ThrottleSettings};
 use rialto_server::auth::Credentials;
@@ -43,6 +44,7 @@ use sha2::{Digest, Sha256};
 use crate::client::{Client, Link};
 use crate::net::Conn;
 use crate::rng::Rng;
+use crate::web_client::{WebProcess, WebTraders};
 
 /// Chances per tick, in millionths.
 const COMMIT_FAULT_PPM: u64 = 3_000;
@@ -159,6 +161,8 @@ pub struct Counts {
     pub fix_view_checks: u64,
     /// Times the market data replica's state was compared with the engine's.
     pub replica_checks: u64,
+    /// Batches of users' messages to the web side that carried a gap (web_client.rs).
+    pub web_gaps: u64,
 }
 
 impl Counts {
@@ -171,6 +175,7 @@ impl Counts {
         self.view_checks += other.view_checks;
         self.fix_view_checks += other.fix_view_checks;
         self.replica_checks += other.replica_checks;
+        self.web_gaps += other.web_gaps;
     }
 }
 
@@ -263,6 +268,8 @@ struct Node {
     /// The binary gateway's login decision and routing: the process's memory.
     logins: Logins,
     router: Router,
+    /// The web side's bridge, queue and delivery agent (web_client.rs).
+    web: WebProcess,
 }
 
 impl Node {
@@ -285,6 +292,10 @@ struct Sim {
     clients: Vec<Client>,
     /// The FIX gateway and its traders (fix_client.rs).
     fix: Option<fix_client::FixSide>,
+    /// The web traders (web_client.rs), and the bound of the web side's queue of users'
+    /// messages, drawn per seed (a small one makes gaps).
+    web: WebTraders,
+    web_batches: usize,
     /// The gateway's sessions (each with its client's end), in id order: a client's current
     /// one, and ones closing.
     conns: Vec<Conn>,
@@ -317,6 +328,7 @@ impl Sim {
         let ring_capacity = [4, 16, 256][rng.below(3) as usize];
         let batch_max = [1, 4, 64][rng.below(3) as usize];
         let max_output_bytes = [1 << 10, 16 << 10, 16 << 20][rng.below(3) as usize];
+        let web_batches = [1, 2, 1024][rng.below(3) as usize];
         let (max_msgs_per_sec, burst) = match rng.below(3) {
             0 => (rng.range(20, 200) as u64, rng.range(4, 16) as u64),
             _ => (0, 1),
@@ -341,6 +353,8 @@ impl Sim {
             batch_max,
             clients: Vec::new(),
             fix: None,
+            web: WebTraders::new(),
+            web_batches,
             conns: Vec::new(),
             next_session: FIRST_SESSION,
             credentials: Arc::new(Credentials::from_key([7; 32])),
@@ -372,6 +386,7 @@ impl Sim {
 
     fn start_node(&self, engine: Engine, last_ts_ns: i64) -> Result<Node, String> {
         let channel = MdChannel::new(16, 1 << 20);
+        let web = WebProcess::new(self.web_batches, self.now());
         let replica = Engine::decode_snapshot(&engine.encode_snapshot(), engine_config())
             .map_err(|e| format!("the engine's state breaks an invariant: {e}"))?;
         let market_data = MarketData::new(&engine);
@@ -389,8 +404,8 @@ impl Sim {
             metrics: Default::default(),
             prefetch: Prefetch::Off,
             checkpoint_every: 0,
-            intakes: Vec::new(),
-            web_outbound: None,
+            intakes: vec![web.intake()],
+            web_outbound: Some(web.outlet()),
         };
         let log = CommandLog::Simulated(SimulatedLog::new(self.disk.clone()));
         let mut pipeline = Pipeline::start_simulated(
@@ -418,6 +433,7 @@ impl Sim {
             replica,
             logins,
             router: Router::new(),
+            web,
         })
     }
 
@@ -425,6 +441,7 @@ impl Sim {
     fn genesis(&mut self) -> Result<(), String> {
         let mut commands = rialto_server::demo::demo_commands();
         commands.extend(fix_client::genesis_commands());
+        commands.extend(funded_users(&web_client::WEB_USERS));
         let target = commands.len() as u64;
         let mut pending: Vec<Request> = commands
             .into_iter()
@@ -460,6 +477,7 @@ impl Sim {
             self.connect(i)?;
         }
         self.start_fix()?;
+        self.start_web();
         self.check()
     }
 
@@ -480,8 +498,11 @@ impl Sim {
             if let Some(fix) = &mut self.fix {
                 fix.act(self.clock.load(Ordering::Relaxed));
             }
+            self.web.act(&mut self.clients_rng, &self.symbols);
         }
         self.send_requests();
+        let node = self.node.as_ref().expect("a node runs");
+        self.web.send(&node.web);
         self.maybe_plant_fault();
         self.maybe_network_fault()?;
         for _ in 0..1 + self.rng.below(4) {
@@ -548,9 +569,16 @@ impl Sim {
             conn.stalled_until_ns = i64::MIN;
         }
         for _ in 0..DRAIN_STEPS_MAX {
-            let node = self.node();
-            let mut work = node.pipeline.step_journal() + node.pipeline.step_engine();
+            let node = self.node.as_mut().expect("a node runs");
+            let mut work = self.web.send(&node.web);
+            if node.web.gap_pending() {
+                // The web side announces a gap alone once a millisecond has passed.
+                self.clock.fetch_add(1_000_000, Ordering::Relaxed);
+                work += 1;
+            }
+            work += node.pipeline.step_journal() + node.pipeline.step_engine();
             self.deliver()?;
+            self.deliver_web(true)?;
             work += self.network(true)?;
             if self.node().pipeline.shared.has_failed() {
                 return Err(format!("the pipeline failed: {:?}", self.failure()));
@@ -567,6 +595,9 @@ impl Sim {
                             client.in_flight.len()
                         ));
                     }
+                }
+                if !self.web.answered() {
+                    return Err("the web traders' calls were not all answered".into());
                 }
                 return self.check();
             }
@@ -828,13 +859,7 @@ impl Sim {
         let (Some(fix), Some(node)) = (&mut self.fix, &self.node) else {
             return Ok(0);
         };
-        let (trace, print) = (&mut self.trace, self.print_trace);
-        let mut note = |line: String| {
-            trace.update(line.as_bytes());
-            if print {
-                eprintln!("{line}");
-            }
-        };
+        let mut note = tracer(&mut self.trace, self.print_trace);
         fix.network(&node.pipeline.inbound, now_ns, all, &mut note)
     }
 
@@ -861,6 +886,8 @@ impl Sim {
             counts.commands += fix.commands;
             counts.fix_view_checks = fix.view_checks;
         }
+        counts.commands += self.web.commands;
+        counts.web_gaps = self.web.gaps;
         counts
     }
 
@@ -925,6 +952,17 @@ impl Sim {
                 }
             }
         }
+        self.deliver_web(false)
+    }
+
+    /// The web side's delivery agent (it runs on the gateway's thread too), and what it
+    /// delivered to the web traders; with `flush`, the users' messages it gathered go out now.
+    fn deliver_web(&mut self, flush: bool) -> Result<(), String> {
+        let now = self.now();
+        let node = self.node.as_mut().expect("a node runs");
+        let mut note = tracer(&mut self.trace, self.print_trace);
+        let seq = self.web.deliver(&mut node.web, now, flush, &mut note)?;
+        self.max_acked_seq = self.max_acked_seq.max(seq);
         Ok(())
     }
 
@@ -961,16 +999,24 @@ impl Sim {
             .clients
             .iter()
             .all(|c| c.outbox.is_empty() && c.answered())
+            && self.web.answered()
+            && !node.web.gap_pending()
             && !self.anyone_stalled();
         if quiet {
-            // Every request answered: let the engine stage send what it still holds, then
-            // each client's view must be the engine's.
+            // Every request answered: let the engine stage send what it still holds (and the
+            // web side what it gathers for a millisecond), then each client's view must be the
+            // engine's.
             self.settle_engine()?;
+            self.deliver_web(true)?;
             if !self.clients.iter().all(Client::answered) {
                 return Ok(()); // a session closed on the way (its output bound): no view now
             }
-            let engine = self.node.as_ref().expect("a node runs").engine();
-            for client in &self.clients {
+            let node = self.node.as_ref().expect("a node runs");
+            if !self.web.answered() || node.web.gap_pending() {
+                return Ok(()); // the web side lost messages on the way: no web view now
+            }
+            let engine = node.engine();
+            for client in self.clients.iter().chain(self.web.clients()) {
                 let open = open_orders(engine, client.user);
                 if !client.view_matches(&open) {
                     return Err(format!(
@@ -1019,7 +1065,7 @@ impl Sim {
                 "recovery to seq {last} gives another state than the engine had at that seq"
             ));
         }
-        for client in &mut self.clients {
+        for client in self.clients.iter().chain(self.web.clients()) {
             for &(order, seq) in &client.acked_places {
                 let known = recovered
                     .engine
@@ -1034,6 +1080,8 @@ impl Sim {
                     ));
                 }
             }
+        }
+        for client in &mut self.clients {
             // The connections went with the process.
             client.node_died();
         }
@@ -1045,7 +1093,14 @@ impl Sim {
             self.connect(i)?;
         }
         self.start_fix()?;
+        self.start_web();
         self.check()
+    }
+
+    /// The web traders start over with the node: each asks for its report.
+    fn start_web(&mut self) {
+        let node = self.node.as_ref().expect("a node runs");
+        self.web.start(&node.web);
     }
 
     /// Recovers from `bytes` as the one journal segment of a data directory, with the journal
@@ -1186,4 +1241,31 @@ fn peer_of(client: usize) -> PeerKey {
         (client >> 8) as u8,
         client as u8,
     )))
+}
+
+/// Adds a line to the run's trace, and prints it with `print`.
+fn tracer(trace: &mut Sha256, print: bool) -> impl FnMut(String) + '_ {
+    move |line: String| {
+        trace.update(line.as_bytes());
+        if print {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// Users with the demo venue's funds in each of its currencies (the FIX and web traders).
+pub(crate) fn funded_users(users: &[UserId]) -> Vec<Command> {
+    let mut commands = Vec::new();
+    for &user in users {
+        commands.push(Command::AddUser { user });
+        for (i, currency) in ["USD", "BTC", "ETH"].iter().enumerate() {
+            commands.push(Command::AdjustBalance {
+                user,
+                currency: Name::new(currency).expect("a currency name"),
+                amount: rialto_server::demo::DEMO_FUNDS,
+                tx: user * 10 + i as i64,
+            });
+        }
+    }
+    commands
 }

@@ -61,6 +61,7 @@ fn the_server_passes_three_hundred_seeds_with_every_kind_of_fault() {
         fix_view_checks: fix_views,
         replica_checks: replicas,
         flips_refused,
+        web_gaps,
         ..
     } = counts;
     // Every fault and every checker was exercised, or the pass proves little.
@@ -85,6 +86,9 @@ fn the_server_passes_three_hundred_seeds_with_every_kind_of_fault() {
     );
     // The FIX traders' views (fix_client.rs) were compared too, not only skipped as busy.
     assert!(fix_views > 300, "{fix_views} FIX view checks");
+    // The web traders (web_client.rs) met a full queue of users' messages and came back
+    // from the gap through a report.
+    assert!(web_gaps > 0, "{counts:?}");
 }
 
 #[test]

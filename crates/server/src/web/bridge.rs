@@ -197,6 +197,29 @@ impl WebBridge {
             let answer = self.answer.get().and_then(|answer| answer(&reply, &op));
             return answer.ok_or(CallError::ReadOnlyReplica);
         }
+        let (session, rx) = self.submit(reply, op)?;
+        match tokio::time::timeout(super::CALL_TIMEOUT, rx).await {
+            Ok(Ok(msg)) => Ok(msg),
+            // A dropped sender means the gateway stopped before answering.
+            Ok(Err(_)) => Err(CallError::ShuttingDown),
+            Err(_) => {
+                self.lock_pending().remove(&session);
+                Err(CallError::Timeout)
+            }
+        }
+    }
+
+    /// Puts one request into the web's intake ring, under a web session of its own, and
+    /// returns that session and where its one reply will come (the half of [`Self::call`]
+    /// that does not wait; the simulator's web traders use it without a runtime).
+    pub fn submit(
+        &self,
+        reply: Reply,
+        op: Op,
+    ) -> Result<(SessionId, oneshot::Receiver<Event>), CallError> {
+        if self.is_read_only() {
+            return Err(CallError::ReadOnlyReplica);
+        }
         if self.refusing.load(Ordering::SeqCst) || self.closed.load(Ordering::SeqCst) {
             return Err(CallError::ShuttingDown);
         }
@@ -214,15 +237,7 @@ impl WebBridge {
         if self.closed.load(Ordering::SeqCst) && self.lock_pending().remove(&session).is_some() {
             return Err(CallError::ShuttingDown);
         }
-        match tokio::time::timeout(super::CALL_TIMEOUT, rx).await {
-            Ok(Ok(msg)) => Ok(msg),
-            // A dropped sender means the gateway stopped before answering.
-            Ok(Err(_)) => Err(CallError::ShuttingDown),
-            Err(_) => {
-                self.lock_pending().remove(&session);
-                Err(CallError::Timeout)
-            }
-        }
+        Ok((session, rx))
     }
 
     fn lock_pending(
