@@ -428,7 +428,7 @@ pub fn start_with_stop(
     let pipeline = Pipeline::start(
         PipelineConfig {
             ring_capacity: config.pipeline.ring_capacity,
-            batch_max: config.pipeline.batch_max,
+            batch_max: config.batch_max(),
             wait: config.pipeline.wait,
             snapshot_every: config.journal.snapshot_every,
             data_dir: data_dir.clone(),
