@@ -266,7 +266,11 @@ impl Core {
     ) -> Option<usize> {
         let key = (sender.to_string(), version);
         let slot = match self.slot_index.get(&key).copied() {
-            Some(slot) => slot,
+            Some(slot) => {
+                // Another connection's Logon opened it while this one waited for the read.
+                self.awaiting_store.remove(&id);
+                slot
+            }
             None if !self.store_read(id, conn, sender, version) => return None,
             None => match self.open_slot(sender, version, binding) {
                 Ok(slot) => {
