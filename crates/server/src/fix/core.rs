@@ -333,7 +333,7 @@ impl Core {
                 w.str(tags::SENDER_COMP_ID, self.config.comp_id.as_bytes());
                 w.str(tags::TARGET_COMP_ID, sender.as_bytes());
                 w.uint(tags::MSG_SEQ_NUM, 1);
-                w.timestamp(tags::SENDING_TIME, self.clock.now_ns);
+                w.timestamp_in(version, tags::SENDING_TIME, self.clock.now_ns);
                 w.str(
                     tags::TEXT,
                     b"the session's store could not be read from the cluster; log on again later",
