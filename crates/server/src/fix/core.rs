@@ -347,6 +347,9 @@ impl Core {
 
     /// Whether connection `id` waits for a read of its session's store that has not ended.
     pub(super) fn store_read_pending(&self, id: SessionId) -> bool {
+        if self.awaiting_store.is_empty() {
+            return false; // the usual case, on every message: no hashing
+        }
         let (Some(name), Some(mirror)) = (self.awaiting_store.get(&id), &self.config.mirror) else {
             return false;
         };

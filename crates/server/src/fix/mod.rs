@@ -491,7 +491,9 @@ impl FixAgent {
                     }
                     handled += 1;
                     self.core.on_frame(id, conn, &frame, sink);
-                    if self.core.awaiting_store.contains_key(&id) {
+                    if !self.core.awaiting_store.is_empty()
+                        && self.core.awaiting_store.contains_key(&id)
+                    {
                         // Its Logon is handled again once the session's store is read.
                         conn.paused = true;
                         break;
