@@ -11,18 +11,24 @@ use rialto_journal::{
 
 use crate::scenario::write_command;
 
-/// `--nats` or `--config`: read the venue's log on NATS JetStream instead of a data directory.
+/// The venue whose log is read: its settings (`--config`, `--set`), and where its log is (the
+/// data directory, or NATS JetStream with `--nats` or `log.backend = "jetstream"`).
 #[derive(clap::Args, Debug, Default)]
-pub struct StreamArgs {
+pub struct VenueArgs {
     /// Read the command log on NATS JetStream at these servers (comma-separated) instead of
     /// the data directory (docs/replication.md)
     #[arg(long, value_name = "URLS", value_delimiter = ',')]
     pub nats: Vec<String>,
-    /// Read the command log on NATS JetStream as the `[log]` section of this `rialto serve`
-    /// configuration file says: its servers, venue, checkpoints and NATS credentials and TLS
-    /// (--nats, --venue and --checkpoint-every override it)
+    /// The venue's `rialto serve` configuration file: the log is replayed with its engine
+    /// limits (`[engine]`: max orders, users, symbols, the order-id window's ids), and with
+    /// `log.backend = "jetstream"` read on NATS as its `[log]` section says (servers, venue,
+    /// checkpoints, NATS credentials and TLS; --nats, --venue and --checkpoint-every override it)
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
+    /// Any setting of the venue, as `rialto serve --set` takes it (repeatable), e.g.
+    /// `--set engine.max_users=1000000`
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
     /// The venue's name in NATS (`log.venue`) [default: main]
     #[arg(long, value_name = "NAME")]
     pub venue: Option<String>,
@@ -31,60 +37,59 @@ pub struct StreamArgs {
     pub checkpoint_every: Option<u64>,
 }
 
-impl StreamArgs {
-    pub fn is_set(&self) -> bool {
-        !self.nats.is_empty() || self.config.is_some()
-    }
-
-    /// `--venue` and `--checkpoint-every` mean something only with a log on NATS.
-    pub fn check(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            self.is_set() || (self.venue.is_none() && self.checkpoint_every.is_none()),
-            "--venue and --checkpoint-every are for the log on NATS: give --nats or --config too"
-        );
-        Ok(())
-    }
-
-    fn settings(&self) -> anyhow::Result<rialto_server::config::LogSettings> {
-        use anyhow::Context;
-        let mut settings = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read config {}", path.display()))?;
-                let table = text
-                    .parse::<toml::Table>()
-                    .with_context(|| format!("config {}", path.display()))?;
-                match table.get("log") {
-                    Some(log) => log
-                        .clone()
-                        .try_into()
-                        .with_context(|| format!("config {}: [log]", path.display()))?,
-                    None => rialto_server::config::LogSettings::default(),
-                }
-            }
-            None => rialto_server::config::LogSettings::default(),
-        };
-        settings.backend = rialto_server::config::LogBackend::Jetstream;
+impl VenueArgs {
+    /// The venue's settings: the defaults, `--config`, `--set`, then `--nats`, `--venue` and
+    /// `--checkpoint-every`. Its `log.backend` says where to read the log.
+    pub fn settings(&self) -> anyhow::Result<rialto_server::config::ServerConfig> {
+        use rialto_server::config::LogBackend;
+        let mut config = crate::serve::file_settings(self.config.as_deref(), &self.overrides)?;
         if !self.nats.is_empty() {
-            settings.nats = self.nats.clone();
+            config.log.backend = LogBackend::Jetstream;
+            config.log.nats = self.nats.clone();
         }
+        anyhow::ensure!(
+            config.log.backend == LogBackend::Jetstream
+                || (self.venue.is_none() && self.checkpoint_every.is_none()),
+            "--venue and --checkpoint-every are for the log on NATS: give --nats or --config \
+             with log.backend = \"jetstream\" too"
+        );
         if let Some(venue) = &self.venue {
-            settings.venue = venue.clone();
+            config.log.venue = venue.clone();
         }
         if let Some(every) = self.checkpoint_every {
-            settings.checkpoint_every = every;
+            config.log.checkpoint_every = every;
         }
-        anyhow::ensure!(
-            !settings.nats.is_empty(),
-            "no NATS servers: give --nats URLS or log.nats in the --config file"
-        );
-        Ok(settings)
+        if config.log.backend == LogBackend::Jetstream {
+            anyhow::ensure!(
+                !config.log.nats.is_empty(),
+                "no NATS servers: give --nats URLS or log.nats in the --config file"
+            );
+        }
+        config.validate()?;
+        Ok(config)
     }
+}
+
+/// The error of a replay, with what to pass when one of the engine's capacities was too small
+/// for the venue (the tools replay with the default capacities unless told the venue's).
+pub fn with_capacity_hint(e: impl std::fmt::Display) -> String {
+    let text = e.to_string();
+    if !text.contains("more than this engine's capacity") {
+        return text;
+    }
+    format!(
+        "{text}; this tool replays with the engine limits it is given, the defaults unless \
+         told otherwise: give it the venue's settings with --config FILE (the venue's `rialto \
+         serve` configuration) or --set engine.NAME=VALUE, as `rialto serve` takes them"
+    )
 }
 
 /// [`dump`] of the log on NATS JetStream: every record of the stream, from seq 1, as scenario
 /// lines. Fails on a damaged record, a hole or a checkpoint that differs.
-pub fn dump_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<u64> {
+pub fn dump_stream(
+    settings: &rialto_server::config::ServerConfig,
+    out: &mut impl Write,
+) -> anyhow::Result<u64> {
     let mut buf = Vec::with_capacity(64 * 1024);
     let mut written = 0u64;
     let mut failed: Option<std::io::Error> = None;
@@ -102,8 +107,8 @@ pub fn dump_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<u6
         }
     };
     let result = rialto_server::replication::rebuild_each(
-        &args.settings()?,
-        rialto_server::config::default_engine_config(),
+        &settings.log,
+        settings.engine_config(),
         &mut each,
     );
     if let Some(e) = failed {
@@ -111,24 +116,24 @@ pub fn dump_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<u6
     }
     out.write_all(&buf)?;
     out.flush()?;
-    result?;
+    result.map_err(|e| anyhow::anyhow!(with_capacity_hint(format!("{e:#}"))))?;
     Ok(written)
 }
 
 /// [`verify`] of the log on NATS JetStream: reads every message, checks every record's CRC,
 /// the seqs' continuity and the leader's checkpoints, and prints a summary.
-pub fn verify_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<bool> {
-    let settings = args.settings()?;
+pub fn verify_stream(
+    config: &rialto_server::config::ServerConfig,
+    out: &mut impl Write,
+) -> anyhow::Result<bool> {
+    let settings = &config.log;
     writeln!(
         out,
         "stream: {} on {}",
         rialto_server::replication::Names::of(&settings.venue).stream,
-        rialto_server::nats_access::printable_servers(&settings)
+        rialto_server::nats_access::printable_servers(settings)
     )?;
-    match rialto_server::replication::rebuild(
-        &settings,
-        rialto_server::config::default_engine_config(),
-    ) {
+    match rialto_server::replication::rebuild(settings, config.engine_config()) {
         Ok(follower) => {
             writeln!(out, "messages: {}", follower.stream_seq)?;
             writeln!(out, "records: {}", follower.applied)?;
@@ -147,7 +152,7 @@ pub fn verify_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<
             Ok(true)
         }
         Err(e) => {
-            writeln!(out, "error: {e:#}")?;
+            writeln!(out, "error: {}", with_capacity_hint(format!("{e:#}")))?;
             Ok(false)
         }
     }
@@ -167,6 +172,7 @@ pub fn verify_stream(args: &StreamArgs, out: &mut impl Write) -> anyhow::Result<
 /// the state at the seq before the hole, not to the venue's.
 pub fn dump(
     data_dir: &Path,
+    engine_config: rialto_core::EngineConfig,
     include_archive: bool,
     allow_gaps: bool,
     out: &mut impl Write,
@@ -185,7 +191,15 @@ pub fn dump(
             losses.join("; ")
         );
     }
-    let mut engine = Engine::new(rialto_server::config::default_engine_config());
+    // A snapshot over the limits given says they are not the venue's: the replay below
+    // would reach another state (a rejected `limit_exceeded` where the venue went on).
+    if let Some((_, newest)) = list_snapshots(data_dir)?.last()
+        && let Err(e) = load_snapshot(newest, engine_config)
+    {
+        let text = with_capacity_hint(&e);
+        anyhow::ensure!(text == e.to_string(), "{text}");
+    }
+    let mut engine = Engine::new(engine_config);
     let mut buf = Vec::with_capacity(64 * 1024);
     let mut written = 0u64;
     // Records after a hole: read (so that corruption is still reported), not written.
@@ -241,9 +255,9 @@ pub fn dump(
     // What the journal is known to have held past its end: the newest snapshot's seq, and
     // the last segment's checkpoint.
     let mut missing = Vec::new();
-    let snapshot_seq =
-        load_newest_snapshot(data_dir, rialto_server::config::default_engine_config())?
-            .map(|(_, s)| s);
+    let snapshot_seq = load_newest_snapshot(data_dir, engine_config)
+        .map_err(|e| anyhow::anyhow!(with_capacity_hint(e)))?
+        .map(|(_, s)| s);
     if let Some(s) = snapshot_seq
         && journal_last < s
         && !rialto_journal::loss::is_accepted(reader.accepted_losses(), journal_last + 1, s)
@@ -283,7 +297,11 @@ pub fn dump(
 
 /// Checks every segment (archived ones included) and every snapshot, then recovers without
 /// changing anything. Writes a summary to `out`; returns false if anything is corrupt.
-pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
+pub fn verify(
+    data_dir: &Path,
+    engine_config: rialto_core::EngineConfig,
+    out: &mut impl Write,
+) -> anyhow::Result<bool> {
     let mut ok = true;
     // A running server appends as we read: a record it is writing looks torn, and is not.
     let live = rialto_journal::held_by_a_server(data_dir)?;
@@ -368,7 +386,7 @@ pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
     let snapshots = list_snapshots(data_dir)?;
     writeln!(out, "snapshots: {}", snapshots.len())?;
     for (seq, path) in &snapshots {
-        match load_snapshot(path, rialto_server::config::default_engine_config()) {
+        match load_snapshot(path, engine_config) {
             Ok((_, info)) => writeln!(
                 out,
                 "  seq {seq}: valid ({} bytes, {} compressed)",
@@ -376,13 +394,13 @@ pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
             )?,
             Err(e) => {
                 ok = false;
-                writeln!(out, "  seq {seq}: CORRUPT: {e}")?;
+                writeln!(out, "  seq {seq}: CORRUPT: {}", with_capacity_hint(e))?;
             }
         }
     }
     match recover_with(
         data_dir,
-        rialto_server::config::default_engine_config(),
+        engine_config,
         RecoverOptions {
             repair: false,
             ..RecoverOptions::default()
@@ -413,7 +431,7 @@ pub fn verify(data_dir: &Path, out: &mut impl Write) -> anyhow::Result<bool> {
         }
         Err(e) => {
             ok = false;
-            writeln!(out, "recovery: FAILS: {e}")?;
+            writeln!(out, "recovery: FAILS: {}", with_capacity_hint(e))?;
         }
     }
     writeln!(out, "result: {}", if ok { "ok" } else { "CORRUPT" })?;

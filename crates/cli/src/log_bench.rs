@@ -4,8 +4,12 @@
 //! the sequencer does), first with one append in flight, then with `--in-flight` of them (as
 //! `log.appends_in_flight`), and beside it, in the same run, measures the
 //! floor: a bare async-nats client publishing the same bytes to a stream of the same kind and
-//! waiting for each acknowledgement, one at a time and pipelined. Its streams and buckets are
-//! its own (venue `bench_<pid>`), deleted at the end.
+//! waiting for each acknowledgement, one at a time and pipelined. With `--floor-rate`, also the
+//! floor of the order-to-ack target: that bare client publishing messages of the leader's mean
+//! batch size (`--floor-bytes`) at the leader's append rate, timing each publish-ack (the
+//! leader's rate and mean size are on its /metrics: `rialto_log_appends_total`,
+//! `rialto_log_appended_bytes_total`). Its streams and buckets are its own (venue
+//! `bench_<pid>`), deleted at the end.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -53,7 +57,23 @@ pub struct LogBenchArgs {
     /// Copies JetStream keeps of each stream (3 on a three-node cluster)
     #[arg(long, default_value_t = 3)]
     pub replicas: usize,
+    /// Also run the floor at this many messages per second (open loop: each message is sent
+    /// when its time comes, paced per millisecond, whatever the acknowledgements do; --messages
+    /// of them), timing each publish-ack from its send: the floor of the order-to-ack target at
+    /// the leader's append rate (the growth of `rialto_log_appends_total` on its /metrics)
+    #[arg(long, value_name = "MSGS_PER_S")]
+    pub floor_rate: Option<u64>,
+    /// The paced floor's message size in bytes [default: the first batch's]: the leader's mean
+    /// batch (`rialto_log_appended_bytes_total` / `rialto_log_appends_total` on its /metrics)
+    #[arg(long, value_name = "N", requires = "floor_rate")]
+    pub floor_bytes: Option<usize>,
+    /// Run the paced floor only (not Rialto's appender nor the other floors)
+    #[arg(long, requires_all = ["floor_rate", "floor_bytes"])]
+    pub floor_only: bool,
 }
+
+/// The paced floor gives up when this many acknowledgements are outstanding (it fell behind).
+const FLOOR_MAX_OUTSTANDING: u64 = 100_000;
 
 /// Latencies in µs, from 1 µs to 100 s.
 fn histogram() -> Histogram<u64> {
@@ -87,6 +107,16 @@ pub fn run(args: &LogBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         (1..=MAX_APPENDS_IN_FLIGHT).contains(&args.in_flight),
         "--in-flight must be 1 to {MAX_APPENDS_IN_FLIGHT}"
+    );
+    anyhow::ensure!(
+        args.floor_rate.is_none_or(|r| (1..=1_000_000).contains(&r)),
+        "--floor-rate must be 1 to 1000000 messages/s"
+    );
+    anyhow::ensure!(
+        args.floor_bytes
+            .is_none_or(|b| (1..=rialto_server::replication::MAX_BATCH_BYTES).contains(&b)),
+        "--floor-bytes must be 1 to {}",
+        rialto_server::replication::MAX_BATCH_BYTES
     );
     let settings = LogSettings {
         backend: LogBackend::Jetstream,
@@ -134,7 +164,11 @@ fn measure(
     // (as `log.appends_in_flight = 1`), then `--in-flight` of them.
     let mut payload = Vec::new();
     let mut end = 0;
-    for in_flight in [1, args.in_flight] {
+    let runs: &[usize] = match args.floor_only {
+        true => &[],
+        false => &[1, args.in_flight],
+    };
+    for &in_flight in runs {
         let mut writer = JetStreamLog::new(connection.clone(), end);
         writer.set_max_in_flight(in_flight);
         let mut log = CommandLog::JetStream(writer);
@@ -217,7 +251,8 @@ fn append_all(
     Ok(batch_us)
 }
 
-/// A bare client publishing the first batch's bytes to a stream of the same kind.
+/// A bare client publishing the first batch's bytes to a stream of the same kind (the paced
+/// floor: `--floor-bytes` if given).
 fn floor(
     args: &LogBenchArgs,
     connection: &Connection,
@@ -228,6 +263,11 @@ fn floor(
     use async_nats::jetstream::stream;
     let commands_per_message = args.batch.min(args.commands as usize) as f64;
     let payload = Bytes::copy_from_slice(payload);
+    // The paced floor's messages: the leader's mean batch size when given.
+    let paced_payload = match args.floor_bytes {
+        Some(n) => Bytes::from(vec![0x5a; n]),
+        None => payload.clone(),
+    };
     let js = &connection.js;
     connection.runtime.block_on(async {
         js.get_or_create_stream(stream::Config {
@@ -240,6 +280,12 @@ fn floor(
         })
         .await
         .context("creating the floor's stream")?;
+        if let Some(rate) = args.floor_rate {
+            paced(js, subject, &paced_payload, rate, args.messages).await?;
+        }
+        if args.floor_only {
+            return anyhow::Ok(());
+        }
 
         // One at a time.
         let mut one_us = histogram();
@@ -283,4 +329,69 @@ fn floor(
         );
         anyhow::Ok(())
     })
+}
+
+/// The floor at `rate` messages/s: `messages` publishes of `payload`, each sent when its time
+/// comes (not waiting for the acknowledgements before it), each timed from its send to its
+/// acknowledgement.
+async fn paced(
+    js: &async_nats::jetstream::Context,
+    subject: &str,
+    payload: &Bytes,
+    rate: u64,
+    messages: u64,
+) -> anyhow::Result<()> {
+    let (acked, mut acks) = tokio::sync::mpsc::unbounded_channel::<anyhow::Result<u64>>();
+    let mut ack_us = histogram();
+    let record = |h: &mut Histogram<u64>, ack: anyhow::Result<u64>| -> anyhow::Result<()> {
+        h.record(ack?)?;
+        Ok(())
+    };
+    let started = tokio::time::Instant::now();
+    let mut received = 0u64;
+    for i in 0..messages {
+        // Due at i / rate s: the timer wakes per millisecond, so messages due meanwhile go
+        // together.
+        let due = started + Duration::from_nanos(i.saturating_mul(1_000_000_000) / rate);
+        tokio::time::sleep_until(due).await;
+        let sent = Instant::now();
+        let ack = js
+            .publish(subject.to_owned(), payload.clone())
+            .await
+            .context("publishing")?;
+        let acked = acked.clone();
+        tokio::spawn(async move {
+            let outcome = match ack.await {
+                Ok(_) => Ok(micros(sent.elapsed())),
+                Err(e) => Err(anyhow::anyhow!("publish-ack: {e}")),
+            };
+            let _ = acked.send(outcome);
+        });
+        while let Ok(ack) = acks.try_recv() {
+            received += 1;
+            record(&mut ack_us, ack)?;
+        }
+        anyhow::ensure!(
+            i + 1 - received < FLOOR_MAX_OUTSTANDING,
+            "the paced floor fell behind: {} acknowledgements outstanding",
+            i + 1 - received
+        );
+    }
+    let sending = started.elapsed();
+    drop(acked);
+    while let Some(ack) = acks.recv().await {
+        record(&mut ack_us, ack)?;
+    }
+    // The rate the sends kept: `messages` sends over the time from the first to the last.
+    let achieved = match messages {
+        1 => rate as f64,
+        n => (n - 1) as f64 / sending.as_secs_f64().max(1e-9),
+    };
+    println!(
+        "floor, paced:      {rate} messages/s offered, {achieved:.0} achieved, {} bytes each, \
+         {messages} messages; publish to ack: {}",
+        payload.len(),
+        line(&ack_us)
+    );
+    Ok(())
 }

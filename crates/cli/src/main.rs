@@ -14,6 +14,7 @@ use rialto_cli::journal;
 use rialto_cli::loadgen::LoadgenArgs;
 use rialto_cli::replay::{self, ReplayError, ReplayOptions};
 use rialto_cli::serve::ServeArgs;
+use rialto_server::config::LogBackend;
 
 /// Rialto: a deterministic exchange core (order books, accounts, matching).
 #[derive(Parser, Debug)]
@@ -131,7 +132,7 @@ before the newest snapshot; --allow-gaps writes it up to the hole instead, with 
         #[arg(long)]
         allow_gaps: bool,
         #[command(flatten)]
-        stream: journal::StreamArgs,
+        venue: journal::VenueArgs,
     },
     /// Check every segment and snapshot, recover without changing anything, print a summary;
     /// exit status 1 on corruption
@@ -140,7 +141,7 @@ before the newest snapshot; --allow-gaps writes it up to the hole instead, with 
         #[arg(long, default_value = "data")]
         data: PathBuf,
         #[command(flatten)]
-        stream: journal::StreamArgs,
+        venue: journal::VenueArgs,
     },
 }
 
@@ -154,6 +155,14 @@ struct ReplayArgs {
     /// Stop at the first malformed line and exit with status 1
     #[arg(long)]
     strict: bool,
+    /// The venue's `rialto serve` configuration file: the scenario is applied with its engine
+    /// limits (`[engine]`), as the venue applied its log
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Any setting of the venue, as `rialto serve --set` takes it (repeatable), e.g.
+    /// `--set engine.max_symbols=1024`
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -272,29 +281,34 @@ fn run_journal(cmd: JournalCmd) -> anyhow::Result<ExitCode> {
             data,
             include_archive,
             allow_gaps,
-            stream,
+            venue,
         } => {
-            stream.check()?;
+            let settings = venue.settings()?;
             let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
             let diag = &mut io::stderr();
-            if stream.is_set() {
-                return match journal::dump_stream(&stream, &mut out) {
+            if settings.log.backend == LogBackend::Jetstream {
+                return match journal::dump_stream(&settings, &mut out) {
                     Ok(_) => Ok(ExitCode::SUCCESS),
                     Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
                     Err(e) => Err(e.context("dumping the log on NATS JetStream")),
                 };
             }
-            match journal::dump(&data, include_archive, allow_gaps, &mut out, diag) {
+            let engine = settings.engine_config();
+            match journal::dump(&data, engine, include_archive, allow_gaps, &mut out, diag) {
                 Ok(_) => Ok(ExitCode::SUCCESS),
                 Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
                 Err(e) => Err(e.context(format!("dumping the journal of {}", data.display()))),
             }
         }
-        JournalCmd::Verify { data, stream } => {
-            stream.check()?;
-            let ok = match stream.is_set() {
-                true => journal::verify_stream(&stream, &mut io::stdout().lock())?,
-                false => journal::verify(&data, &mut io::stdout().lock())?,
+        JournalCmd::Verify { data, venue } => {
+            let settings = venue.settings()?;
+            let ok = match settings.log.backend {
+                LogBackend::Jetstream => {
+                    journal::verify_stream(&settings, &mut io::stdout().lock())?
+                }
+                LogBackend::Local => {
+                    journal::verify(&data, settings.engine_config(), &mut io::stdout().lock())?
+                }
             };
             Ok(if ok {
                 ExitCode::SUCCESS
@@ -311,9 +325,12 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
+    let settings = rialto_cli::serve::file_settings(args.config.as_deref(), &args.overrides)?;
+    settings.validate()?;
     let options = ReplayOptions {
         final_state: args.final_state,
         strict: args.strict,
+        engine: Some(settings.engine_config()),
     };
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());

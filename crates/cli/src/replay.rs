@@ -17,6 +17,9 @@ pub struct ReplayOptions {
     pub final_state: bool,
     /// Stop at the first malformed line instead of reporting it and going on.
     pub strict: bool,
+    /// The engine's capacities and limits (a venue's `[engine]`); `None`: `rialto serve`'s
+    /// defaults.
+    pub engine: Option<rialto_core::EngineConfig>,
 }
 
 /// Counts of what a replay read.
@@ -102,7 +105,10 @@ fn replay_inner(
     diag: &mut impl Write,
     options: ReplayOptions,
 ) -> Result<ReplaySummary, ReplayError> {
-    let mut engine = Engine::new(rialto_server::config::default_engine_config());
+    let config = options
+        .engine
+        .unwrap_or_else(rialto_server::config::default_engine_config);
+    let mut engine = Engine::new(config);
     let mut names = SymbolNames::default();
     let mut summary = ReplaySummary::default();
     let mut line = Vec::with_capacity(256);

@@ -132,25 +132,7 @@ pub fn settings_help() -> String {
 
 /// Builds the configuration: defaults, then the file, then `--set`, then the named flags.
 pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
-    let mut table = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read config {}", path.display()))?;
-            text.parse::<toml::Table>()
-                .with_context(|| format!("config {}", path.display()))?
-        }
-        None => toml::Table::new(),
-    };
-    for item in &args.overrides {
-        apply_override(&mut table, item).with_context(|| format!("--set {item}"))?;
-    }
-    let mut config: ServerConfig = toml::Value::Table(table)
-        .try_into()
-        .context("invalid configuration")?;
-    // An `[instruments]` table adds to the demo symbols' entries rather than dropping them.
-    for (symbol, decimals) in ServerConfig::default().instruments {
-        config.instruments.entry(symbol).or_insert(decimals);
-    }
+    let mut config = file_settings(args.config.as_deref(), &args.overrides)?;
     if let Some(dir) = &args.data {
         config.data_dir = dir.clone();
     }
@@ -214,6 +196,35 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
         config.gateway.max_msgs_per_sec = n;
     }
     config.validate()?;
+    Ok(config)
+}
+
+/// The settings a configuration file (`--config`) and `--set` items give over the defaults,
+/// as `rialto serve` reads them before its named flags (not validated yet). The tools that
+/// replay a venue's log take the venue's settings this way.
+pub fn file_settings(
+    config: Option<&std::path::Path>,
+    overrides: &[String],
+) -> anyhow::Result<ServerConfig> {
+    let mut table = match config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config {}", path.display()))?;
+            text.parse::<toml::Table>()
+                .with_context(|| format!("config {}", path.display()))?
+        }
+        None => toml::Table::new(),
+    };
+    for item in overrides {
+        apply_override(&mut table, item).with_context(|| format!("--set {item}"))?;
+    }
+    let mut config: ServerConfig = toml::Value::Table(table)
+        .try_into()
+        .context("invalid configuration")?;
+    // An `[instruments]` table adds to the demo symbols' entries rather than dropping them.
+    for (symbol, decimals) in ServerConfig::default().instruments {
+        config.instruments.entry(symbol).or_insert(decimals);
+    }
     Ok(config)
 }
 

@@ -563,3 +563,112 @@ fn nats_only_flags_without_a_log_on_nats_are_refused() {
         }
     }
 }
+
+/// A venue configured with more symbols than the default `engine.max_symbols` (256): its
+/// journal tools are told the venue's settings as `rialto serve` is (`--config`, `--set`), and
+/// without them say what to pass.
+#[test]
+fn the_tools_replay_with_the_venues_engine_limits() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let name = |s: &str| Name::new(s).unwrap();
+    let mut cmds: Vec<Command> = (0..300)
+        .map(|i| {
+            Command::AddSymbol(Box::new(SymbolSpec {
+                symbol: name(&format!("S{i}-USD")),
+                base: name("BTC"),
+                quote: name("USD"),
+                base_scale: 100,
+                quote_scale: 10,
+                maker_fee: 0,
+                taker_fee: 0,
+                band_bps: 0,
+                day_end: 0,
+                kind: SymbolSpec::SPOT,
+            }))
+        })
+        .collect();
+    cmds.push(Command::AddUser { user: 1 });
+    cmds.push(Command::AdjustBalance {
+        user: 1,
+        currency: name("USD"),
+        amount: 100_000_000,
+        tx: 1,
+    });
+    // An order on a symbol past the default limit.
+    cmds.push(Command::Place(PlaceOrder::limit(
+        1,
+        7,
+        SymbolId(290),
+        Side::Buy,
+        100,
+        1,
+    )));
+    write_journal(dir.path(), &cmds);
+    let config = EngineConfig {
+        max_symbols: 512,
+        ..EngineConfig::default()
+    };
+    let engine = recover(dir.path(), config).unwrap().engine;
+    write_snapshot(
+        dir.path(),
+        engine.last_seq(),
+        engine.state_hash(),
+        &engine.encode_snapshot(),
+    )
+    .unwrap();
+    let hash = engine.state_hash_hex();
+
+    // With the default limits: refused, saying what to pass.
+    let verify = rialto(&["journal", "verify", "--data", data], "");
+    assert_eq!(verify.code, Some(1), "{}", verify.stdout);
+    assert!(
+        verify.stdout.contains("raise engine.max_symbols")
+            && verify.stdout.contains("--config FILE")
+            && verify.stdout.contains("--set engine.NAME=VALUE"),
+        "{}",
+        verify.stdout
+    );
+    let dump = rialto(&["journal", "dump", "--data", data], "");
+    assert_eq!(dump.code, Some(1));
+    assert!(
+        dump.stderr.contains("--set engine.NAME=VALUE"),
+        "{}",
+        dump.stderr
+    );
+
+    // With the venue's settings, by --set or by its configuration file: the venue's state.
+    let set = ["--set", "engine.max_symbols=512"];
+    let verify = rialto(
+        &[&["journal", "verify", "--data", data][..], &set].concat(),
+        "",
+    );
+    assert_eq!(verify.code, Some(0), "{}", verify.stdout);
+    assert!(
+        verify.stdout.contains(&format!("state_hash: {hash}")),
+        "{}",
+        verify.stdout
+    );
+    let file = dir.path().join("venue.toml");
+    fs::write(&file, "[engine]\nmax_symbols = 512\n").unwrap();
+    let file = file.to_str().unwrap();
+    let verify = rialto(&["journal", "verify", "--data", data, "--config", file], "");
+    assert_eq!(verify.code, Some(0), "{}", verify.stdout);
+    assert!(
+        verify.stdout.contains(&format!("state_hash: {hash}")),
+        "{}",
+        verify.stdout
+    );
+    let dump = rialto(
+        &[&["journal", "dump", "--data", data][..], &set].concat(),
+        "",
+    );
+    assert_eq!(dump.code, Some(0), "{}", dump.stderr);
+    let replayed = replay(&dump.stdout, &["--strict", "--config", file]);
+    let (_, replayed_hash) = split_hash(replayed.stdout.lines().last().unwrap());
+    assert_eq!(replayed_hash, hash);
+    // `rialto replay` with the default limits refuses the symbols past 256: another state.
+    let default_limits = replay(&dump.stdout, &[]);
+    let (_, other) = split_hash(default_limits.stdout.lines().last().unwrap());
+    assert_ne!(other, hash);
+}

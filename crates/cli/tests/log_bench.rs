@@ -34,6 +34,10 @@ fn bench_log_commits_through_jetstream_prints_the_floor_and_cleans_up() {
             "20",
             "--window",
             "4",
+            "--floor-rate",
+            "400",
+            "--floor-bytes",
+            "3000",
         ],
         "",
     );
@@ -57,6 +61,17 @@ fn bench_log_commits_through_jetstream_prints_the_floor_and_cleans_up() {
     assert!(
         piped.contains("(3 batches of up to 1000 commands"),
         "{piped}"
+    );
+    // The floor at the leader's message rate and batch size, as asked.
+    let paced = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("floor, paced:"))
+        .unwrap_or_else(|| panic!("no paced floor line: {}", run.stdout));
+    assert!(
+        paced.contains("400 messages/s offered")
+            && paced.contains("3000 bytes each, 20 messages; publish to ack: p50 "),
+        "{paced}"
     );
     for floor in ["floor, one by one:", "floor, pipelined:"] {
         assert!(
@@ -101,6 +116,37 @@ fn bench_log_commits_through_jetstream_prints_the_floor_and_cleans_up() {
             "{snapshots} left behind"
         );
     });
+
+    // The paced floor alone, as paired with a loadgen run against a leader.
+    let alone = rialto(
+        &[
+            "bench",
+            "log",
+            "--nats",
+            &nats,
+            "--messages",
+            "10",
+            "--floor-only",
+            "--floor-rate",
+            "1000",
+            "--floor-bytes",
+            "500",
+        ],
+        "",
+    );
+    assert_eq!(alone.code, Some(0), "{}{}", alone.stdout, alone.stderr);
+    let lines: Vec<&str> = alone
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("floor"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", alone.stdout);
+    assert!(
+        lines[0].contains("500 bytes each, 10 messages"),
+        "{}",
+        lines[0]
+    );
+    assert!(!alone.stdout.contains("rialto log"), "{}", alone.stdout);
 
     let refused = rialto(&["bench", "log", "--nats", &nats, "--batch", "0"], "");
     assert_eq!(refused.code, Some(1));

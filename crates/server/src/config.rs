@@ -229,8 +229,10 @@ impl Default for LogSettings {
 pub struct PipelineSettings {
     /// Slots in each ring between the threads (gateway → journal → engine → gateway).
     pub ring_capacity: usize,
-    /// Most commands taken from a ring at once (the journal's group-commit batch).
-    pub batch_max: usize,
+    /// Most commands taken from a ring at once (the journal's group-commit batch). Unset: by
+    /// the log's backend ([`ServerConfig::batch_max`]), 1,024 for the local journal and 4,096
+    /// for JetStream.
+    pub batch_max: Option<usize>,
     /// How the pipeline threads wait for work.
     pub wait: WaitStrategy,
     /// Whether the journal and engine stages get threads of their own.
@@ -626,7 +628,7 @@ impl Default for PipelineSettings {
     fn default() -> Self {
         PipelineSettings {
             ring_capacity: 16_384,
-            batch_max: 1_024,
+            batch_max: None,
             wait: WaitStrategy::Backoff,
             threads: ThreadLayout::Auto,
             gateway_cpu: None,
@@ -673,6 +675,13 @@ pub fn default_engine_config() -> rialto_core::EngineConfig {
     ServerConfig::default().engine_config()
 }
 
+/// `pipeline.batch_max` when the operator does not set it, with the local journal.
+pub const DEFAULT_BATCH_MAX_LOCAL: usize = 1_024;
+/// `pipeline.batch_max` when the operator does not set it, with JetStream (within
+/// [`crate::replication::MAX_BATCH_COMMANDS`]).
+pub const DEFAULT_BATCH_MAX_JETSTREAM: usize = 4_096;
+const _: () = assert!(DEFAULT_BATCH_MAX_JETSTREAM <= crate::replication::MAX_BATCH_COMMANDS);
+
 /// The most any of the engine's capacities may be: 2^28 entries (an id index of 2^29 slots,
 /// 4 GiB, reserved at start).
 const MAX_CAPACITY: u32 = 1 << 28;
@@ -708,6 +717,16 @@ impl ServerConfig {
         toml::to_string(self).unwrap_or_else(|e| format!("# cannot write the settings: {e}\n"))
     }
 
+    /// Most commands in one batch (`pipeline.batch_max`): the operator's value, or by the
+    /// backend. JetStream spends a fixed cost on every message besides its bytes, so bigger
+    /// batches commit more commands per second there (docs/operations.md).
+    pub fn batch_max(&self) -> usize {
+        self.pipeline.batch_max.unwrap_or(match self.log.backend {
+            LogBackend::Local => DEFAULT_BATCH_MAX_LOCAL,
+            LogBackend::Jetstream => DEFAULT_BATCH_MAX_JETSTREAM,
+        })
+    }
+
     /// Refuses settings that cannot work, with a message naming the setting.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.validate_log()?;
@@ -718,8 +737,9 @@ impl ServerConfig {
             "pipeline.ring_capacity must be 2..=16777216"
         );
         anyhow::ensure!(
-            p.batch_max >= 1 && p.batch_max <= p.ring_capacity,
-            "pipeline.batch_max must be 1..=ring_capacity"
+            self.batch_max() >= 1 && self.batch_max() <= p.ring_capacity,
+            "pipeline.batch_max must be 1..=ring_capacity (it is {} here)",
+            self.batch_max()
         );
         anyhow::ensure!(
             self.gateway.max_sessions >= 1 && self.gateway.max_admin_sessions >= 1,
@@ -889,7 +909,7 @@ impl ServerConfig {
             "log.ack_timeout_ms must be 100..=60000"
         );
         // One batch is one message: its records must fit NATS's default 1 MiB payload.
-        let batch_bytes = self.pipeline.batch_max * rialto_journal::format::RECORD_MAX_BYTES;
+        let batch_bytes = self.batch_max() * rialto_journal::format::RECORD_MAX_BYTES;
         anyhow::ensure!(
             batch_bytes <= crate::replication::MAX_BATCH_BYTES,
             "pipeline.batch_max must be at most {} with log.backend = \"jetstream\" (a batch \
@@ -1074,5 +1094,30 @@ mod tests {
         let batch = |n: usize| format!("[pipeline]\nring_capacity = 8192\nbatch_max = {n}\n");
         assert!(ServerConfig::from_toml_str(&format!("{ok}{}", batch(5434))).is_ok());
         assert!(refused(&batch(5435)).contains("at most 5434"));
+    }
+
+    #[test]
+    fn batch_max_defaults_by_backend_unless_set() {
+        let jetstream = "[log]\nbackend = \"jetstream\"\nnats = [\"nats://127.0.0.1:4222\"]\n";
+        assert_eq!(ServerConfig::default().batch_max(), 1_024);
+        assert_eq!(ServerConfig::from_toml_str("").unwrap().batch_max(), 1_024);
+        assert_eq!(
+            ServerConfig::from_toml_str(jetstream).unwrap().batch_max(),
+            4_096
+        );
+        // The operator's value wins with either backend.
+        let set = "[pipeline]\nbatch_max = 256\n";
+        assert_eq!(ServerConfig::from_toml_str(set).unwrap().batch_max(), 256);
+        let both = format!("{jetstream}{set}");
+        assert_eq!(ServerConfig::from_toml_str(&both).unwrap().batch_max(), 256);
+        // A ring smaller than the backend's default needs a batch_max that fits it.
+        let small_ring = format!("{jetstream}[pipeline]\nring_capacity = 2048\n");
+        let refused = ServerConfig::from_toml_str(&small_ring)
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("it is 4096 here"), "{refused}");
+        // Printed settings keep it unset, so the backend still decides when they are read back.
+        let printed = ServerConfig::default().to_toml();
+        assert!(!printed.contains("batch_max"), "{printed}");
     }
 }

@@ -23,11 +23,16 @@
 //! **Adoption.** When a leader opens a session (its first Logon since the node leads), it reads
 //! the session's numbers and chunks from the cluster and writes them into its data directory as
 //! the session's files (replacing what the node had there: the cluster's are the venue's), then
-//! opens them as a restarted server opens its own.
+//! opens them as a restarted server opens its own. The read is a task on the NATS client's
+//! runtime too ([`FixMirror::poll_read`]): the Logon waits for it (its connection is paused,
+//! and the gateway's bell rings when the read ends), other sessions go on meanwhile; a read
+//! that fails or takes longer than four times `log.ack_timeout_ms` refuses that Logon.
 
+use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Poll;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -55,12 +60,19 @@ struct Inner {
     timeout: Duration,
     /// The leader's lease: nothing is written once it was lost or may have lapsed.
     lease: Option<LeaseGuard>,
-    /// The gateway's bell, rung when a write is acknowledged (or fails).
+    /// The gateway's bell, rung when a write is acknowledged (or fails) and when a read ends.
     bell: OnceLock<Arc<Bell>>,
-    /// Test seam: the key of a session whose writes wait before they start (a slow or
-    /// stalled cluster for that session).
+    /// Test seam: the key of a session whose reads and writes wait before they start (a slow
+    /// or stalled cluster for that session).
     stalled: tokio::sync::watch::Sender<Option<String>>,
+    /// The reads of sessions' stores started by [`FixMirror::poll_read`], by session name:
+    /// `None` while in flight, then the outcome until the session opens (or a refused Logon
+    /// takes the error).
+    reads: Mutex<HashMap<String, Option<ReadOutcome>>>,
 }
+
+/// A finished read of a session's store: `None` if the cluster holds nothing of it.
+type ReadOutcome = io::Result<Option<Fetched>>;
 
 /// A session's store as the cluster holds it.
 struct Fetched {
@@ -116,6 +128,7 @@ impl FixMirror {
                 lease,
                 bell: OnceLock::new(),
                 stalled: tokio::sync::watch::Sender::new(None),
+                reads: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -125,81 +138,136 @@ impl FixMirror {
         let _ = self.inner.bell.set(bell);
     }
 
-    /// Holds the writes of one session's store back until [`FixMirror::release_writes`]
-    /// (for tests of a cluster slow for one session).
+    /// Holds the reads and writes of one session's store back until [`FixMirror::release`]
+    /// (for tests of a cluster slow for one session). A held read still ends at its timeout.
     #[doc(hidden)]
-    pub fn stall_writes(&self, session: &str) {
+    pub fn stall(&self, session: &str) {
         self.inner.stalled.send_replace(Some(key_of(session)));
     }
 
     #[doc(hidden)]
-    pub fn release_writes(&self) {
+    pub fn release(&self) {
         self.inner.stalled.send_replace(None);
     }
 
-    /// The session's numbers and every record of its chunks, in the order they were written;
-    /// `None` if the cluster holds nothing of it.
-    fn fetch(&self, session: &str) -> io::Result<Option<Fetched>> {
-        let bucket = &self.inner.bucket;
-        let key = key_of(session);
-        let numbers = format!("{}{key}.seqnums", bucket.prefix);
-        let chunks = format!("{}{key}.m.>", bucket.prefix);
-        self.run(async {
-            // From the stream's leader (a direct get may be answered by a replica that lags).
-            let last = match bucket
-                .stream
-                .get_last_raw_message_by_subject(&numbers)
-                .await
-            {
-                Ok(message) => message,
-                Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
-                    return Ok(None);
-                }
-                Err(e) => return Err(nats_error("reading the sequence numbers", e)),
-            };
-            let (next_sender, next_target) = decode_seqnums(&last.payload)
-                .map_err(|what| nats_error(&format!("session {session}"), what))?;
-            let consumer = bucket
-                .stream
-                .create_consumer(consumer::pull::OrderedConfig {
-                    filter_subject: chunks,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| nats_error("reading the messages", e))?;
-            let mut records = Vec::new();
-            if consumer.cached_info().num_pending > 0 {
-                let mut messages = consumer
-                    .messages()
-                    .await
-                    .map_err(|e| nats_error("reading the messages", e))?;
-                while let Some(message) = messages.next().await {
-                    let message = message.map_err(|e| nats_error("reading the messages", e))?;
-                    records.extend_from_slice(&message.payload);
-                    let info = message
-                        .info()
-                        .map_err(|e| nats_error("a message's info", e))?;
-                    if info.pending == 0 {
-                        break;
-                    }
-                }
-            }
-            Ok(Some(Fetched {
-                next_sender,
-                next_target,
-                revision: last.sequence,
-                records,
-            }))
-        })
+    fn reads(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<ReadOutcome>>> {
+        self.inner.reads.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `work` on the client's runtime, within the connection's timeout.
-    fn run<T>(&self, work: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {
-        let timeout = self.inner.timeout * 4;
-        self.inner
-            .runtime
-            .block_on(async { tokio::time::timeout(timeout, work).await })
-            .map_err(|_| nats_error("no answer", format!("within {timeout:?}")))?
+    /// Whether the session's store may be opened ([`SessionStore::open`]): starts its read
+    /// from the cluster (a task on the client's runtime, which rings the gateway's bell when it
+    /// ends) unless one was started; `Pending` until it ends. A failed read is given out once
+    /// (the next call starts another).
+    pub fn poll_read(&self, session: &str) -> Poll<io::Result<()>> {
+        let mut reads = self.reads();
+        match reads.get(session) {
+            Some(None) => return Poll::Pending,
+            Some(Some(Ok(_))) => return Poll::Ready(Ok(())),
+            Some(Some(Err(_))) => {
+                return match reads.remove(session) {
+                    Some(Some(Err(e))) => Poll::Ready(Err(e)),
+                    _ => unreachable!("an error was there"),
+                };
+            }
+            None => {}
+        }
+        reads.insert(session.to_owned(), None);
+        drop(reads);
+        let inner = self.inner.clone();
+        let name = session.to_owned();
+        let timeout = inner.timeout * 4;
+        self.inner.runtime.spawn(async move {
+            let key = key_of(&name);
+            let mut stalled = inner.stalled.subscribe();
+            let read = async {
+                let _ = stalled.wait_for(|s| s.as_deref() != Some(&key)).await;
+                fetch(&inner.bucket, &name).await
+            };
+            let outcome = tokio::time::timeout(timeout, read)
+                .await
+                .unwrap_or_else(|_| Err(nats_error("no answer", format!("within {timeout:?}"))));
+            inner
+                .reads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name, Some(outcome));
+            if let Some(bell) = inner.bell.get() {
+                bell.ring();
+            }
+        });
+        Poll::Pending
+    }
+
+    /// Whether the read of the session's store started by [`FixMirror::poll_read`] has ended
+    /// (or none was started): a Logon waiting for it may be handled again.
+    pub fn read_ended(&self, session: &str) -> bool {
+        !matches!(self.reads().get(session), Some(None))
+    }
+
+    /// The ended read of the session's store, taken.
+    fn take_read(&self, session: &str) -> ReadOutcome {
+        match self.reads().remove(session) {
+            Some(Some(outcome)) => outcome,
+            _ => Err(nats_error(
+                &format!("session {session}"),
+                "its store was not read from the cluster yet",
+            )),
+        }
+    }
+}
+
+/// The session's numbers and every record of its chunks, in the order they were written;
+/// `None` if the cluster holds nothing of it.
+async fn fetch(bucket: &kv::Store, session: &str) -> io::Result<Option<Fetched>> {
+    let key = key_of(session);
+    let numbers = format!("{}{key}.seqnums", bucket.prefix);
+    let chunks = format!("{}{key}.m.>", bucket.prefix);
+    {
+        // From the stream's leader (a direct get may be answered by a replica that lags).
+        let last = match bucket
+            .stream
+            .get_last_raw_message_by_subject(&numbers)
+            .await
+        {
+            Ok(message) => message,
+            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+                return Ok(None);
+            }
+            Err(e) => return Err(nats_error("reading the sequence numbers", e)),
+        };
+        let (next_sender, next_target) = decode_seqnums(&last.payload)
+            .map_err(|what| nats_error(&format!("session {session}"), what))?;
+        let consumer = bucket
+            .stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: chunks,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| nats_error("reading the messages", e))?;
+        let mut records = Vec::new();
+        if consumer.cached_info().num_pending > 0 {
+            let mut messages = consumer
+                .messages()
+                .await
+                .map_err(|e| nats_error("reading the messages", e))?;
+            while let Some(message) = messages.next().await {
+                let message = message.map_err(|e| nats_error("reading the messages", e))?;
+                records.extend_from_slice(&message.payload);
+                let info = message
+                    .info()
+                    .map_err(|e| nats_error("a message's info", e))?;
+                if info.pending == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(Some(Fetched {
+            next_sender,
+            next_target,
+            revision: last.sequence,
+            records,
+        }))
     }
 }
 
@@ -379,7 +447,8 @@ pub struct SessionStore {
 
 impl SessionStore {
     /// Opens the store of `session` in `dir`. With a `mirror`, the cluster's copy replaces the
-    /// local files first (an empty store if the cluster holds nothing of the session).
+    /// local files first (an empty store if the cluster holds nothing of the session): its
+    /// read must have ended ([`FixMirror::poll_read`] was `Ready(Ok)`).
     pub fn open(dir: &Path, session: &str, mirror: Option<&FixMirror>) -> io::Result<SessionStore> {
         let Some(mirror) = mirror else {
             return Ok(SessionStore {
@@ -387,7 +456,7 @@ impl SessionStore {
                 cluster: None,
             });
         };
-        let fetched = mirror.fetch(session)?;
+        let fetched = mirror.take_read(session)?;
         let (numbers, revision) = match &fetched {
             Some(f) => {
                 FileStore::replace_files(dir, session, f.next_sender, f.next_target, &f.records)?;

@@ -90,19 +90,20 @@ impl RunningServer {
         self.web_bridge.stall_user_messages()
     }
 
-    /// Holds the cluster writes of one FIX session's store (e.g. `FIX.4.4-RIALTO-TRADER1`)
-    /// back until [`Self::release_fix_store_writes`] (for tests of a slow cluster).
+    /// Holds the cluster reads and writes of one FIX session's store (e.g.
+    /// `FIX.4.4-RIALTO-TRADER1`) back until [`Self::release_fix_store`] (for tests of a slow
+    /// cluster).
     #[doc(hidden)]
-    pub fn stall_fix_store_writes(&self, session: &str) {
+    pub fn stall_fix_store(&self, session: &str) {
         if let Some(mirror) = &self.fix_mirror {
-            mirror.stall_writes(session);
+            mirror.stall(session);
         }
     }
 
     #[doc(hidden)]
-    pub fn release_fix_store_writes(&self) {
+    pub fn release_fix_store(&self) {
         if let Some(mirror) = &self.fix_mirror {
-            mirror.release_writes();
+            mirror.release();
         }
     }
 
@@ -427,7 +428,7 @@ pub fn start_with_stop(
     let pipeline = Pipeline::start(
         PipelineConfig {
             ring_capacity: config.pipeline.ring_capacity,
-            batch_max: config.pipeline.batch_max,
+            batch_max: config.batch_max(),
             wait: config.pipeline.wait,
             snapshot_every: config.journal.snapshot_every,
             data_dir: data_dir.clone(),

@@ -127,6 +127,10 @@ pub struct Metrics {
     pub journal_commit: Histogram,
     /// Every fdatasync of the journal (in `batch` mode on its background thread).
     pub journal_fsync: Histogram,
+    /// Batches handed to the command log, and the bytes of their records (with JetStream one
+    /// message each, its payload): with the first, the append rate; together, the mean size.
+    log_appends: AtomicU64,
+    log_appended_bytes: AtomicU64,
     ws_connections: AtomicU64,
     ws_slow_consumers: AtomicU64,
     /// Binary (order and admin ports) and FIX connections, as the gateway last counted them.
@@ -149,6 +153,14 @@ impl Metrics {
     pub fn add_gauge(&self, name: &str, labels: &str, probe: Probe) {
         let mut gauges = self.gauges.lock().unwrap_or_else(|e| e.into_inner());
         gauges.push((name.to_string(), labels.to_string(), probe));
+    }
+
+    /// A batch of `bytes` bytes of records handed to the command log.
+    #[inline]
+    pub fn log_appended(&self, bytes: usize) {
+        self.log_appends.fetch_add(1, Ordering::Relaxed);
+        self.log_appended_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     pub fn ws_opened(&self) {
@@ -201,6 +213,20 @@ impl Metrics {
             "rialto_journal_fsync_seconds",
             "Time of each fdatasync of the journal (in batch mode, on its background thread).",
         );
+        out.push_str(
+            "# HELP rialto_log_appends_total Batches handed to the command log (local journal: \
+             group commits; JetStream: messages appended).\n",
+        );
+        out.push_str("# TYPE rialto_log_appends_total counter\n");
+        let appends = self.log_appends.load(Ordering::Relaxed);
+        let _ = writeln!(out, "rialto_log_appends_total {appends}");
+        out.push_str(
+            "# HELP rialto_log_appended_bytes_total Bytes of records in those batches (with \
+             JetStream, the messages' payloads).\n",
+        );
+        out.push_str("# TYPE rialto_log_appended_bytes_total counter\n");
+        let bytes = self.log_appended_bytes.load(Ordering::Relaxed);
+        let _ = writeln!(out, "rialto_log_appended_bytes_total {bytes}");
         out.push_str("# HELP rialto_sessions Open connections by protocol.\n");
         out.push_str("# TYPE rialto_sessions gauge\n");
         for (protocol, n) in [

@@ -839,6 +839,7 @@ impl JournalStage {
             }
             // Group commit: one write (and in fsync mode one fsync) for the whole batch; with
             // JetStream one message, sent now and acknowledged later.
+            self.metrics.log_appended(self.journal.uncommitted().len());
             self.journal.submit()?;
             if let Some(tap) = &mut self.market_data {
                 tap.hand_off();

@@ -440,7 +440,7 @@ fn a_full_pipeline_slows_the_sender_and_drops_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let server = start(dir.path(), |c| {
             c.pipeline.ring_capacity = 4;
-            c.pipeline.batch_max = 2;
+            c.pipeline.batch_max = Some(2);
             c.pipeline.threads = layout;
             c.pipeline.prefetch = prefetch;
         });

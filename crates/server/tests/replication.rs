@@ -431,7 +431,7 @@ fn a_fix_session_whose_store_write_is_stalled_holds_only_its_own_output() {
     other.logon(&leader, 2);
 
     // TRADER1's next store write waits for the cluster (as a slow or stalled bucket would).
-    leader.stall_fix_store_writes("FIX.4.4-RIALTO-TRADER1");
+    leader.stall_fix_store("FIX.4.4-RIALTO-TRADER1");
     slow.new_order("S1", "1", "0.010", "100.00");
     // TRADER2's order, after TRADER1's in the engine, is answered meanwhile...
     other.new_order("O1", "1", "0.010", "101.00");
@@ -445,9 +445,66 @@ fn a_fix_session_whose_store_write_is_stalled_holds_only_its_own_output() {
         "sent before its store was acknowledged: {held:?}"
     );
     // Once the cluster takes the write, the report goes out.
-    leader.release_fix_store_writes();
+    leader.release_fix_store();
     let report = slow.expect("8");
     assert_eq!(report.req(tags::CL_ORD_ID), "S1");
     assert_eq!(report.req(tags::EXEC_TYPE), "0", "{report:?}");
+    within(Duration::from_secs(20), move || leader.shutdown().unwrap());
+}
+
+#[test]
+fn a_fix_logon_waits_for_its_stores_read_from_the_cluster_without_holding_up_other_sessions() {
+    use common::fix::FixClient;
+    use rialto_fix::tags;
+    let cluster = NatsCluster::start();
+    let mut settings = cluster.log_settings("fixread");
+    // A read of a session's store gives up after four times this: 2 s.
+    settings.ack_timeout_ms = 500;
+    let dir = tempfile::tempdir().unwrap();
+    let leader = start(dir.path(), on_jetstream(&settings));
+    let fix_addr = leader.fix_addr.expect("FIX is on");
+
+    // TRADER1's store is read from the cluster at its first Logon; the cluster is slow for it.
+    leader.stall_fix_store("FIX.4.4-RIALTO-TRADER1");
+    let mut slow = FixClient::connect(fix_addr, "TRADER1", "FIX.4.4");
+    slow.logon_with(1, &leader.credentials.user_secret(1));
+    // TRADER2 logs on (its own read) and trades meanwhile...
+    let mut other = FixClient::connect(fix_addr, "TRADER2", "FIXT.1.1");
+    other.logon(&leader, 2);
+    other.new_order("O1", "1", "0.010", "101.00");
+    assert_eq!(other.expect("8").req(tags::CL_ORD_ID), "O1");
+    // ... while TRADER1's Logon waits for its store.
+    let early = slow.recv_within(Duration::from_millis(1));
+    assert!(
+        early.is_none(),
+        "answered before its store was read: {early:?}"
+    );
+    leader.release_fix_store();
+    let logon = slow.expect("A");
+    assert_eq!(logon.req(tags::MSG_SEQ_NUM), "1");
+    slow.new_order("S1", "1", "0.010", "100.00");
+    assert_eq!(slow.expect("8").req(tags::CL_ORD_ID), "S1");
+
+    // A read that does not end in time refuses the Logon, saying why, and only that one.
+    leader.stall_fix_store("FIX.4.2-RIALTO-TRADER1");
+    let mut refused = FixClient::connect(fix_addr, "TRADER1", "FIX.4.2");
+    refused.logon_with(1, &leader.credentials.user_secret(1));
+    other.new_order("O2", "1", "0.010", "101.00");
+    assert_eq!(other.expect("8").req(tags::CL_ORD_ID), "O2");
+    let logout = refused.expect("5");
+    assert!(
+        logout
+            .req(tags::TEXT)
+            .contains("could not be read from the cluster"),
+        "{logout:?}"
+    );
+    assert!(
+        refused.recv_within(Duration::from_secs(5)).is_none(),
+        "closed"
+    );
+    // Once the cluster answers, the session logs on.
+    leader.release_fix_store();
+    let mut again = FixClient::connect(fix_addr, "TRADER1", "FIX.4.2");
+    again.logon(&leader, 1);
     within(Duration::from_secs(20), move || leader.shutdown().unwrap());
 }

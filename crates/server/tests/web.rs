@@ -271,6 +271,8 @@ fn public_endpoints_answer_json() {
         "rialto_engine_latency_seconds_bucket{le=\"+Inf\"}",
         "rialto_roundtrip_latency_seconds_count",
         "rialto_journal_commit_seconds_sum",
+        "rialto_log_appends_total ",
+        "rialto_log_appended_bytes_total ",
         "rialto_sessions{protocol=\"binary\"}",
         "rialto_sessions{protocol=\"fix\"}",
         "rialto_sessions{protocol=\"websocket\"} 0",
@@ -286,6 +288,27 @@ fn public_endpoints_answer_json() {
             .map(|n| n.parse::<u64>().unwrap());
         count.is_some_and(|n| n > 0)
     });
+    // An order goes to the log in a batch: counted, with its records' bytes.
+    let trader = Trader::new(&http, &server, 1);
+    let placed = trader.call(
+        "POST",
+        "/api/v1/orders",
+        json!({"symbol": "BTC-USD", "order": 1, "side": "buy", "price": 1, "qty": 1}),
+    );
+    assert_eq!(placed.status, 200, "{:?}", placed.body);
+    let text = http.get("/metrics").body.as_str().unwrap().to_string();
+    let counter = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|n| n.trim().parse::<u64>().unwrap())
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let appends = counter("rialto_log_appends_total ");
+    let bytes = counter("rialto_log_appended_bytes_total ");
+    assert!(
+        appends > 0 && bytes >= appends * 24,
+        "{appends} batches, {bytes} bytes"
+    );
     server.shutdown().unwrap();
 }
 

@@ -265,8 +265,13 @@ impl Core {
         binding: SessionBinding,
     ) -> Option<usize> {
         let key = (sender.to_string(), version);
-        let slot = match self.slot_index.get(&key) {
-            Some(&slot) => slot,
+        let slot = match self.slot_index.get(&key).copied() {
+            Some(slot) => {
+                // Another connection's Logon opened it while this one waited for the read.
+                self.awaiting_store.remove(&id);
+                slot
+            }
+            None if !self.store_read(id, conn, sender, version) => return None,
             None => match self.open_slot(sender, version, binding) {
                 Ok(slot) => {
                     self.slot_index.insert(key, slot);
@@ -294,6 +299,61 @@ impl Core {
         conn.slot = Some(slot);
         self.pending_logons.leave(id);
         Some(slot)
+    }
+
+    /// Whether a session's store may be opened now: at once without a cluster; with one, once
+    /// its read from the cluster (a task off this thread, fixstore.rs) has ended. Until then
+    /// the connection waits in `awaiting_store` and its Logon is handled again when the read
+    /// ends; other connections go on. A failed read refuses the Logon with a Logout.
+    fn store_read(
+        &mut self,
+        id: SessionId,
+        conn: &mut Conn,
+        sender: &str,
+        version: Version,
+    ) -> bool {
+        let Some(mirror) = &self.config.mirror else {
+            return true;
+        };
+        let name = SessionConfig::new(version, &self.config.comp_id, sender).session_name();
+        match mirror.poll_read(&name) {
+            std::task::Poll::Pending => {
+                self.awaiting_store.insert(id, name);
+                false
+            }
+            std::task::Poll::Ready(Ok(())) => {
+                self.awaiting_store.remove(&id);
+                true
+            }
+            std::task::Poll::Ready(Err(e)) => {
+                self.awaiting_store.remove(&id);
+                tracing::error!(session = %name, "FIX logon refused: {e}");
+                // The session's numbers are unknown: the Logout carries MsgSeqNum 1.
+                let mut w = MessageWriter::begin(&mut conn.output, version.begin_string(), b"5");
+                w.str(tags::SENDER_COMP_ID, self.config.comp_id.as_bytes());
+                w.str(tags::TARGET_COMP_ID, sender.as_bytes());
+                w.uint(tags::MSG_SEQ_NUM, 1);
+                w.timestamp_in(version, tags::SENDING_TIME, self.clock.now_ns);
+                w.str(
+                    tags::TEXT,
+                    b"the session's store could not be read from the cluster; log on again later",
+                );
+                w.finish();
+                conn.closing = true;
+                false
+            }
+        }
+    }
+
+    /// Whether connection `id` waits for a read of its session's store that has not ended.
+    pub(super) fn store_read_pending(&self, id: SessionId) -> bool {
+        if self.awaiting_store.is_empty() {
+            return false; // the usual case, on every message: no hashing
+        }
+        let (Some(name), Some(mirror)) = (self.awaiting_store.get(&id), &self.config.mirror) else {
+            return false;
+        };
+        !mirror.read_ended(name)
     }
 
     pub(super) fn open_slot(

@@ -235,6 +235,9 @@ struct Core {
     throttle: LoginThrottle<UserId>,
     refusals: LogLimiter,
     last_prune_ns: i64,
+    /// Connections whose Logon waits for its session's store to be read from the cluster
+    /// (fixstore.rs, `FixMirror::poll_read`), with the session's name.
+    awaiting_store: HashMap<SessionId, String>,
 }
 
 /// The FIX gateway's logic with no socket and no clock (the module's documentation says what
@@ -310,6 +313,7 @@ impl FixAgent {
                 throttle: LoginThrottle::new(ThrottleSettings::default()),
                 refusals: LogLimiter::new(LOG_EVERY),
                 last_prune_ns: now_ns,
+                awaiting_store: HashMap::new(),
             },
             dirty: Vec::new(),
             offline: Vec::new(),
@@ -459,6 +463,7 @@ impl FixAgent {
             if sink.room() < RING_ROOM
                 || !self.core.deferred.is_empty()
                 || conn.output.len() - conn.sendable > STORE_BACKLOG_BYTES
+                || self.core.store_read_pending(id)
             {
                 conn.paused = true;
                 break;
@@ -486,6 +491,13 @@ impl FixAgent {
                     }
                     handled += 1;
                     self.core.on_frame(id, conn, &frame, sink);
+                    if !self.core.awaiting_store.is_empty()
+                        && self.core.awaiting_store.contains_key(&id)
+                    {
+                        // Its Logon is handled again once the session's store is read.
+                        conn.paused = true;
+                        break;
+                    }
                     conn.input_start += len;
                 }
                 Err(garbled) => {
@@ -735,6 +747,8 @@ impl FixAgent {
                         }
                     }
                 }
+                // Its Logon waits for the session's store, a read with a timeout of its own.
+                None if self.core.awaiting_store.contains_key(&id) => {}
                 None => {
                     if now.saturating_sub(conn.opened_ns) > logon_timeout_ns {
                         conn.closing = true; // no Logon in time
@@ -745,6 +759,10 @@ impl FixAgent {
                 self.dirty.push(id);
             }
         }
+        let conns = &self.conns;
+        self.core
+            .awaiting_store
+            .retain(|id, _| conns.contains_key(id));
         if now.saturating_sub(self.core.last_prune_ns) >= PRUNE_EVERY.as_nanos() as i64 {
             self.core.last_prune_ns = now;
             self.core.throttle.prune(self.core.clock.instant());
@@ -907,8 +925,14 @@ impl FixAgent {
     /// Something waits for room in the inbound ring, or a session's store write to the
     /// cluster has finished: look again soon.
     pub fn is_waiting(&self) -> bool {
+        // A Logon waiting for its store is not looked at again until the read's end rings.
+        let awaiting = &self.core.awaiting_store;
         !self.core.deferred.is_empty()
-            || self.conns.values().any(|c| c.paused && !c.closing)
+            || self
+                .conns
+                .iter()
+                .any(|(id, c)| c.paused && !c.closing && !awaiting.contains_key(id))
+            || awaiting.keys().any(|&id| !self.core.store_read_pending(id))
             || self.resend_ready()
             || self
                 .core
