@@ -58,17 +58,17 @@ pub fn run(args: &SimArgs, out: &mut impl Write) -> std::io::Result<bool> {
             out,
             "| seeds | ticks each | simulated hours | commands | logins | fsync failed | ENOSPC \
              | power loss (torn write) | crashes | bit flips on read | disconnects | slow \
-             readers | output bound closes | rate limited | wrong secrets | recoveries | \
-             failures |"
+             readers | output bound closes | rate limited | wrong secrets | web gaps | recoveries \
+             | failures |"
         )?;
         writeln!(
             out,
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         )?;
         writeln!(
             out,
             "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} \
-             | {failures} |",
+             | {} | {failures} |",
             last - args.seed + 1,
             args.ticks,
             simulated_ns as f64 / 3.6e12,
@@ -84,6 +84,7 @@ pub fn run(args: &SimArgs, out: &mut impl Write) -> std::io::Result<bool> {
             f.output_overflows,
             f.rate_limited,
             f.wrong_secrets,
+            total.web_gaps,
             total.recoveries,
         )?;
     }
@@ -98,7 +99,8 @@ fn print_one(o: &Outcome, out: &mut impl Write) -> std::io::Result<()> {
         "seed {}: {}, {} ticks, {:.1} s simulated, {} commands, {} logins, {} recoveries; \
          faults: {} fsync failed, {} ENOSPC, {} power loss, {} crashes, {} bit flips ({} \
          refused), {} disconnects, {} slow readers, {} output bound closes, {} rate limited, {} \
-         wrong secrets; {} view checks ({} with the FIX traders), {} replica checks; trace {}",
+         wrong secrets, {} web gaps; {} view checks ({} with the FIX traders), {} replica checks; \
+         trace {}",
         o.seed,
         match &o.failure {
             None => "passed".to_string(),
@@ -120,6 +122,7 @@ fn print_one(o: &Outcome, out: &mut impl Write) -> std::io::Result<()> {
         f.output_overflows,
         f.rate_limited,
         f.wrong_secrets,
+        c.web_gaps,
         c.view_checks,
         c.fix_view_checks,
         c.replica_checks,

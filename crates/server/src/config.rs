@@ -721,10 +721,14 @@ impl ServerConfig {
     /// backend. JetStream spends a fixed cost on every message besides its bytes, so bigger
     /// batches commit more commands per second there (docs/operations.md).
     pub fn batch_max(&self) -> usize {
-        self.pipeline.batch_max.unwrap_or(match self.log.backend {
-            LogBackend::Local => DEFAULT_BATCH_MAX_LOCAL,
-            LogBackend::Jetstream => DEFAULT_BATCH_MAX_JETSTREAM,
-        })
+        // The default never exceeds the ring: a small ring makes small batches.
+        self.pipeline.batch_max.unwrap_or(
+            match self.log.backend {
+                LogBackend::Local => DEFAULT_BATCH_MAX_LOCAL,
+                LogBackend::Jetstream => DEFAULT_BATCH_MAX_JETSTREAM,
+            }
+            .min(self.pipeline.ring_capacity),
+        )
     }
 
     /// Refuses settings that cannot work, with a message naming the setting.
@@ -1110,9 +1114,13 @@ mod tests {
         assert_eq!(ServerConfig::from_toml_str(set).unwrap().batch_max(), 256);
         let both = format!("{jetstream}{set}");
         assert_eq!(ServerConfig::from_toml_str(&both).unwrap().batch_max(), 256);
-        // A ring smaller than the backend's default needs a batch_max that fits it.
+        // A ring smaller than the backend's default bounds the default; a batch_max set above
+        // the ring is refused, naming it.
         let small_ring = format!("{jetstream}[pipeline]\nring_capacity = 2048\n");
-        let refused = ServerConfig::from_toml_str(&small_ring)
+        let small = ServerConfig::from_toml_str(&small_ring).unwrap();
+        assert_eq!(small.batch_max(), 2_048);
+        let too_big = format!("{small_ring}batch_max = 4096\n");
+        let refused = ServerConfig::from_toml_str(&too_big)
             .unwrap_err()
             .to_string();
         assert!(refused.contains("it is 4096 here"), "{refused}");
