@@ -524,7 +524,6 @@ impl Gateway {
                 mark.last_trade = *price;
             }
             if let Some(fix) = &mut self.fix {
-                fix.observe(&event);
                 match target {
                     Target::Session(id) if id >= FIX_SERVICE_SESSION => {
                         fix.on_reply(id, &event);
@@ -536,7 +535,9 @@ impl Gateway {
                 }
             }
             // The binary protocol's message, once for every session it goes to.
-            let msg = event.into_wire();
+            let Some(msg) = event.into_wire() else {
+                continue; // for the gateways themselves (a symbol added)
+            };
             let Gateway {
                 router,
                 sessions,

@@ -335,7 +335,6 @@ impl FixSide {
     /// An event of the engine stage, as the gateway's `route_outbound` hands it to the FIX
     /// gateway.
     pub fn deliver(&mut self, out: &Outbound, now_ns: i64) {
-        self.agent.observe(&out.event);
         match out.target {
             Target::Session(session)
                 if session == FIX_SERVICE_SESSION || session >= FIX_SESSION_BASE =>

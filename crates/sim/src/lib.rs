@@ -901,7 +901,9 @@ impl Sim {
             if let Some(fix) = &mut self.fix {
                 fix.deliver(&out, now_ns);
             }
-            let msg = out.event.into_wire();
+            let Some(msg) = out.event.into_wire() else {
+                continue; // for the gateways themselves (a symbol added)
+            };
             let conns = &mut self.conns;
             let faults = &mut self.counts.faults;
             let mut send = |id: SessionId, reply: bool| {

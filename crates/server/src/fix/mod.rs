@@ -623,10 +623,15 @@ impl FixAgent {
         self.core.reports = reports;
     }
 
-    /// A message for everyone: a symbol's phase change goes to every logged-on session as
-    /// SecurityStatus (f) with its SecurityTradingStatus (docs/fix.md, "Trading phases").
+    /// A message for everyone: a symbol added joins the instrument list (it is tradable at
+    /// once); a symbol's phase change goes to every logged-on session as SecurityStatus (f)
+    /// with its SecurityTradingStatus (docs/fix.md, "Trading phases").
     pub fn on_public_message(&mut self, msg: &Event, now_ns: i64) {
         self.at(now_ns);
+        if let Event::SymbolAdded { symbol, spec, .. } = *msg {
+            self.core.instruments.add(symbol, spec);
+            return;
+        }
         let Event::PhaseChanged {
             symbol,
             phase,
@@ -664,14 +669,6 @@ impl FixAgent {
             if let Err(e) = result {
                 tracing::error!("FIX store: {e}");
             }
-        }
-    }
-
-    /// Every message the engine sends passes here once: a change of the symbols refreshes
-    /// the list.
-    pub fn observe(&mut self, msg: &Event) {
-        if let Event::AdminResult { result: Ok(()), .. } = msg {
-            self.symbols_stale = true;
         }
     }
 

@@ -261,14 +261,9 @@ impl FixGateway {
         self.agent.on_user_message(user, msg, now_ns());
     }
 
-    /// A message for everyone (phase changes).
+    /// A message for everyone (phase changes, symbols added).
     pub fn on_public_message(&mut self, msg: &Event) {
         self.agent.on_public_message(msg, now_ns());
-    }
-
-    /// Every message the engine sends passes here once.
-    pub fn observe(&mut self, msg: &Event) {
-        self.agent.observe(msg);
     }
 
     /// Market data from the feed, timers, the symbol list refresh. Returns work done.
