@@ -157,6 +157,9 @@ pub struct Counts {
     pub view_checks: u64,
     /// Of those, the times the FIX traders' views were compared too (fix_client.rs).
     pub fix_view_checks: u64,
+    /// Times the FIX traders' L2 books, rebuilt from their W and X messages, were compared
+    /// with the market data replica's (fix_client.rs).
+    pub fix_book_checks: u64,
     /// Times the market data replica's state was compared with the engine's.
     pub replica_checks: u64,
 }
@@ -170,6 +173,7 @@ impl Counts {
         self.flips_refused += other.flips_refused;
         self.view_checks += other.view_checks;
         self.fix_view_checks += other.fix_view_checks;
+        self.fix_book_checks += other.fix_book_checks;
         self.replica_checks += other.replica_checks;
     }
 }
@@ -847,6 +851,7 @@ impl Sim {
             &mut self.rng,
             self.tmp.path(),
             node.engine(),
+            node.replica.market_data().clone(),
             now_ns,
             net::instant(self.base, now_ns - EPOCH_NS),
         )?;
@@ -860,6 +865,7 @@ impl Sim {
         if let Some(fix) = &self.fix {
             counts.commands += fix.commands;
             counts.fix_view_checks = fix.view_checks;
+            counts.fix_book_checks = fix.book_checks;
         }
         counts
     }

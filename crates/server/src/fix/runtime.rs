@@ -16,6 +16,7 @@ use mio::{Interest, Registry, Token};
 use rialto_core::UserId;
 
 use super::instruments::Instruments;
+use super::market_data::Intake;
 use super::{FixAgent, FixConfig, RING_ROOM, RequestSink};
 use crate::admission::{LOG_EVERY, LogLimiter};
 use crate::auth::Credentials;
@@ -51,6 +52,10 @@ pub struct FixGateway {
     listener: TcpListener,
     sockets: HashMap<SessionId, Socket>,
     agent: FixAgent,
+    /// The market data thread's outlet, which FIX market data is served from, and the
+    /// receiver of its batches that hands them to the agent.
+    feed: Arc<crate::feed::MarketData>,
+    intake: Intake,
     /// Connections to write at the next flush (writable again, or TLS bytes waiting).
     writable: Vec<SessionId>,
     /// Reused: the connections to read, to write, to close.
@@ -71,18 +76,13 @@ impl FixGateway {
     ) -> io::Result<FixGateway> {
         let listener = crate::sockets::listen_mio(config.listen)?;
         std::fs::create_dir_all(config.data_dir.join("fix"))?;
-        let agent = FixAgent::new(
-            config,
-            credentials,
-            instruments,
-            feed,
-            now_ns(),
-            Instant::now(),
-        );
+        let agent = FixAgent::new(config, credentials, instruments, now_ns(), Instant::now());
         Ok(FixGateway {
             listener,
             sockets: HashMap::new(),
             agent,
+            feed,
+            intake: Intake::new(),
             writable: Vec::new(),
             scratch: Vec::new(),
             closed: Vec::new(),
@@ -96,9 +96,13 @@ impl FixGateway {
     }
 
     /// The bell of the gateway's event loop: the feed rings it after each batch while a FIX
-    /// market data subscription is open.
+    /// market data subscription is open, and the cluster when a session's store write
+    /// finishes.
     pub fn set_bell(&mut self, bell: Arc<Bell>) {
-        self.agent.set_bell(bell);
+        if let Some(mirror) = &self.agent.config().mirror {
+            mirror.set_bell(bell.clone());
+        }
+        self.intake.set_bell(bell);
     }
 
     pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
@@ -266,11 +270,13 @@ impl FixGateway {
         self.agent.on_public_message(msg, now_ns());
     }
 
-    /// Market data from the feed, timers, the symbol list refresh. Returns work done.
+    /// Market data from the feed (its batches handed to the agent, which publishes what they
+    /// changed), timers, the symbol list refresh. Returns work done.
     pub fn tick(&mut self, pipeline: &mut Pipeline, registry: &Registry) -> usize {
         let now = now_ns();
+        let mut work = self.intake.serve(&self.feed, &mut self.agent, now);
         let mut sink = Inbound(&pipeline.inbound);
-        let work = self.agent.tick(now, &mut sink);
+        work += self.agent.tick(now, &mut sink);
         self.close_finished(registry, now);
         work
     }
@@ -306,9 +312,11 @@ impl FixGateway {
         self.sockets.len()
     }
 
-    /// Feed batches wait for the next turn of the loop.
+    /// Feed batches (or snapshots a subscription waits for) wait for the next turn of the
+    /// loop (checked after the gateway announced that it sleeps: a batch that arrives later
+    /// rings its bell).
     pub fn has_market_data(&self) -> bool {
-        self.agent.has_market_data()
+        self.intake.has_work(&self.agent)
     }
 
     /// Something waits for room in the inbound ring, or a session's store write to the
