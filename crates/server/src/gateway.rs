@@ -280,7 +280,10 @@ impl Gateway {
                         // A gap waits for room in the web side's queue, which nobody announces.
                         Some(WEB_MESSAGES_WAIT)
                     } else {
-                        Some(MAX_SLEEP)
+                        // Or until the FIX agent's next timer (a heartbeat, a deadline), if
+                        // sooner: nobody announces that either.
+                        let fix_timer = self.fix.as_ref().and_then(FixGateway::next_timer);
+                        Some(fix_timer.map_or(MAX_SLEEP, |t| t.min(MAX_SLEEP)))
                     }
                 }
             };

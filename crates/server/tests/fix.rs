@@ -478,6 +478,43 @@ fn a_symbol_added_on_the_admin_port_is_tradable_over_fix_at_once() {
 }
 
 #[test]
+fn an_idle_session_gets_a_heartbeat_every_heart_bt_int() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    let password = server.credentials.user_secret(1);
+    client.send(
+        "A",
+        &[
+            (tags::ENCRYPT_METHOD, "0"),
+            (tags::HEART_BT_INT, "1"),
+            (tags::USERNAME, "1"),
+            (tags::PASSWORD, password.as_str()),
+        ],
+    );
+    let logon = client.expect("A");
+    assert_eq!(logon.req(tags::HEART_BT_INT), "1");
+    // Nothing else happens on the venue: each Heartbeat comes on its timer, about a second
+    // after the last message the venue sent (the allowance is for a loaded machine). The
+    // client sends its own, so that the venue has no silence to test.
+    for _ in 0..2 {
+        client.send("0", &[]);
+        let since = Instant::now();
+        let heartbeat = client
+            .recv_within(Duration::from_secs(5))
+            .expect("a Heartbeat");
+        let waited = since.elapsed();
+        assert_eq!(heartbeat.msg_type, "0", "{heartbeat:?}");
+        assert_eq!(heartbeat.get(tags::TEST_REQ_ID), None);
+        assert!(
+            waited >= Duration::from_millis(800) && waited <= Duration::from_millis(1_600),
+            "a Heartbeat after {waited:?} with a HeartBtInt of 1 s"
+        );
+    }
+    server.shutdown().unwrap();
+}
+
+#[test]
 fn a_restart_keeps_sequence_numbers_and_live_orders() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path());

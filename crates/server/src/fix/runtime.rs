@@ -307,6 +307,13 @@ impl FixGateway {
         self.close_finished(registry, now);
     }
 
+    /// How long until the agent's next timer is due (zero if it is), if it has one.
+    pub fn next_timer(&self) -> Option<std::time::Duration> {
+        let due_ns = self.agent.next_timer_ns()?;
+        let wait_ns = due_ns.saturating_sub(now_ns()).max(0);
+        Some(std::time::Duration::from_nanos(wait_ns as u64))
+    }
+
     /// Open FIX connections.
     pub fn connection_count(&self) -> usize {
         self.sockets.len()
