@@ -331,7 +331,7 @@ impl Gateway {
             if stopping_since.is_none() {
                 work += self.read_sessions();
                 if let Some(fix) = &mut self.fix {
-                    work += fix.read(&mut self.pipeline, self.poll.registry());
+                    work += fix.read(self.poll.registry());
                 }
                 work += self.follow_mark();
             }
@@ -339,7 +339,7 @@ impl Gateway {
             work += self.pipeline.do_inline_work();
             work += self.route_outbound();
             if let Some(fix) = &mut self.fix {
-                work += fix.tick(&mut self.pipeline, self.poll.registry());
+                work += fix.tick(self.poll.registry());
                 fix.flush(self.poll.registry());
             }
             self.flush_dirty();

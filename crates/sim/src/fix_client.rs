@@ -74,7 +74,7 @@ pub fn genesis_commands() -> Vec<Command> {
     commands
 }
 
-/// The inbound ring as the FIX gateway's sink.
+/// The FIX gateway's own intake ring (into the journal stage) as its sink.
 struct Inbound<'a>(&'a Ring<Request>);
 
 impl RequestSink for Inbound<'_> {
@@ -329,7 +329,7 @@ impl FixSide {
 
     /// Each logged-on trader with no request unanswered may send one: mostly limit orders,
     /// some IOC, cancels and replaces of its open orders. (One at a time: the FIX gateway
-    /// takes a message only while the inbound ring has room for its follow-ups, so with the
+    /// takes a message only while its intake ring has room for its follow-ups, so with the
     /// smallest rings its traders wait longest, and the checker compares views only when
     /// every trader is answered.)
     pub fn act(&mut self, now_ns: i64) {
@@ -348,7 +348,7 @@ impl FixSide {
     }
 
     /// One turn of the FIX side of the network: the gateway's timers, part of each trader's
-    /// bytes into the gateway, its requests into the inbound ring as far as there is room, one
+    /// bytes into the gateway, its requests into its intake ring as far as there is room, one
     /// write of its output taken in part, and the traders read what they have. With `all`
     /// every byte moves. Returns the bytes moved; an error for what contradicts FIX.
     pub fn network(

@@ -34,6 +34,7 @@ use rialto_server::pipeline::{
     Clock, MdChannel, Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, SessionId,
 };
 use rialto_server::replication::CommandLog;
+use rialto_server::ring::Ring;
 use rialto_server::route::{Route, Router};
 use rialto_server::session::{Action, Limits, Role, Sent};
 use rialto_server::simlog::{CommitFault, SimDisk, SimulatedLog};
@@ -263,6 +264,8 @@ fn engine_config() -> EngineConfig {
 /// One run of the server process: its pipeline and its market data replica. A crash drops it.
 struct Node {
     pipeline: Pipeline,
+    /// The FIX gateway's own intake ring into the journal stage, as `rialto serve` has it.
+    fix_intake: Arc<Ring<Request>>,
     replica: SteppedReplica,
     /// The binary gateway's login decision and routing: the process's memory.
     logins: Logins,
@@ -376,6 +379,7 @@ impl Sim {
 
     fn start_node(&self, engine: Engine, last_ts_ns: i64) -> Result<Node, String> {
         let channel = MdChannel::new(16, 1 << 20);
+        let fix_intake = Ring::new(self.ring_capacity);
         let replica = Engine::decode_snapshot(&engine.encode_snapshot(), engine_config())
             .map_err(|e| format!("the engine's state breaks an invariant: {e}"))?;
         let market_data = MarketData::new(&engine);
@@ -393,7 +397,7 @@ impl Sim {
             metrics: Default::default(),
             prefetch: Prefetch::Off,
             checkpoint_every: 0,
-            intakes: Vec::new(),
+            intakes: vec![fix_intake.clone()],
             web_outbound: None,
         };
         let log = CommandLog::Simulated(SimulatedLog::new(self.disk.clone()));
@@ -419,6 +423,7 @@ impl Sim {
         );
         Ok(Node {
             pipeline,
+            fix_intake,
             replica,
             logins,
             router: Router::new(),
@@ -669,7 +674,7 @@ impl Sim {
         for i in (1..order.len()).rev() {
             order.swap(i, self.net_rng.below(i as u64 + 1) as usize);
         }
-        // The FIX gateway first: it takes a message only while the inbound ring has room for
+        // The FIX gateway first: it takes a message only while its intake ring has room for
         // its follow-ups (fix/mod.rs, RING_ROOM), which the smallest rings have only when empty.
         let mut moved = self.fix_network(all)?;
         let mut ended = Vec::new();
@@ -839,7 +844,7 @@ impl Sim {
                 eprintln!("{line}");
             }
         };
-        fix.network(&node.pipeline.inbound, now_ns, all, &mut note)
+        fix.network(&node.fix_intake, now_ns, all, &mut note)
     }
 
     /// The FIX gateway and its traders start with the node (fix_client.rs).

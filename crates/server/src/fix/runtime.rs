@@ -22,7 +22,7 @@ use crate::admission::{LOG_EVERY, LogLimiter};
 use crate::auth::Credentials;
 use crate::event::Event;
 use crate::idle::Bell;
-use crate::pipeline::{Pipeline, Request, SessionId, now_ns};
+use crate::pipeline::{Request, SessionId, now_ns};
 use crate::ring::Ring;
 use crate::sockets::{Filled, Transport, fill, write_pending};
 
@@ -61,6 +61,8 @@ pub struct FixGateway {
     /// Reused: the connections to read, to write, to close.
     scratch: Vec<SessionId>,
     closed: Vec<SessionId>,
+    /// The FIX gateway's own intake ring into the journal stage (`PipelineConfig::intakes`).
+    intake_ring: Arc<Ring<Request>>,
     /// An accept failed: try again at the next housekeeping.
     retry_accept: bool,
     accept_failures: LogLimiter,
@@ -73,6 +75,7 @@ impl FixGateway {
         credentials: Arc<Credentials>,
         instruments: Instruments,
         feed: Arc<crate::feed::MarketData>,
+        intake: Arc<Ring<Request>>,
     ) -> io::Result<FixGateway> {
         let listener = crate::sockets::listen_mio(config.listen)?;
         std::fs::create_dir_all(config.data_dir.join("fix"))?;
@@ -83,6 +86,7 @@ impl FixGateway {
             agent,
             feed,
             intake: Intake::new(),
+            intake_ring: intake,
             writable: Vec::new(),
             scratch: Vec::new(),
             closed: Vec::new(),
@@ -188,9 +192,10 @@ impl FixGateway {
     }
 
     /// Reads and handles what the connections sent. Returns the messages handled.
-    pub fn read(&mut self, pipeline: &mut Pipeline, registry: &Registry) -> usize {
+    pub fn read(&mut self, registry: &Registry) -> usize {
         let now = now_ns();
-        let mut sink = Inbound(&pipeline.inbound);
+        let ring = self.intake_ring.clone();
+        let mut sink = Inbound(&ring);
         let mut work = self.agent.push_deferred(&mut sink);
         if self.agent.has_deferred() {
             return work;
@@ -272,10 +277,10 @@ impl FixGateway {
 
     /// Market data from the feed (its batches handed to the agent, which publishes what they
     /// changed), timers, the symbol list refresh. Returns work done.
-    pub fn tick(&mut self, pipeline: &mut Pipeline, registry: &Registry) -> usize {
+    pub fn tick(&mut self, registry: &Registry) -> usize {
         let now = now_ns();
         let mut work = self.intake.serve(&self.feed, &mut self.agent, now);
-        let mut sink = Inbound(&pipeline.inbound);
+        let mut sink = Inbound(&self.intake_ring);
         work += self.agent.tick(now, &mut sink);
         self.close_finished(registry, now);
         work
