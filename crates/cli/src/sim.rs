@@ -99,8 +99,8 @@ fn print_one(o: &Outcome, out: &mut impl Write) -> std::io::Result<()> {
         "seed {}: {}, {} ticks, {:.1} s simulated, {} commands, {} logins, {} recoveries; \
          faults: {} fsync failed, {} ENOSPC, {} power loss, {} crashes, {} bit flips ({} \
          refused), {} disconnects, {} slow readers, {} output bound closes, {} rate limited, {} \
-         wrong secrets, {} web gaps; {} view checks ({} with the FIX traders), {} replica checks; \
-         trace {}",
+         wrong secrets, {} web gaps; {} view checks ({} with the FIX traders), {} FIX book \
+         checks, {} replica checks; trace {}",
         o.seed,
         match &o.failure {
             None => "passed".to_string(),
@@ -125,6 +125,7 @@ fn print_one(o: &Outcome, out: &mut impl Write) -> std::io::Result<()> {
         c.web_gaps,
         c.view_checks,
         c.fix_view_checks,
+        c.fix_book_checks,
         c.replica_checks,
         o.trace_hex()
     )

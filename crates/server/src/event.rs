@@ -110,6 +110,15 @@ pub enum Event {
         symbol: SymbolId,
         phase: Phase,
     },
+    /// A symbol was added (to every gateway, `Target::Public`): the FIX gateway takes it into
+    /// its instrument list at once. No binary or web message carries it ([`Event::into_wire`]
+    /// gives none); a symbol's terms never change once added.
+    SymbolAdded {
+        seq: u64,
+        ts_ns: i64,
+        symbol: SymbolId,
+        spec: SymbolSpec,
+    },
     /// A call auction uncrossed (to every logged-in session): its price, the lots executed
     /// and the imbalance (bids minus asks at that price). Follows the uncross trades.
     Auction {
@@ -211,9 +220,11 @@ pub enum Event {
 
 impl Event {
     /// The binary protocol's message for this event (docs/protocol.md): a move, nothing is
-    /// copied.
-    pub fn into_wire(self) -> ServerMsg {
-        match self {
+    /// copied. `None` for an event no binary message carries (a symbol added: binary clients
+    /// ask for the symbol list).
+    pub fn into_wire(self) -> Option<ServerMsg> {
+        Some(match self {
+            Event::SymbolAdded { .. } => return None,
             Event::Error { code, message } => ServerMsg::Error { code, message },
             Event::Accepted {
                 seq,
@@ -445,7 +456,7 @@ impl Event {
                 order_id_window_ns,
                 symbols,
             },
-        }
+        })
     }
 
     /// The request id this event answers, for replies to queries and admin commands.
@@ -471,6 +482,7 @@ impl Event {
             | Event::Triggered { .. }
             | Event::PhaseChanged { .. }
             | Event::Auction { .. }
+            | Event::SymbolAdded { .. }
             | Event::Liquidated { .. } => None,
         }
     }

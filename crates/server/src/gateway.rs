@@ -280,7 +280,10 @@ impl Gateway {
                         // A gap waits for room in the web side's queue, which nobody announces.
                         Some(WEB_MESSAGES_WAIT)
                     } else {
-                        Some(MAX_SLEEP)
+                        // Or until the FIX agent's next timer (a heartbeat, a deadline), if
+                        // sooner: nobody announces that either.
+                        let fix_timer = self.fix.as_ref().and_then(FixGateway::next_timer);
+                        Some(fix_timer.map_or(MAX_SLEEP, |t| t.min(MAX_SLEEP)))
                     }
                 }
             };
@@ -328,7 +331,7 @@ impl Gateway {
             if stopping_since.is_none() {
                 work += self.read_sessions();
                 if let Some(fix) = &mut self.fix {
-                    work += fix.read(&mut self.pipeline, self.poll.registry());
+                    work += fix.read(self.poll.registry());
                 }
                 work += self.follow_mark();
             }
@@ -336,7 +339,7 @@ impl Gateway {
             work += self.pipeline.do_inline_work();
             work += self.route_outbound();
             if let Some(fix) = &mut self.fix {
-                work += fix.tick(&mut self.pipeline, self.poll.registry());
+                work += fix.tick(self.poll.registry());
                 fix.flush(self.poll.registry());
             }
             self.flush_dirty();
@@ -524,7 +527,6 @@ impl Gateway {
                 mark.last_trade = *price;
             }
             if let Some(fix) = &mut self.fix {
-                fix.observe(&event);
                 match target {
                     Target::Session(id) if id >= FIX_SERVICE_SESSION => {
                         fix.on_reply(id, &event);
@@ -536,7 +538,9 @@ impl Gateway {
                 }
             }
             // The binary protocol's message, once for every session it goes to.
-            let msg = event.into_wire();
+            let Some(msg) = event.into_wire() else {
+                continue; // for the gateways themselves (a symbol added)
+            };
             let Gateway {
                 router,
                 sessions,

@@ -425,6 +425,11 @@ pub fn start_with_stop(
 
     // The web's requests reach the journal stage through the bridge's own intake ring.
     let (bridge, user_messages) = web::bridge::WebBridge::new(config.web.user_message_batches);
+    // The FIX gateway's own intake ring: a binary flood in the inbound ring cannot starve it.
+    let fix_intake = config
+        .fix
+        .enabled
+        .then(|| ring::Ring::new(config.pipeline.ring_capacity));
     let pipeline = Pipeline::start(
         PipelineConfig {
             ring_capacity: config.pipeline.ring_capacity,
@@ -442,10 +447,13 @@ pub fn start_with_stop(
                 LogBackend::Local => 0,
                 LogBackend::Jetstream => config.log.checkpoint_every,
             },
-            intakes: match config.web.enabled {
-                true => vec![bridge.intake()],
-                false => Vec::new(),
-            },
+            intakes: config
+                .web
+                .enabled
+                .then(|| bridge.intake())
+                .into_iter()
+                .chain(fix_intake.clone())
+                .collect(),
             web_outbound: config.web.enabled.then(|| bridge.outlet()),
         },
         engine,
@@ -467,6 +475,10 @@ pub fn start_with_stop(
         ("market_data", md_channel.chunks.len_probe()),
     ] {
         metrics.add_gauge("rialto_ring_occupancy", &format!("ring=\"{name}\""), ring);
+    }
+    if let Some(intake) = &fix_intake {
+        let probe = intake.len_probe();
+        metrics.add_gauge("rialto_ring_occupancy", "ring=\"fix_inbound\"", probe);
     }
     if let Some(store) = &history_store {
         store.follow(pipeline.shared.clone());
@@ -518,11 +530,13 @@ pub fn start_with_stop(
             data_dir: data_dir.clone(),
             mirror: fix_mirror.clone(),
         };
+        let intake = fix_intake.clone().expect("FIX is enabled");
         let gateway = fix::FixGateway::bind(
             fix_config,
             credentials.clone(),
             instruments,
             market_data.clone(),
+            intake,
         )
         .with_context(|| format!("cannot listen for FIX on {}", f.listen))?;
         Some(gateway)

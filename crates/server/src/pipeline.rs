@@ -272,16 +272,11 @@ impl Outlets {
 
     /// Whether an event for `target` goes to the gateway's ring, and to the web's. Users'
     /// and public events go to both (a user may have binary, FIX and web sessions; the web
-    /// keeps order histories and private streams); a web session's reply to the web only,
-    /// except a successful admin result, which the gateway's FIX side also hears of (it
-    /// refreshes its symbol list then).
-    fn of(&self, target: Target, event: &Event) -> (bool, bool) {
+    /// keeps order histories and private streams); a web session's reply to the web only.
+    fn of(&self, target: Target) -> (bool, bool) {
         let web = self.web.is_some();
         match target {
-            Target::Session(id) if web && crate::web::bridge::is_web_session(id) => (
-                matches!(event, Event::AdminResult { result: Ok(()), .. }),
-                true,
-            ),
+            Target::Session(id) if web && crate::web::bridge::is_web_session(id) => (false, true),
             Target::Session(_) => (true, false),
             Target::User(_) | Target::Public => (true, web),
             Target::WebStatus => (false, web),
@@ -1158,7 +1153,7 @@ impl EngineStage {
         if target == Target::Session(SYSTEM_SESSION) {
             return;
         }
-        match self.outlets.of(target, &event) {
+        match self.outlets.of(target) {
             (true, true) => {
                 let copy = event.clone();
                 self.push(
@@ -1290,6 +1285,11 @@ impl EngineStage {
                     .push((seq, self.engine.state_hash()));
             }
         }
+        if let (Ok(()), Command::AddSymbol(spec)) = (result, cmd) {
+            // Before the reply: whoever hears that the symbol was added can trade it on
+            // every gateway.
+            self.announce_symbol(seq, ts_ns, spec.symbol.as_str());
+        }
         self.reply(session, request.reply, seq, ts_ns, cmd, result);
         if let (
             Ok(()),
@@ -1318,6 +1318,21 @@ impl EngineStage {
                 symbols: vec![(symbol, status)],
             };
             self.send(Target::WebStatus, msg);
+        }
+    }
+
+    /// A symbol was added: to every gateway (the FIX gateway takes it into its instrument
+    /// list). A symbol's terms never change once added, so this is the only symbol event.
+    fn announce_symbol(&mut self, seq: u64, ts_ns: i64, name: &str) {
+        let symbol = self.engine.symbol_id(name);
+        if let Some(&spec) = self.engine.symbol(symbol) {
+            let msg = Event::SymbolAdded {
+                seq,
+                ts_ns,
+                symbol,
+                spec,
+            };
+            self.send(Target::Public, msg);
         }
     }
 
@@ -1655,7 +1670,7 @@ impl SnapshotWriter {
             if let Some((session, _)) = job.asked_by {
                 let shared = &self.shared;
                 let target = Target::Session(session);
-                let ring = match self.outlets.of(target, &msg) {
+                let ring = match self.outlets.of(target) {
                     (_, true) => self.outlets.ring(Outlet::Web),
                     _ => self.outlets.ring(Outlet::Gateway),
                 };

@@ -414,6 +414,106 @@ fn market_data_snapshot_then_increments_and_the_symbol_list() {
     server.shutdown().unwrap();
 }
 
+/// A limit buy of one lot at 2 on `symbol` (a symbol with no decimal settings: a tick and a
+/// lot are 1).
+fn order_on(client: &mut FixClient, cl_ord_id: &str, symbol: &str) -> common::fix::Msg {
+    let now = transact_time();
+    client.send(
+        "D",
+        &[
+            (tags::CL_ORD_ID, cl_ord_id),
+            (tags::HANDL_INST, "1"),
+            (tags::SYMBOL, symbol),
+            (tags::SIDE, "1"),
+            (tags::TRANSACT_TIME, &now),
+            (tags::ORDER_QTY, "1"),
+            (tags::ORD_TYPE, "2"),
+            (tags::PRICE, "2"),
+            (tags::TIME_IN_FORCE, "1"),
+        ],
+    );
+    client.recv()
+}
+
+#[test]
+fn a_symbol_added_on_the_admin_port_is_tradable_over_fix_at_once() {
+    use rialto_core::{Name, SymbolSpec};
+    use rialto_wire::{ClientMsg, ServerMsg};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut fix = FixClient::connect(fix_addr(&server), "TRADER5", "FIX.4.4");
+    fix.logon(&server, 5);
+    let refused = order_on(&mut fix, "SOL0", "SOL-USD");
+    assert!(
+        refused.msg_type != "8" || refused.req(tags::EXEC_TYPE) == "8",
+        "an unknown symbol is refused: {refused:?}"
+    );
+    let mut admin = common::admin(&server);
+    let name = |s: &str| Name::new(s).unwrap();
+    let spec = SymbolSpec {
+        symbol: name("SOL-USD"),
+        base: name("SOL"),
+        quote: name("USD"),
+        base_scale: 100,
+        quote_scale: 1,
+        maker_fee: 0,
+        taker_fee: 0,
+        band_bps: 0,
+        day_end: 0,
+        kind: SymbolSpec::SPOT,
+    };
+    let added = admin
+        .request(&ClientMsg::AddSymbol { request: 1, spec })
+        .unwrap();
+    assert!(
+        matches!(added, ServerMsg::AdminResult { result: Ok(()), .. }),
+        "{added}"
+    );
+    // No waiting: the FIX gateway heard of the symbol before the admin had its answer.
+    let report = order_on(&mut fix, "SOL1", "SOL-USD");
+    assert_eq!(report.msg_type, "8", "{report:?}");
+    assert_eq!(report.req(tags::EXEC_TYPE), "0", "{report:?}");
+    assert_eq!(report.req(tags::SYMBOL), "SOL-USD");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn an_idle_session_gets_a_heartbeat_every_heart_bt_int() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut client = FixClient::connect(fix_addr(&server), "TRADER1", "FIX.4.4");
+    let password = server.credentials.user_secret(1);
+    client.send(
+        "A",
+        &[
+            (tags::ENCRYPT_METHOD, "0"),
+            (tags::HEART_BT_INT, "1"),
+            (tags::USERNAME, "1"),
+            (tags::PASSWORD, password.as_str()),
+        ],
+    );
+    let logon = client.expect("A");
+    assert_eq!(logon.req(tags::HEART_BT_INT), "1");
+    // Nothing else happens on the venue: each Heartbeat comes on its timer, about a second
+    // after the last message the venue sent (the allowance is for a loaded machine). The
+    // client sends its own, so that the venue has no silence to test.
+    for _ in 0..2 {
+        client.send("0", &[]);
+        let since = Instant::now();
+        let heartbeat = client
+            .recv_within(Duration::from_secs(5))
+            .expect("a Heartbeat");
+        let waited = since.elapsed();
+        assert_eq!(heartbeat.msg_type, "0", "{heartbeat:?}");
+        assert_eq!(heartbeat.get(tags::TEST_REQ_ID), None);
+        assert!(
+            waited >= Duration::from_millis(800) && waited <= Duration::from_millis(1_600),
+            "a Heartbeat after {waited:?} with a HeartBtInt of 1 s"
+        );
+    }
+    server.shutdown().unwrap();
+}
+
 #[test]
 fn a_restart_keeps_sequence_numbers_and_live_orders() {
     let dir = tempfile::tempdir().unwrap();

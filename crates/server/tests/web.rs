@@ -266,6 +266,7 @@ fn public_endpoints_answer_json() {
     for name in [
         "rialto_ring_occupancy{ring=\"inbound\"}",
         "rialto_ring_occupancy{ring=\"web_inbound\"}",
+        "rialto_ring_occupancy{ring=\"fix_inbound\"}",
         "rialto_ring_occupancy{ring=\"market_data\"}",
         "rialto_rejects_total{reason=\"insufficient_funds\"} 0",
         "rialto_engine_latency_seconds_bucket{le=\"+Inf\"}",

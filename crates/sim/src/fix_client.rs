@@ -2,8 +2,12 @@
 //! state machine (server/src/fix, `FixAgent`) over simulated byte pipes, as `net.rs` does for
 //! the binary gateway. Each logs on (FIX 4.4, with its user's password), sends NewOrderSingle,
 //! OrderCancelRequest and OrderCancelReplaceRequest written with the FIX crate's encoder, and
-//! keeps its view of its open orders from nothing but the ExecutionReports it decodes. The seed
-//! decides how many bytes each pipe moves when (partial writes included).
+//! keeps its view of its open orders from nothing but the ExecutionReports it decodes. Each
+//! also subscribes to market data (MarketDataRequest, V, at a depth drawn from the seed) and
+//! rebuilds both symbols' L2 books from the snapshots (W) and incremental refreshes (X) it
+//! decodes; the gateway is fed by the node's market data replica, as `rialto serve` feeds it
+//! from the market data thread (server/src/fix/market_data.rs, `Intake`). The seed decides
+//! how many bytes each pipe moves when (partial writes included).
 //!
 //! After a crash the gateway starts over with new session stores (FIX session recovery across
 //! a crash is not simulated yet, docs/simulation.md): the traders log on afresh, take the
@@ -15,10 +19,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rialto_core::{Command, Engine, UserId};
-use rialto_fix::{MessageWriter, next_frame, tags};
+use rialto_core::{Command, Engine, SymbolId, UserId};
+use rialto_fix::{Frame, MessageWriter, next_frame, tags};
 use rialto_server::auth::Credentials;
+use rialto_server::feed::MarketData;
 use rialto_server::fix::instruments::Instruments;
+use rialto_server::fix::market_data::{Intake, MAX_DEPTH};
 use rialto_server::fix::{
     FIX_SERVICE_SESSION, FIX_SESSION_BASE, FixAgent, FixConfig, RequestSink, SessionBinding,
 };
@@ -45,13 +51,18 @@ const HEART_BT_INT: &str = "1";
 const QUIET_SPELL_PPM: u64 = 20_000;
 /// Connection ids of the FIX side (apart from the binary sessions').
 const FIRST_CONN: SessionId = 1 << 40;
+/// The symbols the traders trade and watch.
+const SYMBOLS: [&str; 2] = ["BTC-USD", "ETH-USD"];
+/// The MarketDepth a trader asks for is one of these (0: the full book, as far as the
+/// gateway sends: `MAX_DEPTH` levels a side).
+const DEPTHS: [usize; 4] = [0, 1, 5, 10];
 
 /// The FIX users' accounts, funded like the demo's users.
 pub fn genesis_commands() -> Vec<Command> {
     crate::funded_users(&FIX_USERS)
 }
 
-/// The inbound ring as the FIX gateway's sink.
+/// The FIX gateway's own intake ring (into the journal stage) as its sink.
 struct Inbound<'a>(&'a Ring<Request>);
 
 impl RequestSink for Inbound<'_> {
@@ -61,6 +72,43 @@ impl RequestSink for Inbound<'_> {
 
     fn offer(&mut self, request: Request) -> Result<(), Request> {
         self.0.try_push(request)
+    }
+}
+
+/// One symbol's L2 book as a trader rebuilds it from W and X: price → quantity, in ticks
+/// (cents) and lots.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct L2View {
+    bids: BTreeMap<i64, i64>,
+    asks: BTreeMap<i64, i64>,
+}
+
+impl L2View {
+    fn side(&mut self, entry_type: &[u8]) -> Option<&mut BTreeMap<i64, i64>> {
+        match entry_type {
+            b"0" => Some(&mut self.bids),
+            b"1" => Some(&mut self.asks),
+            _ => None, // a trade
+        }
+    }
+
+    /// The best `depth` levels of each side.
+    fn best(&self, depth: usize) -> L2View {
+        L2View {
+            bids: self
+                .bids
+                .iter()
+                .rev()
+                .take(depth)
+                .map(|(&p, &q)| (p, q))
+                .collect(),
+            asks: self
+                .asks
+                .iter()
+                .take(depth)
+                .map(|(&p, &q)| (p, q))
+                .collect(),
+        }
     }
 }
 
@@ -95,11 +143,21 @@ struct FixTrader {
     legacy: BTreeSet<i64>,
     /// The trader sends nothing of its own before this time (it still answers TestRequests).
     quiet_until_ns: i64,
+    /// The MarketDepth it subscribes with.
+    md_depth: usize,
+    /// The books its W and X messages built, by symbol (one from its first W on).
+    books: BTreeMap<String, L2View>,
 }
 
 /// The FIX gateway of the simulated node and its traders.
 pub struct FixSide {
     agent: FixAgent,
+    /// The node's market data (its replica's feed) and the receiver that hands its batches to
+    /// the gateway.
+    feed: Arc<MarketData>,
+    intake: Intake,
+    /// [`SYMBOLS`]' ids.
+    symbol_ids: Vec<SymbolId>,
     traders: Vec<FixTrader>,
     rng: Rng,
     incarnation: u32,
@@ -109,6 +167,8 @@ pub struct FixSide {
     pub commands: u64,
     /// Times the traders' views were compared with the engine's.
     pub view_checks: u64,
+    /// Times the traders' rebuilt books were compared with the market data replica's.
+    pub book_checks: u64,
 }
 
 fn agent(
@@ -158,25 +218,25 @@ fn agent(
     let settings = rialto_server::config::ServerConfig::default().instruments;
     let mut instruments = Instruments::new(&settings);
     instruments.refresh(&engine.symbols_by_name());
-    let feed = rialto_server::feed::MarketData::new(engine);
     Ok(FixAgent::new(
         config,
         credentials.clone(),
         instruments,
-        feed,
         now_ns,
         anchor,
     ))
 }
 
 impl FixSide {
-    /// The FIX gateway of a node that has just started on `engine`, and its traders, who log
-    /// on to it (afresh after a crash: see the module's documentation).
+    /// The FIX gateway of a node that has just started on `engine`, fed by `feed` (the node's
+    /// market data replica's), and its traders, who log on to it (afresh after a crash: see
+    /// the module's documentation).
     pub fn start(
         previous: Option<FixSide>,
         rng: &mut Rng,
         root: &Path,
         engine: &Engine,
+        feed: Arc<MarketData>,
         now_ns: i64,
         anchor: Instant,
     ) -> Result<FixSide, String> {
@@ -185,10 +245,15 @@ impl FixSide {
             Some(mut side) => {
                 side.incarnation += 1;
                 side.agent = agent(root, side.incarnation, &credentials, engine, now_ns, anchor)?;
+                side.feed = feed;
+                side.intake = Intake::new();
                 side
             }
             None => FixSide {
                 agent: agent(root, 0, &credentials, engine, now_ns, anchor)?,
+                feed,
+                intake: Intake::new(),
+                symbol_ids: SYMBOLS.iter().map(|name| engine.symbol_id(name)).collect(),
                 traders: FIX_USERS
                     .iter()
                     .zip(COMP_IDS)
@@ -206,6 +271,8 @@ impl FixSide {
                         orders: BTreeMap::new(),
                         legacy: BTreeSet::new(),
                         quiet_until_ns: 0,
+                        md_depth: DEPTHS[rng.below(DEPTHS.len() as u64) as usize],
+                        books: BTreeMap::new(),
                     })
                     .collect(),
                 rng: rng.fork(),
@@ -214,6 +281,7 @@ impl FixSide {
                 next_conn: FIRST_CONN,
                 commands: 0,
                 view_checks: 0,
+                book_checks: 0,
             },
         };
         for t in &mut side.traders {
@@ -226,6 +294,7 @@ impl FixSide {
             t.down.clear();
             t.pending.clear();
             t.orders.clear();
+            t.books.clear();
             t.legacy = engine
                 .user_report(t.user)
                 .map(|r| r.orders.iter().map(|o| o.order).collect())
@@ -248,7 +317,7 @@ impl FixSide {
 
     /// Each logged-on trader with no request unanswered may send one: mostly limit orders,
     /// some IOC, cancels and replaces of its open orders. (One at a time: the FIX gateway
-    /// takes a message only while the inbound ring has room for its follow-ups, so with the
+    /// takes a message only while its intake ring has room for its follow-ups, so with the
     /// smallest rings its traders wait longest, and the checker compares views only when
     /// every trader is answered.)
     pub fn act(&mut self, now_ns: i64) {
@@ -267,7 +336,7 @@ impl FixSide {
     }
 
     /// One turn of the FIX side of the network: the gateway's timers, part of each trader's
-    /// bytes into the gateway, its requests into the inbound ring as far as there is room, one
+    /// bytes into the gateway, its requests into its intake ring as far as there is room, one
     /// write of its output taken in part, and the traders read what they have. With `all`
     /// every byte moves. Returns the bytes moved; an error for what contradicts FIX.
     pub fn network(
@@ -279,6 +348,8 @@ impl FixSide {
     ) -> Result<usize, String> {
         let mut sink = Inbound(inbound);
         self.agent.push_deferred(&mut sink);
+        // The feed's batches and snapshots, then what they changed goes out with the timers.
+        self.intake.serve(&self.feed, &mut self.agent, now_ns);
         self.agent.tick(now_ns, &mut sink);
         let mut moved = 0;
         let mut order: Vec<usize> = (0..self.traders.len()).collect();
@@ -323,7 +394,6 @@ impl FixSide {
     /// An event of the engine stage, as the gateway's `route_outbound` hands it to the FIX
     /// gateway.
     pub fn deliver(&mut self, out: &Outbound, now_ns: i64) {
-        self.agent.observe(&out.event);
         match out.target {
             Target::Session(session)
                 if session == FIX_SERVICE_SESSION || session >= FIX_SESSION_BASE =>
@@ -347,10 +417,57 @@ impl FixSide {
                 .all(|t| t.logged_on && t.pending.is_empty() && t.up.is_empty())
     }
 
+    /// Each trader's rebuilt L2 books against the market data replica's feed, when the
+    /// gateway has been handed every batch the feed sent and each trader has read everything
+    /// it was sent: they must be the feed's best `depth` levels of each side, as of the
+    /// feed's last sequence number.
+    fn check_books(&mut self) -> Result<(), String> {
+        if self.intake.has_work(&self.agent) {
+            return Ok(());
+        }
+        let read_all = |t: &FixTrader| {
+            t.logged_on
+                && t.down.is_empty()
+                && t.books.len() == SYMBOLS.len()
+                && self.agent.pending_output(t.conn).is_empty()
+        };
+        if !self.traders.iter().all(read_all) {
+            return Ok(());
+        }
+        let feed = self.feed.feed();
+        for t in &self.traders {
+            let depth = if t.md_depth == 0 {
+                MAX_DEPTH
+            } else {
+                t.md_depth
+            };
+            for (name, &id) in SYMBOLS.iter().zip(&self.symbol_ids) {
+                let l2 = feed.l2(id, usize::MAX).unwrap_or_default();
+                let replica = L2View {
+                    bids: l2.bids.into_iter().collect(),
+                    asks: l2.asks.into_iter().collect(),
+                }
+                .best(depth);
+                let rebuilt = &t.books[*name];
+                if *rebuilt != replica {
+                    return Err(format!(
+                        "FIX user {}'s {name} book rebuilt from W and X (depth {depth}) {rebuilt:?} \
+                         differs from the market data replica's {replica:?} at L2 seq {}",
+                        t.user, l2.seq
+                    ));
+                }
+            }
+        }
+        self.book_checks += 1;
+        Ok(())
+    }
+
     /// Each trader's view of its open orders against the engine's (orders from before the last
     /// crash left out), once every request of theirs is answered (the engine has settled and
-    /// every byte was delivered: `Sim::check`).
+    /// every byte was delivered: `Sim::check`); and each trader's rebuilt books against the
+    /// market data replica's.
     pub fn check(&mut self, engine: &Engine) -> Result<(), String> {
+        self.check_books()?;
         if !self.quiet() {
             return Ok(());
         }
@@ -444,7 +561,7 @@ impl FixTrader {
             // The order is busy until the answer names the new ClOrdID.
             self.pending.insert(o.cl_ord_id);
         } else {
-            let symbol = ["BTC-USD", "ETH-USD"][rng.below(2) as usize];
+            let symbol = SYMBOLS[rng.below(2) as usize];
             let side = ["1", "2"][rng.below(2) as usize];
             let price = price_text(rng.range(PRICE_MIN, PRICE_MAX));
             let qty = lots_text(rng.range(1, 20));
@@ -501,7 +618,14 @@ impl FixTrader {
             }
             self.seq_in += 1;
             match msg_type.as_str() {
-                "A" => self.logged_on = true,
+                "A" => {
+                    self.logged_on = true;
+                    self.subscribe(now_ns);
+                }
+                "W" => self.snapshot(&frame)?,
+                "X" => self.incremental(&frame)?,
+                // A symbol's phase changed: nothing the trader keeps.
+                "f" => {}
                 "0" => {}
                 "1" => {
                     let id = text(tags::TEST_REQ_ID);
@@ -524,6 +648,107 @@ impl FixTrader {
         }
         self.down = down[at..].to_vec();
         Ok(())
+    }
+
+    /// Subscribes to both symbols' bids, offers and trades at its depth, one request each.
+    fn subscribe(&mut self, now_ns: i64) {
+        let depth = self.md_depth.to_string();
+        for symbol in SYMBOLS {
+            let md_req_id = format!("md-{symbol}");
+            let fields = [
+                (tags::MD_REQ_ID, md_req_id.as_str()),
+                (tags::SUBSCRIPTION_REQUEST_TYPE, "1"),
+                (tags::MARKET_DEPTH, depth.as_str()),
+                (tags::NO_MD_ENTRY_TYPES, "3"),
+                (tags::MD_ENTRY_TYPE, "0"),
+                (tags::MD_ENTRY_TYPE, "1"),
+                (tags::MD_ENTRY_TYPE, "2"),
+                (tags::NO_RELATED_SYM, "1"),
+                (tags::SYMBOL, symbol),
+            ];
+            self.write("V", now_ns, &fields);
+        }
+    }
+
+    /// A W: the symbol's book starts over from its entries.
+    fn snapshot(&mut self, frame: &Frame<'_>) -> Result<(), String> {
+        let symbol = String::from_utf8_lossy(frame.get(tags::SYMBOL).unwrap_or_default());
+        let mut book = L2View::default();
+        let mut entry_type: &[u8] = b"";
+        let mut price = None;
+        for field in frame.fields().filter_map(Result::ok) {
+            match field.tag {
+                tags::MD_ENTRY_TYPE => entry_type = field.value,
+                tags::MD_ENTRY_PX => price = Some(self.units(field.value, 2)?),
+                tags::MD_ENTRY_SIZE => {
+                    let (Some(side), Some(price)) = (book.side(entry_type), price.take()) else {
+                        return Err(format!("FIX user {}: a W entry out of order", self.user));
+                    };
+                    let qty = units_of(field.value, 3)
+                        .ok_or_else(|| format!("FIX user {}: MDEntrySize", self.user))?;
+                    side.insert(price, qty);
+                }
+                _ => {}
+            }
+        }
+        self.books.insert(symbol.into_owned(), book);
+        Ok(())
+    }
+
+    /// An X: each entry (MDUpdateAction first, then its type, symbol, price and size) changes
+    /// one level; trades change no level.
+    fn incremental(&mut self, frame: &Frame<'_>) -> Result<(), String> {
+        let user = self.user;
+        let bad = |what: &str| format!("FIX user {user}: {what} in an X");
+        let mut action: &[u8] = b"";
+        let mut entry_type: &[u8] = b"";
+        let mut symbol: &[u8] = b"";
+        let mut price = None;
+        for field in frame.fields().filter_map(Result::ok) {
+            match field.tag {
+                tags::MD_UPDATE_ACTION => action = field.value,
+                tags::MD_ENTRY_TYPE => entry_type = field.value,
+                tags::SYMBOL => symbol = field.value,
+                tags::MD_ENTRY_PX => price = Some(units_of(field.value, 2).ok_or(bad("a price"))?),
+                tags::MD_ENTRY_SIZE => {
+                    let qty = units_of(field.value, 3).ok_or(bad("a size"))?;
+                    let price = price.take().ok_or(bad("a size before its price"))?;
+                    let name = String::from_utf8_lossy(symbol);
+                    let book = self
+                        .books
+                        .get_mut(name.as_ref())
+                        .ok_or(bad("a symbol with no W before"))?;
+                    let Some(side) = book.side(entry_type) else {
+                        continue; // a trade
+                    };
+                    match action {
+                        b"0" if side.contains_key(&price) => return Err(bad("a new level held")),
+                        b"1" | b"2" if !side.contains_key(&price) => {
+                            return Err(bad("a change of a level not held"));
+                        }
+                        b"2" => {
+                            side.remove(&price);
+                        }
+                        b"0" | b"1" => {
+                            side.insert(price, qty);
+                        }
+                        _ => return Err(bad("an MDUpdateAction")),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn units(&self, text: &[u8], decimals: u32) -> Result<i64, String> {
+        units_of(text, decimals).ok_or_else(|| {
+            format!(
+                "FIX user {}: {:?} is not a number of {decimals} decimals",
+                self.user,
+                String::from_utf8_lossy(text)
+            )
+        })
     }
 
     fn report(&mut self, text: &dyn Fn(u32) -> String) -> Result<(), String> {
@@ -576,6 +801,19 @@ fn price_text(cents: i64) -> String {
 /// Lots of 0.001 as a quantity ("0.017").
 fn lots_text(lots: i64) -> String {
     format!("{}.{:03}", lots / 1000, lots % 1000)
+}
+
+/// A decimal in units of 10^-`decimals` (None for anything finer or not a number).
+fn units_of(text: &[u8], decimals: u32) -> Option<i64> {
+    let text = std::str::from_utf8(text).ok()?;
+    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
+    if frac.len() > decimals as usize || frac.bytes().any(|b| !b.is_ascii_digit()) {
+        return None;
+    }
+    let frac: i64 = format!("{frac:0<width$}", width = decimals as usize)
+        .parse()
+        .ok()?;
+    Some(whole.parse::<i64>().ok()? * 10_i64.pow(decimals) + frac)
 }
 
 /// A quantity in lots of 0.001 (None for anything finer or not a number).

@@ -35,6 +35,7 @@ use rialto_server::pipeline::{
     Clock, MdChannel, Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, SessionId,
 };
 use rialto_server::replication::CommandLog;
+use rialto_server::ring::Ring;
 use rialto_server::route::{Route, Router};
 use rialto_server::session::{Action, Limits, Role, Sent};
 use rialto_server::simlog::{CommitFault, SimDisk, SimulatedLog};
@@ -159,6 +160,9 @@ pub struct Counts {
     pub view_checks: u64,
     /// Of those, the times the FIX traders' views were compared too (fix_client.rs).
     pub fix_view_checks: u64,
+    /// Times the FIX traders' L2 books, rebuilt from their W and X messages, were compared
+    /// with the market data replica's (fix_client.rs).
+    pub fix_book_checks: u64,
     /// Times the market data replica's state was compared with the engine's.
     pub replica_checks: u64,
     /// Batches of users' messages to the web side that carried a gap (web_client.rs).
@@ -174,6 +178,7 @@ impl Counts {
         self.flips_refused += other.flips_refused;
         self.view_checks += other.view_checks;
         self.fix_view_checks += other.fix_view_checks;
+        self.fix_book_checks += other.fix_book_checks;
         self.replica_checks += other.replica_checks;
         self.web_gaps += other.web_gaps;
     }
@@ -264,6 +269,8 @@ fn engine_config() -> EngineConfig {
 /// One run of the server process: its pipeline and its market data replica. A crash drops it.
 struct Node {
     pipeline: Pipeline,
+    /// The FIX gateway's own intake ring into the journal stage, as `rialto serve` has it.
+    fix_intake: Arc<Ring<Request>>,
     replica: SteppedReplica,
     /// The binary gateway's login decision and routing: the process's memory.
     logins: Logins,
@@ -387,6 +394,7 @@ impl Sim {
     fn start_node(&self, engine: Engine, last_ts_ns: i64) -> Result<Node, String> {
         let channel = MdChannel::new(16, 1 << 20);
         let web = WebProcess::new(self.web_batches, self.now());
+        let fix_intake = Ring::new(self.ring_capacity);
         let replica = Engine::decode_snapshot(&engine.encode_snapshot(), engine_config())
             .map_err(|e| format!("the engine's state breaks an invariant: {e}"))?;
         let market_data = MarketData::new(&engine);
@@ -404,7 +412,7 @@ impl Sim {
             metrics: Default::default(),
             prefetch: Prefetch::Off,
             checkpoint_every: 0,
-            intakes: vec![web.intake()],
+            intakes: vec![fix_intake.clone(), web.intake()],
             web_outbound: Some(web.outlet()),
         };
         let log = CommandLog::Simulated(SimulatedLog::new(self.disk.clone()));
@@ -430,6 +438,7 @@ impl Sim {
         );
         Ok(Node {
             pipeline,
+            fix_intake,
             replica,
             logins,
             router: Router::new(),
@@ -696,7 +705,7 @@ impl Sim {
         for i in (1..order.len()).rev() {
             order.swap(i, self.net_rng.below(i as u64 + 1) as usize);
         }
-        // The FIX gateway first: it takes a message only while the inbound ring has room for
+        // The FIX gateway first: it takes a message only while its intake ring has room for
         // its follow-ups (fix/mod.rs, RING_ROOM), which the smallest rings have only when empty.
         let mut moved = self.fix_network(all)?;
         let mut ended = Vec::new();
@@ -860,7 +869,7 @@ impl Sim {
             return Ok(0);
         };
         let mut note = tracer(&mut self.trace, self.print_trace);
-        fix.network(&node.pipeline.inbound, now_ns, all, &mut note)
+        fix.network(&node.fix_intake, now_ns, all, &mut note)
     }
 
     /// The FIX gateway and its traders start with the node (fix_client.rs).
@@ -872,6 +881,7 @@ impl Sim {
             &mut self.rng,
             self.tmp.path(),
             node.engine(),
+            node.replica.market_data().clone(),
             now_ns,
             net::instant(self.base, now_ns - EPOCH_NS),
         )?;
@@ -885,6 +895,7 @@ impl Sim {
         if let Some(fix) = &self.fix {
             counts.commands += fix.commands;
             counts.fix_view_checks = fix.view_checks;
+            counts.fix_book_checks = fix.book_checks;
         }
         counts.commands += self.web.commands;
         counts.web_gaps = self.web.gaps;
@@ -928,7 +939,9 @@ impl Sim {
             if let Some(fix) = &mut self.fix {
                 fix.deliver(&out, now_ns);
             }
-            let msg = out.event.into_wire();
+            let Some(msg) = out.event.into_wire() else {
+                continue; // for the gateways themselves (a symbol added)
+            };
             let conns = &mut self.conns;
             let faults = &mut self.counts.faults;
             let mut send = |id: SessionId, reply: bool| {

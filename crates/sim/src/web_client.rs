@@ -130,9 +130,7 @@ impl WebTraders {
                 calls += 1;
             }
             while let Some(request) = trader.client.outbox.front() {
-                let Ok((_, reply)) = process
-                    .bridge
-                    .submit(request.reply, request.op.clone())
+                let Ok((_, reply)) = process.bridge.submit(request.reply, request.op.clone())
                 else {
                     break; // the ring is full: the trader tries again later
                 };
@@ -204,7 +202,9 @@ impl WebTraders {
         let mut max_seq = 0;
         for (seq, rank, at, event) in stream {
             let trader = &mut self.traders[at];
-            let msg = event.into_wire();
+            let Some(msg) = event.into_wire() else {
+                continue; // not a binary protocol message (a symbol added): no trader's business
+            };
             note(format!("web {} <- {msg:?}", trader.client.user));
             if rank != 1 {
                 max_seq = max_seq.max(seq);

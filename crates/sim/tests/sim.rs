@@ -59,6 +59,7 @@ fn the_server_passes_three_hundred_seeds_with_every_kind_of_fault() {
         faults,
         view_checks: views,
         fix_view_checks: fix_views,
+        fix_book_checks: fix_books,
         replica_checks: replicas,
         flips_refused,
         web_gaps,
@@ -86,6 +87,9 @@ fn the_server_passes_three_hundred_seeds_with_every_kind_of_fault() {
     );
     // The FIX traders' views (fix_client.rs) were compared too, not only skipped as busy.
     assert!(fix_views > 300, "{fix_views} FIX view checks");
+    // And their market data (books rebuilt from W and X against the replica's feed).
+    println!("{fix_books} FIX book checks");
+    assert!(fix_books > 300, "{fix_books} FIX book checks");
     // The web traders (web_client.rs) met a full queue of users' messages and came back
     // from the gap through a report.
     assert!(web_gaps > 0, "{counts:?}");

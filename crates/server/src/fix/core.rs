@@ -698,6 +698,7 @@ impl Core {
                 types,
                 rpt_seq: 0,
                 stalled: false,
+                once: false,
             };
             match m.subscription_request_type {
                 b'1' => self.market_data.subscribe(symbol, sub, &mut publishes),

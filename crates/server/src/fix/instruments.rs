@@ -67,21 +67,26 @@ impl Instruments {
         self.by_name.clear();
         self.by_id.clear();
         for &(id, spec) in symbols {
-            let (price_tick, qty_lot) = self
-                .settings
-                .get(spec.symbol.as_str())
-                .copied()
-                .unwrap_or((Decimal::new(1, 0), Decimal::new(1, 0)));
-            let instrument = Instrument {
-                id,
-                spec,
-                price_tick,
-                qty_lot,
-            };
-            self.by_name
-                .insert(spec.symbol.as_str().as_bytes().to_vec(), instrument);
-            self.by_id.insert(id, instrument);
+            self.add(id, spec);
         }
+    }
+
+    /// Adds one symbol (the engine added it), or sets it again.
+    pub fn add(&mut self, id: SymbolId, spec: SymbolSpec) {
+        let (price_tick, qty_lot) = self
+            .settings
+            .get(spec.symbol.as_str())
+            .copied()
+            .unwrap_or((Decimal::new(1, 0), Decimal::new(1, 0)));
+        let instrument = Instrument {
+            id,
+            spec,
+            price_tick,
+            qty_lot,
+        };
+        self.by_name
+            .insert(spec.symbol.as_str().as_bytes().to_vec(), instrument);
+        self.by_id.insert(id, instrument);
     }
 
     pub fn by_name(&self, name: &[u8]) -> Option<&Instrument> {

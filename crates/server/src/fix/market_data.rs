@@ -2,36 +2,41 @@
 //! then incremental refreshes (X) of the L2 book and the trades.
 //!
 //! FIX market data is one more consumer of the market data thread's feed (crate::feed), like
-//! the WebSocket fan-out and the UDP feed: the engine is never asked for a book. While any
-//! subscription is open the gateway holds a receiver of the feed's batches (and the feed rings
-//! the gateway's bell after each one), and keeps its own copy of every subscribed symbol's L2
-//! book, built from one snapshot of the feed and the L2 updates after it:
+//! the WebSocket fan-out and the UDP feed: the engine is never asked for a book. This half
+//! holds no reference to the feed: it is fed. While any subscription is open
+//! ([`MarketData::wants_batches`]) the runtime holds a receiver of the feed's batches and hands
+//! each to [`MarketData::apply`] (the gateway's runtime, [`Intake`], and the simulator alike),
+//! and this half keeps its own copy of every subscribed symbol's L2 book, built from one
+//! snapshot of the feed ([`BookSeed`], which the runtime reads when [`MarketData::unseeded`]
+//! names the symbol) and the L2 updates after it:
 //!
 //! - A symbol's copy starts from the feed's snapshot as of L2 seq S, taken after the receiver
 //!   exists, so every update after S is still to come; updates at or below S (which the
 //!   receiver may still hold) are skipped, as docs/api.md's snapshot rule says. Each later
-//!   update must be the next seq, or the copy is rebuilt.
+//!   update must be the next seq, or the copy is seeded again.
 //! - Each subscription's W is read from that copy, between two rounds of batches, so the X
 //!   messages that follow carry exactly what changed after it.
-//! - Each turn of the gateway's loop takes the batches that arrived and sends each
-//!   subscription one X per symbol: the round's trades, then the difference between the best
-//!   `depth` levels before and after the round. Every entry has an RptSeq (83) that rises by
-//!   one per entry of that subscription (book and trades alike).
+//! - Each turn of the gateway's loop hands over the batches that arrived, then
+//!   [`MarketData::publish`] sends each subscription one X per symbol: the round's trades,
+//!   then the difference between the best `depth` levels before and after the round. Every
+//!   entry has an RptSeq (83) that rises by one per entry of that subscription (book and
+//!   trades alike).
 //!
 //! Bounded: a subscription whose connection has more than `STALL_BYTES` unsent stops getting
 //! X messages; once the client has read its backlog down to `RESUME_BYTES` it gets a fresh W
 //! and the X messages resume from it. A receiver that falls behind the feed's broadcast queue
-//! (thousands of batches) loses batches: every copy is rebuilt and every subscription gets a
-//! fresh W.
+//! (thousands of batches) loses batches ([`MarketData::lost`]): every copy is seeded again and
+//! every subscription gets a fresh W.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rialto_core::{Level, Side, SymbolId};
 use rialto_fix::{Frame, app, tags};
-use rialto_marketdata::Update;
+use rialto_marketdata::{Feed, Update};
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
+use super::FixAgent;
 use crate::feed::{self, Batch};
 use crate::idle::Bell;
 
@@ -119,6 +124,8 @@ pub struct Subscription {
     pub rpt_seq: u64,
     /// Its client reads too slowly (or its W must be sent again): no updates until a new W.
     pub stalled: bool,
+    /// A snapshot alone (SubscriptionRequestType 0): it ends with its W.
+    pub once: bool,
 }
 
 /// One update entry of an incremental refresh.
@@ -182,33 +189,66 @@ struct SymbolBook {
     /// This round: trades (price, qty) in order, and whether a level changed.
     trades: Vec<(i64, i64)>,
     levels_changed: bool,
-    /// An update did not follow the copy: rebuild it from the feed.
-    broken: bool,
+    /// The copy is as of a snapshot of the feed (else it waits for one, and so do its
+    /// subscriptions' W).
+    seeded: bool,
+}
+
+/// One symbol's L2 book as the feed has it: what a copy starts from.
+#[derive(Clone, Debug, Default)]
+pub struct BookSeed {
+    /// (price, total), in ticks and lots, in any order.
+    pub bids: Vec<(i64, i64)>,
+    pub asks: Vec<(i64, i64)>,
+    /// The L2 seq it is as of.
+    pub l2_seq: u64,
+    /// The last trade id it includes.
+    pub last_trade: u64,
+}
+
+impl BookSeed {
+    /// Reads `symbol`'s book from the feed (the caller holds its lock, having subscribed to
+    /// its batches first). A symbol the feed has not created yet is empty, its numbers at 0.
+    pub fn of(feed: &Feed, symbol: SymbolId) -> BookSeed {
+        let l2 = feed.l2(symbol, usize::MAX).unwrap_or_default();
+        BookSeed {
+            bids: l2.bids,
+            asks: l2.asks,
+            l2_seq: l2.seq,
+            last_trade: feed.last_trade(symbol).unwrap_or(0),
+        }
+    }
 }
 
 impl SymbolBook {
-    /// Starts the copy over from the feed (under its lock).
-    fn seed(&mut self, feed: &feed::MarketData, symbol: SymbolId) {
-        let (l2, last_trade) = {
-            let feed = feed.feed();
-            // A symbol the feed has not created yet is empty, its numbers at 0.
-            (
-                feed.l2(symbol, usize::MAX).unwrap_or_default(),
-                feed.last_trade(symbol).unwrap_or(0),
-            )
-        };
-        self.bids = l2.bids.into_iter().collect();
-        self.asks = l2.asks.into_iter().collect();
-        self.l2_seq = l2.seq;
-        self.last_trade = last_trade;
+    /// Starts the copy over from a snapshot of the feed.
+    fn seed(&mut self, seed: BookSeed) {
+        self.bids = seed.bids.into_iter().collect();
+        self.asks = seed.asks.into_iter().collect();
+        self.l2_seq = seed.l2_seq;
+        self.last_trade = seed.last_trade;
         self.shown_bids = best(&self.bids, Side::Buy, MAX_DEPTH);
         self.shown_asks = best(&self.asks, Side::Sell, MAX_DEPTH);
         self.trades.clear();
         self.levels_changed = false;
-        self.broken = false;
+        self.seeded = true;
+    }
+
+    /// The copy no longer follows the feed: it waits for a new seed, and every subscription
+    /// for a fresh W.
+    fn unseed(&mut self) {
+        self.seeded = false;
+        self.trades.clear();
+        self.levels_changed = false;
+        for s in &mut self.subscriptions {
+            s.stalled = true;
+        }
     }
 
     fn apply(&mut self, update: &Update) {
+        if !self.seeded {
+            return;
+        }
         match *update {
             Update::Level {
                 seq,
@@ -221,7 +261,7 @@ impl SymbolBook {
                     return; // already in the copy
                 }
                 if seq != self.l2_seq + 1 {
-                    self.broken = true;
+                    self.unseed();
                     return;
                 }
                 self.l2_seq = seq;
@@ -239,7 +279,7 @@ impl SymbolBook {
             // A phase change takes an L2 number (FIX market data does not carry phases).
             Update::Phase { seq, .. } if seq > self.l2_seq => {
                 if seq != self.l2_seq + 1 {
-                    self.broken = true;
+                    self.unseed();
                     return;
                 }
                 self.l2_seq = seq;
@@ -255,35 +295,57 @@ impl SymbolBook {
     }
 }
 
-/// The FIX gateway's market data: its subscriptions and the feed they are served from.
+/// The FIX gateway's market data: its subscriptions and its copies of their books, fed the
+/// feed's batches and snapshots.
+#[derive(Default)]
 pub struct MarketData {
-    feed: Arc<feed::MarketData>,
-    /// The gateway's bell, rung by the feed after each batch while `batches` is held.
-    bell: Option<Arc<Bell>>,
-    /// The feed's batches: held only while a subscription is open (nothing is kept for
-    /// nobody).
-    batches: Option<broadcast::Receiver<Arc<Batch>>>,
     books: BTreeMap<SymbolId, SymbolBook>,
 }
 
 impl MarketData {
-    pub fn new(feed: Arc<feed::MarketData>) -> MarketData {
-        MarketData {
-            feed,
-            bell: None,
-            batches: None,
-            books: BTreeMap::new(),
+    pub fn new() -> MarketData {
+        MarketData::default()
+    }
+
+    /// Whether the feed's batches are wanted: while a subscription is open (nothing is kept
+    /// for nobody).
+    pub fn wants_batches(&self) -> bool {
+        !self.books.is_empty()
+    }
+
+    /// The symbols whose copy waits for a snapshot of the feed ([`Self::seed`]).
+    pub fn unseeded(&self) -> impl Iterator<Item = SymbolId> + '_ {
+        self.books
+            .iter()
+            .filter(|(_, b)| !b.seeded)
+            .map(|(&symbol, _)| symbol)
+    }
+
+    /// A snapshot of the feed for a symbol that waits for one.
+    pub fn seed(&mut self, symbol: SymbolId, seed: BookSeed) {
+        if let Some(book) = self.books.get_mut(&symbol) {
+            book.seed(seed);
         }
     }
 
-    /// The bell of the thread that calls [`Self::pump`].
-    pub fn set_bell(&mut self, bell: Arc<Bell>) {
-        self.bell = Some(bell);
+    /// One of the feed's batches, in order.
+    pub fn apply(&mut self, batch: &Batch) {
+        for update in &batch.updates {
+            if let Some(book) = self.books.get_mut(&update.symbol()) {
+                book.apply(update);
+            }
+        }
+        if batch.restart {
+            // The feed's numbers start again after this batch: no copy can follow them.
+            self.lost();
+        }
     }
 
-    /// Batches are waiting to be pumped.
-    pub fn has_batches(&self) -> bool {
-        self.batches.as_ref().is_some_and(|b| !b.is_empty())
+    /// Batches were lost (the receiver fell behind): every copy is seeded again.
+    pub fn lost(&mut self) {
+        for book in self.books.values_mut() {
+            book.unseed();
+        }
     }
 
     /// Subscriptions open, on all symbols.
@@ -291,45 +353,41 @@ impl MarketData {
         self.books.values().map(|b| b.subscriptions.len()).sum()
     }
 
-    /// Adds (or replaces, by slot and MDReqID) a subscription, and publishes its snapshot.
+    /// Adds (or replaces, by slot and MDReqID) a subscription, and publishes its snapshot:
+    /// at once from a copy that follows the feed, else once the copy is seeded.
     pub fn subscribe(&mut self, symbol: SymbolId, sub: Subscription, out: &mut Vec<Publish>) {
-        if self.batches.is_none() {
-            // Before any snapshot is taken: every update after it arrives in a batch.
-            self.batches = Some(self.feed.subscribe());
-            if let Some(bell) = &self.bell {
-                self.feed.wake_on_batches(bell);
-            }
-        }
-        let book = self.books.entry(symbol).or_insert_with(|| {
-            let mut book = SymbolBook::default();
-            book.seed(&self.feed, symbol);
-            book
-        });
+        let book = self.books.entry(symbol).or_default();
         book.subscriptions
             .retain(|s| !(s.slot == sub.slot && s.md_req_id == sub.md_req_id));
         let sub = Subscription {
             rpt_seq: 0,
-            stalled: false,
+            stalled: !book.seeded,
             ..sub
         };
-        out.push(snapshot_of(
-            symbol,
-            &book.shown_bids,
-            &book.shown_asks,
-            &sub,
-        ));
+        if book.seeded {
+            out.push(snapshot_of(
+                symbol,
+                &book.shown_bids,
+                &book.shown_asks,
+                &sub,
+            ));
+        }
         book.subscriptions.push(sub);
     }
 
-    /// A snapshot alone (SubscriptionRequestType 0).
+    /// A snapshot alone (SubscriptionRequestType 0): at once from a copy that follows the
+    /// feed, else once a copy is seeded.
     pub fn snapshot_once(&mut self, symbol: SymbolId, sub: &Subscription, out: &mut Vec<Publish>) {
-        match self.books.get(&symbol) {
-            Some(book) => out.push(snapshot_of(symbol, &book.shown_bids, &book.shown_asks, sub)),
-            None => {
-                let mut book = SymbolBook::default();
-                book.seed(&self.feed, symbol);
-                out.push(snapshot_of(symbol, &book.shown_bids, &book.shown_asks, sub));
-            }
+        let book = self.books.entry(symbol).or_default();
+        if book.seeded {
+            out.push(snapshot_of(symbol, &book.shown_bids, &book.shown_asks, sub));
+        } else {
+            book.subscriptions.push(Subscription {
+                rpt_seq: 0,
+                stalled: true,
+                once: true,
+                ..sub.clone()
+            });
         }
     }
 
@@ -344,49 +402,92 @@ impl MarketData {
             });
         }
         self.books.retain(|_, b| !b.subscriptions.is_empty());
-        if self.books.is_empty()
-            && self.batches.take().is_some()
-            && let Some(bell) = &self.bell
-        {
-            self.feed.stop_waking(bell);
-        }
         found
     }
 
-    /// Takes the batches that arrived and publishes what they changed. `backlog(slot)` is
-    /// what the slot's connection has not sent yet. Returns the batches taken.
-    pub fn pump(&mut self, backlog: impl Fn(SlotId) -> usize, out: &mut Vec<Publish>) -> usize {
-        let Some(batches) = &mut self.batches else {
+    /// Publishes what the batches handed over since the last call changed, and a fresh W to
+    /// each subscription that waits for one (once its client has read its backlog).
+    /// `backlog(slot)` is what the slot's connection has not sent yet.
+    pub fn publish(&mut self, backlog: impl Fn(SlotId) -> usize, out: &mut Vec<Publish>) {
+        for (&symbol, book) in self.books.iter_mut() {
+            if book.seeded {
+                publish_round(symbol, book, &backlog, out);
+            }
+        }
+        self.books.retain(|_, b| !b.subscriptions.is_empty());
+    }
+}
+
+/// The runtime's side of FIX market data: the receiver of the feed's batches, held while the
+/// agent wants them, which hands the agent each batch and the snapshots its copies wait for.
+/// The gateway's runtime (runtime.rs) and the simulator use it alike.
+#[derive(Default)]
+pub struct Intake {
+    batches: Option<broadcast::Receiver<Arc<Batch>>>,
+    /// The bell of the thread that serves the agent: the feed rings it after each batch
+    /// while the receiver is held.
+    bell: Option<Arc<Bell>>,
+    seeds: Vec<SymbolId>,
+}
+
+impl Intake {
+    pub fn new() -> Intake {
+        Intake::default()
+    }
+
+    pub fn set_bell(&mut self, bell: Arc<Bell>) {
+        self.bell = Some(bell);
+    }
+
+    /// Batches are waiting to be handed over, or copies wait for a snapshot.
+    pub fn has_work(&self, agent: &FixAgent) -> bool {
+        self.batches.as_ref().is_some_and(|b| !b.is_empty())
+            || agent.unseeded_books().next().is_some()
+    }
+
+    /// Hands the batches that arrived (at most `BATCHES_PER_TURN`) and the snapshots wanted
+    /// to the agent ([`FixAgent::on_market_data`], [`FixAgent::on_book_seed`]); the agent
+    /// publishes what they changed at its next [`FixAgent::tick`]. Returns the batches handed
+    /// over.
+    pub fn serve(&mut self, feed: &feed::MarketData, agent: &mut FixAgent, now_ns: i64) -> usize {
+        if !agent.wants_market_data() {
+            if self.batches.take().is_some()
+                && let Some(bell) = &self.bell
+            {
+                feed.stop_waking(bell);
+            }
             return 0;
-        };
+        }
+        let batches = self.batches.get_or_insert_with(|| {
+            // Before any snapshot is taken: every update after it arrives in a batch.
+            if let Some(bell) = &self.bell {
+                feed.wake_on_batches(bell);
+            }
+            feed.subscribe()
+        });
         let mut taken = 0;
-        let mut lagged = false;
         while taken < BATCHES_PER_TURN {
             match batches.try_recv() {
                 Ok(batch) => {
                     taken += 1;
-                    for update in &batch.updates {
-                        if let Some(book) = self.books.get_mut(&update.symbol()) {
-                            book.apply(update);
-                        }
-                    }
+                    agent.on_market_data(&batch, now_ns);
                 }
                 Err(TryRecvError::Lagged(n)) => {
                     tracing::warn!(batches = n, "FIX market data fell behind the feed");
-                    lagged = true;
+                    agent.market_data_lost(now_ns);
                 }
                 Err(TryRecvError::Empty | TryRecvError::Closed) => break,
             }
         }
-        for (&symbol, book) in self.books.iter_mut() {
-            if lagged || book.broken {
-                // Batches were lost: start over from the feed, with a fresh W for everyone.
-                book.seed(&self.feed, symbol);
-                for s in &mut book.subscriptions {
-                    s.stalled = true;
-                }
+        self.seeds.clear();
+        self.seeds.extend(agent.unseeded_books());
+        if !self.seeds.is_empty() {
+            // Under the feed's lock: batches are sent under it, so every update after the
+            // snapshot is still to come in the receiver.
+            let feed = feed.feed();
+            for &symbol in &self.seeds {
+                agent.on_book_seed(symbol, BookSeed::of(&feed, symbol), now_ns);
             }
-            publish_round(symbol, book, &backlog, out);
         }
         taken
     }
@@ -427,6 +528,9 @@ fn publish_round(
             }
             continue;
         }
+        if s.once {
+            continue; // its W is out: it ends (below)
+        }
         let mut entries: Vec<Entry> = Vec::new();
         if s.types.trades {
             entries.extend(trades.iter().map(|&(price, qty)| Entry {
@@ -459,6 +563,7 @@ fn publish_round(
             entries,
         });
     }
+    book.subscriptions.retain(|s| !s.once || s.stalled);
 }
 
 /// A subscription's W: the best `depth` levels of the sides it asked for.
@@ -618,6 +723,7 @@ mod tests {
         };
         let mut book = SymbolBook {
             l2_seq: 5,
+            seeded: true,
             ..SymbolBook::default()
         };
         book.apply(&level(5, 100, 1)); // at or below the copy's seq: already in it
@@ -626,9 +732,12 @@ mod tests {
         book.apply(&level(7, 99, 1));
         book.apply(&level(8, 100, 0));
         assert_eq!(book.bids, BTreeMap::from([(99, 1)]));
-        assert!(book.levels_changed && !book.broken);
+        assert!(book.levels_changed && book.seeded);
         book.apply(&level(10, 98, 1));
-        assert!(book.broken, "seq 9 is missing");
+        assert!(
+            !book.seeded,
+            "seq 9 is missing: the copy waits for a new seed"
+        );
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! loop: the listener, the sockets (TCP or TLS), the clock and the inbound ring; the binary
 //! [`crate::gateway`] hands it the FIX listener's and connections' events, the replies for
 //! FIX sessions and their users' fills and cancels. Market data comes from the market data
-//! thread's feed (market_data.rs); each session's store (its file, and with a replicated log
+//! thread's feed, whose batches and snapshots the runtime hands to the agent (market_data.rs,
+//! `Intake`: the agent holds no reference to the feed); each session's store (its file, and with a replicated log
 //! its copy in the cluster: fixstore.rs) is written by the session layer inside the agent.
 //!
 //! A FIX session ("slot") outlives its connections: replies and fills that arrive while it is
@@ -50,7 +51,6 @@ use crate::admission::{
 use crate::auth::Credentials;
 use crate::event::Event;
 use crate::fixstore::{FixMirror, SessionStore};
-use crate::idle::Bell;
 use crate::pipeline::{Op, Reply, Request, SessionId};
 use crate::sockets::TokenBucket;
 use instruments::{Instrument, Instruments};
@@ -276,14 +276,12 @@ fn output_of<'a>(
 }
 
 impl FixAgent {
-    /// `feed` is the market data thread's outlet, which FIX market data is served from.
     /// `now_ns` and `anchor` are one moment on the caller's two clocks (the epoch's and the
     /// monotonic one; see `Clock`).
     pub fn new(
         config: FixConfig,
         credentials: Arc<Credentials>,
         instruments: Instruments,
-        feed: Arc<crate::feed::MarketData>,
         now_ns: i64,
         anchor: Instant,
     ) -> FixAgent {
@@ -304,7 +302,7 @@ impl FixAgent {
                 slots: Vec::new(),
                 slot_index: HashMap::new(),
                 instruments,
-                market_data: MarketData::new(feed),
+                market_data: MarketData::new(),
                 deferred: VecDeque::new(),
                 reports: Vec::new(),
                 publishes: Vec::new(),
@@ -334,13 +332,37 @@ impl FixAgent {
         self.core.clock.now_ns = self.core.clock.now_ns.max(now_ns);
     }
 
-    /// The bell of the runtime's event loop: the feed rings it after each batch while a FIX
-    /// market data subscription is open, and the cluster when a store write finishes.
-    pub fn set_bell(&mut self, bell: Arc<Bell>) {
-        if let Some(mirror) = &self.core.config.mirror {
-            mirror.set_bell(bell.clone());
-        }
-        self.core.market_data.set_bell(bell);
+    /// Whether the market data feed's batches are wanted: while a MarketDataRequest
+    /// subscription is open (the runtime holds a receiver of the feed's batches meanwhile:
+    /// market_data.rs, `Intake`).
+    pub fn wants_market_data(&self) -> bool {
+        self.core.market_data.wants_batches()
+    }
+
+    /// One of the feed's batches, in order; what it changed goes out at the next
+    /// [`FixAgent::tick`].
+    pub fn on_market_data(&mut self, batch: &crate::feed::Batch, now_ns: i64) {
+        self.at(now_ns);
+        self.core.market_data.apply(batch);
+    }
+
+    /// Batches of the feed were lost (its receiver fell behind): every subscribed book waits
+    /// for a fresh snapshot ([`FixAgent::on_book_seed`]), every subscription for a fresh W.
+    pub fn market_data_lost(&mut self, now_ns: i64) {
+        self.at(now_ns);
+        self.core.market_data.lost();
+    }
+
+    /// The symbols whose book waits for a snapshot of the feed, taken after the receiver of
+    /// its batches exists ([`FixAgent::on_book_seed`]).
+    pub fn unseeded_books(&self) -> impl Iterator<Item = SymbolId> + '_ {
+        self.core.market_data.unseeded()
+    }
+
+    /// A snapshot of the feed for a symbol that waits for one.
+    pub fn on_book_seed(&mut self, symbol: SymbolId, seed: market_data::BookSeed, now_ns: i64) {
+        self.at(now_ns);
+        self.core.market_data.seed(symbol, seed);
     }
 
     pub fn owns(&self, id: SessionId) -> bool {
@@ -635,10 +657,15 @@ impl FixAgent {
         self.core.reports = reports;
     }
 
-    /// A message for everyone: a symbol's phase change goes to every logged-on session as
-    /// SecurityStatus (f) with its SecurityTradingStatus (docs/fix.md, "Trading phases").
+    /// A message for everyone: a symbol added joins the instrument list (it is tradable at
+    /// once); a symbol's phase change goes to every logged-on session as SecurityStatus (f)
+    /// with its SecurityTradingStatus (docs/fix.md, "Trading phases").
     pub fn on_public_message(&mut self, msg: &Event, now_ns: i64) {
         self.at(now_ns);
+        if let Event::SymbolAdded { symbol, spec, .. } = *msg {
+            self.core.instruments.add(symbol, spec);
+            return;
+        }
         let Event::PhaseChanged {
             symbol,
             phase,
@@ -679,14 +706,6 @@ impl FixAgent {
         }
     }
 
-    /// Every message the engine sends passes here once: a change of the symbols refreshes
-    /// the list.
-    pub fn observe(&mut self, msg: &Event) {
-        if let Event::AdminResult { result: Ok(()), .. } = msg {
-            self.symbols_stale = true;
-        }
-    }
-
     /// When the agent next needs the time without any other input (a heartbeat or test
     /// request to send, a logon or logout deadline), if ever. Timers run at most every 50 ms
     /// ([`FixAgent::tick`]), so never earlier than 50 ms after the last run.
@@ -707,11 +726,11 @@ impl FixAgent {
         Some(deadline.max(self.last_timer_ns + TIMER_TICK_NS))
     }
 
-    /// Market data from the feed, the symbol list refresh, and the timers when they are due.
-    /// Returns work done.
+    /// Market data (what the feed's batches handed over since the last tick changed), the
+    /// symbol list refresh, and the timers when they are due. Returns work done.
     pub fn tick(&mut self, now_ns: i64, sink: &mut dyn RequestSink) -> usize {
         self.at(now_ns);
-        let work = self.pump_market_data();
+        let work = self.publish_market_data();
         if self.symbols_stale {
             self.symbols_stale = false;
             let request = Request {
@@ -916,12 +935,6 @@ impl FixAgent {
         self.conns.len()
     }
 
-    /// Feed batches wait for the next turn of the loop (checked after the gateway announced
-    /// that it sleeps: one that arrives later rings its bell).
-    pub fn has_market_data(&self) -> bool {
-        self.core.market_data.has_batches()
-    }
-
     /// Something waits for room in the inbound ring, or a session's store write to the
     /// cluster has finished: look again soon.
     pub fn is_waiting(&self) -> bool {
@@ -975,8 +988,9 @@ impl FixAgent {
         }
     }
 
-    /// Takes the feed's batches that arrived and sends what they changed to the subscribers.
-    fn pump_market_data(&mut self) -> usize {
+    /// Sends what the feed's batches handed over changed to the subscribers, and a fresh W to
+    /// those that wait for one.
+    fn publish_market_data(&mut self) -> usize {
         let mut publishes = std::mem::take(&mut self.core.publishes);
         let (conns, slots) = (&self.conns, &self.core.slots);
         let backlog = |slot: usize| {
@@ -985,7 +999,8 @@ impl FixAgent {
                 .and_then(|id| conns.get(&id))
                 .map_or(0, |c| c.output.len() - c.output_pos)
         };
-        let batches = self.core.market_data.pump(backlog, &mut publishes);
+        self.core.market_data.publish(backlog, &mut publishes);
+        let work = publishes.len();
         for p in publishes.drain(..) {
             let slot = p.slot();
             let conn = self.core.slots[slot].conn;
@@ -1000,7 +1015,7 @@ impl FixAgent {
             );
         }
         self.core.publishes = publishes;
-        batches
+        work
     }
 
     fn send_security_list(&mut self, slot: usize, req_id: &str) {

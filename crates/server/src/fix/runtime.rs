@@ -16,12 +16,13 @@ use mio::{Interest, Registry, Token};
 use rialto_core::UserId;
 
 use super::instruments::Instruments;
+use super::market_data::Intake;
 use super::{FixAgent, FixConfig, RING_ROOM, RequestSink};
 use crate::admission::{LOG_EVERY, LogLimiter};
 use crate::auth::Credentials;
 use crate::event::Event;
 use crate::idle::Bell;
-use crate::pipeline::{Pipeline, Request, SessionId, now_ns};
+use crate::pipeline::{Request, SessionId, now_ns};
 use crate::ring::Ring;
 use crate::sockets::{Filled, Transport, fill, write_pending};
 
@@ -51,11 +52,17 @@ pub struct FixGateway {
     listener: TcpListener,
     sockets: HashMap<SessionId, Socket>,
     agent: FixAgent,
+    /// The market data thread's outlet, which FIX market data is served from, and the
+    /// receiver of its batches that hands them to the agent.
+    feed: Arc<crate::feed::MarketData>,
+    intake: Intake,
     /// Connections to write at the next flush (writable again, or TLS bytes waiting).
     writable: Vec<SessionId>,
     /// Reused: the connections to read, to write, to close.
     scratch: Vec<SessionId>,
     closed: Vec<SessionId>,
+    /// The FIX gateway's own intake ring into the journal stage (`PipelineConfig::intakes`).
+    intake_ring: Arc<Ring<Request>>,
     /// An accept failed: try again at the next housekeeping.
     retry_accept: bool,
     accept_failures: LogLimiter,
@@ -68,21 +75,18 @@ impl FixGateway {
         credentials: Arc<Credentials>,
         instruments: Instruments,
         feed: Arc<crate::feed::MarketData>,
+        intake: Arc<Ring<Request>>,
     ) -> io::Result<FixGateway> {
         let listener = crate::sockets::listen_mio(config.listen)?;
         std::fs::create_dir_all(config.data_dir.join("fix"))?;
-        let agent = FixAgent::new(
-            config,
-            credentials,
-            instruments,
-            feed,
-            now_ns(),
-            Instant::now(),
-        );
+        let agent = FixAgent::new(config, credentials, instruments, now_ns(), Instant::now());
         Ok(FixGateway {
             listener,
             sockets: HashMap::new(),
             agent,
+            feed,
+            intake: Intake::new(),
+            intake_ring: intake,
             writable: Vec::new(),
             scratch: Vec::new(),
             closed: Vec::new(),
@@ -96,9 +100,13 @@ impl FixGateway {
     }
 
     /// The bell of the gateway's event loop: the feed rings it after each batch while a FIX
-    /// market data subscription is open.
+    /// market data subscription is open, and the cluster when a session's store write
+    /// finishes.
     pub fn set_bell(&mut self, bell: Arc<Bell>) {
-        self.agent.set_bell(bell);
+        if let Some(mirror) = &self.agent.config().mirror {
+            mirror.set_bell(bell.clone());
+        }
+        self.intake.set_bell(bell);
     }
 
     pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
@@ -184,9 +192,10 @@ impl FixGateway {
     }
 
     /// Reads and handles what the connections sent. Returns the messages handled.
-    pub fn read(&mut self, pipeline: &mut Pipeline, registry: &Registry) -> usize {
+    pub fn read(&mut self, registry: &Registry) -> usize {
         let now = now_ns();
-        let mut sink = Inbound(&pipeline.inbound);
+        let ring = self.intake_ring.clone();
+        let mut sink = Inbound(&ring);
         let mut work = self.agent.push_deferred(&mut sink);
         if self.agent.has_deferred() {
             return work;
@@ -261,21 +270,18 @@ impl FixGateway {
         self.agent.on_user_message(user, msg, now_ns());
     }
 
-    /// A message for everyone (phase changes).
+    /// A message for everyone (phase changes, symbols added).
     pub fn on_public_message(&mut self, msg: &Event) {
         self.agent.on_public_message(msg, now_ns());
     }
 
-    /// Every message the engine sends passes here once.
-    pub fn observe(&mut self, msg: &Event) {
-        self.agent.observe(msg);
-    }
-
-    /// Market data from the feed, timers, the symbol list refresh. Returns work done.
-    pub fn tick(&mut self, pipeline: &mut Pipeline, registry: &Registry) -> usize {
+    /// Market data from the feed (its batches handed to the agent, which publishes what they
+    /// changed), timers, the symbol list refresh. Returns work done.
+    pub fn tick(&mut self, registry: &Registry) -> usize {
         let now = now_ns();
-        let mut sink = Inbound(&pipeline.inbound);
-        let work = self.agent.tick(now, &mut sink);
+        let mut work = self.intake.serve(&self.feed, &mut self.agent, now);
+        let mut sink = Inbound(&self.intake_ring);
+        work += self.agent.tick(now, &mut sink);
         self.close_finished(registry, now);
         work
     }
@@ -306,14 +312,23 @@ impl FixGateway {
         self.close_finished(registry, now);
     }
 
+    /// How long until the agent's next timer is due (zero if it is), if it has one.
+    pub fn next_timer(&self) -> Option<std::time::Duration> {
+        let due_ns = self.agent.next_timer_ns()?;
+        let wait_ns = due_ns.saturating_sub(now_ns()).max(0);
+        Some(std::time::Duration::from_nanos(wait_ns as u64))
+    }
+
     /// Open FIX connections.
     pub fn connection_count(&self) -> usize {
         self.sockets.len()
     }
 
-    /// Feed batches wait for the next turn of the loop.
+    /// Feed batches (or snapshots a subscription waits for) wait for the next turn of the
+    /// loop (checked after the gateway announced that it sleeps: a batch that arrives later
+    /// rings its bell).
     pub fn has_market_data(&self) -> bool {
-        self.agent.has_market_data()
+        self.intake.has_work(&self.agent)
     }
 
     /// Something waits for room in the inbound ring, or a session's store write to the

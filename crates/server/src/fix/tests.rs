@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rialto_core::{Command, Engine, EngineConfig};
+use rialto_core::Command;
 use rialto_fix::{MessageWriter, next_frame, tags};
 
 use super::*;
@@ -81,12 +81,10 @@ impl Harness {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("fix")).unwrap();
         let credentials = Arc::new(Credentials::from_key([3; 32]));
-        let feed = crate::feed::MarketData::new(&Engine::new(EngineConfig::default()));
         let agent = FixAgent::new(
             config(dir.path()),
             credentials.clone(),
             instruments(),
-            feed,
             T0,
             Instant::now(),
         );

@@ -83,7 +83,8 @@ pub fn message_seq(msg: &Event) -> u64 {
         | Event::Liquidated { seq, .. }
         | Event::PhaseChanged { seq, .. }
         | Event::Auction { seq, .. }
-        | Event::VenueSettings { seq, .. } => seq,
+        | Event::VenueSettings { seq, .. }
+        | Event::SymbolAdded { seq, .. } => seq,
         _ => 0,
     }
 }
