@@ -13,7 +13,8 @@
 #
 # The history database's lag behind the engine (`rialto_history_lag_seqs` in /metrics, sampled
 # every 100 ms while loadgen runs) is printed after the table: its maximum and the batches it
-# dropped. Compare `--history on` with `--history off` (extra serve flags) for what it costs.
+# dropped. Compare `--history on` with `--history off` (extra serve flags) for what it costs;
+# scripts/bench-history-cpu.sh counts that cost in each server thread's CPU time instead.
 #
 # With GATEWAY_CPU=N the server runs with `pipeline.gateway_cpu = N`, and the load generator
 # runs on CPU LOADGEN_CPU (default 0), the server's other threads beside it; the floor's echo

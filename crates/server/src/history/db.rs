@@ -105,6 +105,15 @@ fn side_code(side: rialto_core::Side) -> i64 {
 
 /// Writes `rows` (the commands after `last_seq`, which it then becomes) in one transaction.
 pub fn write(conn: &mut Connection, rows: &Rows) -> rusqlite::Result<()> {
+    write_runs(conn, std::slice::from_ref(rows))
+}
+
+/// Writes consecutive runs of rows (the commands after `last_seq`, which the last run's end
+/// then becomes) in one transaction.
+pub fn write_runs(conn: &mut Connection, runs: &[Rows]) -> rusqlite::Result<()> {
+    let Some(end) = runs.last() else {
+        return Ok(());
+    };
     let tx = conn.transaction()?;
     {
         let mut trade = tx.prepare_cached(
@@ -116,7 +125,7 @@ pub fn write(conn: &mut Connection, rows: &Rows) -> rusqlite::Result<()> {
              price, qty, fee, ts_ns) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
         )?;
         let mut candles: BTreeMap<(u32, i64, i64), Candle> = BTreeMap::new();
-        for t in &rows.trades {
+        for t in runs.iter().flat_map(|r| &r.trades) {
             trade.execute(params![
                 t.id,
                 t.symbol,
@@ -184,7 +193,7 @@ pub fn write(conn: &mut Connection, rows: &Rows) -> rusqlite::Result<()> {
              qty, stop_price, kind, reason, priority, ts_ns, order_type, tif)
              VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
         )?;
-        for e in &rows.events {
+        for e in runs.iter().flat_map(|r| &r.events) {
             let (word, kind, reason, priority) = match e.kind {
                 EventKind::Accepted { kind } => ("accepted", Some(kind), None, None),
                 EventKind::Rejected { kind, reason } => {
@@ -214,12 +223,12 @@ pub fn write(conn: &mut Connection, rows: &Rows) -> rusqlite::Result<()> {
         }
         let mut second =
             tx.prepare_cached("INSERT OR IGNORE INTO seconds (second, first_seq) VALUES (?1, ?2)")?;
-        for &(s, seq) in &rows.seconds {
+        for &(s, seq) in runs.iter().flat_map(|r| &r.seconds) {
             second.execute(params![s, seq as i64])?;
         }
         tx.execute(
             "UPDATE meta SET value = ?1 WHERE key = 'last_seq'",
-            [rows.last_seq as i64],
+            [end.last_seq as i64],
         )?;
     }
     tx.commit()

@@ -9,9 +9,11 @@
 //!
 //! The market data thread already replays every journaled command on its replica of the
 //! engine; [`HistoryTap`] turns each command's result and events into [`rows::Rows`] there, and
-//! hands one batch per round to the writer through a queue of [`HistorySettings::queue_batches`].
-//! It never waits: a batch that finds the queue full is kept and grown by the next rounds up
-//! to [`HistorySettings::pending_rows`] rows, and past that dropped. The writer checks that
+//! hands them to the writer through a queue of [`HistorySettings::queue_batches`] runs: each
+//! round's rows while the writer waits for work, runs of several rounds while it is busy.
+//! It never waits: runs that find the queue full are kept up to
+//! [`HistorySettings::pending_rows`] rows, handed over first once the queue has room, and past
+//! that bound all dropped. The writer checks that
 //! every batch starts at the seq after the last one it wrote; a gap (a dropped batch, or the
 //! start-up, when the database is behind the journal after a crash, or missing) it fills
 //! from the journal itself, replaying it from the newest snapshot at or before the gap on an
@@ -23,6 +25,7 @@ pub mod query;
 pub mod rebuild;
 pub mod rows;
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -77,7 +80,8 @@ pub struct HistorySettings {
     /// history is the last 1,000 events per user in memory, trades and 1 m candles are the
     /// feed's recent ones, and `/fills` and `/ticker/24h` answer `history_off`.
     pub enabled: bool,
-    /// Batches (one per market data round) the queue to the writer holds.
+    /// Runs of rows the queue to the writer holds: a market data round's rows while the writer
+    /// keeps up, up to 1,024 rows of several rounds while it is busy.
     pub queue_batches: usize,
     /// Rows the market data thread keeps while the queue is full; past this it drops them and
     /// the writer rebuilds them from the journal.
@@ -94,7 +98,7 @@ impl Default for HistorySettings {
     fn default() -> Self {
         HistorySettings {
             enabled: true,
-            queue_batches: 1_024,
+            queue_batches: 128,
             pending_rows: 1_000_000,
             writer_cache_mib: 64,
             writer_priority: WriterPriority::Low,
@@ -190,8 +194,17 @@ impl Store {
 /// [`SPARE_MAX_ROWS`] rows is freed instead.
 struct Spares(ArrayQueue<Rows>);
 
-const SPARES: usize = 64;
-const SPARE_MAX_ROWS: usize = 1 << 16;
+/// Spares kept: more than the queue holds, so that the runs a writer gives back after a
+/// transaction are all kept for the tap to fill again.
+const SPARES: usize = 256;
+/// A spare whose buffers grew past this (a round of a rare size) is freed, not kept.
+const SPARE_MAX_ROWS: usize = 2 * RUN_ROWS;
+
+/// Rows in one run the tap hands over: the runs are this size, each reserved once and
+/// recycled. A run that grew by doubling, or a fresh buffer for every round, would be copied
+/// and its fresh pages zeroed by the kernel again and again, which cost the market data thread
+/// more than deriving the rows did.
+const RUN_ROWS: usize = 1 << 10;
 
 impl Spares {
     fn new() -> Spares {
@@ -214,7 +227,14 @@ impl Spares {
 pub struct HistoryTap {
     queue: Arc<ArrayQueue<Rows>>,
     spares: Arc<Spares>,
+    /// This round's rows (its buffers stay with the tap).
     pending: Rows,
+    /// Runs not handed over yet, oldest first, consecutive, each up to [`RUN_ROWS`] rows (one
+    /// round's rows may be more): the last one is being filled.
+    waiting: VecDeque<Rows>,
+    /// Rows in `waiting`.
+    waiting_rows: usize,
+    /// `history.pending_rows`: past this many rows waiting, they are dropped.
     pending_rows: usize,
     writer: Thread,
     store: Arc<Store>,
@@ -234,25 +254,65 @@ impl HistoryTap {
         self.pending.add(seq, ts_ns, cmd, result, events);
     }
 
-    /// Hands what was recorded to the writer (at the end of a round).
+    /// Hands what was recorded to the writer (at the end of every round, one that replayed
+    /// nothing too). The round's rows join the last run waiting (or start one). A run goes into
+    /// the queue once a later one has started, or as soon as the queue is empty (the writer
+    /// waits for work): so a writer that keeps up gets every round at once, and a busy one
+    /// full runs. What the queue has no room for waits, in order, up to `pending_rows` rows;
+    /// past that everything waiting is dropped, and the writer, seeing the gap, fills it from
+    /// the journal.
     pub fn flush(&mut self) {
-        if self.pending.is_empty() {
-            return;
+        if !self.pending.is_empty() {
+            self.keep_round();
         }
-        let empty = self.spares.take();
-        match self.queue.push(std::mem::replace(&mut self.pending, empty)) {
-            Ok(()) => self.writer.unpark(),
-            Err(rows) if rows.row_count() < self.pending_rows => {
-                let empty = std::mem::replace(&mut self.pending, rows);
-                self.spares.give_back(empty);
-            }
-            Err(rows) => {
-                // The writer sees the gap and replays it from the journal.
-                self.spares.give_back(rows);
-                self.store.dropped_batches.fetch_add(1, Ordering::Relaxed);
-                self.writer.unpark();
+        let mut handed = false;
+        while self.waiting.len() > 1 || (self.queue.is_empty() && !self.waiting.is_empty()) {
+            let run = self.waiting.pop_front().expect("just looked");
+            let rows = run.row_count();
+            match self.queue.push(run) {
+                Ok(()) => {
+                    self.waiting_rows -= rows;
+                    handed = true;
+                }
+                Err(run) => {
+                    self.waiting.push_front(run);
+                    break;
+                }
             }
         }
+        if self.waiting_rows >= self.pending_rows {
+            // The writer sees the gap and replays it from the journal.
+            for run in self.waiting.drain(..) {
+                self.spares.give_back(run);
+            }
+            self.waiting_rows = 0;
+            self.store.dropped_batches.fetch_add(1, Ordering::Relaxed);
+            handed = true;
+        }
+        if handed {
+            self.writer.unpark();
+        }
+    }
+
+    /// Moves this round's rows to the end of the last run waiting, or of a new one.
+    fn keep_round(&mut self) {
+        let rows = self.pending.row_count();
+        let joined = match self.waiting.back_mut() {
+            Some(last) if last.row_count() + rows <= RUN_ROWS => last.take_from(&mut self.pending),
+            _ => false,
+        };
+        if !joined {
+            let mut run = self.spares.take();
+            run.reserve(RUN_ROWS, RUN_ROWS / 4);
+            let moved = run.take_from(&mut self.pending);
+            debug_assert!(moved, "an empty run takes any rows");
+            self.waiting.push_back(run);
+        }
+        if self.pending.capacity() > SPARE_MAX_ROWS {
+            // A round of a rare size (a mass cancel of many orders): not kept for every round.
+            self.pending = Rows::default();
+        }
+        self.waiting_rows += rows;
     }
 }
 
@@ -260,16 +320,16 @@ impl Drop for HistoryTap {
     fn drop(&mut self) {
         // The market data thread is done: what is left goes, waiting for room if need be (it
         // no longer holds anything up).
-        let mut rows = std::mem::take(&mut self.pending);
-        while !rows.is_empty() {
-            match self.queue.push(rows) {
-                Ok(()) => break,
-                Err(back) if self.store.failed.load(Ordering::Relaxed) => {
-                    drop(back);
-                    break;
-                }
+        let round = std::mem::take(&mut self.pending);
+        if !round.is_empty() {
+            self.waiting.push_back(round);
+        }
+        while let Some(run) = self.waiting.pop_front() {
+            match self.queue.push(run) {
+                Ok(()) => {}
+                Err(_) if self.store.failed.load(Ordering::Relaxed) => break,
                 Err(back) => {
-                    rows = back;
+                    self.waiting.push_front(back);
                     self.writer.unpark();
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -369,6 +429,8 @@ pub fn start(
         queue,
         spares,
         pending: Rows::default(),
+        waiting: VecDeque::new(),
+        waiting_rows: 0,
         pending_rows: settings.pending_rows,
         writer: handle.thread().clone(),
         store: store.clone(),
@@ -405,20 +467,20 @@ impl Writer {
             self.fill_gap(venue_seq)?;
             tracing::info!(from, to = venue_seq, "history rebuilt from the journal");
         }
+        let mut runs = Vec::new();
         loop {
             match self.queue.pop() {
-                Some(mut rows) => {
+                Some(rows) => {
                     // What queued up meanwhile goes in the same transaction, up to a bound.
-                    while rows.row_count() < ROWS_PER_TRANSACTION
-                        && let Some(mut next) = self.queue.pop()
+                    let mut count = rows.row_count();
+                    runs.push(rows);
+                    while count < ROWS_PER_TRANSACTION
+                        && let Some(next) = self.queue.pop()
                     {
-                        if rows.take_from(&mut next) {
-                            self.spares.give_back(next);
-                        } else {
-                            self.write(std::mem::replace(&mut rows, next))?;
-                        }
+                        count += next.row_count();
+                        runs.push(next);
                     }
-                    self.write(rows)?;
+                    self.write(&mut runs)?;
                 }
                 None if self.closed.load(Ordering::Acquire) && self.queue.is_empty() => {
                     return Ok(());
@@ -428,34 +490,57 @@ impl Writer {
         }
     }
 
-    fn write(&mut self, mut rows: Rows) -> anyhow::Result<()> {
-        let written = self.written();
-        if rows.last_seq <= written {
+    /// Writes `runs` (in seq order) in one transaction, filling any gap before one of them
+    /// from the journal first; gives their buffers back and leaves `runs` empty.
+    fn write(&mut self, runs: &mut Vec<Rows>) -> anyhow::Result<()> {
+        let mut through = self.written();
+        let mut ready = 0;
+        let mut i = 0;
+        while i < runs.len() {
+            let (first, last) = (runs[i].first_seq, runs[i].last_seq);
+            if last <= through {
+                // Already written (a gap filled from the journal went past it).
+                self.spares.give_back(runs.remove(i));
+                continue;
+            }
+            if first > through + 1 {
+                self.commit(&mut runs[..i], ready)?;
+                ready = i;
+                self.fill_gap(first - 1)?;
+                through = self.written();
+            }
+            if first <= through {
+                anyhow::bail!(
+                    "a history batch from seq {first} overlaps what is written (through {through})"
+                );
+            }
+            let rows = &mut runs[i];
+            if rows.left_out > 0 {
+                tracing::error!(
+                    left_out = rows.left_out,
+                    "a command had more than {} trades or events: the rest are not in the history",
+                    ID_PER_SEQ - 1
+                );
+                rows.left_out = 0;
+            }
+            through = last;
+            i += 1;
+        }
+        self.commit(runs, ready)?;
+        for rows in runs.drain(..) {
+            self.spares.give_back(rows);
+        }
+        Ok(())
+    }
+
+    /// Writes `runs[from..]` in one transaction (nothing if that is empty).
+    fn commit(&mut self, runs: &mut [Rows], from: usize) -> anyhow::Result<()> {
+        let Some(last) = runs.get(from..).and_then(|r| r.last()) else {
             return Ok(());
-        }
-        if rows.first_seq > written + 1 {
-            self.fill_gap(rows.first_seq - 1)?;
-        }
-        if rows.first_seq <= self.written() {
-            anyhow::bail!(
-                "a history batch from seq {} overlaps what is written (through {})",
-                rows.first_seq,
-                self.written()
-            );
-        }
-        if rows.left_out > 0 {
-            tracing::error!(
-                left_out = rows.left_out,
-                "a command had more than {} trades or events: the rest are not in the history",
-                ID_PER_SEQ - 1
-            );
-            rows.left_out = 0;
-        }
-        db::write(&mut self.conn, &rows)?;
-        self.store
-            .written_seq
-            .store(rows.last_seq, Ordering::Release);
-        self.spares.give_back(rows);
+        };
+        let last_seq = last.last_seq;
+        db::write_runs(&mut self.conn, &runs[from..])?;
+        self.store.written_seq.store(last_seq, Ordering::Release);
         Ok(())
     }
 
@@ -556,36 +641,84 @@ mod tests {
             .unwrap()
     }
 
+    fn tap(queue_batches: usize, pending_rows: usize, store: &Arc<Store>) -> HistoryTap {
+        HistoryTap {
+            queue: Arc::new(ArrayQueue::new(queue_batches)),
+            spares: Arc::new(Spares::new()),
+            pending: Rows::default(),
+            waiting: VecDeque::new(),
+            waiting_rows: 0,
+            pending_rows,
+            writer: std::thread::current(),
+            store: store.clone(),
+            closed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
     #[test]
     fn a_full_queue_keeps_rows_then_drops_them_and_never_waits() {
         let dir = tempfile::tempdir().unwrap();
         let rows = journal(dir.path(), 3);
         let store = Arc::new(Store::open_readers(&dir.path().join(FILE_NAME)));
-        let mut tap = HistoryTap {
-            queue: Arc::new(ArrayQueue::new(1)),
-            spares: Arc::new(Spares::new()),
-            pending: Rows::default(),
-            pending_rows: 3,
-            writer: std::thread::current(),
-            store: store.clone(),
-            closed: Arc::new(AtomicBool::new(false)),
-        };
+        let mut tap = tap(1, 3, &store);
         let mut batches = rows.into_iter();
         tap.pending = batches.next().unwrap();
         tap.flush();
-        assert!(tap.pending.is_empty(), "the first batch is queued");
+        assert!(
+            tap.pending.is_empty() && tap.waiting.is_empty(),
+            "the first batch is queued"
+        );
         // Nobody takes from the queue: the next rows wait in the tap, then are dropped.
         let trade = batches.by_ref().find(|r| !r.trades.is_empty()).unwrap();
         tap.pending = trade;
         tap.flush();
-        assert_eq!(tap.pending.row_count(), 2, "kept while under pending_rows");
-        assert_eq!(store.dropped_batches.load(Ordering::Relaxed), 0);
-        let mut next = batches.next().unwrap();
-        assert!(tap.pending.take_from(&mut next));
-        tap.flush();
         assert!(tap.pending.is_empty());
+        assert_eq!(tap.waiting_rows, 2, "kept while under pending_rows");
+        assert_eq!(store.dropped_batches.load(Ordering::Relaxed), 0);
+        tap.pending = batches.next().unwrap();
+        tap.flush();
+        assert!(tap.waiting.is_empty());
+        assert_eq!(tap.waiting_rows, 0);
         assert_eq!(store.dropped_batches.load(Ordering::Relaxed), 1);
+        tap.queue.pop();
         drop(tap);
+    }
+
+    #[test]
+    fn rows_kept_while_the_queue_is_full_reach_it_in_order_once_it_has_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = journal(dir.path(), 20);
+        let (first, last) = (rows[0].first_seq, rows.last().unwrap().last_seq);
+        let store = Arc::new(Store::open_readers(&dir.path().join(FILE_NAME)));
+        let mut tap = tap(2, 1_000, &store);
+        let mut taken = Vec::new();
+        for (i, round) in rows.into_iter().enumerate() {
+            tap.pending = round;
+            tap.flush();
+            // The writer takes a batch now and then, slower than the rounds come.
+            if i % 7 == 6 {
+                taken.extend(tap.queue.pop());
+            }
+        }
+        assert!(!tap.waiting.is_empty(), "some rows waited");
+        // At the end the tap hands over what waits, waiting for room (the writer takes it).
+        let queue = tap.queue.clone();
+        let closing = std::thread::spawn(move || drop(tap));
+        while !closing.is_finished() || !queue.is_empty() {
+            match queue.pop() {
+                Some(run) => taken.push(run),
+                None => std::thread::yield_now(),
+            }
+        }
+        let mut expected = first;
+        for run in &taken {
+            assert_eq!(run.first_seq, expected, "runs arrive consecutive, in order");
+            expected = run.last_seq + 1;
+        }
+        assert_eq!(expected, last + 1, "every command arrived");
+        let trades: usize = taken.iter().map(|r| r.trades.len()).sum();
+        assert_eq!(trades, 20);
+        assert_eq!(store.dropped_batches.load(Ordering::Relaxed), 0);
     }
 
     #[test]

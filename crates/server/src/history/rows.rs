@@ -117,11 +117,23 @@ impl Rows {
         self.left_out = 0;
     }
 
-    /// Moves `next`'s rows to the end of this run if `next` starts right after it, leaving
-    /// `next` empty with its buffers kept; else changes neither and returns false.
+    /// Makes room for `events` event rows and `trades` trades without growing.
+    pub fn reserve(&mut self, events: usize, trades: usize) {
+        self.events
+            .reserve(events.saturating_sub(self.events.len()));
+        self.trades
+            .reserve(trades.saturating_sub(self.trades.len()));
+    }
+
+    /// Moves `next`'s rows to the end of this run if this one is empty or `next` starts right
+    /// after it, leaving `next` empty with its buffers kept; else changes neither and returns
+    /// false.
     pub fn take_from(&mut self, next: &mut Rows) -> bool {
-        if self.is_empty() || next.is_empty() || next.first_seq != self.last_seq + 1 {
+        if next.is_empty() || !(self.is_empty() || next.first_seq == self.last_seq + 1) {
             return false;
+        }
+        if self.is_empty() {
+            self.first_seq = next.first_seq;
         }
         self.last_seq = next.last_seq;
         self.trades.append(&mut next.trades);
