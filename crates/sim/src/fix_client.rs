@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rialto_core::{Command, Engine, SymbolId, UserId};
+use rialto_fix::decimal::Decimal;
 use rialto_fix::{Frame, MessageWriter, next_frame, tags};
 use rialto_server::auth::Credentials;
 use rialto_server::feed::MarketData;
@@ -59,7 +60,10 @@ const DEPTHS: [usize; 4] = [0, 1, 5, 10];
 
 /// The FIX users' accounts, funded like the demo's users.
 pub fn genesis_commands() -> Vec<Command> {
-    crate::funded_users(&FIX_USERS)
+    FIX_USERS
+        .into_iter()
+        .flat_map(rialto_server::demo::funded_user)
+        .collect()
 }
 
 /// The FIX gateway's own intake ring (into the journal stage) as its sink.
@@ -741,7 +745,7 @@ impl FixTrader {
         Ok(())
     }
 
-    fn units(&self, text: &[u8], decimals: u32) -> Result<i64, String> {
+    fn units(&self, text: &[u8], decimals: u8) -> Result<i64, String> {
         units_of(text, decimals).ok_or_else(|| {
             format!(
                 "FIX user {}: {:?} is not a number of {decimals} decimals",
@@ -756,7 +760,7 @@ impl FixTrader {
         let orig = text(tags::ORIG_CL_ORD_ID);
         let order_id = text(tags::ORDER_ID);
         let exec_type = text(tags::EXEC_TYPE);
-        let leaves = lots_of(&text(tags::LEAVES_QTY))
+        let leaves = units_of(text(tags::LEAVES_QTY).as_bytes(), 3)
             .ok_or_else(|| format!("FIX user {}: LeavesQty {:?}", self.user, text(151)))?;
         self.pending.remove(&cl_ord_id);
         if !orig.is_empty() {
@@ -803,25 +807,9 @@ fn lots_text(lots: i64) -> String {
     format!("{}.{:03}", lots / 1000, lots % 1000)
 }
 
-/// A decimal in units of 10^-`decimals` (None for anything finer or not a number).
-fn units_of(text: &[u8], decimals: u32) -> Option<i64> {
-    let text = std::str::from_utf8(text).ok()?;
-    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
-    if frac.len() > decimals as usize || frac.bytes().any(|b| !b.is_ascii_digit()) {
-        return None;
-    }
-    let frac: i64 = format!("{frac:0<width$}", width = decimals as usize)
-        .parse()
-        .ok()?;
-    Some(whole.parse::<i64>().ok()? * 10_i64.pow(decimals) + frac)
-}
-
-/// A quantity in lots of 0.001 (None for anything finer or not a number).
-fn lots_of(text: &str) -> Option<i64> {
-    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
-    if frac.len() > 3 || frac.bytes().any(|b| !b.is_ascii_digit()) {
-        return None;
-    }
-    let frac: i64 = format!("{frac:0<3}").parse().ok()?;
-    Some(whole.parse::<i64>().ok()? * 1000 + frac)
+/// A decimal in units of 10^-`decimals` (None for anything finer or not a number), parsed by
+/// the FIX crate's `Decimal`.
+fn units_of(text: &[u8], decimals: u8) -> Option<i64> {
+    let value = Decimal::parse(text).ok().filter(|d| d.scale <= decimals)?;
+    value.to_units(Decimal::new(1, decimals)).ok()
 }
