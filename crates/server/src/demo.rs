@@ -66,21 +66,28 @@ pub fn demo_symbols() -> Vec<SymbolSpec> {
     .collect()
 }
 
+/// A new user given [`DEMO_FUNDS`] of each demo currency, as the demo's users are (transfer
+/// ids `user × 10 + i`). The simulator funds its FIX and web traders' users with it too.
+pub fn funded_user(user: i64) -> Vec<Command> {
+    let mut commands = vec![Command::AddUser { user }];
+    for (i, currency) in ["USD", "BTC", "ETH"].iter().enumerate() {
+        commands.push(Command::AdjustBalance {
+            user,
+            currency: name(currency),
+            amount: DEMO_FUNDS,
+            tx: user * 10 + i as i64,
+        });
+    }
+    commands
+}
+
 pub fn demo_commands() -> Vec<Command> {
     let mut commands: Vec<Command> = demo_symbols()
         .into_iter()
         .map(|spec| Command::AddSymbol(Box::new(spec)))
         .collect();
     for user in 1..=DEMO_USERS {
-        commands.push(Command::AddUser { user });
-        for (i, currency) in ["USD", "BTC", "ETH"].iter().enumerate() {
-            commands.push(Command::AdjustBalance {
-                user,
-                currency: name(currency),
-                amount: DEMO_FUNDS,
-                tx: user * 10 + i as i64,
-            });
-        }
+        commands.extend(funded_user(user));
     }
     commands.push(Command::AddUser {
         user: DEMO_MARGIN_USER,

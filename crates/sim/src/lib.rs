@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use rialto_core::{Command, Engine, EngineConfig, Name, Prefetch, SymbolId, UserId};
+use rialto_core::{Engine, EngineConfig, Prefetch, SymbolId};
 use rialto_journal::RecoverOptions;
 use rialto_server::admission::{LoginAttempt, Logins, PeerKey, ThrottleSettings};
 use rialto_server::auth::Credentials;
@@ -450,7 +450,11 @@ impl Sim {
     fn genesis(&mut self) -> Result<(), String> {
         let mut commands = rialto_server::demo::demo_commands();
         commands.extend(fix_client::genesis_commands());
-        commands.extend(funded_users(&web_client::WEB_USERS));
+        commands.extend(
+            web_client::WEB_USERS
+                .into_iter()
+                .flat_map(rialto_server::demo::funded_user),
+        );
         let target = commands.len() as u64;
         let mut pending: Vec<Request> = commands
             .into_iter()
@@ -1264,21 +1268,4 @@ fn tracer(trace: &mut Sha256, print: bool) -> impl FnMut(String) + '_ {
             eprintln!("{line}");
         }
     }
-}
-
-/// Users with the demo venue's funds in each of its currencies (the FIX and web traders).
-pub(crate) fn funded_users(users: &[UserId]) -> Vec<Command> {
-    let mut commands = Vec::new();
-    for &user in users {
-        commands.push(Command::AddUser { user });
-        for (i, currency) in ["USD", "BTC", "ETH"].iter().enumerate() {
-            commands.push(Command::AdjustBalance {
-                user,
-                currency: Name::new(currency).expect("a currency name"),
-                amount: rialto_server::demo::DEMO_FUNDS,
-                tx: user * 10 + i as i64,
-            });
-        }
-    }
-    commands
 }
