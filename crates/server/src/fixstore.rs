@@ -222,53 +222,51 @@ async fn fetch(bucket: &kv::Store, session: &str) -> io::Result<Option<Fetched>>
     let key = key_of(session);
     let numbers = format!("{}{key}.seqnums", bucket.prefix);
     let chunks = format!("{}{key}.m.>", bucket.prefix);
+    // From the stream's leader (a direct get may be answered by a replica that lags).
+    let last = match bucket
+        .stream
+        .get_last_raw_message_by_subject(&numbers)
+        .await
     {
-        // From the stream's leader (a direct get may be answered by a replica that lags).
-        let last = match bucket
-            .stream
-            .get_last_raw_message_by_subject(&numbers)
-            .await
-        {
-            Ok(message) => message,
-            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
-                return Ok(None);
-            }
-            Err(e) => return Err(nats_error("reading the sequence numbers", e)),
-        };
-        let (next_sender, next_target) = decode_seqnums(&last.payload)
-            .map_err(|what| nats_error(&format!("session {session}"), what))?;
-        let consumer = bucket
-            .stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: chunks,
-                ..Default::default()
-            })
+        Ok(message) => message,
+        Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+            return Ok(None);
+        }
+        Err(e) => return Err(nats_error("reading the sequence numbers", e)),
+    };
+    let (next_sender, next_target) = decode_seqnums(&last.payload)
+        .map_err(|what| nats_error(&format!("session {session}"), what))?;
+    let consumer = bucket
+        .stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: chunks,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| nats_error("reading the messages", e))?;
+    let mut records = Vec::new();
+    if consumer.cached_info().num_pending > 0 {
+        let mut messages = consumer
+            .messages()
             .await
             .map_err(|e| nats_error("reading the messages", e))?;
-        let mut records = Vec::new();
-        if consumer.cached_info().num_pending > 0 {
-            let mut messages = consumer
-                .messages()
-                .await
-                .map_err(|e| nats_error("reading the messages", e))?;
-            while let Some(message) = messages.next().await {
-                let message = message.map_err(|e| nats_error("reading the messages", e))?;
-                records.extend_from_slice(&message.payload);
-                let info = message
-                    .info()
-                    .map_err(|e| nats_error("a message's info", e))?;
-                if info.pending == 0 {
-                    break;
-                }
+        while let Some(message) = messages.next().await {
+            let message = message.map_err(|e| nats_error("reading the messages", e))?;
+            records.extend_from_slice(&message.payload);
+            let info = message
+                .info()
+                .map_err(|e| nats_error("a message's info", e))?;
+            if info.pending == 0 {
+                break;
             }
         }
-        Ok(Some(Fetched {
-            next_sender,
-            next_target,
-            revision: last.sequence,
-            records,
-        }))
     }
+    Ok(Some(Fetched {
+        next_sender,
+        next_target,
+        revision: last.sequence,
+        records,
+    }))
 }
 
 /// What a session of a replicated venue has not yet written to the cluster.
