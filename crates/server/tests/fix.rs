@@ -437,7 +437,6 @@ fn order_on(client: &mut FixClient, cl_ord_id: &str, symbol: &str) -> common::fi
 
 #[test]
 fn a_symbol_added_on_the_admin_port_is_tradable_over_fix_at_once() {
-    use rialto_core::{Name, SymbolSpec};
     use rialto_wire::{ClientMsg, ServerMsg};
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path());
@@ -449,19 +448,7 @@ fn a_symbol_added_on_the_admin_port_is_tradable_over_fix_at_once() {
         "an unknown symbol is refused: {refused:?}"
     );
     let mut admin = common::admin(&server);
-    let name = |s: &str| Name::new(s).unwrap();
-    let spec = SymbolSpec {
-        symbol: name("SOL-USD"),
-        base: name("SOL"),
-        quote: name("USD"),
-        base_scale: 100,
-        quote_scale: 1,
-        maker_fee: 0,
-        taker_fee: 0,
-        band_bps: 0,
-        day_end: 0,
-        kind: SymbolSpec::SPOT,
-    };
+    let spec = common::spot_spec("SOL-USD", "SOL", "USD", 100);
     let added = admin
         .request(&ClientMsg::AddSymbol { request: 1, spec })
         .unwrap();

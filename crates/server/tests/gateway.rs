@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{admin, recv_until, start, trader};
 use rialto_client::{Client, ClientError};
-use rialto_core::{CancelReason, Name, Reason, Side, SymbolId, SymbolSpec};
+use rialto_core::{CancelReason, Name, Reason, Side, SymbolId};
 use rialto_server::config::ThreadLayout;
 use rialto_server::pipeline::Prefetch;
 use rialto_wire::{
@@ -482,19 +482,7 @@ fn admin_adds_a_symbol_and_a_user_who_can_then_trade() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), |c| c.demo = false);
     let mut a = admin(&server);
-    let name = |s: &str| Name::new(s).unwrap();
-    let spec = SymbolSpec {
-        symbol: name("SOL-EUR"),
-        base: name("SOL"),
-        quote: name("EUR"),
-        base_scale: 10,
-        quote_scale: 1,
-        maker_fee: 0,
-        taker_fee: 0,
-        band_bps: 0,
-        day_end: 0,
-        kind: SymbolSpec::SPOT,
-    };
+    let spec = common::spot_spec("SOL-EUR", "SOL", "EUR", 10);
     let ok = |m: ServerMsg| {
         assert!(
             matches!(m, ServerMsg::AdminResult { result: Ok(()), .. }),
@@ -527,7 +515,7 @@ fn admin_adds_a_symbol_and_a_user_who_can_then_trade() {
     let deposit = ClientMsg::AdjustBalance {
         request: 4,
         user: 500,
-        currency: name("EUR"),
+        currency: Name::new("EUR").unwrap(),
         amount: 1_000,
         tx: 1,
     };

@@ -15,6 +15,29 @@ use rialto_server::feed::Batch;
 use rialto_wire::ServerMsg;
 
 /// A server on free loopback ports over `data_dir`, with the demo venue.
+/// A spot symbol `symbol` of `base` quoted in `quote`, `base_scale` base minor units a lot, one
+/// quote minor unit a tick, no fees, no band: what a test's admin adds.
+pub fn spot_spec(
+    symbol: &str,
+    base: &str,
+    quote: &str,
+    base_scale: i64,
+) -> rialto_core::SymbolSpec {
+    let name = |s: &str| rialto_core::Name::new(s).unwrap();
+    rialto_core::SymbolSpec {
+        symbol: name(symbol),
+        base: name(base),
+        quote: name(quote),
+        base_scale,
+        quote_scale: 1,
+        maker_fee: 0,
+        taker_fee: 0,
+        band_bps: 0,
+        day_end: 0,
+        kind: rialto_core::SymbolSpec::SPOT,
+    }
+}
+
 pub fn start(data_dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> RunningServer {
     let mut config = ServerConfig {
         data_dir: data_dir.to_path_buf(),
