@@ -7,8 +7,15 @@
 //! - `<session>.seqnums`: the 28 bytes of a `.seqnums` file (magic, next sender and target
 //!   MsgSeqNum, CRC), written with a compare-and-set on its revision, so that a node that no
 //!   longer leads cannot overwrite what the new leader wrote;
-//! - `<session>.m.<first MsgSeqNum, 20 digits>`: `.messages` records back to back (each with
-//!   its CRC), the messages one flush stored, at most [`CHUNK_MAX_BYTES`] a chunk.
+//! - `<session>.m.<term, 20 digits>.<first MsgSeqNum, 20 digits>`: `.messages` records back
+//!   to back (each with its CRC), the messages one flush stored, at most [`CHUNK_MAX_BYTES`] a
+//!   chunk. The term is the writer's term of leadership ([`LeaseGuard::term`]): a leader that
+//!   was deposed while a write was in flight (paused, say) may still land chunks after the new
+//!   leader read the store, but under its own, older term, so they never replace the new
+//!   leader's chunks. A reader takes the chunks term by term, oldest first, each term's in the
+//!   order written, and a record overrides every record of its number and above taken before
+//!   it (as in a `.messages` file): for every number the newest term's message wins, and an
+//!   older term's messages numbered at or above the first one a newer term wrote are dropped.
 //!
 //! **Store, then send.** The leader's gateway hands the chunks (and then the numbers) to a task
 //! on the NATS client's runtime and holds the session's output written since until JetStream
@@ -60,6 +67,8 @@ struct Inner {
     timeout: Duration,
     /// The leader's lease: nothing is written once it was lost or may have lapsed.
     lease: Option<LeaseGuard>,
+    /// The lease's term (0 without a lease), in the key of every chunk written.
+    term: u64,
     /// The gateway's bell, rung when a write is acknowledged (or fails) and when a read ends.
     bell: OnceLock<Arc<Bell>>,
     /// Test seam: the key of a session whose reads and writes wait before they start (a slow
@@ -115,6 +124,22 @@ fn nats_error(what: &str, e: impl std::fmt::Display) -> io::Error {
 impl FixMirror {
     /// Opens the venue's FIX bucket (the connection created it). `lease`: the leader's.
     pub fn open(connection: &Connection, lease: Option<LeaseGuard>) -> anyhow::Result<FixMirror> {
+        let term = lease.as_ref().map_or(0, LeaseGuard::term);
+        FixMirror::open_with(connection, lease, term)
+    }
+
+    /// Test seam: a mirror that writes as the holder of `term` without holding a lease (two
+    /// of them stand for a deposed leader and its successor).
+    #[doc(hidden)]
+    pub fn open_as_term(connection: &Connection, term: u64) -> anyhow::Result<FixMirror> {
+        FixMirror::open_with(connection, None, term)
+    }
+
+    fn open_with(
+        connection: &Connection,
+        lease: Option<LeaseGuard>,
+        term: u64,
+    ) -> anyhow::Result<FixMirror> {
         let name = connection.names.fix_bucket.clone();
         let bucket = connection
             .runtime
@@ -126,6 +151,7 @@ impl FixMirror {
                 bucket,
                 timeout: connection.timeout(),
                 lease,
+                term,
                 bell: OnceLock::new(),
                 stalled: tokio::sync::watch::Sender::new(None),
                 reads: Mutex::new(HashMap::new()),
@@ -244,29 +270,56 @@ async fn fetch(bucket: &kv::Store, session: &str) -> io::Result<Option<Fetched>>
         })
         .await
         .map_err(|e| nats_error("reading the messages", e))?;
-    let mut records = Vec::new();
+    // Each chunk with its term, in the order written.
+    let mut chunks: Vec<(u64, Bytes)> = Vec::new();
     if consumer.cached_info().num_pending > 0 {
         let mut messages = consumer
             .messages()
             .await
             .map_err(|e| nats_error("reading the messages", e))?;
+        let chunk_prefix = format!("{}{key}.m.", bucket.prefix);
         while let Some(message) = messages.next().await {
             let message = message.map_err(|e| nats_error("reading the messages", e))?;
-            records.extend_from_slice(&message.payload);
+            let term = message
+                .subject
+                .strip_prefix(chunk_prefix.as_str())
+                .and_then(term_of_chunk)
+                .ok_or_else(|| {
+                    nats_error(
+                        &format!("session {session}"),
+                        format!("a chunk under an unknown key {}", message.subject),
+                    )
+                })?;
             let info = message
                 .info()
                 .map_err(|e| nats_error("a message's info", e))?;
-            if info.pending == 0 {
+            let pending = info.pending;
+            chunks.push((term, message.payload.clone()));
+            if pending == 0 {
                 break;
             }
         }
     }
+    // Oldest term first (a stable sort keeps each term's chunks in the order written): the
+    // newest term's records come last, so they override an older term's (module docs).
+    chunks.sort_by_key(|(term, _)| *term);
+    let records = chunks
+        .iter()
+        .flat_map(|(_, payload)| payload.iter().copied())
+        .collect();
     Ok(Some(Fetched {
         next_sender,
         next_target,
         revision: last.sequence,
         records,
     }))
+}
+
+/// The term of a chunk from its key's end, `<term>.<first>` (20 digits each).
+fn term_of_chunk(tail: &str) -> Option<u64> {
+    let (term, first) = tail.split_once('.')?;
+    first.parse::<u64>().ok()?;
+    term.parse().ok()
 }
 
 /// What a session of a replicated venue has not yet written to the cluster.
@@ -359,7 +412,8 @@ impl Replicated {
         inner.runtime.clone().spawn(async move {
             let mut stalled = inner.stalled.subscribe();
             let _ = stalled.wait_for(|s| s.as_deref() != Some(&key)).await;
-            let written = tokio::time::timeout(timeout, write(&inner.bucket, &key, &work)).await;
+            let write = write(&inner.bucket, &key, inner.term, &work);
+            let written = tokio::time::timeout(timeout, write).await;
             let outcome = match written {
                 Ok(Ok(revision)) => Ok(revision),
                 Ok(Err(e)) => Err((e, work)),
@@ -393,8 +447,9 @@ impl Replicated {
     }
 }
 
-/// One write: purge, chunks, then the numbers (compare-and-set on `work.revision`).
-async fn write(bucket: &kv::Store, key: &str, work: &Work) -> io::Result<Option<u64>> {
+/// One write: purge, chunks (under `term`), then the numbers (compare-and-set on
+/// `work.revision`).
+async fn write(bucket: &kv::Store, key: &str, term: u64, work: &Work) -> io::Result<Option<u64>> {
     if work.purge {
         let filter = format!("{}{key}.m.>", bucket.prefix);
         bucket
@@ -407,7 +462,7 @@ async fn write(bucket: &kv::Store, key: &str, work: &Work) -> io::Result<Option<
     if !work.chunks.is_empty() {
         let puts = work.chunks.iter().map(|(first, records)| {
             let value = Bytes::copy_from_slice(records);
-            bucket.put(format!("{key}.m.{first:020}"), value)
+            bucket.put(format!("{key}.m.{term:020}.{first:020}"), value)
         });
         futures_util::future::try_join_all(puts)
             .await

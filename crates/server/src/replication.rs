@@ -1021,6 +1021,9 @@ struct LeaseHold {
     /// renewal plus 80% of the TTL.
     valid_until_ms: AtomicU64,
     revision: AtomicU64,
+    /// The lease entry's revision when this node took it: every later holder took it at a
+    /// higher one, so it numbers the terms of leadership.
+    term: u64,
     epoch: Instant,
 }
 
@@ -1051,6 +1054,11 @@ impl LeaseGuard {
             ));
         }
         Ok(())
+    }
+
+    /// This node's term of leadership: higher than every earlier leader's.
+    pub fn term(&self) -> u64 {
+        self.0.term
     }
 }
 
@@ -1100,6 +1108,7 @@ fn hold_lease(
         lost: AtomicBool::new(false),
         valid_until_ms: AtomicU64::new((ttl - margin).as_millis() as u64),
         revision: AtomicU64::new(revision),
+        term: revision,
         epoch,
     });
     let task_hold = hold.clone();

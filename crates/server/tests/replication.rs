@@ -508,3 +508,94 @@ fn a_fix_logon_waits_for_its_stores_read_from_the_cluster_without_holding_up_oth
     again.logon(&leader, 1);
     within(Duration::from_secs(20), move || leader.shutdown().unwrap());
 }
+
+/// Waits on the test thread for `done`, woken by the mirrors' bell (each write and read of a
+/// FIX store rings it when it ends).
+fn wait_for(bell: &rialto_server::idle::Bell, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        bell.set_sleeping(true);
+        if !done() {
+            std::thread::park_timeout(Duration::from_millis(100));
+        }
+        bell.set_sleeping(false);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within 30 s"
+        );
+    }
+}
+
+#[test]
+fn a_deposed_leaders_late_fix_messages_never_replace_what_the_new_leader_stored() {
+    use rialto_fix::session::MessageStore;
+    use rialto_server::fixstore::{FixMirror, SessionStore};
+    use std::task::Poll;
+
+    let cluster = NatsCluster::start();
+    let settings = cluster.log_settings("fixterm");
+    let connection = Connection::open(&settings, Duration::from_secs(30)).unwrap();
+    let bell = rialto_server::idle::Bell::for_thread(std::thread::current());
+    let session = "FIX.4.4-RIALTO-TRADER1";
+    // Three leaders in turn; `old` is deposed while it still holds the session open.
+    let mirror = |term| {
+        let mirror = FixMirror::open_as_term(&connection, term).unwrap();
+        mirror.set_bell(bell.clone());
+        mirror
+    };
+    let (old, new, third) = (mirror(5), mirror(9), mirror(12));
+    let open = |mirror: &FixMirror, dir: &Path| {
+        let mut read = Poll::Pending;
+        wait_for(&bell, "reading the store", || {
+            read = mirror.poll_read(session);
+            read.is_ready()
+        });
+        let Poll::Ready(read) = read else {
+            unreachable!()
+        };
+        read.unwrap();
+        SessionStore::open(dir, session, Some(mirror)).unwrap()
+    };
+    // Stores messages `seqs` (their text `{label}-{seq}`), then writes them to the cluster.
+    let send = |store: &mut SessionStore, label: &str, seqs: std::ops::RangeInclusive<u64>| {
+        for seq in seqs.clone() {
+            let text = format!("{label}-{seq}");
+            store.store(seq, 0, text.as_bytes()).unwrap();
+        }
+        store.set_next_sender_seq(seqs.end() + 1).unwrap();
+        let mut outcome = Ok(());
+        wait_for(&bell, "writing the store", || {
+            outcome = store.flush();
+            let (holds_all, acknowledged) = store.tickets();
+            outcome.is_err() || acknowledged >= holds_all
+        });
+        outcome
+    };
+    let messages = |store: &mut SessionStore| {
+        let (mut found, mut from, mut buf) = (Vec::new(), 1, Vec::new());
+        while let Some((seq, _)) = store.read_next(from, u64::MAX, &mut buf).unwrap() {
+            found.push(format!("{seq}:{}", String::from_utf8_lossy(&buf)));
+            from = seq + 1;
+        }
+        found
+    };
+
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut on_old = open(&old, dirs[0].path());
+    send(&mut on_old, "old", 1..=3).unwrap();
+    // The new leader takes the session over and sends 4 and 5.
+    let mut on_new = open(&new, dirs[1].path());
+    assert_eq!(on_new.next_sender_seq(), 4);
+    send(&mut on_new, "new", 4..=5).unwrap();
+    // The deposed leader's write of 4 to 6, in flight when it lost the lease, lands now: its
+    // messages reach the bucket and its numbers are refused.
+    let late = send(&mut on_old, "zombie", 4..=6);
+    assert!(late.is_err(), "the deposed leader's numbers were accepted");
+    // The next leader resends what the new leader sent, and numbers its next message 6.
+    let mut on_third = open(&third, dirs[2].path());
+    assert_eq!(on_third.next_sender_seq(), 6);
+    assert_eq!(
+        messages(&mut on_third),
+        ["1:old-1", "2:old-2", "3:old-3", "4:new-4", "5:new-5"]
+    );
+}
