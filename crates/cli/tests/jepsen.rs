@@ -69,6 +69,9 @@ const WINDOW: usize = 4;
 const PROGRESS: u64 = 12;
 /// The longest any awaited event may take (a loaded 2-core machine).
 const PATIENCE: Duration = Duration::from_secs(60);
+/// Commands a second that a read replica started again reads at least, on top of
+/// [`PATIENCE`] (a quiet host reads about 250,000; 12,600 were seen with the host loaded).
+const REPLICA_READ_FLOOR: u64 = 5_000;
 
 fn env_u64(name: &str) -> Option<u64> {
     let value = std::env::var(name).ok()?;
@@ -570,7 +573,17 @@ impl Venue {
     }
 
     fn wait_until(&mut self, what: &str, paused: Option<usize>, done: impl Fn(&Venue) -> bool) {
-        let deadline = Instant::now() + PATIENCE;
+        self.wait_within(PATIENCE, what, paused, done);
+    }
+
+    fn wait_within(
+        &mut self,
+        patience: Duration,
+        what: &str,
+        paused: Option<usize>,
+        done: impl Fn(&Venue) -> bool,
+    ) {
+        let deadline = Instant::now() + patience;
         loop {
             self.supervise(paused);
             if done(self) {
@@ -581,7 +594,7 @@ impl Venue {
                 panic!("{what}: {}\n{}", errors.join("\n"), self.logs());
             }
             if Instant::now() > deadline {
-                panic!("{what} did not happen within {PATIENCE:?}\n{}", self.logs());
+                panic!("{what} did not happen within {patience:?}\n{}", self.logs());
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -736,7 +749,13 @@ impl Venue {
             assert!(status.success(), "a replica stopped by SIGTERM exits 0");
         }
         self.start_replica();
-        self.wait_until("the replica serving", None, |v| v.replica_serves);
+        // A replica reads the stream from its start (the run never trims it: docs/replication.md,
+        // "Read replicas"), so its start-up grows with the log: late in a 200-cycle run, on a
+        // loaded host, it took a minute. It is given a second more per REPLICA_READ_FLOOR
+        // commands acknowledged so far.
+        let commands = self.acks.load(Ordering::SeqCst);
+        let patience = PATIENCE + Duration::from_secs(commands / REPLICA_READ_FLOOR);
+        self.wait_within(patience, "the replica serving", None, |v| v.replica_serves);
     }
 
     fn restart_standby(&mut self, rng: &mut Rng) {
