@@ -977,25 +977,31 @@ impl Engine {
     }
 
     /// Notes that `(user, order)` ended now, so that its id stays taken for the window.
-    #[inline]
+    #[inline(always)]
     fn order_ended(&mut self, user: UserId, order: OrderId) {
         if self.order_id_window > 0 {
-            // Full only when the window was switched on with more live orders than it can
-            // remember (`window_has_room` keeps it from filling otherwise): the oldest id is
-            // forgotten early rather than the table grown.
-            if self.recent_ids.len() >= self.config.max_window_ids as usize
-                && let Some((_, user, order)) = self.recent_ids.pop_front()
-            {
-                self.recent_id_set.remove(&(user, order));
-            }
-            self.recent_ids.push_back((self.now, user, order));
-            let fresh = self.recent_id_set.insert((user, order));
-            debug_assert!(fresh, "an id taken within the window was used again");
-            // The oldest id leaves the window no later than this one.
-            self.housekeeping_at = self
-                .housekeeping_at
-                .min(self.now.saturating_add(self.order_id_window));
+            self.remember_ended(user, order);
         }
+    }
+
+    /// [`Self::order_ended`] under an order-id window.
+    #[inline(never)]
+    fn remember_ended(&mut self, user: UserId, order: OrderId) {
+        // Full only when the window was switched on with more live orders than it can
+        // remember (`window_has_room` keeps it from filling otherwise): the oldest id is
+        // forgotten early rather than the table grown.
+        if self.recent_ids.len() >= self.config.max_window_ids as usize
+            && let Some((_, user, order)) = self.recent_ids.pop_front()
+        {
+            self.recent_id_set.remove(&(user, order));
+        }
+        self.recent_ids.push_back((self.now, user, order));
+        let fresh = self.recent_id_set.insert((user, order));
+        debug_assert!(fresh, "an id taken within the window was used again");
+        // The oldest id leaves the window no later than this one.
+        self.housekeeping_at = self
+            .housekeeping_at
+            .min(self.now.saturating_add(self.order_id_window));
     }
 
     /// Whether a new order's id can be remembered when it ends: every live order will add one
@@ -2635,13 +2641,14 @@ impl Engine {
             let new_hold = buy_hold(node.remaining, price, &terms).ok_or(Reason::Overflow)?;
             let old_hold = buy_hold(node.remaining, node.price, &terms).expect("held at entry");
             let added_hold = new_hold - old_hold;
-            // The balance exists: it holds this order's funds.
-            let exposed = self.accounts.get(node.account).futures;
+            // The balance exists: it holds this order's funds. (A user's futures matter only
+            // to a hold that grows.)
+            let exposed = added_hold > 0 && self.accounts.get(node.account).futures;
             let balance = self.accounts.balance_mut(node.account, terms.quote);
             if added_hold > balance.available {
                 return Err(Reason::InsufficientFunds);
             }
-            let balance = if exposed && added_hold > 0 {
+            let balance = if exposed {
                 self.spot_spending_margin(node.account, terms.quote, added_hold)?
             } else {
                 balance
