@@ -239,7 +239,7 @@ impl SymbolState {
             best_levels: [NIL; 2],
             bids: side(Side::Buy),
             asks: side(Side::Sell),
-            controls: MarketControls::new(),
+            controls: MarketControls::new(base != FUTURE_BASE),
             spec,
             last_trade: 0,
             reference: 0,
@@ -492,9 +492,13 @@ pub struct Engine {
     /// such entries are dropped: so it never holds more than twice the live expiring orders
     /// plus its reserved capacity.
     pub(crate) expiries: BinaryHeap<Reverse<(i64, UserId, OrderId, u32)>>,
-    /// The time of the heap's first entry (`i64::MAX` when it is empty), so that step 1 of a
-    /// command is one comparison.
+    /// The time of the heap's first entry (`i64::MAX` when it is empty).
     next_expiry_ts: i64,
+    /// No later than the first venue time at which step 1 of a command has work: the first
+    /// expiry, or the time the oldest id of the order-id window leaves it. Before it, step 1 is
+    /// this one comparison; at or after it, step 1 looks and works the time out again (a time
+    /// too early costs one look, never a missed expiry).
+    pub(crate) housekeeping_at: i64,
     /// What only icebergs and pending stops have, by node index (docs on [`OrderExtra`]); an
     /// ordinary order never reads it.
     pub(crate) order_extras: Vec<OrderExtra>,
@@ -648,6 +652,7 @@ impl Engine {
             order_info: Vec::with_capacity(orders),
             expiries: BinaryHeap::with_capacity(orders),
             next_expiry_ts: i64::MAX,
+            housekeeping_at: i64::MAX,
             order_extras: Vec::with_capacity(orders),
             stop_accepts: 0,
             stop_dirty: Vec::with_capacity(8),
@@ -702,11 +707,8 @@ impl Engine {
         if timestamp_ns > self.now {
             self.now = timestamp_ns;
         }
-        if !self.recent_ids.is_empty() {
-            self.forget_old_ids();
-        }
-        if self.next_expiry_ts <= self.now {
-            self.expire_due(sink);
+        if self.housekeeping_at <= self.now {
+            self.housekeeping(sink);
         }
         let result = self.apply_command(cmd, sink);
         if self.knock_on_pending {
@@ -715,6 +717,31 @@ impl Engine {
         #[cfg(debug_assertions)]
         self.debug_check_holds();
         result
+    }
+
+    /// Step 1 of a command (docs/rules.md, "One command"), when [`Self::housekeeping_at`] has
+    /// come: ids that left the order-id window are forgotten and due orders expire.
+    #[cold]
+    #[inline(never)]
+    fn housekeeping(&mut self, sink: &mut impl EventSink) {
+        if !self.recent_ids.is_empty() {
+            self.forget_old_ids();
+        }
+        if self.next_expiry_ts <= self.now {
+            self.expire_due(sink);
+        }
+        self.refresh_housekeeping();
+    }
+
+    /// Works [`Self::housekeeping_at`] out from the expiry heap and the order-id window.
+    pub(crate) fn refresh_housekeeping(&mut self) {
+        let forget_at = self
+            .recent_ids
+            .front()
+            .map_or(i64::MAX, |&(ended_at, _, _)| {
+                ended_at.saturating_add(self.order_id_window)
+            });
+        self.housekeeping_at = forget_at.min(self.next_expiry_ts);
     }
 
     /// Knock-on work (docs/rules.md, "One command"): the stops the command's trades triggered,
@@ -932,6 +959,7 @@ impl Engine {
         self.order_id_window = window;
         // A smaller window forgets for good what it no longer covers.
         self.forget_old_ids();
+        self.refresh_housekeeping();
         Ok(())
     }
 
@@ -949,21 +977,31 @@ impl Engine {
     }
 
     /// Notes that `(user, order)` ended now, so that its id stays taken for the window.
-    #[inline]
+    #[inline(always)]
     fn order_ended(&mut self, user: UserId, order: OrderId) {
         if self.order_id_window > 0 {
-            // Full only when the window was switched on with more live orders than it can
-            // remember (`window_has_room` keeps it from filling otherwise): the oldest id is
-            // forgotten early rather than the table grown.
-            if self.recent_ids.len() >= self.config.max_window_ids as usize
-                && let Some((_, user, order)) = self.recent_ids.pop_front()
-            {
-                self.recent_id_set.remove(&(user, order));
-            }
-            self.recent_ids.push_back((self.now, user, order));
-            let fresh = self.recent_id_set.insert((user, order));
-            debug_assert!(fresh, "an id taken within the window was used again");
+            self.remember_ended(user, order);
         }
+    }
+
+    /// [`Self::order_ended`] under an order-id window.
+    #[inline(never)]
+    fn remember_ended(&mut self, user: UserId, order: OrderId) {
+        // Full only when the window was switched on with more live orders than it can
+        // remember (`window_has_room` keeps it from filling otherwise): the oldest id is
+        // forgotten early rather than the table grown.
+        if self.recent_ids.len() >= self.config.max_window_ids as usize
+            && let Some((_, user, order)) = self.recent_ids.pop_front()
+        {
+            self.recent_id_set.remove(&(user, order));
+        }
+        self.recent_ids.push_back((self.now, user, order));
+        let fresh = self.recent_id_set.insert((user, order));
+        debug_assert!(fresh, "an id taken within the window was used again");
+        // The oldest id leaves the window no later than this one.
+        self.housekeeping_at = self
+            .housekeeping_at
+            .min(self.now.saturating_add(self.order_id_window));
     }
 
     /// Whether a new order's id can be remembered when it ends: every live order will add one
@@ -1076,6 +1114,15 @@ impl Engine {
         }
         let symbol = cmd.symbol.0 as usize;
         let sym = self.symbols.get(symbol).ok_or(Reason::UnknownSymbol)?;
+        if sym.controls.plain_spot()
+            && cmd.order_type == Some(OrderType::Limit)
+            && let Some(tif @ (Tif::Gtc | Tif::Ioc)) = cmd.tif
+            && let (Some(side), Some(stp)) = (cmd.side, cmd.stp)
+            && !cmd.post_only
+            && cmd.extras.is_none()
+        {
+            return self.place_plain(cmd, account, symbol, side, tif, stp, sink);
+        }
         let terms = sym.terms;
         if is_future(&terms) {
             // Its margin check reads the account's slot, and a resting rest what its node will
@@ -1251,6 +1298,84 @@ impl Engine {
         Ok(())
     }
 
+    /// [`Self::place`] of the common order: a limit GTC or IOC order, not post-only and with no
+    /// extras, on a spot symbol in `continuous` with no band. The same checks in the same order
+    /// as `place`, less those that cannot apply to it (stops, icebergs, expiries, phases, the
+    /// band, margin of its own).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn place_plain(
+        &mut self,
+        cmd: &PlaceOrder,
+        account: u32,
+        symbol: usize,
+        side: Side,
+        tif: Tif,
+        stp: Stp,
+        sink: &mut impl EventSink,
+    ) -> Result<(), Reason> {
+        if cmd.qty <= 0 {
+            return Err(Reason::InvalidQty);
+        }
+        let price = match cmd.price {
+            Some(price) if price > 0 => price,
+            _ => return Err(Reason::InvalidPrice),
+        };
+        let terms = self.symbols[symbol].terms;
+        if side == Side::Sell && sell_price_below_fee(price, &terms) {
+            return Err(Reason::InvalidPrice);
+        }
+        if self.find_order(cmd.user, cmd.order).is_some()
+            || self.id_recently_used(cmd.user, cmd.order)
+        {
+            return Err(Reason::DuplicateOrderId);
+        }
+        let (hold, held_currency) = match side {
+            Side::Buy => (
+                buy_hold(cmd.qty, price, &terms).ok_or(Reason::Overflow)?,
+                terms.quote,
+            ),
+            Side::Sell => (
+                cmd.qty
+                    .checked_mul(terms.base_scale)
+                    .ok_or(Reason::Overflow)?,
+                terms.base,
+            ),
+        };
+        let exposed = self.accounts.get(account).futures;
+        if hold > self.accounts.balance(account, held_currency).available {
+            return Err(Reason::InsufficientFunds);
+        }
+        if exposed {
+            self.check_margin_after_spending(account, held_currency, hold)?;
+        }
+        let rests = tif == Tif::Gtc;
+        if (rests && !self.has_room_for_order(account)) || !self.window_has_room() {
+            return Err(Reason::LimitExceeded);
+        }
+        if exposed {
+            // Its spot spending may lower `available` in a futures currency.
+            self.note_stale_margin(account, terms.quote);
+            self.note_stale_margin(account, terms.base);
+        }
+        let taker = Taker {
+            account,
+            user: cmd.user,
+            order: cmd.order,
+            side,
+            limit: Some(price),
+            qty: cmd.qty,
+            stp,
+            post_only: false,
+            leftover: if rests { None } else { Some(CancelReason::Ioc) },
+            terms: OrderTerms { expire_ts: 0, tif },
+            display: 0,
+            liquidation: false,
+        };
+        self.execute_with::<true>(symbol, &taker, None, sink);
+        Ok(())
+    }
+
     fn has_room_for_order(&self, account: u32) -> bool {
         self.accounts.get(account).open_orders < self.config.max_open_orders_per_user
             && self.orders.live()
@@ -1376,6 +1501,7 @@ impl Engine {
 
     /// Matches a taker against the book, then rests or cancels its rest and settles its balances.
     /// `node` is the order's existing node for a move (already out of its level, hold released).
+    #[inline(always)]
     fn execute(
         &mut self,
         symbol: usize,
@@ -1383,11 +1509,39 @@ impl Engine {
         node: Option<u32>,
         sink: &mut impl EventSink,
     ) {
-        // The band is fixed when the order enters: its own trades do not move it.
-        let band_edge = self.symbols[symbol].controls.edge(taker.side);
+        // One byte decides the common case: a taker that is not an iceberg on a spot symbol in
+        // `continuous` with no band, whose path has no band, phase, slice or margin branches.
+        if self.symbols[symbol].controls.plain_spot() && taker.display == 0 {
+            self.execute_with::<true>(symbol, taker, node, sink);
+        } else {
+            self.execute_with::<false>(symbol, taker, node, sink);
+        }
+    }
+
+    /// [`Self::execute`]; `PLAIN`: the symbol is spot, in `continuous` with no band, and the
+    /// taker is no iceberg (so neither a band, a phase, slices nor margin can apply).
+    #[inline(never)]
+    fn execute_with<const PLAIN: bool>(
+        &mut self,
+        symbol: usize,
+        taker: &Taker,
+        node: Option<u32>,
+        sink: &mut impl EventSink,
+    ) {
+        debug_assert!(!PLAIN || (self.symbols[symbol].controls.plain_spot() && taker.display == 0));
+        // The band is fixed when the order enters: its own trades do not move it. (Without a
+        // band the edges are open: `PLAIN` knows them without reading the controls.)
+        let band_edge = if PLAIN {
+            match taker.side {
+                Side::Buy => i64::MAX,
+                Side::Sell => i64::MIN,
+            }
+        } else {
+            self.symbols[symbol].controls.edge(taker.side)
+        };
         // Nothing trades outside `continuous` (in an auction orders rest, the book may cross).
-        let fills = if self.symbols[symbol].controls.phase() == Phase::Continuous {
-            self.match_taker(symbol, taker, band_edge, sink)
+        let fills = if PLAIN || self.symbols[symbol].controls.phase() == Phase::Continuous {
+            self.match_taker::<PLAIN>(symbol, taker, band_edge, sink)
         } else {
             Fills::default()
         };
@@ -1400,7 +1554,8 @@ impl Engine {
         let (base, quote) = (terms.base, terms.quote);
         let unfilled = taker.qty - fills.filled;
         // An order whose own limit lies beyond the band's edge never rests there.
-        let limit_beyond_band = taker.leftover.is_none()
+        let limit_beyond_band = !PLAIN
+            && taker.leftover.is_none()
             && taker
                 .limit
                 .is_some_and(|price| beyond_edge(taker.side, band_edge, price));
@@ -1440,7 +1595,7 @@ impl Engine {
         // (A future's taker was settled fill by fill and holds nothing.)
         let (accounts, account) = (&mut self.accounts, taker.account);
         match taker.side {
-            _ if is_future(&terms) => {}
+            _ if !PLAIN && is_future(&terms) => {}
             Side::Buy => {
                 let rest_hold = match taker.limit {
                     Some(price) if rest_qty > 0 => {
@@ -1463,24 +1618,29 @@ impl Engine {
 
         match (node, rest_qty > 0) {
             (Some(idx), true) => {
-                let shown = self.set_slices(idx, taker.display, rest_qty);
+                let shown = if PLAIN {
+                    rest_qty
+                } else {
+                    self.set_slices(idx, taker.display, rest_qty)
+                };
                 let n = self.orders.get_mut(idx);
                 n.remaining = shown;
                 n.price = taker.limit.expect("a resting order has a price");
                 self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
-                if is_future(&terms) {
+                if !PLAIN && is_future(&terms) {
                     self.sync_future_order(idx);
                 }
             }
-            (Some(idx), false) => self.forget_order(idx),
-            (None, true) => self.rest_new(symbol, taker, rest_qty, taker.qty),
-            (None, false) if taker.liquidation => {}
+            (Some(idx), false) => self.forget_order_on::<PLAIN>(idx),
+            (None, true) => self.rest_new_on::<PLAIN>(symbol, taker, rest_qty, taker.qty),
+            (None, false) if !PLAIN && taker.liquidation => {}
             (None, false) => self.order_ended(taker.user, taker.order),
         }
     }
 
     /// The matching loop: trades while the taker crosses the best opposite level.
-    fn match_taker(
+    #[inline(always)]
+    fn match_taker<const PLAIN: bool>(
         &mut self,
         symbol: usize,
         taker: &Taker,
@@ -1501,7 +1661,7 @@ impl Engine {
             if !self.level_tradable(&terms, taker, maker.price) {
                 break;
             }
-            if beyond_edge(taker.side, band_edge, maker.price) {
+            if !PLAIN && beyond_edge(taker.side, band_edge, maker.price) {
                 fills.stopped_by_band = true;
                 break;
             }
@@ -1532,7 +1692,8 @@ impl Engine {
                     break;
                 }
             }
-            if is_future(&terms)
+            if !PLAIN
+                && is_future(&terms)
                 && let Err(side) = self.check_future_fill(&terms, symbol, &maker, qty, taker)
             {
                 // A fill whose settlement would leave i64 (docs/rules.md, "Futures",
@@ -1544,7 +1705,7 @@ impl Engine {
                 self.remove_live_order(maker_idx, CancelReason::Overflow, sink);
                 continue;
             }
-            self.fill_maker(symbol, maker_idx, qty, taker, sink);
+            self.fill_maker::<PLAIN>(symbol, maker_idx, qty, taker, sink);
             if fills.filled == 0 {
                 fills.first_price = maker.price;
             }
@@ -1604,7 +1765,8 @@ impl Engine {
 
     /// Trades `qty` of resting order `maker_idx` with the taker: settles the maker, collects both
     /// fees, reports the trade. The taker is settled by [`Self::execute`].
-    fn fill_maker(
+    #[inline(always)]
+    fn fill_maker<const PLAIN: bool>(
         &mut self,
         symbol: usize,
         maker_idx: u32,
@@ -1619,7 +1781,7 @@ impl Engine {
         let price = maker.price;
         let maker_fee = qty * terms.maker_fee;
         let taker_fee = qty * terms.taker_fee;
-        if is_future(&terms) {
+        if !PLAIN && is_future(&terms) {
             let (buyer, seller, buyer_fee, seller_fee) = match maker.side {
                 Side::Buy => (maker.account, taker.account, maker_fee, taker_fee),
                 Side::Sell => (taker.account, maker.account, taker_fee, maker_fee),
@@ -1636,7 +1798,7 @@ impl Engine {
         );
         let (accounts, account) = (&mut self.accounts, maker.account);
         match maker.side {
-            _ if is_future(&terms) => {}
+            _ if !PLAIN && is_future(&terms) => {}
             Side::Buy => {
                 let q = accounts.balance_mut(account, quote);
                 q.held -= notional + taker_fee;
@@ -1661,7 +1823,7 @@ impl Engine {
             maker_fee,
             taker_fee,
         }));
-        self.take_from_front(symbol, maker_idx, qty);
+        self.take_from_front_on::<PLAIN>(symbol, maker_idx, qty);
     }
 
     /// What the order at the front of its level offers a trade now: its remaining quantity,
@@ -1700,6 +1862,12 @@ impl Engine {
     /// changes the book, for a taker's walk and an uncross alike.
     #[inline(always)]
     pub(crate) fn take_from_front(&mut self, symbol: usize, idx: u32, qty: i64) {
+        self.take_from_front_on::<false>(symbol, idx, qty);
+    }
+
+    /// [`Self::take_from_front`]; `SPOT`: the symbol is known to be spot.
+    #[inline(always)]
+    fn take_from_front_on<const SPOT: bool>(&mut self, symbol: usize, idx: u32, qty: i64) {
         let node = *self.orders.get(idx);
         debug_assert!(qty <= node.remaining);
         if qty == node.remaining {
@@ -1707,29 +1875,41 @@ impl Engine {
                 self.next_slice(symbol, idx);
             } else {
                 self.symbols[symbol].unlink(node.side, &mut self.levels, &mut self.orders, idx);
-                self.forget_order(idx);
+                self.forget_order_on::<SPOT>(idx);
                 return;
             }
         } else {
             self.orders.get_mut(idx).remaining -= qty;
             self.levels.get_mut(node.level).total -= qty;
         }
-        if is_future(&self.symbols[symbol].terms) {
+        if !SPOT && is_future(&self.symbols[symbol].terms) {
             self.sync_future_order(idx);
         }
     }
 
     /// Puts the rest of a new order on the book, holding nothing itself (the caller has).
     /// `total` is its quantity with what it has filled.
+    #[inline]
     fn rest_new(&mut self, symbol: usize, taker: &Taker, qty: i64, total: i64) {
+        self.rest_new_on::<false>(symbol, taker, qty, total);
+    }
+
+    /// [`Self::rest_new`]; `PLAIN` as for [`Self::execute_with`].
+    fn rest_new_on<const PLAIN: bool>(
+        &mut self,
+        symbol: usize,
+        taker: &Taker,
+        qty: i64,
+        total: i64,
+    ) {
         let price = taker.limit.expect("a resting order has a price");
         let idx = self.new_node(symbol, taker, total, price, qty);
-        if taker.display > 0 {
+        if !PLAIN && taker.display > 0 {
             let shown = self.set_slices(idx, taker.display, qty);
             self.orders.get_mut(idx).remaining = shown;
         }
         self.symbols[symbol].push_back(taker.side, &mut self.levels, &mut self.orders, idx);
-        if is_future(&self.symbols[symbol].terms) {
+        if !PLAIN && is_future(&self.symbols[symbol].terms) {
             self.sync_future_order(idx);
         }
     }
@@ -1816,6 +1996,7 @@ impl Engine {
         }
         self.expiries.push(Reverse((expire_ts, user, order, idx)));
         self.next_expiry_ts = self.next_expiry().unwrap_or(i64::MAX);
+        self.housekeeping_at = self.housekeeping_at.min(self.next_expiry_ts);
     }
 
     /// Whether an expiry heap entry still stands for a live order.
@@ -2029,12 +2210,18 @@ impl Engine {
     }
 
     /// Frees a node that is out of its level: unlinks it from its account and the id index.
+    #[inline]
     fn forget_order(&mut self, idx: u32) {
+        self.forget_order_on::<false>(idx);
+    }
+
+    /// [`Self::forget_order`]; `SPOT`: the order's symbol is known to be spot.
+    fn forget_order_on<const SPOT: bool>(&mut self, idx: u32) {
         let node = *self.orders.get(idx);
         if node.kind == NodeKind::Iceberg {
             self.symbols[node.symbol as usize].icebergs -= 1;
         }
-        if is_future(&self.symbols[node.symbol as usize].terms) {
+        if !SPOT && is_future(&self.symbols[node.symbol as usize].terms) {
             self.drop_future_order(idx, node.account, node.symbol);
         }
         let account = self.accounts.get_mut(node.account);
@@ -2325,14 +2512,15 @@ impl Engine {
         let idx = self.find_own_live_order(user, order)?;
         let node = *self.orders.get(idx);
         let sym = &self.symbols[node.symbol as usize];
-        if node.kind != NodeKind::Plain || !sym.controls.unrestricted() {
+        if node.kind != NodeKind::Plain || !sym.controls.plain_spot() {
+            if node.kind == NodeKind::Plain && sym.controls.unrestricted() {
+                return self.move_future(idx, price, sink);
+            }
             return self.move_with_controls(idx, price, sink);
         }
-        if is_future(&sym.terms) {
-            return self.move_future(idx, price, sink);
-        }
-        // A plain order on a spot symbol in `continuous` with no band (the common case): its
-        // checks read the symbol's terms once, and nothing is left to sync.
+        // A plain order on a spot symbol in `continuous` with no band (the common case, one
+        // byte of the symbol's controls): its checks read the symbol's terms once, and nothing
+        // is left to sync.
         if price <= 0 || (node.side == Side::Sell && sell_price_below_fee(price, &sym.terms)) {
             return Err(Reason::InvalidPrice);
         }
@@ -2453,13 +2641,14 @@ impl Engine {
             let new_hold = buy_hold(node.remaining, price, &terms).ok_or(Reason::Overflow)?;
             let old_hold = buy_hold(node.remaining, node.price, &terms).expect("held at entry");
             let added_hold = new_hold - old_hold;
-            // The balance exists: it holds this order's funds.
-            let exposed = self.accounts.get(node.account).futures;
+            // The balance exists: it holds this order's funds. (A user's futures matter only
+            // to a hold that grows.)
+            let exposed = added_hold > 0 && self.accounts.get(node.account).futures;
             let balance = self.accounts.balance_mut(node.account, terms.quote);
             if added_hold > balance.available {
                 return Err(Reason::InsufficientFunds);
             }
-            let balance = if exposed && added_hold > 0 {
+            let balance = if exposed {
                 self.spot_spending_margin(node.account, terms.quote, added_hold)?
             } else {
                 balance

@@ -26,6 +26,11 @@ pub(crate) struct MarketControls {
     /// `continuous` with no band: what a new order need not check further (the common case,
     /// one branch on the hot path).
     unrestricted: bool,
+    /// `unrestricted` on a spot symbol: a plain order's move and a plain limit order's match
+    /// take their short paths (no band, no phase, no margin), decided by this one byte.
+    plain_spot: bool,
+    /// The symbol is spot (not a future): fixed when it is listed.
+    spot: bool,
     /// The highest price a buy may be placed at or trade at (`hi`), and the lowest for a sell
     /// (`lo`), clamped into i64 (a price is a positive i64, so clamping changes no comparison):
     /// `i64::MAX` and `i64::MIN` when there is no band.
@@ -34,11 +39,13 @@ pub(crate) struct MarketControls {
 }
 
 impl MarketControls {
-    /// `continuous`, no band.
-    pub fn new() -> MarketControls {
+    /// `continuous`, no band, on a spot symbol (`spot`) or a future.
+    pub fn new(spot: bool) -> MarketControls {
         MarketControls {
             phase: Phase::Continuous,
             unrestricted: true,
+            plain_spot: spot,
+            spot,
             buy_edge: i64::MAX,
             sell_edge: i64::MIN,
         }
@@ -55,6 +62,12 @@ impl MarketControls {
         self.unrestricted
     }
 
+    /// [`Self::unrestricted`] and the symbol is spot.
+    #[inline]
+    pub fn plain_spot(&self) -> bool {
+        self.plain_spot
+    }
+
     pub fn set_phase(&mut self, phase: Phase) {
         self.phase = phase;
         self.refresh_unrestricted();
@@ -64,6 +77,7 @@ impl MarketControls {
         self.unrestricted = self.phase == Phase::Continuous
             && self.buy_edge == i64::MAX
             && self.sell_edge == i64::MIN;
+        self.plain_spot = self.unrestricted && self.spot;
     }
 
     /// Works the edges out for reference `reference` (0: none) and a band of `band_bps` (0:

@@ -649,6 +649,7 @@ fn decode_body(r: &mut Reader<'_>, engine: &mut Engine, version: u32) -> Result<
     engine.flag_futures_orders();
     // Last: rebuilding the state through `apply` above must not move the clock.
     engine.now = now;
+    engine.refresh_housekeeping();
     Ok(())
 }
 
