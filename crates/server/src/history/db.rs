@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS seconds (second INTEGER PRIMARY KEY, first_seq INTEGE
 /// The page size of a database file the writer creates, bytes. Most of the writer's CPU goes
 /// into descending and splitting B-trees (two per order event: the table and its index by
 /// order); 32 KiB pages, against SQLite's default 4 KiB, make those trees shallower and split
-/// them an eighth as often, which cut the CPU of an insert by about a third (docs/benchmarks.md,
+/// them less often, which cut the writer's CPU per order by about a tenth (docs/benchmarks.md,
 /// "History on against off under load"). A file created with another page size keeps it: in
 /// WAL mode SQLite cannot change it.
 pub const PAGE_SIZE: i64 = 32 * 1024;
