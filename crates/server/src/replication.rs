@@ -1637,6 +1637,9 @@ pub fn start_node(
     let ttl = Duration::from_millis(settings.lease_ms);
     let mut seen_another_leader = false;
     let mut announced = false;
+    // Whether the standby caught up with the log, and the stream's end it has to reach.
+    let mut warm = false;
+    let mut warm_at: Option<u64> = None;
     let (revision, taken_at) = loop {
         if stop.load(Ordering::SeqCst) {
             return Err(StoppedAsStandby.into());
@@ -1684,6 +1687,23 @@ pub fn start_node(
             match follow.next(&connection, follower.stream_seq, wait) {
                 Some(message) => follower.apply(&message).map_err(anyhow::Error::msg)?,
                 None => break,
+            }
+        }
+        // Said once, for operators (and the fault test): once the standby has applied the
+        // log as far as it reached when the standby began to follow, a take-over applies
+        // only what committed since, not the log a restart left behind.
+        if announced && !warm {
+            if warm_at.is_none() {
+                warm_at = connection.last_stream_seq().ok();
+            }
+            if warm_at.is_some_and(|end| follower.stream_seq >= end) {
+                warm = true;
+                tracing::info!(
+                    seq = follower.engine.last_seq(),
+                    stream_seq = follower.stream_seq,
+                    "the hot standby is warm: it has applied the log as far as it reached \
+                     when the standby began to follow"
+                );
             }
         }
     };
