@@ -248,6 +248,35 @@ pub struct PipelineConfig {
     pub web_outbound: Option<Arc<Ring<Outbound>>>,
 }
 
+impl PipelineConfig {
+    /// The configuration of a pipeline run by [`Pipeline::start_simulated`]: no snapshots,
+    /// no checkpoints, no market data or web side, its stages stepped by the caller; set
+    /// what a run needs on top of it.
+    pub fn simulated(
+        ring_capacity: usize,
+        batch_max: usize,
+        data_dir: std::path::PathBuf,
+        intakes: Vec<Arc<Ring<Request>>>,
+    ) -> PipelineConfig {
+        PipelineConfig {
+            ring_capacity,
+            batch_max,
+            wait: WaitStrategy::Park,
+            snapshot_every: 0,
+            data_dir,
+            archive: false,
+            last_ts_ns: 0,
+            dedicated_threads: false,
+            market_data: None,
+            metrics: Default::default(),
+            prefetch: Prefetch::Off,
+            checkpoint_every: 0,
+            intakes,
+            web_outbound: None,
+        }
+    }
+}
+
 /// Where the engine stage (and the snapshot writer) send events: the gateway thread's ring,
 /// and the web side's ring when the web side runs.
 #[derive(Clone)]
@@ -1717,22 +1746,7 @@ mod tests {
     #[test]
     fn the_journal_stage_takes_from_every_intake_in_turn() {
         let web = Ring::new(64);
-        let config = PipelineConfig {
-            ring_capacity: 64,
-            batch_max: 8,
-            wait: WaitStrategy::Park,
-            snapshot_every: 0,
-            data_dir: std::env::temp_dir(),
-            archive: false,
-            last_ts_ns: 0,
-            dedicated_threads: false,
-            market_data: None,
-            metrics: Default::default(),
-            prefetch: Prefetch::Off,
-            checkpoint_every: 0,
-            intakes: vec![web.clone()],
-            web_outbound: None,
-        };
+        let config = PipelineConfig::simulated(64, 8, std::env::temp_dir(), vec![web.clone()]);
         let disk = Arc::new(Mutex::new(crate::simlog::SimDisk::new()));
         let mut pipeline = Pipeline::start_simulated(
             config,

@@ -13,9 +13,8 @@ use std::sync::{Arc, Mutex};
 use rialto_core::{Command, Engine, PlaceOrder, Side};
 use rialto_server::auth::Credentials;
 use rialto_server::fix::FIX_SESSION_BASE;
-use rialto_server::idle::WaitStrategy;
 use rialto_server::pipeline::{
-    Clock, Event, Op, Outbound, Pipeline, PipelineConfig, Prefetch, Reply, Request, Target,
+    Clock, Event, Op, Outbound, Pipeline, PipelineConfig, Reply, Request, Target,
 };
 use rialto_server::replication::CommandLog;
 use rialto_server::ring::Ring;
@@ -48,22 +47,12 @@ fn fix_orders_are_sequenced_within_a_batch_of_each_other_intake_while_binary_ses
     // The server's intakes: the inbound ring (binary sessions), the web's, the FIX gateway's.
     let web = Ring::new(RING);
     let fix = Ring::new(RING);
-    let config = PipelineConfig {
-        ring_capacity: RING,
-        batch_max: BATCH,
-        wait: WaitStrategy::Park,
-        snapshot_every: 0,
-        data_dir: std::env::temp_dir(),
-        archive: false,
-        last_ts_ns: 0,
-        dedicated_threads: false,
-        market_data: None,
-        metrics: Default::default(),
-        prefetch: Prefetch::Off,
-        checkpoint_every: 0,
-        intakes: vec![web.clone(), fix.clone()],
-        web_outbound: None,
-    };
+    let config = PipelineConfig::simulated(
+        RING,
+        BATCH,
+        std::env::temp_dir(),
+        vec![web.clone(), fix.clone()],
+    );
     let disk = Arc::new(Mutex::new(SimDisk::new()));
     let mut pipeline = Pipeline::start_simulated(
         config,

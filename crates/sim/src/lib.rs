@@ -30,7 +30,6 @@ use rialto_journal::RecoverOptions;
 use rialto_server::admission::{LoginAttempt, Logins, PeerKey, ThrottleSettings};
 use rialto_server::auth::Credentials;
 use rialto_server::feed::{MarketData, SteppedReplica};
-use rialto_server::idle::WaitStrategy;
 use rialto_server::pipeline::{
     Clock, MdChannel, Op, Pipeline, PipelineConfig, Reply, Request, SYSTEM_SESSION, SessionId,
 };
@@ -400,20 +399,15 @@ impl Sim {
         let market_data = MarketData::new(&engine);
         let replica = market_data.stepped(channel.clone(), replica, Prefetch::Off);
         let config = PipelineConfig {
-            ring_capacity: self.ring_capacity,
-            batch_max: self.batch_max,
-            wait: WaitStrategy::Park,
-            snapshot_every: 0,
-            data_dir: self.tmp.path().to_path_buf(),
-            archive: false,
             last_ts_ns,
-            dedicated_threads: false,
             market_data: Some(channel),
-            metrics: Default::default(),
-            prefetch: Prefetch::Off,
-            checkpoint_every: 0,
-            intakes: vec![fix_intake.clone(), web.intake()],
             web_outbound: Some(web.outlet()),
+            ..PipelineConfig::simulated(
+                self.ring_capacity,
+                self.batch_max,
+                self.tmp.path().to_path_buf(),
+                vec![fix_intake.clone(), web.intake()],
+            )
         };
         let log = CommandLog::Simulated(SimulatedLog::new(self.disk.clone()));
         let mut pipeline = Pipeline::start_simulated(
