@@ -305,8 +305,9 @@ async fn fetch(bucket: &kv::Store, session: &str) -> io::Result<Option<Fetched>>
     chunks.sort_by_key(|(term, _)| *term);
     let records = chunks
         .iter()
-        .flat_map(|(_, payload)| payload.iter().copied())
-        .collect();
+        .map(|(_, payload)| &payload[..])
+        .collect::<Vec<_>>()
+        .concat();
     Ok(Some(Fetched {
         next_sender,
         next_target,
